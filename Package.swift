@@ -1,0 +1,56 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "kvod",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "kvod", targets: ["kvod"]),
+        .executable(name: "kvoclient", targets: ["kvoclient"]),
+        .library(name: "KVOServer", targets: ["KVOServer"]),
+        .library(name: "KVOClientKit", targets: ["KVOClientKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // libuv from the system (Debian: libuv1-dev). Module map and shim header only.
+        .systemLibrary(
+            name: "CLibUV",
+            pkgConfig: "libuv",
+            providers: [.apt(["libuv1-dev"]), .brew(["libuv"])]
+        ),
+        // JSON values, parser and encoder shared by the server and the client. No dependencies.
+        .target(name: "KVOJSON"),
+        // The server: Engine (pure), Protocol (JSON lines), Transport (libuv).
+        .target(
+            name: "KVOServer",
+            dependencies: [
+                "CLibUV",
+                "KVOJSON",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A small blocking client over POSIX sockets, shared by kvoclient and the tests.
+        .target(name: "KVOClientKit", dependencies: ["KVOJSON"]),
+        .executableTarget(
+            name: "kvod",
+            dependencies: [
+                "KVOServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "kvoclient",
+            dependencies: [
+                "KVOClientKit",
+                "KVOJSON",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON"]),
+    ]
+)

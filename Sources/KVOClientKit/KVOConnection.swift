@@ -1,0 +1,214 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import KVOJSON
+
+/// A blocking connection to kvod over TCP: send requests, read replies and change events.
+///
+/// Replies are matched to requests by the `id` this type assigns; events that arrive while waiting
+/// for a reply are queued and handed out by `nextEvent`. Not thread-safe: one thread uses a
+/// connection at a time. The socket is closed by `close()` or on deinit.
+public final class KVOConnection {
+    public let host: String
+    public let port: Int
+    private var socketDescriptor: Int32
+    private var inbox: [UInt8] = []
+    private var inboxStart = 0
+    private var queuedEvents: [JSONValue] = []
+    private var nextRequestID: Int64 = 1
+
+    /// Connects to `host:port` (a name or a numeric IPv4/IPv6 address).
+    public init(host: String = "127.0.0.1", port: Int = 7420) throws(KVOClientError) {
+        self.host = host
+        self.port = port
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        #if canImport(Glibc)
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+        hints.ai_socktype = SOCK_STREAM
+        #endif
+        var results: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &results)
+        guard status == 0, let first = results else {
+            throw .cannotConnect(host: host, port: port, reason: String(cString: gai_strerror(status)))
+        }
+        defer { freeaddrinfo(results) }
+        var lastError = "no address"
+        var candidate: UnsafeMutablePointer<addrinfo>? = first
+        while let info = candidate {
+            let descriptor = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+            if descriptor >= 0 {
+                if connect(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 {
+                    var one: Int32 = 1
+                    setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                    socketDescriptor = descriptor
+                    return
+                }
+                lastError = String(cString: strerror(errno))
+                Glibc.close(descriptor)
+            } else {
+                lastError = String(cString: strerror(errno))
+            }
+            candidate = info.pointee.ai_next
+        }
+        throw .cannotConnect(host: host, port: port, reason: lastError)
+    }
+
+    deinit { close() }
+
+    /// Closes the socket; later calls fail with `connectionClosed`. Safe to call twice.
+    public func close() {
+        if socketDescriptor >= 0 {
+            Glibc.close(socketDescriptor)
+            socketDescriptor = -1
+        }
+    }
+
+    /// Half-closes the sending side (the server sees end of input).
+    public func shutdownWrite() {
+        if socketDescriptor >= 0 { shutdown(socketDescriptor, Int32(SHUT_WR)) }
+    }
+
+    // MARK: - Raw I/O
+
+    /// Sends bytes as they are (for tests of framing and bad input).
+    public func send(raw bytes: [UInt8]) throws(KVOClientError) {
+        guard socketDescriptor >= 0 else { throw .connectionClosed }
+        var sent = 0
+        while sent < bytes.count {
+            let result = bytes.withUnsafeBytes { raw in
+                Glibc.send(socketDescriptor, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            if result < 0 {
+                if errno == EINTR { continue }
+                if errno == EPIPE || errno == ECONNRESET { throw .connectionClosed }
+                throw .io(String(cString: strerror(errno)))
+            }
+            sent += result
+        }
+    }
+
+    /// Sends one message: its compact JSON and a newline.
+    public func send(_ message: JSONValue) throws(KVOClientError) {
+        var bytes = JSONWriter.bytes(message)
+        bytes.append(0x0A)
+        try send(raw: bytes)
+    }
+
+    /// Reads the next line (without its newline). `timeout` in seconds; nil waits forever.
+    public func readLine(timeout: Double? = 10) throws(KVOClientError) -> [UInt8] {
+        let deadline = timeout.map { monotonicSeconds() + $0 }
+        while true {
+            if let newline = inbox[inboxStart...].firstIndex(of: 0x0A) {
+                var line = Array(inbox[inboxStart..<newline])
+                inboxStart = newline + 1
+                if inboxStart > 65536 {
+                    inbox.removeFirst(inboxStart)
+                    inboxStart = 0
+                }
+                if line.last == 0x0D { line.removeLast() }
+                return line
+            }
+            try fill(deadline: deadline)
+        }
+    }
+
+    /// Reads the next message of any kind (reply or event) as JSON.
+    public func readMessage(timeout: Double? = 10) throws(KVOClientError) -> JSONValue {
+        let line = try readLine(timeout: timeout)
+        guard let message = try? JSONParser.parse(line), message.objectValue != nil else {
+            throw .malformedMessage(String(decoding: line, as: UTF8.self))
+        }
+        return message
+    }
+
+    private func fill(deadline: Double?) throws(KVOClientError) {
+        guard socketDescriptor >= 0 else { throw .connectionClosed }
+        var descriptor = pollfd(fd: socketDescriptor, events: Int16(POLLIN), revents: 0)
+        while true {
+            var waitMilliseconds: Int32 = -1
+            if let deadline {
+                let remaining = deadline - monotonicSeconds()
+                if remaining <= 0 { throw .timedOut }
+                waitMilliseconds = Int32(min(remaining * 1000, 60_000).rounded(.up))
+            }
+            let ready = poll(&descriptor, 1, waitMilliseconds)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                throw .io(String(cString: strerror(errno)))
+            }
+            if ready > 0 { break }
+        }
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let count = chunk.withUnsafeMutableBytes { recv(socketDescriptor, $0.baseAddress, $0.count, 0) }
+        if count == 0 { throw .connectionClosed }
+        if count < 0 {
+            if errno == EINTR || errno == EAGAIN { return }
+            if errno == ECONNRESET { throw .connectionClosed }
+            throw .io(String(cString: strerror(errno)))
+        }
+        inbox.append(contentsOf: chunk[0..<count])
+    }
+
+    // MARK: - Requests and events
+
+    /// Sends a request (`op` plus `params`, with a fresh `id`) and returns its reply, queuing any
+    /// events that arrive first. The reply is returned whether `ok` is true or false.
+    public func request(_ op: String, _ params: [String: JSONValue] = [:], timeout: Double? = 10) throws(KVOClientError) -> JSONValue {
+        let id = nextRequestID
+        nextRequestID += 1
+        var message = params
+        message["op"] = .string(op)
+        message["id"] = .int(id)
+        try send(.object(message))
+        while true {
+            let incoming = try readMessage(timeout: timeout)
+            if incoming["event"] != nil {
+                queuedEvents.append(incoming)
+                continue
+            }
+            if incoming["id"] == .int(id) { return incoming }
+            // A reply without our id (for instance to a line the server could not parse): skip it.
+        }
+    }
+
+    /// Like `request`, but throws `.server` for an `ok: false` reply and returns the reply's fields.
+    @discardableResult
+    public func call(_ op: String, _ params: [String: JSONValue] = [:], timeout: Double? = 10) throws(KVOClientError) -> [String: JSONValue] {
+        let reply = try request(op, params, timeout: timeout)
+        guard let fields = reply.objectValue else { throw .malformedMessage(reply.description) }
+        if fields["ok"] == .bool(true) { return fields }
+        let error = fields["error"]
+        throw .server(code: error?["code"]?.stringValue ?? "unknown", message: error?["message"]?.stringValue ?? "")
+    }
+
+    /// The next change event: a queued one, or the next to arrive within `timeout` seconds
+    /// (nil waits forever). Returns nil on timeout. Replies read meanwhile are dropped.
+    public func nextEvent(timeout: Double? = 10) throws(KVOClientError) -> JSONValue? {
+        if !queuedEvents.isEmpty { return queuedEvents.removeFirst() }
+        let deadline = timeout.map { monotonicSeconds() + $0 }
+        while true {
+            let remaining = deadline.map { max(0, $0 - monotonicSeconds()) }
+            let message: JSONValue
+            do {
+                message = try readMessage(timeout: remaining)
+            } catch .timedOut {
+                return nil
+            }
+            if message["event"] != nil { return message }
+        }
+    }
+
+    /// Events received and not yet taken with `nextEvent`.
+    public var pendingEvents: [JSONValue] { queuedEvents }
+}
+
+/// Seconds on a monotonic clock.
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}

@@ -1,0 +1,383 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why a byte sequence is not a JSON value.
+public struct JSONParseError: Error, Equatable, CustomStringConvertible {
+    public enum Reason: Equatable, Sendable {
+        /// The bytes are not valid UTF-8.
+        case invalidUTF8
+        /// Nesting deeper than `JSONParser.maximumDepth`.
+        case tooDeep
+        /// Anything else: the message says what was expected.
+        case syntax(String)
+    }
+
+    public let reason: Reason
+    /// Byte offset where the problem was found.
+    public let offset: Int
+
+    public var description: String {
+        switch reason {
+        case .invalidUTF8: return "invalid UTF-8 at byte \(offset)"
+        case .tooDeep: return "nesting deeper than \(JSONParser.maximumDepth) levels at byte \(offset)"
+        case let .syntax(message): return "\(message) at byte \(offset)"
+        }
+    }
+}
+
+/// A strict RFC 8259 parser over UTF-8 bytes.
+///
+/// It reads one complete value (surrounding white space allowed) and rejects trailing bytes,
+/// invalid UTF-8 anywhere, lone surrogate escapes and nesting deeper than `maximumDepth`, so that no
+/// input can crash the caller or exhaust its stack. A parser is a short-lived value: make one per
+/// input, on any thread.
+public struct JSONParser {
+    /// Deepest array/object nesting accepted.
+    public static let maximumDepth = 256
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+    private var depth = 0
+
+    private init(bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    /// Parses exactly one JSON value from `bytes`.
+    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> JSONValue {
+        var parser = JSONParser(bytes: bytes)
+        parser.skipWhitespace()
+        let value = try parser.parseValue()
+        parser.skipWhitespace()
+        if parser.index != bytes.count {
+            throw parser.error(.syntax("unexpected data after the JSON value"))
+        }
+        return value
+    }
+
+    /// Parses exactly one JSON value from a byte array.
+    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+        let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
+            do throws(JSONParseError) { return .success(try parse(buffer)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// Parses exactly one JSON value from text.
+    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+        try parse(Array(text.utf8))
+    }
+
+    // MARK: - Values
+
+    private func error(_ reason: JSONParseError.Reason) -> JSONParseError {
+        JSONParseError(reason: reason, offset: index)
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard index < bytes.count else { throw error(.syntax("unexpected end of input")) }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        case 0x80...0xFF:
+            // Bytes outside ASCII can only be valid inside strings; say which problem it is.
+            if validUTF8SequenceLength(at: index) == nil { throw error(.invalidUTF8) }
+            throw error(.syntax("unexpected character"))
+        default:
+            throw error(.syntax("unexpected character '\(Character(Unicode.Scalar(bytes[index])))'"))
+        }
+    }
+
+    private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw error(.syntax("invalid literal")) }
+        let start = literal.utf8Start
+        for offset in 0..<count where bytes[index + offset] != start[offset] {
+            throw error(.syntax("invalid literal"))
+        }
+        index += count
+    }
+
+    private mutating func enterContainer() throws(JSONParseError) {
+        depth += 1
+        if depth > JSONParser.maximumDepth { throw error(.tooDeep) }
+    }
+
+    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try enterContainer()
+        index += 1  // {
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            depth -= 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+                throw error(.syntax("expected a string key"))
+            }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error(.syntax("expected ':'")) }
+            index += 1
+            skipWhitespace()
+            members[key] = try parseValue()
+            skipWhitespace()
+            guard index < bytes.count else { throw error(.syntax("unexpected end of input in an object")) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                depth -= 1
+                return .object(members)
+            }
+            throw error(.syntax("expected ',' or '}'"))
+        }
+    }
+
+    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        try enterContainer()
+        index += 1  // [
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            depth -= 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw error(.syntax("unexpected end of input in an array")) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                depth -= 1
+                return .array(elements)
+            }
+            throw error(.syntax("expected ',' or ']'"))
+        }
+    }
+
+    // MARK: - Strings
+
+    /// Length of the valid UTF-8 sequence starting at `position`, or nil (RFC 3629: no overlongs,
+    /// no surrogates, nothing above U+10FFFF).
+    private func validUTF8SequenceLength(at position: Int) -> Int? {
+        let lead = bytes[position]
+        let count: Int
+        var lower: UInt8 = 0x80
+        var upper: UInt8 = 0xBF
+        switch lead {
+        case 0x00...0x7F: return 1
+        case 0xC2...0xDF: count = 2
+        case 0xE0: count = 3; lower = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: count = 3
+        case 0xED: count = 3; upper = 0x9F
+        case 0xF0: count = 4; lower = 0x90
+        case 0xF1...0xF3: count = 4
+        case 0xF4: count = 4; upper = 0x8F
+        default: return nil
+        }
+        guard position + count <= bytes.count else { return nil }
+        let second = bytes[position + 1]
+        guard second >= lower, second <= upper else { return nil }
+        for offset in 2..<max(count, 2) where bytes[position + offset] & 0xC0 != 0x80 {
+            return nil
+        }
+        return count
+    }
+
+    private mutating func parseString() throws(JSONParseError) -> String {
+        index += 1  // opening quote
+        let start = index
+        // Fast path: no escapes, so the string is a slice of the input.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                return String(decoding: slice, as: UTF8.self)
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw error(.syntax("control character in a string")) }
+            if byte < 0x80 {
+                index += 1
+            } else {
+                guard let length = validUTF8SequenceLength(at: index) else { throw error(.invalidUTF8) }
+                index += length
+            }
+        }
+        guard index < bytes.count else { throw error(.syntax("unterminated string")) }
+        // Slow path: copy what we have, then decode escapes.
+        var scratch = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                return String(decoding: scratch, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard index < bytes.count else { throw error(.syntax("unterminated escape")) }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""): scratch.append(0x22)
+                case UInt8(ascii: "\\"): scratch.append(0x5C)
+                case UInt8(ascii: "/"): scratch.append(0x2F)
+                case UInt8(ascii: "b"): scratch.append(0x08)
+                case UInt8(ascii: "f"): scratch.append(0x0C)
+                case UInt8(ascii: "n"): scratch.append(0x0A)
+                case UInt8(ascii: "r"): scratch.append(0x0D)
+                case UInt8(ascii: "t"): scratch.append(0x09)
+                case UInt8(ascii: "u"):
+                    let scalar = try parseUnicodeEscape()
+                    appendUTF8(scalar, to: &scratch)
+                default:
+                    index -= 1
+                    throw error(.syntax("invalid escape"))
+                }
+            default:
+                if byte < 0x20 { throw error(.syntax("control character in a string")) }
+                if byte < 0x80 {
+                    scratch.append(byte)
+                    index += 1
+                } else {
+                    guard let length = validUTF8SequenceLength(at: index) else { throw error(.invalidUTF8) }
+                    scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[index..<(index + length)]))
+                    index += length
+                }
+            }
+        }
+        throw error(.syntax("unterminated string"))
+    }
+
+    private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw error(.syntax("truncated \\u escape")) }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: throw error(.syntax("invalid \\u escape"))
+            }
+            value = value << 4 | digit
+            index += 1
+        }
+        return value
+    }
+
+    private mutating func parseUnicodeEscape() throws(JSONParseError) -> Unicode.Scalar {
+        let first = try parseHex4()
+        if first >= 0xD800, first <= 0xDBFF {
+            guard index + 2 <= bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+            else { throw error(.syntax("lone surrogate in \\u escape")) }
+            index += 2
+            let second = try parseHex4()
+            guard second >= 0xDC00, second <= 0xDFFF else { throw error(.syntax("lone surrogate in \\u escape")) }
+            let combined = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+            return Unicode.Scalar(combined)!
+        }
+        guard let scalar = Unicode.Scalar(first) else { throw error(.syntax("lone surrogate in \\u escape")) }
+        return scalar
+    }
+
+    private func appendUTF8(_ scalar: Unicode.Scalar, to buffer: inout [UInt8]) {
+        UTF8.encode(scalar) { buffer.append($0) }
+    }
+
+    // MARK: - Numbers
+
+    private mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        var isInteger = true
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+            if index < bytes.count, isDigit(bytes[index]) { throw error(.syntax("leading zero in a number")) }
+        } else {
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
+        if isInteger, let integer = parseInt64(text) { return .int(integer) }
+        // Out-of-range integers and decimals: strtod on a NUL-terminated copy (numbers are short).
+        var copy = Array(text)
+        copy.append(0)
+        let value = copy.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { strtod($0, nil) }
+        }
+        guard value.isFinite else { throw JSONParseError(reason: .syntax("number out of range"), offset: start) }
+        return .double(value)
+    }
+
+    private func isDigit(_ byte: UInt8) -> Bool {
+        byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+    }
+
+    private func parseInt64(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
+        var negative = false
+        var position = 0
+        if text[0] == UInt8(ascii: "-") {
+            negative = true
+            position = 1
+        }
+        var magnitude: UInt64 = 0
+        while position < text.count {
+            let (shifted, overflow1) = magnitude.multipliedReportingOverflow(by: 10)
+            let (added, overflow2) = shifted.addingReportingOverflow(UInt64(text[position] - UInt8(ascii: "0")))
+            if overflow1 || overflow2 { return nil }
+            magnitude = added
+            position += 1
+        }
+        if negative {
+            if magnitude == UInt64(Int64.max) + 1 { return Int64.min }
+            guard magnitude <= UInt64(Int64.max) else { return nil }
+            return -Int64(magnitude)
+        }
+        guard magnitude <= UInt64(Int64.max) else { return nil }
+        return Int64(magnitude)
+    }
+}

@@ -1,0 +1,117 @@
+/// Appends compact JSON text to a byte buffer.
+///
+/// Object keys are written sorted, so equal values always encode to equal bytes. The functions are
+/// free of shared state: any thread may call them on its own buffer.
+public enum JSONWriter {
+    /// Appends the encoding of `value` to `buffer`.
+    public static func write(_ value: JSONValue, into buffer: inout [UInt8]) {
+        switch value {
+        case .null: append("null", to: &buffer)
+        case let .bool(flag): append(flag ? "true" : "false", to: &buffer)
+        case let .int(integer): writeInteger(integer, into: &buffer)
+        case let .double(number): writeDouble(number, into: &buffer)
+        case let .string(text): writeString(text, into: &buffer)
+        case let .array(elements):
+            buffer.append(UInt8(ascii: "["))
+            var first = true
+            for element in elements {
+                if !first { buffer.append(UInt8(ascii: ",")) }
+                first = false
+                write(element, into: &buffer)
+            }
+            buffer.append(UInt8(ascii: "]"))
+        case let .object(members):
+            buffer.append(UInt8(ascii: "{"))
+            var first = true
+            for key in members.keys.sorted() {
+                if !first { buffer.append(UInt8(ascii: ",")) }
+                first = false
+                writeString(key, into: &buffer)
+                buffer.append(UInt8(ascii: ":"))
+                write(members[key]!, into: &buffer)
+            }
+            buffer.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// The encoding of `value` as bytes.
+    public static func bytes(_ value: JSONValue) -> [UInt8] {
+        var buffer: [UInt8] = []
+        write(value, into: &buffer)
+        return buffer
+    }
+
+    /// The encoding of `value` as text.
+    public static func string(_ value: JSONValue) -> String {
+        String(decoding: bytes(value), as: UTF8.self)
+    }
+
+    /// Appends ASCII text verbatim (no quoting): for the fixed parts of a message.
+    @inline(__always)
+    public static func append(_ text: StaticString, to buffer: inout [UInt8]) {
+        buffer.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Appends a decimal integer without going through `String`.
+    public static func writeInteger<T: BinaryInteger>(_ value: T, into buffer: inout [UInt8]) {
+        if value == 0 {
+            buffer.append(UInt8(ascii: "0"))
+            return
+        }
+        var magnitude = value.magnitude
+        if value < 0 { buffer.append(UInt8(ascii: "-")) }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for 24 digits, written backwards
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { raw in
+            while magnitude > 0 {
+                let digit = UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+                raw[23 - count] = UInt8(ascii: "0") + digit
+                count += 1
+            }
+            buffer.append(contentsOf: raw[(24 - count)...])
+        }
+    }
+
+    private static func writeDouble(_ value: Double, into buffer: inout [UInt8]) {
+        guard value.isFinite else {
+            // JSON has no NaN or infinity; the parser never produces them.
+            append("null", to: &buffer)
+            return
+        }
+        buffer.append(contentsOf: value.description.utf8)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Appends a quoted, escaped JSON string.
+    public static func writeString(_ text: String, into buffer: inout [UInt8]) {
+        buffer.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { utf8 in
+            var runStart = 0
+            for position in 0..<utf8.count {
+                let byte = utf8[position]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<position]))
+                runStart = position + 1
+                buffer.append(UInt8(ascii: "\\"))
+                switch byte {
+                case UInt8(ascii: "\""): buffer.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): buffer.append(UInt8(ascii: "\\"))
+                case 0x0A: buffer.append(UInt8(ascii: "n"))
+                case 0x0D: buffer.append(UInt8(ascii: "r"))
+                case 0x09: buffer.append(UInt8(ascii: "t"))
+                case 0x08: buffer.append(UInt8(ascii: "b"))
+                case 0x0C: buffer.append(UInt8(ascii: "f"))
+                default:
+                    buffer.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                    buffer.append(hexDigits[Int(byte >> 4)])
+                    buffer.append(hexDigits[Int(byte & 0x0F)])
+                }
+            }
+            buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+        }
+        buffer.append(UInt8(ascii: "\""))
+    }
+}
