@@ -1,0 +1,20 @@
+/// Failures that the command-line client detects itself (the library reports the others).
+enum CLIError: Error, CustomStringConvertible {
+    /// The server closed a subscription stream while subscriptions were still active.
+    case streamEnded(endpoint: String, activeSubscriptions: Int)
+    /// A reply lacked a field the protocol promises.
+    case unexpectedReply(String)
+
+    var description: String {
+        switch self {
+        case let .streamEnded(endpoint, active):
+            let noun = active == 1 ? "subscription" : "subscriptions"
+            return "the server at \(endpoint) closed the connection (\(active) \(noun) still active)"
+        case let .unexpectedReply(reply):
+            return "unexpected reply from the server: \(reply)"
+        }
+    }
+
+    /// Both are connection-level problems.
+    var exitCode: Int32 { 3 }
+}

@@ -1,0 +1,22 @@
+import ArgumentParser
+import KVOClientKit
+
+/// `--host` and `--port`: where kvod listens. Accepted before or after the subcommand name.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "The host kvod listens on (a name or an IPv4/IPv6 address).")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "The TCP port kvod listens on.")
+    var port: Int = 7420
+
+    func validate() throws {
+        guard (1...65535).contains(port) else {
+            throw ValidationError("--port must be between 1 and 65535, not \(port)")
+        }
+    }
+
+    /// Opens a connection to kvod.
+    func connect() throws(KVOClientError) -> KVOConnection {
+        try KVOConnection(host: host, port: port)
+    }
+}

@@ -1,0 +1,20 @@
+import ArgumentParser
+import KVOJSON
+
+/// `kvoclient delete <object>`: deletes an object (its observers get `sourceDeleted`); prints `rev N`.
+struct DeleteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Delete an object; its observers get a final sourceDeleted event. Prints `rev N`."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "The object id.")
+    var object: String
+
+    func run() throws {
+        let reply = try connection.connect().call("delete", ["object": .string(object)])
+        try RevisionLine.print(reply)
+    }
+}

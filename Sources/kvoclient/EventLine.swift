@@ -1,0 +1,47 @@
+import KVOJSON
+
+/// The human-readable form of a change event, one line per event.
+///
+/// ```
+/// <object>.<keyPath>  <reason>  [prior]  rev=<rev>  [kind=<k>]  [old=<json>]  [new=<json>]
+/// ```
+///
+/// Fields are separated by two spaces; values are compact JSON, so strings keep their quotes and
+/// `null` means a missing key. `prior` marks a prior notification (sent before the change when the
+/// `prior` option was asked); `kind` appears only when it is not 1 (setting); any other member of the
+/// change dictionary follows as `key=<json>`. For example:
+///
+/// ```
+/// clock.date  initial  rev=1  new="2026-11-20"
+/// clock.date  valueChanged  prior  rev=2  old="2026-11-20"
+/// clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21"
+/// clock.date  sourceDeleted  rev=3  old="2026-11-21"  new=null
+/// ```
+enum EventLine {
+    /// The change-dictionary keys that have a fixed place in the line.
+    private static let placedKeys: Set<String> = ["kind", "new", "old", "notificationIsPrior"]
+
+    /// Formats one event message.
+    static func format(_ event: JSONValue) -> String {
+        let change = event["change"]?.objectValue ?? [:]
+        var fields = [
+            "\(text(event["object"])).\(text(event["keyPath"]))",
+            text(event["reason"]),
+        ]
+        if change["notificationIsPrior"] == .bool(true) { fields.append("prior") }
+        fields.append("rev=\(text(event["rev"]))")
+        if let kind = change["kind"], kind != .int(1) { fields.append("kind=\(kind)") }
+        if let old = change["old"] { fields.append("old=\(old)") }
+        if let new = change["new"] { fields.append("new=\(new)") }
+        for key in change.keys.sorted() where !placedKeys.contains(key) {
+            fields.append("\(key)=\(change[key]!)")
+        }
+        return fields.joined(separator: "  ")
+    }
+
+    /// A string without quotes, anything else as JSON, `?` when missing.
+    private static func text(_ value: JSONValue?) -> String {
+        guard let value else { return "?" }
+        return value.stringValue ?? value.description
+    }
+}

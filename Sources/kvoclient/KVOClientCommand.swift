@@ -1,0 +1,73 @@
+import ArgumentParser
+import KVOClientKit
+
+/// `kvoclient`: a command-line client for kvod.
+///
+/// Exit codes: 0 success, 1 the server answered with an error, 2 a usage error, 3 a connection
+/// problem (refused, closed by the server, timed out). Errors are one line on standard error,
+/// `kvoclient: error: <message>`.
+@main
+struct KVOClientCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kvoclient",
+        abstract: "Observe and change key paths on objects held by a kvod server.",
+        discussion: """
+            A value argument is parsed as JSON when it is valid JSON, and taken as a plain string \
+            otherwise: `set clock date 2026-11-21` and `set clock date '"2026-11-21"'` both store \
+            the string "2026-11-21".
+
+            Exit codes: 0 success, 1 the server answered with an error, 2 usage error, \
+            3 connection problem.
+            """,
+        subcommands: [
+            CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self,
+            SubscribeCommand.self, ListCommand.self, InfoCommand.self, PingCommand.self,
+        ]
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    /// Exit status for a usage error (the shell convention; ArgumentParser itself uses 64).
+    static let usageExitCode: Int32 = 2
+
+    /// Parses the arguments, runs the subcommand and maps every failure to one stderr line and an
+    /// exit code.
+    static func main() {
+        var command: any ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            exitForArgumentError(error)
+        }
+        do {
+            try command.run()
+        } catch let error as KVOClientError {
+            Terminal.printError(error.description)
+            Terminal.exit(exitCode(for: error))
+        } catch let error as CLIError {
+            Terminal.printError(error.description)
+            Terminal.exit(error.exitCode)
+        } catch {
+            exitForArgumentError(error)
+        }
+        Terminal.exit(0)
+    }
+
+    /// The exit code for a client-library error.
+    static func exitCode(for error: KVOClientError) -> Int32 {
+        if case .server = error { return 1 }
+        return 3
+    }
+
+    /// Lets ArgumentParser report help, version and usage errors, with usage errors exiting 2.
+    private static func exitForArgumentError(_ error: any Error) -> Never {
+        let code = exitCode(for: error)
+        if code == .validationFailure {
+            var message = fullMessage(for: error)
+            if message.hasPrefix("Error: ") { message = "kvoclient: error: " + message.dropFirst("Error: ".count) }
+            Terminal.printToStandardError(message + "\n")
+            Terminal.exit(usageExitCode)
+        }
+        exit(withError: error)
+    }
+}
