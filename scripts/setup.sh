@@ -1,0 +1,58 @@
+# shellcheck shell=bash
+# Shared set-up for scripts/run.sh and scripts/test.sh: sourced, not run.
+#
+# - moves to the repository root;
+# - checks that the Swift toolchain is installed (and says how to get it when it is not);
+# - installs libuv's development files (Debian/Ubuntu: libuv1-dev) and pkg-config when
+#   `pkg-config --exists libuv` fails, with apt-get, as root or through sudo.
+#
+# Messages go to stderr so that stdout stays the product's own.
+
+kvod_log() { printf '==> %s\n' "$*" >&2; }
+kvod_fail() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || kvod_fail "cannot enter the repository root"
+
+if ! command -v swift >/dev/null 2>&1; then
+    cat >&2 <<'MSG'
+error: the Swift toolchain (swift 6.0 or newer) is not installed or not on PATH.
+
+Install it with swiftly, the official installer (https://www.swift.org/install/linux/):
+
+    curl -O "https://download.swift.org/swiftly/linux/swiftly-$(uname -m).tar.gz"
+    tar zxf "swiftly-$(uname -m).tar.gz"
+    ./swiftly init --quiet-shell-followup
+    . "${SWIFTLY_HOME_DIR:-$HOME/.local/share/swiftly}/env.sh"
+
+or use the official Docker image (docker run -it swift:6.0-bookworm), then run this script again.
+MSG
+    exit 1
+fi
+
+# Runs a command as root: directly when we are root, through sudo when it exists.
+kvod_as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        kvod_fail "need root to run '$*' (run as root or install sudo)"
+    fi
+}
+
+kvod_missing=()
+command -v pkg-config >/dev/null 2>&1 || kvod_missing+=(pkg-config)
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libuv; then
+    kvod_missing+=(libuv1-dev)
+fi
+
+if [ "${#kvod_missing[@]}" -gt 0 ]; then
+    command -v apt-get >/dev/null 2>&1 ||
+        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's development files and pkg-config with your package manager (Fedora: dnf install libuv-devel pkgconf; macOS: brew install libuv pkg-config)"
+    kvod_log "installing ${kvod_missing[*]} with apt-get"
+    kvod_as_root apt-get update
+    kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${kvod_missing[@]}"
+    pkg-config --exists libuv || kvod_fail "libuv is still not visible to pkg-config after installing libuv1-dev"
+fi
+
+unset kvod_missing
