@@ -1,0 +1,48 @@
+import KVOJSON
+
+/// Why an event was sent (the wire's `reason`).
+public enum ChangeReason: String, Sendable {
+    /// The observation just began and asked for `initial`.
+    case initial
+    /// The observed value changed.
+    case valueChanged
+    /// The observed object was deleted; the observation has ended.
+    case sourceDeleted
+}
+
+/// Cocoa's NSKeyValueChange kinds (Apple's values).
+public enum ChangeKind: Int, Sendable {
+    case setting = 1
+    case insertion = 2
+    case removal = 3
+    case replacement = 4
+}
+
+/// Who receives a notification: one observation on one connection.
+public struct Recipient: Sendable {
+    public let connection: ConnectionID
+    public let subscription: SubscriptionID
+    public let options: ObservationOptions
+}
+
+/// One change to one observed key path, for every observation of that exact key path that must hear
+/// of it.
+///
+/// The engine builds it once per (key path, change), never once per observer, so the protocol layer
+/// can encode it once per option variant and share the bytes across recipients. Which of `old` and
+/// `new` go on the wire depends on each recipient's options and on `reason`/`isPrior`.
+public struct ChangeNotification: Sendable {
+    public let object: String
+    public let keyPath: String
+    public let reason: ChangeReason
+    /// The revision of the change (for `initial`, the revision current when observing began).
+    public let rev: UInt64
+    public let kind: ChangeKind
+    /// A prior ("will change") notification.
+    public let isPrior: Bool
+    /// The value before the change (unused for `initial`).
+    public let old: JSONValue
+    /// The value after the change (unused for prior notifications).
+    public let new: JSONValue
+    public var recipients: [Recipient]
+}

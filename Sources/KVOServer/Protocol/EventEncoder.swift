@@ -1,0 +1,83 @@
+import KVOJSON
+
+/// Encodes one `ChangeNotification` for all of its recipients, doing the JSON work once.
+///
+/// An event line is `{"event":"change","sub":N` followed by a tail that is the same for every
+/// recipient whose options select the same change-dictionary keys. The encoder builds each tail (at
+/// most four: with or without `new`, with or without `old`) the first time a recipient needs it, and
+/// the old and new values' JSON once, however many recipients there are; sending an event to a
+/// recipient is then two short copies and a number. Loop thread (one encoder per notification).
+public struct EventEncoder {
+    /// Every event line starts with these bytes, then the subscription id.
+    public static let head: [UInt8] = Array("{\"event\":\"change\",\"sub\":".utf8)
+
+    private let notification: ChangeNotification
+    private var tails: [[UInt8]?] = [nil, nil, nil, nil]
+    private var encodedOld: [UInt8]?
+    private var encodedNew: [UInt8]?
+
+    public init(_ notification: ChangeNotification) {
+        self.notification = notification
+    }
+
+    /// The bytes after the subscription id (up to and including the newline) for a recipient with
+    /// `options`.
+    public mutating func tail(for options: ObservationOptions) -> [UInt8] {
+        let includeNew: Bool
+        let includeOld: Bool
+        switch (notification.reason, notification.isPrior) {
+        case (.initial, _):
+            includeNew = options.contains(.new)
+            includeOld = false
+        case (_, true):
+            includeNew = false
+            includeOld = options.contains(.old)
+        default:
+            includeNew = options.contains(.new)
+            includeOld = options.contains(.old)
+        }
+        let variant = (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
+        if let tail = tails[variant] { return tail }
+        let tail = makeTail(includeNew: includeNew, includeOld: includeOld)
+        tails[variant] = tail
+        return tail
+    }
+
+    /// The whole event line for one recipient (for tests and tools; the server appends the pieces).
+    public mutating func line(subscription: SubscriptionID, options: ObservationOptions) -> [UInt8] {
+        var line = EventEncoder.head
+        JSONWriter.writeInteger(subscription, into: &line)
+        line.append(contentsOf: tail(for: options))
+        return line
+    }
+
+    private mutating func makeTail(includeNew: Bool, includeOld: Bool) -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(128)
+        JSONWriter.append(",\"object\":", to: &buffer)
+        JSONWriter.writeString(notification.object, into: &buffer)
+        JSONWriter.append(",\"keyPath\":", to: &buffer)
+        JSONWriter.writeString(notification.keyPath, into: &buffer)
+        JSONWriter.append(",\"reason\":\"", to: &buffer)
+        buffer.append(contentsOf: notification.reason.rawValue.utf8)
+        JSONWriter.append("\",\"rev\":", to: &buffer)
+        JSONWriter.writeInteger(notification.rev, into: &buffer)
+        JSONWriter.append(",\"change\":{\"kind\":", to: &buffer)
+        JSONWriter.writeInteger(notification.kind.rawValue, into: &buffer)
+        if notification.isPrior {
+            JSONWriter.append(",\"notificationIsPrior\":true", to: &buffer)
+        }
+        if includeNew {
+            if encodedNew == nil { encodedNew = JSONWriter.bytes(notification.new) }
+            JSONWriter.append(",\"new\":", to: &buffer)
+            buffer.append(contentsOf: encodedNew!)
+        }
+        if includeOld {
+            if encodedOld == nil { encodedOld = JSONWriter.bytes(notification.old) }
+            JSONWriter.append(",\"old\":", to: &buffer)
+            buffer.append(contentsOf: encodedOld!)
+        }
+        JSONWriter.append("}}\n", to: &buffer)
+        return buffer
+    }
+}

@@ -1,0 +1,38 @@
+import KVOJSON
+
+/// Encodes replies: `{"id":…,"ok":true,…}` and `{"id":…,"ok":false,"error":{…}}`, each ending in `\n`.
+///
+/// Stateless; any thread, each caller with its own buffer.
+public enum ReplyEncoder {
+    /// Appends a success reply; `fields` are written in the order given, after `id` and `ok`.
+    public static func success(id: JSONValue?, fields: [(String, JSONValue)], into buffer: inout [UInt8]) {
+        begin(id: id, into: &buffer)
+        JSONWriter.append("\"ok\":true", to: &buffer)
+        for (name, value) in fields {
+            buffer.append(UInt8(ascii: ","))
+            JSONWriter.writeString(name, into: &buffer)
+            buffer.append(UInt8(ascii: ":"))
+            JSONWriter.write(value, into: &buffer)
+        }
+        JSONWriter.append("}\n", to: &buffer)
+    }
+
+    /// Appends an error reply.
+    public static func failure(id: JSONValue?, error: KVOError, into buffer: inout [UInt8]) {
+        begin(id: id, into: &buffer)
+        JSONWriter.append("\"ok\":false,\"error\":{\"code\":", to: &buffer)
+        JSONWriter.writeString(error.code.rawValue, into: &buffer)
+        JSONWriter.append(",\"message\":", to: &buffer)
+        JSONWriter.writeString(error.message, into: &buffer)
+        JSONWriter.append("}}\n", to: &buffer)
+    }
+
+    private static func begin(id: JSONValue?, into buffer: inout [UInt8]) {
+        buffer.append(UInt8(ascii: "{"))
+        if let id {
+            JSONWriter.append("\"id\":", to: &buffer)
+            JSONWriter.write(id, into: &buffer)
+            buffer.append(UInt8(ascii: ","))
+        }
+    }
+}

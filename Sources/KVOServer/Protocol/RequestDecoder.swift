@@ -1,0 +1,136 @@
+import KVOJSON
+
+/// Turns one request line into a `Request`, or into the error its reply must carry.
+///
+/// Stateless; any thread. Unknown fields are ignored (room for later protocol versions); missing or
+/// mistyped fields, unknown options and malformed key paths are `bad_request`, an unknown `op`
+/// is `unknown_op`.
+public enum RequestDecoder {
+    /// Longest object id accepted, in bytes.
+    public static let maximumObjectIDLength = 1024
+
+    /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
+    /// request or its error.
+    public struct Decoded {
+        public let id: JSONValue?
+        public let request: Result<Request, KVOError>
+    }
+
+    /// Decodes a line (without its newline).
+    public static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
+        let message: JSONValue
+        do {
+            message = try JSONParser.parse(line)
+        } catch {
+            switch error.reason {
+            case .invalidUTF8: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid UTF-8: \(error)")))
+            default: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid JSON: \(error)")))
+            }
+        }
+        guard case let .object(fields) = message else {
+            return Decoded(id: nil, request: .failure(KVOError(.badRequest, "a request must be a JSON object, not \(message.typeName)")))
+        }
+        let id = fields["id"]
+        if let id, !id.isScalar {
+            return Decoded(id: nil, request: .failure(KVOError(.badRequest, "'id' must be a string, number, boolean or null")))
+        }
+        do {
+            return Decoded(id: id, request: .success(try decode(fields)))
+        } catch {
+            return Decoded(id: id, request: .failure(error))
+        }
+    }
+
+    /// Decodes a line given as bytes.
+    public static func decode(_ line: [UInt8]) -> Decoded {
+        line.withUnsafeBufferPointer { decode($0) }
+    }
+
+    private static func decode(_ fields: [String: JSONValue]) throws(KVOError) -> Request {
+        guard let opValue = fields["op"] else { throw KVOError(.badRequest, "missing 'op'") }
+        guard case let .string(op) = opValue else { throw KVOError(.badRequest, "'op' must be a string") }
+        let reader = FieldReader(fields: fields)
+        switch op {
+        case "hello":
+            return .hello(client: try reader.optionalString("client"))
+        case "create":
+            let values = try reader.optionalObject("values") ?? [:]
+            return .create(object: try reader.objectID(), values: values)
+        case "delete":
+            return .delete(object: try reader.objectID())
+        case "get":
+            return .get(object: try reader.objectID(), keyPath: try reader.optionalKeyPath())
+        case "set":
+            guard let value = fields["value"] else { throw KVOError(.badRequest, "missing 'value'") }
+            return .set(object: try reader.objectID(), keyPath: try reader.keyPath(), value: value)
+        case "observe":
+            return .observe(object: try reader.objectID(), keyPath: try reader.keyPath(), options: try reader.options())
+        case "unobserve":
+            guard let sub = fields["sub"] else { throw KVOError(.badRequest, "missing 'sub'") }
+            guard case let .int(subscription) = sub else { throw KVOError(.badRequest, "'sub' must be an integer") }
+            return .unobserve(subscription: subscription)
+        case "list":
+            return .list
+        case "info":
+            return .info(object: try reader.objectID())
+        case "ping":
+            return .ping
+        default:
+            throw KVOError(.unknownOp, "unknown op '\(op)'")
+        }
+    }
+}
+
+/// Typed access to a request's fields, with protocol error messages.
+private struct FieldReader {
+    let fields: [String: JSONValue]
+
+    func string(_ name: String) throws(KVOError) -> String {
+        guard let value = fields[name] else { throw KVOError(.badRequest, "missing '\(name)'") }
+        guard case let .string(text) = value else { throw KVOError(.badRequest, "'\(name)' must be a string, not \(value.typeName)") }
+        return text
+    }
+
+    func optionalString(_ name: String) throws(KVOError) -> String? {
+        guard let value = fields[name], value != .null else { return nil }
+        return try string(name)
+    }
+
+    func optionalObject(_ name: String) throws(KVOError) -> [String: JSONValue]? {
+        guard let value = fields[name], value != .null else { return nil }
+        guard case let .object(members) = value else { throw KVOError(.badRequest, "'\(name)' must be an object, not \(value.typeName)") }
+        return members
+    }
+
+    func objectID() throws(KVOError) -> String {
+        let id = try string("object")
+        guard !id.isEmpty else { throw KVOError(.badRequest, "'object' must not be empty") }
+        guard id.utf8.count <= RequestDecoder.maximumObjectIDLength else {
+            throw KVOError(.badRequest, "'object' is longer than \(RequestDecoder.maximumObjectIDLength) bytes")
+        }
+        return id
+    }
+
+    func keyPath() throws(KVOError) -> KeyPath {
+        try KeyPath(try string("keyPath"))
+    }
+
+    func optionalKeyPath() throws(KVOError) -> KeyPath? {
+        guard let text = try optionalString("keyPath") else { return nil }
+        return try KeyPath(text)
+    }
+
+    func options() throws(KVOError) -> ObservationOptions {
+        guard let value = fields["options"], value != .null else { return .default }
+        guard case let .array(names) = value else { throw KVOError(.badRequest, "'options' must be an array of option names") }
+        var options: ObservationOptions = []
+        for name in names {
+            guard case let .string(text) = name else { throw KVOError(.badRequest, "'options' must be an array of option names") }
+            guard let option = ObservationOptions(name: text) else {
+                throw KVOError(.badRequest, "unknown option '\(text)' (expected new, old, initial or prior)")
+            }
+            options.insert(option)
+        }
+        return options
+    }
+}

@@ -1,0 +1,250 @@
+import CLibUV
+import KVOJSON
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The kvod server: one libuv loop, its listener and connections, and the engine they share.
+///
+/// Data flows one way: bytes -> lines (`Connection`) -> requests (`RequestDecoder`) -> engine
+/// (`RequestHandler`) -> notifications -> encoded events (`EventEncoder`) -> per-connection output,
+/// written once per loop iteration by the check handle. The loop thread, the one that calls `run()`,
+/// owns all of it: no locks on the hot path. Only `stopHandle` may be used from another thread.
+public final class Server {
+    public let configuration: ServerConfiguration
+    private var logger: Logger { configuration.logger }
+    private let loop: EventLoop
+    private var listener: TCPListener?
+    private let handler: RequestHandler
+    private var connections: [ConnectionID: Connection] = [:]
+    private var lastConnectionID: UInt64 = 0
+    /// Connections with output to write at the end of this iteration.
+    private var flushQueue: [Connection] = []
+    private let checkHandle: UnsafeMutablePointer<uv_check_t>
+    private let asyncHandle: UnsafeMutablePointer<uv_async_t>
+    private var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
+    private var isStopping = false
+    /// Scratch space reused by every request (no allocation per request once warm).
+    private var notifications: [ChangeNotification] = []
+    private var replyBuffer: [UInt8] = []
+
+    /// Stops the server from any thread.
+    public let stopHandle: StopHandle
+
+    /// The port the listener bound (useful with port 0).
+    public var port: Int { listener?.port ?? 0 }
+    /// "127.0.0.1:7420".
+    public var address: String { listener?.addressDescription ?? "?" }
+    /// The engine (loop thread only; for tests and tools running in-process).
+    public var engine: KVOEngine { handler.engine }
+    /// Open connections.
+    public var connectionCount: Int { connections.count }
+
+    /// Creates the loop and binds the listener, so the port is known before `run()`.
+    public init(configuration: ServerConfiguration, engine: KVOEngine = KVOEngine()) throws(TransportError) {
+        self.configuration = configuration
+        self.handler = RequestHandler(engine: engine)
+        self.loop = try EventLoop()
+        checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
+        asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
+        stopHandle = StopHandle(asyncHandle)
+        uv_check_init(loop.raw, checkHandle)
+        uv_async_init(loop.raw, asyncHandle, Server.asyncCallback)
+        retainOwner(self, in: checkHandle)
+        retainOwner(self, in: asyncHandle)
+        uv_check_start(checkHandle, Server.checkCallback)
+        do throws(TransportError) {
+            listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
+                [unowned self] listener, status in
+                self.accept(from: listener, status: status)
+            }
+        } catch {
+            closeOwnHandles()
+            loop.run()  // let the close callbacks run
+            _ = loop.close()
+            throw error
+        }
+        if configuration.handlesSignals {
+            for signal in [SIGINT, SIGTERM] {
+                let handle = allocateHandle(uv_signal_t.self, kind: UV_SIGNAL)
+                uv_signal_init(loop.raw, handle)
+                retainOwner(self, in: handle)
+                uv_signal_start(handle, Server.signalCallback, signal)
+                signalHandles.append(handle)
+            }
+        }
+    }
+
+    /// Serves until stopped (a signal, `stop()` or `stopHandle.requestStop()`), then closes every
+    /// handle and the loop. Call once, on the thread that is to own the server.
+    public func run() -> ShutdownReport {
+        // A peer that vanishes mid-write must give EPIPE, not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        logger.info("listening", metadata: ["address": "\(address)"])
+        loop.run()
+        let status = loop.close()
+        if status == 0 {
+            logger.info("stopped; event loop closed cleanly")
+            return ShutdownReport(loopClosedCleanly: true, leakedHandles: [])
+        }
+        let leaked = loop.openHandles()
+        logger.error("event loop did not close: \(uvErrorDescription(status))",
+                     metadata: ["handles": "\(leaked.joined(separator: ", "))"])
+        return ShutdownReport(loopClosedCleanly: false, leakedHandles: leaked)
+    }
+
+    /// Stops accepting, closes every connection and handle; `run()` then returns. Loop thread.
+    public func stop() {
+        precondition(loop.isOnLoopThread, "Server.stop() must be called on the loop thread")
+        guard !isStopping else { return }
+        isStopping = true
+        logger.info("stopping", metadata: ["connections": "\(connections.count)"])
+        listener?.close()
+        for connection in Array(connections.values) {
+            connection.close(reason: .serverStopping)
+        }
+        closeOwnHandles()
+    }
+
+    private func closeOwnHandles() {
+        stopHandle.invalidate()
+        closeHandle(asyncHandle)
+        closeHandle(checkHandle)
+        for handle in signalHandles { closeHandle(handle) }
+        signalHandles.removeAll()
+    }
+
+    // MARK: - Accepting
+
+    private func accept(from listener: TCPListener, status: Int32) {
+        guard status == 0 else {
+            logger.warning("accept failed: \(uvErrorDescription(status))")
+            return
+        }
+        lastConnectionID += 1
+        let connection = Connection(
+            id: ConnectionID(lastConnectionID), loop: loop.raw, delegate: self,
+            maximumLineLength: configuration.maximumLineLength,
+            maximumOutputBytes: configuration.maximumOutputBufferBytes)
+        let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
+        guard acceptStatus == 0 else {
+            connection.close(reason: .socketError("accept: \(uvErrorDescription(acceptStatus))"))
+            return
+        }
+        let tooMany = connections.count >= configuration.maximumConnections
+        connections[connection.id] = connection
+        let startStatus = connection.start()
+        guard startStatus == 0 else {
+            connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))
+            return
+        }
+        if tooMany {
+            let error = KVOError(.tooManyConnections,
+                                 "the server is at its limit of \(configuration.maximumConnections) connections")
+            var bytes: [UInt8] = []
+            ReplyEncoder.failure(id: nil, error: error, into: &bytes)
+            connection.sendAndClose(bytes, reason: .rejected(error.message))
+            return
+        }
+        logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
+    }
+
+    // MARK: - Requests
+
+    private func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
+        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        let decoded = RequestDecoder.decode(line)
+        let request: Request
+        switch decoded.request {
+        case let .success(value): request = value
+        case let .failure(error):
+            send(.failure(error), id: decoded.id, to: connection)
+            return
+        }
+        notifications.removeAll(keepingCapacity: true)
+        let outcome = handler.handle(request, from: connection.id, notifications: &notifications)
+        switch outcome.order {
+        case .afterNotifications:
+            deliverNotifications()
+            send(outcome.reply, id: decoded.id, to: connection)
+        case .beforeNotifications:
+            send(outcome.reply, id: decoded.id, to: connection)
+            deliverNotifications()
+        }
+    }
+
+    private func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection) {
+        replyBuffer.removeAll(keepingCapacity: true)
+        switch reply {
+        case let .success(fields): ReplyEncoder.success(id: id, fields: fields, into: &replyBuffer)
+        case let .failure(error): ReplyEncoder.failure(id: id, error: error, into: &replyBuffer)
+        }
+        connection.enqueue(replyBuffer)
+    }
+
+    /// Fans each notification out to its recipients, encoding it once per option variant.
+    private func deliverNotifications() {
+        for notification in notifications {
+            var encoder = EventEncoder(notification)
+            for recipient in notification.recipients {
+                guard let connection = connections[recipient.connection] else { continue }
+                connection.enqueueEvent(subscription: recipient.subscription, tail: encoder.tail(for: recipient.options))
+            }
+        }
+    }
+
+    // MARK: - Flushing
+
+    /// End of a loop iteration: one write per connection with output.
+    private func flushConnections() {
+        guard !flushQueue.isEmpty else { return }
+        let queue = flushQueue
+        flushQueue.removeAll(keepingCapacity: true)
+        for connection in queue { connection.flush() }
+    }
+
+    // MARK: - libuv callbacks
+
+    private static let checkCallback: uv_check_cb = { handle in
+        owner(of: asHandle(handle!), as: Server.self).flushConnections()
+    }
+
+    private static let asyncCallback: uv_async_cb = { handle in
+        owner(of: asHandle(handle!), as: Server.self).stop()
+    }
+
+    private static let signalCallback: uv_signal_cb = { handle, signal in
+        let server = owner(of: asHandle(handle!), as: Server.self)
+        server.logger.info("received signal \(signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : String(signal))")
+        server.stop()
+    }
+}
+
+extension Server: ConnectionDelegate {
+    func connection(_ connection: Connection, didReceiveLine line: UnsafeBufferPointer<UInt8>) {
+        handleLine(line, from: connection)
+    }
+
+    func connectionDidReceiveOversizedLine(_ connection: Connection) {
+        let error = KVOError(.tooLarge, "line longer than \(configuration.maximumLineLength) bytes; discarded")
+        send(.failure(error), id: nil, to: connection)
+    }
+
+    func connectionNeedsFlush(_ connection: Connection) {
+        flushQueue.append(connection)
+    }
+
+    func connectionDidClose(_ connection: Connection, reason: CloseReason) {
+        connections[connection.id] = nil
+        let removed = handler.engine.disconnect(connection.id)
+        let metadata: Logger.Metadata = [
+            "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",
+        ]
+        if reason.isNoteworthy {
+            logger.warning("connection closed: \(reason)", metadata: metadata)
+        } else {
+            logger.debug("connection closed: \(reason)", metadata: metadata)
+        }
+    }
+}

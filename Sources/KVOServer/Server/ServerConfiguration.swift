@@ -1,0 +1,20 @@
+import Logging
+
+/// Everything a `Server` is started with. A value; any thread.
+public struct ServerConfiguration: Sendable {
+    /// Address to listen on (numeric or a name resolved once at startup).
+    public var host = "127.0.0.1"
+    /// Port; 0 picks a free one (read it back from `Server.port`).
+    public var port = 7420
+    /// Longest request line, in bytes (without the newline). Longer lines get `too_large`.
+    public var maximumLineLength = 1 << 20
+    /// Most output bytes queued for one connection before it is closed as too slow.
+    public var maximumOutputBufferBytes = 32 << 20
+    /// Most simultaneous connections; further ones are told `too_many_connections` and closed.
+    public var maximumConnections = 10_000
+    /// Stop on SIGINT and SIGTERM (the daemon does; tests running a server in-process do not).
+    public var handlesSignals = false
+    public var logger = Logger(label: "kvod")
+
+    public init() {}
+}

@@ -1,0 +1,192 @@
+import CLibUV
+import KVOJSON
+
+/// One client TCP connection: reads lines, buffers output, writes it in one gathered write per
+/// loop iteration, and enforces the output-buffer limit.
+///
+/// Lifetime: the `uv_tcp_t` is allocated in `init` and its `data` retains this object until the
+/// close callback. At most one write is in flight; output produced meanwhile accumulates in
+/// `pending` and goes out in one write when the previous one completes (Redis-style coalescing).
+/// A write request retains the connection until its callback, which libuv runs even after a close
+/// (with UV_ECANCELED). Loop thread only.
+final class Connection {
+    let id: ConnectionID
+    /// "127.0.0.1:50312", for logs.
+    private(set) var peer = "?"
+    let handle: UnsafeMutablePointer<uv_tcp_t>
+    unowned let delegate: ConnectionDelegate
+    private var framer: LineFramer
+    private let maximumOutputBytes: Int
+
+    /// Output not yet handed to libuv.
+    private var pending = WriteBuffer()
+    /// Output handed to libuv by the write in flight (empty when none).
+    private var inFlight = WriteBuffer()
+    private let writeRequest: UnsafeMutablePointer<uv_write_t>
+    private var writeInFlight = false
+    private(set) var isClosing = false
+    /// Set while the connection is listed for this iteration's flush.
+    var isScheduledForFlush = false
+    /// Close once everything queued is written (used to reject a connection politely).
+    private var closeAfterFlush: CloseReason?
+
+    /// Buffers above this size are freed after use rather than kept for the next burst.
+    private static let retainedBufferCapacity = 64 * 1024
+
+    init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
+         maximumLineLength: Int, maximumOutputBytes: Int) {
+        self.id = id
+        self.delegate = delegate
+        self.framer = LineFramer(maximumLineLength: maximumLineLength)
+        self.maximumOutputBytes = maximumOutputBytes
+        self.handle = allocateHandle(uv_tcp_t.self, kind: UV_TCP)
+        self.writeRequest = .allocate(capacity: 1)
+        uv_tcp_init(loop, handle)
+        retainOwner(self, in: handle)
+    }
+
+    deinit {
+        writeRequest.deallocate()
+    }
+
+    /// Bytes queued and not yet acknowledged by the kernel.
+    var outputBytes: Int { pending.count + inFlight.count }
+
+    /// Called once accepted: records the peer, disables Nagle and starts reading.
+    func start() -> Int32 {
+        uv_tcp_nodelay(handle, 1)
+        peer = peerName()
+        return uv_read_start(asStream(handle), Connection.allocateCallback, Connection.readCallback)
+    }
+
+    // MARK: - Output
+
+    /// Queues bytes for this iteration's write. Past the output limit the connection is closed.
+    func enqueue(_ bytes: [UInt8]) {
+        guard !isClosing else { return }
+        pending.append(bytes)
+        didEnqueue()
+    }
+
+    /// Queues one event: the shared head, the subscription id and the shared tail.
+    func enqueueEvent(subscription: SubscriptionID, tail: [UInt8]) {
+        guard !isClosing else { return }
+        pending.append(EventEncoder.head)
+        pending.appendInteger(subscription)
+        pending.append(tail)
+        didEnqueue()
+    }
+
+    private func didEnqueue() {
+        if outputBytes > maximumOutputBytes {
+            close(reason: .outputLimitExceeded(queued: outputBytes, limit: maximumOutputBytes))
+            return
+        }
+        if !isScheduledForFlush {
+            isScheduledForFlush = true
+            delegate.connectionNeedsFlush(self)
+        }
+    }
+
+    /// Sends `bytes`, then closes once they are written.
+    func sendAndClose(_ bytes: [UInt8], reason: CloseReason) {
+        enqueue(bytes)
+        closeAfterFlush = reason
+    }
+
+    /// Hands pending output to libuv unless a write is already in flight (then it goes out when
+    /// that write completes).
+    func flush() {
+        isScheduledForFlush = false
+        guard !isClosing, !writeInFlight else { return }
+        guard !pending.isEmpty else {
+            if let reason = closeAfterFlush { close(reason: reason) }
+            return
+        }
+        swap(&pending, &inFlight)
+        var buffer = uv_buf_t(base: UnsafeMutableRawPointer(inFlight.base!).assumingMemoryBound(to: CChar.self),
+                              len: inFlight.count)
+        writeRequest.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        let status = uv_write(writeRequest, asStream(handle), &buffer, 1, Connection.writeCallback)
+        if status != 0 {
+            // The callback will not run: balance the retain here.
+            Unmanaged<Connection>.fromOpaque(writeRequest.pointee.data).release()
+            inFlight.reset(retainedCapacity: Connection.retainedBufferCapacity)
+            close(reason: .socketError("write failed: \(uvErrorDescription(status))"))
+            return
+        }
+        writeInFlight = true
+    }
+
+    private func writeCompleted(status: Int32) {
+        writeInFlight = false
+        inFlight.reset(retainedCapacity: Connection.retainedBufferCapacity)
+        if status < 0 {
+            if status != UV_ECANCELED.rawValue { close(reason: .socketError("write failed: \(uvErrorDescription(status))")) }
+            return
+        }
+        if !pending.isEmpty || closeAfterFlush != nil { flush() }
+    }
+
+    // MARK: - Closing
+
+    /// Stops reading, drops queued output and closes the socket. The delegate hears of it at once
+    /// (so no more output is routed here); the memory goes in the close callback. Idempotent.
+    func close(reason: CloseReason) {
+        guard !isClosing else { return }
+        isClosing = true
+        uv_read_stop(asStream(handle))
+        pending.reset(retainedCapacity: 0)
+        delegate.connectionDidClose(self, reason: reason)
+        closeHandle(handle)
+    }
+
+    // MARK: - Input
+
+    private func received(_ bytes: UnsafeBufferPointer<UInt8>) {
+        framer.feed(bytes) { frame in
+            guard !isClosing, closeAfterFlush == nil else { return false }
+            switch frame {
+            case let .line(line): delegate.connection(self, didReceiveLine: line)
+            case .tooLarge: delegate.connectionDidReceiveOversizedLine(self)
+            }
+            return !isClosing
+        }
+    }
+
+    private func peerName() -> String {
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let status = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(handle, $0, &length) }
+        }
+        return status == 0 ? SocketAddress.describe(storage) : "?"
+    }
+
+    // MARK: - libuv callbacks (no captures: state comes through handle->data)
+
+    private static let allocateCallback: uv_alloc_cb = { handle, _, buffer in
+        let loop = EventLoop.owner(of: handle!.pointee.loop)
+        buffer!.pointee = uv_buf_t(base: loop.readBuffer, len: EventLoop.readBufferSize)
+    }
+
+    private static let readCallback: uv_read_cb = { stream, count, _ in
+        let connection = owner(of: UnsafeMutableRawPointer(stream!).assumingMemoryBound(to: uv_handle_t.self),
+                               as: Connection.self)
+        if count > 0 {
+            let loop = EventLoop.owner(of: stream!.pointee.loop)
+            let bytes = UnsafeBufferPointer(
+                start: UnsafeRawPointer(loop.readBuffer).assumingMemoryBound(to: UInt8.self), count: count)
+            connection.received(bytes)
+        } else if count < 0 {
+            // count == 0 is "nothing this time" (EAGAIN), not end of stream.
+            let status = Int32(count)
+            connection.close(reason: status == UV_EOF.rawValue ? .clientClosed : .socketError(uvErrorDescription(status)))
+        }
+    }
+
+    private static let writeCallback: uv_write_cb = { request, status in
+        let connection = Unmanaged<Connection>.fromOpaque(request!.pointee.data).takeRetainedValue()
+        connection.writeCompleted(status: status)
+    }
+}

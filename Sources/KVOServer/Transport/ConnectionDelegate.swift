@@ -1,0 +1,12 @@
+/// What a `Connection` tells its owner. The transport knows bytes and lines; the delegate knows
+/// requests. Called on the loop thread only.
+protocol ConnectionDelegate: AnyObject {
+    /// One complete line arrived (valid only during the call).
+    func connection(_ connection: Connection, didReceiveLine line: UnsafeBufferPointer<UInt8>)
+    /// A line passed the length limit and is being discarded.
+    func connectionDidReceiveOversizedLine(_ connection: Connection)
+    /// `connection` has output to send this loop iteration.
+    func connectionNeedsFlush(_ connection: Connection)
+    /// `connection` started closing; no more lines will arrive and output is dropped.
+    func connectionDidClose(_ connection: Connection, reason: CloseReason)
+}

@@ -1,0 +1,77 @@
+import CLibUV
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Owns one `uv_loop_t` and the read buffer every connection on it shares.
+///
+/// Reads are handled synchronously inside the read callback, so one buffer per loop is enough and
+/// no read allocates. `loop->data` points (unretained) at this object. Create, run and close on
+/// one thread, the loop thread; `close()` must come after `run()` returned.
+final class EventLoop {
+    /// Size of the shared read buffer.
+    static let readBufferSize = 64 * 1024
+
+    let raw: UnsafeMutablePointer<uv_loop_t>
+    let readBuffer: UnsafeMutablePointer<CChar>
+    private var isClosed = false
+    private var loopThread: pthread_t?
+
+    init() throws(TransportError) {
+        raw = .allocate(capacity: 1)
+        readBuffer = .allocate(capacity: EventLoop.readBufferSize)
+        let status = uv_loop_init(raw)
+        guard status == 0 else {
+            raw.deallocate()
+            readBuffer.deallocate()
+            throw TransportError(operation: "uv_loop_init", status: status)
+        }
+        raw.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    deinit {
+        if !isClosed { _ = uv_loop_close(raw) }
+        raw.deallocate()
+        readBuffer.deallocate()
+    }
+
+    /// The `EventLoop` that owns `loop`.
+    @inline(__always)
+    static func owner(of loop: UnsafeMutablePointer<uv_loop_t>) -> EventLoop {
+        Unmanaged<EventLoop>.fromOpaque(loop.pointee.data).takeUnretainedValue()
+    }
+
+    /// Runs until no active handle is left.
+    func run() {
+        loopThread = pthread_self()
+        uv_run(raw, UV_RUN_DEFAULT)
+    }
+
+    /// True on the thread running the loop (or before it runs).
+    var isOnLoopThread: Bool {
+        guard let loopThread else { return true }
+        return pthread_equal(loopThread, pthread_self()) != 0
+    }
+
+    /// Descriptions of handles still open (types), for diagnosing a loop that will not close.
+    func openHandles() -> [String] {
+        final class Collector { var names: [String] = [] }
+        let collector = Collector()
+        withExtendedLifetime(collector) {
+            uv_walk(raw, { handle, context in
+                let collector = Unmanaged<Collector>.fromOpaque(context!).takeUnretainedValue()
+                let name = String(cString: uv_handle_type_name(handle!.pointee.type))
+                let state = uv_is_closing(handle) != 0 ? "closing" : "open"
+                collector.names.append("\(name) (\(state))")
+            }, Unmanaged.passUnretained(collector).toOpaque())
+        }
+        return collector.names
+    }
+
+    /// `uv_loop_close`: 0 when every handle was closed, UV_EBUSY when one leaked.
+    func close() -> Int32 {
+        let status = uv_loop_close(raw)
+        if status == 0 { isClosed = true }
+        return status
+    }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import KVOServer
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The kvod daemon: flags, logging, signals; the server does the rest.
+@main
+struct KVOD: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kvod",
+        abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.")
+
+    @Option(help: "Address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to listen on (0 picks a free port; the bound address is printed on stdout).")
+    var port = 7420
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    @Option(help: "Longest request line in bytes; longer lines are answered too_large.")
+    var maxLine = 1 << 20
+
+    @Option(help: "Most bytes queued for one connection before it is closed as too slow.")
+    var maxOutputBuffer = 32 << 20
+
+    @Option(help: "Most simultaneous client connections.")
+    var maxConnections = 10_000
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard maxLine > 0 else { throw ValidationError("--max-line must be positive") }
+        guard maxOutputBuffer > 0 else { throw ValidationError("--max-output-buffer must be positive") }
+        guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
+    }
+
+    func run() throws {
+        let level = Logger.Level(rawValue: logLevel)!
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var settings = ServerConfiguration()
+        settings.host = host
+        settings.port = port
+        settings.maximumLineLength = maxLine
+        settings.maximumOutputBufferBytes = maxOutputBuffer
+        settings.maximumConnections = maxConnections
+        settings.handlesSignals = true
+        settings.logger = Logger(label: "kvod")
+
+        let server: Server
+        do {
+            server = try Server(configuration: settings)
+        } catch {
+            settings.logger.critical("cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        // The one line on stdout: scripts and tests read the bound port from it.
+        print("kvod listening on \(server.address)")
+        fflush(nil)  // all output streams: stdout may be a pipe
+        let report = server.run()
+        if !report.loopClosedCleanly {
+            throw ExitCode(70)  // EX_SOFTWARE: a handle leaked
+        }
+    }
+}
