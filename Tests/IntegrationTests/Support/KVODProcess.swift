@@ -41,20 +41,15 @@ final class KVODProcess: @unchecked Sendable {
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
         try process.run()
-        let stderrHandle = stderrPipe.fileHandleForReading
-        stderrHandle.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            guard let self, !chunk.isEmpty else { return }
-            self.logLock.lock()
-            self.logData.append(chunk)
-            self.logLock.unlock()
-        }
         // First stdout line: "kvod listening on 127.0.0.1:PORT".
         var line = Data()
         let stdoutHandle = stdoutPipe.fileHandleForReading
         while true {
             let byte = stdoutHandle.readData(ofLength: 1)
-            if byte.isEmpty { throw KVODProcessError.exitedEarly(log: "") }
+            if byte.isEmpty {
+                let log = (try? stderrPipe.fileHandleForReading.readToEnd()).flatMap { $0 } ?? Data()
+                throw KVODProcessError.exitedEarly(log: String(decoding: log, as: UTF8.self))
+            }
             if byte.first == 0x0A { break }
             line.append(byte)
         }
@@ -63,6 +58,15 @@ final class KVODProcess: @unchecked Sendable {
             throw KVODProcessError.unexpectedBanner(text)
         }
         self.port = port
+        // Collect the log from here on (self is fully initialized now).
+        let stderrHandle = stderrPipe.fileHandleForReading
+        stderrHandle.readabilityHandler = { [weak self] handle in
+            let chunk = handle.availableData
+            guard let self, !chunk.isEmpty else { return }
+            self.logLock.lock()
+            self.logData.append(chunk)
+            self.logLock.unlock()
+        }
     }
 
     deinit {
