@@ -1,0 +1,322 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// The built `kvoclient` against a real `kvod`: every command's output, value parsing, subscribe
+/// (options, --json, --count, several key paths, sourceDeleted, server shutdown, Ctrl-C), error
+/// lines and exit codes.
+@Suite("kvoclient")
+struct CLITests {
+    // MARK: - Commands
+
+    @Test("create, get, set, delete, list and ping print scriptable output")
+    func commandsPrintScriptableOutput() throws {
+        let server = try KVODProcess()
+        let create = try KVOClientProcess.run(server, ["create", "person", #"{"name":"Ada","address":{"city":"London"}}"#])
+        expectSuccess(create, lines: ["rev 1"])
+        expectSuccess(try KVOClientProcess.run(server, ["get", "person"]), lines: [#"{"address":{"city":"London"},"name":"Ada"}"#])
+        expectSuccess(try KVOClientProcess.run(server, ["get", "person", "address.city"]), lines: [#""London""#])
+        expectSuccess(try KVOClientProcess.run(server, ["get", "person", "age"]), lines: ["null"])
+        expectSuccess(try KVOClientProcess.run(server, ["set", "person", "address.city", "Paris"]), lines: ["rev 2"])
+        expectSuccess(try KVOClientProcess.run(server, ["get", "person", "address"]), lines: [#"{"city":"Paris"}"#])
+        expectSuccess(try KVOClientProcess.run(server, ["create", "clock"]), lines: ["rev 3"])
+        expectSuccess(try KVOClientProcess.run(server, ["get", "clock"]), lines: ["{}"])
+        expectSuccess(try KVOClientProcess.run(server, ["list"]), lines: ["clock", "person"])
+        expectSuccess(try KVOClientProcess.run(server, ["delete", "clock"]), lines: ["rev 4"])
+        expectSuccess(try KVOClientProcess.run(server, ["list"]), lines: ["person"])
+        expectSuccess(try KVOClientProcess.run(server, ["ping"]), lines: ["pong"])
+    }
+
+    @Test("--host and --port work before and after the subcommand")
+    func connectionOptionsInEitherPlace() throws {
+        let server = try KVODProcess()
+        let after = try KVOClientProcess.run(["ping", "--host", "127.0.0.1", "--port", String(server.port)])
+        expectSuccess(after, lines: ["pong"])
+        let before = try KVOClientProcess.run(["--host", "127.0.0.1", "--port", String(server.port), "ping"])
+        expectSuccess(before, lines: ["pong"])
+    }
+
+    @Test("a value argument is JSON when it parses, a plain string otherwise")
+    func valueArgumentsAreJSONOrPlainStrings() throws {
+        let server = try KVODProcess()
+        let connection = try server.connect()
+        try connection.call("create", ["object": "v"])
+        let cases: [(argument: String, stored: JSONValue)] = [
+            ("2026-11-21", "2026-11-21"),
+            (#""2026-11-21""#, "2026-11-21"),
+            ("42", 42),
+            (#""42""#, "42"),
+            ("-1.5", -1.5),
+            ("true", true),
+            ("null", nil),
+            (#"{"a":[1,"two"]}"#, ["a": [1, "two"]]),
+            ("hello world", "hello world"),
+            ("[1,", "[1,"),
+            ("", ""),
+            ("Zürich", "Zürich"),
+        ]
+        for (argument, stored) in cases {
+            let result = try KVOClientProcess.run(server, ["set", "v", "k", argument])
+            #expect(result.status == 0, "set \(argument): \(result.stderr)")
+            let reply = try connection.call("get", ["object": "v", "keyPath": "k"])
+            #expect(reply["value"] == stored, "argument \(argument)")
+            #expect(reply["value"]?.typeName == stored.typeName, "argument \(argument)")
+            let printed = try KVOClientProcess.run(server, ["get", "v", "k"])
+            expectSuccess(printed, lines: [stored.description])
+        }
+    }
+
+    @Test("create takes a JSON object or nothing; anything else is a usage error (exit 2)")
+    func createRejectsNonObjectValues() throws {
+        let server = try KVODProcess()
+        for values in ["[1]", "42", "not json"] {
+            let result = try KVOClientProcess.run(server, ["create", "x", values])
+            #expect(result.status == 2, "values \(values)")
+            #expect(result.errorLines.first?.hasPrefix("kvoclient: error: values must be a JSON object") == true, "\(result.stderr)")
+            #expect(result.stdout.isEmpty)
+        }
+        let list = try KVOClientProcess.run(server, ["list"])
+        expectSuccess(list, lines: [])
+    }
+
+    @Test("info prints one line per observer, sorted by sub")
+    func infoPrintsOneLinePerObserver() throws {
+        let server = try KVODProcess()
+        let observer = try server.connect()
+        let connectionID = try #require(try observer.call("hello", ["client": "CLITests"])["connection"]?.intValue)
+        try observer.call("create", ["object": "clock", "values": ["date": "2026-11-20", "zone": ["name": "UTC"]]])
+        expectSuccess(try KVOClientProcess.run(server, ["info", "clock"]), lines: [])
+        let first = try #require(try observer.call("observe", [
+            "object": "clock", "keyPath": "date", "options": ["new", "old"],
+        ])["sub"]?.intValue)
+        let second = try #require(try observer.call("observe", [
+            "object": "clock", "keyPath": "zone.name", "options": [],
+        ])["sub"]?.intValue)
+        let info = try KVOClientProcess.run(server, ["info", "clock"])
+        expectSuccess(info, lines: [
+            "sub=\(first)  keyPath=date  options=new,old  connection=\(connectionID)",
+            "sub=\(second)  keyPath=zone.name  options=-  connection=\(connectionID)",
+        ])
+    }
+
+    // MARK: - Errors
+
+    @Test("a server error is one stderr line and exit 1", arguments: [
+        (["get", "missing"], "not_found"),
+        (["info", "missing"], "not_found"),
+        (["delete", "missing"], "not_found"),
+        (["set", "missing", "a", "1"], "not_found"),
+        (["create", "person"], "exists"),
+        (["get", "person", "name.first"], "type_mismatch"),
+        (["set", "person", "nested.deeper", "1"], "not_found"),
+        (["subscribe", "missing", "date"], "not_found"),
+    ])
+    func serverErrorsAreOneLineAndExitOne(arguments: [String], code: String) throws {
+        let server = try KVODProcess()
+        try server.connect().call("create", ["object": "person", "values": ["name": "Ada"]])
+        let result = try KVOClientProcess.run(server, arguments)
+        #expect(result.status == 1)
+        #expect(result.exitedNormally)
+        #expect(result.stdout.isEmpty)
+        #expect(result.errorLines.count == 1, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("kvoclient: error: \(code): "), "\(result.stderr)")
+    }
+
+    @Test("a refused connection names host and port and exits 3")
+    func refusedConnectionNamesHostAndPort() throws {
+        let server = try KVODProcess()
+        let port = server.port
+        #expect(server.stop() == 0)
+        for command in [["ping"], ["get", "x"], ["subscribe", "x", "y"]] {
+            let result = try KVOClientProcess.run(["--port", String(port)] + command)
+            #expect(result.status == 3)
+            #expect(result.stdout.isEmpty)
+            #expect(result.stderr == "kvoclient: error: cannot connect to 127.0.0.1:\(port): Connection refused\n")
+        }
+    }
+
+    @Test("usage errors exit 2 with a kvoclient: error: line", arguments: [
+        ["subscribe", "clock", "date", "--options", "initial,bogus"],
+        ["subscribe", "clock", "date", "--count", "0"],
+        ["subscribe", "clock"],
+        ["set", "clock", "date"],
+        ["frobnicate"],
+        ["--port", "0", "ping"],
+        ["--port", "70000", "ping"],
+    ])
+    func usageErrorsExitTwo(arguments: [String]) throws {
+        let result = try KVOClientProcess.run(arguments)
+        #expect(result.status == 2)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.hasPrefix("kvoclient: error: "), "\(result.stderr)")
+    }
+
+    // MARK: - subscribe
+
+    @Test("subscribe --options initial,new,old prints initial and change lines, skips no-op sets, stops after --count")
+    func subscribeInitialNewOld() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "clock", "date", "--options", "initial,new,old", "--count", "3",
+        ])
+        #expect(subscriber.nextLine() == #"clock.date  initial  rev=1  new="2026-11-20""#)
+        expectSuccess(try KVOClientProcess.run(server, ["set", "clock", "date", "2026-11-21"]), lines: ["rev 2"])
+        #expect(subscriber.nextLine() == #"clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21""#)
+        // Setting the same value advances rev but notifies nobody.
+        expectSuccess(try KVOClientProcess.run(server, ["set", "clock", "date", #""2026-11-21""#]), lines: ["rev 3"])
+        try writer.call("set", ["object": "clock", "keyPath": "date", "value": ["day": 22]])
+        #expect(subscriber.nextLine() == #"clock.date  valueChanged  rev=4  old="2026-11-21"  new={"day":22}"#)
+        let result = subscriber.finish()
+        #expect(result.status == 0)
+        #expect(result.exitedNormally)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.isEmpty)
+    }
+
+    @Test("subscribe --options prior marks the prior notification before the change")
+    func subscribePrior() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "clock", "date", "--options", "prior,old,new", "--count", "2",
+        ])
+        try waitForObservers(writer, object: "clock", count: 1)
+        try writer.call("set", ["object": "clock", "keyPath": "date", "value": "2026-11-21"])
+        #expect(subscriber.nextLine() == #"clock.date  valueChanged  prior  rev=2  old="2026-11-20""#)
+        #expect(subscriber.nextLine() == #"clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21""#)
+        let result = subscriber.finish()
+        #expect(result.status == 0)
+        #expect(result.stderr.isEmpty)
+    }
+
+    @Test("subscribe defaults to the new option only")
+    func subscribeDefaultsToNew() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--count", "1"])
+        let observers = try waitForObservers(writer, object: "clock", count: 1)
+        #expect(observers.first?["options"] == ["new"])
+        try writer.call("set", ["object": "clock", "keyPath": "date", "value": "2026-11-21"])
+        #expect(subscriber.nextLine() == #"clock.date  valueChanged  rev=2  new="2026-11-21""#)
+        #expect(subscriber.finish().status == 0)
+    }
+
+    @Test("subscribe --json prints each event as one JSON line")
+    func subscribeJSON() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "clock", "date", "--options", "initial,new", "--json", "--count", "2",
+        ])
+        let initialLine = try #require(subscriber.nextLine())
+        let initial = try JSONParser.parse(initialLine)
+        let observers = try waitForObservers(writer, object: "clock", count: 1)
+        let sub = try #require(observers.first?["sub"])
+        #expect(initial == [
+            "event": "change", "sub": sub, "object": "clock", "keyPath": "date", "reason": "initial", "rev": 1,
+            "change": ["kind": 1, "new": "2026-11-20"],
+        ])
+        try writer.call("set", ["object": "clock", "keyPath": "date", "value": "2026-11-21"])
+        let changed = try JSONParser.parse(try #require(subscriber.nextLine()))
+        #expect(changed == [
+            "event": "change", "sub": sub, "object": "clock", "keyPath": "date", "reason": "valueChanged", "rev": 2,
+            "change": ["kind": 1, "new": "2026-11-21"],
+        ])
+        let result = subscriber.finish()
+        #expect(result.status == 0)
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("subscribe to several key paths; exits 0 once every subscription ended with sourceDeleted")
+    func subscribeSeveralKeyPathsUntilDeleted() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "person", "values": ["name": "Ada", "address": ["city": "London"]]])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "person", "name", "address.city", "--options", "old,new",
+        ])
+        try waitForObservers(writer, object: "person", count: 2)
+        try writer.call("set", ["object": "person", "keyPath": "name", "value": "Bea"])
+        #expect(subscriber.nextLine() == #"person.name  valueChanged  rev=2  old="Ada"  new="Bea""#)
+        try writer.call("set", ["object": "person", "keyPath": "address", "value": ["city": "Paris"]])
+        #expect(subscriber.nextLine() == #"person.address.city  valueChanged  rev=3  old="London"  new="Paris""#)
+        try writer.call("delete", ["object": "person"])
+        let finalLines: Set<String?> = [subscriber.nextLine(), subscriber.nextLine()]
+        #expect(finalLines == [
+            #"person.name  sourceDeleted  rev=4  old="Bea"  new=null"#,
+            #"person.address.city  sourceDeleted  rev=4  old="Paris"  new=null"#,
+        ])
+        let result = subscriber.finish()
+        #expect(result.status == 0)
+        #expect(result.exitedNormally)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.isEmpty)
+    }
+
+    @Test("subscribe exits 3 with a clear message when the server goes away")
+    func subscribeReportsServerShutdown() throws {
+        let server = try KVODProcess()
+        try server.connect().call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--options", "initial"])
+        #expect(subscriber.nextLine() == "clock.date  initial  rev=1")
+        #expect(server.stop() == 0)
+        let result = subscriber.finish()
+        #expect(result.status == 3)
+        #expect(result.stderr == "kvoclient: error: the server at 127.0.0.1:\(server.port) closed the connection (1 subscription still active)\n")
+    }
+
+    @Test("Ctrl-C (SIGINT) ends subscribe cleanly, and the server drops its subscriptions")
+    func subscribeExitsCleanlyOnSIGINT() throws {
+        let server = try KVODProcess()
+        let watcher = try server.connect()
+        try watcher.call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "clock", "date", "--options", "initial,new",
+        ])
+        #expect(subscriber.nextLine() == #"clock.date  initial  rev=1  new="2026-11-20""#)
+        subscriber.send(signal: SIGINT)
+        let result = subscriber.finish(timeout: 5)
+        #expect(result.exitedNormally)
+        #expect(result.status == 0)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.isEmpty)
+        try waitForObservers(watcher, object: "clock", count: 0)
+    }
+
+    // MARK: - Helpers
+
+    /// Checks a successful run: exit 0, exactly `lines` on stdout, nothing on stderr.
+    private func expectSuccess(
+        _ result: KVOClientProcess.Result, lines: [String], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(result.status == 0, "stderr: \(result.stderr)", sourceLocation: sourceLocation)
+        #expect(result.exitedNormally, sourceLocation: sourceLocation)
+        #expect(result.lines == lines, sourceLocation: sourceLocation)
+        #expect(result.stderr.isEmpty, sourceLocation: sourceLocation)
+    }
+
+    /// Polls `info` until `object` has `count` observers (the subscriber is set up), or fails the
+    /// test after `timeout` seconds. Returns the observers.
+    @discardableResult
+    private func waitForObservers(
+        _ connection: KVOConnection, object: String, count: Int, timeout: Double = 10,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> [JSONValue] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let observers = try connection.call("info", ["object": .string(object)])["observers"]?.arrayValue ?? []
+            if observers.count == count { return observers }
+            if Date() > deadline {
+                Issue.record("\(object) has \(observers.count) observers, expected \(count)", sourceLocation: sourceLocation)
+                return observers
+            }
+            usleep(10_000)
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+
+/// The built `kvoclient` binary run as a child process, for the CLI tests.
+///
+/// `run` executes one command to completion and returns its exit status and output; `start` leaves
+/// it running (for `subscribe`) so that a test can read its stdout line by line with a timeout,
+/// signal it and wait for it to exit. A process still running at deinit is killed.
+final class KVOClientProcess: @unchecked Sendable {
+    /// What a finished command did.
+    struct Result {
+        /// Exit status, or the signal number when `exitedNormally` is false.
+        var status: Int32
+        var exitedNormally: Bool
+        var stdout: String
+        var stderr: String
+
+        /// stdout split into lines, without the final empty one.
+        var lines: [String] {
+            var parts = stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            if parts.last == "" { parts.removeLast() }
+            return parts
+        }
+
+        /// stderr split into lines, without the final empty one.
+        var errorLines: [String] {
+            var parts = stderr.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            if parts.last == "" { parts.removeLast() }
+            return parts
+        }
+    }
+
+    let process = Process()
+    private let stdoutPipe = Pipe()
+    private let stderrPipe = Pipe()
+    private var pending: [UInt8] = []
+    private var stdoutClosed = false
+
+    /// Starts `kvoclient` with `arguments` (connection flags included by the caller).
+    init(_ arguments: [String]) throws {
+        process.executableURL = BuiltProducts.executable("kvoclient")
+        process.arguments = arguments
+        process.standardOutput = stdoutPipe
+        process.standardError = stderrPipe
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// Starts `kvoclient --port <port> <arguments>` against a test server.
+    static func start(_ server: KVODProcess, _ arguments: [String]) throws -> KVOClientProcess {
+        try KVOClientProcess(["--port", String(server.port)] + arguments)
+    }
+
+    /// Runs `kvoclient --port <port> <arguments>` to completion.
+    static func run(_ server: KVODProcess, _ arguments: [String], timeout: Double = 20) throws -> Result {
+        try run(["--port", String(server.port)] + arguments, timeout: timeout)
+    }
+
+    /// Runs `kvoclient <arguments>` to completion (killed, and the test failed, after `timeout` s).
+    static func run(_ arguments: [String], timeout: Double = 20) throws -> Result {
+        let child = try KVOClientProcess(arguments)
+        return child.finish(timeout: timeout)
+    }
+
+    /// The next stdout line (without its newline), or nil if none arrives within `timeout` seconds
+    /// or stdout closes first.
+    func nextLine(timeout: Double = 10) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let newline = pending.firstIndex(of: 0x0A) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeFirst(newline + 1)
+                return line
+            }
+            if stdoutClosed { return nil }
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { return nil }
+            readStdout(waitingAtMost: remaining)
+        }
+    }
+
+    /// Sends `signal` to the process.
+    func send(signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits for the process to exit (killing it, and recording a test failure, after `timeout`
+    /// seconds) and returns its status and the output not yet read with `nextLine`.
+    func finish(timeout: Double = 20, sourceLocation: SourceLocation = #_sourceLocation) -> Result {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !stdoutClosed, deadline.timeIntervalSinceNow > 0 {
+            readStdout(waitingAtMost: deadline.timeIntervalSinceNow)
+        }
+        while process.isRunning, deadline.timeIntervalSinceNow > 0 { usleep(5_000) }
+        if process.isRunning {
+            Issue.record("kvoclient \(process.arguments ?? []) still running after \(timeout) s: killed", sourceLocation: sourceLocation)
+            kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+        while !stdoutClosed { readStdout(waitingAtMost: 1) }
+        let errors = (try? stderrPipe.fileHandleForReading.readToEnd()) ?? nil
+        let output = String(decoding: pending, as: UTF8.self)
+        pending.removeAll()
+        return Result(
+            status: process.terminationStatus,
+            exitedNormally: process.terminationReason == .exit,
+            stdout: output,
+            stderr: errors.map { String(decoding: $0, as: UTF8.self) } ?? "")
+    }
+
+    /// Reads what stdout has, waiting up to `seconds` for something to arrive.
+    private func readStdout(waitingAtMost seconds: Double) {
+        let descriptor = stdoutPipe.fileHandleForReading.fileDescriptor
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, Int32(max(1, min(seconds, 60) * 1000)))
+        guard ready > 0 else { return }
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        if count > 0 {
+            pending.append(contentsOf: chunk[..<count])
+        } else if count == 0 || errno != EINTR {
+            stdoutClosed = true
+        }
+    }
+}
