@@ -66,6 +66,13 @@ public final class Server {
             throw error
         }
         if configuration.handlesSignals {
+            // A parent may have left these blocked (process launchers often do): unblock them, or
+            // the handlers below would never run.
+            var unblock = sigset_t()
+            sigemptyset(&unblock)
+            sigaddset(&unblock, SIGINT)
+            sigaddset(&unblock, SIGTERM)
+            pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
             for signal in [SIGINT, SIGTERM] {
                 let handle = allocateHandle(uv_signal_t.self, kind: UV_SIGNAL)
                 uv_signal_init(loop.raw, handle)
