@@ -1,0 +1,105 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+@testable import KVOServer
+
+/// The server in-process: run its loop on a thread, talk to it over loopback, stop it, and check
+/// that every libuv handle was closed (`uv_loop_close` returned 0).
+@Suite struct ServerLifecycleTests {
+    /// Runs a server on its own thread until `body` returns, then stops it and returns the report.
+    private func withRunningServer(_ configure: (inout ServerConfiguration) -> Void = { _ in },
+                                   _ body: (Int) throws -> Void) throws -> ShutdownReport {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configure(&configuration)
+        let server = try Server(configuration: configuration)
+        let port = server.port
+        let stop = server.stopHandle
+        let box = ReportBox()
+        // Ownership of the server passes to its thread here; this thread never touches it again.
+        let handOff = HandOff(server)
+        let thread = Thread {
+            box.set(handOff.value.run())
+        }
+        thread.start()
+        defer { stop.requestStop() }
+        try body(port)
+        stop.requestStop()
+        return try #require(box.wait(timeout: 10), "the server did not stop")
+    }
+
+    @Test func stoppingWithLiveConnectionsAndSubscriptionsClosesEveryHandle() throws {
+        var clients: [KVOConnection] = []
+        let report = try withRunningServer { port in
+            let writer = try KVOConnection(port: port)
+            try writer.call("create", ["object": "o", "values": ["v": 0]])
+            for _ in 0..<10 {
+                let client = try KVOConnection(port: port)
+                try client.call("observe", ["object": "o", "keyPath": "v", "options": ["new", "old"]])
+                clients.append(client)
+            }
+            // Leave unread events queued and a half-sent line behind.
+            for value in 1...50 { try writer.call("set", ["object": "o", "keyPath": "v", "value": .int(Int64(value))]) }
+            try writer.send(raw: Array(#"{"op":"ping""#.utf8))
+            clients.append(writer)
+        }
+        #expect(report.loopClosedCleanly)
+        #expect(report.leakedHandles.isEmpty)
+    }
+
+    @Test func stoppingAnIdleServerClosesEveryHandle() throws {
+        let report = try withRunningServer { _ in }
+        #expect(report.loopClosedCleanly)
+    }
+
+    @Test func aSecondStopRequestIsHarmless() throws {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        let server = try Server(configuration: configuration)
+        let stop = server.stopHandle
+        stop.requestStop()
+        stop.requestStop()
+        let report = server.run()
+        #expect(report.loopClosedCleanly)
+        stop.requestStop()  // after the handle is gone: a no-op, not a use after free
+    }
+
+    @Test func bindingAPortInUseFailsCleanly() throws {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        let first = try Server(configuration: configuration)
+        configuration.port = first.port
+        #expect(throws: TransportError.self) { _ = try Server(configuration: configuration) }
+        first.stopHandle.requestStop()
+        #expect(first.run().loopClosedCleanly)
+    }
+}
+
+/// Moves a non-Sendable value to another thread that becomes its only user.
+private struct HandOff<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Hands the report from the server thread to the test.
+private final class ReportBox: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var report: ShutdownReport?
+
+    func set(_ report: ShutdownReport) {
+        condition.lock()
+        self.report = report
+        condition.signal()
+        condition.unlock()
+    }
+
+    func wait(timeout: Double) -> ShutdownReport? {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while report == nil, condition.wait(until: deadline) {}
+        return report
+    }
+}
