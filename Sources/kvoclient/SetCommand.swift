@@ -16,12 +16,30 @@ struct SetCommand: ParsableCommand {
     @Argument(help: "A key path such as `address.city`; intermediate objects must exist.")
     var keyPath: String
 
-    @Argument(help: "The value: JSON when it parses as JSON, otherwise a plain string.")
-    var value: String
+    /// Captures unrecognized input so that a negative number (`-1.5`) is a value, not an option.
+    @Argument(
+        parsing: .allUnrecognized,
+        help: ArgumentHelp(
+            "The value: JSON when it parses as JSON, otherwise a plain string (one argument).",
+            valueName: "value"))
+    var values: [String] = []
+
+    /// The value argument, after an optional `--` terminator.
+    private var value: String? {
+        let given = values.count > 1 && values.first == "--" ? Array(values.dropFirst()) : values
+        return given.count == 1 ? given[0] : nil
+    }
+
+    func validate() throws {
+        if value != nil { return }
+        if values.isEmpty { throw ValidationError("Missing expected argument '<value>'") }
+        throw ValidationError(
+            "expected one value, got \(values.count) (\(values.joined(separator: " "))): quote a value that contains spaces")
+    }
 
     func run() throws {
         let params: [String: JSONValue] = [
-            "object": .string(object), "keyPath": .string(keyPath), "value": ValueArgument.parse(value),
+            "object": .string(object), "keyPath": .string(keyPath), "value": ValueArgument.parse(value ?? ""),
         ]
         let reply = try connection.connect().call("set", params)
         try RevisionLine.print(reply)
