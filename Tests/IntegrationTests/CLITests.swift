@@ -48,6 +48,8 @@ struct CLITests {
             ("42", 42),
             (#""42""#, "42"),
             ("-1.5", -1.5),
+            ("-7", -7),
+            ("-x", "-x"),
             ("true", true),
             ("null", nil),
             (#"{"a":[1,"two"]}"#, ["a": [1, "two"]]),
@@ -65,6 +67,17 @@ struct CLITests {
             let printed = try KVOClientProcess.run(server, ["get", "v", "k"])
             expectSuccess(printed, lines: [stored.description])
         }
+    }
+
+    @Test("`--` before a value that looks like an option")
+    func terminatorBeforeValue() throws {
+        let server = try KVODProcess()
+        let connection = try server.connect()
+        try connection.call("create", ["object": "v"])
+        expectSuccess(try KVOClientProcess.run(server, ["set", "v", "k", "--", "-3"]), lines: ["rev 2"])
+        #expect(try connection.call("get", ["object": "v", "keyPath": "k"])["value"] == -3)
+        expectSuccess(try KVOClientProcess.run(server, ["set", "v", "k", "--", "--port"]), lines: ["rev 3"])
+        #expect(try connection.call("get", ["object": "v", "keyPath": "k"])["value"] == "--port")
     }
 
     @Test("create takes a JSON object or nothing; anything else is a usage error (exit 2)")
@@ -127,7 +140,7 @@ struct CLITests {
     func refusedConnectionNamesHostAndPort() throws {
         let server = try KVODProcess()
         let port = server.port
-        #expect(server.stop() == 0)
+        server.stop(signal: SIGKILL)
         for command in [["ping"], ["get", "x"], ["subscribe", "x", "y"]] {
             let result = try KVOClientProcess.run(["--port", String(port)] + command)
             #expect(result.status == 3)
@@ -141,6 +154,7 @@ struct CLITests {
         ["subscribe", "clock", "date", "--count", "0"],
         ["subscribe", "clock"],
         ["set", "clock", "date"],
+        ["set", "clock", "date", "two", "words"],
         ["frobnicate"],
         ["--port", "0", "ping"],
         ["--port", "70000", "ping"],
@@ -265,7 +279,7 @@ struct CLITests {
         try server.connect().call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
         let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--options", "initial"])
         #expect(subscriber.nextLine() == "clock.date  initial  rev=1")
-        #expect(server.stop() == 0)
+        server.stop()
         let result = subscriber.finish()
         #expect(result.status == 3)
         #expect(result.stderr == "kvoclient: error: the server at 127.0.0.1:\(server.port) closed the connection (1 subscription still active)\n")
