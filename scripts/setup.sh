@@ -15,7 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || kvod_fail "cannot enter the repository
 
 if ! command -v swift >/dev/null 2>&1; then
     cat >&2 <<'MSG'
-error: the Swift toolchain (swift 6.0 or newer) is not installed or not on PATH.
+error: a Swift 6 toolchain is not installed or not on PATH.
 
 Install it with swiftly, the official installer (https://www.swift.org/install/linux/):
 
