@@ -1,0 +1,417 @@
+import Testing
+@testable import KVOServer
+import KVOJSON
+
+private func decode(_ line: String) -> RequestDecoder.Decoded {
+    RequestDecoder.decode(Array(line.utf8))
+}
+
+/// The decoded request, or nil (with an issue recorded) when decoding failed.
+private func request(_ line: String, sourceLocation: SourceLocation = #_sourceLocation) -> Request? {
+    switch decode(line).request {
+    case let .success(request): return request
+    case let .failure(error):
+        Issue.record("\(line) failed: \(error.code.rawValue): \(error.message)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// The error, or nil when the line decoded.
+private func failure(_ line: String) -> KVOError? {
+    failure(decode(line))
+}
+
+private func failure(_ decoded: RequestDecoder.Decoded) -> KVOError? {
+    if case let .failure(error) = decoded.request { return error }
+    return nil
+}
+
+private func hasNoID(_ decoded: RequestDecoder.Decoded) -> Bool {
+    if case .none = decoded.id { return true }
+    return false
+}
+
+private func keyPath(_ text: String) -> KeyPath {
+    try! KeyPath(text)
+}
+
+@Suite("RequestDecoder")
+struct RequestDecoderTests {
+    // MARK: - Every op
+
+    @Test("hello")
+    func hello() {
+        #expect(request(#"{"op":"hello"}"#) == .hello(client: nil))
+        #expect(request(#"{"op":"hello","client":"docs"}"#) == .hello(client: "docs"))
+        #expect(request(#"{"op":"hello","client":null}"#) == .hello(client: nil))
+        #expect(request(#"{"op":"hello","client":""}"#) == .hello(client: ""))
+    }
+
+    @Test("create")
+    func create() {
+        #expect(request(#"{"op":"create","object":"person"}"#) == .create(object: "person", values: [:]))
+        #expect(request(#"{"op":"create","object":"person","values":null}"#) == .create(object: "person", values: [:]))
+        #expect(request(#"{"op":"create","object":"p","values":{}}"#) == .create(object: "p", values: [:]))
+        let expected: [String: JSONValue] = ["name": .string("Ada"), "address": .object(["city": .string("London")]), "n": .int(1)]
+        #expect(request(#"{"op":"create","object":"person","values":{"name":"Ada","address":{"city":"London"},"n":1}}"#)
+            == .create(object: "person", values: expected))
+    }
+
+    @Test("delete")
+    func delete() {
+        #expect(request(#"{"op":"delete","object":"person"}"#) == .delete(object: "person"))
+    }
+
+    @Test("get")
+    func get() {
+        #expect(request(#"{"op":"get","object":"person"}"#) == .get(object: "person", keyPath: nil))
+        #expect(request(#"{"op":"get","object":"person","keyPath":null}"#) == .get(object: "person", keyPath: nil))
+        let decoded = request(#"{"op":"get","object":"person","keyPath":"address.city"}"#)
+        #expect(decoded == .get(object: "person", keyPath: keyPath("address.city")))
+        if case let .get(_, path?) = decoded {
+            #expect(path.components == ["address", "city"])
+            #expect(path.string == "address.city")
+        } else {
+            Issue.record("no key path in \(String(describing: decoded))")
+        }
+    }
+
+    @Test("set, including to null, objects and arrays")
+    func set() {
+        #expect(request(#"{"op":"set","object":"person","keyPath":"address.city","value":"Paris"}"#)
+            == .set(object: "person", keyPath: keyPath("address.city"), value: .string("Paris")))
+        #expect(request(#"{"op":"set","object":"o","keyPath":"k","value":null}"#)
+            == .set(object: "o", keyPath: keyPath("k"), value: .null))
+        #expect(request(#"{"op":"set","object":"o","keyPath":"k","value":{"a":[1,2.5]}}"#)
+            == .set(object: "o", keyPath: keyPath("k"), value: .object(["a": .array([.int(1), .double(2.5)])])))
+        #expect(request(#"{"op":"set","object":"o","keyPath":"k","value":false}"#)
+            == .set(object: "o", keyPath: keyPath("k"), value: .bool(false)))
+    }
+
+    @Test("the set value keeps integer and double apart")
+    func setValueKind() {
+        for (json, expected) in [("3", JSONValue.int(3)), ("3.0", .double(3.0)), ("1e3", .double(1000))] {
+            guard case let .set(_, _, value)? = request(#"{"op":"set","object":"o","keyPath":"k","value":\#(json)}"#) else {
+                Issue.record("\(json) did not decode to a set")
+                continue
+            }
+            #expect(strictlyEqual(value, expected), "\(json)")
+        }
+    }
+
+    @Test("observe")
+    func observe() {
+        #expect(request(#"{"op":"observe","object":"person","keyPath":"address.city"}"#)
+            == .observe(object: "person", keyPath: keyPath("address.city"), options: [.new]))
+        #expect(request(#"{"op":"observe","object":"person","keyPath":"name","options":["old","prior"]}"#)
+            == .observe(object: "person", keyPath: keyPath("name"), options: [.old, .prior]))
+    }
+
+    @Test("unobserve")
+    func unobserve() {
+        #expect(request(#"{"op":"unobserve","sub":7}"#) == .unobserve(subscription: 7))
+        #expect(request(#"{"op":"unobserve","sub":0}"#) == .unobserve(subscription: 0))
+        #expect(request(#"{"op":"unobserve","sub":9223372036854775807}"#) == .unobserve(subscription: .max))
+    }
+
+    @Test("list, info, ping")
+    func listInfoPing() {
+        #expect(request(#"{"op":"list"}"#) == .list)
+        #expect(request(#"{"op":"info","object":"person"}"#) == .info(object: "person"))
+        #expect(request(#"{"op":"ping"}"#) == .ping)
+    }
+
+    @Test("unknown fields are ignored")
+    func unknownFieldsIgnored() {
+        #expect(request(#"{"op":"ping","extra":[1,{"x":null}],"object":5}"#) == .ping)
+        #expect(request(#"{"op":"list","keyPath":".."}"#) == .list)
+        #expect(request(#"{"op":"delete","object":"o","values":"nope","keyPath":""}"#) == .delete(object: "o"))
+        #expect(request(#"{"future":true,"op":"get","object":"o"}"#) == .get(object: "o", keyPath: nil))
+    }
+
+    @Test("surrounding white space and escaped field values")
+    func whitespaceAndEscapes() {
+        #expect(request(" { \"op\" : \"delete\" , \"object\" : \"a\\\"b\" } ") == .delete(object: "a\"b"))
+        #expect(request(#"{"op":"\u0070ing"}"#) == .ping)
+        #expect(request(#"{"op":"get","object":"caf\u00e9","keyPath":"x.\u00e9"}"#)
+            == .get(object: "café", keyPath: keyPath("x.é")))
+    }
+
+    // MARK: - id
+
+    @Test("a scalar id is echoed, on success and on failure", arguments: [
+        (#""abc""#, JSONValue.string("abc")), ("1", .int(1)), ("-5", .int(-5)), ("1.5", .double(1.5)),
+        ("true", .bool(true)), ("false", .bool(false)), ("null", .null), (#""""#, .string("")),
+        ("9223372036854775808", .double(9_223_372_036_854_775_808.0)),
+    ] as [(String, JSONValue)])
+    func idEcho(idText: String, expected: JSONValue) {
+        let success = decode(#"{"op":"ping","id":\#(idText)}"#)
+        #expect(success.id.map { strictlyEqual($0, expected) } == true, "\(String(describing: success.id))")
+        #expect(failure(success) == nil)
+
+        let unknown = decode(#"{"id":\#(idText),"op":"frobnicate"}"#)
+        #expect(unknown.id.map { strictlyEqual($0, expected) } == true)
+        #expect(failure(unknown)?.code == .unknownOp)
+
+        let bad = decode(#"{"id":\#(idText),"op":"get"}"#)
+        #expect(bad.id.map { strictlyEqual($0, expected) } == true)
+        #expect(failure(bad)?.code == .badRequest)
+
+        let missingOp = decode(#"{"id":\#(idText)}"#)
+        #expect(missingOp.id.map { strictlyEqual($0, expected) } == true)
+        #expect(failure(missingOp)?.code == .badRequest)
+    }
+
+    @Test("without id, no id; a null id is an id")
+    func absentID() {
+        let decoded = decode(#"{"op":"ping"}"#)
+        #expect(hasNoID(decoded))
+        #expect(failure(decoded) == nil)
+        #expect(!hasNoID(decode(#"{"op":"ping","id":null}"#)))
+    }
+
+    @Test("a non-scalar id is bad_request with no id", arguments: [
+        #"{"op":"ping","id":[1]}"#, #"{"op":"ping","id":{"a":1}}"#, #"{"op":"ping","id":[]}"#, #"{"op":"ping","id":{}}"#,
+        #"{"op":"frobnicate","id":[1]}"#,
+    ])
+    func nonScalarID(line: String) {
+        let decoded = decode(line)
+        #expect(hasNoID(decoded))
+        #expect(failure(decoded)?.code == .badRequest)
+    }
+
+    // MARK: - Lines that are not request objects
+
+    @Test("not JSON, or not an object: bad_request with no id", arguments: [
+        "", "   ", "not json", #"{"op":"ping""#, #"{"op":"ping","id":1,}"#, #"{"op":"ping"} {"op":"ping"}"#,
+        "[]", #"["op","ping"]"#, #""ping""#, "null", "1", "true", #"{"op":"ping","id":1}x"#,
+    ])
+    func notARequestObject(line: String) {
+        let decoded = decode(line)
+        #expect(hasNoID(decoded))
+        #expect(failure(decoded)?.code == .badRequest, "\(line)")
+    }
+
+    @Test("invalid UTF-8 is bad_request with no id and says so")
+    func invalidUTF8() {
+        let line = Array(#"{"op":"get","id":1,"object":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8)
+        let decoded = RequestDecoder.decode(line)
+        #expect(hasNoID(decoded))
+        #expect(failure(decoded)?.code == .badRequest)
+        #expect(failure(decoded)?.message.hasPrefix("invalid UTF-8") == true)
+        // A JSON error reads differently.
+        #expect(failure("{")?.message.hasPrefix("invalid JSON") == true)
+    }
+
+    @Test("the buffer entry point decodes exactly the bytes it is given")
+    func bufferEntryPoint() {
+        let bytes = Array(#"{"op":"ping","id":3}{"op":"list"}"#.utf8)
+        let decoded = bytes.withUnsafeBufferPointer { buffer in
+            RequestDecoder.decode(UnsafeBufferPointer(rebasing: buffer[0..<20]))
+        }
+        #expect(failure(decoded) == nil)
+        #expect(decoded.id == .int(3))
+        if case let .success(request) = decoded.request { #expect(request == .ping) }
+    }
+
+    // MARK: - op
+
+    @Test("missing op or an op that is not a string is bad_request", arguments: [
+        #"{}"#, #"{"id":1}"#, #"{"op":null}"#, #"{"op":1}"#, #"{"op":true}"#, #"{"op":["ping"]}"#, #"{"op":{"name":"ping"}}"#,
+        #"{"Op":"ping"}"#,
+    ])
+    func opNotAString(line: String) {
+        #expect(failure(line)?.code == .badRequest, "\(line)")
+    }
+
+    @Test("an unknown op is unknown_op, naming it", arguments: ["frobnicate", "PING", "Ping", "", " ping", "ping ", "get.set", "observe\u{0}"])
+    func unknownOp(op: String) {
+        var line: [UInt8] = []
+        JSONWriter.write(.object(["op": .string(op), "id": .int(6)]), into: &line)
+        let decoded = RequestDecoder.decode(line)
+        let error = failure(decoded)
+        #expect(error?.code == .unknownOp)
+        #expect(error?.message == "unknown op '\(op)'")
+        #expect(decoded.id == .int(6))
+    }
+
+    // MARK: - Missing and mistyped fields, op by op
+
+    @Test("missing or mistyped fields are bad_request", arguments: [
+        // hello
+        #"{"op":"hello","client":1}"#, #"{"op":"hello","client":["x"]}"#, #"{"op":"hello","client":true}"#,
+        // create
+        #"{"op":"create"}"#, #"{"op":"create","object":null}"#, #"{"op":"create","object":1}"#,
+        #"{"op":"create","object":["a"]}"#, #"{"op":"create","values":{}}"#,
+        #"{"op":"create","object":"o","values":[]}"#, #"{"op":"create","object":"o","values":"x"}"#,
+        #"{"op":"create","object":"o","values":1}"#, #"{"op":"create","object":"o","values":true}"#,
+        // delete
+        #"{"op":"delete"}"#, #"{"op":"delete","object":5}"#, #"{"op":"delete","object":null}"#,
+        #"{"op":"delete","object":{}}"#,
+        // get
+        #"{"op":"get"}"#, #"{"op":"get","object":1}"#, #"{"op":"get","keyPath":"a"}"#,
+        #"{"op":"get","object":"o","keyPath":1}"#, #"{"op":"get","object":"o","keyPath":["a"]}"#,
+        #"{"op":"get","object":"o","keyPath":""}"#,
+        // set
+        #"{"op":"set","object":"o","keyPath":"k"}"#, #"{"op":"set","keyPath":"k","value":1}"#,
+        #"{"op":"set","object":"o","value":1}"#, #"{"op":"set","object":"o","keyPath":null,"value":1}"#,
+        #"{"op":"set","object":"o","keyPath":5,"value":1}"#, #"{"op":"set","object":7,"keyPath":"k","value":1}"#,
+        // observe
+        #"{"op":"observe","object":"o"}"#, #"{"op":"observe","keyPath":"k"}"#,
+        #"{"op":"observe","object":"o","keyPath":null}"#, #"{"op":"observe","object":"o","keyPath":1}"#,
+        #"{"op":"observe","object":1,"keyPath":"k"}"#,
+        // unobserve
+        #"{"op":"unobserve"}"#, #"{"op":"unobserve","sub":null}"#, #"{"op":"unobserve","sub":"7"}"#,
+        #"{"op":"unobserve","sub":1.5}"#, #"{"op":"unobserve","sub":-0.5}"#, #"{"op":"unobserve","sub":true}"#,
+        #"{"op":"unobserve","sub":[7]}"#, #"{"op":"unobserve","sub":9223372036854775808}"#,
+        // info
+        #"{"op":"info"}"#, #"{"op":"info","object":2}"#, #"{"op":"info","object":null}"#,
+    ])
+    func badFields(line: String) {
+        let decoded = decode(line)
+        #expect(failure(decoded)?.code == .badRequest, "\(line)")
+    }
+
+    @Test("error messages name the field")
+    func messagesNameTheField() {
+        #expect(failure(#"{"op":"delete"}"#)?.message == "missing 'object'")
+        #expect(failure(#"{"op":"delete","object":5}"#)?.message == "'object' must be a string, not number")
+        #expect(failure(#"{"op":"set","object":"o","keyPath":"k"}"#)?.message == "missing 'value'")
+        #expect(failure(#"{"op":"unobserve"}"#)?.message == "missing 'sub'")
+        #expect(failure(#"{"op":"unobserve","sub":"1"}"#)?.message.contains("'sub'") == true)
+        #expect(failure(#"{"op":"create","object":"o","values":[]}"#)?.message.contains("'values'") == true)
+        #expect(failure(#"{"op":"hello","client":1}"#)?.message.contains("'client'") == true)
+        #expect(failure(#"{"id":1}"#)?.message == "missing 'op'")
+    }
+
+    // MARK: - Options
+
+    @Test("options: omitted or null is [new]; each name; all together; duplicates")
+    func options() {
+        func decodeOptions(_ json: String) -> ObservationOptions? {
+            guard case let .observe(_, _, options)? = request(#"{"op":"observe","object":"o","keyPath":"k"\#(json)}"#)
+            else { return nil }
+            return options
+        }
+        #expect(decodeOptions("") == [.new])
+        #expect(decodeOptions("") == .default)
+        #expect(decodeOptions(#","options":null"#) == [.new])
+        #expect(decodeOptions(#","options":[]"#) == [])
+        #expect(decodeOptions(#","options":["new"]"#) == [.new])
+        #expect(decodeOptions(#","options":["old"]"#) == [.old])
+        #expect(decodeOptions(#","options":["initial"]"#) == [.initial])
+        #expect(decodeOptions(#","options":["prior"]"#) == [.prior])
+        #expect(decodeOptions(#","options":["prior","initial","old","new"]"#) == [.new, .old, .initial, .prior])
+        #expect(decodeOptions(#","options":["old","old"]"#) == [.old])
+    }
+
+    @Test("options: unknown names, non-strings or not an array are bad_request", arguments: [
+        #"["newest"]"#, #"["New"]"#, #"["new","bogus"]"#, #"[""]"#, #"["new "]"#, #"["settings"]"#,
+        #"[1]"#, #"["new",null]"#, #"[["new"]]"#, #"[true]"#,
+        #""new""#, "1", "true", #"{"new":true}"#, "{}",
+    ])
+    func badOptions(json: String) {
+        let error = failure(#"{"op":"observe","object":"o","keyPath":"k","options":\#(json)}"#)
+        #expect(error?.code == .badRequest, "\(json)")
+    }
+
+    @Test("an unknown option's message names it")
+    func unknownOptionMessage() {
+        let error = failure(#"{"op":"observe","object":"o","keyPath":"k","options":["new","sideways"]}"#)
+        #expect(error?.message.contains("'sideways'") == true)
+    }
+
+    // MARK: - Key paths
+
+    static let badKeyPaths: [String] = [
+        "", ".", "..", "a..b", ".a", "a.", ".a.", "a.b.", "a..", String(repeating: "a", count: 1025),
+        Array(repeating: "k", count: 65).joined(separator: "."),
+        String(repeating: "é", count: 513),  // 513 characters but 1026 bytes
+    ]
+
+    @Test("malformed key paths are bad_request in get, set and observe", arguments: badKeyPaths)
+    func badKeyPath(path: String) {
+        var encodedPath: [UInt8] = []
+        JSONWriter.writeString(path, into: &encodedPath)
+        let pathJSON = String(decoding: encodedPath, as: UTF8.self)
+        for line in [
+            #"{"op":"get","object":"o","keyPath":\#(pathJSON)}"#,
+            #"{"op":"set","object":"o","keyPath":\#(pathJSON),"value":1}"#,
+            #"{"op":"observe","object":"o","keyPath":\#(pathJSON)}"#,
+        ] {
+            #expect(failure(line)?.code == .badRequest, "\(line.prefix(80))")
+        }
+        #expect(throws: KVOError.self) { try KeyPath(path) }
+    }
+
+    @Test("key paths at the limits are accepted")
+    func keyPathLimits() throws {
+        let longest = String(repeating: "a", count: KeyPath.maximumLength)
+        #expect(request(#"{"op":"get","object":"o","keyPath":"\#(longest)"}"#) == .get(object: "o", keyPath: keyPath(longest)))
+        let longestMultibyte = String(repeating: "é", count: KeyPath.maximumLength / 2)
+        #expect(try KeyPath(longestMultibyte).string == longestMultibyte)
+
+        let deepest = Array(repeating: "k", count: KeyPath.maximumDepth).joined(separator: ".")
+        let decoded = request(#"{"op":"observe","object":"o","keyPath":"\#(deepest)"}"#)
+        if case let .observe(_, path, _)? = decoded {
+            #expect(path.components.count == KeyPath.maximumDepth)
+        } else {
+            Issue.record("not an observe: \(String(describing: decoded))")
+        }
+        #expect(try KeyPath("a").components == ["a"])
+        #expect(try KeyPath("a.b.c").components == ["a", "b", "c"])
+        #expect(try KeyPath(" . ").components == [" ", " "])
+        #expect(try KeyPath("a-b.c_d.é.😀").components == ["a-b", "c_d", "é", "😀"])
+    }
+
+    @Test("limits are what the protocol documents")
+    func documentedLimits() {
+        #expect(KeyPath.maximumLength == 1024)
+        #expect(KeyPath.maximumDepth == 64)
+        #expect(RequestDecoder.maximumObjectIDLength == 1024)
+    }
+
+    // MARK: - Object ids
+
+    @Test("object ids: empty or over 1024 bytes is bad_request, in every op that takes one", arguments: [
+        "", String(repeating: "x", count: 1025), String(repeating: "é", count: 513), String(repeating: "😀", count: 257),
+    ])
+    func badObjectID(object: String) {
+        for op in ["create", "delete", "get", "info"] {
+            var line: [UInt8] = []
+            JSONWriter.write(.object(["op": .string(op), "object": .string(object)]), into: &line)
+            #expect(failure(RequestDecoder.decode(line))?.code == .badRequest, "\(op)")
+        }
+        let extras: [[String: JSONValue]] = [["keyPath": "k", "value": 1], ["keyPath": "k"]]
+        for extra in extras {
+            for op in ["set", "observe"] {
+                var fields = extra
+                fields["op"] = .string(op)
+                fields["object"] = .string(object)
+                var line: [UInt8] = []
+                JSONWriter.write(.object(fields), into: &line)
+                #expect(failure(RequestDecoder.decode(line))?.code == .badRequest, "\(op)")
+            }
+        }
+    }
+
+    @Test("object ids of exactly 1024 bytes are accepted", arguments: [
+        String(repeating: "x", count: 1024), String(repeating: "é", count: 512), String(repeating: "😀", count: 256),
+    ])
+    func longestObjectID(object: String) {
+        var line: [UInt8] = []
+        JSONWriter.write(.object(["op": "delete", "object": .string(object)]), into: &line)
+        let decoded = RequestDecoder.decode(line)
+        if case let .success(request) = decoded.request {
+            #expect(request == .delete(object: object))
+        } else {
+            Issue.record("rejected: \(String(describing: failure(decoded)))")
+        }
+    }
+
+    @Test("object ids may contain dots, spaces and escapes")
+    func unusualObjectIDs() {
+        #expect(request(#"{"op":"delete","object":"a.b c\n\u0000"}"#) == .delete(object: "a.b c\n\u{0}"))
+        #expect(request(#"{"op":"delete","object":" "}"#) == .delete(object: " "))
+    }
+}
