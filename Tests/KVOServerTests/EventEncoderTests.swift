@@ -1,0 +1,202 @@
+import Testing
+@testable import KVOServer
+import KVOJSON
+
+private func makeNotification(
+    reason: ChangeReason, isPrior: Bool = false, object: String = "person", keyPath: String = "address.city",
+    rev: UInt64 = 5, old: JSONValue = "London", new: JSONValue = "Paris"
+) -> ChangeNotification {
+    ChangeNotification(
+        object: object, keyPath: keyPath, reason: reason, rev: rev, kind: .setting, isPrior: isPrior,
+        old: old, new: new, recipients: []
+    )
+}
+
+private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+/// One row of the reason x prior x options matrix, with its exact expected line.
+struct EventCase: Sendable, CustomTestStringConvertible {
+    let reason: ChangeReason
+    let isPrior: Bool
+    let options: ObservationOptions
+    let expected: String
+
+    var testDescription: String { "\(reason.rawValue)\(isPrior ? " prior" : "") \(options.names)" }
+
+    /// What the notification carries: `initial` events have no meaningful old value (the engine
+    /// may put anything there), `sourceDeleted` ones have `new: null`.
+    var notification: ChangeNotification {
+        switch reason {
+        case .initial: makeNotification(reason: reason, isPrior: isPrior, old: "ignored")
+        case .valueChanged: makeNotification(reason: reason, isPrior: isPrior)
+        case .sourceDeleted: makeNotification(reason: reason, isPrior: isPrior, new: .null)
+        }
+    }
+}
+
+private func head(_ reason: String) -> String {
+    #"{"event":"change","sub":7,"object":"person","keyPath":"address.city","reason":"\#(reason)","rev":5,"change":{"kind":1"#
+}
+
+let eventCases: [EventCase] = [
+    // initial: new when asked, never old.
+    EventCase(reason: .initial, isPrior: false, options: [], expected: head("initial") + "}}\n"),
+    EventCase(reason: .initial, isPrior: false, options: [.new], expected: head("initial") + #","new":"Paris"}}"# + "\n"),
+    EventCase(reason: .initial, isPrior: false, options: [.old], expected: head("initial") + "}}\n"),
+    EventCase(reason: .initial, isPrior: false, options: [.new, .old], expected: head("initial") + #","new":"Paris"}}"# + "\n"),
+    // valueChanged
+    EventCase(reason: .valueChanged, isPrior: false, options: [], expected: head("valueChanged") + "}}\n"),
+    EventCase(reason: .valueChanged, isPrior: false, options: [.new], expected: head("valueChanged") + #","new":"Paris"}}"# + "\n"),
+    EventCase(reason: .valueChanged, isPrior: false, options: [.old], expected: head("valueChanged") + #","old":"London"}}"# + "\n"),
+    EventCase(reason: .valueChanged, isPrior: false, options: [.new, .old],
+              expected: head("valueChanged") + #","new":"Paris","old":"London"}}"# + "\n"),
+    // valueChanged, prior: never new, old when asked.
+    EventCase(reason: .valueChanged, isPrior: true, options: [],
+              expected: head("valueChanged") + #","notificationIsPrior":true}}"# + "\n"),
+    EventCase(reason: .valueChanged, isPrior: true, options: [.new],
+              expected: head("valueChanged") + #","notificationIsPrior":true}}"# + "\n"),
+    EventCase(reason: .valueChanged, isPrior: true, options: [.old],
+              expected: head("valueChanged") + #","notificationIsPrior":true,"old":"London"}}"# + "\n"),
+    EventCase(reason: .valueChanged, isPrior: true, options: [.new, .old],
+              expected: head("valueChanged") + #","notificationIsPrior":true,"old":"London"}}"# + "\n"),
+    // sourceDeleted: new is null.
+    EventCase(reason: .sourceDeleted, isPrior: false, options: [], expected: head("sourceDeleted") + "}}\n"),
+    EventCase(reason: .sourceDeleted, isPrior: false, options: [.new], expected: head("sourceDeleted") + #","new":null}}"# + "\n"),
+    EventCase(reason: .sourceDeleted, isPrior: false, options: [.old],
+              expected: head("sourceDeleted") + #","old":"London"}}"# + "\n"),
+    EventCase(reason: .sourceDeleted, isPrior: false, options: [.new, .old],
+              expected: head("sourceDeleted") + #","new":null,"old":"London"}}"# + "\n"),
+    // sourceDeleted, prior.
+    EventCase(reason: .sourceDeleted, isPrior: true, options: [],
+              expected: head("sourceDeleted") + #","notificationIsPrior":true}}"# + "\n"),
+    EventCase(reason: .sourceDeleted, isPrior: true, options: [.new],
+              expected: head("sourceDeleted") + #","notificationIsPrior":true}}"# + "\n"),
+    EventCase(reason: .sourceDeleted, isPrior: true, options: [.old],
+              expected: head("sourceDeleted") + #","notificationIsPrior":true,"old":"London"}}"# + "\n"),
+    EventCase(reason: .sourceDeleted, isPrior: true, options: [.new, .old],
+              expected: head("sourceDeleted") + #","notificationIsPrior":true,"old":"London"}}"# + "\n"),
+]
+
+@Suite("EventEncoder")
+struct EventEncoderTests {
+    @Test("the exact line for each reason, prior and new/old options", arguments: eventCases)
+    func exactLine(row: EventCase) {
+        var encoder = EventEncoder(row.notification)
+        #expect(text(encoder.line(subscription: 7, options: row.options)) == row.expected)
+        // The initial and prior options say when to notify, not what the change dictionary holds.
+        var other = EventEncoder(row.notification)
+        #expect(text(other.line(subscription: 7, options: row.options.union([.initial, .prior]))) == row.expected)
+    }
+
+    @Test("the line parses as JSON with the documented fields", arguments: eventCases)
+    func parsesAsDocumented(row: EventCase) throws {
+        var encoder = EventEncoder(row.notification)
+        let line = encoder.line(subscription: 7, options: row.options)
+        #expect(line.last == 0x0A)
+        #expect(line.filter { $0 == 0x0A }.count == 1)
+        let event = try JSONParser.parse(Array(line.dropLast()))
+        guard case let .object(fields) = event, case let .object(change)? = fields["change"] else {
+            Issue.record("not an event object: \(event)")
+            return
+        }
+        #expect(Set(fields.keys) == ["event", "sub", "object", "keyPath", "reason", "rev", "change"])
+        #expect(fields["event"] == "change")
+        #expect(fields["sub"].map { strictlyEqual($0, .int(7)) } == true)
+        #expect(fields["object"] == "person")
+        #expect(fields["keyPath"] == "address.city")
+        #expect(fields["reason"] == .string(row.reason.rawValue))
+        #expect(fields["rev"].map { strictlyEqual($0, .int(5)) } == true)
+        #expect(change["kind"].map { strictlyEqual($0, .int(1)) } == true)
+
+        let wantsNew = row.options.contains(.new) && !row.isPrior
+        let wantsOld = row.options.contains(.old) && row.reason != .initial
+        #expect(change.keys.contains("new") == wantsNew)
+        #expect(change.keys.contains("old") == wantsOld)
+        if wantsNew { #expect(change["new"] == (row.reason == .sourceDeleted ? .null : "Paris")) }
+        if wantsOld { #expect(change["old"] == "London") }
+        if row.isPrior {
+            #expect(change["notificationIsPrior"] == .bool(true))
+        } else {
+            #expect(!change.keys.contains("notificationIsPrior"))
+        }
+        var expectedKeys: Set<String> = ["kind"]
+        if wantsNew { expectedKeys.insert("new") }
+        if wantsOld { expectedKeys.insert("old") }
+        if row.isPrior { expectedKeys.insert("notificationIsPrior") }
+        #expect(Set(change.keys) == expectedKeys)
+    }
+
+    @Test("the line is head + sub + tail, with the sub id spliced in", arguments: [0, 1, 7, 42, 1_000_000, Int64.max])
+    func subSpliced(sub: Int64) throws {
+        var encoder = EventEncoder(makeNotification(reason: .valueChanged))
+        let line = encoder.line(subscription: sub, options: [.new])
+        #expect(Array(line.prefix(EventEncoder.head.count)) == EventEncoder.head)
+        #expect(text(EventEncoder.head) == #"{"event":"change","sub":"#)
+        let tail = encoder.tail(for: [.new])
+        #expect(line == EventEncoder.head + Array(String(sub).utf8) + tail)
+        #expect(text(Array(line.suffix(tail.count))) == #","object":"person","keyPath":"address.city","reason":"valueChanged","rev":5,"change":{"kind":1,"new":"Paris"}}"# + "\n")
+        let parsed = try JSONParser.parse(Array(line.dropLast()))
+        #expect(parsed["sub"].map { strictlyEqual($0, .int(sub)) } == true)
+    }
+
+    @Test("recipients with the same options get the same tail bytes, shared")
+    func tailsReused() {
+        var encoder = EventEncoder(makeNotification(reason: .valueChanged))
+        let first = encoder.line(subscription: 1, options: [.new, .old])
+        let second = encoder.line(subscription: 22, options: [.new, .old])
+        #expect(first.dropFirst(EventEncoder.head.count + 1) == second.dropFirst(EventEncoder.head.count + 2))
+        #expect(text(first).hasPrefix(#"{"event":"change","sub":1,"object":"#))
+        #expect(text(second).hasPrefix(#"{"event":"change","sub":22,"object":"#))
+
+        let tailA = encoder.tail(for: [.new, .old])
+        let tailB = encoder.tail(for: [.old, .new, .initial])
+        #expect(tailA == tailB)
+        // Built once: the second recipient's tail is the same storage, not a re-encoding.
+        let storageA = tailA.withUnsafeBufferPointer { $0.baseAddress }
+        let storageB = tailB.withUnsafeBufferPointer { $0.baseAddress }
+        #expect(storageA == storageB)
+        // A different variant is a different tail.
+        #expect(encoder.tail(for: [.new]) != tailA)
+        #expect(encoder.tail(for: [.old]) != encoder.tail(for: [.new]))
+    }
+
+    @Test("asking for the variants in any order gives each its own tail")
+    func variantsDoNotMix() {
+        let variants: [ObservationOptions] = [[], [.new], [.old], [.new, .old]]
+        for reason in [ChangeReason.valueChanged, .sourceDeleted] {
+            for isPrior in [false, true] {
+                let note = makeNotification(reason: reason, isPrior: isPrior)
+                var reference: [[UInt8]] = []
+                for options in variants {
+                    var fresh = EventEncoder(note)
+                    reference.append(fresh.tail(for: options))
+                }
+                var shared = EventEncoder(note)
+                for index in [3, 1, 2, 0, 1, 3, 0, 2] {
+                    #expect(shared.tail(for: variants[index]) == reference[index], "\(reason) prior=\(isPrior) \(variants[index].names)")
+                }
+            }
+        }
+    }
+
+    @Test("object, key path and values are JSON-encoded (escaped, sorted keys)")
+    func encodedContents() throws {
+        let note = makeNotification(
+            reason: .valueChanged, object: "we\"ird\\name\n", keyPath: "a.é", rev: 123_456_789,
+            old: .object(["z": .int(1), "a": .array([.double(2.5), .null])]), new: .int(-3)
+        )
+        var encoder = EventEncoder(note)
+        let line = text(encoder.line(subscription: 9, options: [.new, .old]))
+        #expect(line == #"{"event":"change","sub":9,"object":"we\"ird\\name\n","keyPath":"a.é","reason":"valueChanged","rev":123456789,"change":{"kind":1,"new":-3,"old":{"a":[2.5,null],"z":1}}}"# + "\n")
+        let parsed = try JSONParser.parse(String(line.dropLast()))
+        #expect(parsed["object"] == "we\"ird\\name\n")
+        #expect(parsed["keyPath"] == "a.é")
+    }
+
+    @Test("initial events carry new, even when it is null, and never old")
+    func initialNull() {
+        var encoder = EventEncoder(makeNotification(reason: .initial, old: "x", new: .null))
+        #expect(text(encoder.line(subscription: 3, options: [.new, .old, .initial]))
+            == #"{"event":"change","sub":3,"object":"person","keyPath":"address.city","reason":"initial","rev":5,"change":{"kind":1,"new":null}}"# + "\n")
+    }
+}
