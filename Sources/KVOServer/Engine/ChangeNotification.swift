@@ -6,6 +6,9 @@ public enum ChangeReason: String, Sendable {
     case initial
     /// The observed value changed.
     case valueChanged
+    /// A reference on the key path was re-pointed, or a referenced object was created or deleted:
+    /// the observation now follows a different path (`old` and `new` are the full path's values).
+    case pathChanged
     /// The observed object was deleted; the observation has ended.
     case sourceDeleted
 }
@@ -40,9 +43,37 @@ public struct ChangeNotification: Sendable {
     public let kind: ChangeKind
     /// A prior ("will change") notification.
     public let isPrior: Bool
-    /// The value before the change (unused for `initial`).
+    /// The value before the change (unused for `initial`). For kinds 2-4: the removed or replaced
+    /// elements, as an array.
     public let old: JSONValue
-    /// The value after the change (unused for prior notifications).
+    /// The value after the change (unused for prior notifications). For kinds 2-4: the inserted or
+    /// new elements, as an array.
     public let new: JSONValue
+    /// For kinds 2-4: the affected indexes, ascending.
+    public let indexes: [Int]?
     public var recipients: [Recipient]
+
+    public init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
+                old: JSONValue, new: JSONValue, indexes: [Int]? = nil, recipients: [Recipient]) {
+        self.object = object
+        self.keyPath = keyPath
+        self.reason = reason
+        self.rev = rev
+        self.kind = kind
+        self.isPrior = isPrior
+        self.old = old
+        self.new = new
+        self.indexes = indexes
+        self.recipients = recipients
+    }
+
+    /// Whether the change dictionary carries `new` (for a recipient that asked for it).
+    var carriesNew: Bool {
+        !isPrior && kind != .removal
+    }
+
+    /// Whether the change dictionary carries `old` (for a recipient that asked for it).
+    var carriesOld: Bool {
+        reason != .initial && kind != .insertion
+    }
 }

@@ -5,9 +5,13 @@ import KVOJSON
 /// Pure and synchronous: no I/O, no clocks, no threads. Each call handles one request and appends
 /// the notifications it caused to the caller's `notifications` array, in delivery order (all prior
 /// notifications of a change before its ordinary ones). A call that throws changes nothing.
-/// Not thread-safe: the server's loop thread owns the engine and is its only caller.
+///
+/// Every write goes through `commit`: find the watched paths the written location can affect (the
+/// tries in `ObservationRegistry`), read them before and after, and notify those whose value (or
+/// binding) changed, each once for all its subscribers. Not thread-safe: the server's loop thread
+/// owns the engine and is its only caller.
 public final class KVOEngine {
-    /// Revision of the last accepted create, set or delete (0 before any).
+    /// Revision of the last accepted create, set, collection change or delete (0 before any).
     public private(set) var revision: UInt64 = 0
     /// Every object's value; each is a JSON object.
     private var objects: [String: JSONValue] = [:]
@@ -17,72 +21,107 @@ public final class KVOEngine {
 
     /// Number of objects.
     public var objectCount: Int { objects.count }
-    /// Number of live observations.
+    /// Number of live observations (subscriptions).
     public var observationCount: Int { registry.count }
+    /// Number of distinct observed (object, key path) pairs.
+    public var watchedPathCount: Int { registry.watchedPathCount }
 
     // MARK: - Objects
 
-    /// Creates `object` with `values`; `exists` if it is already there.
-    public func create(_ object: String, values: [String: JSONValue]) throws(KVOError) -> UInt64 {
+    /// Creates `object` with `values`; `exists` if it is already there. Observations that refer to
+    /// it through a reference are re-bound to it (`pathChanged`).
+    public func create(_ object: String, values: [String: JSONValue],
+                       notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         guard objects[object] == nil else { throw KVOError(.exists, "object '\(object)' already exists") }
-        objects[object] = .object(values)
-        revision += 1
-        return revision
-    }
-
-    /// Deletes `object`, ending each of its observations with a `sourceDeleted` notification.
-    public func delete(_ object: String, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        guard let value = objects.removeValue(forKey: object) else { throw notFound(object) }
-        revision += 1
-        let nodes = registry.observedNodes(on: object)
-        let olds = nodes.map { value.observedValue(at: $0.components) }
-        appendPriors(for: nodes, olds: olds, object: object, reason: .sourceDeleted, into: &notifications)
-        for (node, old) in zip(nodes, olds) {
-            notifications.append(ChangeNotification(
-                object: object, keyPath: node.keyPath, reason: .sourceDeleted, rev: revision, kind: .setting,
-                isPrior: false, old: old, new: .null, recipients: node.observations.values.map(\.recipient)))
+        return try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
+            objects[object] = .object(values)
+            return nil
         }
-        registry.removeAll(on: object)
+    }
+
+    /// Deletes `object`. Each observation of it ends with a `sourceDeleted` notification; observations
+    /// that reach it through a reference stay and are re-bound (`pathChanged`, new value `null`).
+    public func delete(_ object: String, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        guard objects[object] != nil else { throw notFound(object) }
+        let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
+        let before = candidates.map(read)
+        objects[object] = nil
+        revision += 1
+        var ended: [WatchedPath] = []
+        var priors: [ChangeNotification] = []
+        var changes: [ChangeNotification] = []
+        for (path, old) in zip(candidates, before) {
+            if path.object == object {
+                ended.append(path)
+                appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .sourceDeleted, to: &priors)
+                changes.append(ChangeNotification(
+                    object: object, keyPath: path.keyPath.string, reason: .sourceDeleted, rev: revision, kind: .setting,
+                    isPrior: false, old: old.value, new: .null, recipients: path.recipients))
+            } else {
+                reread(path, before: old, change: nil, at: nil, priors: &priors, changes: &changes)
+            }
+        }
+        for path in ended { registry.drop(path) }
+        notifications.append(contentsOf: priors)
+        notifications.append(contentsOf: changes)
         return revision
     }
 
-    /// The whole object, or the value at `keyPath` (`null` for a missing key).
+    /// The whole object (references as stored), or the value at `keyPath`.
     public func get(_ object: String, keyPath: KeyPath?) throws(KVOError) -> JSONValue {
         guard let value = objects[object] else { throw notFound(object) }
         guard let keyPath else { return value }
-        return try value.value(at: keyPath)
+        return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: true).value
     }
 
-    /// Sets the value at `keyPath` and notifies every observation whose value this changes.
-    /// The revision advances even when nothing changes; then nobody is notified.
+    /// Sets the value at `keyPath` (through references; into an array element by index) and
+    /// notifies every observation whose value this changes. The revision advances even when nothing
+    /// changes; then nobody is notified.
     public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue,
                     notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        guard objects[object] != nil else { throw notFound(object) }
-        let nodes = registry.affectedNodes(on: object, at: keyPath.components)
-        let olds = nodes.map { objects[object]!.observedValue(at: $0.components) }
-        try objects[object]!.setValue(newValue, at: keyPath)
-        revision += 1
-        guard !nodes.isEmpty else { return revision }
+        let target = try WriteTarget.resolve(keyPath, of: object, in: objects)
+        if let array = target.containingArray, let index = target.arrayIndex {
+            // Setting one element is a replacement, as NSMutableArray's replaceObjectAtIndex: is.
+            return try mutate(at: array, .replace(indexes: [index], values: [newValue]), notifications: &notifications)
+        }
+        let location = target.location
+        return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
+            try objects[location.object]!.modify(at: location.path.dropLast()) { (container: inout JSONValue) throws(KVOError) in
+                guard case .object(var members) = container else {
+                    throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")
+                }
+                container = .null
+                members[location.path.last!] = newValue
+                container = .object(members)
+            }
+            return nil
+        }
+    }
 
-        var changedNodes: [KeyPathNode] = []
-        var changedOlds: [JSONValue] = []
-        var changedNews: [JSONValue] = []
-        let root = objects[object]!
-        for (node, old) in zip(nodes, olds) {
-            let new = root.observedValue(at: node.components)
-            guard new != old else { continue }
-            changedNodes.append(node)
-            changedOlds.append(old)
-            changedNews.append(new)
+    /// Inserts into, removes from or replaces in the array at `keyPath`; its direct observers get a
+    /// kind 2, 3 or 4 notification with the indexes, everyone else affected a kind 1.
+    public func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
+                            notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let target = try WriteTarget.resolve(keyPath, of: object, in: objects)
+        return try mutate(at: target.location, mutation, notifications: &notifications)
+    }
+
+    private func mutate(at location: StoredLocation, _ mutation: CollectionMutation,
+                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let current = objects[location.object]!.observedValue(at: location.path)
+        guard case .array = current else {
+            let name = location.path.joined(separator: ".")
+            if current == .null { throw KVOError(.notFound, "'\(name)' does not exist") }
+            throw KVOError(.typeMismatch, "'\(name)' is \(current.article) \(current.typeName), not an array")
         }
-        appendPriors(for: changedNodes, olds: changedOlds, object: object, reason: .valueChanged, into: &notifications)
-        for index in changedNodes.indices {
-            notifications.append(ChangeNotification(
-                object: object, keyPath: changedNodes[index].keyPath, reason: .valueChanged, rev: revision,
-                kind: .setting, isPrior: false, old: changedOlds[index], new: changedNews[index],
-                recipients: changedNodes[index].observations.values.map(\.recipient)))
+        return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> CollectionChange? in
+            try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
+                guard case .array(var elements) = value else { throw KVOError(.typeMismatch, "not an array") }
+                value = .null
+                defer { value = .array(elements) }
+                return try mutation.apply(to: &elements)
+            }
         }
-        return revision
     }
 
     /// Sorted object ids.
@@ -96,13 +135,18 @@ public final class KVOEngine {
     /// initial notification (to be delivered after the reply).
     public func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
                         notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
-        guard let value = objects[object] else { throw notFound(object) }
-        let observation = registry.add(connection: connection, object: object, keyPath: keyPath, options: options)
+        guard objects[object] != nil else { throw notFound(object) }
+        var reading: Evaluation?
+        let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath,
+                                             options: options) {
+            reading = read(object, keyPath)
+            return reading!.dependencies
+        }
         if options.contains(.initial) {
+            let value = (reading ?? read(object, keyPath)).value
             notifications.append(ChangeNotification(
                 object: object, keyPath: keyPath.string, reason: .initial, rev: revision, kind: .setting,
-                isPrior: false, old: .null, new: value.observedValue(at: keyPath.components),
-                recipients: [observation.recipient]))
+                isPrior: false, old: .null, new: value, recipients: [observation.recipient]))
         }
         return observation.id
     }
@@ -126,29 +170,81 @@ public final class KVOEngine {
     public func observers(of object: String) throws(KVOError) -> [ObserverInfo] {
         guard objects[object] != nil else { throw notFound(object) }
         return registry.observations(on: object).map {
-            ObserverInfo(subscription: $0.id, keyPath: $0.keyPath.string, options: $0.options, connection: $0.connection)
+            ObserverInfo(subscription: $0.id, keyPath: $0.watched.keyPath.string, options: $0.options,
+                         connection: $0.connection)
         }
     }
 
-    // MARK: - Helpers
+    // MARK: - Writes and their notifications
+
+    /// Applies one write at `location` and notifies every watched path whose reading it changed.
+    private func commit(at location: StoredLocation, notifications: inout [ChangeNotification],
+                        _ write: () throws(KVOError) -> CollectionChange?) throws(KVOError) -> UInt64 {
+        let candidates = registry.watchers(affectedBy: location)
+        let before = candidates.map(read)
+        let change = try write()
+        revision += 1
+        guard !candidates.isEmpty else { return revision }
+        var priors: [ChangeNotification] = []
+        var changes: [ChangeNotification] = []
+        for (path, old) in zip(candidates, before) {
+            reread(path, before: old, change: change, at: location, priors: &priors, changes: &changes)
+        }
+        notifications.append(contentsOf: priors)
+        notifications.append(contentsOf: changes)
+        return revision
+    }
+
+    /// Reads `path` again after a write, re-registers it if what it reads moved, and appends its
+    /// notifications if its value or binding changed.
+    private func reread(_ path: WatchedPath, before old: Evaluation, change: CollectionChange?, at location: StoredLocation?,
+                        priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
+        let new = read(path)
+        if new.dependencies != path.dependencies { registry.rebind(path, to: new.dependencies) }
+        let rebound = new.binding != old.binding
+        guard rebound || new.value != old.value else { return }
+        if let change, !rebound, let location, old.location == location, new.location == location {
+            // The observed value is the array that changed: a to-many change with its indexes.
+            appendPrior(for: path, kind: change.kind, old: .array(change.old), indexes: change.indexes,
+                        reason: .valueChanged, to: &priors)
+            changes.append(ChangeNotification(
+                object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision,
+                kind: change.kind, isPrior: false, old: .array(change.old), new: .array(change.new),
+                indexes: change.indexes, recipients: path.recipients))
+            return
+        }
+        let reason: ChangeReason = rebound ? .pathChanged : .valueChanged
+        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: reason, to: &priors)
+        changes.append(ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: .setting,
+            isPrior: false, old: old.value, new: new.value, recipients: path.recipients))
+    }
+
+    /// Appends a prior notification for `path`'s subscribers that asked for one.
+    private func appendPrior(for path: WatchedPath, kind: ChangeKind, old: JSONValue, indexes: [Int]?,
+                             reason: ChangeReason, to priors: inout [ChangeNotification]) {
+        let recipients = path.priorRecipients
+        guard !recipients.isEmpty else { return }
+        priors.append(ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: kind,
+            isPrior: true, old: old, new: .null, indexes: indexes, recipients: recipients))
+    }
+
+    private func read(_ path: WatchedPath) -> Evaluation {
+        read(path.object, path.keyPath)
+    }
+
+    /// Lenient reading (never throws: a broken path reads as null).
+    private func read(_ object: String, _ keyPath: KeyPath) -> Evaluation {
+        do {
+            return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: false)
+        } catch {
+            return Evaluation(value: .null, dependencies: [StoredLocation(object: object, path: [])], location: nil, binding: [])
+        }
+    }
 
     private func notFound(_ object: String) -> KVOError {
         KVOError(.notFound, "object '\(object)' does not exist")
-    }
-
-    /// Appends, for each node, a prior notification to its observations that asked for `.prior`.
-    private func appendPriors(for nodes: [KeyPathNode], olds: [JSONValue], object: String, reason: ChangeReason,
-                              into notifications: inout [ChangeNotification]) {
-        for (node, old) in zip(nodes, olds) {
-            var recipients: [Recipient] = []
-            for observation in node.observations.values where observation.options.contains(.prior) {
-                recipients.append(observation.recipient)
-            }
-            guard !recipients.isEmpty else { continue }
-            notifications.append(ChangeNotification(
-                object: object, keyPath: node.keyPath, reason: reason, rev: revision, kind: .setting,
-                isPrior: true, old: old, new: .null, recipients: recipients))
-        }
     }
 }
 
@@ -158,4 +254,24 @@ public struct ObserverInfo: Equatable, Sendable {
     public let keyPath: String
     public let options: ObservationOptions
     public let connection: ConnectionID
+}
+
+extension JSONValue {
+    /// The value stored at `path` (object keys or array indexes), `null` where there is none.
+    func observedValue(at path: [String]) -> JSONValue {
+        var current = self
+        for key in path {
+            switch current {
+            case let .object(members):
+                guard let next = members[key] else { return .null }
+                current = next
+            case let .array(elements):
+                guard let index = key.arrayIndex, index < elements.count else { return .null }
+                current = elements[index]
+            default:
+                return .null
+            }
+        }
+        return current
+    }
 }

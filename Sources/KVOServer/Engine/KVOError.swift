@@ -11,6 +11,7 @@ public struct KVOError: Error, Equatable, Sendable {
         case exists = "exists"
         case typeMismatch = "type_mismatch"
         case tooLarge = "too_large"
+        case outOfRange = "out_of_range"
         case tooManyConnections = "too_many_connections"
     }
 

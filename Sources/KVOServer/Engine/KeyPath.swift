@@ -1,16 +1,20 @@
-/// A validated key path: keys joined by `.`, each non-empty (`address.city`).
+/// A validated key path: keys joined by `.` (`address.city`), each non-empty.
 ///
-/// A value type; any thread.
+/// Keys walk nested objects and follow references (`{"$ref": "id"}`). On an array, a key made of
+/// digits is an index (`items.2`), any other key is read from every element (`items.price`), and at
+/// most one collection operator (`items.@sum.price`) aggregates the elements. A value type; any thread.
 public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
     /// Longest key path accepted, in bytes.
     public static let maximumLength = 1024
-    /// Most keys in one key path.
+    /// Most keys in one key path (so that no path, whatever the references, walks without end).
     public static let maximumDepth = 64
 
     /// The key path as the client wrote it.
     public let string: String
-    /// Its keys, in order.
+    /// Its keys, in order (an operator is one key, `@sum`).
     public let components: [String]
+    /// Where the collection operator stands in `components`, if there is one.
+    public let operatorIndex: Int?
 
     /// Parses and validates `string`.
     public init(_ string: String) throws(KVOError) {
@@ -25,8 +29,31 @@ public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
         guard components.count <= KeyPath.maximumDepth else {
             throw KVOError(.badRequest, "keyPath has more than \(KeyPath.maximumDepth) keys")
         }
+        var operatorIndex: Int?
+        for (index, component) in components.enumerated() where component.hasPrefix("@") {
+            guard let op = CollectionOperator(rawValue: component) else {
+                let known = CollectionOperator.allCases.map(\.rawValue).joined(separator: ", ")
+                throw KVOError(.badRequest, "unknown collection operator '\(component)' (known: \(known))")
+            }
+            guard operatorIndex == nil else {
+                throw KVOError(.badRequest, "keyPath '\(string)' has more than one collection operator")
+            }
+            guard index > 0 else {
+                throw KVOError(.badRequest, "collection operator '\(component)' needs a key path to an array before it")
+            }
+            if op == .count, index != components.count - 1 {
+                throw KVOError(.badRequest, "'@count' must be the last key of a key path")
+            }
+            operatorIndex = index
+        }
         self.string = string
         self.components = components
+        self.operatorIndex = operatorIndex
+    }
+
+    /// The operator, if the key path has one.
+    public var collectionOperator: CollectionOperator? {
+        operatorIndex.map { CollectionOperator(rawValue: components[$0])! }
     }
 
     /// The key path of the first `count` keys, as text (for error messages).
@@ -34,5 +61,22 @@ public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
         components[0..<count].joined(separator: ".")
     }
 
+    /// Refuses key paths that cannot be written (those with a collection operator).
+    func requireWritable() throws(KVOError) {
+        if let op = collectionOperator {
+            throw KVOError(.badRequest, "'\(op.rawValue)' is read-only: a key path with a collection operator cannot be written")
+        }
+    }
+
     public var description: String { string }
+}
+
+extension String {
+    /// The array index this key names (`"0"`, `"12"`; no sign, no leading zeros), if any.
+    var arrayIndex: Int? {
+        guard let first = utf8.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9") else { return nil }
+        guard first != UInt8(ascii: "0") || utf8.count == 1 else { return nil }
+        guard utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return Int(self)
+    }
 }

@@ -1,37 +1,34 @@
-/// A node of one object's key-path trie: the observations of exactly this key path, and the
-/// nodes of longer key paths below it.
+/// A node of one object's trie of locations: the watched paths that depend on exactly this
+/// location, and the nodes of longer paths below it.
 ///
-/// The trie lets a change at `a.b` find its observers by walking `a`, `a.b` (ancestors and the path
-/// itself) and the subtree under `a.b` (descendants) without looking at any other observation.
-/// Owned by `ObservationRegistry`; loop thread only.
+/// A write at `a.b` of an object finds every watched path it can affect by walking the root, `a`,
+/// `a.b` (readings of the location and of what contains it) and the subtree under `a.b` (readings
+/// inside it), without looking at any other observation. Owned by `ObservationRegistry`; loop
+/// thread only.
 final class KeyPathNode {
-    /// The keys from the object's root to this node (empty for the root).
-    let components: [String]
-    /// `components` joined with `.`, as clients wrote it.
-    let keyPath: String
+    let key: String
     private(set) weak var parent: KeyPathNode?
     var children: [String: KeyPathNode] = [:]
-    var observations: [SubscriptionID: Observation] = [:]
+    var watchers: [ObjectIdentifier: WatchedPath] = [:]
 
-    init(components: [String], parent: KeyPathNode?) {
-        self.components = components
-        self.keyPath = components.joined(separator: ".")
+    init(key: String, parent: KeyPathNode?) {
+        self.key = key
         self.parent = parent
     }
 
     /// The child for `key`, created when missing.
     func child(_ key: String) -> KeyPathNode {
         if let existing = children[key] { return existing }
-        let node = KeyPathNode(components: components + [key], parent: self)
+        let node = KeyPathNode(key: key, parent: self)
         children[key] = node
         return node
     }
 
-    var isEmpty: Bool { observations.isEmpty && children.isEmpty }
+    var isEmpty: Bool { watchers.isEmpty && children.isEmpty }
 
-    /// Calls `body` for this node and every node below it that has observations.
-    func forEachObservedNode(_ body: (KeyPathNode) -> Void) {
-        if !observations.isEmpty { body(self) }
-        for child in children.values { child.forEachObservedNode(body) }
+    /// Calls `body` with the watchers of this node and of every node below it.
+    func forEachWatcherBelow(_ body: (WatchedPath) -> Void) {
+        for watcher in watchers.values { body(watcher) }
+        for child in children.values { child.forEachWatcherBelow(body) }
     }
 }

@@ -1,23 +1,18 @@
-/// One registered observation: a connection watching a key path of an object.
+/// One subscription: a connection observing a key path of an object with some options.
 ///
 /// Owned by `ObservationRegistry`; loop thread only.
 final class Observation {
     let id: SubscriptionID
     let connection: ConnectionID
-    let object: String
-    let keyPath: KeyPath
     let options: ObservationOptions
-    /// The trie node that lists this observation (for O(1) removal).
-    unowned let node: KeyPathNode
+    /// The shared reading of the (object, key path) this subscription observes.
+    unowned let watched: WatchedPath
 
-    init(id: SubscriptionID, connection: ConnectionID, object: String, keyPath: KeyPath,
-         options: ObservationOptions, node: KeyPathNode) {
+    init(id: SubscriptionID, connection: ConnectionID, options: ObservationOptions, watched: WatchedPath) {
         self.id = id
         self.connection = connection
-        self.object = object
-        self.keyPath = keyPath
         self.options = options
-        self.node = node
+        self.watched = watched
     }
 
     var recipient: Recipient {

@@ -1,29 +1,42 @@
-/// Every observation on the server, indexed three ways: by object and key path (a trie per
-/// object, for fan-out), by subscription id (for `unobserve`) and by connection (for disconnect).
+/// Every observation on the server, indexed four ways: watched paths by the locations they depend on
+/// (a trie per object, for fan-out), by (object, key path) (so subscribers share one reading), by
+/// subscription id (for `unobserve`) and by connection (for disconnect).
 ///
 /// Owned by `KVOEngine`; loop thread only.
 final class ObservationRegistry {
     private var roots: [String: KeyPathNode] = [:]
+    private var watched: [WatchedPath.Key: WatchedPath] = [:]
+    private var rootedAt: [String: [ObjectIdentifier: WatchedPath]] = [:]
     private var byID: [SubscriptionID: Observation] = [:]
     private var byConnection: [ConnectionID: Set<SubscriptionID>] = [:]
     private var lastID: SubscriptionID = 0
+    private var lastSerial = 0
 
-    /// Number of live observations.
+    /// Number of live subscriptions.
     var count: Int { byID.count }
+    /// Number of distinct observed (object, key path) pairs.
+    var watchedPathCount: Int { watched.count }
 
-    /// Registers an observation and returns it with a fresh id.
-    func add(connection: ConnectionID, object: String, keyPath: KeyPath, options: ObservationOptions) -> Observation {
+    // MARK: - Subscriptions
+
+    /// Adds a subscription. A new (object, key path) is registered at `dependencies()`, which is
+    /// only called then; a known one is shared.
+    func subscribe(connection: ConnectionID, object: String, keyPath: KeyPath, options: ObservationOptions,
+                   dependencies: () -> [StoredLocation]) -> Observation {
+        let key = WatchedPath.Key(object: object, keyPath: keyPath.string)
+        let path: WatchedPath
+        if let existing = watched[key] {
+            path = existing
+        } else {
+            lastSerial += 1
+            path = WatchedPath(object: object, keyPath: keyPath, serial: lastSerial)
+            watched[key] = path
+            rootedAt[object, default: [:]][ObjectIdentifier(path)] = path
+            register(path, at: dependencies())
+        }
         lastID += 1
-        let root = roots[object] ?? {
-            let node = KeyPathNode(components: [], parent: nil)
-            roots[object] = node
-            return node
-        }()
-        var node = root
-        for key in keyPath.components { node = node.child(key) }
-        let observation = Observation(id: lastID, connection: connection, object: object, keyPath: keyPath,
-                                      options: options, node: node)
-        node.observations[observation.id] = observation
+        let observation = Observation(id: lastID, connection: connection, options: options, watched: path)
+        path.subscribers[observation.id] = observation
         byID[observation.id] = observation
         byConnection[connection, default: []].insert(observation.id)
         return observation
@@ -31,29 +44,18 @@ final class ObservationRegistry {
 
     func observation(_ id: SubscriptionID) -> Observation? { byID[id] }
 
-    /// Removes one observation, pruning trie nodes left empty. Returns false if it was not there.
+    /// Removes one subscription (and its watched path when it was the last). False if absent.
     @discardableResult
     func remove(_ id: SubscriptionID) -> Bool {
         guard let observation = byID.removeValue(forKey: id) else { return false }
-        byConnection[observation.connection]?.remove(id)
-        if byConnection[observation.connection]?.isEmpty == true {
-            byConnection[observation.connection] = nil
-        }
-        var node: KeyPathNode? = observation.node
-        node?.observations[id] = nil
-        while let current = node, current.isEmpty {
-            if let parent = current.parent {
-                parent.children[current.components.last!] = nil
-                node = parent
-            } else {
-                roots[observation.object] = nil
-                node = nil
-            }
-        }
+        forgetConnection(of: observation)
+        let path = observation.watched
+        path.subscribers[id] = nil
+        if path.subscribers.isEmpty { dropWatchedPath(path) }
         return true
     }
 
-    /// Removes every observation of `connection`; returns how many.
+    /// Removes every subscription of `connection`; returns how many.
     @discardableResult
     func removeAll(of connection: ConnectionID) -> Int {
         guard let ids = byConnection[connection] else { return 0 }
@@ -61,49 +63,95 @@ final class ObservationRegistry {
         return ids.count
     }
 
-    /// Removes every observation of `object` at once.
-    func removeAll(on object: String) {
-        guard let root = roots.removeValue(forKey: object) else { return }
-        root.forEachObservedNode { node in
-            for (id, observation) in node.observations {
-                byID[id] = nil
-                byConnection[observation.connection]?.remove(id)
-                if byConnection[observation.connection]?.isEmpty == true {
-                    byConnection[observation.connection] = nil
+    /// Removes a watched path with all its subscriptions (its object was deleted).
+    func drop(_ path: WatchedPath) {
+        for (id, observation) in path.subscribers {
+            byID[id] = nil
+            forgetConnection(of: observation)
+        }
+        path.subscribers.removeAll()
+        dropWatchedPath(path)
+    }
+
+    private func forgetConnection(of observation: Observation) {
+        byConnection[observation.connection]?.remove(observation.id)
+        if byConnection[observation.connection]?.isEmpty == true { byConnection[observation.connection] = nil }
+    }
+
+    private func dropWatchedPath(_ path: WatchedPath) {
+        unregister(path)
+        watched[path.key] = nil
+        rootedAt[path.object]?[ObjectIdentifier(path)] = nil
+        if rootedAt[path.object]?.isEmpty == true { rootedAt[path.object] = nil }
+    }
+
+    // MARK: - Dependencies
+
+    /// Moves `path`'s registration to `dependencies` (after a write changed what it reads).
+    func rebind(_ path: WatchedPath, to dependencies: [StoredLocation]) {
+        unregister(path)
+        register(path, at: dependencies)
+    }
+
+    private func register(_ path: WatchedPath, at dependencies: [StoredLocation]) {
+        path.dependencies = dependencies
+        path.nodes.removeAll(keepingCapacity: true)
+        for location in dependencies {
+            var node = roots[location.object] ?? {
+                let root = KeyPathNode(key: location.object, parent: nil)
+                roots[location.object] = root
+                return root
+            }()
+            for key in location.path { node = node.child(key) }
+            node.watchers[ObjectIdentifier(path)] = path
+            path.nodes.append(node)
+        }
+    }
+
+    private func unregister(_ path: WatchedPath) {
+        for node in path.nodes {
+            node.watchers[ObjectIdentifier(path)] = nil
+            var current: KeyPathNode? = node
+            while let candidate = current, candidate.isEmpty {
+                if let parent = candidate.parent {
+                    parent.children[candidate.key] = nil
+                    current = parent
+                } else {
+                    roots[candidate.key] = nil  // a root's key is its object id
+                    current = nil
                 }
             }
         }
+        path.nodes.removeAll()
+        path.dependencies.removeAll()
     }
 
-    /// Observations of `object`, in subscription order.
-    func observations(on object: String) -> [Observation] {
-        var result: [Observation] = []
-        roots[object]?.forEachObservedNode { result.append(contentsOf: $0.observations.values) }
-        return result.sorted { $0.id < $1.id }
-    }
+    // MARK: - Queries
 
-    /// Every observed node of `object` (for deletion).
-    func observedNodes(on object: String) -> [KeyPathNode] {
-        var result: [KeyPathNode] = []
-        roots[object]?.forEachObservedNode { result.append($0) }
-        return result
-    }
-
-    /// The observed nodes a change at `components` of `object` can affect: the nodes on the path
-    /// (observers of the path and of its prefixes) and every node below it (observers of longer
-    /// paths). Cost: the path's length plus the size of the affected subtree, whatever else is
-    /// observed.
-    func affectedNodes(on object: String, at components: [String]) -> [KeyPathNode] {
-        guard var node = roots[object] else { return [] }
-        var result: [KeyPathNode] = []
-        for key in components {
-            guard let next = node.children[key] else { return result }
+    /// The watched paths a write at `location` can affect: those depending on the location, on
+    /// anything containing it, or on anything inside it. Ordered by creation. Cost: the location's
+    /// depth plus the affected subtree, whatever else is observed.
+    func watchers(affectedBy location: StoredLocation) -> [WatchedPath] {
+        guard var node = roots[location.object] else { return [] }
+        var seen = Set<ObjectIdentifier>()
+        var result: [WatchedPath] = []
+        func collect(_ path: WatchedPath) {
+            if seen.insert(ObjectIdentifier(path)).inserted { result.append(path) }
+        }
+        node.watchers.values.forEach(collect)
+        for key in location.path {
+            guard let next = node.children[key] else { return result.sorted { $0.serial < $1.serial } }
             node = next
-            if !node.observations.isEmpty { result.append(node) }
+            node.watchers.values.forEach(collect)
         }
-        for child in node.children.values {
-            child.forEachObservedNode { result.append($0) }
-        }
-        return result
+        for child in node.children.values { child.forEachWatcherBelow(collect) }
+        return result.sorted { $0.serial < $1.serial }
+    }
+
+    /// Subscriptions observing a key path of `object` (not those reading it through a reference),
+    /// in subscription order.
+    func observations(on object: String) -> [Observation] {
+        guard let paths = rootedAt[object] else { return [] }
+        return paths.values.flatMap { $0.subscribers.values }.sorted { $0.id < $1.id }
     }
 }

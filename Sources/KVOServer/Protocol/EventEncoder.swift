@@ -23,19 +23,8 @@ public struct EventEncoder {
     /// The bytes after the subscription id (up to and including the newline) for a recipient with
     /// `options`.
     public mutating func tail(for options: ObservationOptions) -> [UInt8] {
-        let includeNew: Bool
-        let includeOld: Bool
-        switch (notification.reason, notification.isPrior) {
-        case (.initial, _):
-            includeNew = options.contains(.new)
-            includeOld = false
-        case (_, true):
-            includeNew = false
-            includeOld = options.contains(.old)
-        default:
-            includeNew = options.contains(.new)
-            includeOld = options.contains(.old)
-        }
+        let includeNew = options.contains(.new) && notification.carriesNew
+        let includeOld = options.contains(.old) && notification.carriesOld
         let variant = (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
         if let tail = tails[variant] { return tail }
         let tail = makeTail(includeNew: includeNew, includeOld: includeOld)
@@ -64,6 +53,14 @@ public struct EventEncoder {
         JSONWriter.writeInteger(notification.rev, into: &buffer)
         JSONWriter.append(",\"change\":{\"kind\":", to: &buffer)
         JSONWriter.writeInteger(notification.kind.rawValue, into: &buffer)
+        if let indexes = notification.indexes {
+            JSONWriter.append(",\"indexes\":[", to: &buffer)
+            for (position, index) in indexes.enumerated() {
+                if position > 0 { buffer.append(UInt8(ascii: ",")) }
+                JSONWriter.writeInteger(index, into: &buffer)
+            }
+            buffer.append(UInt8(ascii: "]"))
+        }
         if notification.isPrior {
             JSONWriter.append(",\"notificationIsPrior\":true", to: &buffer)
         }

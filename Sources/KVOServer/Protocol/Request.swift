@@ -7,6 +7,8 @@ public enum Request: Equatable, Sendable {
     case delete(object: String)
     case get(object: String, keyPath: KeyPath?)
     case set(object: String, keyPath: KeyPath, value: JSONValue)
+    /// `insert`, `remove` and `replace` on the array at `keyPath`.
+    case mutateArray(object: String, keyPath: KeyPath, mutation: CollectionMutation)
     case observe(object: String, keyPath: KeyPath, options: ObservationOptions)
     case unobserve(subscription: SubscriptionID)
     case list

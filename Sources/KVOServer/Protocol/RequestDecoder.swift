@@ -63,6 +63,37 @@ public enum RequestDecoder {
         case "set":
             guard let value = fields["value"] else { throw KVOError(.badRequest, "missing 'value'") }
             return .set(object: try reader.objectID(), keyPath: try reader.keyPath(), value: value)
+        case "insert":
+            let values = try reader.elementValues()
+            let indexes: [Int]?
+            switch try reader.elementIndexes() {
+            case nil: indexes = nil
+            case let .single(index)?: indexes = Array(index..<(index + values.count))
+            case let .many(list)?:
+                guard reader.gaveValueList else {
+                    throw KVOError(.badRequest, "'indexes' goes with 'values' (use 'index' with 'value')")
+                }
+                indexes = list
+            }
+            return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
+                                mutation: .insert(indexes: indexes, values: values))
+        case "remove":
+            guard let shape = try reader.elementIndexes() else { throw KVOError(.badRequest, "missing 'index' or 'indexes'") }
+            return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
+                                mutation: .remove(indexes: shape.list))
+        case "replace":
+            guard let shape = try reader.elementIndexes() else { throw KVOError(.badRequest, "missing 'index' or 'indexes'") }
+            let values = try reader.elementValues()
+            switch shape {
+            case .single where reader.gaveValueList:
+                throw KVOError(.badRequest, "'index' goes with 'value' (use 'indexes' with 'values')")
+            case .many where !reader.gaveValueList:
+                throw KVOError(.badRequest, "'indexes' goes with 'values' (use 'index' with 'value')")
+            default:
+                break
+            }
+            return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
+                                mutation: .replace(indexes: shape.list, values: values))
         case "observe":
             return .observe(object: try reader.objectID(), keyPath: try reader.keyPath(), options: try reader.options())
         case "unobserve":
@@ -118,6 +149,60 @@ private struct FieldReader {
     func optionalKeyPath() throws(KVOError) -> KeyPath? {
         guard let text = try optionalString("keyPath") else { return nil }
         return try KeyPath(text)
+    }
+
+    enum IndexShape {
+        case single(Int)
+        case many([Int])
+
+        var list: [Int] {
+            switch self {
+            case let .single(index): return [index]
+            case let .many(indexes): return indexes
+            }
+        }
+    }
+
+    /// `index` (one non-negative integer) or `indexes` (an array of them); nil when neither.
+    func elementIndexes() throws(KVOError) -> IndexShape? {
+        let single = fields["index"].flatMap { $0 == .null ? nil : $0 }
+        let many = fields["indexes"].flatMap { $0 == .null ? nil : $0 }
+        switch (single, many) {
+        case (nil, nil): return nil
+        case (.some, .some): throw KVOError(.badRequest, "give 'index' or 'indexes', not both")
+        case let (value?, nil): return .single(try index(value, name: "index"))
+        case let (nil, value?):
+            guard case let .array(items) = value, !items.isEmpty else {
+                throw KVOError(.badRequest, "'indexes' must be a non-empty array of integers")
+            }
+            var list: [Int] = []
+            for item in items { list.append(try index(item, name: "indexes")) }
+            return .many(list)
+        }
+    }
+
+    private func index(_ value: JSONValue, name: String) throws(KVOError) -> Int {
+        guard case let .int(integer) = value, integer >= 0, integer <= Int64(Int32.max) else {
+            throw KVOError(.badRequest, "'\(name)' must hold non-negative integers")
+        }
+        return Int(integer)
+    }
+
+    /// Whether the request gave `values` (a list) rather than `value`.
+    var gaveValueList: Bool { fields["values"] != nil }
+
+    /// `value` (one element) or `values` (a non-empty array of elements).
+    func elementValues() throws(KVOError) -> [JSONValue] {
+        switch (fields["value"], fields["values"]) {
+        case (.some, .some): throw KVOError(.badRequest, "give 'value' or 'values', not both")
+        case let (value?, nil): return [value]
+        case let (nil, values?):
+            guard case let .array(items) = values, !items.isEmpty else {
+                throw KVOError(.badRequest, "'values' must be a non-empty array")
+            }
+            return items
+        case (nil, nil): throw KVOError(.badRequest, "missing 'value' or 'values'")
+        }
     }
 
     func options() throws(KVOError) -> ObservationOptions {

@@ -47,7 +47,7 @@ final class RequestHandler {
                 ("version", .string(RequestHandler.serverVersion)),
             ])
         case let .create(object, values):
-            return reply([("rev", revision(try engine.create(object, values: values)))])
+            return reply([("rev", revision(try engine.create(object, values: values, notifications: &notifications)))])
         case let .delete(object):
             return reply([("rev", revision(try engine.delete(object, notifications: &notifications)))])
         case let .get(object, keyPath):
@@ -55,6 +55,9 @@ final class RequestHandler {
             return reply([("rev", revision(engine.revision)), ("value", value)])
         case let .set(object, keyPath, value):
             let rev = try engine.set(object, keyPath: keyPath, value: value, notifications: &notifications)
+            return reply([("rev", revision(rev))])
+        case let .mutateArray(object, keyPath, mutation):
+            let rev = try engine.mutateArray(object, keyPath: keyPath, mutation, notifications: &notifications)
             return reply([("rev", revision(rev))])
         case let .observe(object, keyPath, options):
             let sub = try engine.observe(object, keyPath: keyPath, options: options, connection: connection,

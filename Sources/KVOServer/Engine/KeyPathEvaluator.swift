@@ -1,0 +1,185 @@
+import KVOJSON
+
+/// What reading a key path found.
+struct Evaluation: Equatable {
+    /// One step of the path's spine: an object it went through, and whether it exists.
+    struct BindingStep: Equatable {
+        let object: String
+        let exists: Bool
+    }
+
+    var value: JSONValue
+    /// Where the reading looked, minimal (no location inside another): a write at, above or below
+    /// any of them may change `value`. Observations are registered at these.
+    var dependencies: [StoredLocation]
+    /// Where `value` is stored, when the key path names one stored value (no fan-out over an array,
+    /// no operator); nil otherwise.
+    var location: StoredLocation?
+    /// The objects the spine of the path went through (the root, then each reference followed before
+    /// any fan-out). When it differs before and after a change, the observation was re-bound.
+    var binding: [BindingStep]
+}
+
+/// Reads key paths over the object store, following references, indexing and mapping arrays and
+/// applying collection operators, and records what the reading depended on.
+///
+/// `strict` reading (for `get`) refuses to walk through a number, string or bool on the path's spine
+/// (`type_mismatch`); lenient reading (for observers) gives `null` for any broken path. Key paths have
+/// at most `KeyPath.maximumDepth` keys and each key is applied once, so reference cycles cannot make
+/// a reading loop. A short-lived value; loop thread (it reads the engine's store).
+struct KeyPathEvaluator {
+    private let objects: [String: JSONValue]
+    private let keyPath: KeyPath
+    private let strict: Bool
+    private var dependencies: [StoredLocation] = []
+    private var binding: [Evaluation.BindingStep] = []
+
+    private init(objects: [String: JSONValue], keyPath: KeyPath, strict: Bool) {
+        self.objects = objects
+        self.keyPath = keyPath
+        self.strict = strict
+    }
+
+    /// Reads `keyPath` from `object`. Strict reading of a missing object is `not_found`; lenient
+    /// reading gives `null` (and depends on the object's creation).
+    static func evaluate(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
+                         strict: Bool) throws(KVOError) -> Evaluation {
+        var evaluator = KeyPathEvaluator(objects: objects, keyPath: keyPath, strict: strict)
+        let root = StoredLocation(object: object, path: [])
+        guard let value = objects[object] else {
+            if strict { throw KVOError(.notFound, "object '\(object)' does not exist") }
+            return Evaluation(value: .null, dependencies: [root], location: nil,
+                              binding: [.init(object: object, exists: false)])
+        }
+        evaluator.binding.append(.init(object: object, exists: true))
+        let (result, location) = try evaluator.walk(value, at: root, keyPath.components[...], onSpine: true)
+        return Evaluation(value: result, dependencies: KeyPathEvaluator.minimal(evaluator.dependencies),
+                          location: location, binding: evaluator.binding)
+    }
+
+    private mutating func record(_ location: StoredLocation?) {
+        if let location { dependencies.append(location) }
+    }
+
+    /// Walks `components` from `value`, stored at `location` (nil for a computed value).
+    private mutating func walk(_ start: JSONValue, at startLocation: StoredLocation?, _ components: ArraySlice<String>,
+                               onSpine: Bool) throws(KVOError) -> (JSONValue, StoredLocation?) {
+        var value = start
+        var location = startLocation
+        var index = components.startIndex
+        while index < components.endIndex {
+            // A reference inside an object is followed before the next key is applied. (A stored
+            // object itself is never taken for a reference, so references cannot chain.)
+            if let target = value.referencedObject, location.map({ !$0.path.isEmpty }) ?? true {
+                record(location)
+                let targetLocation = StoredLocation(object: target, path: [])
+                guard let targetValue = objects[target] else {
+                    record(targetLocation)
+                    if onSpine { binding.append(.init(object: target, exists: false)) }
+                    return (.null, nil)
+                }
+                if onSpine { binding.append(.init(object: target, exists: true)) }
+                value = targetValue
+                location = targetLocation
+            }
+            let key = components[index]
+            if let op = CollectionOperator(rawValue: key) {
+                return try aggregate(value, at: location, op, rest: components[(index + 1)...], onSpine: onSpine,
+                                     depth: index)
+            }
+            switch value {
+            case let .object(members):
+                guard let child = members[key] else {
+                    record(location?.appending(key))
+                    return (.null, nil)
+                }
+                value = child
+                location = location?.appending(key)
+                index += 1
+            case let .array(elements):
+                record(location)
+                if let position = key.arrayIndex {
+                    guard position < elements.count else { return (.null, nil) }
+                    value = elements[position]
+                    location = location?.appending(key)
+                    index += 1
+                } else {
+                    // KVC on arrays: read the rest of the path from every element.
+                    var results: [JSONValue] = []
+                    results.reserveCapacity(elements.count)
+                    for (position, element) in elements.enumerated() {
+                        let elementLocation = location?.appending(String(position))
+                        results.append(try walk(element, at: elementLocation, components[index...], onSpine: false).0)
+                    }
+                    return (.array(results), nil)
+                }
+            case .null:
+                record(location)
+                return (.null, nil)
+            default:
+                record(location)
+                if strict && onSpine {
+                    throw KVOError(.typeMismatch,
+                                   "'\(keyPath.prefix(index))' is \(value.article) \(value.typeName), not an object")
+                }
+                return (.null, nil)
+            }
+        }
+        record(location)
+        return (value, location)
+    }
+
+    private mutating func aggregate(_ value: JSONValue, at location: StoredLocation?, _ op: CollectionOperator,
+                                    rest: ArraySlice<String>, onSpine: Bool, depth: Int) throws(KVOError) -> (JSONValue, StoredLocation?) {
+        record(location)
+        guard case let .array(elements) = value else {
+            if value != .null, strict, onSpine {
+                throw KVOError(.typeMismatch,
+                               "'\(op.rawValue)' needs an array, but '\(keyPath.prefix(depth))' is \(value.article) \(value.typeName)")
+            }
+            return (.null, nil)
+        }
+        if op == .count { return (.int(Int64(elements.count)), nil) }
+        var values: [JSONValue] = []
+        values.reserveCapacity(elements.count)
+        for (position, element) in elements.enumerated() {
+            let elementLocation = location?.appending(String(position))
+            if op.flattensArrays {
+                guard case let .array(inner) = element else { continue }
+                for (innerPosition, innerElement) in inner.enumerated() {
+                    values.append(try walk(innerElement, at: elementLocation?.appending(String(innerPosition)), rest,
+                                           onSpine: false).0)
+                }
+            } else {
+                values.append(try walk(element, at: elementLocation, rest, onSpine: false).0)
+            }
+        }
+        return (op.aggregate(values), nil)
+    }
+
+    /// Drops every location that lies inside another one (a write there is already covered).
+    static func minimal(_ locations: [StoredLocation]) -> [StoredLocation] {
+        if locations.count <= 1 { return locations }
+        var byObject: [String: [[String]]] = [:]
+        for location in locations { byObject[location.object, default: []].append(location.path) }
+        var result: [StoredLocation] = []
+        for (object, paths) in byObject.sorted(by: { $0.key < $1.key }) {
+            var kept: [[String]] = []
+            for path in paths.sorted(by: { $0.count < $1.count }) {
+                if !kept.contains(where: { path.starts(with: $0) }) { kept.append(path) }
+            }
+            result.append(contentsOf: kept.map { StoredLocation(object: object, path: $0) })
+        }
+        return result
+    }
+}
+
+extension JSONValue {
+    /// "a" or "an", for messages.
+    var article: String {
+        switch self {
+        case .array, .object: return "an"
+        default: return "a"
+        }
+    }
+}

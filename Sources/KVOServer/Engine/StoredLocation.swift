@@ -1,0 +1,14 @@
+/// A place where a value is stored: a key path inside one stored object (array indexes as keys).
+struct StoredLocation: Hashable {
+    let object: String
+    let path: [String]
+
+    func appending(_ key: String) -> StoredLocation {
+        StoredLocation(object: object, path: path + [key])
+    }
+
+    /// Whether `self` is `other` or lies inside it.
+    func isWithin(_ other: StoredLocation) -> Bool {
+        object == other.object && path.count >= other.path.count && path.starts(with: other.path)
+    }
+}

@@ -1,0 +1,38 @@
+/// One observed (object, key path), shared by every subscription to it.
+///
+/// It is registered in the key-path tries at the locations its last reading depended on
+/// (`dependencies`), so a write finds it without looking at anything else; after a write that
+/// changes those locations (a re-pointed reference, an array that grew) it is re-registered. One
+/// reading and one notification serve all of its subscribers. Owned by `ObservationRegistry`; loop
+/// thread only.
+final class WatchedPath {
+    struct Key: Hashable {
+        let object: String
+        let keyPath: String
+    }
+
+    let object: String
+    let keyPath: KeyPath
+    /// Creation order, so that notifications come out in a stable order.
+    let serial: Int
+    var subscribers: [SubscriptionID: Observation] = [:]
+    /// Where the last reading looked.
+    var dependencies: [StoredLocation] = []
+    /// The trie nodes it is registered at, matching `dependencies`.
+    var nodes: [KeyPathNode] = []
+
+    init(object: String, keyPath: KeyPath, serial: Int) {
+        self.object = object
+        self.keyPath = keyPath
+        self.serial = serial
+    }
+
+    var key: Key { Key(object: object, keyPath: keyPath.string) }
+
+    var recipients: [Recipient] { subscribers.values.map(\.recipient) }
+
+    /// Subscribers that asked for prior notifications.
+    var priorRecipients: [Recipient] {
+        subscribers.values.filter { $0.options.contains(.prior) }.map(\.recipient)
+    }
+}

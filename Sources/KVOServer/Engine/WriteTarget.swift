@@ -1,0 +1,64 @@
+import KVOJSON
+
+/// Where a write through a key path lands: the stored object (after following references) and the
+/// key path inside it.
+///
+/// Resolution never creates anything: through a missing key, a `null` or a reference to a missing
+/// object it is `not_found`; through a number, string or bool `type_mismatch`; into an array only
+/// by index (`items.2.price`), `out_of_range` past its end. Collection operators are read-only.
+struct WriteTarget {
+    /// The object written and the path inside it.
+    let location: StoredLocation
+    /// When the last key is an index into an array: that index (the write replaces one element).
+    let arrayIndex: Int?
+
+    /// Resolves `keyPath` of `object` for a write.
+    static func resolve(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue]) throws(KVOError) -> WriteTarget {
+        try keyPath.requireWritable()
+        guard var value = objects[object] else { throw KVOError(.notFound, "object '\(object)' does not exist") }
+        var location = StoredLocation(object: object, path: [])
+        let components = keyPath.components
+        for depth in 0..<components.count {
+            // Follow a reference stored inside an object before applying the next key.
+            if !location.path.isEmpty, let target = value.referencedObject {
+                guard let targetValue = objects[target] else {
+                    throw KVOError(.notFound, "'\(keyPath.prefix(depth))' refers to object '\(target)', which does not exist")
+                }
+                value = targetValue
+                location = StoredLocation(object: target, path: [])
+            }
+            let key = components[depth]
+            let isLast = depth == components.count - 1
+            switch value {
+            case let .object(members):
+                if isLast { return WriteTarget(location: location.appending(key), arrayIndex: nil) }
+                guard let child = members[key], child != .null else {
+                    throw KVOError(.notFound, "'\(keyPath.prefix(depth + 1))' does not exist")
+                }
+                value = child
+            case let .array(elements):
+                guard let position = key.arrayIndex else {
+                    throw KVOError(.typeMismatch,
+                                   "'\(keyPath.prefix(depth))' is an array: write into one element by index ('\(keyPath.prefix(depth)).0')")
+                }
+                guard position < elements.count else {
+                    throw KVOError(.outOfRange,
+                                   "index \(position) is out of range for '\(keyPath.prefix(depth))' (\(elements.count) elements)")
+                }
+                if isLast { return WriteTarget(location: location.appending(key), arrayIndex: position) }
+                value = elements[position]
+            default:
+                throw KVOError(.typeMismatch, "'\(keyPath.prefix(depth))' is \(value.article) \(value.typeName), not an object")
+            }
+            location = location.appending(key)
+        }
+        // Unreachable: a key path has at least one key and the loop returns at the last.
+        throw KVOError(.badRequest, "empty keyPath")
+    }
+
+    /// The location of the array that holds the element, when the write replaces one element.
+    var containingArray: StoredLocation? {
+        guard arrayIndex != nil else { return nil }
+        return StoredLocation(object: location.object, path: Array(location.path.dropLast()))
+    }
+}
