@@ -33,6 +33,7 @@ struct KVOClientCommand: ParsableCommand {
     /// Parses the arguments, runs the subcommand and maps every failure to one stderr line and an
     /// exit code.
     static func main() {
+        Terminal.restoreBrokenPipeDefault()
         var command: any ParsableCommand
         do {
             command = try parseAsRoot()

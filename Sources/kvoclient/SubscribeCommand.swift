@@ -30,7 +30,7 @@ struct SubscribeCommand: ParsableCommand {
     @Option(help: "Comma-separated observation options: initial, new, old, prior.")
     var options: String = "new"
 
-    @Flag(help: "Print each event as one line of JSON, as the server sent it (keys sorted).")
+    @Flag(help: "Print each event message as one line of compact JSON (keys sorted).")
     var json = false
 
     @Option(help: "Exit 0 after this many events.")

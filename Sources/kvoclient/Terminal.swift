@@ -24,6 +24,13 @@ enum Terminal {
         write(text, to: 2)
     }
 
+    /// Restores SIGPIPE's default action (end the process), which a parent may have set to ignore:
+    /// then `kvoclient subscribe ... | head -1` ends when `head` does, as other Unix tools do, instead
+    /// of writing into a closed pipe forever. Socket writes are unaffected (they use MSG_NOSIGNAL).
+    static func restoreBrokenPipeDefault() {
+        signal(SIGPIPE, SIG_DFL)
+    }
+
     /// Ends the process with `code`.
     static func exit(_ code: Int32) -> Never {
         #if canImport(Glibc)
