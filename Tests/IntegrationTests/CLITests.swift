@@ -303,6 +303,22 @@ struct CLITests {
         try waitForObservers(watcher, object: "clock", count: 0)
     }
 
+    @Test("subscribe ends when its reader closes the pipe, even if started with SIGPIPE ignored")
+    func subscribeEndsWhenStdoutCloses() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(
+            server, ["subscribe", "clock", "date", "--options", "initial,new"], ignoringSIGPIPE: true)
+        #expect(subscriber.nextLine() == #"clock.date  initial  rev=1  new="2026-11-20""#)
+        subscriber.closeStdout()
+        try writer.call("set", ["object": "clock", "keyPath": "date", "value": "2026-11-21"])
+        let result = subscriber.finish(timeout: 5)
+        #expect(!result.exitedNormally)
+        #expect(result.status == SIGPIPE)
+        try waitForObservers(writer, object: "clock", count: 0)
+    }
+
     // MARK: - Helpers
 
     /// Checks a successful run: exit 0, exactly `lines` on stdout, nothing on stderr.

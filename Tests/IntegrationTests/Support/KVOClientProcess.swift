@@ -36,10 +36,17 @@ final class KVOClientProcess: @unchecked Sendable {
     private var pending: [UInt8] = []
     private var stdoutClosed = false
 
-    /// Starts `kvoclient` with `arguments` (connection flags included by the caller).
-    init(_ arguments: [String]) throws {
-        process.executableURL = BuiltProducts.executable("kvoclient")
-        process.arguments = arguments
+    /// Starts `kvoclient` with `arguments` (connection flags included by the caller). With
+    /// `ignoringSIGPIPE`, it starts through `/bin/sh` with SIGPIPE ignored, as some parents do.
+    init(_ arguments: [String], ignoringSIGPIPE: Bool = false) throws {
+        let executable = BuiltProducts.executable("kvoclient")
+        if ignoringSIGPIPE {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", #"trap '' PIPE; exec "$0" "$@""#, executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
         process.standardInput = FileHandle.nullDevice
@@ -54,8 +61,8 @@ final class KVOClientProcess: @unchecked Sendable {
     }
 
     /// Starts `kvoclient --port <port> <arguments>` against a test server.
-    static func start(_ server: KVODProcess, _ arguments: [String]) throws -> KVOClientProcess {
-        try KVOClientProcess(["--port", String(server.port)] + arguments)
+    static func start(_ server: KVODProcess, _ arguments: [String], ignoringSIGPIPE: Bool = false) throws -> KVOClientProcess {
+        try KVOClientProcess(["--port", String(server.port)] + arguments, ignoringSIGPIPE: ignoringSIGPIPE)
     }
 
     /// Runs `kvoclient --port <port> <arguments>` to completion.
@@ -84,6 +91,12 @@ final class KVOClientProcess: @unchecked Sendable {
             if remaining <= 0 { return nil }
             readStdout(waitingAtMost: remaining)
         }
+    }
+
+    /// Closes the test's end of the stdout pipe, as `head` does once it has its lines.
+    func closeStdout() {
+        try? stdoutPipe.fileHandleForReading.close()
+        stdoutClosed = true
     }
 
     /// Sends `signal` to the process.
