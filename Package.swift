@@ -50,6 +50,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server.
+        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON"]),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
         .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON"]),
     ]

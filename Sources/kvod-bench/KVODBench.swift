@@ -1,0 +1,33 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `kvod-bench`: benchmarks that print figures (never pass/fail). See docs/performance.md.
+///
+///     kvod-bench engine [--observations N] [--sets N]
+@main
+struct KVODBench {
+    static func main() {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        guard let command = arguments.first else { usage() }
+        arguments.removeFirst()
+        var options: [String: Int] = [:]
+        while let flag = arguments.first {
+            arguments.removeFirst()
+            guard flag.hasPrefix("--"), let text = arguments.first, let value = Int(text) else { usage() }
+            arguments.removeFirst()
+            options[String(flag.dropFirst(2))] = value
+        }
+        switch command {
+        case "engine":
+            EngineBenchmark.run(observations: options["observations"] ?? 100_000, sets: options["sets"] ?? 200_000)
+        default:
+            usage()
+        }
+    }
+
+    static func usage() -> Never {
+        print("usage: kvod-bench engine [--observations N] [--sets N]")
+        exit(2)
+    }
+}
