@@ -200,3 +200,70 @@ struct EventEncoderTests {
             == #"{"event":"change","sub":3,"object":"person","keyPath":"address.city","reason":"initial","rev":5,"change":{"kind":1,"new":null}}"# + "\n")
     }
 }
+
+/// A notification, the options of its recipient and the exact `change` dictionary it must get.
+struct ChangeDictionaryCase: Sendable, CustomTestStringConvertible {
+    let name: String
+    let reason: ChangeReason
+    let kind: ChangeKind
+    let isPrior: Bool
+    let indexes: [Int]?
+    let old: JSONValue
+    let new: JSONValue
+    let options: ObservationOptions
+    let change: String
+
+    var testDescription: String { name }
+}
+
+let changeDictionaryCases: [ChangeDictionaryCase] = [
+    // pathChanged is an ordinary change as far as the dictionary goes.
+    ChangeDictionaryCase(name: "pathChanged new+old", reason: .pathChanged, kind: .setting, isPrior: false, indexes: nil,
+                         old: "London", new: "Paris", options: [.new, .old], change: #"{"kind":1,"new":"Paris","old":"London"}"#),
+    ChangeDictionaryCase(name: "pathChanged to a broken path", reason: .pathChanged, kind: .setting, isPrior: false,
+                         indexes: nil, old: "London", new: .null, options: [.new], change: #"{"kind":1,"new":null}"#),
+    ChangeDictionaryCase(name: "pathChanged prior", reason: .pathChanged, kind: .setting, isPrior: true, indexes: nil,
+                         old: "London", new: "Paris", options: [.new, .old],
+                         change: #"{"kind":1,"notificationIsPrior":true,"old":"London"}"#),
+    // Kind 2: new (the inserted elements), never old.
+    ChangeDictionaryCase(name: "insertion new+old", reason: .valueChanged, kind: .insertion, isPrior: false, indexes: [1, 2],
+                         old: .null, new: ["x", "y"], options: [.new, .old],
+                         change: #"{"kind":2,"indexes":[1,2],"new":["x","y"]}"#),
+    ChangeDictionaryCase(name: "insertion old only", reason: .valueChanged, kind: .insertion, isPrior: false, indexes: [0],
+                         old: .null, new: ["x"], options: [.old], change: #"{"kind":2,"indexes":[0]}"#),
+    ChangeDictionaryCase(name: "insertion prior", reason: .valueChanged, kind: .insertion, isPrior: true, indexes: [1, 2],
+                         old: .null, new: ["x", "y"], options: [.new, .old],
+                         change: #"{"kind":2,"indexes":[1,2],"notificationIsPrior":true}"#),
+    // Kind 3: old (the removed elements), never new.
+    ChangeDictionaryCase(name: "removal new+old", reason: .valueChanged, kind: .removal, isPrior: false, indexes: [0],
+                         old: ["a"], new: .null, options: [.new, .old], change: #"{"kind":3,"indexes":[0],"old":["a"]}"#),
+    ChangeDictionaryCase(name: "removal new only", reason: .valueChanged, kind: .removal, isPrior: false, indexes: [0, 4],
+                         old: ["a", "e"], new: .null, options: [.new], change: #"{"kind":3,"indexes":[0,4]}"#),
+    ChangeDictionaryCase(name: "removal prior", reason: .valueChanged, kind: .removal, isPrior: true, indexes: [0],
+                         old: ["a"], new: .null, options: [.new, .old],
+                         change: #"{"kind":3,"indexes":[0],"notificationIsPrior":true,"old":["a"]}"#),
+    // Kind 4: both.
+    ChangeDictionaryCase(name: "replacement new+old", reason: .valueChanged, kind: .replacement, isPrior: false,
+                         indexes: [0, 3], old: ["a", "d"], new: ["A", "D"], options: [.new, .old],
+                         change: #"{"kind":4,"indexes":[0,3],"new":["A","D"],"old":["a","d"]}"#),
+    ChangeDictionaryCase(name: "replacement prior", reason: .valueChanged, kind: .replacement, isPrior: true,
+                         indexes: [0, 3], old: ["a", "d"], new: ["A", "D"], options: [.new, .old],
+                         change: #"{"kind":4,"indexes":[0,3],"notificationIsPrior":true,"old":["a","d"]}"#),
+]
+
+@Suite("EventEncoder: pathChanged and array kinds")
+struct EventEncoderChangeKindTests {
+    @Test("the change dictionary for pathChanged and kinds 2-4", arguments: changeDictionaryCases)
+    func changeDictionary(row: ChangeDictionaryCase) throws {
+        let note = ChangeNotification(
+            object: "cart", keyPath: "items", reason: row.reason, rev: 12, kind: row.kind, isPrior: row.isPrior,
+            old: row.old, new: row.new, indexes: row.indexes, recipients: []
+        )
+        var encoder = EventEncoder(note)
+        let line = String(decoding: encoder.line(subscription: 4, options: row.options), as: UTF8.self)
+        #expect(line == #"{"event":"change","sub":4,"object":"cart","keyPath":"items","reason":"\#(row.reason.rawValue)","rev":12,"change":"#
+            + row.change + "}\n")
+        let event = try JSONParser.parse(String(line.dropLast()))
+        #expect(event["change"]?["kind"] == .int(Int64(row.kind.rawValue)))
+    }
+}
