@@ -21,6 +21,7 @@ struct KVOClientCommand: ParsableCommand {
             """,
         subcommands: [
             CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self,
+            InsertCommand.self, RemoveCommand.self, ReplaceCommand.self,
             SubscribeCommand.self, ListCommand.self, InfoCommand.self, PingCommand.self,
         ]
     )

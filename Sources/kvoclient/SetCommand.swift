@@ -26,7 +26,7 @@ struct SetCommand: ParsableCommand {
 
     /// The value argument, after an optional `--` terminator.
     private var value: String? {
-        let given = values.count > 1 && values.first == "--" ? Array(values.dropFirst()) : values
+        let given = ValueArgument.droppingTerminator(values)
         return given.count == 1 ? given[0] : nil
     }
 

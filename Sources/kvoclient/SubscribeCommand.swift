@@ -13,8 +13,10 @@ struct SubscribeCommand: ParsableCommand {
         commandName: "subscribe",
         abstract: "Observe key paths of an object and print each change event as it arrives.",
         discussion: """
-            One line per event: `<object>.<keyPath>  <reason>  [prior]  rev=<rev>  [old=<json>]  [new=<json>]`, \
-            for example `clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21"`. \
+            One line per event: `<object>.<keyPath>  <reason>  [prior]  rev=<rev>  [kind=<kind>  indexes=<json>]  \
+            [old=<json>]  [new=<json>]`, for example \
+            `clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21"` or \
+            `todo.items  valueChanged  rev=3  kind=insertion  indexes=[1]  new=["milk"]`. \
             Stops after --count events, on Ctrl-C, or once every subscription has ended with sourceDeleted.
             """
     )

@@ -11,4 +11,14 @@ enum ValueArgument {
     static func parse(_ text: String) -> JSONValue {
         (try? JSONParser.parse(text)) ?? .string(text)
     }
+
+    /// Value arguments captured as `allUnrecognized` (so that `-1.5` is a value, not an option),
+    /// without the first `--` terminator: `set o k -- --port` stores the string `"--port"`. A lone
+    /// `--` is kept as a value.
+    static func droppingTerminator(_ arguments: [String]) -> [String] {
+        guard arguments.count > 1, let terminator = arguments.firstIndex(of: "--") else { return arguments }
+        var result = arguments
+        result.remove(at: terminator)
+        return result
+    }
 }

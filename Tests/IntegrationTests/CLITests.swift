@@ -3,9 +3,9 @@ import KVOClientKit
 import KVOJSON
 import Testing
 
-/// The built `kvoclient` against a real `kvod`: every command's output, value parsing, subscribe
-/// (options, --json, --count, several key paths, sourceDeleted, server shutdown, Ctrl-C), error
-/// lines and exit codes.
+/// The built `kvoclient` against a real `kvod`: every command's output, value parsing, array
+/// commands, subscribe (options, --json, --count, several key paths, array kinds, sourceDeleted,
+/// server shutdown, Ctrl-C, a closed stdout), error lines and exit codes.
 @Suite("kvoclient")
 struct CLITests {
     // MARK: - Commands
@@ -113,6 +113,39 @@ struct CLITests {
         ])
     }
 
+    @Test("insert, remove and replace change arrays; subscribe names the kind and the indexes")
+    func arrayCommands() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "todo", "values": ["items": ["bread"]]])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "todo", "items", "--options", "old,new", "--count", "4",
+        ])
+        try waitForObservers(writer, object: "todo", count: 1)
+        expectSuccess(try KVOClientProcess.run(server, ["insert", "todo", "items", "milk", "eggs"]), lines: ["rev 2"])
+        #expect(subscriber.nextLine() == #"todo.items  valueChanged  rev=2  kind=insertion  indexes=[1,2]  new=["milk","eggs"]"#)
+        expectSuccess(try KVOClientProcess.run(server, ["insert", "todo", "items", "--index", "0", "--", "-1"]), lines: ["rev 3"])
+        #expect(subscriber.nextLine() == #"todo.items  valueChanged  rev=3  kind=insertion  indexes=[0]  new=[-1]"#)
+        expectSuccess(try KVOClientProcess.run(server, ["remove", "todo", "items", "0", "2"]), lines: ["rev 4"])
+        #expect(subscriber.nextLine() == #"todo.items  valueChanged  rev=4  kind=removal  indexes=[0,2]  old=[-1,"milk"]"#)
+        expectSuccess(
+            try KVOClientProcess.run(server, ["replace", "todo", "items", "1", #"{"name":"eggs","n":12}"#]), lines: ["rev 5"])
+        #expect(subscriber.nextLine() == #"todo.items  valueChanged  rev=5  kind=replacement  indexes=[1]  old=["eggs"]  new=[{"n":12,"name":"eggs"}]"#)
+        let result = subscriber.finish()
+        #expect(result.status == 0)
+        #expect(result.stderr.isEmpty)
+
+        expectSuccess(try KVOClientProcess.run(server, ["insert", "todo", "items", "x", "y", "--indexes", "0,3"]), lines: ["rev 6"])
+        expectSuccess(try KVOClientProcess.run(server, ["replace", "todo", "items", "0", "X", "3", "-2.5"]), lines: ["rev 7"])
+        let items = try writer.call("get", ["object": "todo", "keyPath": "items"])["value"]
+        #expect(items == ["X", "bread", ["name": "eggs", "n": 12], -2.5])
+
+        let outOfRange = try KVOClientProcess.run(server, ["remove", "todo", "items", "9"])
+        #expect(outOfRange.status == 1)
+        #expect(outOfRange.errorLines.count == 1)
+        #expect(outOfRange.stderr.hasPrefix("kvoclient: error: out_of_range: "), "\(outOfRange.stderr)")
+    }
+
     // MARK: - Errors
 
     @Test("a server error is one stderr line and exit 1", arguments: [
@@ -124,6 +157,8 @@ struct CLITests {
         (["get", "person", "name.first"], "type_mismatch"),
         (["set", "person", "nested.deeper", "1"], "not_found"),
         (["subscribe", "missing", "date"], "not_found"),
+        (["insert", "person", "name", "x"], "type_mismatch"),
+        (["remove", "person", "name", "0"], "type_mismatch"),
     ])
     func serverErrorsAreOneLineAndExitOne(arguments: [String], code: String) throws {
         let server = try KVODProcess()
@@ -155,6 +190,13 @@ struct CLITests {
         ["subscribe", "clock"],
         ["set", "clock", "date"],
         ["set", "clock", "date", "two", "words"],
+        ["insert", "todo", "items"],
+        ["insert", "todo", "items", "a", "--index", "1", "--indexes", "2"],
+        ["insert", "todo", "items", "a", "--indexes", "1,x"],
+        ["remove", "todo", "items"],
+        ["remove", "todo", "items", "first"],
+        ["replace", "todo", "items", "0"],
+        ["replace", "todo", "items", "first", "x"],
         ["frobnicate"],
         ["--port", "0", "ping"],
         ["--port", "70000", "ping"],

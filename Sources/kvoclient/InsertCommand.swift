@@ -1,0 +1,55 @@
+import ArgumentParser
+import KVOJSON
+
+/// `kvoclient insert <object> <keyPath> <value>... [--index I | --indexes I,J,...]`: inserts
+/// elements into an array (NSMutableArray's `insertObjects:atIndexes:`); prints `rev N`.
+struct InsertCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "insert",
+        abstract: "Insert values into an array: appended, from --index on, or at --indexes. Prints `rev N`.",
+        discussion: """
+            `insert todo items milk eggs` appends two strings; `--index 0` puts them first; \
+            `--indexes 0,2` names their positions in the resulting array. Observers of the array get \
+            an insertion (kind 2) with the indexes.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "The object id.")
+    var object: String
+
+    @Argument(help: "The key path of an array, such as `items`.")
+    var keyPath: String
+
+    /// Captures unrecognized input so that a negative number (`-1.5`) is a value, not an option.
+    @Argument(
+        parsing: .allUnrecognized,
+        help: ArgumentHelp("The values: each JSON when it parses as JSON, otherwise a plain string.", valueName: "value"))
+    var values: [String] = []
+
+    @Option(help: "Insert the values one after another from this index.")
+    var index: Int?
+
+    @Option(help: "Comma-separated positions of the values in the resulting array, one per value.")
+    var indexes: String?
+
+    func validate() throws {
+        if ValueArgument.droppingTerminator(values).isEmpty {
+            throw ValidationError("Missing expected argument '<value>'")
+        }
+        if index != nil, indexes != nil { throw ValidationError("give --index or --indexes, not both") }
+        if let indexes { _ = try IndexList.parse(indexes) }
+    }
+
+    func run() throws {
+        var params: [String: JSONValue] = [
+            "object": .string(object), "keyPath": .string(keyPath),
+            "values": .array(ValueArgument.droppingTerminator(values).map(ValueArgument.parse)),
+        ]
+        if let index { params["index"] = .int(Int64(index)) }
+        if let indexes { params["indexes"] = .array(try IndexList.parse(indexes).map { .int($0) }) }
+        let reply = try connection.connect().call("insert", params)
+        try RevisionLine.print(reply)
+    }
+}
