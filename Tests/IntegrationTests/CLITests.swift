@@ -146,6 +146,24 @@ struct CLITests {
         #expect(outOfRange.stderr.hasPrefix("kvoclient: error: out_of_range: "), "\(outOfRange.stderr)")
     }
 
+    @Test("subscribe through a reference shows pathChanged when the reference is re-pointed")
+    func subscribeThroughReference() throws {
+        let server = try KVODProcess()
+        expectSuccess(try KVOClientProcess.run(server, ["create", "oslo", #"{"city":"Oslo"}"#]), lines: ["rev 1"])
+        expectSuccess(try KVOClientProcess.run(server, ["create", "bergen", #"{"city":"Bergen"}"#]), lines: ["rev 2"])
+        expectSuccess(try KVOClientProcess.run(server, ["create", "person", #"{"address":{"$ref":"oslo"}}"#]), lines: ["rev 3"])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "person", "address.city", "--options", "initial,old,new", "--count", "3",
+        ])
+        #expect(subscriber.nextLine() == #"person.address.city  initial  rev=3  new="Oslo""#)
+        expectSuccess(try KVOClientProcess.run(server, ["set", "person", "address", #"{"$ref":"bergen"}"#]), lines: ["rev 4"])
+        #expect(subscriber.nextLine() == #"person.address.city  pathChanged  rev=4  old="Oslo"  new="Bergen""#)
+        expectSuccess(try KVOClientProcess.run(server, ["set", "person", "address.city", "Trondheim"]), lines: ["rev 5"])
+        #expect(subscriber.nextLine() == #"person.address.city  valueChanged  rev=5  old="Bergen"  new="Trondheim""#)
+        #expect(subscriber.finish().status == 0)
+        expectSuccess(try KVOClientProcess.run(server, ["get", "bergen", "city"]), lines: [#""Trondheim""#])
+    }
+
     // MARK: - Errors
 
     @Test("a server error is one stderr line and exit 1", arguments: [
