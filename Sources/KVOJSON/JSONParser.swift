@@ -53,7 +53,7 @@ public struct JSONParser {
         let value = try parser.parseValue()
         parser.skipWhitespace()
         if parser.index != bytes.count {
-            throw parser.error(.syntax("unexpected data after the JSON value"))
+            throw parser.unexpected("unexpected data after the JSON value")
         }
         return value
     }
@@ -75,6 +75,15 @@ public struct JSONParser {
 
     private func error(_ reason: JSONParseError.Reason) -> JSONParseError {
         JSONParseError(reason: reason, offset: index)
+    }
+
+    /// The error for an unexpected byte where structure was expected: `.invalidUTF8` when the byte
+    /// starts no valid UTF-8 sequence, else a syntax error with `message`.
+    private func unexpected(_ message: String) -> JSONParseError {
+        if index < bytes.count, bytes[index] >= 0x80, validUTF8SequenceLength(at: index) == nil {
+            return error(.invalidUTF8)
+        }
+        return error(.syntax(message))
     }
 
     private mutating func skipWhitespace() {
@@ -133,11 +142,11 @@ public struct JSONParser {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
-                throw error(.syntax("expected a string key"))
+                throw unexpected("expected a string key")
             }
             let key = try parseString()
             skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error(.syntax("expected ':'")) }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw unexpected("expected ':'") }
             index += 1
             skipWhitespace()
             members[key] = try parseValue()
@@ -152,7 +161,7 @@ public struct JSONParser {
                 depth -= 1
                 return .object(members)
             }
-            throw error(.syntax("expected ',' or '}'"))
+            throw unexpected("expected ',' or '}'")
         }
     }
 
@@ -180,7 +189,7 @@ public struct JSONParser {
                 depth -= 1
                 return .array(elements)
             }
-            throw error(.syntax("expected ',' or ']'"))
+            throw unexpected("expected ',' or ']'")
         }
     }
 

@@ -44,6 +44,36 @@ enum EngineBenchmark {
         }
     }
 
+    /// Cost of one element write under an aggregate observation, against the array's size.
+    static func runAggregates(sets: Int) {
+        print("")
+        print("aggregate upkeep: set items.<i>.price under one observation of the key path, best of 5 runs")
+        print(pad("key path", 28) + pad("elements", 12) + "ns/set")
+        for keyPath in ["items.@count", "items.@sum.price", "items.@avg.price", "items.@max.price"] {
+            for size in [10, 1_000, 100_000] {
+                let engine = KVOEngine()
+                var notifications: [ChangeNotification] = []
+                let items = (0..<size).map { JSONValue.object(["price": .int(Int64($0 % 100))]) }
+                _ = try! engine.create("cart", values: ["items": .array(items)], notifications: &notifications)
+                _ = try! engine.observe("cart", keyPath: KeyPath(keyPath), options: [.new, .old],
+                                        connection: ConnectionID(1), notifications: &notifications)
+                let paths = (0..<min(size, 1000)).map { try! KeyPath("items.\($0).price") }
+                let rounds = size >= 100_000 && keyPath.contains("@max") ? max(sets / 1000, 20) : sets
+                var best = Double.infinity
+                for _ in 0..<5 {
+                    let start = monotonicNanoseconds()
+                    for index in 0..<rounds {
+                        notifications.removeAll(keepingCapacity: true)
+                        _ = try! engine.set("cart", keyPath: paths[index % paths.count], value: .int(Int64(index % 1000)),
+                                            notifications: &notifications)
+                    }
+                    best = min(best, Double(monotonicNanoseconds() - start) / Double(rounds))
+                }
+                print(pad(keyPath, 28) + pad(String(size), 12) + format1(best))
+            }
+        }
+    }
+
     /// Builds an engine with `target` = {"v": 0} observed once, lets `populate` add load, then times
     /// `sets` sets of target.v (each notifies the one observer).
     private static func measure(_ label: String, sets: Int, populate: (KVOEngine) -> Void) -> Figure {

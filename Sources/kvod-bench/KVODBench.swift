@@ -21,6 +21,7 @@ struct KVODBench {
         switch command {
         case "engine":
             EngineBenchmark.run(observations: options["observations"] ?? 100_000, sets: options["sets"] ?? 200_000)
+            EngineBenchmark.runAggregates(sets: (options["sets"] ?? 200_000) / 10)
         default:
             usage()
         }

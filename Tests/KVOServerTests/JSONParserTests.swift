@@ -275,7 +275,6 @@ struct JSONParserTests {
 
     @Test(
         "invalid UTF-8 after a value, or where a key or separator is expected, is .invalidUTF8",
-        .disabled("BUG: reported as .syntax (e.g. 'unexpected data after the JSON value'), not .invalidUTF8"),
         arguments: JSONParserTests.invalidSequences
     )
     func invalidUTF8OutsideStringsElsewhere(sequence: [UInt8]) {

@@ -1,38 +1,50 @@
 import KVOJSON
 
 /// In-place writes into nested JSON values.
+///
+/// Values are copy-on-write: a write deep inside a large array or object must not copy it. Each
+/// level therefore moves its container out of `self` (`takeObject`/`takeArray` leave `null`
+/// behind), so the container is uniquely referenced while it is changed, and puts it back after.
 extension JSONValue {
+    /// Moves the members out, leaving `null`; nil (and `self` untouched) if this is not an object.
+    mutating func takeObject() -> [String: JSONValue]? {
+        guard case .object = self else { return nil }
+        var taken = JSONValue.null
+        swap(&taken, &self)
+        guard case let .object(members) = consume taken else { return nil }
+        return members
+    }
+
+    /// Moves the elements out, leaving `null`; nil (and `self` untouched) if this is not an array.
+    mutating func takeArray() -> [JSONValue]? {
+        guard case .array = self else { return nil }
+        var taken = JSONValue.null
+        swap(&taken, &self)
+        guard case let .array(elements) = consume taken else { return nil }
+        return elements
+    }
+
     /// Calls `body` with the value at `path` (object keys, or indexes into arrays), mutated in place.
     /// The path must exist: the engine resolves and checks it first (`WriteTarget`).
     mutating func modify<Result>(at path: ArraySlice<String>,
                                  _ body: (inout JSONValue) throws(KVOError) -> Result) throws(KVOError) -> Result {
         guard let key = path.first else { return try body(&self) }
-        switch self {
-        case .object(var members):
-            guard var child = members[key] else { throw KVOError(.notFound, "'\(key)' does not exist") }
-            // Release every other reference so the nested storage is uniquely referenced and
-            // mutates in place instead of being copied.
-            self = .null
-            members[key] = .null
-            defer {
-                members[key] = child
-                self = .object(members)
-            }
+        if var members = takeObject() {
+            defer { self = .object(members) }
+            guard var child = members.removeValue(forKey: key) else { throw KVOError(.notFound, "'\(key)' does not exist") }
+            defer { members[key] = child }
             return try child.modify(at: path.dropFirst(), body)
-        case .array(var elements):
+        }
+        if var elements = takeArray() {
+            defer { self = .array(elements) }
             guard let position = key.arrayIndex, position < elements.count else {
                 throw KVOError(.outOfRange, "index \(key) is out of range")
             }
             var child = elements[position]
-            self = .null
             elements[position] = .null
-            defer {
-                elements[position] = child
-                self = .array(elements)
-            }
+            defer { elements[position] = child }
             return try child.modify(at: path.dropFirst(), body)
-        default:
-            throw KVOError(.typeMismatch, "cannot write inside \(article) \(typeName)")
         }
+        throw KVOError(.typeMismatch, "cannot write inside \(article) \(typeName)")
     }
 }

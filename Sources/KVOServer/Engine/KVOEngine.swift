@@ -16,6 +16,9 @@ public final class KVOEngine {
     /// Every object's value; each is a JSON object.
     private var objects: [String: JSONValue] = [:]
     private let registry = ObservationRegistry()
+    /// How many notifications were computed from an incrementally kept aggregate rather than a
+    /// full re-read (for tests and diagnostics).
+    private(set) var incrementalAggregateUpdates = 0
 
     public init() {}
 
@@ -44,7 +47,7 @@ public final class KVOEngine {
     public func delete(_ object: String, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         guard objects[object] != nil else { throw notFound(object) }
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
-        let before = candidates.map(read)
+        let before = candidates.map(currentReading)
         objects[object] = nil
         revision += 1
         var ended: [WatchedPath] = []
@@ -87,10 +90,9 @@ public final class KVOEngine {
         let location = target.location
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
             try objects[location.object]!.modify(at: location.path.dropLast()) { (container: inout JSONValue) throws(KVOError) in
-                guard case .object(var members) = container else {
+                guard var members = container.takeObject() else {
                     throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")
                 }
-                container = .null
                 members[location.path.last!] = newValue
                 container = .object(members)
             }
@@ -116,8 +118,7 @@ public final class KVOEngine {
         }
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> CollectionChange? in
             try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
-                guard case .array(var elements) = value else { throw KVOError(.typeMismatch, "not an array") }
-                value = .null
+                guard var elements = value.takeArray() else { throw KVOError(.typeMismatch, "not an array") }
                 defer { value = .array(elements) }
                 return try mutation.apply(to: &elements)
             }
@@ -141,6 +142,10 @@ public final class KVOEngine {
                                              options: options) {
             reading = read(object, keyPath)
             return reading!.dependencies
+        }
+        if let reading {
+            // A new watched path: keep aggregates incrementally where the shape allows.
+            observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
         }
         if options.contains(.initial) {
             let value = (reading ?? read(object, keyPath)).value
@@ -181,7 +186,7 @@ public final class KVOEngine {
     private func commit(at location: StoredLocation, notifications: inout [ChangeNotification],
                         _ write: () throws(KVOError) -> CollectionChange?) throws(KVOError) -> UInt64 {
         let candidates = registry.watchers(affectedBy: location)
-        let before = candidates.map(read)
+        let before = candidates.map(currentReading)
         let change = try write()
         revision += 1
         guard !candidates.isEmpty else { return revision }
@@ -199,7 +204,18 @@ public final class KVOEngine {
     /// notifications if its value or binding changed.
     private func reread(_ path: WatchedPath, before old: Evaluation, change: CollectionChange?, at location: StoredLocation?,
                         priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
-        let new = read(path)
+        let new: Evaluation
+        // Move the cache out while updating it, so its arrays stay uniquely referenced (no copy).
+        var cache = path.aggregate
+        path.aggregate = nil
+        if let location, cache?.update(after: change, at: location, objects: objects) == true, let cache {
+            new = cache.evaluation
+            path.aggregate = cache
+            incrementalAggregateUpdates += 1
+        } else {
+            new = read(path)
+            path.aggregate = makeAggregateCache(for: path, reading: new)
+        }
         if new.dependencies != path.dependencies { registry.rebind(path, to: new.dependencies) }
         let rebound = new.binding != old.binding
         guard rebound || new.value != old.value else { return }
@@ -228,6 +244,16 @@ public final class KVOEngine {
         priors.append(ChangeNotification(
             object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: kind,
             isPrior: true, old: old, new: .null, indexes: indexes, recipients: recipients))
+    }
+
+    /// What `path` reads now: its cached aggregate when it keeps one, else a fresh reading.
+    private func currentReading(_ path: WatchedPath) -> Evaluation {
+        path.aggregate?.evaluation ?? read(path)
+    }
+
+    private func makeAggregateCache(for path: WatchedPath, reading: Evaluation) -> AggregateCache? {
+        guard let op = path.keyPath.collectionOperator, AggregateCache.supports(op) else { return nil }
+        return AggregateCache(keyPath: path.keyPath, object: path.object, evaluation: reading, objects: objects)
     }
 
     private func read(_ path: WatchedPath) -> Evaluation {

@@ -57,6 +57,15 @@ struct KeyPathEvaluator {
                           location: location, binding: evaluator.binding)
     }
 
+    /// Reads `components` from one array element stored at `location`; also tells whether the
+    /// reading left the element's own object (it followed a reference).
+    static func evaluateElement(_ element: JSONValue, at location: StoredLocation, _ components: ArraySlice<String>,
+                                keyPath: KeyPath, in objects: [String: JSONValue]) -> (value: JSONValue, isLocal: Bool) {
+        var evaluator = KeyPathEvaluator(objects: objects, keyPath: keyPath, strict: false)
+        let value = (try? evaluator.walk(element, at: location, components, onSpine: false).0) ?? .null
+        return (value, evaluator.dependencies.allSatisfy { $0.object == location.object })
+    }
+
     private mutating func record(_ location: StoredLocation?) {
         if let location { dependencies.append(location) }
     }
@@ -83,7 +92,7 @@ struct KeyPathEvaluator {
                 location = targetLocation
             }
             let key = components[index]
-            if let op = CollectionOperator(rawValue: key) {
+            if index == keyPath.operatorIndex, let op = keyPath.collectionOperator {
                 return try aggregate(value, at: location, op, rest: components[(index + 1)...], onSpine: onSpine,
                                      depth: index)
             }
@@ -104,12 +113,14 @@ struct KeyPathEvaluator {
                     location = location?.appending(key)
                     index += 1
                 } else {
-                    // KVC on arrays: read the rest of the path from every element.
+                    // KVC on arrays: read the rest of the path from every element. The array's
+                    // location (recorded above) covers every write inside its elements, so the
+                    // elements are read as values without locations of their own (only references
+                    // they hold add dependencies).
                     var results: [JSONValue] = []
                     results.reserveCapacity(elements.count)
-                    for (position, element) in elements.enumerated() {
-                        let elementLocation = location?.appending(String(position))
-                        results.append(try walk(element, at: elementLocation, components[index...], onSpine: false).0)
+                    for element in elements {
+                        results.append(try walk(element, at: nil, components[index...], onSpine: false).0)
                     }
                     return (.array(results), nil)
                 }
@@ -142,16 +153,15 @@ struct KeyPathEvaluator {
         if op == .count { return (.int(Int64(elements.count)), nil) }
         var values: [JSONValue] = []
         values.reserveCapacity(elements.count)
-        for (position, element) in elements.enumerated() {
-            let elementLocation = location?.appending(String(position))
+        // As for a fan-out, the array's location covers writes inside its elements.
+        for element in elements {
             if op.flattensArrays {
                 guard case let .array(inner) = element else { continue }
-                for (innerPosition, innerElement) in inner.enumerated() {
-                    values.append(try walk(innerElement, at: elementLocation?.appending(String(innerPosition)), rest,
-                                           onSpine: false).0)
+                for innerElement in inner {
+                    values.append(try walk(innerElement, at: nil, rest, onSpine: false).0)
                 }
             } else {
-                values.append(try walk(element, at: elementLocation, rest, onSpine: false).0)
+                values.append(try walk(element, at: nil, rest, onSpine: false).0)
             }
         }
         return (op.aggregate(values), nil)

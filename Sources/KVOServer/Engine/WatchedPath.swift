@@ -20,6 +20,9 @@ final class WatchedPath {
     var dependencies: [StoredLocation] = []
     /// The trie nodes it is registered at, matching `dependencies`.
     var nodes: [KeyPathNode] = []
+    /// For `@count`/`@sum`/`@avg` over an array of inline elements: the running aggregate, so
+    /// that writes to the array do not re-read it (nil otherwise).
+    var aggregate: AggregateCache?
 
     init(object: String, keyPath: KeyPath, serial: Int) {
         self.object = object

@@ -39,7 +39,9 @@ struct LineFramer {
             guard let found = memchr(base + position, 0x0A, remaining) else {
                 // No newline in the rest of the chunk: keep it for later, or skip it.
                 if discarding { return }
-                if partial.count + remaining > maximumLineLength {
+                // A trailing \r may be the first half of a \r\n split across reads: it does not count.
+                let allowed = maximumLineLength + (base[chunk.count - 1] == 0x0D ? 1 : 0)
+                if partial.count + remaining > allowed {
                     releasePartial()
                     discarding = true
                     _ = body(.tooLarge)
@@ -62,7 +64,8 @@ struct LineFramer {
                 }
                 if !body(.line(trimmingCarriageReturn(segment))) { return }
             } else {
-                if partial.count + segment.count > maximumLineLength + (segment.last == 0x0D ? 1 : 0) {
+                let endsInCarriageReturn = (segment.last ?? partial.last) == 0x0D
+                if partial.count + segment.count > maximumLineLength + (endsInCarriageReturn ? 1 : 0) {
                     releasePartial()
                     if !body(.tooLarge) { return }
                     continue

@@ -1,0 +1,99 @@
+import KVOJSON
+import Testing
+
+@testable import KVOServer
+
+/// Incrementally kept aggregates must always equal a full re-read, and notify exactly when that
+/// value changes. A seeded random walk of writes checks both.
+@Suite struct AggregateCacheTests {
+    /// A small deterministic generator (SplitMix64), so a failure replays.
+    struct SeededGenerator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    private static let watchedPaths = [
+        "items.@count", "items.@sum.price", "items.@avg.price", "items.@sum.qty", "items.@avg.qty",
+        "items.@max.price", "items.price",
+    ]
+
+    @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
+    func randomWritesKeepEveryAggregateEqualToAFullReading(seed: UInt64) throws {
+        var random = SeededGenerator(state: seed)
+        let engine = KVOEngine()
+        var notifications: [ChangeNotification] = []
+        _ = try engine.create("cart", values: ["items": [["price": 1, "qty": 1.5]]], notifications: &notifications)
+        _ = try engine.create("other", values: ["price": 7], notifications: &notifications)
+        var seen: [String: JSONValue] = [:]
+        for keyPath in Self.watchedPaths {
+            notifications.removeAll()
+            _ = try engine.observe("cart", keyPath: KeyPath(keyPath), options: [.new, .initial], connection: ConnectionID(1),
+                                   notifications: &notifications)
+            seen[keyPath] = notifications.first?.new
+        }
+        let cachedCount = Self.watchedPaths.filter { $0.contains("@count") || $0.contains("@sum") || $0.contains("@avg") }.count
+        #expect(cachedCount == 5)
+
+        func randomElement() -> JSONValue {
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0: return ["price": .int(Int64.random(in: -5...20, using: &random)), "qty": .double(Double(Int.random(in: 0...8, using: &random)) / 4)]
+            case 1: return ["price": .double(Double(Int.random(in: 0...40, using: &random)) / 8)]
+            case 2: return ["price": "n/a", "qty": 2]
+            case 3: return .reference(to: "other")  // leaves the array's object: full re-reads from here on
+            case 4: return ["qty": .int(Int64.random(in: 0...3, using: &random))]
+            default: return .int(Int64.random(in: 0...3, using: &random))
+            }
+        }
+
+        for step in 0..<400 {
+            notifications.removeAll()
+            let count = try engine.get("cart", keyPath: KeyPath("items.@count")).intValue!
+            let index = count > 0 ? Int.random(in: 0..<Int(count), using: &random) : 0
+            let roll = Int.random(in: 0..<10, using: &random)
+            do {
+                switch roll {
+                case 0, 1:
+                    _ = try engine.mutateArray("cart", keyPath: KeyPath("items"),
+                                               .insert(indexes: [Int.random(in: 0...Int(count), using: &random)], values: [randomElement()]),
+                                               notifications: &notifications)
+                case 2 where count > 0:
+                    _ = try engine.mutateArray("cart", keyPath: KeyPath("items"), .remove(indexes: [index]), notifications: &notifications)
+                case 3 where count > 0:
+                    _ = try engine.mutateArray("cart", keyPath: KeyPath("items"), .replace(indexes: [index], values: [randomElement()]),
+                                               notifications: &notifications)
+                case 4 where count > 0, 5 where count > 0:
+                    _ = try engine.set("cart", keyPath: KeyPath("items.\(index).price"),
+                                       value: .int(Int64.random(in: 0...9, using: &random)), notifications: &notifications)
+                case 6 where count > 0:
+                    _ = try engine.set("cart", keyPath: KeyPath("items.\(index).qty"),
+                                       value: .double(Double(Int.random(in: 0...9, using: &random)) / 2), notifications: &notifications)
+                case 7:
+                    _ = try engine.set("other", keyPath: KeyPath("price"), value: .int(Int64.random(in: 0...9, using: &random)),
+                                       notifications: &notifications)
+                case 8 where step % 50 == 0:
+                    _ = try engine.set("cart", keyPath: KeyPath("items"), value: [randomElement()], notifications: &notifications)
+                default:
+                    _ = try engine.set("cart", keyPath: KeyPath("label"), value: .int(Int64(step)), notifications: &notifications)
+                }
+            } catch {
+                // Writes into elements that are not objects are refused; that is fine here.
+                #expect(notifications.isEmpty)
+            }
+            for notification in notifications where !notification.isPrior {
+                #expect(notification.new != seen[notification.keyPath], "step \(step): a notification that changed nothing")
+                seen[notification.keyPath] = notification.new
+            }
+            for keyPath in Self.watchedPaths {
+                let full = try engine.get("cart", keyPath: KeyPath(keyPath))
+                #expect(seen[keyPath] == full, "seed \(seed) step \(step): \(keyPath) notified \(seen[keyPath]!) but reads \(full)")
+            }
+        }
+        #expect(engine.incrementalAggregateUpdates > 100, "the incremental path was exercised")
+    }
+}
