@@ -6,18 +6,6 @@ import Testing
 /// Incrementally kept aggregates must always equal a full re-read, and notify exactly when that
 /// value changes. A seeded random walk of writes checks both.
 @Suite struct AggregateCacheTests {
-    /// A small deterministic generator (SplitMix64), so a failure replays.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     private static let watchedPaths = [
         "items.@count", "items.@sum.price", "items.@avg.price", "items.@sum.qty", "items.@avg.qty",
         "items.@max.price", "items.price",
@@ -25,7 +13,7 @@ import Testing
 
     @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
     func randomWritesKeepEveryAggregateEqualToAFullReading(seed: UInt64) throws {
-        var random = SeededGenerator(state: seed)
+        var random = SplitMix64(state: seed)
         let engine = KVOEngine()
         var notifications: [ChangeNotification] = []
         _ = try engine.create("cart", values: ["items": [["price": 1, "qty": 1.5]]], notifications: &notifications)

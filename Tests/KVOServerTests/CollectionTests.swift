@@ -7,47 +7,15 @@ import Testing
 /// operators, at the engine level.
 @Suite struct CollectionTests {
     let engine = KVOEngine()
-    let me = ConnectionID(1)
-
-    private func path(_ text: String) -> KeyPath { try! KeyPath(text) }
-
-    private func create(_ object: String, _ values: [String: JSONValue]) throws {
-        var ignored: [ChangeNotification] = []
-        _ = try engine.create(object, values: values, notifications: &ignored)
-    }
-
-    @discardableResult
-    private func mutate(_ object: String, _ keyPath: String, _ mutation: CollectionMutation) throws -> [ChangeNotification] {
-        var notifications: [ChangeNotification] = []
-        _ = try engine.mutateArray(object, keyPath: path(keyPath), mutation, notifications: &notifications)
-        return notifications
-    }
-
-    @discardableResult
-    private func set(_ object: String, _ keyPath: String, _ value: JSONValue) throws -> [ChangeNotification] {
-        var notifications: [ChangeNotification] = []
-        _ = try engine.set(object, keyPath: path(keyPath), value: value, notifications: &notifications)
-        return notifications
-    }
-
-    @discardableResult
-    private func observe(_ object: String, _ keyPath: String, _ options: ObservationOptions = [.new, .old]) throws -> SubscriptionID {
-        var ignored: [ChangeNotification] = []
-        return try engine.observe(object, keyPath: path(keyPath), options: options, connection: me, notifications: &ignored)
-    }
-
-    private func value(_ object: String, _ keyPath: String) throws -> JSONValue {
-        try engine.get(object, keyPath: path(keyPath))
-    }
 
     // MARK: - Mutations
 
     @Test func insertRemoveReplaceChangeTheArrayAndReportKinds() throws {
-        try create("list", ["items": ["a", "b", "c"]])
-        _ = try observe("list", "items", [.new, .old, .prior])
+        try engine.create("list", ["items": ["a", "b", "c"]])
+        _ = try engine.observe("list", "items", [.new, .old, .prior])
 
-        var notifications = try mutate("list", "items", .insert(indexes: [1, 3], values: ["x", "y"]))
-        #expect(try value("list", "items") == ["a", "x", "b", "y", "c"])
+        var notifications = try engine.mutate("list", "items", .insert(indexes: [1, 3], values: ["x", "y"]))
+        #expect(try engine.value("list", "items") == ["a", "x", "b", "y", "c"])
         #expect(notifications.count == 2)
         #expect(notifications[0].isPrior && notifications[0].kind == .insertion && notifications[0].indexes == [1, 3])
         let insertion = notifications[1]
@@ -55,44 +23,44 @@ import Testing
         #expect(insertion.indexes == [1, 3])
         #expect(insertion.new == ["x", "y"])
 
-        notifications = try mutate("list", "items", .remove(indexes: [4, 0]))
-        #expect(try value("list", "items") == ["x", "b", "y"])
+        notifications = try engine.mutate("list", "items", .remove(indexes: [4, 0]))
+        #expect(try engine.value("list", "items") == ["x", "b", "y"])
         #expect(notifications[1].kind == .removal)
         #expect(notifications[1].indexes == [0, 4])
         #expect(notifications[1].old == ["a", "c"])
         #expect(notifications[0].old == ["a", "c"], "the prior notification carries the elements about to go")
 
-        notifications = try mutate("list", "items", .replace(indexes: [2, 0], values: ["Y", "X"]))
-        #expect(try value("list", "items") == ["X", "b", "Y"])
+        notifications = try engine.mutate("list", "items", .replace(indexes: [2, 0], values: ["Y", "X"]))
+        #expect(try engine.value("list", "items") == ["X", "b", "Y"])
         #expect(notifications[1].kind == .replacement)
         #expect(notifications[1].indexes == [0, 2])
         #expect(notifications[1].old == ["x", "y"])
         #expect(notifications[1].new == ["X", "Y"])
 
-        notifications = try mutate("list", "items", .insert(indexes: nil, values: ["z"]))
-        #expect(try value("list", "items") == ["X", "b", "Y", "z"])
+        notifications = try engine.mutate("list", "items", .insert(indexes: nil, values: ["z"]))
+        #expect(try engine.value("list", "items") == ["X", "b", "Y", "z"])
         #expect(notifications[1].indexes == [3], "no index appends")
 
         // Setting the whole array stays a kind 1 setting.
-        notifications = try set("list", "items", ["only"])
+        notifications = try engine.set("list", "items", ["only"])
         #expect(notifications[1].kind == .setting)
         #expect(notifications[1].indexes == nil)
         #expect(notifications[1].old == ["X", "b", "Y", "z"])
     }
 
     @Test func settingOneElementByIndexIsAReplacement() throws {
-        try create("list", ["items": [1, 2, 3]])
-        _ = try observe("list", "items")
-        let notifications = try set("list", "items.1", 20)
-        #expect(try value("list", "items") == [1, 20, 3])
+        try engine.create("list", ["items": [1, 2, 3]])
+        _ = try engine.observe("list", "items")
+        let notifications = try engine.set("list", "items.1", 20)
+        #expect(try engine.value("list", "items") == [1, 20, 3])
         #expect(notifications.first?.kind == .replacement)
         #expect(notifications.first?.indexes == [1])
         #expect(notifications.first?.old == [2] && notifications.first?.new == [20])
     }
 
     @Test func refusedMutationsChangeNothing() throws {
-        try create("list", ["items": [1, 2], "name": "n"])
-        _ = try observe("list", "items")
+        try engine.create("list", ["items": [1, 2], "name": "n"])
+        _ = try engine.observe("list", "items")
         let cases: [(CollectionMutation, String, KVOError.Code)] = [
             (.insert(indexes: [3], values: [9]), "items", .outOfRange),
             (.insert(indexes: [0, 0], values: [8, 9]), "items", .badRequest),
@@ -106,37 +74,37 @@ import Testing
             (.insert(indexes: nil, values: [1]), "items.@count", .badRequest),
         ]
         for (mutation, keyPath, code) in cases {
-            #expect("\(mutation) at \(keyPath)", performing: { try mutate("list", keyPath, mutation) },
+            #expect("\(mutation) at \(keyPath)", performing: { try engine.mutate("list", keyPath, mutation) },
                     throws: { ($0 as? KVOError)?.code == code })
         }
-        #expect(try value("list", "items") == [1, 2])
+        #expect(try engine.value("list", "items") == [1, 2])
         #expect(engine.revision == 1)
     }
 
     @Test func writesIntoArraysNeedAnIndex() throws {
-        try create("order", ["items": [["price": 1], ["price": 2]]])
-        #expect(performing: { try set("order", "items.price", 5) }, throws: { ($0 as? KVOError)?.code == .typeMismatch })
-        #expect(performing: { try set("order", "items.7.price", 5) }, throws: { ($0 as? KVOError)?.code == .outOfRange })
-        try set("order", "items.1.price", 5)
-        #expect(try value("order", "items.1.price") == 5)
-        #expect(try value("order", "items.9") == .null, "reading past the end is null")
+        try engine.create("order", ["items": [["price": 1], ["price": 2]]])
+        #expect(performing: { try engine.set("order", "items.price", 5) }, throws: { ($0 as? KVOError)?.code == .typeMismatch })
+        #expect(performing: { try engine.set("order", "items.7.price", 5) }, throws: { ($0 as? KVOError)?.code == .outOfRange })
+        try engine.set("order", "items.1.price", 5)
+        #expect(try engine.value("order", "items.1.price") == 5)
+        #expect(try engine.value("order", "items.9") == .null, "reading past the end is null")
     }
 
     @Test func mutationsThroughAReferenceReachDirectObserversWithKinds() throws {
-        try create("cart1", ["items": ["apple"]])
-        try create("user", ["cart": .reference(to: "cart1")])
-        _ = try observe("user", "cart.items")
-        let notifications = try mutate("user", "cart.items", .insert(indexes: [0], values: ["pear"]))
-        #expect(try value("cart1", "items") == ["pear", "apple"])
+        try engine.create("cart1", ["items": ["apple"]])
+        try engine.create("user", ["cart": .reference(to: "cart1")])
+        _ = try engine.observe("user", "cart.items")
+        let notifications = try engine.mutate("user", "cart.items", .insert(indexes: [0], values: ["pear"]))
+        #expect(try engine.value("cart1", "items") == ["pear", "apple"])
         #expect(notifications.first?.object == "user")
         #expect(notifications.first?.kind == .insertion)
         #expect(notifications.first?.indexes == [0])
     }
 
     @Test func ancestorObserversOfAMutatedArraySeeASetting() throws {
-        try create("o", ["cart": ["items": [1]]])
-        _ = try observe("o", "cart")
-        let notifications = try mutate("o", "cart.items", .insert(indexes: nil, values: [2]))
+        try engine.create("o", ["cart": ["items": [1]]])
+        _ = try engine.observe("o", "cart")
+        let notifications = try engine.mutate("o", "cart.items", .insert(indexes: nil, values: [2]))
         #expect(notifications.first?.kind == .setting)
         #expect(notifications.first?.old == ["items": [1]])
         #expect(notifications.first?.new == ["items": [1, 2]])
@@ -145,106 +113,106 @@ import Testing
     // MARK: - Key paths through arrays
 
     @Test func keyPathsMapOverArraysOfInlineObjectsAndReferences() throws {
-        try create("p1", ["price": 10])
-        try create("p2", ["price": 20])
-        try create("order", ["items": [.reference(to: "p1"), ["price": 5], .reference(to: "p2"), "junk"]])
-        #expect(try value("order", "items.price") == [10, 5, 20, nil])
-        _ = try observe("order", "items.price")
+        try engine.create("p1", ["price": 10])
+        try engine.create("p2", ["price": 20])
+        try engine.create("order", ["items": [.reference(to: "p1"), ["price": 5], .reference(to: "p2"), "junk"]])
+        #expect(try engine.value("order", "items.price") == [10, 5, 20, nil])
+        _ = try engine.observe("order", "items.price")
 
-        var notifications = try set("p2", "price", 25)
+        var notifications = try engine.set("p2", "price", 25)
         #expect(notifications.count == 1)
         #expect(notifications[0].kind == .setting)
         #expect(notifications[0].old == [10, 5, 20, nil])
         #expect(notifications[0].new == [10, 5, 25, nil])
 
-        notifications = try set("order", "items.1.price", 6)
+        notifications = try engine.set("order", "items.1.price", 6)
         #expect(notifications.first?.new == [10, 6, 25, nil])
 
-        notifications = try mutate("order", "items", .remove(indexes: [3]))
+        notifications = try engine.mutate("order", "items", .remove(indexes: [3]))
         #expect(notifications.first?.kind == .setting, "observers of items.price see the mapped array, kind 1")
         #expect(notifications.first?.new == [10, 6, 25])
 
         // After removing p1 from the array, p1's changes no longer notify.
-        try mutate("order", "items", .remove(indexes: [0]))
-        #expect(try set("p1", "price", 99).isEmpty)
+        try engine.mutate("order", "items", .remove(indexes: [0]))
+        #expect(try engine.set("p1", "price", 99).isEmpty)
     }
 
     // MARK: - Operators
 
     @Test func operatorsOnEmptyArrays() throws {
-        try create("o", ["items": []])
+        try engine.create("o", ["items": []])
         let expectations: [(String, JSONValue)] = [
             ("items.@count", 0), ("items.@sum.price", 0), ("items.@avg.price", nil), ("items.@min.price", nil),
             ("items.@max.price", nil), ("items.@unionOfObjects.price", []), ("items.@distinctUnionOfObjects.price", []),
             ("items.@unionOfArrays.price", []), ("items.@distinctUnionOfArrays.price", []),
         ]
         for (keyPath, expected) in expectations {
-            #expect(try value("o", keyPath) == expected, "\(keyPath)")
+            #expect(try engine.value("o", keyPath) == expected, "\(keyPath)")
         }
-        #expect(try value("o", "missing.@count") == .null)
+        #expect(try engine.value("o", "missing.@count") == .null)
         #expect(throws: KVOError.self) { _ = try KeyPath("items.@count.x") }
     }
 
     @Test func operatorsOnMixedValues() throws {
-        try create("o", ["items": [
+        try engine.create("o", ["items": [
             ["price": 3, "city": "Oslo"], ["price": 1.5, "city": "Bergen"], ["price": "n/a", "city": "Oslo"],
             ["city": nil], ["price": 4, "city": "Bergen"],
         ]])
-        #expect(try value("o", "items.@count") == 5)
-        #expect(try value("o", "items.@sum.price") == 8.5)
-        #expect(try value("o", "items.@avg.price") == .double(8.5 / 3), "strings and missing values are not numbers")
-        #expect(try value("o", "items.@min.price") == 1.5)
-        #expect(try value("o", "items.@max.price") == 4)
-        #expect(try value("o", "items.@min.city") == "Bergen", "strings compare when there are no numbers")
-        #expect(try value("o", "items.@unionOfObjects.city") == ["Oslo", "Bergen", "Oslo", "Bergen"])
-        #expect(try value("o", "items.@distinctUnionOfObjects.city") == ["Oslo", "Bergen"])
-        #expect(try value("o", "items.@sum.city") == 0)
+        #expect(try engine.value("o", "items.@count") == 5)
+        #expect(try engine.value("o", "items.@sum.price") == 8.5)
+        #expect(try engine.value("o", "items.@avg.price") == .double(8.5 / 3), "strings and missing values are not numbers")
+        #expect(try engine.value("o", "items.@min.price") == 1.5)
+        #expect(try engine.value("o", "items.@max.price") == 4)
+        #expect(try engine.value("o", "items.@min.city") == "Bergen", "strings compare when there are no numbers")
+        #expect(try engine.value("o", "items.@unionOfObjects.city") == ["Oslo", "Bergen", "Oslo", "Bergen"])
+        #expect(try engine.value("o", "items.@distinctUnionOfObjects.city") == ["Oslo", "Bergen"])
+        #expect(try engine.value("o", "items.@sum.city") == 0)
     }
 
     @Test func integerSumsStayIntegersAndNumbersCompareByValue() throws {
-        try create("o", ["n": [1, 2, 3], "mixed": [1, 1.0, 2]])
-        #expect(try value("o", "n.@sum") == .int(6))
-        #expect(try value("o", "n.@avg") == 2)
-        #expect(try value("o", "mixed.@distinctUnionOfObjects") == [1, 2])
+        try engine.create("o", ["n": [1, 2, 3], "mixed": [1, 1.0, 2]])
+        #expect(try engine.value("o", "n.@sum") == .int(6))
+        #expect(try engine.value("o", "n.@avg") == 2)
+        #expect(try engine.value("o", "mixed.@distinctUnionOfObjects") == [1, 2])
     }
 
     @Test func unionOfArraysFlattens() throws {
-        try create("o", ["groups": [[["id": 1], ["id": 2]], [["id": 2], ["id": 3]], "not an array"]])
-        #expect(try value("o", "groups.@unionOfArrays.id") == [1, 2, 2, 3])
-        #expect(try value("o", "groups.@distinctUnionOfArrays.id") == [1, 2, 3])
+        try engine.create("o", ["groups": [[["id": 1], ["id": 2]], [["id": 2], ["id": 3]], "not an array"]])
+        #expect(try engine.value("o", "groups.@unionOfArrays.id") == [1, 2, 2, 3])
+        #expect(try engine.value("o", "groups.@distinctUnionOfArrays.id") == [1, 2, 3])
     }
 
     @Test func operatorsFollowReferencesInElements() throws {
-        try create("a", ["city": "Oslo"])
-        try create("b", ["city": "Paris"])
-        try create("orders", ["list": [.reference(to: "a"), .reference(to: "b"), .reference(to: "a")]])
-        #expect(try value("orders", "list.@distinctUnionOfObjects.city") == ["Oslo", "Paris"])
-        _ = try observe("orders", "list.@distinctUnionOfObjects.city")
-        let notifications = try set("b", "city", "Oslo")
+        try engine.create("a", ["city": "Oslo"])
+        try engine.create("b", ["city": "Paris"])
+        try engine.create("orders", ["list": [.reference(to: "a"), .reference(to: "b"), .reference(to: "a")]])
+        #expect(try engine.value("orders", "list.@distinctUnionOfObjects.city") == ["Oslo", "Paris"])
+        _ = try engine.observe("orders", "list.@distinctUnionOfObjects.city")
+        let notifications = try engine.set("b", "city", "Oslo")
         #expect(notifications.first?.new == ["Oslo"])
     }
 
     @Test func aggregateObserversHearOnlyWhenTheAggregateChanges() throws {
-        try create("cart", ["items": [["price": 2], ["price": 3]]])
-        let count = try observe("cart", "items.@count")
-        let sum = try observe("cart", "items.@sum.price")
+        try engine.create("cart", ["items": [["price": 2], ["price": 3]]])
+        let count = try engine.observe("cart", "items.@count")
+        let sum = try engine.observe("cart", "items.@sum.price")
 
-        var notifications = try set("cart", "items.0.price", 4)
+        var notifications = try engine.set("cart", "items.0.price", 4)
         #expect(notifications.flatMap(\.recipients).map(\.subscription) == [sum])
         #expect(notifications.first?.old == 5 && notifications.first?.new == 7)
 
-        notifications = try mutate("cart", "items", .insert(indexes: nil, values: [["price": 0]]))
+        notifications = try engine.mutate("cart", "items", .insert(indexes: nil, values: [["price": 0]]))
         #expect(notifications.flatMap(\.recipients).map(\.subscription) == [count], "the sum did not change")
         #expect(notifications.first?.kind == .setting)
         #expect(notifications.first?.old == 2 && notifications.first?.new == 3)
 
-        notifications = try set("cart", "items.2.name", "free")
+        notifications = try engine.set("cart", "items.2.name", "free")
         #expect(notifications.isEmpty)
     }
 
     @Test func operatorPathsAreReadOnly() throws {
-        try create("o", ["items": [1]])
-        #expect(performing: { try set("o", "items.@count", 5) }, throws: { ($0 as? KVOError)?.code == .badRequest })
+        try engine.create("o", ["items": [1]])
+        #expect(performing: { try engine.set("o", "items.@count", 5) }, throws: { ($0 as? KVOError)?.code == .badRequest })
         #expect(throws: KVOError.self) { _ = try KeyPath("items.@bogus") }
         #expect(throws: KVOError.self) { _ = try KeyPath("@count") }
         #expect(throws: KVOError.self) { _ = try KeyPath("a.@sum.b.@sum.c") }

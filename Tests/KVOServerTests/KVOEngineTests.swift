@@ -249,11 +249,3 @@ import Testing
         #expect(engine.objectIDs() == ["a", "b", "c"])
     }
 }
-
-extension KVOEngine {
-    /// `create` for tests that do not look at its notifications.
-    func create(_ object: String, values: [String: JSONValue]) throws(KVOError) -> UInt64 {
-        var ignored: [ChangeNotification] = []
-        return try create(object, values: values, notifications: &ignored)
-    }
-}

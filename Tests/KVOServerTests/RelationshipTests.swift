@@ -6,58 +6,27 @@ import Testing
 /// References (`{"$ref": id}`), re-binding and `pathChanged`, at the engine level.
 @Suite struct RelationshipTests {
     let engine = KVOEngine()
-    let me = ConnectionID(1)
-
-    private func path(_ text: String) -> KeyPath { try! KeyPath(text) }
-
-    @discardableResult
-    private func create(_ object: String, _ values: [String: JSONValue]) throws -> [ChangeNotification] {
-        var notifications: [ChangeNotification] = []
-        _ = try engine.create(object, values: values, notifications: &notifications)
-        return notifications
-    }
-
-    @discardableResult
-    private func set(_ object: String, _ keyPath: String, _ value: JSONValue) throws -> [ChangeNotification] {
-        var notifications: [ChangeNotification] = []
-        _ = try engine.set(object, keyPath: path(keyPath), value: value, notifications: &notifications)
-        return notifications
-    }
-
-    @discardableResult
-    private func delete(_ object: String) throws -> [ChangeNotification] {
-        var notifications: [ChangeNotification] = []
-        _ = try engine.delete(object, notifications: &notifications)
-        return notifications
-    }
-
-    private func observe(_ object: String, _ keyPath: String,
-                         _ options: ObservationOptions = [.new, .old]) throws -> SubscriptionID {
-        var notifications: [ChangeNotification] = []
-        return try engine.observe(object, keyPath: path(keyPath), options: options, connection: me,
-                                  notifications: &notifications)
-    }
 
     /// person.address -> addr1 {city: Oslo}; addr2 {city: Paris}.
     private func seedPeople() throws {
-        try create("addr1", ["city": "Oslo"])
-        try create("addr2", ["city": "Paris"])
-        try create("person", ["name": "Ada", "address": .reference(to: "addr1")])
+        try engine.create("addr1", ["city": "Oslo"])
+        try engine.create("addr2", ["city": "Paris"])
+        try engine.create("person", ["name": "Ada", "address": .reference(to: "addr1")])
     }
 
     @Test func getAndSetFollowReferences() throws {
         try seedPeople()
-        #expect(try engine.get("person", keyPath: path("address.city")) == "Oslo")
-        #expect(try engine.get("person", keyPath: path("address")) == ["$ref": "addr1"], "the reference itself is a value")
-        try set("person", "address.city", "Bergen")
-        #expect(try engine.get("addr1", keyPath: path("city")) == "Bergen", "set through a reference writes the target")
+        #expect(try engine.value("person", "address.city") == "Oslo")
+        #expect(try engine.value("person", "address") == ["$ref": "addr1"], "the reference itself is a value")
+        try engine.set("person", "address.city", "Bergen")
+        #expect(try engine.value("addr1", "city") == "Bergen", "set through a reference writes the target")
         #expect(try engine.get("person", keyPath: nil) == ["name": "Ada", "address": ["$ref": "addr1"]])
     }
 
     @Test func aChangeInTheReferencedObjectNotifiesValueChanged() throws {
         try seedPeople()
-        let sub = try observe("person", "address.city")
-        let notifications = try set("addr1", "city", "Bergen")
+        let sub = try engine.observe("person", "address.city")
+        let notifications = try engine.set("addr1", "city", "Bergen")
         #expect(notifications.count == 1)
         let change = try #require(notifications.first)
         #expect(change.reason == .valueChanged)
@@ -69,69 +38,69 @@ import Testing
 
     @Test func repointingAReferenceRebindsWithPathChanged() throws {
         try seedPeople()
-        let sub = try observe("person", "address.city")
-        let notifications = try set("person", "address", .reference(to: "addr2"))
+        let sub = try engine.observe("person", "address.city")
+        let notifications = try engine.set("person", "address", .reference(to: "addr2"))
         let change = try #require(notifications.first)
         #expect(notifications.count == 1)
         #expect(change.reason == .pathChanged)
         #expect(change.old == "Oslo" && change.new == "Paris")
         #expect(change.recipients.map(\.subscription) == [sub])
         // The old target no longer notifies; the new one does.
-        #expect(try set("addr1", "city", "Trondheim").isEmpty)
-        let later = try set("addr2", "city", "Lyon")
+        #expect(try engine.set("addr1", "city", "Trondheim").isEmpty)
+        let later = try engine.set("addr2", "city", "Lyon")
         #expect(later.first?.reason == .valueChanged)
         #expect(later.first?.old == "Paris" && later.first?.new == "Lyon")
     }
 
     @Test func deletingAndRecreatingTheReferencedObject() throws {
         try seedPeople()
-        let sub = try observe("person", "address.city")
-        var notifications = try delete("addr1")
+        let sub = try engine.observe("person", "address.city")
+        var notifications = try engine.delete("addr1")
         #expect(notifications.count == 1)
         #expect(notifications[0].reason == .pathChanged, "deleting a referenced object does not end the observation")
         #expect(notifications[0].old == "Oslo" && notifications[0].new == .null)
         #expect(engine.observationCount == 1)
-        #expect(try engine.get("person", keyPath: path("address.city")) == .null)
+        #expect(try engine.value("person", "address.city") == .null)
 
-        notifications = try create("addr1", ["city": "Reykjavik"])
+        notifications = try engine.create("addr1", ["city": "Reykjavik"])
         #expect(notifications.count == 1)
         #expect(notifications[0].reason == .pathChanged)
         #expect(notifications[0].old == .null && notifications[0].new == "Reykjavik")
         #expect(notifications[0].recipients.map(\.subscription) == [sub])
         // Bound again: the re-created object's changes notify.
-        #expect(try set("addr1", "city", "Akureyri").first?.new == "Akureyri")
+        #expect(try engine.set("addr1", "city", "Akureyri").first?.new == "Akureyri")
     }
 
     @Test func deletingTheObservedRootEndsTheObservation() throws {
         try seedPeople()
-        _ = try observe("person", "address.city")
-        let notifications = try delete("person")
+        _ = try engine.observe("person", "address.city")
+        let notifications = try engine.delete("person")
         #expect(notifications.map(\.reason) == [.sourceDeleted])
         #expect(notifications[0].old == "Oslo")
         #expect(engine.observationCount == 0)
-        #expect(try set("addr1", "city", "Bergen").isEmpty, "nothing is left registered on the old target")
+        #expect(try engine.set("addr1", "city", "Bergen").isEmpty, "nothing is left registered on the old target")
     }
 
     @Test func writingThroughABrokenReferenceIsNotFound() throws {
-        try create("person", ["address": .reference(to: "nowhere")])
-        #expect(performing: { try set("person", "address.city", "x") },
+        try engine.create("person", ["address": .reference(to: "nowhere")])
+        #expect(performing: { try engine.set("person", "address.city", "x") },
                 throws: { ($0 as? KVOError)?.code == .notFound })
-        #expect(try engine.get("person", keyPath: path("address.city")) == .null)
+        #expect(try engine.value("person", "address.city") == .null)
         #expect(engine.revision == 1)
     }
 
     @Test func referenceCyclesDoNotLoop() throws {
-        try create("a", ["name": "A", "next": .reference(to: "b")])
-        try create("b", ["name": "B", "next": .reference(to: "a")])
-        #expect(try engine.get("a", keyPath: path("next.next.next.name")) == "B")
+        try engine.create("a", ["name": "A", "next": .reference(to: "b")])
+        try engine.create("b", ["name": "B", "next": .reference(to: "a")])
+        #expect(try engine.value("a", "next.next.next.name") == "B")
         let deep = Array(repeating: "next", count: 63).joined(separator: ".") + ".name"
-        #expect(try engine.get("a", keyPath: path(deep)) == "B")
-        _ = try observe("a", "next.next.name")
-        let notifications = try set("a", "name", "A2")
+        #expect(try engine.get("a", keyPath: try! KeyPath(deep)) == "B")
+        _ = try engine.observe("a", "next.next.name")
+        let notifications = try engine.set("a", "name", "A2")
         #expect(notifications.first?.new == "A2")
         // A stored object that looks like a reference is not followed from the root.
-        try create("c", ["$ref": "a"])
-        #expect(try engine.get("c", keyPath: path("name")) == .null)
+        try engine.create("c", ["$ref": "a"])
+        #expect(try engine.value("c", "name") == .null)
     }
 
     @Test func keyPathsHaveAMaximumDepth() {
@@ -140,32 +109,32 @@ import Testing
     }
 
     @Test func aRepointToAnEqualValueStillTellsOfTheNewBinding() throws {
-        try create("addr1", ["city": "Oslo"])
-        try create("addr2", ["city": "Oslo"])
-        try create("person", ["address": .reference(to: "addr1")])
-        _ = try observe("person", "address.city")
-        let notifications = try set("person", "address", .reference(to: "addr2"))
+        try engine.create("addr1", ["city": "Oslo"])
+        try engine.create("addr2", ["city": "Oslo"])
+        try engine.create("person", ["address": .reference(to: "addr1")])
+        _ = try engine.observe("person", "address.city")
+        let notifications = try engine.set("person", "address", .reference(to: "addr2"))
         #expect(notifications.first?.reason == .pathChanged)
         #expect(notifications.first?.old == "Oslo" && notifications.first?.new == "Oslo")
     }
 
     @Test func observersOfTheReferenceItselfSeeAPlainValueChange() throws {
         try seedPeople()
-        _ = try observe("person", "address")
-        let notifications = try set("person", "address", .reference(to: "addr2"))
+        _ = try engine.observe("person", "address")
+        let notifications = try engine.set("person", "address", .reference(to: "addr2"))
         #expect(notifications.first?.reason == .valueChanged)
         #expect(notifications.first?.new == ["$ref": "addr2"])
-        #expect(try set("addr2", "city", "Lyon").isEmpty, "observing the reference is not observing the target")
+        #expect(try engine.set("addr2", "city", "Lyon").isEmpty, "observing the reference is not observing the target")
     }
 
     @Test func manyObjectsReferToOneTarget() throws {
-        try create("hq", ["city": "Oslo"])
+        try engine.create("hq", ["city": "Oslo"])
         var subs: [SubscriptionID] = []
         for index in 0..<10 {
-            try create("emp\(index)", ["office": .reference(to: "hq")])
-            subs.append(try observe("emp\(index)", "office.city"))
+            try engine.create("emp\(index)", ["office": .reference(to: "hq")])
+            subs.append(try engine.observe("emp\(index)", "office.city"))
         }
-        let notifications = try set("hq", "city", "Bergen")
+        let notifications = try engine.set("hq", "city", "Bergen")
         #expect(Set(notifications.flatMap(\.recipients).map(\.subscription)) == Set(subs))
         #expect(notifications.allSatisfy { $0.reason == .valueChanged && $0.new == "Bergen" })
     }
