@@ -2,7 +2,7 @@ import KVOJSON
 
 /// What a to-many change did, in Cocoa's terms: the kind, the affected indexes (ascending) and the
 /// elements removed or replaced (`old`) and inserted or put in (`new`).
-struct CollectionChange: Equatable {
+public struct CollectionChange: Equatable, Sendable {
     let kind: ChangeKind
     let indexes: [Int]
     let old: [JSONValue]
