@@ -21,13 +21,20 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"]), .brew(["libuv"])]
         ),
+        // SQLite 3 from the system (Debian: libsqlite3-dev), for the persistent store. Module map and shim header only.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
-        // The server: Engine (pure), Protocol (JSON lines), Transport (libuv).
+        // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite).
         .target(
             name: "KVOServer",
             dependencies: [
                 "CLibUV",
+                "CSQLite",
                 "KVOJSON",
                 .product(name: "Logging", package: "swift-log"),
             ]
