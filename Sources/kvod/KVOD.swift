@@ -30,6 +30,21 @@ struct KVOD: ParsableCommand {
     @Option(help: "Most simultaneous client connections.")
     var maxConnections = 10_000
 
+    @Option(help: "Data directory (created if missing); the objects, revision and history live in kvod.sqlite3 inside.")
+    var data = "kvod-data"
+
+    @Flag(help: "Keep everything in memory: nothing is written to disk and all state is lost on exit.")
+    var inMemory = false
+
+    @Option(help: "When a write is acknowledged: full (fsync'd: survives power loss), normal (survives a kvod crash), off.")
+    var sync = "normal"
+
+    @Option(help: "Revisions of history kept for resuming observations (observe with sinceRev).")
+    var history = KVOEngine.defaultHistoryLimit
+
+    @Option(help: "Most bytes of history kept.")
+    var historyBytes = KVOEngine.defaultHistoryByteLimit
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard Logger.Level(rawValue: logLevel) != nil else {
@@ -38,6 +53,8 @@ struct KVOD: ParsableCommand {
         guard maxLine > 0 else { throw ValidationError("--max-line must be positive") }
         guard maxOutputBuffer > 0 else { throw ValidationError("--max-output-buffer must be positive") }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
+        guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
+        guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
     }
 
     func run() throws {
@@ -54,6 +71,11 @@ struct KVOD: ParsableCommand {
         settings.maximumOutputBufferBytes = maxOutputBuffer
         settings.maximumConnections = maxConnections
         settings.handlesSignals = true
+        settings.historyLimit = history
+        settings.historyByteLimit = historyBytes
+        if !inMemory {
+            settings.storage = StorageConfiguration(directory: data, sync: SyncMode(rawValue: sync)!)
+        }
         settings.logger = Logger(label: "kvod")
 
         let server: Server

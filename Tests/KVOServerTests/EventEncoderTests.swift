@@ -28,7 +28,7 @@ struct EventCase: Sendable, CustomTestStringConvertible {
     var notification: ChangeNotification {
         switch reason {
         case .initial: makeNotification(reason: reason, isPrior: isPrior, old: "ignored")
-        case .valueChanged, .pathChanged: makeNotification(reason: reason, isPrior: isPrior)
+        case .valueChanged, .pathChanged, .resync: makeNotification(reason: reason, isPrior: isPrior)
         case .sourceDeleted: makeNotification(reason: reason, isPrior: isPrior, new: .null)
         }
     }

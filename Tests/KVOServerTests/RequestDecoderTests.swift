@@ -102,9 +102,16 @@ struct RequestDecoderTests {
     @Test("observe")
     func observe() {
         #expect(request(#"{"op":"observe","object":"person","keyPath":"address.city"}"#)
-            == .observe(object: "person", keyPath: keyPath("address.city"), options: [.new]))
+            == .observe(object: "person", keyPath: keyPath("address.city"), options: [.new], sinceRev: nil))
         #expect(request(#"{"op":"observe","object":"person","keyPath":"name","options":["old","prior"]}"#)
-            == .observe(object: "person", keyPath: keyPath("name"), options: [.old, .prior]))
+            == .observe(object: "person", keyPath: keyPath("name"), options: [.old, .prior], sinceRev: nil))
+        #expect(request(#"{"op":"observe","object":"p","keyPath":"n","sinceRev":42}"#)
+            == .observe(object: "p", keyPath: keyPath("n"), options: [.new], sinceRev: 42))
+        #expect(request(#"{"op":"observe","object":"p","keyPath":"n","sinceRev":0}"#)
+            == .observe(object: "p", keyPath: keyPath("n"), options: [.new], sinceRev: 0))
+        for bad in [#""7""#, "-1", "1.5", "[1]"] {
+            #expect(failure(#"{"op":"observe","object":"p","keyPath":"n","sinceRev":\#(bad)}"#)?.code == .badRequest, "sinceRev \(bad)")
+        }
     }
 
     @Test("unobserve")
@@ -289,7 +296,7 @@ struct RequestDecoderTests {
     @Test("options: omitted or null is [new]; each name; all together; duplicates")
     func options() {
         func decodeOptions(_ json: String) -> ObservationOptions? {
-            guard case let .observe(_, _, options)? = request(#"{"op":"observe","object":"o","keyPath":"k"\#(json)}"#)
+            guard case let .observe(_, _, options, _)? = request(#"{"op":"observe","object":"o","keyPath":"k"\#(json)}"#)
             else { return nil }
             return options
         }
@@ -353,7 +360,7 @@ struct RequestDecoderTests {
 
         let deepest = Array(repeating: "k", count: KeyPath.maximumDepth).joined(separator: ".")
         let decoded = request(#"{"op":"observe","object":"o","keyPath":"\#(deepest)"}"#)
-        if case let .observe(_, path, _)? = decoded {
+        if case let .observe(_, path, _, _)? = decoded {
             #expect(path.components.count == KeyPath.maximumDepth)
         } else {
             Issue.record("not an observe: \(String(describing: decoded))")

@@ -11,6 +11,9 @@ public enum ChangeReason: String, Sendable {
     case pathChanged
     /// The observed object was deleted; the observation has ended.
     case sourceDeleted
+    /// `observe` asked to resume from a revision that history no longer reaches: the event carries
+    /// the current value (always as `new`), and live events follow.
+    case resync
 }
 
 /// Cocoa's NSKeyValueChange kinds (Apple's values).

@@ -19,8 +19,51 @@ public final class KVOEngine {
     /// How many notifications were computed from an incrementally kept aggregate rather than a
     /// full re-read (for tests and diagnostics).
     private(set) var incrementalAggregateUpdates = 0
+    /// Recent writes, for `observe` with `sinceRev`.
+    let history: ChangeHistory
+    /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`).
+    private var pendingEntries: [HistoryEntry] = []
+    /// Whether writes are collected for a persistent store.
+    public let recordsCommitBatches: Bool
 
-    public init() {}
+    /// History defaults: the last 100,000 revisions, at most 64 MiB.
+    public static let defaultHistoryLimit = 100_000
+    public static let defaultHistoryByteLimit = 64 << 20
+
+    /// An empty store. With `recordsCommitBatches`, every accepted write is also collected for
+    /// `takeCommitBatch()`.
+    public init(historyLimit: Int = KVOEngine.defaultHistoryLimit,
+                historyByteLimit: Int = KVOEngine.defaultHistoryByteLimit,
+                recordsCommitBatches: Bool = false) {
+        history = ChangeHistory(limit: historyLimit, byteLimit: historyByteLimit)
+        self.recordsCommitBatches = recordsCommitBatches
+    }
+
+    /// A store restored from disk: its objects, revision counter and recent history.
+    public convenience init(restoring state: PersistedState,
+                            historyLimit: Int = KVOEngine.defaultHistoryLimit,
+                            historyByteLimit: Int = KVOEngine.defaultHistoryByteLimit,
+                            recordsCommitBatches: Bool = true) {
+        self.init(historyLimit: historyLimit, historyByteLimit: historyByteLimit,
+                  recordsCommitBatches: recordsCommitBatches)
+        objects = state.objects
+        revision = state.revision
+        history.restore(state.history)
+    }
+
+    /// The writes accepted since the last call, for the persistent store to write in one
+    /// transaction. Empty when nothing was written.
+    public func takeCommitBatch() -> CommitBatch {
+        defer { pendingEntries.removeAll(keepingCapacity: true) }
+        return CommitBatch(revision: revision, entries: pendingEntries)
+    }
+
+    /// Records an accepted write (revision already advanced).
+    private func record(object: String, previous: JSONValue?, arrayChange: ArrayChangeRecord?, changedBytes: Int) {
+        let entry = HistoryEntry(rev: revision, object: object, value: objects[object], arrayChange: arrayChange)
+        history.append(entry, previous: .some(previous), changedBytes: changedBytes)
+        if recordsCommitBatches { pendingEntries.append(entry) }
+    }
 
     /// Number of objects.
     public var objectCount: Int { objects.count }
@@ -36,7 +79,9 @@ public final class KVOEngine {
     public func create(_ object: String, values: [String: JSONValue],
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         guard objects[object] == nil else { throw KVOError(.exists, "object '\(object)' already exists") }
-        return try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
+        let size = JSONValue.object(values).estimatedSize
+        return try commit(at: StoredLocation(object: object, path: []), changedBytes: size,
+                          notifications: &notifications) { () throws(KVOError) in
             objects[object] = .object(values)
             return nil
         }
@@ -48,8 +93,9 @@ public final class KVOEngine {
         guard objects[object] != nil else { throw notFound(object) }
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
-        objects[object] = nil
+        let previous = objects.removeValue(forKey: object)
         revision += 1
+        record(object: object, previous: previous, arrayChange: nil, changedBytes: 0)
         var ended: [WatchedPath] = []
         var priors: [ChangeNotification] = []
         var changes: [ChangeNotification] = []
@@ -88,7 +134,8 @@ public final class KVOEngine {
             return try mutate(at: array, .replace(indexes: [index], values: [newValue]), notifications: &notifications)
         }
         let location = target.location
-        return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
+        return try commit(at: location, changedBytes: newValue.estimatedSize,
+                          notifications: &notifications) { () throws(KVOError) in
             try objects[location.object]!.modify(at: location.path.dropLast()) { (container: inout JSONValue) throws(KVOError) in
                 guard var members = container.takeObject() else {
                     throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")
@@ -116,7 +163,8 @@ public final class KVOEngine {
             if current == .null { throw KVOError(.notFound, "'\(name)' does not exist") }
             throw KVOError(.typeMismatch, "'\(name)' is \(current.article) \(current.typeName), not an array")
         }
-        return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> CollectionChange? in
+        let size = mutation.estimatedSize
+        return try commit(at: location, changedBytes: size, notifications: &notifications) { () throws(KVOError) -> CollectionChange? in
             try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
                 guard var elements = value.takeArray() else { throw KVOError(.typeMismatch, "not an array") }
                 defer { value = .array(elements) }
@@ -134,8 +182,17 @@ public final class KVOEngine {
 
     /// Starts observing `keyPath` of `object` for `connection`. With `.initial`, appends the
     /// initial notification (to be delivered after the reply).
+    ///
+    /// With `sinceRev`, resumes instead: appends every change to the key path after that revision,
+    /// with its original revision (no `initial`), and the observation continues live from the current
+    /// revision, with no gap and no duplicate. When history no longer reaches back that far (or the
+    /// revision is in the future), appends one `resync` notification with the current value.
     public func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
-                        notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+                        sinceRev: UInt64? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+        if let sinceRev {
+            return try resume(object, keyPath: keyPath, options: options, connection: connection, sinceRev: sinceRev,
+                              notifications: &notifications)
+        }
         guard objects[object] != nil else { throw notFound(object) }
         var reading: Evaluation?
         let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath,
@@ -153,6 +210,37 @@ public final class KVOEngine {
                 object: object, keyPath: keyPath.string, reason: .initial, rev: revision, kind: .setting,
                 isPrior: false, old: .null, new: value, recipients: [observation.recipient]))
         }
+        return observation.id
+    }
+
+    private func resume(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
+                        sinceRev: UInt64, notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+        let entries = history.entries(after: sinceRev, current: revision)
+        let deletedSince = entries?.contains { $0.record.object == object && $0.record.value == nil } ?? false
+        guard objects[object] != nil || deletedSince else { throw notFound(object) }
+        var reading: Evaluation?
+        let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath, options: options) {
+            reading = read(object, keyPath)
+            return reading!.dependencies
+        }
+        if let reading {
+            observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
+        }
+        if let entries, let replay = HistoryReplay(entries, object: object, keyPath: keyPath, options: options,
+                                                   recipient: observation.recipient, objects: objects) {
+            notifications.append(contentsOf: replay.notifications)
+            if replay.endedBySourceDeletion || objects[object] == nil {
+                registry.remove(observation.id)
+            }
+            return observation.id
+        }
+        guard objects[object] != nil else {
+            registry.remove(observation.id)
+            throw notFound(object)
+        }
+        notifications.append(ChangeNotification(
+            object: object, keyPath: keyPath.string, reason: .resync, rev: revision, kind: .setting, isPrior: false,
+            old: .null, new: read(object, keyPath).value, recipients: [observation.recipient]))
         return observation.id
     }
 
@@ -183,12 +271,18 @@ public final class KVOEngine {
     // MARK: - Writes and their notifications
 
     /// Applies one write at `location` and notifies every watched path whose reading it changed.
-    private func commit(at location: StoredLocation, notifications: inout [ChangeNotification],
+    private func commit(at location: StoredLocation, changedBytes: Int, notifications: inout [ChangeNotification],
                         _ write: () throws(KVOError) -> CollectionChange?) throws(KVOError) -> UInt64 {
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
+        let previous = objects[location.object]
         let change = try write()
         revision += 1
+        record(object: location.object, previous: previous,
+               arrayChange: change.map {
+                   ArrayChangeRecord(path: location.path, kind: $0.kind, indexes: $0.indexes, old: $0.old, new: $0.new)
+               },
+               changedBytes: changedBytes)
         guard !candidates.isEmpty else { return revision }
         var priors: [ChangeNotification] = []
         var changes: [ChangeNotification] = []

@@ -29,13 +29,17 @@ struct Evaluation: Equatable {
 /// a reading loop. A short-lived value; loop thread (it reads the engine's store).
 struct KeyPathEvaluator {
     private let objects: [String: JSONValue]
+    /// Objects whose value differs from `objects` (nil: absent), for reading the store as it was at
+    /// an earlier revision (history replay). Empty for ordinary reads.
+    private let overlay: [String: JSONValue?]
     private let keyPath: KeyPath
     private let strict: Bool
     private var dependencies: [StoredLocation] = []
     private var binding: [Evaluation.BindingStep] = []
 
-    private init(objects: [String: JSONValue], keyPath: KeyPath, strict: Bool) {
+    private init(objects: [String: JSONValue], overlay: [String: JSONValue?] = [:], keyPath: KeyPath, strict: Bool) {
         self.objects = objects
+        self.overlay = overlay
         self.keyPath = keyPath
         self.strict = strict
     }
@@ -43,10 +47,10 @@ struct KeyPathEvaluator {
     /// Reads `keyPath` from `object`. Strict reading of a missing object is `not_found`; lenient
     /// reading gives `null` (and depends on the object's creation).
     static func evaluate(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
-                         strict: Bool) throws(KVOError) -> Evaluation {
-        var evaluator = KeyPathEvaluator(objects: objects, keyPath: keyPath, strict: strict)
+                         overlay: [String: JSONValue?] = [:], strict: Bool) throws(KVOError) -> Evaluation {
+        var evaluator = KeyPathEvaluator(objects: objects, overlay: overlay, keyPath: keyPath, strict: strict)
         let root = StoredLocation(object: object, path: [])
-        guard let value = objects[object] else {
+        guard let value = evaluator.object(object) else {
             if strict { throw KVOError(.notFound, "object '\(object)' does not exist") }
             return Evaluation(value: .null, dependencies: [root], location: nil,
                               binding: [.init(object: object, exists: false)])
@@ -66,6 +70,12 @@ struct KeyPathEvaluator {
         return (value, evaluator.dependencies.allSatisfy { $0.object == location.object })
     }
 
+    /// The value of object `id` in the store being read.
+    private func object(_ id: String) -> JSONValue? {
+        if !overlay.isEmpty, let overridden = overlay[id] { return overridden }
+        return objects[id]
+    }
+
     private mutating func record(_ location: StoredLocation?) {
         if let location { dependencies.append(location) }
     }
@@ -82,7 +92,7 @@ struct KeyPathEvaluator {
             if let target = value.referencedObject, location.map({ !$0.path.isEmpty }) ?? true {
                 record(location)
                 let targetLocation = StoredLocation(object: target, path: [])
-                guard let targetValue = objects[target] else {
+                guard let targetValue = object(target) else {
                     record(targetLocation)
                     if onSpine { binding.append(.init(object: target, exists: false)) }
                     return (.null, nil)

@@ -23,7 +23,7 @@ public struct EventEncoder {
     /// The bytes after the subscription id (up to and including the newline) for a recipient with
     /// `options`.
     public mutating func tail(for options: ObservationOptions) -> [UInt8] {
-        let includeNew = options.contains(.new) && notification.carriesNew
+        let includeNew = (options.contains(.new) || notification.reason == .resync) && notification.carriesNew
         let includeOld = options.contains(.old) && notification.carriesOld
         let variant = (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
         if let tail = tails[variant] { return tail }

@@ -9,7 +9,7 @@ public enum Request: Equatable, Sendable {
     case set(object: String, keyPath: KeyPath, value: JSONValue)
     /// `insert`, `remove` and `replace` on the array at `keyPath`.
     case mutateArray(object: String, keyPath: KeyPath, mutation: CollectionMutation)
-    case observe(object: String, keyPath: KeyPath, options: ObservationOptions)
+    case observe(object: String, keyPath: KeyPath, options: ObservationOptions, sinceRev: UInt64?)
     case unobserve(subscription: SubscriptionID)
     case list
     case info(object: String)

@@ -95,7 +95,8 @@ public enum RequestDecoder {
             return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
                                 mutation: .replace(indexes: shape.list, values: values))
         case "observe":
-            return .observe(object: try reader.objectID(), keyPath: try reader.keyPath(), options: try reader.options())
+            return .observe(object: try reader.objectID(), keyPath: try reader.keyPath(), options: try reader.options(),
+                            sinceRev: try reader.optionalRevision("sinceRev"))
         case "unobserve":
             guard let sub = fields["sub"] else { throw KVOError(.badRequest, "missing 'sub'") }
             guard case let .int(subscription) = sub else { throw KVOError(.badRequest, "'sub' must be an integer") }
@@ -186,6 +187,15 @@ private struct FieldReader {
             throw KVOError(.badRequest, "'\(name)' must hold non-negative integers")
         }
         return Int(integer)
+    }
+
+    /// A non-negative integer revision, when given.
+    func optionalRevision(_ name: String) throws(KVOError) -> UInt64? {
+        guard let value = fields[name], value != .null else { return nil }
+        guard case let .int(integer) = value, integer >= 0 else {
+            throw KVOError(.badRequest, "'\(name)' must be a non-negative integer revision")
+        }
+        return UInt64(integer)
     }
 
     /// Whether the request gave `values` (a list) rather than `value`.

@@ -59,10 +59,11 @@ final class RequestHandler {
         case let .mutateArray(object, keyPath, mutation):
             let rev = try engine.mutateArray(object, keyPath: keyPath, mutation, notifications: &notifications)
             return reply([("rev", revision(rev))])
-        case let .observe(object, keyPath, options):
+        case let .observe(object, keyPath, options, sinceRev):
             let sub = try engine.observe(object, keyPath: keyPath, options: options, connection: connection,
-                                         notifications: &notifications)
-            return Outcome(reply: .success([("sub", .int(sub))]), order: .beforeNotifications)
+                                         sinceRev: sinceRev, notifications: &notifications)
+            return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))]),
+                           order: .beforeNotifications)
         case let .unobserve(subscription):
             return reply([("removed", .bool(engine.unobserve(subscription, connection: connection)))])
         case .list:

@@ -25,6 +25,8 @@ public final class Server {
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
     private var isStopping = false
+    /// The durable store, when not in memory. Written once per loop iteration (group commit).
+    private let store: PersistentStore?
     /// Scratch space reused by every request (no allocation per request once warm).
     private var notifications: [ChangeNotification] = []
     private var replyBuffer: [UInt8] = []
@@ -41,11 +43,37 @@ public final class Server {
     /// Open connections.
     public var connectionCount: Int { connections.count }
 
-    /// Creates the loop and binds the listener, so the port is known before `run()`.
-    public init(configuration: ServerConfiguration, engine: KVOEngine = KVOEngine()) throws(TransportError) {
+    /// Opens the store (when configured) and restores the engine from it, creates the loop and binds
+    /// the listener, so the port is known before `run()`.
+    public init(configuration: ServerConfiguration) throws(ServerStartError) {
         self.configuration = configuration
+        let engine: KVOEngine
+        if let storage = configuration.storage {
+            do throws(StorageError) {
+                let store = try PersistentStore(directory: storage.directory, sync: storage.sync,
+                                                historyLimit: configuration.historyLimit,
+                                                historyByteLimit: configuration.historyByteLimit)
+                let state = try store.load()
+                engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
+                                   historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
+                self.store = store
+                configuration.logger.info("restored", metadata: [
+                    "objects": "\(state.objects.count)", "rev": "\(state.revision)", "history": "\(state.history.count)",
+                    "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)",
+                ])
+            } catch {
+                throw .storage(error)
+            }
+        } else {
+            engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
+            self.store = nil
+        }
         self.handler = RequestHandler(engine: engine)
-        self.loop = try EventLoop()
+        do throws(TransportError) {
+            self.loop = try EventLoop()
+        } catch {
+            throw .transport(error)
+        }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         stopHandle = StopHandle(asyncHandle)
@@ -63,7 +91,8 @@ public final class Server {
             closeOwnHandles()
             loop.run()  // let the close callbacks run
             _ = loop.close()
-            throw error
+            store?.close()
+            throw .transport(error)
         }
         if configuration.handlesSignals {
             // A parent may have left these blocked (process launchers often do): unblock them, or
@@ -90,6 +119,7 @@ public final class Server {
         signal(SIGPIPE, SIG_IGN)
         logger.info("listening", metadata: ["address": "\(address)"])
         loop.run()
+        store?.close()
         let status = loop.close()
         if status == 0 {
             logger.info("stopped; event loop closed cleanly")
@@ -107,6 +137,7 @@ public final class Server {
         guard !isStopping else { return }
         isStopping = true
         logger.info("stopping", metadata: ["connections": "\(connections.count)"])
+        commitPendingWrites()
         listener?.close()
         for connection in Array(connections.values) {
             connection.close(reason: .serverStopping)
@@ -203,8 +234,25 @@ public final class Server {
 
     // MARK: - Flushing
 
-    /// End of a loop iteration: one write per connection with output.
+    /// Group commit: makes every write accepted during this loop iteration durable, in one
+    /// transaction, before any reply or event about it leaves the server. If the disk refuses, kvod
+    /// stops at once without sending them: nothing is acknowledged that is not stored.
+    private func commitPendingWrites() {
+        guard let store else { return }
+        let batch = handler.engine.takeCommitBatch()
+        guard !batch.isEmpty else { return }
+        do {
+            try store.commit(batch)
+        } catch {
+            logger.critical("cannot persist revisions \(batch.entries.first!.rev)...\(batch.revision): \(error); stopping without acknowledging them")
+            exit(74)  // EX_IOERR
+        }
+    }
+
+    /// End of a loop iteration: commit this iteration's writes, then one write per connection with
+    /// output.
     private func flushConnections() {
+        commitPendingWrites()
         guard !flushQueue.isEmpty else { return }
         let queue = flushQueue
         flushQueue.removeAll(keepingCapacity: true)

@@ -12,9 +12,26 @@ public struct ServerConfiguration: Sendable {
     public var maximumOutputBufferBytes = 32 << 20
     /// Most simultaneous connections; further ones are told `too_many_connections` and closed.
     public var maximumConnections = 10_000
+    /// Where and how to persist; nil keeps everything in memory (`--in-memory`).
+    public var storage: StorageConfiguration? = nil
+    /// Most revisions of history kept for `observe` with `sinceRev`.
+    public var historyLimit = KVOEngine.defaultHistoryLimit
+    /// Most (estimated) bytes of history kept.
+    public var historyByteLimit = KVOEngine.defaultHistoryByteLimit
     /// Stop on SIGINT and SIGTERM (the daemon does; tests running a server in-process do not).
     public var handlesSignals = false
     public var logger = Logger(label: "kvod")
 
     public init() {}
+}
+
+/// Durable storage settings: a data directory (created if missing) and the sync mode.
+public struct StorageConfiguration: Sendable {
+    public var directory: String
+    public var sync: SyncMode
+
+    public init(directory: String, sync: SyncMode = .normal) {
+        self.directory = directory
+        self.sync = sync
+    }
 }

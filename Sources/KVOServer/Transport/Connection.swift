@@ -125,7 +125,12 @@ final class Connection {
             if status != UV_ECANCELED.rawValue { close(reason: .socketError("write failed: \(uvErrorDescription(status))")) }
             return
         }
-        if !pending.isEmpty || closeAfterFlush != nil { flush() }
+        // Output that piled up meanwhile goes out at the end of this iteration, with everything else
+        // (after the group commit: never write a reply before its change is durable).
+        if (!pending.isEmpty || closeAfterFlush != nil) && !isScheduledForFlush {
+            isScheduledForFlush = true
+            delegate.connectionNeedsFlush(self)
+        }
     }
 
     // MARK: - Closing

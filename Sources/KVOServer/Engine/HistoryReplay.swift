@@ -1,0 +1,80 @@
+import KVOJSON
+
+/// Replays history for one observation resuming from a revision (`observe` with `sinceRev`).
+///
+/// The store is rolled back to the revision without copying it: an overlay holds, for each object
+/// written since, its value before the first of those writes. Then each write is applied to the
+/// overlay in order, and the observation's key path is read again whenever the write touched an
+/// object the last reading depended on; changes become notifications carrying the write's original
+/// revision, exactly as live delivery would have made them (priors, kinds 2-4, `pathChanged`,
+/// `sourceDeleted`). Loop thread (it reads the engine's store).
+struct HistoryReplay {
+    var notifications: [ChangeNotification] = []
+    /// The observed object was deleted in the replayed span: the observation has ended.
+    var endedBySourceDeletion = false
+
+    /// Replays `entries` (oldest first, consecutive revisions after the resume point). Returns nil
+    /// when the store cannot be rolled back (a value before some write is not known).
+    init?(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
+          recipient: Recipient, objects: [String: JSONValue]) {
+        var overlay: [String: JSONValue?] = [:]
+        for entry in entries where overlay.index(forKey: entry.record.object) == nil {
+            guard let previous = entry.previous else { return nil }
+            overlay.updateValue(previous, forKey: entry.record.object)
+        }
+        var reading = HistoryReplay.read(keyPath, of: object, objects, overlay)
+        for entry in entries {
+            let written = entry.record.object
+            overlay.updateValue(entry.record.value, forKey: written)
+            guard written == object || reading.dependencies.contains(where: { $0.object == written }) else { continue }
+            let rev = entry.record.rev
+            if written == object, entry.record.value == nil {
+                if options.contains(.prior) {
+                    notifications.append(ChangeNotification(
+                        object: object, keyPath: keyPath.string, reason: .sourceDeleted, rev: rev, kind: .setting,
+                        isPrior: true, old: reading.value, new: .null, recipients: [recipient]))
+                }
+                notifications.append(ChangeNotification(
+                    object: object, keyPath: keyPath.string, reason: .sourceDeleted, rev: rev, kind: .setting,
+                    isPrior: false, old: reading.value, new: .null, recipients: [recipient]))
+                endedBySourceDeletion = true
+                return
+            }
+            let new = HistoryReplay.read(keyPath, of: object, objects, overlay)
+            defer { reading = new }
+            let rebound = new.binding != reading.binding
+            guard rebound || new.value != reading.value else { continue }
+            if let change = entry.record.arrayChange, !rebound {
+                let array = StoredLocation(object: written, path: change.path)
+                if reading.location == array, new.location == array {
+                    append(kind: change.kind, indexes: change.indexes, old: .array(change.old), new: .array(change.new),
+                           reason: .valueChanged, rev: rev, object: object, keyPath: keyPath, options: options,
+                           recipient: recipient)
+                    continue
+                }
+            }
+            append(kind: .setting, indexes: nil, old: reading.value, new: new.value,
+                   reason: rebound ? .pathChanged : .valueChanged, rev: rev, object: object, keyPath: keyPath,
+                   options: options, recipient: recipient)
+        }
+    }
+
+    private mutating func append(kind: ChangeKind, indexes: [Int]?, old: JSONValue, new: JSONValue, reason: ChangeReason,
+                                 rev: UInt64, object: String, keyPath: KeyPath, options: ObservationOptions,
+                                 recipient: Recipient) {
+        if options.contains(.prior) {
+            notifications.append(ChangeNotification(
+                object: object, keyPath: keyPath.string, reason: reason, rev: rev, kind: kind, isPrior: true,
+                old: old, new: .null, indexes: indexes, recipients: [recipient]))
+        }
+        notifications.append(ChangeNotification(
+            object: object, keyPath: keyPath.string, reason: reason, rev: rev, kind: kind, isPrior: false,
+            old: old, new: new, indexes: indexes, recipients: [recipient]))
+    }
+
+    private static func read(_ keyPath: KeyPath, of object: String, _ objects: [String: JSONValue],
+                             _ overlay: [String: JSONValue?]) -> Evaluation {
+        (try? KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, overlay: overlay, strict: false))
+            ?? Evaluation(value: .null, dependencies: [StoredLocation(object: object, path: [])], location: nil, binding: [])
+    }
+}

@@ -1,0 +1,14 @@
+/// Why a `Server` could not start.
+public enum ServerStartError: Error, CustomStringConvertible {
+    /// The data directory or database could not be opened or read.
+    case storage(StorageError)
+    /// The event loop or the listener could not be set up (for example, the port is taken).
+    case transport(TransportError)
+
+    public var description: String {
+        switch self {
+        case let .storage(error): return "storage: \(error)"
+        case let .transport(error): return "\(error)"
+        }
+    }
+}
