@@ -77,6 +77,6 @@ public struct ChangeNotification: Sendable {
 
     /// Whether the change dictionary carries `old` (for a recipient that asked for it).
     var carriesOld: Bool {
-        reason != .initial && kind != .insertion
+        reason != .initial && reason != .resync && kind != .insertion
     }
 }
