@@ -1,0 +1,166 @@
+import KVOJSON
+import Testing
+
+@testable import KVOServer
+
+/// `observe` with `sinceRev`: replay from history, resync, and restore from persisted state.
+@Suite struct HistoryReplayTests {
+    private func resume(_ engine: KVOEngine, _ object: String, _ keyPath: String, since rev: UInt64,
+                        _ options: ObservationOptions = [.new, .old], by connection: ConnectionID = ConnectionID(9))
+        throws -> (SubscriptionID, [ChangeNotification]) {
+        var notifications: [ChangeNotification] = []
+        let sub = try engine.observe(object, keyPath: KeyPath(keyPath), options: options, connection: connection,
+                                     sinceRev: rev, notifications: &notifications)
+        return (sub, notifications)
+    }
+
+    /// A comparable rendering of a notification, without who receives it.
+    private func summary(_ notification: ChangeNotification) -> String {
+        "\(notification.rev) \(notification.reason) \(notification.kind) prior=\(notification.isPrior) "
+            + "\(notification.indexes ?? []) old=\(notification.old) new=\(notification.new)"
+    }
+
+    @Test func replaysEveryChangeAfterTheRevisionThenContinuesLive() throws {
+        let engine = KVOEngine()
+        try engine.create("c", ["n": 0])
+        for value in 1...5 { try engine.set("c", "n", .int(Int64(value))) }  // revs 2...6
+        let (sub, replayed) = try resume(engine, "c", "n", since: 3)
+        #expect(replayed.map(\.rev) == [4, 5, 6])
+        #expect(replayed.map(\.old) == [2, 3, 4])
+        #expect(replayed.map(\.new) == [3, 4, 5])
+        #expect(replayed.allSatisfy { $0.reason == .valueChanged && $0.recipients.map(\.subscription) == [sub] })
+        let live = try engine.set("c", "n", 6)
+        #expect(live.map(\.rev) == [7], "live delivery continues with no gap")
+        #expect(live.first?.recipients.map(\.subscription) == [sub])
+    }
+
+    @Test func resumingAtTheCurrentRevisionReplaysNothing() throws {
+        let engine = KVOEngine()
+        try engine.create("c", ["n": 0])
+        let (_, replayed) = try resume(engine, "c", "n", since: engine.revision, [.new, .initial])
+        #expect(replayed.isEmpty, "no initial event when resuming")
+    }
+
+    @Test func replayMatchesWhatALiveObserverSaw() throws {
+        var random = SplitMix64(state: 42)
+        let engine = KVOEngine()
+        try engine.create("a1", ["city": "Oslo", "zip": 1])
+        try engine.create("a2", ["city": "Paris", "zip": 2])
+        try engine.create("p", ["address": .reference(to: "a1"), "items": [["price": 1]], "n": 0])
+        let keyPaths = ["n", "address.city", "address", "items", "items.@sum.price", "items.price", "missing.deep"]
+        let options: ObservationOptions = [.new, .old, .prior]
+        let startRev = engine.revision
+        var liveSubs: [SubscriptionID: String] = [:]
+        for keyPath in keyPaths {
+            liveSubs[try engine.observe("p", keyPath, options, by: ConnectionID(1))] = keyPath
+        }
+        var seenLive: [String: [String]] = [:]
+        for _ in 0..<300 {
+            var notifications: [ChangeNotification] = []
+            switch Int.random(in: 0..<8, using: &random) {
+            case 0: notifications = try engine.set("p", "n", .int(Int64.random(in: 0...3, using: &random)))
+            case 1: notifications = try engine.set("p", "address", .reference(to: Bool.random(using: &random) ? "a1" : "a2"))
+            case 2:
+                // a2 may be deleted at the moment: then the write is refused and notifies nobody.
+                notifications = (try? engine.set(Bool.random(using: &random) ? "a1" : "a2", "city",
+                                                 .string(["Oslo", "Paris", "Rome"].randomElement(using: &random)!))) ?? []
+            case 3: notifications = try engine.mutate("p", "items", .insert(indexes: nil, values: [["price": .int(Int64.random(in: 0...5, using: &random))]]))
+            case 4:
+                let count = try engine.value("p", "items.@count").intValue!
+                if count > 0 { notifications = try engine.mutate("p", "items", .remove(indexes: [Int(count) - 1])) }
+            case 5:
+                let count = try engine.value("p", "items.@count").intValue!
+                if count > 0 { notifications = try engine.set("p", "items.0.price", .int(Int64.random(in: 0...5, using: &random))) }
+            case 6:
+                // Delete and re-create a referenced object.
+                if (try? engine.value("a2", "city")) != nil { notifications = try engine.delete("a2") }
+                else { notifications = try engine.create("a2", ["city": "Lyon"]) }
+            default: notifications = try engine.set("a1", "zip", .int(Int64.random(in: 0...3, using: &random)))
+            }
+            for notification in notifications {
+                for recipient in notification.recipients {
+                    if let keyPath = liveSubs[recipient.subscription] { seenLive[keyPath, default: []].append(summary(notification)) }
+                }
+            }
+        }
+        for keyPath in keyPaths {
+            let (_, replayed) = try resume(engine, "p", keyPath, since: startRev, options)
+            #expect(replayed.map(summary) == seenLive[keyPath, default: []], "\(keyPath)")
+        }
+        #expect(!seenLive["address.city", default: []].isEmpty)
+        #expect(seenLive["items", default: []].contains { $0.contains("insertion") })
+        #expect(seenLive["address.city", default: []].contains { $0.contains("pathChanged") })
+    }
+
+    @Test func replayEndsWithSourceDeletedWhenTheObjectWasDeleted() throws {
+        let engine = KVOEngine()
+        try engine.create("c", ["n": 0])
+        try engine.set("c", "n", 1)
+        try engine.delete("c")
+        let (sub, replayed) = try resume(engine, "c", "n", since: 1)
+        #expect(replayed.map(\.reason) == [.valueChanged, .sourceDeleted])
+        #expect(replayed.last?.old == 1)
+        #expect(engine.observationCount == 0, "the subscription ended with the replay")
+        #expect(engine.unobserve(sub, connection: ConnectionID(9)) == false)
+        #expect(performing: { _ = try resume(engine, "c", "n", since: engine.revision) },
+                throws: { ($0 as? KVOError)?.code == .notFound })
+    }
+
+    @Test func resyncWhenHistoryNoLongerReachesBack() throws {
+        let engine = KVOEngine(historyLimit: 3)
+        try engine.create("c", ["n": 0])
+        for value in 1...10 { try engine.set("c", "n", .int(Int64(value))) }  // rev 11
+        #expect(engine.history.count == 3)
+        // Revisions 9, 10 and 11 are kept: resuming from 8 works, from 7 does not.
+        #expect(try resume(engine, "c", "n", since: 8).1.map(\.rev) == [9, 10, 11])
+        let (sub, resync) = try resume(engine, "c", "n", since: 7, [.old])
+        #expect(resync.count == 1)
+        #expect(resync[0].reason == .resync && resync[0].rev == 11 && resync[0].new == 10)
+        #expect(try engine.set("c", "n", 11).first?.recipients.contains { $0.subscription == sub } == true)
+        // A revision from the future (the data was wiped) also resyncs.
+        #expect(try resume(engine, "c", "n", since: 500).1.map(\.reason) == [.resync])
+    }
+
+    @Test func aByteLimitAlsoBoundsHistory() throws {
+        let engine = KVOEngine(historyLimit: 1000, historyByteLimit: 2000)
+        try engine.create("c", ["text": ""])
+        for index in 0..<50 { try engine.set("c", "text", .string(String(repeating: "x", count: 200 + index))) }
+        #expect(engine.history.count < 20)
+        #expect(engine.history.bytes <= 2000)
+    }
+
+    @Test func commitBatchesCarryEveryAcceptedWriteInOrder() throws {
+        let engine = KVOEngine(recordsCommitBatches: true)
+        try engine.create("a", ["items": [1]])
+        try engine.create("b", [:])
+        try engine.mutate("a", "items", .insert(indexes: [0], values: [0]))
+        _ = try? engine.set("a", "items.x", 1)  // refused: not recorded
+        try engine.delete("b")
+        let batch = engine.takeCommitBatch()
+        #expect(batch.revision == 4)
+        #expect(batch.entries.map(\.rev) == [1, 2, 3, 4])
+        #expect(batch.entries[2].value == ["items": [0, 1]])
+        #expect(batch.entries[2].arrayChange == ArrayChangeRecord(path: ["items"], kind: .insertion, indexes: [0], old: [], new: [0]))
+        #expect(batch.entries[3].object == "b" && batch.entries[3].value == nil)
+        #expect(engine.takeCommitBatch().isEmpty)
+        #expect(KVOEngine().takeCommitBatch().isEmpty, "in-memory engines collect nothing")
+    }
+
+    @Test func restoredEnginesContinueRevisionsAndReplayTheirHistory() throws {
+        let state = PersistedState(
+            objects: ["c": ["n": 3]], revision: 12,
+            history: [
+                HistoryEntry(rev: 10, object: "c", value: ["n": 1], arrayChange: nil),
+                HistoryEntry(rev: 11, object: "c", value: ["n": 2], arrayChange: nil),
+                HistoryEntry(rev: 12, object: "c", value: ["n": 3], arrayChange: nil),
+            ])
+        let engine = KVOEngine(restoring: state)
+        #expect(engine.revision == 12)
+        #expect(try engine.value("c", "n") == 3)
+        #expect(try resume(engine, "c", "n", since: 10).1.map(\.new) == [2, 3])
+        // The value before rev 10 is not known: resuming from 9 resyncs.
+        #expect(try resume(engine, "c", "n", since: 9).1.map(\.reason) == [.resync])
+        #expect(try engine.set("c", "n", 4).isEmpty == false)
+        #expect(engine.revision == 13)
+    }
+}
