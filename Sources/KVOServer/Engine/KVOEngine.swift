@@ -58,6 +58,9 @@ public final class KVOEngine {
         return CommitBatch(revision: revision, entries: pendingEntries)
     }
 
+    /// Whether writes were accepted since the last `takeCommitBatch()`.
+    public var hasUncommittedWrites: Bool { !pendingEntries.isEmpty }
+
     /// Records an accepted write (revision already advanced).
     private func record(object: String, previous: JSONValue?, arrayChange: ArrayChangeRecord?, changedBytes: Int) {
         let entry = HistoryEntry(rev: revision, object: object, value: objects[object], arrayChange: arrayChange)

@@ -286,6 +286,10 @@ extension Server: ConnectionDelegate {
         send(.failure(error), id: nil, to: connection)
     }
 
+    var mayWriteImmediately: Bool {
+        store == nil || !handler.engine.hasUncommittedWrites
+    }
+
     func connectionNeedsFlush(_ connection: Connection) {
         flushQueue.append(connection)
     }

@@ -125,9 +125,14 @@ final class Connection {
             if status != UV_ECANCELED.rawValue { close(reason: .socketError("write failed: \(uvErrorDescription(status))")) }
             return
         }
-        // Output that piled up meanwhile goes out at the end of this iteration, with everything else
-        // (after the group commit: never write a reply before its change is durable).
-        if (!pending.isEmpty || closeAfterFlush != nil) && !isScheduledForFlush {
+        guard !pending.isEmpty || closeAfterFlush != nil else { return }
+        // Output that piled up meanwhile goes out now, unless it may speak of writes not yet durable:
+        // then at the end of this iteration, after the group commit. (Write callbacks run either in
+        // the pending phase, when everything is committed, or in the poll phase, which the check
+        // phase follows in the same iteration.)
+        if delegate.mayWriteImmediately {
+            flush()
+        } else if !isScheduledForFlush {
             isScheduledForFlush = true
             delegate.connectionNeedsFlush(self)
         }

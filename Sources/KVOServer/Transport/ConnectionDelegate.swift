@@ -5,6 +5,9 @@ protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: Connection, didReceiveLine line: UnsafeBufferPointer<UInt8>)
     /// A line passed the length limit and is being discarded.
     func connectionDidReceiveOversizedLine(_ connection: Connection)
+    /// Whether output queued now may be written at once. False while writes accepted in this loop
+    /// iteration are not yet durable: replies and events about them must wait for the group commit.
+    var mayWriteImmediately: Bool { get }
     /// `connection` has output to send this loop iteration.
     func connectionNeedsFlush(_ connection: Connection)
     /// `connection` started closing; no more lines will arrive and output is dropped.
