@@ -7,7 +7,12 @@ import KVOJSON
 /// Sends one `observe` per key path, then prints one line per event as it arrives (see `EventLine`;
 /// `--json` prints each event message as compact JSON instead). It stops with exit 0 after `--count`
 /// events, on Ctrl-C (SIGINT) or SIGTERM, or when every subscription has ended with `sourceDeleted`.
-/// If the server closes the connection while subscriptions remain, it exits 3.
+///
+/// When the connection drops (kvod restarts, the network fails), it says so on stderr and connects
+/// again with exponential backoff (100 ms doubling to 5 s, with jitter), re-observing each key path
+/// with `sinceRev` set to the last revision it printed for it, so that every change is printed once
+/// and in order (or one `resync` line, when kvod's history no longer reaches back that far). A first
+/// connection that fails, or with `--no-reconnect` any lost connection, ends it with exit 3.
 struct SubscribeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "subscribe",
@@ -18,6 +23,11 @@ struct SubscribeCommand: ParsableCommand {
             `clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21"` or \
             `todo.items  valueChanged  rev=3  kind=insertion  indexes=[1]  new=["milk"]`. \
             Stops after --count events, on Ctrl-C, or once every subscription has ended with sourceDeleted.
+
+            If the connection drops, subscribe reconnects with backoff and resumes after the last \
+            revision it printed: no change is lost or printed twice. When the server's history no \
+            longer reaches back that far, one `resync` line carries the current value instead. \
+            Notes about the connection go to standard error.
             """
     )
 
@@ -38,6 +48,9 @@ struct SubscribeCommand: ParsableCommand {
     @Option(help: "Exit 0 after this many events.")
     var count: Int?
 
+    @Flag(help: "Exit 3 when the connection drops instead of reconnecting and resuming.")
+    var noReconnect = false
+
     /// How long one wait for an event lasts before the loop checks for Ctrl-C, in seconds.
     private static let pollInterval = 0.1
 
@@ -49,38 +62,56 @@ struct SubscribeCommand: ParsableCommand {
 
     func run() throws {
         InterruptFlag.install()
-        let observationOptions = try ObservationOption.parseList(options)
-        let client = try connection.connect()
-        var active: Set<Int64> = []
-        for keyPath in keyPaths {
-            let reply = try client.call("observe", [
-                "object": .string(object),
-                "keyPath": .string(keyPath),
-                "options": .array(observationOptions.map { .string($0.rawValue) }),
-            ])
-            guard let sub = reply["sub"]?.intValue else {
-                throw CLIError.unexpectedReply(JSONValue.object(reply).description)
-            }
-            active.insert(sub)
-        }
+        var subscriptions = SubscriptionSet(
+            object: object, keyPaths: keyPaths, options: try ObservationOption.parseList(options))
+        var client = try connection.connect()
+        try subscriptions.observe(on: client, resuming: false)
         var printed = 0
         while !InterruptFlag.isSet {
             let next: JSONValue?
             do {
                 next = try client.nextEvent(timeout: Self.pollInterval)
             } catch {
-                guard error == .connectionClosed else { throw error }
-                throw CLIError.streamEnded(endpoint: "\(connection.host):\(connection.port)", activeSubscriptions: active.count)
+                if noReconnect || !error.isConnectionLoss {
+                    guard error == .connectionClosed else { throw error }
+                    throw CLIError.streamEnded(endpoint: endpoint, activeSubscriptions: subscriptions.activeCount)
+                }
+                Terminal.printToStandardError("kvoclient: lost the connection to \(endpoint) (\(error)); reconnecting\n")
+                client.close()
+                guard let resumed = try reconnect(&subscriptions) else { return }
+                client = resumed
+                continue
             }
-            guard let event = next else { continue }
+            guard let event = next, subscriptions.accept(event) else { continue }
             Terminal.printLine(json ? event.description : EventLine.format(event))
             printed += 1
-            let isPrior = event["change"]?["notificationIsPrior"] == .bool(true)
-            if event["reason"] == "sourceDeleted", !isPrior, let sub = event["sub"]?.intValue {
-                active.remove(sub)
-            }
             if let count, printed >= count { return }
-            if active.isEmpty { return }
+            if subscriptions.isFinished { return }
         }
+    }
+
+    /// `host:port`, for messages.
+    private var endpoint: String { "\(connection.host):\(connection.port)" }
+
+    /// Connects again, waiting with backoff between attempts, until every key path still active is
+    /// observed again from where it stopped. Returns the new connection, or nil when SIGINT or
+    /// SIGTERM arrived meanwhile. An error answer from the server (the object no longer exists,
+    /// say) ends the command.
+    private func reconnect(_ subscriptions: inout SubscriptionSet) throws(KVOClientError) -> KVOConnection? {
+        var backoff = Backoff()
+        while Backoff.sleep(backoff.nextDelay()) {
+            let client: KVOConnection
+            do {
+                client = try connection.connect()
+                try subscriptions.observe(on: client, resuming: true)
+            } catch {
+                guard error.isConnectionLoss else { throw error }
+                continue
+            }
+            Terminal.printToStandardError(
+                "kvoclient: reconnected to \(endpoint); resuming \(subscriptions.resumeSummary)\n")
+            return client
+        }
+        return nil
     }
 }

@@ -5,7 +5,8 @@ import Testing
 
 /// The built `kvoclient` against a real `kvod`: every command's output, value parsing, array
 /// commands, subscribe (options, --json, --count, several key paths, array kinds, sourceDeleted,
-/// server shutdown, Ctrl-C, a closed stdout), error lines and exit codes.
+/// server shutdown with and without reconnecting, Ctrl-C, a closed stdout), error lines and exit
+/// codes. Resuming across a kvod restart is in DurabilityTests.
 @Suite("kvoclient")
 struct CLITests {
     // MARK: - Commands
@@ -333,16 +334,37 @@ struct CLITests {
         #expect(result.stderr.isEmpty)
     }
 
-    @Test("subscribe exits 3 with a clear message when the server goes away")
+    @Test("subscribe --no-reconnect exits 3 with a clear message when the server goes away")
     func subscribeReportsServerShutdown() throws {
         let server = try KVODProcess()
         try server.connect().call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
-        let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--options", "initial"])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "clock", "date", "--options", "initial", "--no-reconnect",
+        ])
         #expect(subscriber.nextLine() == "clock.date  initial  rev=1")
         server.stop()
         let result = subscriber.finish()
         #expect(result.status == 3)
         #expect(result.stderr == "kvoclient: error: the server at 127.0.0.1:\(server.port) closed the connection (1 subscription still active)\n")
+    }
+
+    @Test("subscribe says on stderr that it lost the connection, keeps trying, and Ctrl-C then exits 0")
+    func subscribeRetriesUntilInterrupted() throws {
+        let server = try KVODProcess()
+        try server.connect().call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--options", "initial"])
+        #expect(subscriber.nextLine() == "clock.date  initial  rev=1")
+        server.stop()
+        #expect(subscriber.nextErrorLine()
+            == "kvoclient: lost the connection to 127.0.0.1:\(server.port) (the server closed the connection); reconnecting")
+        // Nothing listens now; the subscriber keeps trying with backoff until it is interrupted.
+        #expect(subscriber.process.isRunning)
+        subscriber.send(signal: SIGINT)
+        let result = subscriber.finish(timeout: 5)
+        #expect(result.exitedNormally)
+        #expect(result.status == 0)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.isEmpty)
     }
 
     @Test("Ctrl-C (SIGINT) ends subscribe cleanly, and the server drops its subscriptions")

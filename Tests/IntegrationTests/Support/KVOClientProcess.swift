@@ -33,12 +33,14 @@ final class KVOClientProcess: @unchecked Sendable {
     let process = Process()
     private let stdoutPipe = Pipe()
     private let stderrPipe = Pipe()
-    private var pending: [UInt8] = []
-    private var stdoutClosed = false
+    private var stdout: PipeLines
+    private var stderr: PipeLines
 
     /// Starts `kvoclient` with `arguments` (connection flags included by the caller). With
     /// `ignoringSIGPIPE`, it starts through `/bin/sh` with SIGPIPE ignored, as some parents do.
     init(_ arguments: [String], ignoringSIGPIPE: Bool = false) throws {
+        stdout = PipeLines(stdoutPipe.fileHandleForReading)
+        stderr = PipeLines(stderrPipe.fileHandleForReading)
         let executable = BuiltProducts.executable("kvoclient")
         if ignoringSIGPIPE {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
@@ -79,24 +81,18 @@ final class KVOClientProcess: @unchecked Sendable {
     /// The next stdout line (without its newline), or nil if none arrives within `timeout` seconds
     /// or stdout closes first.
     func nextLine(timeout: Double = 10) -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            if let newline = pending.firstIndex(of: 0x0A) {
-                let line = String(decoding: pending[..<newline], as: UTF8.self)
-                pending.removeFirst(newline + 1)
-                return line
-            }
-            if stdoutClosed { return nil }
-            let remaining = deadline.timeIntervalSinceNow
-            if remaining <= 0 { return nil }
-            readStdout(waitingAtMost: remaining)
-        }
+        stdout.nextLine(timeout: timeout)
+    }
+
+    /// The next stderr line (without its newline), or nil if none arrives within `timeout` seconds
+    /// or stderr closes first: for the notes `subscribe` prints about its connection.
+    func nextErrorLine(timeout: Double = 10) -> String? {
+        stderr.nextLine(timeout: timeout)
     }
 
     /// Closes the test's end of the stdout pipe, as `head` does once it has its lines.
     func closeStdout() {
-        try? stdoutPipe.fileHandleForReading.close()
-        stdoutClosed = true
+        stdout.close()
     }
 
     /// Sends `signal` to the process.
@@ -105,11 +101,12 @@ final class KVOClientProcess: @unchecked Sendable {
     }
 
     /// Waits for the process to exit (killing it, and recording a test failure, after `timeout`
-    /// seconds) and returns its status and the output not yet read with `nextLine`.
+    /// seconds) and returns its status and the output not yet read with `nextLine` and
+    /// `nextErrorLine`.
     func finish(timeout: Double = 20, sourceLocation: SourceLocation = #_sourceLocation) -> Result {
         let deadline = Date().addingTimeInterval(timeout)
-        while !stdoutClosed, deadline.timeIntervalSinceNow > 0 {
-            readStdout(waitingAtMost: deadline.timeIntervalSinceNow)
+        while !stdout.isClosed, deadline.timeIntervalSinceNow > 0 {
+            stdout.read(waitingAtMost: deadline.timeIntervalSinceNow)
         }
         while process.isRunning, deadline.timeIntervalSinceNow > 0 { usleep(5_000) }
         if process.isRunning {
@@ -117,29 +114,67 @@ final class KVOClientProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
         }
         process.waitUntilExit()
-        while !stdoutClosed { readStdout(waitingAtMost: 1) }
-        let errors = (try? stderrPipe.fileHandleForReading.readToEnd()) ?? nil
-        let output = String(decoding: pending, as: UTF8.self)
-        pending.removeAll()
+        while !stdout.isClosed { stdout.read(waitingAtMost: 1) }
+        while !stderr.isClosed { stderr.read(waitingAtMost: 1) }
         return Result(
             status: process.terminationStatus,
             exitedNormally: process.terminationReason == .exit,
-            stdout: output,
-            stderr: errors.map { String(decoding: $0, as: UTF8.self) } ?? "")
+            stdout: stdout.takeRest(),
+            stderr: stderr.takeRest())
+    }
+}
+
+/// The read end of a child's output pipe, split into lines as they arrive.
+private struct PipeLines {
+    private let handle: FileHandle
+    private var pending: [UInt8] = []
+    private(set) var isClosed = false
+
+    init(_ handle: FileHandle) {
+        self.handle = handle
     }
 
-    /// Reads what stdout has, waiting up to `seconds` for something to arrive.
-    private func readStdout(waitingAtMost seconds: Double) {
-        let descriptor = stdoutPipe.fileHandleForReading.fileDescriptor
+    /// The next line (without its newline), or nil if none arrives within `timeout` seconds or the
+    /// pipe closes first.
+    mutating func nextLine(timeout: Double) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let newline = pending.firstIndex(of: 0x0A) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeFirst(newline + 1)
+                return line
+            }
+            if isClosed { return nil }
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { return nil }
+            read(waitingAtMost: remaining)
+        }
+    }
+
+    /// Closes the pipe's read end.
+    mutating func close() {
+        try? handle.close()
+        isClosed = true
+    }
+
+    /// Everything received and not yet returned as a line.
+    mutating func takeRest() -> String {
+        defer { pending.removeAll() }
+        return String(decoding: pending, as: UTF8.self)
+    }
+
+    /// Reads what the pipe has, waiting up to `seconds` for something to arrive.
+    mutating func read(waitingAtMost seconds: Double) {
+        let descriptor = handle.fileDescriptor
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         let ready = poll(&poller, 1, Int32(max(1, min(seconds, 60) * 1000)))
         guard ready > 0 else { return }
         var chunk = [UInt8](repeating: 0, count: 4096)
-        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
         if count > 0 {
             pending.append(contentsOf: chunk[..<count])
         } else if count == 0 || errno != EINTR {
-            stdoutClosed = true
+            isClosed = true
         }
     }
 }

@@ -1,0 +1,91 @@
+import KVOClientKit
+import KVOJSON
+
+/// The key paths that one `kvoclient subscribe` observes, and how far each has got, across the
+/// connections it makes.
+///
+/// Each key path remembers the revision of the last event printed for it (before any event, the
+/// `rev` of its `observe` reply). After a reconnection, `observe(on:resuming:)` asks the server to
+/// replay from there (`sinceRev`), and `accept(_:)` drops anything at or before it, so the user sees
+/// every change once and in order. A key path ends with its `sourceDeleted` event and is not
+/// observed again.
+struct SubscriptionSet {
+    /// One observed key path.
+    struct Entry {
+        let keyPath: String
+        /// The revision of the last event printed (prior notifications aside), or the `observe`
+        /// reply's `rev` before any; nil when the server did not say.
+        var lastRev: Int64?
+        /// The revision of the last prior notification printed, so a replay does not repeat it.
+        var lastPriorRev: Int64?
+        /// Set by its `sourceDeleted` event.
+        var ended = false
+    }
+
+    let object: String
+    let options: [ObservationOption]
+    private(set) var entries: [Entry]
+    /// Where the current connection's subscription ids point in `entries`.
+    private var entryIndexBySub: [Int64: Int] = [:]
+
+    init(object: String, keyPaths: [String], options: [ObservationOption]) {
+        self.object = object
+        self.options = options
+        entries = keyPaths.map { Entry(keyPath: $0) }
+    }
+
+    /// True once every key path has ended with `sourceDeleted`.
+    var isFinished: Bool { entries.allSatisfy(\.ended) }
+
+    /// Number of key paths still observed.
+    var activeCount: Int { entries.count(where: { !$0.ended }) }
+
+    /// Sends one `observe` per key path that has not ended. The first time (`resuming` false) with
+    /// the user's options, recording each reply's `rev`; after a reconnection with `sinceRev` set to
+    /// the last revision printed and without `initial`.
+    mutating func observe(on client: KVOConnection, resuming: Bool) throws(KVOClientError) {
+        entryIndexBySub = [:]
+        let names = options.filter { !resuming || $0 != .initial }.map(\.rawValue)
+        for index in entries.indices where !entries[index].ended {
+            let sinceRev = resuming ? entries[index].lastRev : nil
+            let reply = try client.observe(
+                object: object, keyPath: entries[index].keyPath, options: names, sinceRev: sinceRev)
+            entryIndexBySub[reply.sub] = index
+            if !resuming { entries[index].lastRev = reply.rev }
+        }
+    }
+
+    /// Records an event and says whether to print it: false for an event of no current
+    /// subscription and for one at or before the last revision already printed for its key path
+    /// (a replay overlapping what was seen). `initial` and `resync` events are always printed and
+    /// move the key path's position to their revision.
+    mutating func accept(_ event: JSONValue) -> Bool {
+        guard let sub = event["sub"]?.intValue, let index = entryIndexBySub[sub], !entries[index].ended else {
+            return false
+        }
+        guard let rev = event["rev"]?.intValue else { return true }
+        let reason = event["reason"]?.stringValue
+        if reason == "initial" || reason == "resync" {
+            entries[index].lastRev = rev
+            entries[index].lastPriorRev = nil
+            return true
+        }
+        if let last = entries[index].lastRev, rev <= last { return false }
+        if event["change"]?["notificationIsPrior"] == .bool(true) {
+            if entries[index].lastPriorRev == rev { return false }
+            entries[index].lastPriorRev = rev
+            return true
+        }
+        entries[index].lastRev = rev
+        if reason == "sourceDeleted" { entries[index].ended = true }
+        return true
+    }
+
+    /// Where each key path resumes, for the note printed after a reconnection:
+    /// `date after rev 12, address.city after rev 10`.
+    var resumeSummary: String {
+        entries.filter { !$0.ended }
+            .map { entry in "\(entry.keyPath) after rev \(entry.lastRev.map(String.init) ?? "?")" }
+            .joined(separator: ", ")
+    }
+}
