@@ -22,22 +22,57 @@ enum BuiltProducts {
     }
 }
 
-/// A real `kvod` process on an ephemeral loopback port, for one test.
+/// A real `kvod` process on a loopback port, for one test.
 ///
-/// Started with `--port 0`; the port is read from the line kvod prints on stdout. `stop()` sends
-/// SIGTERM and waits; deinit kills a process a test forgot. stderr (the log) is collected.
+/// By default it runs `--in-memory` on an ephemeral port (`--port 0`; the port is read from the line
+/// kvod prints on stdout), so tests neither write into the working directory nor share state. With
+/// `dataDirectory` (or `storage: .directory`) it persists there instead (`--data DIR`), and
+/// `restart` starts a new kvod with the same flags, storage and port, so clients reconnect to the
+/// same address. `stop()` sends SIGTERM (or another signal) and waits; deinit kills a process a test
+/// forgot. stderr (the log) is collected.
 final class KVODProcess: @unchecked Sendable {
+    /// Where kvod keeps its state.
+    enum Storage: Sendable {
+        /// `--in-memory`: nothing persists.
+        case inMemory
+        /// `--data <path>`.
+        case directory(String)
+        /// Neither flag: kvod's default data directory, in its working directory.
+        case serverDefault
+
+        var arguments: [String] {
+            switch self {
+            case .inMemory: return ["--in-memory"]
+            case let .directory(path): return ["--data", path]
+            case .serverDefault: return []
+            }
+        }
+    }
+
     let process = Process()
     let port: Int
+    let storage: Storage
+    /// The flags after the standard ones (host, port, log level, storage).
+    let extraArguments: [String]
+    let workingDirectory: String?
+    let logLevel: String
     private let stderrPipe = Pipe()
     private let stdoutPipe = Pipe()
     private let logLock = NSLock()
     private var logData = Data()
 
-    /// Starts kvod with extra flags and waits until it listens.
-    init(_ extraArguments: [String] = [], logLevel: String = "info") throws {
+    /// Starts kvod with extra flags and waits until it listens: on `port` (0: a free one), in
+    /// `workingDirectory` (nil: the test's).
+    init(_ extraArguments: [String] = [], storage: Storage = .inMemory, port: Int = 0,
+         workingDirectory: String? = nil, logLevel: String = "info") throws {
+        self.storage = storage
+        self.extraArguments = extraArguments
+        self.workingDirectory = workingDirectory
+        self.logLevel = logLevel
         process.executableURL = BuiltProducts.executable("kvod")
-        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--log-level", logLevel] + extraArguments
+        process.arguments = ["--host", "127.0.0.1", "--port", String(port), "--log-level", logLevel]
+            + storage.arguments + extraArguments
+        if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
         try process.run()
@@ -47,8 +82,9 @@ final class KVODProcess: @unchecked Sendable {
         while true {
             let byte = stdoutHandle.readData(ofLength: 1)
             if byte.isEmpty {
+                process.waitUntilExit()
                 let log = (try? stderrPipe.fileHandleForReading.readToEnd()).flatMap { $0 } ?? Data()
-                throw KVODProcessError.exitedEarly(log: String(decoding: log, as: UTF8.self))
+                throw KVODProcessError.exitedEarly(status: process.terminationStatus, log: String(decoding: log, as: UTF8.self))
             }
             if byte.first == 0x0A { break }
             line.append(byte)
@@ -66,6 +102,27 @@ final class KVODProcess: @unchecked Sendable {
             self.logLock.lock()
             self.logData.append(chunk)
             self.logLock.unlock()
+        }
+    }
+
+    /// Starts kvod persisting into `dataDirectory` (`--data`), with extra flags.
+    convenience init(_ extraArguments: [String] = [], dataDirectory: String, port: Int = 0) throws {
+        try self.init(extraArguments, storage: .directory(dataDirectory), port: port)
+    }
+
+    /// Stops this kvod with `signal` (unless it has exited already) and starts a new one with the
+    /// same flags, storage and working directory on the same port. The port was free a moment ago, but another
+    /// process may take it in between: binding is retried for up to `timeout` seconds.
+    func restart(after signal: Int32 = SIGTERM, timeout: Double = 10) throws -> KVODProcess {
+        stop(signal: signal)
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            do {
+                return try KVODProcess(
+                    extraArguments, storage: storage, port: port, workingDirectory: workingDirectory, logLevel: logLevel)
+            } catch let KVODProcessError.exitedEarly(_, log) where log.contains("in use") && Date() < deadline {
+                usleep(50_000)
+            }
         }
     }
 
@@ -121,7 +178,33 @@ final class KVODProcess: @unchecked Sendable {
     }
 }
 
+/// Why a kvod did not start.
 enum KVODProcessError: Error {
-    case exitedEarly(log: String)
+    /// kvod exited before printing where it listens; its status and what it logged.
+    case exitedEarly(status: Int32, log: String)
+    /// The first stdout line did not end in a port number.
     case unexpectedBanner(String)
+}
+
+/// A fresh directory under the system's temporary directory, removed with everything in it when
+/// the value goes away: a private kvod data directory for one test.
+final class TemporaryDirectory: @unchecked Sendable {
+    let path: String
+
+    /// Creates `<tmp>/kvod-<label>-XXXXXX`.
+    init(_ label: String = "test") throws {
+        var template = Array((NSTemporaryDirectory() as NSString).appendingPathComponent("kvod-\(label)-XXXXXX").utf8CString)
+        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        guard created != nil else { throw CocoaError(.fileWriteUnknown) }
+        path = String(cString: template)
+    }
+
+    /// A path inside the directory (not created).
+    func appending(_ name: String) -> String {
+        (path as NSString).appendingPathComponent(name)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
 }
