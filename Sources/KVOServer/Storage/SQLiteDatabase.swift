@@ -1,0 +1,79 @@
+import CSQLite
+
+/// One open SQLite connection: open, run SQL text, prepare statements, close.
+///
+/// A thin wrapper that turns SQLite result codes into `StorageError`s carrying `sqlite3_errmsg`. The
+/// connection is opened in multi-thread mode (`SQLITE_OPEN_NOMUTEX`: no mutex per call), so it and its
+/// statements must be used from one thread at a time; kvod uses it only from the loop thread, through
+/// `PersistentStore`, which owns it. Statements keep their database alive; `close()` finalizes nothing
+/// itself, so finalize statements first to release the file at once.
+final class SQLiteDatabase {
+    /// The database file.
+    let path: String
+    private var handle: OpaquePointer?
+
+    /// Opens (creating if missing) the database file at `path`.
+    init(path: String) throws(StorageError) {
+        self.path = path
+        var opened: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &opened, flags, nil)
+        guard code == SQLITE_OK, let opened else {
+            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+            sqlite3_close_v2(opened)
+            throw .sqlite(code: code, message: message, during: "opening '\(path)'")
+        }
+        handle = opened
+    }
+
+    deinit {
+        close()
+    }
+
+    /// True until `close()`.
+    var isOpen: Bool { handle != nil }
+
+    /// True inside an explicit transaction (between `BEGIN` and its `COMMIT` or `ROLLBACK`).
+    var isInTransaction: Bool {
+        guard let handle else { return false }
+        return sqlite3_get_autocommit(handle) == 0
+    }
+
+    /// Runs one or more statements of SQL text, discarding any rows.
+    func exec(_ sql: String) throws(StorageError) {
+        let handle = try openHandle(during: sql)
+        let code = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard code == SQLITE_OK else { throw error(code, during: sql) }
+    }
+
+    /// Compiles one statement for repeated use.
+    func prepare(_ sql: String) throws(StorageError) -> SQLiteStatement {
+        let handle = try openHandle(during: sql)
+        var statement: OpaquePointer?
+        let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard code == SQLITE_OK, let statement else {
+            sqlite3_finalize(statement)
+            throw error(code, during: "preparing \(sql)")
+        }
+        return SQLiteStatement(handle: statement, database: self, sql: sql)
+    }
+
+    /// Closes the connection. The file (and its lock) is released once every statement of this
+    /// database has been finalized. Idempotent.
+    func close() {
+        guard let handle else { return }
+        sqlite3_close_v2(handle)
+        self.handle = nil
+    }
+
+    /// The error for a failed call: `code` with the connection's current `sqlite3_errmsg`.
+    func error(_ code: Int32, during: String) -> StorageError {
+        let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+        return .sqlite(code: code, message: message, during: during)
+    }
+
+    private func openHandle(during: String) throws(StorageError) -> OpaquePointer {
+        guard let handle else { throw .closed }
+        return handle
+    }
+}

@@ -1,0 +1,35 @@
+/// Why the persistent store could not open, read or write its database.
+///
+/// A value type; any thread may inspect or print it. `description` is a complete sentence fit for the
+/// daemon's log and for its exit message.
+public enum StorageError: Error, Equatable, CustomStringConvertible {
+    /// The data directory (or one of its parents) could not be created or is not a directory.
+    case directory(path: String, reason: String)
+    /// Another connection, normally another kvod process, holds the database open.
+    case locked(path: String)
+    /// The database was written by a newer kvod whose schema this one does not know.
+    case unsupportedSchema(path: String, found: Int64, supported: Int64)
+    /// A stored row does not decode: `row` names it (`object 'a'`, `history rev 12`, `meta revision`).
+    case corrupt(row: String, reason: String)
+    /// SQLite reported an error; `message` is `sqlite3_errmsg` (or `sqlite3_errstr`) of it.
+    case sqlite(code: Int32, message: String, during: String)
+    /// The store was used after `close()`.
+    case closed
+
+    public var description: String {
+        switch self {
+        case let .directory(path, reason):
+            return "cannot use data directory '\(path)': \(reason)"
+        case let .locked(path):
+            return "the database '\(path)' is in use by another process (is another kvod running with the same --data?)"
+        case let .unsupportedSchema(path, found, supported):
+            return "the database '\(path)' has schema version \(found), newer than this kvod supports (\(supported)); use a newer kvod"
+        case let .corrupt(row, reason):
+            return "corrupt database row (\(row)): \(reason)"
+        case let .sqlite(code, message, during):
+            return "SQLite error \(code) while \(during): \(message)"
+        case .closed:
+            return "the persistent store is closed"
+        }
+    }
+}
