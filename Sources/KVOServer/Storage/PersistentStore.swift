@@ -1,0 +1,399 @@
+import CSQLite
+import KVOJSON
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// kvod's durable state: every object, the revision counter and the most recent history, in one
+/// SQLite database, `<directory>/kvod.sqlite3`.
+///
+/// The server loads the state once at startup (`load()`), then calls `commit(_:)` once per loop
+/// iteration with everything the engine accepted in that iteration, before the replies go out; one
+/// commit is one transaction, so durability costs at most one fsync per iteration (`SyncMode.full`),
+/// not one per request.
+///
+/// On disk (schema version 1):
+///
+///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- the value as compact JSON
+///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision
+///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, value TEXT, change TEXT, bytes INTEGER NOT NULL)
+///
+/// A history row's `value` is the object's value after the write (NULL for a delete), `change` the
+/// array change as JSON (`ArrayChangeRecord.storageJSON`, NULL for other writes), and `bytes` the length
+/// of those two texts. After each commit history keeps at most `historyLimit` rows and at most
+/// `historyByteLimit` bytes (the newest row is kept even when it alone is larger), oldest dropped first.
+///
+/// The database is in WAL mode with `locking_mode=EXCLUSIVE`: the store holds the file locked from
+/// `init` to `close()`, so a second kvod on the same directory fails at startup with
+/// `StorageError.locked`, and no `-shm` file is used.
+///
+/// Owned by the server; every method, `init` included, must be called from one thread, the loop thread.
+/// Not Sendable.
+public final class PersistentStore {
+    /// The schema this version writes and reads. A database with a newer one is refused.
+    public static let schemaVersion: Int64 = 1
+    /// The database file's name inside the data directory.
+    public static let fileName = "kvod.sqlite3"
+    /// Cap on the `-wal` file kept after a checkpoint (SQLite's `journal_size_limit`), so one large
+    /// commit does not leave a large WAL behind.
+    static let walSizeLimit = 64 << 20
+
+    /// `<directory>/kvod.sqlite3`.
+    public let databasePath: String
+    public let sync: SyncMode
+    public let historyLimit: Int
+    public let historyByteLimit: Int
+
+    private var database: SQLiteDatabase?
+    private var statements: Statements?
+    private var ledger = HistoryLedger()
+    /// The revision stored in `meta`.
+    private var storedRevision: UInt64 = 0
+    /// Reused encoding buffers: a commit allocates none once they have grown.
+    private var valueText: [UInt8] = []
+    private var changeText: [UInt8] = []
+
+    /// The statements a commit runs, compiled once.
+    private struct Statements {
+        let begin: SQLiteStatement
+        let commit: SQLiteStatement
+        let rollback: SQLiteStatement
+        let upsertObject: SQLiteStatement
+        let deleteObject: SQLiteStatement
+        let insertHistory: SQLiteStatement
+        let setRevision: SQLiteStatement
+        let trimHistory: SQLiteStatement
+
+        init(_ database: SQLiteDatabase) throws(StorageError) {
+            begin = try database.prepare("BEGIN IMMEDIATE")
+            commit = try database.prepare("COMMIT")
+            rollback = try database.prepare("ROLLBACK")
+            upsertObject = try database.prepare(
+                "INSERT INTO objects(id, value) VALUES(?1, ?2) ON CONFLICT(id) DO UPDATE SET value = excluded.value")
+            deleteObject = try database.prepare("DELETE FROM objects WHERE id = ?1")
+            insertHistory = try database.prepare(
+                "INSERT INTO history(rev, object, value, change, bytes) VALUES(?1, ?2, ?3, ?4, ?5)")
+            setRevision = try database.prepare(
+                "INSERT INTO meta(key, value) VALUES('revision', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            trimHistory = try database.prepare("DELETE FROM history WHERE rev <= ?1")
+        }
+
+        func finalize() {
+            for statement in [begin, commit, rollback, upsertObject, deleteObject, insertHistory, setRevision, trimHistory] {
+                statement.finalize()
+            }
+        }
+    }
+
+    /// Opens the store in `directory` (created with its parents when missing), creating the database on
+    /// first use, and locks it for this process. Loads the size of every history row (not the rows
+    /// themselves) and trims history to the limits, which may have shrunk since the last run.
+    ///
+    /// Throws `.locked` when another process (or another store in this process) has the directory
+    /// open, `.unsupportedSchema` for a database written by a newer kvod, `.directory` when the
+    /// directory cannot be created.
+    public init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int) throws(StorageError) {
+        self.sync = sync
+        self.historyLimit = max(historyLimit, 0)
+        self.historyByteLimit = max(historyByteLimit, 0)
+        try PersistentStore.makeDirectory(directory)
+        databasePath = directory.hasSuffix("/") ? directory + PersistentStore.fileName : directory + "/" + PersistentStore.fileName
+        let database = try SQLiteDatabase(path: databasePath)
+        do {
+            try configure(database)
+            try createSchema(database)
+            statements = try Statements(database)
+            self.database = database
+            try loadLedger()
+            try trimToLimits()
+        } catch {
+            statements?.finalize()
+            statements = nil
+            self.database = nil
+            database.close()
+            throw lockedIfBusy(error)
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Finalizes the statements and closes the database, which checkpoints the WAL into the database
+    /// file and releases the lock. Idempotent; later calls of `load` or `commit` throw `.closed`.
+    public func close() {
+        statements?.finalize()
+        statements = nil
+        database?.close()
+        database = nil
+    }
+
+    // MARK: - Loading
+
+    /// Reads everything back: every object, the revision (0 for a new database) and the kept history,
+    /// oldest first. A row that does not decode throws `.corrupt` naming the object or revision.
+    public func load() throws(StorageError) -> PersistedState {
+        guard let database else { throw .closed }
+        var state = PersistedState()
+        state.revision = try readRevision(database) ?? 0
+
+        let count = try database.prepare("SELECT count(*) FROM objects")
+        defer { count.finalize() }
+        if try count.step() { state.objects.reserveCapacity(Int(count.int64(0))) }
+
+        let objects = try database.prepare("SELECT id, value FROM objects")
+        defer { objects.finalize() }
+        while try objects.step() {
+            let id = objects.string(0)
+            let value = try decode(objects.textBytes(1), row: "object '\(id)'")
+            guard case .object = value else { throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object") }
+            state.objects[id] = value
+        }
+
+        let history = try database.prepare("SELECT rev, object, value, change FROM history ORDER BY rev")
+        defer { history.finalize() }
+        state.history.reserveCapacity(ledger.count)
+        while try history.step() {
+            let rev = UInt64(bitPattern: history.int64(0))
+            let row = "history rev \(rev)"
+            // Not `isNull ? nil : ...`: JSONValue is ExpressibleByNilLiteral, so that nil would be JSON null.
+            var value: JSONValue? = .none
+            if !history.isNull(2) { value = .some(try decode(history.textBytes(2), row: row)) }
+            var change: ArrayChangeRecord?
+            if !history.isNull(3) {
+                let json = try decode(history.textBytes(3), row: row)
+                do throws(ArrayChangeDecodingError) {
+                    change = try ArrayChangeRecord(storageJSON: json)
+                } catch {
+                    throw .corrupt(row: row, reason: error.reason)
+                }
+            }
+            if rev > state.revision {
+                throw .corrupt(row: row, reason: "the revision is past the stored revision \(state.revision)")
+            }
+            state.history.append(HistoryEntry(rev: rev, object: history.string(1), value: value, arrayChange: change))
+        }
+        return state
+    }
+
+    private func decode(_ text: UnsafeBufferPointer<UInt8>, row: String) throws(StorageError) -> JSONValue {
+        do throws(JSONParseError) {
+            return try JSONParser.parse(text)
+        } catch {
+            throw .corrupt(row: row, reason: "invalid JSON: \(error)")
+        }
+    }
+
+    private func readRevision(_ database: SQLiteDatabase) throws(StorageError) -> UInt64? {
+        let query = try database.prepare("SELECT value FROM meta WHERE key = 'revision'")
+        defer { query.finalize() }
+        guard try query.step() else { return nil }
+        let revision = query.int64(0)
+        guard query.isInteger(0), revision >= 0 else {
+            throw .corrupt(row: "meta revision", reason: "'\(query.string(0))' is not a revision")
+        }
+        return UInt64(revision)
+    }
+
+    // MARK: - Committing
+
+    /// Writes one batch in one transaction: each object the batch touched gets its final value once
+    /// (the last entry per object wins; a nil value deletes the object), every entry becomes a history
+    /// row, `batch.revision` becomes the stored revision, and history is trimmed to its limits.
+    ///
+    /// An empty batch that does not move the revision costs nothing. On error the transaction is rolled
+    /// back and nothing of the batch is stored.
+    public func commit(_ batch: CommitBatch) throws(StorageError) {
+        guard let statements else { throw .closed }
+        if batch.entries.isEmpty && batch.revision == storedRevision { return }
+        let entries = batch.entries
+        // The last entry of each object, when several entries touch the same one.
+        var lastEntry: [String: Int] = [:]
+        if entries.count > 1 {
+            lastEntry.reserveCapacity(entries.count)
+            for (index, entry) in entries.enumerated() { lastEntry[entry.object] = index }
+        }
+        let keepHistory = historyLimit > 0
+        var appended = 0
+        do {
+            try statements.begin.run()
+            for (index, entry) in entries.enumerated() {
+                valueText.removeAll(keepingCapacity: true)
+                changeText.removeAll(keepingCapacity: true)
+                var hasValue = false
+                if case let .some(value) = entry.value {
+                    JSONWriter.write(value, into: &valueText)
+                    hasValue = true
+                }
+                var hasChange = false
+                if let change = entry.arrayChange {
+                    JSONWriter.write(change.storageJSON, into: &changeText)
+                    hasChange = true
+                }
+
+                if entries.count == 1 || lastEntry[entry.object] == index {
+                    if hasValue {
+                        try statements.upsertObject.bind(1, text: entry.object)
+                        try statements.upsertObject.bind(2, text: valueText)
+                        try statements.upsertObject.run()
+                    } else {
+                        try statements.deleteObject.bind(1, text: entry.object)
+                        try statements.deleteObject.run()
+                    }
+                }
+                guard keepHistory else { continue }
+                let insert = statements.insertHistory
+                let bytes = valueText.count + changeText.count
+                try insert.bind(1, Int64(bitPattern: entry.rev))
+                try insert.bind(2, text: entry.object)
+                if hasValue { try insert.bind(3, text: valueText) } else { try insert.bindNull(3) }
+                if hasChange { try insert.bind(4, text: changeText) } else { try insert.bindNull(4) }
+                try insert.bind(5, Int64(bytes))
+                try insert.run()
+                ledger.append(revision: entry.rev, bytes: bytes)
+                appended += 1
+            }
+            try statements.setRevision.bind(1, Int64(bitPattern: batch.revision))
+            try statements.setRevision.run()
+            let drop = ledger.rowsToDrop(limit: historyLimit, byteLimit: historyByteLimit)
+            if drop > 0 {
+                try statements.trimHistory.bind(1, Int64(bitPattern: ledger.revision(at: drop - 1)))
+                try statements.trimHistory.run()
+            }
+            try statements.commit.run()
+            ledger.removeFirst(drop)
+            storedRevision = batch.revision
+        } catch {
+            ledger.removeLast(appended)
+            if database?.isInTransaction == true { try? statements.rollback.run() }
+            throw error
+        }
+    }
+
+    // MARK: - Diagnostics
+
+    /// History rows on disk and their total `bytes`, as the store tracks them in memory.
+    var historyRowCount: Int { ledger.count }
+    var historyByteTotal: Int { ledger.totalBytes }
+
+    /// The value of `PRAGMA <name>` on the store's connection (`synchronous` reads "2", "1" or "0").
+    func pragma(_ name: String) throws(StorageError) -> String {
+        try queryText("PRAGMA \(name)")
+    }
+
+    /// The first column of the first row of `sql` on the store's connection, as text ("" for none).
+    func queryText(_ sql: String) throws(StorageError) -> String {
+        guard let database else { throw .closed }
+        let query = try database.prepare(sql)
+        defer { query.finalize() }
+        return try query.step() ? query.string(0) : ""
+    }
+
+    // MARK: - Opening
+
+    private func configure(_ database: SQLiteDatabase) throws(StorageError) {
+        // Exclusive locking before WAL: the lock is taken at the first access and held until close,
+        // and the WAL index lives in process memory (no -shm file).
+        try database.exec("PRAGMA locking_mode = EXCLUSIVE")
+        try database.exec("PRAGMA busy_timeout = 0")
+        let journal = try database.prepare("PRAGMA journal_mode = WAL")
+        defer { journal.finalize() }
+        let mode = try journal.step() ? journal.string(0).lowercased() : ""
+        guard mode == "wal" else {
+            throw .sqlite(code: SQLITE_ERROR, message: "journal mode is '\(mode)', not 'wal'",
+                          during: "switching '\(databasePath)' to WAL")
+        }
+        try database.exec("PRAGMA synchronous = \(sync.pragmaValue)")
+        try database.exec("PRAGMA journal_size_limit = \(PersistentStore.walSizeLimit)")
+    }
+
+    /// Creates the tables of a new database, records the schema version, and refuses a newer one.
+    /// Runs in a write transaction, which also takes the exclusive lock.
+    private func createSchema(_ database: SQLiteDatabase) throws(StorageError) {
+        try database.exec("BEGIN IMMEDIATE")
+        do throws(StorageError) {
+            let hasMeta = try database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
+            defer { hasMeta.finalize() }
+            if try hasMeta.step() {
+                let version = try database.prepare("SELECT value FROM meta WHERE key = 'schema_version'")
+                defer { version.finalize() }
+                if try version.step() {
+                    let found = version.int64(0)
+                    if !version.isInteger(0) || found < 1 {
+                        throw .corrupt(row: "meta schema_version", reason: "'\(version.string(0))' is not a schema version")
+                    }
+                    if found > PersistentStore.schemaVersion {
+                        throw .unsupportedSchema(path: databasePath, found: found, supported: PersistentStore.schemaVersion)
+                    }
+                }
+            }
+            try database.exec("""
+                CREATE TABLE IF NOT EXISTS objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, value TEXT, change TEXT,
+                                                   bytes INTEGER NOT NULL);
+                INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(PersistentStore.schemaVersion));
+                """)
+            try database.exec("COMMIT")
+        } catch {
+            if database.isInTransaction { try? database.exec("ROLLBACK") }
+            throw error
+        }
+    }
+
+    private func loadLedger() throws(StorageError) {
+        guard let database else { throw .closed }
+        storedRevision = try readRevision(database) ?? 0
+        let rows = try database.prepare("SELECT rev, bytes FROM history ORDER BY rev")
+        defer { rows.finalize() }
+        while try rows.step() {
+            ledger.append(revision: UInt64(bitPattern: rows.int64(0)), bytes: Int(rows.int64(1)))
+        }
+    }
+
+    /// Drops the oldest history rows past the limits (they may be lower than when the rows were written).
+    private func trimToLimits() throws(StorageError) {
+        guard let database else { throw .closed }
+        let drop = ledger.rowsToDrop(limit: historyLimit, byteLimit: historyByteLimit)
+        guard drop > 0 else { return }
+        let trim = try database.prepare("DELETE FROM history WHERE rev <= ?1")
+        defer { trim.finalize() }
+        try trim.bind(1, Int64(bitPattern: ledger.revision(at: drop - 1)))
+        try trim.run()
+        ledger.removeFirst(drop)
+    }
+
+    /// `SQLITE_BUSY` while opening means another connection holds the lock.
+    private func lockedIfBusy(_ error: StorageError) -> StorageError {
+        if case let .sqlite(code, _, _) = error, code & 0xFF == SQLITE_BUSY { return .locked(path: databasePath) }
+        return error
+    }
+
+    // MARK: - Directory
+
+    /// `mkdir -p`: creates `path` and its missing parents (mode 0777 less the umask).
+    static func makeDirectory(_ path: String) throws(StorageError) {
+        guard !path.isEmpty else { throw .directory(path: path, reason: "the path is empty") }
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += component
+            if mkdir(prefix, 0o777) != 0 {
+                let code = errno
+                guard code == EEXIST else {
+                    throw .directory(path: path, reason: "mkdir '\(prefix)': \(String(cString: strerror(code)))")
+                }
+            }
+            var info = stat()
+            guard stat(prefix, &info) == 0 else {
+                throw .directory(path: path, reason: "stat '\(prefix)': \(String(cString: strerror(errno)))")
+            }
+            guard info.st_mode & S_IFMT == S_IFDIR else {
+                throw .directory(path: path, reason: "'\(prefix)' exists and is not a directory")
+            }
+            prefix += "/"
+        }
+    }
+}
