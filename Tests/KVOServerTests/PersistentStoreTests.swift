@@ -1,0 +1,457 @@
+import Foundation
+import KVOJSON
+import Testing
+
+@testable import KVOServer
+
+/// `PersistentStore` against real SQLite files in temporary directories: what is committed comes back
+/// after a reopen, exactly, and history is trimmed to its limits.
+@Suite struct PersistentStoreTests {
+    private typealias F = StorageFixtures
+
+    private func open(_ directory: TemporaryDirectory, sync: SyncMode = .normal, historyLimit: Int = 1000,
+                      historyByteLimit: Int = 1 << 30) throws -> PersistentStore {
+        try PersistentStore(directory: directory.path, sync: sync, historyLimit: historyLimit,
+                            historyByteLimit: historyByteLimit)
+    }
+
+    /// Opens the directory again (after closing `store`) and loads it.
+    private func reload(_ directory: TemporaryDirectory, closing store: PersistentStore? = nil) throws -> PersistedState {
+        store?.close()
+        let reopened = try open(directory)
+        defer { reopened.close() }
+        return try reopened.load()
+    }
+
+    // MARK: - Objects and revision
+
+    @Test func aNewDatabaseIsEmptyAtRevisionZero() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        let state = try store.load()
+        #expect(state.objects.isEmpty)
+        #expect(state.revision == 0)
+        #expect(state.history.isEmpty)
+        #expect(store.databasePath == directory.path + "/kvod.sqlite3")
+    }
+
+    @Test func objectsRoundTripExactly() throws {
+        let directory = TemporaryDirectory()
+        let big = String(repeating: "0123456789abcdef", count: 1 << 16)  // 1 MiB
+        let objects: [String: JSONValue] = [
+            "plain": ["date": "2026-11-20", "n": 3, "ratio": 0.25, "ok": true, "none": nil],
+            "nested": ["a": ["b": ["c": [1, [2, [3, ["d": "deep"]]]]]], "empty": [:], "list": []],
+            "unicode ключ 😀": ["名前": "値 \u{2028} \u{0} \"quoted\" \\ /", "emoji": "👩‍👩‍👧"],
+            "numbers": ["max": .int(.max), "min": .int(.min), "tiny": .double(.leastNonzeroMagnitude), "big": 1e300, "neg": -0.5],
+            "big": ["text": .string(big), "items": .array((0..<10_000).map { ["i": .int(Int64($0))] })],
+            "": ["empty id": true],
+        ]
+        let store = try open(directory)
+        var rev: UInt64 = 0
+        let entries = objects.keys.sorted().map { id -> HistoryEntry in
+            rev += 1
+            return F.entry(rev, id, objects[id]!)
+        }
+        try store.commit(F.batch(entries))
+        let state = try reload(directory, closing: store)
+        #expect(state.objects == objects)
+        #expect(state.revision == rev)
+        // Numbers keep their kind: integers stay integers, doubles stay doubles.
+        #expect(JSONWriter.string(state.objects["numbers"]!) == JSONWriter.string(objects["numbers"]!))
+        #expect(state.objects["big"]?["text"]?.stringValue?.utf8.count == 1 << 20)
+    }
+
+    @Test func aNilValueDeletesTheObject() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(F.batch([F.entry(1, "a", ["v": 1]), F.entry(2, "b", ["v": 2])]))
+        try store.commit(F.batch([F.entry(3, "a", nil)]))
+        // Deleting an object that was never stored is not an error.
+        try store.commit(F.batch([F.entry(4, "never", nil)]))
+        let state = try reload(directory, closing: store)
+        #expect(state.objects == ["b": ["v": 2]])
+        #expect(state.revision == 4)
+    }
+
+    @Test func theLastEntryOfEachObjectInABatchWins() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(F.batch([F.entry(1, "kept", ["v": 0]), F.entry(2, "gone", ["v": 0])]))
+        let changesBefore = Int(try store.queryText("SELECT total_changes()"))!
+        try store.commit(F.batch([
+            F.entry(3, "kept", ["v": 1]),
+            F.entry(4, "gone", nil),
+            F.entry(5, "kept", ["v": 2]),
+            F.entry(6, "reborn", ["v": 1]),
+            F.entry(7, "reborn", nil),
+            F.entry(8, "reborn", ["v": 3]),
+            F.entry(9, "transient", ["v": 1]),
+            F.entry(10, "transient", nil),
+        ]))
+        // Each object is written once: "kept" and "reborn" upserted, "gone" deleted ("transient" was
+        // never stored, so deleting it changes no row); then 8 history rows and the revision.
+        #expect(Int(try store.queryText("SELECT total_changes()"))! - changesBefore == 3 + 8 + 1)
+        let state = try reload(directory, closing: store)
+        #expect(state.objects == ["kept": ["v": 2], "reborn": ["v": 3]])
+        #expect(state.revision == 10)
+        // Every entry is still in history, in order.
+        #expect(state.history.map(\.rev) == Array(1...10))
+    }
+
+    @Test func theRevisionSurvivesReopeningAndAnEmptyBatchCanMoveIt() throws {
+        let directory = TemporaryDirectory()
+        do {
+            let store = try open(directory)
+            try store.commit(F.batch([F.entry(41, "a", ["v": 1])]))
+            store.close()
+        }
+        #expect(try reload(directory).revision == 41)
+        let store = try open(directory)
+        try store.commit(CommitBatch(revision: 42, entries: []))
+        #expect(try reload(directory, closing: store).revision == 42)
+    }
+
+    @Test func anEmptyBatchAtTheStoredRevisionWritesNothing() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(F.batch([F.entry(1, "a", ["v": 1])]))
+        // total_changes(): rows this connection has inserted, updated or deleted so far.
+        let changes = try store.queryText("SELECT total_changes()")
+        try store.commit(CommitBatch(revision: 1, entries: []))
+        #expect(try store.queryText("SELECT total_changes()") == changes)
+        try store.commit(CommitBatch(revision: 2, entries: []))
+        #expect(try store.queryText("SELECT total_changes()") == String(Int(changes)! + 1))
+        #expect(try store.load().revision == 2)
+    }
+
+    // MARK: - History
+
+    @Test func historyComesBackOldestFirstWithArrayChanges() throws {
+        let directory = TemporaryDirectory()
+        let insertion = ArrayChangeRecord(path: ["items"], kind: .insertion, indexes: [1, 2], old: [], new: ["milk", "eggs"])
+        let removal = ArrayChangeRecord(path: ["lists", "0", "items"], kind: .removal, indexes: [0], old: [["x": 1]], new: [])
+        let replacement = ArrayChangeRecord(path: ["items"], kind: .replacement, indexes: [0], old: ["bread"], new: ["rye"])
+        let entries = [
+            F.entry(1, "todo", ["items": ["bread"]]),
+            F.entry(2, "todo", ["items": ["bread", "milk", "eggs"]], change: insertion),
+            F.entry(3, "nested", ["lists": [["items": []]]], change: removal),
+            F.entry(4, "todo", ["items": ["rye", "milk", "eggs"]], change: replacement),
+            F.entry(5, "nested", nil),
+        ]
+        let store = try open(directory)
+        try store.commit(F.batch(Array(entries[0..<2])))
+        try store.commit(F.batch(Array(entries[2...])))
+        let state = try reload(directory, closing: store)
+        #expect(state.history == entries)
+        #expect(state.history[4].value == Optional<JSONValue>.none, "a delete comes back as no value, not JSON null")
+        #expect(state.history[1].arrayChange?.kind == .insertion)
+    }
+
+    @Test func historyIsTrimmedToTheNewestRowsByCount() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory, historyLimit: 5)
+        var rev: UInt64 = 0
+        for batchSize in [3, 1, 4, 4] {
+            let entries = (0..<batchSize).map { _ -> HistoryEntry in
+                rev += 1
+                return F.entry(rev, "o\(rev % 3)", ["v": .int(Int64(rev))])
+            }
+            try store.commit(F.batch(entries))
+            #expect(store.historyRowCount == min(Int(rev), 5))
+        }
+        #expect(try store.load().history.map(\.rev) == [8, 9, 10, 11, 12])
+        store.close()
+        // A smaller limit at the next start trims at once.
+        let smaller = try open(directory, historyLimit: 2)
+        #expect(try smaller.load().history.map(\.rev) == [11, 12])
+        #expect(smaller.historyRowCount == 2)
+        // Objects are never trimmed.
+        #expect(try smaller.load().objects.count == 3)
+    }
+
+    @Test func historyIsTrimmedByBytes() throws {
+        let directory = TemporaryDirectory()
+        let entries = (1...10).map { F.entry(UInt64($0), "o", ["text": .string(String(repeating: "x", count: 100))]) }
+        let rowBytes = F.rowBytes(entries[0])
+        #expect(rowBytes > 100)
+        // Room for three rows and a half: three are kept.
+        let store = try open(directory, historyLimit: 1000, historyByteLimit: rowBytes * 7 / 2)
+        try store.commit(F.batch(Array(entries[0..<4])))
+        #expect(store.historyRowCount == 3)
+        for entry in entries[4...] { try store.commit(F.batch([entry])) }
+        #expect(store.historyByteTotal == 3 * rowBytes)
+        let state = try store.load()
+        #expect(state.history.map(\.rev) == [8, 9, 10])
+        store.close()
+        // The running total is rebuilt from disk on open.
+        let reopened = try open(directory, historyLimit: 1000, historyByteLimit: rowBytes * 7 / 2)
+        #expect(reopened.historyByteTotal == 3 * rowBytes)
+    }
+
+    @Test func aRowLargerThanTheByteCapIsKeptAlone() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory, historyLimit: 1000, historyByteLimit: 50)
+        try store.commit(F.batch([F.entry(1, "a", ["v": 1]), F.entry(2, "a", ["v": 2])]))
+        #expect(store.historyRowCount == 2)
+        let large = F.entry(3, "a", ["text": .string(String(repeating: "y", count: 200))])
+        try store.commit(F.batch([large]))
+        #expect(try store.load().history == [large])
+        // A change record counts too.
+        let change = ArrayChangeRecord(path: ["l"], kind: .insertion, indexes: [0], old: [], new: ["z"])
+        let withChange = F.entry(4, "a", ["l": ["z"]], change: change)
+        try store.commit(F.batch([withChange]))
+        #expect(store.historyByteTotal == F.rowBytes(withChange))
+        #expect(F.rowBytes(withChange) > JSONWriter.bytes(withChange.value!).count)
+    }
+
+    @Test func aZeroHistoryLimitKeepsNoHistory() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory, historyLimit: 0)
+        try store.commit(F.batch([F.entry(1, "a", ["v": 1]), F.entry(2, "b", ["v": 2])]))
+        let state = try store.load()
+        #expect(state.history.isEmpty)
+        #expect(state.objects.count == 2)
+        #expect(state.revision == 2)
+    }
+
+    @Test func trimmingManyRowsKeepsTheRunningTotalRight() throws {
+        // 10,000 rows through a 10-row window: the ledger compacts its dropped rows several times.
+        let directory = TemporaryDirectory()
+        let store = try open(directory, sync: .off, historyLimit: 10)
+        var rev: UInt64 = 0
+        for _ in 0..<100 {
+            let entries = (0..<100).map { _ -> HistoryEntry in
+                rev += 1
+                return F.entry(rev, "o\(rev % 7)", ["v": .int(Int64(rev)), "pad": .string(String(repeating: "p", count: Int(rev % 13)))])
+            }
+            try store.commit(F.batch(entries))
+        }
+        let state = try store.load()
+        #expect(state.history.map(\.rev) == Array(9991...10000))
+        #expect(store.historyByteTotal == state.history.reduce(0) { $0 + F.rowBytes($1) })
+        store.close()
+        let reopened = try open(directory, historyLimit: 10)
+        #expect(reopened.historyByteTotal == state.history.reduce(0) { $0 + F.rowBytes($1) })
+    }
+
+    // MARK: - Atomicity
+
+    @Test func aFailingBatchStoresNothingAndTheStoreCarriesOn() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory, historyLimit: 3)
+        try store.commit(F.batch([F.entry(1, "a", ["v": 1]), F.entry(2, "b", ["v": 1])]))
+        let bytes = store.historyByteTotal
+        // Revision 2 is already in history: the insert fails after "a" was rewritten and "c" created.
+        #expect(throws: StorageError.self) {
+            try store.commit(F.batch([F.entry(3, "a", ["v": 99]), F.entry(4, "c", ["v": 1]), F.entry(2, "d", ["v": 1])]))
+        }
+        #expect(store.historyRowCount == 2)
+        #expect(store.historyByteTotal == bytes)
+        let state = try store.load()
+        #expect(state.objects == ["a": ["v": 1], "b": ["v": 1]])
+        #expect(state.revision == 2)
+        // The next batch commits normally and trims with the right counts.
+        try store.commit(F.batch([F.entry(3, "a", ["v": 3]), F.entry(4, "c", ["v": 4])]))
+        let after = try reload(directory, closing: store)
+        #expect(after.objects == ["a": ["v": 3], "b": ["v": 1], "c": ["v": 4]])
+        #expect(after.history.map(\.rev) == [2, 3, 4])
+        #expect(after.revision == 4)
+    }
+
+    // MARK: - Locking, closing, reopening
+
+    @Test func aSecondStoreOnTheSameDirectoryIsRefusedWhileTheFirstIsOpen() throws {
+        let directory = TemporaryDirectory()
+        let first = try open(directory)
+        try first.commit(F.batch([F.entry(1, "a", ["v": 1])]))
+        let error = #expect(throws: StorageError.self) { _ = try open(directory) }
+        #expect(error == .locked(path: directory.path + "/kvod.sqlite3"))
+        #expect(error?.description.contains("another kvod") == true)
+        // The refused attempt did not disturb the first store.
+        try first.commit(F.batch([F.entry(2, "a", ["v": 2])]))
+        first.close()
+        let second = try open(directory)
+        #expect(try second.load().objects == ["a": ["v": 2]])
+    }
+
+    @Test func theLockIsTakenAtOpenEvenBeforeTheFirstCommit() throws {
+        let directory = TemporaryDirectory()
+        let first = try open(directory)
+        #expect(throws: StorageError.locked(path: first.databasePath)) { _ = try open(directory) }
+        first.close()
+    }
+
+    @Test func releasingAStoreWithoutClosingItReleasesTheLock() throws {
+        let directory = TemporaryDirectory()
+        do {
+            let store = try open(directory)
+            try store.commit(F.batch([F.entry(1, "a", ["v": 1])]))
+        }
+        let state = try reload(directory)
+        #expect(state.objects == ["a": ["v": 1]])
+        #expect(state.revision == 1)
+    }
+
+    @Test(arguments: [SyncMode.normal, .full, .off])
+    func filesCopiedWhileTheStoreIsOpenHoldEveryCommit(sync: SyncMode) throws {
+        // Copying the directory while the store is open and has not checkpointed gives the files a
+        // SIGKILL leaves behind: the database file and its WAL, never closed.
+        let directory = TemporaryDirectory()
+        let store = try open(directory, sync: sync)
+        for rev in 1...20 {
+            try store.commit(F.batch([F.entry(UInt64(rev), "o\(rev % 4)", ["v": .int(Int64(rev))])]))
+        }
+        #expect(directory.fileNames.contains("kvod.sqlite3-wal"))
+        let copy = TemporaryDirectory()
+        for name in directory.fileNames {
+            try FileManager.default.copyItem(atPath: directory.appending(name), toPath: copy.appending(name))
+        }
+        let state = try reload(copy)
+        #expect(state.revision == 20)
+        #expect(state.objects == ["o0": ["v": 20], "o1": ["v": 17], "o2": ["v": 18], "o3": ["v": 19]])
+        #expect(state.history.count == 20)
+        store.close()
+    }
+
+    @Test func usingAClosedStoreThrows() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        store.close()
+        store.close()
+        #expect(throws: StorageError.closed) { try store.commit(F.batch([F.entry(1, "a", ["v": 1])])) }
+        #expect(throws: StorageError.closed) { _ = try store.load() }
+        // Closing checkpoints the WAL into the database file.
+        #expect(!directory.fileNames.contains("kvod.sqlite3-wal"))
+    }
+
+    // MARK: - Pragmas and the directory
+
+    @Test(arguments: [(SyncMode.full, "2"), (.normal, "1"), (.off, "0")])
+    func eachSyncModeSetsSynchronous(sync: SyncMode, expected: String) throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory, sync: sync)
+        #expect(try store.pragma("synchronous") == expected)
+        #expect(try store.pragma("journal_mode") == "wal")
+        #expect(try store.pragma("locking_mode") == "exclusive")
+    }
+
+    @Test func theSyncModesParseFromTheirFlagNames() {
+        #expect(SyncMode(rawValue: "full") == .full)
+        #expect(SyncMode(rawValue: "normal") == .normal)
+        #expect(SyncMode(rawValue: "off") == .off)
+        #expect(SyncMode(rawValue: "FULL") == nil)
+    }
+
+    @Test func missingDirectoriesAreCreated() throws {
+        let directory = TemporaryDirectory()
+        let nested = directory.appending("a/b/c/")
+        let store = try PersistentStore(directory: nested, sync: .normal, historyLimit: 10, historyByteLimit: 1000)
+        #expect(store.databasePath == nested + "kvod.sqlite3")
+        try store.commit(F.batch([F.entry(1, "a", ["v": 1])]))
+        store.close()
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: directory.appending("a/b/c"), isDirectory: &isDirectory))
+        #expect(isDirectory.boolValue)
+        #expect(FileManager.default.fileExists(atPath: directory.appending("a/b/c/kvod.sqlite3")))
+    }
+
+    @Test func aFileInTheWayIsADirectoryError() throws {
+        let directory = TemporaryDirectory()
+        #expect(FileManager.default.createFile(atPath: directory.appending("file"), contents: Data("x".utf8)))
+        let error = #expect(throws: StorageError.self) {
+            _ = try PersistentStore(directory: directory.appending("file/sub"), sync: .normal, historyLimit: 1,
+                                    historyByteLimit: 1)
+        }
+        guard case let .directory(path, reason) = error else {
+            Issue.record("expected a directory error, got \(String(describing: error))")
+            return
+        }
+        #expect(path == directory.appending("file/sub"))
+        #expect(reason.contains("not a directory"))
+    }
+
+    // MARK: - Damaged and foreign databases
+
+    /// Runs SQL on the closed database directly.
+    private func tamper(_ directory: TemporaryDirectory, _ sql: String) throws {
+        let database = try SQLiteDatabase(path: directory.appending("kvod.sqlite3"))
+        try database.exec(sql)
+        database.close()
+    }
+
+    /// Reads one value from the closed database directly.
+    private func peek(_ directory: TemporaryDirectory, _ sql: String) throws -> String {
+        let database = try SQLiteDatabase(path: directory.appending("kvod.sqlite3"))
+        defer { database.close() }
+        let query = try database.prepare(sql)
+        defer { query.finalize() }
+        return try query.step() ? query.string(0) : ""
+    }
+
+    /// Commits `entries` in a store that is closed again at once.
+    private func seed(_ directory: TemporaryDirectory, _ entries: [HistoryEntry]) throws {
+        let store = try open(directory)
+        defer { store.close() }
+        try store.commit(F.batch(entries))
+    }
+
+    @Test func aCorruptObjectRowNamesTheObject() throws {
+        let directory = TemporaryDirectory()
+        try seed(directory, [F.entry(1, "good", ["v": 1]), F.entry(2, "bad", ["v": 2])])
+        try tamper(directory, "UPDATE objects SET value = '{\"v\": ' WHERE id = 'bad'")
+        let store = try open(directory)
+        let error = #expect(throws: StorageError.self) { _ = try store.load() }
+        guard case let .corrupt(row, reason) = error else {
+            Issue.record("expected a corrupt-row error, got \(String(describing: error))")
+            return
+        }
+        #expect(row == "object 'bad'")
+        #expect(reason.hasPrefix("invalid JSON"))
+    }
+
+    @Test func anObjectThatIsNotAJSONObjectIsCorrupt() throws {
+        let directory = TemporaryDirectory()
+        try seed(directory, [F.entry(1, "a", ["v": 1])])
+        try tamper(directory, "UPDATE objects SET value = '[1,2]' WHERE id = 'a'")
+        let store = try open(directory)
+        #expect(throws: StorageError.corrupt(row: "object 'a'", reason: "the value is not a JSON object")) {
+            _ = try store.load()
+        }
+    }
+
+    @Test func aCorruptHistoryRowNamesItsRevision() throws {
+        let directory = TemporaryDirectory()
+        let change = ArrayChangeRecord(path: ["l"], kind: .insertion, indexes: [0], old: [], new: [1])
+        try seed(directory, [F.entry(1, "a", ["l": []]), F.entry(2, "a", ["l": [1]], change: change)])
+        try tamper(directory, "UPDATE history SET change = '{\"path\":[\"l\"],\"kind\":9,\"indexes\":[0],\"old\":[],\"new\":[1]}' WHERE rev = 2")
+        let store = try open(directory)
+        #expect(throws: StorageError.corrupt(row: "history rev 2", reason: "'kind' is not a change kind")) {
+            _ = try store.load()
+        }
+        store.close()
+        try tamper(directory, "UPDATE history SET value = 'nope', change = NULL WHERE rev = 2")
+        let again = try open(directory)
+        let error = #expect(throws: StorageError.self) { _ = try again.load() }
+        #expect(error?.description.contains("history rev 2") == true)
+    }
+
+    @Test func aRevisionStoredAsTextIsCorrupt() throws {
+        let directory = TemporaryDirectory()
+        try seed(directory, [F.entry(1, "a", ["v": 1])])
+        try tamper(directory, "UPDATE meta SET value = 'seven' WHERE key = 'revision'")
+        #expect(throws: StorageError.corrupt(row: "meta revision", reason: "'seven' is not a revision")) {
+            _ = try open(directory)
+        }
+    }
+
+    @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
+        let directory = TemporaryDirectory()
+        try seed(directory, [F.entry(1, "a", ["v": 1])])
+        try tamper(directory, "UPDATE meta SET value = 2 WHERE key = 'schema_version'")
+        let error = #expect(throws: StorageError.self) { _ = try open(directory) }
+        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 2, supported: 1))
+        // Refusing did not rewrite the version or anything else.
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "2")
+        #expect(try peek(directory, "SELECT value FROM objects WHERE id = 'a'") == #"{"v":1}"#)
+    }
+}
