@@ -367,6 +367,23 @@ struct CLITests {
         #expect(result.stderr.isEmpty)
     }
 
+    @Test("subscribe exits 1 when the kvod it reconnects to no longer has the object")
+    func subscribeEndsWhenObjectIsGoneAfterReconnecting() throws {
+        let server = try KVODProcess()
+        try server.connect().call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
+        let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--options", "initial"])
+        #expect(subscriber.nextLine() == "clock.date  initial  rev=1")
+        // An --in-memory kvod restarts empty: the object and its history are gone.
+        let empty = try server.restart(after: SIGTERM)
+        let result = subscriber.finish()
+        #expect(result.status == 1)
+        #expect(result.stdout.isEmpty)
+        #expect(result.errorLines == [
+            "kvoclient: lost the connection to 127.0.0.1:\(empty.port) (the server closed the connection); reconnecting",
+            "kvoclient: error: not_found: object 'clock' does not exist",
+        ])
+    }
+
     @Test("Ctrl-C (SIGINT) ends subscribe cleanly, and the server drops its subscriptions")
     func subscribeExitsCleanlyOnSIGINT() throws {
         let server = try KVODProcess()
