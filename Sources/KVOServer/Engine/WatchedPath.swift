@@ -15,7 +15,11 @@ final class WatchedPath {
     let keyPath: KeyPath
     /// Creation order, so that notifications come out in a stable order.
     let serial: Int
-    var subscribers: [SubscriptionID: Observation] = [:]
+    var subscribers: [SubscriptionID: Observation] = [:] {
+        didSet { cachedRecipients = nil }
+    }
+    /// `recipients`, kept between changes of `subscribers` (a notification per change reads it).
+    private var cachedRecipients: [Recipient]?
     /// Where the last reading looked.
     var dependencies: [StoredLocation] = []
     /// The trie nodes it is registered at, matching `dependencies`.
@@ -32,7 +36,12 @@ final class WatchedPath {
 
     var key: Key { Key(object: object, keyPath: keyPath.string) }
 
-    var recipients: [Recipient] { subscribers.values.map(\.recipient) }
+    var recipients: [Recipient] {
+        if let cachedRecipients { return cachedRecipients }
+        let list = subscribers.values.map(\.recipient).sorted { $0.subscription < $1.subscription }
+        cachedRecipients = list
+        return list
+    }
 
     /// Subscribers that asked for prior notifications.
     var priorRecipients: [Recipient] {

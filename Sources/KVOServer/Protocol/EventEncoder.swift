@@ -32,6 +32,18 @@ public struct EventEncoder {
         return tail
     }
 
+    /// Calls `body` with the tail for a recipient with `options`, without copying or retaining it
+    /// per call once built (the fan-out loop's form of `tail(for:)`).
+    @inline(__always)
+    public mutating func withTail<Result>(for options: ObservationOptions,
+                                          _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        let includeNew = (options.contains(.new) || notification.reason == .resync) && notification.carriesNew
+        let includeOld = options.contains(.old) && notification.carriesOld
+        let variant = (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
+        if tails[variant] == nil { tails[variant] = makeTail(includeNew: includeNew, includeOld: includeOld) }
+        return tails[variant]!.withUnsafeBytes(body)
+    }
+
     /// The whole event line for one recipient (for tests and tools; the server appends the pieces).
     public mutating func line(subscription: SubscriptionID, options: ObservationOptions) -> [UInt8] {
         var line = EventEncoder.head

@@ -17,7 +17,11 @@ public final class Server {
     private let loop: EventLoop
     private var listener: TCPListener?
     private let handler: RequestHandler
-    private var connections: [ConnectionID: Connection] = [:]
+    /// Open connections by slot (`ConnectionID.slot`): delivering an event finds its connection by
+    /// array index, not by hashing. Freed slots are reused.
+    @exclusivity(unchecked) private var slots: [Connection?] = []
+    private var freeSlots: [UInt32] = []
+    private var openConnections = 0
     private var lastConnectionID: UInt64 = 0
     /// Connections with output to write at the end of this iteration.
     private var flushQueue: [Connection] = []
@@ -41,7 +45,7 @@ public final class Server {
     /// The engine (loop thread only; for tests and tools running in-process).
     public var engine: KVOEngine { handler.engine }
     /// Open connections.
-    public var connectionCount: Int { connections.count }
+    public var connectionCount: Int { openConnections }
 
     /// Opens the store (when configured) and restores the engine from it, creates the loop and binds
     /// the listener, so the port is known before `run()`.
@@ -136,10 +140,10 @@ public final class Server {
         precondition(loop.isOnLoopThread, "Server.stop() must be called on the loop thread")
         guard !isStopping else { return }
         isStopping = true
-        logger.info("stopping", metadata: ["connections": "\(connections.count)"])
+        logger.info("stopping", metadata: ["connections": "\(openConnections)"])
         commitPendingWrites()
         listener?.close()
-        for connection in Array(connections.values) {
+        for connection in slots.compactMap({ $0 }) {
             connection.close(reason: .serverStopping)
         }
         closeOwnHandles()
@@ -161,17 +165,22 @@ public final class Server {
             return
         }
         lastConnectionID += 1
+        let slot = freeSlots.popLast() ?? {
+            slots.append(nil)
+            return UInt32(slots.count - 1)
+        }()
         let connection = Connection(
-            id: ConnectionID(lastConnectionID), loop: loop.raw, delegate: self,
+            id: ConnectionID(lastConnectionID, slot: slot), loop: loop.raw, delegate: self,
             maximumLineLength: configuration.maximumLineLength,
             maximumOutputBytes: configuration.maximumOutputBufferBytes)
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
+        slots[Int(slot)] = connection
+        openConnections += 1
         guard acceptStatus == 0 else {
             connection.close(reason: .socketError("accept: \(uvErrorDescription(acceptStatus))"))
             return
         }
-        let tooMany = connections.count >= configuration.maximumConnections
-        connections[connection.id] = connection
+        let tooMany = openConnections > configuration.maximumConnections
         let startStatus = connection.start()
         guard startStatus == 0 else {
             connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))
@@ -221,13 +230,27 @@ public final class Server {
         connection.enqueue(replyBuffer)
     }
 
-    /// Fans each notification out to its recipients, encoding it once per option variant.
+    /// The open connection with `id`, found by its slot.
+    @inline(__always)
+    private func connection(_ id: ConnectionID) -> Connection? {
+        let slot = Int(id.slot)
+        guard slot < slots.count, let connection = slots[slot], connection.id.rawValue == id.rawValue else { return nil }
+        return connection
+    }
+
+    /// Fans each notification out to its recipients, encoding it once per option variant. This is
+    /// the per-event hot path: per recipient it costs an array lookup and three copies into the
+    /// connection's output buffer (the shared head, the subscription id, the shared tail).
     private func deliverNotifications() {
-        for notification in notifications {
-            var encoder = EventEncoder(notification)
-            for recipient in notification.recipients {
-                guard let connection = connections[recipient.connection] else { continue }
-                connection.enqueueEvent(subscription: recipient.subscription, tail: encoder.tail(for: recipient.options))
+        EventEncoder.head.withUnsafeBytes { head in
+            for notification in notifications {
+                var encoder = EventEncoder(notification)
+                for recipient in notification.recipients {
+                    guard let connection = connection(recipient.connection) else { continue }
+                    encoder.withTail(for: recipient.options) { tail in
+                        connection.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
+                    }
+                }
             }
         }
     }
@@ -295,7 +318,12 @@ extension Server: ConnectionDelegate {
     }
 
     func connectionDidClose(_ connection: Connection, reason: CloseReason) {
-        connections[connection.id] = nil
+        let slot = Int(connection.id.slot)
+        if slot < slots.count, slots[slot] === connection {
+            slots[slot] = nil
+            freeSlots.append(UInt32(slot))
+            openConnections -= 1
+        }
         let removed = handler.engine.disconnect(connection.id)
         let metadata: Logger.Metadata = [
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",

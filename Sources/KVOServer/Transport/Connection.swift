@@ -18,15 +18,17 @@ final class Connection {
     private var framer: LineFramer
     private let maximumOutputBytes: Int
 
+    // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
+    // from the loop thread, by one call at a time.
     /// Output not yet handed to libuv.
-    private var pending = WriteBuffer()
+    @exclusivity(unchecked) private var pending = WriteBuffer()
     /// Output handed to libuv by the write in flight (empty when none).
-    private var inFlight = WriteBuffer()
+    @exclusivity(unchecked) private var inFlight = WriteBuffer()
     private let writeRequest: UnsafeMutablePointer<uv_write_t>
-    private var writeInFlight = false
-    private(set) var isClosing = false
+    @exclusivity(unchecked) private var writeInFlight = false
+    @exclusivity(unchecked) private(set) var isClosing = false
     /// Set while the connection is listed for this iteration's flush.
-    var isScheduledForFlush = false
+    @exclusivity(unchecked) var isScheduledForFlush = false
     /// Close once everything queued is written (used to reject a connection politely).
     private var closeAfterFlush: CloseReason?
 
@@ -47,6 +49,8 @@ final class Connection {
 
     deinit {
         writeRequest.deallocate()
+        pending.release()
+        inFlight.release()
     }
 
     /// Bytes queued and not yet acknowledged by the kernel.
@@ -69,9 +73,10 @@ final class Connection {
     }
 
     /// Queues one event: the shared head, the subscription id and the shared tail.
-    func enqueueEvent(subscription: SubscriptionID, tail: [UInt8]) {
+    @inline(__always)
+    func enqueueEvent(head: UnsafeRawBufferPointer, subscription: SubscriptionID, tail: UnsafeRawBufferPointer) {
         guard !isClosing else { return }
-        pending.append(EventEncoder.head)
+        pending.append(head)
         pending.appendInteger(subscription)
         pending.append(tail)
         didEnqueue()
