@@ -5,6 +5,7 @@ import Glibc
 /// `kvod-bench`: benchmarks that print figures (never pass/fail). See docs/performance.md.
 ///
 ///     kvod-bench engine [--observations N] [--sets N]
+///     kvod-bench storage [--objects N] [--commits N]
 @main
 struct KVODBench {
     static func main() {
@@ -22,6 +23,11 @@ struct KVODBench {
         case "engine":
             EngineBenchmark.run(observations: options["observations"] ?? 100_000, sets: options["sets"] ?? 200_000)
             EngineBenchmark.runAggregates(sets: (options["sets"] ?? 200_000) / 10)
+        case "storage":
+            StorageBenchmark.run(objects: options["objects"] ?? 1_000_000, commits: options["commits"] ?? 1000)
+        case "storage-restart":
+            // The second half of `storage`, started by it in a fresh process.
+            StorageBenchmark.restart(objects: options["objects"] ?? 1_000_000)
         default:
             usage()
         }
@@ -29,6 +35,7 @@ struct KVODBench {
 
     static func usage() -> Never {
         print("usage: kvod-bench engine [--observations N] [--sets N]")
+        print("       kvod-bench storage [--objects N] [--commits N]")
         exit(2)
     }
 }
