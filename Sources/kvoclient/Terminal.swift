@@ -24,11 +24,17 @@ enum Terminal {
         write(text, to: 2)
     }
 
-    /// Restores SIGPIPE's default action (end the process), which a parent may have set to ignore:
-    /// then `kvoclient subscribe ... | head -1` ends when `head` does, as other Unix tools do, instead
-    /// of writing into a closed pipe forever. Socket writes are unaffected (they use MSG_NOSIGNAL).
+    /// Restores SIGPIPE's default action (end the process), which a parent may have set to ignore,
+    /// and unblocks it, which a parent may have blocked (a thread of Foundation's `Process` or of a
+    /// dispatch queue passes its signal mask on): then `kvoclient subscribe ... | head -1` ends when
+    /// `head` does, as other Unix tools do, instead of writing into a closed pipe forever. Socket
+    /// writes are unaffected (they use MSG_NOSIGNAL).
     static func restoreBrokenPipeDefault() {
         signal(SIGPIPE, SIG_DFL)
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGPIPE)
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
     }
 
     /// Ends the process with `code`.

@@ -52,7 +52,7 @@ struct CLITests {
             ("-7", -7),
             ("-x", "-x"),
             ("true", true),
-            ("null", nil),
+            ("null", .null),
             (#"{"a":[1,"two"]}"#, ["a": [1, "two"]]),
             ("hello world", "hello world"),
             ("[1,", "[1,"),
@@ -414,7 +414,7 @@ struct CLITests {
         try writer.call("set", ["object": "clock", "keyPath": "date", "value": "2026-11-21"])
         let result = subscriber.finish(timeout: 5)
         #expect(!result.exitedNormally)
-        #expect(result.status == SIGPIPE)
+        #expect(result.status == SIGPIPE, "stderr: \(result.stderr)")
         try waitForObservers(writer, object: "clock", count: 0)
     }
 
