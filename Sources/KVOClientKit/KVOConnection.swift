@@ -39,8 +39,17 @@ public final class KVOConnection {
         var lastError = "no address"
         var candidate: UnsafeMutablePointer<addrinfo>? = first
         while let info = candidate {
-            let descriptor = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+            // Close-on-exec, so that a child process started meanwhile does not keep the connection open.
+            #if canImport(Glibc)
+            let socketType = info.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue)
+            #else
+            let socketType = info.pointee.ai_socktype
+            #endif
+            let descriptor = socket(info.pointee.ai_family, socketType, info.pointee.ai_protocol)
             if descriptor >= 0 {
+                #if !canImport(Glibc)
+                _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+                #endif
                 if connect(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 {
                     var one: Int32 = 1
                     setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

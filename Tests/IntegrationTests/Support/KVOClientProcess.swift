@@ -31,8 +31,8 @@ final class KVOClientProcess: @unchecked Sendable {
     }
 
     let process = Process()
-    private let stdoutPipe = Pipe()
-    private let stderrPipe = Pipe()
+    private let stdoutPipe = ChildPipe()
+    private let stderrPipe = ChildPipe()
     private var stdout: PipeLines
     private var stderr: PipeLines
 
@@ -49,10 +49,12 @@ final class KVOClientProcess: @unchecked Sendable {
             process.executableURL = executable
             process.arguments = arguments
         }
-        process.standardOutput = stdoutPipe
-        process.standardError = stderrPipe
+        process.standardOutput = stdoutPipe.fileHandleForWriting
+        process.standardError = stderrPipe.fileHandleForWriting
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        stdoutPipe.closeWritingEnd()
+        stderrPipe.closeWritingEnd()
     }
 
     deinit {

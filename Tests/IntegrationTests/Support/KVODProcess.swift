@@ -56,8 +56,8 @@ final class KVODProcess: @unchecked Sendable {
     let extraArguments: [String]
     let workingDirectory: String?
     let logLevel: String
-    private let stderrPipe = Pipe()
-    private let stdoutPipe = Pipe()
+    private let stderrPipe = ChildPipe()
+    private let stdoutPipe = ChildPipe()
     private let logLock = NSLock()
     private var logData = Data()
 
@@ -73,9 +73,11 @@ final class KVODProcess: @unchecked Sendable {
         process.arguments = ["--host", "127.0.0.1", "--port", String(port), "--log-level", logLevel]
             + storage.arguments + extraArguments
         if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
-        process.standardOutput = stdoutPipe
-        process.standardError = stderrPipe
+        process.standardOutput = stdoutPipe.fileHandleForWriting
+        process.standardError = stderrPipe.fileHandleForWriting
         try process.run()
+        stdoutPipe.closeWritingEnd()
+        stderrPipe.closeWritingEnd()
         // First stdout line: "kvod listening on 127.0.0.1:PORT".
         var line = Data()
         let stdoutHandle = stdoutPipe.fileHandleForReading
@@ -196,7 +198,7 @@ final class TemporaryDirectory: @unchecked Sendable {
         var template = Array((NSTemporaryDirectory() as NSString).appendingPathComponent("kvod-\(label)-XXXXXX").utf8CString)
         let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         guard created != nil else { throw CocoaError(.fileWriteUnknown) }
-        path = String(cString: template)
+        path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
     /// A path inside the directory (not created).
