@@ -59,7 +59,7 @@ struct DurabilityTests {
         let server = try KVODProcess(["--sync", sync], dataDirectory: directory.appending("data"))
         let client = try server.connect()
         try client.call("create", ["object": "person", "values": [
-            "name": "Ada", "age": 36, "height": 1.65, "retired": false, "spouse": nil,
+            "name": "Ada", "age": 36, "height": 1.65, "retired": false, "spouse": .null,
             "address": ["city": "London", "lines": ["12 St James's Square", "Zürich \"quoted\" \\ \n"]],
             "employer": ["$ref": "company"],
         ]])
@@ -157,7 +157,7 @@ struct DurabilityTests {
              "change": ["kind": 1, "old": old, "new": new]]
         }
         #expect(try observer.nextEvent() == event("valueChanged", 2, old: "B0", new: "B1"))
-        #expect(try observer.nextEvent() == event("sourceDeleted", 3, old: "B1", new: nil))
+        #expect(try observer.nextEvent() == event("sourceDeleted", 3, old: "B1", new: .null))
         // The observation has ended: a later write to the re-created object sends nothing to it.
         try resumeOn.connect().call("set", ["object": "b", "keyPath": "name", "value": "later"])
         try observer.call("ping")
