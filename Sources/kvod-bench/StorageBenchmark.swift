@@ -31,10 +31,12 @@ enum StorageBenchmark {
         var next = 0
         while next < objects {
             let end = min(next + batchSize, objects)
+            var objectsInBatch: [String: StoredObject] = [:]
             let entries = (next..<end).map { index in
-                HistoryEntry(rev: UInt64(index + 1), object: "object-\(index)", value: smallObject(index), arrayChange: nil)
+                objectsInBatch["object-\(index)"] = .present(smallObject(index))
+                return HistoryEntry(rev: UInt64(index + 1), object: "object-\(index)", change: .created(smallObject(index)))
             }
-            let batch = CommitBatch(revision: UInt64(end), entries: entries)
+            let batch = CommitBatch(revision: UInt64(end), entries: entries, objects: objectsInBatch)
             let start = monotonicNanoseconds()
             commitOrExit(store, batch)
             writeNanoseconds += monotonicNanoseconds() - start
@@ -70,9 +72,11 @@ enum StorageBenchmark {
             for round in 0..<commits {
                 revision += 1
                 let index = (round &* 7919) % max(objects, 1)
-                let entry = HistoryEntry(rev: revision, object: "object-\(index)", value: smallObject(index + round), arrayChange: nil)
+                let value = smallObject(index + round)
+                let entry = HistoryEntry(rev: revision, object: "object-\(index)",
+                                         change: .set(path: ["n"], old: .int(Int64(index + round - 1)), new: value["n"]!))
                 let start = monotonicNanoseconds()
-                commitOrExit(store, CommitBatch(revision: revision, entries: [entry]))
+                commitOrExit(store, CommitBatch(revision: revision, entries: [entry], objects: ["object-\(index)": .present(value)]))
                 samples.append(monotonicNanoseconds() - start)
             }
             store.close()

@@ -116,17 +116,17 @@ import Testing
         try engine.create("p1", ["price": 10])
         try engine.create("p2", ["price": 20])
         try engine.create("order", ["items": [.reference(to: "p1"), ["price": 5], .reference(to: "p2"), "junk"]])
-        #expect(try engine.value("order", "items.price") == [10, 5, 20, nil])
+        #expect(try engine.value("order", "items.price") == [10, 5, 20, .null])
         _ = try engine.observe("order", "items.price")
 
         var notifications = try engine.set("p2", "price", 25)
         #expect(notifications.count == 1)
         #expect(notifications[0].kind == .setting)
-        #expect(notifications[0].old == [10, 5, 20, nil])
-        #expect(notifications[0].new == [10, 5, 25, nil])
+        #expect(notifications[0].old == [10, 5, 20, .null])
+        #expect(notifications[0].new == [10, 5, 25, .null])
 
         notifications = try engine.set("order", "items.1.price", 6)
-        #expect(notifications.first?.new == [10, 6, 25, nil])
+        #expect(notifications.first?.new == [10, 6, 25, .null])
 
         notifications = try engine.mutate("order", "items", .remove(indexes: [3]))
         #expect(notifications.first?.kind == .setting, "observers of items.price see the mapped array, kind 1")
@@ -142,8 +142,8 @@ import Testing
     @Test func operatorsOnEmptyArrays() throws {
         try engine.create("o", ["items": []])
         let expectations: [(String, JSONValue)] = [
-            ("items.@count", 0), ("items.@sum.price", 0), ("items.@avg.price", nil), ("items.@min.price", nil),
-            ("items.@max.price", nil), ("items.@unionOfObjects.price", []), ("items.@distinctUnionOfObjects.price", []),
+            ("items.@count", 0), ("items.@sum.price", 0), ("items.@avg.price", .null), ("items.@min.price", .null),
+            ("items.@max.price", .null), ("items.@unionOfObjects.price", []), ("items.@distinctUnionOfObjects.price", []),
             ("items.@unionOfArrays.price", []), ("items.@distinctUnionOfArrays.price", []),
         ]
         for (keyPath, expected) in expectations {
@@ -156,7 +156,7 @@ import Testing
     @Test func operatorsOnMixedValues() throws {
         try engine.create("o", ["items": [
             ["price": 3, "city": "Oslo"], ["price": 1.5, "city": "Bergen"], ["price": "n/a", "city": "Oslo"],
-            ["city": nil], ["price": 4, "city": "Bergen"],
+            ["city": .null], ["price": 4, "city": "Bergen"],
         ]])
         #expect(try engine.value("o", "items.@count") == 5)
         #expect(try engine.value("o", "items.@sum.price") == 8.5)

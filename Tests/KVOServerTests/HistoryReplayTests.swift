@@ -139,9 +139,9 @@ import Testing
         let batch = engine.takeCommitBatch()
         #expect(batch.revision == 4)
         #expect(batch.entries.map(\.rev) == [1, 2, 3, 4])
-        #expect(batch.entries[2].value == ["items": [0, 1]])
-        #expect(batch.entries[2].arrayChange == ArrayChangeRecord(path: ["items"], kind: .insertion, indexes: [0], old: [], new: [0]))
-        #expect(batch.entries[3].object == "b" && batch.entries[3].value == nil)
+        #expect(batch.entries[2].change == .array(ArrayChangeRecord(path: ["items"], kind: .insertion, indexes: [0], old: [], new: [0])))
+        #expect(batch.entries[3].object == "b" && batch.entries[3].change == .deleted([:]))
+        #expect(batch.objects == ["a": .present(["items": [0, 1]]), "b": .deleted])
         #expect(engine.takeCommitBatch().isEmpty)
         #expect(KVOEngine().takeCommitBatch().isEmpty, "in-memory engines collect nothing")
     }
@@ -150,16 +150,17 @@ import Testing
         let state = PersistedState(
             objects: ["c": ["n": 3]], revision: 12,
             history: [
-                HistoryEntry(rev: 10, object: "c", value: ["n": 1], arrayChange: nil),
-                HistoryEntry(rev: 11, object: "c", value: ["n": 2], arrayChange: nil),
-                HistoryEntry(rev: 12, object: "c", value: ["n": 3], arrayChange: nil),
+                HistoryEntry(rev: 10, object: "c", change: .set(path: ["n"], old: 0, new: 1)),
+                HistoryEntry(rev: 11, object: "c", change: .set(path: ["n"], old: 1, new: 2)),
+                HistoryEntry(rev: 12, object: "c", change: .set(path: ["n"], old: 2, new: 3)),
             ])
         let engine = KVOEngine(restoring: state)
         #expect(engine.revision == 12)
         #expect(try engine.value("c", "n") == 3)
         #expect(try resume(engine, "c", "n", since: 10).1.map(\.new) == [2, 3])
-        // The value before rev 10 is not known: resuming from 9 resyncs.
-        #expect(try resume(engine, "c", "n", since: 9).1.map(\.reason) == [.resync])
+        // History holds deltas, so a restored engine replays from its oldest entry on; before it, resync.
+        #expect(try resume(engine, "c", "n", since: 9).1.map(\.new) == [1, 2, 3])
+        #expect(try resume(engine, "c", "n", since: 8).1.map(\.reason) == [.resync])
         #expect(try engine.set("c", "n", 4).isEmpty == false)
         #expect(engine.revision == 13)
     }

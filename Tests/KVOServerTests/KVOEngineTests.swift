@@ -60,7 +60,7 @@ import Testing
     }
 
     @Test func nestedKeyPathsReadAndWrite() throws {
-        _ = try engine.create("p", values: ["address": ["city": "London", "zip": "N1"], "age": 36, "gone": nil])
+        _ = try engine.create("p", values: ["address": ["city": "London", "zip": "N1"], "age": 36, "gone": .null])
         try set("p", "address.city", "Paris")
         #expect(try engine.get("p", keyPath: path("address")) == ["city": "Paris", "zip": "N1"])
         // Reading through a missing key or null is null; through a scalar is type_mismatch.

@@ -39,7 +39,7 @@ import Testing
         let directory = TemporaryDirectory()
         let big = String(repeating: "0123456789abcdef", count: 1 << 16)  // 1 MiB
         let objects: [String: JSONValue] = [
-            "plain": ["date": "2026-11-20", "n": 3, "ratio": 0.25, "ok": true, "none": nil],
+            "plain": ["date": "2026-11-20", "n": 3, "ratio": 0.25, "ok": true, "none": .null],
             "nested": ["a": ["b": ["c": [1, [2, [3, ["d": "deep"]]]]]], "empty": [:], "list": []],
             "unicode ключ 😀": ["名前": "値 \u{2028} \u{0} \"quoted\" \\ /", "emoji": "👩‍👩‍👧"],
             "numbers": ["max": .int(.max), "min": .int(.min), "tiny": .double(.leastNonzeroMagnitude), "big": 1e300, "neg": -0.5],
@@ -48,7 +48,7 @@ import Testing
         ]
         let store = try open(directory)
         var rev: UInt64 = 0
-        let entries = objects.keys.sorted().map { id -> HistoryEntry in
+        let entries = objects.keys.sorted().map { id -> FixtureEntry in
             rev += 1
             return F.entry(rev, id, objects[id]!)
         }
@@ -107,7 +107,7 @@ import Testing
         }
         #expect(try reload(directory).revision == 41)
         let store = try open(directory)
-        try store.commit(CommitBatch(revision: 42, entries: []))
+        try store.commit(CommitBatch(revision: 42, entries: [], objects: [:]))
         #expect(try reload(directory, closing: store).revision == 42)
     }
 
@@ -117,9 +117,9 @@ import Testing
         try store.commit(F.batch([F.entry(1, "a", ["v": 1])]))
         // total_changes(): rows this connection has inserted, updated or deleted so far.
         let changes = try store.queryText("SELECT total_changes()")
-        try store.commit(CommitBatch(revision: 1, entries: []))
+        try store.commit(CommitBatch(revision: 1, entries: [], objects: [:]))
         #expect(try store.queryText("SELECT total_changes()") == changes)
-        try store.commit(CommitBatch(revision: 2, entries: []))
+        try store.commit(CommitBatch(revision: 2, entries: [], objects: [:]))
         #expect(try store.queryText("SELECT total_changes()") == String(Int(changes)! + 1))
         #expect(try store.load().revision == 2)
     }
@@ -142,9 +142,9 @@ import Testing
         try store.commit(F.batch(Array(entries[0..<2])))
         try store.commit(F.batch(Array(entries[2...])))
         let state = try reload(directory, closing: store)
-        #expect(state.history == entries)
-        #expect(state.history[4].value == Optional<JSONValue>.none, "a delete comes back as no value, not JSON null")
-        #expect(state.history[1].arrayChange?.kind == .insertion)
+        #expect(state.history == entries.map(\.entry))
+        #expect(state.history[4].change == .deleted(.object([:])), "a delete comes back as a deletion")
+        #expect(state.history[1].change == .array(insertion))
     }
 
     @Test func historyIsTrimmedToTheNewestRowsByCount() throws {
@@ -152,7 +152,7 @@ import Testing
         let store = try open(directory, historyLimit: 5)
         var rev: UInt64 = 0
         for batchSize in [3, 1, 4, 4] {
-            let entries = (0..<batchSize).map { _ -> HistoryEntry in
+            let entries = (0..<batchSize).map { _ -> FixtureEntry in
                 rev += 1
                 return F.entry(rev, "o\(rev % 3)", ["v": .int(Int64(rev))])
             }
@@ -195,7 +195,7 @@ import Testing
         #expect(store.historyRowCount == 2)
         let large = F.entry(3, "a", ["text": .string(String(repeating: "y", count: 200))])
         try store.commit(F.batch([large]))
-        #expect(try store.load().history == [large])
+        #expect(try store.load().history == [large.entry])
         // A change record counts too.
         let change = ArrayChangeRecord(path: ["l"], kind: .insertion, indexes: [0], old: [], new: ["z"])
         let withChange = F.entry(4, "a", ["l": ["z"]], change: change)
@@ -220,7 +220,7 @@ import Testing
         let store = try open(directory, sync: .off, historyLimit: 10)
         var rev: UInt64 = 0
         for _ in 0..<100 {
-            let entries = (0..<100).map { _ -> HistoryEntry in
+            let entries = (0..<100).map { _ -> FixtureEntry in
                 rev += 1
                 return F.entry(rev, "o\(rev % 7)", ["v": .int(Int64(rev)), "pad": .string(String(repeating: "p", count: Int(rev % 13)))])
             }
@@ -389,7 +389,7 @@ import Testing
     }
 
     /// Commits `entries` in a store that is closed again at once.
-    private func seed(_ directory: TemporaryDirectory, _ entries: [HistoryEntry]) throws {
+    private func seed(_ directory: TemporaryDirectory, _ entries: [FixtureEntry]) throws {
         let store = try open(directory)
         defer { store.close() }
         try store.commit(F.batch(entries))
@@ -423,13 +423,13 @@ import Testing
         let directory = TemporaryDirectory()
         let change = ArrayChangeRecord(path: ["l"], kind: .insertion, indexes: [0], old: [], new: [1])
         try seed(directory, [F.entry(1, "a", ["l": []]), F.entry(2, "a", ["l": [1]], change: change)])
-        try tamper(directory, "UPDATE history SET change = '{\"path\":[\"l\"],\"kind\":9,\"indexes\":[0],\"old\":[],\"new\":[1]}' WHERE rev = 2")
+        try tamper(directory, "UPDATE history SET change = '{\"array\":{\"path\":[\"l\"],\"kind\":9,\"indexes\":[0],\"old\":[],\"new\":[1]}}' WHERE rev = 2")
         let store = try open(directory)
         #expect(throws: StorageError.corrupt(row: "history rev 2", reason: "'kind' is not a change kind")) {
             _ = try store.load()
         }
         store.close()
-        try tamper(directory, "UPDATE history SET value = 'nope', change = NULL WHERE rev = 2")
+        try tamper(directory, "UPDATE history SET change = 'nope' WHERE rev = 2")
         let again = try open(directory)
         let error = #expect(throws: StorageError.self) { _ = try again.load() }
         #expect(error?.description.contains("history rev 2") == true)

@@ -26,22 +26,46 @@ final class TemporaryDirectory {
     var fileNames: [String] { (try? FileManager.default.contentsOfDirectory(atPath: path))?.sorted() ?? [] }
 }
 
+/// A history entry for the storage tests, with the object's value after it (what the batch stores
+/// in `objects`).
+struct FixtureEntry {
+    let entry: HistoryEntry
+    let value: JSONValue?
+}
+
 /// Shorthands for the storage tests.
 enum StorageFixtures {
-    /// A history entry that sets `object` to `value` (nil deletes it).
+    /// A write that leaves `object` with `value` (nil deletes it), recorded as an array change when
+    /// `change` is given, else as a creation (or a deletion). The store does not interpret changes.
     static func entry(_ rev: UInt64, _ object: String, _ value: JSONValue?,
-                      change: ArrayChangeRecord? = nil) -> HistoryEntry {
-        HistoryEntry(rev: rev, object: object, value: value, arrayChange: change)
+                      change: ArrayChangeRecord? = nil) -> FixtureEntry {
+        let recorded: RecordedChange
+        if let change {
+            recorded = .array(change)
+        } else if let value {
+            recorded = .created(value)
+        } else {
+            recorded = .deleted(.object([:]))
+        }
+        return FixtureEntry(entry: HistoryEntry(rev: rev, object: object, change: recorded), value: value)
     }
 
-    /// A batch of entries ending at the last entry's revision.
-    static func batch(_ entries: [HistoryEntry]) -> CommitBatch {
-        CommitBatch(revision: entries.last?.rev ?? 0, entries: entries)
+    /// A batch of entries ending at the last entry's revision, with each object's last value.
+    static func batch(_ entries: [FixtureEntry]) -> CommitBatch {
+        var objects: [String: StoredObject] = [:]
+        for fixture in entries {
+            objects[fixture.entry.object] = fixture.value.map(StoredObject.present) ?? .deleted
+        }
+        return CommitBatch(revision: entries.last?.entry.rev ?? 0, entries: entries.map(\.entry), objects: objects)
     }
 
-    /// What the store counts for a history row: the JSON text of the value plus that of the change.
+    /// What the store counts for a history row: the JSON text of the change.
+    static func rowBytes(_ fixture: FixtureEntry) -> Int {
+        JSONWriter.bytes(fixture.entry.change.storageJSON).count
+    }
+
+    /// The same for an entry read back.
     static func rowBytes(_ entry: HistoryEntry) -> Int {
-        (entry.value.map { JSONWriter.bytes($0).count } ?? 0)
-            + (entry.arrayChange.map { JSONWriter.bytes($0.storageJSON).count } ?? 0)
+        JSONWriter.bytes(entry.change.storageJSON).count
     }
 }

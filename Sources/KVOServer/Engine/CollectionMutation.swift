@@ -21,14 +21,6 @@ public enum CollectionMutation: Equatable, Sendable {
     /// Replace the elements at `indexes` with `values`.
     case replace(indexes: [Int], values: [JSONValue])
 
-    /// Roughly the size of the elements it puts in (for history accounting).
-    var estimatedSize: Int {
-        switch self {
-        case let .insert(_, values), let .replace(_, values): return values.reduce(8) { $0 + $1.estimatedSize }
-        case let .remove(indexes): return 8 * indexes.count
-        }
-    }
-
     func apply(to array: inout [JSONValue]) throws(KVOError) -> CollectionChange {
         switch self {
         case let .insert(indexes, values):

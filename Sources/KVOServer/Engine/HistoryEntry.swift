@@ -1,26 +1,36 @@
 import KVOJSON
 
-/// One accepted write, as history keeps it: which object it changed, the object's value after it,
-/// and (for `insert`/`remove`/`replace`) the to-many change, so that a replay can report kinds 2-4.
+/// One accepted write, as history keeps it: which object it changed and how, as a delta that can
+/// be applied forwards (replay) and backwards (roll back to an earlier revision).
 ///
-/// History entries are what `observe` with `sinceRev` replays and what the persistent store logs.
-/// A value type; any thread (the store's writer encodes them).
+/// Deltas hold only what the write changed (the replaced and the new subtree, or the array elements
+/// involved), never a snapshot of the whole object: keeping a snapshot would share the object's
+/// storage with the live store and force the next write to copy it. History entries are what
+/// `observe` with `sinceRev` replays and what the persistent store logs. A value type; any thread.
 public struct HistoryEntry: Equatable, Sendable {
     /// The revision this write created.
     public let rev: UInt64
     /// The object written (after following references: the object whose value changed).
     public let object: String
-    /// The object's whole value after the write; nil when the write deleted it.
-    public let value: JSONValue?
-    /// For a collection mutation: where the array is (a path inside `object`) and what changed.
-    public let arrayChange: ArrayChangeRecord?
+    public let change: RecordedChange
 
-    public init(rev: UInt64, object: String, value: JSONValue?, arrayChange: ArrayChangeRecord?) {
+    public init(rev: UInt64, object: String, change: RecordedChange) {
         self.rev = rev
         self.object = object
-        self.value = value
-        self.arrayChange = arrayChange
+        self.change = change
     }
+}
+
+/// What one write did to one object.
+public enum RecordedChange: Equatable, Sendable {
+    /// The object was created with this value.
+    case created(JSONValue)
+    /// The object, which had this value, was deleted.
+    case deleted(JSONValue)
+    /// The key at `path` went from `old` (nil: the key did not exist) to `new`.
+    case set(path: [String], old: JSONValue?, new: JSONValue)
+    /// An insertion, removal or replacement in the array at a path.
+    case array(ArrayChangeRecord)
 }
 
 /// A collection mutation as history records it.
@@ -43,6 +53,12 @@ public struct ArrayChangeRecord: Equatable, Sendable {
     }
 }
 
+/// An object's value at the end of a commit batch.
+public enum StoredObject: Equatable, Sendable {
+    case present(JSONValue)
+    case deleted
+}
+
 /// What the server needs to persist after a group of writes: everything accepted since the last
 /// batch. Built by the engine (`KVOEngine.takeCommitBatch()`), written by the persistent store in
 /// one transaction.
@@ -51,10 +67,13 @@ public struct CommitBatch: Sendable {
     public var revision: UInt64
     /// The accepted writes, in revision order (one per revision).
     public var entries: [HistoryEntry]
+    /// The final value of every object the batch touched.
+    public var objects: [String: StoredObject]
 
-    public init(revision: UInt64, entries: [HistoryEntry]) {
+    public init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject]) {
         self.revision = revision
         self.entries = entries
+        self.objects = objects
     }
 
     public var isEmpty: Bool { entries.isEmpty }
@@ -71,5 +90,64 @@ public struct PersistedState: Sendable {
         self.objects = objects
         self.revision = revision
         self.history = history
+    }
+}
+
+extension RecordedChange {
+    /// Applies the change to an object's value (nil: the object does not exist), forwards or
+    /// backwards. History only holds changes that applied, so this cannot fail on history's own
+    /// states; on anything else it leaves the value as it was.
+    func apply(to value: inout JSONValue?, forward: Bool) {
+        switch self {
+        // Careful: JSONValue is ExpressibleByNilLiteral, so a bare `nil` here could become JSON null;
+        // `.none` is the absent object.
+        case let .created(created):
+            value = forward ? .some(created) : .none
+        case let .deleted(deleted):
+            value = forward ? .none : .some(deleted)
+        case let .set(path, old, new):
+            guard var object = value, let key = path.last else { return }
+            let replacement: JSONValue? = forward ? .some(new) : old
+            try? object.modify(at: path.dropLast()) { (container: inout JSONValue) throws(KVOError) in
+                guard var members = container.takeObject() else { return }
+                members[key] = replacement
+                container = .object(members)
+            }
+            value = object
+        case let .array(record):
+            guard var object = value else { return }
+            try? object.modify(at: record.path[...]) { (array: inout JSONValue) throws(KVOError) in
+                guard var elements = array.takeArray() else { return }
+                defer { array = .array(elements) }
+                record.apply(to: &elements, forward: forward)
+            }
+            value = object
+        }
+    }
+
+    /// Roughly how many bytes the change holds (for history's byte limit).
+    var estimatedSize: Int {
+        switch self {
+        case let .created(value), let .deleted(value): return value.estimatedSize
+        case let .set(path, old, new): return path.reduce(0) { $0 + $1.utf8.count + 3 } + (old?.estimatedSize ?? 0) + new.estimatedSize
+        case let .array(record): return (record.old + record.new).reduce(8 * record.indexes.count) { $0 + $1.estimatedSize }
+        }
+    }
+}
+
+extension ArrayChangeRecord {
+    /// Redoes (forward) or undoes the mutation on the array's elements.
+    func apply(to elements: inout [JSONValue], forward: Bool) {
+        switch (kind, forward) {
+        case (.insertion, true), (.removal, false):
+            let values = kind == .insertion ? new : old
+            for (index, value) in zip(indexes, values) where index <= elements.count { elements.insert(value, at: index) }
+        case (.insertion, false), (.removal, true):
+            for index in indexes.reversed() where index < elements.count { elements.remove(at: index) }
+        case (.replacement, _):
+            for (index, value) in zip(indexes, forward ? new : old) where index < elements.count { elements[index] = value }
+        case (.setting, _):
+            break
+        }
     }
 }

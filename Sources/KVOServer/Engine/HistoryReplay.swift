@@ -2,33 +2,36 @@ import KVOJSON
 
 /// Replays history for one observation resuming from a revision (`observe` with `sinceRev`).
 ///
-/// The store is rolled back to the revision without copying it: an overlay holds, for each object
-/// written since, its value before the first of those writes. Then each write is applied to the
-/// overlay in order, and the observation's key path is read again whenever the write touched an
-/// object the last reading depended on; changes become notifications carrying the write's original
-/// revision, exactly as live delivery would have made them (priors, kinds 2-4, `pathChanged`,
+/// The store is rolled back to the revision without copying it: an overlay holds the objects written
+/// since, each brought back by undoing those writes' deltas, newest first. Then each write is redone
+/// on the overlay in order, and the observation's key path is read again whenever the write touched
+/// an object the last reading depended on; changes become notifications carrying the write's
+/// original revision, exactly as live delivery made them (priors, kinds 2-4, `pathChanged`,
 /// `sourceDeleted`). Loop thread (it reads the engine's store).
 struct HistoryReplay {
     var notifications: [ChangeNotification] = []
     /// The observed object was deleted in the replayed span: the observation has ended.
     var endedBySourceDeletion = false
 
-    /// Replays `entries` (oldest first, consecutive revisions after the resume point). Returns nil
-    /// when the store cannot be rolled back (a value before some write is not known).
-    init?(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
-          recipient: Recipient, objects: [String: JSONValue]) {
+    /// Replays `entries` (oldest first, consecutive revisions after the resume point).
+    init(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
+         recipient: Recipient, objects: [String: JSONValue]) {
         var overlay: [String: JSONValue?] = [:]
-        for entry in entries where overlay.index(forKey: entry.record.object) == nil {
-            guard let previous = entry.previous else { return nil }
-            overlay.updateValue(previous, forKey: entry.record.object)
+        for entry in entries.reversed() {
+            let id = entry.record.object
+            var value: JSONValue? = overlay.index(forKey: id) != nil ? overlay[id]! : objects[id]
+            entry.record.change.apply(to: &value, forward: false)
+            overlay.updateValue(value, forKey: id)
         }
         var reading = HistoryReplay.read(keyPath, of: object, objects, overlay)
         for entry in entries {
             let written = entry.record.object
-            overlay.updateValue(entry.record.value, forKey: written)
+            var value = overlay[written]!
+            entry.record.change.apply(to: &value, forward: true)
+            overlay.updateValue(value, forKey: written)
             guard written == object || reading.dependencies.contains(where: { $0.object == written }) else { continue }
             let rev = entry.record.rev
-            if written == object, entry.record.value == nil {
+            if written == object, case .deleted = entry.record.change {
                 if options.contains(.prior) {
                     notifications.append(ChangeNotification(
                         object: object, keyPath: keyPath.string, reason: .sourceDeleted, rev: rev, kind: .setting,
@@ -44,7 +47,7 @@ struct HistoryReplay {
             defer { reading = new }
             let rebound = new.binding != reading.binding
             guard rebound || new.value != reading.value else { continue }
-            if let change = entry.record.arrayChange, !rebound {
+            if case let .array(change) = entry.record.change, !rebound {
                 let array = StoredLocation(object: written, path: change.path)
                 if reading.location == array, new.location == array {
                     append(kind: change.kind, indexes: change.indexes, old: .array(change.old), new: .array(change.new),

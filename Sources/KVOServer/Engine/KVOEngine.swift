@@ -21,8 +21,10 @@ public final class KVOEngine {
     private(set) var incrementalAggregateUpdates = 0
     /// Recent writes, for `observe` with `sinceRev`.
     let history: ChangeHistory
-    /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`).
+    /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`), and
+    /// the objects they touched.
     private var pendingEntries: [HistoryEntry] = []
+    private var touchedObjects = Set<String>()
     /// Whether writes are collected for a persistent store.
     public let recordsCommitBatches: Bool
 
@@ -48,24 +50,7 @@ public final class KVOEngine {
                   recordsCommitBatches: recordsCommitBatches)
         objects = state.objects
         revision = state.revision
-        history.restore(state.history)
-    }
-
-    /// The writes accepted since the last call, for the persistent store to write in one
-    /// transaction. Empty when nothing was written.
-    public func takeCommitBatch() -> CommitBatch {
-        defer { pendingEntries.removeAll(keepingCapacity: true) }
-        return CommitBatch(revision: revision, entries: pendingEntries)
-    }
-
-    /// Whether writes were accepted since the last `takeCommitBatch()`.
-    public var hasUncommittedWrites: Bool { !pendingEntries.isEmpty }
-
-    /// Records an accepted write (revision already advanced).
-    private func record(object: String, previous: JSONValue?, arrayChange: ArrayChangeRecord?, changedBytes: Int) {
-        let entry = HistoryEntry(rev: revision, object: object, value: objects[object], arrayChange: arrayChange)
-        history.append(entry, previous: .some(previous), changedBytes: changedBytes)
-        if recordsCommitBatches { pendingEntries.append(entry) }
+        for entry in state.history { history.append(entry) }
     }
 
     /// Number of objects.
@@ -75,6 +60,32 @@ public final class KVOEngine {
     /// Number of distinct observed (object, key path) pairs.
     public var watchedPathCount: Int { registry.watchedPathCount }
 
+    /// Whether writes were accepted since the last `takeCommitBatch()`.
+    public var hasUncommittedWrites: Bool { !pendingEntries.isEmpty }
+
+    /// The writes accepted since the last call, with the final value of every object they touched,
+    /// for the persistent store to write in one transaction. Empty when nothing was written.
+    public func takeCommitBatch() -> CommitBatch {
+        defer {
+            pendingEntries.removeAll(keepingCapacity: true)
+            touchedObjects.removeAll(keepingCapacity: true)
+        }
+        var finalValues: [String: StoredObject] = [:]
+        finalValues.reserveCapacity(touchedObjects.count)
+        for id in touchedObjects { finalValues[id] = objects[id].map(StoredObject.present) ?? .deleted }
+        return CommitBatch(revision: revision, entries: pendingEntries, objects: finalValues)
+    }
+
+    /// Records an accepted write (revision already advanced).
+    private func record(_ object: String, _ change: RecordedChange) {
+        let entry = HistoryEntry(rev: revision, object: object, change: change)
+        history.append(entry)
+        if recordsCommitBatches {
+            pendingEntries.append(entry)
+            touchedObjects.insert(object)
+        }
+    }
+
     // MARK: - Objects
 
     /// Creates `object` with `values`; `exists` if it is already there. Observations that refer to
@@ -82,11 +93,9 @@ public final class KVOEngine {
     public func create(_ object: String, values: [String: JSONValue],
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         guard objects[object] == nil else { throw KVOError(.exists, "object '\(object)' already exists") }
-        let size = JSONValue.object(values).estimatedSize
-        return try commit(at: StoredLocation(object: object, path: []), changedBytes: size,
-                          notifications: &notifications) { () throws(KVOError) in
+        return try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
             objects[object] = .object(values)
-            return nil
+            return .created(.object(values))
         }
     }
 
@@ -96,9 +105,9 @@ public final class KVOEngine {
         guard objects[object] != nil else { throw notFound(object) }
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
-        let previous = objects.removeValue(forKey: object)
+        let previous = objects.removeValue(forKey: object)!
         revision += 1
-        record(object: object, previous: previous, arrayChange: nil, changedBytes: 0)
+        record(object, .deleted(previous))
         var ended: [WatchedPath] = []
         var priors: [ChangeNotification] = []
         var changes: [ChangeNotification] = []
@@ -137,16 +146,16 @@ public final class KVOEngine {
             return try mutate(at: array, .replace(indexes: [index], values: [newValue]), notifications: &notifications)
         }
         let location = target.location
-        return try commit(at: location, changedBytes: newValue.estimatedSize,
-                          notifications: &notifications) { () throws(KVOError) in
-            try objects[location.object]!.modify(at: location.path.dropLast()) { (container: inout JSONValue) throws(KVOError) in
+        return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
+            let old = try objects[location.object]!.modify(at: location.path.dropLast()) {
+                (container: inout JSONValue) throws(KVOError) -> JSONValue? in
                 guard var members = container.takeObject() else {
                     throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")
                 }
-                members[location.path.last!] = newValue
-                container = .object(members)
+                defer { container = .object(members) }
+                return members.updateValue(newValue, forKey: location.path.last!)
             }
-            return nil
+            return .set(path: location.path, old: old, new: newValue)
         }
     }
 
@@ -166,13 +175,14 @@ public final class KVOEngine {
             if current == .null { throw KVOError(.notFound, "'\(name)' does not exist") }
             throw KVOError(.typeMismatch, "'\(name)' is \(current.article) \(current.typeName), not an array")
         }
-        let size = mutation.estimatedSize
-        return try commit(at: location, changedBytes: size, notifications: &notifications) { () throws(KVOError) -> CollectionChange? in
-            try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
+        return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
+            let change = try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
                 guard var elements = value.takeArray() else { throw KVOError(.typeMismatch, "not an array") }
                 defer { value = .array(elements) }
                 return try mutation.apply(to: &elements)
             }
+            return .array(ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
+                                            old: change.old, new: change.new))
         }
     }
 
@@ -219,7 +229,10 @@ public final class KVOEngine {
     private func resume(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
                         sinceRev: UInt64, notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
         let entries = history.entries(after: sinceRev, current: revision)
-        let deletedSince = entries?.contains { $0.record.object == object && $0.record.value == nil } ?? false
+        let deletedSince = entries?.contains {
+            guard $0.record.object == object, case .deleted = $0.record.change else { return false }
+            return true
+        } ?? false
         guard objects[object] != nil || deletedSince else { throw notFound(object) }
         var reading: Evaluation?
         let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath, options: options) {
@@ -229,8 +242,9 @@ public final class KVOEngine {
         if let reading {
             observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
         }
-        if let entries, let replay = HistoryReplay(entries, object: object, keyPath: keyPath, options: options,
-                                                   recipient: observation.recipient, objects: objects) {
+        if let entries {
+            let replay = HistoryReplay(entries, object: object, keyPath: keyPath, options: options,
+                                       recipient: observation.recipient, objects: objects)
             notifications.append(contentsOf: replay.notifications)
             if replay.endedBySourceDeletion || objects[object] == nil {
                 registry.remove(observation.id)
@@ -274,18 +288,17 @@ public final class KVOEngine {
     // MARK: - Writes and their notifications
 
     /// Applies one write at `location` and notifies every watched path whose reading it changed.
-    private func commit(at location: StoredLocation, changedBytes: Int, notifications: inout [ChangeNotification],
-                        _ write: () throws(KVOError) -> CollectionChange?) throws(KVOError) -> UInt64 {
+    private func commit(at location: StoredLocation, notifications: inout [ChangeNotification],
+                        _ write: () throws(KVOError) -> RecordedChange) throws(KVOError) -> UInt64 {
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
-        let previous = objects[location.object]
-        let change = try write()
+        let recorded = try write()
         revision += 1
-        record(object: location.object, previous: previous,
-               arrayChange: change.map {
-                   ArrayChangeRecord(path: location.path, kind: $0.kind, indexes: $0.indexes, old: $0.old, new: $0.new)
-               },
-               changedBytes: changedBytes)
+        record(location.object, recorded)
+        var change: CollectionChange?
+        if case let .array(array) = recorded {
+            change = CollectionChange(kind: array.kind, indexes: array.indexes, old: array.old, new: array.new)
+        }
         guard !candidates.isEmpty else { return revision }
         var priors: [ChangeNotification] = []
         var changes: [ChangeNotification] = []

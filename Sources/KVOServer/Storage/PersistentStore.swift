@@ -19,11 +19,11 @@ import Darwin
 ///
 ///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- the value as compact JSON
 ///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision
-///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, value TEXT, change TEXT, bytes INTEGER NOT NULL)
+///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
 ///
-/// A history row's `value` is the object's value after the write (NULL for a delete), `change` the
-/// array change as JSON (`ArrayChangeRecord.storageJSON`, NULL for other writes), and `bytes` the length
-/// of those two texts. After each commit history keeps at most `historyLimit` rows and at most
+/// A history row's `change` is the write as a delta (`RecordedChange.storageJSON`: what was created,
+/// deleted, set at a path with its old and new value, or changed in an array), never a copy of the
+/// whole object, and `bytes` its length. After each commit history keeps at most `historyLimit` rows and at most
 /// `historyByteLimit` bytes (the newest row is kept even when it alone is larger), oldest dropped first.
 ///
 /// The database is in WAL mode with `locking_mode=EXCLUSIVE`: the store holds the file locked from
@@ -75,7 +75,7 @@ public final class PersistentStore {
                 "INSERT INTO objects(id, value) VALUES(?1, ?2) ON CONFLICT(id) DO UPDATE SET value = excluded.value")
             deleteObject = try database.prepare("DELETE FROM objects WHERE id = ?1")
             insertHistory = try database.prepare(
-                "INSERT INTO history(rev, object, value, change, bytes) VALUES(?1, ?2, ?3, ?4, ?5)")
+                "INSERT INTO history(rev, object, change, bytes) VALUES(?1, ?2, ?3, ?4)")
             setRevision = try database.prepare(
                 "INSERT INTO meta(key, value) VALUES('revision', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             trimHistory = try database.prepare("DELETE FROM history WHERE rev <= ?1")
@@ -153,28 +153,23 @@ public final class PersistentStore {
             state.objects[id] = value
         }
 
-        let history = try database.prepare("SELECT rev, object, value, change FROM history ORDER BY rev")
+        let history = try database.prepare("SELECT rev, object, change FROM history ORDER BY rev")
         defer { history.finalize() }
         state.history.reserveCapacity(ledger.count)
         while try history.step() {
             let rev = UInt64(bitPattern: history.int64(0))
             let row = "history rev \(rev)"
-            // Not `isNull ? nil : ...`: JSONValue is ExpressibleByNilLiteral, so that nil would be JSON null.
-            var value: JSONValue? = .none
-            if !history.isNull(2) { value = .some(try decode(history.textBytes(2), row: row)) }
-            var change: ArrayChangeRecord?
-            if !history.isNull(3) {
-                let json = try decode(history.textBytes(3), row: row)
-                do throws(ArrayChangeDecodingError) {
-                    change = try ArrayChangeRecord(storageJSON: json)
-                } catch {
-                    throw .corrupt(row: row, reason: error.reason)
-                }
+            let json = try decode(history.textBytes(2), row: row)
+            let change: RecordedChange
+            do throws(ChangeDecodingError) {
+                change = try RecordedChange(storageJSON: json)
+            } catch {
+                throw .corrupt(row: row, reason: error.reason)
             }
             if rev > state.revision {
                 throw .corrupt(row: row, reason: "the revision is past the stored revision \(state.revision)")
             }
-            state.history.append(HistoryEntry(rev: rev, object: history.string(1), value: value, arrayChange: change))
+            state.history.append(HistoryEntry(rev: rev, object: history.string(1), change: change))
         }
         return state
     }
@@ -200,61 +195,45 @@ public final class PersistentStore {
 
     // MARK: - Committing
 
-    /// Writes one batch in one transaction: each object the batch touched gets its final value once
-    /// (the last entry per object wins; a nil value deletes the object), every entry becomes a history
-    /// row, `batch.revision` becomes the stored revision, and history is trimmed to its limits.
+    /// Writes one batch in one transaction: each object the batch touched gets its final value (or
+    /// is deleted), every entry becomes a history row, `batch.revision` becomes the stored revision,
+    /// and history is trimmed to its limits.
     ///
     /// An empty batch that does not move the revision costs nothing. On error the transaction is rolled
     /// back and nothing of the batch is stored.
     public func commit(_ batch: CommitBatch) throws(StorageError) {
         guard let statements else { throw .closed }
-        if batch.entries.isEmpty && batch.revision == storedRevision { return }
-        let entries = batch.entries
-        // The last entry of each object, when several entries touch the same one.
-        var lastEntry: [String: Int] = [:]
-        if entries.count > 1 {
-            lastEntry.reserveCapacity(entries.count)
-            for (index, entry) in entries.enumerated() { lastEntry[entry.object] = index }
-        }
+        if batch.entries.isEmpty && batch.objects.isEmpty && batch.revision == storedRevision { return }
         let keepHistory = historyLimit > 0
         var appended = 0
         do {
             try statements.begin.run()
-            for (index, entry) in entries.enumerated() {
-                valueText.removeAll(keepingCapacity: true)
-                changeText.removeAll(keepingCapacity: true)
-                var hasValue = false
-                if case let .some(value) = entry.value {
+            for (id, stored) in batch.objects {
+                switch stored {
+                case let .present(value):
+                    valueText.removeAll(keepingCapacity: true)
                     JSONWriter.write(value, into: &valueText)
-                    hasValue = true
+                    try statements.upsertObject.bind(1, text: id)
+                    try statements.upsertObject.bind(2, text: valueText)
+                    try statements.upsertObject.run()
+                case .deleted:
+                    try statements.deleteObject.bind(1, text: id)
+                    try statements.deleteObject.run()
                 }
-                var hasChange = false
-                if let change = entry.arrayChange {
-                    JSONWriter.write(change.storageJSON, into: &changeText)
-                    hasChange = true
-                }
-
-                if entries.count == 1 || lastEntry[entry.object] == index {
-                    if hasValue {
-                        try statements.upsertObject.bind(1, text: entry.object)
-                        try statements.upsertObject.bind(2, text: valueText)
-                        try statements.upsertObject.run()
-                    } else {
-                        try statements.deleteObject.bind(1, text: entry.object)
-                        try statements.deleteObject.run()
-                    }
-                }
-                guard keepHistory else { continue }
+            }
+            if keepHistory {
                 let insert = statements.insertHistory
-                let bytes = valueText.count + changeText.count
-                try insert.bind(1, Int64(bitPattern: entry.rev))
-                try insert.bind(2, text: entry.object)
-                if hasValue { try insert.bind(3, text: valueText) } else { try insert.bindNull(3) }
-                if hasChange { try insert.bind(4, text: changeText) } else { try insert.bindNull(4) }
-                try insert.bind(5, Int64(bytes))
-                try insert.run()
-                ledger.append(revision: entry.rev, bytes: bytes)
-                appended += 1
+                for entry in batch.entries {
+                    changeText.removeAll(keepingCapacity: true)
+                    JSONWriter.write(entry.change.storageJSON, into: &changeText)
+                    try insert.bind(1, Int64(bitPattern: entry.rev))
+                    try insert.bind(2, text: entry.object)
+                    try insert.bind(3, text: changeText)
+                    try insert.bind(4, Int64(changeText.count))
+                    try insert.run()
+                    ledger.append(revision: entry.rev, bytes: changeText.count)
+                    appended += 1
+                }
             }
             try statements.setRevision.bind(1, Int64(bitPattern: batch.revision))
             try statements.setRevision.run()
@@ -333,7 +312,7 @@ public final class PersistentStore {
             try database.exec("""
                 CREATE TABLE IF NOT EXISTS objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
-                CREATE TABLE IF NOT EXISTS history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, value TEXT, change TEXT,
+                CREATE TABLE IF NOT EXISTS history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL,
                                                    bytes INTEGER NOT NULL);
                 INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(PersistentStore.schemaVersion));
                 """)

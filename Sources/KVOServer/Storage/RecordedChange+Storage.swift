@@ -1,11 +1,48 @@
 import KVOJSON
 
-/// How the persistent store writes an `ArrayChangeRecord` in the `change` column of `history`:
+/// How the persistent store writes a `RecordedChange` in the `change` column of `history`, as one
+/// JSON object with one member naming the kind of write:
 ///
-///     {"indexes":[1,2],"kind":2,"new":["milk","eggs"],"old":[],"path":["items"]}
+///     {"created":{"items":["bread"]}}
+///     {"deleted":{"items":["bread"]}}
+///     {"set":{"path":["address","city"],"old":"Oslo","new":"Paris"}}        -- no "old": the key was new
+///     {"array":{"path":["items"],"kind":2,"indexes":[1,2],"old":[],"new":["milk","eggs"]}}
 ///
-/// `kind` is the `ChangeKind` raw value (2 insertion, 3 removal, 4 replacement). Pure functions on values;
-/// any thread.
+/// `kind` is the `ChangeKind` raw value (2 insertion, 3 removal, 4 replacement). Pure functions on
+/// values; any thread.
+extension RecordedChange {
+    /// The change as the JSON object stored on disk.
+    var storageJSON: JSONValue {
+        switch self {
+        case let .created(value): return .object(["created": value])
+        case let .deleted(value): return .object(["deleted": value])
+        case let .set(path, old, new):
+            var members: [String: JSONValue] = ["path": .array(path.map { .string($0) }), "new": new]
+            if let old { members["old"] = old }
+            return .object(["set": .object(members)])
+        case let .array(record): return .object(["array": record.storageJSON])
+        }
+    }
+
+    /// Decodes the stored JSON object; the error says which field is wrong.
+    init(storageJSON json: JSONValue) throws(ChangeDecodingError) {
+        guard case let .object(outer) = json, outer.count == 1, let (kind, body) = outer.first else {
+            throw .init("the change is not an object with one member")
+        }
+        switch kind {
+        case "created": self = .created(body)
+        case "deleted": self = .deleted(body)
+        case "set":
+            guard case let .object(members) = body else { throw .init("'set' is not an object") }
+            let path = try ChangeDecodingError.path(members["path"])
+            guard let new = members["new"] else { throw .init("'set' has no 'new'") }
+            self = .set(path: path, old: members["old"], new: new)
+        case "array": self = .array(try ArrayChangeRecord(storageJSON: body))
+        default: throw .init("unknown change '\(kind)'")
+        }
+    }
+}
+
 extension ArrayChangeRecord {
     /// The record as the JSON object stored on disk.
     var storageJSON: JSONValue {
@@ -18,15 +55,10 @@ extension ArrayChangeRecord {
         ])
     }
 
-    /// Decodes the stored JSON object; the error string says which field is wrong.
-    init(storageJSON json: JSONValue) throws(ArrayChangeDecodingError) {
+    /// Decodes the stored JSON object; the error says which field is wrong.
+    init(storageJSON json: JSONValue) throws(ChangeDecodingError) {
         guard case let .object(members) = json else { throw .init("the array change is not a JSON object") }
-        guard let pathValues = members["path"]?.arrayValue else { throw .init("'path' is not an array") }
-        var path: [String] = []
-        for key in pathValues {
-            guard let key = key.stringValue else { throw .init("'path' holds a non-string") }
-            path.append(key)
-        }
+        let path = try ChangeDecodingError.path(members["path"])
         guard let rawKind = members["kind"]?.intValue, let kind = ChangeKind(rawValue: Int(rawKind)) else {
             throw .init("'kind' is not a change kind")
         }
@@ -44,8 +76,18 @@ extension ArrayChangeRecord {
     }
 }
 
-/// Why a stored array change does not decode (becomes a `StorageError.corrupt` naming the row).
-struct ArrayChangeDecodingError: Error {
+/// Why a stored change does not decode (becomes a `StorageError.corrupt` naming the row).
+struct ChangeDecodingError: Error {
     let reason: String
     init(_ reason: String) { self.reason = reason }
+
+    static func path(_ value: JSONValue?) throws(ChangeDecodingError) -> [String] {
+        guard let keys = value?.arrayValue else { throw .init("'path' is not an array") }
+        var path: [String] = []
+        for key in keys {
+            guard let key = key.stringValue else { throw .init("'path' holds a non-string") }
+            path.append(key)
+        }
+        return path
+    }
 }
