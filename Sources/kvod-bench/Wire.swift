@@ -1,0 +1,328 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The value every benchmark set (kvod) or publish (Redis) carries: exactly `length` ASCII bytes, the
+/// same bytes on both servers.
+///
+///     bytes 0..<16   sequence number, 16 lowercase hex digits (distinct per set, so no set is a no-op)
+///     bytes 16..<32  send time, CLOCK_MONOTONIC nanoseconds, 16 lowercase hex digits
+///     bytes 32...    'x' filler up to `length`
+///
+/// Hex digits and 'x' need no JSON escaping, so the kvod value is the JSON string of exactly these bytes
+/// and a subscriber finds them verbatim in the event's `new`.
+struct Payload {
+    static let headerLength = 32
+    let length: Int
+
+    init(length: Int) {
+        precondition(length >= Payload.headerLength, "payloads are at least \(Payload.headerLength) bytes")
+        self.length = length
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Writes the payload for (`sequence`, `timestamp`) at `destination` (`length` bytes).
+    func write(to destination: UnsafeMutablePointer<UInt8>, sequence: UInt64, timestamp: UInt64) {
+        Payload.hexDigits.withUnsafeBufferPointer { digits in
+            for index in 0..<16 {
+                destination[index] = digits[Int((sequence >> UInt64(60 - 4 * index)) & 0xf)]
+                destination[16 + index] = digits[Int((timestamp >> UInt64(60 - 4 * index)) & 0xf)]
+            }
+        }
+        memset(destination + Payload.headerLength, Int32(UInt8(ascii: "x")), length - Payload.headerLength)
+    }
+
+    /// The sequence number and send time in a received payload, or nil if it is not one of ours.
+    /// (Runs once per delivery, millions of times a second, so it converts eight hex digits at a time.)
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> (sequence: UInt64, timestamp: UInt64)? {
+        guard bytes.count >= headerLength else { return nil }
+        let chunks = (bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                      bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+        guard isHex(chunks.0), isHex(chunks.1), isHex(chunks.2), isHex(chunks.3) else { return nil }
+        return (hexValue(chunks.0) << 32 | hexValue(chunks.1), hexValue(chunks.2) << 32 | hexValue(chunks.3))
+    }
+
+    /// The value of eight lowercase hex digits loaded little-endian (the first digit in the lowest byte).
+    @inline(__always)
+    private static func hexValue(_ digits: UInt64) -> UInt64 {
+        // Per byte: '0'...'9' (0x30-0x39) -> low nibble; 'a'...'f' (0x61-0x66) -> low nibble + 9.
+        let nibbles = (digits & 0x0f0f_0f0f_0f0f_0f0f) &+ 9 &* ((digits >> 6) & 0x0101_0101_0101_0101)
+        // Pair neighbouring nibbles into bytes, bytes into 16-bit halves, halves into 32 bits, the earlier
+        // (lower-addressed) digit always the more significant.
+        let bytes = ((nibbles & 0x000f_000f_000f_000f) << 4) | ((nibbles >> 8) & 0x000f_000f_000f_000f)
+        let halves = ((bytes & 0x0000_00ff_0000_00ff) << 8) | ((bytes >> 16) & 0x0000_00ff_0000_00ff)
+        return ((halves & 0xffff) << 16) | ((halves >> 32) & 0xffff)
+    }
+
+    /// A cheap sanity check that eight bytes could be lowercase hex digits (ASCII with bit 0x20 set, as
+    /// digits and lowercase letters are); the length check and the sequence checker catch anything subtler.
+    @inline(__always)
+    private static func isHex(_ digits: UInt64) -> Bool {
+        (digits & 0x8080_8080_8080_8080) == 0 && (digits & 0x2020_2020_2020_2020) == 0x2020_2020_2020_2020
+    }
+}
+
+/// The two servers' wire formats, for the few requests the benchmark makes: kvod's JSON lines
+/// (docs/protocol.md) and Redis's RESP.
+///
+/// The same logical target is an object's key path `v` on kvod and a channel of the object's name on
+/// Redis; for other key paths the channel is `object.keyPath`.
+enum Wire {
+    case kvod
+    case redis
+
+    // MARK: Requests
+
+    /// kvod: `create` the object with `{"v": ""}`. Redis needs nothing (channels need no creation).
+    func appendCreate(object: [UInt8], to output: ByteBuffer) {
+        guard case .kvod = self else { return }
+        output.append(Wire.createPrefix)
+        output.append(object)
+        output.append(Wire.createSuffix)
+    }
+
+    /// kvod: `observe` object `keyPath` with options ["new"]; Redis: `SUBSCRIBE` its channel.
+    func appendSubscribe(object: [UInt8], keyPath: [UInt8], to output: ByteBuffer) {
+        switch self {
+        case .kvod:
+            output.append(Wire.observePrefix)
+            output.append(object)
+            output.append(Wire.observeMiddle)
+            output.append(keyPath)
+            output.append(Wire.observeSuffix)
+        case .redis:
+            let channel = Wire.channel(object: object, keyPath: keyPath)
+            output.append(Wire.subscribeHeader)
+            appendBulk(channel, to: output)
+        }
+    }
+
+    /// kvod: `set` object `v` to the payload; Redis: `PUBLISH` the payload on the object's channel.
+    func appendPublish(object: [UInt8], payload: Payload, sequence: UInt64, timestamp: UInt64, to output: ByteBuffer) {
+        switch self {
+        case .kvod:
+            output.append(Wire.setPrefix)
+            output.append(object)
+            output.append(Wire.setMiddle)
+            payload.write(to: output.reserve(payload.length), sequence: sequence, timestamp: timestamp)
+            output.commit(payload.length)
+            output.append(Wire.setSuffix)
+        case .redis:
+            output.append(Wire.publishHeader)
+            appendBulk(object, to: output)
+            output.append(UInt8(ascii: "$"))
+            output.appendDecimal(payload.length)
+            output.append(Wire.crlf)
+            payload.write(to: output.reserve(payload.length), sequence: sequence, timestamp: timestamp)
+            output.commit(payload.length)
+            output.append(Wire.crlf)
+        }
+    }
+
+    /// kvod: `{"op":"ping"}`; Redis: `PING`.
+    func appendPing(to output: ByteBuffer) {
+        switch self {
+        case .kvod: output.append(Wire.kvodPing)
+        case .redis: output.append(Wire.redisPing)
+        }
+    }
+
+    private func appendBulk(_ bytes: [UInt8], to output: ByteBuffer) {
+        output.append(UInt8(ascii: "$"))
+        output.appendDecimal(bytes.count)
+        output.append(Wire.crlf)
+        output.append(bytes)
+        output.append(Wire.crlf)
+    }
+
+    static func channel(object: [UInt8], keyPath: [UInt8]) -> [UInt8] {
+        keyPath == Array("v".utf8) ? object : object + [UInt8(ascii: ".")] + keyPath
+    }
+
+    private static let createPrefix = Array(#"{"op":"create","object":""#.utf8)
+    private static let createSuffix = Array(#"","values":{"v":""}}"#.utf8 + [0x0A])
+    private static let observePrefix = Array(#"{"op":"observe","object":""#.utf8)
+    private static let observeMiddle = Array(#"","keyPath":""#.utf8)
+    private static let observeSuffix = Array(#"","options":["new"]}"#.utf8 + [0x0A])
+    private static let setPrefix = Array(#"{"op":"set","object":""#.utf8)
+    private static let setMiddle = Array(#"","keyPath":"v","value":""#.utf8)
+    private static let setSuffix = Array(#""}"#.utf8 + [0x0A])
+    private static let kvodPing = Array(#"{"op":"ping"}"#.utf8 + [0x0A])
+    private static let subscribeHeader = Array("*2\r\n$9\r\nSUBSCRIBE\r\n".utf8)
+    private static let publishHeader = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
+    private static let redisPing = Array("*1\r\n$4\r\nPING\r\n".utf8)
+    private static let crlf: [UInt8] = [0x0D, 0x0A]
+
+    // MARK: Responses
+
+    /// Hands every complete frame in `bytes[0..<count]` to `sink` and returns how many bytes they took; the
+    /// rest is the start of a frame still arriving. `payloadLength` is the payload size of the run, which
+    /// lets the kvod scanner find the value without searching the line.
+    func scan(_ bytes: UnsafePointer<UInt8>, count: Int, payloadLength: Int, peer: Peer, receivedAt: UInt64,
+              sink: Workload) -> Int {
+        switch self {
+        case .kvod: return Wire.scanLines(bytes, count: count, payloadLength: payloadLength, peer: peer,
+                                          receivedAt: receivedAt, sink: sink)
+        case .redis: return Wire.scanRESP(bytes, count: count, peer: peer, receivedAt: receivedAt, sink: sink)
+        }
+    }
+
+    private static let eventPrefix = Array(#"{"event":"#.utf8)
+    private static let okPrefix = Array(#"{"ok":true"#.utf8)
+    private static let okMember = Array(#""ok":true"#.utf8)
+    private static let newMember = Array(#""new":""#.utf8)
+
+    /// kvod: one JSON object per line. Lines starting `{"event":` are events; everything else is a reply.
+    private static func scanLines(_ bytes: UnsafePointer<UInt8>, count: Int, payloadLength: Int, peer: Peer,
+                                  receivedAt: UInt64, sink: Workload) -> Int {
+        var lineStart = 0
+        while lineStart < count {
+            guard let newline = memchr(bytes + lineStart, 0x0A, count - lineStart) else { break }
+            let newlineIndex = bytes.distance(to: newline.assumingMemoryBound(to: UInt8.self))
+            var end = newlineIndex
+            if end > lineStart && bytes[end - 1] == 0x0D { end -= 1 }
+            let line = UnsafeRawBufferPointer(start: bytes + lineStart, count: end - lineStart)
+            lineStart = newlineIndex + 1
+            if line.isEmpty { continue }
+            if hasPrefix(line, eventPrefix) {
+                if let payload = eventPayload(line, payloadLength: payloadLength) {
+                    sink.delivery(to: peer, payload: payload, receivedAt: receivedAt)
+                } else {
+                    sink.malformed(from: peer, text: line)
+                }
+            } else {
+                let ok = hasPrefix(line, okPrefix) || find(okMember, in: line, from: 0) != nil
+                sink.reply(from: peer, ok: ok, text: line)
+            }
+        }
+        return lineStart
+    }
+
+    /// The `new` string of an event line. Our events end `"new":"<payload>"}}` (options ["new"], kind 1),
+    /// so with the run's payload length the value sits at a known offset from the end: checking the seven
+    /// bytes before it and the closing quote costs nothing per delivery. Anything else falls back to a
+    /// search for `"new":"`.
+    private static func eventPayload(_ line: UnsafeRawBufferPointer, payloadLength: Int) -> UnsafeRawBufferPointer? {
+        let start = line.count - 3 - payloadLength
+        if start >= 7 + eventPrefix.count, line[line.count - 3] == UInt8(ascii: "\""),
+           line[line.count - 2] == UInt8(ascii: "}"), line[line.count - 1] == UInt8(ascii: "}"),
+           matches(line, at: start - 7, newMember) {
+            return UnsafeRawBufferPointer(rebasing: line[start..<(start + payloadLength)])
+        }
+        guard let member = find(newMember, in: line, from: 0) else { return nil }
+        let valueStart = member + newMember.count
+        var valueEnd = valueStart
+        while valueEnd < line.count && line[valueEnd] != UInt8(ascii: "\"") { valueEnd += 1 }
+        guard valueEnd < line.count else { return nil }
+        return UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd])
+    }
+
+    /// Redis RESP: a pub/sub message is `*3` `$7 message` `$n <channel>` `$n <payload>`; every other frame
+    /// (`+OK`, `:n`, `-ERR`, subscribe confirmations `*3 subscribe <channel> :n`) is a reply.
+    private static func scanRESP(_ bytes: UnsafePointer<UInt8>, count: Int, peer: Peer, receivedAt: UInt64,
+                                 sink: Workload) -> Int {
+        var position = 0
+        while position < count {
+            let frameStart = position
+            guard let header = readLine(bytes, count: count, from: position) else { break }
+            let kind = bytes[frameStart]
+            position = header.next
+            switch kind {
+            case UInt8(ascii: "+"), UInt8(ascii: ":"):
+                sink.reply(from: peer, ok: true, text: UnsafeRawBufferPointer(start: bytes + frameStart, count: position - frameStart))
+            case UInt8(ascii: "-"):
+                sink.reply(from: peer, ok: false, text: UnsafeRawBufferPointer(start: bytes + frameStart, count: position - frameStart))
+            case UInt8(ascii: "$"):
+                guard let length = header.number else {
+                    sink.malformed(from: peer, text: UnsafeRawBufferPointer(start: bytes + frameStart, count: position - frameStart))
+                    continue
+                }
+                if length >= 0 {
+                    guard position + length + 2 <= count else { return frameStart }
+                    position += length + 2
+                }
+                sink.reply(from: peer, ok: true, text: UnsafeRawBufferPointer(start: bytes + frameStart, count: position - frameStart))
+            case UInt8(ascii: "*"):
+                guard let elements = header.number else {
+                    sink.malformed(from: peer, text: UnsafeRawBufferPointer(start: bytes + frameStart, count: position - frameStart))
+                    continue
+                }
+                var first: UnsafeRawBufferPointer?
+                var third: UnsafeRawBufferPointer?
+                for element in 0..<max(elements, 0) {
+                    guard let elementHeader = readLine(bytes, count: count, from: position) else { return frameStart }
+                    let elementKind = bytes[position]
+                    position = elementHeader.next
+                    var value = UnsafeRawBufferPointer(start: nil, count: 0)
+                    if elementKind == UInt8(ascii: "$"), let length = elementHeader.number, length >= 0 {
+                        guard position + length + 2 <= count else { return frameStart }
+                        value = UnsafeRawBufferPointer(start: bytes + position, count: length)
+                        position += length + 2
+                    }
+                    if element == 0 { first = value } else if element == 2 { third = value }
+                }
+                if elements == 3, let first, let third, isMessage(first) {
+                    sink.delivery(to: peer, payload: third, receivedAt: receivedAt)
+                } else {
+                    sink.reply(from: peer, ok: true, text: UnsafeRawBufferPointer(start: bytes + frameStart, count: position - frameStart))
+                }
+            default:
+                sink.malformed(from: peer, text: UnsafeRawBufferPointer(start: bytes + frameStart, count: position - frameStart))
+            }
+        }
+        return position
+    }
+
+    /// True for the bulk string `message` (what a pub/sub delivery starts with).
+    @inline(__always)
+    private static func isMessage(_ word: UnsafeRawBufferPointer) -> Bool {
+        word.count == 7 && word.loadUnaligned(as: UInt32.self) == 0x7373_656d /* "mess" */
+            && word.loadUnaligned(fromByteOffset: 3, as: UInt32.self) == 0x6567_6173 /* "sage" */
+    }
+
+    /// The RESP line at `start`: the integer after its type byte (if it is one) and the index after its
+    /// `\r\n`; nil while the line is incomplete.
+    @inline(__always)
+    private static func readLine(_ bytes: UnsafePointer<UInt8>, count: Int, from start: Int) -> (number: Int?, next: Int)? {
+        // Header lines are a few bytes ("*3", "$64"): a plain loop beats a call to memchr.
+        var newlineIndex = start
+        while newlineIndex < count && bytes[newlineIndex] != 0x0A { newlineIndex += 1 }
+        guard newlineIndex < count else { return nil }
+        var index = start + 1
+        var negative = false
+        if index < newlineIndex && bytes[index] == UInt8(ascii: "-") { negative = true; index += 1 }
+        var value = 0
+        var digits = 0
+        while index < newlineIndex, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+            value = value * 10 + Int(bytes[index] - UInt8(ascii: "0"))
+            index += 1
+            digits += 1
+        }
+        return (digits > 0 ? (negative ? -value : value) : nil, newlineIndex + 1)
+    }
+
+    private static func hasPrefix(_ line: UnsafeRawBufferPointer, _ prefix: [UInt8]) -> Bool {
+        line.count >= prefix.count && matches(line, at: 0, prefix)
+    }
+
+    @inline(__always)
+    private static func matches(_ line: UnsafeRawBufferPointer, at offset: Int, _ word: [UInt8]) -> Bool {
+        guard offset >= 0, offset + word.count <= line.count else { return false }
+        for index in 0..<word.count where line[offset + index] != word[index] { return false }
+        return true
+    }
+
+    private static func find(_ word: [UInt8], in line: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        guard line.count >= word.count else { return nil }
+        for offset in start...(line.count - word.count) where matches(line, at: offset, word) { return offset }
+        return nil
+    }
+}
+
+extension ByteBuffer {
+    func append(_ byte: UInt8) {
+        reserve(1).pointee = byte
+        commit(1)
+    }
+}
