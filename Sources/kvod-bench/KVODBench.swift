@@ -5,6 +5,7 @@ import Glibc
 /// `kvod-bench`: benchmarks that print figures (never pass/fail). See docs/performance.md.
 ///
 ///     kvod-bench engine [--observations N] [--sets N]
+///     kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (NetworkBenchmark)
 ///     kvod-bench storage [--objects N] [--commits N]
 @main
 struct KVODBench {
@@ -12,6 +13,10 @@ struct KVODBench {
         var arguments = Array(CommandLine.arguments.dropFirst())
         guard let command = arguments.first else { usage() }
         arguments.removeFirst()
+        if NetworkBenchmark.commands.contains(command) {
+            // kvod against Redis over TCP; these take string options too (NetworkBenchmark.swift).
+            NetworkBenchmark.main(command: command, arguments: arguments)
+        }
         var options: [String: Int] = [:]
         while let flag = arguments.first {
             arguments.removeFirst()
@@ -35,6 +40,7 @@ struct KVODBench {
 
     static func usage() -> Never {
         print("usage: kvod-bench engine [--observations N] [--sets N]")
+        print("       kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]")
         print("       kvod-bench storage [--objects N] [--commits N]")
         exit(2)
     }

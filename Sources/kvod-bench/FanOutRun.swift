@@ -1,0 +1,272 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What one throughput or latency run measured.
+struct FanOutResult {
+    var server: String
+    var subscribers: Int
+    var payloadBytes: Int
+    /// Sets (kvod) or publishes (Redis) acknowledged.
+    var sets: UInt64
+    var deliveries: UInt64
+    /// From the first set to the last reply, and to the last delivery.
+    var setSeconds: Double
+    var deliverySeconds: Double
+    var integrity: Integrity
+    /// CPU used over the run, in cores (1.0 = one core busy all the time).
+    var serverCPU: Double
+    var generatorCPU: Double
+    /// End-to-end latency per delivery (fixed-rate runs; empty for pipelined ones).
+    var latency: LatencyHistogram
+
+    var setsPerSecond: Double { setSeconds > 0 ? Double(sets) / setSeconds : 0 }
+    var deliveriesPerSecond: Double { deliverySeconds > 0 ? Double(deliveries) / deliverySeconds : 0 }
+}
+
+/// Throughput and latency: S subscribers (each its own connection) observe one key path (kvod: object
+/// `bench`, key path `v`, options ["new"]) or subscribe to one channel (Redis: `bench`), and one publisher
+/// sets that key path (kvod) or publishes on that channel (Redis). Each value is a `Payload` carrying its
+/// sequence number and send time; every subscriber checks its stream with a `SequenceChecker`.
+///
+/// Pacing:
+/// - `pipelined`: as fast as the server takes them, with at most `window` sets awaiting their reply and
+///   the slowest subscriber at most `lag` sets behind the publisher (so no server ever queues more than
+///   `lag` events for one subscriber, well under kvod's and Redis's 32 MiB output limits).
+/// - `fixedRate`: `rate` sets per second from a periodic timer (sent as soon as it fires; each payload
+///   carries the time it was written), and the latency of every delivery after the warm-up is recorded.
+///
+/// After the timed part the publisher stops and the run waits (up to 10 s) for the outstanding replies
+/// and deliveries; whatever has not arrived by then counts as lost.
+final class FanOutRun: Workload {
+    enum Pace {
+        case pipelined(window: Int, lag: Int)
+        case fixedRate(perSecond: Int)
+    }
+
+    /// A deliberate publisher bug, to prove that the checker notices (`kvod-bench selftest`). Each happens
+    /// once, at sequence number 1000: `skip` never sends it (every subscriber must count one lost),
+    /// `duplicate` sends it again after 1001 (one duplicate each), `reorder` sends 1001 before it (one
+    /// reordered each).
+    enum Fault: String, CaseIterable {
+        case skip, duplicate, reorder
+    }
+
+    static let faultSequence: UInt64 = 1000
+
+    private let server: ServerProcess
+    private let loop: LoadLoop
+    private let payload: Payload
+    private let object = Array("bench".utf8)
+    private let fault: Fault?
+    private var publisher: Peer!
+    private var subscribers: [Peer] = []
+    // The per-delivery state is exempt from dynamic exclusivity checks (they cost more than the work on
+    // every delivery); only the loop thread touches it, never through overlapping accesses.
+    @exclusivity(unchecked) private var checkers: [SequenceChecker] = []
+    @exclusivity(unchecked) private var histogram = LatencyHistogram()
+    /// The next sequence number to publish; also how many have been published.
+    @exclusivity(unchecked) private var sequence: UInt64 = 0
+    /// Sets sent (more than `sequence` with a duplicate fault, fewer with a skip).
+    @exclusivity(unchecked) private var transmitted: UInt64 = 0
+    @exclusivity(unchecked) private var acknowledged: UInt64 = 0
+    @exclusivity(unchecked) private var deliveries: UInt64 = 0
+    private var timing = false
+    /// Deliveries of sets sent from this time on are recorded in the latency histogram.
+    private var recordLatencyFrom = UInt64.max
+
+    private init(server: ServerProcess, payloadLength: Int, fault: Fault?) {
+        self.server = server
+        self.loop = LoadLoop(wire: server.wire, payloadLength: payloadLength)
+        self.payload = Payload(length: payloadLength)
+        self.fault = fault
+    }
+
+    /// Runs one throughput or latency measurement against a running server.
+    /// `profile`: record the server with `perf record -g` into this file during the timed part.
+    static func run(server: ServerProcess, subscribers: Int, payloadLength: Int, seconds: Double, pace: Pace,
+                    warmupSeconds: Double = 0, fault: Fault? = nil, profile: (perf: String, output: String)? = nil) -> FanOutResult {
+        let run = FanOutRun(server: server, payloadLength: payloadLength, fault: fault)
+        defer { run.loop.closeAll() }
+        run.setUp(subscribers: subscribers)
+        let profiler = profile.map { Profiler(perf: $0.perf, pid: server.pid, output: $0.output) }
+        return run.measure(seconds: seconds, pace: pace, warmupSeconds: warmupSeconds, profiler: profiler)
+    }
+
+    private func setUp(subscribers count: Int) {
+        let wire = server.wire
+        publisher = loop.connect(port: server.port)
+        if case .kvod = wire {
+            wire.appendCreate(object: object, to: publisher.output)
+            publisher.awaitingReplies += 1
+            loop.flush(publisher)
+        }
+        guard let peers = loop.connect(port: server.port, count: count, sink: self) else {
+            fail("could not open \(count) subscriber connections to \(server.kind.label)")
+        }
+        subscribers = peers
+        checkers = [SequenceChecker](repeating: SequenceChecker(), count: count)
+        for (index, subscriber) in subscribers.enumerated() {
+            subscriber.slot = index
+            wire.appendSubscribe(object: object, keyPath: Array("v".utf8), to: subscriber.output)
+            subscriber.awaitingReplies += 1
+            loop.flush(subscriber)
+        }
+        let ready = loop.run(timeoutSeconds: 30, sink: self) {
+            publisher.awaitingReplies == 0 && subscribers.allSatisfy { $0.awaitingReplies == 0 }
+        }
+        guard ready, errorReplies == 0, closedConnections == 0 else {
+            fail("setting up \(count) subscribers on \(server.kind.label) failed")
+        }
+    }
+
+    private func measure(seconds: Double, pace: Pace, warmupSeconds: Double, profiler: Profiler?) -> FanOutResult {
+        let serverCPUStart = server.cpuSeconds
+        let generatorCPUStart = ProcessStats.ownCPUSeconds()
+        let start = monotonicNanoseconds()
+        let deadline = start + UInt64(seconds * 1e9)
+        var lastAcknowledgement = start
+        var lastDelivery = start
+        timing = true
+
+        func step(_ timeoutMilliseconds: Int32) {
+            let acknowledgedBefore = acknowledged
+            let deliveriesBefore = deliveries
+            loop.step(timeoutMilliseconds: timeoutMilliseconds, sink: self)
+            if acknowledged != acknowledgedBefore || deliveries != deliveriesBefore {
+                let now = monotonicNanoseconds()
+                if acknowledged != acknowledgedBefore { lastAcknowledgement = now }
+                if deliveries != deliveriesBefore { lastDelivery = now }
+            }
+        }
+
+        switch pace {
+        case .pipelined(let window, let lag):
+            while monotonicNanoseconds() < deadline {
+                fill(window: window, lag: lag)
+                step(1)
+            }
+        case .fixedRate(let rate):
+            recordLatencyFrom = start + UInt64(warmupSeconds * 1e9)
+            loop.startTimer(periodNanoseconds: UInt64(1e9 / Double(max(rate, 1))))
+            while monotonicNanoseconds() < deadline { step(5) }
+            loop.stopTimer()
+        }
+        profiler?.stop()
+
+        // Drain: every reply, and every subscriber up to the last sequence number.
+        let published = sequence
+        let drainDeadline = monotonicNanoseconds() + 10_000_000_000
+        func drained() -> Bool {
+            (acknowledged >= transmitted || !publisher.open)
+                && zip(subscribers, checkers).allSatisfy { subscriber, checker in !subscriber.open || checker.next >= published }
+        }
+        while !drained() && monotonicNanoseconds() < drainDeadline { step(5) }
+        let end = monotonicNanoseconds()
+        timing = false
+
+        var integrity = Integrity()
+        for checker in checkers {
+            integrity.lost += checker.lost(published: published)
+            integrity.reordered += checker.reordered
+            integrity.duplicates += checker.duplicates
+        }
+        integrity.errors = errorReplies + malformedFrames + closedConnections + (server.isRunning ? 0 : 1)
+        if acknowledged < transmitted {
+            report("\(transmitted - acknowledged) sets were never acknowledged")
+            integrity.errors += 1
+        }
+        let wall = Double(end - start) / 1e9
+        return FanOutResult(
+            server: server.kind.label, subscribers: subscribers.count, payloadBytes: payload.length,
+            sets: acknowledged, deliveries: deliveries,
+            setSeconds: Double(lastAcknowledgement - start) / 1e9, deliverySeconds: Double(lastDelivery - start) / 1e9,
+            integrity: integrity,
+            serverCPU: (server.cpuSeconds - serverCPUStart) / wall,
+            generatorCPU: (ProcessStats.ownCPUSeconds() - generatorCPUStart) / wall,
+            latency: histogram)
+    }
+
+    /// Queues as many sets as the window and the slowest subscriber allow, and sends them in one write.
+    private func fill(window: Int, lag: Int) {
+        var slowest = sequence
+        for checker in checkers where checker.next < slowest { slowest = checker.next }
+        var budget = min(window - Int(transmitted - acknowledged), lag - Int(sequence - slowest))
+        guard budget > 0 else { return }
+        let now = monotonicNanoseconds()
+        while budget > 0 {
+            publishNext(timestamp: now)
+            budget -= 1
+        }
+        loop.flushNow(publisher, sink: self)
+    }
+
+    /// Publishes the next sequence number (or plays the fault when it is due).
+    private func publishNext(timestamp: UInt64) {
+        if let fault, sequence == FanOutRun.faultSequence {
+            switch fault {
+            case .skip:
+                break
+            case .duplicate:
+                send(sequence, timestamp)
+                send(sequence + 1, timestamp)
+                send(sequence, timestamp)
+            case .reorder:
+                send(sequence + 1, timestamp)
+                send(sequence, timestamp)
+            }
+            sequence += fault == .skip ? 1 : 2
+            return
+        }
+        send(sequence, timestamp)
+        sequence += 1
+    }
+
+    private func send(_ number: UInt64, _ timestamp: UInt64) {
+        server.wire.appendPublish(object: object, payload: payload, sequence: number, timestamp: timestamp, to: publisher.output)
+        publisher.awaitingReplies += 1
+        transmitted += 1
+    }
+
+    override func reply(from peer: Peer, ok: Bool, text: UnsafeRawBufferPointer) {
+        super.reply(from: peer, ok: ok, text: text)
+        if timing && peer === publisher { acknowledged += 1 }
+    }
+
+    override func delivery(to peer: Peer, payload bytes: UnsafeRawBufferPointer, receivedAt: UInt64) {
+        guard bytes.count == payload.length, let (number, sentAt) = Payload.decode(bytes) else {
+            malformed(from: peer, text: bytes)
+            return
+        }
+        deliveries += 1
+        checkers[peer.slot].record(number)
+        if sentAt >= recordLatencyFrom && receivedAt >= sentAt {
+            histogram.record(receivedAt - sentAt)
+        }
+    }
+
+    override func timerFired(expirations: UInt64, now: UInt64) {
+        for _ in 0..<expirations { publishNext(timestamp: now) }
+        loop.flushNow(publisher, sink: self)
+    }
+}
+
+/// `perf record -g` attached to a server for the timed part of a run; the output file is for
+/// `perf report -i <file>` (see scripts/bench-profile.sh).
+final class Profiler {
+    private let pid: pid_t
+
+    init(perf: String, pid server: pid_t, output: String) {
+        pid = ChildProcesses.spawn([perf, "record", "-g", "-q", "-o", output, "-p", String(server)], standardOutput: nil)
+        usleep(300_000)   // let perf attach before the load starts
+    }
+
+    /// Stops recording (SIGINT makes perf write its file) and waits for perf to exit.
+    func stop() {
+        kill(pid, SIGINT)
+        if !ChildProcesses.wait(pid, seconds: 60) {
+            kill(pid, SIGKILL)
+            _ = ChildProcesses.wait(pid, seconds: 5)
+        }
+    }
+}

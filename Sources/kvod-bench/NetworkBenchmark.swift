@@ -1,0 +1,373 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The network benchmarks of issue 5: kvod against Redis pub/sub over loopback TCP, each run with a fresh
+/// server process started (and stopped) here. See docs/performance.md and scripts/bench.sh.
+///
+///     kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64] [--seconds 5]
+///                           [--sync in-memory|off|normal|full] [--window 256] [--lag 4096]
+///                           [--fault skip|duplicate|reorder] [--perf FILE]
+///     kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--seconds 5] [--warmup 1]
+///     kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]
+///     kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64] [--seconds 5]
+///     kvod-bench durable    [--subscribers 10] [--bytes 64] [--seconds 5]
+///     kvod-bench matrix     [--subscribers 1,10,100] [--bytes 64,1024] [--seconds 5] [--rate 10000]
+///     kvod-bench all        [--seconds 5] [--quick]     (matrix, latency, scale, spread, durable)
+///     kvod-bench selftest   (the checkers must catch a skipped, a duplicated and a reordered set)
+///
+/// Every command also takes `--kvod PATH` and `--redis PATH` (default: the kvod next to kvod-bench, and
+/// redis-server on the PATH) and `--markdown FILE` (also write the report there). Figures are printed,
+/// never asserted; the exit status is 1 when a run lost, reordered or duplicated a delivery, got an error
+/// reply or lost a connection, and 2 for a usage error.
+enum NetworkBenchmark {
+    static let commands: Set<String> = ["throughput", "latency", "scale", "spread", "durable", "matrix", "all", "selftest"]
+
+    static func main(command: String, arguments: [String]) -> Never {
+        let options = Options(arguments, allowed: allowedOptions(command))
+        let context = Context(options: options, command: command)
+        switch command {
+        case "throughput": throughput(context, options)
+        case "latency": latency(context, options, prefix: "")
+        case "scale": scale(context, options)
+        case "spread": spread(context, options, prefix: "")
+        case "durable": durable(context, options, prefix: "")
+        case "matrix":
+            matrix(context, options)
+            latency(context, options, prefix: "latency-")
+        case "all":
+            let quick = options.flag("quick")
+            matrix(context, options)
+            latency(context, options, prefix: "latency-")
+            scale(context, options, defaults: quick ? [(1_000, 1), (10, 100)] : [(10_000, 1), (100, 1_000)])
+            spread(context, options, prefix: "spread-", defaultObjects: quick ? 10_000 : 100_000)
+            durable(context, options, prefix: "durable-")
+        case "selftest": selftest(context, options)
+        default: usage()
+        }
+        context.finish()
+    }
+
+    /// The options each command takes. Inside `matrix` and `all`, `--subscribers` and `--bytes` are the
+    /// matrix's lists, and the other workloads' sizes take a prefix (`--latency-subscribers`, ...).
+    static func allowedOptions(_ command: String) -> Set<String> {
+        let common: Set<String> = ["kvod", "redis", "perf-command", "markdown", "seconds", "window", "lag", "server"]
+        switch command {
+        case "throughput": return common.union(["subscribers", "bytes", "sync", "fault", "perf"])
+        case "latency": return common.union(["subscribers", "bytes", "rate", "warmup"])
+        case "scale": return common.union(["connections", "observations"])
+        case "spread": return common.union(["subscribers", "bytes", "objects"])
+        case "durable": return common.union(["subscribers", "bytes"])
+        case "matrix": return common.union(["subscribers", "bytes", "rate", "warmup", "latency-subscribers", "latency-bytes"])
+        case "all":
+            return common.union(["subscribers", "bytes", "rate", "warmup", "latency-subscribers", "latency-bytes", "quick",
+                                 "connections", "observations", "objects", "spread-subscribers", "spread-bytes",
+                                 "durable-subscribers", "durable-bytes"])
+        case "selftest": return common
+        default: usage()
+        }
+    }
+
+    // MARK: Commands
+
+    static func throughput(_ context: Context, _ options: Options) {
+        let servers = options.servers()
+        let subscribers = options.int("subscribers", 100)
+        let bytes = options.int("bytes", 64)
+        let storage = options.storage()
+        let pace = FanOutRun.Pace.pipelined(window: options.int("window", 256), lag: options.int("lag", 4096))
+        let fault = options.string("fault").map { name -> FanOutRun.Fault in
+            guard let fault = FanOutRun.Fault(rawValue: name) else { usage("unknown fault '\(name)'") }
+            return fault
+        }
+        let perfOutput = options.string("perf")
+        let seconds = context.seconds
+        var results: [FanOutResult] = []
+        for kind in servers.map({ $0 == .kvod(.inMemory) ? .kvod(storage) : $0 }) {
+            let server = context.start(kind)
+            let profile = perfOutput.map { (perf: context.executables.perf, output: kind == .redis ? $0 + ".redis" : $0) }
+            let result = FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes, seconds: seconds,
+                                       pace: pace, fault: fault, profile: profile)
+            server.stop()
+            context.record(result.integrity)
+            print(Report.line(result))
+            results.append(result)
+        }
+        context.report.addThroughput(results, title: "Throughput: \(subscribers) subscribers, \(bytes)-byte values")
+    }
+
+    static func matrix(_ context: Context, _ options: Options) {
+        let subscriberCounts = options.intList("subscribers", [1, 10, 100])
+        let byteCounts = options.intList("bytes", [64, 1024])
+        let pace = FanOutRun.Pace.pipelined(window: options.int("window", 256), lag: options.int("lag", 4096))
+        let seconds = context.seconds
+        var rows: [(kvod: FanOutResult, redis: FanOutResult)] = []
+        for subscribers in subscriberCounts {
+            for bytes in byteCounts {
+                var pair: [FanOutResult] = []
+                for kind in [ServerKind.kvod(.inMemory), .redis] {
+                    let server = context.start(kind)
+                    let result = FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes,
+                                               seconds: seconds, pace: pace)
+                    server.stop()
+                    context.record(result.integrity)
+                    print(Report.line(result))
+                    pair.append(result)
+                }
+                rows.append((pair[0], pair[1]))
+            }
+        }
+        context.report.addMatrix(rows, seconds: seconds, pace: pace)
+    }
+
+    static func latency(_ context: Context, _ options: Options, prefix: String) {
+        let servers = options.servers()
+        let rate = options.int("rate", 10_000)
+        let subscribers = options.int(prefix + "subscribers", 100)
+        let bytes = options.int(prefix + "bytes", 64)
+        let seconds = context.seconds
+        let warmup = options.double("warmup", min(1, seconds / 5))
+        var results: [FanOutResult] = []
+        for kind in servers {
+            let server = context.start(kind)
+            let result = FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes,
+                                       seconds: seconds + warmup, pace: .fixedRate(perSecond: rate), warmupSeconds: warmup)
+            server.stop()
+            context.record(result.integrity)
+            print(Report.latencyLine(result))
+            results.append(result)
+        }
+        context.report.addLatency(results, rate: rate, seconds: seconds, warmup: warmup)
+    }
+
+    static func scale(_ context: Context, _ options: Options, defaults: [(Int, Int)] = [(10_000, 1), (100, 1_000)]) {
+        let servers = options.servers()
+        let connections = options.intList("connections", defaults.map { $0.0 })
+        let observations = options.intList("observations", defaults.map { $0.1 })
+        guard connections.count == observations.count else {
+            usage("--connections and --observations need the same number of values (pairs)")
+        }
+        var results: [ScaleResult] = []
+        for (connectionCount, observationCount) in zip(connections, observations) {
+            for kind in servers {
+                let server = context.start(kind, maxConnections: connectionCount > 10_000 ? connectionCount + 16 : nil)
+                let result = ScaleRun.run(server: server, connections: connectionCount, observationsPerConnection: observationCount)
+                server.stop()
+                context.record(result.integrity)
+                print(Report.scaleLine(result))
+                results.append(result)
+            }
+        }
+        context.report.addScale(results)
+    }
+
+    static func spread(_ context: Context, _ options: Options, prefix: String, defaultObjects: Int = 100_000) {
+        let servers = options.servers()
+        let objects = options.int("objects", defaultObjects)
+        let subscribers = options.int(prefix + "subscribers", 10)
+        let bytes = options.int(prefix + "bytes", 64)
+        let window = options.int("window", 256)
+        let lag = options.int("lag", 4096)
+        let seconds = context.seconds
+        var results: [SpreadResult] = []
+        for kind in servers {
+            let server = context.start(kind)
+            let result = SpreadRun.run(server: server, objects: objects, subscribers: subscribers, payloadLength: bytes,
+                                       seconds: seconds, window: window, lag: lag)
+            server.stop()
+            context.record(result.integrity)
+            print(Report.spreadLine(result))
+            results.append(result)
+        }
+        context.report.addSpread(results, bytes: bytes)
+    }
+
+    static func durable(_ context: Context, _ options: Options, prefix: String) {
+        let subscribers = options.int(prefix + "subscribers", 10)
+        let bytes = options.int(prefix + "bytes", 64)
+        let pace = FanOutRun.Pace.pipelined(window: options.int("window", 256), lag: options.int("lag", 4096))
+        let seconds = context.seconds
+        var results: [FanOutResult] = []
+        for storage in [KVODStorage.inMemory, .durable(sync: "normal"), .durable(sync: "full")] {
+            let server = context.start(.kvod(storage))
+            let result = FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes, seconds: seconds, pace: pace)
+            server.stop()
+            context.record(result.integrity)
+            print(Report.line(result))
+            results.append(result)
+        }
+        context.report.addDurable(results, subscribers: subscribers, bytes: bytes)
+    }
+
+    /// Proves that the counters can fail: for each fault, on each server, every subscriber must count
+    /// exactly one lost, duplicate or reordered delivery, and a clean run none.
+    static func selftest(_ context: Context, _ options: Options) {
+        let subscribers = 3
+        let seconds = min(context.seconds, 0.5)
+        var failures = 0
+        for kind in options.servers() {
+            for fault in [nil] + FanOutRun.Fault.allCases.map(Optional.some) {
+                let server = context.start(kind)
+                let result = FanOutRun.run(server: server, subscribers: subscribers, payloadLength: 64, seconds: seconds,
+                                           pace: .pipelined(window: 256, lag: 4096), fault: fault)
+                server.stop()
+                var expected = Integrity()
+                switch fault {
+                case .skip?: expected.lost = UInt64(subscribers)
+                case .duplicate?: expected.duplicates = UInt64(subscribers)
+                case .reorder?: expected.reordered = UInt64(subscribers)
+                case nil: break
+                }
+                let enough = result.sets > FanOutRun.faultSequence + 2
+                let passed = enough && result.integrity == expected
+                if !passed { failures += 1 }
+                print(pad("selftest \(kind.label), fault \(fault?.rawValue ?? "none")", 40)
+                      + "lost/reordered/dup \(result.integrity.summary), expected \(expected.summary)"
+                      + (enough ? "" : " (too few sets: \(result.sets))") + (passed ? "  ok" : "  FAILED"))
+            }
+        }
+        print(failures == 0 ? "selftest: the checkers catch every fault" : "selftest: \(failures) FAILED")
+        exit(failures == 0 ? 0 : 1)
+    }
+
+    static func usage(_ message: String? = nil) -> Never {
+        if let message { printError("kvod-bench: \(message)\n") }
+        printError("""
+        usage: kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]
+               (see Sources/kvod-bench/NetworkBenchmark.swift and docs/performance.md)
+
+        """)
+        exit(2)
+    }
+
+    // MARK: Context
+
+    /// What every command shares: executables, the report being built, and whether every run was clean.
+    final class Context {
+        let executables: Executables
+        let report: Report
+        private let markdownPath: String?
+        private var failures: [String] = []
+        /// Seconds per timed run (`--seconds`, default 5).
+        let seconds: Double
+
+        init(options: Options, command: String) {
+            var executables = Executables.defaults()
+            if let kvod = options.string("kvod") { executables.kvod = kvod }
+            if let redis = options.string("redis") { executables.redis = redis }
+            if let perf = options.string("perf-command") { executables.perf = perf }
+            self.executables = executables
+            markdownPath = options.string("markdown")
+            seconds = options.double("seconds", 5)
+            let limit = ProcessStats.raiseDescriptorLimit()
+            ChildProcesses.installInterruptHandler()
+            report = Report(command: command, seconds: seconds, descriptorLimit: limit)
+            let load = Report.loadAverage()
+            print("kvod-bench \(command): kvod \(executables.kvod), \(executables.redis); load average \(load); descriptors \(limit)")
+            if let first = Double(load.split(separator: " ").first ?? ""), first > 0.5 {
+                print("note: the machine is not idle (load \(first)); figures will be noisy")
+            }
+        }
+
+        func start(_ kind: ServerKind, maxConnections: Int? = nil) -> ServerProcess {
+            ServerProcess.start(kind, executables: executables, maxConnections: maxConnections)
+        }
+
+        func record(_ integrity: Integrity) {
+            if !integrity.isClean { failures.append(integrity.summary) }
+        }
+
+        /// Prints the markdown report (and writes it to `--markdown`), then exits: 0, or 1 if a run was not clean.
+        func finish() -> Never {
+            let text = report.markdown()
+            print("")
+            print(text)
+            if let markdownPath {
+                guard let file = fopen(markdownPath, "w") else { fail("cannot write \(markdownPath)") }
+                fputs(text, file)
+                fclose(file)
+                print("(written to \(markdownPath))")
+            }
+            if !failures.isEmpty {
+                printError("kvod-bench: \(failures.count) runs lost, reordered or duplicated deliveries or saw errors "
+                      + "(lost/reordered/dup: \(failures.joined(separator: "; ")))\n")
+                exit(1)
+            }
+            exit(0)
+        }
+    }
+
+    // MARK: Options
+
+    /// `--name value` pairs (and the `--quick` flag), read by name; names outside the command's set are a
+    /// usage error, reported before anything runs.
+    struct Options {
+        private var values: [String: String] = [:]
+
+        init(_ arguments: [String], allowed: Set<String>) {
+            var remaining = arguments[...]
+            while let flag = remaining.popFirst() {
+                guard flag.hasPrefix("--") else { NetworkBenchmark.usage("unexpected argument '\(flag)'") }
+                let name = String(flag.dropFirst(2))
+                guard allowed.contains(name) else {
+                    NetworkBenchmark.usage("unknown option \(flag) (this command takes: "
+                                           + allowed.sorted().map { "--" + $0 }.joined(separator: " ") + ")")
+                }
+                if name == "quick" {
+                    values[name] = "true"
+                } else {
+                    guard let value = remaining.popFirst() else { NetworkBenchmark.usage("\(flag) needs a value") }
+                    values[name] = value
+                }
+            }
+        }
+
+        func string(_ name: String) -> String? { values[name] }
+
+        func flag(_ name: String) -> Bool { string(name) != nil }
+
+        func int(_ name: String, _ fallback: Int) -> Int {
+            guard let text = string(name) else { return fallback }
+            guard let value = Int(text.replacingUnderscores), value > 0 else { NetworkBenchmark.usage("--\(name) needs a positive integer") }
+            return value
+        }
+
+        func double(_ name: String, _ fallback: Double) -> Double {
+            guard let text = string(name) else { return fallback }
+            guard let value = Double(text), value > 0 else { NetworkBenchmark.usage("--\(name) needs a positive number") }
+            return value
+        }
+
+        func intList(_ name: String, _ fallback: [Int]) -> [Int] {
+            guard let text = string(name) else { return fallback }
+            let values = text.split(separator: ",").compactMap { Int(String($0).replacingUnderscores) }
+            guard !values.isEmpty, values.allSatisfy({ $0 > 0 }) else { NetworkBenchmark.usage("--\(name) needs positive integers separated by commas") }
+            return values
+        }
+
+        /// `--server kvod|redis|both` (default both), kvod first.
+        func servers() -> [ServerKind] {
+            switch string("server") ?? "both" {
+            case "kvod": return [.kvod(.inMemory)]
+            case "redis": return [.redis]
+            case "both": return [.kvod(.inMemory), .redis]
+            case let other: NetworkBenchmark.usage("unknown server '\(other)' (kvod, redis or both)")
+            }
+        }
+
+        /// `--sync in-memory|off|normal|full`: how the kvod under test stores its state.
+        func storage() -> KVODStorage {
+            switch string("sync") ?? "in-memory" {
+            case "in-memory", "memory": return .inMemory
+            case let mode where ["off", "normal", "full"].contains(mode): return .durable(sync: mode)
+            case let other: NetworkBenchmark.usage("unknown --sync '\(other)' (in-memory, off, normal or full)")
+            }
+        }
+
+    }
+}
+
+private extension String {
+    /// "10_000" -> "10000".
+    var replacingUnderscores: String { String(filter { $0 != "_" }) }
+}
