@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# CI smoke of the kvod-vs-Redis benchmark, so that it never rots: the checker self-test, then a
+# sub-second version of the full run (`kvod-bench all --quick`: the throughput matrix and latency against
+# kvod and redis-server, and smaller scale, spread and durable runs). Exits 0 when everything ran and the
+# report holds figures for every workload. It checks no performance figure: those come from full runs
+# on a quiet machine (scripts/bench.sh). It does fail when a run lost, reordered or duplicated a
+# delivery, or saw an error reply: those are bugs at any speed.
+#
+# Extra arguments go to `kvod-bench all` (e.g. `--seconds 2`).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+report=$(mktemp "${TMPDIR:-/tmp}/kvod-bench-smoke.XXXXXX")
+trap 'rm -f "$report"' EXIT
+
+KVOD_BENCH_OUT=/dev/null scripts/bench.sh selftest
+KVOD_BENCH_OUT=$report scripts/bench.sh all --quick --seconds 0.5 "$@"
+
+missing=()
+for section in "Throughput:" "Latency:" "Scale:" "Spread:" "Durability:"; do
+    grep -q "^#### ${section}" "$report" || missing+=("$section")
+done
+# One matrix row per (S, B) with numbers in it, and a latency row per server.
+[ "$(grep -cE '^\| [0-9]+ \| [0-9]+ \| [0-9,]+ \| [0-9,]+ \|' "$report")" -ge 6 ] || missing+=("matrix rows")
+grep -qE '^\| kvod \| [0-9.]+ ms' "$report" || missing+=("kvod latency")
+grep -qE '^\| redis \| [0-9.]+ ms' "$report" || missing+=("redis latency")
+if [ "${#missing[@]}" -gt 0 ]; then
+    printf 'bench-smoke: the report lacks: %s\n' "${missing[*]}" >&2
+    exit 1
+fi
+echo "bench-smoke: ok" >&2

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Benchmarks kvod against Redis pub/sub (issue 5; see docs/performance.md). Sets up what is missing
+# (scripts/setup.sh, plus redis-server from apt), builds kvod and kvod-bench in release mode, raises the
+# descriptor limit, and runs one kvod-bench command; the default is the full run:
+#
+#   scripts/bench.sh                                    # all: matrix, latency, scale, spread, durable
+#   scripts/bench.sh all --seconds 10                   # longer cells
+#   scripts/bench.sh throughput --subscribers 100 --bytes 64 --server kvod
+#   scripts/bench.sh selftest                           # the delivery checkers must catch planted faults
+#
+# kvod-bench starts and stops every kvod and redis-server itself, on free loopback ports. The markdown
+# report is printed and written to bench-results/<UTC time>-<command>.md (ignored by git), or to
+# $KVOD_BENCH_OUT. Take figures for docs/performance.md on a quiet machine (check `uptime`): the load
+# generator and the server share its cores.
+set -euo pipefail
+
+# shellcheck source=scripts/setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+
+if ! command -v redis-server >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || kvod_fail "redis-server is missing and apt-get is not available: install Redis 7"
+    kvod_log "installing redis-server with apt-get"
+    kvod_as_root apt-get update >&2
+    kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server >&2
+fi
+
+kvod_log "swift build -c release (kvod, kvod-bench)"
+swift build -c release --product kvod >&2
+swift build -c release --product kvod-bench >&2
+
+# 10,000 connections need more descriptors than the common default of 1024 (kvod-bench raises its own
+# soft limit to the hard one as well; the servers it starts inherit it).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+command=${1:-all}
+[ "$#" -gt 0 ] && shift
+mkdir -p bench-results
+out=${KVOD_BENCH_OUT:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)-${command}.md}
+export KVOD_BENCH_COMMAND="scripts/bench.sh ${command}${*:+ $*}"
+revision=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || revision+=" with uncommitted changes"
+export KVOD_BENCH_REVISION=$revision
+kvod_log "kvod-bench ${command} $* (report: ${out}; load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+exec .build/release/kvod-bench "$command" "$@" --markdown "$out"
