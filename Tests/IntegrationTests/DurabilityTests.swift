@@ -251,13 +251,17 @@ struct DurabilityTests {
         }
         // Sets 6 to 10 are acknowledged; whether they reached the subscriber before kvod stopped is
         // up to the timing, and must not matter.
+        // Stopped (SIGSTOP), the subscriber cannot reconnect before sets 11 to 20: they reach it only
+        // through the replay.
+        subscriber.send(signal: SIGSTOP)
         let restarted = try server.restart(after: signal)
-        #expect(subscriber.nextErrorLine()
-            == "kvoclient: lost the connection to 127.0.0.1:\(server.port) (the server closed the connection); reconnecting")
         let restartedWriter = try restarted.connect()
         for value in 11...20 {
             try restartedWriter.call("set", ["object": "doc", "keyPath": "n", "value": .int(Int64(value))])
         }
+        subscriber.send(signal: SIGCONT)
+        #expect(subscriber.nextErrorLine()
+            == "kvoclient: lost the connection to 127.0.0.1:\(server.port) (the server closed the connection); reconnecting")
         let reconnected = subscriber.nextErrorLine() ?? "(none)"
         #expect(reconnected.hasPrefix("kvoclient: reconnected to 127.0.0.1:\(server.port); resuming n after rev "), "\(reconnected)")
         for value in 21...30 {
@@ -269,6 +273,38 @@ struct DurabilityTests {
         #expect(result.status == 0)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.isEmpty)
+    }
+
+    @Test("kvoclient subscribe --options prior resumes prior notifications too, each once")
+    func subscribeResumesPriorNotifications() throws {
+        let directory = try TemporaryDirectory("cli-prior")
+        let server = try KVODProcess(dataDirectory: directory.appending("data"))
+        let writer = try server.connect()
+        try writer.call("create", ["object": "doc", "values": ["n": 0]])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "doc", "n", "--options", "prior,old,new", "--count", "12",
+        ])
+        try waitForObservers(writer, object: "doc", count: 1)
+        var lines: [String] = []
+        for value in 1...3 {
+            try writer.call("set", ["object": "doc", "keyPath": "n", "value": .int(Int64(value))])
+            for _ in 0..<2 { lines += [subscriber.nextLine()].compactMap { $0 } }
+        }
+        // Stopped (SIGSTOP), the subscriber cannot reconnect before the next sets: they reach it only
+        // through the replay.
+        subscriber.send(signal: SIGSTOP)
+        let restarted = try server.restart(after: SIGKILL)
+        let restartedWriter = try restarted.connect()
+        for value in 4...6 {
+            try restartedWriter.call("set", ["object": "doc", "keyPath": "n", "value": .int(Int64(value))])
+        }
+        subscriber.send(signal: SIGCONT)
+        while lines.count < 12, let line = subscriber.nextLine() { lines.append(line) }
+        #expect(lines == (1...6).flatMap { value in [
+            "doc.n  valueChanged  prior  rev=\(value + 1)  old=\(value - 1)",
+            "doc.n  valueChanged  rev=\(value + 1)  old=\(value - 1)  new=\(value)",
+        ] })
+        #expect(subscriber.finish().status == 0)
     }
 
     @Test("kvoclient subscribe prints a resync line when the restarted kvod's history does not reach back")
