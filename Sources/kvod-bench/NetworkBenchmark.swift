@@ -5,21 +5,24 @@ import Glibc
 /// The network benchmarks of issue 5: kvod against Redis pub/sub over loopback TCP, each run with a fresh
 /// server process started (and stopped) here. See docs/performance.md and scripts/bench.sh.
 ///
-///     kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64] [--seconds 5]
-///                           [--sync in-memory|off|normal|full] [--window 256] [--lag 4096]
-///                           [--fault skip|duplicate|reorder] [--perf FILE]
-///     kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--seconds 5] [--warmup 1]
-///     kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]
-///     kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64] [--seconds 5]
-///     kvod-bench durable    [--subscribers 10] [--bytes 64] [--seconds 5]
-///     kvod-bench matrix     [--subscribers 1,10,100] [--bytes 64,1024] [--seconds 5] [--rate 10000]
-///     kvod-bench all        [--seconds 5] [--quick]     (matrix, latency, scale, spread, durable)
-///     kvod-bench selftest   (the checkers must catch a skipped, a duplicated and a reordered set)
+///     kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64]
+///                           [--sync in-memory|off|normal|full] [--fault skip|duplicate|reorder] [--perf FILE]
+///     kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1]
+///     kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]   (pairs)
+///     kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64]
+///     kvod-bench durable    [--subscribers 10] [--bytes 64]          (kvod in-memory, --sync normal, full)
+///     kvod-bench matrix     [--subscribers 1,10,100] [--bytes 64,1024] [--rate 10000]
+///                           [--latency-subscribers 100] [--latency-bytes 64]       (throughput, then latency)
+///     kvod-bench all        [matrix options] [--connections ..] [--observations ..] [--objects ..]
+///                           [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
+///     kvod-bench selftest   [--server both]   (the checkers must catch a skipped, a duplicated and a reordered set)
 ///
-/// Every command also takes `--kvod PATH` and `--redis PATH` (default: the kvod next to kvod-bench, and
-/// redis-server on the PATH) and `--markdown FILE` (also write the report there). Figures are printed,
-/// never asserted; the exit status is 1 when a run lost, reordered or duplicated a delivery, got an error
-/// reply or lost a connection, and 2 for a usage error.
+/// Every command also takes `--seconds 5` (each timed run), `--window 1024` and `--lag 4096` (pipelining
+/// bounds, see `Options.pipelining`), `--kvod PATH` and `--redis PATH` (default: the kvod next to
+/// kvod-bench, and redis-server on the PATH), `--perf-command PATH` and `--markdown FILE` (also write the
+/// report there). `all --quick` shrinks scale and spread for a smoke run. Figures are printed, never
+/// asserted; the exit status is 1 when a run lost, reordered or duplicated a delivery, got an error reply
+/// or lost a connection (or a selftest fault went unnoticed), and 2 for a usage error.
 enum NetworkBenchmark {
     static let commands: Set<String> = ["throughput", "latency", "scale", "spread", "durable", "matrix", "all", "selftest"]
 
@@ -75,7 +78,7 @@ enum NetworkBenchmark {
         let subscribers = options.int("subscribers", 100)
         let bytes = options.int("bytes", 64)
         let storage = options.storage()
-        let pace = FanOutRun.Pace.pipelined(window: options.int("window", 256), lag: options.int("lag", 4096))
+        let pace = options.pipelined()
         let fault = options.string("fault").map { name -> FanOutRun.Fault in
             guard let fault = FanOutRun.Fault(rawValue: name) else { usage("unknown fault '\(name)'") }
             return fault
@@ -99,7 +102,7 @@ enum NetworkBenchmark {
     static func matrix(_ context: Context, _ options: Options) {
         let subscriberCounts = options.intList("subscribers", [1, 10, 100])
         let byteCounts = options.intList("bytes", [64, 1024])
-        let pace = FanOutRun.Pace.pipelined(window: options.int("window", 256), lag: options.int("lag", 4096))
+        let pace = options.pipelined()
         let seconds = context.seconds
         var rows: [(kvod: FanOutResult, redis: FanOutResult)] = []
         for subscribers in subscriberCounts {
@@ -166,8 +169,7 @@ enum NetworkBenchmark {
         let objects = options.int("objects", defaultObjects)
         let subscribers = options.int(prefix + "subscribers", 10)
         let bytes = options.int(prefix + "bytes", 64)
-        let window = options.int("window", 256)
-        let lag = options.int("lag", 4096)
+        let (window, lag) = options.pipelining()
         let seconds = context.seconds
         var results: [SpreadResult] = []
         for kind in servers {
@@ -185,7 +187,7 @@ enum NetworkBenchmark {
     static func durable(_ context: Context, _ options: Options, prefix: String) {
         let subscribers = options.int(prefix + "subscribers", 10)
         let bytes = options.int(prefix + "bytes", 64)
-        let pace = FanOutRun.Pace.pipelined(window: options.int("window", 256), lag: options.int("lag", 4096))
+        let pace = options.pipelined()
         let seconds = context.seconds
         var results: [FanOutResult] = []
         for storage in [KVODStorage.inMemory, .durable(sync: "normal"), .durable(sync: "full")] {
@@ -209,7 +211,7 @@ enum NetworkBenchmark {
             for fault in [nil] + FanOutRun.Fault.allCases.map(Optional.some) {
                 let server = context.start(kind)
                 let result = FanOutRun.run(server: server, subscribers: subscribers, payloadLength: 64, seconds: seconds,
-                                           pace: .pipelined(window: 256, lag: 4096), fault: fault)
+                                           pace: options.pipelined(), fault: fault)
                 server.stop()
                 var expected = Integrity()
                 switch fault {
@@ -343,6 +345,20 @@ enum NetworkBenchmark {
             let values = text.split(separator: ",").compactMap { Int(String($0).replacingUnderscores) }
             guard !values.isEmpty, values.allSatisfy({ $0 > 0 }) else { NetworkBenchmark.usage("--\(name) needs positive integers separated by commas") }
             return values
+        }
+
+        /// `--window` (default 1,024 sets awaiting their reply) and `--lag` (default 4,096: how far the
+        /// slowest subscriber may trail the publisher). 1,024 is the smallest power of two that keeps both
+        /// servers at one full core with one subscriber on the 2-core CI machine (256 left Redis at 0.65
+        /// of a core, waiting on round trips); the lag keeps every subscriber's queue a few MiB at most.
+        func pipelining() -> (window: Int, lag: Int) {
+            (int("window", 1024), int("lag", 4096))
+        }
+
+        /// Pipelined pacing with `pipelining()`'s bounds.
+        func pipelined() -> FanOutRun.Pace {
+            let (window, lag) = pipelining()
+            return .pipelined(window: window, lag: lag)
         }
 
         /// `--server kvod|redis|both` (default both), kvod first.
