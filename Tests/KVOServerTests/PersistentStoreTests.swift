@@ -147,6 +147,32 @@ import Testing
         #expect(state.history[1].change == .array(insertion))
     }
 
+    @Test func everyKindOfRecordedChangeRoundTrips() throws {
+        let directory = TemporaryDirectory()
+        let changes: [RecordedChange] = [
+            .created(["date": "2026-11-20", "address": ["city": "Oslo"]]),
+            // A key that did not exist (old nil) is not the same as a key that held JSON null.
+            .set(path: ["address", "zip"], old: .none, new: "0150"),
+            .set(path: ["address", "zip"], old: .some(.null), new: .null),
+            .set(path: ["date"], old: "2026-11-20", new: ["nested": [1, 2.5, "ü"]]),
+            .set(path: ["list", "0", "ключ 😀"], old: .int(.min), new: .double(-0.0)),
+            .array(ArrayChangeRecord(path: ["items"], kind: .replacement, indexes: [0, 2], old: ["a", "c"], new: ["A", "C"])),
+            .deleted(["date": ["nested": [1, 2.5, "ü"]], "address": ["city": "Oslo", "zip": .null]]),
+        ]
+        let entries = changes.enumerated().map { HistoryEntry(rev: UInt64($0.offset + 1), object: "o", change: $0.element) }
+        let store = try open(directory)
+        try store.commit(CommitBatch(revision: UInt64(entries.count), entries: entries, objects: ["o": .deleted]))
+        let state = try reload(directory, closing: store)
+        #expect(state.history == entries)
+        #expect(state.objects.isEmpty)
+        guard case let .set(_, absent, _) = state.history[1].change, case let .set(_, null, _) = state.history[2].change else {
+            Issue.record("expected two sets, got \(state.history[1].change) and \(state.history[2].change)")
+            return
+        }
+        #expect(absent == .none)
+        #expect(null == .some(.null))
+    }
+
     @Test func historyIsTrimmedToTheNewestRowsByCount() throws {
         let directory = TemporaryDirectory()
         let store = try open(directory, historyLimit: 5)
