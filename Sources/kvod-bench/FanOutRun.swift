@@ -19,6 +19,8 @@ struct FanOutResult {
     var generatorCPU: Double
     /// End-to-end latency per delivery (fixed-rate runs; empty for pipelined ones).
     var latency: LatencyHistogram
+    /// True for a fixed-rate (latency) run, false for a pipelined (throughput) one.
+    var fixedRate: Bool
 
     var setsPerSecond: Double { setSeconds > 0 ? Double(sets) / setSeconds : 0 }
     var deliveriesPerSecond: Double { deliverySeconds > 0 ? Double(deliveries) / deliverySeconds : 0 }
@@ -184,7 +186,7 @@ final class FanOutRun: Workload {
             integrity: integrity,
             serverCPU: (server.cpuSeconds - serverCPUStart) / wall,
             generatorCPU: (ProcessStats.ownCPUSeconds() - generatorCPUStart) / wall,
-            latency: histogram)
+            latency: histogram, fixedRate: recordLatencyFrom != .max)
     }
 
     /// Queues as many sets as the window and the slowest subscriber allow, and sends them in one write.

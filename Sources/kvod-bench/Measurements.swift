@@ -131,3 +131,22 @@ struct Integrity: Equatable {
         "\(lost)/\(reordered)/\(duplicates)" + (errors > 0 ? ", \(errors) errors" : "")
     }
 }
+
+/// A benchmark result that can say whether its run was clean and summarise itself in one line.
+protocol Measured {
+    var integrity: Integrity { get }
+    /// One line for the progress output, printed as the run ends.
+    var summaryLine: String { get }
+}
+
+extension FanOutResult: Measured {
+    var summaryLine: String { fixedRate ? Report.latencyLine(self) : Report.line(self) }
+}
+
+extension ScaleResult: Measured {
+    var summaryLine: String { Report.scaleLine(self) }
+}
+
+extension SpreadResult: Measured {
+    var summaryLine: String { Report.spreadLine(self) }
+}

@@ -21,11 +21,11 @@ final class Report {
 
     // MARK: Sections
 
-    func addMatrix(_ rows: [(kvod: FanOutResult, redis: FanOutResult)], seconds: Double, pace: FanOutRun.Pace) {
+    func addMatrix(_ rows: [(kvod: FanOutResult, redis: FanOutResult)], seconds: Double, runs: Int, pace: FanOutRun.Pace) {
         var text = """
         #### Throughput: S subscribers of one key path (kvod) or channel (Redis), one pipelined publisher
 
-        \(paceDescription(pace)), \(format1(seconds)) s per cell, a fresh server per cell. Deliveries/s counts
+        \(paceDescription(pace)), \(format1(seconds)) s per cell, a fresh server per run\(bestOf(runs)). Deliveries/s counts
         every event received by every subscriber; "kvod/Redis" is the ratio of deliveries/s. CPU is in cores
         (1.00 = one core busy) over the cell, server / load generator.
 
@@ -59,14 +59,14 @@ final class Report {
         sections.append(text)
     }
 
-    func addLatency(_ results: [FanOutResult], rate: Int, seconds: Double, warmup: Double) {
+    func addLatency(_ results: [FanOutResult], rate: Int, seconds: Double, warmup: Double, runs: Int) {
         guard let first = results.first else { return }
         var text = """
         #### Latency: \(grouped(Double(rate))) sets/s to \(first.subscribers) subscribers, \(first.payloadBytes)-byte values
 
         End to end, per delivery: from the publisher writing the set (the send time is in the value) to the
-        subscriber reading the event, \(format1(seconds)) s after a \(format1(warmup)) s warm-up. Log-linear
-        histogram (within 0.8 %).
+        subscriber reading the event, \(format1(seconds)) s after a \(format1(warmup)) s warm-up\(bestOf(runs, by: "p50")).
+        Log-linear histogram (within 0.8 %).
 
         | server | p50 | p90 | p99 | p99.9 | max | deliveries measured | sets/s sent | CPU server / generator | lost/reordered/dup |
         |---|---:|---:|---:|---:|---:|---:|---:|---|---|
@@ -109,13 +109,13 @@ final class Report {
         sections.append(text)
     }
 
-    func addSpread(_ results: [SpreadResult], bytes: Int) {
+    func addSpread(_ results: [SpreadResult], bytes: Int, runs: Int) {
         guard let first = results.first else { return }
         var text = """
         #### Spread: \(grouped(Double(first.objects))) objects (channels), each observed once, sets on random ones
 
         \(first.subscribers) subscriber connections (object i observed by subscriber i mod \(first.subscribers)),
-        \(bytes)-byte values, one pipelined publisher; every set is delivered exactly once.
+        \(bytes)-byte values, one pipelined publisher; every set is delivered exactly once\(bestOf(runs)).
 
         | server | sets/s | deliveries/s | vs first row | CPU server / generator | lost/reordered/dup |
         |---|---:|---:|---:|---|---|
@@ -129,13 +129,13 @@ final class Report {
         sections.append(text)
     }
 
-    func addDurable(_ results: [FanOutResult], subscribers: Int, bytes: Int) {
+    func addDurable(_ results: [FanOutResult], subscribers: Int, bytes: Int, runs: Int) {
         guard let first = results.first else { return }
         var text = """
         #### Durability: kvod throughput by storage mode, \(subscribers) subscribers, \(bytes)-byte values
 
         `--data <temporary directory> --sync normal|full` against `--in-memory`; the same pipelined
-        publisher. Each loop iteration's writes are one SQLite transaction (group commit).
+        publisher\(bestOf(runs)). Each loop iteration's writes are one SQLite transaction (group commit).
 
         | kvod | sets/s | deliveries/s | vs in-memory | CPU server / generator | lost/reordered/dup |
         |---|---:|---:|---:|---|---|
@@ -226,6 +226,11 @@ final class Report {
         var buffer = [CChar](repeating: 0, count: 64)
         let length = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M UTC", &parts)
         return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// ", best of N runs (by deliveries/s)" when there were several.
+    private func bestOf(_ runs: Int, by criterion: String = "deliveries/s") -> String {
+        runs > 1 ? ", best of \(runs) runs by \(criterion)" : ""
     }
 
     private func paceDescription(_ pace: FanOutRun.Pace) -> String {
