@@ -6,7 +6,8 @@ import Glibc
 #endif
 
 /// Storage benchmarks: the persistent store with many small objects, in a temporary directory
-/// under `$TMPDIR` (default /tmp) that is removed afterwards.
+/// under `$TMPDIR` (default /tmp) that is removed afterwards (kept, for inspection with `sqlite3`,
+/// when `KVOD_BENCH_KEEP` is set).
 ///
 /// `startup`: write N objects in batches of 10,000 history entries, close, then time what a restart
 /// costs: opening the store, `load()`, and building the engine from the loaded state; print the
@@ -22,7 +23,13 @@ enum StorageBenchmark {
 
     static func run(objects: Int, commits: Int) {
         let directory = makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        defer {
+            if getenv("KVOD_BENCH_KEEP") == nil {
+                removeDirectory(directory)
+            } else {
+                print("kept \(directory)")
+            }
+        }
         print("storage: \(objects) objects in \(directory), batches of \(batchSize), history \(historyLimit) rows, sync normal")
 
         // Write.
