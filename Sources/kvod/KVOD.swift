@@ -36,7 +36,11 @@ struct KVOD: ParsableCommand {
     @Flag(help: "Keep everything in memory: nothing is written to disk and all state is lost on exit.")
     var inMemory = false
 
-    @Option(help: "When a write is acknowledged: full (fsync'd: survives power loss), normal (survives a kvod crash), off.")
+    @Option(help: """
+        When a write is acknowledged: full (fsync per group commit: survives an OS crash or power loss), \
+        normal (survives a kvod crash; recent commits may be lost, never corrupted, on power loss), \
+        off (survives a kvod crash; no fsync at all: power loss may corrupt the database).
+        """)
     var sync = "normal"
 
     @Option(help: "Revisions of history kept for resuming observations (observe with sinceRev).")
