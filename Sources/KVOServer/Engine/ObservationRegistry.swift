@@ -11,6 +11,7 @@ final class ObservationRegistry {
     private var byConnection: [ConnectionID: Set<SubscriptionID>] = [:]
     private var lastID: SubscriptionID = 0
     private var lastSerial = 0
+    private var queryStamp = 0
 
     /// Number of live subscriptions.
     var count: Int { byID.count }
@@ -133,19 +134,29 @@ final class ObservationRegistry {
     /// depth plus the affected subtree, whatever else is observed.
     func watchers(affectedBy location: StoredLocation) -> [WatchedPath] {
         guard var node = roots[location.object] else { return [] }
-        var seen = Set<ObjectIdentifier>()
+        // A watched path registered at several affected nodes is collected once: each query stamps
+        // what it collected with its own number (cheaper than a set).
+        queryStamp &+= 1
+        let stamp = queryStamp
         var result: [WatchedPath] = []
         func collect(_ path: WatchedPath) {
-            if seen.insert(ObjectIdentifier(path)).inserted { result.append(path) }
+            if path.collectedStamp != stamp {
+                path.collectedStamp = stamp
+                result.append(path)
+            }
         }
         node.watchers.values.forEach(collect)
         for key in location.path {
-            guard let next = node.children[key] else { return result.sorted { $0.serial < $1.serial } }
+            guard let next = node.children[key] else { return ordered(result) }
             node = next
             node.watchers.values.forEach(collect)
         }
         for child in node.children.values { child.forEachWatcherBelow(collect) }
-        return result.sorted { $0.serial < $1.serial }
+        return ordered(result)
+    }
+
+    private func ordered(_ paths: [WatchedPath]) -> [WatchedPath] {
+        paths.count < 2 ? paths : paths.sorted { $0.serial < $1.serial }
     }
 
     /// Subscriptions observing a key path of `object` (not those reading it through a reference),

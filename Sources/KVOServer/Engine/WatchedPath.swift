@@ -27,6 +27,8 @@ final class WatchedPath {
     /// For `@count`/`@sum`/`@avg` over an array of inline elements: the running aggregate, so
     /// that writes to the array do not re-read it (nil otherwise).
     var aggregate: AggregateCache?
+    /// The last `ObservationRegistry.watchers(affectedBy:)` query that collected this path.
+    var collectedStamp = 0
 
     init(object: String, keyPath: KeyPath, serial: Int) {
         self.object = object
