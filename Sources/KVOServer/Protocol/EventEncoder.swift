@@ -23,25 +23,23 @@ public struct EventEncoder {
     /// The bytes after the subscription id (up to and including the newline) for a recipient with
     /// `options`.
     public mutating func tail(for options: ObservationOptions) -> [UInt8] {
-        let includeNew = (options.contains(.new) || notification.reason == .resync) && notification.carriesNew
-        let includeOld = options.contains(.old) && notification.carriesOld
-        let variant = (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
-        if let tail = tails[variant] { return tail }
-        let tail = makeTail(includeNew: includeNew, includeOld: includeOld)
-        tails[variant] = tail
-        return tail
+        tail(variant: variant(for: options))
     }
 
-    /// Calls `body` with the tail for a recipient with `options`, without copying or retaining it
-    /// per call once built (the fan-out loop's form of `tail(for:)`).
+    /// Which of the (at most four) tails a recipient with `options` gets: 0...3.
     @inline(__always)
-    public mutating func withTail<Result>(for options: ObservationOptions,
-                                          _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+    public func variant(for options: ObservationOptions) -> Int {
         let includeNew = (options.contains(.new) || notification.reason == .resync) && notification.carriesNew
         let includeOld = options.contains(.old) && notification.carriesOld
-        let variant = (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
-        if tails[variant] == nil { tails[variant] = makeTail(includeNew: includeNew, includeOld: includeOld) }
-        return tails[variant]!.withUnsafeBytes(body)
+        return (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
+    }
+
+    /// The tail of `variant` (from `variant(for:)`), built on first use.
+    public mutating func tail(variant: Int) -> [UInt8] {
+        if let tail = tails[variant] { return tail }
+        let tail = makeTail(includeNew: variant & 1 != 0, includeOld: variant & 2 != 0)
+        tails[variant] = tail
+        return tail
     }
 
     /// The whole event line for one recipient (for tests and tools; the server appends the pieces).

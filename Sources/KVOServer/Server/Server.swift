@@ -19,7 +19,11 @@ public final class Server {
     private let handler: RequestHandler
     /// Open connections by slot (`ConnectionID.slot`): delivering an event finds its connection by
     /// array index, not by hashing. Freed slots are reused.
-    @exclusivity(unchecked) private var slots: [Connection?] = []
+    /// Unretained: a connection is kept alive by its handle (`handle->data`) until its close
+    /// callback, and leaves its slot when it starts closing, so every entry here is alive.
+    @exclusivity(unchecked) private var slots: [Unmanaged<Connection>?] = []
+    /// Scratch memory for one notification's encoded tails, reused (no allocation per event).
+    @exclusivity(unchecked) private var tailArena = WriteBuffer()
     private var freeSlots: [UInt32] = []
     private var openConnections = 0
     private var lastConnectionID: UInt64 = 0
@@ -37,6 +41,10 @@ public final class Server {
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
+
+    deinit {
+        tailArena.release()
+    }
 
     /// The port the listener bound (useful with port 0).
     public var port: Int { listener?.port ?? 0 }
@@ -143,7 +151,7 @@ public final class Server {
         logger.info("stopping", metadata: ["connections": "\(openConnections)"])
         commitPendingWrites()
         listener?.close()
-        for connection in slots.compactMap({ $0 }) {
+        for connection in slots.compactMap({ $0?.takeUnretainedValue() }) {
             connection.close(reason: .serverStopping)
         }
         closeOwnHandles()
@@ -174,7 +182,7 @@ public final class Server {
             maximumLineLength: configuration.maximumLineLength,
             maximumOutputBytes: configuration.maximumOutputBufferBytes)
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
-        slots[Int(slot)] = connection
+        slots[Int(slot)] = Unmanaged.passUnretained(connection)
         openConnections += 1
         guard acceptStatus == 0 else {
             connection.close(reason: .socketError("accept: \(uvErrorDescription(acceptStatus))"))
@@ -230,25 +238,39 @@ public final class Server {
         connection.enqueue(replyBuffer)
     }
 
-    /// The open connection with `id`, found by its slot.
+    /// The open connection with `id`, found by its slot (unretained: see `slots`).
     @inline(__always)
-    private func connection(_ id: ConnectionID) -> Connection? {
+    private func connection(_ id: ConnectionID) -> Unmanaged<Connection>? {
         let slot = Int(id.slot)
-        guard slot < slots.count, let connection = slots[slot], connection.id.rawValue == id.rawValue else { return nil }
+        guard slot < slots.count, let connection = slots[slot],
+              connection._withUnsafeGuaranteedRef({ $0.id.rawValue }) == id.rawValue
+        else { return nil }
         return connection
     }
 
     /// Fans each notification out to its recipients, encoding it once per option variant. This is
     /// the per-event hot path: per recipient it costs an array lookup and three copies into the
-    /// connection's output buffer (the shared head, the subscription id, the shared tail).
+    /// connection's output buffer (the shared head, the subscription id, the shared tail), with no
+    /// reference counting (connections and tails are reached through unretained pointers).
     private func deliverNotifications() {
         EventEncoder.head.withUnsafeBytes { head in
             for notification in notifications {
                 var encoder = EventEncoder(notification)
+                var offsets = [-1, -1, -1, -1]
+                var lengths = [0, 0, 0, 0]
+                tailArena.reset(retainedCapacity: 1 << 20)
                 for recipient in notification.recipients {
                     guard let connection = connection(recipient.connection) else { continue }
-                    encoder.withTail(for: recipient.options) { tail in
-                        connection.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
+                    let variant = encoder.variant(for: recipient.options)
+                    if offsets[variant] < 0 {
+                        let tail = encoder.tail(variant: variant)
+                        offsets[variant] = tailArena.count
+                        lengths[variant] = tail.count
+                        tailArena.append(tail)
+                    }
+                    let tail = UnsafeRawBufferPointer(start: tailArena.base! + offsets[variant], count: lengths[variant])
+                    connection._withUnsafeGuaranteedRef {
+                        $0.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
                     }
                 }
             }
@@ -319,7 +341,7 @@ extension Server: ConnectionDelegate {
 
     func connectionDidClose(_ connection: Connection, reason: CloseReason) {
         let slot = Int(connection.id.slot)
-        if slot < slots.count, slots[slot] === connection {
+        if slot < slots.count, slots[slot]?.takeUnretainedValue() === connection {
             slots[slot] = nil
             freeSlots.append(UInt32(slot))
             openConnections -= 1

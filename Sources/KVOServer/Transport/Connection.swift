@@ -33,7 +33,7 @@ final class Connection {
     private var closeAfterFlush: CloseReason?
 
     /// Buffers above this size are freed after use rather than kept for the next burst.
-    private static let retainedBufferCapacity = 64 * 1024
+    private static let retainedBufferCapacity = 256 * 1024
 
     init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
          maximumLineLength: Int, maximumOutputBytes: Int) {
