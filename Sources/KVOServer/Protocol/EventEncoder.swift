@@ -11,6 +11,14 @@ public struct EventEncoder {
     /// Every event line starts with these bytes, then the subscription id.
     public static let head: [UInt8] = Array("{\"event\":\"change\",\"sub\":".utf8)
 
+    /// `head` (exactly 24 bytes) as three machine words, for writers that store it without `memcpy`.
+    public static let headWords: (UInt64, UInt64, UInt64) = head.withUnsafeBytes { raw in
+        precondition(raw.count == 24, "the event head must be 24 bytes")
+        return (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
+                raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+    }
+
     private let notification: ChangeNotification
     private var tails: [[UInt8]?] = [nil, nil, nil, nil]
     private var encodedOld: [UInt8]?

@@ -253,7 +253,8 @@ public final class Server {
     /// connection's output buffer (the shared head, the subscription id, the shared tail), with no
     /// reference counting (connections and tails are reached through unretained pointers).
     private func deliverNotifications() {
-        EventEncoder.head.withUnsafeBytes { head in
+        let head = EventEncoder.headWords
+        do {
             for notification in notifications {
                 var encoder = EventEncoder(notification)
                 var offsets = [-1, -1, -1, -1]

@@ -72,12 +72,11 @@ final class Connection {
         didEnqueue()
     }
 
-    /// Queues one event: the shared head, the subscription id and the shared tail.
+    /// Queues one event: the shared head (as three words), the subscription id and the shared tail.
     @inline(__always)
-    func enqueueEvent(head: UnsafeRawBufferPointer, subscription: SubscriptionID, tail: UnsafeRawBufferPointer) {
+    func enqueueEvent(head: (UInt64, UInt64, UInt64), subscription: SubscriptionID, tail: UnsafeRawBufferPointer) {
         guard !isClosing else { return }
-        pending.append(head)
-        pending.appendInteger(subscription)
+        pending.appendEventHead(head, subscription: subscription)
         pending.append(tail)
         didEnqueue()
     }
