@@ -107,9 +107,26 @@ final class Connection {
             if let reason = closeAfterFlush { close(reason: reason) }
             return
         }
+        // First try to write it all now, without a request (no callback, nothing to keep): the
+        // common case when the client keeps up.
+        var buffer = uv_buf_t(base: UnsafeMutableRawPointer(pending.base!).assumingMemoryBound(to: CChar.self),
+                              len: pending.count)
+        let written = uv_try_write(asStream(handle), &buffer, 1)
+        if written == Int32(pending.count) {
+            pending.reset(retainedCapacity: Connection.retainedBufferCapacity)
+            if let reason = closeAfterFlush { close(reason: reason) }
+            return
+        }
+        if written < 0 && written != UV_EAGAIN.rawValue {
+            close(reason: .socketError("write failed: \(uvErrorDescription(written))"))
+            return
+        }
+        // The socket is full: hand the rest to libuv, which writes it when the socket drains. The
+        // buffer then belongs to the write until its callback.
+        let offset = max(Int(written), 0)
         swap(&pending, &inFlight)
-        var buffer = uv_buf_t(base: UnsafeMutableRawPointer(inFlight.base!).assumingMemoryBound(to: CChar.self),
-                              len: inFlight.count)
+        buffer = uv_buf_t(base: UnsafeMutableRawPointer(inFlight.base! + offset).assumingMemoryBound(to: CChar.self),
+                          len: inFlight.count - offset)
         writeRequest.pointee.data = Unmanaged.passRetained(self).toOpaque()
         let status = uv_write(writeRequest, asStream(handle), &buffer, 1, Connection.writeCallback)
         if status != 0 {
