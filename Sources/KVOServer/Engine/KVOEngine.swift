@@ -215,6 +215,7 @@ public final class KVOEngine {
         }
         if let reading {
             // A new watched path: keep aggregates incrementally where the shape allows.
+            observation.watched.lastReading = reading
             observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
         }
         if options.contains(.initial) {
@@ -240,6 +241,7 @@ public final class KVOEngine {
             return reading!.dependencies
         }
         if let reading {
+            observation.watched.lastReading = reading
             observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
         }
         if let entries {
@@ -326,6 +328,7 @@ public final class KVOEngine {
             new = read(path)
             path.aggregate = makeAggregateCache(for: path, reading: new)
         }
+        path.lastReading = new
         if new.dependencies != path.dependencies { registry.rebind(path, to: new.dependencies) }
         let rebound = new.binding != old.binding
         guard rebound || new.value != old.value else { return }
@@ -358,7 +361,7 @@ public final class KVOEngine {
 
     /// What `path` reads now: its cached aggregate when it keeps one, else a fresh reading.
     private func currentReading(_ path: WatchedPath) -> Evaluation {
-        path.aggregate?.evaluation ?? read(path)
+        path.aggregate?.evaluation ?? path.lastReading ?? read(path)
     }
 
     private func makeAggregateCache(for path: WatchedPath, reading: Evaluation) -> AggregateCache? {

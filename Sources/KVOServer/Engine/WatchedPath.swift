@@ -27,6 +27,9 @@ final class WatchedPath {
     /// For `@count`/`@sum`/`@avg` over an array of inline elements: the running aggregate, so
     /// that writes to the array do not re-read it (nil otherwise).
     var aggregate: AggregateCache?
+    /// What the path read after the last write that could change it: every such write re-reads it
+    /// (the tries guarantee it), so this stands in for a fresh reading before the next write.
+    var lastReading: Evaluation?
     /// The last `ObservationRegistry.watchers(affectedBy:)` query that collected this path.
     var collectedStamp = 0
 
