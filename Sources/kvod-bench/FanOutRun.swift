@@ -21,6 +21,9 @@ struct FanOutResult {
     var latency: LatencyHistogram
     /// True for a fixed-rate (latency) run, false for a pipelined (throughput) one.
     var fixedRate: Bool
+    /// Bytes the subscribers received per delivery: the size of one event on the wire (kvod's JSON
+    /// event line, Redis's RESP `message` array), since subscribers receive nothing else while timed.
+    var wireBytesPerDelivery: Double
 
     var setsPerSecond: Double { setSeconds > 0 ? Double(sets) / setSeconds : 0 }
     var deliveriesPerSecond: Double { deliverySeconds > 0 ? Double(deliveries) / deliverySeconds : 0 }
@@ -125,6 +128,7 @@ final class FanOutRun: Workload {
     private func measure(seconds: Double, pace: Pace, warmupSeconds: Double, profiler: Profiler?) -> FanOutResult {
         let serverCPUStart = server.cpuSeconds
         let generatorCPUStart = ProcessStats.ownCPUSeconds()
+        let subscriberBytesStart = subscribers.reduce(0) { $0 + $1.receivedBytes }
         let start = monotonicNanoseconds()
         let deadline = start + UInt64(seconds * 1e9)
         var lastAcknowledgement = start
@@ -186,7 +190,9 @@ final class FanOutRun: Workload {
             integrity: integrity,
             serverCPU: (server.cpuSeconds - serverCPUStart) / wall,
             generatorCPU: (ProcessStats.ownCPUSeconds() - generatorCPUStart) / wall,
-            latency: histogram, fixedRate: recordLatencyFrom != .max)
+            latency: histogram, fixedRate: recordLatencyFrom != .max,
+            wireBytesPerDelivery: Double(subscribers.reduce(0) { $0 + $1.receivedBytes } - subscriberBytesStart)
+                / Double(max(deliveries, 1)))
     }
 
     /// Queues as many sets as the window and the slowest subscriber allow, and sends them in one write.

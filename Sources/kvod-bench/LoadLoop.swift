@@ -13,6 +13,8 @@ final class Peer {
     /// Set once the non-blocking connect has completed.
     fileprivate(set) var connected = false
     fileprivate(set) var open = true
+    /// Bytes received on this connection so far.
+    fileprivate(set) var receivedBytes = 0
     /// Requests sent whose reply has not arrived. (Touched per reply: exempt from dynamic exclusivity
     /// checks; only the loop thread uses peers.)
     @exclusivity(unchecked) var awaitingReplies = 0
@@ -260,6 +262,7 @@ final class LoadLoop {
         if carried > 0 { memcpy(readBuffer, peer.carry.readable.baseAddress!, carried) }
         let received = recv(peer.fd, readBuffer + carried, readCapacity - carried, 0)
         if received > 0 {
+            peer.receivedBytes += received
             let total = carried + received
             let used = wire.scan(readBuffer, count: total, payloadLength: payloadLength, peer: peer,
                                  receivedAt: monotonicNanoseconds(), sink: sink)

@@ -27,10 +27,11 @@ final class Report {
 
         \(paceDescription(pace)), \(format1(seconds)) s per cell, a fresh server per run\(bestOf(runs)). Deliveries/s counts
         every event received by every subscriber; "kvod/Redis" is the ratio of deliveries/s. CPU is in cores
-        (1.00 = one core busy) over the cell, server / load generator.
+        (1.00 = one core busy) over the cell, server / load generator. "Event bytes" is what one delivery
+        costs on the wire (kvod's JSON event line; Redis's RESP message).
 
-        | S | B | kvod sets/s | kvod deliveries/s | Redis publishes/s | Redis deliveries/s | kvod/Redis | CPU kvod / generator | CPU Redis / generator | lost/reordered/dup kvod; Redis |
-        |---:|---:|---:|---:|---:|---:|---:|---|---|---|
+        | S | B | kvod sets/s | kvod deliveries/s | Redis publishes/s | Redis deliveries/s | kvod/Redis | CPU kvod / generator | CPU Redis / generator | event bytes kvod; Redis | lost/reordered/dup kvod; Redis |
+        |---:|---:|---:|---:|---:|---:|---:|---|---|---|---|
 
         """
         for (kvod, redis) in rows {
@@ -38,6 +39,7 @@ final class Report {
                 + "| \(grouped(redis.setsPerSecond)) | \(grouped(redis.deliveriesPerSecond)) "
                 + "| x\(fixed2(ratio(kvod.deliveriesPerSecond, redis.deliveriesPerSecond))) "
                 + "| \(cores(kvod.serverCPU)) / \(cores(kvod.generatorCPU)) | \(cores(redis.serverCPU)) / \(cores(redis.generatorCPU)) "
+                + "| \(grouped(kvod.wireBytesPerDelivery)); \(grouped(redis.wireBytesPerDelivery)) "
                 + "| \(kvod.integrity.summary); \(redis.integrity.summary) |\n"
         }
         sections.append(text)
@@ -174,6 +176,7 @@ final class Report {
         pad("throughput \(result.server)", 30) + pad("S=\(result.subscribers) B=\(result.payloadBytes)", 14)
             + pad("sets/s \(grouped(result.setsPerSecond))", 20) + pad("deliveries/s \(grouped(result.deliveriesPerSecond))", 28)
             + pad("CPU server \(cores(result.serverCPU)) generator \(cores(result.generatorCPU))", 34)
+            + pad("\(grouped(result.wireBytesPerDelivery)) B/event", 14)
             + "lost/reordered/dup \(result.integrity.summary)"
     }
 
