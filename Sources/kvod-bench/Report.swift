@@ -25,24 +25,26 @@ final class Report {
         var text = """
         #### Throughput: S subscribers of one key path (kvod) or channel (Redis), one pipelined publisher
 
-        \(paceDescription(pace)), \(format1(seconds)) s per cell, a fresh server per run\(bestOf(runs)). Deliveries/s counts
-        every event received by every subscriber; "kvod/Redis" is the ratio of deliveries/s. CPU is in cores
-        (1.00 = one core busy) over the cell, server / load generator. "Event bytes" is what one delivery
-        costs on the wire (kvod's JSON event line; Redis's RESP message).
+        \(paceDescription(pace)).
+        \(format1(seconds)) s per cell, a fresh server per run\(bestOf(runs)).
+        Deliveries/s counts every event received by every subscriber; "kvod/Redis" is the ratio of
+        deliveries/s. CPU is in cores (1.00 = one core busy) over the cell, server / load generator.
+        "Event bytes" is what one delivery costs on the wire (kvod's JSON event line; Redis's RESP message).
 
         | S | B | kvod sets/s | kvod deliveries/s | Redis publishes/s | Redis deliveries/s | kvod/Redis | CPU kvod / generator | CPU Redis / generator | event bytes kvod; Redis | lost/reordered/dup kvod; Redis |
         |---:|---:|---:|---:|---:|---:|---:|---|---|---|---|
 
         """
         for (kvod, redis) in rows {
-            text += "| \(kvod.subscribers) | \(kvod.payloadBytes) | \(grouped(kvod.setsPerSecond)) | \(grouped(kvod.deliveriesPerSecond)) "
-                + "| \(grouped(redis.setsPerSecond)) | \(grouped(redis.deliveriesPerSecond)) "
+            text += "| \(kvod.subscribers) | \(kvod.payloadBytes) | \(grouped(kvod.setsPerSecond)) "
+                + "| \(grouped(kvod.deliveriesPerSecond))\(mark(kvod.serverCPU)) "
+                + "| \(grouped(redis.setsPerSecond)) | \(grouped(redis.deliveriesPerSecond))\(mark(redis.serverCPU)) "
                 + "| x\(fixed2(ratio(kvod.deliveriesPerSecond, redis.deliveriesPerSecond))) "
                 + "| \(cores(kvod.serverCPU)) / \(cores(kvod.generatorCPU)) | \(cores(redis.serverCPU)) / \(cores(redis.generatorCPU)) "
                 + "| \(grouped(kvod.wireBytesPerDelivery)); \(grouped(redis.wireBytesPerDelivery)) "
                 + "| \(kvod.integrity.summary); \(redis.integrity.summary) |\n"
         }
-        sections.append(text)
+        sections.append(text + disturbanceNote(rows.flatMap { [$0.kvod.serverCPU, $0.redis.serverCPU] }))
     }
 
     func addThroughput(_ results: [FanOutResult], title: String) {
@@ -54,11 +56,11 @@ final class Report {
 
         """
         for result in results {
-            text += "| \(result.server) | \(grouped(result.setsPerSecond)) | \(grouped(result.deliveriesPerSecond)) "
+            text += "| \(result.server) | \(grouped(result.setsPerSecond)) | \(grouped(result.deliveriesPerSecond))\(mark(result.serverCPU)) "
                 + "| x\(fixed2(ratio(result.deliveriesPerSecond, results[0].deliveriesPerSecond))) "
                 + "| \(cores(result.serverCPU)) / \(cores(result.generatorCPU)) | \(result.integrity.summary) |\n"
         }
-        sections.append(text)
+        sections.append(text + disturbanceNote(results.map(\.serverCPU)))
     }
 
     func addLatency(_ results: [FanOutResult], rate: Int, seconds: Double, warmup: Double, runs: Int) {
@@ -124,11 +126,11 @@ final class Report {
 
         """
         for result in results {
-            text += "| \(result.server) | \(grouped(result.setsPerSecond)) | \(grouped(result.deliveriesPerSecond)) "
+            text += "| \(result.server) | \(grouped(result.setsPerSecond)) | \(grouped(result.deliveriesPerSecond))\(mark(result.serverCPU)) "
                 + "| x\(fixed2(ratio(result.deliveriesPerSecond, first.deliveriesPerSecond))) "
                 + "| \(cores(result.serverCPU)) / \(cores(result.generatorCPU)) | \(result.integrity.summary) |\n"
         }
-        sections.append(text)
+        sections.append(text + disturbanceNote(results.map(\.serverCPU)))
     }
 
     func addDurable(_ results: [FanOutResult], subscribers: Int, bytes: Int, runs: Int) {
@@ -231,6 +233,22 @@ final class Report {
         return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// A pipelined in-memory run keeps its server busy: below this many cores, something else on the
+    /// machine took the server's CPU and the figure understates it.
+    static let busyServerCores = 0.9
+
+    /// " †" after a figure whose server used less than `busyServerCores`.
+    private func mark(_ serverCPU: Double) -> String {
+        serverCPU < Report.busyServerCores ? " †" : ""
+    }
+
+    /// The footnote for `mark`, when any figure has one.
+    private func disturbanceNote(_ serverCPUs: [Double]) -> String {
+        guard serverCPUs.contains(where: { $0 < Report.busyServerCores }) else { return "" }
+        return "\n† The server used less than \(fixed2(Report.busyServerCores)) of a core, so it was not the bottleneck for the "
+            + "whole run: most likely other work on the machine took its CPU (or the run was too short). The figure is low.\n"
+    }
+
     /// ", best of N runs (by deliveries/s)" when there were several.
     private func bestOf(_ runs: Int, by criterion: String = "deliveries/s") -> String {
         runs > 1 ? ", best of \(runs) runs by \(criterion)" : ""
@@ -239,7 +257,7 @@ final class Report {
     private func paceDescription(_ pace: FanOutRun.Pace) -> String {
         switch pace {
         case .pipelined(let window, let lag):
-            return "Pipelined: at most \(window) sets awaiting a reply and the slowest subscriber at most \(lag) behind"
+            return "Pipelined: at most \(window) sets awaiting a reply, the slowest subscriber at most \(lag) behind"
         case .fixedRate(let rate):
             return "\(rate) sets/s"
         }
