@@ -13,8 +13,9 @@ import KVOJSON
 ///   references) falls back to a full re-read, which also rebuilds the cache.
 /// The result always equals a full re-read: sums are recomputed from the cached contributions in
 /// element order unless all of them are integers (then the running sum is exact).
-/// Owned by one `WatchedPath`; loop thread only.
-struct AggregateCache {
+/// A class so that a watched path without one pays a single pointer for it. Owned by one
+/// `WatchedPath`; loop thread only.
+final class AggregateCache {
     let op: CollectionOperator
     /// The reading this cache stands for (value, dependencies, binding): what a full re-read gives.
     private(set) var evaluation: Evaluation
@@ -68,7 +69,7 @@ struct AggregateCache {
     /// Updates the cache after a write at `location` (with `change` when it was a collection
     /// mutation). Returns false when the write is not one it can follow; the caller then re-reads
     /// in full and rebuilds.
-    mutating func update(after change: CollectionChange?, at location: StoredLocation, objects: [String: JSONValue]) -> Bool {
+    func update(after change: CollectionChange?, at location: StoredLocation, objects: [String: JSONValue]) -> Bool {
         if location == arrayLocation {
             guard let change else { return false }  // the whole array was set
             return apply(change, objects: objects)
@@ -90,7 +91,7 @@ struct AggregateCache {
         return true
     }
 
-    private mutating func apply(_ change: CollectionChange, objects: [String: JSONValue]) -> Bool {
+    private func apply(_ change: CollectionChange, objects: [String: JSONValue]) -> Bool {
         switch change.kind {
         case .insertion:
             count += change.indexes.count
@@ -123,7 +124,7 @@ struct AggregateCache {
         return true
     }
 
-    private mutating func refreshValue() {
+    private func refreshValue() {
         switch op {
         case .count:
             evaluation.value = .int(Int64(count))
@@ -143,7 +144,7 @@ struct AggregateCache {
         }
     }
 
-    private mutating func add(_ value: JSONValue) {
+    private func add(_ value: JSONValue) {
         switch value {
         case let .int(integer):
             integers += 1
@@ -156,7 +157,7 @@ struct AggregateCache {
         }
     }
 
-    private mutating func remove(_ value: JSONValue) {
+    private func remove(_ value: JSONValue) {
         switch value {
         case let .int(integer):
             integers -= 1

@@ -15,8 +15,9 @@ struct Evaluation: Equatable {
     /// Where `value` is stored, when the key path names one stored value (no fan-out over an array,
     /// no operator); nil otherwise.
     var location: StoredLocation?
-    /// The objects the spine of the path went through (the root, then each reference followed before
-    /// any fan-out). When it differs before and after a change, the observation was re-bound.
+    /// The objects the spine of the path went through: each reference followed before any fan-out
+    /// (the root only when it does not exist). When it differs before and after a change, the
+    /// observation was re-bound.
     var binding: [BindingStep]
 }
 
@@ -55,7 +56,8 @@ struct KeyPathEvaluator {
             return Evaluation(value: .null, dependencies: [root], location: nil,
                               binding: [.init(object: object, exists: false)])
         }
-        evaluator.binding.append(.init(object: object, exists: true))
+        // An existing root is implied (no step), so the common binding, "the root and no reference",
+        // is an empty array: no allocation per watched path.
         let (result, location) = try evaluator.walk(value, at: root, keyPath.components[...], onSpine: true)
         return Evaluation(value: result, dependencies: KeyPathEvaluator.minimal(evaluator.dependencies),
                           location: location, binding: evaluator.binding)

@@ -7,9 +7,12 @@
 /// thread only.
 final class KeyPathNode {
     let key: String
-    private(set) weak var parent: KeyPathNode?
+    /// Unowned: a parent outlives its children (a node is removed from its parent only once it is
+    /// empty, and its parent after it). No weak reference, so no side table per node.
+    private(set) unowned(unsafe) var parent: KeyPathNode?
     var children: [String: KeyPathNode] = [:]
-    var watchers: [ObjectIdentifier: WatchedPath] = [:]
+    /// The watched paths registered here: usually one, so an array, not a dictionary.
+    var watchers: [WatchedPath] = []
 
     init(key: String, parent: KeyPathNode?) {
         self.key = key
@@ -26,9 +29,17 @@ final class KeyPathNode {
 
     var isEmpty: Bool { watchers.isEmpty && children.isEmpty }
 
+    func addWatcher(_ path: WatchedPath) {
+        if !watchers.contains(where: { $0 === path }) { watchers.append(path) }
+    }
+
+    func removeWatcher(_ path: WatchedPath) {
+        if let index = watchers.firstIndex(where: { $0 === path }) { watchers.swapAt(index, watchers.count - 1); watchers.removeLast() }
+    }
+
     /// Calls `body` with the watchers of this node and of every node below it.
     func forEachWatcherBelow(_ body: (WatchedPath) -> Void) {
-        for watcher in watchers.values { body(watcher) }
+        for watcher in watchers { body(watcher) }
         for child in children.values { child.forEachWatcherBelow(body) }
     }
 }

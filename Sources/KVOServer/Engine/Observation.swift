@@ -7,6 +7,10 @@ final class Observation {
     let options: ObservationOptions
     /// The shared reading of the (object, key path) this subscription observes.
     unowned let watched: WatchedPath
+    /// Position in `watched.subscribers`.
+    var index = 0
+    /// Position in the registry's list of its connection's observations.
+    var connectionIndex = 0
 
     init(id: SubscriptionID, connection: ConnectionID, options: ObservationOptions, watched: WatchedPath) {
         self.id = id

@@ -8,7 +8,9 @@ final class ObservationRegistry {
     private var watched: [WatchedPath.Key: WatchedPath] = [:]
     private var rootedAt: [String: [ObjectIdentifier: WatchedPath]] = [:]
     private var byID: [SubscriptionID: Observation] = [:]
-    private var byConnection: [ConnectionID: Set<SubscriptionID>] = [:]
+    /// Each connection's subscriptions, unordered; an observation knows its index here
+    /// (`Observation.connectionIndex`), so removing one is O(1) without a set per connection.
+    private var byConnection: [ConnectionID: [Observation]] = [:]
     private var lastID: SubscriptionID = 0
     private var lastSerial = 0
     private var queryStamp = 0
@@ -37,9 +39,10 @@ final class ObservationRegistry {
         }
         lastID += 1
         let observation = Observation(id: lastID, connection: connection, options: options, watched: path)
-        path.subscribers[observation.id] = observation
+        path.addSubscriber(observation)
         byID[observation.id] = observation
-        byConnection[connection, default: []].insert(observation.id)
+        observation.connectionIndex = byConnection[connection]?.count ?? 0
+        byConnection[connection, default: []].append(observation)
         return observation
     }
 
@@ -51,7 +54,7 @@ final class ObservationRegistry {
         guard let observation = byID.removeValue(forKey: id) else { return false }
         forgetConnection(of: observation)
         let path = observation.watched
-        path.subscribers[id] = nil
+        path.removeSubscriber(observation)
         if path.subscribers.isEmpty { dropWatchedPath(path) }
         return true
     }
@@ -59,24 +62,33 @@ final class ObservationRegistry {
     /// Removes every subscription of `connection`; returns how many.
     @discardableResult
     func removeAll(of connection: ConnectionID) -> Int {
-        guard let ids = byConnection[connection] else { return 0 }
-        for id in ids { remove(id) }
-        return ids.count
+        guard let observations = byConnection[connection] else { return 0 }
+        for observation in observations { remove(observation.id) }
+        return observations.count
     }
 
     /// Removes a watched path with all its subscriptions (its object was deleted).
     func drop(_ path: WatchedPath) {
-        for (id, observation) in path.subscribers {
-            byID[id] = nil
+        for observation in path.subscribers {
+            byID[observation.id] = nil
             forgetConnection(of: observation)
         }
-        path.subscribers.removeAll()
+        path.removeAllSubscribers()
         dropWatchedPath(path)
     }
 
     private func forgetConnection(of observation: Observation) {
-        byConnection[observation.connection]?.remove(observation.id)
-        if byConnection[observation.connection]?.isEmpty == true { byConnection[observation.connection] = nil }
+        let connection = observation.connection
+        guard var list = byConnection.removeValue(forKey: connection) else { return }
+        let index = observation.connectionIndex
+        if index < list.count, list[index] === observation {
+            let last = list.removeLast()
+            if last !== observation {
+                list[index] = last
+                last.connectionIndex = index
+            }
+        }
+        if !list.isEmpty { byConnection[connection] = list }
     }
 
     private func dropWatchedPath(_ path: WatchedPath) {
@@ -104,14 +116,14 @@ final class ObservationRegistry {
                 return root
             }()
             for key in location.path { node = node.child(key) }
-            node.watchers[ObjectIdentifier(path)] = path
+            node.addWatcher(path)
             path.nodes.append(node)
         }
     }
 
     private func unregister(_ path: WatchedPath) {
         for node in path.nodes {
-            node.watchers[ObjectIdentifier(path)] = nil
+            node.removeWatcher(path)
             var current: KeyPathNode? = node
             while let candidate = current, candidate.isEmpty {
                 if let parent = candidate.parent {
@@ -145,11 +157,11 @@ final class ObservationRegistry {
                 result.append(path)
             }
         }
-        node.watchers.values.forEach(collect)
+        node.watchers.forEach(collect)
         for key in location.path {
             guard let next = node.children[key] else { return ordered(result) }
             node = next
-            node.watchers.values.forEach(collect)
+            node.watchers.forEach(collect)
         }
         for child in node.children.values { child.forEachWatcherBelow(collect) }
         return ordered(result)
@@ -163,6 +175,6 @@ final class ObservationRegistry {
     /// in subscription order.
     func observations(on object: String) -> [Observation] {
         guard let paths = rootedAt[object] else { return [] }
-        return paths.values.flatMap { $0.subscribers.values }.sorted { $0.id < $1.id }
+        return paths.values.flatMap(\.subscribers).sorted { $0.id < $1.id }
     }
 }

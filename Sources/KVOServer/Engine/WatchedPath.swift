@@ -15,7 +15,9 @@ final class WatchedPath {
     let keyPath: KeyPath
     /// Creation order, so that notifications come out in a stable order.
     let serial: Int
-    var subscribers: [SubscriptionID: Observation] = [:] {
+    /// Its subscriptions, in no particular order; each knows its index here (`Observation.index`),
+    /// so adding and removing one is O(1) and one subscriber costs one array slot.
+    private(set) var subscribers: [Observation] = [] {
         didSet { cachedRecipients = nil }
     }
     /// `recipients`, kept between changes of `subscribers` (a notification per change reads it).
@@ -41,15 +43,34 @@ final class WatchedPath {
 
     var key: Key { Key(object: object, keyPath: keyPath.string) }
 
+    func addSubscriber(_ observation: Observation) {
+        observation.index = subscribers.count
+        subscribers.append(observation)
+    }
+
+    func removeSubscriber(_ observation: Observation) {
+        let index = observation.index
+        guard index < subscribers.count, subscribers[index] === observation else { return }
+        let last = subscribers.removeLast()
+        if last !== observation {
+            subscribers[index] = last
+            last.index = index
+        }
+    }
+
+    func removeAllSubscribers() {
+        subscribers.removeAll()
+    }
+
     var recipients: [Recipient] {
         if let cachedRecipients { return cachedRecipients }
-        let list = subscribers.values.map(\.recipient).sorted { $0.subscription < $1.subscription }
+        let list = subscribers.map(\.recipient).sorted { $0.subscription < $1.subscription }
         cachedRecipients = list
         return list
     }
 
     /// Subscribers that asked for prior notifications.
     var priorRecipients: [Recipient] {
-        subscribers.values.filter { $0.options.contains(.prior) }.map(\.recipient)
+        subscribers.filter { $0.options.contains(.prior) }.map(\.recipient)
     }
 }
