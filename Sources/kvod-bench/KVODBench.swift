@@ -40,7 +40,7 @@ struct KVODBench {
 
     static func usage() -> Never {
         print("usage: kvod-bench engine [--observations N] [--sets N]")
-        print("       kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]")
+        print("       kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (<command> --help)")
         print("       kvod-bench storage [--objects N] [--commits N]")
         exit(2)
     }

@@ -211,13 +211,28 @@ enum NetworkBenchmark {
 
     static func usage(_ message: String? = nil) -> Never {
         if let message { printError("kvod-bench: \(message)\n") }
-        printError("""
-        usage: kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]
-               (see Sources/kvod-bench/NetworkBenchmark.swift and docs/performance.md)
-
-        """)
+        printError(synopsis)
         exit(2)
     }
+
+    /// What `--help` prints (the same as this file's header comment).
+    static let synopsis = """
+        usage: kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64]
+                                     [--sync in-memory|off|normal|full] [--fault skip|duplicate|reorder] [--perf FILE]
+               kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1]
+               kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]   (pairs)
+               kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64]
+               kvod-bench durable    [--subscribers 10] [--bytes 64]     (kvod in-memory, --sync normal, full)
+               kvod-bench matrix     [--subscribers 1,10,100] [--bytes 64,1024] [--rate 10000]
+                                     [--latency-subscribers 100] [--latency-bytes 64]
+               kvod-bench all        [matrix options] [--connections ..] [--observations ..] [--objects ..]
+                                     [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
+               kvod-bench selftest   [--server both]
+        every command: [--seconds 5] [--runs 1] [--window 1024] [--lag 4096] [--markdown FILE]
+                       [--kvod PATH] [--redis PATH] [--perf-command PATH]
+        (docs/performance.md; scripts/bench.sh builds everything and runs `all`)
+
+        """
 
     // MARK: Context
 
@@ -308,6 +323,10 @@ enum NetworkBenchmark {
         init(_ arguments: [String], allowed: Set<String>) {
             var remaining = arguments[...]
             while let flag = remaining.popFirst() {
+                if flag == "--help" || flag == "-h" {
+                    print(NetworkBenchmark.synopsis, terminator: "")
+                    exit(0)
+                }
                 guard flag.hasPrefix("--") else { NetworkBenchmark.usage("unexpected argument '\(flag)'") }
                 let name = String(flag.dropFirst(2))
                 guard allowed.contains(name) else {
