@@ -58,9 +58,19 @@ struct KeyPathEvaluator {
         }
         // An existing root is implied (no step), so the common binding, "the root and no reference",
         // is an empty array: no allocation per watched path.
-        let (result, location) = try evaluator.walk(value, at: root, keyPath.components[...], onSpine: true)
-        return Evaluation(value: result, dependencies: KeyPathEvaluator.minimal(evaluator.dependencies),
-                          location: location, binding: evaluator.binding)
+        var (result, location) = try evaluator.walk(value, at: root, keyPath.components[...], onSpine: true)
+        var dependencies = KeyPathEvaluator.minimal(evaluator.dependencies)
+        // The common case, a plain path inside the root object: store the key path's own components
+        // array rather than the copy the walk built, so a watched path keeps one array, not three.
+        let components = keyPath.components
+        func shared(_ location: StoredLocation) -> StoredLocation {
+            guard location.object == object, location.path.count == components.count, location.path == components
+            else { return location }
+            return StoredLocation(object: object, path: components)
+        }
+        location = location.map(shared)
+        dependencies = dependencies.map(shared)
+        return Evaluation(value: result, dependencies: dependencies, location: location, binding: evaluator.binding)
     }
 
     /// Reads `components` from one array element stored at `location`; also tells whether the

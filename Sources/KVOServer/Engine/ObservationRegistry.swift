@@ -108,7 +108,8 @@ final class ObservationRegistry {
 
     private func register(_ path: WatchedPath, at dependencies: [StoredLocation]) {
         path.dependencies = dependencies
-        path.nodes.removeAll(keepingCapacity: true)
+        path.firstNode = nil
+        path.otherNodes.removeAll()
         for location in dependencies {
             var node = roots[location.object] ?? {
                 let root = KeyPathNode(key: location.object, parent: nil)
@@ -117,7 +118,7 @@ final class ObservationRegistry {
             }()
             for key in location.path { node = node.child(key) }
             node.addWatcher(path)
-            path.nodes.append(node)
+            if path.firstNode == nil { path.firstNode = node } else { path.otherNodes.append(node) }
         }
     }
 
@@ -135,7 +136,8 @@ final class ObservationRegistry {
                 }
             }
         }
-        path.nodes.removeAll()
+        path.firstNode = nil
+        path.otherNodes.removeAll()
         path.dependencies.removeAll()
     }
 

@@ -24,8 +24,16 @@ final class WatchedPath {
     private var cachedRecipients: [Recipient]?
     /// Where the last reading looked.
     var dependencies: [StoredLocation] = []
-    /// The trie nodes it is registered at, matching `dependencies`.
-    var nodes: [KeyPathNode] = []
+    /// The trie nodes it is registered at, matching `dependencies`: the first inline (usually the
+    /// only one), the rest in an array that most watched paths never allocate.
+    var firstNode: KeyPathNode?
+    var otherNodes: [KeyPathNode] = []
+
+    /// Every node it is registered at.
+    var nodes: [KeyPathNode] {
+        guard let firstNode else { return [] }
+        return [firstNode] + otherNodes
+    }
     /// For `@count`/`@sum`/`@avg` over an array of inline elements: the running aggregate, so
     /// that writes to the array do not re-read it (nil otherwise).
     var aggregate: AggregateCache?
