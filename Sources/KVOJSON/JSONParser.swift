@@ -58,6 +58,24 @@ public struct JSONParser {
         return value
     }
 
+    /// Parses exactly one JSON object and returns its members in order, without building a
+    /// dictionary (no hashing): for small objects read once, such as requests. Returns nil when the
+    /// value is valid JSON but not an object.
+    public static func parseMembers(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> [(key: String, value: JSONValue)]? {
+        var parser = JSONParser(bytes: bytes)
+        parser.skipWhitespace()
+        guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") else {
+            _ = try parse(bytes)  // reports the syntax error, if any
+            return nil
+        }
+        let members = try parser.parseMemberList()
+        parser.skipWhitespace()
+        if parser.index != bytes.count {
+            throw parser.unexpected("unexpected data after the JSON value")
+        }
+        return members
+    }
+
     /// Parses exactly one JSON value from a byte array.
     public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
@@ -160,6 +178,44 @@ public struct JSONParser {
                 index += 1
                 depth -= 1
                 return .object(members)
+            }
+            throw unexpected("expected ',' or '}'")
+        }
+    }
+
+    /// An object's members in order (the top-level object of `parseMembers`).
+    private mutating func parseMemberList() throws(JSONParseError) -> [(key: String, value: JSONValue)] {
+        try enterContainer()
+        index += 1  // {
+        var members: [(key: String, value: JSONValue)] = []
+        members.reserveCapacity(8)
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            depth -= 1
+            return members
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+                throw unexpected("expected a string key")
+            }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw unexpected("expected ':'") }
+            index += 1
+            skipWhitespace()
+            members.append((key, try parseValue()))
+            skipWhitespace()
+            guard index < bytes.count else { throw error(.syntax("unexpected end of input in an object")) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                depth -= 1
+                return members
             }
             throw unexpected("expected ',' or '}'")
         }

@@ -8,7 +8,7 @@ public enum JSONWriter {
         switch value {
         case .null: append("null", to: &buffer)
         case let .bool(flag): append(flag ? "true" : "false", to: &buffer)
-        case let .int(integer): writeInteger(integer, into: &buffer)
+        case let .int(integer): writeInteger(integer as Int64, into: &buffer)
         case let .double(number): writeDouble(number, into: &buffer)
         case let .string(text): writeString(text, into: &buffer)
         case let .array(elements):
@@ -53,24 +53,36 @@ public enum JSONWriter {
     }
 
     /// Appends a decimal integer without going through `String`.
+    @inlinable
     public static func writeInteger<T: BinaryInteger>(_ value: T, into buffer: inout [UInt8]) {
-        if value == 0 {
-            buffer.append(UInt8(ascii: "0"))
-            return
+        if let small = Int64(exactly: value) {
+            writeInteger(small, into: &buffer)
+        } else {
+            // Beyond Int64 (UInt64 above Int64.max): the slow, generic way.
+            buffer.append(contentsOf: String(value).utf8)
         }
+    }
+
+    /// Appends a decimal integer (the concrete fast path: no generic arithmetic).
+    public static func writeInteger(_ value: Int64, into buffer: inout [UInt8]) {
         var magnitude = value.magnitude
         if value < 0 { buffer.append(UInt8(ascii: "-")) }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for 24 digits, written backwards
         var count = 0
         withUnsafeMutableBytes(of: &digits) { raw in
-            while magnitude > 0 {
-                let digit = UInt8(truncatingIfNeeded: magnitude % 10)
+            repeat {
+                raw[23 - count] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
                 magnitude /= 10
-                raw[23 - count] = UInt8(ascii: "0") + digit
                 count += 1
-            }
+            } while magnitude > 0
             buffer.append(contentsOf: raw[(24 - count)...])
         }
+    }
+
+    /// Appends a decimal integer.
+    @inlinable
+    public static func writeInteger(_ value: Int, into buffer: inout [UInt8]) {
+        writeInteger(Int64(value), into: &buffer)
     }
 
     private static func writeDouble(_ value: Double, into buffer: inout [UInt8]) {

@@ -18,18 +18,20 @@ public enum RequestDecoder {
 
     /// Decodes a line (without its newline).
     public static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
-        let message: JSONValue
+        let members: [(key: String, value: JSONValue)]?
         do {
-            message = try JSONParser.parse(line)
+            members = try JSONParser.parseMembers(line)
         } catch {
             switch error.reason {
             case .invalidUTF8: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid UTF-8: \(error)")))
             default: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid JSON: \(error)")))
             }
         }
-        guard case let .object(fields) = message else {
-            return Decoded(id: nil, request: .failure(KVOError(.badRequest, "a request must be a JSON object, not \(message.typeName)")))
+        guard let members else {
+            let typeName = (try? JSONParser.parse(line))?.typeName ?? "a JSON object"
+            return Decoded(id: nil, request: .failure(KVOError(.badRequest, "a request must be a JSON object, not \(typeName)")))
         }
+        let fields = RequestFields(members: members)
         let id = fields["id"]
         if let id, !id.isScalar {
             return Decoded(id: nil, request: .failure(KVOError(.badRequest, "'id' must be a string, number, boolean or null")))
@@ -46,7 +48,7 @@ public enum RequestDecoder {
         line.withUnsafeBufferPointer { decode($0) }
     }
 
-    private static func decode(_ fields: [String: JSONValue]) throws(KVOError) -> Request {
+    private static func decode(_ fields: RequestFields) throws(KVOError) -> Request {
         guard let opValue = fields["op"] else { throw KVOError(.badRequest, "missing 'op'") }
         guard case let .string(op) = opValue else { throw KVOError(.badRequest, "'op' must be a string") }
         let reader = FieldReader(fields: fields)
@@ -114,8 +116,19 @@ public enum RequestDecoder {
 }
 
 /// Typed access to a request's fields, with protocol error messages.
+/// A request's members, looked up by a linear scan: a request has a handful, so this beats hashing.
+/// When a name repeats, the last one counts (as it would in a dictionary built in order).
+struct RequestFields {
+    let members: [(key: String, value: JSONValue)]
+
+    subscript(name: String) -> JSONValue? {
+        for member in members.reversed() where member.key == name { return member.value }
+        return nil
+    }
+}
+
 private struct FieldReader {
-    let fields: [String: JSONValue]
+    let fields: RequestFields
 
     func string(_ name: String) throws(KVOError) -> String {
         guard let value = fields[name] else { throw KVOError(.badRequest, "missing '\(name)'") }
