@@ -9,10 +9,10 @@ import Glibc
 /// no read allocates. `loop->data` points (unretained) at this object. Create, run and close on
 /// one thread, the loop thread; `close()` must come after `run()` returned.
 final class EventLoop {
-    /// Size of the shared read buffer. Large enough that a pipelining client's burst is read, and
-    /// its changes fanned out, in one callback: the events then leave in fewer, larger writes
-    /// (at 64 KiB kvod waited on the publisher; at 256 KiB it is CPU-bound, S = 100: +20-40 %).
-    static let readBufferSize = 256 * 1024
+    /// Size of the shared read buffer. 64 KiB: larger reads (128-256 KiB) fan a pipelined burst out
+    /// in one callback and raised S = 100, B = 64 by 20-40 %, but at B = 1,024 they made per-connection
+    /// output outgrow the kept buffers every iteration and halved throughput (docs/performance.md).
+    static let readBufferSize = 64 * 1024
 
     let raw: UnsafeMutablePointer<uv_loop_t>
     let readBuffer: UnsafeMutablePointer<CChar>
