@@ -148,52 +148,28 @@ public struct JSONParser {
     }
 
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
-        try enterContainer()
-        index += 1  // {
         var members: [String: JSONValue] = [:]
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            depth -= 1
-            return .object(members)
-        }
-        while true {
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
-                throw unexpected("expected a string key")
-            }
-            let key = try parseString()
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw unexpected("expected ':'") }
-            index += 1
-            skipWhitespace()
-            members[key] = try parseValue()
-            skipWhitespace()
-            guard index < bytes.count else { throw error(.syntax("unexpected end of input in an object")) }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                depth -= 1
-                return .object(members)
-            }
-            throw unexpected("expected ',' or '}'")
-        }
+        try forEachMember { key, value in members[key] = value }
+        return .object(members)
     }
 
     /// An object's members in order (the top-level object of `parseMembers`).
     private mutating func parseMemberList() throws(JSONParseError) -> [(key: String, value: JSONValue)] {
-        try enterContainer()
-        index += 1  // {
         var members: [(key: String, value: JSONValue)] = []
         members.reserveCapacity(8)
+        try forEachMember { key, value in members.append((key, value)) }
+        return members
+    }
+
+    /// Reads an object (at `{`), handing each member to `body` in order.
+    private mutating func forEachMember(_ body: (String, JSONValue) -> Void) throws(JSONParseError) {
+        try enterContainer()
+        index += 1  // {
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
             depth -= 1
-            return members
+            return
         }
         while true {
             skipWhitespace()
@@ -205,7 +181,7 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw unexpected("expected ':'") }
             index += 1
             skipWhitespace()
-            members.append((key, try parseValue()))
+            body(key, try parseValue())
             skipWhitespace()
             guard index < bytes.count else { throw error(.syntax("unexpected end of input in an object")) }
             if bytes[index] == UInt8(ascii: ",") {
@@ -215,7 +191,7 @@ public struct JSONParser {
             if bytes[index] == UInt8(ascii: "}") {
                 index += 1
                 depth -= 1
-                return members
+                return
             }
             throw unexpected("expected ',' or '}'")
         }
