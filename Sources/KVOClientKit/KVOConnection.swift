@@ -76,10 +76,6 @@ public final class KVOConnection {
         }
     }
 
-    /// Half-closes the sending side (the server sees end of input).
-    public func shutdownWrite() {
-        if socketDescriptor >= 0 { shutdown(socketDescriptor, Int32(SHUT_WR)) }
-    }
 
     // MARK: - Raw I/O
 

@@ -429,23 +429,4 @@ struct CLITests {
         #expect(result.lines == lines, sourceLocation: sourceLocation)
         #expect(result.stderr.isEmpty, sourceLocation: sourceLocation)
     }
-
-    /// Polls `info` until `object` has `count` observers (the subscriber is set up), or fails the
-    /// test after `timeout` seconds. Returns the observers.
-    @discardableResult
-    private func waitForObservers(
-        _ connection: KVOConnection, object: String, count: Int, timeout: Double = 10,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) throws -> [JSONValue] {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let observers = try connection.call("info", ["object": .string(object)])["observers"]?.arrayValue ?? []
-            if observers.count == count { return observers }
-            if Date() > deadline {
-                Issue.record("\(object) has \(observers.count) observers, expected \(count)", sourceLocation: sourceLocation)
-                return observers
-            }
-            usleep(10_000)
-        }
-    }
 }

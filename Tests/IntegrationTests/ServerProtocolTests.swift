@@ -267,15 +267,8 @@ import Testing
             ["sub": second, "keyPath": "w.x", "options": ["prior"], "connection": watcherID],
         ])
         watcher.close()
-        // The server notices the close on its next loop iteration; poll info briefly.
-        let deadline = Date().addingTimeInterval(5)
-        var observers: JSONValue?
-        repeat {
-            observers = try inspector.call("info", ["object": "o"])["observers"]
-            if observers == [] { break }
-            usleep(10_000)
-        } while Date() < deadline
-        #expect(observers == [])
+        // The server notices the close on its next loop iteration.
+        #expect(try waitForObservers(inspector, object: "o", count: 0, timeout: 5).isEmpty)
         try inspector.call("set", ["object": "o", "keyPath": "v", "value": 2])
     }
 

@@ -57,8 +57,6 @@ public final class KVOEngine {
     public var objectCount: Int { objects.count }
     /// Number of live observations (subscriptions).
     public var observationCount: Int { registry.count }
-    /// Number of distinct observed (object, key path) pairs.
-    public var watchedPathCount: Int { registry.watchedPathCount }
 
     /// Whether writes were accepted since the last `takeCommitBatch()`.
     public var hasUncommittedWrites: Bool { !pendingEntries.isEmpty }

@@ -17,8 +17,6 @@ final class ObservationRegistry {
 
     /// Number of live subscriptions.
     var count: Int { byID.count }
-    /// Number of distinct observed (object, key path) pairs.
-    var watchedPathCount: Int { watched.count }
 
     // MARK: - Subscriptions
 

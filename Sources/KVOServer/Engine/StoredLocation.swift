@@ -6,9 +6,4 @@ struct StoredLocation: Hashable {
     func appending(_ key: String) -> StoredLocation {
         StoredLocation(object: object, path: path + [key])
     }
-
-    /// Whether `self` is `other` or lies inside it.
-    func isWithin(_ other: StoredLocation) -> Bool {
-        object == other.object && path.count >= other.path.count && path.starts(with: other.path)
-    }
 }

@@ -28,25 +28,6 @@ struct WriteBuffer {
         bytes.withUnsafeBytes { append($0) }
     }
 
-    /// Appends a decimal integer.
-    mutating func appendInteger(_ value: Int64) {
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        var magnitude = value.magnitude
-        var position = 24
-        withUnsafeMutableBytes(of: &digits) { raw in
-            repeat {
-                position -= 1
-                raw[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            if value < 0 {
-                position -= 1
-                raw[position] = UInt8(ascii: "-")
-            }
-            append(UnsafeRawBufferPointer(rebasing: raw[position...]))
-        }
-    }
-
     /// Appends an event's head, `{"event":"change","sub":` and the subscription id, without a
     /// `memcpy` call: the 24 head bytes as three 8-byte stores, the digits written in place. (Two
     /// of the three copies per delivered event; see `Server.deliverNotifications`.)
