@@ -284,6 +284,172 @@ import Testing
         #expect(after.revision == 4)
     }
 
+    // MARK: - Classes and bindings
+
+    private static let labColor: JSONValue = [
+        "name": "LabColor",
+        "properties": ["l": ["type": "number", "min": 0, "max": 100], "a": ["type": "number"], "b": ["type": "number"]],
+        "computed": ["chroma": "sqrt($a * $a + $b * $b)"],
+    ]
+    private static let bindAtoB: JSONValue = [
+        "kind": "bind", "from": ["object": "a", "keyPath": "x"], "to": ["object": "b", "keyPath": "y"],
+        "filter": "$value > 0", "convert": "$value * 2",
+    ]
+    private static let combineToC: JSONValue = [
+        "kind": "combineLatest", "sources": [["object": "a", "keyPath": "x"], ["object": "b", "keyPath": "y"]],
+        "to": ["object": "c", "keyPath": "z"], "reduce": "$0 + $1",
+    ]
+
+    @Test func classesAndBindingsRoundTripAcrossReopening() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        var batch = F.batch([F.entry(1, "a", ["x": 1])])
+        batch.classes = ["LabColor": Self.labColor, "Empty ключ": ["name": "Empty ключ", "properties": [:]]]
+        batch.bindings = [7: Self.bindAtoB, 8: Self.combineToC]
+        batch.lastBindingID = 8
+        try store.commit(batch)
+        // Redefining a class replaces its definition.
+        let relaxed: JSONValue = ["name": "LabColor", "properties": ["l": ["type": "number"]]]
+        try store.commit(CommitBatch(revision: 1, entries: [], objects: [:], classes: ["LabColor": relaxed]))
+        let state = try reload(directory, closing: store)
+        #expect(state.classes == ["LabColor": relaxed, "Empty ключ": ["name": "Empty ключ", "properties": [:]]])
+        #expect(state.bindings == [7: Self.bindAtoB, 8: Self.combineToC])
+        #expect(state.lastBindingID == 8)
+        #expect(state.objects == ["a": ["x": 1]])
+        #expect(state.revision == 1)
+        // Stored as compact JSON text, like objects.
+        #expect(try peek(directory, "SELECT definition FROM bindings WHERE id = 8") == JSONWriter.string(Self.combineToC))
+    }
+
+    @Test func aRemovedBindingDeletesItsRow() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], bindings: [1: Self.bindAtoB, 2: Self.combineToC],
+                                     lastBindingID: 2))
+        var removal = CommitBatch(revision: 0, entries: [], objects: [:])
+        // Assigning nil through the subscript would drop the key and record nothing.
+        removal.bindings[1] = nil
+        #expect(removal.isEmpty)
+        removal.bindings.updateValue(nil, forKey: 1)
+        // Removing a binding that was never stored is not an error.
+        removal.bindings[99] = .some(.none)
+        #expect(!removal.isEmpty)
+        try store.commit(removal)
+        #expect(try store.queryText("SELECT group_concat(id) FROM bindings") == "2")
+        let state = try reload(directory, closing: store)
+        #expect(state.bindings == [2: Self.combineToC])
+        #expect(state.lastBindingID == 2)
+    }
+
+    @Test func theLastBindingIDSurvivesAndNeverGoesDown() throws {
+        let directory = TemporaryDirectory()
+        do {
+            let store = try open(directory)
+            // Bindings 1...5 created and removed again: no row is left, only the counter.
+            try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], bindings: [5: .none], lastBindingID: 5))
+            store.close()
+        }
+        #expect(try reload(directory).lastBindingID == 5)
+        let store = try open(directory)
+        // A lower counter (a batch that handed out no id says 0) leaves the stored one alone.
+        try store.commit(CommitBatch(revision: 1, entries: [F.entry(1, "a", ["v": 1]).entry], objects: [:], lastBindingID: 3))
+        #expect(try store.load().lastBindingID == 5)
+        // A counter alone, with nothing else in the batch, is still written.
+        let changes = Int(try store.queryText("SELECT total_changes()"))!
+        try store.commit(CommitBatch(revision: 1, entries: [], objects: [:], lastBindingID: 6))
+        #expect(Int(try store.queryText("SELECT total_changes()"))! == changes + 1)
+        #expect(try reload(directory, closing: store).lastBindingID == 6)
+    }
+
+    @Test func theLastBindingIDIsNeverBelowALiveBinding() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], bindings: [9: Self.bindAtoB], lastBindingID: 4))
+        #expect(try reload(directory, closing: store).lastBindingID == 9)
+    }
+
+    @Test func aBatchWithOnlyAClassIsWrittenWithoutMovingTheRevision() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(F.batch([F.entry(1, "a", ["v": 1]), F.entry(2, "b", ["v": 2])]))
+        let batch = CommitBatch(revision: 2, entries: [], objects: [:], classes: ["LabColor": Self.labColor])
+        #expect(!batch.isEmpty)
+        let changes = Int(try store.queryText("SELECT total_changes()"))!
+        try store.commit(batch)
+        // One row: the class. Neither the revision nor history is rewritten.
+        #expect(Int(try store.queryText("SELECT total_changes()"))! == changes + 1)
+        let state = try reload(directory, closing: store)
+        #expect(state.classes == ["LabColor": Self.labColor])
+        #expect(state.revision == 2)
+        #expect(state.history.map(\.rev) == [1, 2])
+        #expect(state.objects == ["a": ["v": 1], "b": ["v": 2]])
+    }
+
+    @Test func aFailingBatchStoresNoClassBindingOrObject() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        var first = F.batch([F.entry(1, "a", ["v": 1]), F.entry(2, "b", ["v": 1])])
+        first.bindings = [1: Self.bindAtoB]
+        first.lastBindingID = 1
+        try store.commit(first)
+        // Revision 2 is already in history: the history insert fails after the objects, the class and
+        // the bindings of the batch were written.
+        var failing = F.batch([F.entry(3, "a", ["v": 99]), F.entry(2, "c", ["v": 1])])
+        failing.classes = ["LabColor": Self.labColor]
+        failing.bindings = [1: .none, 2: Self.combineToC]
+        failing.lastBindingID = 2
+        #expect(throws: StorageError.self) { try store.commit(failing) }
+        let state = try store.load()
+        #expect(state.objects == ["a": ["v": 1], "b": ["v": 1]])
+        #expect(state.classes.isEmpty)
+        #expect(state.bindings == [1: Self.bindAtoB])
+        #expect(state.lastBindingID == 1)
+        #expect(state.revision == 2)
+        // The counter was not raised in memory either: the same counter commits later.
+        try store.commit(CommitBatch(revision: 2, entries: [], objects: [:], lastBindingID: 2))
+        #expect(try reload(directory, closing: store).lastBindingID == 2)
+    }
+
+    @Test func aVersionOneDatabaseIsMigratedInPlace() throws {
+        let directory = TemporaryDirectory()
+        let created = F.entry(1, "a", ["v": 1])
+        let set = HistoryEntry(rev: 2, object: "a", change: .set(path: ["v"], old: 1, new: 2))
+        // What the version-1 store wrote (its schema, verbatim), with two revisions in it.
+        try tamper(directory, """
+            CREATE TABLE objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+            CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+            CREATE TABLE history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL,
+                                 bytes INTEGER NOT NULL);
+            INSERT INTO meta(key, value) VALUES('schema_version', 1), ('revision', 2);
+            INSERT INTO objects(id, value) VALUES('a', '{"v":2}');
+            INSERT INTO history(rev, object, change, bytes) VALUES
+                (1, 'a', '\(JSONWriter.string(created.entry.change.storageJSON))', 9),
+                (2, 'a', '\(JSONWriter.string(set.change.storageJSON))', 9);
+            """)
+        let store = try open(directory)
+        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "2")
+        let migrated = try store.load()
+        #expect(migrated.objects == ["a": ["v": 2]])
+        #expect(migrated.revision == 2)
+        #expect(migrated.history == [created.entry, set])
+        #expect(migrated.classes.isEmpty)
+        #expect(migrated.bindings.isEmpty)
+        #expect(migrated.lastBindingID == 0)
+        var batch = CommitBatch(revision: 3, entries: [HistoryEntry(rev: 3, object: "a", change: .set(path: ["v"], old: 2, new: 3))],
+                                objects: ["a": .present(["v": 3])])
+        batch.classes = ["LabColor": Self.labColor]
+        batch.bindings = [1: Self.bindAtoB]
+        batch.lastBindingID = 1
+        try store.commit(batch)
+        let state = try reload(directory, closing: store)
+        #expect(state.objects == ["a": ["v": 3]])
+        #expect(state.history.map(\.rev) == [1, 2, 3])
+        #expect(state.classes == ["LabColor": Self.labColor])
+        #expect(state.bindings == [1: Self.bindAtoB])
+        #expect(state.lastBindingID == 1)
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "2")
+    }
+
     // MARK: - Locking, closing, reopening
 
     @Test func aSecondStoreOnTheSameDirectoryIsRefusedWhileTheFirstIsOpen() throws {
@@ -473,11 +639,55 @@ import Testing
     @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
         let directory = TemporaryDirectory()
         try seed(directory, [F.entry(1, "a", ["v": 1])])
-        try tamper(directory, "UPDATE meta SET value = 2 WHERE key = 'schema_version'")
+        try tamper(directory, "UPDATE meta SET value = 3 WHERE key = 'schema_version'")
         let error = #expect(throws: StorageError.self) { _ = try open(directory) }
-        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 2, supported: 1))
+        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 3, supported: 2))
         // Refusing did not rewrite the version or anything else.
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "2")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "3")
         #expect(try peek(directory, "SELECT value FROM objects WHERE id = 'a'") == #"{"v":1}"#)
+    }
+
+    @Test func aCorruptClassRowNamesTheClass() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], classes: ["LabColor": Self.labColor, "Good": [:]]))
+        store.close()
+        try tamper(directory, "UPDATE classes SET definition = '{\"name\": ' WHERE name = 'LabColor'")
+        let reopened = try open(directory)
+        let error = #expect(throws: StorageError.self) { _ = try reopened.load() }
+        guard case let .corrupt(row, reason) = error else {
+            Issue.record("expected a corrupt-row error, got \(String(describing: error))")
+            return
+        }
+        #expect(row == "class 'LabColor'")
+        #expect(reason.hasPrefix("invalid JSON"))
+    }
+
+    @Test func aBindingThatIsNotAJSONObjectIsCorrupt() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], bindings: [7: Self.bindAtoB], lastBindingID: 7))
+        store.close()
+        try tamper(directory, "UPDATE bindings SET definition = '[1,2]' WHERE id = 7")
+        let reopened = try open(directory)
+        #expect(throws: StorageError.corrupt(row: "binding 7", reason: "the definition is not a JSON object")) {
+            _ = try reopened.load()
+        }
+        reopened.close()
+        try tamper(directory, "UPDATE bindings SET definition = 'nope' WHERE id = 7")
+        let again = try open(directory)
+        let error = #expect(throws: StorageError.self) { _ = try again.load() }
+        #expect(error?.description.contains("binding 7") == true)
+    }
+
+    @Test func aLastBindingIDStoredAsTextIsCorrupt() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], lastBindingID: 3))
+        store.close()
+        try tamper(directory, "UPDATE meta SET value = 'three' WHERE key = 'last_binding_id'")
+        #expect(throws: StorageError.corrupt(row: "meta last_binding_id", reason: "'three' is not a binding id")) {
+            _ = try open(directory)
+        }
     }
 }

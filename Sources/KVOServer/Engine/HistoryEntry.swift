@@ -61,7 +61,7 @@ public enum StoredObject: Equatable, Sendable {
 
 /// What the server needs to persist after a group of writes: everything accepted since the last
 /// batch. Built by the engine (`KVOEngine.takeCommitBatch()`), written by the persistent store in
-/// one transaction.
+/// one transaction (objects, history, classes and bindings together, or nothing).
 public struct CommitBatch: Sendable {
     /// The revision after the last write of the batch.
     public var revision: UInt64
@@ -69,27 +69,52 @@ public struct CommitBatch: Sendable {
     public var entries: [HistoryEntry]
     /// The final value of every object the batch touched.
     public var objects: [String: StoredObject]
+    /// Classes defined since the last batch: name → canonical definition JSON.
+    public var classes: [String: JSONValue]
+    /// Bindings created (their definition JSON) or removed (nil) since the last batch, by id.
+    ///
+    /// Careful: `bindings[id] = nil` removes the key instead of recording a removal. Record one with
+    /// `bindings.updateValue(nil, forKey: id)` or `bindings[id] = .some(.none)`.
+    public var bindings: [UInt64: JSONValue?]
+    /// The highest binding id ever handed out (persisted so that ids are never reused after a restart).
+    /// The store keeps the largest value it has seen, so 0 (nothing handed out in this batch) changes nothing.
+    public var lastBindingID: UInt64
 
-    public init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject]) {
+    public init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject],
+                classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue?] = [:], lastBindingID: UInt64 = 0) {
         self.revision = revision
         self.entries = entries
         self.objects = objects
+        self.classes = classes
+        self.bindings = bindings
+        self.lastBindingID = lastBindingID
     }
 
-    public var isEmpty: Bool { entries.isEmpty }
+    /// True when the batch holds no write, no class and no binding change.
+    public var isEmpty: Bool { entries.isEmpty && classes.isEmpty && bindings.isEmpty }
 }
 
-/// The state a server starts from: every object, the revision counter, and the most recent history
-/// (oldest first).
+/// The state a server starts from: every object, the revision counter, the most recent history
+/// (oldest first), every class and binding definition, and the binding id counter.
 public struct PersistedState: Sendable {
     public var objects: [String: JSONValue]
     public var revision: UInt64
     public var history: [HistoryEntry]
+    /// Every defined class: name → definition JSON, as it was committed.
+    public var classes: [String: JSONValue]
+    /// Every live binding: id → definition JSON, as it was committed.
+    public var bindings: [UInt64: JSONValue]
+    /// The highest binding id ever handed out; never lower than the highest id in `bindings`.
+    public var lastBindingID: UInt64
 
-    public init(objects: [String: JSONValue] = [:], revision: UInt64 = 0, history: [HistoryEntry] = []) {
+    public init(objects: [String: JSONValue] = [:], revision: UInt64 = 0, history: [HistoryEntry] = [],
+                classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue] = [:], lastBindingID: UInt64 = 0) {
         self.objects = objects
         self.revision = revision
         self.history = history
+        self.classes = classes
+        self.bindings = bindings
+        self.lastBindingID = lastBindingID
     }
 }
 

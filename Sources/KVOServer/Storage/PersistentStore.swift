@@ -7,19 +7,25 @@ import Glibc
 import Darwin
 #endif
 
-/// kvod's durable state: every object, the revision counter and the most recent history, in one
-/// SQLite database, `<directory>/kvod.sqlite3`.
+/// kvod's durable state: every object, the revision counter, the most recent history, every class and
+/// binding definition and the binding id counter, in one SQLite database, `<directory>/kvod.sqlite3`.
 ///
 /// The server loads the state once at startup (`load()`), then calls `commit(_:)` once per loop
 /// iteration with everything the engine accepted in that iteration, before the replies go out; one
 /// commit is one transaction, so durability costs at most one fsync per iteration (`SyncMode.full`),
 /// not one per request.
 ///
-/// On disk (schema version 1):
+/// On disk (schema version 2):
 ///
 ///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- the value as compact JSON
-///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision
+///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id
 ///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
+///     classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL)          -- the definition as compact JSON
+///     bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL)        -- the definition as compact JSON
+///
+/// Version 2 added `classes`, `bindings` and `meta.last_binding_id`. A version-1 database is migrated in
+/// place when opened: the new tables are created and the version bumped in one transaction (the
+/// existing rows are untouched; a missing `last_binding_id` reads as 0).
 ///
 /// A history row's `change` is the write as a delta (`RecordedChange.storageJSON`: what was created,
 /// deleted, set at a path with its old and new value, or changed in an array), never a copy of the
@@ -34,7 +40,7 @@ import Darwin
 /// Not Sendable.
 public final class PersistentStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
     /// The database file's name inside the data directory.
     public static let fileName = "kvod.sqlite3"
     /// Cap on the `-wal` file kept after a checkpoint (SQLite's `journal_size_limit`), so one large
@@ -52,6 +58,8 @@ public final class PersistentStore {
     private var ledger = HistoryLedger()
     /// The revision stored in `meta`.
     private var storedRevision: UInt64 = 0
+    /// The binding id counter stored in `meta` (0 when none is).
+    private var storedLastBindingID: UInt64 = 0
     /// Reused encoding buffers: a commit allocates none once they have grown.
     private var valueText: [UInt8] = []
     private var changeText: [UInt8] = []
@@ -66,6 +74,10 @@ public final class PersistentStore {
         let insertHistory: SQLiteStatement
         let setRevision: SQLiteStatement
         let trimHistory: SQLiteStatement
+        let upsertClass: SQLiteStatement
+        let upsertBinding: SQLiteStatement
+        let deleteBinding: SQLiteStatement
+        let setLastBindingID: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(StorageError) {
             begin = try database.prepare("BEGIN IMMEDIATE")
@@ -79,10 +91,18 @@ public final class PersistentStore {
             setRevision = try database.prepare(
                 "INSERT INTO meta(key, value) VALUES('revision', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             trimHistory = try database.prepare("DELETE FROM history WHERE rev <= ?1")
+            upsertClass = try database.prepare(
+                "INSERT INTO classes(name, definition) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET definition = excluded.definition")
+            upsertBinding = try database.prepare(
+                "INSERT INTO bindings(id, definition) VALUES(?1, ?2) ON CONFLICT(id) DO UPDATE SET definition = excluded.definition")
+            deleteBinding = try database.prepare("DELETE FROM bindings WHERE id = ?1")
+            setLastBindingID = try database.prepare(
+                "INSERT INTO meta(key, value) VALUES('last_binding_id', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
         }
 
         func finalize() {
-            for statement in [begin, commit, rollback, upsertObject, deleteObject, insertHistory, setRevision, trimHistory] {
+            for statement in [begin, commit, rollback, upsertObject, deleteObject, insertHistory, setRevision, trimHistory,
+                              upsertClass, upsertBinding, deleteBinding, setLastBindingID] {
                 statement.finalize()
             }
         }
@@ -133,12 +153,14 @@ public final class PersistentStore {
 
     // MARK: - Loading
 
-    /// Reads everything back: every object, the revision (0 for a new database) and the kept history,
-    /// oldest first. A row that does not decode throws `.corrupt` naming the object or revision.
+    /// Reads everything back: every object, the revision (0 for a new database), the kept history
+    /// (oldest first), every class and binding and the binding id counter. A row that does not decode
+    /// throws `.corrupt` naming it (`object 'a'`, `history rev 12`, `class 'LabColor'`, `binding 7`).
     public func load() throws(StorageError) -> PersistedState {
         guard let database else { throw .closed }
         var state = PersistedState()
         state.revision = try readRevision(database) ?? 0
+        state.lastBindingID = try readLastBindingID(database) ?? 0
 
         let count = try database.prepare("SELECT count(*) FROM objects")
         defer { count.finalize() }
@@ -171,7 +193,30 @@ public final class PersistentStore {
             }
             state.history.append(HistoryEntry(rev: rev, object: history.string(1), change: change))
         }
+
+        let classes = try database.prepare("SELECT name, definition FROM classes")
+        defer { classes.finalize() }
+        while try classes.step() {
+            let name = classes.string(0)
+            state.classes[name] = try decodeDefinition(classes.textBytes(1), row: "class '\(name)'")
+        }
+
+        let bindings = try database.prepare("SELECT id, definition FROM bindings")
+        defer { bindings.finalize() }
+        while try bindings.step() {
+            let id = UInt64(bitPattern: bindings.int64(0))
+            state.bindings[id] = try decodeDefinition(bindings.textBytes(1), row: "binding \(id)")
+            // Never hand out a live binding's id again, even if the counter lags behind it.
+            state.lastBindingID = max(state.lastBindingID, id)
+        }
         return state
+    }
+
+    /// A class or binding definition: JSON text that must hold an object.
+    private func decodeDefinition(_ text: UnsafeBufferPointer<UInt8>, row: String) throws(StorageError) -> JSONValue {
+        let definition = try decode(text, row: row)
+        guard case .object = definition else { throw .corrupt(row: row, reason: "the definition is not a JSON object") }
+        return definition
     }
 
     private func decode(_ text: UnsafeBufferPointer<UInt8>, row: String) throws(StorageError) -> JSONValue {
@@ -183,27 +228,42 @@ public final class PersistentStore {
     }
 
     private func readRevision(_ database: SQLiteDatabase) throws(StorageError) -> UInt64? {
-        let query = try database.prepare("SELECT value FROM meta WHERE key = 'revision'")
+        try readCounter(database, key: "revision", what: "a revision")
+    }
+
+    private func readLastBindingID(_ database: SQLiteDatabase) throws(StorageError) -> UInt64? {
+        try readCounter(database, key: "last_binding_id", what: "a binding id")
+    }
+
+    /// A non-negative integer kept in `meta` under `key` (nil when the row is missing); anything else
+    /// throws `.corrupt` for row `meta <key>`, saying the value is not `what`.
+    private func readCounter(_ database: SQLiteDatabase, key: String, what: String) throws(StorageError) -> UInt64? {
+        let query = try database.prepare("SELECT value FROM meta WHERE key = ?1")
         defer { query.finalize() }
+        try query.bind(1, text: key)
         guard try query.step() else { return nil }
-        let revision = query.int64(0)
-        guard query.isInteger(0), revision >= 0 else {
-            throw .corrupt(row: "meta revision", reason: "'\(query.string(0))' is not a revision")
+        let value = query.int64(0)
+        guard query.isInteger(0), value >= 0 else {
+            throw .corrupt(row: "meta \(key)", reason: "'\(query.string(0))' is not \(what)")
         }
-        return UInt64(revision)
+        return UInt64(value)
     }
 
     // MARK: - Committing
 
     /// Writes one batch in one transaction: each object the batch touched gets its final value (or
-    /// is deleted), every entry becomes a history row, `batch.revision` becomes the stored revision,
-    /// and history is trimmed to its limits.
+    /// is deleted), every entry becomes a history row, each class and binding is stored (a nil binding
+    /// deletes its row), `batch.revision` becomes the stored revision, the binding id counter rises to
+    /// `batch.lastBindingID` (it never goes down), and history is trimmed to its limits.
     ///
-    /// An empty batch that does not move the revision costs nothing. On error the transaction is rolled
-    /// back and nothing of the batch is stored.
+    /// A batch that changes nothing and moves neither counter costs nothing. On error the transaction
+    /// is rolled back and nothing of the batch is stored.
     public func commit(_ batch: CommitBatch) throws(StorageError) {
         guard let statements else { throw .closed }
-        if batch.entries.isEmpty && batch.objects.isEmpty && batch.revision == storedRevision { return }
+        let movesRevision = batch.revision != storedRevision
+        let raisesLastBindingID = batch.lastBindingID > storedLastBindingID
+        if batch.entries.isEmpty && batch.objects.isEmpty && batch.classes.isEmpty && batch.bindings.isEmpty
+            && !movesRevision && !raisesLastBindingID { return }
         let keepHistory = historyLimit > 0
         var appended = 0
         do {
@@ -221,6 +281,7 @@ public final class PersistentStore {
                     try statements.deleteObject.run()
                 }
             }
+            try write(classes: batch.classes, bindings: batch.bindings, statements)
             if keepHistory {
                 let insert = statements.insertHistory
                 for entry in batch.entries {
@@ -235,8 +296,14 @@ public final class PersistentStore {
                     appended += 1
                 }
             }
-            try statements.setRevision.bind(1, Int64(bitPattern: batch.revision))
-            try statements.setRevision.run()
+            if raisesLastBindingID {
+                try statements.setLastBindingID.bind(1, Int64(bitPattern: batch.lastBindingID))
+                try statements.setLastBindingID.run()
+            }
+            if movesRevision {
+                try statements.setRevision.bind(1, Int64(bitPattern: batch.revision))
+                try statements.setRevision.run()
+            }
             let drop = ledger.rowsToDrop(limit: historyLimit, byteLimit: historyByteLimit)
             if drop > 0 {
                 try statements.trimHistory.bind(1, Int64(bitPattern: ledger.revision(at: drop - 1)))
@@ -245,10 +312,36 @@ public final class PersistentStore {
             try statements.commit.run()
             ledger.removeFirst(drop)
             storedRevision = batch.revision
+            storedLastBindingID = max(storedLastBindingID, batch.lastBindingID)
         } catch {
             ledger.removeLast(appended)
             if database?.isInTransaction == true { try? statements.rollback.run() }
             throw error
+        }
+    }
+
+    /// Upserts each class and binding definition as compact JSON and deletes each removed binding;
+    /// part of `commit`'s transaction.
+    private func write(classes: [String: JSONValue], bindings: [UInt64: JSONValue?],
+                       _ statements: Statements) throws(StorageError) {
+        for (name, definition) in classes {
+            valueText.removeAll(keepingCapacity: true)
+            JSONWriter.write(definition, into: &valueText)
+            try statements.upsertClass.bind(1, text: name)
+            try statements.upsertClass.bind(2, text: valueText)
+            try statements.upsertClass.run()
+        }
+        for (id, definition) in bindings {
+            if let definition {
+                valueText.removeAll(keepingCapacity: true)
+                JSONWriter.write(definition, into: &valueText)
+                try statements.upsertBinding.bind(1, Int64(bitPattern: id))
+                try statements.upsertBinding.bind(2, text: valueText)
+                try statements.upsertBinding.run()
+            } else {
+                try statements.deleteBinding.bind(1, Int64(bitPattern: id))
+                try statements.deleteBinding.run()
+            }
         }
     }
 
@@ -289,8 +382,9 @@ public final class PersistentStore {
         try database.exec("PRAGMA journal_size_limit = \(PersistentStore.walSizeLimit)")
     }
 
-    /// Creates the tables of a new database, records the schema version, and refuses a newer one.
-    /// Runs in a write transaction, which also takes the exclusive lock.
+    /// Creates the tables of a new database, migrates an older one (version 1: adds `classes` and
+    /// `bindings`), records the current schema version, and refuses a newer one. Runs in one write
+    /// transaction, which also takes the exclusive lock: a failed migration leaves the file as it was.
     private func createSchema(_ database: SQLiteDatabase) throws(StorageError) {
         try database.exec("BEGIN IMMEDIATE")
         do throws(StorageError) {
@@ -309,12 +403,18 @@ public final class PersistentStore {
                     }
                 }
             }
+            // Every version only added tables, so creating the missing ones and then recording the
+            // current version is the whole migration.
             try database.exec("""
                 CREATE TABLE IF NOT EXISTS objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL,
                                                    bytes INTEGER NOT NULL);
+                CREATE TABLE IF NOT EXISTS classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL);
                 INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(PersistentStore.schemaVersion));
+                UPDATE meta SET value = \(PersistentStore.schemaVersion)
+                    WHERE key = 'schema_version' AND value < \(PersistentStore.schemaVersion);
                 """)
             try database.exec("COMMIT")
         } catch {
@@ -323,9 +423,11 @@ public final class PersistentStore {
         }
     }
 
+    /// Reads the stored counters and the revision and size of every history row.
     private func loadLedger() throws(StorageError) {
         guard let database else { throw .closed }
         storedRevision = try readRevision(database) ?? 0
+        storedLastBindingID = try readLastBindingID(database) ?? 0
         let rows = try database.prepare("SELECT rev, bytes FROM history ORDER BY rev")
         defer { rows.finalize() }
         while try rows.step() {

@@ -9,7 +9,8 @@ public enum StorageError: Error, Equatable, CustomStringConvertible {
     case locked(path: String)
     /// The database was written by a newer kvod whose schema this one does not know.
     case unsupportedSchema(path: String, found: Int64, supported: Int64)
-    /// A stored row does not decode: `row` names it (`object 'a'`, `history rev 12`, `meta revision`).
+    /// A stored row does not decode: `row` names it (`object 'a'`, `history rev 12`, `class 'LabColor'`,
+    /// `binding 7`, `meta revision`).
     case corrupt(row: String, reason: String)
     /// SQLite reported an error; `message` is `sqlite3_errmsg` (or `sqlite3_errstr`) of it.
     case sqlite(code: Int32, message: String, during: String)
