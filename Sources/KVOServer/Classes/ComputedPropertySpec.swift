@@ -9,9 +9,11 @@ struct ComputedPropertySpec: Sendable, Equatable {
     let expression: String
     /// The key paths whose changes change the value, as declared (empty for the shorthand form).
     let dependsOn: [KeyPath]
+}
 
+extension ComputedPropertySpec {
     /// Parses a computed entry: an expression string, or `{"expression": String, "dependsOn": [String]}`
-    /// (`dependsOn` optional). Errors are `bad_request` and start with `context`.
+    /// (`dependsOn` optional). In an extension so that the memberwise initialiser stays. Errors are `bad_request` and start with `context`.
     init(name: String, json: JSONValue, context: String) throws(KVOError) {
         func error(_ what: String) -> KVOError { KVOError(.badRequest, "\(context): \(what)") }
         let expressionJSON: JSONValue?
