@@ -1,11 +1,13 @@
 import ArgumentParser
 import KVOJSON
 
-/// `kvoclient create <object> [values-json]`: creates an object; prints `rev N`.
+/// `kvoclient create <object> [values-json] [--class <name>]`: creates an object, optionally an instance
+/// of a class; prints `rev N`.
 struct CreateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "create",
-        abstract: "Create an object, optionally with initial values (a JSON object). Prints `rev N`."
+        abstract: "Create an object, optionally with initial values (a JSON object). Prints `rev N`.",
+        discussion: "With --class, the object is created as an instance of that class (see define-class)."
     )
 
     @OptionGroup var connection: ConnectionOptions
@@ -16,6 +18,9 @@ struct CreateCommand: ParsableCommand {
     @Argument(help: "The initial values, a JSON object such as '{\"date\":\"2026-11-20\"}'.")
     var values: String?
 
+    @Option(name: .customLong("class"), help: ArgumentHelp("Make the object an instance of this class.", valueName: "name"))
+    var className: String?
+
     func validate() throws {
         if let values, (try? JSONParser.parse(values))?.objectValue == nil {
             throw ValidationError("values must be a JSON object, such as '{\"date\":\"2026-11-20\"}'")
@@ -25,7 +30,8 @@ struct CreateCommand: ParsableCommand {
     func run() throws {
         var params: [String: JSONValue] = ["object": .string(object)]
         if let values { params["values"] = try JSONParser.parse(values) }
-        let reply = try connection.connect().call("create", params)
+        if let className { params["class"] = .string(className) }
+        let reply = try connection.connect().callWithErrorDetails("create", params)
         try RevisionLine.print(reply)
     }
 }

@@ -23,6 +23,12 @@ struct KVOClientCommand: ParsableCommand {
             CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self,
             InsertCommand.self, RemoveCommand.self, ReplaceCommand.self,
             SubscribeCommand.self, ListCommand.self, InfoCommand.self, PingCommand.self,
+            DefineClassCommand.self,
+            ClassesCommand.self,
+            BindCommand.self,
+            CombineCommand.self,
+            UnbindCommand.self,
+            BindingsCommand.self,
         ]
     )
 
