@@ -10,24 +10,21 @@ extension ClassDefinition {
     func validateNewObject(_ values: [String: JSONValue], classOf: ClassOfObject) throws(ValidationFailure)
         -> [String: JSONValue]
     {
-        for name in values.keys.sorted() { _ = try storedProperty(name) }
-        for name in values.keys.sorted() {
-            if let spec = properties[name], let value = values[name], value != .null {
-                try spec.validate(value, classOf: classOf)
-            }
+        var given: [PropertySpec] = []
+        for name in values.keys.sorted() { given.append(try storedProperty(name)) }
+        for spec in given {
+            if let value = values[spec.name], value != .null { try spec.validate(value, classOf: classOf) }
         }
+        let all = properties.values.sorted { $0.name < $1.name }
+        let absent = all.filter { values[$0.name] == nil }
         var result = values
-        for (name, spec) in properties where result[name] == nil {
-            result[name] = spec.defaultValue
+        for spec in absent { result[spec.name] = spec.defaultValue }
+        for spec in all where spec.required && (result[spec.name] ?? .null) == .null {
+            throw ValidationFailure(.required, property: spec.name, "'\(spec.name)' is required")
         }
-        for name in properties.keys.sorted() {
-            if let spec = properties[name], spec.required, (result[name] ?? .null) == .null {
-                throw ValidationFailure(.required, property: name, "'\(name)' is required")
-            }
-        }
-        // A filled-in reference default could only be checked for its form when the class was defined.
-        for name in properties.keys.sorted() where values[name] == nil {
-            if let spec = properties[name], let value = result[name] { try spec.validate(value, classOf: classOf) }
+        // A reference in a default could only be checked for its form when the class was defined.
+        for spec in absent {
+            if let value = spec.defaultValue { try spec.validate(value, classOf: classOf) }
         }
         return result
     }

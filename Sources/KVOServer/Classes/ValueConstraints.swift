@@ -6,11 +6,13 @@ import KVOJSON
 struct ValueConstraints: Sendable, Equatable {
     /// For `ref`: the class the referenced object must have.
     let referencedClass: String?
-    /// Least and greatest allowed number, inclusive (number and integer types).
+    /// `min`: the least allowed number, inclusive (number and integer types), as written (int or double).
     let minimum: JSONValue?
+    /// `max`: the greatest allowed number, inclusive.
     let maximum: JSONValue?
-    /// Least and greatest length, inclusive: Characters of a string, elements of an array.
+    /// The least length, inclusive: Characters of a string, elements of an array.
     let minLength: Int?
+    /// The greatest length, inclusive.
     let maxLength: Int?
     /// A regular expression a string must match somewhere.
     let pattern: CompiledPattern?
