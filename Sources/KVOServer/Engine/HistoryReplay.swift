@@ -15,7 +15,7 @@ struct HistoryReplay {
 
     /// Replays `entries` (oldest first, consecutive revisions after the resume point).
     init(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
-         recipient: Recipient, objects: [String: JSONValue]) {
+         recipient: Recipient, objects: [String: JSONValue], classes: ClassCatalog? = nil) {
         var overlay: [String: JSONValue?] = [:]
         for entry in entries.reversed() {
             let id = entry.record.object
@@ -23,7 +23,7 @@ struct HistoryReplay {
             entry.record.change.apply(to: &value, forward: false)
             overlay.updateValue(value, forKey: id)
         }
-        var reading = HistoryReplay.read(keyPath, of: object, objects, overlay)
+        var reading = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
         for entry in entries {
             let written = entry.record.object
             var value = overlay[written]!
@@ -43,7 +43,7 @@ struct HistoryReplay {
                 endedBySourceDeletion = true
                 return
             }
-            let new = HistoryReplay.read(keyPath, of: object, objects, overlay)
+            let new = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
             defer { reading = new }
             let rebound = new.binding != reading.binding
             guard rebound || new.value != reading.value else { continue }
@@ -76,8 +76,9 @@ struct HistoryReplay {
     }
 
     private static func read(_ keyPath: KeyPath, of object: String, _ objects: [String: JSONValue],
-                             _ overlay: [String: JSONValue?]) -> Evaluation {
-        (try? KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, overlay: overlay, strict: false))
+                             _ overlay: [String: JSONValue?], _ classes: ClassCatalog?) -> Evaluation {
+        (try? KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, overlay: overlay, strict: false,
+                                        classes: classes))
             ?? Evaluation(value: .null, dependencies: [StoredLocation(object: object, path: [])], location: nil, binding: [])
     }
 }

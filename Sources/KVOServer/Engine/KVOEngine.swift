@@ -14,8 +14,19 @@ public final class KVOEngine {
     /// Revision of the last accepted create, set, collection change or delete (0 before any).
     public private(set) var revision: UInt64 = 0
     /// Every object's value; each is a JSON object.
-    private var objects: [String: JSONValue] = [:]
-    private let registry = ObservationRegistry()
+    private(set) var objects: [String: JSONValue] = [:]
+    let registry = ObservationRegistry()
+    /// The defined classes (`defineClass`).
+    let classes = ClassCatalog()
+    /// Computed values of the store as it is now (emptied by every change).
+    let computedMemo = ComputedMemo()
+    /// Bindings (`bind`, `combineLatest`) and their pending work.
+    let bindingTable = BindingTable()
+    /// Classes defined since the last `takeCommitBatch()` (only when `recordsCommitBatches`).
+    var uncommittedClasses: [String: JSONValue] = [:]
+    /// What could not be restored from disk (a class that no longer compiles, a binding whose objects
+    /// are gone), for the server to log. Empty after a clean restore.
+    public internal(set) var restoreProblems: [String] = []
     /// How many notifications were computed from an incrementally kept aggregate rather than a
     /// full re-read (for tests and diagnostics).
     private(set) var incrementalAggregateUpdates = 0
@@ -51,6 +62,7 @@ public final class KVOEngine {
         objects = state.objects
         revision = state.revision
         for entry in state.history { history.append(entry) }
+        restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
     }
 
     /// Number of objects.
@@ -58,8 +70,10 @@ public final class KVOEngine {
     /// Number of live observations (subscriptions).
     public var observationCount: Int { registry.count }
 
-    /// Whether writes were accepted since the last `takeCommitBatch()`.
-    public var hasUncommittedWrites: Bool { !pendingEntries.isEmpty }
+    /// Whether writes (or class or binding definitions) were accepted since the last `takeCommitBatch()`.
+    public var hasUncommittedWrites: Bool {
+        !pendingEntries.isEmpty || !uncommittedClasses.isEmpty || !bindingTable.uncommitted.isEmpty
+    }
 
     /// The writes accepted since the last call, with the final value of every object they touched,
     /// for the persistent store to write in one transaction. Empty when nothing was written.
@@ -67,11 +81,15 @@ public final class KVOEngine {
         defer {
             pendingEntries.removeAll(keepingCapacity: true)
             touchedObjects.removeAll(keepingCapacity: true)
+            uncommittedClasses.removeAll()
+            bindingTable.uncommitted.removeAll()
         }
         var finalValues: [String: StoredObject] = [:]
         finalValues.reserveCapacity(touchedObjects.count)
         for id in touchedObjects { finalValues[id] = objects[id].map(StoredObject.present) ?? .deleted }
-        return CommitBatch(revision: revision, entries: pendingEntries, objects: finalValues)
+        return CommitBatch(revision: revision, entries: pendingEntries, objects: finalValues,
+                           classes: uncommittedClasses, bindings: bindingTable.uncommitted,
+                           lastBindingID: bindingTable.lastID)
     }
 
     /// Records an accepted write (revision already advanced).
@@ -86,15 +104,29 @@ public final class KVOEngine {
 
     // MARK: - Objects
 
-    /// Creates `object` with `values`; `exists` if it is already there. Observations that refer to
-    /// it through a reference are re-bound to it (`pathChanged`).
-    public func create(_ object: String, values: [String: JSONValue],
+    /// Creates `object` with `values`; `exists` if it is already there. With `className`, the values
+    /// are validated against the class (defaults filled in) and the object keeps its class under
+    /// `$class`. Observations that refer to it through a reference are re-bound to it (`pathChanged`).
+    public func create(_ object: String, values: [String: JSONValue], className: String? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         guard objects[object] == nil else { throw KVOError(.exists, "object '\(object)' already exists") }
-        return try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
-            objects[object] = .object(values)
-            return .created(.object(values))
+        guard values[ClassCatalog.classKey] == nil else {
+            throw KVOError(.badRequest, "'\(ClassCatalog.classKey)' is reserved: name the class with 'class'")
         }
+        var stored = values
+        if let className {
+            guard let compiled = classes[className] else { throw KVOError(.notFound, "class '\(className)' is not defined") }
+            stored = try validated { () throws(ValidationFailure) in
+                try compiled.definition.validateNewObject(values, classOf: classOfObject)
+            }
+            stored[ClassCatalog.classKey] = .string(className)
+        }
+        let rev = try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
+            objects[object] = .object(stored)
+            return .created(.object(stored))
+        }
+        applyPendingBindings(notifications: &notifications)
+        return rev
     }
 
     /// Deletes `object`. Each observation of it ends with a `sourceDeleted` notification; observations
@@ -104,6 +136,7 @@ public final class KVOEngine {
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
         let previous = objects.removeValue(forKey: object)!
+        computedMemo.invalidate()
         revision += 1
         record(object, .deleted(previous))
         var ended: [WatchedPath] = []
@@ -112,6 +145,7 @@ public final class KVOEngine {
         for (path, old) in zip(candidates, before) {
             if path.object == object {
                 ended.append(path)
+                guard !path.subscribers.isEmpty else { continue }
                 appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .sourceDeleted, to: &priors)
                 changes.append(ChangeNotification(
                     object: object, keyPath: path.keyPath.string, reason: .sourceDeleted, rev: revision, kind: .setting,
@@ -123,6 +157,8 @@ public final class KVOEngine {
         for path in ended { registry.drop(path) }
         notifications.append(contentsOf: priors)
         notifications.append(contentsOf: changes)
+        removeBindings(endedWith: ended, deletedObject: object)
+        applyPendingBindings(notifications: &notifications)
         return revision
     }
 
@@ -130,7 +166,8 @@ public final class KVOEngine {
     public func get(_ object: String, keyPath: KeyPath?) throws(KVOError) -> JSONValue {
         guard let value = objects[object] else { throw notFound(object) }
         guard let keyPath else { return value }
-        return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: true).value
+        return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: true, classes: classes,
+                                             memo: computedMemo).value
     }
 
     /// Sets the value at `keyPath` (through references; into an array element by index) and
@@ -138,12 +175,21 @@ public final class KVOEngine {
     /// changes; then nobody is notified.
     public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue,
                     notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let rev = try write(object, keyPath: keyPath, value: newValue, notifications: &notifications)
+        applyPendingBindings(notifications: &notifications)
+        return rev
+    }
+
+    /// `set` without applying the bindings it triggers (they stay pending): for bindings' own writes.
+    func write(_ object: String, keyPath: KeyPath, value newValue: JSONValue,
+               notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let target = try WriteTarget.resolve(keyPath, of: object, in: objects)
         if let array = target.containingArray, let index = target.arrayIndex {
             // Setting one element is a replacement, as NSMutableArray's replaceObjectAtIndex: is.
             return try mutate(at: array, .replace(indexes: [index], values: [newValue]), notifications: &notifications)
         }
         let location = target.location
+        try checkWrite(at: location, value: newValue)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
             let old = try objects[location.object]!.modify(at: location.path.dropLast()) {
                 (container: inout JSONValue) throws(KVOError) -> JSONValue? in
@@ -162,7 +208,9 @@ public final class KVOEngine {
     public func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
                             notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let target = try WriteTarget.resolve(keyPath, of: object, in: objects)
-        return try mutate(at: target.location, mutation, notifications: &notifications)
+        let rev = try mutate(at: target.location, mutation, notifications: &notifications)
+        applyPendingBindings(notifications: &notifications)
+        return rev
     }
 
     private func mutate(at location: StoredLocation, _ mutation: CollectionMutation,
@@ -173,11 +221,23 @@ public final class KVOEngine {
             if current == .null { throw KVOError(.notFound, "'\(name)' does not exist") }
             throw KVOError(.typeMismatch, "'\(name)' is \(current.article) \(current.typeName), not an array")
         }
+        let rules = try arrayRules(at: location)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
             let change = try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
                 guard var elements = value.takeArray() else { throw KVOError(.typeMismatch, "not an array") }
                 defer { value = .array(elements) }
-                return try mutation.apply(to: &elements)
+                let change = try mutation.apply(to: &elements)
+                if let rules {
+                    do throws(KVOError) {
+                        try rules(change.new, elements.count)
+                    } catch {
+                        // Refused by the class: undo, so that nothing changed.
+                        ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
+                                          old: change.old, new: change.new).apply(to: &elements, forward: false)
+                        throw error
+                    }
+                }
+                return change
             }
             return .array(ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
                                             old: change.old, new: change.new))
@@ -244,7 +304,7 @@ public final class KVOEngine {
         }
         if let entries {
             let replay = HistoryReplay(entries, object: object, keyPath: keyPath, options: options,
-                                       recipient: observation.recipient, objects: objects)
+                                       recipient: observation.recipient, objects: objects, classes: classes)
             notifications.append(contentsOf: replay.notifications)
             if replay.endedBySourceDeletion || objects[object] == nil {
                 registry.remove(observation.id)
@@ -293,6 +353,7 @@ public final class KVOEngine {
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
         let recorded = try write()
+        computedMemo.invalidate()
         revision += 1
         record(location.object, recorded)
         var change: CollectionChange?
@@ -330,6 +391,8 @@ public final class KVOEngine {
         if new.dependencies != path.dependencies { registry.rebind(path, to: new.dependencies) }
         let rebound = new.binding != old.binding
         guard rebound || new.value != old.value else { return }
+        if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
+        guard !path.subscribers.isEmpty else { return }
         if let change, !rebound, let location, old.location == location, new.location == location {
             // The observed value is the array that changed: a to-many change with its indexes.
             appendPrior(for: path, kind: change.kind, old: .array(change.old), indexes: change.indexes,
@@ -358,29 +421,30 @@ public final class KVOEngine {
     }
 
     /// What `path` reads now: its cached aggregate when it keeps one, else a fresh reading.
-    private func currentReading(_ path: WatchedPath) -> Evaluation {
+    func currentReading(_ path: WatchedPath) -> Evaluation {
         path.aggregate?.evaluation ?? path.lastReading ?? read(path)
     }
 
-    private func makeAggregateCache(for path: WatchedPath, reading: Evaluation) -> AggregateCache? {
+    func makeAggregateCache(for path: WatchedPath, reading: Evaluation) -> AggregateCache? {
         guard let op = path.keyPath.collectionOperator, AggregateCache.supports(op) else { return nil }
         return AggregateCache(keyPath: path.keyPath, object: path.object, evaluation: reading, objects: objects)
     }
 
-    private func read(_ path: WatchedPath) -> Evaluation {
+    func read(_ path: WatchedPath) -> Evaluation {
         read(path.object, path.keyPath)
     }
 
     /// Lenient reading (never throws: a broken path reads as null).
-    private func read(_ object: String, _ keyPath: KeyPath) -> Evaluation {
+    func read(_ object: String, _ keyPath: KeyPath) -> Evaluation {
         do {
-            return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: false)
+            return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: false, classes: classes,
+                                                 memo: computedMemo)
         } catch {
             return Evaluation(value: .null, dependencies: [StoredLocation(object: object, path: [])], location: nil, binding: [])
         }
     }
 
-    private func notFound(_ object: String) -> KVOError {
+    func notFound(_ object: String) -> KVOError {
         KVOError(.notFound, "object '\(object)' does not exist")
     }
 }

@@ -27,29 +27,52 @@ struct Evaluation: Equatable {
 /// `strict` reading (for `get`) refuses to walk through a number, string or bool on the path's spine
 /// (`type_mismatch`); lenient reading (for observers) gives `null` for any broken path. Key paths have
 /// at most `KeyPath.maximumDepth` keys and each key is applied once, so reference cycles cannot make
-/// a reading loop. A short-lived value; loop thread (it reads the engine's store).
+/// a reading loop.
+///
+/// Computed properties: a key that is not stored in an object of a class, but names one of the class's
+/// computed properties, is evaluated from its expression; the key paths the expression reads (and its
+/// `dependsOn`) are read from the same object through this evaluator, so they become dependencies of the
+/// reading and a write to any of them re-reads the observation. Computed properties that read others
+/// nest at most `maximumComputedDepth` deep (deeper reads as null: a reference cycle between objects
+/// cannot recurse without end); within a class, cycles are refused when the class is defined. A
+/// `ComputedMemo` lets one change evaluate each computed property once however many readings need it.
+/// A short-lived value; loop thread (it reads the engine's store).
 struct KeyPathEvaluator {
+    /// How deep computed properties may read other computed properties.
+    static let maximumComputedDepth = 16
+
     private let objects: [String: JSONValue]
     /// Objects whose value differs from `objects` (nil: absent), for reading the store as it was at
     /// an earlier revision (history replay). Empty for ordinary reads.
     private let overlay: [String: JSONValue?]
     private let keyPath: KeyPath
     private let strict: Bool
+    /// The defined classes, for computed properties (nil: read stored values only).
+    private let classes: ClassCatalog?
+    /// Computed values already evaluated for the store as it is now (nil: evaluate every time).
+    private let memo: ComputedMemo?
+    private var computedDepth = 0
     private var dependencies: [StoredLocation] = []
     private var binding: [Evaluation.BindingStep] = []
 
-    private init(objects: [String: JSONValue], overlay: [String: JSONValue?] = [:], keyPath: KeyPath, strict: Bool) {
+    private init(objects: [String: JSONValue], overlay: [String: JSONValue?] = [:], keyPath: KeyPath, strict: Bool,
+                 classes: ClassCatalog?, memo: ComputedMemo?) {
         self.objects = objects
         self.overlay = overlay
         self.keyPath = keyPath
         self.strict = strict
+        self.classes = classes.flatMap { $0.isEmpty ? nil : $0 }
+        self.memo = memo
     }
 
     /// Reads `keyPath` from `object`. Strict reading of a missing object is `not_found`; lenient
-    /// reading gives `null` (and depends on the object's creation).
+    /// reading gives `null` (and depends on the object's creation). `memo` must only be given while it
+    /// matches the store being read (never with an `overlay`).
     static func evaluate(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
-                         overlay: [String: JSONValue?] = [:], strict: Bool) throws(KVOError) -> Evaluation {
-        var evaluator = KeyPathEvaluator(objects: objects, overlay: overlay, keyPath: keyPath, strict: strict)
+                         overlay: [String: JSONValue?] = [:], strict: Bool, classes: ClassCatalog? = nil,
+                         memo: ComputedMemo? = nil) throws(KVOError) -> Evaluation {
+        var evaluator = KeyPathEvaluator(objects: objects, overlay: overlay, keyPath: keyPath, strict: strict,
+                                         classes: classes, memo: overlay.isEmpty ? memo : nil)
         let root = StoredLocation(object: object, path: [])
         guard let value = evaluator.object(object) else {
             if strict { throw KVOError(.notFound, "object '\(object)' does not exist") }
@@ -58,7 +81,8 @@ struct KeyPathEvaluator {
         }
         // An existing root is implied (no step), so the common binding, "the root and no reference",
         // is an empty array: no allocation per watched path.
-        var (result, location) = try evaluator.walk(value, at: root, keyPath.components[...], onSpine: true)
+        var (result, location) = try evaluator.walk(value, at: root, keyPath.components[...], keyPath: keyPath,
+                                                    onSpine: true)
         var dependencies = KeyPathEvaluator.minimal(evaluator.dependencies)
         // The common case, a plain path inside the root object: store the key path's own components
         // array rather than the copy the walk built, so a watched path keeps one array, not three.
@@ -77,8 +101,8 @@ struct KeyPathEvaluator {
     /// reading left the element's own object (it followed a reference).
     static func evaluateElement(_ element: JSONValue, at location: StoredLocation, _ components: ArraySlice<String>,
                                 keyPath: KeyPath, in objects: [String: JSONValue]) -> (value: JSONValue, isLocal: Bool) {
-        var evaluator = KeyPathEvaluator(objects: objects, keyPath: keyPath, strict: false)
-        let value = (try? evaluator.walk(element, at: location, components, onSpine: false).0) ?? .null
+        var evaluator = KeyPathEvaluator(objects: objects, keyPath: keyPath, strict: false, classes: nil, memo: nil)
+        let value = (try? evaluator.walk(element, at: location, components, keyPath: keyPath, onSpine: false).0) ?? .null
         return (value, evaluator.dependencies.allSatisfy { $0.object == location.object })
     }
 
@@ -92,9 +116,10 @@ struct KeyPathEvaluator {
         if let location { dependencies.append(location) }
     }
 
-    /// Walks `components` from `value`, stored at `location` (nil for a computed value).
+    /// Walks `components` (a slice of `keyPath`'s) from `value`, stored at `location` (nil for a
+    /// computed value).
     private mutating func walk(_ start: JSONValue, at startLocation: StoredLocation?, _ components: ArraySlice<String>,
-                               onSpine: Bool) throws(KVOError) -> (JSONValue, StoredLocation?) {
+                               keyPath: KeyPath, onSpine: Bool) throws(KVOError) -> (JSONValue, StoredLocation?) {
         var value = start
         var location = startLocation
         var index = components.startIndex
@@ -115,12 +140,19 @@ struct KeyPathEvaluator {
             }
             let key = components[index]
             if index == keyPath.operatorIndex, let op = keyPath.collectionOperator {
-                return try aggregate(value, at: location, op, rest: components[(index + 1)...], onSpine: onSpine,
-                                     depth: index)
+                return try aggregate(value, at: location, op, rest: components[(index + 1)...], keyPath: keyPath,
+                                     onSpine: onSpine, depth: index)
             }
             switch value {
             case let .object(members):
                 guard let child = members[key] else {
+                    if let here = location, let property = computedProperty(key, of: members, at: here) {
+                        // A computed value has no location of its own: what it read is recorded instead.
+                        value = evaluate(property, of: here.object, value: value)
+                        location = nil
+                        index += 1
+                        continue
+                    }
                     record(location?.appending(key))
                     return (.null, nil)
                 }
@@ -142,7 +174,7 @@ struct KeyPathEvaluator {
                     var results: [JSONValue] = []
                     results.reserveCapacity(elements.count)
                     for element in elements {
-                        results.append(try walk(element, at: nil, components[index...], onSpine: false).0)
+                        results.append(try walk(element, at: nil, components[index...], keyPath: keyPath, onSpine: false).0)
                     }
                     return (.array(results), nil)
                 }
@@ -163,7 +195,8 @@ struct KeyPathEvaluator {
     }
 
     private mutating func aggregate(_ value: JSONValue, at location: StoredLocation?, _ op: CollectionOperator,
-                                    rest: ArraySlice<String>, onSpine: Bool, depth: Int) throws(KVOError) -> (JSONValue, StoredLocation?) {
+                                    rest: ArraySlice<String>, keyPath: KeyPath, onSpine: Bool,
+                                    depth: Int) throws(KVOError) -> (JSONValue, StoredLocation?) {
         record(location)
         guard case let .array(elements) = value else {
             if value != .null, strict, onSpine {
@@ -180,13 +213,56 @@ struct KeyPathEvaluator {
             if op.flattensArrays {
                 guard case let .array(inner) = element else { continue }
                 for innerElement in inner {
-                    values.append(try walk(innerElement, at: nil, rest, onSpine: false).0)
+                    values.append(try walk(innerElement, at: nil, rest, keyPath: keyPath, onSpine: false).0)
                 }
             } else {
-                values.append(try walk(element, at: nil, rest, onSpine: false).0)
+                values.append(try walk(element, at: nil, rest, keyPath: keyPath, onSpine: false).0)
             }
         }
         return (op.aggregate(values), nil)
+    }
+
+    // MARK: - Computed properties
+
+    /// The computed property `key` names, when `members` is a stored object (at the root of its
+    /// location) of a class that computes `key`.
+    private func computedProperty(_ key: String, of members: [String: JSONValue],
+                                  at location: StoredLocation) -> CompiledComputedProperty? {
+        guard let classes, location.path.isEmpty, case let .string(className)? = members[ClassCatalog.classKey]
+        else { return nil }
+        return classes[className]?.computed[key]
+    }
+
+    /// Evaluates `property` of object `objectID` (whose value is `objectValue`), recording what it read.
+    /// A runtime error in the expression, or nesting deeper than `maximumComputedDepth`, reads as null.
+    private mutating func evaluate(_ property: CompiledComputedProperty, of objectID: String,
+                                   value objectValue: JSONValue) -> JSONValue {
+        let root = StoredLocation(object: objectID, path: [])
+        if let cached = memo?.entry(object: objectID, property: property.name) {
+            dependencies.append(contentsOf: cached.dependencies)
+            return cached.value
+        }
+        guard computedDepth < KeyPathEvaluator.maximumComputedDepth else {
+            record(root)
+            return .null
+        }
+        computedDepth += 1
+        defer { computedDepth -= 1 }
+        let firstDependency = dependencies.count
+        for path in property.dependsOn {
+            _ = try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false)
+        }
+        let value: JSONValue
+        do {
+            value = try property.expression.evaluate { path in
+                (try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false).0) ?? .null
+            }
+        } catch {
+            value = .null
+        }
+        memo?.store(object: objectID, property: property.name, value: value,
+                    dependencies: Array(dependencies[firstDependency...]))
+        return value
     }
 
     /// Drops every location that lies inside another one (a write there is already covered).

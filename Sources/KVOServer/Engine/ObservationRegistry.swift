@@ -24,17 +24,7 @@ final class ObservationRegistry {
     /// only called then; a known one is shared.
     func subscribe(connection: ConnectionID, object: String, keyPath: KeyPath, options: ObservationOptions,
                    dependencies: () -> [StoredLocation]) -> Observation {
-        let key = WatchedPath.Key(object: object, keyPath: keyPath.string)
-        let path: WatchedPath
-        if let existing = watched[key] {
-            path = existing
-        } else {
-            lastSerial += 1
-            path = WatchedPath(object: object, keyPath: keyPath, serial: lastSerial)
-            watched[key] = path
-            rootedAt[object, default: [:]][ObjectIdentifier(path)] = path
-            register(path, at: dependencies())
-        }
+        let path = watchedPath(object: object, keyPath: keyPath, dependencies: dependencies)
         lastID += 1
         let observation = Observation(id: lastID, connection: connection, options: options, watched: path)
         path.addSubscriber(observation)
@@ -44,7 +34,40 @@ final class ObservationRegistry {
         return observation
     }
 
+    /// The watched path of (object, key path), made and registered at `dependencies()` when new.
+    private func watchedPath(object: String, keyPath: KeyPath, dependencies: () -> [StoredLocation]) -> WatchedPath {
+        let key = WatchedPath.Key(object: object, keyPath: keyPath.string)
+        if let existing = watched[key] { return existing }
+        lastSerial += 1
+        let path = WatchedPath(object: object, keyPath: keyPath, serial: lastSerial)
+        watched[key] = path
+        rootedAt[object, default: [:]][ObjectIdentifier(path)] = path
+        register(path, at: dependencies())
+        return path
+    }
+
     func observation(_ id: SubscriptionID) -> Observation? { byID[id] }
+
+    // MARK: - Bindings
+
+    /// Makes `binding` listen to (object, key path), sharing the watched path with observations of it.
+    /// `dependencies()` is only called for a new watched path; `isNew` tells whether it was.
+    func attach(_ binding: Binding, object: String, keyPath: KeyPath,
+                dependencies: () -> [StoredLocation]) -> (path: WatchedPath, isNew: Bool) {
+        var isNew = false
+        let path = watchedPath(object: object, keyPath: keyPath) {
+            isNew = true
+            return dependencies()
+        }
+        path.bindings.append(binding)
+        return (path, isNew)
+    }
+
+    /// Stops `binding` listening to `path`; the path goes when nothing else uses it.
+    func detach(_ binding: Binding, from path: WatchedPath) {
+        path.bindings.removeAll { $0 === binding }
+        if path.subscribers.isEmpty && path.bindings.isEmpty { dropWatchedPath(path) }
+    }
 
     /// Removes one subscription (and its watched path when it was the last). False if absent.
     @discardableResult
@@ -53,7 +76,7 @@ final class ObservationRegistry {
         forgetConnection(of: observation)
         let path = observation.watched
         path.removeSubscriber(observation)
-        if path.subscribers.isEmpty { dropWatchedPath(path) }
+        if path.subscribers.isEmpty && path.bindings.isEmpty { dropWatchedPath(path) }
         return true
     }
 
@@ -65,7 +88,8 @@ final class ObservationRegistry {
         return observations.count
     }
 
-    /// Removes a watched path with all its subscriptions (its object was deleted).
+    /// Removes a watched path with all its subscriptions (its object was deleted). Its bindings must
+    /// be removed by the caller (`detach` on a dropped path only forgets them).
     func drop(_ path: WatchedPath) {
         for observation in path.subscribers {
             byID[observation.id] = nil
@@ -90,6 +114,7 @@ final class ObservationRegistry {
     }
 
     private func dropWatchedPath(_ path: WatchedPath) {
+        guard watched[path.key] === path else { return }  // already dropped
         unregister(path)
         watched[path.key] = nil
         rootedAt[path.object]?[ObjectIdentifier(path)] = nil

@@ -13,6 +13,8 @@ final class WatchedPath {
 
     let object: String
     let keyPath: KeyPath
+    /// Bindings whose source this is (usually none): applied after a write changes the reading.
+    var bindings: [Binding] = []
     /// Creation order, so that notifications come out in a stable order.
     let serial: Int
     /// Its subscriptions, in no particular order; each knows its index here (`Observation.index`),

@@ -24,6 +24,12 @@ public enum ReplyEncoder {
         JSONWriter.writeString(error.code.rawValue, into: &buffer)
         JSONWriter.append(",\"message\":", to: &buffer)
         JSONWriter.writeString(error.message, into: &buffer)
+        for (name, value) in error.details.sorted(by: { $0.key < $1.key }) {
+            buffer.append(UInt8(ascii: ","))
+            JSONWriter.writeString(name, into: &buffer)
+            buffer.append(UInt8(ascii: ":"))
+            JSONWriter.write(value, into: &buffer)
+        }
         JSONWriter.append("}}\n", to: &buffer)
     }
 

@@ -3,7 +3,8 @@ import KVOJSON
 /// A decoded, validated client request (docs/protocol.md, "Operations").
 public enum Request: Equatable, Sendable {
     case hello(client: String?)
-    case create(object: String, values: [String: JSONValue])
+    /// `className` names a class defined with `defineClass`; nil for a free-form object.
+    case create(object: String, values: [String: JSONValue], className: String? = nil)
     case delete(object: String)
     case get(object: String, keyPath: KeyPath?)
     case set(object: String, keyPath: KeyPath, value: JSONValue)
@@ -14,4 +15,11 @@ public enum Request: Equatable, Sendable {
     case list
     case info(object: String)
     case ping
+    /// `defineClass`: the definition as sent (checked by the engine).
+    case defineClass(definition: JSONValue)
+    case classes
+    /// `bind` and `combineLatest`; `now` applies the current value(s) at once.
+    case bind(BindingSpec, now: Bool)
+    case unbind(binding: UInt64)
+    case bindings
 }

@@ -57,7 +57,7 @@ public enum RequestDecoder {
             return .hello(client: try reader.optionalString("client"))
         case "create":
             let values = try reader.optionalObject("values") ?? [:]
-            return .create(object: try reader.objectID(), values: values)
+            return .create(object: try reader.objectID(), values: values, className: try reader.optionalString("class"))
         case "delete":
             return .delete(object: try reader.objectID())
         case "get":
@@ -109,6 +109,23 @@ public enum RequestDecoder {
             return .info(object: try reader.objectID())
         case "ping":
             return .ping
+        case "defineClass":
+            guard let definition = fields["class"] else { throw KVOError(.badRequest, "missing 'class'") }
+            return .defineClass(definition: definition)
+        case "classes":
+            return .classes
+        case "bind", "combineLatest":
+            let kind: BindingSpec.Kind = op == "bind" ? .bind : .combineLatest
+            let spec = try BindingSpec(kind: kind) { fields[$0] }
+            return .bind(spec, now: try reader.optionalBool("now") ?? false)
+        case "unbind":
+            guard let value = fields["binding"] else { throw KVOError(.badRequest, "missing 'binding'") }
+            guard case let .int(binding) = value, binding > 0 else {
+                throw KVOError(.badRequest, "'binding' must be a positive integer")
+            }
+            return .unbind(binding: UInt64(binding))
+        case "bindings":
+            return .bindings
         default:
             throw KVOError(.unknownOp, "unknown op '\(op)'")
         }
@@ -139,6 +156,12 @@ private struct FieldReader {
     func optionalString(_ name: String) throws(KVOError) -> String? {
         guard let value = fields[name], value != .null else { return nil }
         return try string(name)
+    }
+
+    func optionalBool(_ name: String) throws(KVOError) -> Bool? {
+        guard let value = fields[name], value != .null else { return nil }
+        guard case let .bool(flag) = value else { throw KVOError(.badRequest, "'\(name)' must be true or false, not \(value.typeName)") }
+        return flag
     }
 
     func optionalObject(_ name: String) throws(KVOError) -> [String: JSONValue]? {

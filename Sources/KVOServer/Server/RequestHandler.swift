@@ -46,8 +46,9 @@ final class RequestHandler {
                 ("server", .string(RequestHandler.serverName)),
                 ("version", .string(RequestHandler.serverVersion)),
             ])
-        case let .create(object, values):
-            return reply([("rev", revision(try engine.create(object, values: values, notifications: &notifications)))])
+        case let .create(object, values, className):
+            let rev = try engine.create(object, values: values, className: className, notifications: &notifications)
+            return reply([("rev", revision(rev))])
         case let .delete(object):
             return reply([("rev", revision(try engine.delete(object, notifications: &notifications)))])
         case let .get(object, keyPath):
@@ -80,6 +81,17 @@ final class RequestHandler {
             return reply([("observers", .array(observers))])
         case .ping:
             return reply([])
+        case let .defineClass(definition):
+            return reply([("name", .string(try engine.defineClass(definition)))])
+        case .classes:
+            return reply([("classes", .array(engine.classDefinitions()))])
+        case let .bind(spec, now):
+            let id = try engine.bind(spec, now: now, creator: connection, notifications: &notifications)
+            return reply([("binding", .int(Int64(id))), ("rev", revision(engine.revision))])
+        case let .unbind(binding):
+            return reply([("removed", .bool(engine.unbind(binding)))])
+        case .bindings:
+            return reply([("bindings", .array(engine.bindingListings()))])
         }
     }
 

@@ -71,8 +71,10 @@ public final class Server {
                 self.store = store
                 configuration.logger.info("restored", metadata: [
                     "objects": "\(state.objects.count)", "rev": "\(state.revision)", "history": "\(state.history.count)",
+                    "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)",
                     "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)",
                 ])
+                for problem in engine.restoreProblems { configuration.logger.error("\(problem)") }
             } catch {
                 throw .storage(error)
             }
@@ -222,10 +224,23 @@ public final class Server {
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
+            deliverBindingEvents()
             send(outcome.reply, id: decoded.id, to: connection)
         case .beforeNotifications:
             send(outcome.reply, id: decoded.id, to: connection)
             deliverNotifications()
+            deliverBindingEvents()
+        }
+    }
+
+    /// Tells bindings' creators, if still connected, what the request did to their bindings (removed
+    /// with a deleted object, a write refused), and logs it. Rare: most requests produce none.
+    private func deliverBindingEvents() {
+        let events = handler.engine.takeBindingEvents()
+        for event in events {
+            logger.notice("\(event.logDescription)")
+            guard let creator = event.creator, let connection = connection(creator) else { continue }
+            connection.takeUnretainedValue().enqueue(event.line)
         }
     }
 
@@ -290,7 +305,8 @@ public final class Server {
         do {
             try store.commit(batch)
         } catch {
-            logger.critical("cannot persist revisions \(batch.entries.first!.rev)...\(batch.revision): \(error); stopping without acknowledging them")
+            let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
+            logger.critical("cannot persist \(revisions): \(error); stopping without acknowledging them")
             exit(74)  // EX_IOERR
         }
     }

@@ -1,0 +1,93 @@
+import KVOJSON
+
+/// A binding in force: its definition, its compiled expressions, and the watched paths of its sources.
+///
+/// Expressions of a binding read only its incoming values, never key paths: `$value` (or `$0`) for a
+/// `bind`, `$0` … `$n-1` for a `combineLatest` of n sources. Owned by `KVOEngine`; loop thread only.
+final class Binding {
+    let id: UInt64
+    let spec: BindingSpec
+    let filter: Expression?
+    /// `convert` or `reduce`; nil: write the (single) source value as it is.
+    let transform: Expression?
+    /// The connection that created it, told when the binding is removed or one of its writes is refused;
+    /// nil for bindings restored from disk.
+    let creator: ConnectionID?
+    /// The watched path of each source, in `spec.sources` order (set by the engine when attached).
+    var sourcePaths: [WatchedPath] = []
+    /// Times applied during the current request (the engine's loop guard).
+    var appliedInRequest = 0
+
+    /// Compiles the definition's expressions: a parse error, a key path, or a variable the binding does
+    /// not provide is `invalid_expression` naming the field and the column.
+    init(id: UInt64, spec: BindingSpec, creator: ConnectionID?) throws(KVOError) {
+        self.id = id
+        self.spec = spec
+        self.creator = creator
+        let allowed = Binding.variableNames(for: spec)
+        filter = try spec.filter.map { text throws(KVOError) in try Binding.compile(text, field: "filter", allowed: allowed) }
+        let transformField = spec.kind == .bind ? "convert" : "reduce"
+        transform = try spec.transform.map { text throws(KVOError) in
+            try Binding.compile(text, field: transformField, allowed: allowed)
+        }
+    }
+
+    /// The variables an expression of `spec` may use.
+    private static func variableNames(for spec: BindingSpec) -> Set<String> {
+        switch spec.kind {
+        case .bind: return ["value", "0"]
+        case .combineLatest: return Set((0..<spec.sources.count).map(String.init))
+        }
+    }
+
+    private static func compile(_ text: String, field: String, allowed: Set<String>) throws(KVOError) -> Expression {
+        let expression: Expression
+        do {
+            expression = try Expression.parse(text)
+        } catch {
+            throw KVOError(.invalidExpression, "'\(field)': \(error)",
+                           details: ["field": .string(field), "column": .int(Int64(error.column))])
+        }
+        if let path = expression.keyPaths.first {
+            throw KVOError(.invalidExpression,
+                           "'\(field)': a binding's expression reads only its incoming values ($value, $0, …), not key paths such as '\(path)'; use combineLatest to read more sources",
+                           details: ["field": .string(field), "column": .int(Int64(column(of: path.string, in: text)))])
+        }
+        if let unknown = expression.variables.subtracting(allowed).sorted().first {
+            let names = allowed.sorted().map { "$" + $0 }.joined(separator: ", ")
+            throw KVOError(.invalidExpression, "'\(field)': unknown variable '$\(unknown)' (this binding provides \(names))",
+                           details: ["field": .string(field), "column": .int(Int64(column(of: "$" + unknown, in: text)))])
+        }
+        return expression
+    }
+
+    /// 1-based column (in Characters) of the first occurrence of `needle` in `text`, 1 if absent.
+    private static func column(of needle: String, in text: String) -> Int {
+        var index = text.startIndex
+        var column = 1
+        while index < text.endIndex {
+            if text[index...].hasPrefix(needle) { return column }
+            index = text.index(after: index)
+            column += 1
+        }
+        return 1
+    }
+
+    /// The variables the expressions see, given each source's current value.
+    func variables(values: [JSONValue]) -> [String: JSONValue] {
+        switch spec.kind {
+        case .bind: return ["value": values[0], "0": values[0]]
+        case .combineLatest:
+            var variables: [String: JSONValue] = [:]
+            for (index, value) in values.enumerated() { variables[String(index)] = value }
+            return variables
+        }
+    }
+
+    /// The definition with its id, as `bindings` lists it.
+    var listing: JSONValue {
+        guard case var .object(members) = spec.json else { return spec.json }
+        members["binding"] = .int(Int64(id))
+        return .object(members)
+    }
+}

@@ -1,0 +1,233 @@
+import KVOJSON
+
+/// Bindings: creation (with cycle refusal), application after the writes that change their sources,
+/// removal (explicit, or when a source or target object is deleted), and restoring them from disk.
+///
+/// A binding listens to its sources through the same watched paths as observations, so a write finds
+/// it through the key-path tries and a source is read once per change however many observers and
+/// bindings share it. A write queues the bindings whose sources it changed (`BindingTable.pending`);
+/// each public write operation then applies them, in order, before it returns, so the events of the
+/// writes they make follow the events of the write that caused them, in the same request. Loop thread
+/// only, as the engine.
+extension KVOEngine {
+    /// Creates a `bind` or `combineLatest` binding and returns its id. The objects named must exist,
+    /// the target must be writable (no operator, not computed), the expressions must compile, and the
+    /// binding must not be able to trigger itself through other bindings (`cycle`). With `now`, the
+    /// current value is applied at once.
+    public func bind(_ spec: BindingSpec, now: Bool, creator: ConnectionID?,
+                     notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        for endpoint in spec.sources + [spec.target] where objects[endpoint.object] == nil {
+            throw notFound(endpoint.object)
+        }
+        try spec.target.keyPath.requireWritable()
+        try checkTargetIsStored(spec.target)
+        let binding = try Binding(id: bindingTable.lastID + 1, spec: spec, creator: creator)
+        attach(binding)
+        if let loop = cycle(through: binding) {
+            detach(binding)
+            throw KVOError(.cycle, "binding would form a cycle: \(loop.map(\.description).joined(separator: " -> "))")
+        }
+        bindingTable.lastID = binding.id
+        bindingTable.add(binding)
+        if recordsCommitBatches { bindingTable.uncommitted[binding.id] = .some(spec.json) }
+        if now {
+            bindingTable.pending.append(binding)
+            applyPendingBindings(notifications: &notifications)
+        }
+        return binding.id
+    }
+
+    /// Removes binding `id`; false (and nothing changes) when there is none, so removing twice is safe.
+    public func unbind(_ id: UInt64) -> Bool {
+        guard let binding = bindingTable.byID[id] else { return false }
+        remove(binding)
+        return true
+    }
+
+    /// Every binding's definition with its id (`bindings`), by id.
+    public func bindingListings() -> [JSONValue] {
+        bindingTable.all.map(\.listing)
+    }
+
+    /// The events for bindings' creators produced since the last call.
+    public func takeBindingEvents() -> [BindingEvent] {
+        defer { bindingTable.events.removeAll() }
+        return bindingTable.events
+    }
+
+    // MARK: - Applying
+
+    /// Applies every pending binding, including those that the writes of earlier ones make pending.
+    /// Each binding writes at most `BindingTable.maximumApplicationsPerRequest` times per request.
+    func applyPendingBindings(notifications: inout [ChangeNotification]) {
+        guard !bindingTable.pending.isEmpty else { return }
+        var next = 0
+        while next < bindingTable.pending.count {
+            let binding = bindingTable.pending[next]
+            next += 1
+            guard bindingTable.byID[binding.id] === binding else { continue }  // removed meanwhile
+            apply(binding, notifications: &notifications)
+        }
+        bindingTable.pending.removeAll(keepingCapacity: true)
+        for binding in bindingTable.appliedInRequest { binding.appliedInRequest = 0 }
+        bindingTable.appliedInRequest.removeAll(keepingCapacity: true)
+    }
+
+    /// Reads the sources, runs `filter` and `convert`/`reduce`, and writes the target (validated like
+    /// any write). A value equal to the target's is not written (no revision, no event). A refusal is
+    /// reported to the creator, never thrown.
+    private func apply(_ binding: Binding, notifications: inout [ChangeNotification]) {
+        let values = binding.sourcePaths.map { currentReading($0).value }
+        let variables = binding.variables(values: values)
+        let target = binding.spec.target
+        do throws(KVOError) {
+            if let filter = binding.filter,
+               !Expression.isTruthy(try evaluate(filter, variables, field: "filter")) { return }
+            let value = try binding.transform.map { expression throws(KVOError) in
+                try evaluate(expression, variables, field: binding.spec.kind == .bind ? "convert" : "reduce")
+            } ?? values[0]
+            if let current = try? get(target.object, keyPath: target.keyPath), current == value { return }
+            guard binding.appliedInRequest < BindingTable.maximumApplicationsPerRequest else {
+                throw KVOError(.cycle, "binding \(binding.id) was applied \(BindingTable.maximumApplicationsPerRequest) times by one request: bindings loop through references; write not applied")
+            }
+            if binding.appliedInRequest == 0 { bindingTable.appliedInRequest.append(binding) }
+            binding.appliedInRequest += 1
+            _ = try write(target.object, keyPath: target.keyPath, value: value, notifications: &notifications)
+        } catch {
+            bindingTable.events.append(BindingEvent(binding: binding.id, creator: binding.creator,
+                                                    reason: .refused(error), rev: revision))
+        }
+    }
+
+    private func evaluate(_ expression: Expression, _ variables: [String: JSONValue],
+                          field: String) throws(KVOError) -> JSONValue {
+        do {
+            // Binding expressions read no key paths (checked when compiled).
+            return try expression.evaluate(variables: variables) { _ in .null }
+        } catch {
+            throw KVOError(.invalidExpression, "'\(field)': \(error)",
+                           details: ["field": .string(field), "column": .int(Int64(error.column))])
+        }
+    }
+
+    // MARK: - Sources, targets, cycles
+
+    /// Registers `binding` at the watched path of each source.
+    private func attach(_ binding: Binding) {
+        binding.sourcePaths = binding.spec.sources.map { source in
+            var reading: Evaluation?
+            let (path, isNew) = registry.attach(binding, object: source.object, keyPath: source.keyPath) {
+                reading = read(source.object, source.keyPath)
+                return reading!.dependencies
+            }
+            if isNew, let reading {
+                path.lastReading = reading
+                path.aggregate = makeAggregateCache(for: path, reading: reading)
+            }
+            return path
+        }
+    }
+
+    private func detach(_ binding: Binding) {
+        for path in binding.sourcePaths { registry.detach(binding, from: path) }
+        binding.sourcePaths = []
+    }
+
+    private func remove(_ binding: Binding) {
+        detach(binding)
+        bindingTable.remove(binding)
+        // Record the removal as a nil definition (assigning nil through the subscript would drop the key).
+        if recordsCommitBatches { bindingTable.uncommitted.updateValue(nil, forKey: binding.id) }
+    }
+
+    /// Refuses a target that is a computed property or the reserved `$class` key (`read_only`).
+    private func checkTargetIsStored(_ target: BindingEndpoint) throws(KVOError) {
+        guard let location = try? WriteTarget.resolve(target.keyPath, of: target.object, in: objects).location,
+              let property = location.path.first else { return }
+        let isComputed = objects[location.object].flatMap(classes.classOf)?.computed[property] != nil
+        if property == ClassCatalog.classKey || isComputed {
+            throw KVOError(.readOnly, "'\(target)' cannot be a binding's target: '\(property)' is read-only",
+                           details: ["property": .string(property)])
+        }
+    }
+
+    /// Where a write to `binding`'s target lands (through references), or the key path as written when
+    /// it does not resolve now.
+    private func targetLocation(_ binding: Binding) -> StoredLocation {
+        let target = binding.spec.target
+        return (try? WriteTarget.resolve(target.keyPath, of: target.object, in: objects).location)
+            ?? StoredLocation(object: target.object, path: target.keyPath.components)
+    }
+
+    /// The chain of bindings by which `start`'s write would reach `start` again, if there is one: a
+    /// binding reaches another when its target location is one the other's sources read (the same
+    /// tries that deliver writes tell which), directly or through computed properties.
+    private func cycle(through start: Binding) -> [BindingEndpoint]? {
+        var cameFrom: [ObjectIdentifier: Binding] = [:]
+        var stack = [start]
+        var seen: Set<ObjectIdentifier> = [ObjectIdentifier(start)]
+        while let binding = stack.popLast() {
+            for path in registry.watchers(affectedBy: targetLocation(binding)) {
+                for next in path.bindings {
+                    if next === start {
+                        var chain = [binding]
+                        while let previous = cameFrom[ObjectIdentifier(chain[0])] { chain.insert(previous, at: 0) }
+                        return [start.spec.sources[0]] + chain.map(\.spec.target)
+                    }
+                    if seen.insert(ObjectIdentifier(next)).inserted {
+                        cameFrom[ObjectIdentifier(next)] = binding
+                        stack.append(next)
+                    }
+                }
+            }
+        }
+        return nil
+    }
+
+    // MARK: - Deletion and restore
+
+    /// After `object` was deleted: removes the bindings that read it (their watched paths `ended`) or
+    /// write into it, and tells their creators.
+    func removeBindings(endedWith ended: [WatchedPath], deletedObject object: String) {
+        guard !bindingTable.isEmpty else { return }
+        var removed: [(binding: Binding, cause: String)] = []
+        func note(_ binding: Binding, _ cause: String) {
+            if !removed.contains(where: { $0.binding === binding }) { removed.append((binding, cause)) }
+        }
+        for path in ended { for binding in path.bindings { note(binding, "sourceDeleted") } }
+        for binding in bindingTable.targeting(object) { note(binding, "targetDeleted") }
+        for (binding, cause) in removed.sorted(by: { $0.binding.id < $1.binding.id }) {
+            remove(binding)
+            bindingTable.events.append(BindingEvent(binding: binding.id, creator: binding.creator,
+                                                    reason: .removed(cause: cause, object: object), rev: revision))
+        }
+    }
+
+    /// Restores classes and bindings from disk (after the objects). What cannot be restored is skipped
+    /// and described in `restoreProblems` (a skipped binding is also removed from disk).
+    func restoreDefinitions(classes definitions: [String: JSONValue], bindings: [UInt64: JSONValue],
+                            lastBindingID: UInt64) {
+        for (name, json) in definitions.sorted(by: { $0.key < $1.key }) {
+            do throws(KVOError) {
+                try classes.add(try CompiledClass(try ClassDefinition(json: json)))
+            } catch {
+                restoreProblems.append("class '\(name)' not restored: \(error.message)")
+            }
+        }
+        bindingTable.lastID = max(lastBindingID, bindings.keys.max() ?? 0)
+        for (id, json) in bindings.sorted(by: { $0.key < $1.key }) {
+            do throws(KVOError) {
+                let spec = try BindingSpec(json: json)
+                for endpoint in spec.sources + [spec.target] where objects[endpoint.object] == nil {
+                    throw notFound(endpoint.object)
+                }
+                let binding = try Binding(id: id, spec: spec, creator: nil)
+                attach(binding)
+                bindingTable.add(binding)
+            } catch {
+                restoreProblems.append("binding \(id) not restored: \(error.message)")
+                if recordsCommitBatches { bindingTable.uncommitted.updateValue(nil, forKey: id) }
+            }
+        }
+    }
+}

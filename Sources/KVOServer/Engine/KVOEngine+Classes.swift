@@ -1,0 +1,84 @@
+import KVOJSON
+
+/// Classes: definition, and the validation of every write to an object of a class (Cocoa's key-value
+/// validation, enforced by the server). Loop thread only, as the engine.
+extension KVOEngine {
+    /// Defines a class (`defineClass`): checks the definition, compiles its computed properties and
+    /// keeps it (persisted with the next commit batch). Returns its name. A class is never redefined
+    /// (`exists`).
+    public func defineClass(_ definition: JSONValue) throws(KVOError) -> String {
+        let compiled = try CompiledClass(try ClassDefinition(json: definition))
+        try classes.add(compiled)
+        if recordsCommitBatches { uncommittedClasses[compiled.name] = compiled.definition.json }
+        return compiled.name
+    }
+
+    /// Every class's canonical definition, sorted by name.
+    public func classDefinitions() -> [JSONValue] {
+        classes.all.map(\.definition.json)
+    }
+
+    /// The class of object `id`: nil when there is no such object, `.some(nil)` when it has no class.
+    var classOfObject: ClassOfObject {
+        { [objects, classes] id in
+            guard let value = objects[id] else { return nil }
+            return .some(classes.classOf(value)?.name)
+        }
+    }
+
+    /// Runs a validation, turning a refusal into the protocol's error (`read_only` for a computed
+    /// property, `invalid_value` naming the property and the rule otherwise).
+    func validated<T>(_ check: () throws(ValidationFailure) -> T) throws(KVOError) -> T {
+        do {
+            return try check()
+        } catch {
+            let details: [String: JSONValue] = ["property": .string(error.property), "rule": .string(error.rule)]
+            if error.rule == "readOnly" { throw KVOError(.readOnly, error.message, details: details) }
+            throw KVOError(.invalidValue, error.message, details: details)
+        }
+    }
+
+    /// Checks a `set` of `value` at `location` (already resolved through references): the reserved
+    /// `$class` key is read-only; on an object of a class, the property's rules apply.
+    func checkWrite(at location: StoredLocation, value: JSONValue) throws(KVOError) {
+        guard let property = location.path.first else { return }
+        if property == ClassCatalog.classKey {
+            throw KVOError(.readOnly, "'\(ClassCatalog.classKey)' is set when the object is created and cannot be written",
+                           details: ["property": .string(property)])
+        }
+        guard let stored = objects[location.object], let compiled = classes.classOf(stored) else { return }
+        let definition = compiled.definition
+        let classOf = classOfObject
+        if location.path.count == 1 {
+            try validated { () throws(ValidationFailure) in try definition.validate(property: property, value: value, classOf: classOf) }
+        } else {
+            let inner = Array(location.path.dropFirst())
+            try validated { () throws(ValidationFailure) in
+                try definition.validateInnerWrite(property: property, innerPath: inner, value: value, classOf: classOf)
+            }
+        }
+    }
+
+    /// For an insert, removal or replacement on the array at `location`: the check to run on the
+    /// elements put in and the resulting count (nil when the object has no class, nothing to check).
+    func arrayRules(at location: StoredLocation) throws(KVOError) -> ((_ added: [JSONValue], _ count: Int) throws(KVOError) -> Void)? {
+        guard let property = location.path.first, let stored = objects[location.object],
+              let compiled = classes.classOf(stored) else { return nil }
+        let definition = compiled.definition
+        let classOf = classOfObject
+        if location.path.count == 1 {
+            return { [self] added, count throws(KVOError) in
+                try validated { () throws(ValidationFailure) in
+                    try definition.validateArrayChange(property: property, newElements: added, resultingCount: count,
+                                                       classOf: classOf)
+                }
+            }
+        }
+        // An array inside a property: only the property itself is checked (defined, not computed).
+        let inner = Array(location.path.dropFirst())
+        try validated { () throws(ValidationFailure) in
+            try definition.validateInnerWrite(property: property, innerPath: inner, value: .null, classOf: classOf)
+        }
+        return nil
+    }
+}
