@@ -180,14 +180,21 @@ public final class KVOConnection {
         }
     }
 
-    /// Like `request`, but throws `.server` for an `ok: false` reply and returns the reply's fields.
+    /// Like `request`, but throws `.server` for an `ok: false` reply and returns the reply's fields. For
+    /// `invalid_value` the message ends with ` (property 'L', rule 'max')`, from the error's members.
     @discardableResult
     public func call(_ op: String, _ params: [String: JSONValue] = [:], timeout: Double? = 10) throws(KVOClientError) -> [String: JSONValue] {
         let reply = try request(op, params, timeout: timeout)
         guard let fields = reply.objectValue else { throw .malformedMessage(reply.description) }
         if fields["ok"] == .bool(true) { return fields }
         let error = fields["error"]
-        throw .server(code: error?["code"]?.stringValue ?? "unknown", message: error?["message"]?.stringValue ?? "")
+        let code = error?["code"]?.stringValue ?? "unknown"
+        var message = error?["message"]?.stringValue ?? ""
+        // A refused value names its property and rule in members of their own; keep them in the message.
+        if code == "invalid_value", let property = error?["property"]?.stringValue, let rule = error?["rule"]?.stringValue {
+            message += " (property '\(property)', rule '\(rule)')"
+        }
+        throw .server(code: code, message: message)
     }
 
     /// The next change event: a queued one, or the next to arrive within `timeout` seconds

@@ -38,7 +38,7 @@ struct BindCommand: ParsableCommand {
         if let filter { params["filter"] = .string(filter) }
         if let convert { params["convert"] = .string(convert) }
         if now { params["now"] = true }
-        let reply = try connection.connect().callWithErrorDetails("bind", params)
+        let reply = try connection.connect().call("bind", params)
         try BindingLine.printCreated(reply)
     }
 }

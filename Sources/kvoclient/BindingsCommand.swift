@@ -20,7 +20,7 @@ struct BindingsCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        let reply = try connection.connect().callWithErrorDetails("bindings")
+        let reply = try connection.connect().call("bindings")
         guard let bindings = reply["bindings"]?.arrayValue else {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }

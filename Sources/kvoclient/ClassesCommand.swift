@@ -15,7 +15,7 @@ struct ClassesCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        let reply = try connection.connect().callWithErrorDetails("classes")
+        let reply = try connection.connect().call("classes")
         guard let classes = reply["classes"]?.arrayValue else {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }

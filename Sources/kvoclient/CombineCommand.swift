@@ -45,7 +45,7 @@ struct CombineCommand: ParsableCommand {
         ]
         if let filter { params["filter"] = .string(filter) }
         if now { params["now"] = true }
-        let reply = try connection.connect().callWithErrorDetails("combineLatest", params)
+        let reply = try connection.connect().call("combineLatest", params)
         try BindingLine.printCreated(reply)
     }
 }

@@ -31,7 +31,7 @@ struct CreateCommand: ParsableCommand {
         var params: [String: JSONValue] = ["object": .string(object)]
         if let values { params["values"] = try JSONParser.parse(values) }
         if let className { params["class"] = .string(className) }
-        let reply = try connection.connect().callWithErrorDetails("create", params)
+        let reply = try connection.connect().call("create", params)
         try RevisionLine.print(reply)
     }
 }

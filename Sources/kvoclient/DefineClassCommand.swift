@@ -27,7 +27,7 @@ struct DefineClassCommand: ParsableCommand {
             Terminal.printError(error.message)
             throw ExitCode(KVOClientCommand.usageExitCode)
         }
-        let reply = try connection.connect().callWithErrorDetails("defineClass", ["class": .object(definition)])
+        let reply = try connection.connect().call("defineClass", ["class": .object(definition)])
         guard let name = reply["name"]?.stringValue else { throw CLIError.unexpectedReply(JSONValue.object(reply).description) }
         Terminal.printLine("defined \(name)")
     }

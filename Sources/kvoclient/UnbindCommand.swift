@@ -15,7 +15,7 @@ struct UnbindCommand: ParsableCommand {
     var binding: UInt64
 
     func run() throws {
-        let reply = try connection.connect().callWithErrorDetails("unbind", ["binding": .int(Int64(bitPattern: binding))])
+        let reply = try connection.connect().call("unbind", ["binding": .int(Int64(bitPattern: binding))])
         guard let removed = reply["removed"]?.boolValue else {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }
