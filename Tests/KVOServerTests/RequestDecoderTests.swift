@@ -421,4 +421,43 @@ struct RequestDecoderTests {
         #expect(request(#"{"op":"delete","object":"a.b c\n\u0000"}"#) == .delete(object: "a.b c\n\u{0}"))
         #expect(request(#"{"op":"delete","object":" "}"#) == .delete(object: " "))
     }
+
+    @Test("classes: defineClass, classes, create with a class")
+    func classRequests() {
+        #expect(request(#"{"op":"defineClass","class":{"name":"C"}}"#) == .defineClass(definition: ["name": "C"]))
+        #expect(request(#"{"op":"classes"}"#) == .classes)
+        #expect(request(#"{"op":"create","object":"c","class":"C","values":{"a":1}}"#)
+            == .create(object: "c", values: ["a": 1], className: "C"))
+        #expect(failure(#"{"op":"defineClass"}"#)?.message == "missing 'class'")
+        #expect(failure(#"{"op":"create","object":"c","class":3}"#)?.code == .badRequest)
+    }
+
+    @Test("bindings: bind, combineLatest, unbind, bindings")
+    func bindingRequests() {
+        let a = BindingEndpoint(object: "a", keyPath: try! KeyPath("x"))
+        let b = BindingEndpoint(object: "b", keyPath: try! KeyPath("y.z"))
+        #expect(request(#"{"op":"bind","from":{"object":"a","keyPath":"x"},"to":{"object":"b","keyPath":"y.z"}}"#)
+            == .bind(BindingSpec(kind: .bind, sources: [a], target: b, filter: nil, transform: nil), now: false))
+        #expect(request(#"{"op":"bind","from":{"object":"a","keyPath":"x"},"to":{"object":"b","keyPath":"y.z"},"filter":"$value > 1","convert":"$value * 2","now":true}"#)
+            == .bind(BindingSpec(kind: .bind, sources: [a], target: b, filter: "$value > 1", transform: "$value * 2"), now: true))
+        #expect(request(#"{"op":"combineLatest","sources":[{"object":"a","keyPath":"x"},{"object":"b","keyPath":"y.z"}],"to":{"object":"a","keyPath":"x"},"reduce":"$0 + $1"}"#)
+            == .bind(BindingSpec(kind: .combineLatest, sources: [a, b], target: a, filter: nil, transform: "$0 + $1"), now: false))
+        #expect(request(#"{"op":"unbind","binding":3}"#) == .unbind(binding: 3))
+        #expect(request(#"{"op":"bindings"}"#) == .bindings)
+        for (line, message) in [
+            (#"{"op":"bind","to":{"object":"b","keyPath":"y"}}"#, "missing 'from'"),
+            (#"{"op":"bind","from":{"object":"a","keyPath":"x"}}"#, "missing 'to'"),
+            (#"{"op":"bind","from":{"object":"","keyPath":"x"},"to":{"object":"b","keyPath":"y"}}"#, "'from.object' must be a non-empty string"),
+            (#"{"op":"bind","from":"a.x","to":{"object":"b","keyPath":"y"}}"#, "'from' must be an object with 'object' and 'keyPath', not string"),
+            (#"{"op":"bind","from":{"object":"a","keyPath":"x"},"to":{"object":"b","keyPath":"y"},"convert":3}"#, "'convert' must be an expression (a string), not number"),
+            (#"{"op":"bind","from":{"object":"a","keyPath":"x"},"to":{"object":"b","keyPath":"y"},"now":"yes"}"#, "'now' must be true or false, not string"),
+            (#"{"op":"combineLatest","sources":[],"to":{"object":"b","keyPath":"y"},"reduce":"$0"}"#, #"'sources' must be a non-empty array of {"object", "keyPath"}"#),
+            (#"{"op":"combineLatest","sources":[{"object":"a","keyPath":"x"}],"to":{"object":"b","keyPath":"y"}}"#, "missing 'reduce'"),
+            (#"{"op":"unbind","binding":0}"#, "'binding' must be a positive integer"),
+            (#"{"op":"unbind"}"#, "missing 'binding'"),
+        ] {
+            #expect(failure(line)?.message == message, "\(line)")
+        }
+        #expect(failure(#"{"op":"bind","from":{"object":"a","keyPath":"x.."},"to":{"object":"b","keyPath":"y"}}"#)?.code == .badRequest)
+    }
 }
