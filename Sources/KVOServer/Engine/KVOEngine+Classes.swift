@@ -32,9 +32,11 @@ extension KVOEngine {
         do {
             return try check()
         } catch {
-            let details: [String: JSONValue] = ["property": .string(error.property), "rule": .string(error.rule)]
-            if error.rule == "readOnly" { throw KVOError(.readOnly, error.message, details: details) }
-            throw KVOError(.invalidValue, error.message, details: details)
+            if error.rule == "readOnly" {
+                throw KVOError(.readOnly, error.message, details: ["property": .string(error.property)])
+            }
+            throw KVOError(.invalidValue, error.message,
+                           details: ["property": .string(error.property), "rule": .string(error.rule)])
         }
     }
 
