@@ -48,7 +48,8 @@ extension KVOEngine {
             throw KVOError(.readOnly, "'\(ClassCatalog.classKey)' is set when the object is created and cannot be written",
                            details: ["property": .string(property)])
         }
-        guard let stored = objects[location.object], let compiled = classes.classOf(stored) else { return }
+        // Free-form objects (and servers without classes) pay no lookup on this path: it runs for every set.
+        guard !classes.isEmpty, let stored = objects[location.object], let compiled = classes.classOf(stored) else { return }
         let definition = compiled.definition
         let classOf = classOfObject
         if location.path.count == 1 {
@@ -64,7 +65,7 @@ extension KVOEngine {
     /// For an insert, removal or replacement on the array at `location`: the check to run on the
     /// elements put in and the resulting count (nil when the object has no class, nothing to check).
     func arrayRules(at location: StoredLocation) throws(KVOError) -> ((_ added: [JSONValue], _ count: Int) throws(KVOError) -> Void)? {
-        guard let property = location.path.first, let stored = objects[location.object],
+        guard !classes.isEmpty, let property = location.path.first, let stored = objects[location.object],
               let compiled = classes.classOf(stored) else { return nil }
         let definition = compiled.definition
         let classOf = classOfObject
