@@ -64,8 +64,11 @@ enum ExpressionBinaryOperator: String, Sendable {
     }
 
     private func concatenate(_ left: JSONValue, _ right: JSONValue, column: Int) throws(ExpressionError) -> JSONValue {
-        for operand in [left, right] where operand.arrayValue != nil || operand.objectValue != nil {
+        switch (left, right) {
+        case (.array, _), (.object, _), (_, .array), (_, .object):
             throw .runtime("'+' cannot join \(left.typeName) and \(right.typeName)", at: column)
+        default:
+            break
         }
         return .string(left.expressionText + right.expressionText)
     }

@@ -7,6 +7,7 @@ struct ExpressionError: Error, Equatable, Sendable, CustomStringConvertible {
         case syntax, runtime
     }
 
+    /// Whether parsing or evaluation failed.
     let kind: Kind
     /// 1-based column (in Characters of the source) of the offending token or node; one past the
     /// last character when the source ended too early.

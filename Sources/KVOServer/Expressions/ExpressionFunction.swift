@@ -54,20 +54,21 @@ enum ExpressionFunction: String, CaseIterable, Sendable {
         }
     }
 
+    /// Whether a `null` argument makes the result `null` (all but `min`, `max`, `number` and
+    /// `contains`, which look at `null`s themselves).
+    private var propagatesNull: Bool {
+        switch self {
+        case .min, .max, .number, .contains: return false
+        default: return true
+        }
+    }
+
     /// Calls the function on evaluated `arguments` (as many as `arity` allows); `column` (the
     /// name's) is where a runtime error points.
     func apply(_ arguments: [JSONValue], column: Int) throws(ExpressionError) -> JSONValue {
-        switch self {
-        case .min, .max:
-            return try extreme(arguments, column: column)
-        case .number:
-            return ExpressionFunction.parseNumber(arguments[0])
-        case .contains:
-            return try contains(arguments[0], arguments[1], column: column)
-        default:
-            break
+        if propagatesNull, arguments.contains(where: { if case .null = $0 { return true } else { return false } }) {
+            return .null
         }
-        if arguments.contains(where: { if case .null = $0 { return true } else { return false } }) { return .null }
         let argument = arguments[0]
         switch self {
         case .round:
@@ -120,8 +121,12 @@ enum ExpressionFunction: String, CaseIterable, Sendable {
             return .string(String(ExpressionFunction.trimmed(try string(argument, column: column))))
         case .str:
             return .string(argument.expressionText)
-        case .min, .max, .number, .contains:
-            preconditionFailure("'\(rawValue)' is applied before the null check")
+        case .min, .max:
+            return try extreme(arguments, column: column)
+        case .number:
+            return ExpressionFunction.parseNumber(argument)
+        case .contains:
+            return try contains(argument, arguments[1], column: column)
         }
     }
 

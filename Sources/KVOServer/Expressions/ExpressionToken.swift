@@ -5,7 +5,7 @@ import KVOJSON
 /// Produced by `ExpressionLexer`, consumed by `ExpressionParser`; a value type, any thread.
 struct ExpressionToken: Equatable, Sendable {
     /// The reserved words: they are never key paths.
-    enum Keyword: String, Sendable, CaseIterable {
+    enum Keyword: String, Sendable {
         case `true`, `false`, null, and, or, not
     }
 
@@ -32,6 +32,7 @@ struct ExpressionToken: Equatable, Sendable {
         case end
     }
 
+    /// What the token is.
     let kind: Kind
     /// 1-based column (in Characters) of the token's first character.
     let column: Int
