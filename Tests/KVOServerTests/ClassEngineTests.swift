@@ -121,6 +121,25 @@ import Testing
         }
     }
 
+    @Test func referencesInsertedIntoAnArrayAreCheckedAgainstTheirClass() throws {
+        try engine.defineClass(json: """
+            {"name": "Team", "properties": {"members": {"type": "array", "items": {"type": "ref", "class": "Person"}}}}
+            """)
+        try engine.create("ada", of: "Person", ["name": "Ada"])
+        try engine.create("rex", ["kind": "dog"])
+        try engine.create("t", of: "Team", ["members": []])
+        try engine.mutate("t", "members", .insert(indexes: nil, values: [.reference(to: "ada")]))
+        for id in ["rex", "ghost"] {
+            expectRefusal(.invalidValue, property: "members", rule: "class") {
+                try engine.mutate("t", "members", .insert(indexes: nil, values: [.reference(to: id)]))
+            }
+            expectRefusal(.invalidValue, property: "members", rule: "class") {
+                try engine.mutate("t", "members", .replace(indexes: [0], values: [.reference(to: id)]))
+            }
+        }
+        #expect(try engine.value("t", "members") == [["$ref": "ada"]])
+    }
+
     @Test func definitionErrorsAreRefused() throws {
         #expect(throws: KVOError(.exists, "class 'Person' is already defined")) {
             try engine.defineClass(json: ClassEngineTests.person)

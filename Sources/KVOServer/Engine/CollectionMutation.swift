@@ -21,6 +21,14 @@ public enum CollectionMutation: Equatable, Sendable {
     /// Replace the elements at `indexes` with `values`.
     case replace(indexes: [Int], values: [JSONValue])
 
+    /// The values it puts in (none for a removal).
+    var values: [JSONValue] {
+        switch self {
+        case let .insert(_, values), let .replace(_, values): return values
+        case .remove: return []
+        }
+    }
+
     func apply(to array: inout [JSONValue]) throws(KVOError) -> CollectionChange {
         switch self {
         case let .insert(indexes, values):

@@ -63,13 +63,24 @@ extension KVOEngine {
     }
 
     /// For an insert, removal or replacement on the array at `location`: the check to run on the
-    /// elements put in and the resulting count (nil when the object has no class, nothing to check).
-    func arrayRules(at location: StoredLocation) throws(KVOError) -> ((_ added: [JSONValue], _ count: Int) throws(KVOError) -> Void)? {
+    /// elements put in and the resulting count once the mutation is applied (nil when the object has no
+    /// class: nothing to check).
+    ///
+    /// The check runs inside the write, while `objects` is being modified, so it must not read `objects`
+    /// (an exclusivity violation) nor hold a copy of it (every write would then copy the whole store): the
+    /// classes of the objects that `added` may refer to are looked up now, from the mutation's values.
+    func arrayRules(at location: StoredLocation, for mutation: CollectionMutation) throws(KVOError)
+        -> ((_ added: [JSONValue], _ count: Int) throws(KVOError) -> Void)? {
         guard !classes.isEmpty, let property = location.path.first, let stored = objects[location.object],
               let compiled = classes.classOf(stored) else { return nil }
         let definition = compiled.definition
-        let classOf = classOfObject
         if location.path.count == 1 {
+            var referenced: [String: String?] = [:]
+            for value in mutation.values {
+                guard let id = value.referencedObject, let target = objects[id] else { continue }
+                referenced[id] = .some(classes.classOf(target)?.name)
+            }
+            let classOf: ClassOfObject = { referenced[$0] }
             return { [self] added, count throws(KVOError) in
                 try validated { () throws(ValidationFailure) in
                     try definition.validateArrayChange(property: property, newElements: added, resultingCount: count,
@@ -79,6 +90,7 @@ extension KVOEngine {
         }
         // An array inside a property: only the property itself is checked (defined, not computed).
         let inner = Array(location.path.dropFirst())
+        let classOf = classOfObject
         try validated { () throws(ValidationFailure) in
             try definition.validateInnerWrite(property: property, innerPath: inner, value: .null, classOf: classOf)
         }

@@ -221,7 +221,7 @@ public final class KVOEngine {
             if current == .null { throw KVOError(.notFound, "'\(name)' does not exist") }
             throw KVOError(.typeMismatch, "'\(name)' is \(current.article) \(current.typeName), not an array")
         }
-        let rules = try arrayRules(at: location)
+        let rules = try arrayRules(at: location, for: mutation)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
             let change = try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
                 guard var elements = value.takeArray() else { throw KVOError(.typeMismatch, "not an array") }
