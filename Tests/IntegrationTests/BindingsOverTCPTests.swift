@@ -321,6 +321,47 @@ import Testing
         try expectNoEvents(creator)
     }
 
+    @Test("a refused write with now, and a target path that does not resolve: the binding exists, the creator is told before the reply")
+    func refusedAtOnce() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        try client.call("defineClass", ["class": json(#"{"name":"Item","properties":{"qty":{"type":"integer","max":10}}}"#)])
+        try client.call("create", ["object": "a", "values": ["x": 50]])
+        try client.call("create", ["object": "i", "class": "Item", "values": ["qty": 1]])
+        let reply = try bind(client, "a:x", "i:qty", ["now": true])
+        #expect(reply["binding"] == 1 && reply["rev"] == 2, "\(reply)")
+        #expect(client.pendingEvents == [[
+            "event": "binding", "binding": 1, "reason": "refused", "rev": 2,
+            "error": ["code": "invalid_value", "message": "'qty' must be at most 10 (got 50)", "property": "qty", "rule": "max"],
+        ]])
+        _ = try drainEvents(client)
+        let broken = try bind(client, "a:x", "i:nested.deep", ["now": true])
+        #expect(broken["binding"] == 2 && broken["rev"] == 2, "\(broken)")
+        let events = try drainEvents(client)
+        #expect(events.count == 1 && events.first?["binding"] == 2 && events.first?["reason"] == "refused", "\(events)")
+        #expect(events.first?["error"]?["code"] == "not_found", "\(events)")
+        // Within range, the first binding writes.
+        try client.call("set", ["object": "a", "keyPath": "x", "value": 9])
+        #expect(try client.call("get", ["object": "i", "keyPath": "qty"])["value"] == 9)
+    }
+
+    @Test("a binding outlives its creator's connection: it still applies and is still removed with its source")
+    func creatorDisconnects() throws {
+        let server = try KVODProcess()
+        let creator = try server.connect()
+        let other = try server.connect()
+        try creator.call("create", ["object": "s", "values": ["v": 1]])
+        try creator.call("create", ["object": "t", "values": ["v": 0]])
+        let id = try #require(try bind(creator, "s:v", "t:v")["binding"])
+        creator.close()
+        try other.call("set", ["object": "s", "keyPath": "v", "value": 7])
+        #expect(try other.call("get", ["object": "t", "keyPath": "v"])["value"] == 7)
+        try other.call("delete", ["object": "s"])
+        try expectNoEvents(other)
+        #expect(try other.call("bindings")["bindings"] == [])
+        #expect(server.waitForLog("binding \(id) removed: sourceDeleted (s)"), "\(server.log)")
+    }
+
     @Test("bindings lists every binding's definition with its id and kind, by id")
     func listing() throws {
         let server = try KVODProcess()

@@ -176,6 +176,32 @@ import Testing
         #expect(try client.call("get", ["object": "o1", "keyPath": "label"])["value"] == "Ada Lovelace: 6.5")
     }
 
+    @Test("initial and prior work on a computed property; deleting the object ends the observation with its last value")
+    func initialPriorAndSourceDeleted() throws {
+        let (server, client) = try Self.start()
+        let observer = try server.connect()
+        let sub = try #require(try observer.call("observe", [
+            "object": "p1", "keyPath": "fullName", "options": ["initial", "prior", "old", "new"],
+        ])["sub"])
+        let initial = try #require(try observer.nextEvent(timeout: 5))
+        #expect(initial == ["event": "change", "sub": sub, "object": "p1", "keyPath": "fullName", "reason": "initial", "rev": 3,
+                            "change": ["kind": 1, "new": "Ada Lovelace"]])
+        let rev = try client.call("set", ["object": "p1", "keyPath": "last", "value": "King"])["rev"]
+        let prior = try #require(try observer.nextEvent(timeout: 5))
+        #expect(prior["rev"] == rev && prior["change"] == ["kind": 1, "notificationIsPrior": true, "old": "Ada Lovelace"])
+        try expectChange(observer, sub: sub, old: "Ada Lovelace", new: "Ada King", rev: rev)
+        // o1.customer still refers to p1: deleting p1 is a pathChanged for o1's label observers, the end for p1's.
+        let deleted = try client.call("delete", ["object": "p1"])["rev"]
+        let last = try drainEvents(observer)
+        #expect(last == [
+            ["event": "change", "sub": sub, "object": "p1", "keyPath": "fullName", "reason": "sourceDeleted", "rev": deleted ?? .null,
+             "change": ["kind": 1, "notificationIsPrior": true, "old": "Ada King"]],
+            ["event": "change", "sub": sub, "object": "p1", "keyPath": "fullName", "reason": "sourceDeleted", "rev": deleted ?? .null,
+             "change": ["kind": 1, "old": "Ada King", "new": .null]],
+        ])
+        #expect(try client.call("get", ["object": "o1", "keyPath": "customer.fullName"])["value"] == .null)
+    }
+
     @Test("writing a computed property is read_only, directly, through a reference and at create")
     func readOnly() throws {
         let (server, client) = try Self.start()
