@@ -92,7 +92,7 @@ struct CLIBindingUsageErrorTests {
 
 /// The class and binding commands against a real kvod, with the exact output of each. The binding ids
 /// assume a fresh server hands out 1, 2, ... in order.
-@Suite("kvoclient class and binding commands", .disabled("needs server support for classes and bindings"))
+@Suite("kvoclient class and binding commands")
 struct CLIBindingCommandTests {
     private static let labColor = #"{"name":"LabColor","properties":{"L":{"type":"number","min":0,"max":100}}}"#
 
