@@ -140,14 +140,20 @@ extension KVOEngine {
         if recordsCommitBatches { bindingTable.uncommitted.updateValue(nil, forKey: binding.id) }
     }
 
-    /// Refuses a target that is a computed property or the reserved `$class` key (`read_only`).
+    /// Refuses a target that is, or lies inside, a computed property, or is the reserved `$class` key
+    /// (`read_only`). A target that does not resolve now for another reason (a missing intermediate
+    /// key) is accepted: its writes are refused, and reported, until it resolves.
     private func checkTargetIsStored(_ target: BindingEndpoint) throws(KVOError) {
-        guard let location = try? WriteTarget.resolve(target.keyPath, of: target.object, in: objects).location,
-              let property = location.path.first else { return }
-        let isComputed = objects[location.object].flatMap(classes.classOf)?.computed[property] != nil
-        if property == ClassCatalog.classKey || isComputed {
-            throw KVOError(.readOnly, "'\(target)' cannot be a binding's target: '\(property)' is read-only",
-                           details: ["property": .string(property)])
+        let location: StoredLocation
+        do {
+            location = try WriteTarget.resolve(target.keyPath, of: target.object, in: objects, classes: classes).location
+        } catch {
+            if error.code == .readOnly { throw error }
+            return
+        }
+        if location.path.first == ClassCatalog.classKey {
+            throw KVOError(.readOnly, "'\(target)' cannot be a binding's target: '$class' is read-only",
+                           details: ["property": .string(ClassCatalog.classKey)])
         }
     }
 

@@ -183,7 +183,7 @@ public final class KVOEngine {
     /// `set` without applying the bindings it triggers (they stay pending): for bindings' own writes.
     func write(_ object: String, keyPath: KeyPath, value newValue: JSONValue,
                notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let target = try WriteTarget.resolve(keyPath, of: object, in: objects)
+        let target = try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes)
         if let array = target.containingArray, let index = target.arrayIndex {
             // Setting one element is a replacement, as NSMutableArray's replaceObjectAtIndex: is.
             return try mutate(at: array, .replace(indexes: [index], values: [newValue]), notifications: &notifications)
@@ -207,7 +207,7 @@ public final class KVOEngine {
     /// kind 2, 3 or 4 notification with the indexes, everyone else affected a kind 1.
     public func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
                             notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let target = try WriteTarget.resolve(keyPath, of: object, in: objects)
+        let target = try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes)
         let rev = try mutate(at: target.location, mutation, notifications: &notifications)
         applyPendingBindings(notifications: &notifications)
         return rev

@@ -12,8 +12,11 @@ struct WriteTarget {
     /// When the last key is an index into an array: that index (the write replaces one element).
     let arrayIndex: Int?
 
-    /// Resolves `keyPath` of `object` for a write.
-    static func resolve(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue]) throws(KVOError) -> WriteTarget {
+    /// Resolves `keyPath` of `object` for a write. With `classes`, a key path through a computed
+    /// property of an object of a class is `read_only` (a computed value is not stored: nothing inside
+    /// it can be written).
+    static func resolve(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
+                        classes: ClassCatalog? = nil) throws(KVOError) -> WriteTarget {
         try keyPath.requireWritable()
         guard var value = objects[object] else { throw KVOError(.notFound, "object '\(object)' does not exist") }
         var location = StoredLocation(object: object, path: [])
@@ -31,6 +34,11 @@ struct WriteTarget {
             let isLast = depth == components.count - 1
             switch value {
             case let .object(members):
+                if location.path.isEmpty, members[key] == nil, let classes, !classes.isEmpty,
+                   classes.classOf(value)?.computed[key] != nil {
+                    throw KVOError(.readOnly, "'\(key)' is a computed property and read-only",
+                                   details: ["property": .string(key)])
+                }
                 if isLast { return WriteTarget(location: location.appending(key), arrayIndex: nil) }
                 guard let child = members[key], child != .null else {
                     throw KVOError(.notFound, "'\(keyPath.prefix(depth + 1))' does not exist")
