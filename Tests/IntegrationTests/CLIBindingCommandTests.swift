@@ -184,14 +184,4 @@ struct CLIBindingCommandTests {
         expectSuccess(try KVOClientProcess.run(server, ["unbind", "2"]), lines: ["removed"])
         expectSuccess(try KVOClientProcess.run(server, ["bindings"]), lines: ["1  a:x -> c:copy"])
     }
-
-    /// Checks a successful run: exit 0, exactly `lines` on stdout, nothing on stderr.
-    private func expectSuccess(
-        _ result: KVOClientProcess.Result, lines: [String], sourceLocation: SourceLocation = #_sourceLocation
-    ) {
-        #expect(result.status == 0, "stderr: \(result.stderr)", sourceLocation: sourceLocation)
-        #expect(result.exitedNormally, sourceLocation: sourceLocation)
-        #expect(result.lines == lines, sourceLocation: sourceLocation)
-        #expect(result.stderr.isEmpty, sourceLocation: sourceLocation)
-    }
 }

@@ -417,16 +417,4 @@ struct CLITests {
         #expect(result.status == SIGPIPE, "stderr: \(result.stderr)")
         try waitForObservers(writer, object: "clock", count: 0)
     }
-
-    // MARK: - Helpers
-
-    /// Checks a successful run: exit 0, exactly `lines` on stdout, nothing on stderr.
-    private func expectSuccess(
-        _ result: KVOClientProcess.Result, lines: [String], sourceLocation: SourceLocation = #_sourceLocation
-    ) {
-        #expect(result.status == 0, "stderr: \(result.stderr)", sourceLocation: sourceLocation)
-        #expect(result.exitedNormally, sourceLocation: sourceLocation)
-        #expect(result.lines == lines, sourceLocation: sourceLocation)
-        #expect(result.stderr.isEmpty, sourceLocation: sourceLocation)
-    }
 }

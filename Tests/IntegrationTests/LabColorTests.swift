@@ -33,13 +33,6 @@ import Testing
         return "rgb(\(byte(red)), \(byte(green)), \(byte(blue)))"
     }
 
-    /// Checks a successful kvoclient run: exit 0, exactly `lines` on stdout, nothing on stderr.
-    private func expectSuccess(_ result: KVOClientProcess.Result, lines: [String],
-                               sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(result.status == 0, "stderr: \(result.stderr)", sourceLocation: sourceLocation)
-        #expect(result.lines == lines, sourceLocation: sourceLocation)
-        #expect(result.stderr.isEmpty, sourceLocation: sourceLocation)
-    }
 
     @Test("the formulas computed here match a few known CIE values (the test's own arithmetic is right)")
     func formulasAreRight() {
