@@ -8,8 +8,10 @@ import KVOJSON
 ///
 /// Every write goes through `commit`: find the watched paths the written location can affect (the
 /// tries in `ObservationRegistry`), read them before and after, and notify those whose value (or
-/// binding) changed, each once for all its subscribers. Not thread-safe: the server's loop thread
-/// owns the engine and is its only caller.
+/// binding) changed, each once for all its subscribers. Classes (validation, computed properties) are
+/// in `KVOEngine+Classes` and `KeyPathEvaluator`; bindings, which listen through the same watched paths
+/// and are applied before a write operation returns, in `KVOEngine+Bindings`. Not thread-safe: the
+/// server's loop thread owns the engine and is its only caller.
 public final class KVOEngine {
     /// Revision of the last accepted create, set, collection change or delete (0 before any).
     public private(set) var revision: UInt64 = 0
