@@ -219,7 +219,7 @@ public final class KVOConnection {
 }
 
 /// Seconds on a monotonic clock.
-func monotonicSeconds() -> Double {
+public func monotonicSeconds() -> Double {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9

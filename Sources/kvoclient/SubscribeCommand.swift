@@ -13,6 +13,10 @@ import KVOJSON
 /// with `sinceRev` set to the last revision it printed for it, so that every change is printed once
 /// and in order (or one `resync` line, when kvod's history no longer reaches back that far). A first
 /// connection that fails, or with `--no-reconnect` any lost connection, ends it with exit 3.
+///
+/// A connection can also die without closing (the server's host vanished, a stopped process, a
+/// network path lost): after `--heartbeat` seconds without a message it pings kvod, and no answer
+/// within as long again counts as a lost connection.
 struct SubscribeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "subscribe",
@@ -27,7 +31,8 @@ struct SubscribeCommand: ParsableCommand {
             If the connection drops, subscribe reconnects with backoff and resumes after the last \
             revision it printed: no change is lost or printed twice. When the server's history no \
             longer reaches back that far, one `resync` line carries the current value instead. \
-            Notes about the connection go to standard error.
+            After --heartbeat seconds without a message it pings the server; no answer within as long \
+            again also counts as a lost connection. Notes about the connection go to standard error.
             """
     )
 
@@ -51,6 +56,9 @@ struct SubscribeCommand: ParsableCommand {
     @Flag(help: "Exit 3 when the connection drops instead of reconnecting and resuming.")
     var noReconnect = false
 
+    @Option(help: "Seconds without a message before pinging the server; no answer within as long again means the connection is lost (0: never ping).")
+    var heartbeat: Double = 15
+
     /// How long one wait for an event lasts before the loop checks for Ctrl-C, in seconds.
     private static let pollInterval = 0.1
 
@@ -58,6 +66,7 @@ struct SubscribeCommand: ParsableCommand {
         guard !keyPaths.isEmpty else { throw ValidationError("give at least one key path to observe") }
         _ = try ObservationOption.parseList(options)
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+        if !(heartbeat >= 0 && heartbeat.isFinite) { throw ValidationError("--heartbeat must be a number of seconds, 0 or more") }
     }
 
     func run() throws {
@@ -67,10 +76,18 @@ struct SubscribeCommand: ParsableCommand {
         var client = try connection.connect()
         try subscriptions.observe(on: client, resuming: false)
         var printed = 0
+        var lastHeard = monotonicSeconds()
         while !InterruptFlag.isSet {
             let next: JSONValue?
             do {
                 next = try client.nextEvent(timeout: Self.pollInterval)
+                if next != nil {
+                    lastHeard = monotonicSeconds()
+                } else if heartbeat > 0, monotonicSeconds() - lastHeard >= heartbeat {
+                    // Events that arrive meanwhile are queued for nextEvent.
+                    try client.call("ping", timeout: heartbeat)
+                    lastHeard = monotonicSeconds()
+                }
             } catch {
                 if noReconnect || !error.isConnectionLoss {
                     guard error == .connectionClosed else { throw error }
@@ -80,6 +97,7 @@ struct SubscribeCommand: ParsableCommand {
                 client.close()
                 guard let resumed = try reconnect(&subscriptions) else { return }
                 client = resumed
+                lastHeard = monotonicSeconds()
                 continue
             }
             guard let event = next, subscriptions.accept(event) else { continue }

@@ -275,6 +275,29 @@ struct DurabilityTests {
         #expect(result.stderr.isEmpty)
     }
 
+    @Test("kvoclient subscribe notices a server that stopped answering (heartbeat) and resumes when it answers again")
+    func subscribeHeartbeatDetectsASilentServer() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "doc", "values": ["n": 0]])
+        let subscriber = try KVOClientProcess.start(server, [
+            "subscribe", "doc", "n", "--options", "old,new", "--count", "2", "--heartbeat", "0.5",
+        ])
+        try waitForObservers(writer, object: "doc", count: 1)
+        try writer.call("set", ["object": "doc", "keyPath": "n", "value": 1])
+        #expect(subscriber.nextLine() == "doc.n  valueChanged  rev=2  old=0  new=1")
+        // A stopped kvod keeps the TCP connection open but answers nothing: only the heartbeat can tell.
+        server.send(signal: SIGSTOP)
+        let lost = subscriber.nextErrorLine(timeout: 5)
+        server.send(signal: SIGCONT)
+        #expect(lost == "kvoclient: lost the connection to 127.0.0.1:\(server.port) (timed out waiting for the server); reconnecting")
+        let reconnected = subscriber.nextErrorLine() ?? "(none)"
+        #expect(reconnected.hasPrefix("kvoclient: reconnected to 127.0.0.1:\(server.port); resuming n after rev 2"), "\(reconnected)")
+        try writer.call("set", ["object": "doc", "keyPath": "n", "value": 2])
+        #expect(subscriber.nextLine() == "doc.n  valueChanged  rev=3  old=1  new=2")
+        #expect(subscriber.finish().status == 0)
+    }
+
     @Test("kvoclient subscribe --options prior resumes prior notifications too, each once")
     func subscribeResumesPriorNotifications() throws {
         let directory = try TemporaryDirectory("cli-prior")

@@ -141,6 +141,11 @@ final class KVODProcess: @unchecked Sendable {
         try KVOConnection(host: "127.0.0.1", port: port)
     }
 
+    /// Sends `signal` (SIGSTOP, SIGCONT, …) without waiting.
+    func send(signal: Int32) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+    }
+
     /// Sends `signal` and waits (up to `timeout` seconds) for the exit status.
     @discardableResult
     func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32 {
