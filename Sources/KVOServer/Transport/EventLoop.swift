@@ -3,7 +3,8 @@ import CLibUV
 import Glibc
 #endif
 
-/// Owns one `uv_loop_t` and the read buffer every connection on it shares.
+/// Owns one `uv_loop_t`, the read buffer every connection on it shares and the pool their output
+/// chunks come from.
 ///
 /// Reads are handled synchronously inside the read callback, so one buffer per loop is enough and
 /// no read allocates. `loop->data` points (unretained) at this object. Create, run and close on
@@ -16,6 +17,9 @@ final class EventLoop {
 
     let raw: UnsafeMutablePointer<uv_loop_t>
     let readBuffer: UnsafeMutablePointer<CChar>
+    /// Every connection's output chunks: 16 KiB each (as Redis's reply chunks), and up to 2,048 free
+    /// ones (32 MiB) kept for the next burst once written out.
+    let outputChunks = OutputChunkPool(chunkSize: 16 * 1024, retainedChunkLimit: 2048)
     private var isClosed = false
     private var loopThread: pthread_t?
 
