@@ -29,6 +29,10 @@ public final class Server {
     private var lastConnectionID: UInt64 = 0
     /// Connections with output to write at the end of this iteration.
     private var flushQueue: [Connection] = []
+    /// The queue being flushed (swapped with `flushQueue`, so neither is reallocated per flush).
+    private var flushing: [Connection] = []
+    /// Event bytes queued since the last flush, for `flushEarlyIfOutputIsLarge()`.
+    private var eventBytesSinceFlush = 0
     private let checkHandle: UnsafeMutablePointer<uv_check_t>
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
@@ -227,6 +231,7 @@ public final class Server {
             send(outcome.reply, id: decoded.id, to: connection)
             deliverNotifications()
         }
+        flushEarlyIfOutputIsLarge()
     }
 
     private func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection) {
@@ -270,6 +275,7 @@ public final class Server {
                         tailArena.append(tail)
                     }
                     let tail = UnsafeRawBufferPointer(start: tailArena.base! + offsets[variant], count: lengths[variant])
+                    eventBytesSinceFlush &+= lengths[variant]
                     connection._withUnsafeGuaranteedRef {
                         $0.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
                     }
@@ -299,11 +305,31 @@ public final class Server {
     /// output.
     private func flushConnections() {
         commitPendingWrites()
+        eventBytesSinceFlush = 0
         guard !flushQueue.isEmpty else { return }
-        let queue = flushQueue
-        flushQueue.removeAll(keepingCapacity: true)
-        for connection in queue { connection.flush() }
+        swap(&flushQueue, &flushing)
+        for connection in flushing { connection.flush() }
+        flushing.removeAll(keepingCapacity: true)
     }
+
+    /// Fast path for a large burst (many pipelined writes fanned out to many subscribers in one loop
+    /// iteration): once the events queued since the last flush pass `earlyFlushBytes`, write them
+    /// now instead of at the end of the iteration, so the kernel copies output that is still in the
+    /// CPU cache and the chunks go back to the pool to be reused while warm. Written at the end, a
+    /// burst's output (tens of MB at 100 subscribers) is cold by the time it is copied. Only when
+    /// `mayWriteImmediately`: output about writes not yet durable still waits for the group commit.
+    /// Per connection the order is unchanged (a flush writes what is queued, in order).
+    @inline(__always)
+    private func flushEarlyIfOutputIsLarge() {
+        guard eventBytesSinceFlush >= Server.earlyFlushBytes, mayWriteImmediately else { return }
+        flushConnections()
+    }
+
+    /// Event bytes (tails, all recipients together) that trigger `flushEarlyIfOutputIsLarge()`.
+    /// 4 MiB measured best at 100 subscribers (40 KiB per connection per write): 1 MiB and less
+    /// paid more in `write` calls than they saved in cache misses, 8 MiB and more (or never
+    /// flushing early) left the output cold (docs/performance.md, optimisation steps).
+    private static let earlyFlushBytes = 4 << 20
 
     // MARK: - libuv callbacks
 
