@@ -22,8 +22,11 @@ public final class Server {
     /// Unretained: a connection is kept alive by its handle (`handle->data`) until its close
     /// callback, and leaves its slot when it starts closing, so every entry here is alive.
     @exclusivity(unchecked) private var slots: [Unmanaged<Connection>?] = []
-    /// Scratch memory for one notification's encoded tails, reused (no allocation per event).
-    @exclusivity(unchecked) private var tailArena = WriteBuffer()
+    /// One notification's encoded tails, back to back, reused (no allocation per notification once
+    /// warm). `tailStarts[v]..<tailEnds[v]` is variant v's tail (`EventEncoder.variant(for:)`).
+    @exclusivity(unchecked) private var tailArena: [UInt8] = []
+    @exclusivity(unchecked) private var tailStarts = [0, 0, 0, 0]
+    @exclusivity(unchecked) private var tailEnds = [0, 0, 0, 0]
     private var freeSlots: [UInt32] = []
     private var openConnections = 0
     private var lastConnectionID: UInt64 = 0
@@ -45,10 +48,6 @@ public final class Server {
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
-
-    deinit {
-        tailArena.release()
-    }
 
     /// The port the listener bound (useful with port 0).
     public var port: Int { listener?.port ?? 0 }
@@ -254,28 +253,36 @@ public final class Server {
     }
 
     /// Fans each notification out to its recipients, encoding it once per option variant. This is
-    /// the per-event hot path: per recipient it costs an array lookup and three copies into the
-    /// connection's output buffer (the shared head, the subscription id, the shared tail), with no
-    /// reference counting (connections and tails are reached through unretained pointers).
+    /// the per-event hot path. A first pass over the recipients finds which tail variants they need;
+    /// each is appended once to `tailArena`. The second pass costs, per recipient, an array lookup of
+    /// its connection by slot and the copies into its output chunks (the head as three word stores,
+    /// the subscription id written in place, one `memcpy` of the shared tail), with no reference
+    /// counting (connections and tails are reached through unretained pointers). When all recipients
+    /// share one variant (the usual case) the second pass does not look at their options at all.
     private func deliverNotifications() {
         let head = EventEncoder.headWords
-        do {
-            for notification in notifications {
-                var encoder = EventEncoder(notification)
-                var offsets = [-1, -1, -1, -1]
-                var lengths = [0, 0, 0, 0]
-                tailArena.reset(retainedCapacity: 1 << 20)
+        for notification in notifications {
+            var encoder = EventEncoder(notification)
+            var neededVariants = 0
+            for recipient in notification.recipients {
+                neededVariants |= 1 << encoder.variant(for: recipient.options)
+            }
+            tailArena.removeAll(keepingCapacity: true)
+            for variant in 0..<4 where neededVariants & (1 << variant) != 0 {
+                tailStarts[variant] = tailArena.count
+                encoder.appendTail(variant: variant, to: &tailArena)
+                tailEnds[variant] = tailArena.count
+            }
+            let onlyVariant = neededVariants.nonzeroBitCount == 1 ? neededVariants.trailingZeroBitCount : nil
+            tailArena.withUnsafeBytes { arena in
+                let sharedTail = onlyVariant.map { UnsafeRawBufferPointer(rebasing: arena[tailStarts[$0]..<tailEnds[$0]]) }
                 for recipient in notification.recipients {
                     guard let connection = connection(recipient.connection) else { continue }
-                    let variant = encoder.variant(for: recipient.options)
-                    if offsets[variant] < 0 {
-                        let tail = encoder.tail(variant: variant)
-                        offsets[variant] = tailArena.count
-                        lengths[variant] = tail.count
-                        tailArena.append(tail)
-                    }
-                    let tail = UnsafeRawBufferPointer(start: tailArena.base! + offsets[variant], count: lengths[variant])
-                    eventBytesSinceFlush &+= lengths[variant]
+                    let tail = sharedTail ?? {
+                        let variant = encoder.variant(for: recipient.options)
+                        return UnsafeRawBufferPointer(rebasing: arena[tailStarts[variant]..<tailEnds[variant]])
+                    }()
+                    eventBytesSinceFlush &+= tail.count
                     connection._withUnsafeGuaranteedRef {
                         $0.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
                     }
