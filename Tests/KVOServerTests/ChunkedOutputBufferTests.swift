@@ -28,7 +28,7 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
 
 @Suite struct ChunkedOutputBufferTests {
     @Test func bytesAppendedAcrossChunkBoundariesComeOutExactly() {
-        let pool = OutputChunkPool(chunkSize: 64, retainedChunkLimit: 100)
+        let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 64, retainedChunkLimit: 100)
         var buffer = ChunkedOutputBuffer()
         var expected: [UInt8] = []
         // Pieces smaller than, equal to and several times larger than a chunk, at every offset.
@@ -45,7 +45,7 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
     }
 
     @Test func eventHeadsAreNeverSplitAndTailsAre() {
-        let pool = OutputChunkPool(chunkSize: 64, retainedChunkLimit: 100)
+        let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 64, retainedChunkLimit: 100)
         var buffer = ChunkedOutputBuffer()
         var expected: [UInt8] = []
         var headSpans: [(start: Int, length: Int)] = []
@@ -79,7 +79,7 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
     }
 
     @Test func partialWritesAreConsumedFromTheFrontAndFreeTheirChunks() {
-        let pool = OutputChunkPool(chunkSize: 64, retainedChunkLimit: 100)
+        let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 64, retainedChunkLimit: 100)
         var buffer = ChunkedOutputBuffer()
         var expected = pattern(1_000, seed: 1)
         buffer.append(expected, pool: pool)
@@ -107,7 +107,7 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
     }
 
     @Test func gatherStopsAtItsCapacityWithTheFrontFirst() {
-        let pool = OutputChunkPool(chunkSize: 64, retainedChunkLimit: 100)
+        let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 64, retainedChunkLimit: 100)
         var buffer = ChunkedOutputBuffer()
         let bytes = pattern(300, seed: 9)
         buffer.append(bytes, pool: pool)
@@ -117,7 +117,7 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
     }
 
     @Test func chunksGoBackToThePoolWhichKeepsOnlyItsLimit() {
-        let pool = OutputChunkPool(chunkSize: 64, retainedChunkLimit: 3)
+        let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 64, retainedChunkLimit: 3)
         var first = ChunkedOutputBuffer()
         var second = ChunkedOutputBuffer()
         first.append(pattern(64 * 5, seed: 2), pool: pool)
@@ -140,7 +140,7 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
     @Test func theCountIsWhatTheOutputLimitSees() {
         // `Connection` compares pending plus in-flight `count` against --max-output-buffer: it must
         // be the bytes still to write, not the chunks' capacity nor what was already written.
-        let pool = OutputChunkPool(chunkSize: 64, retainedChunkLimit: 100)
+        let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 64, retainedChunkLimit: 100)
         var buffer = ChunkedOutputBuffer()
         buffer.appendEventHead(EventEncoder.headWords, subscription: 42, pool: pool)
         #expect(buffer.count == 26)
@@ -152,6 +152,27 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
         #expect(writtenBytes(buffer) == Array(eventHead(42).suffix(22)))
         buffer.consume(22, returningTo: pool)
         #expect(buffer.count == 0)
+        #expect(pool.chunksInUse == 0)
+    }
+
+    @Test func theFirstChunkIsSmallAndTheRestFullSize() {
+        let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 256, retainedChunkLimit: 100)
+        var buffer = ChunkedOutputBuffer()
+        let bytes = pattern(64 + 256 + 10, seed: 6)
+        buffer.append(bytes, pool: pool)
+        #expect(buffer.chunkCount == 3, "64 bytes in the first chunk, then 256, then 10")
+        let buffers = UnsafeMutablePointer<uv_buf_t>.allocate(capacity: 3)
+        defer { buffers.deallocate() }
+        #expect(buffer.gather(into: buffers, capacity: 3) == 3)
+        #expect((0..<3).map { buffers[$0].len } == [64, 256, 10])
+        #expect(writtenBytes(buffer) == bytes)
+        // Each size goes back to its own free list and is taken again for the same use.
+        buffer.removeAll(returningTo: pool)
+        #expect(pool.freeChunkCount == 3)
+        buffer.append(pattern(300, seed: 8), pool: pool)
+        #expect(pool.freeChunkCount == 1, "the small chunk and one full-size chunk were reused")
+        #expect(writtenBytes(buffer) == pattern(300, seed: 8))
+        buffer.removeAll(returningTo: pool)
         #expect(pool.chunksInUse == 0)
     }
 }

@@ -8,7 +8,8 @@ import Glibc
 ///
 /// Growing never moves bytes already queued: a full chunk is sealed and the next bytes go into a
 /// fresh chunk from the pool, so output of any size costs one copy (into the chunk) and no
-/// `realloc`. Bytes the kernel took are consumed from the front, and every chunk emptied that way
+/// `realloc`. The first chunk is a small one (`OutputChunkPool.firstChunkSize`, enough for a reply
+/// or an event), the others full-size. Bytes the kernel took are consumed from the front, and every chunk emptied that way
 /// goes straight back to the pool.
 ///
 /// Fast path (per delivered event, `Server.deliverNotifications`): when the bytes fit in the chunk
@@ -22,9 +23,10 @@ import Glibc
 /// dropping the buffer, and must not copy it except to swap it. While a write is in flight libuv
 /// reads the chunks, so the owner leaves that buffer alone until the write callback. Loop thread only.
 struct ChunkedOutputBuffer {
-    /// A full chunk, and how many of its bytes are output.
+    /// A full chunk, its size (to give it back) and how many of its bytes are output.
     private struct SealedChunk {
         let base: UnsafeMutablePointer<UInt8>
+        let size: Int
         let count: Int
     }
 
@@ -35,6 +37,8 @@ struct ChunkedOutputBuffer {
     private var sealed: [SealedChunk] = []
     /// The chunk being filled (nil when the buffer holds no chunk).
     private var fill: UnsafeMutablePointer<UInt8>?
+    /// Size of `fill`.
+    private var fillSize = 0
     /// Bytes used in `fill`.
     private var fillCount = 0
     /// Bytes left in `fill` (0 when there is none).
@@ -122,16 +126,19 @@ struct ChunkedOutputBuffer {
 
     /// Seals the chunk being filled (if any) and takes a fresh one from the pool.
     private mutating func startChunk(pool: OutputChunkPool) {
+        // A buffer holds no chunk exactly when `fill` is nil (sealed chunks always precede it).
+        let size = fill == nil ? pool.firstChunkSize : pool.chunkSize
         if let fill {
             if fillCount > 0 {
-                sealed.append(SealedChunk(base: fill, count: fillCount))
+                sealed.append(SealedChunk(base: fill, size: fillSize, count: fillCount))
             } else {
-                pool.recycle(fill)
+                pool.recycle(fill, size: fillSize)
             }
         }
-        fill = pool.take()
+        fill = pool.take(size: size)
+        fillSize = size
         fillCount = 0
-        fillRoom = pool.chunkSize
+        fillRoom = size
     }
 
     // MARK: - Writing
@@ -172,7 +179,7 @@ struct ChunkedOutputBuffer {
                 frontOffset += remaining
                 remaining = 0
             } else {
-                pool.recycle(sealed[emptied].base)
+                pool.recycle(sealed[emptied].base, size: sealed[emptied].size)
                 remaining -= left
                 frontOffset = 0
                 emptied += 1
@@ -185,10 +192,11 @@ struct ChunkedOutputBuffer {
 
     /// Forgets the contents and gives every chunk back to `pool` (the buffer is usable again).
     mutating func removeAll(returningTo pool: OutputChunkPool) {
-        for chunk in sealed { pool.recycle(chunk.base) }
+        for chunk in sealed { pool.recycle(chunk.base, size: chunk.size) }
         sealed.removeAll(keepingCapacity: sealed.capacity <= 64)
-        if let fill { pool.recycle(fill) }
+        if let fill { pool.recycle(fill, size: fillSize) }
         fill = nil
+        fillSize = 0
         fillCount = 0
         fillRoom = 0
         frontOffset = 0
