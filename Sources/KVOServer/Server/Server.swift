@@ -9,7 +9,8 @@ import Glibc
 ///
 /// Data flows one way: bytes -> lines (`Connection`) -> requests (`RequestDecoder`) -> engine
 /// (`RequestHandler`) -> notifications -> encoded events (`EventEncoder`) -> per-connection output,
-/// written once per loop iteration by the check handle. The loop thread, the one that calls `run()`,
+/// written once per loop iteration by the check handle (sooner within a large burst: see
+/// `flushEarlyIfOutputIsLarge()`). The loop thread, the one that calls `run()`,
 /// owns all of it: no locks on the hot path. Only `stopHandle` may be used from another thread.
 public final class Server {
     public let configuration: ServerConfiguration
@@ -274,6 +275,7 @@ public final class Server {
                 tailEnds[variant] = tailArena.count
             }
             let onlyVariant = neededVariants.nonzeroBitCount == 1 ? neededVariants.trailingZeroBitCount : nil
+            var queuedBytes = 0
             tailArena.withUnsafeBytes { arena in
                 let sharedTail = onlyVariant.map { UnsafeRawBufferPointer(rebasing: arena[tailStarts[$0]..<tailEnds[$0]]) }
                 for recipient in notification.recipients {
@@ -282,12 +284,13 @@ public final class Server {
                         let variant = encoder.variant(for: recipient.options)
                         return UnsafeRawBufferPointer(rebasing: arena[tailStarts[variant]..<tailEnds[variant]])
                     }()
-                    eventBytesSinceFlush &+= tail.count
+                    queuedBytes &+= tail.count
                     connection._withUnsafeGuaranteedRef {
                         $0.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
                     }
                 }
             }
+            eventBytesSinceFlush += queuedBytes
         }
     }
 

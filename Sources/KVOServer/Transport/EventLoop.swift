@@ -10,9 +10,10 @@ import Glibc
 /// no read allocates. `loop->data` points (unretained) at this object. Create, run and close on
 /// one thread, the loop thread; `close()` must come after `run()` returned.
 final class EventLoop {
-    /// Size of the shared read buffer. 64 KiB: larger reads (128-256 KiB) fan a pipelined burst out
-    /// in one callback and raised S = 100, B = 64 by 20-40 %, but at B = 1,024 they made per-connection
-    /// output outgrow the kept buffers every iteration and halved throughput (docs/performance.md).
+    /// Size of the shared read buffer. 64 KiB: 256 KiB once raised S = 100, B = 64 by 20-40 % but halved
+    /// B = 1,024 (output buffers re-grown every iteration); with chunked output buffers and the early
+    /// flush it no longer hurt B = 1,024 but gained nothing measurable either (libuv reads up to 32
+    /// times per readable socket in one go anyway; docs/performance.md).
     static let readBufferSize = 64 * 1024
 
     let raw: UnsafeMutablePointer<uv_loop_t>
