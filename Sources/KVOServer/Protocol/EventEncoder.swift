@@ -3,10 +3,12 @@ import KVOJSON
 /// Encodes one `ChangeNotification` for all of its recipients, doing the JSON work once.
 ///
 /// An event line is `{"event":"change","sub":N` followed by a tail that is the same for every
-/// recipient whose options select the same change-dictionary keys. The encoder builds each tail (at
-/// most four: with or without `new`, with or without `old`) the first time a recipient needs it, and
-/// the old and new values' JSON once, however many recipients there are; sending an event to a
-/// recipient is then two short copies and a number. Loop thread (one encoder per notification).
+/// recipient whose options select the same change-dictionary keys: one of at most four variants
+/// (with or without `new`, with or without `old`). The server appends each variant its recipients
+/// need once, straight into its arena (`appendTail(variant:to:)`, no array per tail), and the
+/// encoder encodes the old and new values' JSON once, however many variants use them; sending an
+/// event to a recipient is then the head, a number and one copy of the tail. Loop thread (one
+/// encoder per notification).
 public struct EventEncoder {
     /// Every event line starts with these bytes, then the subscription id.
     public static let head: [UInt8] = Array("{\"event\":\"change\",\"sub\":".utf8)
@@ -20,7 +22,9 @@ public struct EventEncoder {
     }
 
     private let notification: ChangeNotification
-    private var tails: [[UInt8]?] = [nil, nil, nil, nil]
+    /// Tails built by `tail(variant:)`, by variant; empty (no allocation) until it is first used,
+    /// which the server never does (it appends tails to its arena).
+    private var tails: [[UInt8]?] = []
     private var encodedOld: [UInt8]?
     private var encodedNew: [UInt8]?
 
@@ -42,10 +46,13 @@ public struct EventEncoder {
         return (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
     }
 
-    /// The tail of `variant` (from `variant(for:)`), built on first use.
+    /// The tail of `variant` (from `variant(for:)`) as an array of its own, built on first use and
+    /// then shared by every caller asking for the same variant.
     public mutating func tail(variant: Int) -> [UInt8] {
+        if tails.isEmpty { tails = [nil, nil, nil, nil] }
         if let tail = tails[variant] { return tail }
-        let tail = makeTail(includeNew: variant & 1 != 0, includeOld: variant & 2 != 0)
+        var tail: [UInt8] = []
+        appendTail(variant: variant, to: &tail)
         tails[variant] = tail
         return tail
     }
@@ -58,9 +65,17 @@ public struct EventEncoder {
         return line
     }
 
-    private mutating func makeTail(includeNew: Bool, includeOld: Bool) -> [UInt8] {
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(128)
+    /// Appends the tail of `variant` (from `variant(for:)`) to `buffer`: the bytes after the
+    /// subscription id, up to and including the newline.
+    public mutating func appendTail(variant: Int, to buffer: inout [UInt8]) {
+        let includeNew = variant & 1 != 0
+        let includeOld = variant & 2 != 0
+        if includeNew && encodedNew == nil { encodedNew = JSONWriter.bytes(notification.new) }
+        if includeOld && encodedOld == nil { encodedOld = JSONWriter.bytes(notification.old) }
+        // The fixed part is at most about 100 bytes plus the strings: reserve once, not per append.
+        buffer.reserveCapacity(buffer.count + 128 + notification.object.utf8.count + notification.keyPath.utf8.count
+                               + 12 * (notification.indexes?.count ?? 0)
+                               + (includeNew ? encodedNew?.count ?? 0 : 0) + (includeOld ? encodedOld?.count ?? 0 : 0))
         JSONWriter.append(",\"object\":", to: &buffer)
         JSONWriter.writeString(notification.object, into: &buffer)
         JSONWriter.append(",\"keyPath\":", to: &buffer)
@@ -82,17 +97,14 @@ public struct EventEncoder {
         if notification.isPrior {
             JSONWriter.append(",\"notificationIsPrior\":true", to: &buffer)
         }
-        if includeNew {
-            if encodedNew == nil { encodedNew = JSONWriter.bytes(notification.new) }
+        if includeNew, let encodedNew {
             JSONWriter.append(",\"new\":", to: &buffer)
-            buffer.append(contentsOf: encodedNew!)
+            buffer.append(contentsOf: encodedNew)
         }
-        if includeOld {
-            if encodedOld == nil { encodedOld = JSONWriter.bytes(notification.old) }
+        if includeOld, let encodedOld {
             JSONWriter.append(",\"old\":", to: &buffer)
-            buffer.append(contentsOf: encodedOld!)
+            buffer.append(contentsOf: encodedOld)
         }
         JSONWriter.append("}}\n", to: &buffer)
-        return buffer
     }
 }

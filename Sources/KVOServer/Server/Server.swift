@@ -9,7 +9,8 @@ import Glibc
 ///
 /// Data flows one way: bytes -> lines (`Connection`) -> requests (`RequestDecoder`) -> engine
 /// (`RequestHandler`) -> notifications -> encoded events (`EventEncoder`) -> per-connection output,
-/// written once per loop iteration by the check handle. The loop thread, the one that calls `run()`,
+/// written once per loop iteration by the check handle (sooner within a large burst: see
+/// `flushEarlyIfOutputIsLarge()`). The loop thread, the one that calls `run()`,
 /// owns all of it: no locks on the hot path. Only `stopHandle` may be used from another thread.
 public final class Server {
     public let configuration: ServerConfiguration
@@ -22,13 +23,20 @@ public final class Server {
     /// Unretained: a connection is kept alive by its handle (`handle->data`) until its close
     /// callback, and leaves its slot when it starts closing, so every entry here is alive.
     @exclusivity(unchecked) private var slots: [Unmanaged<Connection>?] = []
-    /// Scratch memory for one notification's encoded tails, reused (no allocation per event).
-    @exclusivity(unchecked) private var tailArena = WriteBuffer()
+    /// One notification's encoded tails, back to back, reused (no allocation per notification once
+    /// warm). `tailStarts[v]..<tailEnds[v]` is variant v's tail (`EventEncoder.variant(for:)`).
+    @exclusivity(unchecked) private var tailArena: [UInt8] = []
+    @exclusivity(unchecked) private var tailStarts = [0, 0, 0, 0]
+    @exclusivity(unchecked) private var tailEnds = [0, 0, 0, 0]
     private var freeSlots: [UInt32] = []
     private var openConnections = 0
     private var lastConnectionID: UInt64 = 0
     /// Connections with output to write at the end of this iteration.
     private var flushQueue: [Connection] = []
+    /// The queue being flushed (swapped with `flushQueue`, so neither is reallocated per flush).
+    private var flushing: [Connection] = []
+    /// Event bytes queued since the last flush, for `flushEarlyIfOutputIsLarge()`.
+    private var eventBytesSinceFlush = 0
     private let checkHandle: UnsafeMutablePointer<uv_check_t>
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
@@ -41,10 +49,6 @@ public final class Server {
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
-
-    deinit {
-        tailArena.release()
-    }
 
     /// The port the listener bound (useful with port 0).
     public var port: Int { listener?.port ?? 0 }
@@ -242,6 +246,7 @@ public final class Server {
             guard let creator = event.creator, let connection = connection(creator) else { continue }
             connection.takeUnretainedValue().enqueue(event.line)
         }
+        flushEarlyIfOutputIsLarge()
     }
 
     private func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection) {
@@ -264,32 +269,43 @@ public final class Server {
     }
 
     /// Fans each notification out to its recipients, encoding it once per option variant. This is
-    /// the per-event hot path: per recipient it costs an array lookup and three copies into the
-    /// connection's output buffer (the shared head, the subscription id, the shared tail), with no
-    /// reference counting (connections and tails are reached through unretained pointers).
+    /// the per-event hot path. A first pass over the recipients finds which tail variants they need;
+    /// each is appended once to `tailArena`. The second pass costs, per recipient, an array lookup of
+    /// its connection by slot and the copies into its output chunks (the head as three word stores,
+    /// the subscription id written in place, one `memcpy` of the shared tail), with no reference
+    /// counting (connections and tails are reached through unretained pointers). When all recipients
+    /// share one variant (the usual case) the second pass does not look at their options at all.
     private func deliverNotifications() {
         let head = EventEncoder.headWords
-        do {
-            for notification in notifications {
-                var encoder = EventEncoder(notification)
-                var offsets = [-1, -1, -1, -1]
-                var lengths = [0, 0, 0, 0]
-                tailArena.reset(retainedCapacity: 1 << 20)
+        for notification in notifications {
+            var encoder = EventEncoder(notification)
+            var neededVariants = 0
+            for recipient in notification.recipients {
+                neededVariants |= 1 << encoder.variant(for: recipient.options)
+            }
+            tailArena.removeAll(keepingCapacity: true)
+            for variant in 0..<4 where neededVariants & (1 << variant) != 0 {
+                tailStarts[variant] = tailArena.count
+                encoder.appendTail(variant: variant, to: &tailArena)
+                tailEnds[variant] = tailArena.count
+            }
+            let onlyVariant = neededVariants.nonzeroBitCount == 1 ? neededVariants.trailingZeroBitCount : nil
+            var queuedBytes = 0
+            tailArena.withUnsafeBytes { arena in
+                let sharedTail = onlyVariant.map { UnsafeRawBufferPointer(rebasing: arena[tailStarts[$0]..<tailEnds[$0]]) }
                 for recipient in notification.recipients {
                     guard let connection = connection(recipient.connection) else { continue }
-                    let variant = encoder.variant(for: recipient.options)
-                    if offsets[variant] < 0 {
-                        let tail = encoder.tail(variant: variant)
-                        offsets[variant] = tailArena.count
-                        lengths[variant] = tail.count
-                        tailArena.append(tail)
-                    }
-                    let tail = UnsafeRawBufferPointer(start: tailArena.base! + offsets[variant], count: lengths[variant])
+                    let tail = sharedTail ?? {
+                        let variant = encoder.variant(for: recipient.options)
+                        return UnsafeRawBufferPointer(rebasing: arena[tailStarts[variant]..<tailEnds[variant]])
+                    }()
+                    queuedBytes &+= tail.count
                     connection._withUnsafeGuaranteedRef {
                         $0.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
                     }
                 }
             }
+            eventBytesSinceFlush += queuedBytes
         }
     }
 
@@ -315,11 +331,31 @@ public final class Server {
     /// output.
     private func flushConnections() {
         commitPendingWrites()
+        eventBytesSinceFlush = 0
         guard !flushQueue.isEmpty else { return }
-        let queue = flushQueue
-        flushQueue.removeAll(keepingCapacity: true)
-        for connection in queue { connection.flush() }
+        swap(&flushQueue, &flushing)
+        for connection in flushing { connection.flush() }
+        flushing.removeAll(keepingCapacity: true)
     }
+
+    /// Fast path for a large burst (many pipelined writes fanned out to many subscribers in one loop
+    /// iteration): once the events queued since the last flush pass `earlyFlushBytes`, write them
+    /// now instead of at the end of the iteration, so the kernel copies output that is still in the
+    /// CPU cache and the chunks go back to the pool to be reused while warm. Written at the end, a
+    /// burst's output (tens of MB at 100 subscribers) is cold by the time it is copied. Only when
+    /// `mayWriteImmediately`: output about writes not yet durable still waits for the group commit.
+    /// Per connection the order is unchanged (a flush writes what is queued, in order).
+    @inline(__always)
+    private func flushEarlyIfOutputIsLarge() {
+        guard eventBytesSinceFlush >= Server.earlyFlushBytes, mayWriteImmediately else { return }
+        flushConnections()
+    }
+
+    /// Event bytes (tails, all recipients together) that trigger `flushEarlyIfOutputIsLarge()`.
+    /// 4 MiB measured best at 100 subscribers (40 KiB per connection per write): 1 MiB and less
+    /// paid more in `write` calls than they saved in cache misses, 8 MiB and more (or never
+    /// flushing early) left the output cold (docs/performance.md, optimisation steps).
+    private static let earlyFlushBytes = 4 << 20
 
     // MARK: - libuv callbacks
 

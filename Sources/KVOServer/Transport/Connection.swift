@@ -5,8 +5,10 @@ import KVOJSON
 /// loop iteration, and enforces the output-buffer limit.
 ///
 /// Lifetime: the `uv_tcp_t` is allocated in `init` and its `data` retains this object until the
-/// close callback. At most one write is in flight; output produced meanwhile accumulates in
-/// `pending` and goes out in one write when the previous one completes (Redis-style coalescing).
+/// close callback. Output goes into chunks from the loop's `OutputChunkPool` (`ChunkedOutputBuffer`)
+/// and leaves in one gathered write of all of them. At most one write is in flight; output produced
+/// meanwhile accumulates in `pending` and goes out in one write when the previous one completes
+/// (Redis-style coalescing).
 /// A write request retains the connection until its callback, which libuv runs even after a close
 /// (with UV_ECANCELED). Loop thread only.
 final class Connection {
@@ -21,9 +23,12 @@ final class Connection {
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.
     /// Output not yet handed to libuv.
-    @exclusivity(unchecked) private var pending = WriteBuffer()
-    /// Output handed to libuv by the write in flight (empty when none).
-    @exclusivity(unchecked) private var inFlight = WriteBuffer()
+    @exclusivity(unchecked) private var pending = ChunkedOutputBuffer()
+    /// Output handed to libuv by the write in flight (empty when none); its chunks belong to libuv
+    /// until the write callback.
+    @exclusivity(unchecked) private var inFlight = ChunkedOutputBuffer()
+    /// Where both buffers take their chunks from and give them back (the loop's, shared).
+    private let chunkPool: OutputChunkPool
     private let writeRequest: UnsafeMutablePointer<uv_write_t>
     @exclusivity(unchecked) private var writeInFlight = false
     @exclusivity(unchecked) private(set) var isClosing = false
@@ -32,15 +37,13 @@ final class Connection {
     /// Close once everything queued is written (used to reject a connection politely).
     private var closeAfterFlush: CloseReason?
 
-    /// Buffers above this size are freed after use rather than kept for the next burst.
-    private static let retainedBufferCapacity = 256 * 1024
-
     init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
          maximumLineLength: Int, maximumOutputBytes: Int) {
         self.id = id
         self.delegate = delegate
         self.framer = LineFramer(maximumLineLength: maximumLineLength)
         self.maximumOutputBytes = maximumOutputBytes
+        self.chunkPool = EventLoop.owner(of: loop).outputChunks
         self.handle = allocateHandle(uv_tcp_t.self, kind: UV_TCP)
         self.writeRequest = .allocate(capacity: 1)
         uv_tcp_init(loop, handle)
@@ -49,8 +52,8 @@ final class Connection {
 
     deinit {
         writeRequest.deallocate()
-        pending.release()
-        inFlight.release()
+        pending.removeAll(returningTo: chunkPool)
+        inFlight.removeAll(returningTo: chunkPool)
     }
 
     /// Bytes queued and not yet acknowledged by the kernel.
@@ -68,7 +71,7 @@ final class Connection {
     /// Queues bytes for this iteration's write. Past the output limit the connection is closed.
     func enqueue(_ bytes: [UInt8]) {
         guard !isClosing else { return }
-        pending.append(bytes)
+        pending.append(bytes, pool: chunkPool)
         didEnqueue()
     }
 
@@ -76,8 +79,8 @@ final class Connection {
     @inline(__always)
     func enqueueEvent(head: (UInt64, UInt64, UInt64), subscription: SubscriptionID, tail: UnsafeRawBufferPointer) {
         guard !isClosing else { return }
-        pending.appendEventHead(head, subscription: subscription)
-        pending.append(tail)
+        pending.appendEventHead(head, subscription: subscription, pool: chunkPool)
+        pending.append(tail, pool: chunkPool)
         didEnqueue()
     }
 
@@ -108,12 +111,13 @@ final class Connection {
             return
         }
         // First try to write it all now, without a request (no callback, nothing to keep): the
-        // common case when the client keeps up.
-        var buffer = uv_buf_t(base: UnsafeMutableRawPointer(pending.base!).assumingMemoryBound(to: CChar.self),
-                              len: pending.count)
-        let written = uv_try_write(asStream(handle), &buffer, 1)
-        if written == Int32(pending.count) {
-            pending.reset(retainedCapacity: Connection.retainedBufferCapacity)
+        // common case when the client keeps up. One `writev` over the chunks (libuv caps the count
+        // at IOV_MAX; what it leaves out is simply not written yet).
+        var buffers = chunkPool.gatherBuffers(capacity: pending.chunkCount)
+        var bufferCount = pending.gather(into: buffers, capacity: pending.chunkCount)
+        let written = uv_try_write(asStream(handle), buffers, UInt32(bufferCount))
+        if written == Int32(clamping: pending.count) {
+            pending.removeAll(returningTo: chunkPool)
             if let reason = closeAfterFlush { close(reason: reason) }
             return
         }
@@ -122,17 +126,18 @@ final class Connection {
             return
         }
         // The socket is full: hand the rest to libuv, which writes it when the socket drains. The
-        // buffer then belongs to the write until its callback.
-        let offset = max(Int(written), 0)
+        // chunks written out go back to the pool now; the others belong to the write until its
+        // callback (libuv copies the `uv_buf_t` array itself, not the bytes).
+        if written > 0 { pending.consume(Int(written), returningTo: chunkPool) }
         swap(&pending, &inFlight)
-        buffer = uv_buf_t(base: UnsafeMutableRawPointer(inFlight.base! + offset).assumingMemoryBound(to: CChar.self),
-                          len: inFlight.count - offset)
+        buffers = chunkPool.gatherBuffers(capacity: inFlight.chunkCount)
+        bufferCount = inFlight.gather(into: buffers, capacity: inFlight.chunkCount)
         writeRequest.pointee.data = Unmanaged.passRetained(self).toOpaque()
-        let status = uv_write(writeRequest, asStream(handle), &buffer, 1, Connection.writeCallback)
+        let status = uv_write(writeRequest, asStream(handle), buffers, UInt32(bufferCount), Connection.writeCallback)
         if status != 0 {
             // The callback will not run: balance the retain here.
             Unmanaged<Connection>.fromOpaque(writeRequest.pointee.data).release()
-            inFlight.reset(retainedCapacity: Connection.retainedBufferCapacity)
+            inFlight.removeAll(returningTo: chunkPool)
             close(reason: .socketError("write failed: \(uvErrorDescription(status))"))
             return
         }
@@ -141,7 +146,7 @@ final class Connection {
 
     private func writeCompleted(status: Int32) {
         writeInFlight = false
-        inFlight.reset(retainedCapacity: Connection.retainedBufferCapacity)
+        inFlight.removeAll(returningTo: chunkPool)
         if status < 0 {
             if status != UV_ECANCELED.rawValue { close(reason: .socketError("write failed: \(uvErrorDescription(status))")) }
             return
@@ -167,7 +172,7 @@ final class Connection {
         guard !isClosing else { return }
         isClosing = true
         uv_read_stop(asStream(handle))
-        pending.reset(retainedCapacity: 0)
+        pending.removeAll(returningTo: chunkPool)
         delegate.connectionDidClose(self, reason: reason)
         closeHandle(handle)
     }

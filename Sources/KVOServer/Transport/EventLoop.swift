@@ -3,19 +3,26 @@ import CLibUV
 import Glibc
 #endif
 
-/// Owns one `uv_loop_t` and the read buffer every connection on it shares.
+/// Owns one `uv_loop_t`, the read buffer every connection on it shares and the pool their output
+/// chunks come from.
 ///
 /// Reads are handled synchronously inside the read callback, so one buffer per loop is enough and
 /// no read allocates. `loop->data` points (unretained) at this object. Create, run and close on
 /// one thread, the loop thread; `close()` must come after `run()` returned.
 final class EventLoop {
-    /// Size of the shared read buffer. 64 KiB: larger reads (128-256 KiB) fan a pipelined burst out
-    /// in one callback and raised S = 100, B = 64 by 20-40 %, but at B = 1,024 they made per-connection
-    /// output outgrow the kept buffers every iteration and halved throughput (docs/performance.md).
+    /// Size of the shared read buffer. 64 KiB: 256 KiB once raised S = 100, B = 64 by 20-40 % but halved
+    /// B = 1,024 (output buffers re-grown every iteration); with chunked output buffers and the early
+    /// flush it no longer hurt B = 1,024 but gained nothing measurable either (libuv reads up to 32
+    /// times per readable socket in one go anyway; docs/performance.md).
     static let readBufferSize = 64 * 1024
 
     let raw: UnsafeMutablePointer<uv_loop_t>
     let readBuffer: UnsafeMutablePointer<CChar>
+    /// Every connection's output chunks: a 512-byte first chunk (a reply or an event), then 16 KiB
+    /// ones (as Redis's reply chunks), and up to 1,024 free ones of each size kept for the next
+    /// burst once written out (16.5 MiB). 4 KiB chunks cost 6-9 % more CPU per delivery; full-size
+    /// first chunks made 10,000 clients' first replies need up to 160 MB at once (docs/performance.md).
+    let outputChunks = OutputChunkPool(firstChunkSize: 512, chunkSize: 16 * 1024, retainedChunkLimit: 1024)
     private var isClosed = false
     private var loopThread: pthread_t?
 
