@@ -357,14 +357,20 @@ public final class KVOEngine {
         revision += 1
         record(location.object, recorded)
         var change: CollectionChange?
-        if case let .array(array) = recorded {
+        var written: JSONValue?
+        switch recorded {
+        case let .array(array):
             change = CollectionChange(kind: array.kind, indexes: array.indexes, old: array.old, new: array.new)
+        case let .set(_, _, new):
+            written = new
+        case .created, .deleted:
+            break
         }
         guard !candidates.isEmpty else { return revision }
         var priors: [ChangeNotification] = []
         var changes: [ChangeNotification] = []
         for (path, old) in zip(candidates, before) {
-            reread(path, before: old, change: change, at: location, priors: &priors, changes: &changes)
+            reread(path, before: old, change: change, written: written, at: location, priors: &priors, changes: &changes)
         }
         notifications.append(contentsOf: priors)
         notifications.append(contentsOf: changes)
@@ -372,14 +378,24 @@ public final class KVOEngine {
     }
 
     /// Reads `path` again after a write, re-registers it if what it reads moved, and appends its
-    /// notifications if its value or binding changed.
-    private func reread(_ path: WatchedPath, before old: Evaluation, change: CollectionChange?, at location: StoredLocation?,
+    /// notifications if its value or binding changed. `written` is the value a `set` stored at
+    /// `location` (nil for other writes).
+    private func reread(_ path: WatchedPath, before old: Evaluation, change: CollectionChange?, written: JSONValue? = nil,
+                        at location: StoredLocation?,
                         priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
         let new: Evaluation
         // Move the cache out while updating it, so its arrays stay uniquely referenced (no copy).
         var cache = path.aggregate
         path.aggregate = nil
-        if let location, cache?.update(after: change, at: location, objects: objects) == true, let cache {
+        if let written, let location, path.readsOnlyStoredValue(at: location) {
+            // Fast path, the common observation (`v`, `address.city` of its own object) after a `set` of
+            // exactly that key: what `read(path)` would walk to is the value just written, at the same
+            // location with the same dependencies (nothing on the way changed), so the last reading is
+            // updated in place instead of walking the object again and building a new reading.
+            path.lastReading!.value = written
+            path.lastReading!.location = location
+            new = path.lastReading!
+        } else if let location, cache?.update(after: change, at: location, objects: objects) == true, let cache {
             new = cache.evaluation
             path.aggregate = cache
             incrementalAggregateUpdates += 1

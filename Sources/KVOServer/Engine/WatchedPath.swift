@@ -45,6 +45,21 @@ final class WatchedPath {
     /// The last `ObservationRegistry.watchers(affectedBy:)` query that collected this path.
     var collectedStamp = 0
 
+    /// Whether the last reading depended on nothing but the value stored at `location`, reached by
+    /// the key path through objects of its own object only (no reference, array element, operator or
+    /// computed property on the way: each of those adds a dependency or leaves none at the end). A
+    /// `set` at exactly `location` then leaves the reading's dependencies and binding as they were,
+    /// and its value is the value written (`KVOEngine.reread`'s fast path).
+    func readsOnlyStoredValue(at location: StoredLocation) -> Bool {
+        guard lastReading != nil, dependencies.count == 1, location.path.count == keyPath.components.count else {
+            return false
+        }
+        let only = dependencies[0]
+        // `only.path` shares the key path's components array (see `KeyPathEvaluator.evaluate`), so
+        // the first comparison is usually an identity check.
+        return only.path == keyPath.components && only.object == object && only == location
+    }
+
     init(object: String, keyPath: KeyPath, serial: Int) {
         self.object = object
         self.keyPath = keyPath
