@@ -39,7 +39,15 @@ struct WriteTarget {
                     throw KVOError(.readOnly, "'\(key)' is a computed property and read-only",
                                    details: ["property": .string(key)])
                 }
-                if isLast { return WriteTarget(location: location.appending(key), arrayIndex: nil) }
+                if isLast {
+                    // No reference followed (the location is still in `object`, one key per depth): the
+                    // path inside the object is the whole key path, so share its components array
+                    // instead of building a copy (the location goes into history and is compared with
+                    // watched paths' dependencies, which share it too).
+                    let path = location.object == object && location.path.count == depth
+                        ? components : location.path + [key]
+                    return WriteTarget(location: StoredLocation(object: location.object, path: path), arrayIndex: nil)
+                }
                 guard let child = members[key], child != .null else {
                     throw KVOError(.notFound, "'\(keyPath.prefix(depth + 1))' does not exist")
                 }
