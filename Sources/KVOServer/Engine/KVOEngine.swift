@@ -367,13 +367,15 @@ public final class KVOEngine {
             break
         }
         guard !candidates.isEmpty else { return revision }
+        // Ordinary notifications go straight to the caller's array (no array of their own per write);
+        // prior ones, rarely asked for, are collected apart and put before them.
+        let start = notifications.count
         var priors: [ChangeNotification] = []
-        var changes: [ChangeNotification] = []
         for (path, old) in zip(candidates, before) {
-            reread(path, before: old, change: change, written: written, at: location, priors: &priors, changes: &changes)
+            reread(path, before: old, change: change, written: written, at: location, priors: &priors,
+                   changes: &notifications)
         }
-        notifications.append(contentsOf: priors)
-        notifications.append(contentsOf: changes)
+        if !priors.isEmpty { notifications.insert(contentsOf: priors, at: start) }
         return revision
     }
 
