@@ -257,21 +257,31 @@ public struct JSONParser {
     private mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
-        // Fast path: no escapes, so the string is a slice of the input.
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                index += 1
-                return String(decoding: slice, as: UTF8.self)
+        // Fast path: no escapes, so the string is a slice of the input. Eight bytes that are all
+        // plain ASCII (no quote, backslash, control character or byte above 0x7F) are skipped at once;
+        // otherwise the next (up to) eight are looked at one by one.
+        scan: while index < bytes.count {
+            if index + 8 <= bytes.count,
+               JSONParser.isPlainASCII(UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)) {
+                index += 8
+                continue
             }
-            if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { throw error(.syntax("control character in a string")) }
-            if byte < 0x80 {
-                index += 1
-            } else {
-                guard let length = validUTF8SequenceLength(at: index) else { throw error(.invalidUTF8) }
-                index += length
+            let end = min(index + 8, bytes.count)
+            while index < end {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                    index += 1
+                    return String(decoding: slice, as: UTF8.self)
+                }
+                if byte == UInt8(ascii: "\\") { break scan }
+                if byte < 0x20 { throw error(.syntax("control character in a string")) }
+                if byte < 0x80 {
+                    index += 1
+                } else {
+                    guard let length = validUTF8SequenceLength(at: index) else { throw error(.invalidUTF8) }
+                    index += length
+                }
             }
         }
         guard index < bytes.count else { throw error(.syntax("unterminated string")) }
@@ -317,6 +327,22 @@ public struct JSONParser {
             }
         }
         throw error(.syntax("unterminated string"))
+    }
+
+    /// Whether none of the eight bytes in `word` (any byte order) is a quote, a backslash, a control
+    /// character or above 0x7F, with the usual SWAR tests: `(x - 0x01…) & ~x & 0x80…` is non-zero
+    /// exactly when some byte of `x` is zero (applied to `word ^ 0x22…` for quotes and `^ 0x5C…` for
+    /// backslashes), and `(word - 0x20…) & ~word & 0x80…` when some byte is below 0x20 (exact for
+    /// bytes up to 0x7F; bytes above are caught by the high-bit test).
+    @inline(__always)
+    private static func isPlainASCII(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        let quotes = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslashes = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        let special = (word | ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
+                       | ((word &- ones &* 0x20) & ~word)) & highBits
+        return special == 0
     }
 
     private mutating func parseHex4() throws(JSONParseError) -> UInt32 {

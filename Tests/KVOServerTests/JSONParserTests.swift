@@ -488,3 +488,31 @@ struct JSONValueEqualityTests {
         #expect(JSONValue.object(["a": .null]) != .object([:]))
     }
 }
+
+/// The string scan skips eight plain ASCII bytes at a time: every special byte must still be found
+/// wherever it falls relative to those eight-byte steps, and in the last bytes before the end.
+@Suite("JSONParser string scan")
+struct JSONParserStringScanTests {
+    @Test func specialBytesAreFoundAtEveryOffset() throws {
+        for length in 0..<40 {
+            for position in 0...length {
+                let before = String(repeating: "a", count: position)
+                let after = String(repeating: "b", count: length - position)
+                // An escaped quote and backslash, a two-byte and a four-byte sequence.
+                for (encoded, decoded) in [(#"\""#, "\""), (#"\\"#, "\\"), ("é", "é"), ("🎈", "🎈"), ("~", "~"), ("\u{7F}", "\u{7F}")] {
+                    let value = try JSONParser.parse("\"\(before)\(encoded)\(after)\"")
+                    #expect(strictlyEqual(value, .string(before + decoded + after)), "length \(length) at \(position)")
+                }
+                // A raw control character, a lone continuation byte, and an unterminated string.
+                let control = Array("\"\(before)".utf8) + [0x1F] + Array("\(after)\"".utf8)
+                #expect(isSyntaxError(parseError(control)), "control at \(position) of \(length)")
+                let invalid = Array("\"\(before)".utf8) + [0x80] + Array("\(after)\"".utf8)
+                #expect(parseError(invalid)?.reason == .invalidUTF8, "0x80 at \(position) of \(length)")
+                #expect(isSyntaxError(parseError("\"\(before)\(after)")), "unterminated, \(length)")
+                // The closing quote ends the string, with more input after it.
+                let object = try JSONParser.parse("{\"k\":\"\(before)\",\"x\":\"\(after)\"}")
+                #expect(strictlyEqual(object, .object(["k": .string(before), "x": .string(after)])))
+            }
+        }
+    }
+}
