@@ -191,7 +191,8 @@ public final class KVOEngine {
         let location = target.location
         try checkWrite(at: location, value: newValue)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
-            let old = try objects[location.object]!.modify(at: location.path.dropLast()) {
+            // The store has not changed since `resolve`: its index reaches the object without a lookup.
+            let old = try objects.values[target.objectIndex].modify(at: location.path.dropLast()) {
                 (container: inout JSONValue) throws(KVOError) -> JSONValue? in
                 guard var members = container.takeObject() else {
                     throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")

@@ -51,13 +51,13 @@ final class WatchedPath {
     /// `set` at exactly `location` then leaves the reading's dependencies and binding as they were,
     /// and its value is the value written (`KVOEngine.reread`'s fast path).
     func readsOnlyStoredValue(at location: StoredLocation) -> Bool {
-        guard lastReading != nil, dependencies.count == 1, location.path.count == keyPath.components.count else {
-            return false
-        }
-        let only = dependencies[0]
-        // `only.path` shares the key path's components array (see `KeyPathEvaluator.evaluate`), so
-        // the first comparison is usually an identity check.
-        return only.path == keyPath.components && only.object == object && only == location
+        // The location and the only dependency usually share the key path's components array (see
+        // `WriteTarget.resolve` and `KeyPathEvaluator.evaluate`), so the path comparisons are usually
+        // identity checks.
+        guard location.path == keyPath.components, location.object == object else { return false }
+        let dependencies = self.dependencies
+        guard dependencies.count == 1, dependencies[0] == location, case .some = lastReading else { return false }
+        return true
     }
 
     init(object: String, keyPath: KeyPath, serial: Int) {

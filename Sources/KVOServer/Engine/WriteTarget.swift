@@ -11,6 +11,9 @@ struct WriteTarget {
     let location: StoredLocation
     /// When the last key is an index into an array: that index (the write replaces one element).
     let arrayIndex: Int?
+    /// Where `location.object` is in the store given to `resolve`, so that the write reaches the
+    /// object without hashing its id again. Valid only until that store changes.
+    let objectIndex: [String: JSONValue].Index
 
     /// Resolves `keyPath` of `object` for a write. With `classes`, a key path through a computed
     /// property of an object of a class is `read_only` (a computed value is not stored: nothing inside
@@ -18,16 +21,20 @@ struct WriteTarget {
     static func resolve(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
                         classes: ClassCatalog? = nil) throws(KVOError) -> WriteTarget {
         try keyPath.requireWritable()
-        guard var value = objects[object] else { throw KVOError(.notFound, "object '\(object)' does not exist") }
+        guard var objectIndex = objects.index(forKey: object) else {
+            throw KVOError(.notFound, "object '\(object)' does not exist")
+        }
+        var value = objects.values[objectIndex]
         var location = StoredLocation(object: object, path: [])
         let components = keyPath.components
         for depth in 0..<components.count {
             // Follow a reference stored inside an object before applying the next key.
             if !location.path.isEmpty, let target = value.referencedObject {
-                guard let targetValue = objects[target] else {
+                guard let targetIndex = objects.index(forKey: target) else {
                     throw KVOError(.notFound, "'\(keyPath.prefix(depth))' refers to object '\(target)', which does not exist")
                 }
-                value = targetValue
+                objectIndex = targetIndex
+                value = objects.values[targetIndex]
                 location = StoredLocation(object: target, path: [])
             }
             let key = components[depth]
@@ -46,7 +53,8 @@ struct WriteTarget {
                     // watched paths' dependencies, which share it too).
                     let path = location.object == object && location.path.count == depth
                         ? components : location.path + [key]
-                    return WriteTarget(location: StoredLocation(object: location.object, path: path), arrayIndex: nil)
+                    return WriteTarget(location: StoredLocation(object: location.object, path: path), arrayIndex: nil,
+                                       objectIndex: objectIndex)
                 }
                 guard let child = members[key], child != .null else {
                     throw KVOError(.notFound, "'\(keyPath.prefix(depth + 1))' does not exist")
@@ -61,7 +69,9 @@ struct WriteTarget {
                     throw KVOError(.outOfRange,
                                    "index \(position) is out of range for '\(keyPath.prefix(depth))' (\(elements.count) elements)")
                 }
-                if isLast { return WriteTarget(location: location.appending(key), arrayIndex: position) }
+                if isLast {
+                    return WriteTarget(location: location.appending(key), arrayIndex: position, objectIndex: objectIndex)
+                }
                 value = elements[position]
             default:
                 throw KVOError(.typeMismatch, "'\(keyPath.prefix(depth))' is \(value.article) \(value.typeName), not an object")
