@@ -261,8 +261,8 @@ public struct JSONParser {
         // plain ASCII (no quote, backslash, control character or byte above 0x7F) are skipped at once;
         // otherwise the next (up to) eight are looked at one by one.
         scan: while index < bytes.count {
-            if index + 8 <= bytes.count,
-               JSONParser.isPlainASCII(UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)) {
+            if index + 8 <= bytes.count, case let word = ByteScan.word(at: bytes.baseAddress! + index),
+               !ByteScan.needsEscaping(word), !ByteScan.hasNonASCII(word) {
                 index += 8
                 continue
             }
@@ -327,22 +327,6 @@ public struct JSONParser {
             }
         }
         throw error(.syntax("unterminated string"))
-    }
-
-    /// Whether none of the eight bytes in `word` (any byte order) is a quote, a backslash, a control
-    /// character or above 0x7F, with the usual SWAR tests: `(x - 0x01…) & ~x & 0x80…` is non-zero
-    /// exactly when some byte of `x` is zero (applied to `word ^ 0x22…` for quotes and `^ 0x5C…` for
-    /// backslashes), and `(word - 0x20…) & ~word & 0x80…` when some byte is below 0x20 (exact for
-    /// bytes up to 0x7F; bytes above are caught by the high-bit test).
-    @inline(__always)
-    private static func isPlainASCII(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        let quotes = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
-        let backslashes = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-        let special = (word | ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
-                       | ((word &- ones &* 0x20) & ~word)) & highBits
-        return special == 0
     }
 
     private mutating func parseHex4() throws(JSONParseError) -> UInt32 {

@@ -106,11 +106,21 @@ public enum JSONWriter {
         var text = text
         text.withUTF8 { utf8 in
             var runStart = 0
-            for position in 0..<utf8.count {
+            var position = 0
+            while position < utf8.count {
+                // Eight bytes with nothing to escape are skipped at once (`ByteScan`).
+                if position + 8 <= utf8.count, !ByteScan.needsEscaping(ByteScan.word(at: utf8.baseAddress! + position)) {
+                    position += 8
+                    continue
+                }
                 let byte = utf8[position]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
+                    position += 1
+                    continue
+                }
                 buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<position]))
-                runStart = position + 1
+                position += 1
+                runStart = position
                 buffer.append(UInt8(ascii: "\\"))
                 switch byte {
                 case UInt8(ascii: "\""): buffer.append(UInt8(ascii: "\""))
