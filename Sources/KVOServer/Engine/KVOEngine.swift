@@ -373,32 +373,43 @@ public final class KVOEngine {
         let start = notifications.count
         var priors: [ChangeNotification] = []
         for (path, old) in zip(candidates, before) {
-            reread(path, before: old, change: change, written: written, at: location, priors: &priors,
-                   changes: &notifications)
+            if let written, path.readsOnlyStoredValue(at: location) {
+                rereadPlain(path, before: old, written: written, at: location, priors: &priors, changes: &notifications)
+            } else {
+                reread(path, before: old, change: change, at: location, priors: &priors, changes: &notifications)
+            }
         }
         if !priors.isEmpty { notifications.insert(contentsOf: priors, at: start) }
         return revision
     }
 
+    /// `reread` for the common observation (`v`, `address.city` of its own object) after a `set` of
+    /// exactly the key it reads (`WatchedPath.readsOnlyStoredValue(at:)`): what `read(path)` would walk
+    /// to is the value just written, at the same location, with the same dependencies and binding
+    /// (nothing on the way changed), so the last reading is updated in place instead of walking the
+    /// object again, and the path is never re-registered or re-bound.
+    private func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, at location: StoredLocation,
+                             priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
+        path.lastReading!.value = written
+        path.lastReading!.location = location
+        guard written != old.value else { return }
+        if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
+        guard !path.subscribers.isEmpty else { return }
+        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .valueChanged, to: &priors)
+        changes.append(ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision, kind: .setting,
+            isPrior: false, old: old.value, new: written, recipients: path.recipients))
+    }
+
     /// Reads `path` again after a write, re-registers it if what it reads moved, and appends its
-    /// notifications if its value or binding changed. `written` is the value a `set` stored at
-    /// `location` (nil for other writes).
-    private func reread(_ path: WatchedPath, before old: Evaluation, change: CollectionChange?, written: JSONValue? = nil,
-                        at location: StoredLocation?,
+    /// notifications if its value or binding changed.
+    private func reread(_ path: WatchedPath, before old: Evaluation, change: CollectionChange?, at location: StoredLocation?,
                         priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
         let new: Evaluation
         // Move the cache out while updating it, so its arrays stay uniquely referenced (no copy).
         var cache = path.aggregate
         path.aggregate = nil
-        if let written, let location, path.readsOnlyStoredValue(at: location) {
-            // Fast path, the common observation (`v`, `address.city` of its own object) after a `set` of
-            // exactly that key: what `read(path)` would walk to is the value just written, at the same
-            // location with the same dependencies (nothing on the way changed), so the last reading is
-            // updated in place instead of walking the object again and building a new reading.
-            path.lastReading!.value = written
-            path.lastReading!.location = location
-            new = path.lastReading!
-        } else if let location, cache?.update(after: change, at: location, objects: objects) == true, let cache {
+        if let location, cache?.update(after: change, at: location, objects: objects) == true, let cache {
             new = cache.evaluation
             path.aggregate = cache
             incrementalAggregateUpdates += 1

@@ -20,10 +20,15 @@ final class WatchedPath {
     /// Its subscriptions, in no particular order; each knows its index here (`Observation.index`),
     /// so adding and removing one is O(1) and one subscriber costs one array slot.
     private(set) var subscribers: [Observation] = [] {
-        didSet { cachedRecipients = nil }
+        didSet {
+            cachedRecipients = nil
+            cachedPriorRecipients = nil
+        }
     }
     /// `recipients`, kept between changes of `subscribers` (a notification per change reads it).
     private var cachedRecipients: [Recipient]?
+    /// `priorRecipients`, kept the same way (every change asks, even when no one wants priors).
+    private var cachedPriorRecipients: [Recipient]?
     /// Where the last reading looked.
     var dependencies: [StoredLocation] = []
     /// The trie nodes it is registered at, matching `dependencies`: the first inline (usually the
@@ -96,6 +101,9 @@ final class WatchedPath {
 
     /// Subscribers that asked for prior notifications.
     var priorRecipients: [Recipient] {
-        subscribers.filter { $0.options.contains(.prior) }.map(\.recipient)
+        if let cachedPriorRecipients { return cachedPriorRecipients }
+        let list = subscribers.filter { $0.options.contains(.prior) }.map(\.recipient)
+        cachedPriorRecipients = list
+        return list
     }
 }
