@@ -38,6 +38,13 @@ public struct JSONParser {
     /// Deepest array/object nesting accepted.
     public static let maximumDepth = 256
 
+    /// One member of an object, as `parseMembers` gives it. A struct rather than a tuple: an array of
+    /// tuples is destroyed through the runtime's generic tuple witness, element by element.
+    public struct Member {
+        public let key: String
+        public let value: JSONValue
+    }
+
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var depth = 0
@@ -61,7 +68,7 @@ public struct JSONParser {
     /// Parses exactly one JSON object and returns its members in order, without building a
     /// dictionary (no hashing): for small objects read once, such as requests. Returns nil when the
     /// value is valid JSON but not an object.
-    public static func parseMembers(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> [(key: String, value: JSONValue)]? {
+    public static func parseMembers(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> [Member]? {
         var parser = JSONParser(bytes: bytes)
         parser.skipWhitespace()
         guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") else {
@@ -154,10 +161,10 @@ public struct JSONParser {
     }
 
     /// An object's members in order (the top-level object of `parseMembers`).
-    private mutating func parseMemberList() throws(JSONParseError) -> [(key: String, value: JSONValue)] {
-        var members: [(key: String, value: JSONValue)] = []
+    private mutating func parseMemberList() throws(JSONParseError) -> [Member] {
+        var members: [Member] = []
         members.reserveCapacity(8)
-        try forEachMember { key, value in members.append((key, value)) }
+        try forEachMember { key, value in members.append(Member(key: key, value: value)) }
         return members
     }
 

@@ -41,7 +41,8 @@ struct WriteTarget {
             let isLast = depth == components.count - 1
             switch value {
             case let .object(members):
-                if location.path.isEmpty, members[key] == nil, let classes, !classes.isEmpty,
+                // Without classes (the common server) this costs no lookup of `key`.
+                if location.path.isEmpty, let classes, !classes.isEmpty, members[key] == nil,
                    classes.classOf(value)?.computed[key] != nil {
                     throw KVOError(.readOnly, "'\(key)' is a computed property and read-only",
                                    details: ["property": .string(key)])

@@ -18,7 +18,7 @@ public enum RequestDecoder {
 
     /// Decodes a line (without its newline).
     public static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
-        let members: [(key: String, value: JSONValue)]?
+        let members: [JSONParser.Member]?
         do {
             members = try JSONParser.parseMembers(line)
         } catch {
@@ -136,10 +136,14 @@ public enum RequestDecoder {
 /// A request's members, looked up by a linear scan: a request has a handful, so this beats hashing.
 /// When a name repeats, the last one counts (as it would in a dictionary built in order).
 struct RequestFields {
-    let members: [(key: String, value: JSONValue)]
+    let members: [JSONParser.Member]
 
     subscript(name: String) -> JSONValue? {
-        for member in members.reversed() where member.key == name { return member.value }
+        var index = members.endIndex
+        while index > members.startIndex {
+            index -= 1
+            if members[index].key == name { return members[index].value }
+        }
         return nil
     }
 }
