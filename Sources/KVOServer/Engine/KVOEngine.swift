@@ -92,14 +92,15 @@ public final class KVOEngine {
                            lastBindingID: bindingTable.lastID)
     }
 
-    /// Records an accepted write (revision already advanced).
-    private func record(_ object: String, _ change: RecordedChange) {
+    /// Records an accepted write (revision already advanced). The change is consumed, so that the
+    /// entry moves into history rather than being copied (a retain and a release per value it holds).
+    private func record(_ object: String, _ change: consuming RecordedChange) {
         let entry = HistoryEntry(rev: revision, object: object, change: change)
-        history.append(entry)
         if recordsCommitBatches {
             pendingEntries.append(entry)
             touchedObjects.insert(object)
         }
+        history.append(entry)
     }
 
     // MARK: - Objects
@@ -356,7 +357,6 @@ public final class KVOEngine {
         let recorded = try write()
         computedMemo.invalidate()
         revision += 1
-        record(location.object, recorded)
         var change: CollectionChange?
         var written: JSONValue?
         switch recorded {
@@ -367,6 +367,7 @@ public final class KVOEngine {
         case .created, .deleted:
             break
         }
+        record(location.object, recorded)
         guard !candidates.isEmpty else { return revision }
         // Ordinary notifications go straight to the caller's array (no array of their own per write);
         // prior ones, rarely asked for, are collected apart and put before them.
