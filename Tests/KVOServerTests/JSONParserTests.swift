@@ -516,3 +516,36 @@ struct JSONParserStringScanTests {
         }
     }
 }
+
+/// `parseMembers(_:keys:)` takes known keys from its table instead of building them: the members
+/// must be the same as without the table, whatever the key's length, escapes or bytes.
+@Suite("JSONParser key table")
+struct JSONParserKeyTableTests {
+    private static let table = JSONParser.KeyTable(["op", "id", "keyPath", "sinceRev", "x", "", "longerThan8"])
+
+    private func members(_ text: String, keys: JSONParser.KeyTable?) throws -> [String] {
+        let bytes = Array(text.utf8)
+        let parsed = try bytes.withUnsafeBufferPointer { buffer in try JSONParser.parseMembers(buffer, keys: keys) }
+        return try #require(parsed).map(\.key)
+    }
+
+    @Test func keysAreTheSameWithAndWithoutTheTable() throws {
+        let keys = ["op", "id", "keyPath", "sinceRev", "sinceRevs", "sinceRe", "x", "", "longerThan8", "o", "opp",
+                    #"o\u0070"#, #"\"op"#, "é", "op\u{7F}", "ke\\nyPath", "keyPatH"]
+        for key in keys {
+            let text = "{ \"\(key)\" : 1, \"\(key)\":[\"\(key)\"]}"
+            let expected = try members(text, keys: nil)
+            #expect(try members(text, keys: Self.table) == expected, "key \(key)")
+        }
+        #expect(try members(#"{"o\u0070":1}"#, keys: Self.table) == ["op"])
+    }
+
+    @Test func malformedKeysStillFail() {
+        for text in [#"{"op"#, #"{"op:1}"#, "{\"o\u{1}\":1}", #"{"keyPath"#, "{\"id\"\u{0}:1}"] {
+            let bytes = Array(text.utf8)
+            #expect(throws: JSONParseError.self, "\(text)") {
+                _ = try bytes.withUnsafeBufferPointer { try JSONParser.parseMembers($0, keys: Self.table) }
+            }
+        }
+    }
+}

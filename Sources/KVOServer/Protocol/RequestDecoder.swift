@@ -9,6 +9,12 @@ public enum RequestDecoder {
     /// Longest object id accepted, in bytes.
     public static let maximumObjectIDLength = 1024
 
+    /// The request fields every line repeats: parsed as these strings, not built again for each line.
+    private static let fieldNames = JSONParser.KeyTable([
+        "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub",
+        "class", "client", "now", "binding", "from", "to",
+    ])
+
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
     /// request or its error.
     public struct Decoded {
@@ -20,7 +26,7 @@ public enum RequestDecoder {
     public static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
         let members: [JSONParser.Member]?
         do {
-            members = try JSONParser.parseMembers(line)
+            members = try JSONParser.parseMembers(line, keys: fieldNames)
         } catch {
             switch error.reason {
             case .invalidUTF8: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid UTF-8: \(error)")))
