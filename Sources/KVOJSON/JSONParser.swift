@@ -38,12 +38,50 @@ public struct JSONParser {
     /// Deepest array/object nesting accepted.
     public static let maximumDepth = 256
 
+    /// One member of an object, as `parseMembers` gives it. A struct rather than a tuple: an array of
+    /// tuples is destroyed through the runtime's generic tuple witness, element by element.
+    public struct Member {
+        public let key: String
+        public let value: JSONValue
+    }
+
+    /// Object keys the parser hands back as given strings instead of building a new `String` for
+    /// each: for the fixed names of a protocol's messages (`op`, `id`, `object`, …), which every line
+    /// repeats. Only names of at most eight bytes are kept; a key is looked up when it has at most
+    /// eight bytes and no escape, by comparing its bytes packed into one word with each name's
+    /// (a few instructions per name, against some 180 to build a `String`). Immutable; any thread.
+    public struct KeyTable: Sendable {
+        private let words: [UInt64]
+        private let lengths: [Int]
+        private let names: [String]
+
+        public init(_ names: [String]) {
+            let short = names.filter { $0.utf8.count <= 8 }
+            self.names = short
+            lengths = short.map(\.utf8.count)
+            words = short.map { name in
+                name.utf8.enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
+            }
+        }
+
+        /// The name of `length` bytes packed into `word` (first byte lowest), if there is one.
+        fileprivate func name(word: UInt64, length: Int) -> String? {
+            for position in words.indices where words[position] == word && lengths[position] == length {
+                return names[position]
+            }
+            return nil
+        }
+    }
+
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var depth = 0
+    /// Keys of the top-level object to take from here (`parseMembers(_:keys:)`).
+    private let keys: KeyTable?
 
-    private init(bytes: UnsafeBufferPointer<UInt8>) {
+    private init(bytes: UnsafeBufferPointer<UInt8>, keys: KeyTable? = nil) {
         self.bytes = bytes
+        self.keys = keys
     }
 
     /// Parses exactly one JSON value from `bytes`.
@@ -60,9 +98,10 @@ public struct JSONParser {
 
     /// Parses exactly one JSON object and returns its members in order, without building a
     /// dictionary (no hashing): for small objects read once, such as requests. Returns nil when the
-    /// value is valid JSON but not an object.
-    public static func parseMembers(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> [(key: String, value: JSONValue)]? {
-        var parser = JSONParser(bytes: bytes)
+    /// value is valid JSON but not an object. Its keys found in `keys` are that table's strings.
+    public static func parseMembers(_ bytes: UnsafeBufferPointer<UInt8>,
+                                    keys: KeyTable? = nil) throws(JSONParseError) -> [Member]? {
+        var parser = JSONParser(bytes: bytes, keys: keys)
         parser.skipWhitespace()
         guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") else {
             _ = try parse(bytes)  // reports the syntax error, if any
@@ -154,15 +193,16 @@ public struct JSONParser {
     }
 
     /// An object's members in order (the top-level object of `parseMembers`).
-    private mutating func parseMemberList() throws(JSONParseError) -> [(key: String, value: JSONValue)] {
-        var members: [(key: String, value: JSONValue)] = []
+    private mutating func parseMemberList() throws(JSONParseError) -> [Member] {
+        var members: [Member] = []
         members.reserveCapacity(8)
-        try forEachMember { key, value in members.append((key, value)) }
+        try forEachMember(keys: keys) { key, value in members.append(Member(key: key, value: value)) }
         return members
     }
 
-    /// Reads an object (at `{`), handing each member to `body` in order.
-    private mutating func forEachMember(_ body: (String, JSONValue) -> Void) throws(JSONParseError) {
+    /// Reads an object (at `{`), handing each member to `body` in order; keys found in `keys` are
+    /// its strings.
+    private mutating func forEachMember(keys: KeyTable? = nil, _ body: (String, JSONValue) -> Void) throws(JSONParseError) {
         try enterContainer()
         index += 1  // {
         skipWhitespace()
@@ -176,7 +216,8 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
                 throw unexpected("expected a string key")
             }
-            let key = try parseString()
+            let key: String
+            if let keys, let known = knownKey(in: keys) { key = known } else { key = try parseString() }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw unexpected("expected ':'") }
             index += 1
@@ -254,24 +295,55 @@ public struct JSONParser {
         return count
     }
 
+    /// At a string's opening quote: when the string is at most eight bytes of plain ASCII (no
+    /// escape, no control character) and one of `table`'s names, that name, with the string consumed;
+    /// otherwise nil, with nothing consumed.
+    private mutating func knownKey(in table: KeyTable) -> String? {
+        let start = index + 1
+        var end = start
+        var word: UInt64 = 0
+        while end < bytes.count, end - start <= 8 {
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") {
+                guard let name = table.name(word: word, length: end - start) else { return nil }
+                index = end + 1
+                return name
+            }
+            guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\"), end - start < 8 else { return nil }
+            word |= UInt64(byte) << (8 * UInt64(end - start))
+            end += 1
+        }
+        return nil
+    }
+
     private mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
-        // Fast path: no escapes, so the string is a slice of the input.
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                index += 1
-                return String(decoding: slice, as: UTF8.self)
+        // Fast path: no escapes, so the string is a slice of the input. Eight bytes that are all
+        // plain ASCII (no quote, backslash, control character or byte above 0x7F) are skipped at once;
+        // otherwise the next (up to) eight are looked at one by one.
+        scan: while index < bytes.count {
+            if index + 8 <= bytes.count, case let word = ByteScan.word(at: bytes.baseAddress! + index),
+               !ByteScan.needsEscaping(word), !ByteScan.hasNonASCII(word) {
+                index += 8
+                continue
             }
-            if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { throw error(.syntax("control character in a string")) }
-            if byte < 0x80 {
-                index += 1
-            } else {
-                guard let length = validUTF8SequenceLength(at: index) else { throw error(.invalidUTF8) }
-                index += length
+            let end = min(index + 8, bytes.count)
+            while index < end {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                    index += 1
+                    return String(decoding: slice, as: UTF8.self)
+                }
+                if byte == UInt8(ascii: "\\") { break scan }
+                if byte < 0x20 { throw error(.syntax("control character in a string")) }
+                if byte < 0x80 {
+                    index += 1
+                } else {
+                    guard let length = validUTF8SequenceLength(at: index) else { throw error(.invalidUTF8) }
+                    index += length
+                }
             }
         }
         guard index < bytes.count else { throw error(.syntax("unterminated string")) }

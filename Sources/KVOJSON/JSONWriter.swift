@@ -37,6 +37,9 @@ public enum JSONWriter {
     /// The encoding of `value` as bytes.
     public static func bytes(_ value: JSONValue) -> [UInt8] {
         var buffer: [UInt8] = []
+        // A string (the usual value) fits in one allocation unless it needs escapes, rather than
+        // growing from 1 byte (the quote) through several reallocations.
+        if case let .string(text) = value { buffer.reserveCapacity(text.utf8.count + 2) }
         write(value, into: &buffer)
         return buffer
     }
@@ -67,15 +70,16 @@ public enum JSONWriter {
     public static func writeInteger(_ value: Int64, into buffer: inout [UInt8]) {
         var magnitude = value.magnitude
         if value < 0 { buffer.append(UInt8(ascii: "-")) }
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for 24 digits, written backwards
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { raw in
+        // Digits are written backwards into a typed stack buffer (20 is enough for UInt64), then
+        // appended in one copy (a typed buffer takes Array's memcpy path).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { digits in
+            var start = digits.count
             repeat {
-                raw[23 - count] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
+                start -= 1
+                digits[start] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
                 magnitude /= 10
-                count += 1
             } while magnitude > 0
-            buffer.append(contentsOf: raw[(24 - count)...])
+            buffer.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
         }
     }
 
@@ -102,11 +106,21 @@ public enum JSONWriter {
         var text = text
         text.withUTF8 { utf8 in
             var runStart = 0
-            for position in 0..<utf8.count {
+            var position = 0
+            while position < utf8.count {
+                // Eight bytes with nothing to escape are skipped at once (`ByteScan`).
+                if position + 8 <= utf8.count, !ByteScan.needsEscaping(ByteScan.word(at: utf8.baseAddress! + position)) {
+                    position += 8
+                    continue
+                }
                 let byte = utf8[position]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
+                    position += 1
+                    continue
+                }
                 buffer.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<position]))
-                runStart = position + 1
+                position += 1
+                runStart = position
                 buffer.append(UInt8(ascii: "\\"))
                 switch byte {
                 case UInt8(ascii: "\""): buffer.append(UInt8(ascii: "\""))

@@ -255,3 +255,23 @@ struct JSONWriterTests {
         }
     }
 }
+
+/// `writeString` skips eight bytes with nothing to escape at a time: a byte to escape must be
+/// escaped wherever it falls relative to those steps, and in the last bytes of the string.
+@Suite("JSONWriter string scan")
+struct JSONWriterStringScanTests {
+    @Test func escapesAreFoundAtEveryOffset() throws {
+        for length in 0..<40 {
+            for position in 0...length {
+                let before = String(repeating: "a", count: position)
+                let after = String(repeating: "é", count: (length - position) / 2) + String(repeating: "b", count: (length - position) % 2)
+                for (raw, escaped) in [("\"", #"\""#), ("\\", #"\\"#), ("\n", #"\n"#), ("\u{1F}", #"\u001f"#), ("\u{7F}", "\u{7F}"), ("😀", "😀")] {
+                    let text = before + raw + after
+                    let written = JSONWriter.string(.string(text))
+                    #expect(written == "\"" + before + escaped + after + "\"", "\(raw.unicodeScalars.first!.value) at \(position) of \(length)")
+                    #expect(strictlyEqual(try JSONParser.parse(written), .string(text)))
+                }
+            }
+        }
+    }
+}

@@ -43,6 +43,15 @@ struct ReplyEncoderTests {
         #expect(try parsed(line)["id"].map { strictlyEqual($0, id) } == true)
     }
 
+    @Test("a write's reply (one integer rev) has the same bytes with any id, and a non-integer rev is general")
+    func writeReply() {
+        #expect(success(id: nil, [("rev", .int(9_007_199_254_740_993))])
+            == #"{"ok":true,"rev":9007199254740993}"# + "\n")
+        #expect(success(id: .string("a\"b"), [("rev", .int(0))]) == #"{"id":"a\"b","ok":true,"rev":0}"# + "\n")
+        #expect(success(id: .int(4), [("rev", .string("x"))]) == #"{"id":4,"ok":true,"rev":"x"}"# + "\n")
+        #expect(success(id: .int(5), [("rew", .int(1))]) == #"{"id":5,"ok":true,"rew":1}"# + "\n")
+    }
+
     @Test("success fields follow id and ok, in the order given")
     func successFields() throws {
         #expect(success(id: .int(2), [("rev", .int(1))]) == #"{"id":2,"ok":true,"rev":1}"# + "\n")

@@ -29,7 +29,7 @@ final class ChangeHistory {
     var oldestRevision: UInt64? { head < entries.count ? entries[head].record.rev : nil }
 
     /// Records one write; drops the oldest entries past the limits.
-    func append(_ record: HistoryEntry) {
+    func append(_ record: consuming HistoryEntry) {
         guard limit > 0 else { return }
         let size = 64 + record.object.utf8.count + record.change.estimatedSize
         entries.append(Entry(record: record, bytes: size))

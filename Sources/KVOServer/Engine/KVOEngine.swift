@@ -94,14 +94,15 @@ public final class KVOEngine {
                            lastBindingID: bindingTable.lastID)
     }
 
-    /// Records an accepted write (revision already advanced).
-    private func record(_ object: String, _ change: RecordedChange) {
+    /// Records an accepted write (revision already advanced). The change is consumed, so that the
+    /// entry moves into history rather than being copied (a retain and a release per value it holds).
+    private func record(_ object: String, _ change: consuming RecordedChange) {
         let entry = HistoryEntry(rev: revision, object: object, change: change)
-        history.append(entry)
         if recordsCommitBatches {
             pendingEntries.append(entry)
             touchedObjects.insert(object)
         }
+        history.append(entry)
     }
 
     // MARK: - Objects
@@ -193,7 +194,8 @@ public final class KVOEngine {
         let location = target.location
         try checkWrite(at: location, value: newValue)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
-            let old = try objects[location.object]!.modify(at: location.path.dropLast()) {
+            // The store has not changed since `resolve`: its index reaches the object without a lookup.
+            let old = try objects.values[target.objectIndex].modify(at: location.path.dropLast()) {
                 (container: inout JSONValue) throws(KVOError) -> JSONValue? in
                 guard var members = container.takeObject() else {
                     throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")
@@ -357,20 +359,49 @@ public final class KVOEngine {
         let recorded = try write()
         computedMemo.invalidate()
         revision += 1
-        record(location.object, recorded)
         var change: CollectionChange?
-        if case let .array(array) = recorded {
+        var written: JSONValue?
+        switch recorded {
+        case let .array(array):
             change = CollectionChange(kind: array.kind, indexes: array.indexes, old: array.old, new: array.new)
+        case let .set(_, _, new):
+            written = new
+        case .created, .deleted:
+            break
         }
+        record(location.object, recorded)
         guard !candidates.isEmpty else { return revision }
+        // Ordinary notifications go straight to the caller's array (no array of their own per write);
+        // prior ones, rarely asked for, are collected apart and put before them.
+        let start = notifications.count
         var priors: [ChangeNotification] = []
-        var changes: [ChangeNotification] = []
         for (path, old) in zip(candidates, before) {
-            reread(path, before: old, change: change, at: location, priors: &priors, changes: &changes)
+            if let written, path.readsOnlyStoredValue(at: location) {
+                rereadPlain(path, before: old, written: written, at: location, priors: &priors, changes: &notifications)
+            } else {
+                reread(path, before: old, change: change, at: location, priors: &priors, changes: &notifications)
+            }
         }
-        notifications.append(contentsOf: priors)
-        notifications.append(contentsOf: changes)
+        if !priors.isEmpty { notifications.insert(contentsOf: priors, at: start) }
         return revision
+    }
+
+    /// `reread` for the common observation (`v`, `address.city` of its own object) after a `set` of
+    /// exactly the key it reads (`WatchedPath.readsOnlyStoredValue(at:)`): what `read(path)` would walk
+    /// to is the value just written, at the same location, with the same dependencies and binding
+    /// (nothing on the way changed), so the last reading is updated in place instead of walking the
+    /// object again, and the path is never re-registered or re-bound.
+    private func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, at location: StoredLocation,
+                             priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
+        path.lastReading!.value = written
+        path.lastReading!.location = location
+        guard written != old.value else { return }
+        if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
+        guard !path.subscribers.isEmpty else { return }
+        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .valueChanged, to: &priors)
+        changes.append(ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision, kind: .setting,
+            isPrior: false, old: old.value, new: written, recipients: path.recipients))
     }
 
     /// Reads `path` again after a write, re-registers it if what it reads moved, and appends its

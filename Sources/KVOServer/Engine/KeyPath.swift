@@ -22,7 +22,11 @@ public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
         guard string.utf8.count <= KeyPath.maximumLength else {
             throw KVOError(.badRequest, "keyPath is longer than \(KeyPath.maximumLength) bytes")
         }
-        let components = string.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        // Most key paths in requests are one key (`v`): then the key is the string itself, with no
+        // split into substrings and no copy. (Every `set` and `observe` parses its key path.)
+        let components = string.utf8.contains(UInt8(ascii: "."))
+            ? string.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            : [string]
         guard !components.contains(where: \.isEmpty) else {
             throw KVOError(.badRequest, "keyPath '\(string)' has an empty key")
         }
@@ -30,7 +34,7 @@ public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
             throw KVOError(.badRequest, "keyPath has more than \(KeyPath.maximumDepth) keys")
         }
         var operatorIndex: Int?
-        for (index, component) in components.enumerated() where component.hasPrefix("@") {
+        for (index, component) in components.enumerated() where component.utf8.first == UInt8(ascii: "@") && component.hasPrefix("@") {
             guard let op = CollectionOperator(rawValue: component) else {
                 let known = CollectionOperator.allCases.map(\.rawValue).joined(separator: ", ")
                 throw KVOError(.badRequest, "unknown collection operator '\(component)' (known: \(known))")

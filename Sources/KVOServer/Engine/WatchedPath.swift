@@ -20,10 +20,15 @@ final class WatchedPath {
     /// Its subscriptions, in no particular order; each knows its index here (`Observation.index`),
     /// so adding and removing one is O(1) and one subscriber costs one array slot.
     private(set) var subscribers: [Observation] = [] {
-        didSet { cachedRecipients = nil }
+        didSet {
+            cachedRecipients = nil
+            cachedPriorRecipients = nil
+        }
     }
     /// `recipients`, kept between changes of `subscribers` (a notification per change reads it).
     private var cachedRecipients: [Recipient]?
+    /// `priorRecipients`, kept the same way (every change asks, even when no one wants priors).
+    private var cachedPriorRecipients: [Recipient]?
     /// Where the last reading looked.
     var dependencies: [StoredLocation] = []
     /// The trie nodes it is registered at, matching `dependencies`: the first inline (usually the
@@ -44,6 +49,21 @@ final class WatchedPath {
     var lastReading: Evaluation?
     /// The last `ObservationRegistry.watchers(affectedBy:)` query that collected this path.
     var collectedStamp = 0
+
+    /// Whether the last reading depended on nothing but the value stored at `location`, reached by
+    /// the key path through objects of its own object only (no reference, array element, operator or
+    /// computed property on the way: each of those adds a dependency or leaves none at the end). A
+    /// `set` at exactly `location` then leaves the reading's dependencies and binding as they were,
+    /// and its value is the value written (`KVOEngine.reread`'s fast path).
+    func readsOnlyStoredValue(at location: StoredLocation) -> Bool {
+        // The location and the only dependency usually share the key path's components array (see
+        // `WriteTarget.resolve` and `KeyPathEvaluator.evaluate`), so the path comparisons are usually
+        // identity checks.
+        guard location.path == keyPath.components, location.object == object else { return false }
+        let dependencies = self.dependencies
+        guard dependencies.count == 1, dependencies[0] == location, case .some = lastReading else { return false }
+        return true
+    }
 
     init(object: String, keyPath: KeyPath, serial: Int) {
         self.object = object
@@ -81,6 +101,9 @@ final class WatchedPath {
 
     /// Subscribers that asked for prior notifications.
     var priorRecipients: [Recipient] {
-        subscribers.filter { $0.options.contains(.prior) }.map(\.recipient)
+        if let cachedPriorRecipients { return cachedPriorRecipients }
+        let list = subscribers.filter { $0.options.contains(.prior) }.map(\.recipient)
+        cachedPriorRecipients = list
+        return list
     }
 }

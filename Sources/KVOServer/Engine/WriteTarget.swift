@@ -11,6 +11,9 @@ struct WriteTarget {
     let location: StoredLocation
     /// When the last key is an index into an array: that index (the write replaces one element).
     let arrayIndex: Int?
+    /// Where `location.object` is in the store given to `resolve`, so that the write reaches the
+    /// object without hashing its id again. Valid only until that store changes.
+    let objectIndex: [String: JSONValue].Index
 
     /// Resolves `keyPath` of `object` for a write. With `classes`, a key path through a computed
     /// property of an object of a class is `read_only` (a computed value is not stored: nothing inside
@@ -18,28 +21,42 @@ struct WriteTarget {
     static func resolve(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
                         classes: ClassCatalog? = nil) throws(KVOError) -> WriteTarget {
         try keyPath.requireWritable()
-        guard var value = objects[object] else { throw KVOError(.notFound, "object '\(object)' does not exist") }
+        guard var objectIndex = objects.index(forKey: object) else {
+            throw KVOError(.notFound, "object '\(object)' does not exist")
+        }
+        var value = objects.values[objectIndex]
         var location = StoredLocation(object: object, path: [])
         let components = keyPath.components
         for depth in 0..<components.count {
             // Follow a reference stored inside an object before applying the next key.
             if !location.path.isEmpty, let target = value.referencedObject {
-                guard let targetValue = objects[target] else {
+                guard let targetIndex = objects.index(forKey: target) else {
                     throw KVOError(.notFound, "'\(keyPath.prefix(depth))' refers to object '\(target)', which does not exist")
                 }
-                value = targetValue
+                objectIndex = targetIndex
+                value = objects.values[targetIndex]
                 location = StoredLocation(object: target, path: [])
             }
             let key = components[depth]
             let isLast = depth == components.count - 1
             switch value {
             case let .object(members):
-                if location.path.isEmpty, members[key] == nil, let classes, !classes.isEmpty,
+                // Without classes (the common server) this costs no lookup of `key`.
+                if location.path.isEmpty, let classes, !classes.isEmpty, members[key] == nil,
                    classes.classOf(value)?.computed[key] != nil {
                     throw KVOError(.readOnly, "'\(key)' is a computed property and read-only",
                                    details: ["property": .string(key)])
                 }
-                if isLast { return WriteTarget(location: location.appending(key), arrayIndex: nil) }
+                if isLast {
+                    // No reference followed (the location is still in `object`, one key per depth): the
+                    // path inside the object is the whole key path, so share its components array
+                    // instead of building a copy (the location goes into history and is compared with
+                    // watched paths' dependencies, which share it too).
+                    let path = location.object == object && location.path.count == depth
+                        ? components : location.path + [key]
+                    return WriteTarget(location: StoredLocation(object: location.object, path: path), arrayIndex: nil,
+                                       objectIndex: objectIndex)
+                }
                 guard let child = members[key], child != .null else {
                     throw KVOError(.notFound, "'\(keyPath.prefix(depth + 1))' does not exist")
                 }
@@ -53,7 +70,9 @@ struct WriteTarget {
                     throw KVOError(.outOfRange,
                                    "index \(position) is out of range for '\(keyPath.prefix(depth))' (\(elements.count) elements)")
                 }
-                if isLast { return WriteTarget(location: location.appending(key), arrayIndex: position) }
+                if isLast {
+                    return WriteTarget(location: location.appending(key), arrayIndex: position, objectIndex: objectIndex)
+                }
                 value = elements[position]
             default:
                 throw KVOError(.typeMismatch, "'\(keyPath.prefix(depth))' is \(value.article) \(value.typeName), not an object")

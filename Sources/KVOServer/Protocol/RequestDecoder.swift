@@ -9,6 +9,12 @@ public enum RequestDecoder {
     /// Longest object id accepted, in bytes.
     public static let maximumObjectIDLength = 1024
 
+    /// The request fields every line repeats: parsed as these strings, not built again for each line.
+    private static let fieldNames = JSONParser.KeyTable([
+        "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub",
+        "class", "client", "now", "binding", "from", "to",
+    ])
+
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
     /// request or its error.
     public struct Decoded {
@@ -18,9 +24,9 @@ public enum RequestDecoder {
 
     /// Decodes a line (without its newline).
     public static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
-        let members: [(key: String, value: JSONValue)]?
+        let members: [JSONParser.Member]?
         do {
-            members = try JSONParser.parseMembers(line)
+            members = try JSONParser.parseMembers(line, keys: fieldNames)
         } catch {
             switch error.reason {
             case .invalidUTF8: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid UTF-8: \(error)")))
@@ -136,10 +142,14 @@ public enum RequestDecoder {
 /// A request's members, looked up by a linear scan: a request has a handful, so this beats hashing.
 /// When a name repeats, the last one counts (as it would in a dictionary built in order).
 struct RequestFields {
-    let members: [(key: String, value: JSONValue)]
+    let members: [JSONParser.Member]
 
     subscript(name: String) -> JSONValue? {
-        for member in members.reversed() where member.key == name { return member.value }
+        var index = members.endIndex
+        while index > members.startIndex {
+            index -= 1
+            if members[index].key == name { return members[index].value }
+        }
         return nil
     }
 }

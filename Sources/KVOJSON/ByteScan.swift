@@ -1,0 +1,35 @@
+/// Tests on eight bytes at once (SWAR: SIMD within a register), for the parser and the writer to
+/// skip runs of ordinary string bytes without looking at each one.
+///
+/// Each test is exact for "does any of the eight bytes …" in any byte order: `(x - 0x01…) & ~x & 0x80…`
+/// is non-zero exactly when some byte of `x` is zero (applied to `word ^ 0x22…` it finds quotes, to
+/// `word ^ 0x5C…` backslashes), and `(x - 0x20…) & ~x & 0x80…` exactly when some byte is below 0x20
+/// (a byte above 0x7F has its high bit clear in `~x`, and only a byte that really is below 0x20 can
+/// borrow). Stateless; any thread.
+enum ByteScan {
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    private static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// The eight bytes at `pointer` (any alignment).
+    @inline(__always)
+    static func word(at pointer: UnsafePointer<UInt8>) -> UInt64 {
+        UnsafeRawPointer(pointer).loadUnaligned(as: UInt64.self)
+    }
+
+    /// Whether some byte of `word` is a quote, a backslash or a control character (below 0x20): the
+    /// bytes a JSON string must escape.
+    @inline(__always)
+    static func needsEscaping(_ word: UInt64) -> Bool {
+        let quotes = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslashes = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        let found = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
+            | ((word &- ones &* 0x20) & ~word)
+        return found & highBits != 0
+    }
+
+    /// Whether some byte of `word` is above 0x7F (part of a multi-byte UTF-8 sequence, or invalid).
+    @inline(__always)
+    static func hasNonASCII(_ word: UInt64) -> Bool {
+        word & highBits != 0
+    }
+}
