@@ -19,7 +19,13 @@ import Glibc
 /// never split (it starts a new chunk when fewer than `eventHeadRoom` bytes are left, leaving the
 /// few bytes at the end of the old chunk unused).
 ///
-/// The one owner (`Connection`) must give the chunks back (`removeAll(returningTo:)`) before
+/// The first small chunk a buffer takes stays with it (`keptFirstChunk`) when its bytes are written
+/// out, instead of going back to the pool: a connection's replies then need no allocation, and when
+/// thousands of connections each queue a reply in one iteration (10,000 clients sending `observe`)
+/// they do not allocate and free thousands of chunks among the engine's long-lived objects, which
+/// left the heap fragmented and the memory counted against every observation (about 300 B each).
+///
+/// The one owner (`Connection`) must give the chunks back (`release(returningTo:)`) before
 /// dropping the buffer, and must not copy it except to swap it. While a write is in flight libuv
 /// reads the chunks, so the owner leaves that buffer alone until the write callback. Loop thread only.
 struct ChunkedOutputBuffer {
@@ -37,6 +43,8 @@ struct ChunkedOutputBuffer {
     private var sealed: [SealedChunk] = []
     /// The chunk being filled (nil when the buffer holds no chunk).
     private var fill: UnsafeMutablePointer<UInt8>?
+    /// The small first chunk this buffer keeps between writes (nil until it first needs one).
+    private var keptFirstChunk: UnsafeMutablePointer<UInt8>?
     /// Size of `fill`.
     private var fillSize = 0
     /// Bytes used in `fill`.
@@ -52,6 +60,13 @@ struct ChunkedOutputBuffer {
 
     /// Chunks held (sealed ones and the one being filled).
     var chunkCount: Int { sealed.count + (fill == nil ? 0 : 1) }
+
+    /// Chunks lent by the pool that this buffer holds: `chunkCount`, plus the kept first chunk while
+    /// it holds no output (for tests and leak checks).
+    var heldChunkCount: Int {
+        guard let kept = keptFirstChunk, fill != kept, !sealed.contains(where: { $0.base == kept }) else { return chunkCount }
+        return chunkCount + 1
+    }
 
     // MARK: - Appending (the per-event fast path)
 
@@ -127,18 +142,22 @@ struct ChunkedOutputBuffer {
     /// Seals the chunk being filled (if any) and takes a fresh one from the pool.
     private mutating func startChunk(pool: OutputChunkPool) {
         // A buffer holds no chunk exactly when `fill` is nil (sealed chunks always precede it).
-        let size = fill == nil ? pool.firstChunkSize : pool.chunkSize
         if let fill {
             if fillCount > 0 {
                 sealed.append(SealedChunk(base: fill, size: fillSize, count: fillCount))
             } else {
-                pool.recycle(fill, size: fillSize)
+                giveBack(fill, size: fillSize, to: pool)
             }
+            self.fill = pool.take(size: pool.chunkSize)
+            fillSize = pool.chunkSize
+        } else {
+            let first = keptFirstChunk ?? pool.take(size: pool.firstChunkSize)
+            keptFirstChunk = first
+            self.fill = first
+            fillSize = pool.firstChunkSize
         }
-        fill = pool.take(size: size)
-        fillSize = size
         fillCount = 0
-        fillRoom = size
+        fillRoom = fillSize
     }
 
     // MARK: - Writing
@@ -179,7 +198,7 @@ struct ChunkedOutputBuffer {
                 frontOffset += remaining
                 remaining = 0
             } else {
-                pool.recycle(sealed[emptied].base, size: sealed[emptied].size)
+                giveBack(sealed[emptied].base, size: sealed[emptied].size, to: pool)
                 remaining -= left
                 frontOffset = 0
                 emptied += 1
@@ -190,16 +209,31 @@ struct ChunkedOutputBuffer {
         frontOffset += remaining
     }
 
-    /// Forgets the contents and gives every chunk back to `pool` (the buffer is usable again).
+    /// Forgets the contents and gives every chunk back to `pool` but the kept first one (the buffer
+    /// is usable again).
     mutating func removeAll(returningTo pool: OutputChunkPool) {
-        for chunk in sealed { pool.recycle(chunk.base, size: chunk.size) }
+        for chunk in sealed { giveBack(chunk.base, size: chunk.size, to: pool) }
         sealed.removeAll(keepingCapacity: sealed.capacity <= 64)
-        if let fill { pool.recycle(fill, size: fillSize) }
+        if let fill { giveBack(fill, size: fillSize, to: pool) }
         fill = nil
         fillSize = 0
         fillCount = 0
         fillRoom = 0
         frontOffset = 0
         count = 0
+    }
+
+    /// Forgets the contents and gives every chunk back to `pool`, the kept first one too: before the
+    /// buffer is dropped.
+    mutating func release(returningTo pool: OutputChunkPool) {
+        removeAll(returningTo: pool)
+        if let kept = keptFirstChunk { pool.recycle(kept, size: pool.firstChunkSize) }
+        keptFirstChunk = nil
+    }
+
+    /// Gives `chunk` back to `pool`, unless it is the first chunk this buffer keeps.
+    @inline(__always)
+    private func giveBack(_ chunk: UnsafeMutablePointer<UInt8>, size: Int, to pool: OutputChunkPool) {
+        if chunk != keptFirstChunk { pool.recycle(chunk, size: size) }
     }
 }

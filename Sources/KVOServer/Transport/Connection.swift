@@ -52,8 +52,8 @@ final class Connection {
 
     deinit {
         writeRequest.deallocate()
-        pending.removeAll(returningTo: chunkPool)
-        inFlight.removeAll(returningTo: chunkPool)
+        pending.release(returningTo: chunkPool)
+        inFlight.release(returningTo: chunkPool)
     }
 
     /// Bytes queued and not yet acknowledged by the kernel.
