@@ -690,4 +690,24 @@ import Testing
             _ = try open(directory)
         }
     }
+
+    @Test func theFastChangeTextIsByteForByteTheCanonicalOne() throws {
+        let changes: [RecordedChange] = [
+            .set(path: ["v"], old: nil, new: "x"),
+            .set(path: ["address", "city"], old: "Oslo", new: ["a\"b": [1, 2.5, .null], "é\n": true]),
+            .set(path: ["items", "0", "k\"ey"], old: .null, new: .null),
+            .created(["a": 1]),
+            .deleted(["b": [1, 2]]),
+            .array(ArrayChangeRecord(path: ["items"], kind: .insertion, indexes: [1], old: [], new: ["milk"])),
+        ]
+        for change in changes {
+            var fast: [UInt8] = []
+            change.writeStorageJSON(into: &fast)
+            var canonical: [UInt8] = []
+            JSONWriter.write(change.storageJSON, into: &canonical)
+            #expect(fast == canonical, "\(String(decoding: canonical, as: UTF8.self))")
+            #expect(try RecordedChange(storageJSON: JSONParser.parse(fast)) == change)
+        }
+    }
 }
+

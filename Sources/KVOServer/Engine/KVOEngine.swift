@@ -100,7 +100,10 @@ public final class KVOEngine {
         let entry = HistoryEntry(rev: revision, object: object, change: change)
         if recordsCommitBatches {
             pendingEntries.append(entry)
-            touchedObjects.insert(object)
+            // Runs of writes to one object (the common case) hash its id once.
+            if pendingEntries.count < 2 || pendingEntries[pendingEntries.count - 2].object != object {
+                touchedObjects.insert(object)
+            }
         }
         history.append(entry)
     }

@@ -286,7 +286,7 @@ public final class PersistentStore {
                 let insert = statements.insertHistory
                 for entry in batch.entries {
                     changeText.removeAll(keepingCapacity: true)
-                    JSONWriter.write(entry.change.storageJSON, into: &changeText)
+                    entry.change.writeStorageJSON(into: &changeText)
                     try insert.bind(1, Int64(bitPattern: entry.rev))
                     try insert.bind(2, text: entry.object)
                     try insert.bind(3, text: changeText)

@@ -24,6 +24,28 @@ extension RecordedChange {
         }
     }
 
+    /// Appends the text of `storageJSON` to `buffer`, byte for byte what `JSONWriter.write` makes of
+    /// it (keys sorted), without building the dictionaries: every write of a durable server stores
+    /// one, so a `set`, by far the most common, is written field by field.
+    func writeStorageJSON(into buffer: inout [UInt8]) {
+        guard case let .set(path, old, new) = self else {
+            JSONWriter.write(storageJSON, into: &buffer)
+            return
+        }
+        JSONWriter.append("{\"set\":{\"new\":", to: &buffer)
+        JSONWriter.write(new, into: &buffer)
+        if let old {
+            JSONWriter.append(",\"old\":", to: &buffer)
+            JSONWriter.write(old, into: &buffer)
+        }
+        JSONWriter.append(",\"path\":[", to: &buffer)
+        for (index, key) in path.enumerated() {
+            if index > 0 { buffer.append(UInt8(ascii: ",")) }
+            JSONWriter.writeString(key, into: &buffer)
+        }
+        JSONWriter.append("]}}", to: &buffer)
+    }
+
     /// Decodes the stored JSON object; the error says which field is wrong.
     init(storageJSON json: JSONValue) throws(ChangeDecodingError) {
         guard case let .object(outer) = json, outer.count == 1, let (kind, body) = outer.first else {
