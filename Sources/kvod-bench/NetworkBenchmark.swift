@@ -7,7 +7,7 @@ import Glibc
 ///
 ///     kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64]
 ///                           [--sync in-memory|off|normal|full] [--fault skip|duplicate|reorder] [--perf FILE]
-///     kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1]
+///     kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1] [--sync …]
 ///     kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]   (pairs)
 ///     kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64]
 ///     kvod-bench durable    [--subscribers 10] [--bytes 64]          (kvod in-memory, --sync normal, full)
@@ -58,7 +58,7 @@ enum NetworkBenchmark {
         let common: Set<String> = ["kvod", "redis", "perf-command", "markdown", "seconds", "runs", "window", "lag", "server"]
         switch command {
         case "throughput": return common.union(["subscribers", "bytes", "sync", "fault", "perf"])
-        case "latency": return common.union(["subscribers", "bytes", "rate", "warmup"])
+        case "latency": return common.union(["subscribers", "bytes", "rate", "warmup", "sync"])
         case "scale": return common.union(["connections", "observations"])
         case "spread": return common.union(["subscribers", "bytes", "objects"])
         case "durable": return common.union(["subscribers", "bytes"])
@@ -119,7 +119,8 @@ enum NetworkBenchmark {
         let subscribers = options.int(prefix + "subscribers", 100)
         let bytes = options.int(prefix + "bytes", 64)
         let warmup = options.double("warmup", min(1, context.seconds / 5))
-        let results = options.servers().map { kind in
+        let storage = options.storage()
+        let results = options.servers().map { $0 == .kvod(.inMemory) ? .kvod(storage) : $0 }.map { kind in
             context.measure(kind, best: { $0.latency.percentile(50) < $1.latency.percentile(50) }) { server in
                 FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes,
                               seconds: context.seconds + warmup, pace: .fixedRate(perSecond: rate), warmupSeconds: warmup)
@@ -220,6 +221,7 @@ enum NetworkBenchmark {
         usage: kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64]
                                      [--sync in-memory|off|normal|full] [--fault skip|duplicate|reorder] [--perf FILE]
                kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1]
+                                     [--sync in-memory|off|normal|full]
                kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]   (pairs)
                kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64]
                kvod-bench durable    [--subscribers 10] [--bytes 64]     (kvod in-memory, --sync normal, full)
