@@ -224,7 +224,9 @@ public final class Server {
             return
         }
         notifications.removeAll(keepingCapacity: true)
-        let outcome = handler.handle(request, from: connection.id, notifications: &notifications)
+        let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
+                                 id: decoded.id)
+        let outcome = handler.handle(request, from: connection.id, budget: budget, notifications: &notifications)
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
