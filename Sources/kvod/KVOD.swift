@@ -63,11 +63,8 @@ struct KVOD: ParsableCommand {
 
     func run() throws {
         let level = Logger.Level(rawValue: logLevel)!
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        // Every line escaped and bounded: log lines quote ids, key paths and values clients sent.
+        LoggingSystem.bootstrap { label in PrintableLogHandler(label: label, level: level) }
         var settings = ServerConfiguration()
         settings.host = host
         settings.port = port

@@ -78,7 +78,9 @@ public final class Server {
                     "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)",
                     "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)",
                 ])
-                for problem in engine.restoreProblems { configuration.logger.error("\(problem)") }
+                for problem in engine.restoreProblems {
+                    configuration.logger.error("\(PrintableText.escaped("\(problem)", limit: 1000))")
+                }
             } catch {
                 throw .storage(error)
             }
@@ -324,7 +326,7 @@ public final class Server {
             try store.commit(batch)
         } catch {
             let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
-            logger.critical("cannot persist \(revisions): \(error); stopping without acknowledging them")
+            logger.critical("cannot persist \(revisions): \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging them")
             exit(74)  // EX_IOERR
         }
     }
