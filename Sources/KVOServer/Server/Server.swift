@@ -38,6 +38,14 @@ public final class Server {
     /// Event bytes queued since the last flush, for `flushEarlyIfOutputIsLarge()`.
     private var eventBytesSinceFlush = 0
     private let checkHandle: UnsafeMutablePointer<uv_check_t>
+    /// Fires every `housekeepingInterval`: closes connections past their first-request deadline and
+    /// gives memory back after a burst. Never on the request path.
+    private let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
+    /// New connections' first-request deadlines, in accept order.
+    private var firstRequestDeadlines = FirstRequestDeadlines()
+    private var heapTrimmer = HeapTrimmer()
+    /// The most bytes of unfinished lines held since the last trim (output has the pool's peak).
+    private var peakBufferedInputBytes = 0
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
     private var isStopping = false
@@ -95,6 +103,7 @@ public final class Server {
             throw .transport(error)
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
+        housekeepingHandle = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         stopHandle = StopHandle(asyncHandle)
         uv_check_init(loop.raw, checkHandle)
@@ -102,6 +111,9 @@ public final class Server {
         retainOwner(self, in: checkHandle)
         retainOwner(self, in: asyncHandle)
         uv_check_start(checkHandle, Server.checkCallback)
+        uv_timer_init(loop.raw, housekeepingHandle)
+        retainOwner(self, in: housekeepingHandle)
+        uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
         do throws(TransportError) {
             listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
                 [unowned self] listener, status in
@@ -169,6 +181,7 @@ public final class Server {
         stopHandle.invalidate()
         closeHandle(asyncHandle)
         closeHandle(checkHandle)
+        closeHandle(housekeepingHandle)
         for handle in signalHandles { closeHandle(handle) }
         signalHandles.removeAll()
     }
@@ -188,7 +201,8 @@ public final class Server {
         let connection = Connection(
             id: ConnectionID(lastConnectionID, slot: slot), loop: loop.raw, delegate: self,
             maximumLineLength: configuration.maximumLineLength,
-            maximumOutputBytes: configuration.maximumOutputBufferBytes)
+            maximumOutputBytes: configuration.maximumOutputBufferBytes,
+            maximumTotalInputBytes: configuration.maximumTotalInputBytes)
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
         openConnections += 1
@@ -210,6 +224,10 @@ public final class Server {
             connection.sendAndClose(bytes, reason: .rejected(error.message))
             return
         }
+        if configuration.firstRequestTimeout > 0 {
+            let timeout = UInt64(configuration.firstRequestTimeout * 1000)
+            firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ timeout)
+        }
         logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
     }
 
@@ -217,6 +235,7 @@ public final class Server {
 
     private func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        connection.hasSentRequest = true
         let decoded = RequestDecoder.decode(line)
         let request: Request
         switch decoded.request {
@@ -250,6 +269,7 @@ public final class Server {
             guard let creator = event.creator, let connection = connection(creator) else { continue }
             connection.takeUnretainedValue().enqueue(event.line)
         }
+        if !events.isEmpty, loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
         flushEarlyIfOutputIsLarge()
     }
 
@@ -260,6 +280,9 @@ public final class Server {
         case let .failure(error): ReplyEncoder.failure(id: id, error: error, into: &replyBuffer)
         }
         connection.enqueue(replyBuffer)
+        // A large reply's buffer is not kept for the next (it would hold the memory for good).
+        if replyBuffer.capacity > Server.retainedScratchBytes { replyBuffer = [] }
+        if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
     }
 
     /// The open connection with `id`, found by its slot (unretained: see `slots`).
@@ -310,6 +333,72 @@ public final class Server {
                 }
             }
             eventBytesSinceFlush += queuedBytes
+            // Once per notification, not per recipient: the pool counts bytes as chunks are taken.
+            if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
+        }
+        if tailArena.capacity > Server.retainedScratchBytes { tailArena = [] }
+    }
+
+    // MARK: - Global bounds
+
+    /// Scratch buffers (reply, event tails) larger than this are freed after use rather than kept.
+    private static let retainedScratchBytes = 1 << 20
+
+    /// All connections' queued output passed `--max-total-output`: closes the connections with the
+    /// most queued first (the slowest consumers: a connection that keeps up has little queued) until
+    /// the rest fit, logging why. Output still in flight is freed when its write is cancelled, so
+    /// what each closed connection had queued is counted as freed at once. Rare: O(connections).
+    private func enforceTotalOutputLimit() {
+        let limit = configuration.maximumTotalOutputBytes
+        var total = loop.outputChunks.bytesInUse
+        var candidates: [(bytes: Int, connection: Connection)] = []
+        for case let entry? in slots {
+            let connection = entry.takeUnretainedValue()
+            if connection.outputBytes > 0 { candidates.append((connection.outputBytes, connection)) }
+        }
+        candidates.sort { $0.bytes > $1.bytes }
+        for candidate in candidates {
+            guard total > limit else { break }
+            candidate.connection.close(reason: .totalOutputLimitExceeded(queued: candidate.bytes, total: total, limit: limit))
+            total -= candidate.bytes
+        }
+    }
+
+    /// All connections' unfinished lines passed `--max-total-input`: closes the connections holding
+    /// the largest until the rest fit, logging why. Rare: O(connections).
+    private func enforceTotalInputLimit() {
+        let limit = configuration.maximumTotalInputBytes
+        while loop.bufferedInputBytes > limit {
+            var largest: Connection?
+            for case let entry? in slots {
+                let connection = entry.takeUnretainedValue()
+                if connection.accountedInputBytes > (largest?.accountedInputBytes ?? 0) { largest = connection }
+            }
+            guard let largest else { return }
+            largest.close(reason: .totalInputLimitExceeded(buffered: largest.accountedInputBytes,
+                                                           total: loop.bufferedInputBytes, limit: limit))
+        }
+    }
+
+    /// The housekeeping tick: closes connections that sent no request before their deadline, and
+    /// returns memory to the system once the buffers have drained after a burst.
+    private func housekeep() {
+        let now = uv_now(loop.raw)
+        if !firstRequestDeadlines.isEmpty {
+            for due in firstRequestDeadlines.takeDue(now: now) {
+                guard let connection = connection(due.connection)?.takeUnretainedValue(), !connection.hasSentRequest,
+                      !connection.isClosing
+                else { continue }
+                connection.close(reason: .noRequestBeforeTimeout(seconds: configuration.firstRequestTimeout))
+            }
+        }
+        let pool = loop.outputChunks
+        peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
+        let current = pool.bytesInUse + loop.bufferedInputBytes
+        if heapTrimmer.trimIfWorthwhile(peak: pool.peakBytesInUse + peakBufferedInputBytes, current: current, now: now) {
+            pool.resetPeak()
+            peakBufferedInputBytes = loop.bufferedInputBytes
+            logger.debug("returned free memory to the system after a burst")
         }
     }
 
@@ -367,6 +456,13 @@ public final class Server {
         owner(of: asHandle(handle!), as: Server.self).flushConnections()
     }
 
+    /// Milliseconds between housekeeping ticks (Redis's `hz 10`).
+    private static let housekeepingInterval: UInt64 = 100
+
+    private static let housekeepingCallback: uv_timer_cb = { handle in
+        owner(of: asHandle(handle!), as: Server.self).housekeep()
+    }
+
     private static let asyncCallback: uv_async_cb = { handle in
         owner(of: asHandle(handle!), as: Server.self).stop()
     }
@@ -390,6 +486,11 @@ extension Server: ConnectionDelegate {
 
     var mayWriteImmediately: Bool {
         store == nil || !handler.engine.hasUncommittedWrites
+    }
+
+    func connectionsPassedTotalInputLimit(_ connection: Connection) {
+        peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
+        enforceTotalInputLimit()
     }
 
     func connectionNeedsFlush(_ connection: Connection) {
