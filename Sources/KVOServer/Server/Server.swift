@@ -346,21 +346,23 @@ public final class Server {
 
     /// All connections' queued output passed `--max-total-output`: closes the connections with the
     /// most queued first (the slowest consumers: a connection that keeps up has little queued) until
-    /// the rest fit, logging why. Output still in flight is freed when its write is cancelled, so
-    /// what each closed connection had queued is counted as freed at once. Rare: O(connections).
+    /// the rest fit, logging why. Closing gives a connection's pending chunks back at once; those of a
+    /// write in flight come back when the write is cancelled (next loop phase), so they are counted
+    /// as freed already. Rare: O(connections).
     private func enforceTotalOutputLimit() {
         let limit = configuration.maximumTotalOutputBytes
-        var total = loop.outputChunks.bytesInUse
         var candidates: [(bytes: Int, connection: Connection)] = []
         for case let entry? in slots {
             let connection = entry.takeUnretainedValue()
             if connection.outputBytes > 0 { candidates.append((connection.outputBytes, connection)) }
         }
         candidates.sort { $0.bytes > $1.bytes }
+        var beingFreed = 0
         for candidate in candidates {
+            let total = loop.outputChunks.bytesInUse - beingFreed
             guard total > limit else { break }
+            beingFreed += candidate.connection.inFlightBytes
             candidate.connection.close(reason: .totalOutputLimitExceeded(queued: candidate.bytes, total: total, limit: limit))
-            total -= candidate.bytes
         }
     }
 

@@ -72,6 +72,10 @@ final class Connection {
     /// Bytes queued and not yet acknowledged by the kernel.
     var outputBytes: Int { pending.count + inFlight.count }
 
+    /// Bytes handed to libuv by the write in flight: still held after `close` until the write's
+    /// callback (cancelled) gives the chunks back.
+    var inFlightBytes: Int { inFlight.count }
+
     /// Called once accepted: records the peer, disables Nagle and starts reading.
     func start() -> Int32 {
         uv_tcp_nodelay(handle, 1)
