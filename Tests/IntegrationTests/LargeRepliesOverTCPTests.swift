@@ -34,6 +34,30 @@ import Testing
         #expect(server.log.contains("output buffer limit exceeded") == false, "\(server.log)")
     }
 
+    @Test func classesInfoAndBindingsListingsOverTheBufferAreRefused() throws {
+        let server = try KVODProcess(["--max-output-buffer", "65536"])
+        let client = try server.connect()
+        // One class whose definition (an enum of 4,000 strings) is about 80 KB.
+        let members = (0..<4000).map { JSONValue.string("value-\($0)-xxxxxxxx") }
+        let definition: JSONValue = ["name": "Wide", "properties": ["v": ["type": "string", "enum": .array(members)]]]
+        try client.call("defineClass", ["class": definition])
+        #expect(errorCode(try client.request("classes")) == "too_large")
+        // 400 bindings whose convert expressions are 200 bytes each.
+        try client.call("create", ["object": "a", "values": ["x": 1]])
+        try client.call("create", ["object": "b", "values": ["y": 0]])
+        let convert = "$value + " + Array(repeating: "1", count: 100).joined(separator: " + ")
+        for _ in 0..<400 {
+            try client.call("bind", ["from": ["object": "a", "keyPath": "x"], "to": ["object": "b", "keyPath": "y"],
+                                     "convert": .string(convert)])
+        }
+        #expect(errorCode(try client.request("bindings")) == "too_large")
+        // 1,000 observers of one object listed by info: about 80 KB.
+        for _ in 0..<1000 { try client.call("observe", ["object": "a", "keyPath": "some.long.key.path.to.watch"]) }
+        #expect(errorCode(try client.request("info", ["object": "a"])) == "too_large")
+        #expect(try client.call("ping")["ok"] == true)
+        #expect(!server.log.contains("output buffer limit exceeded"))
+    }
+
     @Test func listPagesReturnEveryIdExactlyOnceInOrder() throws {
         let server = try KVODProcess(["--max-output-buffer", "65536"])
         let client = try server.connect()

@@ -274,14 +274,12 @@ public final class Server {
     }
 
     private func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection) {
-        replyBuffer.removeAll(keepingCapacity: true)
+        Server.empty(&replyBuffer)
         switch reply {
         case let .success(fields): ReplyEncoder.success(id: id, fields: fields, into: &replyBuffer)
         case let .failure(error): ReplyEncoder.failure(id: id, error: error, into: &replyBuffer)
         }
         connection.enqueue(replyBuffer)
-        // A large reply's buffer is not kept for the next (it would hold the memory for good).
-        if replyBuffer.capacity > Server.retainedScratchBytes { replyBuffer = [] }
         if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
     }
 
@@ -343,6 +341,17 @@ public final class Server {
 
     /// Scratch buffers (reply, event tails) larger than this are freed after use rather than kept.
     private static let retainedScratchBytes = 1 << 20
+
+    /// Empties a scratch buffer for reuse, keeping its memory unless a large reply or event grew it
+    /// past `retainedScratchBytes` (then it would hold that memory for good). One access to `buffer`.
+    @inline(__always)
+    private static func empty(_ buffer: inout [UInt8]) {
+        if buffer.capacity > retainedScratchBytes {
+            buffer = []
+        } else {
+            buffer.removeAll(keepingCapacity: true)
+        }
+    }
 
     /// All connections' queued output passed `--max-total-output`: closes the connections with the
     /// most queued first (the slowest consumers: a connection that keeps up has little queued) until

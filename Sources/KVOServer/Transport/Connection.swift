@@ -25,10 +25,10 @@ final class Connection {
     private unowned let eventLoop: EventLoop
     /// What this connection has added to `eventLoop.bufferedInputBytes` (the length of its unfinished
     /// line; 0 once closing).
-    private(set) var accountedInputBytes = 0
+    @exclusivity(unchecked) private(set) var accountedInputBytes = 0
     /// Set by the server at the first complete request (connections without one are closed after
     /// `--first-request-timeout`).
-    var hasSentRequest = false
+    @exclusivity(unchecked) var hasSentRequest = false
 
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.

@@ -25,7 +25,7 @@ final class EventLoop {
     let outputChunks = OutputChunkPool(firstChunkSize: 512, chunkSize: 16 * 1024, retainedChunkLimit: 1024)
     /// Bytes every connection on this loop holds for unfinished request lines (`LineFramer` buffers),
     /// counted by each connection when a read changes its buffer; held to `--max-total-input`.
-    var bufferedInputBytes = 0
+    @exclusivity(unchecked) var bufferedInputBytes = 0
     private var isClosed = false
     private var loopThread: pthread_t?
 

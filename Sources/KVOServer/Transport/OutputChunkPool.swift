@@ -37,10 +37,10 @@ final class OutputChunkPool {
     /// Bytes of the chunks lent out: every connection's queued output together, counted where it
     /// already changes size (a chunk taken or given back, once per chunk, never per event). The server
     /// holds it to `--max-total-output` (`Server.enforceTotalOutputLimit()`).
-    private(set) var bytesInUse = 0
+    @exclusivity(unchecked) private(set) var bytesInUse = 0
     /// The most `bytesInUse` has been since `resetPeak()`: the server returns memory to the system
     /// after a burst has drained (`Server.returnMemoryAfterBurst()`).
-    private(set) var peakBytesInUse = 0
+    @exclusivity(unchecked) private(set) var peakBytesInUse = 0
     /// Scratch `uv_buf_t`s for `gatherBuffers(capacity:)`.
     private var gatherStorage: UnsafeMutablePointer<uv_buf_t>
     private var gatherCapacity: Int
