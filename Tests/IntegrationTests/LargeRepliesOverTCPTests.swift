@@ -29,6 +29,11 @@ import Testing
         let observe = try client.request("observe", ["object": "huge", "keyPath": "blob", "options": ["initial", "new"]])
         #expect(errorCode(observe) == "too_large", "\(observe)")
         #expect(try client.call("info", ["object": "huge"])["observers"] == [])
+        // Resuming from before the value was written would replay it: refused the same way.
+        try client.call("set", ["object": "huge", "keyPath": "blob", "value": .string(big + "!")])
+        let resume = try client.request("observe", ["object": "huge", "keyPath": "blob", "options": ["new"], "sinceRev": 1])
+        #expect(errorCode(resume) == "too_large", "\(resume)")
+        #expect(try client.call("info", ["object": "huge"])["observers"] == [])
         try client.call("observe", ["object": "huge", "keyPath": "small", "options": ["initial", "new"]])
         #expect(try client.nextEvent(timeout: 5)?["change"]?["new"] == 7)
         #expect(server.log.contains("output buffer limit exceeded") == false, "\(server.log)")
