@@ -45,6 +45,7 @@ let package = Package(
             name: "kvod",
             dependencies: [
                 "KVOServer",
+                "KVOJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

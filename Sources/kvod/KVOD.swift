@@ -27,6 +27,21 @@ struct KVOD: ParsableCommand {
     @Option(help: "Most bytes queued for one connection before it is closed as too slow.")
     var maxOutputBuffer = 32 << 20
 
+    @Option(help: """
+        Most bytes queued for output on all connections together; past it the connections with the most \
+        queued (the slowest consumers) are closed first until the rest fit.
+        """)
+    var maxTotalOutput = 1 << 30
+
+    @Option(help: """
+        Most bytes held for unfinished request lines on all connections together; past it the connection \
+        holding the largest is closed.
+        """)
+    var maxTotalInput = 256 << 20
+
+    @Option(help: "Seconds a new connection may take to send its first complete request before it is closed (0: no limit).")
+    var firstRequestTimeout: Double = 30
+
     @Option(help: "Most simultaneous client connections.")
     var maxConnections = 10_000
 
@@ -56,6 +71,11 @@ struct KVOD: ParsableCommand {
         }
         guard maxLine > 0 else { throw ValidationError("--max-line must be positive") }
         guard maxOutputBuffer > 0 else { throw ValidationError("--max-output-buffer must be positive") }
+        guard maxTotalOutput > 0 else { throw ValidationError("--max-total-output must be positive") }
+        guard maxTotalInput > 0 else { throw ValidationError("--max-total-input must be positive") }
+        guard firstRequestTimeout >= 0, firstRequestTimeout.isFinite, firstRequestTimeout <= 1e9 else {
+            throw ValidationError("--first-request-timeout must be 0 or more seconds")
+        }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
@@ -63,17 +83,17 @@ struct KVOD: ParsableCommand {
 
     func run() throws {
         let level = Logger.Level(rawValue: logLevel)!
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        // Every line escaped and bounded: log lines quote ids, key paths and values clients sent.
+        LoggingSystem.bootstrap { label in PrintableLogHandler(label: label, level: level) }
         var settings = ServerConfiguration()
         settings.host = host
         settings.port = port
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer
         settings.maximumConnections = maxConnections
+        settings.maximumTotalOutputBytes = maxTotalOutput
+        settings.maximumTotalInputBytes = maxTotalInput
+        settings.firstRequestTimeout = firstRequestTimeout
         settings.handlesSignals = true
         settings.historyLimit = history
         settings.historyByteLimit = historyBytes

@@ -123,7 +123,11 @@ struct RequestDecoderTests {
 
     @Test("list, info, ping")
     func listInfoPing() {
-        #expect(request(#"{"op":"list"}"#) == .list)
+        #expect(request(#"{"op":"list"}"#) == .list(limit: nil, after: nil))
+        #expect(request(#"{"op":"list","limit":10,"after":"m"}"#) == .list(limit: 10, after: "m"))
+        #expect(failure(#"{"op":"list","limit":0}"#)?.code == .badRequest)
+        #expect(failure(#"{"op":"list","limit":"5"}"#)?.code == .badRequest)
+        #expect(failure(#"{"op":"list","after":5}"#)?.code == .badRequest)
         #expect(request(#"{"op":"info","object":"person"}"#) == .info(object: "person"))
         #expect(request(#"{"op":"ping"}"#) == .ping)
     }
@@ -131,7 +135,7 @@ struct RequestDecoderTests {
     @Test("unknown fields are ignored")
     func unknownFieldsIgnored() {
         #expect(request(#"{"op":"ping","extra":[1,{"x":null}],"object":5}"#) == .ping)
-        #expect(request(#"{"op":"list","keyPath":".."}"#) == .list)
+        #expect(request(#"{"op":"list","keyPath":".."}"#) == .list(limit: nil, after: nil))
         #expect(request(#"{"op":"delete","object":"o","values":"nope","keyPath":""}"#) == .delete(object: "o"))
         #expect(request(#"{"future":true,"op":"get","object":"o"}"#) == .get(object: "o", keyPath: nil))
     }

@@ -27,9 +27,19 @@ public struct KVOError: Error, Equatable, Sendable {
     /// (`property` and `rule` for `invalid_value`, `column` for `invalid_expression`). Usually empty.
     public let details: [String: JSONValue]
 
+    /// Longest message kept, in bytes. Messages quote client text (ids, key paths, values); a longer
+    /// one keeps its first `PrintableText.defaultLimit` characters and states its full length, so no
+    /// reply, binding event or log line repeats a megabyte a client sent.
+    public static let maximumMessageLength = 2048
+
     public init(_ code: Code, _ message: String, details: [String: JSONValue] = [:]) {
         self.code = code
-        self.message = message
+        self.message = message.utf8.count <= KVOError.maximumMessageLength ? message : KVOError.shortened(message)
         self.details = details
+    }
+
+    /// `message` cut after `PrintableText.defaultLimit` characters, with its length in bytes.
+    private static func shortened(_ message: String) -> String {
+        String(message.unicodeScalars.prefix(PrintableText.defaultLimit)) + "…(\(message.utf8.count) bytes)"
     }
 }

@@ -12,7 +12,8 @@ public enum Request: Equatable, Sendable {
     case mutateArray(object: String, keyPath: KeyPath, mutation: CollectionMutation)
     case observe(object: String, keyPath: KeyPath, options: ObservationOptions, sinceRev: UInt64?)
     case unobserve(subscription: SubscriptionID)
-    case list
+    /// `list`: at most `limit` ids (all when nil) after `after` (from the first when nil), in sorted order.
+    case list(limit: Int?, after: String?)
     case info(object: String)
     case ping
     /// `defineClass`: the definition as sent (checked by the engine).

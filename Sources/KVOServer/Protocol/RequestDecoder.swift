@@ -12,7 +12,7 @@ public enum RequestDecoder {
     /// The request fields every line repeats: parsed as these strings, not built again for each line.
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub",
-        "class", "client", "now", "binding", "from", "to",
+        "class", "client", "now", "binding", "from", "to", "limit", "after",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -110,7 +110,7 @@ public enum RequestDecoder {
             guard case let .int(subscription) = sub else { throw KVOError(.badRequest, "'sub' must be an integer") }
             return .unobserve(subscription: subscription)
         case "list":
-            return .list
+            return .list(limit: try reader.optionalPositiveInteger("limit"), after: try reader.optionalString("after"))
         case "info":
             return .info(object: try reader.objectID())
         case "ping":
@@ -233,6 +233,15 @@ private struct FieldReader {
             throw KVOError(.badRequest, "'\(name)' must hold non-negative integers")
         }
         return Int(integer)
+    }
+
+    /// A positive integer (a count), when given.
+    func optionalPositiveInteger(_ name: String) throws(KVOError) -> Int? {
+        guard let value = fields[name], value != .null else { return nil }
+        guard case let .int(integer) = value, integer > 0 else {
+            throw KVOError(.badRequest, "'\(name)' must be a positive integer")
+        }
+        return Int(clamping: integer)
     }
 
     /// A non-negative integer revision, when given.

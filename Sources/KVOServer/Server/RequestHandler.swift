@@ -27,16 +27,18 @@ final class RequestHandler {
         self.engine = engine
     }
 
-    func handle(_ request: Request, from connection: ConnectionID,
+    /// Carries out `request`. A reply that could be large is measured against `budget` first and
+    /// refused with `too_large` when it would not fit (see `ReplyBudget`).
+    func handle(_ request: Request, from connection: ConnectionID, budget: ReplyBudget = .unlimited,
                 notifications: inout [ChangeNotification]) -> Outcome {
         do {
-            return try perform(request, from: connection, notifications: &notifications)
+            return try perform(request, from: connection, budget: budget, notifications: &notifications)
         } catch {
             return Outcome(reply: .failure(error), order: .afterNotifications)
         }
     }
 
-    private func perform(_ request: Request, from connection: ConnectionID,
+    private func perform(_ request: Request, from connection: ConnectionID, budget: ReplyBudget,
                          notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         switch request {
         case .hello:
@@ -53,6 +55,7 @@ final class RequestHandler {
             return reply([("rev", revision(try engine.delete(object, notifications: &notifications)))])
         case let .get(object, keyPath):
             let value = try engine.get(object, keyPath: keyPath)
+            try requireFit(value, budget, "the value of \(keyPath.map { "'\(PrintableText.escaped($0.string, limit: 64))' of " } ?? "")object '\(PrintableText.escaped(object, limit: 64))'")
             return reply([("rev", revision(engine.revision)), ("value", value)])
         case let .set(object, keyPath, value):
             let rev = try engine.set(object, keyPath: keyPath, value: value, notifications: &notifications)
@@ -63,12 +66,19 @@ final class RequestHandler {
         case let .observe(object, keyPath, options, sinceRev):
             let sub = try engine.observe(object, keyPath: keyPath, options: options, connection: connection,
                                          sinceRev: sinceRev, notifications: &notifications)
+            if !EventSizeBound.fits(notifications, budget: budget.bytes) {
+                // The initial value, resync or replayed history would not fit: no subscription, no event.
+                _ = engine.unobserve(sub, connection: connection)
+                notifications.removeAll(keepingCapacity: true)
+                let what = sinceRev == nil ? "the initial value" : "the resync value or the changes to replay"
+                throw budget.refusal(what + " of '\(PrintableText.escaped(keyPath.string, limit: 64))' (nothing was subscribed)")
+            }
             return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))]),
                            order: .beforeNotifications)
         case let .unobserve(subscription):
             return reply([("removed", .bool(engine.unobserve(subscription, connection: connection)))])
-        case .list:
-            return reply([("objects", .array(engine.objectIDs().map(JSONValue.string)))])
+        case let .list(limit, after):
+            return reply(try listPage(limit: limit, after: after, budget: budget))
         case let .info(object):
             let observers = try engine.observers(of: object).map { info -> JSONValue in
                 .object([
@@ -78,21 +88,67 @@ final class RequestHandler {
                     "connection": .int(Int64(info.connection.rawValue)),
                 ])
             }
-            return reply([("observers", .array(observers))])
+            let listing = JSONValue.array(observers)
+            try requireFit(listing, budget, "the \(observers.count) observers of '\(PrintableText.escaped(object, limit: 64))'")
+            return reply([("observers", listing)])
         case .ping:
             return reply([])
         case let .defineClass(definition):
             return reply([("name", .string(try engine.defineClass(definition)))])
         case .classes:
-            return reply([("classes", .array(engine.classDefinitions()))])
+            let definitions = engine.classDefinitions()
+            let listing = JSONValue.array(definitions)
+            try requireFit(listing, budget, "the \(definitions.count) class definitions")
+            return reply([("classes", listing)])
         case let .bind(spec, now):
             let id = try engine.bind(spec, now: now, creator: connection, notifications: &notifications)
             return reply([("binding", .int(Int64(id))), ("rev", revision(engine.revision))])
         case let .unbind(binding):
             return reply([("removed", .bool(engine.unbind(binding)))])
         case .bindings:
-            return reply([("bindings", .array(engine.bindingListings()))])
+            let bindings = engine.bindingListings()
+            let listing = JSONValue.array(bindings)
+            try requireFit(listing, budget, "the \(bindings.count) bindings")
+            return reply([("bindings", listing)])
         }
+    }
+
+    /// Refuses with `too_large` when `value` would not fit in `budget` (measured with an early stop,
+    /// never encoded).
+    private func requireFit(_ value: JSONValue, _ budget: ReplyBudget, _ what: @autoclosure () -> String) throws(KVOError) {
+        guard JSONSizeBound.of(value, limit: budget.bytes) == nil else { return }
+        throw budget.refusal(what())
+    }
+
+    /// One page of `list`: the ids after `after` in sorted order, at most `limit` of them and as many
+    /// as fit in `budget`; `more` says whether ids remain after the last one (the next `after`).
+    /// Without `limit` the whole list must fit, or the reply is `too_large` (a client that does not
+    /// page must not get a silently shortened list).
+    private func listPage(limit: Int?, after: String?, budget: ReplyBudget) throws(KVOError) -> [(String, JSONValue)] {
+        let ids = engine.objectIDs()
+        var start = 0
+        if let after {
+            // First id greater than `after` (ids are sorted and unique).
+            var high = ids.count
+            while start < high {
+                let middle = (start + high) / 2
+                if ids[middle] <= after { start = middle + 1 } else { high = middle }
+            }
+        }
+        let end = limit.map { min(ids.count, start + min($0, ids.count)) } ?? ids.count
+        var page: [JSONValue] = []
+        var bytes = 16  // ",\"more\":false" and the brackets
+        var index = start
+        while index < end {
+            bytes += 1  // the comma
+            guard JSONSizeBound.addString(ids[index], to: &bytes, limit: budget.bytes) else { break }
+            page.append(.string(ids[index]))
+            index += 1
+        }
+        if index < end && (limit == nil || page.isEmpty) {
+            throw budget.refusal("the list of \(end - start) objects" + (limit == nil ? " (page it with 'limit' and 'after')" : ""))
+        }
+        return [("more", .bool(index < ids.count)), ("objects", .array(page))]
     }
 
     private func reply(_ fields: [(String, JSONValue)]) -> Outcome {

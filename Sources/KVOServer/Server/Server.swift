@@ -38,6 +38,14 @@ public final class Server {
     /// Event bytes queued since the last flush, for `flushEarlyIfOutputIsLarge()`.
     private var eventBytesSinceFlush = 0
     private let checkHandle: UnsafeMutablePointer<uv_check_t>
+    /// Fires every `housekeepingInterval`: closes connections past their first-request deadline and
+    /// gives memory back after a burst. Never on the request path.
+    private let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
+    /// New connections' first-request deadlines, in accept order.
+    private var firstRequestDeadlines = FirstRequestDeadlines()
+    private var heapTrimmer = HeapTrimmer()
+    /// The most bytes of unfinished lines held since the last trim (output has the pool's peak).
+    private var peakBufferedInputBytes = 0
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
     private var isStopping = false
@@ -78,7 +86,9 @@ public final class Server {
                     "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)",
                     "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)",
                 ])
-                for problem in engine.restoreProblems { configuration.logger.error("\(problem)") }
+                for problem in engine.restoreProblems {
+                    configuration.logger.error("\(PrintableText.escaped("\(problem)", limit: 1000))")
+                }
             } catch {
                 throw .storage(error)
             }
@@ -93,6 +103,7 @@ public final class Server {
             throw .transport(error)
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
+        housekeepingHandle = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         stopHandle = StopHandle(asyncHandle)
         uv_check_init(loop.raw, checkHandle)
@@ -100,6 +111,9 @@ public final class Server {
         retainOwner(self, in: checkHandle)
         retainOwner(self, in: asyncHandle)
         uv_check_start(checkHandle, Server.checkCallback)
+        uv_timer_init(loop.raw, housekeepingHandle)
+        retainOwner(self, in: housekeepingHandle)
+        uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
         do throws(TransportError) {
             listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
                 [unowned self] listener, status in
@@ -167,6 +181,7 @@ public final class Server {
         stopHandle.invalidate()
         closeHandle(asyncHandle)
         closeHandle(checkHandle)
+        closeHandle(housekeepingHandle)
         for handle in signalHandles { closeHandle(handle) }
         signalHandles.removeAll()
     }
@@ -186,7 +201,8 @@ public final class Server {
         let connection = Connection(
             id: ConnectionID(lastConnectionID, slot: slot), loop: loop.raw, delegate: self,
             maximumLineLength: configuration.maximumLineLength,
-            maximumOutputBytes: configuration.maximumOutputBufferBytes)
+            maximumOutputBytes: configuration.maximumOutputBufferBytes,
+            maximumTotalInputBytes: configuration.maximumTotalInputBytes)
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
         openConnections += 1
@@ -208,6 +224,10 @@ public final class Server {
             connection.sendAndClose(bytes, reason: .rejected(error.message))
             return
         }
+        if configuration.firstRequestTimeout > 0 {
+            let timeout = UInt64(configuration.firstRequestTimeout * 1000)
+            firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ timeout)
+        }
         logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
     }
 
@@ -215,6 +235,7 @@ public final class Server {
 
     private func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        connection.hasSentRequest = true
         let decoded = RequestDecoder.decode(line)
         let request: Request
         switch decoded.request {
@@ -224,7 +245,9 @@ public final class Server {
             return
         }
         notifications.removeAll(keepingCapacity: true)
-        let outcome = handler.handle(request, from: connection.id, notifications: &notifications)
+        let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
+                                 id: decoded.id)
+        let outcome = handler.handle(request, from: connection.id, budget: budget, notifications: &notifications)
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
@@ -246,16 +269,18 @@ public final class Server {
             guard let creator = event.creator, let connection = connection(creator) else { continue }
             connection.takeUnretainedValue().enqueue(event.line)
         }
+        if !events.isEmpty, loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
         flushEarlyIfOutputIsLarge()
     }
 
     private func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection) {
-        replyBuffer.removeAll(keepingCapacity: true)
+        Server.empty(&replyBuffer)
         switch reply {
         case let .success(fields): ReplyEncoder.success(id: id, fields: fields, into: &replyBuffer)
         case let .failure(error): ReplyEncoder.failure(id: id, error: error, into: &replyBuffer)
         }
         connection.enqueue(replyBuffer)
+        if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
     }
 
     /// The open connection with `id`, found by its slot (unretained: see `slots`).
@@ -306,6 +331,85 @@ public final class Server {
                 }
             }
             eventBytesSinceFlush += queuedBytes
+            // Once per notification, not per recipient: the pool counts bytes as chunks are taken.
+            if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
+        }
+        if tailArena.capacity > Server.retainedScratchBytes { tailArena = [] }
+    }
+
+    // MARK: - Global bounds
+
+    /// Scratch buffers (reply, event tails) larger than this are freed after use rather than kept.
+    private static let retainedScratchBytes = 1 << 20
+
+    /// Empties a scratch buffer for reuse, keeping its memory unless a large reply or event grew it
+    /// past `retainedScratchBytes` (then it would hold that memory for good). One access to `buffer`.
+    @inline(__always)
+    private static func empty(_ buffer: inout [UInt8]) {
+        if buffer.capacity > retainedScratchBytes {
+            buffer = []
+        } else {
+            buffer.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// All connections' queued output passed `--max-total-output`: closes the connections with the
+    /// most queued first (the slowest consumers: a connection that keeps up has little queued) until
+    /// the rest fit, logging why. Closing gives a connection's pending chunks back at once; those of a
+    /// write in flight come back when the write is cancelled (next loop phase), so they are counted
+    /// as freed already. Rare: O(connections).
+    private func enforceTotalOutputLimit() {
+        let limit = configuration.maximumTotalOutputBytes
+        var candidates: [(bytes: Int, connection: Connection)] = []
+        for case let entry? in slots {
+            let connection = entry.takeUnretainedValue()
+            if connection.outputBytes > 0 { candidates.append((connection.outputBytes, connection)) }
+        }
+        candidates.sort { $0.bytes > $1.bytes }
+        var beingFreed = 0
+        for candidate in candidates {
+            let total = loop.outputChunks.bytesInUse - beingFreed
+            guard total > limit else { break }
+            beingFreed += candidate.connection.inFlightBytes
+            candidate.connection.close(reason: .totalOutputLimitExceeded(queued: candidate.bytes, total: total, limit: limit))
+        }
+    }
+
+    /// All connections' unfinished lines passed `--max-total-input`: closes the connections holding
+    /// the largest until the rest fit, logging why. Rare: O(connections).
+    private func enforceTotalInputLimit() {
+        let limit = configuration.maximumTotalInputBytes
+        while loop.bufferedInputBytes > limit {
+            var largest: Connection?
+            for case let entry? in slots {
+                let connection = entry.takeUnretainedValue()
+                if connection.accountedInputBytes > (largest?.accountedInputBytes ?? 0) { largest = connection }
+            }
+            guard let largest else { return }
+            largest.close(reason: .totalInputLimitExceeded(buffered: largest.accountedInputBytes,
+                                                           total: loop.bufferedInputBytes, limit: limit))
+        }
+    }
+
+    /// The housekeeping tick: closes connections that sent no request before their deadline, and
+    /// returns memory to the system once the buffers have drained after a burst.
+    private func housekeep() {
+        let now = uv_now(loop.raw)
+        if !firstRequestDeadlines.isEmpty {
+            for due in firstRequestDeadlines.takeDue(now: now) {
+                guard let connection = connection(due.connection)?.takeUnretainedValue(), !connection.hasSentRequest,
+                      !connection.isClosing
+                else { continue }
+                connection.close(reason: .noRequestBeforeTimeout(seconds: configuration.firstRequestTimeout))
+            }
+        }
+        let pool = loop.outputChunks
+        peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
+        let current = pool.bytesInUse + loop.bufferedInputBytes
+        if heapTrimmer.trimIfWorthwhile(peak: pool.peakBytesInUse + peakBufferedInputBytes, current: current, now: now) {
+            pool.resetPeak()
+            peakBufferedInputBytes = loop.bufferedInputBytes
+            logger.debug("returned free memory to the system after a burst")
         }
     }
 
@@ -322,7 +426,7 @@ public final class Server {
             try store.commit(batch)
         } catch {
             let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
-            logger.critical("cannot persist \(revisions): \(error); stopping without acknowledging them")
+            logger.critical("cannot persist \(revisions): \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging them")
             exit(74)  // EX_IOERR
         }
     }
@@ -363,6 +467,13 @@ public final class Server {
         owner(of: asHandle(handle!), as: Server.self).flushConnections()
     }
 
+    /// Milliseconds between housekeeping ticks (Redis's `hz 10`).
+    private static let housekeepingInterval: UInt64 = 100
+
+    private static let housekeepingCallback: uv_timer_cb = { handle in
+        owner(of: asHandle(handle!), as: Server.self).housekeep()
+    }
+
     private static let asyncCallback: uv_async_cb = { handle in
         owner(of: asHandle(handle!), as: Server.self).stop()
     }
@@ -386,6 +497,11 @@ extension Server: ConnectionDelegate {
 
     var mayWriteImmediately: Bool {
         store == nil || !handler.engine.hasUncommittedWrites
+    }
+
+    func connectionsPassedTotalInputLimit(_ connection: Connection) {
+        peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
+        enforceTotalInputLimit()
     }
 
     func connectionNeedsFlush(_ connection: Connection) {

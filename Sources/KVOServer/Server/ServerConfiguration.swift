@@ -10,6 +10,15 @@ public struct ServerConfiguration: Sendable {
     public var maximumLineLength = 1 << 20
     /// Most output bytes queued for one connection before it is closed as too slow.
     public var maximumOutputBufferBytes = 32 << 20
+    /// Most output bytes queued on all connections together (output chunks held); past it the
+    /// connections with the most queued are closed first until the rest fit.
+    public var maximumTotalOutputBytes = 1 << 30
+    /// Most bytes held for unfinished request lines on all connections together; past it the
+    /// connection holding the largest is closed, until the rest fit.
+    public var maximumTotalInputBytes = 256 << 20
+    /// Seconds a new connection may take to send its first complete request before it is closed;
+    /// 0 waits for ever.
+    public var firstRequestTimeout: Double = 30
     /// Most simultaneous connections; further ones are told `too_many_connections` and closed.
     public var maximumConnections = 10_000
     /// Where and how to persist; nil keeps everything in memory (`--in-memory`).

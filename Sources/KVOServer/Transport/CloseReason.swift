@@ -6,6 +6,14 @@ enum CloseReason: CustomStringConvertible {
     case socketError(String)
     /// The client did not read fast enough: its queued output passed the limit.
     case outputLimitExceeded(queued: Int, limit: Int)
+    /// All connections' queued output together passed `--max-total-output`, and this one had the most
+    /// queued of those still open (slow consumers are closed largest first).
+    case totalOutputLimitExceeded(queued: Int, total: Int, limit: Int)
+    /// All connections' unfinished request lines together passed `--max-total-input`, and this one
+    /// held the largest.
+    case totalInputLimitExceeded(buffered: Int, total: Int, limit: Int)
+    /// No complete request within `--first-request-timeout` of connecting.
+    case noRequestBeforeTimeout(seconds: Double)
     /// Over `--max-connections`; told so, then closed.
     case rejected(String)
     /// The server is stopping.
@@ -17,6 +25,14 @@ enum CloseReason: CustomStringConvertible {
         case let .socketError(text): return "socket error: \(text)"
         case let .outputLimitExceeded(queued, limit):
             return "output buffer limit exceeded (\(queued) bytes queued, limit \(limit)): client too slow"
+        case let .totalOutputLimitExceeded(queued, total, limit):
+            return "total output buffer limit exceeded (\(total) bytes queued on all connections, limit \(limit)): "
+                + "closing the slowest consumers first; this one had \(queued) bytes queued"
+        case let .totalInputLimitExceeded(buffered, total, limit):
+            return "total input buffer limit exceeded (\(total) bytes of unfinished lines on all connections, limit "
+                + "\(limit)): this one held the largest, \(buffered) bytes"
+        case let .noRequestBeforeTimeout(seconds):
+            return "no complete request within \(seconds) s of connecting"
         case let .rejected(text): return "rejected: \(text)"
         case .serverStopping: return "server stopping"
         }
@@ -25,7 +41,8 @@ enum CloseReason: CustomStringConvertible {
     /// Closings an operator should see at the default log level.
     var isNoteworthy: Bool {
         switch self {
-        case .outputLimitExceeded, .rejected: return true
+        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected:
+            return true
         default: return false
         }
     }

@@ -19,6 +19,16 @@ final class Connection {
     unowned let delegate: ConnectionDelegate
     private var framer: LineFramer
     private let maximumOutputBytes: Int
+    /// The loop's limit on unfinished request lines, all connections together (`--max-total-input`).
+    private let maximumTotalInputBytes: Int
+    /// The loop, whose `bufferedInputBytes` this connection adds its framer's buffer to.
+    private unowned let eventLoop: EventLoop
+    /// What this connection has added to `eventLoop.bufferedInputBytes` (the length of its unfinished
+    /// line; 0 once closing).
+    @exclusivity(unchecked) private(set) var accountedInputBytes = 0
+    /// Set by the server at the first complete request (connections without one are closed after
+    /// `--first-request-timeout`).
+    @exclusivity(unchecked) var hasSentRequest = false
 
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.
@@ -38,12 +48,15 @@ final class Connection {
     private var closeAfterFlush: CloseReason?
 
     init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
-         maximumLineLength: Int, maximumOutputBytes: Int) {
+         maximumLineLength: Int, maximumOutputBytes: Int, maximumTotalInputBytes: Int = .max) {
         self.id = id
         self.delegate = delegate
         self.framer = LineFramer(maximumLineLength: maximumLineLength)
         self.maximumOutputBytes = maximumOutputBytes
-        self.chunkPool = EventLoop.owner(of: loop).outputChunks
+        self.maximumTotalInputBytes = maximumTotalInputBytes
+        let owner = EventLoop.owner(of: loop)
+        self.eventLoop = owner
+        self.chunkPool = owner.outputChunks
         self.handle = allocateHandle(uv_tcp_t.self, kind: UV_TCP)
         self.writeRequest = .allocate(capacity: 1)
         uv_tcp_init(loop, handle)
@@ -58,6 +71,10 @@ final class Connection {
 
     /// Bytes queued and not yet acknowledged by the kernel.
     var outputBytes: Int { pending.count + inFlight.count }
+
+    /// Bytes handed to libuv by the write in flight: still held after `close` until the write's
+    /// callback (cancelled) gives the chunks back.
+    var inFlightBytes: Int { inFlight.count }
 
     /// Called once accepted: records the peer, disables Nagle and starts reading.
     func start() -> Int32 {
@@ -173,6 +190,10 @@ final class Connection {
         isClosing = true
         uv_read_stop(asStream(handle))
         pending.removeAll(returningTo: chunkPool)
+        // The framer's buffer is freed with the connection (its close callback, next); it no longer
+        // counts against the total (it may be in the middle of `feed`, so it is not touched here).
+        eventLoop.bufferedInputBytes -= accountedInputBytes
+        accountedInputBytes = 0
         delegate.connectionDidClose(self, reason: reason)
         closeHandle(handle)
     }
@@ -188,6 +209,11 @@ final class Connection {
             }
             return !isClosing
         }
+        // Only a line split across reads changes the buffer: then count the change against the total.
+        guard !isClosing, framer.bufferedCount != accountedInputBytes else { return }
+        eventLoop.bufferedInputBytes += framer.bufferedCount - accountedInputBytes
+        accountedInputBytes = framer.bufferedCount
+        if eventLoop.bufferedInputBytes > maximumTotalInputBytes { delegate.connectionsPassedTotalInputLimit(self) }
     }
 
     private func peerName() -> String {

@@ -10,6 +10,9 @@ protocol ConnectionDelegate: AnyObject {
     var mayWriteImmediately: Bool { get }
     /// `connection` has output to send this loop iteration.
     func connectionNeedsFlush(_ connection: Connection)
+    /// The loop's unfinished request lines together passed the total input limit after a read on
+    /// `connection`: the owner closes the connections holding the most until it is under again.
+    func connectionsPassedTotalInputLimit(_ connection: Connection)
     /// `connection` started closing; no more lines will arrive and output is dropped.
     func connectionDidClose(_ connection: Connection, reason: CloseReason)
 }

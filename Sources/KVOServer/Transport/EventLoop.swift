@@ -23,6 +23,9 @@ final class EventLoop {
     /// burst once written out (16.5 MiB). 4 KiB chunks cost 6-9 % more CPU per delivery; full-size
     /// first chunks made 10,000 clients' first replies need up to 160 MB at once (docs/performance.md).
     let outputChunks = OutputChunkPool(firstChunkSize: 512, chunkSize: 16 * 1024, retainedChunkLimit: 1024)
+    /// Bytes every connection on this loop holds for unfinished request lines (`LineFramer` buffers),
+    /// counted by each connection when a read changes its buffer; held to `--max-total-input`.
+    @exclusivity(unchecked) var bufferedInputBytes = 0
     private var isClosed = false
     private var loopThread: pthread_t?
 

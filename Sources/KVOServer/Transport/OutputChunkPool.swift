@@ -34,6 +34,13 @@ final class OutputChunkPool {
     private var freeChunks: [UnsafeMutablePointer<UInt8>] = []
     /// Chunks lent out and not yet given back (for tests and leak checks).
     private(set) var chunksInUse = 0
+    /// Bytes of the chunks lent out: every connection's queued output together, counted where it
+    /// already changes size (a chunk taken or given back, once per chunk, never per event). The server
+    /// holds it to `--max-total-output` (`Server.enforceTotalOutputLimit()`).
+    @exclusivity(unchecked) private(set) var bytesInUse = 0
+    /// The most `bytesInUse` has been since `resetPeak()`: the server returns memory to the system
+    /// after a burst has drained (`Server.returnMemoryAfterBurst()`).
+    @exclusivity(unchecked) private(set) var peakBytesInUse = 0
     /// Scratch `uv_buf_t`s for `gatherBuffers(capacity:)`.
     private var gatherStorage: UnsafeMutablePointer<uv_buf_t>
     private var gatherCapacity: Int
@@ -64,6 +71,8 @@ final class OutputChunkPool {
     /// one is free.
     func take(size: Int) -> UnsafeMutablePointer<UInt8> {
         chunksInUse += 1
+        bytesInUse += size
+        if bytesInUse > peakBytesInUse { peakBytesInUse = bytesInUse }
         if size == chunkSize, let chunk = freeChunks.popLast() { return chunk }
         if size != chunkSize, let chunk = freeFirstChunks.popLast() { return chunk }
         guard let fresh = malloc(size) else { fatalError("out of memory allocating an output chunk") }
@@ -73,6 +82,7 @@ final class OutputChunkPool {
     /// Takes back a chunk of `size` bytes from `take(size:)`; its owner must not touch it afterwards.
     func recycle(_ chunk: UnsafeMutablePointer<UInt8>, size: Int) {
         chunksInUse -= 1
+        bytesInUse -= size
         if size == chunkSize, freeChunks.count < retainedChunkLimit {
             freeChunks.append(chunk)
         } else if size != chunkSize, freeFirstChunks.count < retainedChunkLimit {
@@ -80,6 +90,11 @@ final class OutputChunkPool {
         } else {
             free(chunk)
         }
+    }
+
+    /// Starts a new peak: `peakBytesInUse` becomes `bytesInUse`.
+    func resetPeak() {
+        peakBytesInUse = bytesInUse
     }
 
     /// Scratch space for at least `capacity` `uv_buf_t`s, valid until the next call (the caller

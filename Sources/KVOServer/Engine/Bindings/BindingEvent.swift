@@ -46,11 +46,14 @@ public struct BindingEvent: Equatable, Sendable {
         return buffer
     }
 
-    /// One line for the server's log.
+    /// One line for the server's log: client text (object ids, messages quoting values) escaped and cut
+    /// short (`PrintableText`), so a client can neither forge log lines nor flood the log.
     public var logDescription: String {
         switch reason {
-        case let .removed(cause, object): return "binding \(binding) removed: \(cause) (\(object))"
-        case let .refused(error): return "binding \(binding) write refused: \(error.code.rawValue): \(error.message)"
+        case let .removed(cause, object):
+            return "binding \(binding) removed: \(cause) (\(PrintableText.escaped(object)))"
+        case let .refused(error):
+            return "binding \(binding) write refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 500))"
         }
     }
 }

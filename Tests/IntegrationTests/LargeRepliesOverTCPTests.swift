@@ -1,0 +1,132 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// Replies that would not fit in a connection's output buffer (`--max-output-buffer`) are refused with
+/// `too_large` before they are built, and `list` pages: against the real kvod over TCP (issue 10, item 8).
+@Suite struct LargeRepliesOverTCPTests {
+    private func errorCode(_ reply: JSONValue) -> String? {
+        reply["error"]?["code"]?.stringValue
+    }
+
+    @Test func aValueBiggerThanTheOutputBufferIsRefusedAndTheConnectionKeepsServing() throws {
+        let server = try KVODProcess(["--max-output-buffer", "65536"])
+        let client = try server.connect()
+        let big = String(repeating: "x", count: 200_000)
+        try client.call("create", ["object": "huge", "values": ["blob": .string(big), "small": 7]])
+
+        let whole = try client.request("get", ["object": "huge"])
+        #expect(errorCode(whole) == "too_large", "\(whole)")
+        #expect(whole["error"]?["message"]?.stringValue?.contains("65536") == true, "\(whole)")
+        let part = try client.request("get", ["object": "huge", "keyPath": "blob"])
+        #expect(errorCode(part) == "too_large")
+        // The same connection keeps serving, what fits is answered.
+        #expect(try client.call("get", ["object": "huge", "keyPath": "small"])["value"] == 7)
+        #expect(try client.call("ping")["ok"] == true)
+
+        // observe with initial: refused, nothing subscribed; without initial it works.
+        let observe = try client.request("observe", ["object": "huge", "keyPath": "blob", "options": ["initial", "new"]])
+        #expect(errorCode(observe) == "too_large", "\(observe)")
+        #expect(try client.call("info", ["object": "huge"])["observers"] == [])
+        // Resuming from before the value was written would replay it: refused the same way.
+        try client.call("set", ["object": "huge", "keyPath": "blob", "value": .string(big + "!")])
+        let resume = try client.request("observe", ["object": "huge", "keyPath": "blob", "options": ["new"], "sinceRev": 1])
+        #expect(errorCode(resume) == "too_large", "\(resume)")
+        #expect(try client.call("info", ["object": "huge"])["observers"] == [])
+        try client.call("observe", ["object": "huge", "keyPath": "small", "options": ["initial", "new"]])
+        #expect(try client.nextEvent(timeout: 5)?["change"]?["new"] == 7)
+        #expect(server.log.contains("output buffer limit exceeded") == false, "\(server.log)")
+    }
+
+    @Test func classesInfoAndBindingsListingsOverTheBufferAreRefused() throws {
+        let server = try KVODProcess(["--max-output-buffer", "65536"])
+        let client = try server.connect()
+        // One class whose definition (an enum of 4,000 strings) is about 80 KB.
+        let members = (0..<4000).map { JSONValue.string("value-\($0)-xxxxxxxx") }
+        let definition: JSONValue = ["name": "Wide", "properties": ["v": ["type": "string", "enum": .array(members)]]]
+        try client.call("defineClass", ["class": definition])
+        #expect(errorCode(try client.request("classes")) == "too_large")
+        // 400 bindings whose convert expressions are 200 bytes each.
+        try client.call("create", ["object": "a", "values": ["x": 1]])
+        try client.call("create", ["object": "b", "values": ["y": 0]])
+        let convert = "$value + " + Array(repeating: "1", count: 100).joined(separator: " + ")
+        for _ in 0..<400 {
+            try client.call("bind", ["from": ["object": "a", "keyPath": "x"], "to": ["object": "b", "keyPath": "y"],
+                                     "convert": .string(convert)])
+        }
+        #expect(errorCode(try client.request("bindings")) == "too_large")
+        // 1,000 observers of one object listed by info: about 80 KB.
+        for _ in 0..<1000 { try client.call("observe", ["object": "a", "keyPath": "some.long.key.path.to.watch"]) }
+        #expect(errorCode(try client.request("info", ["object": "a"])) == "too_large")
+        #expect(try client.call("ping")["ok"] == true)
+        #expect(!server.log.contains("output buffer limit exceeded"))
+    }
+
+    @Test func listPagesReturnEveryIdExactlyOnceInOrder() throws {
+        let server = try KVODProcess(["--max-output-buffer", "65536"])
+        let client = try server.connect()
+        // 300 ids of about 1000 bytes: 300 KB of ids, far over the 64 KiB output buffer.
+        let padding = String(repeating: "p", count: 990)
+        var expected: [String] = []
+        for index in 0..<300 {
+            let id = String(format: "%04d", (index * 7919) % 300) + "-\n\u{1B}" + padding
+            expected.append(id)
+            try client.call("create", ["object": .string(id)])
+        }
+        expected.sort()
+
+        // The whole list does not fit: too_large, with a hint, and the connection keeps serving.
+        let whole = try client.request("list")
+        #expect(errorCode(whole) == "too_large", "\(whole)")
+        #expect(try client.call("ping")["ok"] == true)
+
+        // Paging: each page at most `limit` ids, cut short where the output buffer would overflow.
+        for limit in [7, 100, 1000] {
+            var seen: [String] = []
+            var after: String?
+            var pages = 0
+            while true {
+                var params: [String: JSONValue] = ["limit": .int(Int64(limit))]
+                if let after { params["after"] = .string(after) }
+                let reply = try client.call("list", params)
+                let ids = try #require(reply["objects"]?.arrayValue).compactMap(\.stringValue)
+                #expect(ids.count <= limit && !ids.isEmpty)
+                seen += ids
+                pages += 1
+                guard try #require(reply["more"]?.boolValue) else { break }
+                after = ids.last
+            }
+            #expect(seen == expected, "limit \(limit): \(seen.count) ids in \(pages) pages")
+        }
+        // `after` need not be an existing id; past the end there is nothing more.
+        let tail = try client.call("list", ["limit": 5, "after": .string(expected[297])])
+        #expect(tail["objects"] == .array(expected[298...].map(JSONValue.string)))
+        #expect(tail["more"] == false)
+        let small = try server.connect()
+        try small.call("create", ["object": "zzz"])
+        #expect(try small.call("list", ["after": "zz"])["objects"] == ["zzz"])
+        #expect(try small.call("list", ["after": "zzz"]) ["objects"] == [])
+        #expect(errorCode(try small.request("list", ["limit": 0])) == "bad_request")
+    }
+
+    @Test func kvoclientListPagesThroughEveryObject() throws {
+        let server = try KVODProcess(["--max-output-buffer", "65536"])
+        let client = try server.connect()
+        let padding = String(repeating: "q", count: 990)
+        var expected: [String] = []
+        for index in 0..<200 {
+            let id = String(format: "%03d", index) + padding
+            expected.append(id)
+            try client.call("create", ["object": .string(id)])
+        }
+        let all = try KVOClientProcess.run(server, ["list"])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.lines == expected)
+        let page = try KVOClientProcess.run(server, ["list", "--limit", "3", "--after", expected[10]])
+        #expect(page.status == 0, "\(page.stderr)")
+        #expect(page.lines == Array(expected[11...13]))
+        let rest = try KVOClientProcess.run(server, ["list", "--after", expected[150], "--page-size", "7"])
+        #expect(rest.lines == Array(expected[151...]))
+    }
+}
