@@ -96,18 +96,21 @@ final class AggregateCache {
         case .insertion:
             count += change.indexes.count
             if op == .count { break }
+            var inserted: [JSONValue] = []
+            inserted.reserveCapacity(change.new.count)
             for (index, element) in zip(change.indexes, change.new) {
                 guard let value = AggregateCache.contribution(of: element, at: index, arrayLocation, rightPath, keyPath, objects)
                 else { return false }
-                contributions.insert(value, at: index)
+                inserted.append(value)
                 add(value)
             }
+            // One pass, not one shift of the tail per index.
+            ArrayIndexEdits.insert(inserted, at: change.indexes, into: &contributions)
         case .removal:
             count -= change.indexes.count
             if op == .count { break }
-            for index in change.indexes.reversed() {
-                remove(contributions.remove(at: index))
-            }
+            for index in change.indexes { remove(contributions[index]) }
+            ArrayIndexEdits.remove(at: change.indexes, from: &contributions)
         case .replacement:
             if op == .count { break }
             for (index, element) in zip(change.indexes, change.new) {
