@@ -50,4 +50,34 @@ import Testing
         let rest = try #require(try observer.nextEvent(timeout: 5))
         #expect(rest["change"]?["new"] == 0)
     }
+
+    @Test("@unionOfArrays reads the arrays that objects hold, as Foundation does; what is not an array is type_mismatch (item 10)")
+    func unionOfArraysOverObjects() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        try client.call("create", ["object": "o", "values": [
+            "orders": [["tags": ["a", "b"]], ["tags": ["b"]], ["name": "no tags"], ["tags": .null]],
+            "nested": [[["n": 1], ["n": 2]], [["n": 2]]],
+            "plain": [["a"], ["b", "a"]],
+            "bad": [["tags": ["a"]], ["tags": "x"]],
+        ]])
+        #expect(try get(client, "o", "orders.@unionOfArrays.tags") == ["a", "b", "b"])
+        #expect(try get(client, "o", "orders.@distinctUnionOfArrays.tags") == ["a", "b"])
+        // Arrays of arrays as before.
+        #expect(try get(client, "o", "nested.@unionOfArrays.n") == [1, 2, 2])
+        #expect(try get(client, "o", "nested.@distinctUnionOfArrays.n") == [1, 2])
+        #expect(try get(client, "o", "plain.@unionOfArrays") == ["a", "b", "a"])
+        // Never a silent empty value: a tag that is a string is refused by get, reads null for an observer.
+        let reply = try client.request("get", ["object": "o", "keyPath": "bad.@unionOfArrays.tags"])
+        expectError(reply, code: "type_mismatch")
+        let observer = try server.connect()
+        let sub = try observer.call("observe", ["object": "o", "keyPath": "bad.@unionOfArrays.tags",
+                                                "options": ["initial", "new"]])
+        #expect(sub["ok"] == true)
+        let initial = try #require(try observer.nextEvent(timeout: 5))
+        #expect(initial["change"]?["new"] == .null)
+        try client.call("set", ["object": "o", "keyPath": "bad.1.tags", "value": ["c"]])
+        let fixed = try #require(try observer.nextEvent(timeout: 5))
+        #expect(fixed["change"]?["new"] == ["a", "c"])
+    }
 }

@@ -211,15 +211,45 @@ struct KeyPathEvaluator {
         // As for a fan-out, the array's location covers writes inside its elements.
         for element in elements {
             if op.flattensArrays {
-                guard case let .array(inner) = element else { continue }
-                for innerElement in inner {
-                    values.append(try walk(innerElement, at: nil, rest, keyPath: keyPath, onSpine: false).0)
+                if let notArray = try appendArray(of: element, rest, keyPath: keyPath, to: &values) {
+                    // Never a silent empty union: `get` is refused, an observer reads null.
+                    if strict && onSpine {
+                        throw KVOError(.typeMismatch,
+                                       "'\(op.rawValue)' needs an array from every element of '\(keyPath.prefix(depth))', but one gives \(notArray.article) \(notArray.typeName)")
+                    }
+                    return (.null, nil)
                 }
             } else {
                 values.append(try walk(element, at: nil, rest, keyPath: keyPath, onSpine: false).0)
             }
         }
         return (op.aggregate(values), nil)
+    }
+
+    /// For `@unionOfArrays`/`@distinctUnionOfArrays`: appends the array one element gives, as Foundation's
+    /// `[element valueForKeyPath:rest]` does: an element that is itself an array gives the right path read
+    /// from each of its elements (`arrays.@unionOfArrays.name`); any other element gives the value at the
+    /// right path (`orders.@unionOfArrays.tags`), which must be an array. `null` gives nothing. Returns
+    /// the value when it is neither an array nor `null` (Foundation would raise: the caller refuses it),
+    /// nil when it was appended.
+    private mutating func appendArray(of element: JSONValue, _ rest: ArraySlice<String>, keyPath: KeyPath,
+                                      to values: inout [JSONValue]) throws(KVOError) -> JSONValue? {
+        if case let .array(inner) = element {
+            for innerElement in inner {
+                values.append(try walk(innerElement, at: nil, rest, keyPath: keyPath, onSpine: false).0)
+            }
+            return nil
+        }
+        let value = try walk(element, at: nil, rest, keyPath: keyPath, onSpine: false).0
+        switch value {
+        case let .array(inner):
+            values.append(contentsOf: inner)
+            return nil
+        case .null:
+            return nil
+        default:
+            return value
+        }
     }
 
     // MARK: - Computed properties
