@@ -80,4 +80,35 @@ import Testing
         let fixed = try #require(try observer.nextEvent(timeout: 5))
         #expect(fixed["change"]?["new"] == ["a", "c"])
     }
+
+    @Test("computed properties using binding variables are refused at definition (item 11)")
+    func variablesInComputedProperties() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        for (expression, column) in [("$value + 1", 1), ("$0", 1), ("n * 2 + $1.x", 9)] {
+            let reply = try client.request("defineClass", ["class": [
+                "name": "V", "properties": ["n": ["type": "integer"]], "computed": ["e": .string(expression)],
+            ]])
+            expectError(reply, code: "invalid_expression", expression)
+            #expect(reply["error"]?["property"] == "e" && reply["error"]?["column"] == .int(Int64(column)), "\(reply)")
+        }
+        #expect(try client.call("classes")["classes"] == [], "nothing defined")
+    }
+
+    @Test("min and max give null for a null argument, as every function of numbers; null elements of one array are ignored (item 11)")
+    func minMaxWithNull() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        try client.call("defineClass", ["class": [
+            "name": "M", "properties": ["n": ["type": "integer"], "list": ["type": "array"]],
+            "computed": ["low": "min(1, n)", "high": "max(n, 5)", "inList": "min(list)"],
+        ]])
+        try client.call("create", ["object": "m", "class": "M", "values": ["list": [3, .null, 2]]])
+        #expect(try get(client, "m", "low") == .null)
+        #expect(try get(client, "m", "high") == .null)
+        #expect(try get(client, "m", "inList") == 2)
+        try client.call("set", ["object": "m", "keyPath": "n", "value": 7])
+        #expect(try get(client, "m", "low") == 1)
+        #expect(try get(client, "m", "high") == 7)
+    }
 }

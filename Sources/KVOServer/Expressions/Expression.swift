@@ -35,6 +35,19 @@ struct Expression: Equatable, Sendable, CustomStringConvertible {
         return Expression(source: text, keyPaths: result.keyPaths, variables: result.variables, root: result.root)
     }
 
+    /// 1-based column (in Characters) of the first occurrence of `needle` in the source, 1 if absent:
+    /// where an error about a key path or a variable the context does not provide points.
+    func column(of needle: String) -> Int {
+        var index = source.startIndex
+        var column = 1
+        while index < source.endIndex {
+            if source[index...].hasPrefix(needle) { return column }
+            index = source.index(after: index)
+            column += 1
+        }
+        return 1
+    }
+
     /// Evaluates the expression. `keyPath` reads a key path of the context object (the caller
     /// follows references, applies collection operators and records dependencies); it is called
     /// once per key-path occurrence that evaluation actually reaches (`&&`, `||` and `?:` skip the
