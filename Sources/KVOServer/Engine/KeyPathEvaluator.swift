@@ -52,6 +52,8 @@ struct KeyPathEvaluator {
     /// Computed values already evaluated for the store as it is now (nil: evaluate every time).
     private let memo: ComputedMemo?
     private var computedDepth = 0
+    /// The work budget of the computed property being evaluated and those it reads (nil outside one).
+    private var budget: ExpressionBudget?
     private var dependencies: [StoredLocation] = []
     private var binding: [Evaluation.BindingStep] = []
 
@@ -268,30 +270,46 @@ struct KeyPathEvaluator {
     private mutating func evaluate(_ property: CompiledComputedProperty, of objectID: String,
                                    value objectValue: JSONValue) -> JSONValue {
         let root = StoredLocation(object: objectID, path: [])
+        // A computed property read by the key path itself gets a budget of its own; one read while
+        // evaluating another shares that one's budget (so nesting cannot multiply the work), and, served
+        // from the memo, costs what evaluating it cost.
+        let isNested = computedDepth > 0
         if let cached = memo?.entry(object: objectID, property: property.name) {
             dependencies.append(contentsOf: cached.dependencies)
-            return cached.value
+            guard isNested, let budget else { return cached.value }
+            budget.charge(cached.cost)
+            return budget.isExhausted ? .null : cached.value
         }
         guard computedDepth < KeyPathEvaluator.maximumComputedDepth else {
             record(root)
             return .null
         }
+        let outerBudget = self.budget
+        let budget = isNested ? outerBudget ?? ExpressionBudget() : ExpressionBudget()
+        self.budget = budget
         computedDepth += 1
-        defer { computedDepth -= 1 }
+        defer {
+            computedDepth -= 1
+            self.budget = outerBudget
+        }
         let firstDependency = dependencies.count
+        let spentBefore = budget.spent
         for path in property.dependsOn {
             _ = try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false)
         }
         let value: JSONValue
         do {
-            value = try property.expression.evaluate { path in
+            value = try property.expression.evaluate(budget: budget) { path in
                 (try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false).0) ?? .null
             }
         } catch {
+            // A runtime error, a value over the size limit or work over the budget: null.
             value = .null
         }
+        // A value cut short by this reading's budget is not the property's value: not memoized.
+        guard !budget.isExhausted else { return .null }
         memo?.store(object: objectID, property: property.name, value: value,
-                    dependencies: Array(dependencies[firstDependency...]))
+                    dependencies: Array(dependencies[firstDependency...]), cost: budget.spent - spentBefore)
         return value
     }
 

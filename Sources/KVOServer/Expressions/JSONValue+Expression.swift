@@ -34,6 +34,34 @@ extension JSONValue {
         return .double(number)
     }
 
+    /// The value's size as JSON text, roughly (as history's `estimatedSize` counts it), counted only
+    /// until it passes `limit`: the walk stops there, so measuring a huge value costs O(limit).
+    func estimatedSize(upTo limit: Int) -> Int {
+        var total = 0
+        func visit(_ value: JSONValue) -> Bool {
+            switch value {
+            case .null, .bool: total += 5
+            case .int, .double: total += 12
+            case let .string(text): total += text.utf8.count + 2
+            case let .array(elements):
+                total += 2
+                for element in elements {
+                    total += 1
+                    guard visit(element) else { return false }
+                }
+            case let .object(members):
+                total += 2
+                for (key, member) in members {
+                    total += key.utf8.count + 4
+                    guard visit(member) else { return false }
+                }
+            }
+            return total <= limit
+        }
+        _ = visit(self)
+        return total
+    }
+
     /// An integral double as an int when it fits in 64 bits, else as a double.
     static func integral(_ number: Double) -> JSONValue {
         Int64(exactly: number).map { .int($0) } ?? .double(number)
