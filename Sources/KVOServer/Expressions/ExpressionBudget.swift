@@ -2,8 +2,11 @@
 /// computed property it reads through key paths (nested, through references), so that a chain of computed
 /// properties that each read the previous one many times (`c2 = c1 + c1 + …`) cannot multiply the work.
 ///
-/// Work is counted in steps: one per expression node evaluated, plus one per `bytesPerStep` bytes of
-/// string a step reads or produces (concatenation, `upper`, `str`, `len`, `contains`, …). A computed
+/// Work is counted in steps: one per expression node evaluated, plus steps for the strings an operation
+/// copies (one per `copiedBytesPerStep` bytes appended by `+`), scans (one per `scannedBytesPerStep`
+/// bytes a function or a comparison reads or builds: `upper`, `len`, `str`, `<`, …) or searches (one per
+/// `searchedBytesPerStep` bytes of `contains`' haystack and needle, whose character-by-character search
+/// costs far more per byte: 0.14 s for 512 KB in a release build). A computed
 /// property served from the memo costs what evaluating it cost, so an evaluation's outcome never depends
 /// on what the memo held. When the steps run out, evaluation stops with a `limit` error (a computed
 /// property then reads `null`; a binding's write is refused as `too_large`).
@@ -14,8 +17,12 @@
 final class ExpressionBudget {
     /// Steps one evaluation may take.
     static let maximumSteps = 200_000
-    /// Bytes of string a step covers.
-    static let bytesPerStep = 256
+    /// Bytes of string a step covers when they are only copied (`+`).
+    static let copiedBytesPerStep = 256
+    /// Bytes of string a step covers when they are read character by character (functions, comparisons).
+    static let scannedBytesPerStep = 16
+    /// Bytes of string a step covers when `contains` searches them.
+    static let searchedBytesPerStep = 2
 
     /// Steps taken so far.
     private(set) var spent = 0
@@ -31,9 +38,9 @@ final class ExpressionBudget {
         }
     }
 
-    /// Takes the steps for reading or producing `byteCount` bytes of string (and one for the operation).
-    func spend(bytes byteCount: Int, column: Int) throws(ExpressionError) {
-        try spend(1 + byteCount / ExpressionBudget.bytesPerStep, column: column)
+    /// Takes the steps for `byteCount` bytes of string at `bytesPerStep` (and one for the operation).
+    func spend(bytes byteCount: Int, per bytesPerStep: Int, column: Int) throws(ExpressionError) {
+        try spend(1 + byteCount / bytesPerStep, column: column)
     }
 
     /// Takes `steps` without failing (a memoized computed value's cost); the next `spend` fails if the

@@ -26,7 +26,7 @@ struct ExpressionEvaluator {
         case let .array(elements):
             let array = JSONValue.array(try evaluate(elements))
             let size = array.estimatedSize(upTo: Expression.maximumValueBytes)
-            try budget.spend(bytes: size, column: 1)
+            try budget.spend(bytes: size, per: ExpressionBudget.scannedBytesPerStep, column: 1)
             try ExpressionEvaluator.checkSize(size, column: 1)
             return array
         case let .keyPath(path):
@@ -44,7 +44,7 @@ struct ExpressionEvaluator {
             let leftValue = try evaluate(left)
             let rightValue = try evaluate(right)
             try budget.spend(bytes: ExpressionEvaluator.bytesRead(leftValue) + ExpressionEvaluator.bytesRead(rightValue),
-                             column: column)
+                             per: ExpressionBudget.scannedBytesPerStep, column: column)
             return try op.apply(leftValue, rightValue, column: column)
         case let .and(left, right):
             guard Expression.isTruthy(try evaluate(left)) else { return .bool(false) }
@@ -94,14 +94,14 @@ struct ExpressionEvaluator {
                     throw .runtime("'+' cannot join string and \(value.typeName)", at: column)
                 default:
                     let piece = value.expressionText
-                    try budget.spend(bytes: piece.utf8.count, column: column)
+                    try budget.spend(bytes: piece.utf8.count, per: ExpressionBudget.copiedBytesPerStep, column: column)
                     try ExpressionEvaluator.checkSize(text!.utf8.count + piece.utf8.count, column: column)
                     text!.append(piece)
                 }
             } else {
                 running = try ExpressionBinaryOperator.add.apply(running, value, column: column)
                 if case let .string(joined) = running {
-                    try budget.spend(bytes: joined.utf8.count, column: column)
+                    try budget.spend(bytes: joined.utf8.count, per: ExpressionBudget.copiedBytesPerStep, column: column)
                     try ExpressionEvaluator.checkSize(joined.utf8.count, column: column)
                     running = .null  // so that `text` holds the only reference and appends in place
                     text = joined
@@ -111,8 +111,9 @@ struct ExpressionEvaluator {
         return text.map(JSONValue.string) ?? running
     }
 
-    /// Calls `function`, taking steps for the strings it reads and builds and refusing a string it
-    /// builds over the size limit (`str` of a large value is refused before it is written out).
+    /// Calls `function`, taking steps for the strings it reads and builds (searched strings at a higher
+    /// rate) and refusing a string it builds over the size limit (`str` of a large value is refused before
+    /// it is written out).
     private func call(_ function: ExpressionFunction, _ arguments: [JSONValue],
                       column: Int) throws(ExpressionError) -> JSONValue {
         var bytes = 0
@@ -127,10 +128,14 @@ struct ExpressionEvaluator {
                 break
             }
         }
-        try budget.spend(bytes: bytes, column: column)
+        // `contains` searches character by character: its strings cost far more per byte.
+        let isSearch: Bool
+        if function == .contains, case .string = arguments[0] { isSearch = true } else { isSearch = false }
+        try budget.spend(bytes: bytes, per: isSearch ? ExpressionBudget.searchedBytesPerStep : ExpressionBudget.scannedBytesPerStep,
+                         column: column)
         let result = try function.apply(arguments, column: column)
         if case let .string(text) = result {
-            try budget.spend(bytes: text.utf8.count, column: column)
+            try budget.spend(bytes: text.utf8.count, per: ExpressionBudget.scannedBytesPerStep, column: column)
             try ExpressionEvaluator.checkSize(text.utf8.count, column: column)
         }
         return result
