@@ -16,15 +16,16 @@ extension JSONValue {
         }
     }
 
-    /// Whether `self` orders before `other`: numbers with numbers (by value), strings with strings
-    /// (by Unicode scalars). Nil for any other pair: such values are not ordered.
+    /// Whether `self` orders before `other`: numbers with numbers (by exact value, as `set` compares them:
+    /// an integer beyond 2^53 is not rounded to a double), strings with strings (by Unicode scalars). Nil
+    /// for any other pair: such values are not ordered.
     func expressionPrecedes(_ other: JSONValue) -> Bool? {
         switch (self, other) {
         case let (.int(a), .int(b)): return a < b
         case let (.string(a), .string(b)): return a.unicodeScalars.lexicographicallyPrecedes(b.unicodeScalars)
         default:
-            guard let a = doubleValue, let b = other.doubleValue else { return nil }
-            return a < b
+            guard doubleValue != nil, other.doubleValue != nil else { return nil }
+            return isNumericallyLess(than: other)
         }
     }
 
