@@ -27,6 +27,13 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
         ),
+        // PCRE2 (8-bit) from the system (Debian: libpcre2-dev), for class `pattern` rules with bounded
+        // matching. Module map and shim header only.
+        .systemLibrary(
+            name: "CPCRE2",
+            pkgConfig: "libpcre2-8",
+            providers: [.apt(["libpcre2-dev"]), .brew(["pcre2"])]
+        ),
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
         // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite).
@@ -34,6 +41,7 @@ let package = Package(
             name: "KVOServer",
             dependencies: [
                 "CLibUV",
+                "CPCRE2",
                 "CSQLite",
                 "KVOJSON",
                 .product(name: "Logging", package: "swift-log"),

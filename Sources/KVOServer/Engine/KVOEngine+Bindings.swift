@@ -105,7 +105,9 @@ extension KVOEngine {
             // Binding expressions read no key paths (checked when compiled).
             return try expression.evaluate(variables: variables) { _ in .null }
         } catch {
-            throw KVOError(.invalidExpression, "'\(field)': \(error)",
+            // A value over the size limit, or work over the budget: the write would be too large.
+            let code: KVOError.Code = error.kind == .limit ? .tooLarge : .invalidExpression
+            throw KVOError(code, "'\(field)': \(error)",
                            details: ["field": .string(field), "column": .int(Int64(error.column))])
         }
     }
