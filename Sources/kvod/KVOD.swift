@@ -30,8 +30,14 @@ struct KVOD: ParsableCommand {
     @Option(help: "Most simultaneous client connections.")
     var maxConnections = 10_000
 
-    @Option(help: "Data directory (created if missing); the objects, revision and history live in kvod.sqlite3 inside.")
-    var data = "kvod-data"
+    /// nil when not given: `kvod-data`, unless `--in-memory`.
+    @Option(help: ArgumentHelp(
+        "Data directory (created if missing); the objects, revision and history live in kvod.sqlite3 inside. (default: \(KVOD.defaultDataDirectory))",
+        valueName: "directory"))
+    var data: String?
+
+    /// The data directory when `--data` is not given.
+    static let defaultDataDirectory = "kvod-data"
 
     @Flag(help: "Keep everything in memory: nothing is written to disk and all state is lost on exit.")
     var inMemory = false
@@ -59,6 +65,27 @@ struct KVOD: ParsableCommand {
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
+        if inMemory, let data {
+            throw ValidationError("--data '\(data)' and --in-memory cannot be used together: --in-memory keeps nothing on disk")
+        }
+    }
+
+    /// Exit status for a usage error, as kvoclient's (ArgumentParser itself uses 64).
+    static let usageExitCode: Int32 = 2
+
+    /// Parses the flags and runs, with usage errors as one `kvod: error:` line and the usage, exit 2.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            var message = fullMessage(for: error)
+            if message.hasPrefix("Error: ") { message = "kvod: error: " + message.dropFirst("Error: ".count) }
+            let line = Array((message + "\n").utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            exitProcess(usageExitCode)
+        }
     }
 
     func run() throws {
@@ -68,6 +95,8 @@ struct KVOD: ParsableCommand {
             handler.logLevel = level
             return handler
         }
+        let logger = Logger(label: "kvod")
+        checkDescriptorLimit(logger)
         var settings = ServerConfiguration()
         settings.host = host
         settings.port = port
@@ -78,9 +107,9 @@ struct KVOD: ParsableCommand {
         settings.historyLimit = history
         settings.historyByteLimit = historyBytes
         if !inMemory {
-            settings.storage = StorageConfiguration(directory: data, sync: SyncMode(rawValue: sync)!)
+            settings.storage = StorageConfiguration(directory: data ?? KVOD.defaultDataDirectory, sync: SyncMode(rawValue: sync)!)
         }
-        settings.logger = Logger(label: "kvod")
+        settings.logger = logger
 
         let server: Server
         do {
@@ -96,5 +125,30 @@ struct KVOD: ParsableCommand {
         if !report.loopClosedCleanly {
             throw ExitCode(70)  // EX_SOFTWARE: a handle leaked
         }
+    }
+
+    private static func exitProcess(_ code: Int32) -> Never {
+        #if canImport(Glibc)
+        Glibc.exit(code)
+        #else
+        Darwin.exit(code)
+        #endif
+    }
+
+    /// Raises the open-file limit's soft value toward what --max-connections needs (as far as the hard
+    /// limit allows), and says at start-up when it still falls short: connections past it would be
+    /// refused (the server logs those, once a second at most).
+    private func checkDescriptorLimit(_ logger: Logger) {
+        let limit = DescriptorLimit.raise(forConnections: maxConnections)
+        if let before = limit.raisedFrom {
+            logger.info("raised the open-file limit (ulimit -n) from \(before) to \(limit.soft) for --max-connections \(maxConnections)")
+        }
+        guard limit.connectionCapacity < maxConnections else { return }
+        logger.warning("""
+            the open-file limit (ulimit -n) is \(limit.soft), hard limit \(limit.hard): room for \
+            \(limit.connectionCapacity) connections, fewer than --max-connections \(maxConnections) \
+            (kvod keeps \(DescriptorLimit.reserved) descriptors for itself); connections past it will be refused: \
+            raise the limit to \(DescriptorLimit.needed(forConnections: maxConnections)) or lower --max-connections
+            """)
     }
 }

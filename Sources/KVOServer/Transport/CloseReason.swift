@@ -10,6 +10,9 @@ enum CloseReason: CustomStringConvertible {
     case rejected(String)
     /// The server is stopping.
     case serverStopping
+    /// Refused for want of file descriptors; told so, then closed (logged once a second at most, by
+    /// the server, not per connection).
+    case outOfDescriptors
 
     var description: String {
         switch self {
@@ -19,6 +22,7 @@ enum CloseReason: CustomStringConvertible {
             return "output buffer limit exceeded (\(queued) bytes queued, limit \(limit)): client too slow"
         case let .rejected(text): return "rejected: \(text)"
         case .serverStopping: return "server stopping"
+        case .outOfDescriptors: return "rejected: out of file descriptors"
         }
     }
 
