@@ -28,10 +28,11 @@ struct InsertCommand: ParsableCommand {
         help: ArgumentHelp("The values: each JSON when it parses as JSON, otherwise a plain string.", valueName: "value"))
     var values: [String] = []
 
-    @Option(help: "Insert the values one after another from this index.")
+    @Option(parsing: .unconditional, help: "Insert the values one after another from this index.",
+            transform: NumberArgument.nonNegative)
     var index: Int?
 
-    @Option(help: "Comma-separated positions of the values in the resulting array, one per value.")
+    @Option(parsing: .unconditional, help: "Comma-separated positions of the values in the resulting array, one per value.")
     var indexes: String?
 
     func validate() throws {

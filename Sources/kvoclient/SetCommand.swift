@@ -32,9 +32,10 @@ struct SetCommand: ParsableCommand {
 
     func validate() throws {
         if value != nil { return }
-        if values.isEmpty { throw ValidationError("Missing expected argument '<value>'") }
+        let given = ValueArgument.droppingTerminator(values)
+        if given.isEmpty { throw ValidationError("Missing expected argument '<value>'") }
         throw ValidationError(
-            "expected one value, got \(values.count) (\(values.joined(separator: " "))): quote a value that contains spaces")
+            "expected one value, got \(given.count) (\(given.joined(separator: " "))): quote a value that contains spaces")
     }
 
     func run() throws {

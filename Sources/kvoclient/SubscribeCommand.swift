@@ -50,13 +50,15 @@ struct SubscribeCommand: ParsableCommand {
     @Flag(help: "Print each event message as one line of compact JSON (keys sorted).")
     var json = false
 
-    @Option(help: "Exit 0 after this many events.")
+    @Option(parsing: .unconditional, help: "Exit 0 after this many events.", transform: NumberArgument.positive)
     var count: Int?
 
     @Flag(help: "Exit 3 when the connection drops instead of reconnecting and resuming.")
     var noReconnect = false
 
-    @Option(help: "Seconds without a message before pinging the server; no answer within as long again means the connection is lost (0: never ping).")
+    @Option(parsing: .unconditional,
+            help: "Seconds without a message before pinging the server; no answer within as long again means the connection is lost (0: never ping).",
+            transform: NumberArgument.seconds)
     var heartbeat: Double = 15
 
     /// How long one wait for an event lasts before the loop checks for Ctrl-C, in seconds.

@@ -13,10 +13,10 @@ enum ValueArgument {
     }
 
     /// Value arguments captured as `allUnrecognized` (so that `-1.5` is a value, not an option),
-    /// without the first `--` terminator: `set o k -- --port` stores the string `"--port"`. A lone
-    /// `--` is kept as a value.
+    /// without the first `--` terminator: `set o k -- --port` stores the string `"--port"`, and
+    /// `set o k --` has no value (a usage error); `set o k -- --` stores `"--"`.
     static func droppingTerminator(_ arguments: [String]) -> [String] {
-        guard arguments.count > 1, let terminator = arguments.firstIndex(of: "--") else { return arguments }
+        guard let terminator = arguments.firstIndex(of: "--") else { return arguments }
         var result = arguments
         result.remove(at: terminator)
         return result

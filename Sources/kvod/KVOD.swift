@@ -15,19 +15,22 @@ struct KVOD: ParsableCommand {
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(help: "Port to listen on (0 picks a free port; the bound address is printed on stdout).")
+    @Option(parsing: .unconditional, help: "Port to listen on (0 picks a free port; the bound address is printed on stdout).",
+            transform: NumberArgument.port)
     var port = 7420
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
-    @Option(help: "Longest request line in bytes; longer lines are answered too_large.")
+    @Option(parsing: .unconditional, help: "Longest request line in bytes; longer lines are answered too_large.",
+            transform: NumberArgument.positive)
     var maxLine = 1 << 20
 
-    @Option(help: "Most bytes queued for one connection before it is closed as too slow.")
+    @Option(parsing: .unconditional, help: "Most bytes queued for one connection before it is closed as too slow.",
+            transform: NumberArgument.positive)
     var maxOutputBuffer = 32 << 20
 
-    @Option(help: "Most simultaneous client connections.")
+    @Option(parsing: .unconditional, help: "Most simultaneous client connections.", transform: NumberArgument.positive)
     var maxConnections = 10_000
 
     /// nil when not given: `kvod-data`, unless `--in-memory`.
@@ -49,13 +52,15 @@ struct KVOD: ParsableCommand {
         """)
     var sync = "normal"
 
-    @Option(help: "Revisions of history kept for resuming observations (observe with sinceRev).")
+    @Option(parsing: .unconditional, help: "Revisions of history kept for resuming observations (observe with sinceRev).",
+            transform: NumberArgument.nonNegative)
     var history = KVOEngine.defaultHistoryLimit
 
-    @Option(help: "Most bytes of history kept.")
+    @Option(parsing: .unconditional, help: "Most bytes of history kept.", transform: NumberArgument.nonNegative)
     var historyBytes = KVOEngine.defaultHistoryByteLimit
 
     func validate() throws {
+        guard !host.isEmpty else { throw ValidationError("--host must not be empty") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
