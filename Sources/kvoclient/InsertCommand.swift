@@ -40,13 +40,14 @@ struct InsertCommand: ParsableCommand {
             throw ValidationError("Missing expected argument '<value>'")
         }
         if index != nil, indexes != nil { throw ValidationError("give --index or --indexes, not both") }
+        for value in ValueArgument.droppingTerminator(values) { _ = try ValueArgument.parse(value) }
         if let indexes { _ = try IndexList.parse(indexes) }
     }
 
     func run() throws {
         var params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
-            "values": .array(ValueArgument.droppingTerminator(values).map(ValueArgument.parse)),
+            "values": .array(try ValueArgument.droppingTerminator(values).map { value throws(ValidationError) in try ValueArgument.parse(value) }),
         ]
         if let index { params["index"] = .int(Int64(index)) }
         if let indexes { params["indexes"] = .array(try IndexList.parse(indexes).map { .int($0) }) }

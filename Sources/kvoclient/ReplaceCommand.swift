@@ -29,24 +29,24 @@ struct ReplaceCommand: ParsableCommand {
             valueName: "index value"))
     var pairs: [String] = []
 
-    /// The (index, value) pairs, or nil when the arguments do not form pairs; throws for an index
-    /// that is not a whole number, 0 or more.
+    /// The (index, value) pairs, or nil when the arguments do not form pairs; throws a usage error
+    /// for an index that is not a whole number, 0 or more, or a value that looks like JSON but is not.
     private var parsedPairs: [(index: Int64, value: JSONValue)]? {
-        get throws(NumberArgument.Invalid) {
+        get throws(ValidationError) {
             let arguments = ValueArgument.droppingTerminator(pairs)
             guard !arguments.isEmpty, arguments.count % 2 == 0 else { return nil }
             var result: [(index: Int64, value: JSONValue)] = []
             for start in stride(from: 0, to: arguments.count, by: 2) {
-                result.append((try NumberArgument.index(arguments[start]), ValueArgument.parse(arguments[start + 1])))
+                let index: Int64
+                do { index = try NumberArgument.index(arguments[start]) } catch { throw ValidationError(error.description) }
+                result.append((index, try ValueArgument.parse(arguments[start + 1])))
             }
             return result
         }
     }
 
     func validate() throws {
-        let parsed: [(index: Int64, value: JSONValue)]?
-        do { parsed = try parsedPairs } catch { throw ValidationError(error.description) }
-        guard parsed != nil else {
+        guard try parsedPairs != nil else {
             throw ValidationError("expected pairs of an index and a value, such as `0 10 2 30`, not '\(pairs.joined(separator: " "))'")
         }
     }

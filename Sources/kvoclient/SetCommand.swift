@@ -31,7 +31,10 @@ struct SetCommand: ParsableCommand {
     }
 
     func validate() throws {
-        if value != nil { return }
+        if let value {
+            _ = try ValueArgument.parse(value)
+            return
+        }
         let given = ValueArgument.droppingTerminator(values)
         if given.isEmpty { throw ValidationError("Missing expected argument '<value>'") }
         throw ValidationError(
@@ -40,7 +43,7 @@ struct SetCommand: ParsableCommand {
 
     func run() throws {
         let params: [String: JSONValue] = [
-            "object": .string(object), "keyPath": .string(keyPath), "value": ValueArgument.parse(value ?? ""),
+            "object": .string(object), "keyPath": .string(keyPath), "value": try ValueArgument.parse(value ?? ""),
         ]
         let reply = try connection.connect().call("set", params)
         try RevisionLine.print(reply)

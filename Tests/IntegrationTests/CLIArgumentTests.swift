@@ -85,3 +85,65 @@ struct CLIArgumentTests {
         #expect(log.contains(message), "\(log)")
     }
 }
+
+/// Value arguments that look like JSON but are not valid JSON by kvod's rules, and arguments that are
+/// not UTF-8: usage errors naming the argument, never stored as a different string.
+@Suite("kvoclient value arguments")
+struct CLIValueArgumentTests {
+    @Test("a value that looks like JSON but does not parse (1e400, '[1e400]', '{\"a\":') is a usage error; nothing is stored")
+    func invalidJSONLookingValues() throws {
+        let server = try KVODProcess()
+        try server.connect().call("create", ["object": "t", "values": ["list": [0]]])
+        let cases: [(arguments: [String], message: String)] = [
+            (["set", "t", "n", "1e400"], "the value '1e400' is a number out of range"),
+            (["set", "t", "n", "--", "-1e400"], "the value '-1e400' is a number out of range"),
+            (["set", "t", "n", "[1e400]"], "the value '[1e400]' looks like JSON but is not valid JSON (number out of range"),
+            (["set", "t", "n", #"{"a":"#], #"the value '{"a":' looks like JSON but is not valid JSON"#),
+            (["set", "t", "n", #""open"#], #"the value '"open' looks like JSON but is not valid JSON"#),
+            (["insert", "t", "list", "1", "1e999"], "the value '1e999' is a number out of range"),
+            (["replace", "t", "list", "0", "[1e400]"], "the value '[1e400]' looks like JSON"),
+            (["create", "u", #"{"a":1e400}"#], #"values must be a JSON object, such as '{"date":"2026-11-20"}': '{"a":1e400}' is not valid JSON (number out of range"#),
+        ]
+        for (arguments, message) in cases {
+            let result = try KVOClientProcess.run(server, arguments)
+            #expect(result.status == 2, "\(arguments): \(result.stderr)")
+            #expect(result.errorLines.first?.contains("kvoclient: error: " + message) == true, "\(arguments): \(result.stderr)")
+        }
+        #expect(try server.connect().call("get", ["object": "t"])["value"] == ["list": [0]])
+        #expect(try server.connect().call("list")["objects"] == ["t"])
+        // Text that does not look like JSON is still a string, and valid JSON is JSON.
+        expectSuccess(try KVOClientProcess.run(server, ["set", "t", "d", "2026-11-21"]), lines: ["rev 2"])
+        expectSuccess(try KVOClientProcess.run(server, ["set", "t", "z", "01"]), lines: ["rev 3"])
+        expectSuccess(try KVOClientProcess.run(server, ["set", "t", "n", "1e300"]), lines: ["rev 4"])
+        let value = try server.connect().call("get", ["object": "t"])["value"]
+        #expect(value?["d"] == "2026-11-21")
+        #expect(value?["z"] == "01")
+        #expect(value?["n"] == .double(1e300))
+    }
+
+    @Test("an argument that is not valid UTF-8 is a usage error naming it, not U+FFFD")
+    func nonUTF8Argument() throws {
+        let server = try KVODProcess()
+        try server.connect().call("create", ["object": "t"])
+        // Foundation's Process takes Swift strings: the shell makes the raw bytes.
+        for (script, position, shown) in [
+            (#"exec "$0" --port "$1" set t n "$(printf 'a\377b')""#, 6, #"a\xFFb"#),
+            (#"exec "$0" --port "$1" set t "$(printf 'k\300')" 1"#, 5, #"k\xC0"#),
+            (#"exec "$0" --port "$1" create "$(printf '\355\240\200')""#, 4, #"\xED\xA0\x80"#),
+        ] {
+            let shell = Process()
+            shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+            shell.arguments = ["-c", script, BuiltProducts.executable("kvoclient").path, String(server.port)]
+            let errors = Pipe()
+            shell.standardError = errors
+            shell.standardOutput = FileHandle.nullDevice
+            try shell.run()
+            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            shell.waitUntilExit()
+            #expect(shell.terminationStatus == 2, "\(stderr)")
+            #expect(stderr.hasPrefix("kvoclient: error: argument \(position) is not valid UTF-8: '\(shown)'"), "\(stderr)")
+        }
+        #expect(try server.connect().call("get", ["object": "t"])["value"] == [:])
+        #expect(try server.connect().call("list")["objects"] == ["t"])
+    }
+}
