@@ -16,7 +16,7 @@ struct ListCommand: ParsableCommand {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }
         for object in objects {
-            Terminal.printLine(object.stringValue ?? object.description)
+            Terminal.printLine(DisplayText.text(object))
         }
     }
 }

@@ -95,7 +95,7 @@ struct SubscribeCommand: ParsableCommand {
                     guard error == .connectionClosed else { throw error }
                     throw CLIError.streamEnded(endpoint: endpoint, activeSubscriptions: subscriptions.activeCount)
                 }
-                Terminal.printToStandardError("kvoclient: lost the connection to \(endpoint) (\(error)); reconnecting\n")
+                Terminal.printToStandardError("kvoclient: lost the connection to \(endpoint) (\(DisplayText.plain(error.description))); reconnecting\n")
                 client.close()
                 guard let resumed = try reconnect(&subscriptions) else { return }
                 client = resumed
@@ -103,7 +103,7 @@ struct SubscribeCommand: ParsableCommand {
                 continue
             }
             guard let event = next, subscriptions.accept(event) else { continue }
-            Terminal.printLine(json ? event.description : EventLine.format(event))
+            Terminal.printLine(json ? DisplayText.json(event) : EventLine.format(event))
             printed += 1
             if let count, printed >= count { return }
             if subscriptions.isFinished { return }
