@@ -47,7 +47,7 @@ struct SubscribeCommand: ParsableCommand {
     @Option(help: "Comma-separated observation options: initial, new, old, prior.")
     var options: String = "new"
 
-    @Flag(help: "Print each event message as one line of compact JSON (keys sorted).")
+    @Flag(help: "Print each event message as one line of compact JSON (keys sorted); `sub` keeps the number of the first connection's subscription across reconnections.")
     var json = false
 
     @Option(parsing: .unconditional, help: "Exit 0 after this many events.", transform: NumberArgument.positive)
@@ -103,7 +103,7 @@ struct SubscribeCommand: ParsableCommand {
                 continue
             }
             guard let event = next, subscriptions.accept(event) else { continue }
-            Terminal.printLine(json ? DisplayText.json(event) : EventLine.format(event))
+            Terminal.printLine(json ? DisplayText.json(subscriptions.withStableSub(event)) : EventLine.format(event))
             printed += 1
             if let count, printed >= count { return }
             if subscriptions.isFinished { return }
