@@ -44,8 +44,10 @@ struct KVOClientCommand: ParsableCommand {
     static func main() {
         Terminal.restoreBrokenPipeDefault()
         if let invalid = RawArguments.firstInvalidUTF8() {
-            Terminal.printError(
-                "argument \(invalid.position) is not valid UTF-8: '\(invalid.shown)' (ids, key paths and values travel as UTF-8 JSON)")
+            // Written as it is: `shown` is printable ASCII with `\xFF` escapes already (printError would
+            // double their backslashes).
+            Terminal.printToStandardError(
+                "kvoclient: error: argument \(invalid.position) is not valid UTF-8: '\(invalid.shown)' (ids, key paths and values travel as UTF-8 JSON)\n")
             Terminal.exit(usageExitCode)
         }
         var command: any ParsableCommand
