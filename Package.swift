@@ -10,9 +10,12 @@ let package = Package(
         .library(name: "KVOServer", targets: ["KVOServer"]),
         .library(name: "KVOClientKit", targets: ["KVOClientKit"]),
     ],
+    // Exact versions, so that every build (the Docker image's included) resolves the same code without a
+    // Package.resolved in the repository (it stays out: a local package mirror has commit ids of its
+    // own). Neither package has dependencies of its own. To update, change the version here.
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev). Module map and shim header only.

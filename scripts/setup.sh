@@ -25,7 +25,7 @@ Install it with swiftly, the official installer (https://www.swift.org/install/l
     ./swiftly init --quiet-shell-followup
     . "${SWIFTLY_HOME_DIR:-$HOME/.local/share/swiftly}/env.sh"
 
-or use the official Docker image (docker run -it swift:6.0-bookworm), then run this script again.
+or use the official Docker image (docker run -it swift:6.3-bookworm), then run this script again.
 MSG
     exit 1
 fi

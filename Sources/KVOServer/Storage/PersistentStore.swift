@@ -114,14 +114,21 @@ public final class PersistentStore {
     ///
     /// Throws `.locked` when another process (or another store in this process) has the directory
     /// open, `.unsupportedSchema` for a database written by a newer kvod, `.directory` when the
-    /// directory cannot be created.
+    /// directory cannot be created or is not writable, `.unusableDatabase` (naming the file) when the
+    /// database cannot be opened or written (read-only, unreadable, an I/O error, not a database).
     public init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int) throws(StorageError) {
         self.sync = sync
         self.historyLimit = max(historyLimit, 0)
         self.historyByteLimit = max(historyByteLimit, 0)
         try PersistentStore.makeDirectory(directory)
         databasePath = directory.hasSuffix("/") ? directory + PersistentStore.fileName : directory + "/" + PersistentStore.fileName
-        let database = try SQLiteDatabase(path: databasePath)
+        try PersistentStore.checkWritable(directory: directory, databasePath: databasePath)
+        let database: SQLiteDatabase
+        do {
+            database = try SQLiteDatabase(path: databasePath)
+        } catch {
+            throw PersistentStore.describingOpenFailure(error, databasePath: databasePath)
+        }
         do {
             try configure(database)
             try createSchema(database)
@@ -134,7 +141,7 @@ public final class PersistentStore {
             statements = nil
             self.database = nil
             database.close()
-            throw lockedIfBusy(error)
+            throw PersistentStore.describingOpenFailure(error, databasePath: databasePath)
         }
     }
 
@@ -447,13 +454,47 @@ public final class PersistentStore {
         ledger.removeFirst(drop)
     }
 
-    /// `SQLITE_BUSY` while opening means another connection holds the lock.
-    private func lockedIfBusy(_ error: StorageError) -> StorageError {
-        if case let .sqlite(code, _, _) = error, code & 0xFF == SQLITE_BUSY { return .locked(path: databasePath) }
-        return error
+    /// Names the file in what went wrong while opening: `SQLITE_BUSY` means another connection holds
+    /// the lock; a read-only file, an I/O error, a full disk, a file that cannot be opened or is not a
+    /// database become `.unusableDatabase` saying so in words (SQLite's own message, "disk I/O error",
+    /// names neither the file nor the likely cause).
+    static func describingOpenFailure(_ error: StorageError, databasePath: String) -> StorageError {
+        guard case let .sqlite(code, message, during) = error else { return error }
+        let detail = "SQLite error \(code) while \(during): \(message)"
+        switch code & 0xFF {
+        case SQLITE_BUSY:
+            return .locked(path: databasePath)
+        case SQLITE_READONLY, SQLITE_PERM:
+            return .unusableDatabase(path: databasePath, reason: "it cannot be written: check the permissions of the file and its directory, and that the file system is not read-only (\(detail))")
+        case SQLITE_CANTOPEN:
+            return .unusableDatabase(path: databasePath, reason: "it cannot be opened: check that its directory exists and is writable (\(detail))")
+        case SQLITE_IOERR:
+            return .unusableDatabase(path: databasePath, reason: "reading or writing it failed: is the file system read-only, full or failing? (\(detail))")
+        case SQLITE_FULL:
+            return .unusableDatabase(path: databasePath, reason: "the disk is full (\(detail))")
+        case SQLITE_NOTADB:
+            return .unusableDatabase(path: databasePath, reason: "it is not a SQLite database: move it away or point --data elsewhere (\(detail))")
+        default:
+            return error
+        }
     }
 
     // MARK: - Directory
+
+    /// Refuses a data directory that this process cannot write, or an existing database file it cannot
+    /// read and write, before SQLite tries and reports only "disk I/O error" or "attempt to write a
+    /// readonly database". `access(2)` answers for this process's credentials and also reports a
+    /// read-only file system (`EROFS`) and an immutable file (`EPERM`), even for root.
+    static func checkWritable(directory: String, databasePath: String) throws(StorageError) {
+        if access(directory, W_OK | X_OK) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw .directory(path: directory, reason: "it is not writable (\(reason)): kvod creates \(fileName) and its -wal file there")
+        }
+        if access(databasePath, F_OK) == 0, access(databasePath, R_OK | W_OK) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw .unusableDatabase(path: databasePath, reason: "it cannot be read and written (\(reason))")
+        }
+    }
 
     /// `mkdir -p`: creates `path` and its missing parents (mode 0777 less the umask).
     static func makeDirectory(_ path: String) throws(StorageError) {

@@ -16,6 +16,10 @@ public enum StorageError: Error, Equatable, CustomStringConvertible {
     case sqlite(code: Int32, message: String, during: String)
     /// The store was used after `close()`.
     case closed
+    /// The database file cannot be opened or written for a reason outside kvod: permissions, a
+    /// read-only file system, a full disk, an I/O error, a file that is not a SQLite database.
+    /// `reason` says which in words, followed by SQLite's code and message.
+    case unusableDatabase(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -31,6 +35,8 @@ public enum StorageError: Error, Equatable, CustomStringConvertible {
             return "SQLite error \(code) while \(during): \(message)"
         case .closed:
             return "the persistent store is closed"
+        case let .unusableDatabase(path, reason):
+            return "cannot use the database '\(path)': \(reason)"
         }
     }
 }
