@@ -127,6 +127,7 @@ public final class KVOEngine {
             }
             stored[ClassCatalog.classKey] = .string(className)
         }
+        try checkDepth(of: .object(stored), storedAt: 0, in: object)
         let rev = try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
             objects[object] = .object(stored)
             return .created(.object(stored))
@@ -196,6 +197,7 @@ public final class KVOEngine {
         }
         let location = target.location
         try checkWrite(at: location, value: newValue)
+        try checkDepth(of: newValue, storedAt: location.path.count, in: location.object)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
             // The store has not changed since `resolve`: its index reaches the object without a lookup.
             let old = try objects.values[target.objectIndex].modify(at: location.path.dropLast()) {
@@ -228,6 +230,7 @@ public final class KVOEngine {
             if current == .null { throw KVOError(.notFound, "'\(name)' does not exist") }
             throw KVOError(.typeMismatch, "'\(name)' is \(current.article) \(current.typeName), not an array")
         }
+        try checkDepth(of: mutation, at: location)
         let rules = try arrayRules(at: location, for: mutation)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
             let change = try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in

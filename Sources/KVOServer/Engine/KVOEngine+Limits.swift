@@ -1,0 +1,30 @@
+import KVOJSON
+
+/// The limits every stored value obeys, checked before a write changes anything (`too_large`, no
+/// event). Loop thread only, as the engine.
+extension KVOEngine {
+    /// Refuses `value` when storing it `levels` levels inside object `object` (the object itself
+    /// counts as the first level: 0 for a whole object, the key path's length for a `set`, one more
+    /// for an array element) would make the object deeper than `StoredDepth.maximum`.
+    ///
+    /// Every stored object is within the limit, and a write only replaces the subtree at its
+    /// location, so checking the written value at its depth keeps the whole object within it.
+    func checkDepth(of value: JSONValue, storedAt levels: Int, in object: String) throws(KVOError) {
+        let room = StoredDepth.maximum - levels
+        // Scalars (the usual value) cost nothing more than the switch.
+        if value.isScalar, room >= 0 { return }
+        guard room < 0 || value.nestingDepth(upTo: room) > room else { return }
+        throw KVOError(.tooLarge, """
+            the value would make object '\(PrintableText.escaped(object))' nest deeper than \(StoredDepth.maximum) \
+            levels (the object, the key path to the value and the value's own nesting count together); \
+            the limit is \(StoredDepth.maximum)
+            """, details: ["limit": .int(Int64(StoredDepth.maximum))])
+    }
+
+    /// `checkDepth` for each element that an array mutation puts into the array at `location`.
+    func checkDepth(of mutation: CollectionMutation, at location: StoredLocation) throws(KVOError) {
+        for value in mutation.values where !value.isScalar {
+            try checkDepth(of: value, storedAt: location.path.count + 1, in: location.object)
+        }
+    }
+}
