@@ -3,6 +3,20 @@ import KVOJSON
 /// The limits every stored value obeys, checked before a write changes anything (`too_large`, no
 /// event). Loop thread only, as the engine.
 extension KVOEngine {
+    /// The largest revision and the largest binding id the engine hands out (2^62), which is also the
+    /// largest the persistent store accepts when it loads: far beyond what any store reaches, far
+    /// enough below `Int64.max` that no increment or conversion can overflow. A write (or `bind`) that
+    /// would pass it is refused with `too_large`, so whatever was committed always loads again.
+    public static let maximumCounter: UInt64 = 1 << 62
+
+    /// Refuses a write when the revision counter has reached `maximumCounter`.
+    @inline(__always)
+    func checkRevisionRoom() throws(KVOError) {
+        guard revision < KVOEngine.maximumCounter else {
+            throw KVOError(.tooLarge, "the revision counter has reached its maximum (\(KVOEngine.maximumCounter)): no more writes")
+        }
+    }
+
     /// Refuses `value` when storing it `levels` levels inside object `object` (the object itself
     /// counts as the first level: 0 for a whole object, the key path's length for a `set`, one more
     /// for an array element) would make the object deeper than `StoredDepth.maximum`.

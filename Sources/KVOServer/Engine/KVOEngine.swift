@@ -140,6 +140,7 @@ public final class KVOEngine {
     /// that reach it through a reference stay and are re-bound (`pathChanged`, new value `null`).
     public func delete(_ object: String, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         guard objects[object] != nil else { throw notFound(object) }
+        try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
         let previous = objects.removeValue(forKey: object)!
@@ -360,6 +361,7 @@ public final class KVOEngine {
     /// Applies one write at `location` and notifies every watched path whose reading it changed.
     private func commit(at location: StoredLocation, notifications: inout [ChangeNotification],
                         _ write: () throws(KVOError) -> RecordedChange) throws(KVOError) -> UInt64 {
+        try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
         let recorded = try write()

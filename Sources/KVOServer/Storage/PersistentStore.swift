@@ -46,6 +46,13 @@ public final class PersistentStore {
     /// Cap on the `-wal` file kept after a checkpoint (SQLite's `journal_size_limit`), so one large
     /// commit does not leave a large WAL behind.
     static let walSizeLimit = 64 << 20
+    /// The largest revision or binding id a database may hold (`KVOEngine.maximumCounter`, 2^62, which
+    /// the engine never passes): a larger stored value is a damaged row, refused when the store opens.
+    public static let maximumCounter = Int64(KVOEngine.maximumCounter)
+    /// The largest `history.bytes` a row may claim (SQLite's own maximum text length is 1 GB).
+    static let maximumHistoryRowBytes: Int64 = Int64(Int32.max)
+    /// The tables every database of the current schema has, in the order they are checked.
+    static let requiredTables = ["meta", "objects", "history", "classes", "bindings"]
 
     /// `<directory>/kvod.sqlite3`.
     public let databasePath: String
@@ -169,7 +176,10 @@ public final class PersistentStore {
         let objects = try database.prepare("SELECT id, value FROM objects")
         defer { objects.finalize() }
         while try objects.step() {
+            // Types first: reading a column as text or as a number may convert it in place.
+            let idIsText = objects.isText(0)
             let id = objects.string(0)
+            guard idIsText else { throw .corrupt(row: "object '\(id)'", reason: "the id is not text") }
             let value = try decode(objects.textBytes(1), row: "object '\(id)'")
             guard case .object = value else { throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object") }
             state.objects[id] = value
@@ -179,8 +189,10 @@ public final class PersistentStore {
         defer { history.finalize() }
         state.history.reserveCapacity(ledger.count)
         while try history.step() {
+            let objectIsText = history.isText(1)
             let rev = UInt64(bitPattern: history.int64(0))
             let row = "history rev \(rev)"
+            guard objectIsText else { throw .corrupt(row: row, reason: "the object id is not text") }
             let json = try decode(history.textBytes(2), row: row)
             let change: RecordedChange
             do throws(ChangeDecodingError) {
@@ -197,14 +209,22 @@ public final class PersistentStore {
         let classes = try database.prepare("SELECT name, definition FROM classes")
         defer { classes.finalize() }
         while try classes.step() {
+            let nameIsText = classes.isText(0)
             let name = classes.string(0)
+            guard nameIsText else { throw .corrupt(row: "class '\(name)'", reason: "the name is not text") }
             state.classes[name] = try decodeDefinition(classes.textBytes(1), row: "class '\(name)'")
         }
 
         let bindings = try database.prepare("SELECT id, definition FROM bindings")
         defer { bindings.finalize() }
         while try bindings.step() {
-            let id = UInt64(bitPattern: bindings.int64(0))
+            let idIsInteger = bindings.isInteger(0)
+            let storedID = bindings.int64(0)
+            guard idIsInteger, (1...PersistentStore.maximumCounter).contains(storedID) else {
+                throw .corrupt(row: "binding \(bindings.string(0))",
+                               reason: "the id is not an integer from 1 to \(PersistentStore.maximumCounter)")
+            }
+            let id = UInt64(storedID)
             state.bindings[id] = try decodeDefinition(bindings.textBytes(1), row: "binding \(id)")
             // Never hand out a live binding's id again, even if the counter lags behind it.
             state.lastBindingID = max(state.lastBindingID, id)
@@ -235,16 +255,18 @@ public final class PersistentStore {
         try readCounter(database, key: "last_binding_id", what: "a binding id")
     }
 
-    /// A non-negative integer kept in `meta` under `key` (nil when the row is missing); anything else
-    /// throws `.corrupt` for row `meta <key>`, saying the value is not `what`.
+    /// An integer from 0 to `maximumCounter` kept in `meta` under `key` (nil when the row is missing);
+    /// anything else throws `.corrupt` for row `meta <key>`, saying the value is not `what`.
     private func readCounter(_ database: SQLiteDatabase, key: String, what: String) throws(StorageError) -> UInt64? {
         let query = try database.prepare("SELECT value FROM meta WHERE key = ?1")
         defer { query.finalize() }
         try query.bind(1, text: key)
         guard try query.step() else { return nil }
+        let isInteger = query.isInteger(0)
         let value = query.int64(0)
-        guard query.isInteger(0), value >= 0 else {
-            throw .corrupt(row: "meta \(key)", reason: "'\(query.string(0))' is not \(what)")
+        guard isInteger, (0...PersistentStore.maximumCounter).contains(value) else {
+            throw .corrupt(row: "meta \(key)",
+                           reason: "'\(query.string(0))' is not \(what) (an integer from 0 to \(PersistentStore.maximumCounter))")
         }
         return UInt64(value)
     }
@@ -388,19 +410,27 @@ public final class PersistentStore {
     private func createSchema(_ database: SQLiteDatabase) throws(StorageError) {
         try database.exec("BEGIN IMMEDIATE")
         do throws(StorageError) {
-            let hasMeta = try database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
-            defer { hasMeta.finalize() }
-            if try hasMeta.step() {
+            let tables = try tableNames(database)
+            // Only a file without any table is new; anything else must be a whole kvod database.
+            if !tables.isEmpty {
+                guard tables.contains("meta") else { throw .missingTable(path: databasePath, table: "meta") }
                 let version = try database.prepare("SELECT value FROM meta WHERE key = 'schema_version'")
                 defer { version.finalize() }
-                if try version.step() {
-                    let found = version.int64(0)
-                    if !version.isInteger(0) || found < 1 {
-                        throw .corrupt(row: "meta schema_version", reason: "'\(version.string(0))' is not a schema version")
-                    }
-                    if found > PersistentStore.schemaVersion {
-                        throw .unsupportedSchema(path: databasePath, found: found, supported: PersistentStore.schemaVersion)
-                    }
+                guard try version.step() else {
+                    throw .corrupt(row: "meta schema_version", reason: "the row is missing")
+                }
+                let isInteger = version.isInteger(0)
+                let found = version.int64(0)
+                if !isInteger || found < 1 {
+                    throw .corrupt(row: "meta schema_version", reason: "'\(version.string(0))' is not a schema version")
+                }
+                if found > PersistentStore.schemaVersion {
+                    throw .unsupportedSchema(path: databasePath, found: found, supported: PersistentStore.schemaVersion)
+                }
+                // Version 1 had no classes or bindings: the migration below adds them.
+                let expected = found == 1 ? ["meta", "objects", "history"] : PersistentStore.requiredTables
+                for table in expected where !tables.contains(table) {
+                    throw .missingTable(path: databasePath, table: table)
                 }
             }
             // Every version only added tables, so creating the missing ones and then recording the
@@ -423,7 +453,17 @@ public final class PersistentStore {
         }
     }
 
-    /// Reads the stored counters and the revision and size of every history row.
+    /// The names of the tables in the database.
+    private func tableNames(_ database: SQLiteDatabase) throws(StorageError) -> Set<String> {
+        let query = try database.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        defer { query.finalize() }
+        var names = Set<String>()
+        while try query.step() { names.insert(query.string(0)) }
+        return names
+    }
+
+    /// Reads the stored counters and the revision and size of every history row, checking that each is
+    /// in range (`.corrupt` naming the row otherwise).
     private func loadLedger() throws(StorageError) {
         guard let database else { throw .closed }
         storedRevision = try readRevision(database) ?? 0
@@ -431,7 +471,19 @@ public final class PersistentStore {
         let rows = try database.prepare("SELECT rev, bytes FROM history ORDER BY rev")
         defer { rows.finalize() }
         while try rows.step() {
-            ledger.append(revision: UInt64(bitPattern: rows.int64(0)), bytes: Int(rows.int64(1)))
+            let revIsInteger = rows.isInteger(0)
+            let bytesAreInteger = rows.isInteger(1)
+            let rev = rows.int64(0)
+            let bytes = rows.int64(1)
+            guard revIsInteger, rev >= 1, UInt64(rev) <= storedRevision else {
+                throw .corrupt(row: "history rev \(rows.string(0))",
+                               reason: "the revision is not an integer from 1 to the stored revision \(storedRevision)")
+            }
+            guard bytesAreInteger, (0...PersistentStore.maximumHistoryRowBytes).contains(bytes) else {
+                throw .corrupt(row: "history rev \(rev)",
+                               reason: "bytes '\(rows.string(1))' is not an integer from 0 to \(PersistentStore.maximumHistoryRowBytes)")
+            }
+            ledger.append(revision: UInt64(rev), bytes: Int(bytes))
         }
     }
 
