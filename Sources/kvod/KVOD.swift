@@ -27,6 +27,19 @@ struct KVOD: ParsableCommand {
     @Option(help: "Most bytes queued for one connection before it is closed as too slow.")
     var maxOutputBuffer = 32 << 20
 
+    @Option(help: """
+        Largest value one write may store, in bytes of compact JSON; larger ones are answered too_large \
+        (default: 1 MiB, or --max-object-bytes if smaller).
+        """)
+    var maxValueBytes: Int?
+
+    @Option(help: """
+        Largest object, in bytes of compact JSON; a write that would make an object larger is answered too_large. \
+        At most (--max-output-buffer - 65536) / 2, so that an event with an object's old and new value can be sent \
+        (default: 15 MiB, or that bound if smaller).
+        """)
+    var maxObjectBytes: Int?
+
     @Option(help: "Most simultaneous client connections.")
     var maxConnections = 10_000
 
@@ -49,6 +62,17 @@ struct KVOD: ParsableCommand {
     @Option(help: "Most bytes of history kept.")
     var historyBytes = KVOEngine.defaultHistoryByteLimit
 
+    /// The size limits from the flags, defaults derived from --max-output-buffer.
+    var sizeLimits: StoredSizeLimits {
+        var limits = StoredSizeLimits.defaults(outputBufferBytes: maxOutputBuffer)
+        if let maxObjectBytes {
+            limits.maximumObjectBytes = maxObjectBytes
+            limits.maximumValueBytes = min(StoredSizeLimits.defaultMaximumValueBytes, maxObjectBytes)
+        }
+        if let maxValueBytes { limits.maximumValueBytes = maxValueBytes }
+        return limits
+    }
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard Logger.Level(rawValue: logLevel) != nil else {
@@ -56,6 +80,9 @@ struct KVOD: ParsableCommand {
         }
         guard maxLine > 0 else { throw ValidationError("--max-line must be positive") }
         guard maxOutputBuffer > 0 else { throw ValidationError("--max-output-buffer must be positive") }
+        if let problem = sizeLimits.problem(outputBufferBytes: maxOutputBuffer) {
+            throw ValidationError(problem)
+        }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
@@ -74,6 +101,7 @@ struct KVOD: ParsableCommand {
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer
         settings.maximumConnections = maxConnections
+        settings.sizeLimits = sizeLimits
         settings.handlesSignals = true
         settings.historyLimit = history
         settings.historyByteLimit = historyBytes

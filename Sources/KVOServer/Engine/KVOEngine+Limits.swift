@@ -41,4 +41,44 @@ extension KVOEngine {
             try checkDepth(of: value, storedAt: location.path.count + 1, in: location.object)
         }
     }
+
+    /// Refuses a value of `bytes` (compact JSON) over `sizeLimits.maximumValueBytes`.
+    @inline(__always)
+    func checkValueSize(_ bytes: Int, in object: String) throws(KVOError) {
+        guard bytes > sizeLimits.maximumValueBytes else { return }
+        throw KVOError(.tooLarge, """
+            the value is \(bytes) bytes as JSON, more than the limit of \(sizeLimits.maximumValueBytes) \
+            (--max-value-bytes); object '\(PrintableText.escaped(object))' is unchanged
+            """, details: ["limit": .int(Int64(sizeLimits.maximumValueBytes))])
+    }
+
+    /// The refusal of a write that would make `object` `size` bytes, over `sizeLimits.maximumObjectBytes`.
+    func objectTooLarge(_ object: String, size: Int) -> KVOError {
+        KVOError(.tooLarge, """
+            the write would make object '\(PrintableText.escaped(object))' \(size) bytes as JSON, more than the limit of \
+            \(sizeLimits.maximumObjectBytes) (--max-object-bytes); nothing changed
+            """, details: ["limit": .int(Int64(sizeLimits.maximumObjectBytes))])
+    }
+}
+
+extension CollectionChange {
+    /// How many bytes the array's compact JSON grew by (negative: shrank) through `change`, which left
+    /// it with `resultingCount` elements: the elements put in less those taken out, and the commas
+    /// between elements.
+    static func sizeGrowth(of change: CollectionChange, resultingCount: Int) -> Int {
+        var growth = 0
+        for value in change.new { growth += JSONWriter.encodedLength(of: value) }
+        for value in change.old { growth -= JSONWriter.encodedLength(of: value) }
+        switch change.kind {
+        case .insertion:
+            let inserted = change.new.count
+            growth += resultingCount == inserted ? inserted - 1 : inserted
+        case .removal:
+            let removed = change.old.count
+            growth -= resultingCount == 0 ? removed - 1 : removed
+        case .replacement, .setting:
+            break
+        }
+        return growth
+    }
 }
