@@ -15,17 +15,28 @@ import Darwin
 /// commit is one transaction, so durability costs at most one fsync per iteration (`SyncMode.full`),
 /// not one per request.
 ///
-/// On disk (schema version 2):
+/// On disk (schema version 3):
 ///
-///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- the value as compact JSON
+///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- a snapshot, as compact JSON
+///     redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
+///          PRIMARY KEY(object, rev)) WITHOUT ROWID                      -- the changes since the snapshot
 ///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id
 ///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
 ///     classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL)          -- the definition as compact JSON
 ///     bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL)        -- the definition as compact JSON
 ///
-/// Version 2 added `classes`, `bindings` and `meta.last_binding_id`. A version-1 database is migrated in
-/// place when opened: the new tables are created and the version bumped in one transaction (the
-/// existing rows are untouched; a missing `last_binding_id` reads as 0).
+/// Version 2 added `classes`, `bindings` and `meta.last_binding_id`; version 3 added `redo`. An older
+/// database is migrated in place when opened: the new tables are created and the version bumped in one
+/// transaction (the existing rows are untouched: an object row of an older version is a snapshot with
+/// no changes after it; a missing `last_binding_id` reads as 0).
+///
+/// An object is its snapshot plus its `redo` rows replayed in revision order, so that the cost of a
+/// write follows the size of the change, not of the object: a commit appends each write's change (the
+/// same text as its history row) to `redo`, and rewrites an object's snapshot (deleting its redo rows)
+/// only when the object was created or deleted in the batch, or when its redo rows would add up to more
+/// bytes than its snapshot. Each byte of snapshot written is then paid for by at least as many bytes of
+/// changes: at most about twice the bytes of the changes themselves, and a load replays at most one
+/// snapshot's worth of changes per object.
 ///
 /// A history row's `change` is the write as a delta (`RecordedChange.storageJSON`: what was created,
 /// deleted, set at a path with its old and new value, or changed in an array), never a copy of the
@@ -40,7 +51,7 @@ import Darwin
 /// Not Sendable.
 public final class PersistentStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
     /// The database file's name inside the data directory.
     public static let fileName = "kvod.sqlite3"
     /// Cap on the `-wal` file kept after a checkpoint (SQLite's `journal_size_limit`), so one large
@@ -52,7 +63,16 @@ public final class PersistentStore {
     /// The largest `history.bytes` a row may claim (SQLite's own maximum text length is 1 GB).
     static let maximumHistoryRowBytes: Int64 = Int64(Int32.max)
     /// The tables every database of the current schema has, in the order they are checked.
-    static let requiredTables = ["meta", "objects", "history", "classes", "bindings"]
+    static let requiredTables = ["meta", "objects", "history", "classes", "bindings", "redo"]
+
+    /// The tables a database of schema `version` has (version 1: no classes or bindings; 2: no redo).
+    static func requiredTables(ofVersion version: Int64) -> [String] {
+        switch version {
+        case 1: return ["meta", "objects", "history"]
+        case 2: return ["meta", "objects", "history", "classes", "bindings"]
+        default: return requiredTables
+        }
+    }
 
     /// `<directory>/kvod.sqlite3`.
     public let databasePath: String
@@ -63,6 +83,12 @@ public final class PersistentStore {
     private var database: SQLiteDatabase?
     private var statements: Statements?
     private var ledger = HistoryLedger()
+    /// Per object on disk: the bytes of its snapshot and of its redo rows (from `load()` and every
+    /// commit). An object missing here gets a new snapshot at its next write.
+    private var objectLogs: [String: ObjectLog] = [:]
+    /// Whether an object missing from `objectLogs` is known to have no redo rows: after `load()`, or
+    /// when the `redo` table was empty at opening (a new or just migrated database).
+    private var knowsEveryRedoRow = false
     /// The revision stored in `meta`.
     private var storedRevision: UInt64 = 0
     /// The binding id counter stored in `meta` (0 when none is).
@@ -78,6 +104,8 @@ public final class PersistentStore {
         let rollback: SQLiteStatement
         let upsertObject: SQLiteStatement
         let deleteObject: SQLiteStatement
+        let insertRedo: SQLiteStatement
+        let deleteRedo: SQLiteStatement
         let insertHistory: SQLiteStatement
         let setRevision: SQLiteStatement
         let trimHistory: SQLiteStatement
@@ -93,6 +121,8 @@ public final class PersistentStore {
             upsertObject = try database.prepare(
                 "INSERT INTO objects(id, value) VALUES(?1, ?2) ON CONFLICT(id) DO UPDATE SET value = excluded.value")
             deleteObject = try database.prepare("DELETE FROM objects WHERE id = ?1")
+            insertRedo = try database.prepare("INSERT INTO redo(object, rev, change) VALUES(?1, ?2, ?3)")
+            deleteRedo = try database.prepare("DELETE FROM redo WHERE object = ?1")
             insertHistory = try database.prepare(
                 "INSERT INTO history(rev, object, change, bytes) VALUES(?1, ?2, ?3, ?4)")
             setRevision = try database.prepare(
@@ -108,7 +138,7 @@ public final class PersistentStore {
         }
 
         func finalize() {
-            for statement in [begin, commit, rollback, upsertObject, deleteObject, insertHistory, setRevision, trimHistory,
+            for statement in [begin, commit, rollback, upsertObject, deleteObject, insertRedo, deleteRedo, insertHistory, setRevision, trimHistory,
                               upsertClass, upsertBinding, deleteBinding, setLastBindingID] {
                 statement.finalize()
             }
@@ -135,6 +165,7 @@ public final class PersistentStore {
             statements = try Statements(database)
             self.database = database
             try loadLedger()
+            knowsEveryRedoRow = try queryText("SELECT count(*) FROM (SELECT 1 FROM redo LIMIT 1)") == "0"
             try trimToLimits()
         } catch {
             statements?.finalize()
@@ -180,10 +211,14 @@ public final class PersistentStore {
             let idIsText = objects.isText(0)
             let id = objects.string(0)
             guard idIsText else { throw .corrupt(row: "object '\(id)'", reason: "the id is not text") }
-            let value = try decode(objects.textBytes(1), row: "object '\(id)'")
+            let text = objects.textBytes(1)
+            let value = try decode(text, row: "object '\(id)'")
             guard case .object = value else { throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object") }
             state.objects[id] = value
+            objectLogs[id] = ObjectLog(snapshotBytes: text.count, redoBytes: 0)
         }
+        try replayRedo(database, into: &state)
+        knowsEveryRedoRow = true
 
         let history = try database.prepare("SELECT rev, object, change FROM history ORDER BY rev")
         defer { history.finalize() }
@@ -230,6 +265,59 @@ public final class PersistentStore {
             state.lastBindingID = max(state.lastBindingID, id)
         }
         return state
+    }
+
+    /// Applies every object's redo rows, in revision order, to its snapshot in `state`, checking each
+    /// row (its revision within the stored revision, its object snapshotted, its change decodable and
+    /// applicable) and counting its bytes in `objectLogs`.
+    private func replayRedo(_ database: SQLiteDatabase, into state: inout PersistedState) throws(StorageError) {
+        let redo = try database.prepare("SELECT object, rev, change FROM redo ORDER BY object, rev")
+        defer { redo.finalize() }
+        var currentID: String?
+        var current: JSONValue?
+        var redoBytes = 0
+        func finish() {
+            guard let id = currentID else { return }
+            state.objects[id] = current
+            objectLogs[id]?.redoBytes = redoBytes
+        }
+        while try redo.step() {
+            let objectIsText = redo.isText(0)
+            let revIsInteger = redo.isInteger(1)
+            let id = redo.string(0)
+            let rev = redo.int64(1)
+            let row = "redo '\(id)' rev \(redo.string(1))"
+            guard objectIsText else { throw .corrupt(row: row, reason: "the object id is not text") }
+            guard revIsInteger, rev >= 1, UInt64(rev) <= state.revision else {
+                throw .corrupt(row: row, reason: "the revision is not an integer from 1 to the stored revision \(state.revision)")
+            }
+            if id != currentID {
+                finish()
+                // Take the value out of the dictionary, so that replaying modifies it in place.
+                guard let snapshot = state.objects.removeValue(forKey: id) else {
+                    throw .corrupt(row: row, reason: "object '\(id)' has no snapshot")
+                }
+                currentID = id
+                current = snapshot
+                redoBytes = 0
+            }
+            let text = redo.textBytes(2)
+            redoBytes += text.count
+            let json = try decode(text, row: row)
+            let change: RecordedChange
+            do throws(ChangeDecodingError) {
+                change = try RecordedChange(storageJSON: json)
+            } catch {
+                throw .corrupt(row: row, reason: error.reason)
+            }
+            switch change {
+            case .created, .deleted:
+                throw .corrupt(row: row, reason: "a redo row cannot create or delete its object")
+            case .set, .array:
+                change.apply(to: &current, forward: true)
+            }
+        }
+        finish()
     }
 
     /// A class or binding definition: JSON text that must hold an object.
@@ -288,27 +376,18 @@ public final class PersistentStore {
             && !movesRevision && !raisesLastBindingID { return }
         let keepHistory = historyLimit > 0
         var appended = 0
+        // What this batch does to each object's log; merged into `objectLogs` once the batch is committed.
+        var logs: [String: ObjectLog] = [:]
         do {
             try statements.begin.run()
-            for (id, stored) in batch.objects {
-                switch stored {
-                case let .present(value):
-                    valueText.removeAll(keepingCapacity: true)
-                    JSONWriter.write(value, into: &valueText)
-                    try statements.upsertObject.bind(1, text: id)
-                    try statements.upsertObject.bind(2, text: valueText)
-                    try statements.upsertObject.run()
-                case .deleted:
-                    try statements.deleteObject.bind(1, text: id)
-                    try statements.deleteObject.run()
-                }
-            }
-            try write(classes: batch.classes, bindings: batch.bindings, statements)
-            if keepHistory {
-                let insert = statements.insertHistory
-                for entry in batch.entries {
-                    changeText.removeAll(keepingCapacity: true)
-                    entry.change.writeStorageJSON(into: &changeText)
+            // Each change once as text: a history row, and a redo row unless its object gets a new snapshot.
+            var lastObject: String?
+            var lastLog = ObjectLog(snapshotBytes: 0, redoBytes: 0)
+            for entry in batch.entries {
+                changeText.removeAll(keepingCapacity: true)
+                entry.change.writeStorageJSON(into: &changeText)
+                if keepHistory {
+                    let insert = statements.insertHistory
                     try insert.bind(1, Int64(bitPattern: entry.rev))
                     try insert.bind(2, text: entry.object)
                     try insert.bind(3, text: changeText)
@@ -317,7 +396,60 @@ public final class PersistentStore {
                     ledger.append(revision: entry.rev, bytes: changeText.count)
                     appended += 1
                 }
+                // Runs of writes to one object (the common case) look its log up once.
+                if lastObject != entry.object {
+                    if let lastObject { logs[lastObject] = lastLog }
+                    lastObject = entry.object
+                    lastLog = logs[entry.object] ?? objectLogs[entry.object] ?? .unknown(redoMayExist: !knowsEveryRedoRow)
+                }
+                guard !lastLog.takesSnapshot else { continue }
+                switch entry.change {
+                case .created, .deleted:
+                    lastLog.takesSnapshot = true
+                case .set, .array:
+                    if lastLog.redoBytes + changeText.count > lastLog.snapshotBytes {
+                        lastLog.takesSnapshot = true
+                    } else {
+                        try statements.insertRedo.bind(1, text: entry.object)
+                        try statements.insertRedo.bind(2, Int64(bitPattern: entry.rev))
+                        try statements.insertRedo.bind(3, text: changeText)
+                        try statements.insertRedo.run()
+                        lastLog.redoBytes += changeText.count
+                    }
+                }
             }
+            if let lastObject { logs[lastObject] = lastLog }
+            // An object given without a write of its own (callers other than the engine) is stored whole.
+            for id in batch.objects.keys where logs[id] == nil {
+                logs[id] = objectLogs[id].map { var log = $0; log.takesSnapshot = true; return log }
+                    ?? .unknown(redoMayExist: !knowsEveryRedoRow)
+            }
+            for (id, log) in logs where log.takesSnapshot {
+                guard let final = batch.objects[id] else {
+                    // No final value given (only the engine's batches are complete): the rows stay as they are.
+                    logs.removeValue(forKey: id)
+                    continue
+                }
+                // The redo rows go (any written above in this batch too): the snapshot holds them.
+                if log.redoBytes > 0 || log.hasUnknownRedo {
+                    try statements.deleteRedo.bind(1, text: id)
+                    try statements.deleteRedo.run()
+                }
+                switch final {
+                case let .present(value):
+                    valueText.removeAll(keepingCapacity: true)
+                    JSONWriter.write(value, into: &valueText)
+                    try statements.upsertObject.bind(1, text: id)
+                    try statements.upsertObject.bind(2, text: valueText)
+                    try statements.upsertObject.run()
+                    logs[id] = ObjectLog(snapshotBytes: valueText.count, redoBytes: 0)
+                case .deleted:
+                    try statements.deleteObject.bind(1, text: id)
+                    try statements.deleteObject.run()
+                    logs[id] = ObjectLog(snapshotBytes: 0, redoBytes: 0, isDeleted: true)
+                }
+            }
+            try write(classes: batch.classes, bindings: batch.bindings, statements)
             if raisesLastBindingID {
                 try statements.setLastBindingID.bind(1, Int64(bitPattern: batch.lastBindingID))
                 try statements.setLastBindingID.run()
@@ -333,6 +465,9 @@ public final class PersistentStore {
             }
             try statements.commit.run()
             ledger.removeFirst(drop)
+            for (id, log) in logs {
+                if log.isDeleted { objectLogs.removeValue(forKey: id) } else { objectLogs[id] = log }
+            }
             storedRevision = batch.revision
             storedLastBindingID = max(storedLastBindingID, batch.lastBindingID)
         } catch {
@@ -427,8 +562,8 @@ public final class PersistentStore {
                 if found > PersistentStore.schemaVersion {
                     throw .unsupportedSchema(path: databasePath, found: found, supported: PersistentStore.schemaVersion)
                 }
-                // Version 1 had no classes or bindings: the migration below adds them.
-                let expected = found == 1 ? ["meta", "objects", "history"] : PersistentStore.requiredTables
+                // Older versions lack tables that the migration below adds.
+                let expected = PersistentStore.requiredTables(ofVersion: found)
                 for table in expected where !tables.contains(table) {
                     throw .missingTable(path: databasePath, table: table)
                 }
@@ -442,6 +577,8 @@ public final class PersistentStore {
                                                    bytes INTEGER NOT NULL);
                 CREATE TABLE IF NOT EXISTS classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
+                                                PRIMARY KEY(object, rev)) WITHOUT ROWID;
                 INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(PersistentStore.schemaVersion));
                 UPDATE meta SET value = \(PersistentStore.schemaVersion)
                     WHERE key = 'schema_version' AND value < \(PersistentStore.schemaVersion);
