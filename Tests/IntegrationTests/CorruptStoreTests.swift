@@ -61,6 +61,15 @@ struct CorruptStoreTests {
         Damage(name: "history table dropped", sql: "DROP TABLE history", expected: ["no 'history' table"]),
         Damage(name: "bindings table dropped", sql: "DROP TABLE bindings", expected: ["no 'bindings' table"]),
         Damage(name: "meta table dropped", sql: "DROP TABLE meta", expected: ["no 'meta' table"]),
+        Damage(name: "redo table dropped", sql: "DROP TABLE redo", expected: ["no 'redo' table"]),
+        Damage(name: "redo.rev 2^63-1", sql: "UPDATE redo SET rev = 9223372036854775807",
+               expected: ["redo 'big' rev 9223372036854775807", "stored revision"]),
+        Damage(name: "redo.rev negative", sql: "UPDATE redo SET rev = -2", expected: ["redo 'big' rev -2"]),
+        Damage(name: "redo row of a missing object", sql: "UPDATE redo SET object = 'nowhere'",
+               expected: ["redo 'nowhere'", "no snapshot"]),
+        Damage(name: "redo change not JSON", sql: "UPDATE redo SET change = '{\"set\":'", expected: ["redo 'big'", "invalid JSON"]),
+        Damage(name: "redo change creates", sql: "UPDATE redo SET change = '{\"created\":{}}'",
+               expected: ["redo 'big'", "cannot create or delete"]),
     ]
 
     /// A data directory with objects, history, a class and a binding, written by a real kvod and closed.
@@ -74,6 +83,9 @@ struct CorruptStoreTests {
         try client.call("create", ["object": "c", "class": "Thing", "values": ["n": 2]])
         try client.call("bind", ["from": ["object": "a", "keyPath": "v"], "to": ["object": "b", "keyPath": "w"]])
         try client.call("set", ["object": "a", "keyPath": "v", "value": 2])
+        // A large object's small write is stored as a redo row.
+        try client.call("create", ["object": "big", "values": ["pad": .string(String(repeating: "p", count: 4000)), "n": 0]])
+        try client.call("set", ["object": "big", "keyPath": "n", "value": 1])
         #expect(server.stop() == 0)
         return (data, (data as NSString).appendingPathComponent("kvod.sqlite3"))
     }
