@@ -123,4 +123,19 @@ struct StoredDepthTests {
         _ = try engine.defineClass(.object(["name": "C", "properties": .object(["p": .object(["type": "array",
             "default": Self.nestedArrays(limit - 3)])])]))
     }
+
+    @Test("a computed value deeper than the limit reads as null, so no reply or event carries it")
+    func deepComputedValuesReadAsNull() throws {
+        let limit = StoredDepth.maximum
+        let engine = KVOEngine()
+        var notifications: [ChangeNotification] = []
+        _ = try engine.defineClass(json: #"{"name": "W", "properties": {"deep": {"type": "array"}}, "computed": {"wrapped": "[[deep]]", "once": "[deep]"}}"#)
+        _ = try engine.create("w", values: ["deep": Self.nestedArrays(limit - 2)], className: "W", notifications: &notifications)
+        // deep is 126 levels: once is 127 (fits), wrapped 128 (fits).
+        #expect(try engine.get("w", keyPath: KeyPath("wrapped")) == .array([.array([Self.nestedArrays(limit - 2)])]))
+        _ = try engine.set("w", keyPath: KeyPath("deep"), value: Self.nestedArrays(limit - 1), notifications: &notifications)
+        // deep is 127 levels: once is 128 (fits), wrapped would be 129: null.
+        #expect(try engine.get("w", keyPath: KeyPath("once")) == .array([Self.nestedArrays(limit - 1)]))
+        #expect(try engine.get("w", keyPath: KeyPath("wrapped")) == .null)
+    }
 }
