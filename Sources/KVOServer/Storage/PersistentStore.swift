@@ -151,7 +151,9 @@ public final class PersistentStore {
     ///
     /// Throws `.locked` when another process (or another store in this process) has the directory
     /// open, `.unsupportedSchema` for a database written by a newer kvod, `.directory` when the
-    /// directory cannot be created.
+    /// directory cannot be created, `.missingTable` for an existing database without one of its tables
+    /// (only a file with no table at all is initialised), `.corrupt` for a counter, schema version or
+    /// history row out of range.
     public init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int) throws(StorageError) {
         self.sync = sync
         self.historyLimit = max(historyLimit, 0)
@@ -191,9 +193,10 @@ public final class PersistentStore {
 
     // MARK: - Loading
 
-    /// Reads everything back: every object, the revision (0 for a new database), the kept history
-    /// (oldest first), every class and binding and the binding id counter. A row that does not decode
-    /// throws `.corrupt` naming it (`object 'a'`, `history rev 12`, `class 'LabColor'`, `binding 7`).
+    /// Reads everything back: every object (its snapshot with its redo rows replayed), the revision (0
+    /// for a new database), the kept history (oldest first), every class and binding and the binding id
+    /// counter. A row that does not decode or holds a value out of range throws `.corrupt` naming it
+    /// (`object 'a'`, `redo 'a' rev 12`, `history rev 12`, `class 'LabColor'`, `binding 7`).
     public func load() throws(StorageError) -> PersistedState {
         guard let database else { throw .closed }
         var state = PersistedState()
