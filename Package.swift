@@ -72,6 +72,6 @@ let package = Package(
         // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server.
         .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON"]),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON", "CSQLite"]),
     ]
 )

@@ -47,6 +47,19 @@ struct KVOD: ParsableCommand {
             transform: NumberArgument.seconds)
     var firstRequestTimeout: Double = 30
 
+    @Option(parsing: .unconditional, help: """
+        Largest value one write may store, in bytes of compact JSON; larger ones are answered too_large \
+        (default: 1 MiB, or --max-object-bytes if smaller).
+        """, transform: NumberArgument.positive)
+    var maxValueBytes: Int?
+
+    @Option(parsing: .unconditional, help: """
+        Largest object, in bytes of compact JSON; a write that would make an object larger is answered too_large. \
+        At most (--max-output-buffer - 65536) / 2, so that an event with an object's old and new value can be sent \
+        (default: 15 MiB, or that bound if smaller).
+        """, transform: NumberArgument.positive)
+    var maxObjectBytes: Int?
+
     @Option(parsing: .unconditional, help: "Most simultaneous client connections.", transform: NumberArgument.positive)
     var maxConnections = 10_000
 
@@ -76,6 +89,17 @@ struct KVOD: ParsableCommand {
     @Option(parsing: .unconditional, help: "Most bytes of history kept.", transform: NumberArgument.nonNegative)
     var historyBytes = KVOEngine.defaultHistoryByteLimit
 
+    /// The size limits from the flags, defaults derived from --max-output-buffer.
+    var sizeLimits: StoredSizeLimits {
+        var limits = StoredSizeLimits.defaults(outputBufferBytes: maxOutputBuffer)
+        if let maxObjectBytes {
+            limits.maximumObjectBytes = maxObjectBytes
+            limits.maximumValueBytes = min(StoredSizeLimits.defaultMaximumValueBytes, maxObjectBytes)
+        }
+        if let maxValueBytes { limits.maximumValueBytes = maxValueBytes }
+        return limits
+    }
+
     func validate() throws {
         guard !host.isEmpty else { throw ValidationError("--host must not be empty") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -88,6 +112,9 @@ struct KVOD: ParsableCommand {
         guard maxTotalInput > 0 else { throw ValidationError("--max-total-input must be positive") }
         guard firstRequestTimeout >= 0, firstRequestTimeout.isFinite, firstRequestTimeout <= 1e9 else {
             throw ValidationError("--first-request-timeout must be 0 or more seconds")
+        }
+        if let problem = sizeLimits.problem(outputBufferBytes: maxOutputBuffer) {
+            throw ValidationError(problem)
         }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
@@ -130,6 +157,7 @@ struct KVOD: ParsableCommand {
         settings.maximumTotalOutputBytes = maxTotalOutput
         settings.maximumTotalInputBytes = maxTotalInput
         settings.firstRequestTimeout = firstRequestTimeout
+        settings.sizeLimits = sizeLimits
         settings.handlesSignals = true
         settings.historyLimit = history
         settings.historyByteLimit = historyBytes

@@ -21,6 +21,9 @@ extension KVOEngine {
         }
         try spec.target.keyPath.requireWritable()
         try checkTargetIsStored(spec.target)
+        guard bindingTable.lastID < KVOEngine.maximumCounter else {
+            throw KVOError(.tooLarge, "binding ids have reached their maximum (\(KVOEngine.maximumCounter))")
+        }
         let binding = try Binding(id: bindingTable.lastID + 1, spec: spec, creator: creator)
         attach(binding)
         if let loop = cycle(through: binding) {

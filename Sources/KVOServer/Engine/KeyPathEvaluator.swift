@@ -266,7 +266,9 @@ struct KeyPathEvaluator {
     }
 
     /// Evaluates `property` of object `objectID` (whose value is `objectValue`), recording what it read.
-    /// A runtime error in the expression, or nesting deeper than `maximumComputedDepth`, reads as null.
+    /// A runtime error in the expression, nesting deeper than `maximumComputedDepth`, or a value that
+    /// nests deeper than `StoredDepth.maximum` (which no reply or event could carry to every reader)
+    /// reads as null.
     private mutating func evaluate(_ property: CompiledComputedProperty, of objectID: String,
                                    value objectValue: JSONValue) -> JSONValue {
         let root = StoredLocation(object: objectID, path: [])
@@ -297,7 +299,7 @@ struct KeyPathEvaluator {
         for path in property.dependsOn {
             _ = try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false)
         }
-        let value: JSONValue
+        var value: JSONValue
         do {
             value = try property.expression.evaluate(budget: budget) { path in
                 (try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false).0) ?? .null
@@ -308,6 +310,7 @@ struct KeyPathEvaluator {
         }
         // A value cut short by this reading's budget is not the property's value: not memoized.
         guard !budget.isExhausted else { return .null }
+        if !value.isScalar, value.nestingDepth(upTo: StoredDepth.maximum) > StoredDepth.maximum { value = .null }
         memo?.store(object: objectID, property: property.name, value: value,
                     dependencies: Array(dependencies[firstDependency...]), cost: budget.spent - spentBefore)
         return value

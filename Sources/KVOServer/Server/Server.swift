@@ -77,6 +77,9 @@ public final class Server {
     /// the listener, so the port is known before `run()`.
     public init(configuration: ServerConfiguration) throws(ServerStartError) {
         self.configuration = configuration
+        if let problem = configuration.sizeLimits.problem(outputBufferBytes: configuration.maximumOutputBufferBytes) {
+            throw .configuration(problem)
+        }
         let engine: KVOEngine
         if let storage = configuration.storage {
             do throws(StorageError) {
@@ -102,6 +105,7 @@ public final class Server {
             engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
             self.store = nil
         }
+        engine.sizeLimits = configuration.sizeLimits
         self.handler = RequestHandler(engine: engine)
         do throws(TransportError) {
             self.loop = try EventLoop()
