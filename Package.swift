@@ -50,12 +50,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Command-line argument parsing shared by kvod and kvoclient (numbers with clear messages). No dependencies.
+        .target(name: "KVOCommandLine"),
         // A small blocking client over POSIX sockets, shared by kvoclient and the tests.
         .target(name: "KVOClientKit", dependencies: ["KVOJSON"]),
         .executableTarget(
             name: "kvod",
             dependencies: [
                 "KVOServer",
+                "KVOCommandLine",
                 "KVOJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -65,6 +68,7 @@ let package = Package(
             name: "kvoclient",
             dependencies: [
                 "KVOClientKit",
+                "KVOCommandLine",
                 "KVOJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

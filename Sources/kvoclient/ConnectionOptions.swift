@@ -1,5 +1,6 @@
 import ArgumentParser
 import KVOClientKit
+import KVOCommandLine
 
 /// `--host` and `--port`: where kvod listens. Accepted before or after the subcommand name.
 struct ConnectionOptions: ParsableArguments {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVOCommandLine
 
 /// A comma-separated list of array indexes given on the command line (`0,2,5`).
 enum IndexList {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVOCommandLine
 import KVOJSON
 
 /// `kvoclient insert <object> <keyPath> <value>... [--index I | --indexes I,J,...]`: inserts

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVOCommandLine
 import KVOJSON
 
 /// `kvoclient list`: prints the ids of all objects, one per line, sorted; pages through them

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVOCommandLine
 import KVOJSON
 
 /// `kvoclient remove <object> <keyPath> <index>...`: removes elements from an array at the given

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVOCommandLine
 import KVOJSON
 
 /// `kvoclient replace <object> <keyPath> <index> <value> [<index> <value>]...`: replaces array

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KVOClientKit
+import KVOCommandLine
 import KVOJSON
 
 /// `kvoclient subscribe <object> <keyPath>...`: observes key paths and prints their change events.

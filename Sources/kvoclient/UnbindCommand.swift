@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVOCommandLine
 import KVOJSON
 
 /// `kvoclient unbind <id>`: removes a binding; prints `removed`, or `not bound` when there was none.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVOCommandLine
 import KVOServer
 import Logging
 #if canImport(Glibc)
