@@ -457,7 +457,7 @@ public final class KVOEngine {
                         priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
         let new: Evaluation
         // Move the cache out while updating it, so its arrays stay uniquely referenced (no copy).
-        var cache = path.aggregate
+        let cache = path.aggregate
         path.aggregate = nil
         if let location, cache?.update(after: change, at: location, objects: objects) == true, let cache {
             new = cache.evaluation

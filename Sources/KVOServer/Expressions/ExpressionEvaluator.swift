@@ -38,7 +38,7 @@ struct ExpressionEvaluator {
             return try variable(name, keys: keys, column: column)
         case let .unary(op, operand, column):
             return try op.apply(evaluate(operand), column: column)
-        case let .binary(.add, _, _, _):
+        case .binary(.add, _, _, _):
             return try sum(node)
         case let .binary(op, left, right, column):
             let leftValue = try evaluate(left)
