@@ -43,6 +43,13 @@ public enum NumberArgument {
         return value
     }
 
+    /// A TCP port to listen on, 0...65535 (0: any free port, which kvod then prints).
+    public static func listeningPort(_ text: String) throws(Invalid) -> Int {
+        let value = try nonNegative(text)
+        guard value <= 65535 else { throw Invalid(description: "must be between 0 and 65535") }
+        return value
+    }
+
     /// A number of seconds, 0 or more (fractions allowed).
     public static func seconds(_ text: String) throws(Invalid) -> Double {
         guard let value = Double(text), value.isFinite else {

@@ -17,7 +17,7 @@ struct KVOD: ParsableCommand {
     var host = "127.0.0.1"
 
     @Option(parsing: .unconditional, help: "Port to listen on (0 picks a free port; the bound address is printed on stdout).",
-            transform: NumberArgument.port)
+            transform: NumberArgument.listeningPort)
     var port = 7420
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
