@@ -43,6 +43,9 @@ public final class Server {
     private let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
     /// New connections' first-request deadlines, in accept order.
     private var firstRequestDeadlines = FirstRequestDeadlines()
+    /// One per `CloseReason.rateLimitSlot`: noteworthy closings are logged at most once a second per
+    /// kind, the rest counted, so that a client opening many connections cannot flood the log.
+    private var closingLogLimits = [RateLimitedCount](repeating: RateLimitedCount(), count: CloseReason.rateLimitSlots)
     private var heapTrimmer = HeapTrimmer()
     /// The most bytes of unfinished lines held since the last trim (output has the pool's peak).
     private var peakBufferedInputBytes = 0
@@ -391,6 +394,12 @@ public final class Server {
         }
     }
 
+    /// Logs the closings of one kind that were counted and not logged one by one.
+    private func logSuppressedClosings(_ count: Int, slot: Int) {
+        let connections = count == 1 ? "connection" : "connections"
+        logger.warning("\(count) more \(connections) closed (\(CloseReason.rateLimitSummary(slot: slot))) within a second of the last one logged; not logged one by one")
+    }
+
     /// The housekeeping tick: closes connections that sent no request before their deadline, and
     /// returns memory to the system once the buffers have drained after a burst.
     private func housekeep() {
@@ -402,6 +411,9 @@ public final class Server {
                 else { continue }
                 connection.close(reason: .noRequestBeforeTimeout(seconds: configuration.firstRequestTimeout))
             }
+        }
+        for slot in closingLogLimits.indices {
+            if let count = closingLogLimits[slot].takeSuppressed(now: now) { logSuppressedClosings(count, slot: slot) }
         }
         let pool = loop.outputChunks
         peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
@@ -520,6 +532,10 @@ extension Server: ConnectionDelegate {
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",
         ]
         if reason.isNoteworthy {
+            if let slot = reason.rateLimitSlot {
+                guard let earlier = closingLogLimits[slot].record(now: uv_now(loop.raw)) else { return }
+                if earlier > 0 { logSuppressedClosings(earlier, slot: slot) }
+            }
             logger.warning("connection closed: \(reason)", metadata: metadata)
         } else {
             logger.debug("connection closed: \(reason)", metadata: metadata)
