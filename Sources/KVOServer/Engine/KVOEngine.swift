@@ -15,8 +15,11 @@ import KVOJSON
 public final class KVOEngine {
     /// Revision of the last accepted create, set, collection change or delete (0 before any).
     public private(set) var revision: UInt64 = 0
-    /// Every object's value; each is a JSON object.
+    /// Every object's value; each is a JSON object. Its keys change only in this file, where every
+    /// insertion and removal of a key also updates `sortedIDs`.
     private(set) var objects: [String: JSONValue] = [:]
+    /// The keys of `objects`, in order, for `list` pages without a sort.
+    private(set) var sortedIDs = SortedObjectIDs()
     let registry = ObservationRegistry()
     /// The defined classes (`defineClass`).
     let classes = ClassCatalog()
@@ -62,6 +65,7 @@ public final class KVOEngine {
         self.init(historyLimit: historyLimit, historyByteLimit: historyByteLimit,
                   recordsCommitBatches: recordsCommitBatches)
         objects = state.objects
+        sortedIDs = SortedObjectIDs(state.objects.keys)
         revision = state.revision
         for entry in state.history { history.append(entry) }
         restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
@@ -129,6 +133,7 @@ public final class KVOEngine {
         }
         let rev = try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
             objects[object] = .object(stored)
+            sortedIDs.insert(object)
             return .created(.object(stored))
         }
         applyPendingBindings(notifications: &notifications)
@@ -142,6 +147,7 @@ public final class KVOEngine {
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
         let previous = objects.removeValue(forKey: object)!
+        sortedIDs.remove(object)
         computedMemo.invalidate()
         revision += 1
         record(object, .deleted(previous))
@@ -251,9 +257,15 @@ public final class KVOEngine {
         }
     }
 
-    /// Sorted object ids.
+    /// Every object id, sorted (O(n): a request path pages with `objectIDs(after:)` instead).
     public func objectIDs() -> [String] {
-        objects.keys.sorted()
+        sortedIDs.all
+    }
+
+    /// The object ids greater than `after` (all without it), in order, walked lazily: O(log n) to
+    /// start, O(1) per id.
+    func objectIDs(after: String?) -> SortedObjectIDs.Cursor {
+        sortedIDs.ids(after: after)
     }
 
     // MARK: - Observations
