@@ -2,32 +2,33 @@ import Testing
 
 @testable import KVOServer
 
-/// `RateLimitedCount`: one occurrence logged per interval, the rest counted and reported once.
+/// `RateLimitedCount`: one report line per interval with the count of events since the last one;
+/// what is held back is reported with the next event or by the periodic `takeUnreported(at:)`.
 @Suite struct RateLimitedCountTests {
-    @Test func logsTheFirstOfEachIntervalAndCountsTheRest() {
+    @Test func reportsTheFirstEventAtOnceAndCountsTheRestOfTheInterval() {
         var limit = RateLimitedCount(interval: 1000)
-        #expect(limit.record(now: 5000) == 0)
-        for now in stride(from: UInt64(5001), through: 5999, by: 2) { #expect(limit.record(now: now) == nil) }
-        #expect(limit.suppressed == 500)
-        // Not over yet: nothing to report.
-        #expect(limit.takeSuppressed(now: 5999) == nil)
-        // The next occurrence after the interval is logged, with the 500 counted before it.
-        #expect(limit.record(now: 6000) == 500)
-        #expect(limit.suppressed == 0)
-        #expect(limit.record(now: 6500) == nil)
-        // With no further occurrence, the housekeeping tick reports the count once.
-        #expect(limit.takeSuppressed(now: 7000) == 1)
-        #expect(limit.takeSuppressed(now: 8000) == nil)
-        #expect(limit.record(now: 8000) == 0)
+        #expect(limit.record(at: 5000) == 1)
+        for now in stride(from: UInt64(5001), through: 5999, by: 2) { #expect(limit.record(at: now) == nil) }
+        // Not over yet: nothing for the timer to report.
+        #expect(limit.takeUnreported(at: 5999) == nil)
+        // The next event after the interval reports itself and the 500 held back.
+        #expect(limit.record(at: 6000) == 501)
+        #expect(limit.record(at: 6500) == nil)
+        // With no further event, the timer reports the one held back, once.
+        #expect(limit.takeUnreported(at: 6999) == nil)
+        #expect(limit.takeUnreported(at: 7000) == 1)
+        #expect(limit.takeUnreported(at: 8000) == nil)
+        #expect(limit.record(at: 8000) == 1)
     }
 
-    @Test func aFreshCountLogsAtOnceAtAnyTime() {
+    @Test func aFreshCountReportsAtOnceAtAnyTime() {
         var limit = RateLimitedCount()
-        #expect(limit.record(now: 0) == 0)
-        #expect(limit.record(now: 999) == nil)
-        #expect(limit.takeSuppressed(now: 1000) == 1)
+        #expect(limit.takeUnreported(at: 0) == nil)
+        #expect(limit.record(at: 0) == 1)
+        #expect(limit.record(at: 999) == nil)
+        #expect(limit.takeUnreported() == 1)
+        #expect(limit.takeUnreported() == nil)
         var other = RateLimitedCount()
-        #expect(other.takeSuppressed(now: 0) == nil)
-        #expect(other.record(now: UInt64.max) == 0)
+        #expect(other.record(at: UInt64.max) == 1)
     }
 }

@@ -1,39 +1,38 @@
-/// Keeps one kind of log line from flooding the log: the first occurrence in each interval is logged
-/// in full, later ones in the same interval are only counted, and the count is logged once the
-/// interval is over (with the next occurrence, or by the housekeeping tick if none comes).
+/// Counts repeated events (connections refused for want of descriptors) so that the log gets one
+/// line at most every `interval` milliseconds, saying how many happened, instead of one per event.
 ///
-/// Times are milliseconds on the loop's clock (`uv_now`). A value type owned by the server; loop
-/// thread only.
+/// `record(at:)` returns the count to report when a line is due (the first event at once, then the
+/// events since the last line once `interval` has passed), nil otherwise; events after the last line
+/// are reported with the next one, or by `takeUnreported()` (at shutdown). Owned by the server; loop thread only.
 struct RateLimitedCount {
-    /// Milliseconds during which at most one occurrence is logged in full.
+    /// Milliseconds between two report lines.
     let interval: UInt64
-    /// When the current interval began (the last occurrence logged in full); nil before any.
-    private var intervalStart: UInt64?
-    /// Occurrences since then that were counted and not logged.
-    private(set) var suppressed = 0
+    private var lastReport: UInt64?
+    private var pending = 0
 
-    init(interval: UInt64 = 1000) {
+    init(interval: UInt64 = 1_000) {
         self.interval = interval
     }
 
-    /// Records one occurrence at `now`. Returns nil when it should only be counted; otherwise it
-    /// should be logged in full, together with the returned number of earlier occurrences that were
-    /// counted and not yet reported (usually 0).
-    mutating func record(now: UInt64) -> Int? {
-        if let intervalStart, now &- intervalStart < interval {
-            suppressed += 1
-            return nil
-        }
-        intervalStart = now
-        defer { suppressed = 0 }
-        return suppressed
+    /// Counts one event at `now` (milliseconds, any monotonic clock); returns how many to report now.
+    mutating func record(at now: UInt64) -> Int? {
+        pending += 1
+        if let lastReport, now &- lastReport < interval { return nil }
+        lastReport = now
+        defer { pending = 0 }
+        return pending
     }
 
-    /// The occurrences counted and not yet reported, once their interval is over (and forgets them);
-    /// nil when there are none or the interval is still running.
-    mutating func takeSuppressed(now: UInt64) -> Int? {
-        guard suppressed > 0, let intervalStart, now &- intervalStart >= interval else { return nil }
-        defer { suppressed = 0 }
-        return suppressed
+    /// The events counted since the last report line, if any, and starts counting afresh.
+    mutating func takeUnreported() -> Int? {
+        defer { pending = 0 }
+        return pending > 0 ? pending : nil
+    }
+
+    /// Like `takeUnreported()`, but only once `interval` has passed since the last report line (for a
+    /// periodic timer that reports what `record(at:)` held back when no further event came).
+    mutating func takeUnreported(at now: UInt64) -> Int? {
+        guard pending > 0, let lastReport, now &- lastReport >= interval else { return nil }
+        return takeUnreported()
     }
 }

@@ -171,6 +171,9 @@ public final class Server {
         precondition(loop.isOnLoopThread, "Server.stop() must be called on the loop thread")
         guard !isStopping else { return }
         isStopping = true
+        for slot in closingLogLimits.indices {
+            if let count = closingLogLimits[slot].takeUnreported() { logSuppressedClosings(count, slot: slot) }
+        }
         logger.info("stopping", metadata: ["connections": "\(openConnections)"])
         commitPendingWrites()
         listener?.close()
@@ -413,7 +416,7 @@ public final class Server {
             }
         }
         for slot in closingLogLimits.indices {
-            if let count = closingLogLimits[slot].takeSuppressed(now: now) { logSuppressedClosings(count, slot: slot) }
+            if let count = closingLogLimits[slot].takeUnreported(at: now) { logSuppressedClosings(count, slot: slot) }
         }
         let pool = loop.outputChunks
         peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
@@ -533,8 +536,9 @@ extension Server: ConnectionDelegate {
         ]
         if reason.isNoteworthy {
             if let slot = reason.rateLimitSlot {
-                guard let earlier = closingLogLimits[slot].record(now: uv_now(loop.raw)) else { return }
-                if earlier > 0 { logSuppressedClosings(earlier, slot: slot) }
+                // The count includes this closing: the others were held back since the last line.
+                guard let count = closingLogLimits[slot].record(at: uv_now(loop.raw)) else { return }
+                if count > 1 { logSuppressedClosings(count - 1, slot: slot) }
             }
             logger.warning("connection closed: \(reason)", metadata: metadata)
         } else {
