@@ -10,9 +10,12 @@ let package = Package(
         .library(name: "KVOServer", targets: ["KVOServer"]),
         .library(name: "KVOClientKit", targets: ["KVOClientKit"]),
     ],
+    // Exact versions, so that every build (the Docker image's included) resolves the same code without a
+    // Package.resolved in the repository (it stays out: a local package mirror has commit ids of its
+    // own). Neither package has dependencies of its own. To update, change the version here.
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev). Module map and shim header only.
@@ -27,6 +30,13 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
         ),
+        // PCRE2 (8-bit) from the system (Debian: libpcre2-dev), for class `pattern` rules with bounded
+        // matching. Module map and shim header only.
+        .systemLibrary(
+            name: "CPCRE2",
+            pkgConfig: "libpcre2-8",
+            providers: [.apt(["libpcre2-dev"]), .brew(["pcre2"])]
+        ),
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
         // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite).
@@ -34,6 +44,7 @@ let package = Package(
             name: "KVOServer",
             dependencies: [
                 "CLibUV",
+                "CPCRE2",
                 "CSQLite",
                 "KVOJSON",
                 .product(name: "Logging", package: "swift-log"),
@@ -61,6 +72,6 @@ let package = Package(
         // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server.
         .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON"]),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON", "CSQLite"]),
     ]
 )

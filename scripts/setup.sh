@@ -3,8 +3,9 @@
 #
 # - moves to the repository root;
 # - checks that the Swift toolchain is installed (and says how to get it when it is not);
-# - installs libuv's and SQLite's development files (Debian/Ubuntu: libuv1-dev, libsqlite3-dev) and
-#   pkg-config when `pkg-config --exists libuv` (or `sqlite3`) fails, with apt-get, as root or through sudo.
+# - installs libuv's, SQLite's and PCRE2's development files (Debian/Ubuntu: libuv1-dev, libsqlite3-dev,
+#   libpcre2-dev) and pkg-config when `pkg-config --exists libuv` (or `sqlite3`, or `libpcre2-8`) fails, with
+#   apt-get, as root or through sudo.
 #
 # Messages go to stderr so that stdout stays the product's own.
 
@@ -24,7 +25,7 @@ Install it with swiftly, the official installer (https://www.swift.org/install/l
     ./swiftly init --quiet-shell-followup
     . "${SWIFTLY_HOME_DIR:-$HOME/.local/share/swiftly}/env.sh"
 
-or use the official Docker image (docker run -it swift:6.0-bookworm), then run this script again.
+or use the official Docker image (docker run -it swift:6.3-bookworm), then run this script again.
 MSG
     exit 1
 fi
@@ -49,14 +50,19 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists sqlite3; the
     kvod_missing+=(libsqlite3-dev)
 fi
 
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libpcre2-8; then
+    kvod_missing+=(libpcre2-dev)
+fi
+
 if [ "${#kvod_missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 ||
-        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's and SQLite's development files and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pkgconf; macOS: brew install libuv sqlite pkg-config)"
+        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's and PCRE2's development files and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel pkgconf; macOS: brew install libuv sqlite pcre2 pkg-config)"
     kvod_log "installing ${kvod_missing[*]} with apt-get"
     kvod_as_root apt-get update
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${kvod_missing[@]}"
     pkg-config --exists libuv || kvod_fail "libuv is still not visible to pkg-config after installing libuv1-dev"
     pkg-config --exists sqlite3 || kvod_fail "sqlite3 is still not visible to pkg-config after installing libsqlite3-dev"
+    pkg-config --exists libpcre2-8 || kvod_fail "libpcre2-8 is still not visible to pkg-config after installing libpcre2-dev"
 fi
 
 unset kvod_missing

@@ -16,6 +16,9 @@ public final class KVOConnection {
     private var socketDescriptor: Int32
     private var inbox: [UInt8] = []
     private var inboxStart = 0
+    /// Where the search for the next newline resumes: the bytes from `inboxStart` up to here hold none,
+    /// so a long line is scanned once as it arrives, not again after every chunk.
+    private var inboxScanned = 0
     private var queuedEvents: [JSONValue] = []
     private var nextRequestID: Int64 = 1
 
@@ -107,16 +110,18 @@ public final class KVOConnection {
     public func readLine(timeout: Double? = 10) throws(KVOClientError) -> [UInt8] {
         let deadline = timeout.map { monotonicSeconds() + $0 }
         while true {
-            if let newline = inbox[inboxStart...].firstIndex(of: 0x0A) {
+            if let newline = inbox[max(inboxStart, inboxScanned)...].firstIndex(of: 0x0A) {
                 var line = Array(inbox[inboxStart..<newline])
                 inboxStart = newline + 1
                 if inboxStart > 65536 {
                     inbox.removeFirst(inboxStart)
                     inboxStart = 0
                 }
+                inboxScanned = inboxStart
                 if line.last == 0x0D { line.removeLast() }
                 return line
             }
+            inboxScanned = inbox.count
             try fill(deadline: deadline)
         }
     }

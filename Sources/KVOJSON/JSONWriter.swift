@@ -141,3 +141,47 @@ public enum JSONWriter {
         buffer.append(UInt8(ascii: "\""))
     }
 }
+
+extension JSONWriter {
+    /// How many bytes `write(value, into:)` appends, without building them: one step per element and
+    /// per string byte, no allocation (a non-integral number is formatted once, as `write` does). For
+    /// keeping an object's encoded size up to date as it changes.
+    public static func encodedLength(of value: JSONValue) -> Int {
+        switch value {
+        case .null: return 4
+        case let .bool(flag): return flag ? 4 : 5
+        case let .int(integer):
+            var magnitude = integer.magnitude
+            var digits = 1
+            while magnitude >= 10 {
+                magnitude /= 10
+                digits += 1
+            }
+            return integer < 0 ? digits + 1 : digits
+        case let .double(number): return number.isFinite ? number.description.utf8.count : 4
+        case let .string(text): return encodedLength(ofString: text)
+        case let .array(elements):
+            var length = 2 + Swift.max(elements.count - 1, 0)
+            for element in elements { length += encodedLength(of: element) }
+            return length
+        case let .object(members):
+            // Per member: the key, a colon and the value; commas between members.
+            var length = 2 + Swift.max(members.count - 1, 0)
+            for (key, member) in members { length += encodedLength(ofString: key) + 1 + encodedLength(of: member) }
+            return length
+        }
+    }
+
+    /// How many bytes `writeString(text, into:)` appends: the quotes and every byte, escapes counted.
+    public static func encodedLength(ofString text: String) -> Int {
+        var length = 2
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09, 0x08, 0x0C: length += 2
+            case 0..<0x20: length += 6
+            default: length += 1
+            }
+        }
+        return length
+    }
+}

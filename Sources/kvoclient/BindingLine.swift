@@ -36,7 +36,7 @@ enum BindingLine {
         }
         for name in expressions {
             guard let expression = binding[name], expression != .null else { continue }
-            fields.append("\(name) \(expression.stringValue ?? expression.description)")
+            fields.append("\(name) \(DisplayText.text(expression))")
         }
         return fields.joined(separator: "  ")
     }

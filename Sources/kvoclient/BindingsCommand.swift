@@ -26,7 +26,7 @@ struct BindingsCommand: ParsableCommand {
         }
         for binding in bindings {
             if json {
-                Terminal.printLine(binding.description)
+                Terminal.printLine(DisplayText.json(binding))
             } else {
                 Terminal.printLine(try BindingLine.text(binding))
             }

@@ -20,11 +20,11 @@ struct ClassesCommand: ParsableCommand {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }
         if json {
-            Terminal.printLine(JSONValue.object(reply).description)
+            Terminal.printLine(DisplayText.json(.object(reply)))
             return
         }
         for definition in classes {
-            Terminal.printLine(definition.description)
+            Terminal.printLine(DisplayText.json(definition))
         }
     }
 }

@@ -6,13 +6,11 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "The host kvod listens on (a name or an IPv4/IPv6 address).")
     var host: String = "127.0.0.1"
 
-    @Option(help: "The TCP port kvod listens on.")
+    @Option(parsing: .unconditional, help: "The TCP port kvod listens on.", transform: NumberArgument.port)
     var port: Int = 7420
 
     func validate() throws {
-        guard (1...65535).contains(port) else {
-            throw ValidationError("--port must be between 1 and 65535, not \(port)")
-        }
+        guard !host.isEmpty else { throw ValidationError("--host must not be empty") }
     }
 
     /// Opens a connection to kvod.

@@ -22,7 +22,14 @@ struct CreateCommand: ParsableCommand {
     var className: String?
 
     func validate() throws {
-        if let values, (try? JSONParser.parse(values))?.objectValue == nil {
+        guard let values else { return }
+        let parsed: JSONValue
+        do {
+            parsed = try JSONParser.parse(values)
+        } catch {
+            throw ValidationError("values must be a JSON object, such as '{\"date\":\"2026-11-20\"}': '\(PrintableText.escaped(values, limit: 80))' is not valid JSON (\(error))")
+        }
+        if parsed.objectValue == nil {
             throw ValidationError("values must be a JSON object, such as '{\"date\":\"2026-11-20\"}'")
         }
     }

@@ -29,6 +29,6 @@ struct DefineClassCommand: ParsableCommand {
         }
         let reply = try connection.connect().call("defineClass", ["class": .object(definition)])
         guard let name = reply["name"]?.stringValue else { throw CLIError.unexpectedReply(JSONValue.object(reply).description) }
-        Terminal.printLine("defined \(name)")
+        Terminal.printLine("defined \(DisplayText.plain(name))")
     }
 }

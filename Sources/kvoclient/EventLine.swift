@@ -36,20 +36,20 @@ enum EventLine {
         if change["notificationIsPrior"] == .bool(true) { fields.append("prior") }
         fields.append("rev=\(text(event["rev"]))")
         if let kind = change["kind"], kind != .int(1) {
-            fields.append("kind=\(kind.intValue.flatMap { kindNames[$0] } ?? kind.description)")
+            fields.append("kind=\(kind.intValue.flatMap { kindNames[$0] } ?? DisplayText.json(kind))")
         }
-        if let indexes = change["indexes"] { fields.append("indexes=\(indexes)") }
-        if let old = change["old"] { fields.append("old=\(old)") }
-        if let new = change["new"] { fields.append("new=\(new)") }
+        if let indexes = change["indexes"] { fields.append("indexes=\(DisplayText.json(indexes))") }
+        if let old = change["old"] { fields.append("old=\(DisplayText.json(old))") }
+        if let new = change["new"] { fields.append("new=\(DisplayText.json(new))") }
         for key in change.keys.sorted() where !placedKeys.contains(key) {
-            fields.append("\(key)=\(change[key]!)")
+            fields.append("\(DisplayText.plain(key))=\(DisplayText.json(change[key]!))")
         }
         return fields.joined(separator: "  ")
     }
 
-    /// A string without quotes, anything else as JSON, `?` when missing.
+    /// A string without quotes, anything else as JSON, `?` when missing; escaped for the terminal.
     private static func text(_ value: JSONValue?) -> String {
         guard let value else { return "?" }
-        return value.stringValue ?? value.description
+        return DisplayText.text(value)
     }
 }

@@ -21,6 +21,6 @@ struct GetCommand: ParsableCommand {
         if let keyPath { params["keyPath"] = .string(keyPath) }
         let reply = try connection.connect().call("get", params)
         guard let value = reply["value"] else { throw CLIError.unexpectedReply(JSONValue.object(reply).description) }
-        Terminal.printLine(value.description)
+        Terminal.printLine(DisplayText.json(value))
     }
 }

@@ -23,7 +23,7 @@ struct InfoCommand: ParsableCommand {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }
         for observer in observers {
-            let options = (observer["options"]?.arrayValue ?? []).map { $0.stringValue ?? $0.description }
+            let options = (observer["options"]?.arrayValue ?? []).map(DisplayText.text)
             let fields = [
                 "sub=\(Self.text(observer["sub"]))",
                 "keyPath=\(Self.text(observer["keyPath"]))",
@@ -34,9 +34,9 @@ struct InfoCommand: ParsableCommand {
         }
     }
 
-    /// A string without quotes, anything else as JSON.
+    /// A string without quotes, anything else as JSON, escaped for the terminal.
     private static func text(_ value: JSONValue?) -> String {
         guard let value else { return "-" }
-        return value.stringValue ?? value.description
+        return DisplayText.text(value)
     }
 }

@@ -28,10 +28,11 @@ struct InsertCommand: ParsableCommand {
         help: ArgumentHelp("The values: each JSON when it parses as JSON, otherwise a plain string.", valueName: "value"))
     var values: [String] = []
 
-    @Option(help: "Insert the values one after another from this index.")
+    @Option(parsing: .unconditional, help: "Insert the values one after another from this index.",
+            transform: NumberArgument.nonNegative)
     var index: Int?
 
-    @Option(help: "Comma-separated positions of the values in the resulting array, one per value.")
+    @Option(parsing: .unconditional, help: "Comma-separated positions of the values in the resulting array, one per value.")
     var indexes: String?
 
     func validate() throws {
@@ -39,13 +40,14 @@ struct InsertCommand: ParsableCommand {
             throw ValidationError("Missing expected argument '<value>'")
         }
         if index != nil, indexes != nil { throw ValidationError("give --index or --indexes, not both") }
+        for value in ValueArgument.droppingTerminator(values) { _ = try ValueArgument.parse(value) }
         if let indexes { _ = try IndexList.parse(indexes) }
     }
 
     func run() throws {
         var params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
-            "values": .array(ValueArgument.droppingTerminator(values).map(ValueArgument.parse)),
+            "values": .array(try ValueArgument.droppingTerminator(values).map { value throws(ValidationError) in try ValueArgument.parse(value) }),
         ]
         if let index { params["index"] = .int(Int64(index)) }
         if let indexes { params["indexes"] = .array(try IndexList.parse(indexes).map { .int($0) }) }

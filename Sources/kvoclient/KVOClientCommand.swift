@@ -14,7 +14,9 @@ struct KVOClientCommand: ParsableCommand {
         discussion: """
             A value argument is parsed as JSON when it is valid JSON, and taken as a plain string \
             otherwise: `set clock date 2026-11-21` and `set clock date '"2026-11-21"'` both store \
-            the string "2026-11-21".
+            the string "2026-11-21". A value that looks like JSON (it starts with {, [ or ", or is \
+            written as a number) but is not valid JSON, such as 1e400 (out of range) or '[1,', is a \
+            usage error. Every argument must be valid UTF-8.
 
             Exit codes: 0 success, 1 the server answered with an error, 2 usage error, \
             3 connection problem.
@@ -41,6 +43,13 @@ struct KVOClientCommand: ParsableCommand {
     /// exit code.
     static func main() {
         Terminal.restoreBrokenPipeDefault()
+        if let invalid = RawArguments.firstInvalidUTF8() {
+            // Written as it is: `shown` is printable ASCII with `\xFF` escapes already (printError would
+            // double their backslashes).
+            Terminal.printToStandardError(
+                "kvoclient: error: argument \(invalid.position) is not valid UTF-8: '\(invalid.shown)' (ids, key paths and values travel as UTF-8 JSON)\n")
+            Terminal.exit(usageExitCode)
+        }
         var command: any ParsableCommand
         do {
             command = try parseAsRoot()

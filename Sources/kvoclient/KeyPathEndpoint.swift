@@ -34,6 +34,6 @@ struct KeyPathEndpoint: Equatable, CustomStringConvertible {
     /// The wire form, `{"object":"a","keyPath":"x"}`.
     var json: JSONValue { ["object": .string(object), "keyPath": .string(keyPath)] }
 
-    /// The command-line form, `a:x`.
-    var description: String { "\(object):\(keyPath)" }
+    /// The command-line form, `a:x` (control characters escaped, for printing).
+    var description: String { "\(DisplayText.plain(object)):\(DisplayText.plain(keyPath))" }
 }

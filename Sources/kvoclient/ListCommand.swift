@@ -16,19 +16,14 @@ struct ListCommand: ParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Option(help: "Print at most this many ids.")
+    @Option(parsing: .unconditional, help: "Print at most this many ids.", transform: NumberArgument.positive)
     var limit: Int?
 
-    @Option(help: "Start after this id (ids sort by Unicode order).")
+    @Option(parsing: .unconditional, help: "Start after this id (ids sort by Unicode order).")
     var after: String?
 
-    @Option(help: "Ids asked for per request.")
+    @Option(parsing: .unconditional, help: "Ids asked for per request.", transform: NumberArgument.positive)
     var pageSize = 1000
-
-    func validate() throws {
-        if let limit, limit < 1 { throw ValidationError("--limit must be 1 or more") }
-        guard pageSize >= 1 else { throw ValidationError("--page-size must be 1 or more") }
-    }
 
     func run() throws {
         let client = try connection.connect()
@@ -42,7 +37,7 @@ struct ListCommand: ParsableCommand {
                 throw CLIError.unexpectedReply(JSONValue.object(reply).description)
             }
             for object in objects {
-                Terminal.printLine(object.stringValue ?? object.description)
+                Terminal.printLine(DisplayText.text(object))
             }
             remaining -= objects.count
             guard more, let last = objects.last?.stringValue else { return }

@@ -18,17 +18,29 @@ struct RemoveCommand: ParsableCommand {
     @Argument(help: "The key path of an array, such as `items`.")
     var keyPath: String
 
-    @Argument(help: "Indexes in the current array.")
-    var indexes: [Int]
+    /// Captured as `allUnrecognized` words, so that `-1` reaches `NumberArgument` ("must be 0 or
+    /// more") instead of being taken for an option.
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Indexes in the current array.", valueName: "indexes"))
+    var indexes: [String] = []
+
+    /// The parsed indexes.
+    private var parsedIndexes: [Int64] {
+        get throws(NumberArgument.Invalid) {
+            try ValueArgument.droppingTerminator(indexes).map(NumberArgument.index)
+        }
+    }
 
     func validate() throws {
-        guard !indexes.isEmpty else { throw ValidationError("Missing expected argument '<indexes>'") }
+        guard !ValueArgument.droppingTerminator(indexes).isEmpty else {
+            throw ValidationError("Missing expected argument '<indexes>'")
+        }
+        do { _ = try parsedIndexes } catch { throw ValidationError(error.description) }
     }
 
     func run() throws {
         let params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
-            "indexes": .array(indexes.map { .int(Int64($0)) }),
+            "indexes": .array(try parsedIndexes.map { .int($0) }),
         ]
         let reply = try connection.connect().call("remove", params)
         try RevisionLine.print(reply)

@@ -29,26 +29,30 @@ struct ReplaceCommand: ParsableCommand {
             valueName: "index value"))
     var pairs: [String] = []
 
-    /// The (index, value) pairs, or nil when the arguments do not form them.
+    /// The (index, value) pairs, or nil when the arguments do not form pairs; throws a usage error
+    /// for an index that is not a whole number, 0 or more, or a value that looks like JSON but is not.
     private var parsedPairs: [(index: Int64, value: JSONValue)]? {
-        let arguments = ValueArgument.droppingTerminator(pairs)
-        guard !arguments.isEmpty, arguments.count % 2 == 0 else { return nil }
-        var result: [(index: Int64, value: JSONValue)] = []
-        for start in stride(from: 0, to: arguments.count, by: 2) {
-            guard let index = Int64(arguments[start]) else { return nil }
-            result.append((index, ValueArgument.parse(arguments[start + 1])))
+        get throws(ValidationError) {
+            let arguments = ValueArgument.droppingTerminator(pairs)
+            guard !arguments.isEmpty, arguments.count % 2 == 0 else { return nil }
+            var result: [(index: Int64, value: JSONValue)] = []
+            for start in stride(from: 0, to: arguments.count, by: 2) {
+                let index: Int64
+                do { index = try NumberArgument.index(arguments[start]) } catch { throw ValidationError(error.description) }
+                result.append((index, try ValueArgument.parse(arguments[start + 1])))
+            }
+            return result
         }
-        return result
     }
 
     func validate() throws {
-        guard parsedPairs != nil else {
+        guard try parsedPairs != nil else {
             throw ValidationError("expected pairs of an index and a value, such as `0 10 2 30`, not '\(pairs.joined(separator: " "))'")
         }
     }
 
     func run() throws {
-        let pairs = parsedPairs ?? []
+        let pairs = try parsedPairs ?? []
         let params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
             "indexes": .array(pairs.map { .int($0.index) }),

@@ -31,15 +31,19 @@ struct SetCommand: ParsableCommand {
     }
 
     func validate() throws {
-        if value != nil { return }
-        if values.isEmpty { throw ValidationError("Missing expected argument '<value>'") }
+        if let value {
+            _ = try ValueArgument.parse(value)
+            return
+        }
+        let given = ValueArgument.droppingTerminator(values)
+        if given.isEmpty { throw ValidationError("Missing expected argument '<value>'") }
         throw ValidationError(
-            "expected one value, got \(values.count) (\(values.joined(separator: " "))): quote a value that contains spaces")
+            "expected one value, got \(given.count) (\(given.joined(separator: " "))): quote a value that contains spaces")
     }
 
     func run() throws {
         let params: [String: JSONValue] = [
-            "object": .string(object), "keyPath": .string(keyPath), "value": ValueArgument.parse(value ?? ""),
+            "object": .string(object), "keyPath": .string(keyPath), "value": try ValueArgument.parse(value ?? ""),
         ]
         let reply = try connection.connect().call("set", params)
         try RevisionLine.print(reply)

@@ -47,16 +47,18 @@ struct SubscribeCommand: ParsableCommand {
     @Option(help: "Comma-separated observation options: initial, new, old, prior.")
     var options: String = "new"
 
-    @Flag(help: "Print each event message as one line of compact JSON (keys sorted).")
+    @Flag(help: "Print each event message as one line of compact JSON (keys sorted); `sub` keeps the number of the first connection's subscription across reconnections.")
     var json = false
 
-    @Option(help: "Exit 0 after this many events.")
+    @Option(parsing: .unconditional, help: "Exit 0 after this many events.", transform: NumberArgument.positive)
     var count: Int?
 
     @Flag(help: "Exit 3 when the connection drops instead of reconnecting and resuming.")
     var noReconnect = false
 
-    @Option(help: "Seconds without a message before pinging the server; no answer within as long again means the connection is lost (0: never ping).")
+    @Option(parsing: .unconditional,
+            help: "Seconds without a message before pinging the server; no answer within as long again means the connection is lost (0: never ping).",
+            transform: NumberArgument.seconds)
     var heartbeat: Double = 15
 
     /// How long one wait for an event lasts before the loop checks for Ctrl-C, in seconds.
@@ -93,7 +95,7 @@ struct SubscribeCommand: ParsableCommand {
                     guard error == .connectionClosed else { throw error }
                     throw CLIError.streamEnded(endpoint: endpoint, activeSubscriptions: subscriptions.activeCount)
                 }
-                Terminal.printToStandardError("kvoclient: lost the connection to \(endpoint) (\(error)); reconnecting\n")
+                Terminal.printToStandardError("kvoclient: lost the connection to \(endpoint) (\(DisplayText.plain(error.description))); reconnecting\n")
                 client.close()
                 guard let resumed = try reconnect(&subscriptions) else { return }
                 client = resumed
@@ -101,7 +103,7 @@ struct SubscribeCommand: ParsableCommand {
                 continue
             }
             guard let event = next, subscriptions.accept(event) else { continue }
-            Terminal.printLine(json ? event.description : EventLine.format(event))
+            Terminal.printLine(json ? DisplayText.json(subscriptions.withStableSub(event)) : EventLine.format(event))
             printed += 1
             if let count, printed >= count { return }
             if subscriptions.isFinished { return }

@@ -20,6 +20,10 @@ struct SubscriptionSet {
         var lastPriorRev: Int64?
         /// Set by its `sourceDeleted` event.
         var ended = false
+        /// The subscription id the server gave this key path on the first connection. The server
+        /// numbers subscriptions anew on every connection; `--json` prints this one throughout, so a
+        /// `sub` means the same key path before and after a reconnection.
+        var stableSub: Int64?
     }
 
     let object: String
@@ -51,6 +55,7 @@ struct SubscriptionSet {
             let reply = try client.observe(
                 object: object, keyPath: entries[index].keyPath, options: names, sinceRev: sinceRev)
             entryIndexBySub[reply.sub] = index
+            if entries[index].stableSub == nil { entries[index].stableSub = reply.sub }
             if !resuming { entries[index].lastRev = reply.rev }
         }
     }
@@ -79,6 +84,15 @@ struct SubscriptionSet {
         entries[index].lastRev = rev
         if reason == "sourceDeleted" { entries[index].ended = true }
         return true
+    }
+
+    /// `event` with its `sub` replaced by its key path's stable id (`Entry.stableSub`): the same
+    /// number for the same key path across reconnections. Unchanged before any reconnection.
+    func withStableSub(_ event: JSONValue) -> JSONValue {
+        guard case var .object(fields) = event, let sub = fields["sub"]?.intValue, let index = entryIndexBySub[sub],
+              let stable = entries[index].stableSub, stable != sub else { return event }
+        fields["sub"] = .int(stable)
+        return .object(fields)
     }
 
     /// Where each key path resumes, for the note printed after a reconnection:

@@ -1,3 +1,4 @@
+import KVOJSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -14,9 +15,10 @@ enum Terminal {
         write(text + "\n", to: 1)
     }
 
-    /// Writes `kvoclient: error: <message>` and a newline to standard error.
+    /// Writes `kvoclient: error: <message>` and a newline to standard error, with control characters
+    /// in the message escaped (it may quote the server: ids, key paths, values) and a very long one cut.
     static func printError(_ message: String) {
-        write("kvoclient: error: \(message)\n", to: 2)
+        write("kvoclient: error: \(PrintableText.escaped(message, limit: 2_000))\n", to: 2)
     }
 
     /// Writes `text` verbatim to standard error.

@@ -15,38 +15,62 @@ struct KVOD: ParsableCommand {
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(help: "Port to listen on (0 picks a free port; the bound address is printed on stdout).")
+    @Option(parsing: .unconditional, help: "Port to listen on (0 picks a free port; the bound address is printed on stdout).",
+            transform: NumberArgument.port)
     var port = 7420
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
-    @Option(help: "Longest request line in bytes; longer lines are answered too_large.")
+    @Option(parsing: .unconditional, help: "Longest request line in bytes; longer lines are answered too_large.",
+            transform: NumberArgument.positive)
     var maxLine = 1 << 20
 
-    @Option(help: "Most bytes queued for one connection before it is closed as too slow.")
+    @Option(parsing: .unconditional, help: "Most bytes queued for one connection before it is closed as too slow.",
+            transform: NumberArgument.positive)
     var maxOutputBuffer = 32 << 20
 
-    @Option(help: """
+    @Option(parsing: .unconditional, help: """
         Most bytes queued for output on all connections together; past it the connections with the most \
         queued (the slowest consumers) are closed first until the rest fit.
-        """)
+        """, transform: NumberArgument.positive)
     var maxTotalOutput = 1 << 30
 
-    @Option(help: """
+    @Option(parsing: .unconditional, help: """
         Most bytes held for unfinished request lines on all connections together; past it the connection \
         holding the largest is closed.
-        """)
+        """, transform: NumberArgument.positive)
     var maxTotalInput = 256 << 20
 
-    @Option(help: "Seconds a new connection may take to send its first complete request before it is closed (0: no limit).")
+    @Option(parsing: .unconditional,
+            help: "Seconds a new connection may take to send its first complete request before it is closed (0: no limit).",
+            transform: NumberArgument.seconds)
     var firstRequestTimeout: Double = 30
 
-    @Option(help: "Most simultaneous client connections.")
+    @Option(parsing: .unconditional, help: """
+        Largest value one write may store, in bytes of compact JSON; larger ones are answered too_large \
+        (default: 1 MiB, or --max-object-bytes if smaller).
+        """, transform: NumberArgument.positive)
+    var maxValueBytes: Int?
+
+    @Option(parsing: .unconditional, help: """
+        Largest object, in bytes of compact JSON; a write that would make an object larger is answered too_large. \
+        At most (--max-output-buffer - 65536) / 2, so that an event with an object's old and new value can be sent \
+        (default: 15 MiB, or that bound if smaller).
+        """, transform: NumberArgument.positive)
+    var maxObjectBytes: Int?
+
+    @Option(parsing: .unconditional, help: "Most simultaneous client connections.", transform: NumberArgument.positive)
     var maxConnections = 10_000
 
-    @Option(help: "Data directory (created if missing); the objects, revision and history live in kvod.sqlite3 inside.")
-    var data = "kvod-data"
+    /// nil when not given: `kvod-data`, unless `--in-memory`.
+    @Option(help: ArgumentHelp(
+        "Data directory (created if missing); the objects, revision and history live in kvod.sqlite3 inside. (default: \(KVOD.defaultDataDirectory))",
+        valueName: "directory"))
+    var data: String?
+
+    /// The data directory when `--data` is not given.
+    static let defaultDataDirectory = "kvod-data"
 
     @Flag(help: "Keep everything in memory: nothing is written to disk and all state is lost on exit.")
     var inMemory = false
@@ -58,13 +82,26 @@ struct KVOD: ParsableCommand {
         """)
     var sync = "normal"
 
-    @Option(help: "Revisions of history kept for resuming observations (observe with sinceRev).")
+    @Option(parsing: .unconditional, help: "Revisions of history kept for resuming observations (observe with sinceRev).",
+            transform: NumberArgument.nonNegative)
     var history = KVOEngine.defaultHistoryLimit
 
-    @Option(help: "Most bytes of history kept.")
+    @Option(parsing: .unconditional, help: "Most bytes of history kept.", transform: NumberArgument.nonNegative)
     var historyBytes = KVOEngine.defaultHistoryByteLimit
 
+    /// The size limits from the flags, defaults derived from --max-output-buffer.
+    var sizeLimits: StoredSizeLimits {
+        var limits = StoredSizeLimits.defaults(outputBufferBytes: maxOutputBuffer)
+        if let maxObjectBytes {
+            limits.maximumObjectBytes = maxObjectBytes
+            limits.maximumValueBytes = min(StoredSizeLimits.defaultMaximumValueBytes, maxObjectBytes)
+        }
+        if let maxValueBytes { limits.maximumValueBytes = maxValueBytes }
+        return limits
+    }
+
     func validate() throws {
+        guard !host.isEmpty else { throw ValidationError("--host must not be empty") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -76,15 +113,41 @@ struct KVOD: ParsableCommand {
         guard firstRequestTimeout >= 0, firstRequestTimeout.isFinite, firstRequestTimeout <= 1e9 else {
             throw ValidationError("--first-request-timeout must be 0 or more seconds")
         }
+        if let problem = sizeLimits.problem(outputBufferBytes: maxOutputBuffer) {
+            throw ValidationError(problem)
+        }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
+        if inMemory, let data {
+            throw ValidationError("--data '\(data)' and --in-memory cannot be used together: --in-memory keeps nothing on disk")
+        }
+    }
+
+    /// Exit status for a usage error, as kvoclient's (ArgumentParser itself uses 64).
+    static let usageExitCode: Int32 = 2
+
+    /// Parses the flags and runs, with usage errors as one `kvod: error:` line and the usage, exit 2.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            var message = fullMessage(for: error)
+            if message.hasPrefix("Error: ") { message = "kvod: error: " + message.dropFirst("Error: ".count) }
+            let line = Array((message + "\n").utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            exitProcess(usageExitCode)
+        }
     }
 
     func run() throws {
         let level = Logger.Level(rawValue: logLevel)!
         // Every line escaped and bounded: log lines quote ids, key paths and values clients sent.
         LoggingSystem.bootstrap { label in PrintableLogHandler(label: label, level: level) }
+        let logger = Logger(label: "kvod")
+        checkDescriptorLimit(logger)
         var settings = ServerConfiguration()
         settings.host = host
         settings.port = port
@@ -94,13 +157,14 @@ struct KVOD: ParsableCommand {
         settings.maximumTotalOutputBytes = maxTotalOutput
         settings.maximumTotalInputBytes = maxTotalInput
         settings.firstRequestTimeout = firstRequestTimeout
+        settings.sizeLimits = sizeLimits
         settings.handlesSignals = true
         settings.historyLimit = history
         settings.historyByteLimit = historyBytes
         if !inMemory {
-            settings.storage = StorageConfiguration(directory: data, sync: SyncMode(rawValue: sync)!)
+            settings.storage = StorageConfiguration(directory: data ?? KVOD.defaultDataDirectory, sync: SyncMode(rawValue: sync)!)
         }
-        settings.logger = Logger(label: "kvod")
+        settings.logger = logger
 
         let server: Server
         do {
@@ -116,5 +180,30 @@ struct KVOD: ParsableCommand {
         if !report.loopClosedCleanly {
             throw ExitCode(70)  // EX_SOFTWARE: a handle leaked
         }
+    }
+
+    private static func exitProcess(_ code: Int32) -> Never {
+        #if canImport(Glibc)
+        Glibc.exit(code)
+        #else
+        Darwin.exit(code)
+        #endif
+    }
+
+    /// Raises the open-file limit's soft value toward what --max-connections needs (as far as the hard
+    /// limit allows), and says at start-up when it still falls short: connections past it would be
+    /// refused (the server logs those, once a second at most).
+    private func checkDescriptorLimit(_ logger: Logger) {
+        let limit = DescriptorLimit.raise(forConnections: maxConnections)
+        if let before = limit.raisedFrom {
+            logger.info("raised the open-file limit (ulimit -n) from \(before) to \(limit.soft) for --max-connections \(maxConnections)")
+        }
+        guard limit.connectionCapacity < maxConnections else { return }
+        logger.warning("""
+            the open-file limit (ulimit -n) is \(limit.soft), hard limit \(limit.hard): room for \
+            \(limit.connectionCapacity) connections, fewer than --max-connections \(maxConnections) \
+            (kvod keeps \(DescriptorLimit.reserved) descriptors for itself); connections past it will be refused: \
+            raise the limit to \(DescriptorLimit.needed(forConnections: maxConnections)) or lower --max-connections
+            """)
     }
 }

@@ -86,7 +86,7 @@ struct CLIBindingUsageErrorTests {
     func unbindNeedsANumber() throws {
         let result = try KVOClientProcess.run(Self.unusedPort + ["unbind", "seven"])
         #expect(result.status == 2)
-        #expect(result.errorLines.first == "kvoclient: error: The value 'seven' is invalid for '<id>'", "\(result.stderr)")
+        #expect(result.errorLines.first == "kvoclient: error: binding id 'seven' must be a whole number, 0 or more", "\(result.stderr)")
     }
 }
 

@@ -38,7 +38,7 @@ struct CLITests {
         expectSuccess(before, lines: ["pong"])
     }
 
-    @Test("a value argument is JSON when it parses, a plain string otherwise")
+    @Test("a value argument is JSON when it parses, a plain string when it does not look like JSON")
     func valueArgumentsAreJSONOrPlainStrings() throws {
         let server = try KVODProcess()
         let connection = try server.connect()
@@ -55,7 +55,7 @@ struct CLITests {
             ("null", .null),
             (#"{"a":[1,"two"]}"#, ["a": [1, "two"]]),
             ("hello world", "hello world"),
-            ("[1,", "[1,"),
+            (#""[1,""#, "[1,"),
             ("", ""),
             ("Zürich", "Zürich"),
         ]

@@ -84,4 +84,62 @@ import Testing
         }
         #expect(engine.incrementalAggregateUpdates > 100, "the incremental path was exercised")
     }
+
+    /// Multi-index insertions and removals (edited in one pass) of integers near the 64-bit bounds, whose
+    /// partial sums overflow and come back: the kept `@sum` and `@avg` equal a full reading at every step,
+    /// and the sum is an integer exactly when the exact sum fits (issue 10, items 5 and 9).
+    @Test(arguments: [11, 12, 13] as [UInt64])
+    func multiIndexEditsOfHugeIntegersStayExact(seed: UInt64) throws {
+        var random = SplitMix64(state: seed)
+        let engine = KVOEngine()
+        var notifications: [ChangeNotification] = []
+        _ = try engine.create("c", values: ["v": []], notifications: &notifications)
+        let paths = ["v.@sum", "v.@avg", "v.@count"]
+        var seen: [String: JSONValue] = [:]
+        for keyPath in paths {
+            notifications.removeAll()
+            _ = try engine.observe("c", keyPath: KeyPath(keyPath), options: [.new, .initial], connection: ConnectionID(1),
+                                   notifications: &notifications)
+            seen[keyPath] = notifications.first?.new
+        }
+        let values: [Int64] = [.max, .max - 1, .min, .min + 1, 1, -1, 0, 1 << 62, -(1 << 62)]
+        var model: [Int64] = []
+        for step in 0..<300 {
+            notifications.removeAll()
+            if model.isEmpty || Int.random(in: 0..<2, using: &random) == 0 {
+                let count = Int.random(in: 1...4, using: &random)
+                var indexes: Set<Int> = []
+                while indexes.count < count { indexes.insert(Int.random(in: 0...(model.count + count - 1), using: &random)) }
+                let sorted = indexes.sorted()
+                guard sorted.enumerated().allSatisfy({ $0.element <= model.count + $0.offset }) else { continue }
+                let inserted = sorted.map { _ in values[Int.random(in: 0..<values.count, using: &random)] }
+                _ = try engine.mutateArray("c", keyPath: KeyPath("v"),
+                                           .insert(indexes: sorted, values: inserted.map { .int($0) }), notifications: &notifications)
+                for (index, value) in zip(sorted, inserted) { model.insert(value, at: index) }
+            } else {
+                var indexes: Set<Int> = []
+                let count = Int.random(in: 1...min(4, model.count), using: &random)
+                while indexes.count < count { indexes.insert(Int.random(in: 0..<model.count, using: &random)) }
+                _ = try engine.mutateArray("c", keyPath: KeyPath("v"), .remove(indexes: Array(indexes)),
+                                           notifications: &notifications)
+                for index in indexes.sorted().reversed() { model.remove(at: index) }
+            }
+            for notification in notifications where !notification.isPrior { seen[notification.keyPath] = notification.new }
+            for keyPath in paths {
+                #expect(seen[keyPath] == (try engine.get("c", keyPath: KeyPath(keyPath))), "seed \(seed) step \(step): \(keyPath)")
+            }
+            // The exact sum, in 128 bits: an integer exactly when it fits. (An observer is not told when the
+            // sum only turns from 2^63 as an integer into the equal double: numbers compare by value.)
+            let exact = model.reduce(Int128(0)) { $0 + Int128($1) }
+            let sum = try engine.get("c", keyPath: KeyPath("v.@sum"))
+            if let fits = Int64(exactly: exact) {
+                #expect(sum == .int(fits), "seed \(seed) step \(step)")
+                if case .int = sum {} else { Issue.record("seed \(seed) step \(step): \(sum) is not an integer") }
+            } else if case .double = sum {} else {
+                Issue.record("seed \(seed) step \(step): \(sum) for \(exact) is not a double")
+            }
+        }
+        #expect(try engine.get("c", keyPath: KeyPath("v")) == .array(model.map { .int($0) }))
+        #expect(engine.incrementalAggregateUpdates > 100, "the incremental path was exercised")
+    }
 }

@@ -427,7 +427,7 @@ import Testing
                 (2, 'a', '\(JSONWriter.string(set.change.storageJSON))', 9);
             """)
         let store = try open(directory)
-        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "2")
+        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "3")
         let migrated = try store.load()
         #expect(migrated.objects == ["a": ["v": 2]])
         #expect(migrated.revision == 2)
@@ -447,7 +447,7 @@ import Testing
         #expect(state.classes == ["LabColor": Self.labColor])
         #expect(state.bindings == [1: Self.bindAtoB])
         #expect(state.lastBindingID == 1)
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "2")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "3")
     }
 
     // MARK: - Locking, closing, reopening
@@ -631,7 +631,7 @@ import Testing
         let directory = TemporaryDirectory()
         try seed(directory, [F.entry(1, "a", ["v": 1])])
         try tamper(directory, "UPDATE meta SET value = 'seven' WHERE key = 'revision'")
-        #expect(throws: StorageError.corrupt(row: "meta revision", reason: "'seven' is not a revision")) {
+        #expect(throws: StorageError.corrupt(row: "meta revision", reason: "'seven' is not a revision (an integer from 0 to 4611686018427387904)")) {
             _ = try open(directory)
         }
     }
@@ -639,11 +639,11 @@ import Testing
     @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
         let directory = TemporaryDirectory()
         try seed(directory, [F.entry(1, "a", ["v": 1])])
-        try tamper(directory, "UPDATE meta SET value = 3 WHERE key = 'schema_version'")
+        try tamper(directory, "UPDATE meta SET value = 4 WHERE key = 'schema_version'")
         let error = #expect(throws: StorageError.self) { _ = try open(directory) }
-        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 3, supported: 2))
+        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 4, supported: 3))
         // Refusing did not rewrite the version or anything else.
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "3")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "4")
         #expect(try peek(directory, "SELECT value FROM objects WHERE id = 'a'") == #"{"v":1}"#)
     }
 
@@ -686,7 +686,7 @@ import Testing
         try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], lastBindingID: 3))
         store.close()
         try tamper(directory, "UPDATE meta SET value = 'three' WHERE key = 'last_binding_id'")
-        #expect(throws: StorageError.corrupt(row: "meta last_binding_id", reason: "'three' is not a binding id")) {
+        #expect(throws: StorageError.corrupt(row: "meta last_binding_id", reason: "'three' is not a binding id (an integer from 0 to 4611686018427387904)")) {
             _ = try open(directory)
         }
     }

@@ -49,9 +49,8 @@ struct ValueConstraints: Sendable, Equatable {
             throw ValidationFailure(.max, property: property, "\(subject) must be at most \(maximum) (got \(value))")
         }
         try checkLength(of: value, subject: subject, property: property)
-        if let pattern, case let .string(string) = value, !pattern.matches(string) {
-            throw ValidationFailure(.pattern, property: property,
-                                    "\(subject) must match the pattern \(pattern.source) (got \(value))")
+        if let pattern, case let .string(string) = value {
+            try checkPattern(pattern, string, subject: subject, property: property)
         }
         if let allowedValues, !allowedValues.contains(value) {
             let listed = allowedValues.map(\.description).joined(separator: ", ")
@@ -60,6 +59,23 @@ struct ValueConstraints: Sendable, Equatable {
         if let referencedClass, let id = value.referencedObject {
             try checkClass(of: id, is: referencedClass, subject: subject, property: property, classOf: classOf)
         }
+    }
+
+    /// Refuses `string` when it does not match `pattern`, or when the match ran out of its work limit
+    /// (a pattern that backtracks catastrophically on this string). The value and the pattern are echoed
+    /// escaped and cut.
+    private func checkPattern(_ pattern: CompiledPattern, _ string: String, subject: String,
+                              property: String) throws(ValidationFailure) {
+        let match = pattern.matches(string)
+        guard match != .matched else { return }
+        let shownPattern = PrintableText.escaped(pattern.source, limit: CompiledPattern.maximumLength)
+        let shownValue = "\"" + PrintableText.escaped(string) + "\""
+        if match == .exceededWorkLimit {
+            throw ValidationFailure(.pattern, property: property,
+                                    "\(subject) could not be checked against the pattern \(shownPattern): the match exceeded its work limit (got \(shownValue))")
+        }
+        throw ValidationFailure(.pattern, property: property,
+                                "\(subject) must match the pattern \(shownPattern) (got \(shownValue))")
     }
 
     private func checkLength(of value: JSONValue, subject: String, property: String) throws(ValidationFailure) {

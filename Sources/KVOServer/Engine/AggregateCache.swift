@@ -26,12 +26,12 @@ final class AggregateCache {
     /// Each element's right-path value (for `@count`, the elements are not read: `count` suffices).
     private var contributions: [JSONValue]
     private var count: Int
-    private var integerSum: Int64 = 0
+    /// The exact sum of the integer contributions.
+    private var integerSum = ExactIntegerSum()
     /// Contributions that are integers (the divisor of `@avg` while all numbers are integers).
     private var integers = 0
     /// Contributions that are numbers but not integers (while any, the sum is recomputed).
     private var nonIntegerNumbers = 0
-    private var overflowed = false
 
     /// Operators kept incrementally.
     static func supports(_ op: CollectionOperator) -> Bool {
@@ -96,18 +96,21 @@ final class AggregateCache {
         case .insertion:
             count += change.indexes.count
             if op == .count { break }
+            var inserted: [JSONValue] = []
+            inserted.reserveCapacity(change.new.count)
             for (index, element) in zip(change.indexes, change.new) {
                 guard let value = AggregateCache.contribution(of: element, at: index, arrayLocation, rightPath, keyPath, objects)
                 else { return false }
-                contributions.insert(value, at: index)
+                inserted.append(value)
                 add(value)
             }
+            // One pass, not one shift of the tail per index.
+            ArrayIndexEdits.insert(inserted, at: change.indexes, into: &contributions)
         case .removal:
             count -= change.indexes.count
             if op == .count { break }
-            for index in change.indexes.reversed() {
-                remove(contributions.remove(at: index))
-            }
+            for index in change.indexes { remove(contributions[index]) }
+            ArrayIndexEdits.remove(at: change.indexes, from: &contributions)
         case .replacement:
             if op == .count { break }
             for (index, element) in zip(change.indexes, change.new) {
@@ -129,15 +132,15 @@ final class AggregateCache {
         case .count:
             evaluation.value = .int(Int64(count))
         case .sum, .avg:
-            if nonIntegerNumbers > 0 || overflowed {
+            if nonIntegerNumbers == 0, let exact = integerSum.exactValue {
+                if op == .sum {
+                    evaluation.value = .int(exact)
+                } else {
+                    evaluation.value = integers == 0 ? .null : .double(Double(exact) / Double(integers))
+                }
+            } else {
                 // Recompute from the cached numbers, in element order, exactly as a full read does.
                 evaluation.value = op.aggregate(contributions)
-            } else {
-                if op == .sum {
-                    evaluation.value = .int(integerSum)
-                } else {
-                    evaluation.value = integers == 0 ? .null : .double(Double(integerSum) / Double(integers))
-                }
             }
         default:
             evaluation.value = op.aggregate(contributions)
@@ -148,8 +151,7 @@ final class AggregateCache {
         switch value {
         case let .int(integer):
             integers += 1
-            let (sum, overflow) = integerSum.addingReportingOverflow(integer)
-            if overflow { overflowed = true } else { integerSum = sum }
+            integerSum.add(integer)
         case .double:
             nonIntegerNumbers += 1
         default:
@@ -161,8 +163,7 @@ final class AggregateCache {
         switch value {
         case let .int(integer):
             integers -= 1
-            let (sum, overflow) = integerSum.subtractingReportingOverflow(integer)
-            if overflow { overflowed = true } else { integerSum = sum }
+            integerSum.subtract(integer)
         case .double:
             nonIntegerNumbers -= 1
         default:

@@ -44,12 +44,14 @@ public enum CollectionMutation: Equatable, Sendable {
             for (offset, pair) in pairs.enumerated() where pair.index > array.count + offset {
                 throw KVOError(.outOfRange, "insertion index \(pair.index) is out of range (\(array.count + offset) elements)")
             }
-            for pair in pairs { array.insert(pair.value, at: pair.index) }
-            return CollectionChange(kind: .insertion, indexes: pairs.map(\.index), old: [], new: pairs.map(\.value))
+            let sortedIndexes = pairs.map(\.index)
+            let sortedValues = pairs.map(\.value)
+            ArrayIndexEdits.insert(sortedValues, at: sortedIndexes, into: &array)
+            return CollectionChange(kind: .insertion, indexes: sortedIndexes, old: [], new: sortedValues)
         case let .remove(indexes):
             let sorted = try CollectionMutation.checkedIndexes(indexes, count: array.count)
             let removed = sorted.map { array[$0] }
-            for index in sorted.reversed() { array.remove(at: index) }
+            ArrayIndexEdits.remove(at: sorted, from: &array)
             return CollectionChange(kind: .removal, indexes: sorted, old: removed, new: [])
         case let .replace(indexes, values):
             _ = try CollectionMutation.checkedIndexes(indexes, count: array.count)

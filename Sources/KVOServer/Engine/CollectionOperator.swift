@@ -5,15 +5,17 @@ import KVOJSON
 /// The left key path names the array; the right key path (possibly empty) is read from each element.
 /// Behaviour on odd input is fixed and documented in docs/protocol.md:
 /// - `@count`: number of elements.
-/// - `@sum`: sum of the values that are numbers (others ignored); `0` for none. Integers stay integers
-///   unless the sum overflows.
+/// - `@sum`: sum of the values that are numbers (others ignored); `0` for none. Integers are added
+///   exactly: the sum is an integer when every value is one and the exact sum fits 64 bits (however the
+///   partial sums overflow on the way), else a double.
 /// - `@avg`: mean of the values that are numbers; `null` for none.
-/// - `@min`/`@max`: over the numbers if there is any number, else over the strings (by Unicode scalar
-///   order), else `null`. Values of other types are ignored: like values are compared with like.
+/// - `@min`/`@max`: over the numbers if there is any number (compared exactly, integers beyond 2^53
+///   too; the first of equal values wins), else over the strings (by Unicode scalar order), else `null`.
+///   Values of other types are ignored: like values are compared with like.
 /// - `@unionOfObjects`: the values, `null`s removed; `@distinctUnionOfObjects` also drops repeats
-///   (first occurrence kept).
-/// - `@unionOfArrays`/`@distinctUnionOfArrays`: each element is itself an array; the right key path is
-///   read from the elements of those arrays and the results are concatenated (`null`s removed).
+///   (first occurrence kept; values equal as `set` compares them: `1` and `1.0` are one value).
+/// - `@unionOfArrays`/`@distinctUnionOfArrays`: the arrays read from the elements, concatenated (`null`s
+///   removed): see `KeyPathEvaluator` for how each element gives its array.
 public enum CollectionOperator: String, CaseIterable, Sendable {
     case count = "@count"
     case sum = "@sum"
@@ -45,19 +47,19 @@ public enum CollectionOperator: String, CaseIterable, Sendable {
             return .array(values.filter { $0 != .null })
         case .distinctUnionOfObjects, .distinctUnionOfArrays:
             var seen: [JSONValue] = []
-            var hashed = Set<String>()
+            var hashed = Set<DistinctValueKey>()
             for value in values where value != .null {
-                // Numbers compare by value (1 == 1.0); everything else by its canonical JSON.
-                let key = value.doubleValue.map { "n:\($0)" } ?? JSONWriter.string(value)
-                if hashed.insert(key).inserted { seen.append(value) }
+                if hashed.insert(DistinctValueKey(value: value)).inserted { seen.append(value) }
             }
             return .array(seen)
         }
     }
 
-    /// Sum of the numbers among `values`, and how many there were.
+    /// Sum of the numbers among `values`, and how many there were. Integers are added exactly (a wrapping
+    /// 64-bit sum and a count of the times it wrapped, so a partial sum may overflow and come back); the
+    /// result is an integer when every number is one and the exact sum fits, else the double sum.
     static func sum(_ values: [JSONValue]) -> (value: JSONValue, count: Int) {
-        var integerSum: Int64 = 0
+        var integerSum = ExactIntegerSum()
         var doubleSum = 0.0
         var isInteger = true
         var count = 0
@@ -66,10 +68,7 @@ public enum CollectionOperator: String, CaseIterable, Sendable {
             case let .int(integer):
                 count += 1
                 doubleSum += Double(integer)
-                if isInteger {
-                    let (result, overflow) = integerSum.addingReportingOverflow(integer)
-                    if overflow { isInteger = false } else { integerSum = result }
-                }
+                integerSum.add(integer)
             case let .double(number):
                 count += 1
                 doubleSum += number
@@ -78,7 +77,15 @@ public enum CollectionOperator: String, CaseIterable, Sendable {
                 continue
             }
         }
-        return (isInteger ? .int(integerSum) : .double(doubleSum), count)
+        if isInteger, let exact = integerSum.exactValue { return (.int(exact), count) }
+        return (.double(doubleSum), count)
+    }
+
+    private static func isNumber(_ value: JSONValue) -> Bool {
+        switch value {
+        case .int, .double: return true
+        default: return false
+        }
     }
 
     private func extreme(_ values: [JSONValue]) -> JSONValue {
@@ -86,9 +93,12 @@ public enum CollectionOperator: String, CaseIterable, Sendable {
         var bestNumber: JSONValue?
         var bestString: String?
         for value in values {
-            if let number = value.doubleValue {
-                if let current = bestNumber?.doubleValue {
-                    if wantMinimum ? number < current : number > current { bestNumber = value }
+            if CollectionOperator.isNumber(value) {
+                if let current = bestNumber {
+                    // Exact: an Int64 beyond 2^53 is not rounded to a double to be compared.
+                    if wantMinimum ? value.isNumericallyLess(than: current) : current.isNumericallyLess(than: value) {
+                        bestNumber = value
+                    }
                 } else {
                     bestNumber = value
                 }

@@ -166,9 +166,9 @@ extension ArrayChangeRecord {
         switch (kind, forward) {
         case (.insertion, true), (.removal, false):
             let values = kind == .insertion ? new : old
-            for (index, value) in zip(indexes, values) where index <= elements.count { elements.insert(value, at: index) }
+            ArrayIndexEdits.insert(values, at: indexes, into: &elements)
         case (.insertion, false), (.removal, true):
-            for index in indexes.reversed() where index < elements.count { elements.remove(at: index) }
+            ArrayIndexEdits.remove(at: indexes, from: &elements)
         case (.replacement, _):
             for (index, value) in zip(indexes, forward ? new : old) where index < elements.count { elements[index] = value }
         case (.setting, _):

@@ -21,6 +21,9 @@ extension KVOEngine {
         }
         try spec.target.keyPath.requireWritable()
         try checkTargetIsStored(spec.target)
+        guard bindingTable.lastID < KVOEngine.maximumCounter else {
+            throw KVOError(.tooLarge, "binding ids have reached their maximum (\(KVOEngine.maximumCounter))")
+        }
         let binding = try Binding(id: bindingTable.lastID + 1, spec: spec, creator: creator)
         attach(binding)
         if let loop = cycle(through: binding) {
@@ -105,7 +108,9 @@ extension KVOEngine {
             // Binding expressions read no key paths (checked when compiled).
             return try expression.evaluate(variables: variables) { _ in .null }
         } catch {
-            throw KVOError(.invalidExpression, "'\(field)': \(error)",
+            // A value over the size limit, or work over the budget: the write would be too large.
+            let code: KVOError.Code = error.kind == .limit ? .tooLarge : .invalidExpression
+            throw KVOError(code, "'\(field)': \(error)",
                            details: ["field": .string(field), "column": .int(Int64(error.column))])
         }
     }

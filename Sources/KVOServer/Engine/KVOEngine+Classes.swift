@@ -7,6 +7,11 @@ extension KVOEngine {
     /// keeps it (persisted with the next commit batch). Returns its name. A class is never redefined
     /// (`exists`).
     public func defineClass(_ definition: JSONValue) throws(KVOError) -> String {
+        // A definition is stored and listed (`classes`) like an object, and its defaults end up in objects.
+        if definition.nestingDepth(upTo: StoredDepth.maximum) > StoredDepth.maximum {
+            throw KVOError(.tooLarge, "the class definition nests deeper than \(StoredDepth.maximum) levels; the limit is \(StoredDepth.maximum)",
+                           details: ["limit": .int(Int64(StoredDepth.maximum))])
+        }
         let compiled = try CompiledClass(try ClassDefinition(json: definition))
         try classes.add(compiled)
         if recordsCommitBatches { uncommittedClasses[compiled.name] = compiled.definition.json }

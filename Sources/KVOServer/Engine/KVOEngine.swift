@@ -20,6 +20,12 @@ public final class KVOEngine {
     private(set) var objects: [String: JSONValue] = [:]
     /// The keys of `objects`, in order, for `list` pages without a sort.
     private(set) var sortedIDs = SortedObjectIDs()
+    /// Every object's size as compact JSON (`JSONWriter.encodedLength`), kept up to date by each write
+    /// from the size of what it changed, never by encoding the object again.
+    private(set) var objectSizes: [String: Int] = [:]
+    /// The largest value and object a write may store (`too_large` beyond). Unlimited unless the
+    /// server sets them (before it serves).
+    public var sizeLimits = StoredSizeLimits.unlimited
     let registry = ObservationRegistry()
     /// The defined classes (`defineClass`).
     let classes = ClassCatalog()
@@ -66,6 +72,8 @@ public final class KVOEngine {
                   recordsCommitBatches: recordsCommitBatches)
         objects = state.objects
         sortedIDs = SortedObjectIDs(state.objects.keys)
+        objectSizes.reserveCapacity(objects.count)
+        for (id, value) in objects { objectSizes[id] = JSONWriter.encodedLength(of: value) }
         revision = state.revision
         for entry in state.history { history.append(entry) }
         restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
@@ -131,9 +139,14 @@ public final class KVOEngine {
             }
             stored[ClassCatalog.classKey] = .string(className)
         }
+        try checkDepth(of: .object(stored), storedAt: 0, in: object)
+        let size = JSONWriter.encodedLength(of: .object(stored))
+        try checkValueSize(size, in: object)
+        if size > sizeLimits.maximumObjectBytes { throw objectTooLarge(object, size: size) }
         let rev = try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
             objects[object] = .object(stored)
             sortedIDs.insert(object)
+            objectSizes[object] = size
             return .created(.object(stored))
         }
         applyPendingBindings(notifications: &notifications)
@@ -144,10 +157,12 @@ public final class KVOEngine {
     /// that reach it through a reference stay and are re-bound (`pathChanged`, new value `null`).
     public func delete(_ object: String, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         guard objects[object] != nil else { throw notFound(object) }
+        try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
         let previous = objects.removeValue(forKey: object)!
         sortedIDs.remove(object)
+        objectSizes.removeValue(forKey: object)
         computedMemo.invalidate()
         revision += 1
         record(object, .deleted(previous))
@@ -202,15 +217,31 @@ public final class KVOEngine {
         }
         let location = target.location
         try checkWrite(at: location, value: newValue)
+        try checkDepth(of: newValue, storedAt: location.path.count, in: location.object)
+        let valueBytes = JSONWriter.encodedLength(of: newValue)
+        try checkValueSize(valueBytes, in: location.object)
+        guard let sizeIndex = objectSizes.index(forKey: location.object) else { throw notFound(location.object) }
+        let sizeBefore = objectSizes.values[sizeIndex]
+        let maximumObjectBytes = sizeLimits.maximumObjectBytes
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
             // The store has not changed since `resolve`: its index reaches the object without a lookup.
+            let key = location.path.last!
             let old = try objects.values[target.objectIndex].modify(at: location.path.dropLast()) {
                 (container: inout JSONValue) throws(KVOError) -> JSONValue? in
                 guard var members = container.takeObject() else {
                     throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")
                 }
                 defer { container = .object(members) }
-                return members.updateValue(newValue, forKey: location.path.last!)
+                let old = members.updateValue(newValue, forKey: key)
+                // The object's new size from the sizes of what changed: the old value, or a new member.
+                let growth = old.map { valueBytes - JSONWriter.encodedLength(of: $0) }
+                    ?? JSONWriter.encodedLength(ofString: key) + 1 + valueBytes + (members.count > 1 ? 1 : 0)
+                if growth > 0, sizeBefore + growth > maximumObjectBytes {
+                    if let old { members[key] = old } else { members.removeValue(forKey: key) }
+                    throw objectTooLarge(location.object, size: sizeBefore + growth)
+                }
+                objectSizes.values[sizeIndex] = sizeBefore + growth
+                return old
             }
             return .set(path: location.path, old: old, new: newValue)
         }
@@ -234,6 +265,11 @@ public final class KVOEngine {
             if current == .null { throw KVOError(.notFound, "'\(name)' does not exist") }
             throw KVOError(.typeMismatch, "'\(name)' is \(current.article) \(current.typeName), not an array")
         }
+        try checkDepth(of: mutation, at: location)
+        for value in mutation.values { try checkValueSize(JSONWriter.encodedLength(of: value), in: location.object) }
+        guard let sizeIndex = objectSizes.index(forKey: location.object) else { throw notFound(location.object) }
+        let sizeBefore = objectSizes.values[sizeIndex]
+        let maximumObjectBytes = sizeLimits.maximumObjectBytes
         let rules = try arrayRules(at: location, for: mutation)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
             let change = try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
@@ -250,6 +286,13 @@ public final class KVOEngine {
                         throw error
                     }
                 }
+                let growth = CollectionChange.sizeGrowth(of: change, resultingCount: elements.count)
+                if growth > 0, sizeBefore + growth > maximumObjectBytes {
+                    ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
+                                      old: change.old, new: change.new).apply(to: &elements, forward: false)
+                    throw objectTooLarge(location.object, size: sizeBefore + growth)
+                }
+                objectSizes.values[sizeIndex] = sizeBefore + growth
                 return change
             }
             return .array(ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
@@ -369,6 +412,7 @@ public final class KVOEngine {
     /// Applies one write at `location` and notifies every watched path whose reading it changed.
     private func commit(at location: StoredLocation, notifications: inout [ChangeNotification],
                         _ write: () throws(KVOError) -> RecordedChange) throws(KVOError) -> UInt64 {
+        try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
         let recorded = try write()

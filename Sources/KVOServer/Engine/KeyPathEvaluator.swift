@@ -52,6 +52,8 @@ struct KeyPathEvaluator {
     /// Computed values already evaluated for the store as it is now (nil: evaluate every time).
     private let memo: ComputedMemo?
     private var computedDepth = 0
+    /// The work budget of the computed property being evaluated and those it reads (nil outside one).
+    private var budget: ExpressionBudget?
     private var dependencies: [StoredLocation] = []
     private var binding: [Evaluation.BindingStep] = []
 
@@ -211,15 +213,45 @@ struct KeyPathEvaluator {
         // As for a fan-out, the array's location covers writes inside its elements.
         for element in elements {
             if op.flattensArrays {
-                guard case let .array(inner) = element else { continue }
-                for innerElement in inner {
-                    values.append(try walk(innerElement, at: nil, rest, keyPath: keyPath, onSpine: false).0)
+                if let notArray = try appendArray(of: element, rest, keyPath: keyPath, to: &values) {
+                    // Never a silent empty union: `get` is refused, an observer reads null.
+                    if strict && onSpine {
+                        throw KVOError(.typeMismatch,
+                                       "'\(op.rawValue)' needs an array from every element of '\(keyPath.prefix(depth))', but one gives \(notArray.article) \(notArray.typeName)")
+                    }
+                    return (.null, nil)
                 }
             } else {
                 values.append(try walk(element, at: nil, rest, keyPath: keyPath, onSpine: false).0)
             }
         }
         return (op.aggregate(values), nil)
+    }
+
+    /// For `@unionOfArrays`/`@distinctUnionOfArrays`: appends the array one element gives, as Foundation's
+    /// `[element valueForKeyPath:rest]` does: an element that is itself an array gives the right path read
+    /// from each of its elements (`arrays.@unionOfArrays.name`); any other element gives the value at the
+    /// right path (`orders.@unionOfArrays.tags`), which must be an array. `null` gives nothing. Returns
+    /// the value when it is neither an array nor `null` (Foundation would raise: the caller refuses it),
+    /// nil when it was appended.
+    private mutating func appendArray(of element: JSONValue, _ rest: ArraySlice<String>, keyPath: KeyPath,
+                                      to values: inout [JSONValue]) throws(KVOError) -> JSONValue? {
+        if case let .array(inner) = element {
+            for innerElement in inner {
+                values.append(try walk(innerElement, at: nil, rest, keyPath: keyPath, onSpine: false).0)
+            }
+            return nil
+        }
+        let value = try walk(element, at: nil, rest, keyPath: keyPath, onSpine: false).0
+        switch value {
+        case let .array(inner):
+            values.append(contentsOf: inner)
+            return nil
+        case .null:
+            return nil
+        default:
+            return value
+        }
     }
 
     // MARK: - Computed properties
@@ -234,34 +266,53 @@ struct KeyPathEvaluator {
     }
 
     /// Evaluates `property` of object `objectID` (whose value is `objectValue`), recording what it read.
-    /// A runtime error in the expression, or nesting deeper than `maximumComputedDepth`, reads as null.
+    /// A runtime error in the expression, nesting deeper than `maximumComputedDepth`, or a value that
+    /// nests deeper than `StoredDepth.maximum` (which no reply or event could carry to every reader)
+    /// reads as null.
     private mutating func evaluate(_ property: CompiledComputedProperty, of objectID: String,
                                    value objectValue: JSONValue) -> JSONValue {
         let root = StoredLocation(object: objectID, path: [])
+        // A computed property read by the key path itself gets a budget of its own; one read while
+        // evaluating another shares that one's budget (so nesting cannot multiply the work), and, served
+        // from the memo, costs what evaluating it cost.
+        let isNested = computedDepth > 0
         if let cached = memo?.entry(object: objectID, property: property.name) {
             dependencies.append(contentsOf: cached.dependencies)
-            return cached.value
+            guard isNested, let budget else { return cached.value }
+            budget.charge(cached.cost)
+            return budget.isExhausted ? .null : cached.value
         }
         guard computedDepth < KeyPathEvaluator.maximumComputedDepth else {
             record(root)
             return .null
         }
+        let outerBudget = self.budget
+        let budget = isNested ? outerBudget ?? ExpressionBudget() : ExpressionBudget()
+        self.budget = budget
         computedDepth += 1
-        defer { computedDepth -= 1 }
+        defer {
+            computedDepth -= 1
+            self.budget = outerBudget
+        }
         let firstDependency = dependencies.count
+        let spentBefore = budget.spent
         for path in property.dependsOn {
             _ = try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false)
         }
-        let value: JSONValue
+        var value: JSONValue
         do {
-            value = try property.expression.evaluate { path in
+            value = try property.expression.evaluate(budget: budget) { path in
                 (try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false).0) ?? .null
             }
         } catch {
+            // A runtime error, a value over the size limit or work over the budget: null.
             value = .null
         }
+        // A value cut short by this reading's budget is not the property's value: not memoized.
+        guard !budget.isExhausted else { return .null }
+        if !value.isScalar, value.nestingDepth(upTo: StoredDepth.maximum) > StoredDepth.maximum { value = .null }
         memo?.store(object: objectID, property: property.name, value: value,
-                    dependencies: Array(dependencies[firstDependency...]))
+                    dependencies: Array(dependencies[firstDependency...]), cost: budget.spent - spentBefore)
         return value
     }
 

@@ -18,6 +18,10 @@ struct Expression: Equatable, Sendable, CustomStringConvertible {
     static let maximumDepth = 64
     /// Most nodes (literals, key paths, variables, operators, calls) in one expression.
     static let maximumNodeCount = 1024
+    /// Largest string or array an evaluation may build (by concatenation, a function or an array
+    /// literal), in bytes (an array's as its JSON text, roughly). Values read from key paths and
+    /// variables pass through as they are.
+    static let maximumValueBytes = 1 << 20
 
     /// The source text as written.
     let source: String
@@ -35,15 +39,30 @@ struct Expression: Equatable, Sendable, CustomStringConvertible {
         return Expression(source: text, keyPaths: result.keyPaths, variables: result.variables, root: result.root)
     }
 
+    /// 1-based column (in Characters) of the first occurrence of `needle` in the source, 1 if absent:
+    /// where an error about a key path or a variable the context does not provide points.
+    func column(of needle: String) -> Int {
+        var index = source.startIndex
+        var column = 1
+        while index < source.endIndex {
+            if source[index...].hasPrefix(needle) { return column }
+            index = source.index(after: index)
+            column += 1
+        }
+        return 1
+    }
+
     /// Evaluates the expression. `keyPath` reads a key path of the context object (the caller
     /// follows references, applies collection operators and records dependencies); it is called
     /// once per key-path occurrence that evaluation actually reaches (`&&`, `||` and `?:` skip the
     /// others). `variables` maps names without `$` to values. A runtime error (type error,
-    /// overflow, division by zero, unknown variable) throws. Runs on the caller's thread.
-    func evaluate(variables: [String: JSONValue] = [:],
+    /// overflow, division by zero, unknown variable) throws, as does a `limit` error (a built value over
+    /// `maximumValueBytes`, or more work than `budget` has left: give the computed properties that
+    /// `keyPath` evaluates the same budget). Runs on the caller's thread.
+    func evaluate(variables: [String: JSONValue] = [:], budget: ExpressionBudget = ExpressionBudget(),
                   keyPath: (KeyPath) -> JSONValue) throws(ExpressionError) -> JSONValue {
         try withoutActuallyEscaping(keyPath) { (reader) throws(ExpressionError) -> JSONValue in
-            try ExpressionEvaluator(variables: variables, readKeyPath: reader).evaluate(root)
+            try ExpressionEvaluator(variables: variables, readKeyPath: reader, budget: budget).evaluate(root)
         }
     }
 

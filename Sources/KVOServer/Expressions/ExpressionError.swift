@@ -2,9 +2,11 @@
 ///
 /// Produced by `Expression.parse` and `Expression.evaluate`; a value type, any thread.
 struct ExpressionError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// When the problem was found: while parsing, or while evaluating a parsed expression.
+    /// When the problem was found: while parsing, or while evaluating a parsed expression; `limit` is
+    /// an evaluation that stopped at a bound (a value over `Expression.maximumValueBytes`, or work over
+    /// `ExpressionBudget.maximumSteps`).
     enum Kind: String, Sendable {
-        case syntax, runtime
+        case syntax, runtime, limit
     }
 
     /// Whether parsing or evaluation failed.
@@ -23,6 +25,11 @@ struct ExpressionError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A runtime error at `column`.
     static func runtime(_ message: String, at column: Int) -> ExpressionError {
         ExpressionError(kind: .runtime, column: column, message: message)
+    }
+
+    /// An evaluation stopped at a bound, at `column`.
+    static func limit(_ message: String, at column: Int) -> ExpressionError {
+        ExpressionError(kind: .limit, column: column, message: message)
     }
 
     /// "at column 7: expected ')' after the arguments of 'round'".

@@ -17,8 +17,9 @@ import KVOJSON
 ///   otherwise gives an int when the result fits, a double gives a double.
 /// - `abs(x)` keeps the type (the smallest int overflows); `sqrt(x)`, `cbrt(x)`, `pow(x, y)` give
 ///   doubles (`sqrt(-1)` is an error: not finite).
-/// - `min(a, b, …)`, `max(a, b, …)`: the smallest or largest number as it is (int or double); a
-///   single array argument stands for its elements; `null`s are ignored; no number gives `null`.
+/// - `min(a, b, …)`, `max(a, b, …)`: the smallest or largest number as it is (int or double); a `null`
+///   argument gives `null`, as for every function of numbers; a single array argument stands for its
+///   elements, whose `null`s are ignored; no number gives `null`.
 /// - `clamp(x, lo, hi)`: `lo` if `x < lo`, `hi` if `x > hi`, else `x`; `lo > hi` is an error.
 /// - `len(x)`: Characters of a string, elements of an array, members of an object.
 /// - `upper(s)`, `lower(s)`, `trim(s)` (whitespace at both ends).
@@ -54,11 +55,12 @@ enum ExpressionFunction: String, CaseIterable, Sendable {
         }
     }
 
-    /// Whether a `null` argument makes the result `null` (all but `min`, `max`, `number` and
-    /// `contains`, which look at `null`s themselves).
+    /// Whether a `null` argument makes the result `null` (all but `number` and `contains`, which look at
+    /// `null`s themselves). `min` and `max` propagate a `null` argument like the others, but ignore the
+    /// `null` elements of a single array argument (as `@min` does).
     private var propagatesNull: Bool {
         switch self {
-        case .min, .max, .number, .contains: return false
+        case .number, .contains: return false
         default: return true
         }
     }

@@ -26,3 +26,16 @@ indirect enum ExpressionNode: Equatable, Sendable {
     case conditional(ExpressionNode, ExpressionNode, ExpressionNode)
     case call(ExpressionFunction, [ExpressionNode], column: Int)
 }
+
+extension ExpressionNode {
+    /// The column the node carries for its errors, when it has one.
+    var column: Int? {
+        switch self {
+        case let .variable(_, _, column), let .unary(_, _, column), let .binary(_, _, _, column),
+             let .call(_, _, column):
+            return column
+        case .literal, .array, .keyPath, .and, .or, .conditional:
+            return nil
+        }
+    }
+}

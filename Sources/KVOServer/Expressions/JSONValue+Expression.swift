@@ -16,15 +16,16 @@ extension JSONValue {
         }
     }
 
-    /// Whether `self` orders before `other`: numbers with numbers (by value), strings with strings
-    /// (by Unicode scalars). Nil for any other pair: such values are not ordered.
+    /// Whether `self` orders before `other`: numbers with numbers (by exact value, as `set` compares them:
+    /// an integer beyond 2^53 is not rounded to a double), strings with strings (by Unicode scalars). Nil
+    /// for any other pair: such values are not ordered.
     func expressionPrecedes(_ other: JSONValue) -> Bool? {
         switch (self, other) {
         case let (.int(a), .int(b)): return a < b
         case let (.string(a), .string(b)): return a.unicodeScalars.lexicographicallyPrecedes(b.unicodeScalars)
         default:
-            guard let a = doubleValue, let b = other.doubleValue else { return nil }
-            return a < b
+            guard doubleValue != nil, other.doubleValue != nil else { return nil }
+            return isNumericallyLess(than: other)
         }
     }
 
@@ -32,6 +33,34 @@ extension JSONValue {
     static func finite(_ number: Double, of operation: String, column: Int) throws(ExpressionError) -> JSONValue {
         guard number.isFinite else { throw .runtime("the result of \(operation) is not a finite number", at: column) }
         return .double(number)
+    }
+
+    /// The value's size as JSON text, roughly (as history's `estimatedSize` counts it), counted only
+    /// until it passes `limit`: the walk stops there, so measuring a huge value costs O(limit).
+    func estimatedSize(upTo limit: Int) -> Int {
+        var total = 0
+        func visit(_ value: JSONValue) -> Bool {
+            switch value {
+            case .null, .bool: total += 5
+            case .int, .double: total += 12
+            case let .string(text): total += text.utf8.count + 2
+            case let .array(elements):
+                total += 2
+                for element in elements {
+                    total += 1
+                    guard visit(element) else { return false }
+                }
+            case let .object(members):
+                total += 2
+                for (key, member) in members {
+                    total += key.utf8.count + 4
+                    guard visit(member) else { return false }
+                }
+            }
+            return total <= limit
+        }
+        _ = visit(self)
+        return total
     }
 
     /// An integral double as an int when it fits in 64 bits, else as a double.

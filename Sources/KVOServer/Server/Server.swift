@@ -52,6 +52,12 @@ public final class Server {
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
     private var isStopping = false
+    /// Connections that fit under the descriptor limit (`DescriptorLimit`), read at start-up; a
+    /// connection past it is refused, before libuv's accept runs out of descriptors and drops
+    /// connections silently.
+    private let descriptorCapacity = DescriptorLimit.current().connectionCapacity
+    /// Connections refused for want of descriptors, logged once a second at most.
+    private var descriptorRefusals = RateLimitedCount()
     /// The durable store, when not in memory. Written once per loop iteration (group commit).
     private let store: PersistentStore?
     /// Scratch space reused by every request (no allocation per request once warm).
@@ -74,6 +80,9 @@ public final class Server {
     /// the listener, so the port is known before `run()`.
     public init(configuration: ServerConfiguration) throws(ServerStartError) {
         self.configuration = configuration
+        if let problem = configuration.sizeLimits.problem(outputBufferBytes: configuration.maximumOutputBufferBytes) {
+            throw .configuration(problem)
+        }
         let engine: KVOEngine
         if let storage = configuration.storage {
             do throws(StorageError) {
@@ -99,6 +108,7 @@ public final class Server {
             engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
             self.store = nil
         }
+        engine.sizeLimits = configuration.sizeLimits
         self.handler = RequestHandler(engine: engine)
         do throws(TransportError) {
             self.loop = try EventLoop()
@@ -175,6 +185,9 @@ public final class Server {
             if let count = closingLogLimits[slot].takeUnreported() { logSuppressedClosings(count, slot: slot) }
         }
         logger.info("stopping", metadata: ["connections": "\(openConnections)"])
+        if let unreported = descriptorRefusals.takeUnreported() {
+            logger.warning("refused \(unreported) more connection\(unreported == 1 ? "" : "s") for want of file descriptors")
+        }
         commitPendingWrites()
         listener?.close()
         for connection in slots.compactMap({ $0?.takeUnretainedValue() }) {
@@ -196,7 +209,11 @@ public final class Server {
 
     private func accept(from listener: TCPListener, status: Int32) {
         guard status == 0 else {
-            logger.warning("accept failed: \(uvErrorDescription(status))")
+            if status == UV_EMFILE.rawValue || status == UV_ENFILE.rawValue {
+                logRefusalForDescriptors(uvErrorDescription(status))
+            } else {
+                logger.warning("accept failed: \(uvErrorDescription(status))")
+            }
             return
         }
         lastConnectionID += 1
@@ -230,11 +247,31 @@ public final class Server {
             connection.sendAndClose(bytes, reason: .rejected(error.message))
             return
         }
+        if openConnections > descriptorCapacity {
+            let error = KVOError(.tooManyConnections,
+                                 "the server is out of file descriptors (\(descriptorCapacity) connections fit its limit)")
+            var bytes: [UInt8] = []
+            ReplyEncoder.failure(id: nil, error: error, into: &bytes)
+            connection.sendAndClose(bytes, reason: .outOfDescriptors)
+            logRefusalForDescriptors("\(openConnections - 1) connections open, room for \(descriptorCapacity)")
+            return
+        }
         if configuration.firstRequestTimeout > 0 {
             let timeout = UInt64(configuration.firstRequestTimeout * 1000)
             firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ timeout)
         }
         logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
+    }
+
+    /// Logs connections refused for want of file descriptors, one line a second at most with the
+    /// count since the last line (a flood of connections must not flood the log as well).
+    private func logRefusalForDescriptors(_ detail: String) {
+        guard let count = descriptorRefusals.record(at: uv_now(loop.raw)) else { return }
+        let limit = DescriptorLimit.current()
+        logger.warning("""
+            refused \(count) connection\(count == 1 ? "" : "s") for want of file descriptors \
+            (limit \(limit.soft), \(detail)): raise the limit (ulimit -n) or lower --max-connections
+            """)
     }
 
     // MARK: - Requests

@@ -21,6 +21,11 @@ public struct ServerConfiguration: Sendable {
     public var firstRequestTimeout: Double = 30
     /// Most simultaneous connections; further ones are told `too_many_connections` and closed.
     public var maximumConnections = 10_000
+    /// Largest value of one write and largest object, as compact JSON (`too_large` beyond). The object
+    /// limit must let an event with an object's old and new value fit `maximumOutputBufferBytes`
+    /// (`StoredSizeLimits.problem`); `Server.init` refuses a configuration where it does not. Whoever
+    /// changes the output buffer sets these too (`StoredSizeLimits.defaults(outputBufferBytes:)`).
+    public var sizeLimits = StoredSizeLimits()
     /// Where and how to persist; nil keeps everything in memory (`--in-memory`).
     public var storage: StorageConfiguration? = nil
     /// Most revisions of history kept for `observe` with `sinceRev`.

@@ -4,11 +4,15 @@ public enum ServerStartError: Error, CustomStringConvertible {
     case storage(StorageError)
     /// The event loop or the listener could not be set up (for example, the port is taken).
     case transport(TransportError)
+    /// Settings that cannot work together (for example a `--max-object-bytes` too large for
+    /// `--max-output-buffer`); the text says which and why.
+    case configuration(String)
 
     public var description: String {
         switch self {
         case let .storage(error): return "storage: \(error)"
         case let .transport(error): return "\(error)"
+        case let .configuration(problem): return problem
         }
     }
 }

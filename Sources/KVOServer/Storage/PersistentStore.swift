@@ -15,17 +15,28 @@ import Darwin
 /// commit is one transaction, so durability costs at most one fsync per iteration (`SyncMode.full`),
 /// not one per request.
 ///
-/// On disk (schema version 2):
+/// On disk (schema version 3):
 ///
-///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- the value as compact JSON
+///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- a snapshot, as compact JSON
+///     redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
+///          PRIMARY KEY(object, rev)) WITHOUT ROWID                      -- the changes since the snapshot
 ///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id
 ///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
 ///     classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL)          -- the definition as compact JSON
 ///     bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL)        -- the definition as compact JSON
 ///
-/// Version 2 added `classes`, `bindings` and `meta.last_binding_id`. A version-1 database is migrated in
-/// place when opened: the new tables are created and the version bumped in one transaction (the
-/// existing rows are untouched; a missing `last_binding_id` reads as 0).
+/// Version 2 added `classes`, `bindings` and `meta.last_binding_id`; version 3 added `redo`. An older
+/// database is migrated in place when opened: the new tables are created and the version bumped in one
+/// transaction (the existing rows are untouched: an object row of an older version is a snapshot with
+/// no changes after it; a missing `last_binding_id` reads as 0).
+///
+/// An object is its snapshot plus its `redo` rows replayed in revision order, so that the cost of a
+/// write follows the size of the change, not of the object: a commit appends each write's change (the
+/// same text as its history row) to `redo`, and rewrites an object's snapshot (deleting its redo rows)
+/// only when the object was created or deleted in the batch, or when its redo rows would add up to more
+/// bytes than its snapshot. Each byte of snapshot written is then paid for by at least as many bytes of
+/// changes: at most about twice the bytes of the changes themselves, and a load replays at most one
+/// snapshot's worth of changes per object.
 ///
 /// A history row's `change` is the write as a delta (`RecordedChange.storageJSON`: what was created,
 /// deleted, set at a path with its old and new value, or changed in an array), never a copy of the
@@ -40,12 +51,28 @@ import Darwin
 /// Not Sendable.
 public final class PersistentStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
     /// The database file's name inside the data directory.
     public static let fileName = "kvod.sqlite3"
     /// Cap on the `-wal` file kept after a checkpoint (SQLite's `journal_size_limit`), so one large
     /// commit does not leave a large WAL behind.
     static let walSizeLimit = 64 << 20
+    /// The largest revision or binding id a database may hold (`KVOEngine.maximumCounter`, 2^62, which
+    /// the engine never passes): a larger stored value is a damaged row, refused when the store opens.
+    public static let maximumCounter = Int64(KVOEngine.maximumCounter)
+    /// The largest `history.bytes` a row may claim (SQLite's own maximum text length is 1 GB).
+    static let maximumHistoryRowBytes: Int64 = Int64(Int32.max)
+    /// The tables every database of the current schema has, in the order they are checked.
+    static let requiredTables = ["meta", "objects", "history", "classes", "bindings", "redo"]
+
+    /// The tables a database of schema `version` has (version 1: no classes or bindings; 2: no redo).
+    static func requiredTables(ofVersion version: Int64) -> [String] {
+        switch version {
+        case 1: return ["meta", "objects", "history"]
+        case 2: return ["meta", "objects", "history", "classes", "bindings"]
+        default: return requiredTables
+        }
+    }
 
     /// `<directory>/kvod.sqlite3`.
     public let databasePath: String
@@ -56,6 +83,12 @@ public final class PersistentStore {
     private var database: SQLiteDatabase?
     private var statements: Statements?
     private var ledger = HistoryLedger()
+    /// Per object on disk: the bytes of its snapshot and of its redo rows (from `load()` and every
+    /// commit). An object missing here gets a new snapshot at its next write.
+    private var objectLogs: [String: ObjectLog] = [:]
+    /// Whether an object missing from `objectLogs` is known to have no redo rows: after `load()`, or
+    /// when the `redo` table was empty at opening (a new or just migrated database).
+    private var knowsEveryRedoRow = false
     /// The revision stored in `meta`.
     private var storedRevision: UInt64 = 0
     /// The binding id counter stored in `meta` (0 when none is).
@@ -71,6 +104,8 @@ public final class PersistentStore {
         let rollback: SQLiteStatement
         let upsertObject: SQLiteStatement
         let deleteObject: SQLiteStatement
+        let insertRedo: SQLiteStatement
+        let deleteRedo: SQLiteStatement
         let insertHistory: SQLiteStatement
         let setRevision: SQLiteStatement
         let trimHistory: SQLiteStatement
@@ -86,6 +121,8 @@ public final class PersistentStore {
             upsertObject = try database.prepare(
                 "INSERT INTO objects(id, value) VALUES(?1, ?2) ON CONFLICT(id) DO UPDATE SET value = excluded.value")
             deleteObject = try database.prepare("DELETE FROM objects WHERE id = ?1")
+            insertRedo = try database.prepare("INSERT INTO redo(object, rev, change) VALUES(?1, ?2, ?3)")
+            deleteRedo = try database.prepare("DELETE FROM redo WHERE object = ?1")
             insertHistory = try database.prepare(
                 "INSERT INTO history(rev, object, change, bytes) VALUES(?1, ?2, ?3, ?4)")
             setRevision = try database.prepare(
@@ -101,7 +138,7 @@ public final class PersistentStore {
         }
 
         func finalize() {
-            for statement in [begin, commit, rollback, upsertObject, deleteObject, insertHistory, setRevision, trimHistory,
+            for statement in [begin, commit, rollback, upsertObject, deleteObject, insertRedo, deleteRedo, insertHistory, setRevision, trimHistory,
                               upsertClass, upsertBinding, deleteBinding, setLastBindingID] {
                 statement.finalize()
             }
@@ -114,27 +151,37 @@ public final class PersistentStore {
     ///
     /// Throws `.locked` when another process (or another store in this process) has the directory
     /// open, `.unsupportedSchema` for a database written by a newer kvod, `.directory` when the
-    /// directory cannot be created.
+    /// directory cannot be created or is not writable, `.unusableDatabase` (naming the file) when the
+    /// database cannot be opened or written (read-only, unreadable, an I/O error, not a database),
+    /// `.missingTable` for an existing database without one of its tables (only a file with no table at
+    /// all is initialised), `.corrupt` for a counter, schema version or history row out of range.
     public init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int) throws(StorageError) {
         self.sync = sync
         self.historyLimit = max(historyLimit, 0)
         self.historyByteLimit = max(historyByteLimit, 0)
         try PersistentStore.makeDirectory(directory)
         databasePath = directory.hasSuffix("/") ? directory + PersistentStore.fileName : directory + "/" + PersistentStore.fileName
-        let database = try SQLiteDatabase(path: databasePath)
+        try PersistentStore.checkWritable(directory: directory, databasePath: databasePath)
+        let database: SQLiteDatabase
+        do {
+            database = try SQLiteDatabase(path: databasePath)
+        } catch {
+            throw PersistentStore.describingOpenFailure(error, databasePath: databasePath)
+        }
         do {
             try configure(database)
             try createSchema(database)
             statements = try Statements(database)
             self.database = database
             try loadLedger()
+            knowsEveryRedoRow = try queryText("SELECT count(*) FROM (SELECT 1 FROM redo LIMIT 1)") == "0"
             try trimToLimits()
         } catch {
             statements?.finalize()
             statements = nil
             self.database = nil
             database.close()
-            throw lockedIfBusy(error)
+            throw PersistentStore.describingOpenFailure(error, databasePath: databasePath)
         }
     }
 
@@ -153,9 +200,10 @@ public final class PersistentStore {
 
     // MARK: - Loading
 
-    /// Reads everything back: every object, the revision (0 for a new database), the kept history
-    /// (oldest first), every class and binding and the binding id counter. A row that does not decode
-    /// throws `.corrupt` naming it (`object 'a'`, `history rev 12`, `class 'LabColor'`, `binding 7`).
+    /// Reads everything back: every object (its snapshot with its redo rows replayed), the revision (0
+    /// for a new database), the kept history (oldest first), every class and binding and the binding id
+    /// counter. A row that does not decode or holds a value out of range throws `.corrupt` naming it
+    /// (`object 'a'`, `redo 'a' rev 12`, `history rev 12`, `class 'LabColor'`, `binding 7`).
     public func load() throws(StorageError) -> PersistedState {
         guard let database else { throw .closed }
         var state = PersistedState()
@@ -169,18 +217,27 @@ public final class PersistentStore {
         let objects = try database.prepare("SELECT id, value FROM objects")
         defer { objects.finalize() }
         while try objects.step() {
+            // Types first: reading a column as text or as a number may convert it in place.
+            let idIsText = objects.isText(0)
             let id = objects.string(0)
-            let value = try decode(objects.textBytes(1), row: "object '\(id)'")
+            guard idIsText else { throw .corrupt(row: "object '\(id)'", reason: "the id is not text") }
+            let text = objects.textBytes(1)
+            let value = try decode(text, row: "object '\(id)'")
             guard case .object = value else { throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object") }
             state.objects[id] = value
+            objectLogs[id] = ObjectLog(snapshotBytes: text.count, redoBytes: 0)
         }
+        try replayRedo(database, into: &state)
+        knowsEveryRedoRow = true
 
         let history = try database.prepare("SELECT rev, object, change FROM history ORDER BY rev")
         defer { history.finalize() }
         state.history.reserveCapacity(ledger.count)
         while try history.step() {
+            let objectIsText = history.isText(1)
             let rev = UInt64(bitPattern: history.int64(0))
             let row = "history rev \(rev)"
+            guard objectIsText else { throw .corrupt(row: row, reason: "the object id is not text") }
             let json = try decode(history.textBytes(2), row: row)
             let change: RecordedChange
             do throws(ChangeDecodingError) {
@@ -197,19 +254,80 @@ public final class PersistentStore {
         let classes = try database.prepare("SELECT name, definition FROM classes")
         defer { classes.finalize() }
         while try classes.step() {
+            let nameIsText = classes.isText(0)
             let name = classes.string(0)
+            guard nameIsText else { throw .corrupt(row: "class '\(name)'", reason: "the name is not text") }
             state.classes[name] = try decodeDefinition(classes.textBytes(1), row: "class '\(name)'")
         }
 
         let bindings = try database.prepare("SELECT id, definition FROM bindings")
         defer { bindings.finalize() }
         while try bindings.step() {
-            let id = UInt64(bitPattern: bindings.int64(0))
+            let idIsInteger = bindings.isInteger(0)
+            let storedID = bindings.int64(0)
+            guard idIsInteger, (1...PersistentStore.maximumCounter).contains(storedID) else {
+                throw .corrupt(row: "binding \(bindings.string(0))",
+                               reason: "the id is not an integer from 1 to \(PersistentStore.maximumCounter)")
+            }
+            let id = UInt64(storedID)
             state.bindings[id] = try decodeDefinition(bindings.textBytes(1), row: "binding \(id)")
             // Never hand out a live binding's id again, even if the counter lags behind it.
             state.lastBindingID = max(state.lastBindingID, id)
         }
         return state
+    }
+
+    /// Applies every object's redo rows, in revision order, to its snapshot in `state`, checking each
+    /// row (its revision within the stored revision, its object snapshotted, its change decodable and
+    /// applicable) and counting its bytes in `objectLogs`.
+    private func replayRedo(_ database: SQLiteDatabase, into state: inout PersistedState) throws(StorageError) {
+        let redo = try database.prepare("SELECT object, rev, change FROM redo ORDER BY object, rev")
+        defer { redo.finalize() }
+        var currentID: String?
+        var current: JSONValue?
+        var redoBytes = 0
+        func finish() {
+            guard let id = currentID else { return }
+            state.objects[id] = current
+            objectLogs[id]?.redoBytes = redoBytes
+        }
+        while try redo.step() {
+            let objectIsText = redo.isText(0)
+            let revIsInteger = redo.isInteger(1)
+            let id = redo.string(0)
+            let rev = redo.int64(1)
+            let row = "redo '\(id)' rev \(redo.string(1))"
+            guard objectIsText else { throw .corrupt(row: row, reason: "the object id is not text") }
+            guard revIsInteger, rev >= 1, UInt64(rev) <= state.revision else {
+                throw .corrupt(row: row, reason: "the revision is not an integer from 1 to the stored revision \(state.revision)")
+            }
+            if id != currentID {
+                finish()
+                // Take the value out of the dictionary, so that replaying modifies it in place.
+                guard let snapshot = state.objects.removeValue(forKey: id) else {
+                    throw .corrupt(row: row, reason: "object '\(id)' has no snapshot")
+                }
+                currentID = id
+                current = snapshot
+                redoBytes = 0
+            }
+            let text = redo.textBytes(2)
+            redoBytes += text.count
+            let json = try decode(text, row: row)
+            let change: RecordedChange
+            do throws(ChangeDecodingError) {
+                change = try RecordedChange(storageJSON: json)
+            } catch {
+                throw .corrupt(row: row, reason: error.reason)
+            }
+            switch change {
+            case .created, .deleted:
+                throw .corrupt(row: row, reason: "a redo row cannot create or delete its object")
+            case .set, .array:
+                change.apply(to: &current, forward: true)
+            }
+        }
+        finish()
     }
 
     /// A class or binding definition: JSON text that must hold an object.
@@ -235,16 +353,18 @@ public final class PersistentStore {
         try readCounter(database, key: "last_binding_id", what: "a binding id")
     }
 
-    /// A non-negative integer kept in `meta` under `key` (nil when the row is missing); anything else
-    /// throws `.corrupt` for row `meta <key>`, saying the value is not `what`.
+    /// An integer from 0 to `maximumCounter` kept in `meta` under `key` (nil when the row is missing);
+    /// anything else throws `.corrupt` for row `meta <key>`, saying the value is not `what`.
     private func readCounter(_ database: SQLiteDatabase, key: String, what: String) throws(StorageError) -> UInt64? {
         let query = try database.prepare("SELECT value FROM meta WHERE key = ?1")
         defer { query.finalize() }
         try query.bind(1, text: key)
         guard try query.step() else { return nil }
+        let isInteger = query.isInteger(0)
         let value = query.int64(0)
-        guard query.isInteger(0), value >= 0 else {
-            throw .corrupt(row: "meta \(key)", reason: "'\(query.string(0))' is not \(what)")
+        guard isInteger, (0...PersistentStore.maximumCounter).contains(value) else {
+            throw .corrupt(row: "meta \(key)",
+                           reason: "'\(query.string(0))' is not \(what) (an integer from 0 to \(PersistentStore.maximumCounter))")
         }
         return UInt64(value)
     }
@@ -266,27 +386,18 @@ public final class PersistentStore {
             && !movesRevision && !raisesLastBindingID { return }
         let keepHistory = historyLimit > 0
         var appended = 0
+        // What this batch does to each object's log; merged into `objectLogs` once the batch is committed.
+        var logs: [String: ObjectLog] = [:]
         do {
             try statements.begin.run()
-            for (id, stored) in batch.objects {
-                switch stored {
-                case let .present(value):
-                    valueText.removeAll(keepingCapacity: true)
-                    JSONWriter.write(value, into: &valueText)
-                    try statements.upsertObject.bind(1, text: id)
-                    try statements.upsertObject.bind(2, text: valueText)
-                    try statements.upsertObject.run()
-                case .deleted:
-                    try statements.deleteObject.bind(1, text: id)
-                    try statements.deleteObject.run()
-                }
-            }
-            try write(classes: batch.classes, bindings: batch.bindings, statements)
-            if keepHistory {
-                let insert = statements.insertHistory
-                for entry in batch.entries {
-                    changeText.removeAll(keepingCapacity: true)
-                    entry.change.writeStorageJSON(into: &changeText)
+            // Each change once as text: a history row, and a redo row unless its object gets a new snapshot.
+            var lastObject: String?
+            var lastLog = ObjectLog(snapshotBytes: 0, redoBytes: 0)
+            for entry in batch.entries {
+                changeText.removeAll(keepingCapacity: true)
+                entry.change.writeStorageJSON(into: &changeText)
+                if keepHistory {
+                    let insert = statements.insertHistory
                     try insert.bind(1, Int64(bitPattern: entry.rev))
                     try insert.bind(2, text: entry.object)
                     try insert.bind(3, text: changeText)
@@ -295,7 +406,60 @@ public final class PersistentStore {
                     ledger.append(revision: entry.rev, bytes: changeText.count)
                     appended += 1
                 }
+                // Runs of writes to one object (the common case) look its log up once.
+                if lastObject != entry.object {
+                    if let lastObject { logs[lastObject] = lastLog }
+                    lastObject = entry.object
+                    lastLog = logs[entry.object] ?? objectLogs[entry.object] ?? .unknown(redoMayExist: !knowsEveryRedoRow)
+                }
+                guard !lastLog.takesSnapshot else { continue }
+                switch entry.change {
+                case .created, .deleted:
+                    lastLog.takesSnapshot = true
+                case .set, .array:
+                    if lastLog.redoBytes + changeText.count > lastLog.snapshotBytes {
+                        lastLog.takesSnapshot = true
+                    } else {
+                        try statements.insertRedo.bind(1, text: entry.object)
+                        try statements.insertRedo.bind(2, Int64(bitPattern: entry.rev))
+                        try statements.insertRedo.bind(3, text: changeText)
+                        try statements.insertRedo.run()
+                        lastLog.redoBytes += changeText.count
+                    }
+                }
             }
+            if let lastObject { logs[lastObject] = lastLog }
+            // An object given without a write of its own (callers other than the engine) is stored whole.
+            for id in batch.objects.keys where logs[id] == nil {
+                logs[id] = objectLogs[id].map { var log = $0; log.takesSnapshot = true; return log }
+                    ?? .unknown(redoMayExist: !knowsEveryRedoRow)
+            }
+            for (id, log) in logs where log.takesSnapshot {
+                guard let final = batch.objects[id] else {
+                    // No final value given (only the engine's batches are complete): the rows stay as they are.
+                    logs.removeValue(forKey: id)
+                    continue
+                }
+                // The redo rows go (any written above in this batch too): the snapshot holds them.
+                if log.redoBytes > 0 || log.hasUnknownRedo {
+                    try statements.deleteRedo.bind(1, text: id)
+                    try statements.deleteRedo.run()
+                }
+                switch final {
+                case let .present(value):
+                    valueText.removeAll(keepingCapacity: true)
+                    JSONWriter.write(value, into: &valueText)
+                    try statements.upsertObject.bind(1, text: id)
+                    try statements.upsertObject.bind(2, text: valueText)
+                    try statements.upsertObject.run()
+                    logs[id] = ObjectLog(snapshotBytes: valueText.count, redoBytes: 0)
+                case .deleted:
+                    try statements.deleteObject.bind(1, text: id)
+                    try statements.deleteObject.run()
+                    logs[id] = ObjectLog(snapshotBytes: 0, redoBytes: 0, isDeleted: true)
+                }
+            }
+            try write(classes: batch.classes, bindings: batch.bindings, statements)
             if raisesLastBindingID {
                 try statements.setLastBindingID.bind(1, Int64(bitPattern: batch.lastBindingID))
                 try statements.setLastBindingID.run()
@@ -311,6 +475,9 @@ public final class PersistentStore {
             }
             try statements.commit.run()
             ledger.removeFirst(drop)
+            for (id, log) in logs {
+                if log.isDeleted { objectLogs.removeValue(forKey: id) } else { objectLogs[id] = log }
+            }
             storedRevision = batch.revision
             storedLastBindingID = max(storedLastBindingID, batch.lastBindingID)
         } catch {
@@ -388,19 +555,27 @@ public final class PersistentStore {
     private func createSchema(_ database: SQLiteDatabase) throws(StorageError) {
         try database.exec("BEGIN IMMEDIATE")
         do throws(StorageError) {
-            let hasMeta = try database.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
-            defer { hasMeta.finalize() }
-            if try hasMeta.step() {
+            let tables = try tableNames(database)
+            // Only a file without any table is new; anything else must be a whole kvod database.
+            if !tables.isEmpty {
+                guard tables.contains("meta") else { throw .missingTable(path: databasePath, table: "meta") }
                 let version = try database.prepare("SELECT value FROM meta WHERE key = 'schema_version'")
                 defer { version.finalize() }
-                if try version.step() {
-                    let found = version.int64(0)
-                    if !version.isInteger(0) || found < 1 {
-                        throw .corrupt(row: "meta schema_version", reason: "'\(version.string(0))' is not a schema version")
-                    }
-                    if found > PersistentStore.schemaVersion {
-                        throw .unsupportedSchema(path: databasePath, found: found, supported: PersistentStore.schemaVersion)
-                    }
+                guard try version.step() else {
+                    throw .corrupt(row: "meta schema_version", reason: "the row is missing")
+                }
+                let isInteger = version.isInteger(0)
+                let found = version.int64(0)
+                if !isInteger || found < 1 {
+                    throw .corrupt(row: "meta schema_version", reason: "'\(version.string(0))' is not a schema version")
+                }
+                if found > PersistentStore.schemaVersion {
+                    throw .unsupportedSchema(path: databasePath, found: found, supported: PersistentStore.schemaVersion)
+                }
+                // Older versions lack tables that the migration below adds.
+                let expected = PersistentStore.requiredTables(ofVersion: found)
+                for table in expected where !tables.contains(table) {
+                    throw .missingTable(path: databasePath, table: table)
                 }
             }
             // Every version only added tables, so creating the missing ones and then recording the
@@ -412,6 +587,8 @@ public final class PersistentStore {
                                                    bytes INTEGER NOT NULL);
                 CREATE TABLE IF NOT EXISTS classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
+                                                PRIMARY KEY(object, rev)) WITHOUT ROWID;
                 INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(PersistentStore.schemaVersion));
                 UPDATE meta SET value = \(PersistentStore.schemaVersion)
                     WHERE key = 'schema_version' AND value < \(PersistentStore.schemaVersion);
@@ -423,7 +600,17 @@ public final class PersistentStore {
         }
     }
 
-    /// Reads the stored counters and the revision and size of every history row.
+    /// The names of the tables in the database.
+    private func tableNames(_ database: SQLiteDatabase) throws(StorageError) -> Set<String> {
+        let query = try database.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        defer { query.finalize() }
+        var names = Set<String>()
+        while try query.step() { names.insert(query.string(0)) }
+        return names
+    }
+
+    /// Reads the stored counters and the revision and size of every history row, checking that each is
+    /// in range (`.corrupt` naming the row otherwise).
     private func loadLedger() throws(StorageError) {
         guard let database else { throw .closed }
         storedRevision = try readRevision(database) ?? 0
@@ -431,7 +618,19 @@ public final class PersistentStore {
         let rows = try database.prepare("SELECT rev, bytes FROM history ORDER BY rev")
         defer { rows.finalize() }
         while try rows.step() {
-            ledger.append(revision: UInt64(bitPattern: rows.int64(0)), bytes: Int(rows.int64(1)))
+            let revIsInteger = rows.isInteger(0)
+            let bytesAreInteger = rows.isInteger(1)
+            let rev = rows.int64(0)
+            let bytes = rows.int64(1)
+            guard revIsInteger, rev >= 1, UInt64(rev) <= storedRevision else {
+                throw .corrupt(row: "history rev \(rows.string(0))",
+                               reason: "the revision is not an integer from 1 to the stored revision \(storedRevision)")
+            }
+            guard bytesAreInteger, (0...PersistentStore.maximumHistoryRowBytes).contains(bytes) else {
+                throw .corrupt(row: "history rev \(rev)",
+                               reason: "bytes '\(rows.string(1))' is not an integer from 0 to \(PersistentStore.maximumHistoryRowBytes)")
+            }
+            ledger.append(revision: UInt64(rev), bytes: Int(bytes))
         }
     }
 
@@ -447,13 +646,47 @@ public final class PersistentStore {
         ledger.removeFirst(drop)
     }
 
-    /// `SQLITE_BUSY` while opening means another connection holds the lock.
-    private func lockedIfBusy(_ error: StorageError) -> StorageError {
-        if case let .sqlite(code, _, _) = error, code & 0xFF == SQLITE_BUSY { return .locked(path: databasePath) }
-        return error
+    /// Names the file in what went wrong while opening: `SQLITE_BUSY` means another connection holds
+    /// the lock; a read-only file, an I/O error, a full disk, a file that cannot be opened or is not a
+    /// database become `.unusableDatabase` saying so in words (SQLite's own message, "disk I/O error",
+    /// names neither the file nor the likely cause).
+    static func describingOpenFailure(_ error: StorageError, databasePath: String) -> StorageError {
+        guard case let .sqlite(code, message, during) = error else { return error }
+        let detail = "SQLite error \(code) while \(during): \(message)"
+        switch code & 0xFF {
+        case SQLITE_BUSY:
+            return .locked(path: databasePath)
+        case SQLITE_READONLY, SQLITE_PERM:
+            return .unusableDatabase(path: databasePath, reason: "it cannot be written: check the permissions of the file and its directory, and that the file system is not read-only (\(detail))")
+        case SQLITE_CANTOPEN:
+            return .unusableDatabase(path: databasePath, reason: "it cannot be opened: check that its directory exists and is writable (\(detail))")
+        case SQLITE_IOERR:
+            return .unusableDatabase(path: databasePath, reason: "reading or writing it failed: is the file system read-only, full or failing? (\(detail))")
+        case SQLITE_FULL:
+            return .unusableDatabase(path: databasePath, reason: "the disk is full (\(detail))")
+        case SQLITE_NOTADB:
+            return .unusableDatabase(path: databasePath, reason: "it is not a SQLite database: move it away or point --data elsewhere (\(detail))")
+        default:
+            return error
+        }
     }
 
     // MARK: - Directory
+
+    /// Refuses a data directory that this process cannot write, or an existing database file it cannot
+    /// read and write, before SQLite tries and reports only "disk I/O error" or "attempt to write a
+    /// readonly database". `access(2)` answers for this process's credentials and also reports a
+    /// read-only file system (`EROFS`) and an immutable file (`EPERM`), even for root.
+    static func checkWritable(directory: String, databasePath: String) throws(StorageError) {
+        if access(directory, W_OK | X_OK) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw .directory(path: directory, reason: "it is not writable (\(reason)): kvod creates \(fileName) and its -wal file there")
+        }
+        if access(databasePath, F_OK) == 0, access(databasePath, R_OK | W_OK) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw .unusableDatabase(path: databasePath, reason: "it cannot be read and written (\(reason))")
+        }
+    }
 
     /// `mkdir -p`: creates `path` and its missing parents (mode 0777 less the umask).
     static func makeDirectory(_ path: String) throws(StorageError) {

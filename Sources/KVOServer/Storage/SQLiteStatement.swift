@@ -96,6 +96,12 @@ final class SQLiteStatement {
         return sqlite3_column_type(handle, column) == SQLITE_INTEGER
     }
 
+    /// True when the column holds text (not an integer, a real, a blob or NULL).
+    func isText(_ column: Int32) -> Bool {
+        guard let handle else { return false }
+        return sqlite3_column_type(handle, column) == SQLITE_TEXT
+    }
+
     func int64(_ column: Int32) -> Int64 {
         guard let handle else { return 0 }
         return sqlite3_column_int64(handle, column)

@@ -12,10 +12,17 @@ public enum StorageError: Error, Equatable, CustomStringConvertible {
     /// A stored row does not decode: `row` names it (`object 'a'`, `history rev 12`, `class 'LabColor'`,
     /// `binding 7`, `meta revision`).
     case corrupt(row: String, reason: String)
+    /// An existing database lacks a table every kvod database has (`table`): it is damaged, or not
+    /// kvod's. kvod refuses to start over it rather than start empty.
+    case missingTable(path: String, table: String)
     /// SQLite reported an error; `message` is `sqlite3_errmsg` (or `sqlite3_errstr`) of it.
     case sqlite(code: Int32, message: String, during: String)
     /// The store was used after `close()`.
     case closed
+    /// The database file cannot be opened or written for a reason outside kvod: permissions, a
+    /// read-only file system, a full disk, an I/O error, a file that is not a SQLite database.
+    /// `reason` says which in words, followed by SQLite's code and message.
+    case unusableDatabase(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -27,10 +34,14 @@ public enum StorageError: Error, Equatable, CustomStringConvertible {
             return "the database '\(path)' has schema version \(found), newer than this kvod supports (\(supported)); use a newer kvod"
         case let .corrupt(row, reason):
             return "corrupt database row (\(row)): \(reason)"
+        case let .missingTable(path, table):
+            return "the database '\(path)' has no '\(table)' table: it is damaged or was not written by kvod (move it away to start with an empty store)"
         case let .sqlite(code, message, during):
             return "SQLite error \(code) while \(during): \(message)"
         case .closed:
             return "the persistent store is closed"
+        case let .unusableDatabase(path, reason):
+            return "cannot use the database '\(path)': \(reason)"
         }
     }
 }

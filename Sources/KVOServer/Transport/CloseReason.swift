@@ -18,6 +18,9 @@ enum CloseReason: CustomStringConvertible {
     case rejected(String)
     /// The server is stopping.
     case serverStopping
+    /// Refused for want of file descriptors; told so, then closed (logged once a second at most, by
+    /// the server, not per connection).
+    case outOfDescriptors
 
     var description: String {
         switch self {
@@ -35,6 +38,7 @@ enum CloseReason: CustomStringConvertible {
             return "no complete request within \(seconds) s of connecting"
         case let .rejected(text): return "rejected: \(text)"
         case .serverStopping: return "server stopping"
+        case .outOfDescriptors: return "rejected: out of file descriptors"
         }
     }
 

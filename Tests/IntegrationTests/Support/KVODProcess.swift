@@ -62,16 +62,23 @@ final class KVODProcess: @unchecked Sendable {
     private var logData = Data()
 
     /// Starts kvod with extra flags and waits until it listens: on `port` (0: a free one), in
-    /// `workingDirectory` (nil: the test's).
+    /// `workingDirectory` (nil: the test's). With `shellPrefix`, kvod is started by `/bin/sh`, which
+    /// runs that first (`ulimit -n 64`, say) and then execs kvod.
     init(_ extraArguments: [String] = [], storage: Storage = .inMemory, port: Int = 0,
-         workingDirectory: String? = nil, logLevel: String = "info") throws {
+         workingDirectory: String? = nil, logLevel: String = "info", shellPrefix: String? = nil) throws {
         self.storage = storage
         self.extraArguments = extraArguments
         self.workingDirectory = workingDirectory
         self.logLevel = logLevel
-        process.executableURL = BuiltProducts.executable("kvod")
-        process.arguments = ["--host", "127.0.0.1", "--port", String(port), "--log-level", logLevel]
+        let arguments = ["--host", "127.0.0.1", "--port", String(port), "--log-level", logLevel]
             + storage.arguments + extraArguments
+        if let shellPrefix {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", shellPrefix + #"; exec "$0" "$@""#, BuiltProducts.executable("kvod").path] + arguments
+        } else {
+            process.executableURL = BuiltProducts.executable("kvod")
+            process.arguments = arguments
+        }
         if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
         process.standardOutput = stdoutPipe.fileHandleForWriting
         process.standardError = stderrPipe.fileHandleForWriting

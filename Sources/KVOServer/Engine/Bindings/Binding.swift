@@ -51,26 +51,14 @@ final class Binding {
         if let path = expression.keyPaths.first {
             throw KVOError(.invalidExpression,
                            "'\(field)': a binding's expression reads only its incoming values ($value, $0, …), not key paths such as '\(path)'; use combineLatest to read more sources",
-                           details: ["field": .string(field), "column": .int(Int64(column(of: path.string, in: text)))])
+                           details: ["field": .string(field), "column": .int(Int64(expression.column(of: path.string)))])
         }
         if let unknown = expression.variables.subtracting(allowed).sorted().first {
             let names = allowed.sorted().map { "$" + $0 }.joined(separator: ", ")
             throw KVOError(.invalidExpression, "'\(field)': unknown variable '$\(unknown)' (this binding provides \(names))",
-                           details: ["field": .string(field), "column": .int(Int64(column(of: "$" + unknown, in: text)))])
+                           details: ["field": .string(field), "column": .int(Int64(expression.column(of: "$" + unknown)))])
         }
         return expression
-    }
-
-    /// 1-based column (in Characters) of the first occurrence of `needle` in `text`, 1 if absent.
-    private static func column(of needle: String, in text: String) -> Int {
-        var index = text.startIndex
-        var column = 1
-        while index < text.endIndex {
-            if text[index...].hasPrefix(needle) { return column }
-            index = text.index(after: index)
-            column += 1
-        }
-        return 1
     }
 
     /// The variables the expressions see, given each source's current value.

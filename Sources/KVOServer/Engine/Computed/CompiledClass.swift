@@ -15,7 +15,8 @@ struct CompiledClass: Sendable {
     var name: String { definition.name }
 
     /// Parses every computed property's expression (`invalid_expression`, naming the property and the
-    /// column) and refuses computed properties that read each other in a cycle (`cycle`).
+    /// column; also for a binding variable such as `$value`, which a computed property has none of) and
+    /// refuses computed properties that read each other in a cycle (`cycle`).
     init(_ definition: ClassDefinition) throws(KVOError) {
         var computed: [String: CompiledComputedProperty] = [:]
         for (name, spec) in definition.computed {
@@ -26,6 +27,14 @@ struct CompiledClass: Sendable {
                 throw KVOError(.invalidExpression,
                                "class '\(definition.name)': computed property '\(name)': \(error)",
                                details: ["property": .string(name), "column": .int(Int64(error.column))])
+            }
+            // Variables belong to bindings ($value, $0, …): a computed property has none to give, and
+            // would always read null.
+            if let variable = expression.variables.sorted().first {
+                throw KVOError(.invalidExpression,
+                               "class '\(definition.name)': computed property '\(name)': at column \(expression.column(of: "$" + variable)): variables such as '$\(variable)' belong to bindings; a computed property reads key paths of its object",
+                               details: ["property": .string(name),
+                                         "column": .int(Int64(expression.column(of: "$" + variable)))])
             }
             computed[name] = CompiledComputedProperty(name: name, expression: expression, dependsOn: spec.dependsOn)
         }

@@ -16,6 +16,9 @@ final class ComputedMemo {
         let value: JSONValue
         /// What the evaluation read, so that a reading served from the memo still depends on it.
         let dependencies: [StoredLocation]
+        /// The budget steps the evaluation took, charged again to a reading served from the memo (so
+        /// that whether a reading stays within its budget does not depend on what the memo held).
+        let cost: Int
     }
 
     private var entries: [Key: Entry] = [:]
@@ -27,9 +30,9 @@ final class ComputedMemo {
         entries.isEmpty ? nil : entries[Key(object: object, property: property)]
     }
 
-    func store(object: String, property: String, value: JSONValue, dependencies: [StoredLocation]) {
+    func store(object: String, property: String, value: JSONValue, dependencies: [StoredLocation], cost: Int) {
         evaluations += 1
-        entries[Key(object: object, property: property)] = Entry(value: value, dependencies: dependencies)
+        entries[Key(object: object, property: property)] = Entry(value: value, dependencies: dependencies, cost: cost)
     }
 
     /// Forgets every value (the store changed).

@@ -1,0 +1,84 @@
+import KVOJSON
+
+/// The limits every stored value obeys, checked before a write changes anything (`too_large`, no
+/// event). Loop thread only, as the engine.
+extension KVOEngine {
+    /// The largest revision and the largest binding id the engine hands out (2^62), which is also the
+    /// largest the persistent store accepts when it loads: far beyond what any store reaches, far
+    /// enough below `Int64.max` that no increment or conversion can overflow. A write (or `bind`) that
+    /// would pass it is refused with `too_large`, so whatever was committed always loads again.
+    public static let maximumCounter: UInt64 = 1 << 62
+
+    /// Refuses a write when the revision counter has reached `maximumCounter`.
+    @inline(__always)
+    func checkRevisionRoom() throws(KVOError) {
+        guard revision < KVOEngine.maximumCounter else {
+            throw KVOError(.tooLarge, "the revision counter has reached its maximum (\(KVOEngine.maximumCounter)): no more writes")
+        }
+    }
+
+    /// Refuses `value` when storing it `levels` levels inside object `object` (the object itself
+    /// counts as the first level: 0 for a whole object, the key path's length for a `set`, one more
+    /// for an array element) would make the object deeper than `StoredDepth.maximum`.
+    ///
+    /// Every stored object is within the limit, and a write only replaces the subtree at its
+    /// location, so checking the written value at its depth keeps the whole object within it.
+    func checkDepth(of value: JSONValue, storedAt levels: Int, in object: String) throws(KVOError) {
+        let room = StoredDepth.maximum - levels
+        // Scalars (the usual value) cost nothing more than the switch.
+        if value.isScalar, room >= 0 { return }
+        guard room < 0 || value.nestingDepth(upTo: room) > room else { return }
+        throw KVOError(.tooLarge, """
+            the value would make object '\(PrintableText.escaped(object))' nest deeper than \(StoredDepth.maximum) \
+            levels (the object, the key path to the value and the value's own nesting count together); \
+            the limit is \(StoredDepth.maximum)
+            """, details: ["limit": .int(Int64(StoredDepth.maximum))])
+    }
+
+    /// `checkDepth` for each element that an array mutation puts into the array at `location`.
+    func checkDepth(of mutation: CollectionMutation, at location: StoredLocation) throws(KVOError) {
+        for value in mutation.values where !value.isScalar {
+            try checkDepth(of: value, storedAt: location.path.count + 1, in: location.object)
+        }
+    }
+
+    /// Refuses a value of `bytes` (compact JSON) over `sizeLimits.maximumValueBytes`.
+    @inline(__always)
+    func checkValueSize(_ bytes: Int, in object: String) throws(KVOError) {
+        guard bytes > sizeLimits.maximumValueBytes else { return }
+        throw KVOError(.tooLarge, """
+            the value is \(bytes) bytes as JSON, more than the limit of \(sizeLimits.maximumValueBytes) \
+            (--max-value-bytes); object '\(PrintableText.escaped(object))' is unchanged
+            """, details: ["limit": .int(Int64(sizeLimits.maximumValueBytes))])
+    }
+
+    /// The refusal of a write that would make `object` `size` bytes, over `sizeLimits.maximumObjectBytes`.
+    func objectTooLarge(_ object: String, size: Int) -> KVOError {
+        KVOError(.tooLarge, """
+            the write would make object '\(PrintableText.escaped(object))' \(size) bytes as JSON, more than the limit of \
+            \(sizeLimits.maximumObjectBytes) (--max-object-bytes); nothing changed
+            """, details: ["limit": .int(Int64(sizeLimits.maximumObjectBytes))])
+    }
+}
+
+extension CollectionChange {
+    /// How many bytes the array's compact JSON grew by (negative: shrank) through `change`, which left
+    /// it with `resultingCount` elements: the elements put in less those taken out, and the commas
+    /// between elements.
+    static func sizeGrowth(of change: CollectionChange, resultingCount: Int) -> Int {
+        var growth = 0
+        for value in change.new { growth += JSONWriter.encodedLength(of: value) }
+        for value in change.old { growth -= JSONWriter.encodedLength(of: value) }
+        switch change.kind {
+        case .insertion:
+            let inserted = change.new.count
+            growth += resultingCount == inserted ? inserted - 1 : inserted
+        case .removal:
+            let removed = change.old.count
+            growth -= resultingCount == 0 ? removed - 1 : removed
+        case .replacement, .setting:
+            break
+        }
+        return growth
+    }
+}

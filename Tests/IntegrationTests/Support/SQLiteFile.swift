@@ -1,0 +1,25 @@
+import CSQLite
+
+/// Edits a kvod database file directly, as a damaged disk or a careless person would: for the tests
+/// that start kvod over a corrupt store. Only while no kvod has the file open (kvod holds it locked).
+enum SQLiteFile {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Runs `sql` (one or more statements) on the database at `path`.
+    static func execute(_ sql: String, at path: String) throws {
+        var handle: OpaquePointer?
+        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let handle else {
+            sqlite3_close(handle)
+            throw Failure(description: "cannot open \(path)")
+        }
+        defer { sqlite3_close(handle) }
+        var message: UnsafeMutablePointer<CChar>?
+        guard sqlite3_exec(handle, sql, nil, nil, &message) == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? "unknown error"
+            sqlite3_free(message)
+            throw Failure(description: "\(sql): \(text)")
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import Dispatch
+import Testing
+
+@testable import KVOServer
+
+/// PCRE2 patterns (issue 10, item 3): the dialect and search semantics, compile errors, the work limit on
+/// catastrophic patterns, and matching one shared pattern from many threads at once (each with its own
+/// scratch).
+@Suite struct CompiledPatternTests {
+    @Test func searchesAnywhereUnlessAnchored() throws {
+        #expect(try CompiledPattern("b+").matches("abc") == .matched)
+        #expect(try CompiledPattern("^b").matches("abc") == .notMatched)
+        #expect(try CompiledPattern("^[a-z ]+$").matches("ab c") == .matched)
+        #expect(try CompiledPattern("^[a-z ]+$").matches("ab1") == .notMatched)
+        #expect(try CompiledPattern("").matches("") == .matched)
+        #expect(try CompiledPattern("^$").matches("") == .matched)
+        // UTF mode with Unicode properties: one code point per '.', Unicode digits and letters.
+        #expect(try CompiledPattern("^.$").matches("é") == .matched)
+        #expect(try CompiledPattern("^\\d+$").matches("١٢٣") == .matched)
+        #expect(try CompiledPattern("^\\w+$").matches("héllo") == .matched)
+        // Lookbehind is PCRE2's; a NUL inside the string is just a character.
+        #expect(try CompiledPattern("(?<=a)b").matches("ab") == .matched)
+        #expect(try CompiledPattern("a\u{0}b").matches("xa\u{0}b") == .matched)
+    }
+
+    @Test func compileErrorsSayWhyAndWhere() {
+        #expect(throws: CompiledPattern.PatternError.self) { try CompiledPattern("(a") }
+        #expect(throws: CompiledPattern.PatternError.self) { try CompiledPattern("\\C") }
+        do {
+            _ = try CompiledPattern("a{2,1}")
+            Issue.record("a{2,1} compiled")
+        } catch {
+            #expect(error.reason.hasPrefix("does not compile: ") && error.reason.contains("offset"), "\(error.reason)")
+        }
+    }
+
+    @Test func catastrophicPatternsStopAtTheWorkLimit() throws {
+        #expect(try CompiledPattern("^(a+)+$").matches(String(repeating: "a", count: 40) + "!") == .exceededWorkLimit)
+        #expect(try CompiledPattern("\\s+$").matches(String(repeating: " ", count: 16_384) + "x") == .exceededWorkLimit)
+        #expect(try CompiledPattern("(?:a|aa)+$").matches(String(repeating: "a", count: 2_000) + "!") == .exceededWorkLimit)
+        // A pattern cannot raise the limit for itself.
+        #expect(try CompiledPattern("(*LIMIT_MATCH=100000000)^(a+)+$").matches(String(repeating: "a", count: 40) + "!")
+                == .exceededWorkLimit)
+        // The same patterns on strings they match, or short ones, answer as before.
+        #expect(try CompiledPattern("^(a+)+$").matches(String(repeating: "a", count: 40)) == .matched)
+        #expect(try CompiledPattern("^(a+)+$").matches("aaaa!") == .notMatched)
+        #expect(try CompiledPattern("\\s+$").matches(String(repeating: " ", count: 16_384)) == .matched)
+    }
+
+    @Test func oneSharedPatternMatchesFromManyThreads() throws {
+        let pattern = try CompiledPattern("^([a-z]+)-(\\d+)$")
+        let results = ResultsBox(count: 64)
+        DispatchQueue.concurrentPerform(iterations: 64) { index in
+            var agreed = true
+            for round in 0..<200 {
+                let good = "item-\(index * 1000 + round)"
+                let bad = "item-\(round)x"
+                agreed = agreed && pattern.matches(good) == .matched && pattern.matches(bad) == .notMatched
+            }
+            results.set(index, agreed)
+        }
+        #expect(results.all)
+    }
+}
+
+/// Per-iteration outcomes written from `concurrentPerform` (each iteration writes its own slot).
+private final class ResultsBox: @unchecked Sendable {
+    private var values: [Bool]
+    init(count: Int) { values = Array(repeating: false, count: count) }
+    func set(_ index: Int, _ value: Bool) { values.withUnsafeMutableBufferPointer { $0[index] = value } }
+    var all: Bool { values.allSatisfy { $0 } }
+}

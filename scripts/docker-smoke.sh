@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# Builds docker/Dockerfile, unchanged, with podman and smoke-tests the image: ping (inside the container
+# and through the published port), a create/subscribe/set round trip, the HEALTHCHECK
+# (`podman healthcheck run`), the fixed non-root user (uid/gid 7420), data kept across a container restart,
+# a bind-mounted host directory owned by 7420:7420, and a clean exit on SIGTERM (exit code 0 and the
+# "stopped; event loop closed cleanly" log line).
+#
+# Works on a machine with no Docker engine and no container registry (README.md, "Docker"): it installs podman, buildah, runc and debootstrap with apt-get when they are missing, and makes
+# local stand-ins for the two base images the Dockerfile names, `debian:bookworm-slim` (debootstrap from
+# the host's Debian mirror) and `swift:<version>-bookworm` (that plus the official Swift image's build
+# packages and the host's own Swift toolchain). The base images are cached in podman's storage: a second
+# run skips them. Swift packages come from the host's package mirror when git rewrites github.com to a
+# local directory (`git config url.<dir>.insteadOf`).
+#
+# Exit status: 0 when the smoke test passed, or when it was SKIPPED (one line saying why: not root, podman
+# cannot run containers here, no network for apt-get or debootstrap); 1 when the image failed to build or
+# misbehaved.
+#
+# Environment: KVOD_DOCKER_SMOKE_CACHE (default /var/tmp/kvod-docker-smoke) holds the podman settings;
+# KVOD_DOCKER_SMOKE=skip skips the whole script.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+started=$SECONDS
+say() { printf 'docker-smoke: %s\n' "$*" >&2; }
+skip() { printf 'docker-smoke: SKIPPED: %s\n' "$*" >&2; exit 0; }
+fail() {
+    printf 'docker-smoke: FAILED: %s\n' "$*" >&2
+    if [ -n "${container:-}" ] && podman container exists "$container" 2>/dev/null; then
+        say "last log lines of $container:"
+        podman logs --tail 20 "$container" >&2 || true
+    fi
+    exit 1
+}
+
+[ "${KVOD_DOCKER_SMOKE:-}" = skip ] && skip "KVOD_DOCKER_SMOKE=skip"
+[ "$(id -u)" -eq 0 ] || skip "needs root (podman's storage, debootstrap); run it as root"
+
+# --- Tools -------------------------------------------------------------------------------------------
+missing=()
+for tool in podman buildah runc debootstrap; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    command -v apt-get >/dev/null 2>&1 || skip "missing ${missing[*]} and there is no apt-get to install them"
+    say "installing ${missing[*]} with apt-get"
+    apt_options=(-o DPkg::Lock::Timeout=300 -o Acquire::Retries=2)
+    if ! apt-get "${apt_options[@]}" update -qq >&2 ||
+        ! DEBIAN_FRONTEND=noninteractive apt-get "${apt_options[@]}" install -y -qq \
+            --no-install-recommends podman buildah runc debootstrap >&2; then
+        skip "could not install ${missing[*]} with apt-get (no network for the package mirror?)"
+    fi
+fi
+
+# Private podman settings (nothing system-wide changes): runc, because crun refuses a hybrid cgroup set-up
+# ("cgroups in hybrid mode not supported"); explicit ulimits, because podman's defaults cannot be set where
+# root lacks CAP_SYS_RESOURCE ("setrlimit RLIMIT_NOFILE: Operation not permitted").
+cache=${KVOD_DOCKER_SMOKE_CACHE:-/var/tmp/kvod-docker-smoke}
+mkdir -p "$cache"
+cat >"$cache/containers.conf" <<'EOF'
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+EOF
+export CONTAINERS_CONF="$cache/containers.conf"
+# The docker image format keeps the HEALTHCHECK; the default OCI format drops it with only a warning.
+export BUILDAH_FORMAT=docker
+
+podman info >/dev/null 2>&1 || skip "podman cannot run here: $(podman info 2>&1 | tail -n 1)"
+
+# --- Base images -------------------------------------------------------------------------------------
+# The Dockerfile's own FROM lines name them.
+swift_image=$(awk 'toupper($1) == "FROM" && $2 ~ /^swift:/ { print $2; exit }' docker/Dockerfile)
+debian_image=$(awk 'toupper($1) == "FROM" && $2 ~ /^debian:/ { print $2; exit }' docker/Dockerfile)
+[ -n "$swift_image" ] && [ -n "$debian_image" ] || fail "docker/Dockerfile no longer starts FROM swift:… and debian:…"
+
+# The host's Debian mirror, from apt's sources (one-line or deb822 format).
+apt_mirror() {
+    local want=$1  # "main" or "security"
+    cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+        sed -n -e 's/^URIs:[[:space:]]*//p' -e 's/^deb[[:space:]]\{1,\}\(\[[^]]*\][[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\2/p' |
+        awk -v want="$want" '(want == "security") == ($0 ~ /security/) && !found { print; found = 1 }' || true
+}
+
+if podman image exists "localhost/$debian_image"; then
+    say "base image localhost/$debian_image: cached"
+else
+    mirror=$(apt_mirror main)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    security=$(apt_mirror security)
+    security=${security:-http://deb.debian.org/debian-security}
+    suite=${debian_image#debian:}
+    suite=${suite%-slim}
+    rootfs=$(mktemp -d /var/tmp/kvod-debian-rootfs.XXXXXX)
+    say "making localhost/$debian_image with debootstrap from $mirror"
+    if ! debootstrap --variant=minbase "$suite" "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1; then
+        tail -n 5 "$cache/debootstrap.log" >&2
+        rm -rf "$rootfs"
+        skip "debootstrap $suite failed (no network for $mirror?): see $cache/debootstrap.log"
+    fi
+    rm -f "$rootfs/etc/apt/sources.list"
+    cat >"$rootfs/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb
+URIs: $mirror
+Suites: $suite $suite-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $security
+Suites: $suite-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    # As in the official image: apt keeps no package cache in a layer.
+    cat >"$rootfs/etc/apt/apt.conf.d/docker-clean" <<'EOF'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+EOF
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    tar -C "$rootfs" -c . | podman import --change 'CMD ["bash"]' - "localhost/$debian_image" >/dev/null ||
+        fail "podman import of the debootstrap tree failed"
+    rm -rf "$rootfs"
+fi
+
+if podman image exists "localhost/$swift_image"; then
+    say "base image localhost/$swift_image: cached"
+else
+    command -v swift >/dev/null 2>&1 || skip "no Swift toolchain on the host to make localhost/$swift_image from"
+    wanted=${swift_image#swift:}
+    wanted=${wanted%%-*}
+    host_version=$(swift --version 2>&1 | sed -n 's/.*Swift version \([0-9]*\.[0-9]*\).*/\1/p' | head -n 1)
+    [ "$host_version" = "$wanted" ] ||
+        skip "the Dockerfile wants Swift $wanted, the host has $host_version: cannot stand in for $swift_image"
+    toolchain=$(dirname "$(readlink -f "$(command -v swift)")")
+    toolchain=${toolchain%/usr/bin}
+    [ -x "$toolchain/usr/bin/swift" ] || fail "cannot find the host toolchain's prefix (looked at $toolchain)"
+    say "making localhost/$swift_image from localhost/$debian_image and the toolchain in $toolchain (a few minutes)"
+    context=$(mktemp -d /var/tmp/kvod-swift-image.XXXXXX)
+    # The official image's build packages, then the host's toolchain.
+    cat >"$context/Containerfile" <<EOF
+FROM localhost/$debian_image
+RUN apt-get update \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+       binutils git gnupg2 libc6-dev libcurl4-openssl-dev libedit2 libgcc-12-dev libpython3-dev \\
+       libsqlite3-0 libstdc++-12-dev libxml2-dev libncurses-dev libz3-dev pkg-config tzdata zlib1g-dev \\
+       ca-certificates \\
+    && rm -rf /var/lib/apt/lists/* \\
+    && cp -a /toolchain/usr/. /usr/
+EOF
+    if ! podman build --pull=never -v "$toolchain:/toolchain:ro" -t "localhost/$swift_image" \
+        -f "$context/Containerfile" "$context" >"$cache/swift-image.log" 2>&1; then
+        tail -n 10 "$cache/swift-image.log" >&2
+        rm -rf "$context"
+        if grep -qiE 'temporary failure|could not resolve|unable to connect|failed to fetch' "$cache/swift-image.log"; then
+            skip "no network for apt-get inside the build: see $cache/swift-image.log"
+        fi
+        fail "building localhost/$swift_image failed: see $cache/swift-image.log"
+    fi
+    rm -rf "$context"
+fi
+say "base images ready after $((SECONDS - started)) s"
+
+# --- The image ---------------------------------------------------------------------------------------
+# Swift packages: where git rewrites github.com to a local mirror, mount the mirror at the same path and
+# give the build a gitconfig holding only those rewrites.
+build_mounts=()
+gitconfig="$cache/gitconfig"
+: >"$gitconfig"
+while read -r key value; do
+    base=${key#url.}
+    base=${base%.insteadof}
+    git config --file "$gitconfig" --add "url.$base.insteadOf" "$value"
+    if [ -d "$base" ]; then
+        case " ${build_mounts[*]-} " in *" $base:$base:ro "*) ;; *) build_mounts+=(-v "$base:$base:ro") ;; esac
+    fi
+done < <(git config --get-regexp '^url\.' || true)
+[ -s "$gitconfig" ] && build_mounts+=(-v "$gitconfig:/etc/gitconfig:ro")
+
+image=localhost/kvod:smoke
+say "building $image from docker/Dockerfile"
+build_started=$SECONDS
+if ! podman build --format docker --pull=never ${build_mounts[@]+"${build_mounts[@]}"} \
+    -f docker/Dockerfile -t "$image" . >"$cache/kvod-image.log" 2>&1; then
+    tail -n 30 "$cache/kvod-image.log" >&2
+    fail "building the image from docker/Dockerfile failed: see $cache/kvod-image.log"
+fi
+say "image built in $((SECONDS - build_started)) s ($(podman image inspect --format '{{.Size}}' "$image" | awk '{ printf "%d MB", $1 / 1000000 }'))"
+
+# --- Smoke test --------------------------------------------------------------------------------------
+container=kvod-smoke-$$
+volume=kvod-smoke-data-$$
+bind_dir=$(mktemp -d /var/tmp/kvod-smoke-bind.XXXXXX)
+cleanup() {
+    podman rm -f -t 0 "$container" "$container-bind" >/dev/null 2>&1 || true
+    podman volume rm -f "$volume" >/dev/null 2>&1 || true
+    rm -rf "$bind_dir"
+    # Every run leaves the previous image and its build stage's layers untagged; those older than a day
+    # go, so that repeated runs (CI) do not fill the disk, while today's build cache stays.
+    podman image prune -f --filter until=24h >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+# Waits until kvoclient ping answers inside the container.
+wait_ready() {
+    local name=$1
+    for _ in $(seq 1 100); do
+        podman exec "$name" kvoclient ping >/dev/null 2>&1 && return 0
+        [ "$(podman inspect --format '{{.State.Running}}' "$name")" = true ] || fail "$name exited: $(podman logs --tail 5 "$name" 2>&1)"
+        sleep 0.2
+    done
+    fail "kvod in $name did not answer ping within 20 s"
+}
+client() { podman exec "$container" kvoclient "$@"; }
+
+# Every library the binaries link is in the runtime stage.
+for binary in kvod kvoclient; do
+    libraries=$(podman run --rm --entrypoint ldd "$image" "/usr/local/bin/$binary" 2>&1) || fail "ldd $binary: $libraries"
+    case $libraries in *"not found"*) fail "the runtime stage lacks libraries of $binary: $(grep 'not found' <<<"$libraries")" ;; esac
+done
+say "ok: the runtime stage has every library kvod and kvoclient link"
+
+healthcheck=$(podman image inspect --format '{{json .Config.Healthcheck}}' "$image")
+case $healthcheck in *kvoclient*) ;; *) fail "the image has no HEALTHCHECK (built in OCI format?): $healthcheck" ;; esac
+
+# Without systemd podman cannot schedule health checks and says so on every start; they run on demand
+# here (`podman healthcheck run`), so that complaint goes to a file.
+podman run -d --name "$container" -p 127.0.0.1::7420 -v "$volume:/var/lib/kvod" "$image" >/dev/null 2>"$cache/run.err" ||
+    fail "podman run failed: $(cat "$cache/run.err")"
+wait_ready "$container"
+say "ok: ping inside the container"
+
+# Ping through the published port, with the protocol itself.
+port=$(podman port "$container" 7420/tcp | sed 's/.*://' | head -n 1)
+exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot connect to the published port 127.0.0.1:$port"
+printf '{"op":"ping","id":1}\n' >&3
+IFS= read -r -t 10 reply <&3 || fail "no reply to ping on 127.0.0.1:$port"
+exec 3<&-
+case $reply in *'"ok":true'*) ;; *) fail "ping on the published port answered: $reply" ;; esac
+say "ok: ping through the published port 127.0.0.1:$port"
+
+user=$(podman exec "$container" id -u):$(podman exec "$container" id -g)
+[ "$user" = 7420:7420 ] || fail "kvod runs as uid:gid $user, not the documented 7420:7420"
+say "ok: runs as the non-root user kvod, 7420:7420"
+
+health=$(podman healthcheck run "$container" 2>&1) || fail "podman healthcheck run: $health"
+say "ok: health check ${health:-passed}"
+
+# Round trip: a subscriber sees a set made by another client.
+client create smoke '{"greeting":"hello"}' >/dev/null || fail "kvoclient create failed"
+events="$cache/subscribe.out"
+podman exec "$container" kvoclient subscribe smoke greeting --options initial,new --count 2 >"$events" 2>&1 &
+subscriber=$!
+for _ in $(seq 1 50); do grep -q initial "$events" 2>/dev/null && break; sleep 0.2; done
+grep -q 'smoke.greeting  initial' "$events" || fail "subscribe printed no initial event: $(cat "$events")"
+client set smoke greeting '"world"' >/dev/null || fail "kvoclient set failed"
+waited=0
+while kill -0 "$subscriber" 2>/dev/null && [ $waited -lt 100 ]; do sleep 0.2; waited=$((waited + 1)); done
+kill -0 "$subscriber" 2>/dev/null && { kill "$subscriber"; fail "subscribe did not end after the set: $(cat "$events")"; }
+wait "$subscriber" || fail "subscribe failed: $(cat "$events")"
+grep -q 'smoke.greeting  valueChanged  rev=[0-9]*  new="world"' "$events" ||
+    fail "subscribe did not print the change: $(cat "$events")"
+say "ok: create, subscribe, set round trip"
+
+# SIGTERM: a clean exit with its log line.
+podman kill --signal TERM "$container" >/dev/null
+status=$(timeout 30 podman wait "$container") || fail "kvod did not exit within 30 s of SIGTERM"
+[ "$status" = 0 ] || fail "kvod exited with status $status after SIGTERM"
+# The log in a variable first: `podman logs | grep -q` fails under pipefail when grep stops reading early.
+logs=$(podman logs "$container" 2>&1)
+grep -q 'received signal SIGTERM' <<<"$logs" || fail "no 'received signal SIGTERM' log line"
+grep -q 'stopped; event loop closed cleanly' <<<"$logs" || fail "no clean-stop log line after SIGTERM"
+say "ok: SIGTERM exits 0 with 'stopped; event loop closed cleanly'"
+
+# Data kept across a restart of the container (the named volume).
+podman start "$container" >/dev/null 2>"$cache/run.err" || fail "podman start failed: $(cat "$cache/run.err")"
+wait_ready "$container"
+value=$(client get smoke greeting) || fail "kvoclient get after the restart failed"
+[ "$value" = '"world"' ] || fail "after a restart smoke.greeting is $value, not \"world\""
+say "ok: data kept across a container restart"
+
+# A bind-mounted host directory owned by the documented uid/gid.
+chown 7420:7420 "$bind_dir"
+podman run -d --name "$container-bind" -v "$bind_dir:/var/lib/kvod" "$image" >/dev/null 2>"$cache/run.err" ||
+    fail "podman run with a bind mount failed: $(cat "$cache/run.err")"
+wait_ready "$container-bind"
+podman exec "$container-bind" kvoclient create bound >/dev/null || fail "create in a bind-mounted data directory failed"
+[ -f "$bind_dir/kvod.sqlite3" ] || fail "no kvod.sqlite3 in the bind-mounted directory"
+say "ok: bind-mounted data directory owned by 7420:7420"
+
+say "PASSED in $((SECONDS - started)) s"
