@@ -10,28 +10,36 @@ import Testing
         reply["error"]?["code"]?.stringValue
     }
 
-    @Test func aValueBiggerThanTheOutputBufferIsRefusedAndTheConnectionKeepsServing() throws {
-        let server = try KVODProcess(["--max-output-buffer", "65536"])
-        let client = try server.connect()
-        let big = String(repeating: "x", count: 200_000)
-        try client.call("create", ["object": "huge", "values": ["blob": .string(big), "small": 7]])
+    /// 256 KiB: the smallest output buffer used here. Objects may then hold at most (256 - 64) / 2 =
+    /// 96 KiB (`--max-object-bytes`), so a reply over the buffer is built from several objects.
+    private static let outputBuffer = "262144"
 
-        let whole = try client.request("get", ["object": "huge"])
+    @Test func aValueBiggerThanTheOutputBufferIsRefusedAndTheConnectionKeepsServing() throws {
+        let server = try KVODProcess(["--max-output-buffer", Self.outputBuffer])
+        let client = try server.connect()
+        // Four objects of 90 KB each, reached through an array of references: `items.blob` is 360 KB.
+        let big = String(repeating: "x", count: 90_000)
+        for index in 0..<4 {
+            try client.call("create", ["object": .string("part\(index)"), "values": ["blob": .string(big)]])
+        }
+        let references: JSONValue = .array((0..<4).map { ["$ref": .string("part\($0)")] })
+        try client.call("create", ["object": "huge", "values": ["items": references, "small": 7]])
+
+        let whole = try client.request("get", ["object": "huge", "keyPath": "items.blob"])
         #expect(errorCode(whole) == "too_large", "\(whole)")
-        #expect(whole["error"]?["message"]?.stringValue?.contains("65536") == true, "\(whole)")
-        let part = try client.request("get", ["object": "huge", "keyPath": "blob"])
-        #expect(errorCode(part) == "too_large")
+        #expect(whole["error"]?["message"]?.stringValue?.contains(Self.outputBuffer) == true, "\(whole)")
         // The same connection keeps serving, what fits is answered.
         #expect(try client.call("get", ["object": "huge", "keyPath": "small"])["value"] == 7)
+        #expect(try client.call("get", ["object": "part0", "keyPath": "blob"])["value"] == .string(big))
         #expect(try client.call("ping")["ok"] == true)
 
         // observe with initial: refused, nothing subscribed; without initial it works.
-        let observe = try client.request("observe", ["object": "huge", "keyPath": "blob", "options": ["initial", "new"]])
+        let observe = try client.request("observe", ["object": "huge", "keyPath": "items.blob", "options": ["initial", "new"]])
         #expect(errorCode(observe) == "too_large", "\(observe)")
         #expect(try client.call("info", ["object": "huge"])["observers"] == [])
-        // Resuming from before the value was written would replay it: refused the same way.
-        try client.call("set", ["object": "huge", "keyPath": "blob", "value": .string(big + "!")])
-        let resume = try client.request("observe", ["object": "huge", "keyPath": "blob", "options": ["new"], "sinceRev": 1])
+        // Resuming from before a change would replay the 360 KB value: refused the same way.
+        try client.call("set", ["object": "part0", "keyPath": "blob", "value": .string(big + "!")])
+        let resume = try client.request("observe", ["object": "huge", "keyPath": "items.blob", "options": ["new"], "sinceRev": 1])
         #expect(errorCode(resume) == "too_large", "\(resume)")
         #expect(try client.call("info", ["object": "huge"])["observers"] == [])
         try client.call("observe", ["object": "huge", "keyPath": "small", "options": ["initial", "new"]])
@@ -40,33 +48,33 @@ import Testing
     }
 
     @Test func classesInfoAndBindingsListingsOverTheBufferAreRefused() throws {
-        let server = try KVODProcess(["--max-output-buffer", "65536"])
+        let server = try KVODProcess(["--max-output-buffer", Self.outputBuffer])
         let client = try server.connect()
-        // One class whose definition (an enum of 4,000 strings) is about 80 KB.
-        let members = (0..<4000).map { JSONValue.string("value-\($0)-xxxxxxxx") }
+        // One class whose definition (an enum of 16,000 strings) is about 350 KB.
+        let members = (0..<16000).map { JSONValue.string("value-\($0)-xxxxxxxx") }
         let definition: JSONValue = ["name": "Wide", "properties": ["v": ["type": "string", "enum": .array(members)]]]
         try client.call("defineClass", ["class": definition])
         #expect(errorCode(try client.request("classes")) == "too_large")
-        // 400 bindings whose convert expressions are 200 bytes each.
+        // 300 bindings whose convert expressions are 1,200 bytes each.
         try client.call("create", ["object": "a", "values": ["x": 1]])
         try client.call("create", ["object": "b", "values": ["y": 0]])
-        let convert = "$value + " + Array(repeating: "1", count: 100).joined(separator: " + ")
-        for _ in 0..<400 {
+        let convert = "$value + " + Array(repeating: "1", count: 300).joined(separator: " + ")
+        for _ in 0..<300 {
             try client.call("bind", ["from": ["object": "a", "keyPath": "x"], "to": ["object": "b", "keyPath": "y"],
                                      "convert": .string(convert)])
         }
         #expect(errorCode(try client.request("bindings")) == "too_large")
-        // 1,000 observers of one object listed by info: about 80 KB.
-        for _ in 0..<1000 { try client.call("observe", ["object": "a", "keyPath": "some.long.key.path.to.watch"]) }
+        // 4,000 observers of one object listed by info: about 320 KB.
+        for _ in 0..<4000 { try client.call("observe", ["object": "a", "keyPath": "some.long.key.path.to.watch"]) }
         #expect(errorCode(try client.request("info", ["object": "a"])) == "too_large")
         #expect(try client.call("ping")["ok"] == true)
         #expect(!server.log.contains("output buffer limit exceeded"))
     }
 
     @Test func listPagesReturnEveryIdExactlyOnceInOrder() throws {
-        let server = try KVODProcess(["--max-output-buffer", "65536"])
+        let server = try KVODProcess(["--max-output-buffer", Self.outputBuffer])
         let client = try server.connect()
-        // 300 ids of about 1000 bytes: 300 KB of ids, far over the 64 KiB output buffer.
+        // 300 ids of about 1000 bytes: 300 KB of ids, over the 256 KiB output buffer.
         let padding = String(repeating: "p", count: 990)
         var expected: [String] = []
         for index in 0..<300 {
@@ -111,11 +119,11 @@ import Testing
     }
 
     @Test func kvoclientListPagesThroughEveryObject() throws {
-        let server = try KVODProcess(["--max-output-buffer", "65536"])
+        let server = try KVODProcess(["--max-output-buffer", Self.outputBuffer])
         let client = try server.connect()
         let padding = String(repeating: "q", count: 990)
         var expected: [String] = []
-        for index in 0..<200 {
+        for index in 0..<300 {
             let id = String(format: "%03d", index) + padding
             expected.append(id)
             try client.call("create", ["object": .string(id)])
