@@ -159,4 +159,25 @@ import Testing
         usleep(1_500_000)
         #expect(try active.call("ping")["ok"] == true)
     }
+
+    /// Idle connections closed by the first-request timeout are logged at most once a second, the
+    /// rest counted in one line: a client opening many connections cannot flood the log.
+    @Test func firstRequestTimeoutsAreLoggedAtMostOnceASecondWithACount() throws {
+        let server = try KVODProcess(["--first-request-timeout", "0.5"])
+        defer { server.stop() }
+        let connections = try (0..<200).map { _ in try server.connect() }
+        for connection in connections { #expect(closedByServer(connection)) }
+        #expect(server.waitForLog("more connections closed (no complete request"), "\(server.log.suffix(2000))")
+        usleep(300_000)
+        let lines = server.log.split(separator: "\n")
+        let logged = lines.filter { $0.contains("no complete request within 0.5 s") }.count
+        let counted = lines.filter { $0.contains("(no complete request within the first-request timeout)") }
+            .compactMap { line -> Int? in
+                guard let end = line.range(of: " more connection")?.lowerBound else { return nil }
+                return Int(line[..<end].reversed().prefix { $0.isNumber }.reversed().map(String.init).joined())
+            }
+            .reduce(0, +)
+        #expect(logged >= 1 && logged <= 10, "\(logged) lines for 200 closings")
+        #expect(logged + counted == 200, "logged \(logged), counted \(counted)")
+    }
 }

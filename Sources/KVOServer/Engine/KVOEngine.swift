@@ -15,8 +15,11 @@ import KVOJSON
 public final class KVOEngine {
     /// Revision of the last accepted create, set, collection change or delete (0 before any).
     public private(set) var revision: UInt64 = 0
-    /// Every object's value; each is a JSON object.
+    /// Every object's value; each is a JSON object. Its keys change only in this file, where every
+    /// insertion and removal of a key also updates `sortedIDs`.
     private(set) var objects: [String: JSONValue] = [:]
+    /// The keys of `objects`, in order, for `list` pages without a sort.
+    private(set) var sortedIDs = SortedObjectIDs()
     /// Every object's size as compact JSON (`JSONWriter.encodedLength`), kept up to date by each write
     /// from the size of what it changed, never by encoding the object again.
     private(set) var objectSizes: [String: Int] = [:]
@@ -68,6 +71,7 @@ public final class KVOEngine {
         self.init(historyLimit: historyLimit, historyByteLimit: historyByteLimit,
                   recordsCommitBatches: recordsCommitBatches)
         objects = state.objects
+        sortedIDs = SortedObjectIDs(state.objects.keys)
         objectSizes.reserveCapacity(objects.count)
         for (id, value) in objects { objectSizes[id] = JSONWriter.encodedLength(of: value) }
         revision = state.revision
@@ -141,6 +145,7 @@ public final class KVOEngine {
         if size > sizeLimits.maximumObjectBytes { throw objectTooLarge(object, size: size) }
         let rev = try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
             objects[object] = .object(stored)
+            sortedIDs.insert(object)
             objectSizes[object] = size
             return .created(.object(stored))
         }
@@ -156,6 +161,7 @@ public final class KVOEngine {
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
         let previous = objects.removeValue(forKey: object)!
+        sortedIDs.remove(object)
         objectSizes.removeValue(forKey: object)
         computedMemo.invalidate()
         revision += 1
@@ -294,9 +300,15 @@ public final class KVOEngine {
         }
     }
 
-    /// Sorted object ids.
+    /// Every object id, sorted (O(n): a request path pages with `objectIDs(after:)` instead).
     public func objectIDs() -> [String] {
-        objects.keys.sorted()
+        sortedIDs.all
+    }
+
+    /// The object ids greater than `after` (all without it), in order, walked lazily: O(log n) to
+    /// start, O(1) per id.
+    func objectIDs(after: String?) -> SortedObjectIDs.Cursor {
+        sortedIDs.ids(after: after)
     }
 
     // MARK: - Observations

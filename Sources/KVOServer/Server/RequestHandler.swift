@@ -125,30 +125,27 @@ final class RequestHandler {
     /// Without `limit` the whole list must fit, or the reply is `too_large` (a client that does not
     /// page must not get a silently shortened list).
     private func listPage(limit: Int?, after: String?, budget: ReplyBudget) throws(KVOError) -> [(String, JSONValue)] {
-        let ids = engine.objectIDs()
-        var start = 0
-        if let after {
-            // First id greater than `after` (ids are sorted and unique).
-            var high = ids.count
-            while start < high {
-                let middle = (start + high) / 2
-                if ids[middle] <= after { start = middle + 1 } else { high = middle }
-            }
-        }
-        let end = limit.map { min(ids.count, start + min($0, ids.count)) } ?? ids.count
+        // O(log n) to find the start, O(1) per id: a page never sorts or copies the whole id list.
+        var ids = engine.objectIDs(after: after)
+        let pageLimit = limit ?? Int.max
         var page: [JSONValue] = []
+        if let limit { page.reserveCapacity(min(limit, engine.objectCount)) }
         var bytes = 16  // ",\"more\":false" and the brackets
-        var index = start
-        while index < end {
+        var cut = false
+        while page.count < pageLimit, let id = ids.next() {
             bytes += 1  // the comma
-            guard JSONSizeBound.addString(ids[index], to: &bytes, limit: budget.bytes) else { break }
-            page.append(.string(ids[index]))
-            index += 1
+            guard JSONSizeBound.addString(id, to: &bytes, limit: budget.bytes) else {
+                cut = true
+                break
+            }
+            page.append(.string(id))
         }
-        if index < end && (limit == nil || page.isEmpty) {
-            throw budget.refusal("the list of \(end - start) objects" + (limit == nil ? " (page it with 'limit' and 'after')" : ""))
+        if cut && (limit == nil || page.isEmpty) {
+            if limit != nil { throw budget.refusal("the next object id") }
+            let what = after == nil ? "the list of \(engine.objectCount) objects" : "the list of objects after the given id"
+            throw budget.refusal(what + " (page it with 'limit' and 'after')")
         }
-        return [("more", .bool(index < ids.count)), ("objects", .array(page))]
+        return [("more", .bool(cut || ids.hasNext)), ("objects", .array(page))]
     }
 
     private func reply(_ fields: [(String, JSONValue)]) -> Outcome {

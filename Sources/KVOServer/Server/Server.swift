@@ -43,6 +43,9 @@ public final class Server {
     private let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
     /// New connections' first-request deadlines, in accept order.
     private var firstRequestDeadlines = FirstRequestDeadlines()
+    /// One per `CloseReason.rateLimitSlot`: noteworthy closings are logged at most once a second per
+    /// kind, the rest counted, so that a client opening many connections cannot flood the log.
+    private var closingLogLimits = [RateLimitedCount](repeating: RateLimitedCount(), count: CloseReason.rateLimitSlots)
     private var heapTrimmer = HeapTrimmer()
     /// The most bytes of unfinished lines held since the last trim (output has the pool's peak).
     private var peakBufferedInputBytes = 0
@@ -178,6 +181,9 @@ public final class Server {
         precondition(loop.isOnLoopThread, "Server.stop() must be called on the loop thread")
         guard !isStopping else { return }
         isStopping = true
+        for slot in closingLogLimits.indices {
+            if let count = closingLogLimits[slot].takeUnreported() { logSuppressedClosings(count, slot: slot) }
+        }
         logger.info("stopping", metadata: ["connections": "\(openConnections)"])
         if let unreported = descriptorRefusals.takeUnreported() {
             logger.warning("refused \(unreported) more connection\(unreported == 1 ? "" : "s") for want of file descriptors")
@@ -428,6 +434,12 @@ public final class Server {
         }
     }
 
+    /// Logs the closings of one kind that were counted and not logged one by one.
+    private func logSuppressedClosings(_ count: Int, slot: Int) {
+        let connections = count == 1 ? "connection" : "connections"
+        logger.warning("\(count) more \(connections) closed (\(CloseReason.rateLimitSummary(slot: slot))) within a second of the last one logged; not logged one by one")
+    }
+
     /// The housekeeping tick: closes connections that sent no request before their deadline, and
     /// returns memory to the system once the buffers have drained after a burst.
     private func housekeep() {
@@ -439,6 +451,9 @@ public final class Server {
                 else { continue }
                 connection.close(reason: .noRequestBeforeTimeout(seconds: configuration.firstRequestTimeout))
             }
+        }
+        for slot in closingLogLimits.indices {
+            if let count = closingLogLimits[slot].takeUnreported(at: now) { logSuppressedClosings(count, slot: slot) }
         }
         let pool = loop.outputChunks
         peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
@@ -557,6 +572,11 @@ extension Server: ConnectionDelegate {
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",
         ]
         if reason.isNoteworthy {
+            if let slot = reason.rateLimitSlot {
+                // The count includes this closing: the others were held back since the last line.
+                guard let count = closingLogLimits[slot].record(at: uv_now(loop.raw)) else { return }
+                if count > 1 { logSuppressedClosings(count - 1, slot: slot) }
+            }
             logger.warning("connection closed: \(reason)", metadata: metadata)
         } else {
             logger.debug("connection closed: \(reason)", metadata: metadata)

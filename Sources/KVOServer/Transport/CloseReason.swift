@@ -42,6 +42,33 @@ enum CloseReason: CustomStringConvertible {
         }
     }
 
+    /// Number of distinct `rateLimitSlot`s.
+    static let rateLimitSlots = 5
+
+    /// For closings logged at the default level, which a client can cause many times over (one per
+    /// connection it opens): the slot of their `RateLimitedCount` in the server; nil for the others.
+    var rateLimitSlot: Int? {
+        switch self {
+        case .noRequestBeforeTimeout: return 0
+        case .rejected: return 1
+        case .outputLimitExceeded: return 2
+        case .totalOutputLimitExceeded: return 3
+        case .totalInputLimitExceeded: return 4
+        default: return nil
+        }
+    }
+
+    /// What closings in `slot` have in common, for the line that counts those not logged one by one.
+    static func rateLimitSummary(slot: Int) -> String {
+        switch slot {
+        case 0: return "no complete request within the first-request timeout"
+        case 1: return "rejected"
+        case 2: return "output buffer limit exceeded"
+        case 3: return "total output buffer limit exceeded"
+        default: return "total input buffer limit exceeded"
+        }
+    }
+
     /// Closings an operator should see at the default log level.
     var isNoteworthy: Bool {
         switch self {
