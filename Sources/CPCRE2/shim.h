@@ -26,6 +26,14 @@ static inline int kvod_pcre2_match(const pcre2_code_8 *code, const char *subject
                          match_data, context);
 }
 
+/** Whether PCRE2 found the compiled pattern anchored by its content (every top-level branch starts with `^`,
+ * `\A`, `\G` or a suitable `.*`): such a pattern is tried at the start of the subject only. */
+static inline int kvod_pcre2_is_anchored(const pcre2_code_8 *code) {
+    uint32_t options = 0;
+    if (pcre2_pattern_info_8(code, PCRE2_INFO_ALLOPTIONS, &options) != 0) return 0;
+    return (options & PCRE2_ANCHORED) != 0;
+}
+
 static inline int kvod_pcre2_error_nomatch(void) { return PCRE2_ERROR_NOMATCH; }
 static inline int kvod_pcre2_error_matchlimit(void) { return PCRE2_ERROR_MATCHLIMIT; }
 static inline int kvod_pcre2_error_depthlimit(void) { return PCRE2_ERROR_DEPTHLIMIT; }

@@ -47,6 +47,21 @@ import Testing
         #expect(try CompiledPattern("\\s+$").matches(String(repeating: " ", count: 16_384)) == .matched)
     }
 
+    /// An anchored pattern is tried at one start position, which gets the whole budget: a rule with a
+    /// repeated group still checks a long value (it used to get budget / length per start position and
+    /// refused a 10 KB list), while the catastrophic anchored pattern above still stops.
+    @Test func anchoredPatternsGetTheWholeBudgetAtTheirOneStart() throws {
+        let list = try CompiledPattern("^([a-z]+,)*[a-z]+$")
+        for count in [10, 2_500, 25_000] {
+            let value = Array(repeating: "abc", count: count).joined(separator: ",")
+            #expect(list.matches(value) == .matched, "\(count) items")
+            #expect(list.matches(value + ",") == .notMatched, "\(count) items and a comma")
+        }
+        // Unanchored, the same rule shares the budget among the start positions (documented).
+        let unanchored = try CompiledPattern("([a-z]+,)*[a-z]+;")
+        #expect(unanchored.matches(Array(repeating: "abc", count: 25_000).joined(separator: ",") + ",;") == .exceededWorkLimit)
+    }
+
     @Test func oneSharedPatternMatchesFromManyThreads() throws {
         let pattern = try CompiledPattern("^([a-z]+)-(\\d+)$")
         let results = ResultsBox(count: 64)

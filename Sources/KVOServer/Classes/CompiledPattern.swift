@@ -26,6 +26,9 @@ final class CompiledPattern: @unchecked Sendable, Equatable {
     let source: String
     /// The compiled pattern (`pcre2_code_8 *`), freed by `deinit`.
     private let code: OpaquePointer
+    /// Whether PCRE2 tries the pattern at the start of the string only (it begins with `^` or `\A` in
+    /// every top-level branch): then the whole step budget goes to that one start position.
+    private let isAnchored: Bool
 
     /// How a string fared against a pattern.
     enum Match: Equatable {
@@ -51,6 +54,7 @@ final class CompiledPattern: @unchecked Sendable, Equatable {
             throw PatternError(reason: "does not compile: \(Self.message(for: errorCode)) at offset \(errorOffset)")
         }
         code = compiled
+        isAnchored = kvod_pcre2_is_anchored(compiled) != 0
         self.source = source
     }
 
@@ -60,14 +64,15 @@ final class CompiledPattern: @unchecked Sendable, Equatable {
     /// calling thread's scratch.
     ///
     /// The work is bounded: PCRE2 limits the backtracking steps (calls of its internal match function) for
-    /// each start position it tries, so the per-start limit is `matchStepBudget` divided by the number of
-    /// start positions (the length in bytes + 1), at least 1: at most max(`matchStepBudget`, length + 1)
-    /// steps in all. Memory is bounded by `heapLimitKiB` and `depthLimit`. Hitting any of them gives
+    /// each start position it tries. An anchored pattern (the usual validation rule, `^…$`) has one start
+    /// position and gets the whole `matchStepBudget`; any other gets `matchStepBudget` divided by the
+    /// number of start positions (the length in bytes + 1), at least 1: at most max(`matchStepBudget`,
+    /// length + 1) steps in all either way. Memory is bounded by `heapLimitKiB` and `depthLimit`. Hitting any of them gives
     /// `exceededWorkLimit`.
     func matches(_ string: String) -> Match {
         let scratch = PatternMatchScratch.current
         let length = string.utf8.count
-        let perStartLimit = max(1, CompiledPattern.matchStepBudget / (length + 1))
+        let perStartLimit = isAnchored ? CompiledPattern.matchStepBudget : max(1, CompiledPattern.matchStepBudget / (length + 1))
         pcre2_set_match_limit_8(scratch.context, UInt32(perStartLimit))
         // withCString: a native string's own bytes (no copy), never a null pointer, even for "".
         let result = string.withCString { chars in
