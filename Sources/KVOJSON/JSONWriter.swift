@@ -173,14 +173,28 @@ extension JSONWriter {
     }
 
     /// How many bytes `writeString(text, into:)` appends: the quotes and every byte, escapes counted.
+    /// Runs of eight bytes with nothing to escape are counted at once (`ByteScan`), as `writeString`
+    /// skips them: this is on the per-write path (object sizes).
     public static func encodedLength(ofString text: String) -> Int {
-        var length = 2
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09, 0x08, 0x0C: length += 2
-            case 0..<0x20: length += 6
-            default: length += 1
+        if let length = text.utf8.withContiguousStorageIfAvailable({ encodedLength(ofUTF8: $0) }) { return length }
+        var text = text
+        return text.withUTF8 { encodedLength(ofUTF8: $0) }
+    }
+
+    private static func encodedLength(ofUTF8 utf8: UnsafeBufferPointer<UInt8>) -> Int {
+        var length = 2 + utf8.count
+        var position = 0
+        while position < utf8.count {
+            if position + 8 <= utf8.count, !ByteScan.needsEscaping(ByteScan.word(at: utf8.baseAddress! + position)) {
+                position += 8
+                continue
             }
+            switch utf8[position] {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09, 0x08, 0x0C: length += 1
+            case 0..<0x20: length += 5
+            default: break
+            }
+            position += 1
         }
         return length
     }

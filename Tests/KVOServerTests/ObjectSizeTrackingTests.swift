@@ -25,6 +25,22 @@ struct ObjectSizeTrackingTests {
         }
     }
 
+    /// Every escape at every offset of a string, around the eight-byte runs the count skips.
+    @Test func encodedLengthOfStringsCountsEveryEscapeAtEveryOffset() {
+        let specials: [String] = ["\"", "\\", "\n", "\r", "\t", "\u{8}", "\u{C}", "\u{0}", "\u{1F}", "\u{7F}", "é", "😀"]
+        for length in 0..<20 {
+            for offset in 0...length {
+                for special in specials {
+                    var text = String(repeating: "a", count: length)
+                    text.insert(contentsOf: special, at: text.index(text.startIndex, offsetBy: offset))
+                    var written: [UInt8] = []
+                    JSONWriter.writeString(text, into: &written)
+                    #expect(JSONWriter.encodedLength(ofString: text) == written.count, "\(text.debugDescription)")
+                }
+            }
+        }
+    }
+
     @Test("encodedLength is the length of the encoding", arguments: [UInt64(1), 2, 3])
     func encodedLengthMatchesTheWriter(seed: UInt64) {
         var random = SplitMix64(state: seed)
