@@ -47,13 +47,13 @@ public enum JSONSizeBound {
 
     /// Adds the bound for the quoted string `text` to `total`; false once it passes `limit`.
     public static func addString(_ text: String, to total: inout Int, limit: Int) -> Bool {
-        total += text.utf8.count + 2
-        guard total <= limit else { return false }
-        for byte in text.utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-            total += byte < 0x20 ? 5 : 1
-            if total > limit { return false }
+        // The bytes alone decide a huge string at once; only a string that may fit has its escapes counted.
+        guard total + text.utf8.count + 2 <= limit else {
+            total += text.utf8.count + 2
+            return false
         }
-        return true
+        total += JSONWriter.encodedLength(ofString: text)
+        return total <= limit
     }
 
     /// Characters in the decimal form of `value`, sign included.

@@ -150,14 +150,7 @@ extension JSONWriter {
         switch value {
         case .null: return 4
         case let .bool(flag): return flag ? 4 : 5
-        case let .int(integer):
-            var magnitude = integer.magnitude
-            var digits = 1
-            while magnitude >= 10 {
-                magnitude /= 10
-                digits += 1
-            }
-            return integer < 0 ? digits + 1 : digits
+        case let .int(integer): return JSONSizeBound.digitCount(integer)
         case let .double(number): return number.isFinite ? number.description.utf8.count : 4
         case let .string(text): return encodedLength(ofString: text)
         case let .array(elements):

@@ -34,7 +34,7 @@ public enum PrintableText {
             case "\t": result += "\\t"
             case "\\": result += "\\\\"
             default:
-                if needsEscape(scalar) {
+                if isControl(scalar) {
                     result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
                 } else {
                     result.unicodeScalars.append(scalar)
@@ -46,13 +46,19 @@ public enum PrintableText {
 
     /// Whether `text` can be shown as it is (no character that `escaped` would change; length not checked).
     public static func isPlain(_ text: String) -> Bool {
-        for scalar in text.unicodeScalars where scalar == "\\" || needsEscape(scalar) { return false }
+        for scalar in text.unicodeScalars where scalar == "\\" || isControl(scalar) { return false }
         return true
     }
 
-    /// C0 controls, DEL, C1 controls, U+2028/U+2029 and the bidirectional embedding, override and isolate
-    /// characters (U+202A–U+202E, U+2066–U+2069).
-    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+    /// Whether `text` holds a character `escaped` would write as an escape, a backslash aside: text that
+    /// was escaped at its source (its backslashes doubled) has none.
+    public static func containsControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains(where: isControl)
+    }
+
+    /// The characters shown escaped: C0 controls, DEL, C1 controls, U+2028/U+2029 and the bidirectional
+    /// embedding, override and isolate characters (U+202A–U+202E, U+2066–U+2069).
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: return true
         default: return false

@@ -22,12 +22,12 @@ enum DisplayText {
         guard text.utf8.contains(where: { $0 >= 0x7F }) else { return text }
         var result = ""
         result.reserveCapacity(text.utf8.count + 16)
+        // The JSON writer has escaped the C0 controls already; the rest of `PrintableText`'s set remains.
         for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0x7F...0x9F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069:
+            if PrintableText.isControl(scalar) {
                 let hex = String(scalar.value, radix: 16)
                 result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default:
+            } else {
                 result.unicodeScalars.append(scalar)
             }
         }

@@ -43,8 +43,10 @@ struct PrintableLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         var event = event
+        // A line the server already escaped at the source (its backslashes doubled) is left alone, not
+        // escaped twice; one with a raw control character is escaped whole.
         let text = event.message.description
-        if PrintableLogHandler.containsControlCharacters(text) || text.utf8.count > PrintableLogHandler.messageLimit {
+        if PrintableText.containsControlCharacters(text) || text.utf8.count > PrintableLogHandler.messageLimit {
             event.message = "\(PrintableText.escaped(text, limit: PrintableLogHandler.messageLimit))"
         }
         if let metadata = event.metadata {
@@ -53,23 +55,10 @@ struct PrintableLogHandler: LogHandler {
         stream.log(event: event)
     }
 
-    /// Whether `text` holds a character `PrintableText.escaped` would escape, other than a backslash: a
-    /// line the server already escaped at the source (its backslashes doubled) is left alone, not escaped
-    /// twice; one with a raw control character is escaped whole.
-    private static func containsControlCharacters(_ text: String) -> Bool {
-        for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: return true
-            default: continue
-            }
-        }
-        return false
-    }
-
     /// A metadata value as escaped text.
     private static func printable(_ value: Logger.Metadata.Value) -> Logger.Metadata.Value {
         let text = value.description
-        guard containsControlCharacters(text) || text.utf8.count > metadataValueLimit else { return value }
+        guard PrintableText.containsControlCharacters(text) || text.utf8.count > metadataValueLimit else { return value }
         return .string(PrintableText.escaped(text, limit: metadataValueLimit))
     }
 }
