@@ -19,6 +19,10 @@ public struct KVOError: Error, Equatable, Sendable {
         case readOnly = "read_only"
         case cycle = "cycle"
         case invalidExpression = "invalid_expression"
+        /// The connection has not authenticated, or its credentials were wrong.
+        case unauthenticated = "unauthenticated"
+        /// The connection's user lacks the permission the request needs.
+        case forbidden = "forbidden"
     }
 
     public let code: Code

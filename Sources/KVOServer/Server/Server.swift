@@ -234,6 +234,7 @@ public final class Server {
             return
         }
         let tooMany = openConnections > configuration.maximumConnections
+        connection.principal = .open
         let startStatus = connection.start()
         guard startStatus == 0 else {
             connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))

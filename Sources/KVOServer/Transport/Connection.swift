@@ -29,6 +29,9 @@ final class Connection {
     /// Set by the server at the first complete request (connections without one are closed after
     /// `--first-request-timeout`).
     @exclusivity(unchecked) var hasSentRequest = false
+    /// Who this connection acts for; nil until it authenticates when authentication is required.
+    /// Set by the server (open mode: `.open` at accept). Loop thread only.
+    var principal: Principal?
 
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.
