@@ -38,8 +38,9 @@ static inline int kvod_BIO_set_mem_eof_return(BIO *bio, int value) {
     return (int)BIO_set_mem_eof_return(bio, value);
 }
 
-/* BIO_set_retry_read and BIO_clear_retry_flags, for a BIO method's read and write callbacks. */
+/* BIO_set_retry_read, BIO_set_retry_write and BIO_clear_retry_flags, for a BIO method's read and write callbacks. */
 static inline void kvod_BIO_set_retry_read(BIO *bio) { BIO_set_retry_read(bio); }
+static inline void kvod_BIO_set_retry_write(BIO *bio) { BIO_set_retry_write(bio); }
 static inline void kvod_BIO_clear_retry_flags(BIO *bio) { BIO_clear_retry_flags(bio); }
 
 /* OPENSSL_free, for memory OpenSSL allocated (ASN1_STRING_to_UTF8's result). */

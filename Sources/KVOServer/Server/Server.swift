@@ -633,6 +633,12 @@ extension Server: ConnectionDelegate {
         enforceTotalInputLimit()
     }
 
+    func connectionDidCompleteTLSHandshake(_ connection: Connection) {
+        var metadata: Logger.Metadata = ["connection": "\(connection.id)", "peer": "\(connection.peer)"]
+        if let name = connection.verifiedClientCommonName { metadata["clientCN"] = "\(PrintableText.escaped(name))" }
+        logger.debug("TLS handshake complete", metadata: metadata)
+    }
+
     func connectionNeedsFlush(_ connection: Connection) {
         flushQueue.append(connection)
     }

@@ -57,6 +57,8 @@ final class Connection {
     @exclusivity(unchecked) private var queuedCiphertextBytes = 0
     /// Whether a read has arrived yet (a plaintext connection's first bytes are checked for a TLS ClientHello).
     private var hasReceivedBytes = false
+    /// Whether the delegate has heard that the TLS handshake completed.
+    private var announcedHandshake = false
 
     /// With `tls`, the connection speaks TLS from that context (the TLS listener's current one).
     init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
@@ -302,11 +304,22 @@ final class Connection {
     /// session tickets, a KeyUpdate answer, an alert), and plaintext an earlier `SSL_write` could not
     /// encrypt before the handshake, are written at this iteration's flush.
     private func receivedCiphertext(_ bytes: UnsafeBufferPointer<UInt8>, tls: TLSSession) {
+        let wasHandshaking = !tls.isHandshakeComplete
         let outcome = tls.receive(bytes, scratch: eventLoop.tlsPlaintextBuffer) { plaintext in
+            if wasHandshaking, !announcedHandshake {
+                // Before the first request of a client that sent it with its handshake's last flight.
+                announcedHandshake = true
+                delegate.connectionDidCompleteTLSHandshake(self)
+            }
             frame(plaintext)
             return !isClosing && closeAfterFlush == nil
         }
         guard !isClosing else { return }
+        if wasHandshaking, tls.isHandshakeComplete, !announcedHandshake {
+            announcedHandshake = true
+            delegate.connectionDidCompleteTLSHandshake(self)
+            guard !isClosing else { return }
+        }
         noteCiphertext()
         switch outcome {
         case .proceed: break
