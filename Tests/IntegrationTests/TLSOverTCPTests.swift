@@ -292,6 +292,32 @@ import Testing
         #expect(try healthy.call("ping")["ok"] == true)
     }
 
+    // MARK: - kvoclient
+
+    @Test func kvoclientSpeaksTLSWithAndWithoutAClientCertificate() throws {
+        let certificates = try TestCertificates()
+        let server = try KVODProcess(certificates.serverArguments(clientAuth: "optional"), logLevel: "debug")
+        let tls = ["--port", String(server.tlsPort), "--tls", "--cacert", certificates.path("ca.pem")]
+        expectSuccess(try KVOClientProcess.run(tls + ["create", "o", #"{"v":1}"#]), lines: ["rev 1"])
+        expectSuccess(try KVOClientProcess.run(tls + ["get", "o", "v"]), lines: ["1"])
+        // A client certificate, and a server name other than the address connected to.
+        let named = tls + ["--cert", certificates.path("client.pem"), "--key", certificates.path("client.key"),
+                           "--server-name", "localhost"]
+        expectSuccess(try KVOClientProcess.run(named + ["set", "o", "v", "2"]), lines: ["rev 2"])
+        #expect(server.waitForLog("clientCN=alice"), "\(server.log)")
+        // Refusals: exit 3 with one line saying why.
+        let wrongAuthority = try KVOClientProcess.run(["--port", String(server.tlsPort), "--tls", "--cacert",
+                                                       certificates.path("other-ca.pem"), "ping"])
+        #expect(wrongAuthority.status == 3)
+        #expect(wrongAuthority.stderr.contains("kvoclient: error: TLS: the server's certificate was not accepted"), "\(wrongAuthority.stderr)")
+        let wrongName = try KVOClientProcess.run(tls + ["--server-name", "kvod.example", "ping"])
+        #expect(wrongName.status == 3)
+        #expect(wrongName.stderr.contains("certificate"), "\(wrongName.stderr)")
+        let withoutTLS = try KVOClientProcess.run(["--port", String(server.port), "--cacert", certificates.path("ca.pem"), "ping"])
+        #expect(withoutTLS.status == 2)
+        #expect(withoutTLS.stderr.contains("need --tls"), "\(withoutTLS.stderr)")
+    }
+
     // MARK: - Flags
 
     @Test func tlsFlagsThatCannotWorkAreUsageErrors() throws {
