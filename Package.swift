@@ -82,7 +82,7 @@ let package = Package(
             ]
         ),
         // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server.
-        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON"]),
+        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
         .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON", "CSQLite"]),
     ]

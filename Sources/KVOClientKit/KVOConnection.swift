@@ -201,6 +201,24 @@ public final class KVOConnection {
         inbox.append(contentsOf: chunk[0..<count])
     }
 
+    /// Reads whatever bytes arrive next, unparsed, into `buffer` (blocking): bytes already received and
+    /// not yet handed out come first. For load generators that count lines rather than parse them
+    /// (kvod-bench); mixing it with `readMessage` splits lines between the two.
+    public func receiveRaw(into buffer: UnsafeMutableRawBufferPointer) throws(KVOClientError) -> Int {
+        if inboxStart < inbox.count {
+            let count = min(buffer.count, inbox.count - inboxStart)
+            inbox.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + inboxStart, byteCount: count) }
+            inboxStart += count
+            inboxScanned = inboxStart
+            return count
+        }
+        inbox.removeAll(keepingCapacity: true)
+        inboxStart = 0
+        inboxScanned = 0
+        try fill(deadline: nil)
+        return try receiveRaw(into: buffer)
+    }
+
     // MARK: - Requests and events
 
     /// Sends a request (`op` plus `params`, with a fresh `id`) and returns its reply, queuing any
