@@ -37,6 +37,13 @@ let package = Package(
             pkgConfig: "libpcre2-8",
             providers: [.apt(["libpcre2-dev"]), .brew(["pcre2"])]
         ),
+        // OpenSSL 3 from the system (Debian: libssl-dev), for TLS on the listener and in the client. Module
+        // map and a shim header for the macros Swift cannot import.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
         // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite).
@@ -44,6 +51,7 @@ let package = Package(
             name: "KVOServer",
             dependencies: [
                 "CLibUV",
+                "COpenSSL",
                 "CPCRE2",
                 "CSQLite",
                 "KVOJSON",
@@ -53,7 +61,7 @@ let package = Package(
         // Command-line argument parsing shared by kvod and kvoclient (numbers with clear messages). No dependencies.
         .target(name: "KVOCommandLine"),
         // A small blocking client over POSIX sockets, shared by kvoclient and the tests.
-        .target(name: "KVOClientKit", dependencies: ["KVOJSON"]),
+        .target(name: "KVOClientKit", dependencies: ["COpenSSL", "KVOJSON"]),
         .executableTarget(
             name: "kvod",
             dependencies: [
@@ -74,7 +82,7 @@ let package = Package(
             ]
         ),
         // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server.
-        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON"]),
+        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
         .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON", "CSQLite"]),
     ]

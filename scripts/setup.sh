@@ -3,9 +3,10 @@
 #
 # - moves to the repository root;
 # - checks that the Swift toolchain is installed (and says how to get it when it is not);
-# - installs libuv's, SQLite's and PCRE2's development files (Debian/Ubuntu: libuv1-dev, libsqlite3-dev,
-#   libpcre2-dev) and pkg-config when `pkg-config --exists libuv` (or `sqlite3`, or `libpcre2-8`) fails, with
-#   apt-get, as root or through sudo.
+# - installs libuv's, SQLite's, PCRE2's and OpenSSL's development files (Debian/Ubuntu: libuv1-dev,
+#   libsqlite3-dev, libpcre2-dev, libssl-dev) and pkg-config when `pkg-config --exists libuv` (or `sqlite3`,
+#   `libpcre2-8`, `openssl`) fails, and the openssl command (the TLS tests' certificates), with apt-get, as
+#   root or through sudo.
 #
 # Messages go to stderr so that stdout stays the product's own.
 
@@ -54,15 +55,23 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libpcre2-8; 
     kvod_missing+=(libpcre2-dev)
 fi
 
+# OpenSSL 3's development files for TLS (kvod's listener, kvoclient), and the openssl command the TLS tests
+# make their throwaway certificates with.
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl; then
+    kvod_missing+=(libssl-dev)
+fi
+command -v openssl >/dev/null 2>&1 || kvod_missing+=(openssl)
+
 if [ "${#kvod_missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 ||
-        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's and PCRE2's development files and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel pkgconf; macOS: brew install libuv sqlite pcre2 pkg-config)"
+        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's, PCRE2's and OpenSSL's development files, openssl and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel openssl-devel openssl pkgconf; macOS: brew install libuv sqlite pcre2 openssl@3 pkg-config)"
     kvod_log "installing ${kvod_missing[*]} with apt-get"
     kvod_as_root apt-get update
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${kvod_missing[@]}"
     pkg-config --exists libuv || kvod_fail "libuv is still not visible to pkg-config after installing libuv1-dev"
     pkg-config --exists sqlite3 || kvod_fail "sqlite3 is still not visible to pkg-config after installing libsqlite3-dev"
     pkg-config --exists libpcre2-8 || kvod_fail "libpcre2-8 is still not visible to pkg-config after installing libpcre2-dev"
+    pkg-config --exists openssl || kvod_fail "openssl is still not visible to pkg-config after installing libssl-dev"
 fi
 
 unset kvod_missing

@@ -12,6 +12,9 @@ public enum KVOClientError: Error, Equatable, CustomStringConvertible {
     case malformedMessage(String)
     /// The server answered `ok: false`.
     case server(code: String, message: String)
+    /// TLS failed: a certificate or key could not be loaded, the handshake failed (the server's certificate
+    /// was not accepted, or the server refused ours), or a record was bad.
+    case tls(String)
 
     public var description: String {
         switch self {
@@ -21,6 +24,7 @@ public enum KVOClientError: Error, Equatable, CustomStringConvertible {
         case let .io(reason): return "socket error: \(reason)"
         case let .malformedMessage(line): return "malformed message from the server: \(line)"
         case let .server(code, message): return "\(code): \(message)"
+        case let .tls(reason): return "TLS: \(reason)"
         }
     }
 }

@@ -45,7 +45,8 @@ extension KVOClientError {
     public var isConnectionLoss: Bool {
         switch self {
         case .cannotConnect, .connectionClosed, .timedOut, .io: return true
-        case .malformedMessage, .server: return false
+        // A TLS failure (a certificate refused) would fail again the same way.
+        case .malformedMessage, .server, .tls: return false
         }
     }
 }

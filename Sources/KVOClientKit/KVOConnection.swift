@@ -9,7 +9,8 @@ import KVOJSON
 ///
 /// Replies are matched to requests by the `id` this type assigns; events that arrive while waiting
 /// for a reply are queued and handed out by `nextEvent`. Not thread-safe: one thread uses a
-/// connection at a time. The socket is closed by `close()` or on deinit.
+/// connection at a time. The socket is closed by `close()` or on deinit. With `tls` options it speaks TLS
+/// (kvod's `--tls-port`) over the same blocking socket.
 public final class KVOConnection {
     public let host: String
     public let port: Int
@@ -21,6 +22,20 @@ public final class KVOConnection {
     private var inboxScanned = 0
     private var queuedEvents: [JSONValue] = []
     private var nextRequestID: Int64 = 1
+    /// The TLS session, when connected with TLS options.
+    private var tls: TLSClientSession?
+
+    /// Connects to `host:port` (a name or a numeric IPv4/IPv6 address); with `tls`, then handshakes.
+    public convenience init(host: String = "127.0.0.1", port: Int = 7420, tls: TLSClientOptions?) throws(KVOClientError) {
+        try self.init(host: host, port: port)
+        guard let tls else { return }
+        do throws(KVOClientError) {
+            self.tls = try TLSClientSession(descriptor: socketDescriptor, host: host, options: tls)
+        } catch {
+            close()
+            throw error
+        }
+    }
 
     /// Connects to `host:port` (a name or a numeric IPv4/IPv6 address).
     public init(host: String = "127.0.0.1", port: Int = 7420) throws(KVOClientError) {
@@ -73,6 +88,8 @@ public final class KVOConnection {
 
     /// Closes the socket; later calls fail with `connectionClosed`. Safe to call twice.
     public func close() {
+        tls?.shutdown()
+        tls = nil
         if socketDescriptor >= 0 {
             Glibc.close(socketDescriptor)
             socketDescriptor = -1
@@ -85,6 +102,10 @@ public final class KVOConnection {
     /// Sends bytes as they are (for tests of framing and bad input).
     public func send(raw bytes: [UInt8]) throws(KVOClientError) {
         guard socketDescriptor >= 0 else { throw .connectionClosed }
+        if let tls {
+            let result = bytes.withUnsafeBytes { raw in Result { () throws(KVOClientError) in try tls.write(raw) } }
+            return try result.get()
+        }
         var sent = 0
         while sent < bytes.count {
             let result = bytes.withUnsafeBytes { raw in
@@ -137,6 +158,10 @@ public final class KVOConnection {
 
     private func fill(deadline: Double?) throws(KVOClientError) {
         guard socketDescriptor >= 0 else { throw .connectionClosed }
+        if let tls, tls.bufferedByteCount > 0 {
+            try readTLS(tls)
+            return
+        }
         var descriptor = pollfd(fd: socketDescriptor, events: Int16(POLLIN), revents: 0)
         while true {
             var waitMilliseconds: Int32 = -1
@@ -152,6 +177,10 @@ public final class KVOConnection {
             }
             if ready > 0 { break }
         }
+        if let tls {
+            try readTLS(tls)
+            return
+        }
         var chunk = [UInt8](repeating: 0, count: 65536)
         let count = chunk.withUnsafeMutableBytes { recv(socketDescriptor, $0.baseAddress, $0.count, 0) }
         if count == 0 { throw .connectionClosed }
@@ -161,6 +190,33 @@ public final class KVOConnection {
             throw .io(String(cString: strerror(errno)))
         }
         inbox.append(contentsOf: chunk[0..<count])
+    }
+
+    /// Reads what TLS has for us (blocking until a whole record arrived, once the socket was readable).
+    private func readTLS(_ tls: TLSClientSession) throws(KVOClientError) {
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        let result = chunk.withUnsafeMutableBytes { raw in Result { () throws(KVOClientError) in try tls.read(into: raw) } }
+        let count = try result.get()
+        if count == 0 { throw .connectionClosed }
+        inbox.append(contentsOf: chunk[0..<count])
+    }
+
+    /// Reads whatever bytes arrive next, unparsed, into `buffer` (blocking): bytes already received and
+    /// not yet handed out come first. For load generators that count lines rather than parse them
+    /// (kvod-bench); mixing it with `readMessage` splits lines between the two.
+    public func receiveRaw(into buffer: UnsafeMutableRawBufferPointer) throws(KVOClientError) -> Int {
+        if inboxStart < inbox.count {
+            let count = min(buffer.count, inbox.count - inboxStart)
+            inbox.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + inboxStart, byteCount: count) }
+            inboxStart += count
+            inboxScanned = inboxStart
+            return count
+        }
+        inbox.removeAll(keepingCapacity: true)
+        inboxStart = 0
+        inboxScanned = 0
+        try fill(deadline: nil)
+        return try receiveRaw(into: buffer)
     }
 
     // MARK: - Requests and events

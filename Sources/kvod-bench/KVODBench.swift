@@ -7,12 +7,17 @@ import Glibc
 ///     kvod-bench engine [--observations N] [--sets N]
 ///     kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (NetworkBenchmark)
 ///     kvod-bench storage [--objects N] [--commits N]
+///     kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]   (TLSBenchmark)
 @main
 struct KVODBench {
     static func main() {
         var arguments = Array(CommandLine.arguments.dropFirst())
         guard let command = arguments.first else { usage() }
         arguments.removeFirst()
+        if command == "tls" {
+            // TLS fan-out against plaintext, and memory per idle TLS connection (TLSBenchmark.swift).
+            TLSBenchmark.main(arguments: arguments)
+        }
         if NetworkBenchmark.commands.contains(command) {
             // kvod against Redis over TCP; these take string options too (NetworkBenchmark.swift).
             NetworkBenchmark.main(command: command, arguments: arguments)
@@ -42,6 +47,7 @@ struct KVODBench {
         print("usage: kvod-bench engine [--observations N] [--sets N]")
         print("       kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (<command> --help)")
         print("       kvod-bench storage [--objects N] [--commits N]")
+        print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         exit(2)
     }
 }

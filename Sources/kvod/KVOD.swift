@@ -16,9 +16,64 @@ struct KVOD: ParsableCommand {
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(parsing: .unconditional, help: "Port to listen on (0 picks a free port; the bound address is printed on stdout).",
-            transform: NumberArgument.listeningPort)
+    @Option(parsing: .unconditional, help: """
+        Port to listen on for plaintext (0 picks a free port; the bound address is printed on stdout), or 'off' for \
+        none (then --tls-port is the only listener).
+        """, transform: KVOD.listeningPortOrOff)
     var port = 7420
+
+    /// `--port off`.
+    static let portOff = -1
+
+    @Option(parsing: .unconditional, help: """
+        Port to listen on for TLS, on --host beside the plaintext --port (0 picks a free port; printed on stdout). \
+        Needs --tls-cert and --tls-key.
+        """, transform: NumberArgument.listeningPort)
+    var tlsPort: Int?
+
+    @Option(help: ArgumentHelp("PEM file with the TLS server certificate (and its intermediates); reloaded on SIGHUP.",
+                               valueName: "file"))
+    var tlsCert: String?
+
+    @Option(help: ArgumentHelp("PEM file with the TLS certificate's private key (unencrypted); reloaded on SIGHUP.",
+                               valueName: "file"))
+    var tlsKey: String?
+
+    @Option(help: ArgumentHelp("""
+        PEM file with the certificate authorities client certificates are verified against (for \
+        --tls-client-auth optional or require); reloaded on SIGHUP.
+        """, valueName: "file"))
+    var tlsCa: String?
+
+    @Option(help: """
+        Client certificates on the TLS port: none (not asked for), optional (a client may present one; it must \
+        verify against --tls-ca), require (every client must present one that verifies). A verified certificate's \
+        subject CN names the kvod user the connection is.
+        """)
+    var tlsClientAuth = "none"
+
+    @Option(parsing: .unconditional, help: "Seconds a TLS client may take to finish its handshake before it is closed (0: no limit).",
+            transform: NumberArgument.seconds)
+    var tlsHandshakeTimeout: Double = TLSConfiguration.defaultHandshakeTimeout
+
+    /// `--port`'s value: a listening port, or `portOff` for "off".
+    static func listeningPortOrOff(_ text: String) throws(NumberArgument.Invalid) -> Int {
+        if text == "off" { return portOff }
+        do {
+            return try NumberArgument.listeningPort(text)
+        } catch {
+            throw NumberArgument.Invalid(description: "\(error.description) (or 'off')")
+        }
+    }
+
+    /// The TLS settings from the flags; nil without --tls-port.
+    var tlsConfiguration: TLSConfiguration? {
+        guard let tlsPort, let tlsCert, let tlsKey else { return nil }
+        return TLSConfiguration(
+            port: tlsPort, certificatePath: tlsCert, privateKeyPath: tlsKey, certificateAuthorityPath: tlsCa,
+            clientAuthentication: TLSConfiguration.ClientAuthentication(rawValue: tlsClientAuth) ?? .none,
+            handshakeTimeout: tlsHandshakeTimeout)
+    }
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
@@ -103,7 +158,8 @@ struct KVOD: ParsableCommand {
 
     func validate() throws {
         guard !host.isEmpty else { throw ValidationError("--host must not be empty") }
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
+        guard (0...65535).contains(port) || port == KVOD.portOff else { throw ValidationError("--port must be 0...65535 or off") }
+        try validateTLS()
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
@@ -122,6 +178,32 @@ struct KVOD: ParsableCommand {
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
         if inMemory, let data {
             throw ValidationError("--data '\(data)' and --in-memory cannot be used together: --in-memory keeps nothing on disk")
+        }
+    }
+
+    /// The TLS flags must come together: a port with a certificate and key; client certificates with a CA.
+    private func validateTLS() throws {
+        guard let clientAuthentication = TLSConfiguration.ClientAuthentication(rawValue: tlsClientAuth) else {
+            throw ValidationError("--tls-client-auth must be none, optional or require")
+        }
+        guard tlsHandshakeTimeout.isFinite, tlsHandshakeTimeout <= 1e9 else {
+            throw ValidationError("--tls-handshake-timeout must be 0 or more seconds")
+        }
+        guard let tlsPort else {
+            if port == KVOD.portOff { throw ValidationError("--port off needs --tls-port: kvod would listen nowhere") }
+            if tlsCert != nil || tlsKey != nil || tlsCa != nil || clientAuthentication != .none {
+                throw ValidationError("--tls-cert, --tls-key, --tls-ca and --tls-client-auth need --tls-port")
+            }
+            return
+        }
+        guard (0...65535).contains(tlsPort) else { throw ValidationError("--tls-port must be 0...65535") }
+        guard tlsCert != nil, tlsKey != nil else { throw ValidationError("--tls-port needs --tls-cert and --tls-key") }
+        if tlsPort != 0, tlsPort == port { throw ValidationError("--tls-port must differ from --port") }
+        if clientAuthentication != .none, tlsCa == nil {
+            throw ValidationError("--tls-client-auth \(tlsClientAuth) needs --tls-ca (the authorities client certificates are verified against)")
+        }
+        if clientAuthentication == .none, tlsCa != nil {
+            throw ValidationError("--tls-ca is used only to verify client certificates: give --tls-client-auth optional or require")
         }
     }
 
@@ -151,7 +233,9 @@ struct KVOD: ParsableCommand {
         checkDescriptorLimit(logger)
         var settings = ServerConfiguration()
         settings.host = host
-        settings.port = port
+        settings.port = max(port, 0)
+        settings.listensForPlaintext = port != KVOD.portOff
+        settings.tls = tlsConfiguration
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer
         settings.maximumConnections = maxConnections
@@ -174,8 +258,9 @@ struct KVOD: ParsableCommand {
             settings.logger.critical("cannot start: \(error)")
             throw ExitCode(1)
         }
-        // The one line on stdout: scripts and tests read the bound port from it.
-        print("kvod listening on \(server.address)")
+        // The lines on stdout: scripts and tests read the bound ports from them (the plaintext one first).
+        if settings.listensForPlaintext { print("kvod listening on \(server.address)") }
+        if let tlsAddress = server.tlsAddress { print("kvod listening for TLS on \(tlsAddress)") }
         fflush(nil)  // all output streams: stdout may be a pipe
         let report = server.run()
         if !report.loopClosedCleanly {

@@ -17,6 +17,13 @@ public final class Server {
     private var logger: Logger { configuration.logger }
     private let loop: EventLoop
     private var listener: TCPListener?
+    /// The TLS listener (`--tls-port`), when configured.
+    private var tlsListener: TCPListener?
+    /// The TLS context new TLS connections start from; replaced by `reloadTLS()`, while open connections
+    /// keep the one they started with.
+    private var tlsContext: TLSContext?
+    /// TLS connections' handshake deadlines (`--tls-handshake-timeout`), in accept order.
+    private var tlsHandshakeDeadlines = FirstRequestDeadlines()
     private let handler: RequestHandler
     /// Open connections by slot (`ConnectionID.slot`): delivering an event finds its connection by
     /// array index, not by hashing. Freed slots are reused.
@@ -67,10 +74,14 @@ public final class Server {
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
 
-    /// The port the listener bound (useful with port 0).
+    /// The port the plaintext listener bound (useful with port 0); 0 without one.
     public var port: Int { listener?.port ?? 0 }
-    /// "127.0.0.1:7420".
+    /// "127.0.0.1:7420"; "?" without a plaintext listener.
     public var address: String { listener?.addressDescription ?? "?" }
+    /// The port the TLS listener bound; 0 without one.
+    public var tlsPort: Int { tlsListener?.port ?? 0 }
+    /// The TLS listener's address; nil without one.
+    public var tlsAddress: String? { tlsListener?.addressDescription }
     /// The engine (loop thread only; for tests and tools running in-process).
     public var engine: KVOEngine { handler.engine }
     /// Open connections.
@@ -127,17 +138,41 @@ public final class Server {
         uv_timer_init(loop.raw, housekeepingHandle)
         retainOwner(self, in: housekeepingHandle)
         uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
-        do throws(TransportError) {
-            listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
-                [unowned self] listener, status in
-                self.accept(from: listener, status: status)
+        do throws(ServerStartError) {
+            if let tls = configuration.tls {
+                do throws(TLSSetupError) {
+                    tlsContext = try TLSContext(tls)
+                } catch {
+                    throw .tls(error)
+                }
+            }
+            do throws(TransportError) {
+                if configuration.listensForPlaintext {
+                    listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
+                        [unowned self] listener, status in
+                        self.accept(from: listener, status: status)
+                    }
+                }
+                if let tls = configuration.tls {
+                    tlsListener = try TCPListener(loop: loop, host: configuration.host, port: tls.port) {
+                        [unowned self] listener, status in
+                        self.accept(from: listener, status: status)
+                    }
+                }
+            } catch {
+                throw .transport(error)
+            }
+            guard listener != nil || tlsListener != nil else {
+                throw .configuration("no listener: the plaintext port is off and no TLS port is set")
             }
         } catch {
+            listener?.close()
+            tlsListener?.close()
             closeOwnHandles()
             loop.run()  // let the close callbacks run
             _ = loop.close()
             store?.close()
-            throw .transport(error)
+            throw error
         }
         if configuration.handlesSignals {
             // A parent may have left these blocked (process launchers often do): unblock them, or
@@ -146,8 +181,10 @@ public final class Server {
             sigemptyset(&unblock)
             sigaddset(&unblock, SIGINT)
             sigaddset(&unblock, SIGTERM)
+            sigaddset(&unblock, SIGHUP)
             pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-            for signal in [SIGINT, SIGTERM] {
+            // SIGHUP reloads the TLS certificate, key and CA (only with a TLS listener).
+            for signal in configuration.tls == nil ? [SIGINT, SIGTERM] : [SIGINT, SIGTERM, SIGHUP] {
                 let handle = allocateHandle(uv_signal_t.self, kind: UV_SIGNAL)
                 uv_signal_init(loop.raw, handle)
                 retainOwner(self, in: handle)
@@ -162,7 +199,8 @@ public final class Server {
     public func run() -> ShutdownReport {
         // A peer that vanishes mid-write must give EPIPE, not kill the process.
         signal(SIGPIPE, SIG_IGN)
-        logger.info("listening", metadata: ["address": "\(address)"])
+        if listener != nil { logger.info("listening", metadata: ["address": "\(address)"]) }
+        if let tlsAddress { logger.info("listening for TLS", metadata: ["address": "\(tlsAddress)"]) }
         loop.run()
         store?.close()
         let status = loop.close()
@@ -190,6 +228,7 @@ public final class Server {
         }
         commitPendingWrites()
         listener?.close()
+        tlsListener?.close()
         for connection in slots.compactMap({ $0?.takeUnretainedValue() }) {
             connection.close(reason: .serverStopping)
         }
@@ -225,7 +264,8 @@ public final class Server {
             id: ConnectionID(lastConnectionID, slot: slot), loop: loop.raw, delegate: self,
             maximumLineLength: configuration.maximumLineLength,
             maximumOutputBytes: configuration.maximumOutputBufferBytes,
-            maximumTotalInputBytes: configuration.maximumTotalInputBytes)
+            maximumTotalInputBytes: configuration.maximumTotalInputBytes,
+            tls: listener === tlsListener ? tlsContext : nil)
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
         openConnections += 1
@@ -261,6 +301,9 @@ public final class Server {
             let timeout = UInt64(configuration.firstRequestTimeout * 1000)
             firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ timeout)
         }
+        if connection.isTLS, let seconds = configuration.tls?.handshakeTimeout, seconds > 0 {
+            tlsHandshakeDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(seconds * 1000))
+        }
         logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
     }
 
@@ -273,6 +316,27 @@ public final class Server {
             refused \(count) connection\(count == 1 ? "" : "s") for want of file descriptors \
             (limit \(limit.soft), \(detail)): raise the limit (ulimit -n) or lower --max-connections
             """)
+    }
+
+    // MARK: - TLS
+
+    /// Reads the TLS certificate, key and CA files again (SIGHUP). New TLS connections use the new
+    /// context; open ones keep theirs. When the files cannot be loaded, the previous context stays and one
+    /// error line says why. Returns whether it reloaded. Loop thread.
+    @discardableResult
+    public func reloadTLS() -> Bool {
+        precondition(loop.isOnLoopThread, "Server.reloadTLS() must be called on the loop thread")
+        guard let tls = configuration.tls else { return false }
+        do throws(TLSSetupError) {
+            tlsContext = try TLSContext(tls)
+            logger.info("reloaded the TLS certificate and key", metadata: [
+                "cert": "\(PrintableText.escaped(tls.certificatePath))", "key": "\(PrintableText.escaped(tls.privateKeyPath))",
+            ])
+            return true
+        } catch {
+            logger.error("TLS reload failed, still using the previous certificate and key: \(PrintableText.escaped("\(error)", limit: 1000))")
+            return false
+        }
     }
 
     // MARK: - Requests
@@ -453,6 +517,14 @@ public final class Server {
                 connection.close(reason: .noRequestBeforeTimeout(seconds: configuration.firstRequestTimeout))
             }
         }
+        if !tlsHandshakeDeadlines.isEmpty {
+            for due in tlsHandshakeDeadlines.takeDue(now: now) {
+                guard let connection = connection(due.connection)?.takeUnretainedValue(), connection.isAwaitingTLSHandshake,
+                      !connection.isClosing
+                else { continue }
+                connection.close(reason: .tlsHandshakeTimeout(seconds: configuration.tls?.handshakeTimeout ?? 0))
+            }
+        }
         for slot in closingLogLimits.indices {
             if let count = closingLogLimits[slot].takeUnreported(at: now) { logSuppressedClosings(count, slot: slot) }
         }
@@ -533,6 +605,11 @@ public final class Server {
 
     private static let signalCallback: uv_signal_cb = { handle, signal in
         let server = owner(of: asHandle(handle!), as: Server.self)
+        if signal == SIGHUP {
+            server.logger.info("received signal SIGHUP: reloading the TLS certificate and key")
+            server.reloadTLS()
+            return
+        }
         server.logger.info("received signal \(signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : String(signal))")
         server.stop()
     }
@@ -555,6 +632,12 @@ extension Server: ConnectionDelegate {
     func connectionsPassedTotalInputLimit(_ connection: Connection) {
         peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
         enforceTotalInputLimit()
+    }
+
+    func connectionDidCompleteTLSHandshake(_ connection: Connection) {
+        var metadata: Logger.Metadata = ["connection": "\(connection.id)", "peer": "\(connection.peer)"]
+        if let name = connection.verifiedClientCommonName { metadata["clientCN"] = "\(PrintableText.escaped(name))" }
+        logger.debug("TLS handshake complete", metadata: metadata)
     }
 
     func connectionNeedsFlush(_ connection: Connection) {

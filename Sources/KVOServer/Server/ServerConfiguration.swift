@@ -6,6 +6,10 @@ public struct ServerConfiguration: Sendable {
     public var host = "127.0.0.1"
     /// Port; 0 picks a free one (read it back from `Server.port`).
     public var port = 7420
+    /// Whether to listen for plaintext on `port` (`--port off` turns it off: then only `tls` listens).
+    public var listensForPlaintext = true
+    /// The TLS listener, beside the plaintext one (or alone); nil: no TLS.
+    public var tls: TLSConfiguration? = nil
     /// Longest request line, in bytes (without the newline). Longer lines get `too_large`.
     public var maximumLineLength = 1 << 20
     /// Most output bytes queued for one connection before it is closed as too slow.

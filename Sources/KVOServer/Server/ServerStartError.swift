@@ -7,12 +7,15 @@ public enum ServerStartError: Error, CustomStringConvertible {
     /// Settings that cannot work together (for example a `--max-object-bytes` too large for
     /// `--max-output-buffer`); the text says which and why.
     case configuration(String)
+    /// The TLS certificate, key or CA could not be loaded.
+    case tls(TLSSetupError)
 
     public var description: String {
         switch self {
         case let .storage(error): return "storage: \(error)"
         case let .transport(error): return "\(error)"
         case let .configuration(problem): return problem
+        case let .tls(error): return "TLS: \(error)"
         }
     }
 }

@@ -21,6 +21,15 @@ enum CloseReason: CustomStringConvertible {
     /// Refused for want of file descriptors; told so, then closed (logged once a second at most, by
     /// the server, not per connection).
     case outOfDescriptors
+    /// A TLS client's handshake failed (garbage or plaintext instead of a ClientHello, no shared protocol
+    /// version, a client certificate that did not verify, ...): OpenSSL's reason.
+    case tlsHandshakeFailed(String)
+    /// A TLS client did not finish its handshake within `--tls-handshake-timeout`.
+    case tlsHandshakeTimeout(seconds: Double)
+    /// A TLS ClientHello arrived on the plaintext port.
+    case tlsOnPlainPort
+    /// An established TLS connection failed (a bad record, a fatal alert): OpenSSL's reason.
+    case tlsError(String)
 
     var description: String {
         switch self {
@@ -39,11 +48,16 @@ enum CloseReason: CustomStringConvertible {
         case let .rejected(text): return "rejected: \(text)"
         case .serverStopping: return "server stopping"
         case .outOfDescriptors: return "rejected: out of file descriptors"
+        case let .tlsHandshakeFailed(text): return text
+        case let .tlsHandshakeTimeout(seconds): return "TLS handshake not finished within \(seconds) s (--tls-handshake-timeout)"
+        case .tlsOnPlainPort:
+            return "the client started a TLS handshake on the plaintext port: TLS clients must use the TLS port (--tls-port)"
+        case let .tlsError(text): return text
         }
     }
 
     /// Number of distinct `rateLimitSlot`s.
-    static let rateLimitSlots = 5
+    static let rateLimitSlots = 9
 
     /// For closings logged at the default level, which a client can cause many times over (one per
     /// connection it opens): the slot of their `RateLimitedCount` in the server; nil for the others.
@@ -54,6 +68,10 @@ enum CloseReason: CustomStringConvertible {
         case .outputLimitExceeded: return 2
         case .totalOutputLimitExceeded: return 3
         case .totalInputLimitExceeded: return 4
+        case .tlsHandshakeFailed: return 5
+        case .tlsHandshakeTimeout: return 6
+        case .tlsOnPlainPort: return 7
+        case .tlsError: return 8
         default: return nil
         }
     }
@@ -65,14 +83,19 @@ enum CloseReason: CustomStringConvertible {
         case 1: return "rejected"
         case 2: return "output buffer limit exceeded"
         case 3: return "total output buffer limit exceeded"
-        default: return "total input buffer limit exceeded"
+        case 4: return "total input buffer limit exceeded"
+        case 5: return "TLS handshake failed"
+        case 6: return "TLS handshake timeout"
+        case 7: return "TLS handshake on the plaintext port"
+        default: return "TLS error"
         }
     }
 
     /// Closings an operator should see at the default log level.
     var isNoteworthy: Bool {
         switch self {
-        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected:
+        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected,
+             .tlsHandshakeFailed, .tlsHandshakeTimeout, .tlsOnPlainPort, .tlsError:
             return true
         default: return false
         }

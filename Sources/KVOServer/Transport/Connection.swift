@@ -11,6 +11,11 @@ import KVOJSON
 /// (Redis-style coalescing).
 /// A write request retains the connection until its callback, which libuv runs even after a close
 /// (with UV_ECANCELED). Loop thread only.
+///
+/// On the TLS listener a `TLSSession` sits between the socket and the framer: received bytes are
+/// decrypted before framing, and at each flush the queued plaintext (`pending`) is encrypted into the
+/// session's `ciphertext`, which is what goes to the socket. Both count against the output limit, and
+/// the write path (one try-write, else one `uv_write`) is the same.
 final class Connection {
     let id: ConnectionID
     /// "127.0.0.1:50312", for logs.
@@ -49,9 +54,18 @@ final class Connection {
     @exclusivity(unchecked) var isScheduledForFlush = false
     /// Close once everything queued is written (used to reject a connection politely).
     private var closeAfterFlush: CloseReason?
+    /// The TLS layer, on connections accepted by the TLS listener; nil on plaintext ones.
+    private let tls: TLSSession?
+    /// Bytes in `tls.ciphertext` (0 without TLS), kept here so the per-event limit check stays one load.
+    @exclusivity(unchecked) private var queuedCiphertextBytes = 0
+    /// Whether a read has arrived yet (a plaintext connection's first bytes are checked for a TLS ClientHello).
+    private var hasReceivedBytes = false
+    /// Whether the delegate has heard that the TLS handshake completed.
+    private var announcedHandshake = false
 
+    /// With `tls`, the connection speaks TLS from that context (the TLS listener's current one).
     init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
-         maximumLineLength: Int, maximumOutputBytes: Int, maximumTotalInputBytes: Int = .max) {
+         maximumLineLength: Int, maximumOutputBytes: Int, maximumTotalInputBytes: Int = .max, tls: TLSContext? = nil) {
         self.id = id
         self.delegate = delegate
         self.framer = LineFramer(maximumLineLength: maximumLineLength)
@@ -60,6 +74,14 @@ final class Connection {
         let owner = EventLoop.owner(of: loop)
         self.eventLoop = owner
         self.chunkPool = owner.outputChunks
+        if let tls {
+            guard let session = TLSSession(context: tls, pool: owner.outputChunks) else {
+                fatalError("out of memory creating a TLS session")
+            }
+            self.tls = session
+        } else {
+            self.tls = nil
+        }
         self.handle = allocateHandle(uv_tcp_t.self, kind: UV_TCP)
         self.writeRequest = .allocate(capacity: 1)
         uv_tcp_init(loop, handle)
@@ -72,8 +94,21 @@ final class Connection {
         inFlight.release(returningTo: chunkPool)
     }
 
-    /// Bytes queued and not yet acknowledged by the kernel.
-    var outputBytes: Int { pending.count + inFlight.count }
+    /// Bytes queued and not yet acknowledged by the kernel (with TLS: plaintext not yet encrypted and
+    /// ciphertext not yet written, both).
+    var outputBytes: Int { pending.count + inFlight.count + queuedCiphertextBytes }
+
+    /// Whether this connection came through the TLS listener.
+    var isTLS: Bool { tls != nil }
+
+    /// True while a TLS connection has not finished its handshake (the server closes it after
+    /// `--tls-handshake-timeout`).
+    var isAwaitingTLSHandshake: Bool { tls.map { !$0.isHandshakeComplete } ?? false }
+
+    /// The subject common name (CN) of the client certificate this TLS connection presented, when the
+    /// handshake verified it against `--tls-ca`; nil on plaintext connections, without a certificate, or
+    /// when the subject has no single CN. Which kvod user the connection is follows from it (docs/protocol.md).
+    var verifiedClientCommonName: String? { tls?.verifiedPeerCommonName }
 
     /// Bytes handed to libuv by the write in flight: still held after `close` until the write's
     /// callback (cancelled) gives the chunks back.
@@ -126,30 +161,48 @@ final class Connection {
     func flush() {
         isScheduledForFlush = false
         guard !isClosing, !writeInFlight else { return }
-        guard !pending.isEmpty else {
-            if let reason = closeAfterFlush { close(reason: reason) }
+        let failure: Int32?
+        if let tls {
+            // Plaintext becomes ciphertext here, once per flush. What an `SSL_write` wanting a read
+            // (handshake unfinished) left stays in `pending` until the next read.
+            if !pending.isEmpty, case let .failed(reason) = tls.encrypt(&pending) {
+                noteCiphertext()
+                close(reason: .tlsError(reason))
+                return
+            }
+            failure = write(&tls.ciphertext)
+            noteCiphertext()
+        } else {
+            failure = write(&pending)
+        }
+        if let failure {
+            close(reason: .socketError("write failed: \(uvErrorDescription(failure))"))
             return
         }
+        if !writeInFlight, pending.isEmpty, let reason = closeAfterFlush { close(reason: reason) }
+    }
+
+    /// Writes `output` (the plaintext, or the TLS session's ciphertext): first all of it at once without a
+    /// request, else the rest through `uv_write` (then `inFlight` holds it until the callback). Returns the
+    /// libuv status of a failed write, nil otherwise. Closes nothing itself.
+    private func write(_ output: inout ChunkedOutputBuffer) -> Int32? {
+        guard !output.isEmpty else { return nil }
         // First try to write it all now, without a request (no callback, nothing to keep): the
         // common case when the client keeps up. One `writev` over the chunks (libuv caps the count
         // at IOV_MAX; what it leaves out is simply not written yet).
-        var buffers = chunkPool.gatherBuffers(capacity: pending.chunkCount)
-        var bufferCount = pending.gather(into: buffers, capacity: pending.chunkCount)
+        var buffers = chunkPool.gatherBuffers(capacity: output.chunkCount)
+        var bufferCount = output.gather(into: buffers, capacity: output.chunkCount)
         let written = uv_try_write(asStream(handle), buffers, UInt32(bufferCount))
-        if written == Int32(clamping: pending.count) {
-            pending.removeAll(returningTo: chunkPool)
-            if let reason = closeAfterFlush { close(reason: reason) }
-            return
+        if written == Int32(clamping: output.count) {
+            output.removeAll(returningTo: chunkPool)
+            return nil
         }
-        if written < 0 && written != UV_EAGAIN.rawValue {
-            close(reason: .socketError("write failed: \(uvErrorDescription(written))"))
-            return
-        }
+        if written < 0 && written != UV_EAGAIN.rawValue { return written }
         // The socket is full: hand the rest to libuv, which writes it when the socket drains. The
         // chunks written out go back to the pool now; the others belong to the write until its
         // callback (libuv copies the `uv_buf_t` array itself, not the bytes).
-        if written > 0 { pending.consume(Int(written), returningTo: chunkPool) }
-        swap(&pending, &inFlight)
+        if written > 0 { output.consume(Int(written), returningTo: chunkPool) }
+        swap(&output, &inFlight)
         buffers = chunkPool.gatherBuffers(capacity: inFlight.chunkCount)
         bufferCount = inFlight.gather(into: buffers, capacity: inFlight.chunkCount)
         writeRequest.pointee.data = Unmanaged.passRetained(self).toOpaque()
@@ -158,10 +211,24 @@ final class Connection {
             // The callback will not run: balance the retain here.
             Unmanaged<Connection>.fromOpaque(writeRequest.pointee.data).release()
             inFlight.removeAll(returningTo: chunkPool)
-            close(reason: .socketError("write failed: \(uvErrorDescription(status))"))
-            return
+            return status
         }
         writeInFlight = true
+        return nil
+    }
+
+    /// Brings `queuedCiphertextBytes` up to date after a TLS call.
+    @inline(__always)
+    private func noteCiphertext() {
+        queuedCiphertextBytes = tls?.ciphertext.count ?? 0
+    }
+
+    /// Lists the connection for this iteration's flush (unless listed already).
+    private func scheduleFlush() {
+        if !isScheduledForFlush {
+            isScheduledForFlush = true
+            delegate.connectionNeedsFlush(self)
+        }
     }
 
     private func writeCompleted(status: Int32) {
@@ -171,16 +238,15 @@ final class Connection {
             if status != UV_ECANCELED.rawValue { close(reason: .socketError("write failed: \(uvErrorDescription(status))")) }
             return
         }
-        guard !pending.isEmpty || closeAfterFlush != nil else { return }
+        guard !pending.isEmpty || queuedCiphertextBytes > 0 || closeAfterFlush != nil else { return }
         // Output that piled up meanwhile goes out now, unless it may speak of writes not yet durable:
         // then at the end of this iteration, after the group commit. (Write callbacks run either in
         // the pending phase, when everything is committed, or in the poll phase, which the check
         // phase follows in the same iteration.)
         if delegate.mayWriteImmediately {
             flush()
-        } else if !isScheduledForFlush {
-            isScheduledForFlush = true
-            delegate.connectionNeedsFlush(self)
+        } else {
+            scheduleFlush()
         }
     }
 
@@ -193,6 +259,7 @@ final class Connection {
         isClosing = true
         uv_read_stop(asStream(handle))
         pending.removeAll(returningTo: chunkPool)
+        if let tls { sendFinalTLSRecords(tls, reason: reason) }
         // The framer's buffer is freed with the connection (its close callback, next); it no longer
         // counts against the total (it may be in the middle of `feed`, so it is not touched here).
         eventLoop.bufferedInputBytes -= accountedInputBytes
@@ -201,9 +268,76 @@ final class Connection {
         closeHandle(handle)
     }
 
+    /// On closing a TLS connection: queues our close_notify (unless the peer left or the socket failed),
+    /// then offers what ciphertext is queued (that alert, or the alert of a failed handshake) to the socket
+    /// once, without waiting: the socket is closed right after, and the peer's close_notify is not awaited.
+    private func sendFinalTLSRecords(_ tls: TLSSession, reason: CloseReason) {
+        switch reason {
+        case .clientClosed, .socketError: break
+        default: tls.queueCloseNotify()
+        }
+        if !writeInFlight, !tls.ciphertext.isEmpty {
+            let buffers = chunkPool.gatherBuffers(capacity: tls.ciphertext.chunkCount)
+            let count = tls.ciphertext.gather(into: buffers, capacity: tls.ciphertext.chunkCount)
+            _ = uv_try_write(asStream(handle), buffers, UInt32(count))
+        }
+        tls.ciphertext.removeAll(returningTo: chunkPool)
+        queuedCiphertextBytes = 0
+    }
+
     // MARK: - Input
 
     private func received(_ bytes: UnsafeBufferPointer<UInt8>) {
+        if let tls {
+            receivedCiphertext(bytes, tls: tls)
+            return
+        }
+        if !hasReceivedBytes {
+            hasReceivedBytes = true
+            // A TLS handshake record (type 22, version 3.x) is no JSON line: say so instead of `bad_request`.
+            if bytes.count >= 2, bytes[0] == TLSSession.handshakeRecordType, bytes[1] == 0x03 {
+                close(reason: .tlsOnPlainPort)
+                return
+            }
+        }
+        frame(bytes)
+    }
+
+    /// Decrypts and frames what a TLS client sent. Any ciphertext the calls produced (handshake flight,
+    /// session tickets, a KeyUpdate answer, an alert), and plaintext an earlier `SSL_write` could not
+    /// encrypt before the handshake, are written at this iteration's flush.
+    private func receivedCiphertext(_ bytes: UnsafeBufferPointer<UInt8>, tls: TLSSession) {
+        let wasHandshaking = !tls.isHandshakeComplete
+        let outcome = tls.receive(bytes, scratch: eventLoop.tlsPlaintextBuffer) { plaintext in
+            if wasHandshaking, !announcedHandshake {
+                // Before the first request of a client that sent it with its handshake's last flight.
+                announcedHandshake = true
+                delegate.connectionDidCompleteTLSHandshake(self)
+            }
+            frame(plaintext)
+            return !isClosing && closeAfterFlush == nil
+        }
+        guard !isClosing else { return }
+        if wasHandshaking, tls.isHandshakeComplete, !announcedHandshake {
+            announcedHandshake = true
+            delegate.connectionDidCompleteTLSHandshake(self)
+            guard !isClosing else { return }
+        }
+        noteCiphertext()
+        switch outcome {
+        case .proceed: break
+        case .peerClosed:
+            close(reason: .clientClosed)
+            return
+        case let .failed(reason):
+            close(reason: tls.isHandshakeComplete ? .tlsError(reason) : .tlsHandshakeFailed(reason))
+            return
+        }
+        if queuedCiphertextBytes > 0 || (!pending.isEmpty && tls.isHandshakeComplete) { scheduleFlush() }
+    }
+
+    /// Splits plaintext into lines for the delegate.
+    private func frame(_ bytes: UnsafeBufferPointer<UInt8>) {
         framer.feed(bytes) { frame in
             guard !isClosing, closeAfterFlush == nil else { return false }
             switch frame {

@@ -13,6 +13,8 @@ protocol ConnectionDelegate: AnyObject {
     /// The loop's unfinished request lines together passed the total input limit after a read on
     /// `connection`: the owner closes the connections holding the most until it is under again.
     func connectionsPassedTotalInputLimit(_ connection: Connection)
+    /// A TLS `connection` finished its handshake (`verifiedClientCommonName` is known from here on).
+    func connectionDidCompleteTLSHandshake(_ connection: Connection)
     /// `connection` started closing; no more lines will arrive and output is dropped.
     func connectionDidClose(_ connection: Connection, reason: CloseReason)
 }

@@ -18,6 +18,9 @@ final class EventLoop {
 
     let raw: UnsafeMutablePointer<uv_loop_t>
     let readBuffer: UnsafeMutablePointer<CChar>
+    /// Where TLS connections decrypt into (`SSL_read`): one record's plaintext at most, 16 KiB. Shared
+    /// like `readBuffer`: used only within one connection's read callback.
+    let tlsPlaintextBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
     /// Every connection's output chunks: a 512-byte first chunk (a reply or an event), then 16 KiB
     /// ones (as Redis's reply chunks), and up to 1,024 free ones of each size kept for the next
     /// burst once written out (16.5 MiB). 4 KiB chunks cost 6-9 % more CPU per delivery; full-size
@@ -36,6 +39,7 @@ final class EventLoop {
         guard status == 0 else {
             raw.deallocate()
             readBuffer.deallocate()
+            tlsPlaintextBuffer.deallocate()
             throw TransportError(operation: "uv_loop_init", status: status)
         }
         raw.pointee.data = Unmanaged.passUnretained(self).toOpaque()
@@ -45,6 +49,7 @@ final class EventLoop {
         if !isClosed { _ = uv_loop_close(raw) }
         raw.deallocate()
         readBuffer.deallocate()
+        tlsPlaintextBuffer.deallocate()
     }
 
     /// The `EventLoop` that owns `loop`.

@@ -50,7 +50,10 @@ final class KVODProcess: @unchecked Sendable {
     }
 
     let process = Process()
+    /// The plaintext port (the TLS port when kvod runs with `--port off`).
     let port: Int
+    /// The TLS port, when kvod was started with `--tls-port` (kvod prints it on a second stdout line); 0 otherwise.
+    let tlsPort: Int
     let storage: Storage
     /// The flags after the standard ones (host, port, log level, storage).
     let extraArguments: [String]
@@ -85,24 +88,37 @@ final class KVODProcess: @unchecked Sendable {
         try process.run()
         stdoutPipe.closeWritingEnd()
         stderrPipe.closeWritingEnd()
-        // First stdout line: "kvod listening on 127.0.0.1:PORT".
-        var line = Data()
+        // First stdout line: "kvod listening on 127.0.0.1:PORT"; with --tls-port, then (or only, with --port
+        // off) "kvod listening for TLS on 127.0.0.1:PORT".
         let stdoutHandle = stdoutPipe.fileHandleForReading
-        while true {
-            let byte = stdoutHandle.readData(ofLength: 1)
-            if byte.isEmpty {
-                process.waitUntilExit()
-                let log = (try? stderrPipe.fileHandleForReading.readToEnd()).flatMap { $0 } ?? Data()
-                throw KVODProcessError.exitedEarly(status: process.terminationStatus, log: String(decoding: log, as: UTF8.self))
+        let stderrForFailure = stderrPipe
+        let process = self.process
+        func readBannerPort() throws -> (port: Int, isTLS: Bool) {
+            var line = Data()
+            while true {
+                let byte = stdoutHandle.readData(ofLength: 1)
+                if byte.isEmpty {
+                    process.waitUntilExit()
+                    let log = (try? stderrForFailure.fileHandleForReading.readToEnd()).flatMap { $0 } ?? Data()
+                    throw KVODProcessError.exitedEarly(status: process.terminationStatus, log: String(decoding: log, as: UTF8.self))
+                }
+                if byte.first == 0x0A { break }
+                line.append(byte)
             }
-            if byte.first == 0x0A { break }
-            line.append(byte)
+            let text = String(decoding: line, as: UTF8.self)
+            guard let portText = text.split(separator: ":").last, let port = Int(portText) else {
+                throw KVODProcessError.unexpectedBanner(text)
+            }
+            return (port, text.contains("for TLS"))
         }
-        let text = String(decoding: line, as: UTF8.self)
-        guard let portText = text.split(separator: ":").last, let port = Int(portText) else {
-            throw KVODProcessError.unexpectedBanner(text)
+        let first = try readBannerPort()
+        if first.isTLS {
+            self.port = first.port
+            self.tlsPort = first.port
+        } else {
+            self.port = first.port
+            self.tlsPort = extraArguments.contains("--tls-port") ? try readBannerPort().port : 0
         }
-        self.port = port
         // Collect the log from here on (self is fully initialized now).
         let stderrHandle = stderrPipe.fileHandleForReading
         stderrHandle.readabilityHandler = { [weak self] handle in
@@ -146,6 +162,11 @@ final class KVODProcess: @unchecked Sendable {
     /// A new client connection to this server.
     func connect() throws -> KVOConnection {
         try KVOConnection(host: "127.0.0.1", port: port)
+    }
+
+    /// A new TLS client connection to this server's TLS port.
+    func connectTLS(_ options: TLSClientOptions) throws -> KVOConnection {
+        try KVOConnection(host: "127.0.0.1", port: tlsPort, tls: options)
     }
 
     /// Sends `signal` (SIGSTOP, SIGCONT, …) without waiting.
