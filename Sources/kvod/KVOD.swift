@@ -61,6 +61,13 @@ struct KVOD: ParsableCommand {
         """, transform: NumberArgument.positive)
     var maxObjectBytes: Int?
 
+    @Option(parsing: .unconditional, help: """
+        Most bytes everything stored may add up to (each object's id and compact JSON, class and binding \
+        definitions); past it, writes that would grow the store are answered quota_exceeded, while reads, \
+        observations, deletes and writes that do not grow it keep working (0: no limit).
+        """, transform: NumberArgument.nonNegative)
+    var maxMemory = 0
+
     @Option(parsing: .unconditional, help: "Most simultaneous client connections.", transform: NumberArgument.positive)
     var maxConnections = 10_000
 
@@ -98,6 +105,7 @@ struct KVOD: ParsableCommand {
             limits.maximumValueBytes = min(StoredSizeLimits.defaultMaximumValueBytes, maxObjectBytes)
         }
         if let maxValueBytes { limits.maximumValueBytes = maxValueBytes }
+        limits.maximumStoredBytes = maxMemory == 0 ? .max : maxMemory
         return limits
     }
 

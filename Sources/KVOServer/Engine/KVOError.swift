@@ -19,6 +19,7 @@ public struct KVOError: Error, Equatable, Sendable {
         case readOnly = "read_only"
         case cycle = "cycle"
         case invalidExpression = "invalid_expression"
+        case quotaExceeded = "quota_exceeded"
     }
 
     public let code: Code

@@ -96,7 +96,7 @@ public final class Server {
                 configuration.logger.info("restored", metadata: [
                     "objects": "\(state.objects.count)", "rev": "\(state.revision)", "history": "\(state.history.count)",
                     "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)",
-                    "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)",
+                    "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)", "storedBytes": "\(engine.storedBytes)",
                 ])
                 for problem in engine.restoreProblems {
                     configuration.logger.error("\(PrintableText.escaped("\(problem)", limit: 1000))")
@@ -109,6 +109,12 @@ public final class Server {
             self.store = nil
         }
         engine.sizeLimits = configuration.sizeLimits
+        if engine.storedBytes > configuration.sizeLimits.maximumStoredBytes {
+            configuration.logger.warning("""
+                the store holds \(engine.storedBytes) bytes, more than --max-memory \(configuration.sizeLimits.maximumStoredBytes): \
+                writes that would grow it are refused (quota_exceeded) until enough is deleted
+                """)
+        }
         self.handler = RequestHandler(engine: engine)
         do throws(TransportError) {
             self.loop = try EventLoop()
