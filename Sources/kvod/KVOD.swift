@@ -71,6 +71,18 @@ struct KVOD: ParsableCommand {
     @Option(parsing: .unconditional, help: "Most simultaneous client connections.", transform: NumberArgument.positive)
     var maxConnections = 10_000
 
+    @Option(parsing: .unconditional, help: """
+        Most observations one connection may hold; observe past it is answered too_many_observations.
+        """, transform: NumberArgument.positive)
+    var maxObservationsPerConnection = KVOEngine.defaultMaximumObservationsPerConnection
+
+    @Option(parsing: .unconditional, help: """
+        Most replies one connection may have waiting to be written to its socket (a client pipelining \
+        requests without reading the replies); with that many, kvod stops reading the connection until \
+        they drain: back-pressure, never a close.
+        """, transform: NumberArgument.positive)
+    var maxPendingRequests = ServerConfiguration.defaultMaximumPendingRequests
+
     /// nil when not given: `kvod-data`, unless `--in-memory`.
     @Option(help: ArgumentHelp(
         "Data directory (created if missing); the objects, revision and history live in kvod.sqlite3 inside. (default: \(KVOD.defaultDataDirectory))",
@@ -163,6 +175,8 @@ struct KVOD: ParsableCommand {
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer
         settings.maximumConnections = maxConnections
+        settings.maximumObservationsPerConnection = maxObservationsPerConnection
+        settings.maximumPendingRequests = maxPendingRequests
         settings.maximumTotalOutputBytes = maxTotalOutput
         settings.maximumTotalInputBytes = maxTotalInput
         settings.firstRequestTimeout = firstRequestTimeout

@@ -52,6 +52,16 @@ extension KVOEngine {
             """, details: ["limit": .int(Int64(sizeLimits.maximumValueBytes))])
     }
 
+    /// Refuses a new observation for `connection` when it holds `maximumObservationsPerConnection`.
+    func checkObservationRoom(for connection: ConnectionID) throws(KVOError) {
+        guard maximumObservationsPerConnection != .max,
+              registry.count(of: connection) >= maximumObservationsPerConnection else { return }
+        throw KVOError(.tooManyObservations, """
+            this connection holds \(maximumObservationsPerConnection) observations, the limit \
+            (--max-observations-per-connection); unobserve some first
+            """, details: ["limit": .int(Int64(maximumObservationsPerConnection))])
+    }
+
     /// Refuses a write that would add `growth` bytes to `storedBytes` past `sizeLimits.maximumStoredBytes`
     /// (`--max-memory`). A write that adds nothing (or frees bytes) always passes, however full the store.
     @inline(__always)

@@ -31,6 +31,11 @@ public final class KVOEngine {
     /// The largest value and object a write may store (`too_large` beyond). Unlimited unless the
     /// server sets them (before it serves).
     public var sizeLimits = StoredSizeLimits.unlimited
+    /// Most observations one connection may hold (`too_many_observations` beyond). Unlimited unless
+    /// the server sets it (before it serves).
+    public var maximumObservationsPerConnection = Int.max
+    /// The server's default for `maximumObservationsPerConnection` (`--max-observations-per-connection`).
+    public static let defaultMaximumObservationsPerConnection = 100_000
     let registry = ObservationRegistry()
     /// The defined classes (`defineClass`).
     let classes = ClassCatalog()
@@ -342,6 +347,7 @@ public final class KVOEngine {
     /// revision is in the future), appends one `resync` notification with the current value.
     public func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
                         sinceRev: UInt64? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+        try checkObservationRoom(for: connection)
         if let sinceRev {
             return try resume(object, keyPath: keyPath, options: options, connection: connection, sinceRev: sinceRev,
                               notifications: &notifications)

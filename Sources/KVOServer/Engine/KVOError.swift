@@ -15,6 +15,7 @@ public struct KVOError: Error, Equatable, Sendable {
         case tooLarge = "too_large"
         case outOfRange = "out_of_range"
         case tooManyConnections = "too_many_connections"
+        case tooManyObservations = "too_many_observations"
         case invalidValue = "invalid_value"
         case readOnly = "read_only"
         case cycle = "cycle"

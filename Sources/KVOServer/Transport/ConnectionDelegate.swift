@@ -13,6 +13,10 @@ protocol ConnectionDelegate: AnyObject {
     /// The loop's unfinished request lines together passed the total input limit after a read on
     /// `connection`: the owner closes the connections holding the most until it is under again.
     func connectionsPassedTotalInputLimit(_ connection: Connection)
+    /// `connection` was resumed (`Connection.resumeReading`) with lines held from before its pause:
+    /// the owner calls `connection.replayHeldInput()` soon, at a point where it is not handling a line
+    /// (the loop must not block in between).
+    func connectionHasHeldInput(_ connection: Connection)
     /// `connection` started closing; no more lines will arrive and output is dropped.
     func connectionDidClose(_ connection: Connection, reason: CloseReason)
 }
