@@ -116,8 +116,27 @@ struct KVOD: ParsableCommand {
         """, transform: NumberArgument.positive)
     var maxObjectBytes: Int?
 
+    @Option(parsing: .unconditional, help: """
+        Most bytes everything stored may add up to (each object's id and compact JSON, class and binding \
+        definitions); past it, writes that would grow the store are answered quota_exceeded, while reads, \
+        observations, deletes and writes that do not grow it keep working (0: no limit).
+        """, transform: NumberArgument.nonNegative)
+    var maxMemory = 0
+
     @Option(parsing: .unconditional, help: "Most simultaneous client connections.", transform: NumberArgument.positive)
     var maxConnections = 10_000
+
+    @Option(parsing: .unconditional, help: """
+        Most observations one connection may hold; observe past it is answered too_many_observations.
+        """, transform: NumberArgument.positive)
+    var maxObservationsPerConnection = KVOEngine.defaultMaximumObservationsPerConnection
+
+    @Option(parsing: .unconditional, help: """
+        Most replies one connection may have waiting to be written to its socket (a client pipelining \
+        requests without reading the replies); with that many, kvod stops reading the connection until \
+        they drain: back-pressure, never a close.
+        """, transform: NumberArgument.positive)
+    var maxPendingRequests = ServerConfiguration.defaultMaximumPendingRequests
 
     /// nil when not given: `kvod-data`, unless `--in-memory`.
     @Option(help: ArgumentHelp(
@@ -153,6 +172,7 @@ struct KVOD: ParsableCommand {
             limits.maximumValueBytes = min(StoredSizeLimits.defaultMaximumValueBytes, maxObjectBytes)
         }
         if let maxValueBytes { limits.maximumValueBytes = maxValueBytes }
+        limits.maximumStoredBytes = maxMemory == 0 ? .max : maxMemory
         return limits
     }
 
@@ -239,6 +259,8 @@ struct KVOD: ParsableCommand {
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer
         settings.maximumConnections = maxConnections
+        settings.maximumObservationsPerConnection = maxObservationsPerConnection
+        settings.maximumPendingRequests = maxPendingRequests
         settings.maximumTotalOutputBytes = maxTotalOutput
         settings.maximumTotalInputBytes = maxTotalInput
         settings.firstRequestTimeout = firstRequestTimeout

@@ -128,6 +128,34 @@ struct LineFramerTests {
         #expect(framer.frames("c\n") == [.text("abc")])
     }
 
+    @Test("a stop during a line reports how much of the chunk was consumed, so the rest can be fed later")
+    func stopReportsConsumedBytes() {
+        let chunk = Array("one\ntw".utf8)
+        var framer = LineFramer(maximumLineLength: 100)
+        #expect(framer.frames(chunk) == [.text("one")])
+        // "o\nthree\r\nfour\nfi": the first line completes "two", the stop comes after "three".
+        let next = Array("o\nthree\r\nfour\nfi".utf8)
+        var lines: [String] = []
+        let consumed = next.withUnsafeBufferPointer { buffer in
+            framer.feed(buffer) { frame in
+                guard case let .line(line) = frame else { return true }
+                lines.append(String(decoding: line, as: UTF8.self))
+                return lines.count < 2
+            }
+        }
+        #expect(lines == ["two", "three"])
+        #expect(consumed == "o\nthree\r\n".utf8.count)
+        #expect(framer.bufferedCount == 0)
+        // Feeding the rest later gives the remaining lines, in order.
+        #expect(framer.frames(Array(next[consumed...])) == [.text("four")])
+        #expect(framer.frames("ve\n") == [.text("five")])
+        // A chunk consumed whole, and an oversized line's stop.
+        var whole = LineFramer(maximumLineLength: 3)
+        #expect(Array("ab\ncd".utf8).withUnsafeBufferPointer { whole.feed($0) { _ in true } } == 5)
+        var oversized = LineFramer(maximumLineLength: 3)
+        #expect(Array("abcdef\nx\n".utf8).withUnsafeBufferPointer { oversized.feed($0) { _ in false } } == 7)
+    }
+
     // MARK: - The limit
 
     @Test("a line exactly at the limit is accepted, one byte more is tooLarge", arguments: [1, 2, 3, 1000])

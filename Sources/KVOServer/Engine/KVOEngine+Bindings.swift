@@ -24,6 +24,9 @@ extension KVOEngine {
         guard bindingTable.lastID < KVOEngine.maximumCounter else {
             throw KVOError(.tooLarge, "binding ids have reached their maximum (\(KVOEngine.maximumCounter))")
         }
+        // Counted against --max-memory as its definition (what is stored and listed).
+        let size = JSONWriter.encodedLength(of: spec.json)
+        try checkQuota(growth: size)
         let binding = try Binding(id: bindingTable.lastID + 1, spec: spec, creator: creator)
         attach(binding)
         if let loop = cycle(through: binding) {
@@ -32,6 +35,7 @@ extension KVOEngine {
         }
         bindingTable.lastID = binding.id
         bindingTable.add(binding)
+        storedBytes += size
         if recordsCommitBatches { bindingTable.uncommitted[binding.id] = .some(spec.json) }
         if now {
             bindingTable.pending.append(binding)
@@ -141,6 +145,7 @@ extension KVOEngine {
     private func remove(_ binding: Binding) {
         detach(binding)
         bindingTable.remove(binding)
+        storedBytes -= JSONWriter.encodedLength(of: binding.spec.json)
         // Record the removal as a nil definition (assigning nil through the subscript would drop the key).
         if recordsCommitBatches { bindingTable.uncommitted.updateValue(nil, forKey: binding.id) }
     }
@@ -220,7 +225,9 @@ extension KVOEngine {
                             lastBindingID: UInt64) {
         for (name, json) in definitions.sorted(by: { $0.key < $1.key }) {
             do throws(KVOError) {
-                try classes.add(try CompiledClass(try ClassDefinition(json: json)))
+                let compiled = try CompiledClass(try ClassDefinition(json: json))
+                try classes.add(compiled)
+                storedBytes += JSONWriter.encodedLength(of: compiled.definition.json)
             } catch {
                 restoreProblems.append("class '\(name)' not restored: \(error.message)")
             }
@@ -235,6 +242,7 @@ extension KVOEngine {
                 let binding = try Binding(id: id, spec: spec, creator: nil)
                 attach(binding)
                 bindingTable.add(binding)
+                storedBytes += JSONWriter.encodedLength(of: spec.json)
             } catch {
                 restoreProblems.append("binding \(id) not restored: \(error.message)")
                 if recordsCommitBatches { bindingTable.uncommitted.updateValue(nil, forKey: id) }

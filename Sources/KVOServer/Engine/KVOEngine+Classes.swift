@@ -13,7 +13,11 @@ extension KVOEngine {
                            details: ["limit": .int(Int64(StoredDepth.maximum))])
         }
         let compiled = try CompiledClass(try ClassDefinition(json: definition))
+        // Counted against --max-memory as its canonical definition (what is stored and listed).
+        let size = JSONWriter.encodedLength(of: compiled.definition.json)
+        if classes[compiled.name] == nil { try checkQuota(growth: size) }
         try classes.add(compiled)
+        storedBytes += size
         if recordsCommitBatches { uncommittedClasses[compiled.name] = compiled.definition.json }
         return compiled.name
     }

@@ -52,6 +52,33 @@ extension KVOEngine {
             """, details: ["limit": .int(Int64(sizeLimits.maximumValueBytes))])
     }
 
+    /// Refuses a new observation for `connection` when it holds `maximumObservationsPerConnection`.
+    func checkObservationRoom(for connection: ConnectionID) throws(KVOError) {
+        guard maximumObservationsPerConnection != .max,
+              registry.count(of: connection) >= maximumObservationsPerConnection else { return }
+        throw KVOError(.tooManyObservations, """
+            this connection holds \(maximumObservationsPerConnection) observations, the limit \
+            (--max-observations-per-connection); unobserve some first
+            """, details: ["limit": .int(Int64(maximumObservationsPerConnection))])
+    }
+
+    /// Refuses a write that would add `growth` bytes to `storedBytes` past `sizeLimits.maximumStoredBytes`
+    /// (`--max-memory`). A write that adds nothing (or frees bytes) always passes, however full the store.
+    @inline(__always)
+    func checkQuota(growth: Int) throws(KVOError) {
+        guard growth > 0, growth > sizeLimits.maximumStoredBytes - storedBytes else { return }
+        throw quotaExceeded(growth: growth)
+    }
+
+    /// The refusal of a write that would add `growth` bytes to `storedBytes` past the quota:
+    /// `quota_exceeded`, with the limit and what is stored now.
+    func quotaExceeded(growth: Int) -> KVOError {
+        KVOError(.quotaExceeded, """
+            the store holds \(storedBytes) bytes and the write would add \(growth), past the limit of \
+            \(sizeLimits.maximumStoredBytes) (--max-memory); nothing changed: delete or shrink data to make room
+            """, details: ["limit": .int(Int64(sizeLimits.maximumStoredBytes)), "used": .int(Int64(storedBytes))])
+    }
+
     /// The refusal of a write that would make `object` `size` bytes, over `sizeLimits.maximumObjectBytes`.
     func objectTooLarge(_ object: String, size: Int) -> KVOError {
         KVOError(.tooLarge, """

@@ -23,9 +23,19 @@ public final class KVOEngine {
     /// Every object's size as compact JSON (`JSONWriter.encodedLength`), kept up to date by each write
     /// from the size of what it changed, never by encoding the object again.
     private(set) var objectSizes: [String: Int] = [:]
+    /// What `--max-memory` counts (`sizeLimits.maximumStoredBytes`), kept up to date by every write
+    /// from the size of what it changed: each object's id (UTF-8 bytes) and size in `objectSizes`, and
+    /// the compact JSON of each class and binding definition. History, observations, indexes and
+    /// connection buffers are not counted (each has its own limit).
+    public internal(set) var storedBytes = 0
     /// The largest value and object a write may store (`too_large` beyond). Unlimited unless the
     /// server sets them (before it serves).
     public var sizeLimits = StoredSizeLimits.unlimited
+    /// Most observations one connection may hold (`too_many_observations` beyond). Unlimited unless
+    /// the server sets it (before it serves).
+    public var maximumObservationsPerConnection = Int.max
+    /// The server's default for `maximumObservationsPerConnection` (`--max-observations-per-connection`).
+    public static let defaultMaximumObservationsPerConnection = 100_000
     let registry = ObservationRegistry()
     /// The defined classes (`defineClass`).
     let classes = ClassCatalog()
@@ -73,7 +83,11 @@ public final class KVOEngine {
         objects = state.objects
         sortedIDs = SortedObjectIDs(state.objects.keys)
         objectSizes.reserveCapacity(objects.count)
-        for (id, value) in objects { objectSizes[id] = JSONWriter.encodedLength(of: value) }
+        for (id, value) in objects {
+            let size = JSONWriter.encodedLength(of: value)
+            objectSizes[id] = size
+            storedBytes += id.utf8.count + size
+        }
         revision = state.revision
         for entry in state.history { history.append(entry) }
         restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
@@ -143,10 +157,13 @@ public final class KVOEngine {
         let size = JSONWriter.encodedLength(of: .object(stored))
         try checkValueSize(size, in: object)
         if size > sizeLimits.maximumObjectBytes { throw objectTooLarge(object, size: size) }
+        let growth = object.utf8.count + size
+        try checkQuota(growth: growth)
         let rev = try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
             objects[object] = .object(stored)
             sortedIDs.insert(object)
             objectSizes[object] = size
+            storedBytes += growth
             return .created(.object(stored))
         }
         applyPendingBindings(notifications: &notifications)
@@ -162,7 +179,7 @@ public final class KVOEngine {
         let before = candidates.map(currentReading)
         let previous = objects.removeValue(forKey: object)!
         sortedIDs.remove(object)
-        objectSizes.removeValue(forKey: object)
+        storedBytes -= object.utf8.count + (objectSizes.removeValue(forKey: object) ?? 0)
         computedMemo.invalidate()
         revision += 1
         record(object, .deleted(previous))
@@ -223,6 +240,7 @@ public final class KVOEngine {
         guard let sizeIndex = objectSizes.index(forKey: location.object) else { throw notFound(location.object) }
         let sizeBefore = objectSizes.values[sizeIndex]
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
+        let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
             // The store has not changed since `resolve`: its index reaches the object without a lookup.
             let key = location.path.last!
@@ -236,11 +254,15 @@ public final class KVOEngine {
                 // The object's new size from the sizes of what changed: the old value, or a new member.
                 let growth = old.map { valueBytes - JSONWriter.encodedLength(of: $0) }
                     ?? JSONWriter.encodedLength(ofString: key) + 1 + valueBytes + (members.count > 1 ? 1 : 0)
-                if growth > 0, sizeBefore + growth > maximumObjectBytes {
+                // A write that grows its object must pass both limits; one that shrinks or keeps it
+                // always goes through (two comparisons, no lookup).
+                if growth > 0, sizeBefore + growth > maximumObjectBytes || growth > quotaRoom {
                     if let old { members[key] = old } else { members.removeValue(forKey: key) }
-                    throw objectTooLarge(location.object, size: sizeBefore + growth)
+                    if sizeBefore + growth > maximumObjectBytes { throw objectTooLarge(location.object, size: sizeBefore + growth) }
+                    throw quotaExceeded(growth: growth)
                 }
                 objectSizes.values[sizeIndex] = sizeBefore + growth
+                storedBytes += growth
                 return old
             }
             return .set(path: location.path, old: old, new: newValue)
@@ -270,6 +292,7 @@ public final class KVOEngine {
         guard let sizeIndex = objectSizes.index(forKey: location.object) else { throw notFound(location.object) }
         let sizeBefore = objectSizes.values[sizeIndex]
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
+        let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
         let rules = try arrayRules(at: location, for: mutation)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
             let change = try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
@@ -287,12 +310,14 @@ public final class KVOEngine {
                     }
                 }
                 let growth = CollectionChange.sizeGrowth(of: change, resultingCount: elements.count)
-                if growth > 0, sizeBefore + growth > maximumObjectBytes {
+                if growth > 0, sizeBefore + growth > maximumObjectBytes || growth > quotaRoom {
                     ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
                                       old: change.old, new: change.new).apply(to: &elements, forward: false)
-                    throw objectTooLarge(location.object, size: sizeBefore + growth)
+                    if sizeBefore + growth > maximumObjectBytes { throw objectTooLarge(location.object, size: sizeBefore + growth) }
+                    throw quotaExceeded(growth: growth)
                 }
                 objectSizes.values[sizeIndex] = sizeBefore + growth
+                storedBytes += growth
                 return change
             }
             return .array(ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
@@ -322,6 +347,7 @@ public final class KVOEngine {
     /// revision is in the future), appends one `resync` notification with the current value.
     public func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
                         sinceRev: UInt64? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+        try checkObservationRoom(for: connection)
         if let sinceRev {
             return try resume(object, keyPath: keyPath, options: options, connection: connection, sinceRev: sinceRev,
                               notifications: &notifications)

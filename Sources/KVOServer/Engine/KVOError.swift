@@ -15,6 +15,7 @@ public struct KVOError: Error, Equatable, Sendable {
         case tooLarge = "too_large"
         case outOfRange = "out_of_range"
         case tooManyConnections = "too_many_connections"
+        case tooManyObservations = "too_many_observations"
         case invalidValue = "invalid_value"
         case readOnly = "read_only"
         case cycle = "cycle"
@@ -23,6 +24,8 @@ public struct KVOError: Error, Equatable, Sendable {
         case unauthenticated = "unauthenticated"
         /// The connection's user lacks the permission the request needs.
         case forbidden = "forbidden"
+        /// A write would take the stored data past `--max-memory`.
+        case quotaExceeded = "quota_exceeded"
     }
 
     public let code: Code

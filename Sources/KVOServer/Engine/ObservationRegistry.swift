@@ -18,6 +18,9 @@ final class ObservationRegistry {
     /// Number of live subscriptions.
     var count: Int { byID.count }
 
+    /// Number of live subscriptions of `connection`.
+    func count(of connection: ConnectionID) -> Int { byConnection[connection]?.count ?? 0 }
+
     // MARK: - Subscriptions
 
     /// Adds a subscription. A new (object, key path) is registered at `dependencies()`, which is

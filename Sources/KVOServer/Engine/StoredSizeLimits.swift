@@ -1,6 +1,8 @@
 /// The size limits on what the engine stores, in bytes of compact JSON (what `get` sends and the
-/// persistent store writes): a written value, and a whole object. A write over either is refused with
-/// `too_large` and changes nothing. A value type; set once by the server before it serves.
+/// persistent store writes): a written value, and a whole object (a write over either is refused with
+/// `too_large`), and everything stored together (`--max-memory`: a write that would grow the total
+/// past it is refused with `quota_exceeded`). A refused write changes nothing. A value type; set once
+/// by the server before it serves.
 public struct StoredSizeLimits: Sendable, Equatable {
     /// The default largest value of one write (a `set`, each element of an `insert` or `replace`, a
     /// binding's write, the `values` of a `create`): 1 MiB, the default line limit, so that whatever
@@ -15,11 +17,16 @@ public struct StoredSizeLimits: Sendable, Equatable {
 
     public var maximumValueBytes: Int
     public var maximumObjectBytes: Int
+    /// The most bytes everything stored may add up to (`KVOEngine.storedBytes`: objects with their
+    /// ids, class and binding definitions); `Int.max`, the default, is no limit (`--max-memory 0`).
+    public var maximumStoredBytes: Int
 
     public init(maximumValueBytes: Int = StoredSizeLimits.defaultMaximumValueBytes,
-                maximumObjectBytes: Int = StoredSizeLimits.defaultMaximumObjectBytes) {
+                maximumObjectBytes: Int = StoredSizeLimits.defaultMaximumObjectBytes,
+                maximumStoredBytes: Int = .max) {
         self.maximumValueBytes = maximumValueBytes
         self.maximumObjectBytes = maximumObjectBytes
+        self.maximumStoredBytes = maximumStoredBytes
     }
 
     /// The defaults for an output buffer of `outputBufferBytes`: the object limit is 15 MiB or the
@@ -36,7 +43,7 @@ public struct StoredSizeLimits: Sendable, Equatable {
     }
 
     /// No limit (the engine's default when used on its own, in tests and tools).
-    public static let unlimited = StoredSizeLimits(maximumValueBytes: .max, maximumObjectBytes: .max)
+    public static let unlimited = StoredSizeLimits(maximumValueBytes: .max, maximumObjectBytes: .max, maximumStoredBytes: .max)
 
     /// Why these limits cannot work with a connection's output buffer of `outputBufferBytes` (nil when
     /// they can): every object kvod accepts must be sendable in one event carrying its old and new value,

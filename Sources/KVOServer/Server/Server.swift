@@ -45,6 +45,12 @@ public final class Server {
     /// Event bytes queued since the last flush, for `flushEarlyIfOutputIsLarge()`.
     private var eventBytesSinceFlush = 0
     private let checkHandle: UnsafeMutablePointer<uv_check_t>
+    /// Connections resumed with lines held from before their pause (`Connection.replayHeldInput()`),
+    /// handed out at the start of the next check phase, when no request is being handled.
+    private var heldInputQueue: [Connection] = []
+    /// Active while `heldInputQueue` is not empty, so that the loop polls without blocking and the
+    /// check phase comes round at once.
+    private let replayIdleHandle: UnsafeMutablePointer<uv_idle_t>
     /// Fires every `housekeepingInterval`: closes connections past their first-request deadline and
     /// gives memory back after a burst. Never on the request path.
     private let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
@@ -107,7 +113,7 @@ public final class Server {
                 configuration.logger.info("restored", metadata: [
                     "objects": "\(state.objects.count)", "rev": "\(state.revision)", "history": "\(state.history.count)",
                     "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)",
-                    "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)",
+                    "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)", "storedBytes": "\(engine.storedBytes)",
                 ])
                 for problem in engine.restoreProblems {
                     configuration.logger.error("\(PrintableText.escaped("\(problem)", limit: 1000))")
@@ -120,6 +126,13 @@ public final class Server {
             self.store = nil
         }
         engine.sizeLimits = configuration.sizeLimits
+        engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
+        if engine.storedBytes > configuration.sizeLimits.maximumStoredBytes {
+            configuration.logger.warning("""
+                the store holds \(engine.storedBytes) bytes, more than --max-memory \(configuration.sizeLimits.maximumStoredBytes): \
+                writes that would grow it are refused (quota_exceeded) until enough is deleted
+                """)
+        }
         self.handler = RequestHandler(engine: engine)
         do throws(TransportError) {
             self.loop = try EventLoop()
@@ -127,10 +140,13 @@ public final class Server {
             throw .transport(error)
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
+        replayIdleHandle = allocateHandle(uv_idle_t.self, kind: UV_IDLE)
         housekeepingHandle = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         stopHandle = StopHandle(asyncHandle)
         uv_check_init(loop.raw, checkHandle)
+        uv_idle_init(loop.raw, replayIdleHandle)
+        retainOwner(self, in: replayIdleHandle)
         uv_async_init(loop.raw, asyncHandle, Server.asyncCallback)
         retainOwner(self, in: checkHandle)
         retainOwner(self, in: asyncHandle)
@@ -239,6 +255,7 @@ public final class Server {
         stopHandle.invalidate()
         closeHandle(asyncHandle)
         closeHandle(checkHandle)
+        closeHandle(replayIdleHandle)
         closeHandle(housekeepingHandle)
         for handle in signalHandles { closeHandle(handle) }
         signalHandles.removeAll()
@@ -265,6 +282,7 @@ public final class Server {
             maximumLineLength: configuration.maximumLineLength,
             maximumOutputBytes: configuration.maximumOutputBufferBytes,
             maximumTotalInputBytes: configuration.maximumTotalInputBytes,
+            maximumPendingReplies: configuration.maximumPendingRequests,
             tls: listener === tlsListener ? tlsContext : nil)
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
@@ -387,7 +405,7 @@ public final class Server {
         case let .success(fields): ReplyEncoder.success(id: id, fields: fields, into: &replyBuffer)
         case let .failure(error): ReplyEncoder.failure(id: id, error: error, into: &replyBuffer)
         }
-        connection.enqueue(replyBuffer)
+        connection.enqueueReply(replyBuffer)
         if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
     }
 
@@ -586,11 +604,27 @@ public final class Server {
     /// flushing early) left the output cold (docs/performance.md, optimisation steps).
     private static let earlyFlushBytes = 4 << 20
 
+    /// Hands out the lines held by connections resumed since the last check phase (each may pause
+    /// again, holding the rest for a later round). Runs before the group commit, so their replies go
+    /// out in this iteration's flush.
+    private func replayHeldInput() {
+        guard !heldInputQueue.isEmpty else { return }
+        let connections = heldInputQueue
+        heldInputQueue.removeAll(keepingCapacity: true)
+        for connection in connections { connection.replayHeldInput() }
+        if heldInputQueue.isEmpty { uv_idle_stop(replayIdleHandle) }
+    }
+
     // MARK: - libuv callbacks
 
     private static let checkCallback: uv_check_cb = { handle in
-        owner(of: asHandle(handle!), as: Server.self).flushConnections()
+        let server = owner(of: asHandle(handle!), as: Server.self)
+        server.replayHeldInput()
+        server.flushConnections()
     }
+
+    /// Does nothing: an active idle handle only keeps the loop from blocking in poll.
+    private static let idleCallback: uv_idle_cb = { _ in }
 
     /// Milliseconds between housekeeping ticks (Redis's `hz 10`).
     private static let housekeepingInterval: UInt64 = 100
@@ -642,6 +676,11 @@ extension Server: ConnectionDelegate {
 
     func connectionNeedsFlush(_ connection: Connection) {
         flushQueue.append(connection)
+    }
+
+    func connectionHasHeldInput(_ connection: Connection) {
+        if heldInputQueue.isEmpty { uv_idle_start(replayIdleHandle, Server.idleCallback) }
+        heldInputQueue.append(connection)
     }
 
     func connectionDidClose(_ connection: Connection, reason: CloseReason) {

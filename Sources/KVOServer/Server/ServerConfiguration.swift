@@ -25,6 +25,13 @@ public struct ServerConfiguration: Sendable {
     public var firstRequestTimeout: Double = 30
     /// Most simultaneous connections; further ones are told `too_many_connections` and closed.
     public var maximumConnections = 10_000
+    /// Most observations one connection may hold; `observe` past it is `too_many_observations`.
+    public var maximumObservationsPerConnection = KVOEngine.defaultMaximumObservationsPerConnection
+    /// Most replies one connection may have queued and not yet written to its socket; with that many,
+    /// the server stops reading the connection until they drain (back-pressure, never a close).
+    public var maximumPendingRequests = ServerConfiguration.defaultMaximumPendingRequests
+    /// The default of `maximumPendingRequests`.
+    public static let defaultMaximumPendingRequests = 4096
     /// Largest value of one write and largest object, as compact JSON (`too_large` beyond). The object
     /// limit must let an event with an object's old and new value fit `maximumOutputBufferBytes`
     /// (`StoredSizeLimits.problem`); `Server.init` refuses a configuration where it does not. Whoever

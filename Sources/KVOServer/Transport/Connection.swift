@@ -16,6 +16,12 @@ import KVOJSON
 /// decrypted before framing, and at each flush the queued plaintext (`pending`) is encrypted into the
 /// session's `ciphertext`, which is what goes to the socket. Both count against the output limit, and
 /// the write path (one try-write, else one `uv_write`) is the same.
+///
+/// Reading can be paused (`pauseReading(_:)`, for a `ReadPause` reason) and resumed: lines already read
+/// and not yet handled are held (`heldInput`, at most one read's worth, decrypted on a TLS connection)
+/// and handed out, in order, once every reason is lifted, before anything read later. The server
+/// pauses a connection with `--max-pending-requests` replies not yet written to its socket
+/// (back-pressure on a client that pipelines without reading).
 final class Connection {
     let id: ConnectionID
     /// "127.0.0.1:50312", for logs.
@@ -63,14 +69,36 @@ final class Connection {
     /// Whether the delegate has heard that the TLS handshake completed.
     private var announcedHandshake = false
 
+    /// Why reading is stopped (empty: reading, once started).
+    @exclusivity(unchecked) private(set) var pausedReasons: ReadPause = []
+    /// Whether libuv is reading this socket (`uv_read_start` called and not stopped).
+    @exclusivity(unchecked) private var isReading = false
+    /// Bytes read after the line during which reading was paused (plaintext on a TLS connection):
+    /// from `heldStart` on, handed to the framer when reading resumes (`replayHeldInput()`), before
+    /// anything read later. At most one read's worth (64 KiB, or the records decrypted from it);
+    /// counted with the framer's buffer against `--max-total-input`. A replay that pauses again only
+    /// moves `heldStart` (no copy per pause).
+    @exclusivity(unchecked) private var heldInput: [UInt8] = []
+    @exclusivity(unchecked) private var heldStart = 0
+    /// Whether lines read before a pause wait to be handed out.
+    private var hasHeldInput: Bool { heldStart < heldInput.count }
+    /// Most replies queued and not yet written to the socket before reading pauses (`.backPressure`).
+    private let maximumPendingReplies: Int
+    /// Replies queued and not yet handed to the socket (on TLS: until their ciphertext is).
+    @exclusivity(unchecked) private var pendingReplies = 0
+    /// Replies in the write in flight (handed to libuv, not yet all taken by the kernel).
+    @exclusivity(unchecked) private var inFlightReplies = 0
+
     /// With `tls`, the connection speaks TLS from that context (the TLS listener's current one).
     init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
-         maximumLineLength: Int, maximumOutputBytes: Int, maximumTotalInputBytes: Int = .max, tls: TLSContext? = nil) {
+         maximumLineLength: Int, maximumOutputBytes: Int, maximumTotalInputBytes: Int = .max,
+         maximumPendingReplies: Int = .max, tls: TLSContext? = nil) {
         self.id = id
         self.delegate = delegate
         self.framer = LineFramer(maximumLineLength: maximumLineLength)
         self.maximumOutputBytes = maximumOutputBytes
         self.maximumTotalInputBytes = maximumTotalInputBytes
+        self.maximumPendingReplies = maximumPendingReplies
         let owner = EventLoop.owner(of: loop)
         self.eventLoop = owner
         self.chunkPool = owner.outputChunks
@@ -118,7 +146,76 @@ final class Connection {
     func start() -> Int32 {
         uv_tcp_nodelay(handle, 1)
         peer = peerName()
-        return uv_read_start(asStream(handle), Connection.allocateCallback, Connection.readCallback)
+        let status = uv_read_start(asStream(handle), Connection.allocateCallback, Connection.readCallback)
+        isReading = status == 0
+        return status
+    }
+
+    // MARK: - Pausing input
+
+    /// Stops reading for `reason` (until `resumeReading(reason)`). Takes effect at once: called while a
+    /// line is being handled, the lines after it in the same read are held, not handed out. Pausing
+    /// for a reason already in force changes nothing. While paused, nothing is read, so the kernel's
+    /// buffers fill and a client that keeps sending is slowed by TCP's flow control; the connection
+    /// is never closed for it.
+    func pauseReading(_ reason: ReadPause) {
+        guard !isClosing else { return }
+        pausedReasons.insert(reason)
+        if isReading {
+            uv_read_stop(asStream(handle))
+            isReading = false
+        }
+    }
+
+    /// Lifts `reason`. When no reason is left, held lines are handed out first (by the delegate, at a
+    /// point where no request is being handled: `connectionHasHeldInput`, then `replayHeldInput()`)
+    /// and reading starts again. Lifting a reason that is not in force changes nothing.
+    func resumeReading(_ reason: ReadPause) {
+        guard !isClosing, pausedReasons.contains(reason) else { return }
+        pausedReasons.remove(reason)
+        guard pausedReasons.isEmpty else { return }
+        if !hasHeldInput {
+            startReading()
+        } else {
+            delegate.connectionHasHeldInput(self)
+        }
+    }
+
+    /// Hands the held lines to the delegate (they may pause reading again, holding the rest), then
+    /// starts reading if nothing paused it. Called by the delegate, never while it handles a line.
+    func replayHeldInput() {
+        guard !isClosing, pausedReasons.isEmpty else { return }
+        if hasHeldInput {
+            let consumed = heldInput.withUnsafeBufferPointer { feedLines(UnsafeBufferPointer(rebasing: $0[heldStart...])) }
+            heldStart += consumed
+            if isClosing || closeAfterFlush != nil || !hasHeldInput {
+                heldInput = []
+                heldStart = 0
+            }
+            accountBufferedInput()
+        }
+        if pausedReasons.isEmpty, !hasHeldInput { startReading() }
+    }
+
+    private func startReading() {
+        guard !isClosing, !isReading else { return }
+        let status = uv_read_start(asStream(handle), Connection.allocateCallback, Connection.readCallback)
+        guard status == 0 else {
+            close(reason: .socketError("read start: \(uvErrorDescription(status))"))
+            return
+        }
+        isReading = true
+    }
+
+    /// Replies queued and not yet written to the socket.
+    var unwrittenReplies: Int { pendingReplies + inFlightReplies }
+
+    /// After output was written: lifts the back-pressure pause once the replies and bytes waiting are
+    /// below its bounds.
+    private func relieveBackPressure() {
+        if pausedReasons.contains(.backPressure), !isBackedUp {
+            resumeReading(.backPressure)
+        }
     }
 
     // MARK: - Output
@@ -128,6 +225,22 @@ final class Connection {
         guard !isClosing else { return }
         pending.append(bytes, pool: chunkPool)
         didEnqueue()
+    }
+
+    /// Queues the reply to one request. With `maximumPendingReplies` replies not yet written to the
+    /// socket, or half the output limit queued, reading pauses (`.backPressure`) until they drain, so
+    /// a client that pipelines requests without reading is slowed rather than closed as a slow consumer.
+    func enqueueReply(_ bytes: [UInt8]) {
+        guard !isClosing else { return }
+        pendingReplies += 1
+        enqueue(bytes)
+        if isBackedUp { pauseReading(.backPressure) }
+    }
+
+    /// Whether replies wait to be written past the back-pressure bounds: `maximumPendingReplies`
+    /// replies, or half of `maximumOutputBytes` queued.
+    private var isBackedUp: Bool {
+        unwrittenReplies >= maximumPendingReplies || outputBytes >= maximumOutputBytes / 2
     }
 
     /// Queues one event: the shared head (as three words), the subscription id and the shared tail.
@@ -179,7 +292,17 @@ final class Connection {
             close(reason: .socketError("write failed: \(uvErrorDescription(failure))"))
             return
         }
-        if !writeInFlight, pending.isEmpty, let reason = closeAfterFlush { close(reason: reason) }
+        // The replies queued are now written, or in the write in flight (plaintext a TLS handshake
+        // still holds back keeps them counted).
+        if pending.isEmpty {
+            if writeInFlight { inFlightReplies += pendingReplies }
+            pendingReplies = 0
+        }
+        if !writeInFlight, pending.isEmpty, let reason = closeAfterFlush {
+            close(reason: reason)
+            return
+        }
+        relieveBackPressure()
     }
 
     /// Writes `output` (the plaintext, or the TLS session's ciphertext): first all of it at once without a
@@ -234,10 +357,12 @@ final class Connection {
     private func writeCompleted(status: Int32) {
         writeInFlight = false
         inFlight.removeAll(returningTo: chunkPool)
+        inFlightReplies = 0
         if status < 0 {
             if status != UV_ECANCELED.rawValue { close(reason: .socketError("write failed: \(uvErrorDescription(status))")) }
             return
         }
+        relieveBackPressure()
         guard !pending.isEmpty || queuedCiphertextBytes > 0 || closeAfterFlush != nil else { return }
         // Output that piled up meanwhile goes out now, unless it may speak of writes not yet durable:
         // then at the end of this iteration, after the group commit. (Write callbacks run either in
@@ -258,6 +383,7 @@ final class Connection {
         guard !isClosing else { return }
         isClosing = true
         uv_read_stop(asStream(handle))
+        isReading = false
         pending.removeAll(returningTo: chunkPool)
         if let tls { sendFinalTLSRecords(tls, reason: reason) }
         // The framer's buffer is freed with the connection (its close callback, next); it no longer
@@ -314,6 +440,8 @@ final class Connection {
                 announcedHandshake = true
                 delegate.connectionDidCompleteTLSHandshake(self)
             }
+            // Paused by a line of an earlier record: the rest is held (decrypting goes on, so the
+            // records of this read are all taken from OpenSSL; no more is read until resumed).
             frame(plaintext)
             return !isClosing && closeAfterFlush == nil
         }
@@ -336,20 +464,40 @@ final class Connection {
         if queuedCiphertextBytes > 0 || (!pending.isEmpty && tls.isHandshakeComplete) { scheduleFlush() }
     }
 
-    /// Splits plaintext into lines for the delegate.
+    /// Splits plaintext into lines for the delegate; what arrives while reading is paused, or after the
+    /// line that paused it, is held for `replayHeldInput()`.
     private func frame(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let consumed = pausedReasons.isEmpty && !hasHeldInput ? feedLines(bytes) : 0
+        if consumed < bytes.count, !isClosing, closeAfterFlush == nil, !pausedReasons.isEmpty || hasHeldInput {
+            if !hasHeldInput {
+                heldInput.removeAll(keepingCapacity: true)
+                heldStart = 0
+            }
+            heldInput.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[consumed...]))
+        }
+        accountBufferedInput()
+    }
+
+    /// Hands the lines in `bytes` to the delegate until the connection closes or pauses; returns how
+    /// many bytes were consumed.
+    private func feedLines(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
         framer.feed(bytes) { frame in
             guard !isClosing, closeAfterFlush == nil else { return false }
             switch frame {
             case let .line(line): delegate.connection(self, didReceiveLine: line)
             case .tooLarge: delegate.connectionDidReceiveOversizedLine(self)
             }
-            return !isClosing
+            return !isClosing && pausedReasons.isEmpty
         }
-        // Only a line split across reads changes the buffer: then count the change against the total.
-        guard !isClosing, framer.bufferedCount != accountedInputBytes else { return }
-        eventLoop.bufferedInputBytes += framer.bufferedCount - accountedInputBytes
-        accountedInputBytes = framer.bufferedCount
+    }
+
+    /// Counts a change in the bytes held for this connection's input (an unfinished line, lines held
+    /// while paused) against the loop's total. Only a line split across reads or a pause changes it.
+    private func accountBufferedInput() {
+        let buffered = framer.bufferedCount + heldInput.count - heldStart
+        guard !isClosing, buffered != accountedInputBytes else { return }
+        eventLoop.bufferedInputBytes += buffered - accountedInputBytes
+        accountedInputBytes = buffered
         if eventLoop.bufferedInputBytes > maximumTotalInputBytes { delegate.connectionsPassedTotalInputLimit(self) }
     }
 

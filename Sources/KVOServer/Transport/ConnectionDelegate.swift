@@ -15,6 +15,10 @@ protocol ConnectionDelegate: AnyObject {
     func connectionsPassedTotalInputLimit(_ connection: Connection)
     /// A TLS `connection` finished its handshake (`verifiedClientCommonName` is known from here on).
     func connectionDidCompleteTLSHandshake(_ connection: Connection)
+    /// `connection` was resumed (`Connection.resumeReading`) with lines held from before its pause:
+    /// the owner calls `connection.replayHeldInput()` soon, at a point where it is not handling a line
+    /// (the loop must not block in between).
+    func connectionHasHeldInput(_ connection: Connection)
     /// `connection` started closing; no more lines will arrive and output is dropped.
     func connectionDidClose(_ connection: Connection, reason: CloseReason)
 }

@@ -1,0 +1,16 @@
+/// Why a connection has stopped reading (`Connection.pauseReading(_:)`). Reading stops while at least
+/// one reason holds and starts again when the last one is lifted (`Connection.resumeReading(_:)`), so
+/// independent users share one switch without knowing of each other. A value; loop thread only, as
+/// the connection.
+struct ReadPause: OptionSet, Sendable {
+    let rawValue: UInt8
+
+    init(rawValue: UInt8) {
+        self.rawValue = rawValue
+    }
+
+    /// The connection has `--max-pending-requests` replies not yet written to its socket, or half its
+    /// `--max-output-buffer` queued, after a reply (a client pipelining requests without reading the
+    /// replies): lifted once its output drains below both.
+    static let backPressure = ReadPause(rawValue: 1 << 0)
+}
