@@ -12,7 +12,8 @@ import Glibc
 ///   at most `lag` sets ahead of the slowest subscriber. Deliveries per second with plaintext subscribers,
 ///   then with TLS ones (the same harness both times, so the ratio is kvod's cost of encrypting, plus the
 ///   client's of decrypting on the same cores);
-/// - memory: kvod's RSS growth over N idle connections (each did one ping), per connection, plaintext and TLS.
+/// - memory: kvod's RSS growth over N idle connections (each did one ping), per connection, plaintext and TLS,
+///   each measured on a fresh kvod.
 ///
 ///     kvod-bench tls [--subscribers 100] [--bytes 64] [--seconds 5] [--idle 1000]
 enum TLSBenchmark {
@@ -31,32 +32,38 @@ enum TLSBenchmark {
         ChildProcesses.installInterruptHandler()
         let directory = makeCertificate()
         let server = TLSServer.start(directory: directory)
-        defer { server.stop() }
         let tls = TLSClientOptions(certificateAuthorityPath: directory + "/cert.pem")
 
         print("#### TLS: fan-out and idle memory (kvod-bench tls)")
         print("")
-        print("| subscribers | bytes | transport | deliveries/s | ratio |")
-        print("| ---: | ---: | --- | ---: | ---: |")
+        print("| subscribers | bytes | transport | deliveries/s | ratio | kvod CPU (cores) | deliveries per kvod CPU-second | ratio |")
+        print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
         let plain = fanOut(server, tls: nil, subscribers: subscribers, bytes: bytes, seconds: seconds)
-        print("| \(subscribers) | \(bytes) | plaintext | \(Int(plain)) | 1.00 |")
+        let plainPerCPU = plain.perSecond / max(plain.serverCores, 0.01)
+        print("| \(subscribers) | \(bytes) | plaintext | \(Int(plain.perSecond)) | 1.00 | \(format2(plain.serverCores)) | \(Int(plainPerCPU)) | 1.00 |")
         let secure = fanOut(server, tls: tls, subscribers: subscribers, bytes: bytes, seconds: seconds)
-        print("| \(subscribers) | \(bytes) | TLS 1.3 | \(Int(secure)) | \(String(format2(secure / plain))) |")
+        let securePerCPU = secure.perSecond / max(secure.serverCores, 0.01)
+        print("| \(subscribers) | \(bytes) | TLS 1.3 | \(Int(secure.perSecond)) | \(format2(secure.perSecond / plain.perSecond)) | "
+            + "\(format2(secure.serverCores)) | \(Int(securePerCPU)) | \(format2(securePerCPU / plainPerCPU)) |")
         print("")
         print("| idle connections | transport | kvod RSS growth | per connection |")
         print("| ---: | --- | ---: | ---: |")
+        server.stop()
         for options in [nil, tls] {
-            let growth = idleGrowth(server, tls: options, count: idle)
+            // A fresh kvod each: memory freed by the fan-out runs would otherwise hide the growth.
+            let fresh = TLSServer.start(directory: directory)
+            let growth = idleGrowth(fresh, tls: options, count: idle)
+            fresh.stop()
             print("| \(idle) | \(options == nil ? "plaintext" : "TLS 1.3") | \(growth >> 10) KiB | \(format1(Double(growth) / Double(idle) / 1024)) KiB |")
         }
-        server.stop()
         exit(0)
     }
 
     // MARK: - Fan-out
 
-    /// Deliveries per second over `seconds` of pipelined sets.
-    private static func fanOut(_ server: TLSServer, tls: TLSClientOptions?, subscribers: Int, bytes: Int, seconds: Double) -> Double {
+    /// Deliveries per second over `seconds` of pipelined sets, and the cores kvod used meanwhile.
+    private static func fanOut(_ server: TLSServer, tls: TLSClientOptions?, subscribers: Int, bytes: Int,
+                               seconds: Double) -> (perSecond: Double, serverCores: Double) {
         let object = "fan\(tls == nil ? "plain" : "tls")"
         let publisher = connect(server.plainPort, tls: nil)
         _ = try? publisher.call("create", ["object": .string(object), "values": ["v": 0]])
@@ -88,6 +95,7 @@ enum TLSBenchmark {
         let start = monotonicNanoseconds()
         let end = start + UInt64(seconds * 1e9)
         var startDeliveries = 0
+        var startCPU = 0.0
         while monotonicNanoseconds() < end {
             let slowest = counters.map { $0.count }.min() ?? 0
             if sent - acknowledged < window, sent - slowest < lag {
@@ -104,18 +112,20 @@ enum TLSBenchmark {
             acknowledged += 1
             if startDeliveries == 0, monotonicNanoseconds() > start + 500_000_000 {
                 startDeliveries = counters.reduce(0) { $0 + $1.count }
+                startCPU = ProcessStats.cpuSeconds(pid: server.pid)
             }
         }
         let measuredFrom = start + 500_000_000
         let delivered = counters.reduce(0) { $0 + $1.count } - startDeliveries
         let elapsed = Double(monotonicNanoseconds() - measuredFrom) / 1e9
+        let serverCores = (ProcessStats.cpuSeconds(pid: server.pid) - startCPU) / elapsed
         for connection in readers { connection.close() }
         for thread in threads { pthread_join(thread, nil) }
         while acknowledged < sent {
             guard (try? publisher.readLine(timeout: 10)) != nil else { break }
             acknowledged += 1
         }
-        return Double(delivered) / elapsed
+        return (Double(delivered) / elapsed, serverCores)
     }
 
     // MARK: - Idle memory

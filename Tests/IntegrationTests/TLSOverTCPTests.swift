@@ -148,13 +148,19 @@ import Testing
     /// the same length, once the handshake is done.
     @Test func outputQueuedBeforeTheHandshakeIsSentAfterIt() throws {
         let certificates = try TestCertificates()
-        let server = try KVODProcess(["--max-connections", "1"] + certificates.serverArguments())
+        let server = try KVODProcess(["--max-connections", "1", "--tls-handshake-timeout", "1"] + certificates.serverArguments())
         let first = try server.connectTLS(certificates.clientOptions())
         try first.call("ping")
         let second = try server.connectTLS(certificates.clientOptions())
         let refusal = try second.readMessage(timeout: 10)
         #expect(errorCode(refusal) == "too_many_connections", "\(refusal)")
         #expect(throws: KVOClientError.connectionClosed) { _ = try second.readMessage(timeout: 10) }
+        // A refused connection that never starts its handshake does not wait for it for ever: the handshake
+        // timeout closes it too.
+        let silent = try KVOConnection(host: "127.0.0.1", port: server.tlsPort)
+        let started = Date()
+        #expect(throws: KVOClientError.self) { _ = try silent.readLine(timeout: 15) }
+        #expect(Date().timeIntervalSince(started) < 12)
         try first.call("ping")
     }
 

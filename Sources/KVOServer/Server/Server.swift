@@ -298,6 +298,11 @@ public final class Server {
             connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))
             return
         }
+        // Before the refusals below: a refused TLS connection's reply waits for its handshake, which must
+        // not wait for ever.
+        if connection.isTLS, let seconds = configuration.tls?.handshakeTimeout, seconds > 0 {
+            tlsHandshakeDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(seconds * 1000))
+        }
         if tooMany {
             let error = KVOError(.tooManyConnections,
                                  "the server is at its limit of \(configuration.maximumConnections) connections")
@@ -318,9 +323,6 @@ public final class Server {
         if configuration.firstRequestTimeout > 0 {
             let timeout = UInt64(configuration.firstRequestTimeout * 1000)
             firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ timeout)
-        }
-        if connection.isTLS, let seconds = configuration.tls?.handshakeTimeout, seconds > 0 {
-            tlsHandshakeDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(seconds * 1000))
         }
         logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
     }
