@@ -63,6 +63,12 @@ public final class Server {
     /// Scratch space reused by every request (no allocation per request once warm).
     private var notifications: [ChangeNotification] = []
     private var replyBuffer: [UInt8] = []
+    /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
+    private let users: UserDirectory
+    /// Password checks, on the thread pool (set once the loop exists).
+    private var passwordChecks: PasswordVerificationQueue!
+    /// Failed logins are logged at most once a second, the rest counted.
+    private var authenticationFailureLog = RateLimitedCount()
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
@@ -84,6 +90,7 @@ public final class Server {
             throw .configuration(problem)
         }
         let engine: KVOEngine
+        var users = UserDirectory()
         if let storage = configuration.storage {
             do throws(StorageError) {
                 let store = try PersistentStore(directory: storage.directory, sync: storage.sync,
@@ -108,6 +115,14 @@ public final class Server {
             engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
             self.store = nil
         }
+        if configuration.storage == nil, let usersFile = configuration.usersFile {
+            do throws(UserDirectoryError) {
+                users = try UsersFile.load(usersFile)
+            } catch {
+                throw .configuration(error.message)
+            }
+        }
+        self.users = users
         engine.sizeLimits = configuration.sizeLimits
         self.handler = RequestHandler(engine: engine)
         do throws(TransportError) {
@@ -127,6 +142,11 @@ public final class Server {
         uv_timer_init(loop.raw, housekeepingHandle)
         retainOwner(self, in: housekeepingHandle)
         uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
+        passwordChecks = PasswordVerificationQueue(
+            loop: loop.raw, concurrency: configuration.passwordCheckConcurrency,
+            capacity: configuration.passwordCheckQueueLimit) { [unowned self] verification in
+            self.passwordCheckFinished(verification)
+        }
         do throws(TransportError) {
             listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
                 [unowned self] listener, status in
@@ -138,6 +158,25 @@ public final class Server {
             _ = loop.close()
             store?.close()
             throw .transport(error)
+        }
+        if users.isEmpty, !configuration.allowsInsecureOpen, let listener, !listener.isLoopback {
+            let address = listener.addressDescription
+            listener.close()
+            self.listener = nil
+            closeOwnHandles()
+            loop.run()
+            _ = loop.close()
+            store?.close()
+            throw .configuration("""
+                refusing to serve \(address) with no users defined (anyone who can connect could read and change \
+                everything): add a user with `kvod user add`, listen on 127.0.0.1, or pass --insecure-open
+                """)
+        }
+        if !users.isEmpty {
+            configuration.logger.info("authentication required", metadata: ["users": "\(users.count)"])
+            // Made now (once, about as long as a password check) rather than by the first unknown
+            // user's check, which would then take twice as long as a wrong password's.
+            _ = PasswordHasher.dummyHash
         }
         if configuration.handlesSignals {
             // A parent may have left these blocked (process launchers often do): unblock them, or
@@ -184,6 +223,8 @@ public final class Server {
         for slot in closingLogLimits.indices {
             if let count = closingLogLimits[slot].takeUnreported() { logSuppressedClosings(count, slot: slot) }
         }
+        if let count = authenticationFailureLog.takeUnreported() { logSuppressedAuthenticationFailures(count) }
+        passwordChecks.cancelAllWaiting()
         logger.info("stopping", metadata: ["connections": "\(openConnections)"])
         if let unreported = descriptorRefusals.takeUnreported() {
             logger.warning("refused \(unreported) more connection\(unreported == 1 ? "" : "s") for want of file descriptors")
@@ -234,7 +275,8 @@ public final class Server {
             return
         }
         let tooMany = openConnections > configuration.maximumConnections
-        connection.principal = .open
+        // With users defined, nothing but hello, auth and ping until the connection logs in.
+        connection.principal = users.isEmpty ? .open : nil
         let startStatus = connection.start()
         guard startStatus == 0 else {
             connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))
@@ -288,6 +330,18 @@ public final class Server {
             send(.failure(error), id: decoded.id, to: connection)
             return
         }
+        switch request {
+        case let .auth(credentials):
+            authenticate(credentials, id: decoded.id, connection: connection)
+            return
+        case .hello, .ping:
+            break
+        default:
+            guard connection.principal != nil else {
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection)
+                return
+            }
+        }
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
@@ -302,6 +356,88 @@ public final class Server {
             deliverNotifications()
             deliverBindingEvents()
         }
+    }
+
+    // MARK: - Authentication
+
+    /// The reply to any request but hello, auth and ping before a successful `auth`.
+    private static let notAuthenticated = KVOError(
+        .unauthenticated, "authenticate first: {\"op\":\"auth\",\"user\":…,\"password\":…}")
+    /// The reply to wrong credentials, the same whether the user exists or not.
+    private static let wrongCredentials = KVOError(.unauthenticated, "wrong user name or password")
+
+    /// Starts checking a password on the thread pool; the connection's later requests wait for the
+    /// answer (`Connection.pauseForVerification`). An unknown user is checked against a dummy hash,
+    /// so that the answer takes as long and reads the same as for a wrong password.
+    private func authenticate(_ credentials: AuthCredentials, id: JSONValue?, connection: Connection) {
+        switch credentials {
+        case let .password(userName, password):
+            let user = users.user(named: userName)
+            let verification = PasswordVerification(
+                connection: connection.id, peerHost: Server.host(ofPeer: connection.peer), userName: userName,
+                userExists: user != nil, requestID: id, connectionFailures: connection.authenticationFailures,
+                sequence: passwordChecks.takeSequence(), hash: user?.passwordHash,
+                password: password)
+            connection.pauseForVerification()
+            if let turnedAway = passwordChecks.submit(verification, now: uv_now(loop.raw)) {
+                turnAway(turnedAway)
+            }
+        case .token:
+            authenticationFailed(connection, userName: nil, id: id)
+        }
+    }
+
+    /// A check the full queue could not take: answered without a check (not counted as a failure).
+    private func turnAway(_ verification: PasswordVerification) {
+        verification.wipePassword()
+        guard let connection = connection(verification.connection)?.takeUnretainedValue() else { return }
+        let error = KVOError(.unauthenticated, "too many logins are waiting to be checked; try again shortly")
+        send(.failure(error), id: verification.requestID, to: connection)
+        connection.resumeAfterVerification()
+    }
+
+    /// A password check is back (loop thread): log the connection in, or count a failure.
+    private func passwordCheckFinished(_ verification: PasswordVerification) {
+        guard let connection = connection(verification.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
+        // The user may have been removed, or its password changed, while the check ran.
+        if verification.matched, let user = users.user(named: verification.userName) {
+            connection.principal = Principal(user: user.name, policy: AccessPolicy(rules: user.rules))
+            send(.success([("user", .string(user.name))]), id: verification.requestID, to: connection)
+            logger.debug("authenticated", metadata: [
+                "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
+            ])
+        } else {
+            authenticationFailed(connection, userName: verification.userName, id: verification.requestID)
+            passwordChecks.peerFailures.recordFailure(of: verification.peerHost, now: uv_now(loop.raw))
+        }
+        connection.resumeAfterVerification()
+    }
+
+    /// Answers a failed `auth` (`unauthenticated`, the same reply whatever was wrong), logs it
+    /// (rate-limited) and closes the connection at the failure limit.
+    private func authenticationFailed(_ connection: Connection, userName: String?, id: JSONValue?) {
+        connection.authenticationFailures += 1
+        if let count = authenticationFailureLog.record(at: uv_now(loop.raw)) {
+            let others = count > 1 ? " (and \(count - 1) more since the last line)" : ""
+            let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "a token"
+            logger.warning("authentication failed for \(who) from \(connection.peer)\(others)",
+                           metadata: ["connection": "\(connection.id)"])
+        }
+        Server.empty(&replyBuffer)
+        ReplyEncoder.failure(id: id, error: Server.wrongCredentials, into: &replyBuffer)
+        if connection.authenticationFailures >= configuration.maximumAuthenticationFailures {
+            connection.sendAndClose(replyBuffer, reason: .authenticationFailures(connection.authenticationFailures))
+        } else {
+            connection.enqueue(replyBuffer)
+        }
+    }
+
+    /// "127.0.0.1" of "127.0.0.1:50312", "::1" of "[::1]:50312".
+    private static func host(ofPeer peer: String) -> String {
+        guard let colon = peer.lastIndex(of: ":") else { return peer }
+        var host = peer[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return String(host)
     }
 
     /// Tells bindings' creators, if still connected, what the request did to their bindings (removed
@@ -435,6 +571,11 @@ public final class Server {
         }
     }
 
+    /// Logs the failed logins that were counted and not logged one by one.
+    private func logSuppressedAuthenticationFailures(_ count: Int) {
+        logger.warning("\(count) more authentication failure\(count == 1 ? "" : "s") within a second of the last one logged; not logged one by one")
+    }
+
     /// Logs the closings of one kind that were counted and not logged one by one.
     private func logSuppressedClosings(_ count: Int, slot: Int) {
         let connections = count == 1 ? "connection" : "connections"
@@ -456,6 +597,7 @@ public final class Server {
         for slot in closingLogLimits.indices {
             if let count = closingLogLimits[slot].takeUnreported(at: now) { logSuppressedClosings(count, slot: slot) }
         }
+        if let count = authenticationFailureLog.takeUnreported(at: now) { logSuppressedAuthenticationFailures(count) }
         let pool = loop.outputChunks
         peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
         let current = pool.bytesInUse + loop.bufferedInputBytes
@@ -569,6 +711,7 @@ extension Server: ConnectionDelegate {
             openConnections -= 1
         }
         let removed = handler.engine.disconnect(connection.id)
+        if connection.isAwaitingVerification { passwordChecks.cancelWaiting(of: connection.id) }
         let metadata: Logger.Metadata = [
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",
         ]
