@@ -16,24 +16,62 @@ struct UserCommand: ParsableCommand {
         subcommands: [UserAdd.self, UserRemove.self, UserList.self, UserPasswd.self, UserGrant.self, UserRevoke.self])
 }
 
-/// Where the users live: `--users FILE` (for `kvod --in-memory --users FILE`).
+/// Where the users live: the store under `--data DIR` (kvod's default data directory when neither
+/// flag is given), or `--users FILE` (for `kvod --in-memory --users FILE`).
 struct UserSource: ParsableArguments {
-    @Option(help: ArgumentHelp("The users file of `kvod --in-memory --users FILE` (created if missing).", valueName: "file"))
+    @Option(help: ArgumentHelp("Data directory of a stopped kvod (default: \(KVOD.defaultDataDirectory)).", valueName: "directory"))
+    var data: String?
+
+    @Option(help: ArgumentHelp("The users file of `kvod --in-memory --users FILE` instead (created if missing).", valueName: "file"))
     var users: String?
 
     func validate() throws {
-        guard users != nil else { throw ValidationError("give --users FILE") }
+        if let data, let users {
+            throw ValidationError("--data '\(data)' and --users '\(users)' cannot be used together")
+        }
     }
 
-    /// Reads the users, lets `change` alter them, and writes them back when it returns true.
+    /// Reads the users, lets `change` alter them, and writes back what changed when it returns true.
+    /// With `--data`, the store is opened as kvod opens it (locked for this process): with a kvod
+    /// running on the same directory this fails, saying so, and changes nothing.
     func update(_ change: (UserDirectory) throws -> Bool) throws {
-        let path = users!
-        let directory = try UsersFile.load(path, missingIsEmpty: true)
-        if try change(directory) { try UsersFile.save(directory, to: path) }
+        if let path = users {
+            let directory = try UsersFile.load(path, missingIsEmpty: true)
+            if try change(directory) { try UsersFile.save(directory, to: path) }
+            return
+        }
+        let store = try openStore()
+        defer { store.close() }
+        let directory = try store.loadUsers()
+        let before = directory.users
+        guard try change(directory) else { return }
+        let after = directory.users
+        let remaining = Set(after.map(\.name))
+        try store.writeUsers(upserting: after.filter { !before.contains($0) },
+                             deleting: before.map(\.name).filter { !remaining.contains($0) })
     }
 
     func read() throws -> UserDirectory {
-        try UsersFile.load(users!, missingIsEmpty: true)
+        if let path = users { return try UsersFile.load(path, missingIsEmpty: true) }
+        let store = try openStore()
+        defer { store.close() }
+        return try store.loadUsers()
+    }
+
+    /// The store, synced fully (user changes are rare), with no history trimming (the limits are the
+    /// server's business).
+    private func openStore() throws -> PersistentStore {
+        let directory = data ?? KVOD.defaultDataDirectory
+        do {
+            return try PersistentStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max)
+        } catch .locked {
+            throw UserCommandError("""
+                the data directory '\(directory)' is in use by a running kvod: stop it first, or change users \
+                online with `kvoclient user …`
+                """)
+        } catch {
+            throw UserCommandError("\(error)")
+        }
     }
 }
 

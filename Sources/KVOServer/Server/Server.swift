@@ -97,6 +97,7 @@ public final class Server {
                                                 historyLimit: configuration.historyLimit,
                                                 historyByteLimit: configuration.historyByteLimit)
                 let state = try store.load()
+                users = try store.loadUsers()
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
                 self.store = store
