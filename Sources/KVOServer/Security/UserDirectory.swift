@@ -30,7 +30,7 @@ public final class UserDirectory {
     /// Adds a new user; an existing name is an error.
     public func add(_ user: UserRecord) throws(UserDirectoryError) {
         if let problem = UserRecord.problem(withName: user.name) { throw UserDirectoryError(problem) }
-        guard records[user.name] == nil else { throw UserDirectoryError("user '\(user.name)' exists already") }
+        guard records[user.name] == nil else { throw UserDirectoryError("user '\(user.name)' exists already", kind: .exists) }
         for token in user.tokens where tokenOwners[token.id] != nil {
             throw UserDirectoryError("token '\(token.id)' is another user's")
         }
@@ -40,20 +40,20 @@ public final class UserDirectory {
     /// Removes a user and returns it.
     @discardableResult
     public func remove(_ name: String) throws(UserDirectoryError) -> UserRecord {
-        guard let user = records.removeValue(forKey: name) else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard let user = records.removeValue(forKey: name) else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         for token in user.tokens { tokenOwners.removeValue(forKey: token.id) }
         return user
     }
 
     /// Replaces a user's password hash.
     public func setPasswordHash(_ hash: String, of name: String) throws(UserDirectoryError) {
-        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         records[name]!.passwordHash = hash
     }
 
     /// Adds `rules` to a user's (permissions merge into an existing rule with the same pattern).
     public func grant(_ rules: [AccessRule], to name: String) throws(UserDirectoryError) {
-        guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         for rule in rules {
             if let index = user.rules.firstIndex(where: { $0.objects == rule.objects }) {
                 user.rules[index].allow.formUnion(rule.allow)
@@ -67,7 +67,7 @@ public final class UserDirectory {
     /// Takes `rules`' permissions away from the user's rules with the same pattern (a rule left with
     /// none is dropped). Revoking what a glob allows does not touch other patterns.
     public func revoke(_ rules: [AccessRule], from name: String) throws(UserDirectoryError) {
-        guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         for rule in rules {
             guard let index = user.rules.firstIndex(where: { $0.objects == rule.objects }) else { continue }
             user.rules[index].allow.subtract(rule.allow)
@@ -78,7 +78,7 @@ public final class UserDirectory {
 
     /// Makes a new API token for a user; returns its text (shown once) and id.
     public func createToken(for name: String) throws(UserDirectoryError) -> (text: String, id: String) {
-        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         var made = APIToken.generate()
         while tokenOwners[made.token.id] != nil { made = APIToken.generate() }
         records[name]!.tokens.append(made.token)
@@ -88,9 +88,9 @@ public final class UserDirectory {
 
     /// Revokes a user's token by id.
     public func revokeToken(_ id: String, of name: String) throws(UserDirectoryError) {
-        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         guard let index = records[name]!.tokens.firstIndex(where: { $0.id == id }) else {
-            throw UserDirectoryError("user '\(name)' has no token '\(PrintableText.escaped(id, limit: 64))'")
+            throw UserDirectoryError("user '\(name)' has no token '\(PrintableText.escaped(id, limit: 64))'", kind: .notFound)
         }
         records[name]!.tokens.remove(at: index)
         tokenOwners.removeValue(forKey: id)

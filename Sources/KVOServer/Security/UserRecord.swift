@@ -79,7 +79,21 @@ public struct UserRecord: Equatable, Sendable {
 
 /// Why a user or users file could not be read or changed. A value; any thread.
 public struct UserDirectoryError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What kind of problem, for the protocol's error code.
+    public enum Kind: Sendable {
+        /// No such user or token (`not_found`).
+        case notFound
+        /// The user exists already (`exists`).
+        case exists
+        /// Anything else: a bad name, rule or file (`bad_request`).
+        case invalid
+    }
+
     public let message: String
-    public init(_ message: String) { self.message = message }
+    public let kind: Kind
+    public init(_ message: String, kind: Kind = .invalid) {
+        self.message = message
+        self.kind = kind
+    }
     public var description: String { message }
 }

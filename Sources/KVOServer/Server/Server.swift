@@ -540,9 +540,11 @@ public final class Server {
                 return .success([("user", .string(name)), ("revoked", .string(tokenID))])
             }
         } catch {
-            let code: KVOError.Code = error.message.hasPrefix("no user") ? .notFound
-                : error.message.contains("exists already") ? .exists : error.message.contains("has no token") ? .notFound : .badRequest
-            return .failure(KVOError(code, error.message))
+            switch error.kind {
+            case .notFound: return .failure(KVOError(.notFound, error.message))
+            case .exists: return .failure(KVOError(.exists, error.message))
+            case .invalid: return .failure(KVOError(.badRequest, error.message))
+            }
         }
     }
 
