@@ -84,7 +84,7 @@ func readNewPassword(for name: String) throws -> String {
     do {
         return try SecretInput.read(environmentVariable: "KVOD_PASSWORD", prompt: "Password for \(name): ", confirm: true)
     } catch {
-        throw UserCommandError("no password: \(error)")
+        throw ValidationError("no password: \(error)")
     }
 }
 
@@ -93,7 +93,7 @@ func parseRules(_ words: [String]) throws -> [AccessRule] {
     var rules: [AccessRule] = []
     for word in words {
         do { rules.append(try AccessRule(argument: word)) } catch {
-            throw UserCommandError("'\(PrintableText.escaped(word, limit: 200))': \(error.message)")
+            throw ValidationError("'\(PrintableText.escaped(word, limit: 200))': \(error.message)")
         }
     }
     return rules
@@ -114,7 +114,7 @@ struct UserAdd: ParsableCommand {
     var hashCost: PasswordHasher.Cost = .interactive
 
     func run() throws {
-        if let problem = UserRecord.problem(withName: name) { throw UserCommandError(problem) }
+        if let problem = UserRecord.problem(withName: name) { throw ValidationError(problem) }
         let rules = try parseRules(rules)
         try source.update { users in
             if users.user(named: name) != nil { throw UserCommandError("user '\(name)' exists already") }
@@ -177,7 +177,7 @@ struct UserGrant: ParsableCommand {
 
     func run() throws {
         let rules = try parseRules(rules)
-        guard !rules.isEmpty else { throw UserCommandError("give at least one rule PATTERN=PERMS") }
+        guard !rules.isEmpty else { throw ValidationError("give at least one rule PATTERN=PERMS") }
         var now: [AccessRule] = []
         try source.update { users in
             try users.grant(rules, to: name)
@@ -196,7 +196,7 @@ struct UserRevoke: ParsableCommand {
 
     func run() throws {
         let rules = try parseRules(rules)
-        guard !rules.isEmpty else { throw UserCommandError("give at least one rule PATTERN=PERMS") }
+        guard !rules.isEmpty else { throw ValidationError("give at least one rule PATTERN=PERMS") }
         var now: [AccessRule] = []
         try source.update { users in
             try users.revoke(rules, from: name)

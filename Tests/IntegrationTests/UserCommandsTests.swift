@@ -61,6 +61,16 @@ struct UserCommandsTests {
         #expect(try client.call("list")["objects"] == ["kept"])
     }
 
+    @Test("usage errors exit 2 with one kvod user: error: line, as kvod's own")
+    func usageErrors() throws {
+        for arguments in [["bogus"], ["add"], ["grant", "--users", "/nonexistent/x.json", "bob", "no-equals"],
+                          ["list", "--users", "a.json", "--data", "d"]] {
+            let result = try KVODUserTool.run(arguments)
+            #expect(result.status == 2, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.hasPrefix("kvod user: error: "), "\(arguments): \(result.stderr)")
+        }
+    }
+
     @Test("the password comes from KVOD_PASSWORD or a terminal, never from argv alone")
     func noPasswordNoUser() throws {
         let scratch = try TemporaryDirectory("users")
