@@ -3,10 +3,10 @@
 #
 # - moves to the repository root;
 # - checks that the Swift toolchain is installed (and says how to get it when it is not);
-# - installs libuv's, SQLite's, PCRE2's and OpenSSL's development files (Debian/Ubuntu: libuv1-dev,
-#   libsqlite3-dev, libpcre2-dev, libssl-dev) and pkg-config when `pkg-config --exists libuv` (or `sqlite3`,
-#   `libpcre2-8`, `openssl`) fails, and the openssl command (the TLS tests' certificates), with apt-get, as
-#   root or through sudo.
+# - installs libuv's, SQLite's, PCRE2's, OpenSSL's and libsodium's development files (Debian/Ubuntu:
+#   libuv1-dev, libsqlite3-dev, libpcre2-dev, libssl-dev, libsodium-dev) and pkg-config when
+#   `pkg-config --exists libuv` (or `sqlite3`, `libpcre2-8`, `openssl`, `libsodium`) fails, and the openssl
+#   command (the TLS tests' certificates), with apt-get, as root or through sudo.
 #
 # Messages go to stderr so that stdout stays the product's own.
 
@@ -62,9 +62,14 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl; the
 fi
 command -v openssl >/dev/null 2>&1 || kvod_missing+=(openssl)
 
+# libsodium's development files for password hashes (Argon2id) and API token hashes.
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libsodium; then
+    kvod_missing+=(libsodium-dev)
+fi
+
 if [ "${#kvod_missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 ||
-        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's, PCRE2's and OpenSSL's development files, openssl and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel openssl-devel openssl pkgconf; macOS: brew install libuv sqlite pcre2 openssl@3 pkg-config)"
+        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's, PCRE2's, OpenSSL's and libsodium's development files, openssl and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel openssl-devel libsodium-devel openssl pkgconf; macOS: brew install libuv sqlite pcre2 openssl@3 libsodium pkg-config)"
     kvod_log "installing ${kvod_missing[*]} with apt-get"
     kvod_as_root apt-get update
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${kvod_missing[@]}"
@@ -72,6 +77,7 @@ if [ "${#kvod_missing[@]}" -gt 0 ]; then
     pkg-config --exists sqlite3 || kvod_fail "sqlite3 is still not visible to pkg-config after installing libsqlite3-dev"
     pkg-config --exists libpcre2-8 || kvod_fail "libpcre2-8 is still not visible to pkg-config after installing libpcre2-dev"
     pkg-config --exists openssl || kvod_fail "openssl is still not visible to pkg-config after installing libssl-dev"
+    pkg-config --exists libsodium || kvod_fail "libsodium is still not visible to pkg-config after installing libsodium-dev"
 fi
 
 unset kvod_missing

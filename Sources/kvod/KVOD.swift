@@ -11,7 +11,8 @@ import Glibc
 struct KVOD: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kvod",
-        abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.")
+        abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.",
+        discussion: "Users: `kvod user add|remove|list|passwd|grant|revoke …` (see `kvod user --help`).")
 
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
@@ -150,6 +151,16 @@ struct KVOD: ParsableCommand {
     @Flag(help: "Keep everything in memory: nothing is written to disk and all state is lost on exit.")
     var inMemory = false
 
+    @Option(help: ArgumentHelp("""
+        With --in-memory: the users file (made by `kvod user add --users FILE`); with users, clients must         authenticate (auth) before anything but hello and ping.
+        """, valueName: "file"))
+    var users: String?
+
+    @Flag(help: """
+        Serve without authentication on a non-loopback address when no users are defined (anyone who can         connect may read and change everything). Without it kvod refuses to start there.
+        """)
+    var insecureOpen = false
+
     @Option(help: """
         When a write is acknowledged: full (fsync per group commit: survives an OS crash or power loss), \
         normal (survives a kvod crash; recent commits may be lost, never corrupted, on power loss), \
@@ -196,6 +207,9 @@ struct KVOD: ParsableCommand {
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
+        if let users, !inMemory {
+            throw ValidationError("--users '\(users)' goes with --in-memory; with --data the users live in the store (kvod user add --data DIR)")
+        }
         if inMemory, let data {
             throw ValidationError("--data '\(data)' and --in-memory cannot be used together: --in-memory keeps nothing on disk")
         }
@@ -232,6 +246,21 @@ struct KVOD: ParsableCommand {
 
     /// Parses the flags and runs, with usage errors as one `kvod: error:` line and the usage, exit 2.
     static func main() {
+        if CommandLine.arguments.count > 1, CommandLine.arguments[1] == "user" {
+            // `kvod user …`: usage errors exit 2 here too, as `kvod user: error: …` and the usage.
+            do {
+                var command = try UserCommand.parseAsRoot(Array(CommandLine.arguments.dropFirst(2)))
+                try command.run()
+                exitProcess(0)
+            } catch {
+                guard UserCommand.exitCode(for: error) == .validationFailure else { UserCommand.exit(withError: error) }
+                var message = UserCommand.fullMessage(for: error)
+                if message.hasPrefix("Error: ") { message = "kvod user: error: " + message.dropFirst("Error: ".count) }
+                let line = Array((message + "\n").utf8)
+                _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+                exitProcess(usageExitCode)
+            }
+        }
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -271,6 +300,8 @@ struct KVOD: ParsableCommand {
         if !inMemory {
             settings.storage = StorageConfiguration(directory: data ?? KVOD.defaultDataDirectory, sync: SyncMode(rawValue: sync)!)
         }
+        settings.usersFile = users
+        settings.allowsInsecureOpen = insecureOpen
         settings.logger = logger
 
         let server: Server

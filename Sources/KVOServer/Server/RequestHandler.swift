@@ -48,6 +48,9 @@ final class RequestHandler {
                 ("server", .string(RequestHandler.serverName)),
                 ("version", .string(RequestHandler.serverVersion)),
             ])
+        case .auth, .admin:
+            // The server answers these itself (passwords are checked and hashed off the loop thread).
+            throw KVOError(.badRequest, "answered by the server")
         case let .create(object, values, className):
             let rev = try engine.create(object, values: values, className: className, notifications: &notifications)
             return reply([("rev", revision(rev))])

@@ -76,6 +76,12 @@ public final class Server {
     /// Scratch space reused by every request (no allocation per request once warm).
     private var notifications: [ChangeNotification] = []
     private var replyBuffer: [UInt8] = []
+    /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
+    private let users: UserDirectory
+    /// Password checks, on the thread pool (set once the loop exists).
+    private var passwordChecks: PasswordVerificationQueue!
+    /// Failed logins are logged at most once a second, the rest counted.
+    private var authenticationFailureLog = RateLimitedCount()
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
@@ -101,12 +107,14 @@ public final class Server {
             throw .configuration(problem)
         }
         let engine: KVOEngine
+        var users = UserDirectory()
         if let storage = configuration.storage {
             do throws(StorageError) {
                 let store = try PersistentStore(directory: storage.directory, sync: storage.sync,
                                                 historyLimit: configuration.historyLimit,
                                                 historyByteLimit: configuration.historyByteLimit)
                 let state = try store.load()
+                users = try store.loadUsers()
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
                 self.store = store
@@ -125,6 +133,14 @@ public final class Server {
             engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
             self.store = nil
         }
+        if configuration.storage == nil, let usersFile = configuration.usersFile {
+            do throws(UserDirectoryError) {
+                users = try UsersFile.load(usersFile)
+            } catch {
+                throw .configuration(error.message)
+            }
+        }
+        self.users = users
         engine.sizeLimits = configuration.sizeLimits
         engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
         if engine.storedBytes > configuration.sizeLimits.maximumStoredBytes {
@@ -154,6 +170,11 @@ public final class Server {
         uv_timer_init(loop.raw, housekeepingHandle)
         retainOwner(self, in: housekeepingHandle)
         uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
+        passwordChecks = PasswordVerificationQueue(
+            loop: loop.raw, concurrency: configuration.passwordCheckConcurrency,
+            capacity: configuration.passwordCheckQueueLimit) { [unowned self] verification in
+            self.passwordCheckFinished(verification)
+        }
         do throws(ServerStartError) {
             if let tls = configuration.tls {
                 do throws(TLSSetupError) {
@@ -189,6 +210,28 @@ public final class Server {
             _ = loop.close()
             store?.close()
             throw error
+        }
+        if users.isEmpty, !configuration.allowsInsecureOpen,
+           let exposed = [listener, tlsListener].compactMap({ $0 }).first(where: { !$0.isLoopback }) {
+            let address = exposed.addressDescription
+            listener?.close()
+            tlsListener?.close()
+            self.listener = nil
+            self.tlsListener = nil
+            closeOwnHandles()
+            loop.run()
+            _ = loop.close()
+            store?.close()
+            throw .configuration("""
+                refusing to serve \(address) with no users defined (anyone who can connect could read and change \
+                everything): add a user with `kvod user add`, listen on 127.0.0.1, or pass --insecure-open
+                """)
+        }
+        if !users.isEmpty {
+            configuration.logger.info("authentication required", metadata: ["users": "\(users.count)"])
+            // Made now (once, about as long as a password check) rather than by the first unknown
+            // user's check, which would then take twice as long as a wrong password's.
+            _ = PasswordHasher.dummyHash
         }
         if configuration.handlesSignals {
             // A parent may have left these blocked (process launchers often do): unblock them, or
@@ -238,6 +281,8 @@ public final class Server {
         for slot in closingLogLimits.indices {
             if let count = closingLogLimits[slot].takeUnreported() { logSuppressedClosings(count, slot: slot) }
         }
+        if let count = authenticationFailureLog.takeUnreported() { logSuppressedAuthenticationFailures(count) }
+        passwordChecks.cancelAllWaiting()
         logger.info("stopping", metadata: ["connections": "\(openConnections)"])
         if let unreported = descriptorRefusals.takeUnreported() {
             logger.warning("refused \(unreported) more connection\(unreported == 1 ? "" : "s") for want of file descriptors")
@@ -292,7 +337,8 @@ public final class Server {
             return
         }
         let tooMany = openConnections > configuration.maximumConnections
-        connection.principal = .open
+        // With users defined, nothing but hello, auth and ping until the connection logs in.
+        connection.principal = users.isEmpty ? .open : nil
         let startStatus = connection.start()
         guard startStatus == 0 else {
             connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))
@@ -372,6 +418,25 @@ public final class Server {
             send(.failure(error), id: decoded.id, to: connection)
             return
         }
+        switch request {
+        case let .auth(credentials):
+            authenticate(credentials, id: decoded.id, connection: connection)
+            return
+        case let .admin(adminRequest):
+            guard connection.principal != nil else {
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection)
+                return
+            }
+            administer(adminRequest, id: decoded.id, connection: connection)
+            return
+        case .hello, .ping:
+            break
+        default:
+            guard connection.principal != nil else {
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection)
+                return
+            }
+        }
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
@@ -386,6 +451,237 @@ public final class Server {
             deliverNotifications()
             deliverBindingEvents()
         }
+    }
+
+    // MARK: - Authentication
+
+    /// The reply to any request but hello, auth and ping before a successful `auth`.
+    private static let notAuthenticated = KVOError(
+        .unauthenticated, "authenticate first: {\"op\":\"auth\",\"user\":…,\"password\":…}")
+    /// The reply to wrong credentials, the same whether the user exists or not.
+    private static let wrongCredentials = KVOError(.unauthenticated, "wrong user name or password")
+
+    /// Starts checking a password on the thread pool; the connection's later requests wait for the
+    /// answer (`Connection.pauseForVerification`). An unknown user is checked against a dummy hash,
+    /// so that the answer takes as long and reads the same as for a wrong password.
+    private func authenticate(_ credentials: AuthCredentials, id: JSONValue?, connection: Connection) {
+        switch credentials {
+        case let .password(userName, password):
+            let user = users.user(named: userName)
+            let verification = PasswordVerification(
+                connection: connection.id, peerHost: Server.host(ofPeer: connection.peer), userName: userName,
+                userExists: user != nil, requestID: id, connectionFailures: connection.authenticationFailures,
+                sequence: passwordChecks.takeSequence(), hash: user?.passwordHash,
+                password: password)
+            connection.pauseReading(.verification)
+            if let turnedAway = passwordChecks.submit(verification, now: uv_now(loop.raw)) {
+                turnAway(turnedAway)
+            }
+        case let .token(text):
+            // Cheap (a BLAKE2b hash of 32 bytes): checked here, on the loop thread.
+            if let user = users.user(presentingToken: text) {
+                logIn(connection, as: user, id: id)
+            } else {
+                authenticationFailed(connection, userName: nil, id: id)
+                passwordChecks.peerFailures.recordFailure(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
+            }
+        }
+    }
+
+    /// A check the full queue could not take: answered without a check (not counted as a failure).
+    private func turnAway(_ verification: PasswordVerification) {
+        verification.wipePassword()
+        guard let connection = connection(verification.connection)?.takeUnretainedValue() else { return }
+        let error = KVOError(.unauthenticated, "too many logins are waiting to be checked; try again shortly")
+        send(.failure(error), id: verification.requestID, to: connection)
+        connection.resumeReading(.verification)
+    }
+
+    /// A password check is back (loop thread): log the connection in, or count a failure.
+    private func passwordCheckFinished(_ verification: PasswordVerification) {
+        guard let connection = connection(verification.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
+        // The user may have been removed, or its password changed, while the check ran.
+        if verification.matched, let user = users.user(named: verification.userName),
+           user.passwordHash == verification.checkedHash {
+            logIn(connection, as: user, id: verification.requestID)
+        } else {
+            authenticationFailed(connection, userName: verification.userName, id: verification.requestID)
+            passwordChecks.peerFailures.recordFailure(of: verification.peerHost, now: uv_now(loop.raw))
+        }
+        connection.resumeReading(.verification)
+    }
+
+    /// The connection now acts for `user`, with its rules compiled once here.
+    private func logIn(_ connection: Connection, as user: UserRecord, id: JSONValue?) {
+        connection.principal = Principal(user: user.name, policy: AccessPolicy(rules: user.rules))
+        send(.success([("user", .string(user.name))]), id: id, to: connection)
+        logger.debug("authenticated", metadata: [
+            "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
+        ])
+    }
+
+    /// Answers a failed `auth` (`unauthenticated`, the same reply whatever was wrong), logs it
+    /// (rate-limited) and closes the connection at the failure limit.
+    private func authenticationFailed(_ connection: Connection, userName: String?, id: JSONValue?) {
+        connection.authenticationFailures += 1
+        if let count = authenticationFailureLog.record(at: uv_now(loop.raw)) {
+            let others = count > 1 ? " (and \(count - 1) more since the last line)" : ""
+            let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "an API token"
+            logger.warning("authentication failed for \(who) from \(connection.peer)\(others)",
+                           metadata: ["connection": "\(connection.id)"])
+        }
+        Server.empty(&replyBuffer)
+        ReplyEncoder.failure(id: id, error: Server.wrongCredentials, into: &replyBuffer)
+        if connection.authenticationFailures >= configuration.maximumAuthenticationFailures {
+            connection.sendAndClose(replyBuffer, reason: .authenticationFailures(connection.authenticationFailures))
+        } else {
+            connection.enqueue(replyBuffer)
+        }
+    }
+
+    // MARK: - Managing users online
+
+    /// An admin operation: needs `isServerAdmin`. Changes are persisted (the store's `users` table, or
+    /// the users file) before the reply; a new password is hashed on the thread pool first, the
+    /// connection waiting for it as for a password check.
+    private func administer(_ request: AdminRequest, id: JSONValue?, connection: Connection) {
+        guard connection.principal?.policy.isServerAdmin == true else {
+            send(.failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')")), id: id, to: connection)
+            return
+        }
+        switch request {
+        case let .userAdd(name, password, _, cost):
+            guard users.user(named: name) == nil else {
+                send(.failure(KVOError(.exists, "user '\(name)' exists already")), id: id, to: connection)
+                return
+            }
+            hashThenApply(request, password: password, cost: cost, id: id, connection: connection)
+        case let .userPasswd(name, password, cost):
+            guard users.user(named: name) != nil else {
+                send(.failure(KVOError(.notFound, UserDirectory.noSuchUser(name))), id: id, to: connection)
+                return
+            }
+            hashThenApply(request, password: password, cost: cost, id: id, connection: connection)
+        default:
+            send(apply(request, passwordHash: nil), id: id, to: connection)
+        }
+    }
+
+    private func hashThenApply(_ request: AdminRequest, password: String, cost: PasswordHasher.Cost, id: JSONValue?,
+                               connection: Connection) {
+        connection.pauseReading(.verification)
+        let job = PasswordHashJob(request: request, requestID: id, connection: connection.id, password: password, cost: cost) {
+            [unowned self] job in
+            guard let connection = self.connection(job.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
+            switch job.result {
+            case let .success(hash): self.send(self.apply(job.request, passwordHash: hash), id: job.requestID, to: connection)
+            case let .failure(error): self.send(.failure(KVOError(.badRequest, "\(error)")), id: job.requestID, to: connection)
+            }
+            connection.resumeReading(.verification)
+        }
+        job.start(on: loop.raw)
+    }
+
+    /// Carries out an admin change on the users, persists it, and updates the affected connections.
+    private func apply(_ request: AdminRequest, passwordHash: String?) -> Result<[(String, JSONValue)], KVOError> {
+        do throws(UserDirectoryError) {
+            switch request {
+            case let .userAdd(name, _, rules, _):
+                try users.add(UserRecord(name: name, passwordHash: passwordHash!, rules: rules))
+                persistUsers(changed: [name])
+                logger.notice("user '\(name)' added")
+                return .success([("user", .string(name))])
+            case let .userRemove(name):
+                try users.remove(name)
+                persistUsers(removed: [name])
+                let closed = connections(of: name)
+                for connection in closed { connection.close(reason: .userRemoved(name)) }
+                logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
+                return .success([("user", .string(name)), ("closedConnections", .int(Int64(closed.count)))])
+            case .userList:
+                let list = users.users.map { user in
+                    JSONValue.object(["name": .string(user.name), "rules": .array(user.rules.map(\.json)),
+                                      "tokens": .array(user.tokens.map { .string($0.id) })])
+                }
+                return .success([("users", .array(list))])
+            case let .userPasswd(name, _, _):
+                try users.setPasswordHash(passwordHash!, of: name)
+                persistUsers(changed: [name])
+                logger.notice("password of user '\(name)' changed")
+                return .success([("user", .string(name))])
+            case let .userGrant(name, rules):
+                try users.grant(rules, to: name)
+                return rulesChanged(of: name)
+            case let .userRevoke(name, rules):
+                try users.revoke(rules, from: name)
+                return rulesChanged(of: name)
+            case let .tokenCreate(name):
+                let made = try users.createToken(for: name)
+                persistUsers(changed: [name])
+                logger.notice("API token '\(made.id)' created for user '\(name)'")
+                return .success([("user", .string(name)), ("token", .string(made.text)), ("tokenID", .string(made.id))])
+            case let .tokenRevoke(name, tokenID):
+                try users.revokeToken(tokenID, of: name)
+                persistUsers(changed: [name])
+                logger.notice("API token '\(PrintableText.escaped(tokenID, limit: 64))' of user '\(name)' revoked")
+                return .success([("user", .string(name)), ("revoked", .string(tokenID))])
+            }
+        } catch {
+            switch error.kind {
+            case .notFound: return .failure(KVOError(.notFound, error.message))
+            case .exists: return .failure(KVOError(.exists, error.message))
+            case .invalid: return .failure(KVOError(.badRequest, error.message))
+            }
+        }
+    }
+
+    /// A user's rules changed: persisted, and every open connection of the user gets a new
+    /// `Principal` at once (then `principalDidChange(of:)`).
+    private func rulesChanged(of name: String) -> Result<[(String, JSONValue)], KVOError> {
+        guard let user = users.user(named: name) else { return .failure(KVOError(.notFound, UserDirectory.noSuchUser(name))) }
+        persistUsers(changed: [name])
+        let policy = AccessPolicy(rules: user.rules)
+        let open = connections(of: name)
+        for connection in open {
+            connection.principal = Principal(user: name, policy: policy)
+            principalDidChange(of: connection)
+        }
+        logger.notice("rules of user '\(name)' changed; \(open.count) open connection\(open.count == 1 ? "" : "s") updated")
+        return .success([("user", .string(name)), ("rules", .array(user.rules.map(\.json))),
+                         ("updatedConnections", .int(Int64(open.count)))])
+    }
+
+    /// Called after `connection.principal` was replaced because its user's rules changed. A hook for
+    /// the permission checks (dropping cached decisions, ending observations the user may no longer
+    /// read); a no-op until they provide it. Loop thread.
+    func principalDidChange(of connection: Connection) {}
+
+    /// The open connections logged in as `name`. O(connections): admin operations only.
+    private func connections(of name: String) -> [Connection] {
+        slots.compactMap { $0?.takeUnretainedValue() }.filter { !$0.isClosing && $0.principal?.user == name }
+    }
+
+    /// Writes the users that changed (or were removed) where they live: the store's `users` table, or
+    /// the users file. A failure stops kvod without acknowledging the change, like a failed commit.
+    private func persistUsers(changed: [String] = [], removed: [String] = []) {
+        do {
+            if let store {
+                try store.writeUsers(upserting: changed.compactMap { users.user(named: $0) }, deleting: removed)
+            } else if let path = configuration.usersFile {
+                try UsersFile.save(users, to: path)
+            }
+        } catch {
+            logger.critical("cannot persist a user change: \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging it")
+            exit(74)  // EX_IOERR
+        }
+    }
+
+    /// "127.0.0.1" of "127.0.0.1:50312", "::1" of "[::1]:50312".
+    private static func host(ofPeer peer: String) -> String {
+        guard let colon = peer.lastIndex(of: ":") else { return peer }
+        var host = peer[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return String(host)
     }
 
     /// Tells bindings' creators, if still connected, what the request did to their bindings (removed
@@ -519,6 +815,11 @@ public final class Server {
         }
     }
 
+    /// Logs the failed logins that were counted and not logged one by one.
+    private func logSuppressedAuthenticationFailures(_ count: Int) {
+        logger.warning("\(count) more authentication failure\(count == 1 ? "" : "s") within a second of the last one logged; not logged one by one")
+    }
+
     /// Logs the closings of one kind that were counted and not logged one by one.
     private func logSuppressedClosings(_ count: Int, slot: Int) {
         let connections = count == 1 ? "connection" : "connections"
@@ -548,6 +849,7 @@ public final class Server {
         for slot in closingLogLimits.indices {
             if let count = closingLogLimits[slot].takeUnreported(at: now) { logSuppressedClosings(count, slot: slot) }
         }
+        if let count = authenticationFailureLog.takeUnreported(at: now) { logSuppressedAuthenticationFailures(count) }
         let pool = loop.outputChunks
         peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
         let current = pool.bytesInUse + loop.bufferedInputBytes
@@ -674,6 +976,14 @@ extension Server: ConnectionDelegate {
         var metadata: Logger.Metadata = ["connection": "\(connection.id)", "peer": "\(connection.peer)"]
         if let name = connection.verifiedClientCommonName { metadata["clientCN"] = "\(PrintableText.escaped(name))" }
         logger.debug("TLS handshake complete", metadata: metadata)
+        // A verified client certificate whose CN names a user logs the connection in as that user, as a
+        // successful `auth` would (docs/protocol.md, "TLS"); in open mode there is nobody to be.
+        if connection.principal == nil, let name = connection.verifiedClientCommonName, let user = users.user(named: name) {
+            connection.principal = Principal(user: user.name, policy: AccessPolicy(rules: user.rules))
+            logger.debug("authenticated by client certificate", metadata: [
+                "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
+            ])
+        }
     }
 
     func connectionNeedsFlush(_ connection: Connection) {
@@ -693,6 +1003,7 @@ extension Server: ConnectionDelegate {
             openConnections -= 1
         }
         let removed = handler.engine.disconnect(connection.id)
+        if connection.pausedReasons.contains(.verification) { passwordChecks.cancelWaiting(of: connection.id) }
         let metadata: Logger.Metadata = [
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",
         ]

@@ -30,6 +30,10 @@ enum CloseReason: CustomStringConvertible {
     case tlsOnPlainPort
     /// An established TLS connection failed (a bad record, a fatal alert): OpenSSL's reason.
     case tlsError(String)
+    /// Too many failed `auth` requests on this connection; told so, then closed.
+    case authenticationFailures(Int)
+    /// The user this connection was logged in as was removed (admin `userRemove`).
+    case userRemoved(String)
 
     var description: String {
         switch self {
@@ -53,11 +57,13 @@ enum CloseReason: CustomStringConvertible {
         case .tlsOnPlainPort:
             return "the client started a TLS handshake on the plaintext port: TLS clients must use the TLS port (--tls-port)"
         case let .tlsError(text): return text
+        case let .authenticationFailures(count): return "\(count) failed authentication attempts"
+        case let .userRemoved(name): return "user '\(name)' was removed"
         }
     }
 
     /// Number of distinct `rateLimitSlot`s.
-    static let rateLimitSlots = 9
+    static let rateLimitSlots = 10
 
     /// For closings logged at the default level, which a client can cause many times over (one per
     /// connection it opens): the slot of their `RateLimitedCount` in the server; nil for the others.
@@ -72,6 +78,7 @@ enum CloseReason: CustomStringConvertible {
         case .tlsHandshakeTimeout: return 6
         case .tlsOnPlainPort: return 7
         case .tlsError: return 8
+        case .authenticationFailures: return 9
         default: return nil
         }
     }
@@ -87,7 +94,8 @@ enum CloseReason: CustomStringConvertible {
         case 5: return "TLS handshake failed"
         case 6: return "TLS handshake timeout"
         case 7: return "TLS handshake on the plaintext port"
-        default: return "TLS error"
+        case 8: return "TLS error"
+        default: return "failed authentication attempts"
         }
     }
 
@@ -95,7 +103,8 @@ enum CloseReason: CustomStringConvertible {
     var isNoteworthy: Bool {
         switch self {
         case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected,
-             .tlsHandshakeFailed, .tlsHandshakeTimeout, .tlsOnPlainPort, .tlsError:
+             .tlsHandshakeFailed, .tlsHandshakeTimeout, .tlsOnPlainPort, .tlsError,
+             .authenticationFailures:
             return true
         default: return false
         }

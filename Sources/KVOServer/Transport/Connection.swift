@@ -43,6 +43,8 @@ final class Connection {
     /// Who this connection acts for; nil until it authenticates when authentication is required.
     /// Set by the server (open mode: `.open` at accept). Loop thread only.
     var principal: Principal?
+    /// Failed `auth` requests on this connection (closed at the server's limit).
+    var authenticationFailures = 0
 
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.

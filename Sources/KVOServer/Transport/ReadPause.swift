@@ -13,4 +13,8 @@ struct ReadPause: OptionSet, Sendable {
     /// `--max-output-buffer` queued, after a reply (a client pipelining requests without reading the
     /// replies): lifted once its output drains below both.
     static let backPressure = ReadPause(rawValue: 1 << 0)
+
+    /// The connection's password is being checked (or, for an admin's `userAdd`/`userPasswd`, a new one
+    /// hashed) on the thread pool: its later requests wait, to be answered in order after the reply.
+    static let verification = ReadPause(rawValue: 1 << 1)
 }
