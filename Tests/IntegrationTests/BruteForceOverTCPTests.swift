@@ -118,6 +118,41 @@ struct BruteForceOverTCPTests {
     }
 }
 
+extension BruteForceOverTCPTests {
+    @Test("past 256 waiting checks the worst-placed are turned away at once, and a login from elsewhere still gets in")
+    func queueBoundTurnsAwayTheWorst() throws {
+        let scratch = try TemporaryDirectory("brute")
+        let usersFile = scratch.appending("users.json")
+        let added = try KVODUserTool.run(["add", "--users", usersFile, "alice", "*=read,write,admin"], password: "correct horse")
+        try #require(added.status == 0, "\(added.stderr)")
+        let server = try KVODProcess(["--users", usersFile])
+        let first = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
+        #expect(errorCode(try first.request("auth", ["user": "alice", "password": "nope"], timeout: 30)) == "unauthenticated")
+        // 300 guesses at once (interactive cost: 2 run, 256 wait, the rest are turned away).
+        var guessers: [KVOConnection] = []
+        for index in 0..<300 {
+            let connection = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
+            try connection.send(raw: Array((#"{"op":"auth","id":1,"user":"alice","password":"guess-\#(index)"}"# + "\n").utf8))
+            guessers.append(connection)
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        var turnedAway = 0
+        for guesser in guessers {
+            guard let reply = try? guesser.readMessage(timeout: 0.001) else { continue }
+            #expect(errorCode(reply) == "unauthenticated")
+            if reply["error"]?["message"]?.stringValue?.contains("too many logins are waiting") == true { turnedAway += 1 }
+        }
+        #expect(turnedAway >= 30, "\(turnedAway) of 300 turned away with 256 waiting at most")
+        // A login from another address goes ahead of the waiting guesses (one of them is turned away for it).
+        let client = try KVOConnection(host: "127.0.0.1", port: server.port)
+        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"] == "alice")
+        // Closing the guessers drops their waiting checks; the server keeps serving.
+        for guesser in guessers { guesser.close() }
+        try client.call("create", ["object": "after"])
+        #expect(!server.log.contains("critical"))
+    }
+}
+
 /// What the attacking threads saw, gathered under a lock.
 private final class AttackResults: @unchecked Sendable {
     private let lock = NSLock()
