@@ -280,7 +280,7 @@ final class Connection {
         if let tls {
             // Plaintext becomes ciphertext here, once per flush. What an `SSL_write` wanting a read
             // (handshake unfinished) left stays in `pending` until the next read.
-            if !pending.isEmpty, case let .failed(reason) = tls.encrypt(&pending) {
+            if !pending.isEmpty, case let .failed(reason) = tls.encrypt(&pending, staging: eventLoop.tlsStagingBuffer) {
                 noteCiphertext()
                 close(reason: .tlsError(reason))
                 return

@@ -21,6 +21,9 @@ final class EventLoop {
     /// Where TLS connections decrypt into (`SSL_read`): one record's plaintext at most, 16 KiB. Shared
     /// like `readBuffer`: used only within one connection's read callback.
     let tlsPlaintextBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
+    /// Where a TLS connection's flush packs small output chunks into one record before `SSL_write` (16 KiB).
+    /// Separate from `tlsPlaintextBuffer`: a flush can run while a read's plaintext is being framed.
+    let tlsStagingBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
     /// Every connection's output chunks: a 512-byte first chunk (a reply or an event), then 16 KiB
     /// ones (as Redis's reply chunks), and up to 1,024 free ones of each size kept for the next
     /// burst once written out (16.5 MiB). 4 KiB chunks cost 6-9 % more CPU per delivery; full-size
@@ -40,6 +43,7 @@ final class EventLoop {
             raw.deallocate()
             readBuffer.deallocate()
             tlsPlaintextBuffer.deallocate()
+            tlsStagingBuffer.deallocate()
             throw TransportError(operation: "uv_loop_init", status: status)
         }
         raw.pointee.data = Unmanaged.passUnretained(self).toOpaque()
@@ -50,6 +54,7 @@ final class EventLoop {
         raw.deallocate()
         readBuffer.deallocate()
         tlsPlaintextBuffer.deallocate()
+        tlsStagingBuffer.deallocate()
     }
 
     /// The `EventLoop` that owns `loop`.

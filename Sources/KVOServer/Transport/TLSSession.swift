@@ -92,33 +92,39 @@ final class TLSSession {
 
     // MARK: - Output
 
-    /// Encrypts `plaintext` into `ciphertext`, consuming what was encrypted. An `SSL_write` that wants a
-    /// read first (the handshake is not finished) leaves the rest in `plaintext`, to be retried with the
-    /// same length after the next `receive`.
-    func encrypt(_ plaintext: inout ChunkedOutputBuffer) -> Outcome {
+    /// Encrypts `plaintext` into `ciphertext`, consuming what was encrypted: records of up to `staging.count`
+    /// bytes (16 KiB, a full record), the chunks of a flush packed together into `staging` (the loop's) so that
+    /// a flush of many small chunks costs one `SSL_write` per record, not one per chunk. An `SSL_write` that
+    /// wants a read first (the handshake is not finished) leaves the rest in `plaintext`, to be retried with
+    /// the same bytes and length after the next `receive`.
+    func encrypt(_ plaintext: inout ChunkedOutputBuffer, staging: UnsafeMutableRawBufferPointer) -> Outcome {
         guard !hasFailed else { return .failed("earlier TLS failure") }
-        let capacity = plaintext.chunkCount
-        let buffers = pool.gatherBuffers(capacity: capacity)
-        let count = plaintext.gather(into: buffers, capacity: capacity)
-        var encrypted = 0
-        defer { plaintext.consume(encrypted, returningTo: pool) }
-        for index in 0..<count {
-            let base = UnsafeRawPointer(buffers[index].base!)
-            let length = buffers[index].len
-            var done = 0
-            while done < length {
-                let piece = retryWriteLength > 0 ? retryWriteLength : min(length - done, Int(Int32.max))
-                ERR_clear_error()
-                let status = SSL_write(ssl, base + done, Int32(piece))
-                guard status > 0 else {
-                    let outcome = outcome(ofFailedCall: status)
-                    if case .proceed = outcome { retryWriteLength = piece }
-                    return outcome
+        while !plaintext.isEmpty {
+            let length = retryWriteLength > 0 ? retryWriteLength : min(plaintext.count, staging.count)
+            let capacity = plaintext.chunkCount
+            let buffers = pool.gatherBuffers(capacity: capacity)
+            let count = plaintext.gather(into: buffers, capacity: capacity)
+            let source: UnsafeRawPointer
+            if count > 0, buffers[0].len >= length {
+                source = UnsafeRawPointer(buffers[0].base!)  // the front chunk holds the whole record
+            } else {
+                var packed = 0
+                for index in 0..<count where packed < length {
+                    let piece = min(buffers[index].len, length - packed)
+                    memcpy(staging.baseAddress! + packed, buffers[index].base!, piece)
+                    packed += piece
                 }
-                retryWriteLength = 0
-                done += Int(status)
-                encrypted += Int(status)
+                source = UnsafeRawPointer(staging.baseAddress!)
             }
+            ERR_clear_error()
+            let status = SSL_write(ssl, source, Int32(length))
+            guard status > 0 else {
+                let outcome = outcome(ofFailedCall: status)
+                if case .proceed = outcome { retryWriteLength = length }
+                return outcome
+            }
+            retryWriteLength = 0
+            plaintext.consume(Int(status), returningTo: pool)
         }
         return .proceed
     }
