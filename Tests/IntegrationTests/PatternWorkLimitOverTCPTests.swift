@@ -61,6 +61,37 @@ import Testing
         try expectNoEvents(other)
     }
 
+    /// Issue 11: the bound above is per match, and one write may check many strings. Each element here
+    /// matches (through the second branch) after about 300,000 steps (0.03 s) in the failing first one:
+    /// 400 of them in one insert used to hold the loop for about 12 s. The matches of one write now
+    /// share one budget (the k-th gets 1,000,000 / k steps), so the insert is refused at once, and
+    /// many cheap matches in one write are still accepted.
+    @Test("an insert of 400 strings that each take 300,000 steps is refused quickly; 10,000 cheap ones are accepted")
+    func oneWriteSharesOneBudget() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        let other = try server.connect()
+        try writer.call("defineClass", ["class": json(#"""
+            {"name":"T","properties":{"tags":{"type":"array","items":{"type":"string","pattern":"^(?:(a+)+$|a)"}}}}
+            """#)])
+        try writer.call("create", ["object": "t", "class": "T", "values": ["tags": []]])
+        let slow = JSONValue.string(String(repeating: "a", count: 18) + "!")
+        // One such string alone is accepted: a single match keeps the whole budget.
+        try writer.call("insert", ["object": "t", "keyPath": "tags", "values": [slow]])
+        let start = monotonicSeconds()
+        try writer.send(["op": "insert", "id": 78, "object": "t", "keyPath": "tags",
+                         "values": .array(Array(repeating: slow, count: 400))])
+        #expect(try other.request("ping", timeout: 30)["ok"] == true)
+        let reply = try writer.readMessage(timeout: 60)
+        let seconds = monotonicSeconds() - start
+        #expect(seconds < 4, "\(seconds) s")
+        expectError(reply, code: "invalid_value", property: "tags", rule: "pattern")
+        #expect(reply["error"]?["message"]?.stringValue?.contains("work limit") == true, "\(reply)")
+        #expect(try writer.call("get", ["object": "t", "keyPath": "tags.@count"])["value"] == 1, "nothing changed")
+        try writer.call("insert", ["object": "t", "keyPath": "tags", "values": .array(Array(repeating: "aaaa", count: 10_000))])
+        #expect(try writer.call("get", ["object": "t", "keyPath": "tags.@count"])["value"] == 10_001)
+    }
+
     @Test("ordinary patterns accept and refuse as before: found anywhere unless anchored")
     func ordinaryPatterns() throws {
         let server = try KVODProcess()

@@ -47,6 +47,36 @@ import Testing
         #expect(try CompiledPattern("\\s+$").matches(String(repeating: " ", count: 16_384)) == .matched)
     }
 
+    /// Issue 11: the matches of one write share one budget, the k-th getting 1,000,000 / k steps; outside a
+    /// write, and in the next write, a match gets the whole budget again.
+    @Test func theMatchesOfOneWriteShareOneBudget() throws {
+        #expect(CompiledPattern.stepBudget(forMatch: 1) == 1_000_000)
+        #expect(CompiledPattern.stepBudget(forMatch: 4) == 250_000)
+        #expect(CompiledPattern.stepBudget(forMatch: 10_000_000) == 1)
+        // About 300,000 steps, then a match through the second branch.
+        let pattern = try CompiledPattern("^(?:(a+)+$|a)")
+        let slow = String(repeating: "a", count: 18) + "!"
+        let scratch = PatternMatchScratch.current
+        #expect((0..<8).map { _ in pattern.matches(slow) } == Array(repeating: .matched, count: 8), "outside a write")
+        scratch.beginWrite()
+        let inWrite = (0..<8).map { _ in pattern.matches(slow) }
+        scratch.endWrite()
+        #expect(inWrite.first == .matched, "\(inWrite)")
+        #expect(inWrite.last == .exceededWorkLimit, "\(inWrite)")
+        scratch.beginWrite()
+        #expect(pattern.matches(slow) == .matched, "a new write starts with the whole budget")
+        scratch.endWrite()
+    }
+
+    /// The backtracking memory is bounded too (8 MiB heap, 100,000 levels): a match that needs more
+    /// stops with the work limit.
+    @Test func backtrackingMemoryIsBounded() throws {
+        let pattern = try CompiledPattern("^(a|b)*$")
+        #expect(pattern.matches(String(repeating: "a", count: 1_000)) == .matched)
+        // Each repetition leaves a backtracking point: 120,000 of them pass the 100,000-level depth limit.
+        #expect(pattern.matches(String(repeating: "a", count: 120_000)) == .exceededWorkLimit)
+    }
+
     /// An anchored pattern is tried at one start position, which gets the whole budget: a rule with a
     /// repeated group still checks a long value (it used to get budget / length per start position and
     /// refused a 10 KB list), while the catastrophic anchored pattern above still stops.

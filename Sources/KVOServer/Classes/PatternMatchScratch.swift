@@ -14,6 +14,11 @@ final class PatternMatchScratch {
     let context: OpaquePointer
     /// Room for the whole match's offsets only (matching asks only whether there is a match).
     let matchData: OpaquePointer
+    /// Whether the thread is checking one write (`beginWrite()` … `endWrite()`): then the matches it
+    /// makes share the write's budget (`CompiledPattern.stepBudget(forMatch:)`).
+    private(set) var isInWrite = false
+    /// The matches made so far in the current write.
+    private(set) var matchesInWrite = 0
 
     private init() {
         guard let context = pcre2_match_context_create_8(nil), let matchData = pcre2_match_data_create_8(1, nil) else {
@@ -23,6 +28,26 @@ final class PatternMatchScratch {
         pcre2_set_depth_limit_8(context, UInt32(CompiledPattern.depthLimit))
         self.context = context
         self.matchData = matchData
+    }
+
+    /// Starts the checks of one write (or one class definition's defaults): the matches until
+    /// `endWrite()` share one budget. Not nested: a second `beginWrite()` starts over.
+    func beginWrite() {
+        isInWrite = true
+        matchesInWrite = 0
+    }
+
+    /// Ends the checks of one write: later matches get the whole budget again until the next write.
+    func endWrite() {
+        isInWrite = false
+        matchesInWrite = 0
+    }
+
+    /// Counts a match and returns its number within the current write (1 outside a write).
+    func countMatch() -> Int {
+        guard isInWrite else { return 1 }
+        matchesInWrite += 1
+        return matchesInWrite
     }
 
     deinit {

@@ -12,6 +12,10 @@ extension KVOEngine {
             throw KVOError(.tooLarge, "the class definition nests deeper than \(StoredDepth.maximum) levels; the limit is \(StoredDepth.maximum)",
                            details: ["limit": .int(Int64(StoredDepth.maximum))])
         }
+        // The defaults are checked against their patterns as one write's values are (one shared budget).
+        let scratch = PatternMatchScratch.current
+        scratch.beginWrite()
+        defer { scratch.endWrite() }
         let compiled = try CompiledClass(try ClassDefinition(json: definition))
         // Counted against --max-memory as its canonical definition (what is stored and listed).
         let size = JSONWriter.encodedLength(of: compiled.definition.json)
@@ -38,6 +42,10 @@ extension KVOEngine {
     /// Runs a validation, turning a refusal into the protocol's error (`read_only` for a computed
     /// property, `invalid_value` naming the property and the rule otherwise).
     func validated<T>(_ check: () throws(ValidationFailure) -> T) throws(KVOError) -> T {
+        // The pattern matches of one write share one budget (`CompiledPattern.matches`).
+        let scratch = PatternMatchScratch.current
+        scratch.beginWrite()
+        defer { scratch.endWrite() }
         do {
             return try check()
         } catch {
