@@ -117,6 +117,14 @@ public final class KVOConnection {
     }
 
 
+    /// Shuts the socket down both ways without closing it or freeing anything: a thread blocked reading this
+    /// connection wakes up with `connectionClosed`. The one call that may come from another thread than the
+    /// one using the connection (a load generator stopping its reader threads); `close()` afterwards, from
+    /// the reading thread or once it has finished.
+    public func shutdownSocket() {
+        if socketDescriptor >= 0 { _ = Glibc.shutdown(socketDescriptor, Int32(SHUT_RDWR)) }
+    }
+
     // MARK: - Raw I/O
 
     /// Sends bytes as they are (for tests of framing and bad input).

@@ -56,6 +56,9 @@ enum TLSBenchmark {
             fresh.stop()
             print("| \(idle) | \(options == nil ? "plaintext" : "TLS 1.3") | \(growth >> 10) KiB | \(format1(Double(growth) / Double(idle) / 1024)) KiB |")
         }
+        // The throwaway certificate and key go with the run.
+        for file in ["cert.pem", "key.pem"] { unlink(directory + "/" + file) }
+        rmdir(directory)
         exit(0)
     }
 
@@ -119,8 +122,11 @@ enum TLSBenchmark {
         let delivered = counters.reduce(0) { $0 + $1.count } - startDeliveries
         let elapsed = Double(monotonicNanoseconds() - measuredFrom) / 1e9
         let serverCores = (ProcessStats.cpuSeconds(pid: server.pid) - startCPU) / elapsed
-        for connection in readers { connection.close() }
+        // Wake the reader threads first and close once they are done: closing frees the TLS session a
+        // reader may still be inside.
+        for connection in readers { connection.shutdownSocket() }
         for thread in threads { pthread_join(thread, nil) }
+        for connection in readers { connection.close() }
         while acknowledged < sent {
             guard (try? publisher.readLine(timeout: 10)) != nil else { break }
             acknowledged += 1
