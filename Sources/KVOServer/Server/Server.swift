@@ -67,6 +67,11 @@ public final class Server {
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
 
+    /// A user's current rules (nil: no such user), for bindings, which run with their creator's
+    /// rights at every application, and for `policyDidChange(forUser:)`. Set by the identity layer
+    /// (the user store); the default knows no users. Loop thread only.
+    public var policyOfUser: (String) -> AccessPolicy? = { _ in nil }
+
     /// The port the listener bound (useful with port 0).
     public var port: Int { listener?.port ?? 0 }
     /// "127.0.0.1:7420".
@@ -139,6 +144,8 @@ public final class Server {
             store?.close()
             throw .transport(error)
         }
+        // A binding made in open mode (no creator user) runs unrestricted, as its creator could.
+        engine.creatorPolicy = { [unowned self] user in user.map(self.policyOfUser) ?? .unrestricted }
         if configuration.handlesSignals {
             // A parent may have left these blocked (process launchers often do): unblock them, or
             // the handlers below would never run.
@@ -291,7 +298,8 @@ public final class Server {
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
-        let outcome = handler.handle(request, from: connection.id, budget: budget, notifications: &notifications)
+        let outcome = handler.handle(request, from: connection.id, access: connection.access, budget: budget,
+                                     notifications: &notifications)
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
@@ -302,6 +310,40 @@ public final class Server {
             deliverNotifications()
             deliverBindingEvents()
         }
+    }
+
+    // MARK: - Permission changes
+
+    /// After `connection.principal` was replaced (a login, or its user's rules changed): its cached
+    /// permission answers are already gone (`ConnectionAccess.replace`); this ends each of its live
+    /// observations whose key path now passes through an object it may not read (a final `forbidden`
+    /// event, no value), and stops the bindings its user created that the new rules no longer allow
+    /// (their creators get the `binding` event, cause `forbidden`). Loop thread; not while a request
+    /// of this server is being carried out.
+    func principalDidChange(of connection: Connection) {
+        var ended: [ChangeNotification] = []
+        handler.engine.accessChanged(for: connection.id, notifications: &ended)
+        if let user = connection.access.user { handler.engine.recheckBindings(ofUser: user) }
+        swap(&ended, &notifications)
+        deliverNotifications()
+        swap(&ended, &notifications)
+        deliverBindingEvents()
+    }
+
+    /// After `user`'s rules changed (or the user was removed): every open connection acting for the
+    /// user gets the new rules (`policyOfUser`; none at all when the user is gone) and is re-checked
+    /// (`principalDidChange(of:)`); the user's bindings are re-checked even when no connection of the
+    /// user is open. O(open connections). Loop thread.
+    public func policyDidChange(forUser user: String) {
+        let policy = policyOfUser(user)
+        for case let entry? in slots {
+            let connection = entry.takeUnretainedValue()
+            guard connection.principal?.user == user else { continue }
+            connection.principal = Principal(user: user, policy: policy ?? ConnectionAccess.nobody.policy)
+            principalDidChange(of: connection)
+        }
+        handler.engine.recheckBindings(ofUser: user)
+        deliverBindingEvents()
     }
 
     /// Tells bindings' creators, if still connected, what the request did to their bindings (removed
