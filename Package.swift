@@ -37,15 +37,24 @@ let package = Package(
             pkgConfig: "libpcre2-8",
             providers: [.apt(["libpcre2-dev"]), .brew(["pcre2"])]
         ),
+        // libsodium from the system (Debian: libsodium-dev), for password hashes (Argon2id) and API
+        // token hashes (BLAKE2b). Module map and shim header only.
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
+        ),
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
-        // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite).
+        // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite), Security
+        // (users, password and token checks, access rules; libsodium).
         .target(
             name: "KVOServer",
             dependencies: [
                 "CLibUV",
                 "CPCRE2",
                 "CSQLite",
+                "CSodium",
                 "KVOJSON",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -3,8 +3,9 @@
 #
 # - moves to the repository root;
 # - checks that the Swift toolchain is installed (and says how to get it when it is not);
-# - installs libuv's, SQLite's and PCRE2's development files (Debian/Ubuntu: libuv1-dev, libsqlite3-dev,
-#   libpcre2-dev) and pkg-config when `pkg-config --exists libuv` (or `sqlite3`, or `libpcre2-8`) fails, with
+# - installs libuv's, SQLite's, PCRE2's and libsodium's development files (Debian/Ubuntu: libuv1-dev,
+#   libsqlite3-dev, libpcre2-dev, libsodium-dev) and pkg-config when `pkg-config --exists libuv` (or `sqlite3`,
+#   `libpcre2-8`, `libsodium`) fails, with
 #   apt-get, as root or through sudo.
 #
 # Messages go to stderr so that stdout stays the product's own.
@@ -54,15 +55,20 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libpcre2-8; 
     kvod_missing+=(libpcre2-dev)
 fi
 
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libsodium; then
+    kvod_missing+=(libsodium-dev)
+fi
+
 if [ "${#kvod_missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 ||
-        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's and PCRE2's development files and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel pkgconf; macOS: brew install libuv sqlite pcre2 pkg-config)"
+        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's, PCRE2's and libsodium's development files and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel libsodium-devel pkgconf; macOS: brew install libuv sqlite pcre2 libsodium pkg-config)"
     kvod_log "installing ${kvod_missing[*]} with apt-get"
     kvod_as_root apt-get update
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${kvod_missing[@]}"
     pkg-config --exists libuv || kvod_fail "libuv is still not visible to pkg-config after installing libuv1-dev"
     pkg-config --exists sqlite3 || kvod_fail "sqlite3 is still not visible to pkg-config after installing libsqlite3-dev"
     pkg-config --exists libpcre2-8 || kvod_fail "libpcre2-8 is still not visible to pkg-config after installing libpcre2-dev"
+    pkg-config --exists libsodium || kvod_fail "libsodium is still not visible to pkg-config after installing libsodium-dev"
 fi
 
 unset kvod_missing

@@ -11,7 +11,8 @@ import Glibc
 struct KVOD: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kvod",
-        abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.")
+        abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.",
+        discussion: "Users: `kvod user add|remove|list|passwd|grant|revoke …` (see `kvod user --help`).")
 
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
@@ -76,6 +77,16 @@ struct KVOD: ParsableCommand {
     @Flag(help: "Keep everything in memory: nothing is written to disk and all state is lost on exit.")
     var inMemory = false
 
+    @Option(help: ArgumentHelp("""
+        With --in-memory: the users file (made by `kvod user add --users FILE`); with users, clients must         authenticate (auth) before anything but hello and ping.
+        """, valueName: "file"))
+    var users: String?
+
+    @Flag(help: """
+        Serve without authentication on a non-loopback address when no users are defined (anyone who can         connect may read and change everything). Without it kvod refuses to start there.
+        """)
+    var insecureOpen = false
+
     @Option(help: """
         When a write is acknowledged: full (fsync per group commit: survives an OS crash or power loss), \
         normal (survives a kvod crash; recent commits may be lost, never corrupted, on power loss), \
@@ -120,6 +131,9 @@ struct KVOD: ParsableCommand {
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
+        if let users, !inMemory {
+            throw ValidationError("--users '\(users)' goes with --in-memory; with --data the users live in the store (kvod user add --data DIR)")
+        }
         if inMemory, let data {
             throw ValidationError("--data '\(data)' and --in-memory cannot be used together: --in-memory keeps nothing on disk")
         }
@@ -130,6 +144,10 @@ struct KVOD: ParsableCommand {
 
     /// Parses the flags and runs, with usage errors as one `kvod: error:` line and the usage, exit 2.
     static func main() {
+        if CommandLine.arguments.count > 1, CommandLine.arguments[1] == "user" {
+            UserCommand.main(Array(CommandLine.arguments.dropFirst(2)))
+            exitProcess(0)
+        }
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -165,6 +183,8 @@ struct KVOD: ParsableCommand {
         if !inMemory {
             settings.storage = StorageConfiguration(directory: data ?? KVOD.defaultDataDirectory, sync: SyncMode(rawValue: sync)!)
         }
+        settings.usersFile = users
+        settings.allowsInsecureOpen = insecureOpen
         settings.logger = logger
 
         let server: Server

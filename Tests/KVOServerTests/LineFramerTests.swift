@@ -280,4 +280,20 @@ struct LineFramerTests {
         #expect(framer.frames(bytes) == [.line([0xFF, 0x00, 0xC3]), .line([0x80])])
         #expect(framer.frames(bytes, chunkSize: 1) == [.line([0xFF, 0x00, 0xC3]), .line([0x80])])
     }
+
+    @Test("an early stop reports how much of the chunk it consumed, so the rest can be fed later")
+    func consumedCountOnEarlyStop() {
+        var framer = LineFramer(maximumLineLength: 100)
+        let chunk = Array("a\nbc\nrest-partial".utf8)
+        let consumed = chunk.withUnsafeBufferPointer { framer.feed($0) { _ in false } }
+        #expect(consumed == 2)
+        let all = chunk.withUnsafeBufferPointer { framer.feed($0) { _ in true } }
+        #expect(all == chunk.count)
+        // Gathered from a partial: consumed counts to the end of the line within this chunk.
+        var split = LineFramer(maximumLineLength: 100)
+        #expect(split.frames("he") == [])
+        let second = Array("llo\nnext\n".utf8)
+        #expect(second.withUnsafeBufferPointer { split.feed($0) { _ in false } } == 4)
+        #expect(split.frames(Array(second[4...])) == [.text("next")])
+    }
 }

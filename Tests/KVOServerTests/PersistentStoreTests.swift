@@ -427,7 +427,7 @@ import Testing
                 (2, 'a', '\(JSONWriter.string(set.change.storageJSON))', 9);
             """)
         let store = try open(directory)
-        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "3")
+        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "4")
         let migrated = try store.load()
         #expect(migrated.objects == ["a": ["v": 2]])
         #expect(migrated.revision == 2)
@@ -447,7 +447,7 @@ import Testing
         #expect(state.classes == ["LabColor": Self.labColor])
         #expect(state.bindings == [1: Self.bindAtoB])
         #expect(state.lastBindingID == 1)
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "3")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "4")
     }
 
     // MARK: - Locking, closing, reopening
@@ -639,11 +639,11 @@ import Testing
     @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
         let directory = TemporaryDirectory()
         try seed(directory, [F.entry(1, "a", ["v": 1])])
-        try tamper(directory, "UPDATE meta SET value = 4 WHERE key = 'schema_version'")
+        try tamper(directory, "UPDATE meta SET value = 5 WHERE key = 'schema_version'")
         let error = #expect(throws: StorageError.self) { _ = try open(directory) }
-        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 4, supported: 3))
+        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 5, supported: 4))
         // Refusing did not rewrite the version or anything else.
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "4")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "5")
         #expect(try peek(directory, "SELECT value FROM objects WHERE id = 'a'") == #"{"v":1}"#)
     }
 

@@ -3,6 +3,8 @@ import KVOJSON
 /// A decoded, validated client request (docs/protocol.md, "Operations").
 public enum Request: Equatable, Sendable {
     case hello(client: String?)
+    /// `auth`: log in as a user (answered by the server, not the engine: `Server.authenticate`).
+    case auth(AuthCredentials)
     /// `className` names a class defined with `defineClass`; nil for a free-form object.
     case create(object: String, values: [String: JSONValue], className: String? = nil)
     case delete(object: String)

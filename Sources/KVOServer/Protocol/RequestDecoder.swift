@@ -12,7 +12,7 @@ public enum RequestDecoder {
     /// The request fields every line repeats: parsed as these strings, not built again for each line.
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub",
-        "class", "client", "now", "binding", "from", "to", "limit", "after",
+        "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -61,6 +61,19 @@ public enum RequestDecoder {
         switch op {
         case "hello":
             return .hello(client: try reader.optionalString("client"))
+        case "auth":
+            if let token = try reader.optionalString("token") {
+                guard fields["user"] == nil, fields["password"] == nil else {
+                    throw KVOError(.badRequest, "auth takes either 'token' or 'user' and 'password', not both")
+                }
+                return .auth(.token(token))
+            }
+            let user = try reader.string("user")
+            let password = try reader.string("password")
+            guard password.utf8.count <= PasswordHasher.maximumPasswordLength else {
+                throw KVOError(.badRequest, "'password' is longer than \(PasswordHasher.maximumPasswordLength) bytes")
+            }
+            return .auth(.password(user: user, password: password))
         case "create":
             let values = try reader.optionalObject("values") ?? [:]
             return .create(object: try reader.objectID(), values: values, className: try reader.optionalString("class"))

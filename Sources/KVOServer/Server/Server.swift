@@ -63,14 +63,20 @@ public final class Server {
     /// Scratch space reused by every request (no allocation per request once warm).
     private var notifications: [ChangeNotification] = []
     private var replyBuffer: [UInt8] = []
+    /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
+    private let users: UserDirectory
+    /// Password checks, on the thread pool (set once the loop exists).
+    private var passwordChecks: PasswordVerificationQueue!
+    /// Failed logins are logged at most once a second, the rest counted.
+    private var authenticationFailureLog = RateLimitedCount()
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
 
-    /// A user's current rules (nil: no such user), for bindings, which run with their creator's
-    /// rights at every application, and for `policyDidChange(forUser:)`. Set by the identity layer
-    /// (the user store); the default knows no users. Loop thread only.
-    public var policyOfUser: (String) -> AccessPolicy? = { _ in nil }
+    /// Each user's rules compiled (`AccessPolicy`), made at the first login or binding application
+    /// that needs them and kept until `policyDidChange(forUser:)`: rules are compiled once per user,
+    /// and every connection of the user shares the one policy. Loop thread only.
+    private var compiledPolicies: [String: AccessPolicy] = [:]
 
     /// The port the listener bound (useful with port 0).
     public var port: Int { listener?.port ?? 0 }
@@ -89,12 +95,14 @@ public final class Server {
             throw .configuration(problem)
         }
         let engine: KVOEngine
+        var users = UserDirectory()
         if let storage = configuration.storage {
             do throws(StorageError) {
                 let store = try PersistentStore(directory: storage.directory, sync: storage.sync,
                                                 historyLimit: configuration.historyLimit,
                                                 historyByteLimit: configuration.historyByteLimit)
                 let state = try store.load()
+                users = try store.loadUsers()
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
                 self.store = store
@@ -113,6 +121,14 @@ public final class Server {
             engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
             self.store = nil
         }
+        if configuration.storage == nil, let usersFile = configuration.usersFile {
+            do throws(UserDirectoryError) {
+                users = try UsersFile.load(usersFile)
+            } catch {
+                throw .configuration(error.message)
+            }
+        }
+        self.users = users
         engine.sizeLimits = configuration.sizeLimits
         self.handler = RequestHandler(engine: engine)
         do throws(TransportError) {
@@ -132,6 +148,11 @@ public final class Server {
         uv_timer_init(loop.raw, housekeepingHandle)
         retainOwner(self, in: housekeepingHandle)
         uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
+        passwordChecks = PasswordVerificationQueue(
+            loop: loop.raw, concurrency: configuration.passwordCheckConcurrency,
+            capacity: configuration.passwordCheckQueueLimit) { [unowned self] verification in
+            self.passwordCheckFinished(verification)
+        }
         do throws(TransportError) {
             listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
                 [unowned self] listener, status in
@@ -144,8 +165,31 @@ public final class Server {
             store?.close()
             throw .transport(error)
         }
-        // A binding made in open mode (no creator user) runs unrestricted, as its creator could.
-        engine.creatorPolicy = { [unowned self] user in user.map(self.policyOfUser) ?? .unrestricted }
+        if users.isEmpty, !configuration.allowsInsecureOpen, let listener, !listener.isLoopback {
+            let address = listener.addressDescription
+            listener.close()
+            self.listener = nil
+            closeOwnHandles()
+            loop.run()
+            _ = loop.close()
+            store?.close()
+            throw .configuration("""
+                refusing to serve \(address) with no users defined (anyone who can connect could read and change \
+                everything): add a user with `kvod user add`, listen on 127.0.0.1, or pass --insecure-open
+                """)
+        }
+        if !users.isEmpty {
+            configuration.logger.info("authentication required", metadata: ["users": "\(users.count)"])
+            // Made now (once, about as long as a password check) rather than by the first unknown
+            // user's check, which would then take twice as long as a wrong password's.
+            _ = PasswordHasher.dummyHash
+        }
+        // A binding runs with its creator's current rules; one made in open mode (no creator user)
+        // runs unrestricted only while the server is in open mode (no users), and stops otherwise.
+        engine.creatorPolicy = { [unowned self] user in
+            guard let user else { return self.users.isEmpty ? .unrestricted : nil }
+            return self.policy(ofUser: user)
+        }
         if configuration.handlesSignals {
             // A parent may have left these blocked (process launchers often do): unblock them, or
             // the handlers below would never run.
@@ -191,6 +235,8 @@ public final class Server {
         for slot in closingLogLimits.indices {
             if let count = closingLogLimits[slot].takeUnreported() { logSuppressedClosings(count, slot: slot) }
         }
+        if let count = authenticationFailureLog.takeUnreported() { logSuppressedAuthenticationFailures(count) }
+        passwordChecks.cancelAllWaiting()
         logger.info("stopping", metadata: ["connections": "\(openConnections)"])
         if let unreported = descriptorRefusals.takeUnreported() {
             logger.warning("refused \(unreported) more connection\(unreported == 1 ? "" : "s") for want of file descriptors")
@@ -241,7 +287,8 @@ public final class Server {
             return
         }
         let tooMany = openConnections > configuration.maximumConnections
-        connection.principal = .open
+        // With users defined, nothing but hello, auth and ping until the connection logs in.
+        connection.principal = users.isEmpty ? .open : nil
         let startStatus = connection.start()
         guard startStatus == 0 else {
             connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))
@@ -295,6 +342,18 @@ public final class Server {
             send(.failure(error), id: decoded.id, to: connection)
             return
         }
+        switch request {
+        case let .auth(credentials):
+            authenticate(credentials, id: decoded.id, connection: connection)
+            return
+        case .hello, .ping:
+            break
+        default:
+            guard connection.principal != nil else {
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection)
+                return
+            }
+        }
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
@@ -330,12 +389,23 @@ public final class Server {
         deliverBindingEvents()
     }
 
-    /// After `user`'s rules changed (or the user was removed): every open connection acting for the
-    /// user gets the new rules (`policyOfUser`; none at all when the user is gone) and is re-checked
-    /// (`principalDidChange(of:)`); the user's bindings are re-checked even when no connection of the
-    /// user is open. O(open connections). Loop thread.
+    /// `user`'s current rules, compiled once (nil: no such user). Loop thread.
+    public func policy(ofUser user: String) -> AccessPolicy? {
+        if let compiled = compiledPolicies[user] { return compiled }
+        guard let record = users.user(named: user) else { return nil }
+        let compiled = AccessPolicy(rules: record.rules)
+        compiledPolicies[user] = compiled
+        return compiled
+    }
+
+    /// After `user`'s rules changed in the user store (or the user was removed): compiles them again,
+    /// gives every open connection acting for the user the new rules (none at all when the user is
+    /// gone) and re-checks it (`principalDidChange(of:)`); the user's bindings are re-checked even when
+    /// no connection of the user is open. O(open connections). Loop thread; for online grant, revoke
+    /// and remove.
     public func policyDidChange(forUser user: String) {
-        let policy = policyOfUser(user)
+        compiledPolicies[user] = nil
+        let policy = self.policy(ofUser: user)
         for case let entry? in slots {
             let connection = entry.takeUnretainedValue()
             guard connection.principal?.user == user else { continue }
@@ -344,6 +414,90 @@ public final class Server {
         }
         handler.engine.recheckBindings(ofUser: user)
         deliverBindingEvents()
+    }
+
+    // MARK: - Authentication
+
+    /// The reply to any request but hello, auth and ping before a successful `auth`.
+    private static let notAuthenticated = KVOError(
+        .unauthenticated, "authenticate first: {\"op\":\"auth\",\"user\":…,\"password\":…}")
+    /// The reply to wrong credentials, the same whether the user exists or not.
+    private static let wrongCredentials = KVOError(.unauthenticated, "wrong user name or password")
+
+    /// Starts checking a password on the thread pool; the connection's later requests wait for the
+    /// answer (`Connection.pauseForVerification`). An unknown user is checked against a dummy hash,
+    /// so that the answer takes as long and reads the same as for a wrong password.
+    private func authenticate(_ credentials: AuthCredentials, id: JSONValue?, connection: Connection) {
+        switch credentials {
+        case let .password(userName, password):
+            let user = users.user(named: userName)
+            let verification = PasswordVerification(
+                connection: connection.id, peerHost: Server.host(ofPeer: connection.peer), userName: userName,
+                userExists: user != nil, requestID: id, connectionFailures: connection.authenticationFailures,
+                sequence: passwordChecks.takeSequence(), hash: user?.passwordHash,
+                password: password)
+            connection.pauseForVerification()
+            if let turnedAway = passwordChecks.submit(verification, now: uv_now(loop.raw)) {
+                turnAway(turnedAway)
+            }
+        case .token:
+            authenticationFailed(connection, userName: nil, id: id)
+        }
+    }
+
+    /// A check the full queue could not take: answered without a check (not counted as a failure).
+    private func turnAway(_ verification: PasswordVerification) {
+        verification.wipePassword()
+        guard let connection = connection(verification.connection)?.takeUnretainedValue() else { return }
+        let error = KVOError(.unauthenticated, "too many logins are waiting to be checked; try again shortly")
+        send(.failure(error), id: verification.requestID, to: connection)
+        connection.resumeAfterVerification()
+    }
+
+    /// A password check is back (loop thread): log the connection in, or count a failure.
+    private func passwordCheckFinished(_ verification: PasswordVerification) {
+        guard let connection = connection(verification.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
+        // The user may have been removed, or its password changed, while the check ran.
+        if verification.matched, let user = users.user(named: verification.userName) {
+            connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
+            send(.success([("user", .string(user.name))]), id: verification.requestID, to: connection)
+            // A second login on a connection (as another user) re-checks what it observes.
+            principalDidChange(of: connection)
+            logger.debug("authenticated", metadata: [
+                "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
+            ])
+        } else {
+            authenticationFailed(connection, userName: verification.userName, id: verification.requestID)
+            passwordChecks.peerFailures.recordFailure(of: verification.peerHost, now: uv_now(loop.raw))
+        }
+        connection.resumeAfterVerification()
+    }
+
+    /// Answers a failed `auth` (`unauthenticated`, the same reply whatever was wrong), logs it
+    /// (rate-limited) and closes the connection at the failure limit.
+    private func authenticationFailed(_ connection: Connection, userName: String?, id: JSONValue?) {
+        connection.authenticationFailures += 1
+        if let count = authenticationFailureLog.record(at: uv_now(loop.raw)) {
+            let others = count > 1 ? " (and \(count - 1) more since the last line)" : ""
+            let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "a token"
+            logger.warning("authentication failed for \(who) from \(connection.peer)\(others)",
+                           metadata: ["connection": "\(connection.id)"])
+        }
+        Server.empty(&replyBuffer)
+        ReplyEncoder.failure(id: id, error: Server.wrongCredentials, into: &replyBuffer)
+        if connection.authenticationFailures >= configuration.maximumAuthenticationFailures {
+            connection.sendAndClose(replyBuffer, reason: .authenticationFailures(connection.authenticationFailures))
+        } else {
+            connection.enqueue(replyBuffer)
+        }
+    }
+
+    /// "127.0.0.1" of "127.0.0.1:50312", "::1" of "[::1]:50312".
+    private static func host(ofPeer peer: String) -> String {
+        guard let colon = peer.lastIndex(of: ":") else { return peer }
+        var host = peer[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return String(host)
     }
 
     /// Tells bindings' creators, if still connected, what the request did to their bindings (removed
@@ -477,6 +631,11 @@ public final class Server {
         }
     }
 
+    /// Logs the failed logins that were counted and not logged one by one.
+    private func logSuppressedAuthenticationFailures(_ count: Int) {
+        logger.warning("\(count) more authentication failure\(count == 1 ? "" : "s") within a second of the last one logged; not logged one by one")
+    }
+
     /// Logs the closings of one kind that were counted and not logged one by one.
     private func logSuppressedClosings(_ count: Int, slot: Int) {
         let connections = count == 1 ? "connection" : "connections"
@@ -498,6 +657,7 @@ public final class Server {
         for slot in closingLogLimits.indices {
             if let count = closingLogLimits[slot].takeUnreported(at: now) { logSuppressedClosings(count, slot: slot) }
         }
+        if let count = authenticationFailureLog.takeUnreported(at: now) { logSuppressedAuthenticationFailures(count) }
         let pool = loop.outputChunks
         peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
         let current = pool.bytesInUse + loop.bufferedInputBytes
@@ -611,6 +771,7 @@ extension Server: ConnectionDelegate {
             openConnections -= 1
         }
         let removed = handler.engine.disconnect(connection.id)
+        if connection.isAwaitingVerification { passwordChecks.cancelWaiting(of: connection.id) }
         let metadata: Logger.Metadata = [
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",
         ]

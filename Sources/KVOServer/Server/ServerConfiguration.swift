@@ -32,6 +32,19 @@ public struct ServerConfiguration: Sendable {
     public var historyLimit = KVOEngine.defaultHistoryLimit
     /// Most (estimated) bytes of history kept.
     public var historyByteLimit = KVOEngine.defaultHistoryByteLimit
+    /// With `storage` nil (`--in-memory`): the users file (`--users`), read at start-up and written
+    /// by online user changes. A missing file is no users.
+    public var usersFile: String? = nil
+    /// Serve without authentication on a non-loopback address when no users are defined
+    /// (`--insecure-open`); without it such a start is refused (docs/protocol.md, "Open and protected mode").
+    public var allowsInsecureOpen = false
+    /// Password checks (Argon2id) running on the libuv thread pool at once.
+    public var passwordCheckConcurrency = 2
+    /// Password checks waiting for a free slot at most; past it the one whose connection and address
+    /// have failed most is answered `unauthenticated` without a check.
+    public var passwordCheckQueueLimit = 256
+    /// Failed `auth` requests after which a connection is closed.
+    public var maximumAuthenticationFailures = 5
     /// Stop on SIGINT and SIGTERM (the daemon does; tests running a server in-process do not).
     public var handlesSignals = false
     public var logger = Logger(label: "kvod")

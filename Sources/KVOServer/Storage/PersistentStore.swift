@@ -15,7 +15,7 @@ import Darwin
 /// commit is one transaction, so durability costs at most one fsync per iteration (`SyncMode.full`),
 /// not one per request.
 ///
-/// On disk (schema version 3):
+/// On disk (schema version 4):
 ///
 ///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- a snapshot, as compact JSON
 ///     redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
@@ -24,8 +24,10 @@ import Darwin
 ///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
 ///     classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL)          -- the definition as compact JSON
 ///     bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL)        -- the definition as compact JSON
+///     users(name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID  -- `UserRecord.json`, compact
 ///
-/// Version 2 added `classes`, `bindings` and `meta.last_binding_id`; version 3 added `redo`. An older
+/// Version 2 added `classes`, `bindings` and `meta.last_binding_id`; version 3 added `redo`; version 4
+/// added `users` (written by `kvod user` and the admin operations, not by commits). An older
 /// database is migrated in place when opened: the new tables are created and the version bumped in one
 /// transaction (the existing rows are untouched: an object row of an older version is a snapshot with
 /// no changes after it; a missing `last_binding_id` reads as 0).
@@ -51,7 +53,7 @@ import Darwin
 /// Not Sendable.
 public final class PersistentStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
     /// The database file's name inside the data directory.
     public static let fileName = "kvod.sqlite3"
     /// Cap on the `-wal` file kept after a checkpoint (SQLite's `journal_size_limit`), so one large
@@ -63,13 +65,14 @@ public final class PersistentStore {
     /// The largest `history.bytes` a row may claim (SQLite's own maximum text length is 1 GB).
     static let maximumHistoryRowBytes: Int64 = Int64(Int32.max)
     /// The tables every database of the current schema has, in the order they are checked.
-    static let requiredTables = ["meta", "objects", "history", "classes", "bindings", "redo"]
+    static let requiredTables = ["meta", "objects", "history", "classes", "bindings", "redo", "users"]
 
     /// The tables a database of schema `version` has (version 1: no classes or bindings; 2: no redo).
     static func requiredTables(ofVersion version: Int64) -> [String] {
         switch version {
         case 1: return ["meta", "objects", "history"]
         case 2: return ["meta", "objects", "history", "classes", "bindings"]
+        case 3: return ["meta", "objects", "history", "classes", "bindings", "redo"]
         default: return requiredTables
         }
     }
@@ -80,7 +83,8 @@ public final class PersistentStore {
     public let historyLimit: Int
     public let historyByteLimit: Int
 
-    private var database: SQLiteDatabase?
+    /// Internal for the users' rows (`PersistentStore+Users.swift`).
+    private(set) var database: SQLiteDatabase?
     private var statements: Statements?
     private var ledger = HistoryLedger()
     /// Per object on disk: the bytes of its snapshot and of its redo rows (from `load()` and every
@@ -589,6 +593,7 @@ public final class PersistentStore {
                 CREATE TABLE IF NOT EXISTS bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
                                                 PRIMARY KEY(object, rev)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS users(name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
                 INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(PersistentStore.schemaVersion));
                 UPDATE meta SET value = \(PersistentStore.schemaVersion)
                     WHERE key = 'schema_version' AND value < \(PersistentStore.schemaVersion);

@@ -21,6 +21,8 @@ enum CloseReason: CustomStringConvertible {
     /// Refused for want of file descriptors; told so, then closed (logged once a second at most, by
     /// the server, not per connection).
     case outOfDescriptors
+    /// Too many failed `auth` requests on this connection; told so, then closed.
+    case authenticationFailures(Int)
 
     var description: String {
         switch self {
@@ -39,11 +41,12 @@ enum CloseReason: CustomStringConvertible {
         case let .rejected(text): return "rejected: \(text)"
         case .serverStopping: return "server stopping"
         case .outOfDescriptors: return "rejected: out of file descriptors"
+        case let .authenticationFailures(count): return "\(count) failed authentication attempts"
         }
     }
 
     /// Number of distinct `rateLimitSlot`s.
-    static let rateLimitSlots = 5
+    static let rateLimitSlots = 6
 
     /// For closings logged at the default level, which a client can cause many times over (one per
     /// connection it opens): the slot of their `RateLimitedCount` in the server; nil for the others.
@@ -54,6 +57,7 @@ enum CloseReason: CustomStringConvertible {
         case .outputLimitExceeded: return 2
         case .totalOutputLimitExceeded: return 3
         case .totalInputLimitExceeded: return 4
+        case .authenticationFailures: return 5
         default: return nil
         }
     }
@@ -65,6 +69,7 @@ enum CloseReason: CustomStringConvertible {
         case 1: return "rejected"
         case 2: return "output buffer limit exceeded"
         case 3: return "total output buffer limit exceeded"
+        case 5: return "failed authentication attempts"
         default: return "total input buffer limit exceeded"
         }
     }
@@ -72,7 +77,8 @@ enum CloseReason: CustomStringConvertible {
     /// Closings an operator should see at the default log level.
     var isNoteworthy: Bool {
         switch self {
-        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected:
+        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected,
+             .authenticationFailures:
             return true
         default: return false
         }

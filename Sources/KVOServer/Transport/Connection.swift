@@ -39,6 +39,14 @@ final class Connection {
     /// The checks made for this connection's requests, with their per-object cache; shared with the
     /// engine's observations of this connection. Loop thread only.
     let access = ConnectionAccess(ConnectionAccess.nobody)
+    /// Failed `auth` requests on this connection (closed at the server's limit).
+    var authenticationFailures = 0
+    /// Set while this connection's password check runs: its later requests wait (reading is
+    /// stopped, and lines already read are held in `heldInput`) and are answered in order after.
+    private(set) var isAwaitingVerification = false
+    /// Bytes read after the line that started a password check, fed on once it is done (at most
+    /// one read's worth).
+    private var heldInput: [UInt8] = []
 
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.
@@ -211,19 +219,48 @@ final class Connection {
     // MARK: - Input
 
     private func received(_ bytes: UnsafeBufferPointer<UInt8>) {
-        framer.feed(bytes) { frame in
+        let consumed = framer.feed(bytes) { frame in
             guard !isClosing, closeAfterFlush == nil else { return false }
             switch frame {
             case let .line(line): delegate.connection(self, didReceiveLine: line)
             case .tooLarge: delegate.connectionDidReceiveOversizedLine(self)
             }
-            return !isClosing
+            return !isClosing && !isAwaitingVerification
+        }
+        if isAwaitingVerification, !isClosing, consumed < bytes.count {
+            heldInput.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[consumed...]))
         }
         // Only a line split across reads changes the buffer: then count the change against the total.
         guard !isClosing, framer.bufferedCount != accountedInputBytes else { return }
         eventLoop.bufferedInputBytes += framer.bufferedCount - accountedInputBytes
         accountedInputBytes = framer.bufferedCount
         if eventLoop.bufferedInputBytes > maximumTotalInputBytes { delegate.connectionsPassedTotalInputLimit(self) }
+    }
+
+    // MARK: - Waiting for a password check
+
+    /// Stops handling this connection's requests until `resumeAfterVerification()`: reading stops,
+    /// and the rest of the current read is held. Called by the server while handling the `auth` line.
+    func pauseForVerification() {
+        guard !isClosing, !isAwaitingVerification else { return }
+        isAwaitingVerification = true
+        uv_read_stop(asStream(handle))
+    }
+
+    /// The password check is done (its reply queued): handles the held requests in order, then reads
+    /// again (unless one of them started another check, or closed the connection).
+    func resumeAfterVerification() {
+        guard isAwaitingVerification else { return }
+        isAwaitingVerification = false
+        guard !isClosing else { return }
+        if !heldInput.isEmpty {
+            let held = heldInput
+            heldInput = []
+            held.withUnsafeBufferPointer { received($0) }
+        }
+        guard !isClosing, !isAwaitingVerification else { return }
+        let status = uv_read_start(asStream(handle), Connection.allocateCallback, Connection.readCallback)
+        if status != 0 { close(reason: .socketError("read start: \(uvErrorDescription(status))")) }
     }
 
     private func peerName() -> String {

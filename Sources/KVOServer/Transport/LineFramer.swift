@@ -35,25 +35,28 @@ struct LineFramer {
     static let retainedCapacity = 4096
 
     /// Feeds one chunk; calls `body` for each frame in order. `body` returns false to stop early
-    /// (the connection closed); the rest of the chunk is then dropped.
-    mutating func feed(_ chunk: UnsafeBufferPointer<UInt8>, _ body: (Frame) -> Bool) {
-        guard let base = chunk.baseAddress else { return }
+    /// (the connection closed, or paused its input); the rest of the chunk is then not looked at.
+    /// Returns how many bytes of the chunk were consumed: all of them, or, after an early stop, those
+    /// up to the end of the last line handed out (the caller may keep the rest to feed later).
+    @discardableResult
+    mutating func feed(_ chunk: UnsafeBufferPointer<UInt8>, _ body: (Frame) -> Bool) -> Int {
+        guard let base = chunk.baseAddress else { return 0 }
         var position = 0
         while position < chunk.count {
             let remaining = chunk.count - position
             guard let found = memchr(base + position, 0x0A, remaining) else {
                 // No newline in the rest of the chunk: keep it for later, or skip it.
-                if discarding { return }
+                if discarding { return chunk.count }
                 // A trailing \r may be the first half of a \r\n split across reads: it does not count.
                 let allowed = maximumLineLength + (base[chunk.count - 1] == 0x0D ? 1 : 0)
                 if partial.count + remaining > allowed {
                     releasePartial()
                     discarding = true
                     _ = body(.tooLarge)
-                    return
+                    return chunk.count
                 }
                 partial.append(contentsOf: UnsafeBufferPointer(start: base + position, count: remaining))
-                return
+                return chunk.count
             }
             let newline = UnsafeRawPointer(found) - UnsafeRawPointer(base)
             defer { position = newline + 1 }
@@ -64,23 +67,24 @@ struct LineFramer {
             let segment = UnsafeBufferPointer(start: base + position, count: newline - position)
             if partial.isEmpty {
                 if segment.count > maximumLineLength + (segment.last == 0x0D ? 1 : 0) {
-                    if !body(.tooLarge) { return }
+                    if !body(.tooLarge) { return newline + 1 }
                     continue
                 }
-                if !body(.line(trimmingCarriageReturn(segment))) { return }
+                if !body(.line(trimmingCarriageReturn(segment))) { return newline + 1 }
             } else {
                 let endsInCarriageReturn = (segment.last ?? partial.last) == 0x0D
                 if partial.count + segment.count > maximumLineLength + (endsInCarriageReturn ? 1 : 0) {
                     releasePartial()
-                    if !body(.tooLarge) { return }
+                    if !body(.tooLarge) { return newline + 1 }
                     continue
                 }
                 partial.append(contentsOf: segment)
                 let keepGoing = partial.withUnsafeBufferPointer { body(.line(trimmingCarriageReturn($0))) }
                 releasePartial()
-                if !keepGoing { return }
+                if !keepGoing { return newline + 1 }
             }
         }
+        return chunk.count
     }
 
     private func trimmingCarriageReturn(_ line: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8> {

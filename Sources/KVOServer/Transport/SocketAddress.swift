@@ -47,6 +47,28 @@ enum SocketAddress {
         }
     }
 
+    /// Whether an address is a loopback one (127.0.0.0/8, ::1, or an IPv4-mapped 127.x address).
+    static func isLoopback(_ storage: sockaddr_storage) -> Bool {
+        var storage = storage
+        return withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                if address.pointee.sa_family == UInt16(AF_INET6) {
+                    return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                        withUnsafeBytes(of: v6.pointee.sin6_addr) { bytes in
+                            let loopback = bytes.prefix(15).allSatisfy { $0 == 0 } && bytes[15] == 1
+                            let mapped = bytes.prefix(10).allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+                                && bytes[12] == 127
+                            return loopback || mapped
+                        }
+                    }
+                }
+                return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                    UInt32(bigEndian: v4.pointee.sin_addr.s_addr) >> 24 == 127
+                }
+            }
+        }
+    }
+
     /// The port of an address.
     static func port(_ storage: sockaddr_storage) -> Int {
         var storage = storage

@@ -41,6 +41,8 @@ final class TCPListener {
 
     var port: Int { SocketAddress.port(boundAddress) }
     var addressDescription: String { SocketAddress.describe(boundAddress) }
+    /// Whether the listener is bound to a loopback address only.
+    var isLoopback: Bool { SocketAddress.isLoopback(boundAddress) }
 
     /// Stops accepting. Idempotent.
     func close() {

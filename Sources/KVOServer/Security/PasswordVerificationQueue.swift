@@ -1,0 +1,143 @@
+import CLibUV
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs password checks on the libuv thread pool, at most `concurrency` at once, the rest waiting
+/// here (at most `capacity`), and hands each result back on the loop thread.
+///
+/// Fairness (docs/design.md, "Password checks"): the next check to run is the waiting one whose
+/// connection has failed least plus whose peer address has failed least recently
+/// (`PeerFailureScores`), ties first come first served. Someone guessing passwords piles up failures
+/// on their connections and address, so a login from anywhere else goes ahead of all their waiting
+/// guesses and waits at most for the checks already running.
+///
+/// Owned by the server; loop thread only (the thread pool touches only the `PasswordVerification`
+/// it runs).
+final class PasswordVerificationQueue {
+    /// Checks running on the thread pool at once.
+    let concurrency: Int
+    /// Checks waiting at most; past it the one with the worst scheduling key is turned away.
+    let capacity: Int
+    private let loop: UnsafeMutablePointer<uv_loop_t>
+    private var waiting: [PasswordVerification] = []
+    private(set) var running = 0
+    private var nextSequence: UInt64 = 0
+    /// Recent failures per peer address.
+    var peerFailures = PeerFailureScores()
+    /// Called on the loop thread with each finished check.
+    private let finished: (PasswordVerification) -> Void
+
+    init(loop: UnsafeMutablePointer<uv_loop_t>, concurrency: Int, capacity: Int,
+         finished: @escaping (PasswordVerification) -> Void) {
+        self.loop = loop
+        self.concurrency = max(1, concurrency)
+        self.capacity = max(1, capacity)
+        self.finished = finished
+    }
+
+    /// Checks waiting (not running).
+    var waitingCount: Int { waiting.count }
+
+    /// A sequence number for a new check (arrival order).
+    func takeSequence() -> UInt64 {
+        nextSequence += 1
+        return nextSequence
+    }
+
+    /// Queues `verification`, starting it at once when a slot is free. When the queue is full, the
+    /// waiting check with the worst key (or `verification` itself, if it is the worst) is turned
+    /// away and returned: the caller answers it without a check (it is not a failure).
+    func submit(_ verification: PasswordVerification, now: UInt64) -> PasswordVerification? {
+        var turnedAway: PasswordVerification?
+        if waiting.count >= capacity {
+            let worst = worstWaitingIndex(now: now)
+            if key(of: verification, now: now) < key(of: waiting[worst], now: now) {
+                turnedAway = waiting.remove(at: worst)
+            } else {
+                return verification
+            }
+        }
+        waiting.append(verification)
+        startWaiting(now: now)
+        return turnedAway
+    }
+
+    /// Drops the waiting checks of a connection that closed (one running finishes and is ignored).
+    func cancelWaiting(of connection: ConnectionID) {
+        guard waiting.contains(where: { $0.connection == connection }) else { return }
+        waiting.removeAll { $0.connection == connection }
+    }
+
+    /// Drops every waiting check (the server is stopping); running ones finish.
+    func cancelAllWaiting() { waiting.removeAll() }
+
+    private func key(of verification: PasswordVerification, now: UInt64) -> (Double, UInt64) {
+        (Double(verification.connectionFailures) + peerFailures.score(of: verification.peerHost, now: now), verification.sequence)
+    }
+
+    private func worstWaitingIndex(now: UInt64) -> Int {
+        var worst = 0
+        for index in waiting.indices.dropFirst() where key(of: waiting[index], now: now) > key(of: waiting[worst], now: now) {
+            worst = index
+        }
+        return worst
+    }
+
+    private func bestWaitingIndex(now: UInt64) -> Int {
+        var best = 0
+        for index in waiting.indices.dropFirst() where key(of: waiting[index], now: now) < key(of: waiting[best], now: now) {
+            best = index
+        }
+        return best
+    }
+
+    private func startWaiting(now: UInt64) {
+        while running < concurrency, !waiting.isEmpty {
+            let verification = waiting.remove(at: bestWaitingIndex(now: now))
+            let work = UnsafeMutablePointer<uv_work_t>.allocate(capacity: 1)
+            work.initialize(to: uv_work_t())
+            work.pointee.data = Unmanaged.passRetained(Running(verification, queue: self)).toOpaque()
+            verification.work = work
+            running += 1
+            let status = uv_queue_work(loop, work, PasswordVerificationQueue.workCallback, PasswordVerificationQueue.afterWorkCallback)
+            if status != 0 {
+                // Cannot happen with a live loop; answer it as not matched rather than hang.
+                Unmanaged<Running>.fromOpaque(work.pointee.data).release()
+                work.deallocate()
+                running -= 1
+                verification.wipePassword()
+                finished(verification)
+            }
+        }
+    }
+
+    private func complete(_ verification: PasswordVerification) {
+        running -= 1
+        finished(verification)
+        startWaiting(now: uv_now(loop))
+    }
+
+    /// What a work request carries: the check and the queue to report to.
+    private final class Running: @unchecked Sendable {
+        let verification: PasswordVerification
+        let queue: PasswordVerificationQueue
+        init(_ verification: PasswordVerification, queue: PasswordVerificationQueue) {
+            self.verification = verification
+            self.queue = queue
+        }
+    }
+
+    /// Thread pool: the slow part.
+    private static let workCallback: uv_work_cb = { work in
+        Unmanaged<Running>.fromOpaque(work!.pointee.data).takeUnretainedValue().verification.run()
+    }
+
+    /// Loop thread: the result is back (status UV_ECANCELED only if the loop is being torn down).
+    private static let afterWorkCallback: uv_after_work_cb = { work, _ in
+        let running = Unmanaged<Running>.fromOpaque(work!.pointee.data).takeRetainedValue()
+        running.verification.work = nil
+        work!.deallocate()
+        running.queue.complete(running.verification)
+    }
+}

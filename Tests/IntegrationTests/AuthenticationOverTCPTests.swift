@@ -1,0 +1,138 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// Logging in, against the real kvod over TCP: with users defined (`--users FILE`), nothing but
+/// hello, auth and ping is answered before a successful auth; wrong credentials read the same
+/// whether the user exists or not; five failures close the connection; requests sent behind an
+/// auth wait for its answer; without users on loopback nothing changes (open mode), and kvod refuses
+/// to start on a non-loopback address without users unless --insecure-open.
+@Suite("Authentication over TCP")
+struct AuthenticationOverTCPTests {
+    private func errorCode(_ reply: JSONValue) -> String? { reply["error"]?["code"]?.stringValue }
+
+    /// A kvod with one user, alice (password "correct horse"), allowed everything.
+    private func serverWithAlice(_ extra: [String] = []) throws -> (KVODProcess, TemporaryDirectory) {
+        let scratch = try TemporaryDirectory("auth")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("alice", password: "correct horse", usersFile: usersFile)
+        return (try KVODProcess(["--users", usersFile] + extra), scratch)
+    }
+
+    /// Every op but hello, auth and ping, each well-formed.
+    private static let gatedRequests: [(String, [String: JSONValue])] = [
+        ("create", ["object": "o"]), ("delete", ["object": "o"]), ("get", ["object": "o"]),
+        ("set", ["object": "o", "keyPath": "a", "value": 1]), ("insert", ["object": "o", "keyPath": "a", "value": 1]),
+        ("remove", ["object": "o", "keyPath": "a", "index": 0]),
+        ("replace", ["object": "o", "keyPath": "a", "index": 0, "value": 1]),
+        ("observe", ["object": "o", "keyPath": "a"]), ("unobserve", ["sub": 1]), ("list", [:]), ("info", ["object": "o"]),
+        ("defineClass", ["class": ["name": "C", "properties": ["a": "string"]]]), ("classes", [:]),
+        ("bind", ["from": ["object": "o", "keyPath": "a"], "to": ["object": "p", "keyPath": "b"]]),
+        ("combineLatest", ["sources": [["object": "o", "keyPath": "a"]], "to": ["object": "p", "keyPath": "b"], "reduce": "$0"]),
+        ("unbind", ["binding": 1]), ("bindings", [:]),
+    ]
+
+    @Test("before auth only hello, auth and ping are answered; after it, everything")
+    func gatingAndSuccess() throws {
+        let (server, _) = try serverWithAlice()
+        let client = try server.connect()
+        #expect(try client.call("hello")["server"] == "kvod")
+        try client.call("ping")
+        for (op, params) in Self.gatedRequests {
+            let reply = try client.request(op, params)
+            #expect(errorCode(reply) == "unauthenticated", "\(op): \(reply)")
+        }
+        #expect(errorCode(try client.request("auth", ["user": "alice", "password": "wrong"])) == "unauthenticated")
+        #expect(errorCode(try client.request("list")) == "unauthenticated")
+        let reply = try client.call("auth", ["user": "alice", "password": "correct horse"])
+        #expect(reply["user"] == "alice")
+        #expect(try client.call("create", ["object": "o"])["rev"] == 1)
+        #expect(try client.call("list")["objects"] == ["o"])
+        // Nothing was created or changed by the refused requests before.
+        #expect(try client.call("get", ["object": "o"])["value"] == [:])
+    }
+
+    @Test("a wrong password and an unknown user get the same reply")
+    func sameReplyForUnknownUser() throws {
+        let (server, _) = try serverWithAlice()
+        let client = try server.connect()
+        var wrongPassword = try client.request("auth", ["user": "alice", "password": "nope"]).objectValue!
+        var unknownUser = try client.request("auth", ["user": "mallory", "password": "nope"]).objectValue!
+        wrongPassword["id"] = nil
+        unknownUser["id"] = nil
+        #expect(wrongPassword == unknownUser)
+        #expect(JSONValue.object(wrongPassword)["error"]?["code"] == "unauthenticated")
+        #expect(errorCode(try client.request("auth", ["token": "kvod-nothing"])) == "unauthenticated")
+    }
+
+    @Test("five failed logins close the connection, logged with the peer address; others are unaffected")
+    func closedAfterFiveFailures() throws {
+        let (server, _) = try serverWithAlice()
+        let bystander = try server.connect()
+        try bystander.call("auth", ["user": "alice", "password": "correct horse"])
+        let client = try server.connect()
+        for attempt in 1...4 {
+            #expect(errorCode(try client.request("auth", ["user": "alice", "password": .string("guess\(attempt)")])) == "unauthenticated")
+        }
+        try client.call("ping")  // still open after four
+        #expect(errorCode(try client.request("auth", ["user": "alice", "password": "guess5"])) == "unauthenticated")
+        #expect(throws: KVOClientError.self) { _ = try client.readLine(timeout: 5) }  // closed
+        #expect(server.waitForLog("authentication failed for user 'alice' from 127.0.0.1:"), "\(server.log)")
+        #expect(server.waitForLog("5 failed authentication attempts"), "\(server.log)")
+        try bystander.call("create", ["object": "still-served"])
+    }
+
+    @Test("requests sent right behind an auth wait for its answer and are answered in order")
+    func pipelinedRequestsWaitForTheCheck() throws {
+        let (server, _) = try serverWithAlice()
+        let client = try server.connect()
+        // One write: a wrong login, a create, the right login, a create, a get.
+        let lines = [
+            #"{"op":"auth","id":1,"user":"alice","password":"wrong"}"#,
+            #"{"op":"create","id":2,"object":"early"}"#,
+            #"{"op":"auth","id":3,"user":"alice","password":"correct horse"}"#,
+            #"{"op":"create","id":4,"object":"late"}"#,
+            #"{"op":"get","id":5,"object":"late"}"#,
+        ]
+        try client.send(raw: Array((lines.joined(separator: "\n") + "\n").utf8))
+        var replies: [JSONValue] = []
+        for _ in 1...5 { replies.append(try client.readMessage()) }
+        #expect(replies.map { $0["id"] } == [1, 2, 3, 4, 5])
+        #expect(errorCode(replies[0]) == "unauthenticated")
+        #expect(errorCode(replies[1]) == "unauthenticated")
+        #expect(replies[2]["user"] == "alice")
+        #expect(replies[3]["ok"] == true)
+        #expect(replies[4]["value"] == [:])
+        #expect(try client.call("list")["objects"] == ["late"])
+    }
+
+    @Test("no users on loopback: open mode, as before")
+    func openModeUnchanged() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        #expect(try client.call("create", ["object": "o"])["rev"] == 1)
+        #expect(try client.call("list")["objects"] == ["o"])
+        #expect(!server.log.contains("authentication required"))
+    }
+
+    @Test("kvod refuses a non-loopback address without users, in one line, and starts with --insecure-open or users")
+    func protectedMode() throws {
+        let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(["--host", "0.0.0.0"]) }
+        if case let .exitedEarly(status, log)? = error {
+            #expect(status == 1)
+            #expect(log.contains("refusing to serve 0.0.0.0:"), "\(log)")
+            #expect(log.contains("--insecure-open"), "\(log)")
+            #expect(log.split(separator: "\n").count == 1, "\(log)")
+        } else {
+            Issue.record("unexpected \(String(describing: error))")
+        }
+        let open = try KVODProcess(["--host", "0.0.0.0", "--insecure-open"])
+        try open.connect().call("create", ["object": "o"])
+        let (protected, _) = try serverWithAlice(["--host", "0.0.0.0"])
+        let client = try protected.connect()
+        #expect(errorCode(try client.request("list")) == "unauthenticated")
+        try client.call("auth", ["user": "alice", "password": "correct horse"])
+        try client.call("list")
+    }
+}

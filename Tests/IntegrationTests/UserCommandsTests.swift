@@ -1,0 +1,129 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// `kvod user …` on a stopped server's data directory, run as the real binary: each subcommand, the
+/// users kept in the store (schema version 4) and honoured by the next kvod, a store written by the
+/// previous schema (version 3) migrated in place, the password never taken from argv, and a refusal,
+/// with nothing changed, while a kvod runs on the same directory.
+@Suite("kvod user commands")
+struct UserCommandsTests {
+    private func errorCode(_ reply: JSONValue) -> String? { reply["error"]?["code"]?.stringValue }
+
+    @Test("add, list, passwd, grant, revoke and remove on --data; the next kvod asks for the stored users")
+    func everySubcommand() throws {
+        let scratch = try TemporaryDirectory("users")
+        let data = scratch.appending("data")
+        var result = try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "alice", "*=read,write,admin"], password: "first")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "bob", "sensor-*=read"], password: "bobs")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "bob"], password: "again")
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("user 'bob' exists already"), "\(result.stderr)")
+
+        result = try KVODUserTool.run(["grant", "--data", data, "bob", "sensor-*=write", "order-1=read"])
+        #expect(result.lines == ["bob sensor-*=read,write order-1=read"], "\(result.stderr)")
+        result = try KVODUserTool.run(["revoke", "--data", data, "bob", "sensor-*=read", "order-1=read"])
+        #expect(result.lines == ["bob sensor-*=write"], "\(result.stderr)")
+        result = try KVODUserTool.run(["grant", "--data", data, "bob", "no-equals-sign"])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("PATTERN=PERMISSIONS"), "\(result.stderr)")
+
+        result = try KVODUserTool.run(["passwd", "--data", data, "--hash-cost", "minimal", "alice"], password: "second")
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try KVODUserTool.run(["list", "--data", data])
+        #expect(result.lines == ["alice *=read,write,admin", "bob sensor-*=write"], "\(result.stderr)")
+        #expect(!result.stdout.contains("argon2"))
+
+        // The stored users are what the server asks for.
+        var server = try KVODProcess(dataDirectory: data)
+        var client = try server.connect()
+        #expect(errorCode(try client.request("list")) == "unauthenticated")
+        #expect(errorCode(try client.request("auth", ["user": "alice", "password": "first"])) == "unauthenticated")
+        #expect(try client.call("auth", ["user": "alice", "password": "second"])["user"] == "alice")
+        try client.call("create", ["object": "kept"])
+        #expect(try server.connect().call("auth", ["user": "bob", "password": "bobs"])["user"] == "bob")
+        #expect(server.stop() == 0)
+
+        result = try KVODUserTool.run(["remove", "--data", data, "bob"])
+        #expect(result.status == 0, "\(result.stderr)")
+        result = try KVODUserTool.run(["remove", "--data", data, "bob"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("no user 'bob'"), "\(result.stderr)")
+        #expect(try KVODUserTool.run(["list", "--data", data]).lines == ["alice *=read,write,admin"])
+
+        server = try KVODProcess(dataDirectory: data)
+        client = try server.connect()
+        #expect(errorCode(try client.request("auth", ["user": "bob", "password": "bobs"])) == "unauthenticated")
+        try client.call("auth", ["user": "alice", "password": "second"])
+        #expect(try client.call("list")["objects"] == ["kept"])
+    }
+
+    @Test("the password comes from KVOD_PASSWORD or a terminal, never from argv alone")
+    func noPasswordNoUser() throws {
+        let scratch = try TemporaryDirectory("users")
+        let usersFile = scratch.appending("users.json")
+        let result = try KVODUserTool.run(["add", "--users", usersFile, "carol"], password: nil)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("KVOD_PASSWORD"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: usersFile))
+        let list = try KVODUserTool.run(["list", "--users", usersFile])
+        #expect(list.status == 0 && list.lines.isEmpty)
+    }
+
+    @Test("with a kvod running on the same --data, kvod user refuses clearly and changes nothing")
+    func refusedWhileRunning() throws {
+        let scratch = try TemporaryDirectory("users")
+        let data = scratch.appending("data")
+        try #require(try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "alice", "*=read,write,admin"],
+                                          password: "pw").status == 0)
+        let server = try KVODProcess(dataDirectory: data)
+        for arguments in [["add", "--data", data, "--hash-cost", "minimal", "mallory", "*=admin"], ["remove", "--data", data, "alice"],
+                          ["list", "--data", data]] {
+            let result = try KVODUserTool.run(arguments, password: "x")
+            #expect(result.status == 1, "\(arguments)")
+            #expect(result.stderr.contains("is in use by a running kvod: stop it first"), "\(result.stderr)")
+        }
+        let client = try server.connect()
+        try client.call("auth", ["user": "alice", "password": "pw"])
+        #expect(server.stop() == 0)
+        #expect(try KVODUserTool.run(["list", "--data", data]).lines == ["alice *=read,write,admin"])
+    }
+
+    @Test("a data directory written by the previous schema (3) keeps its data and gains users")
+    func migrationFromSchemaThree() throws {
+        let scratch = try TemporaryDirectory("users")
+        let data = scratch.appending("data")
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let database = data + "/kvod.sqlite3"
+        FileManager.default.createFile(atPath: database, contents: nil)
+        // The version-3 schema, verbatim, with one object at revision 1.
+        try SQLiteFile.execute("""
+            CREATE TABLE objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+            CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+            CREATE TABLE history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL,
+                                 bytes INTEGER NOT NULL);
+            CREATE TABLE classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL);
+            CREATE TABLE bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL);
+            CREATE TABLE redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
+                              PRIMARY KEY(object, rev)) WITHOUT ROWID;
+            INSERT INTO meta(key, value) VALUES('schema_version', 3), ('revision', 1), ('last_binding_id', 0);
+            INSERT INTO objects(id, value) VALUES('old', '{"v":1}');
+            """, at: database)
+        // Opened by kvod as it was: still open mode, the object there.
+        var server = try KVODProcess(dataDirectory: data)
+        #expect(try server.connect().call("get", ["object": "old"])["value"] == ["v": 1])
+        #expect(server.stop() == 0)
+        // Migrated: users can be added, and are then required.
+        try #require(try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "alice", "*=read,write,admin"],
+                                          password: "pw").status == 0)
+        server = try KVODProcess(dataDirectory: data)
+        let client = try server.connect()
+        #expect(errorCode(try client.request("get", ["object": "old"])) == "unauthenticated")
+        try client.call("auth", ["user": "alice", "password": "pw"])
+        #expect(try client.call("get", ["object": "old"])["value"] == ["v": 1])
+        #expect(try client.call("set", ["object": "old", "keyPath": "v", "value": 2])["rev"] == 2)
+    }
+}

@@ -1,0 +1,77 @@
+import Testing
+@testable import KVOServer
+import KVOJSON
+
+/// Users as kvod keeps them (issue 11, identity): names, the users file form, grant and revoke,
+/// password hashes (Argon2id through libsodium), and how password checks are scheduled by recent
+/// failures.
+@Suite("users and passwords")
+struct UserDirectoryTests {
+    private func rules(_ words: String...) throws -> [AccessRule] { try words.map { try AccessRule(argument: $0) } }
+
+    @Test("a password hash verifies its password only, and is salted")
+    func passwordHashes() throws {
+        let hash = try PasswordHasher.hash("secret", cost: .minimal)
+        #expect(hash.hasPrefix("$argon2id$"))
+        #expect(PasswordHasher.verify("secret", against: hash))
+        #expect(!PasswordHasher.verify("Secret", against: hash))
+        #expect(!PasswordHasher.verify("", against: hash))
+        #expect(try PasswordHasher.hash("secret", cost: .minimal) != hash, "a fresh salt each time")
+        #expect(throws: PasswordHasher.HashError.emptyPassword) { _ = try PasswordHasher.hash("", cost: .minimal) }
+        #expect(!PasswordHasher.verify("secret", against: "not a hash"))
+    }
+
+    @Test("user names: letters, digits and . _ - @, at most 64 bytes")
+    func names() {
+        #expect(UserRecord.problem(withName: "alice.b-c_d@example") == nil)
+        #expect(UserRecord.problem(withName: "") != nil)
+        #expect(UserRecord.problem(withName: "has space") != nil)
+        #expect(UserRecord.problem(withName: "new\nline") != nil)
+        #expect(UserRecord.problem(withName: String(repeating: "a", count: 65)) != nil)
+    }
+
+    @Test("grant merges into the rule with the same pattern; revoke takes permissions away and drops empty rules")
+    func grantAndRevoke() throws {
+        let users = UserDirectory()
+        try users.add(UserRecord(name: "bob", passwordHash: "$argon2id$x", rules: try rules("sensor-*=read")))
+        try users.grant(try rules("sensor-*=write", "order-1=read"), to: "bob")
+        #expect(users.user(named: "bob")?.rules == (try rules("sensor-*=read,write", "order-1=read")))
+        try users.revoke(try rules("sensor-*=read", "order-1=read", "other=admin"), from: "bob")
+        #expect(users.user(named: "bob")?.rules == (try rules("sensor-*=write")))
+        #expect(throws: UserDirectoryError.self) { try users.grant([], to: "nobody") }
+        #expect(throws: UserDirectoryError.self) { try users.add(UserRecord(name: "bob", passwordHash: "$argon2id$y")) }
+    }
+
+    @Test("the users file form round-trips and refuses what it cannot use")
+    func fileForm() throws {
+        let users = UserDirectory()
+        let hash = try PasswordHasher.hash("pw", cost: .minimal)
+        try users.add(UserRecord(name: "zed", passwordHash: hash, rules: try rules("*=read,write,admin")))
+        try users.add(UserRecord(name: "amy", passwordHash: hash))
+        let text = users.fileText
+        #expect(text.split(separator: "\n").count == 4, "one user per line: \(text)")
+        let again = try UserDirectory(fileText: Array(text.utf8))
+        #expect(again.users == users.users)
+        #expect(again.users.map(\.name) == ["amy", "zed"])
+        for bad in [#"[]"#, #"{"users":[{"name":"a"}]}"#, #"{"users":[{"name":"a b","passwordHash":"$argon2id$x"}]}"#,
+                    #"{"users":[{"name":"a","passwordHash":"$argon2id$x","rules":[{"objects":"*","allow":["fly"]}]}]}"#,
+                    #"{"users":[{"name":"a","passwordHash":"$argon2id$x"},{"name":"a","passwordHash":"$argon2id$x"}]}"#] {
+            #expect(throws: UserDirectoryError.self, "\(bad)") { _ = try UserDirectory(fileText: Array(bad.utf8)) }
+        }
+    }
+
+    @Test("peer failure scores grow with failures and halve with time")
+    func peerFailureScores() {
+        var scores = PeerFailureScores(halfLife: 1000, maximumPeers: 4)
+        #expect(scores.score(of: "10.0.0.1", now: 0) == 0)
+        for _ in 1...4 { scores.recordFailure(of: "10.0.0.1", now: 0) }
+        #expect(scores.score(of: "10.0.0.1", now: 0) == 4)
+        #expect(scores.score(of: "10.0.0.1", now: 1000) == 2)
+        #expect(scores.score(of: "10.0.0.2", now: 1000) == 0)
+        // Past the limit, faded peers are forgotten first.
+        for peer in ["a", "b", "c"] { scores.recordFailure(of: peer, now: 0) }
+        scores.recordFailure(of: "d", now: 100_000)
+        #expect(scores.score(of: "d", now: 100_000) == 1)
+        #expect(scores.score(of: "a", now: 100_000) == 0)
+    }
+}
