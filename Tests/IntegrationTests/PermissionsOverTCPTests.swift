@@ -143,6 +143,31 @@ import Testing
         #expect(try clerk.call("unobserve", ["sub": sub])["removed"] == false)
     }
 
+    @Test("a connection whose rights shrink (a second auth, as a user with fewer rules) loses the observations it may no longer read")
+    func principalChangeEndsObservations() throws {
+        let (server, _) = try server([("root", ["*=read,write,admin"]), ("alice", ["order-*=read", "cust-*=read"]),
+                                      ("bob", ["order-*=read"])])
+        let root = try login(server, "root")
+        try root.call("create", ["object": "cust-1", "values": ["name": "Ada"]])
+        try root.call("create", ["object": "order-1", "values": ["customer": ["$ref": "cust-1"], "n": 1]])
+        let client = try login(server, "alice")
+        let through = try #require(try client.call("observe", ["object": "order-1", "keyPath": "customer.name",
+                                                               "options": ["new", "old"]])["sub"])
+        try client.call("observe", ["object": "order-1", "keyPath": "n", "options": ["new"]])
+        #expect(try client.call("get", ["object": "cust-1", "keyPath": "name"])["value"] == "Ada")
+
+        try client.call("auth", ["user": "bob", "password": .string(Self.password)])
+        let ended = try #require(try client.nextEvent(timeout: 5))
+        #expect(ended["sub"] == through && ended["reason"] == "forbidden")
+        #expect(ended["change"] == ["kind": 1, "old": .null, "new": .null])
+        #expect(errorCode(try client.request("get", ["object": "cust-1", "keyPath": "name"])) == "forbidden",
+                "the connection's cached answers were dropped")
+        try root.call("set", ["object": "cust-1", "keyPath": "name", "value": "Eve"])
+        try root.call("set", ["object": "order-1", "keyPath": "n", "value": 2])
+        let rest = try drainEvents(client)
+        #expect(rest.count == 1 && rest.first?["keyPath"] == "n", "only the observation bob may read is live: \(rest)")
+    }
+
     @Test("a binding runs with its creator's rights: after a restart with write revoked, it stops without writing")
     func bindingCreatorLosesWrite() throws {
         let scratch = try TemporaryDirectory("permissions-binding")

@@ -286,7 +286,12 @@ public final class KVOEngine {
             throw ConnectionAccess.forbidden(.write, on: object, user: access.user)
         }
         let target = try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes, access: access)
-        try access.require(.write, on: target.location.object)
+        if target.location.object == object {
+            // The usual case: the object named is the one written, and its rights are known already.
+            guard rights.contains(.write) else { throw ConnectionAccess.forbidden(.write, on: object, user: access.user) }
+        } else {
+            try access.require(.write, on: target.location.object)
+        }
         return target
     }
 

@@ -11,13 +11,17 @@ import KVOJSON
 /// run of requests on one object (the common case) compares one string and hashes nothing.
 /// Loop thread only.
 public final class ConnectionAccess {
+    // Checked on every request: exempt from dynamic exclusivity checks (loop thread only, one call at a
+    // time), which cost more than the checks themselves (perf: swift_beginAccess per property read).
     /// Who the connection acts for now.
-    public private(set) var principal: Principal
+    @exclusivity(unchecked) public private(set) var principal: Principal
     /// Open mode: every check passes without looking anything up.
-    public private(set) var isUnrestricted: Bool
-    private var cache: [String: Permission] = [:]
-    private var lastObject: String?
-    private var lastPermission: Permission = []
+    @exclusivity(unchecked) public private(set) var isUnrestricted: Bool
+    @exclusivity(unchecked) private var cache: [String: Permission] = [:]
+    /// The last object asked about (meaningful while `hasLast`) and its answer.
+    @exclusivity(unchecked) private var lastObject = ""
+    @exclusivity(unchecked) private var hasLast = false
+    @exclusivity(unchecked) private var lastPermission: Permission = []
 
     /// Most object ids remembered before the cache is emptied and starts again.
     public static let cacheCapacity = 4096
@@ -38,7 +42,8 @@ public final class ConnectionAccess {
         self.principal = principal
         isUnrestricted = principal.policy.isUnrestricted
         cache.removeAll()
-        lastObject = nil
+        hasLast = false
+        lastObject = ""
         lastPermission = []
     }
 
@@ -51,7 +56,7 @@ public final class ConnectionAccess {
     /// What the connection may do to `object` (cached).
     public func permissions(on object: String) -> Permission {
         if isUnrestricted { return .all }
-        if let lastObject, lastObject == object { return lastPermission }
+        if hasLast && lastObject == object { return lastPermission }
         let permission: Permission
         if let cached = cache[object] {
             permission = cached
@@ -61,6 +66,7 @@ public final class ConnectionAccess {
             cache[object] = permission
         }
         lastObject = object
+        hasLast = true
         lastPermission = permission
         return permission
     }
