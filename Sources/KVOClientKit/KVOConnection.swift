@@ -22,8 +22,9 @@ public final class KVOConnection {
     private var queuedEvents: [JSONValue] = []
     private var nextRequestID: Int64 = 1
 
-    /// Connects to `host:port` (a name or a numeric IPv4/IPv6 address).
-    public init(host: String = "127.0.0.1", port: Int = 7420) throws(KVOClientError) {
+    /// Connects to `host:port` (a name or a numeric IPv4/IPv6 address). With `sourceAddress` (a numeric
+    /// IPv4 address, such as 127.0.0.2 to be another peer on loopback) the socket is bound to it first.
+    public init(host: String = "127.0.0.1", port: Int = 7420, sourceAddress: String? = nil) throws(KVOClientError) {
         self.host = host
         self.port = port
         var hints = addrinfo()
@@ -53,13 +54,16 @@ public final class KVOConnection {
                 #if !canImport(Glibc)
                 _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
                 #endif
-                if connect(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 {
+                if let sourceAddress, !KVOConnection.bind(descriptor, toIPv4: sourceAddress) {
+                    lastError = "cannot bind to \(sourceAddress): \(String(cString: strerror(errno)))"
+                } else if connect(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 {
                     var one: Int32 = 1
                     setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
                     socketDescriptor = descriptor
                     return
+                } else {
+                    lastError = String(cString: strerror(errno))
                 }
-                lastError = String(cString: strerror(errno))
                 Glibc.close(descriptor)
             } else {
                 lastError = String(cString: strerror(errno))
@@ -70,6 +74,22 @@ public final class KVOConnection {
     }
 
     deinit { close() }
+
+    /// Binds `descriptor` to a numeric IPv4 address, any port.
+    private static func bind(_ descriptor: Int32, toIPv4 address: String) -> Bool {
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        guard inet_pton(AF_INET, address, &local.sin_addr) == 1 else { return false }
+        return withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                #if canImport(Glibc)
+                Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                #else
+                Darwin.bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                #endif
+            }
+        }
+    }
 
     /// Closes the socket; later calls fail with `connectionClosed`. Safe to call twice.
     public func close() {

@@ -31,6 +31,7 @@ struct KVOClientCommand: ParsableCommand {
             CombineCommand.self,
             UnbindCommand.self,
             BindingsCommand.self,
+            UserCommand.self,
         ]
     )
 

@@ -145,8 +145,19 @@ struct KVOD: ParsableCommand {
     /// Parses the flags and runs, with usage errors as one `kvod: error:` line and the usage, exit 2.
     static func main() {
         if CommandLine.arguments.count > 1, CommandLine.arguments[1] == "user" {
-            UserCommand.main(Array(CommandLine.arguments.dropFirst(2)))
-            exitProcess(0)
+            // `kvod user …`: usage errors exit 2 here too, as `kvod user: error: …` and the usage.
+            do {
+                var command = try UserCommand.parseAsRoot(Array(CommandLine.arguments.dropFirst(2)))
+                try command.run()
+                exitProcess(0)
+            } catch {
+                guard UserCommand.exitCode(for: error) == .validationFailure else { UserCommand.exit(withError: error) }
+                var message = UserCommand.fullMessage(for: error)
+                if message.hasPrefix("Error: ") { message = "kvod user: error: " + message.dropFirst("Error: ".count) }
+                let line = Array((message + "\n").utf8)
+                _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+                exitProcess(usageExitCode)
+            }
         }
         do {
             var command = try parseAsRoot()

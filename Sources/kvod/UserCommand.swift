@@ -13,7 +13,8 @@ struct UserCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kvod user",
         abstract: "Manage kvod's users on a stopped server (a running one: kvoclient user …).",
-        subcommands: [UserAdd.self, UserRemove.self, UserList.self, UserPasswd.self, UserGrant.self, UserRevoke.self])
+        subcommands: [UserAdd.self, UserRemove.self, UserList.self, UserPasswd.self, UserGrant.self, UserRevoke.self,
+                      UserToken.self])
 }
 
 /// Where the users live: the store under `--data DIR` (kvod's default data directory when neither
@@ -83,7 +84,7 @@ func readNewPassword(for name: String) throws -> String {
     do {
         return try SecretInput.read(environmentVariable: "KVOD_PASSWORD", prompt: "Password for \(name): ", confirm: true)
     } catch {
-        throw UserCommandError("no password: \(error)")
+        throw ValidationError("no password: \(error)")
     }
 }
 
@@ -92,7 +93,7 @@ func parseRules(_ words: [String]) throws -> [AccessRule] {
     var rules: [AccessRule] = []
     for word in words {
         do { rules.append(try AccessRule(argument: word)) } catch {
-            throw UserCommandError("'\(PrintableText.escaped(word, limit: 200))': \(error.message)")
+            throw ValidationError("'\(PrintableText.escaped(word, limit: 200))': \(error.message)")
         }
     }
     return rules
@@ -113,7 +114,7 @@ struct UserAdd: ParsableCommand {
     var hashCost: PasswordHasher.Cost = .interactive
 
     func run() throws {
-        if let problem = UserRecord.problem(withName: name) { throw UserCommandError(problem) }
+        if let problem = UserRecord.problem(withName: name) { throw ValidationError(problem) }
         let rules = try parseRules(rules)
         try source.update { users in
             if users.user(named: name) != nil { throw UserCommandError("user '\(name)' exists already") }
@@ -176,7 +177,7 @@ struct UserGrant: ParsableCommand {
 
     func run() throws {
         let rules = try parseRules(rules)
-        guard !rules.isEmpty else { throw UserCommandError("give at least one rule PATTERN=PERMS") }
+        guard !rules.isEmpty else { throw ValidationError("give at least one rule PATTERN=PERMS") }
         var now: [AccessRule] = []
         try source.update { users in
             try users.grant(rules, to: name)
@@ -195,7 +196,7 @@ struct UserRevoke: ParsableCommand {
 
     func run() throws {
         let rules = try parseRules(rules)
-        guard !rules.isEmpty else { throw UserCommandError("give at least one rule PATTERN=PERMS") }
+        guard !rules.isEmpty else { throw ValidationError("give at least one rule PATTERN=PERMS") }
         var now: [AccessRule] = []
         try source.update { users in
             try users.revoke(rules, from: name)
@@ -203,6 +204,66 @@ struct UserRevoke: ParsableCommand {
             return true
         }
         print(([name] + now.map(ruleText)).joined(separator: " "))
+    }
+}
+
+/// `kvod user token add|list|revoke`: API tokens for services.
+struct UserToken: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token", abstract: "Manage a user's API tokens (for services: kvoclient --token, auth with token).",
+        subcommands: [UserTokenAdd.self, UserTokenList.self, UserTokenRevoke.self])
+}
+
+struct UserTokenAdd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add", abstract: "Make a new API token for a user and print it (once: only its hash is kept).")
+    @OptionGroup var source: UserSource
+    @Argument var name: String
+
+    func run() throws {
+        var made: (text: String, id: String)?
+        try source.update { users in
+            made = try users.createToken(for: name)
+            return true
+        }
+        print(made!.text)
+        FileHandleStandardError.write("token '\(made!.id)' for '\(name)': shown once, store it now\n")
+    }
+}
+
+struct UserTokenList: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List a user's token ids (never the tokens).")
+    @OptionGroup var source: UserSource
+    @Argument var name: String
+
+    func run() throws {
+        guard let user = try source.read().user(named: name) else {
+            throw UserCommandError("no user '\(PrintableText.escaped(name, limit: 64))'")
+        }
+        for token in user.tokens { print(token.id) }
+    }
+}
+
+struct UserTokenRevoke: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a user's token by id.")
+    @OptionGroup var source: UserSource
+    @Argument var name: String
+    @Argument(help: "The token id (the 12 hex digits after kvod_, as `token list` shows).") var id: String
+
+    func run() throws {
+        try source.update { users in
+            try users.revokeToken(id, of: name)
+            return true
+        }
+        print("revoked token '\(PrintableText.escaped(id, limit: 64))' of '\(name)'")
+    }
+}
+
+/// Writes to standard error (a note beside output meant for scripts).
+enum FileHandleStandardError {
+    static func write(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 }
 

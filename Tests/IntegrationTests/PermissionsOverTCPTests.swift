@@ -168,6 +168,37 @@ import Testing
         #expect(rest.count == 1 && rest.first?["keyPath"] == "n", "only the observation bob may read is live: \(rest)")
     }
 
+    @Test("userRevoke while an observation is live: one final forbidden event, and the user's binding stops at once")
+    func onlineRevoke() throws {
+        // The users file must outlive the test: userRevoke writes it.
+        let (server, scratch) = try server([("root", ["*=read,write,admin"]), ("alice", ["order-*=read", "cust-*=read", "doc-*=read,write,admin"])])
+        defer { withExtendedLifetime(scratch) {} }
+        let root = try login(server, "root")
+        try root.call("create", ["object": "cust-1", "values": ["name": "Ada"]])
+        try root.call("create", ["object": "order-1", "values": ["customer": ["$ref": "cust-1"], "n": 1]])
+        try root.call("create", ["object": "doc-1", "values": ["v": 1]])
+        try root.call("create", ["object": "doc-2", "values": ["v": 0]])
+        let alice = try login(server, "alice")
+        let through = try #require(try alice.call("observe", ["object": "order-1", "keyPath": "customer.name", "options": ["new"]])["sub"])
+        try alice.call("observe", ["object": "order-1", "keyPath": "n", "options": ["new"]])
+        let binding = try #require(try alice.call("bind", ["from": Self.endpoint("doc-1", "v"), "to": Self.endpoint("doc-2", "v")])["binding"])
+
+        let reply = try root.call("userRevoke", ["user": "alice", "rules": [["objects": "cust-*", "allow": ["read"]],
+                                                                             ["objects": "doc-*", "allow": ["write"]]]])
+        #expect(reply["updatedConnections"] == 1)
+        let events = try drainEvents(alice)
+        #expect(events.count == 2, "\(events)")
+        #expect(events.contains { $0["event"] == "change" && $0["sub"] == through && $0["reason"] == "forbidden" && $0["change"]?["new"] == .null })
+        #expect(events.contains { $0["event"] == "binding" && $0["binding"] == binding && $0["reason"] == "removed" && $0["cause"] == "forbidden" })
+        #expect(errorCode(try alice.request("get", ["object": "cust-1"])) == "forbidden")
+        try root.call("set", ["object": "doc-1", "keyPath": "v", "value": 5])
+        #expect(try root.call("get", ["object": "doc-2", "keyPath": "v"])["value"] == 0, "the binding wrote nothing after the revoke")
+        try root.call("set", ["object": "cust-1", "keyPath": "name", "value": "Eve"])
+        try root.call("set", ["object": "order-1", "keyPath": "n", "value": 2])
+        let rest = try drainEvents(alice)
+        #expect(rest.count == 1 && rest.first?["keyPath"] == "n", "\(rest)")
+    }
+
     @Test("a binding runs with its creator's rights: after a restart with write revoked, it stops without writing")
     func bindingCreatorLosesWrite() throws {
         let scratch = try TemporaryDirectory("permissions-binding")

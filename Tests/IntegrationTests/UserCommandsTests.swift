@@ -61,6 +61,16 @@ struct UserCommandsTests {
         #expect(try client.call("list")["objects"] == ["kept"])
     }
 
+    @Test("usage errors exit 2 with one kvod user: error: line, as kvod's own")
+    func usageErrors() throws {
+        for arguments in [["bogus"], ["add"], ["grant", "--users", "/nonexistent/x.json", "bob", "no-equals"],
+                          ["list", "--users", "a.json", "--data", "d"]] {
+            let result = try KVODUserTool.run(arguments)
+            #expect(result.status == 2, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.hasPrefix("kvod user: error: "), "\(arguments): \(result.stderr)")
+        }
+    }
+
     @Test("the password comes from KVOD_PASSWORD or a terminal, never from argv alone")
     func noPasswordNoUser() throws {
         let scratch = try TemporaryDirectory("users")
@@ -125,5 +135,59 @@ struct UserCommandsTests {
         try client.call("auth", ["user": "alice", "password": "pw"])
         #expect(try client.call("get", ["object": "old"])["value"] == ["v": 1])
         #expect(try client.call("set", ["object": "old", "keyPath": "v", "value": 2])["rev"] == 2)
+    }
+}
+
+/// API tokens: made offline (`kvod user token add`, shown once), stored hashed, accepted by `auth`
+/// with `token` and `kvoclient --token`, revocable.
+@Suite("API tokens")
+struct APITokenTests {
+    private func errorCode(_ reply: JSONValue) -> String? { reply["error"]?["code"]?.stringValue }
+
+    @Test("a token logs in as its user until revoked; only its hash is stored; wrong tokens get the usual reply")
+    func tokenLifecycle() throws {
+        let scratch = try TemporaryDirectory("tokens")
+        let data = scratch.appending("data")
+        try #require(try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "feed", "sensor-*=read,write"],
+                                          password: "pw").status == 0)
+        let made = try KVODUserTool.run(["token", "add", "--data", data, "feed"])
+        try #require(made.status == 0, "\(made.stderr)")
+        let token = try #require(made.lines.first)
+        #expect(token.hasPrefix("kvod_") && token.count == 5 + 12 + 1 + 64, "\(token)")
+        let id = String(token.dropFirst(5).prefix(12))
+        #expect(try KVODUserTool.run(["token", "list", "--data", data, "feed"]).lines == [id])
+        let second = try #require(try KVODUserTool.run(["token", "add", "--data", data, "feed"]).lines.first)
+        #expect(second != token)
+
+        var server = try KVODProcess(dataDirectory: data)
+        // Only the hash is on disk: the secret part appears nowhere in the database.
+        let database = try Data(contentsOf: URL(fileURLWithPath: data + "/kvod.sqlite3"))
+        #expect(database.range(of: Data(token.suffix(64).utf8)) == nil)
+        var client = try server.connect()
+        #expect(try client.call("auth", ["token": .string(token)])["user"] == "feed")
+        try client.call("create", ["object": "sensor-1"])
+        let wrong = try server.connect()
+        var tampered = token
+        tampered.removeLast()
+        tampered += token.hasSuffix("0") ? "1" : "0"
+        let unknown = try wrong.request("auth", ["token": .string(tampered)])
+        var expected = try wrong.request("auth", ["user": "feed", "password": "not it"]).objectValue!
+        var got = unknown.objectValue!
+        expected["id"] = nil
+        got["id"] = nil
+        #expect(got == expected)
+        #expect(errorCode(try wrong.request("auth", ["token": "kvod_nonsense"])) == "unauthenticated")
+        // kvoclient --token reads KVOD_TOKEN.
+        let listed = try KVOClientProcess.run(server, ["--token", "list"], environment: ["KVOD_TOKEN": token])
+        #expect(listed.lines == ["sensor-1"], "\(listed.stderr)")
+        #expect(server.stop() == 0)
+
+        let revoked = try KVODUserTool.run(["token", "revoke", "--data", data, "feed", id])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        #expect(try KVODUserTool.run(["token", "list", "--data", data, "feed"]).lines == [String(second.dropFirst(5).prefix(12))])
+        server = try KVODProcess(dataDirectory: data)
+        client = try server.connect()
+        #expect(errorCode(try client.request("auth", ["token": .string(token)])) == "unauthenticated")
+        #expect(try client.call("auth", ["token": .string(second)])["user"] == "feed")
     }
 }

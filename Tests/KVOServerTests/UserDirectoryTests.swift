@@ -60,6 +60,27 @@ struct UserDirectoryTests {
         }
     }
 
+    @Test("API tokens: random, parsed strictly, matched by hash only, revocable")
+    func apiTokens() throws {
+        let users = UserDirectory()
+        try users.add(UserRecord(name: "svc", passwordHash: "$argon2id$x"))
+        let first = try users.createToken(for: "svc")
+        let second = try users.createToken(for: "svc")
+        #expect(first.text != second.text && first.id != second.id)
+        #expect(users.user(presentingToken: first.text)?.name == "svc")
+        #expect(users.user(presentingToken: first.text.uppercased()) == nil)
+        #expect(users.user(presentingToken: String(first.text.dropLast()) + "x") == nil)
+        #expect(users.user(presentingToken: "") == nil)
+        #expect(!users.fileText.contains(String(first.text.suffix(64))), "only the hash is stored")
+        let reread = try UserDirectory(fileText: Array(users.fileText.utf8))
+        #expect(reread.user(presentingToken: second.text)?.name == "svc")
+        try users.revokeToken(first.id, of: "svc")
+        #expect(users.user(presentingToken: first.text) == nil)
+        #expect(users.user(presentingToken: second.text)?.name == "svc")
+        try users.remove("svc")
+        #expect(users.user(presentingToken: second.text) == nil)
+    }
+
     @Test("peer failure scores grow with failures and halve with time")
     func peerFailureScores() {
         var scores = PeerFailureScores(halfLife: 1000, maximumPeers: 4)

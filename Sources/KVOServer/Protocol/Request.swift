@@ -5,6 +5,8 @@ public enum Request: Equatable, Sendable {
     case hello(client: String?)
     /// `auth`: log in as a user (answered by the server, not the engine: `Server.authenticate`).
     case auth(AuthCredentials)
+    /// User management (answered by the server: `Server.administer`).
+    case admin(AdminRequest)
     /// `className` names a class defined with `defineClass`; nil for a free-form object.
     case create(object: String, values: [String: JSONValue], className: String? = nil)
     case delete(object: String)

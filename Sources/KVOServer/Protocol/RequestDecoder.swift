@@ -12,7 +12,7 @@ public enum RequestDecoder {
     /// The request fields every line repeats: parsed as these strings, not built again for each line.
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub",
-        "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token",
+        "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -145,6 +145,8 @@ public enum RequestDecoder {
             return .unbind(binding: UInt64(binding))
         case "bindings":
             return .bindings
+        case _ where AdminRequest.names.contains(op):
+            return .admin(try AdminRequest.decode(op: op) { fields[$0] })
         default:
             throw KVOError(.unknownOp, "unknown op '\(op)'")
         }

@@ -23,6 +23,8 @@ final class PasswordVerification: @unchecked Sendable {
     let sequence: UInt64
     /// The user's hash, NUL-terminated (empty for an unknown user: `PasswordHasher.dummyHash` then).
     private let hash: [CChar]
+    /// The hash checked, to see on return whether the password changed meanwhile (nil: unknown user).
+    let checkedHash: String?
     /// The password; wiped once checked or dropped.
     private var password: [UInt8]
     /// Set by `run()` on the thread pool; read on the loop thread after it.
@@ -40,6 +42,7 @@ final class PasswordVerification: @unchecked Sendable {
         self.connectionFailures = connectionFailures
         self.sequence = sequence
         self.hash = hash.map { Array($0.utf8CString) } ?? []
+        self.checkedHash = hash
         self.password = Array(password.utf8)
     }
 

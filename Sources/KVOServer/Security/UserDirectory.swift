@@ -6,9 +6,16 @@ import KVOJSON
 /// operations); the `kvod user` commands own one of their own. Not thread-safe.
 public final class UserDirectory {
     private(set) var records: [String: UserRecord] = [:]
+    /// Token id -> the user holding it (ids are random: a clash is refused at creation).
+    private var tokenOwners: [String: String] = [:]
 
     public init(_ users: [UserRecord] = []) {
-        for user in users { records[user.name] = user }
+        for user in users { insert(user) }
+    }
+
+    private func insert(_ user: UserRecord) {
+        records[user.name] = user
+        for token in user.tokens { tokenOwners[token.id] = user.name }
     }
 
     /// No users: open mode is possible (docs/protocol.md, "Open and protected mode").
@@ -23,26 +30,30 @@ public final class UserDirectory {
     /// Adds a new user; an existing name is an error.
     public func add(_ user: UserRecord) throws(UserDirectoryError) {
         if let problem = UserRecord.problem(withName: user.name) { throw UserDirectoryError(problem) }
-        guard records[user.name] == nil else { throw UserDirectoryError("user '\(user.name)' exists already") }
-        records[user.name] = user
+        guard records[user.name] == nil else { throw UserDirectoryError("user '\(user.name)' exists already", kind: .exists) }
+        for token in user.tokens where tokenOwners[token.id] != nil {
+            throw UserDirectoryError("token '\(token.id)' is another user's")
+        }
+        insert(user)
     }
 
     /// Removes a user and returns it.
     @discardableResult
     public func remove(_ name: String) throws(UserDirectoryError) -> UserRecord {
-        guard let user = records.removeValue(forKey: name) else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard let user = records.removeValue(forKey: name) else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
+        for token in user.tokens { tokenOwners.removeValue(forKey: token.id) }
         return user
     }
 
     /// Replaces a user's password hash.
     public func setPasswordHash(_ hash: String, of name: String) throws(UserDirectoryError) {
-        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         records[name]!.passwordHash = hash
     }
 
     /// Adds `rules` to a user's (permissions merge into an existing rule with the same pattern).
     public func grant(_ rules: [AccessRule], to name: String) throws(UserDirectoryError) {
-        guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         for rule in rules {
             if let index = user.rules.firstIndex(where: { $0.objects == rule.objects }) {
                 user.rules[index].allow.formUnion(rule.allow)
@@ -56,13 +67,42 @@ public final class UserDirectory {
     /// Takes `rules`' permissions away from the user's rules with the same pattern (a rule left with
     /// none is dropped). Revoking what a glob allows does not touch other patterns.
     public func revoke(_ rules: [AccessRule], from name: String) throws(UserDirectoryError) {
-        guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name)) }
+        guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         for rule in rules {
             guard let index = user.rules.firstIndex(where: { $0.objects == rule.objects }) else { continue }
             user.rules[index].allow.subtract(rule.allow)
             if user.rules[index].allow.isEmpty { user.rules.remove(at: index) }
         }
         records[name] = user
+    }
+
+    /// Makes a new API token for a user; returns its text (shown once) and id.
+    public func createToken(for name: String) throws(UserDirectoryError) -> (text: String, id: String) {
+        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
+        var made = APIToken.generate()
+        while tokenOwners[made.token.id] != nil { made = APIToken.generate() }
+        records[name]!.tokens.append(made.token)
+        tokenOwners[made.token.id] = name
+        return (made.text, made.token.id)
+    }
+
+    /// Revokes a user's token by id.
+    public func revokeToken(_ id: String, of name: String) throws(UserDirectoryError) {
+        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
+        guard let index = records[name]!.tokens.firstIndex(where: { $0.id == id }) else {
+            throw UserDirectoryError("user '\(name)' has no token '\(PrintableText.escaped(id, limit: 64))'", kind: .notFound)
+        }
+        records[name]!.tokens.remove(at: index)
+        tokenOwners.removeValue(forKey: id)
+    }
+
+    /// The user a token's text authenticates, or nil (malformed, unknown id, wrong secret). Cheap: a
+    /// parse, a lookup by id, a BLAKE2b hash of 32 bytes and a constant-time comparison.
+    public func user(presentingToken text: String) -> UserRecord? {
+        guard let (id, secret) = APIToken.parse(text), let owner = tokenOwners[id], let user = records[owner],
+              let token = user.tokens.first(where: { $0.id == id }), token.matches(secret: secret)
+        else { return nil }
+        return user
     }
 
     static func noSuchUser(_ name: String) -> String { "no user '\(PrintableText.escaped(name, limit: 64))'" }
@@ -86,7 +126,7 @@ public final class UserDirectory {
         for item in items {
             let user = try UserRecord(json: item)
             guard records[user.name] == nil else { throw UserDirectoryError("user '\(user.name)' appears twice") }
-            records[user.name] = user
+            try add(user)
         }
     }
 }

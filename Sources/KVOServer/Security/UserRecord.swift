@@ -9,11 +9,14 @@ public struct UserRecord: Equatable, Sendable {
     /// A `crypto_pwhash_str` string (`PasswordHasher`).
     public var passwordHash: String
     public var rules: [AccessRule]
+    /// API tokens (their hashes), in creation order.
+    public var tokens: [APIToken]
 
-    public init(name: String, passwordHash: String, rules: [AccessRule] = []) {
+    public init(name: String, passwordHash: String, rules: [AccessRule] = [], tokens: [APIToken] = []) {
         self.name = name
         self.passwordHash = passwordHash
         self.rules = rules
+        self.tokens = tokens
     }
 
     /// Longest user name, in bytes.
@@ -33,9 +36,11 @@ public struct UserRecord: Equatable, Sendable {
 
     /// The stored form.
     public var json: JSONValue {
-        .object([
+        var fields: [String: JSONValue] = [
             "name": .string(name), "passwordHash": .string(passwordHash), "rules": .array(rules.map(\.json)),
-        ])
+        ]
+        if !tokens.isEmpty { fields["tokens"] = .array(tokens.map(\.json)) }
+        return .object(fields)
     }
 
     /// Parses the stored form; the message says what is wrong.
@@ -57,13 +62,38 @@ public struct UserRecord: Equatable, Sendable {
             }
         default: throw UserDirectoryError("user '\(name)': 'rules' must be an array")
         }
-        self.init(name: name, passwordHash: hash, rules: rules)
+        var tokens: [APIToken] = []
+        switch fields["tokens"] {
+        case nil, .null?: break
+        case let .array(items)?:
+            for item in items {
+                do { tokens.append(try APIToken(json: item)) } catch {
+                    throw UserDirectoryError("user '\(name)': \(error.message)")
+                }
+            }
+        default: throw UserDirectoryError("user '\(name)': 'tokens' must be an array")
+        }
+        self.init(name: name, passwordHash: hash, rules: rules, tokens: tokens)
     }
 }
 
 /// Why a user or users file could not be read or changed. A value; any thread.
 public struct UserDirectoryError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What kind of problem, for the protocol's error code.
+    public enum Kind: Sendable {
+        /// No such user or token (`not_found`).
+        case notFound
+        /// The user exists already (`exists`).
+        case exists
+        /// Anything else: a bad name, rule or file (`bad_request`).
+        case invalid
+    }
+
     public let message: String
-    public init(_ message: String) { self.message = message }
+    public let kind: Kind
+    public init(_ message: String, kind: Kind = .invalid) {
+        self.message = message
+        self.kind = kind
+    }
     public var description: String { message }
 }

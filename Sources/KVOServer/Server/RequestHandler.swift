@@ -50,9 +50,9 @@ final class RequestHandler {
                 ("server", .string(RequestHandler.serverName)),
                 ("version", .string(RequestHandler.serverVersion)),
             ])
-        case .auth:
-            // The server answers auth itself (it checks passwords off the loop thread).
-            throw KVOError(.badRequest, "auth is answered by the server")
+        case .auth, .admin:
+            // The server answers these itself (passwords are checked and hashed off the loop thread).
+            throw KVOError(.badRequest, "answered by the server")
         case let .create(object, values, className):
             let rev = try engine.create(object, values: values, className: className, access: access,
                                         notifications: &notifications)

@@ -346,6 +346,13 @@ public final class Server {
         case let .auth(credentials):
             authenticate(credentials, id: decoded.id, connection: connection)
             return
+        case let .admin(adminRequest):
+            guard connection.principal != nil else {
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection)
+                return
+            }
+            administer(adminRequest, id: decoded.id, connection: connection)
+            return
         case .hello, .ping:
             break
         default:
@@ -440,8 +447,14 @@ public final class Server {
             if let turnedAway = passwordChecks.submit(verification, now: uv_now(loop.raw)) {
                 turnAway(turnedAway)
             }
-        case .token:
-            authenticationFailed(connection, userName: nil, id: id)
+        case let .token(text):
+            // Cheap (a BLAKE2b hash of 32 bytes): checked here, on the loop thread.
+            if let user = users.user(presentingToken: text) {
+                logIn(connection, as: user, id: id)
+            } else {
+                authenticationFailed(connection, userName: nil, id: id)
+                passwordChecks.peerFailures.recordFailure(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
+            }
         }
     }
 
@@ -458,19 +471,25 @@ public final class Server {
     private func passwordCheckFinished(_ verification: PasswordVerification) {
         guard let connection = connection(verification.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
         // The user may have been removed, or its password changed, while the check ran.
-        if verification.matched, let user = users.user(named: verification.userName) {
-            connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
-            send(.success([("user", .string(user.name))]), id: verification.requestID, to: connection)
-            // A second login on a connection (as another user) re-checks what it observes.
-            principalDidChange(of: connection)
-            logger.debug("authenticated", metadata: [
-                "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
-            ])
+        if verification.matched, let user = users.user(named: verification.userName),
+           user.passwordHash == verification.checkedHash {
+            logIn(connection, as: user, id: verification.requestID)
         } else {
             authenticationFailed(connection, userName: verification.userName, id: verification.requestID)
             passwordChecks.peerFailures.recordFailure(of: verification.peerHost, now: uv_now(loop.raw))
         }
         connection.resumeAfterVerification()
+    }
+
+    /// The connection now acts for `user`, with its rules compiled once here.
+    private func logIn(_ connection: Connection, as user: UserRecord, id: JSONValue?) {
+        connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
+        send(.success([("user", .string(user.name))]), id: id, to: connection)
+        // A second login on a connection (as another user) re-checks what it observes.
+        principalDidChange(of: connection)
+        logger.debug("authenticated", metadata: [
+            "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
+        ])
     }
 
     /// Answers a failed `auth` (`unauthenticated`, the same reply whatever was wrong), logs it
@@ -479,7 +498,7 @@ public final class Server {
         connection.authenticationFailures += 1
         if let count = authenticationFailureLog.record(at: uv_now(loop.raw)) {
             let others = count > 1 ? " (and \(count - 1) more since the last line)" : ""
-            let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "a token"
+            let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "an API token"
             logger.warning("authentication failed for \(who) from \(connection.peer)\(others)",
                            metadata: ["connection": "\(connection.id)"])
         }
@@ -489,6 +508,146 @@ public final class Server {
             connection.sendAndClose(replyBuffer, reason: .authenticationFailures(connection.authenticationFailures))
         } else {
             connection.enqueue(replyBuffer)
+        }
+    }
+
+    // MARK: - Managing users online
+
+    /// An admin operation: needs `isServerAdmin`. Changes are persisted (the store's `users` table, or
+    /// the users file) before the reply; a new password is hashed on the thread pool first, the
+    /// connection waiting for it as for a password check.
+    private func administer(_ request: AdminRequest, id: JSONValue?, connection: Connection) {
+        guard connection.principal?.policy.isServerAdmin == true else {
+            send(.failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')")), id: id, to: connection)
+            return
+        }
+        switch request {
+        case let .userAdd(name, password, _, cost):
+            guard users.user(named: name) == nil else {
+                send(.failure(KVOError(.exists, "user '\(name)' exists already")), id: id, to: connection)
+                return
+            }
+            hashThenApply(request, password: password, cost: cost, id: id, connection: connection)
+        case let .userPasswd(name, password, cost):
+            guard users.user(named: name) != nil else {
+                send(.failure(KVOError(.notFound, UserDirectory.noSuchUser(name))), id: id, to: connection)
+                return
+            }
+            hashThenApply(request, password: password, cost: cost, id: id, connection: connection)
+        default:
+            send(apply(request, passwordHash: nil), id: id, to: connection)
+        }
+    }
+
+    private func hashThenApply(_ request: AdminRequest, password: String, cost: PasswordHasher.Cost, id: JSONValue?,
+                               connection: Connection) {
+        connection.pauseForVerification()
+        let job = PasswordHashJob(request: request, requestID: id, connection: connection.id, password: password, cost: cost) {
+            [unowned self] job in
+            guard let connection = self.connection(job.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
+            switch job.result {
+            case let .success(hash): self.send(self.apply(job.request, passwordHash: hash), id: job.requestID, to: connection)
+            case let .failure(error): self.send(.failure(KVOError(.badRequest, "\(error)")), id: job.requestID, to: connection)
+            }
+            connection.resumeAfterVerification()
+        }
+        job.start(on: loop.raw)
+    }
+
+    /// Carries out an admin change on the users, persists it, and updates the affected connections.
+    private func apply(_ request: AdminRequest, passwordHash: String?) -> Result<[(String, JSONValue)], KVOError> {
+        do throws(UserDirectoryError) {
+            switch request {
+            case let .userAdd(name, _, rules, _):
+                try users.add(UserRecord(name: name, passwordHash: passwordHash!, rules: rules))
+                persistUsers(changed: [name])
+                logger.notice("user '\(name)' added")
+                return .success([("user", .string(name))])
+            case let .userRemove(name):
+                try users.remove(name)
+                persistUsers(removed: [name])
+                let closed = connections(of: name)
+                for connection in closed { connection.close(reason: .userRemoved(name)) }
+                // The user's bindings stop (no rights any more).
+                compiledPolicies[name] = nil
+                handler.engine.recheckBindings(ofUser: name)
+                deliverBindingEvents()
+                logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
+                return .success([("user", .string(name)), ("closedConnections", .int(Int64(closed.count)))])
+            case .userList:
+                let list = users.users.map { user in
+                    JSONValue.object(["name": .string(user.name), "rules": .array(user.rules.map(\.json)),
+                                      "tokens": .array(user.tokens.map { .string($0.id) })])
+                }
+                return .success([("users", .array(list))])
+            case let .userPasswd(name, _, _):
+                try users.setPasswordHash(passwordHash!, of: name)
+                persistUsers(changed: [name])
+                logger.notice("password of user '\(name)' changed")
+                return .success([("user", .string(name))])
+            case let .userGrant(name, rules):
+                try users.grant(rules, to: name)
+                return rulesChanged(of: name)
+            case let .userRevoke(name, rules):
+                try users.revoke(rules, from: name)
+                return rulesChanged(of: name)
+            case let .tokenCreate(name):
+                let made = try users.createToken(for: name)
+                persistUsers(changed: [name])
+                logger.notice("API token '\(made.id)' created for user '\(name)'")
+                return .success([("user", .string(name)), ("token", .string(made.text)), ("tokenID", .string(made.id))])
+            case let .tokenRevoke(name, tokenID):
+                try users.revokeToken(tokenID, of: name)
+                persistUsers(changed: [name])
+                logger.notice("API token '\(PrintableText.escaped(tokenID, limit: 64))' of user '\(name)' revoked")
+                return .success([("user", .string(name)), ("revoked", .string(tokenID))])
+            }
+        } catch {
+            switch error.kind {
+            case .notFound: return .failure(KVOError(.notFound, error.message))
+            case .exists: return .failure(KVOError(.exists, error.message))
+            case .invalid: return .failure(KVOError(.badRequest, error.message))
+            }
+        }
+    }
+
+    /// A user's rules changed: persisted, and every open connection of the user gets a new
+    /// `Principal` at once (then `principalDidChange(of:)`).
+    private func rulesChanged(of name: String) -> Result<[(String, JSONValue)], KVOError> {
+        guard let user = users.user(named: name) else { return .failure(KVOError(.notFound, UserDirectory.noSuchUser(name))) }
+        persistUsers(changed: [name])
+        compiledPolicies[name] = nil
+        let policy = self.policy(ofUser: name) ?? AccessPolicy(rules: user.rules)
+        let open = connections(of: name)
+        for connection in open {
+            connection.principal = Principal(user: name, policy: policy)
+            principalDidChange(of: connection)
+        }
+        // The user's bindings are re-checked even when none of its connections is open.
+        handler.engine.recheckBindings(ofUser: name)
+        deliverBindingEvents()
+        logger.notice("rules of user '\(name)' changed; \(open.count) open connection\(open.count == 1 ? "" : "s") updated")
+        return .success([("user", .string(name)), ("rules", .array(user.rules.map(\.json))),
+                         ("updatedConnections", .int(Int64(open.count)))])
+    }
+
+    /// The open connections logged in as `name`. O(connections): admin operations only.
+    private func connections(of name: String) -> [Connection] {
+        slots.compactMap { $0?.takeUnretainedValue() }.filter { !$0.isClosing && $0.principal?.user == name }
+    }
+
+    /// Writes the users that changed (or were removed) where they live: the store's `users` table, or
+    /// the users file. A failure stops kvod without acknowledging the change, like a failed commit.
+    private func persistUsers(changed: [String] = [], removed: [String] = []) {
+        do {
+            if let store {
+                try store.writeUsers(upserting: changed.compactMap { users.user(named: $0) }, deleting: removed)
+            } else if let path = configuration.usersFile {
+                try UsersFile.save(users, to: path)
+            }
+        } catch {
+            logger.critical("cannot persist a user change: \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging it")
+            exit(74)  // EX_IOERR
         }
     }
 

@@ -23,6 +23,8 @@ enum CloseReason: CustomStringConvertible {
     case outOfDescriptors
     /// Too many failed `auth` requests on this connection; told so, then closed.
     case authenticationFailures(Int)
+    /// The user this connection was logged in as was removed (admin `userRemove`).
+    case userRemoved(String)
 
     var description: String {
         switch self {
@@ -42,6 +44,7 @@ enum CloseReason: CustomStringConvertible {
         case .serverStopping: return "server stopping"
         case .outOfDescriptors: return "rejected: out of file descriptors"
         case let .authenticationFailures(count): return "\(count) failed authentication attempts"
+        case let .userRemoved(name): return "user '\(name)' was removed"
         }
     }
 

@@ -38,7 +38,8 @@ final class KVOClientProcess: @unchecked Sendable {
 
     /// Starts `kvoclient` with `arguments` (connection flags included by the caller). With
     /// `ignoringSIGPIPE`, it starts through `/bin/sh` with SIGPIPE ignored, as some parents do.
-    init(_ arguments: [String], ignoringSIGPIPE: Bool = false) throws {
+    /// `environment` is added to the test's own (KVOD_PASSWORD and KVOD_TOKEN are never inherited).
+    init(_ arguments: [String], ignoringSIGPIPE: Bool = false, environment: [String: String] = [:]) throws {
         stdout = PipeLines(stdoutPipe.fileHandleForReading)
         stderr = PipeLines(stderrPipe.fileHandleForReading)
         let executable = BuiltProducts.executable("kvoclient")
@@ -52,6 +53,10 @@ final class KVOClientProcess: @unchecked Sendable {
         process.standardOutput = stdoutPipe.fileHandleForWriting
         process.standardError = stderrPipe.fileHandleForWriting
         process.standardInput = FileHandle.nullDevice
+        var inherited = ProcessInfo.processInfo.environment
+        inherited.removeValue(forKey: "KVOD_PASSWORD")
+        inherited.removeValue(forKey: "KVOD_TOKEN")
+        process.environment = inherited.merging(environment) { $1 }
         try process.run()
         stdoutPipe.closeWritingEnd()
         stderrPipe.closeWritingEnd()
@@ -65,18 +70,20 @@ final class KVOClientProcess: @unchecked Sendable {
     }
 
     /// Starts `kvoclient --port <port> <arguments>` against a test server.
-    static func start(_ server: KVODProcess, _ arguments: [String], ignoringSIGPIPE: Bool = false) throws -> KVOClientProcess {
-        try KVOClientProcess(["--port", String(server.port)] + arguments, ignoringSIGPIPE: ignoringSIGPIPE)
+    static func start(_ server: KVODProcess, _ arguments: [String], ignoringSIGPIPE: Bool = false,
+                      environment: [String: String] = [:]) throws -> KVOClientProcess {
+        try KVOClientProcess(["--port", String(server.port)] + arguments, ignoringSIGPIPE: ignoringSIGPIPE, environment: environment)
     }
 
     /// Runs `kvoclient --port <port> <arguments>` to completion.
-    static func run(_ server: KVODProcess, _ arguments: [String], timeout: Double = 20) throws -> Result {
-        try run(["--port", String(server.port)] + arguments, timeout: timeout)
+    static func run(_ server: KVODProcess, _ arguments: [String], timeout: Double = 20,
+                    environment: [String: String] = [:]) throws -> Result {
+        try run(["--port", String(server.port)] + arguments, timeout: timeout, environment: environment)
     }
 
     /// Runs `kvoclient <arguments>` to completion (killed, and the test failed, after `timeout` s).
-    static func run(_ arguments: [String], timeout: Double = 20) throws -> Result {
-        let child = try KVOClientProcess(arguments)
+    static func run(_ arguments: [String], timeout: Double = 20, environment: [String: String] = [:]) throws -> Result {
+        let child = try KVOClientProcess(arguments, environment: environment)
         return child.finish(timeout: timeout)
     }
 

@@ -1,0 +1,142 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// User management on a running kvod (admin operations), over TCP and through kvoclient: admins only
+/// (`forbidden` otherwise), persisted (users file and store), rule changes applied at once to the
+/// user's open connections, removal closing them, a password change leaving them open.
+@Suite("admin operations over TCP")
+struct AdminOperationsOverTCPTests {
+    private func errorCode(_ reply: JSONValue) -> String? { reply["error"]?["code"]?.stringValue }
+
+    private func login(_ server: KVODProcess, _ user: String, _ password: String) throws -> KVOConnection {
+        let connection = try server.connect()
+        try connection.call("auth", ["user": .string(user), "password": .string(password)], timeout: 30)
+        return connection
+    }
+
+    private func adminServer(_ storage: KVODProcess.Storage? = nil) throws -> (KVODProcess, TemporaryDirectory, String) {
+        let scratch = try TemporaryDirectory("admin")
+        let usersFile = scratch.appending("users.json")
+        if case let .directory(data)? = storage {
+            try #require(try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "alice", "*=read,write,admin"],
+                                              password: "root").status == 0)
+            return (try KVODProcess(storage: .directory(data)), scratch, usersFile)
+        }
+        try KVODUserTool.addUser("alice", password: "root", usersFile: usersFile)
+        return (try KVODProcess(["--users", usersFile]), scratch, usersFile)
+    }
+
+    @Test("an admin adds, lists and changes users; others get forbidden; changes survive a restart")
+    func adminOnlyAndPersisted() throws {
+        let (server, scratch, usersFile) = try adminServer()
+        defer { withExtendedLifetime(scratch) {} }
+        let admin = try login(server, "alice", "root")
+        let added = try admin.call("userAdd", ["user": "bob", "password": "bobs", "hashCost": "minimal",
+                                               "rules": [["objects": "sensor-*", "allow": ["read"]]]], timeout: 30)
+        #expect(added["user"] == "bob")
+        #expect(errorCode(try admin.request("userAdd", ["user": "bob", "password": "x", "hashCost": "minimal"], timeout: 30)) == "exists")
+        #expect(errorCode(try admin.request("userAdd", ["user": "bad name", "password": "x"])) == "bad_request")
+        #expect(errorCode(try admin.request("userGrant", ["user": "nobody", "rules": [["objects": "*", "allow": ["read"]]]])) == "not_found")
+        #expect(errorCode(try admin.request("userGrant", ["user": "bob", "rules": [["objects": "*", "allow": ["fly"]]]])) == "bad_request")
+        let list = try admin.call("userList")
+        #expect(list["users"] == [["name": "alice", "rules": [["objects": "*", "allow": ["read", "write", "admin"]]], "tokens": []],
+                                  ["name": "bob", "rules": [["objects": "sensor-*", "allow": ["read"]]], "tokens": []]])
+        #expect(!JSONValue.object(list).description.contains("argon2"))
+
+        let bob = try login(server, "bob", "bobs")
+        for (op, params) in [("userList", [:]), ("userAdd", ["user": "eve", "password": "x"]), ("userRemove", ["user": "alice"]),
+                             ("userGrant", ["user": "bob", "rules": [["objects": "*", "allow": ["admin"]]]]),
+                             ("tokenCreate", ["user": "alice"])] as [(String, [String: JSONValue])] {
+            #expect(errorCode(try bob.request(op, params)) == "forbidden", "\(op)")
+        }
+        #expect(errorCode(try server.connect().request("userList")) == "unauthenticated")
+        // Refused changes changed nothing.
+        #expect(try admin.call("userList")["users"]?.arrayValue?.count == 2)
+
+        let restarted = try server.restart()
+        _ = try login(restarted, "bob", "bobs")
+        #expect(try String(contentsOfFile: usersFile, encoding: .utf8).contains("\"bob\""))
+    }
+
+    @Test("a rule change applies at once to the user's open connections: revoking admin forbids the next admin op")
+    func ruleChangesApplyAtOnce() throws {
+        let scratch = try TemporaryDirectory("admin-data")
+        let (server, users, _) = try adminServer(.directory(scratch.appending("data")))
+        defer { withExtendedLifetime(users) {} }
+        let first = try login(server, "alice", "root")
+        let second = try login(server, "alice", "root")
+        try first.call("userAdd", ["user": "carol", "password": "c", "hashCost": "minimal"], timeout: 30)
+        let granted = try first.call("userGrant", ["user": "alice", "rules": [["objects": "extra-*", "allow": ["read"]]]])
+        #expect(granted["updatedConnections"] == 2)
+        let revoked = try second.call("userRevoke", ["user": "alice", "rules": [["objects": "*", "allow": ["admin"]]]])
+        #expect(revoked["rules"] == [["objects": "*", "allow": ["read", "write"]], ["objects": "extra-*", "allow": ["read"]]])
+        #expect(revoked["updatedConnections"] == 2)
+        #expect(errorCode(try first.request("userList")) == "forbidden")
+        #expect(errorCode(try second.request("userGrant", ["user": "alice", "rules": [["objects": "*", "allow": ["admin"]]]])) == "forbidden")
+        // Persisted in the store: after a restart alice is still no admin, carol still there.
+        let restarted = try server.restart()
+        let again = try login(restarted, "alice", "root")
+        #expect(errorCode(try again.request("userList")) == "forbidden")
+        _ = try login(restarted, "carol", "c")
+    }
+
+    @Test("removing a user closes its connections; a password change leaves them open")
+    func removeClosesPasswdDoesNot() throws {
+        let (server, scratch, _) = try adminServer()
+        defer { withExtendedLifetime(scratch) {} }
+        let admin = try login(server, "alice", "root")
+        try admin.call("userAdd", ["user": "bob", "password": "old", "hashCost": "minimal", "rules": [["objects": "*", "allow": ["read"]]]], timeout: 30)
+        let bob = try login(server, "bob", "old")
+        try admin.call("userPasswd", ["user": "bob", "password": "new", "hashCost": "minimal"], timeout: 30)
+        try bob.call("ping")
+        try bob.call("list")
+        #expect(errorCode(try server.connect().request("auth", ["user": "bob", "password": "old"], timeout: 30)) == "unauthenticated")
+        let bobAgain = try login(server, "bob", "new")
+        let removed = try admin.call("userRemove", ["user": "bob"])
+        #expect(removed["closedConnections"] == 2)
+        #expect(throws: KVOClientError.self) { _ = try bob.readLine(timeout: 5) }
+        #expect(throws: KVOClientError.self) { _ = try bobAgain.readLine(timeout: 5) }
+        #expect(errorCode(try server.connect().request("auth", ["user": "bob", "password": "new"], timeout: 30)) == "unauthenticated")
+        #expect(errorCode(try admin.request("userRemove", ["user": "bob"])) == "not_found")
+        try admin.call("ping")
+    }
+
+    @Test("kvoclient user and user token commands against a running kvod")
+    func kvoclientCommands() throws {
+        let (server, scratch, _) = try adminServer()
+        defer { withExtendedLifetime(scratch) {} }
+        let admin = ["KVOD_PASSWORD": "root"]
+        func run(_ arguments: [String], newPassword: String? = nil) throws -> KVOClientProcess.Result {
+            var environment = admin
+            if let newPassword { environment["KVOD_NEW_PASSWORD"] = newPassword }
+            return try KVOClientProcess.run(server, ["--user", "alice"] + arguments, environment: environment)
+        }
+        var result = try run(["user", "add", "dave", "sensor-*=read", "--hash-cost", "minimal"], newPassword: "d1")
+        #expect(result.lines == ["added user 'dave'"], "\(result.stderr)")
+        result = try run(["user", "add", "erin", "--hash-cost", "minimal"])
+        #expect(result.status == 2 && result.stderr.contains("KVOD_NEW_PASSWORD"), "\(result.stderr)")
+        result = try run(["user", "grant", "dave", "sensor-*=write", "log=read"])
+        #expect(result.lines == ["dave sensor-*=read,write log=read"], "\(result.stderr)")
+        result = try run(["user", "revoke", "dave", "log=read"])
+        #expect(result.lines == ["dave sensor-*=read,write"], "\(result.stderr)")
+        result = try run(["user", "list"])
+        #expect(result.lines == ["alice *=read,write,admin", "dave sensor-*=read,write"], "\(result.stderr)")
+        result = try run(["user", "passwd", "dave", "--hash-cost", "minimal"], newPassword: "d2")
+        #expect(result.status == 0, "\(result.stderr)")
+        _ = try login(server, "dave", "d2")
+        result = try run(["user", "token", "add", "dave"])
+        let token = try #require(result.lines.first)
+        #expect(token.hasPrefix("kvod_"), "\(result.stderr)")
+        let listed = try KVOClientProcess.run(server, ["--token", "user", "list"], environment: ["KVOD_TOKEN": token])
+        #expect(listed.status == 1 && listed.stderr.contains("forbidden"), "dave is no admin: \(listed.stderr)")
+        result = try run(["user", "token", "revoke", "dave", String(token.dropFirst(5).prefix(12))])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(errorCode(try server.connect().request("auth", ["token": .string(token)])) == "unauthenticated")
+        result = try run(["user", "remove", "dave"])
+        #expect(result.lines == ["removed user 'dave' (0 connections closed)"], "\(result.stderr)")
+        result = try KVOClientProcess.run(server, ["--user", "dave", "list"], environment: ["KVOD_PASSWORD": "d2"])
+        #expect(result.status == 1 && result.stderr.contains("unauthenticated"), "\(result.stderr)")
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// Password guessing against the real kvod over TCP: a client from one address (127.0.0.2) sends wrong
+/// passwords, reconnecting each time kvod closes it after 5 failures, while a correct client (from
+/// 127.0.0.1) logs in at the same time. Checks are scheduled by fewest recent failures of connection
+/// and address, so the guesses never hold up the correct login beyond the checks already running.
+///
+/// KVOD_BRUTE_FORCE_ATTEMPTS sets the number of wrong passwords (default 1,000; a longer run: 100000).
+@Suite("brute force over TCP")
+struct BruteForceOverTCPTests {
+    private static var attempts: Int {
+        ProcessInfo.processInfo.environment["KVOD_BRUTE_FORCE_ATTEMPTS"].flatMap(Int.init) ?? 1_000
+    }
+
+    private func errorCode(_ reply: JSONValue) -> String? { reply["error"]?["code"]?.stringValue }
+
+    @Test("1,000 wrong passwords from one address; a correct client logging in meanwhile is served every time")
+    func thousandWrongPasswords() throws {
+        let scratch = try TemporaryDirectory("brute")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("alice", password: "correct horse", usersFile: usersFile)
+        let server = try KVODProcess(["--users", usersFile])
+        let port = server.port
+        let attempts = Self.attempts
+        let attackers = 8
+        let results = AttackResults()
+        let attack = DispatchGroup()
+        for attacker in 0..<attackers {
+            DispatchQueue.global().async(group: attack) {
+                var sent = 0
+                var share = attempts / attackers + (attacker < attempts % attackers ? 1 : 0)
+                while share > 0 {
+                    do {
+                        let connection = try KVOConnection(host: "127.0.0.1", port: port, sourceAddress: "127.0.0.2")
+                        let burst = min(5, share)
+                        // All five at once: they wait behind each other on the server, in order.
+                        var lines = ""
+                        for guess in 0..<burst {
+                            lines += #"{"op":"auth","id":\#(guess),"user":"alice","password":"guess-\#(attacker)-\#(sent + guess)"}"# + "\n"
+                        }
+                        try connection.send(raw: Array(lines.utf8))
+                        var refused = 0
+                        for _ in 0..<burst where (try? connection.readMessage(timeout: 30))?["error"]?["code"] == "unauthenticated" {
+                            refused += 1
+                        }
+                        let closed = burst == 5 ? (try? connection.readLine(timeout: 30)) == nil : true
+                        results.record(refused: refused, closedAfterFive: closed)
+                        sent += burst
+                        share -= burst
+                    } catch {
+                        results.record(error: "\(error)")
+                        return
+                    }
+                }
+            }
+        }
+        // Meanwhile: correct logins, one after another, until the attack is over.
+        var logins = 0
+        var slowest = 0.0
+        while attack.wait(timeout: .now()) == .timedOut || logins == 0 {
+            let started = monotonicSeconds()
+            let client = try KVOConnection(host: "127.0.0.1", port: port)
+            let reply = try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 30)
+            #expect(reply["user"] == "alice")
+            try client.call("create", ["object": .string("login-\(logins)")])
+            slowest = max(slowest, monotonicSeconds() - started)
+            logins += 1
+        }
+        #expect(results.errors.isEmpty, "\(results.errors.prefix(3))")
+        #expect(results.refused == attempts)
+        #expect(results.connectionsNotClosed == 0)
+        #expect(logins >= 1)
+        // Generous: a login waits at most for the checks already running (minimal cost: milliseconds).
+        #expect(slowest < 5, "slowest correct login \(slowest) s during \(attempts) wrong passwords")
+        print("brute force: \(attempts) wrong passwords refused; \(logins) correct logins meanwhile, slowest \(String(format: "%.3f", slowest)) s")
+        // The log says who, without a line per guess.
+        #expect(server.log.contains("authentication failed for user 'alice' from 127.0.0.2:"))
+        #expect(server.log.components(separatedBy: "authentication failed for").count < attempts / 2)
+    }
+
+    @Test("waiting guesses from a failing address go after a login from elsewhere (slow hashes)")
+    func failingAddressWaitsBehindOthers() throws {
+        let scratch = try TemporaryDirectory("brute")
+        let usersFile = scratch.appending("users.json")
+        // The default (interactive) cost: each check takes about 150 ms, so guesses pile up.
+        let added = try KVODUserTool.run(["add", "--users", usersFile, "alice", "*=read,write,admin"], password: "correct horse")
+        try #require(added.status == 0, "\(added.stderr)")
+        let server = try KVODProcess(["--users", usersFile])
+        // First failures, so that 127.0.0.2 has a record.
+        let first = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
+        #expect(errorCode(try first.request("auth", ["user": "alice", "password": "nope"], timeout: 30)) == "unauthenticated")
+        // Sixteen guesses at once, from sixteen connections: two run, fourteen wait.
+        var guessers: [KVOConnection] = []
+        for index in 0..<16 {
+            let connection = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
+            try connection.send(raw: Array((#"{"op":"auth","id":1,"user":"alice","password":"guess-\#(index)"}"# + "\n").utf8))
+            guessers.append(connection)
+        }
+        // Let them all arrive before the correct login does.
+        Thread.sleep(forTimeInterval: 0.1)
+        let client = try KVOConnection(host: "127.0.0.1", port: server.port)
+        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"] == "alice")
+        // How many guesses were answered before the correct login: those already running when it
+        // arrived (2), give or take one that started meanwhile; first come, first served would be all 16.
+        var answeredBefore = 0
+        for guesser in guessers {
+            if let reply = try? guesser.readMessage(timeout: 0.001) {
+                answeredBefore += 1
+                #expect(errorCode(reply) == "unauthenticated")
+            } else {
+                #expect(errorCode(try guesser.readMessage(timeout: 60)) == "unauthenticated")
+            }
+        }
+        #expect(answeredBefore <= 4, "\(answeredBefore) of 16 guesses were checked before the correct login")
+    }
+}
+
+extension BruteForceOverTCPTests {
+    @Test("past 256 waiting checks the worst-placed are turned away at once, and a login from elsewhere still gets in")
+    func queueBoundTurnsAwayTheWorst() throws {
+        let scratch = try TemporaryDirectory("brute")
+        let usersFile = scratch.appending("users.json")
+        let added = try KVODUserTool.run(["add", "--users", usersFile, "alice", "*=read,write,admin"], password: "correct horse")
+        try #require(added.status == 0, "\(added.stderr)")
+        let server = try KVODProcess(["--users", usersFile])
+        let first = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
+        #expect(errorCode(try first.request("auth", ["user": "alice", "password": "nope"], timeout: 30)) == "unauthenticated")
+        // 300 guesses at once (interactive cost: 2 run, 256 wait, the rest are turned away).
+        var guessers: [KVOConnection] = []
+        for index in 0..<300 {
+            let connection = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
+            try connection.send(raw: Array((#"{"op":"auth","id":1,"user":"alice","password":"guess-\#(index)"}"# + "\n").utf8))
+            guessers.append(connection)
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        var turnedAway = 0
+        for guesser in guessers {
+            guard let reply = try? guesser.readMessage(timeout: 0.001) else { continue }
+            #expect(errorCode(reply) == "unauthenticated")
+            if reply["error"]?["message"]?.stringValue?.contains("too many logins are waiting") == true { turnedAway += 1 }
+        }
+        #expect(turnedAway >= 30, "\(turnedAway) of 300 turned away with 256 waiting at most")
+        // A login from another address goes ahead of the waiting guesses (one of them is turned away for it).
+        let client = try KVOConnection(host: "127.0.0.1", port: server.port)
+        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"] == "alice")
+        // Closing the guessers drops their waiting checks; the server keeps serving.
+        for guesser in guessers { guesser.close() }
+        try client.call("create", ["object": "after"])
+        #expect(!server.log.contains("critical"))
+    }
+}
+
+/// What the attacking threads saw, gathered under a lock.
+private final class AttackResults: @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var refused = 0
+    private(set) var connectionsNotClosed = 0
+    private(set) var errors: [String] = []
+
+    func record(refused count: Int, closedAfterFive: Bool) {
+        lock.lock()
+        defer { lock.unlock() }
+        refused += count
+        if !closedAfterFive { connectionsNotClosed += 1 }
+    }
+
+    func record(error: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        errors.append(error)
+    }
+}
