@@ -27,7 +27,7 @@ struct SubscribeCommand: ParsableCommand {
             [old=<json>]  [new=<json>]`, for example \
             `clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21"` or \
             `todo.items  valueChanged  rev=3  kind=insertion  indexes=[1]  new=["milk"]`. \
-            Stops after --count events, on Ctrl-C, or once every subscription has ended with sourceDeleted.
+            Stops after --count events, on Ctrl-C, or once every subscription has ended (sourceDeleted or forbidden).
 
             If the connection drops, subscribe reconnects with backoff and resumes after the last \
             revision it printed: no change is lost or printed twice. When the server's history no \

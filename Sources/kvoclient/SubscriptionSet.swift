@@ -82,7 +82,8 @@ struct SubscriptionSet {
             return true
         }
         entries[index].lastRev = rev
-        if reason == "sourceDeleted" { entries[index].ended = true }
+        // Both end the subscription on the server: resubscribing after a reconnection would not help.
+        if reason == "sourceDeleted" || reason == "forbidden" { entries[index].ended = true }
         return true
     }
 

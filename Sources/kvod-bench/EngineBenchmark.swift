@@ -44,6 +44,45 @@ enum EngineBenchmark {
         }
     }
 
+    /// Issue 11: what permission checks add to a set, without the network: sets on one observed key path
+    /// in open mode and as a user whose rules are `globs` globs (the one matching the object last), in
+    /// alternating batches so that other work on the machine falls on both alike; the best batch of each.
+    static func runPermissions(sets: Int, globs: Int) {
+        print("")
+        print("permission checks: \(sets) sets on one observed key path, open mode against a user with \(globs) glob rules, best of 10 alternating batches")
+        let rules = (0..<max(globs - 1, 0)).map { $0 % 2 == 0 ? "zone-\($0)-*=read,write" : "*-zone-\($0)=read,write" }
+            + ["bench*=read,write"]
+        let policy = AccessPolicy(rules: rules.map { try! AccessRule(argument: $0) })
+        let accesses = [ConnectionAccess.open(), ConnectionAccess(Principal(user: "bench", policy: policy))]
+        let engines = accesses.map { access -> KVOEngine in
+            let engine = KVOEngine()
+            var ignored: [ChangeNotification] = []
+            _ = try! engine.create("bench", values: ["v": 0], access: access, notifications: &ignored)
+            _ = try! engine.observe("bench", keyPath: KeyPath("v"), options: [.new], connection: ConnectionID(1),
+                                    access: access, notifications: &ignored)
+            return engine
+        }
+        let keyPath = try! KeyPath("v")
+        var best = [Double.infinity, Double.infinity]
+        var notifications: [ChangeNotification] = []
+        notifications.reserveCapacity(4)
+        var counter: Int64 = 0
+        for _ in 0..<10 {
+            for index in 0..<2 {
+                let start = monotonicNanoseconds()
+                for _ in 0..<(sets / 10) {
+                    counter += 1
+                    notifications.removeAll(keepingCapacity: true)
+                    _ = try! engines[index].set("bench", keyPath: keyPath, value: .int(counter), access: accesses[index],
+                                                notifications: &notifications)
+                }
+                best[index] = min(best[index], Double(monotonicNanoseconds() - start) / Double(sets / 10))
+            }
+        }
+        print(pad("open mode", 40) + pad(format1(best[0]) + " ns/set", 16) + "x1.00")
+        print(pad("a user with \(globs) glob rules", 40) + pad(format1(best[1]) + " ns/set", 16) + "x" + format2(best[1] / best[0]))
+    }
+
     /// Cost of one element write under an aggregate observation, against the array's size.
     static func runAggregates(sets: Int) {
         print("")

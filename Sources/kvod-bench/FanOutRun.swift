@@ -101,10 +101,23 @@ final class FanOutRun: Workload {
     private func setUp(subscribers count: Int) {
         let wire = server.wire
         publisher = loop.connect(port: server.port)
+        let credentials: (user: String, password: String)?
+        if case let .kvod(storage) = server.kind { credentials = storage.credentials } else { credentials = nil }
+        if let credentials {
+            wire.appendAuth(user: credentials.user, password: credentials.password, to: publisher.output)
+            publisher.awaitingReplies += 1
+        }
         if case .kvod = wire {
             wire.appendCreate(object: object, to: publisher.output)
             publisher.awaitingReplies += 1
             loop.flush(publisher)
+        }
+        if credentials != nil {
+            // The object must exist before the subscribers observe it; without authentication the
+            // create is simply first, here each connection's requests wait for its own password check.
+            guard loop.run(timeoutSeconds: 30, sink: self, until: { publisher.awaitingReplies == 0 }), errorReplies == 0 else {
+                fail("authenticating and creating the object on \(server.kind.label) failed")
+            }
         }
         guard let peers = loop.connect(port: server.port, count: count, sink: self) else {
             fail("could not open \(count) subscriber connections to \(server.kind.label)")
@@ -113,6 +126,10 @@ final class FanOutRun: Workload {
         checkers = [SequenceChecker](repeating: SequenceChecker(), count: count)
         for (index, subscriber) in subscribers.enumerated() {
             subscriber.slot = index
+            if let credentials {
+                wire.appendAuth(user: credentials.user, password: credentials.password, to: subscriber.output)
+                subscriber.awaitingReplies += 1
+            }
             wire.appendSubscribe(object: object, keyPath: Array("v".utf8), to: subscriber.output)
             subscriber.awaitingReplies += 1
             loop.flush(subscriber)

@@ -4,8 +4,9 @@ import Glibc
 
 /// `kvod-bench`: benchmarks that print figures (never pass/fail). See docs/performance.md.
 ///
-///     kvod-bench engine [--observations N] [--sets N]
-///     kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (NetworkBenchmark)
+///     kvod-bench engine [--observations N] [--sets N] [--globs N]
+///     kvod-bench engine-permissions [--sets 1000000] [--globs 100]   (per-set cost of permission checks)
+///     kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest|permissions [options]   (NetworkBenchmark)
 ///     kvod-bench storage [--objects N] [--commits N]
 ///     kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]   (TLSBenchmark)
 @main
@@ -33,6 +34,9 @@ struct KVODBench {
         case "engine":
             EngineBenchmark.run(observations: options["observations"] ?? 100_000, sets: options["sets"] ?? 200_000)
             EngineBenchmark.runAggregates(sets: (options["sets"] ?? 200_000) / 10)
+            EngineBenchmark.runPermissions(sets: options["sets"] ?? 200_000, globs: options["globs"] ?? 100)
+        case "engine-permissions":
+            EngineBenchmark.runPermissions(sets: options["sets"] ?? 1_000_000, globs: options["globs"] ?? 100)
         case "storage":
             StorageBenchmark.run(objects: options["objects"] ?? 1_000_000, commits: options["commits"] ?? 1000)
         case "storage-restart":
@@ -44,7 +48,8 @@ struct KVODBench {
     }
 
     static func usage() -> Never {
-        print("usage: kvod-bench engine [--observations N] [--sets N]")
+        print("usage: kvod-bench engine [--observations N] [--sets N] [--globs N]")
+        print("       kvod-bench engine-permissions [--sets 1000000] [--globs 100]")
         print("       kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (<command> --help)")
         print("       kvod-bench storage [--objects N] [--commits N]")
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")

@@ -16,6 +16,8 @@ import Glibc
 ///     kvod-bench all        [matrix options] [--connections ..] [--observations ..] [--objects ..]
 ///                           [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
 ///     kvod-bench selftest   [--server both]   (the checkers must catch a skipped, a duplicated and a reordered set)
+///     kvod-bench permissions [--subscribers 1] [--bytes 64] [--globs 100]
+///                           (sets/s in open mode and as an authenticated user with that many glob rules, runs alternating)
 ///
 /// Every command also takes `--seconds 5` (each timed run), `--runs 1` (runs per figure, the best one
 /// reported; scale always runs once), `--window 1024` and `--lag 4096` (pipelining
@@ -25,7 +27,8 @@ import Glibc
 /// asserted; the exit status is 1 when a run lost, reordered or duplicated a delivery, got an error reply
 /// or lost a connection (or a selftest fault went unnoticed), and 2 for a usage error.
 enum NetworkBenchmark {
-    static let commands: Set<String> = ["throughput", "latency", "scale", "spread", "durable", "matrix", "all", "selftest"]
+    static let commands: Set<String> = ["throughput", "latency", "scale", "spread", "durable", "matrix", "all", "selftest",
+                                        "permissions"]
 
     static func main(command: String, arguments: [String]) -> Never {
         let options = Options(arguments, allowed: allowedOptions(command))
@@ -47,6 +50,7 @@ enum NetworkBenchmark {
             spread(context, options, prefix: "spread-", defaultObjects: quick ? 10_000 : 100_000)
             durable(context, options, prefix: "durable-")
         case "selftest": selftest(context, options)
+        case "permissions": permissions(context, options)
         default: usage()
         }
         context.finish()
@@ -68,6 +72,7 @@ enum NetworkBenchmark {
                                  "connections", "observations", "objects", "spread-subscribers", "spread-bytes",
                                  "durable-subscribers", "durable-bytes"])
         case "selftest": return common
+        case "permissions": return common.union(["subscribers", "bytes", "globs"])
         default: usage()
         }
     }
@@ -93,6 +98,32 @@ enum NetworkBenchmark {
             }
         }
         context.report.addThroughput(results, title: "Throughput: \(subscribers) subscribers, \(bytes)-byte values")
+    }
+
+    /// Issue 11's row: what permission checks cost per set. The same pipelined workload against kvod in
+    /// open mode and against kvod where every connection authenticates as a user whose rules are
+    /// `--globs` globs (the one matching the object last), runs alternating so that the machine's noise
+    /// falls on both alike; the best of `--runs` of each.
+    static func permissions(_ context: Context, _ options: Options) {
+        let subscribers = options.int("subscribers", 1)
+        let bytes = options.int("bytes", 64)
+        let globs = options.int("globs", 100)
+        let pace = options.pipelined()
+        var best: [FanOutResult?] = [nil, nil]
+        for _ in 0..<context.runs {
+            for (index, kind) in [ServerKind.kvod(.inMemory), .kvod(.inMemoryWithUser(globs: globs))].enumerated() {
+                let result = context.measure(kind, runs: 1, best: higherSets) { server in
+                    FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes, seconds: context.seconds,
+                                  pace: pace)
+                }
+                if best[index].map({ higherSets(result, $0) }) ?? true { best[index] = result }
+            }
+        }
+        context.report.addPermissionCost(open: best[0]!, restricted: best[1]!, globs: globs, runs: context.runs)
+    }
+
+    private static func higherSets(_ a: FanOutResult, _ b: FanOutResult) -> Bool {
+        a.setsPerSecond > b.setsPerSecond
     }
 
     static func matrix(_ context: Context, _ options: Options) {
@@ -230,6 +261,7 @@ enum NetworkBenchmark {
                kvod-bench all        [matrix options] [--connections ..] [--observations ..] [--objects ..]
                                      [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
                kvod-bench selftest   [--server both]
+               kvod-bench permissions [--subscribers 1] [--bytes 64] [--globs 100]
         every command: [--seconds 5] [--runs 1] [--window 1024] [--lag 4096] [--markdown FILE]
                        [--kvod PATH] [--redis PATH] [--perf-command PATH]
         (docs/performance.md; scripts/bench.sh builds everything and runs `all`)

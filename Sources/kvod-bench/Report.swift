@@ -63,6 +63,32 @@ final class Report {
         sections.append(text + disturbanceNote(results.map(\.serverCPU)))
     }
 
+    /// Issue 11: sets/s and server CPU per set in open mode and as a user with `globs` glob rules.
+    func addPermissionCost(open: FanOutResult, restricted: FanOutResult, globs: Int, runs: Int) {
+        func microsecondsPerSet(_ result: FanOutResult) -> Double {
+            result.setsPerSecond > 0 ? result.serverCPU / result.setsPerSecond * 1e6 : 0
+        }
+        let plural = open.subscribers == 1 ? "" : "s"
+        var text = """
+        #### Permission checks: \(open.subscribers) subscriber\(plural), \(open.payloadBytes)-byte values, a user with \(globs) glob rules
+
+        Per-set cost as an authenticated user against open mode, same run, runs alternating\(bestOf(runs, by: "sets/s")).
+        Cost ratio: open sets/s over the user's (above 1: the user's sets cost more).
+
+        | kvod | sets/s | server CPU per set | CPU server / generator | lost/reordered/dup |
+        |---|---:|---:|---|---|
+
+        """
+        for result in [open, restricted] {
+            text += "| \(result.server) | \(grouped(result.setsPerSecond))\(mark(result.serverCPU)) "
+                + "| \(fixed2(microsecondsPerSet(result))) µs | \(cores(result.serverCPU)) / \(cores(result.generatorCPU)) "
+                + "| \(result.integrity.summary) |\n"
+        }
+        text += "\nCost ratio (sets/s): x\(fixed2(ratio(open.setsPerSecond, restricted.setsPerSecond))); "
+            + "server CPU per set: x\(fixed2(ratio(microsecondsPerSet(restricted), microsecondsPerSet(open))))\n"
+        sections.append(text + disturbanceNote([open.serverCPU, restricted.serverCPU]))
+    }
+
     func addLatency(_ results: [FanOutResult], rate: Int, seconds: Double, warmup: Double, runs: Int) {
         guard let first = results.first else { return }
         var text = """

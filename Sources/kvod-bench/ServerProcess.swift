@@ -26,12 +26,29 @@ enum KVODStorage: Equatable {
     case inMemory
     /// `--data <temporary directory> --sync <mode>` (mode: off, normal or full).
     case durable(sync: String)
+    /// `--in-memory --users <temporary file>` with one user, `bench`, whose rules are `globs` globs (the
+    /// last one matching the benchmark's object): every connection authenticates first.
+    case inMemoryWithUser(globs: Int)
 
     var label: String {
         switch self {
         case .inMemory: return "in-memory"
         case .durable(let sync): return "--sync \(sync)"
+        case .inMemoryWithUser(let globs): return "in-memory, a user with \(globs) glob rules"
         }
+    }
+
+    /// The user and password connections must `auth` with (nil: open mode).
+    var credentials: (user: String, password: String)? {
+        guard case .inMemoryWithUser = self else { return nil }
+        return ("bench", "bench-password")
+    }
+
+    /// The bench user's rules: `count - 1` globs that do not match the benchmark's object `bench` (half
+    /// prefix globs, half suffix globs), then `bench*`, which does.
+    static func benchRules(count: Int) -> [String] {
+        (0..<max(count - 1, 0)).map { $0 % 2 == 0 ? "zone-\($0)-*=read,write" : "*-zone-\($0)=read,write" }
+            + ["bench*=read,write"]
     }
 }
 
@@ -133,6 +150,17 @@ final class ServerProcess {
             let directory = makeTemporaryDirectory()
             dataDirectory = directory
             arguments += ["--data", directory, "--sync", sync]
+        case .inMemoryWithUser(let globs):
+            let directory = makeTemporaryDirectory()
+            dataDirectory = directory
+            let usersFile = directory + "/users.json"
+            let credentials = storage.credentials!
+            setenv("KVOD_PASSWORD", credentials.password, 1)
+            let adder = ChildProcesses.spawn([executable, "user", "add", "--users", usersFile, "--hash-cost", "minimal",
+                                              credentials.user] + KVODStorage.benchRules(count: globs), standardOutput: nil)
+            unsetenv("KVOD_PASSWORD")
+            guard ChildProcesses.wait(adder, seconds: 30) else { fail("kvod user add did not finish within 30 s") }
+            arguments += ["--in-memory", "--users", usersFile]
         }
         if let maxConnections { arguments += ["--max-connections", String(maxConnections)] }
 

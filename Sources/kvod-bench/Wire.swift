@@ -74,6 +74,12 @@ enum Wire {
 
     // MARK: Requests
 
+    /// kvod: `auth` as `user` (a kvod started with users). Redis: nothing.
+    func appendAuth(user: String, password: String, to output: ByteBuffer) {
+        guard case .kvod = self else { return }
+        output.append(Array(#"{"op":"auth","user":"\#(user)","password":"\#(password)"}"#.utf8 + [0x0A]))
+    }
+
     /// kvod: `create` the object with `{"v": ""}`. Redis needs nothing (channels need no creation).
     func appendCreate(object: [UInt8], to output: ByteBuffer) {
         guard case .kvod = self else { return }

@@ -30,6 +30,7 @@ struct EventCase: Sendable, CustomTestStringConvertible {
         case .initial: makeNotification(reason: reason, isPrior: isPrior, old: "ignored")
         case .valueChanged, .pathChanged, .resync: makeNotification(reason: reason, isPrior: isPrior)
         case .sourceDeleted: makeNotification(reason: reason, isPrior: isPrior, new: .null)
+        case .forbidden: makeNotification(reason: reason, isPrior: isPrior, old: .null, new: .null)
         }
     }
 }
@@ -59,6 +60,9 @@ let eventCases: [EventCase] = [
               expected: head("valueChanged") + #","notificationIsPrior":true,"old":"London"}}"# + "\n"),
     EventCase(reason: .valueChanged, isPrior: true, options: [.new, .old],
               expected: head("valueChanged") + #","notificationIsPrior":true,"old":"London"}}"# + "\n"),
+    // forbidden: the observation ended; no value either way.
+    EventCase(reason: .forbidden, isPrior: false, options: [.new, .old],
+              expected: head("forbidden") + #","new":null,"old":null}}"# + "\n"),
     // sourceDeleted: new is null.
     EventCase(reason: .sourceDeleted, isPrior: false, options: [], expected: head("sourceDeleted") + "}}\n"),
     EventCase(reason: .sourceDeleted, isPrior: false, options: [.new], expected: head("sourceDeleted") + #","new":null}}"# + "\n"),
@@ -112,8 +116,8 @@ struct EventEncoderTests {
         let wantsOld = row.options.contains(.old) && row.reason != .initial
         #expect(change.keys.contains("new") == wantsNew)
         #expect(change.keys.contains("old") == wantsOld)
-        if wantsNew { #expect(change["new"] == (row.reason == .sourceDeleted ? .null : "Paris")) }
-        if wantsOld { #expect(change["old"] == "London") }
+        if wantsNew { #expect(change["new"] == (row.reason == .sourceDeleted || row.reason == .forbidden ? .null : "Paris")) }
+        if wantsOld { #expect(change["old"] == (row.reason == .forbidden ? .null : "London")) }
         if row.isPrior {
             #expect(change["notificationIsPrior"] == .bool(true))
         } else {

@@ -14,6 +14,10 @@ public enum ChangeReason: String, Sendable {
     /// `observe` asked to resume from a revision that history no longer reaches: the event carries
     /// the current value (always as `new`), and live events follow.
     case resync
+    /// The observation's key path now leads into an object its connection may not read (a reference
+    /// was re-pointed, or the user's rules changed): the observation has ended, and the event carries
+    /// no value (`old` and `new` are null).
+    case forbidden
 }
 
 /// Cocoa's NSKeyValueChange kinds (Apple's values).

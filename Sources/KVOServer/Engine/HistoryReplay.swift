@@ -13,9 +13,12 @@ struct HistoryReplay {
     /// The observed object was deleted in the replayed span: the observation has ended.
     var endedBySourceDeletion = false
 
-    /// Replays `entries` (oldest first, consecutive revisions after the resume point).
-    init(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
-         recipient: Recipient, objects: [String: JSONValue], classes: ClassCatalog? = nil) {
+    /// Replays `entries` (oldest first, consecutive revisions after the resume point). With
+    /// `readable` (a restricted connection's permission check), nil when any reading of the span
+    /// passed through an object the connection may not read: nothing of it may be sent.
+    init?(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
+          recipient: Recipient, objects: [String: JSONValue], classes: ClassCatalog? = nil,
+          readable: ((Evaluation) -> Bool)? = nil) {
         var overlay: [String: JSONValue?] = [:]
         for entry in entries.reversed() {
             let id = entry.record.object
@@ -24,6 +27,7 @@ struct HistoryReplay {
             overlay.updateValue(value, forKey: id)
         }
         var reading = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
+        if let readable, !readable(reading) { return nil }
         for entry in entries {
             let written = entry.record.object
             var value = overlay[written]!
@@ -44,6 +48,7 @@ struct HistoryReplay {
                 return
             }
             let new = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
+            if let readable, !readable(new) { return nil }
             defer { reading = new }
             let rebound = new.binding != reading.binding
             guard rebound || new.value != reading.value else { continue }

@@ -14,21 +14,51 @@ extension KVOEngine {
     /// the target must be writable (no operator, not computed), the expressions must compile, and the
     /// binding must not be able to trigger itself through other bindings (`cycle`). With `now`, the
     /// current value is applied at once.
-    public func bind(_ spec: BindingSpec, now: Bool, creator: ConnectionID?,
+    ///
+    /// With `access` (the creator's connection), creating one needs `admin` and `write` on the target
+    /// object, `write` on the object the target lands in through references, and `read` on every object
+    /// each source's key path passes through; each right is checked before anything else (a denial
+    /// does not tell whether the objects exist). The binding then runs with its creator's rights
+    /// (`creatorPolicy`), checked again at every application.
+    public func bind(_ spec: BindingSpec, now: Bool, creator: ConnectionID?, access: ConnectionAccess? = nil,
                      notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let restricted = access.flatMap { $0.isUnrestricted ? nil : $0 }
+        if let restricted {
+            for source in spec.sources { try restricted.require(.read, on: source.object) }
+            try restricted.require([.admin, .write], on: spec.target.object)
+        }
         for endpoint in spec.sources + [spec.target] where objects[endpoint.object] == nil {
             throw notFound(endpoint.object)
         }
         try spec.target.keyPath.requireWritable()
         try checkTargetIsStored(spec.target)
+        if let restricted {
+            // Where the target lands now, through references (a target that does not resolve yet is
+            // checked at each application).
+            do {
+                let location = try WriteTarget.resolve(spec.target.keyPath, of: spec.target.object, in: objects,
+                                                       classes: classes, access: restricted).location
+                try restricted.require(.write, on: location.object)
+            } catch where error.code == .forbidden {
+                throw error
+            } catch {}
+        }
         guard bindingTable.lastID < KVOEngine.maximumCounter else {
             throw KVOError(.tooLarge, "binding ids have reached their maximum (\(KVOEngine.maximumCounter))")
         }
         // Counted against --max-memory as its definition (what is stored and listed).
         let size = JSONWriter.encodedLength(of: spec.json)
         try checkQuota(growth: size)
-        let binding = try Binding(id: bindingTable.lastID + 1, spec: spec, creator: creator)
+        let binding = try Binding(id: bindingTable.lastID + 1, spec: spec, creator: creator, creatorUser: access?.user)
         attach(binding)
+        if let restricted {
+            do {
+                for path in binding.sourcePaths { try restricted.requireRead(path.dependencies) }
+            } catch {
+                detach(binding)
+                throw error
+            }
+        }
         if let loop = cycle(through: binding) {
             detach(binding)
             throw KVOError(.cycle, "binding would form a cycle: \(loop.map(\.description).joined(separator: " -> "))")
@@ -36,7 +66,7 @@ extension KVOEngine {
         bindingTable.lastID = binding.id
         bindingTable.add(binding)
         storedBytes += size
-        if recordsCommitBatches { bindingTable.uncommitted[binding.id] = .some(spec.json) }
+        if recordsCommitBatches { bindingTable.uncommitted[binding.id] = .some(binding.storedJSON) }
         if now {
             bindingTable.pending.append(binding)
             applyPendingBindings(notifications: &notifications)
@@ -51,9 +81,19 @@ extension KVOEngine {
         return true
     }
 
-    /// Every binding's definition with its id (`bindings`), by id.
-    public func bindingListings() -> [JSONValue] {
-        bindingTable.all.map(\.listing)
+    /// `unbind` with `access`'s rights: removing a binding needs `admin` on its target object
+    /// (`forbidden` otherwise, and nothing changes).
+    public func unbind(_ id: UInt64, access: ConnectionAccess) throws(KVOError) -> Bool {
+        guard let binding = bindingTable.byID[id] else { return false }
+        try access.require(.admin, on: binding.spec.target.object)
+        return unbind(id)
+    }
+
+    /// Every binding's definition with its id (`bindings`), by id; with `access`, only those whose
+    /// target object it administers.
+    public func bindingListings(access: ConnectionAccess? = nil) -> [JSONValue] {
+        guard let access, !access.isUnrestricted else { return bindingTable.all.map(\.listing) }
+        return bindingTable.all.filter { access.allows(.admin, on: $0.spec.target.object) }.map(\.listing)
     }
 
     /// The events for bindings' creators produced since the last call.
@@ -84,7 +124,23 @@ extension KVOEngine {
     /// any write). A value equal to the target's is not written (no revision, no event). A refusal is
     /// reported to the creator, never thrown.
     private func apply(_ binding: Binding, notifications: inout [ChangeNotification]) {
-        let values = binding.sourcePaths.map { currentReading($0).value }
+        let access: ConnectionAccess?
+        switch creatorAccess(of: binding) {
+        case let .allowed(creatorAccess): access = creatorAccess
+        case let .denied(object):
+            stop(binding, forbiddenOn: object)
+            return
+        }
+        let readings = binding.sourcePaths.map(currentReading)
+        if let access {
+            for reading in readings {
+                if let object = reading.dependencies.first(where: { !access.allows(.read, on: $0.object) })?.object {
+                    stop(binding, forbiddenOn: object)
+                    return
+                }
+            }
+        }
+        let values = readings.map(\.value)
         let variables = binding.variables(values: values)
         let target = binding.spec.target
         do throws(KVOError) {
@@ -99,10 +155,63 @@ extension KVOEngine {
             }
             if binding.appliedInRequest == 0 { bindingTable.appliedInRequest.append(binding) }
             binding.appliedInRequest += 1
-            _ = try write(target.object, keyPath: target.keyPath, value: value, notifications: &notifications)
+            _ = try write(target.object, keyPath: target.keyPath, value: value, access: access,
+                          notifications: &notifications)
         } catch {
+            if error.code == .forbidden {
+                stop(binding, forbiddenOn: (error.details["object"]?.stringValue) ?? target.object)
+                return
+            }
             bindingTable.events.append(BindingEvent(binding: binding.id, creator: binding.creator,
                                                     reason: .refused(error), rev: revision))
+        }
+    }
+
+    /// What looking up a binding's creator's rights found.
+    enum CreatorRights {
+        /// Apply with these checks (nil: unrestricted).
+        case allowed(ConnectionAccess?)
+        /// The creator has no rights any more (an unknown user): stop, naming this object.
+        case denied(String)
+    }
+
+    /// The creator's current rights (`creatorPolicy`), reusing the binding's `ConnectionAccess` (and its
+    /// cache) while the policy is the same object.
+    func creatorAccess(of binding: Binding) -> CreatorRights {
+        guard let policy = creatorPolicy(binding.creatorUser) else { return .denied(binding.spec.target.object) }
+        if policy.isUnrestricted { return .allowed(nil) }
+        if let current = binding.creatorAccess, current.principal.policy === policy { return .allowed(current) }
+        let access = ConnectionAccess(Principal(user: binding.creatorUser, policy: policy))
+        binding.creatorAccess = access
+        return .allowed(access)
+    }
+
+    /// Ends `binding` because its creator may no longer read a source or write its target, and tells
+    /// the creator (`removed`, cause `forbidden`, naming the object).
+    func stop(_ binding: Binding, forbiddenOn object: String) {
+        remove(binding)
+        bindingTable.events.append(BindingEvent(binding: binding.id, creator: binding.creator,
+                                                reason: .removed(cause: "forbidden", object: object), rev: revision))
+    }
+
+    /// Stops every binding created by `user` that the user's current rights no longer allow (after a
+    /// change of those rights): its sources must stay readable and its target object writable. Also
+    /// re-checked at each application; this tells the creator at once rather than at the next change.
+    public func recheckBindings(ofUser user: String) {
+        for binding in bindingTable.all where binding.creatorUser == user {
+            switch creatorAccess(of: binding) {
+            case let .denied(object):
+                stop(binding, forbiddenOn: object)
+            case let .allowed(access?):
+                if let object = binding.sourcePaths.lazy.flatMap(\.dependencies).map(\.object)
+                    .first(where: { !access.allows(.read, on: $0) }) {
+                    stop(binding, forbiddenOn: object)
+                } else if !access.allows(.write, on: targetLocation(binding).object) {
+                    stop(binding, forbiddenOn: targetLocation(binding).object)
+                }
+            case .allowed(nil):
+                break
+            }
         }
     }
 
@@ -239,7 +348,7 @@ extension KVOEngine {
                 for endpoint in spec.sources + [spec.target] where objects[endpoint.object] == nil {
                     throw notFound(endpoint.object)
                 }
-                let binding = try Binding(id: id, spec: spec, creator: nil)
+                let binding = try Binding(id: id, spec: spec, creator: nil, creatorUser: Binding.creatorUser(inStored: json))
                 attach(binding)
                 bindingTable.add(binding)
                 storedBytes += JSONWriter.encodedLength(of: spec.json)

@@ -36,6 +36,10 @@ public final class KVOEngine {
     public var maximumObservationsPerConnection = Int.max
     /// The server's default for `maximumObservationsPerConnection` (`--max-observations-per-connection`).
     public static let defaultMaximumObservationsPerConnection = 100_000
+    /// The current rules of a binding's creator, looked up at every application (nil: the user is
+    /// gone, the binding stops). The server sets it; the default, for an engine without users, runs
+    /// every binding unrestricted.
+    public var creatorPolicy: (_ user: String?) -> AccessPolicy? = { _ in .unrestricted }
     let registry = ObservationRegistry()
     /// The defined classes (`defineClass`).
     let classes = ClassCatalog()
@@ -140,7 +144,9 @@ public final class KVOEngine {
     /// are validated against the class (defaults filled in) and the object keeps its class under
     /// `$class`. Observations that refer to it through a reference are re-bound to it (`pathChanged`).
     public func create(_ object: String, values: [String: JSONValue], className: String? = nil,
+                       access: ConnectionAccess? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        try access?.require(.write, on: object)
         guard objects[object] == nil else { throw KVOError(.exists, "object '\(object)' already exists") }
         guard values[ClassCatalog.classKey] == nil else {
             throw KVOError(.badRequest, "'\(ClassCatalog.classKey)' is reserved: name the class with 'class'")
@@ -172,7 +178,9 @@ public final class KVOEngine {
 
     /// Deletes `object`. Each observation of it ends with a `sourceDeleted` notification; observations
     /// that reach it through a reference stay and are re-bound (`pathChanged`, new value `null`).
-    public func delete(_ object: String, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+    public func delete(_ object: String, access: ConnectionAccess? = nil,
+                       notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        try access?.require(.write, on: object)
         guard objects[object] != nil else { throw notFound(object) }
         try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
@@ -206,28 +214,34 @@ public final class KVOEngine {
         return revision
     }
 
-    /// The whole object (references as stored), or the value at `keyPath`.
-    public func get(_ object: String, keyPath: KeyPath?) throws(KVOError) -> JSONValue {
+    /// The whole object (references as stored), or the value at `keyPath`. With `access`, every object
+    /// the reading passed through (references followed, elements an operator reached, what computed
+    /// properties read) must be readable, or the reading is `forbidden`; `read` on `object` is checked
+    /// before its existence, so a denial does not tell whether it exists.
+    public func get(_ object: String, keyPath: KeyPath?, access: ConnectionAccess? = nil) throws(KVOError) -> JSONValue {
+        try access?.require(.read, on: object)
         guard let value = objects[object] else { throw notFound(object) }
         guard let keyPath else { return value }
-        return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: true, classes: classes,
-                                             memo: computedMemo).value
+        let reading = try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: true, classes: classes,
+                                                    memo: computedMemo)
+        if let access, !access.isUnrestricted { try access.requireRead(reading.dependencies) }
+        return reading.value
     }
 
     /// Sets the value at `keyPath` (through references; into an array element by index) and
     /// notifies every observation whose value this changes. The revision advances even when nothing
     /// changes; then nobody is notified.
-    public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue,
+    public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, access: ConnectionAccess? = nil,
                     notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let rev = try write(object, keyPath: keyPath, value: newValue, notifications: &notifications)
+        let rev = try write(object, keyPath: keyPath, value: newValue, access: access, notifications: &notifications)
         applyPendingBindings(notifications: &notifications)
         return rev
     }
 
     /// `set` without applying the bindings it triggers (they stay pending): for bindings' own writes.
-    func write(_ object: String, keyPath: KeyPath, value newValue: JSONValue,
+    func write(_ object: String, keyPath: KeyPath, value newValue: JSONValue, access: ConnectionAccess? = nil,
                notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let target = try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes)
+        let target = try resolveWrite(keyPath, of: object, access: access)
         if let array = target.containingArray, let index = target.arrayIndex {
             // Setting one element is a replacement, as NSMutableArray's replaceObjectAtIndex: is.
             return try mutate(at: array, .replace(indexes: [index], values: [newValue]), notifications: &notifications)
@@ -272,11 +286,35 @@ public final class KVOEngine {
     /// Inserts into, removes from or replaces in the array at `keyPath`; its direct observers get a
     /// kind 2, 3 or 4 notification with the indexes, everyone else affected a kind 1.
     public func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
+                            access: ConnectionAccess? = nil,
                             notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let target = try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes)
+        let target = try resolveWrite(keyPath, of: object, access: access)
         let rev = try mutate(at: target.location, mutation, notifications: &notifications)
         applyPendingBindings(notifications: &notifications)
         return rev
+    }
+
+    /// Where a write through `keyPath` of `object` lands, checked against `access`: `write` on `object`
+    /// before its existence is looked at, unless the connection may read it and it exists (the write
+    /// may then go through one of its references); `read` on every object whose reference the path
+    /// follows; and `write` on the object actually written (docs/protocol.md, "Permissions").
+    private func resolveWrite(_ keyPath: KeyPath, of object: String,
+                              access: ConnectionAccess?) throws(KVOError) -> WriteTarget {
+        guard let access, !access.isUnrestricted else {
+            return try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes)
+        }
+        let rights = access.permissions(on: object)
+        if !rights.contains(.write) && (!rights.contains(.read) || objects[object] == nil) {
+            throw ConnectionAccess.forbidden(.write, on: object, user: access.user)
+        }
+        let target = try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes, access: access)
+        if target.location.object == object {
+            // The usual case: the object named is the one written, and its rights are known already.
+            guard rights.contains(.write) else { throw ConnectionAccess.forbidden(.write, on: object, user: access.user) }
+        } else {
+            try access.require(.write, on: target.location.object)
+        }
+        return target
     }
 
     private func mutate(at location: StoredLocation, _ mutation: CollectionMutation,
@@ -346,19 +384,22 @@ public final class KVOEngine {
     /// revision, with no gap and no duplicate. When history no longer reaches back that far (or the
     /// revision is in the future), appends one `resync` notification with the current value.
     public func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
-                        sinceRev: UInt64? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+                        sinceRev: UInt64? = nil, access: ConnectionAccess? = nil,
+                        notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+        try access?.require(.read, on: object)
         try checkObservationRoom(for: connection)
         if let sinceRev {
             return try resume(object, keyPath: keyPath, options: options, connection: connection, sinceRev: sinceRev,
-                              notifications: &notifications)
+                              access: access, notifications: &notifications)
         }
         guard objects[object] != nil else { throw notFound(object) }
         var reading: Evaluation?
         let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath,
-                                             options: options) {
+                                             options: options, access: access) {
             reading = read(object, keyPath)
             return reading!.dependencies
         }
+        try requireReadable(observation)
         if let reading {
             // A new watched path: keep aggregates incrementally where the shape allows.
             observation.watched.lastReading = reading
@@ -373,8 +414,21 @@ public final class KVOEngine {
         return observation.id
     }
 
+    /// Ends a subscription just made and throws `forbidden` when its key path passes through an object
+    /// its connection may not read.
+    private func requireReadable(_ observation: Observation) throws(KVOError) {
+        guard let access = observation.access, !access.isUnrestricted else { return }
+        do {
+            try access.requireRead(observation.watched.dependencies)
+        } catch {
+            registry.remove(observation.id)
+            throw error
+        }
+    }
+
     private func resume(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
-                        sinceRev: UInt64, notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+                        sinceRev: UInt64, access: ConnectionAccess?,
+                        notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
         let entries = history.entries(after: sinceRev, current: revision)
         let deletedSince = entries?.contains {
             guard $0.record.object == object, case .deleted = $0.record.change else { return false }
@@ -382,17 +436,24 @@ public final class KVOEngine {
         } ?? false
         guard objects[object] != nil || deletedSince else { throw notFound(object) }
         var reading: Evaluation?
-        let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath, options: options) {
+        let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath, options: options,
+                                             access: access) {
             reading = read(object, keyPath)
             return reading!.dependencies
         }
+        if objects[object] != nil { try requireReadable(observation) }
         if let reading {
             observation.watched.lastReading = reading
             observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
         }
-        if let entries {
-            let replay = HistoryReplay(entries, object: object, keyPath: keyPath, options: options,
-                                       recipient: observation.recipient, objects: objects, classes: classes)
+        // A replay whose key path passed through an object the connection may not read (at some
+        // revision of the span) is not sent: a `resync` with the current value stands for it.
+        let readable: ((Evaluation) -> Bool)? = access.flatMap { access in
+            access.isUnrestricted ? nil : { access.allowsRead($0.dependencies) }
+        }
+        if let entries, let replay = HistoryReplay(entries, object: object, keyPath: keyPath, options: options,
+                                                   recipient: observation.recipient, objects: objects,
+                                                   classes: classes, readable: readable) {
             notifications.append(contentsOf: replay.notifications)
             if replay.endedBySourceDeletion || objects[object] == nil {
                 registry.remove(observation.id)
@@ -424,12 +485,31 @@ public final class KVOEngine {
         registry.removeAll(of: connection)
     }
 
+    /// After `connection`'s principal was replaced (`ConnectionAccess.replace`): ends each of its
+    /// observations whose key path now passes through an object it may not read, with one final
+    /// `forbidden` notification each (no value). Returns how many ended. O(the connection's observations).
+    @discardableResult
+    public func accessChanged(for connection: ConnectionID, notifications: inout [ChangeNotification]) -> Int {
+        let denied = registry.observations(of: connection)
+            .filter { !$0.mayRead($0.watched.dependencies) }
+            .sorted { $0.id < $1.id }
+        for observation in denied {
+            let path = observation.watched
+            notifications.append(ChangeNotification(
+                object: path.object, keyPath: path.keyPath.string, reason: .forbidden, rev: revision, kind: .setting,
+                isPrior: false, old: .null, new: .null, recipients: [observation.recipient]))
+            registry.remove(observation.id)
+        }
+        return denied.count
+    }
+
     /// The observations of `object`, like Cocoa's observationInfo.
-    public func observers(of object: String) throws(KVOError) -> [ObserverInfo] {
+    public func observers(of object: String, access: ConnectionAccess? = nil) throws(KVOError) -> [ObserverInfo] {
+        try access?.require(.read, on: object)
         guard objects[object] != nil else { throw notFound(object) }
         return registry.observations(on: object).map {
             ObserverInfo(subscription: $0.id, keyPath: $0.watched.keyPath.string, options: $0.options,
-                         connection: $0.connection)
+                         connection: $0.connection, user: $0.access?.user)
         }
     }
 
@@ -506,7 +586,10 @@ public final class KVOEngine {
             path.aggregate = makeAggregateCache(for: path, reading: new)
         }
         path.lastReading = new
-        if new.dependencies != path.dependencies { registry.rebind(path, to: new.dependencies) }
+        if new.dependencies != path.dependencies {
+            registry.rebind(path, to: new.dependencies)
+            endForbiddenSubscriptions(of: path, changes: &changes)
+        }
         let rebound = new.binding != old.binding
         guard rebound || new.value != old.value else { return }
         if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
@@ -526,6 +609,23 @@ public final class KVOEngine {
         changes.append(ChangeNotification(
             object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: .setting,
             isPrior: false, old: old.value, new: new.value, recipients: path.recipients))
+    }
+
+    /// After `path` was re-registered (its reading now passes through other objects): ends each
+    /// subscription whose connection may not read one of them, with a final `forbidden` notification
+    /// carrying no value, before anything about the new reading is sent. Only on re-registration, never
+    /// per event; unrestricted subscribers cost one load each.
+    func endForbiddenSubscriptions(of path: WatchedPath, changes: inout [ChangeNotification]) {
+        var denied: [Observation] = []
+        for observation in path.subscribers where !observation.mayRead(path.dependencies) {
+            denied.append(observation)
+        }
+        guard !denied.isEmpty else { return }
+        denied.sort { $0.id < $1.id }
+        for observation in denied { registry.remove(observation.id) }
+        changes.append(ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: .forbidden, rev: revision, kind: .setting,
+            isPrior: false, old: .null, new: .null, recipients: denied.map(\.recipient)))
     }
 
     /// Appends a prior notification for `path`'s subscribers that asked for one.
@@ -573,6 +673,8 @@ public struct ObserverInfo: Equatable, Sendable {
     public let keyPath: String
     public let options: ObservationOptions
     public let connection: ConnectionID
+    /// The user the observing connection acts for (nil in open mode).
+    public var user: String? = nil
 }
 
 extension JSONValue {

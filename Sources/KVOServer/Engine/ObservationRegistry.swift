@@ -26,10 +26,11 @@ final class ObservationRegistry {
     /// Adds a subscription. A new (object, key path) is registered at `dependencies()`, which is
     /// only called then; a known one is shared.
     func subscribe(connection: ConnectionID, object: String, keyPath: KeyPath, options: ObservationOptions,
-                   dependencies: () -> [StoredLocation]) -> Observation {
+                   access: ConnectionAccess? = nil, dependencies: () -> [StoredLocation]) -> Observation {
         let path = watchedPath(object: object, keyPath: keyPath, dependencies: dependencies)
         lastID += 1
-        let observation = Observation(id: lastID, connection: connection, options: options, watched: path)
+        let observation = Observation(id: lastID, connection: connection, options: options, access: access,
+                                      watched: path)
         path.addSubscriber(observation)
         byID[observation.id] = observation
         observation.connectionIndex = byConnection[connection]?.count ?? 0
@@ -50,6 +51,9 @@ final class ObservationRegistry {
     }
 
     func observation(_ id: SubscriptionID) -> Observation? { byID[id] }
+
+    /// The subscriptions of `connection`, in no particular order.
+    func observations(of connection: ConnectionID) -> [Observation] { byConnection[connection] ?? [] }
 
     // MARK: - Bindings
 

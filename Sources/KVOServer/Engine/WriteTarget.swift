@@ -17,9 +17,12 @@ struct WriteTarget {
 
     /// Resolves `keyPath` of `object` for a write. With `classes`, a key path through a computed
     /// property of an object of a class is `read_only` (a computed value is not stored: nothing inside
-    /// it can be written).
+    /// it can be written). With `access` (a restricted connection), following a reference needs `read`
+    /// on the object holding it, and a reference to a missing object is `forbidden` rather than
+    /// `not_found` unless the connection has some right on that object; the caller checks `write` on
+    /// the object the target lands in.
     static func resolve(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
-                        classes: ClassCatalog? = nil) throws(KVOError) -> WriteTarget {
+                        classes: ClassCatalog? = nil, access: ConnectionAccess? = nil) throws(KVOError) -> WriteTarget {
         try keyPath.requireWritable()
         guard var objectIndex = objects.index(forKey: object) else {
             throw KVOError(.notFound, "object '\(object)' does not exist")
@@ -30,6 +33,12 @@ struct WriteTarget {
         for depth in 0..<components.count {
             // Follow a reference stored inside an object before applying the next key.
             if !location.path.isEmpty, let target = value.referencedObject {
+                if let access {
+                    try access.require(.read, on: location.object)
+                    if access.permissions(on: target).isEmpty {
+                        throw ConnectionAccess.forbidden(.write, on: target, user: access.user)
+                    }
+                }
                 guard let targetIndex = objects.index(forKey: target) else {
                     throw KVOError(.notFound, "'\(keyPath.prefix(depth))' refers to object '\(target)', which does not exist")
                 }

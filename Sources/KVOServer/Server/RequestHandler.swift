@@ -27,19 +27,21 @@ final class RequestHandler {
         self.engine = engine
     }
 
-    /// Carries out `request`. A reply that could be large is measured against `budget` first and
-    /// refused with `too_large` when it would not fit (see `ReplyBudget`).
-    func handle(_ request: Request, from connection: ConnectionID, budget: ReplyBudget = .unlimited,
-                notifications: inout [ChangeNotification]) -> Outcome {
+    /// Carries out `request` for `connection`, with the rights of `access` (the connection's principal:
+    /// docs/protocol.md, "Permissions"; a denial is `forbidden` and changes nothing). A reply that could
+    /// be large is measured against `budget` first and refused with `too_large` when it would not fit
+    /// (see `ReplyBudget`).
+    func handle(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
+                budget: ReplyBudget = .unlimited, notifications: inout [ChangeNotification]) -> Outcome {
         do {
-            return try perform(request, from: connection, budget: budget, notifications: &notifications)
+            return try perform(request, from: connection, access: access, budget: budget, notifications: &notifications)
         } catch {
             return Outcome(reply: .failure(error), order: .afterNotifications)
         }
     }
 
-    private func perform(_ request: Request, from connection: ConnectionID, budget: ReplyBudget,
-                         notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
+    private func perform(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
+                         budget: ReplyBudget, notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         switch request {
         case .hello:
             return reply([
@@ -52,23 +54,25 @@ final class RequestHandler {
             // The server answers these itself (passwords are checked and hashed off the loop thread).
             throw KVOError(.badRequest, "answered by the server")
         case let .create(object, values, className):
-            let rev = try engine.create(object, values: values, className: className, notifications: &notifications)
+            let rev = try engine.create(object, values: values, className: className, access: access,
+                                        notifications: &notifications)
             return reply([("rev", revision(rev))])
         case let .delete(object):
-            return reply([("rev", revision(try engine.delete(object, notifications: &notifications)))])
+            return reply([("rev", revision(try engine.delete(object, access: access, notifications: &notifications)))])
         case let .get(object, keyPath):
-            let value = try engine.get(object, keyPath: keyPath)
+            let value = try engine.get(object, keyPath: keyPath, access: access)
             try requireFit(value, budget, "the value of \(keyPath.map { "'\(PrintableText.escaped($0.string, limit: 64))' of " } ?? "")object '\(PrintableText.escaped(object, limit: 64))'")
             return reply([("rev", revision(engine.revision)), ("value", value)])
         case let .set(object, keyPath, value):
-            let rev = try engine.set(object, keyPath: keyPath, value: value, notifications: &notifications)
+            let rev = try engine.set(object, keyPath: keyPath, value: value, access: access, notifications: &notifications)
             return reply([("rev", revision(rev))])
         case let .mutateArray(object, keyPath, mutation):
-            let rev = try engine.mutateArray(object, keyPath: keyPath, mutation, notifications: &notifications)
+            let rev = try engine.mutateArray(object, keyPath: keyPath, mutation, access: access,
+                                             notifications: &notifications)
             return reply([("rev", revision(rev))])
         case let .observe(object, keyPath, options, sinceRev):
             let sub = try engine.observe(object, keyPath: keyPath, options: options, connection: connection,
-                                         sinceRev: sinceRev, notifications: &notifications)
+                                         sinceRev: sinceRev, access: access, notifications: &notifications)
             if !EventSizeBound.fits(notifications, budget: budget.bytes) {
                 // The initial value, resync or replayed history would not fit: no subscription, no event.
                 _ = engine.unobserve(sub, connection: connection)
@@ -81,15 +85,21 @@ final class RequestHandler {
         case let .unobserve(subscription):
             return reply([("removed", .bool(engine.unobserve(subscription, connection: connection)))])
         case let .list(limit, after):
-            return reply(try listPage(limit: limit, after: after, budget: budget))
+            return reply(try listPage(limit: limit, after: after, access: access, budget: budget))
         case let .info(object):
-            let observers = try engine.observers(of: object).map { info -> JSONValue in
-                .object([
+            // Another user's connection ids are shown to server admins only (a connection id names
+            // someone else's session); the rest of each observer's line is shown to every reader.
+            let showsEveryConnection = access.isServerAdmin
+            let observers = try engine.observers(of: object, access: access).map { info -> JSONValue in
+                var fields: [String: JSONValue] = [
                     "sub": .int(info.subscription),
                     "keyPath": .string(info.keyPath),
                     "options": .array(info.options.names.map(JSONValue.string)),
-                    "connection": .int(Int64(info.connection.rawValue)),
-                ])
+                ]
+                if showsEveryConnection || (info.user != nil && info.user == access.user) {
+                    fields["connection"] = .int(Int64(info.connection.rawValue))
+                }
+                return .object(fields)
             }
             let listing = JSONValue.array(observers)
             try requireFit(listing, budget, "the \(observers.count) observers of '\(PrintableText.escaped(object, limit: 64))'")
@@ -97,6 +107,7 @@ final class RequestHandler {
         case .ping:
             return reply([])
         case let .defineClass(definition):
+            try access.requireServerAdmin("defineClass")
             return reply([("name", .string(try engine.defineClass(definition)))])
         case .classes:
             let definitions = engine.classDefinitions()
@@ -104,12 +115,12 @@ final class RequestHandler {
             try requireFit(listing, budget, "the \(definitions.count) class definitions")
             return reply([("classes", listing)])
         case let .bind(spec, now):
-            let id = try engine.bind(spec, now: now, creator: connection, notifications: &notifications)
+            let id = try engine.bind(spec, now: now, creator: connection, access: access, notifications: &notifications)
             return reply([("binding", .int(Int64(id))), ("rev", revision(engine.revision))])
         case let .unbind(binding):
-            return reply([("removed", .bool(engine.unbind(binding)))])
+            return reply([("removed", .bool(try engine.unbind(binding, access: access)))])
         case .bindings:
-            let bindings = engine.bindingListings()
+            let bindings = engine.bindingListings(access: access)
             let listing = JSONValue.array(bindings)
             try requireFit(listing, budget, "the \(bindings.count) bindings")
             return reply([("bindings", listing)])
@@ -127,7 +138,14 @@ final class RequestHandler {
     /// as fit in `budget`; `more` says whether ids remain after the last one (the next `after`).
     /// Without `limit` the whole list must fit, or the reply is `too_large` (a client that does not
     /// page must not get a silently shortened list).
-    private func listPage(limit: Int?, after: String?, budget: ReplyBudget) throws(KVOError) -> [(String, JSONValue)] {
+    ///
+    /// A restricted connection sees only ids it may read: unreadable ids are skipped as the page is
+    /// filled, each costing one match against the user's compiled rules (not through the connection's
+    /// cache, which a long listing would only flush), so a page costs its own ids plus the unreadable
+    /// ids between them; `more` then means that ids remain, not that a readable one does (the next
+    /// page may be empty). The total number of objects is never mentioned to a restricted connection.
+    private func listPage(limit: Int?, after: String?, access: ConnectionAccess,
+                          budget: ReplyBudget) throws(KVOError) -> [(String, JSONValue)] {
         // O(log n) to find the start, O(1) per id: a page never sorts or copies the whole id list.
         var ids = engine.objectIDs(after: after)
         let pageLimit = limit ?? Int.max
@@ -135,7 +153,9 @@ final class RequestHandler {
         if let limit { page.reserveCapacity(min(limit, engine.objectCount)) }
         var bytes = 16  // ",\"more\":false" and the brackets
         var cut = false
+        let policy: AccessPolicy? = access.isUnrestricted ? nil : access.principal.policy
         while page.count < pageLimit, let id = ids.next() {
+            if let policy, !policy.allows(.read, on: id) { continue }
             bytes += 1  // the comma
             guard JSONSizeBound.addString(id, to: &bytes, limit: budget.bytes) else {
                 cut = true
@@ -145,7 +165,8 @@ final class RequestHandler {
         }
         if cut && (limit == nil || page.isEmpty) {
             if limit != nil { throw budget.refusal("the next object id") }
-            let what = after == nil ? "the list of \(engine.objectCount) objects" : "the list of objects after the given id"
+            let what = after == nil && policy == nil ? "the list of \(engine.objectCount) objects"
+                : after == nil ? "the list of objects" : "the list of objects after the given id"
             throw budget.refusal(what + " (page it with 'limit' and 'after')")
         }
         return [("more", .bool(cut || ids.hasNext)), ("objects", .array(page))]

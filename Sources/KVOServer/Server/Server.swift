@@ -86,6 +86,11 @@ public final class Server {
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
 
+    /// Each user's rules compiled (`AccessPolicy`), made at the first login or binding application
+    /// that needs them and kept until `policyDidChange(forUser:)`: rules are compiled once per user,
+    /// and every connection of the user shares the one policy. Loop thread only.
+    private var compiledPolicies: [String: AccessPolicy] = [:]
+
     /// The port the plaintext listener bound (useful with port 0); 0 without one.
     public var port: Int { listener?.port ?? 0 }
     /// "127.0.0.1:7420"; "?" without a plaintext listener.
@@ -232,6 +237,12 @@ public final class Server {
             // Made now (once, about as long as a password check) rather than by the first unknown
             // user's check, which would then take twice as long as a wrong password's.
             _ = PasswordHasher.dummyHash
+        }
+        // A binding runs with its creator's current rules; one made in open mode (no creator user)
+        // runs unrestricted only while the server is in open mode (no users), and stops otherwise.
+        engine.creatorPolicy = { [unowned self] user in
+            guard let user else { return self.users.isEmpty ? .unrestricted : nil }
+            return self.policy(ofUser: user)
         }
         if configuration.handlesSignals {
             // A parent may have left these blocked (process launchers often do): unblock them, or
@@ -440,7 +451,8 @@ public final class Server {
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
-        let outcome = handler.handle(request, from: connection.id, budget: budget, notifications: &notifications)
+        let outcome = handler.handle(request, from: connection.id, access: connection.access, budget: budget,
+                                     notifications: &notifications)
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
@@ -451,6 +463,51 @@ public final class Server {
             deliverNotifications()
             deliverBindingEvents()
         }
+    }
+
+    // MARK: - Permission changes
+
+    /// After `connection.principal` was replaced (a login, or its user's rules changed): its cached
+    /// permission answers are already gone (`ConnectionAccess.replace`); this ends each of its live
+    /// observations whose key path now passes through an object it may not read (a final `forbidden`
+    /// event, no value), and stops the bindings its user created that the new rules no longer allow
+    /// (their creators get the `binding` event, cause `forbidden`). Loop thread; not while a request
+    /// of this server is being carried out.
+    func principalDidChange(of connection: Connection) {
+        var ended: [ChangeNotification] = []
+        handler.engine.accessChanged(for: connection.id, notifications: &ended)
+        if let user = connection.access.user { handler.engine.recheckBindings(ofUser: user) }
+        swap(&ended, &notifications)
+        deliverNotifications()
+        swap(&ended, &notifications)
+        deliverBindingEvents()
+    }
+
+    /// `user`'s current rules, compiled once (nil: no such user). Loop thread.
+    public func policy(ofUser user: String) -> AccessPolicy? {
+        if let compiled = compiledPolicies[user] { return compiled }
+        guard let record = users.user(named: user) else { return nil }
+        let compiled = AccessPolicy(rules: record.rules)
+        compiledPolicies[user] = compiled
+        return compiled
+    }
+
+    /// After `user`'s rules changed in the user store (or the user was removed): compiles them again,
+    /// gives every open connection acting for the user the new rules (none at all when the user is
+    /// gone) and re-checks it (`principalDidChange(of:)`); the user's bindings are re-checked even when
+    /// no connection of the user is open. O(open connections). Loop thread; for online grant, revoke
+    /// and remove.
+    public func policyDidChange(forUser user: String) {
+        compiledPolicies[user] = nil
+        let policy = self.policy(ofUser: user)
+        for case let entry? in slots {
+            let connection = entry.takeUnretainedValue()
+            guard connection.principal?.user == user else { continue }
+            connection.principal = Principal(user: user, policy: policy ?? ConnectionAccess.nobody.policy)
+            principalDidChange(of: connection)
+        }
+        handler.engine.recheckBindings(ofUser: user)
+        deliverBindingEvents()
     }
 
     // MARK: - Authentication
@@ -513,8 +570,10 @@ public final class Server {
 
     /// The connection now acts for `user`, with its rules compiled once here.
     private func logIn(_ connection: Connection, as user: UserRecord, id: JSONValue?) {
-        connection.principal = Principal(user: user.name, policy: AccessPolicy(rules: user.rules))
+        connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
         send(.success([("user", .string(user.name))]), id: id, to: connection)
+        // A second login on a connection (as another user) re-checks what it observes.
+        principalDidChange(of: connection)
         logger.debug("authenticated", metadata: [
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
         ])
@@ -596,6 +655,10 @@ public final class Server {
                 persistUsers(removed: [name])
                 let closed = connections(of: name)
                 for connection in closed { connection.close(reason: .userRemoved(name)) }
+                // The user's bindings stop (no rights any more).
+                compiledPolicies[name] = nil
+                handler.engine.recheckBindings(ofUser: name)
+                deliverBindingEvents()
                 logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
                 return .success([("user", .string(name)), ("closedConnections", .int(Int64(closed.count)))])
             case .userList:
@@ -640,21 +703,20 @@ public final class Server {
     private func rulesChanged(of name: String) -> Result<[(String, JSONValue)], KVOError> {
         guard let user = users.user(named: name) else { return .failure(KVOError(.notFound, UserDirectory.noSuchUser(name))) }
         persistUsers(changed: [name])
-        let policy = AccessPolicy(rules: user.rules)
+        compiledPolicies[name] = nil
+        let policy = self.policy(ofUser: name) ?? AccessPolicy(rules: user.rules)
         let open = connections(of: name)
         for connection in open {
             connection.principal = Principal(user: name, policy: policy)
             principalDidChange(of: connection)
         }
+        // The user's bindings are re-checked even when none of its connections is open.
+        handler.engine.recheckBindings(ofUser: name)
+        deliverBindingEvents()
         logger.notice("rules of user '\(name)' changed; \(open.count) open connection\(open.count == 1 ? "" : "s") updated")
         return .success([("user", .string(name)), ("rules", .array(user.rules.map(\.json))),
                          ("updatedConnections", .int(Int64(open.count)))])
     }
-
-    /// Called after `connection.principal` was replaced because its user's rules changed. A hook for
-    /// the permission checks (dropping cached decisions, ending observations the user may no longer
-    /// read); a no-op until they provide it. Loop thread.
-    func principalDidChange(of connection: Connection) {}
 
     /// The open connections logged in as `name`. O(connections): admin operations only.
     private func connections(of name: String) -> [Connection] {
@@ -979,7 +1041,7 @@ extension Server: ConnectionDelegate {
         // A verified client certificate whose CN names a user logs the connection in as that user, as a
         // successful `auth` would (docs/protocol.md, "TLS"); in open mode there is nobody to be.
         if connection.principal == nil, let name = connection.verifiedClientCommonName, let user = users.user(named: name) {
-            connection.principal = Principal(user: user.name, policy: AccessPolicy(rules: user.rules))
+            connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
             logger.debug("authenticated by client certificate", metadata: [
                 "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
             ])

@@ -41,8 +41,15 @@ final class Connection {
     /// `--first-request-timeout`).
     @exclusivity(unchecked) var hasSentRequest = false
     /// Who this connection acts for; nil until it authenticates when authentication is required.
-    /// Set by the server (open mode: `.open` at accept). Loop thread only.
-    var principal: Principal?
+    /// Set by the server (open mode: `.open` at accept). Setting it also replaces `access`'s principal
+    /// (nil: no rights at all) and empties its cache; the server's `principalDidChange(of:)` then
+    /// re-checks the connection's live observations. Loop thread only.
+    var principal: Principal? {
+        didSet { access.replace(principal ?? ConnectionAccess.nobody) }
+    }
+    /// The checks made for this connection's requests, with their per-object cache; shared with the
+    /// engine's observations of this connection. Loop thread only.
+    let access = ConnectionAccess(ConnectionAccess.nobody)
     /// Failed `auth` requests on this connection (closed at the server's limit).
     var authenticationFailures = 0
 

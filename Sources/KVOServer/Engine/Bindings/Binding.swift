@@ -13,6 +13,12 @@ final class Binding {
     /// The connection that created it, told when the binding is removed or one of its writes is refused;
     /// nil for bindings restored from disk.
     let creator: ConnectionID?
+    /// The user who created it (nil: made in open mode, or before bindings recorded it). Kept with the
+    /// definition on disk (`storedJSON`); every application runs with this user's current rights.
+    let creatorUser: String?
+    /// The creator's rights as last looked up (`KVOEngine.creatorPolicy`), with their per-object cache;
+    /// replaced when the lookup returns another policy.
+    var creatorAccess: ConnectionAccess?
     /// The watched path of each source, in `spec.sources` order (set by the engine when attached).
     var sourcePaths: [WatchedPath] = []
     /// Times applied during the current request (the engine's loop guard).
@@ -20,10 +26,11 @@ final class Binding {
 
     /// Compiles the definition's expressions: a parse error, a key path, or a variable the binding does
     /// not provide is `invalid_expression` naming the field and the column.
-    init(id: UInt64, spec: BindingSpec, creator: ConnectionID?) throws(KVOError) {
+    init(id: UInt64, spec: BindingSpec, creator: ConnectionID?, creatorUser: String? = nil) throws(KVOError) {
         self.id = id
         self.spec = spec
         self.creator = creator
+        self.creatorUser = creatorUser
         let allowed = Binding.variableNames(for: spec)
         filter = try spec.filter.map { text throws(KVOError) in try Binding.compile(text, field: "filter", allowed: allowed) }
         let transformField = spec.kind == .bind ? "convert" : "reduce"
@@ -72,10 +79,24 @@ final class Binding {
         }
     }
 
-    /// The definition with its id, as `bindings` lists it.
+    /// The definition with its id (and its creator's user name, when it has one), as `bindings` lists it.
     var listing: JSONValue {
-        guard case var .object(members) = spec.json else { return spec.json }
+        guard case var .object(members) = storedJSON else { return spec.json }
         members["binding"] = .int(Int64(id))
         return .object(members)
+    }
+
+    /// What the persistent store keeps: the definition, with `creator` (the user name) when there is
+    /// one. `BindingSpec(json:)` ignores the extra member, so no schema change was needed.
+    var storedJSON: JSONValue {
+        guard let creatorUser, case var .object(members) = spec.json else { return spec.json }
+        members["creator"] = .string(creatorUser)
+        return .object(members)
+    }
+
+    /// The creator's user name in a stored definition (nil when absent).
+    static func creatorUser(inStored json: JSONValue) -> String? {
+        guard case let .object(members) = json, case let .string(user)? = members["creator"] else { return nil }
+        return user
     }
 }
