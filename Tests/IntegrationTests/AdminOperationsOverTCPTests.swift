@@ -139,4 +139,25 @@ struct AdminOperationsOverTCPTests {
         result = try KVOClientProcess.run(server, ["--user", "dave", "list"], environment: ["KVOD_PASSWORD": "d2"])
         #expect(result.status == 1 && result.stderr.contains("unauthenticated"), "\(result.stderr)")
     }
+
+    @Test("the first user added online ends open mode for the connections already open")
+    func firstUserEndsOpenMode() throws {
+        let server = try KVODProcess()  // no users: open mode on loopback
+        let setup = try server.connect()
+        try setup.call("create", ["object": "o", "values": ["n": 1]])
+        let watcher = try server.connect()
+        let sub = try #require(try watcher.call("observe", ["object": "o", "keyPath": "n", "options": ["new"]])["sub"])
+        // Anyone may administer in open mode: the first user is added by an anonymous connection.
+        try setup.call("userAdd", ["user": "root", "password": "pw", "rules": [["objects": "*", "allow": ["read", "write", "admin"]]], "hashCost": "minimal"],
+                       timeout: 30)
+        // The anonymous observer hears a final forbidden event, and both must now log in.
+        let ended = try #require(try watcher.nextEvent())
+        #expect(ended["sub"] == sub && ended["reason"] == "forbidden", "\(ended)")
+        #expect(errorCode(try watcher.request("get", ["object": "o"])) == "unauthenticated")
+        #expect(errorCode(try setup.request("set", ["object": "o", "keyPath": "n", "value": 2])) == "unauthenticated")
+        #expect(errorCode(try server.connect().request("get", ["object": "o"])) == "unauthenticated")
+        _ = try login(server, "root", "pw")
+        #expect(try login(server, "root", "pw").call("get", ["object": "o", "keyPath": "n"])["value"] == 1)
+        #expect(server.waitForLog("authentication required from now on"), "\(server.log)")
+    }
 }

@@ -483,6 +483,22 @@ public final class Server {
         deliverBindingEvents()
     }
 
+    /// The first user was added online: open mode is over. Every connection that was let in without
+    /// credentials (as new ones no longer are) must now log in: its principal goes, so it is answered
+    /// `unauthenticated` until `auth`, and its observations end with a final `forbidden` event.
+    private func endOpenMode() {
+        var anonymous: [Connection] = []
+        for case let entry? in slots {
+            let connection = entry.takeUnretainedValue()
+            if !connection.isClosing, let principal = connection.principal, principal.user == nil { anonymous.append(connection) }
+        }
+        for connection in anonymous {
+            connection.principal = nil
+            principalDidChange(of: connection)
+        }
+        logger.notice("authentication required from now on (the first user exists); \(anonymous.count) connection\(anonymous.count == 1 ? "" : "s") must log in")
+    }
+
     /// `user`'s current rules, compiled once (nil: no such user). Loop thread.
     public func policy(ofUser user: String) -> AccessPolicy? {
         if let compiled = compiledPolicies[user] { return compiled }
@@ -649,6 +665,7 @@ public final class Server {
                 try users.add(UserRecord(name: name, passwordHash: passwordHash!, rules: rules))
                 persistUsers(changed: [name])
                 logger.notice("user '\(name)' added")
+                if users.count == 1 { endOpenMode() }
                 return .success([("user", .string(name))])
             case let .userRemove(name):
                 try users.remove(name)
