@@ -104,6 +104,11 @@ struct KVOD: ParsableCommand {
             transform: NumberArgument.seconds)
     var firstRequestTimeout: Double = 30
 
+    @Option(parsing: .unconditional,
+            help: "With users defined: seconds a new connection may take to log in before it is closed (0: no limit).",
+            transform: NumberArgument.seconds)
+    var loginTimeout: Double = 60
+
     @Option(parsing: .unconditional, help: """
         Largest value one write may store, in bytes of compact JSON; larger ones are answered too_large \
         (default: 1 MiB, or --max-object-bytes if smaller).
@@ -201,6 +206,9 @@ struct KVOD: ParsableCommand {
         guard firstRequestTimeout >= 0, firstRequestTimeout.isFinite, firstRequestTimeout <= 1e9 else {
             throw ValidationError("--first-request-timeout must be 0 or more seconds")
         }
+        guard loginTimeout >= 0, loginTimeout.isFinite, loginTimeout <= 1e9 else {
+            throw ValidationError("--login-timeout must be 0 or more seconds")
+        }
         if let problem = sizeLimits.problem(outputBufferBytes: maxOutputBuffer) {
             throw ValidationError(problem)
         }
@@ -293,6 +301,7 @@ struct KVOD: ParsableCommand {
         settings.maximumTotalOutputBytes = maxTotalOutput
         settings.maximumTotalInputBytes = maxTotalInput
         settings.firstRequestTimeout = firstRequestTimeout
+        settings.loginTimeout = loginTimeout
         settings.sizeLimits = sizeLimits
         settings.handlesSignals = true
         settings.historyLimit = history

@@ -135,4 +135,25 @@ struct AuthenticationOverTCPTests {
         try client.call("auth", ["user": "alice", "password": "correct horse"])
         try client.call("list")
     }
+
+    @Test("a connection that does not log in within --login-timeout is closed; a logged-in one stays")
+    func loginTimeout() throws {
+        let (server, scratch) = try serverWithAlice(["--login-timeout", "1"])
+        defer { withExtendedLifetime(scratch) {} }
+        let idler = try server.connect()
+        #expect(try idler.call("ping")["ok"] == true)  // a request, but no login
+        let member = try server.connect()
+        try member.call("auth", ["user": "alice", "password": "correct horse"])
+        // Closed within a few housekeeping rounds of its second; reading then ends with the close.
+        var closed = false
+        do {
+            _ = try idler.readMessage(timeout: 10)
+        } catch {
+            closed = true
+        }
+        #expect(closed, "the idle, never logged-in connection is still open")
+        #expect(server.waitForLog("not logged in within 1.0 s"), "\(server.log)")
+        #expect(try member.call("ping")["ok"] == true)
+    }
 }
+

@@ -56,6 +56,8 @@ public final class Server {
     private let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
     /// New connections' first-request deadlines, in accept order.
     private var firstRequestDeadlines = FirstRequestDeadlines()
+    /// With users defined, new connections' login deadlines (`--login-timeout`), in accept order.
+    private var loginDeadlines = FirstRequestDeadlines()
     /// One per `CloseReason.rateLimitSlot`: noteworthy closings are logged at most once a second per
     /// kind, the rest counted, so that a client opening many connections cannot flood the log.
     private var closingLogLimits = [RateLimitedCount](repeating: RateLimitedCount(), count: CloseReason.rateLimitSlots)
@@ -381,6 +383,7 @@ public final class Server {
             let timeout = UInt64(configuration.firstRequestTimeout * 1000)
             firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ timeout)
         }
+        if connection.principal == nil { addLoginDeadline(for: connection) }
         logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
     }
 
@@ -483,6 +486,13 @@ public final class Server {
         deliverBindingEvents()
     }
 
+    /// Closes `connection` unless it has logged in within `--login-timeout` from now. One whose password
+    /// is being checked when its time is up is left to that check (a failure counts toward the limit of 5).
+    private func addLoginDeadline(for connection: Connection) {
+        guard configuration.loginTimeout > 0 else { return }
+        loginDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(configuration.loginTimeout * 1000))
+    }
+
     /// The first user was added online: open mode is over. Every connection that was let in without
     /// credentials (as new ones no longer are) must now log in: its principal goes, so it is answered
     /// `unauthenticated` until `auth`, and its observations end with a final `forbidden` event.
@@ -495,6 +505,7 @@ public final class Server {
         for connection in anonymous {
             connection.principal = nil
             principalDidChange(of: connection)
+            addLoginDeadline(for: connection)
         }
         logger.notice("authentication required from now on (the first user exists); \(anonymous.count) connection\(anonymous.count == 1 ? "" : "s") must log in")
     }
@@ -915,6 +926,14 @@ public final class Server {
                       !connection.isClosing
                 else { continue }
                 connection.close(reason: .noRequestBeforeTimeout(seconds: configuration.firstRequestTimeout))
+            }
+        }
+        if !loginDeadlines.isEmpty {
+            for due in loginDeadlines.takeDue(now: now) {
+                guard let connection = connection(due.connection)?.takeUnretainedValue(), connection.principal == nil,
+                      !connection.isClosing, !connection.pausedReasons.contains(.verification)
+                else { continue }
+                connection.close(reason: .notLoggedInBeforeTimeout(seconds: configuration.loginTimeout))
             }
         }
         if !tlsHandshakeDeadlines.isEmpty {

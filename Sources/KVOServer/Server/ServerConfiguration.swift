@@ -23,6 +23,9 @@ public struct ServerConfiguration: Sendable {
     /// Seconds a new connection may take to send its first complete request before it is closed;
     /// 0 waits for ever.
     public var firstRequestTimeout: Double = 30
+    /// With users defined: seconds a new connection may take to log in (`auth`, or a client certificate)
+    /// before it is closed; 0 waits for ever (`--login-timeout`).
+    public var loginTimeout: Double = 60
     /// Most simultaneous connections; further ones are told `too_many_connections` and closed.
     public var maximumConnections = 10_000
     /// Most observations one connection may hold; `observe` past it is `too_many_observations`.

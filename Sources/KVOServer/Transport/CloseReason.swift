@@ -30,6 +30,8 @@ enum CloseReason: CustomStringConvertible {
     case tlsOnPlainPort
     /// An established TLS connection failed (a bad record, a fatal alert): OpenSSL's reason.
     case tlsError(String)
+    /// With users defined, no login within `--login-timeout` of connecting.
+    case notLoggedInBeforeTimeout(seconds: Double)
     /// Too many failed `auth` requests on this connection; told so, then closed.
     case authenticationFailures(Int)
     /// The user this connection was logged in as was removed (admin `userRemove`).
@@ -58,12 +60,13 @@ enum CloseReason: CustomStringConvertible {
             return "the client started a TLS handshake on the plaintext port: TLS clients must use the TLS port (--tls-port)"
         case let .tlsError(text): return text
         case let .authenticationFailures(count): return "\(count) failed authentication attempts"
+        case let .notLoggedInBeforeTimeout(seconds): return "not logged in within \(seconds) s of connecting (--login-timeout)"
         case let .userRemoved(name): return "user '\(name)' was removed"
         }
     }
 
     /// Number of distinct `rateLimitSlot`s.
-    static let rateLimitSlots = 10
+    static let rateLimitSlots = 11
 
     /// For closings logged at the default level, which a client can cause many times over (one per
     /// connection it opens): the slot of their `RateLimitedCount` in the server; nil for the others.
@@ -79,6 +82,7 @@ enum CloseReason: CustomStringConvertible {
         case .tlsOnPlainPort: return 7
         case .tlsError: return 8
         case .authenticationFailures: return 9
+        case .notLoggedInBeforeTimeout: return 10
         default: return nil
         }
     }
@@ -95,7 +99,8 @@ enum CloseReason: CustomStringConvertible {
         case 6: return "TLS handshake timeout"
         case 7: return "TLS handshake on the plaintext port"
         case 8: return "TLS error"
-        default: return "failed authentication attempts"
+        case 9: return "failed authentication attempts"
+        default: return "not logged in within the login timeout"
         }
     }
 
@@ -104,7 +109,7 @@ enum CloseReason: CustomStringConvertible {
         switch self {
         case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected,
              .tlsHandshakeFailed, .tlsHandshakeTimeout, .tlsOnPlainPort, .tlsError,
-             .authenticationFailures:
+             .authenticationFailures, .notLoggedInBeforeTimeout:
             return true
         default: return false
         }
