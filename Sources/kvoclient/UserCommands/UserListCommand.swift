@@ -1,0 +1,15 @@
+import ArgumentParser
+import KVOCommandLine
+import KVOJSON
+
+struct UserListCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List users and their rules.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let reply = try connection.connect().call("userList")
+        for user in reply["users"]?.arrayValue ?? [] {
+            Terminal.printLine(UserCommand.line(name: user["name"]?.stringValue ?? "?", rules: user["rules"]))
+        }
+    }
+}

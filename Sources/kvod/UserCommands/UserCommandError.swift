@@ -1,0 +1,13 @@
+import ArgumentParser
+import KVOCommandLine
+import KVOJSON
+import KVOServer
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `kvod user` failure: printed as "Error: <message>", exit status 1.
+struct UserCommandError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
