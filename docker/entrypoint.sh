@@ -5,6 +5,7 @@
 #
 # so kvod is PID 1: it gets SIGTERM (clean stop) and SIGHUP (TLS certificate reload) itself. Arguments
 # given to the container (compose `command:`) are appended; a later flag overrides an earlier one.
+# The users live in /var/lib/kvod with the data: do not move it with --data.
 #
 # Environment (all optional):
 #   KVOD_ADMIN_USER           create this user with the rules *=read,write,admin on the first start, when it
