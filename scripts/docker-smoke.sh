@@ -204,7 +204,10 @@ bind_dir=$(mktemp -d /var/tmp/kvod-smoke-bind.XXXXXX)
 secrets=$(mktemp -d /var/tmp/kvod-smoke-secrets.XXXXXX)
 cleanup() {
     [ -n "${tls_pid:-}" ] && kill "$tls_pid" 2>/dev/null
-    podman rm -f -t 0 "$container" "$container-bind" "$container-open" >/dev/null 2>&1 || true
+    # One at a time: `podman rm` given a name that does not exist leaves the other containers running.
+    for name in "$container" "$container-bind" "$container-open"; do
+        podman rm -f -v -t 0 "$name" >/dev/null 2>&1 || true
+    done
     podman volume rm -f "$volume" >/dev/null 2>&1 || true
     rm -rf "$bind_dir" "$secrets"
     # Every run leaves the previous image and its build stage's layers untagged; those older than a day
@@ -257,7 +260,8 @@ grep -q 'refusing to serve 0.0.0.0:7420 with no users defined' <<<"$open_log" ||
     fail "no protected-mode refusal in the log of a start without users: $open_log"
 grep -q 'kvod-entrypoint: no users in /var/lib/kvod: set KVOD_ADMIN_USER' <<<"$open_log" ||
     fail "no guidance line from the entrypoint: $open_log"
-podman rm -f "$container-open" >/dev/null 2>&1 || true
+# -v: its anonymous /var/lib/kvod volume goes with it.
+podman rm -f -v "$container-open" >/dev/null 2>&1 || true
 say "ok: a start with no users and no --insecure-open is refused (exit $open_status) with kvod's line"
 
 # Without systemd podman cannot schedule health checks and says so on every start; they run on demand
