@@ -11,7 +11,7 @@
 # twice); a bind-mounted host directory owned by 7420:7420; and a clean exit on SIGTERM (exit code 0 and the
 # "stopped; event loop closed cleanly" log line).
 #
-# Works on a machine with no Docker engine and no container registry (README.md, "Docker"): it installs podman, buildah, runc and debootstrap with apt-get when they are missing, and makes
+# Works on a machine with no Docker engine and no container registry (README.md, "Docker"): it installs podman, buildah, runc, debootstrap and openssl (the test certificates, `openssl s_client`) with apt-get when they are missing, and makes
 # local stand-ins for the two base images the Dockerfile names, `debian:bookworm-slim` (debootstrap from
 # the host's Debian mirror) and `swift:<version>-bookworm` (that plus the official Swift image's build
 # packages and the host's own Swift toolchain). The base images are cached in podman's storage: a second
@@ -44,7 +44,7 @@ fail() {
 
 # --- Tools -------------------------------------------------------------------------------------------
 missing=()
-for tool in podman buildah runc debootstrap; do
+for tool in podman buildah runc debootstrap openssl; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -53,7 +53,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt_options=(-o DPkg::Lock::Timeout=300 -o Acquire::Retries=2)
     if ! apt-get "${apt_options[@]}" update -qq >&2 ||
         ! DEBIAN_FRONTEND=noninteractive apt-get "${apt_options[@]}" install -y -qq \
-            --no-install-recommends podman buildah runc debootstrap >&2; then
+            --no-install-recommends podman buildah runc debootstrap openssl >&2; then
         skip "could not install ${missing[*]} with apt-get (no network for the package mirror?)"
     fi
 fi
