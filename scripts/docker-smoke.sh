@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Builds docker/Dockerfile, unchanged, with podman and smoke-tests the image: ping (inside the container
-# and through the published port), a create/subscribe/set round trip, the HEALTHCHECK
-# (`podman healthcheck run`), the fixed non-root user (uid/gid 7420), data kept across a container restart,
-# a bind-mounted host directory owned by 7420:7420, and a clean exit on SIGTERM (exit code 0 and the
+# Builds docker/Dockerfile, unchanged, with podman and smoke-tests the image the way docker/compose.yaml runs
+# it: an admin user from KVOD_ADMIN_USER and a password file, TLS on 7421 with certificates from
+# scripts/make-dev-certs.sh mounted read-only. Checks: a start with no users and no --insecure-open is
+# refused (kvod's protected-mode line and the entrypoint's guidance); ping (inside the container and through
+# the published port, without logging in); an unauthenticated request through the published port is refused
+# (`unauthenticated`); TLS through the published TLS port with `openssl s_client` from the host (certificate
+# verified against the throwaway CA, auth, get); a create/subscribe/set round trip as the admin (kvoclient
+# --user, KVOD_PASSWORD through `podman exec -e`); the HEALTHCHECK (`podman healthcheck run`); the fixed
+# non-root user (uid/gid 7420); data and the user kept across a container restart (the user is not added
+# twice); a bind-mounted host directory owned by 7420:7420; and a clean exit on SIGTERM (exit code 0 and the
 # "stopped; event loop closed cleanly" log line).
 #
-# Works on a machine with no Docker engine and no container registry (README.md, "Docker"): it installs podman, buildah, runc and debootstrap with apt-get when they are missing, and makes
+# Works on a machine with no Docker engine and no container registry (README.md, "Docker"): it installs podman, buildah, runc, debootstrap and openssl (the test certificates, `openssl s_client`) with apt-get when they are missing, and makes
 # local stand-ins for the two base images the Dockerfile names, `debian:bookworm-slim` (debootstrap from
 # the host's Debian mirror) and `swift:<version>-bookworm` (that plus the official Swift image's build
 # packages and the host's own Swift toolchain). The base images are cached in podman's storage: a second
@@ -38,7 +44,7 @@ fail() {
 
 # --- Tools -------------------------------------------------------------------------------------------
 missing=()
-for tool in podman buildah runc debootstrap; do
+for tool in podman buildah runc debootstrap openssl; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -47,7 +53,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt_options=(-o DPkg::Lock::Timeout=300 -o Acquire::Retries=2)
     if ! apt-get "${apt_options[@]}" update -qq >&2 ||
         ! DEBIAN_FRONTEND=noninteractive apt-get "${apt_options[@]}" install -y -qq \
-            --no-install-recommends podman buildah runc debootstrap >&2; then
+            --no-install-recommends podman buildah runc debootstrap openssl >&2; then
         skip "could not install ${missing[*]} with apt-get (no network for the package mirror?)"
     fi
 fi
@@ -195,10 +201,15 @@ say "image built in $((SECONDS - build_started)) s ($(podman image inspect --for
 container=kvod-smoke-$$
 volume=kvod-smoke-data-$$
 bind_dir=$(mktemp -d /var/tmp/kvod-smoke-bind.XXXXXX)
+secrets=$(mktemp -d /var/tmp/kvod-smoke-secrets.XXXXXX)
 cleanup() {
-    podman rm -f -t 0 "$container" "$container-bind" >/dev/null 2>&1 || true
+    [ -n "${tls_pid:-}" ] && kill "$tls_pid" 2>/dev/null
+    # One at a time: `podman rm` given a name that does not exist leaves the other containers running.
+    for name in "$container" "$container-bind" "$container-open"; do
+        podman rm -f -v -t 0 "$name" >/dev/null 2>&1 || true
+    done
     podman volume rm -f "$volume" >/dev/null 2>&1 || true
-    rm -rf "$bind_dir"
+    rm -rf "$bind_dir" "$secrets"
     # Every run leaves the previous image and its build stage's layers untagged; those older than a day
     # go, so that repeated runs (CI) do not fill the disk, while today's build cache stays.
     podman image prune -f --filter until=24h >/dev/null 2>&1 || true
@@ -215,7 +226,19 @@ wait_ready() {
     done
     fail "kvod in $name did not answer ping within 20 s"
 }
-client() { podman exec "$container" kvoclient "$@"; }
+
+# The secrets docker/compose.yaml asks for: an admin password file and a throwaway CA's server certificate.
+# The container's user (uid 7420) reads them through a read-only mount.
+chmod 0755 "$secrets"
+scripts/make-dev-certs.sh "$secrets" >/dev/null || fail "scripts/make-dev-certs.sh failed"
+rm -f "$secrets/ca.key"
+password=$(openssl rand -hex 16)
+printf '%s\n' "$password" >"$secrets/admin-password"
+chmod 0644 "$secrets/admin-password"
+run_secure=(-e KVOD_ADMIN_USER=admin -e KVOD_ADMIN_PASSWORD_FILE=/run/kvod-secrets/admin-password
+    -e KVOD_TLS_CERT_FILE=/run/kvod-secrets/server.pem -e KVOD_TLS_KEY_FILE=/run/kvod-secrets/server.key
+    -v "$secrets:/run/kvod-secrets:ro")
+client() { podman exec -e KVOD_PASSWORD="$password" "$container" kvoclient --user admin "$@"; }
 
 # Every library the binaries link is in the runtime stage.
 for binary in kvod kvoclient; do
@@ -227,21 +250,59 @@ say "ok: the runtime stage has every library kvod and kvoclient link"
 healthcheck=$(podman image inspect --format '{{json .Config.Healthcheck}}' "$image")
 case $healthcheck in *kvoclient*) ;; *) fail "the image has no HEALTHCHECK (built in OCI format?): $healthcheck" ;; esac
 
+# Protected mode: no users, no --insecure-open, a listener on 0.0.0.0: kvod refuses to start, with its own
+# line and the entrypoint's guidance in the container's log.
+open_status=0
+open_log=$(timeout 60 podman run --name "$container-open" "$image" 2>&1) || open_status=$?
+[ "$open_status" -ne 0 ] || fail "kvod started on 0.0.0.0 with no users and no --insecure-open: $open_log"
+open_log=$(podman logs "$container-open" 2>&1)
+grep -q 'refusing to serve 0.0.0.0:7420 with no users defined' <<<"$open_log" ||
+    fail "no protected-mode refusal in the log of a start without users: $open_log"
+grep -q 'kvod-entrypoint: no users in /var/lib/kvod: set KVOD_ADMIN_USER' <<<"$open_log" ||
+    fail "no guidance line from the entrypoint: $open_log"
+# -v: its anonymous /var/lib/kvod volume goes with it.
+podman rm -f -v "$container-open" >/dev/null 2>&1 || true
+say "ok: a start with no users and no --insecure-open is refused (exit $open_status) with kvod's line"
+
 # Without systemd podman cannot schedule health checks and says so on every start; they run on demand
 # here (`podman healthcheck run`), so that complaint goes to a file.
-podman run -d --name "$container" -p 127.0.0.1::7420 -v "$volume:/var/lib/kvod" "$image" >/dev/null 2>"$cache/run.err" ||
+podman run -d --name "$container" -p 127.0.0.1::7420 -p 127.0.0.1::7421 "${run_secure[@]}" \
+    -v "$volume:/var/lib/kvod" "$image" >/dev/null 2>"$cache/run.err" ||
     fail "podman run failed: $(cat "$cache/run.err")"
 wait_ready "$container"
-say "ok: ping inside the container"
+logs=$(podman logs "$container" 2>&1)
+grep -q "added user 'admin'" <<<"$logs" || fail "the entrypoint did not add the admin user: $logs"
+grep -q 'listening for TLS on 0.0.0.0:7421' <<<"$logs" || fail "kvod does not listen for TLS on 7421: $logs"
+say "ok: ping inside the container (admin user added, TLS listener on 7421)"
 
 # Ping through the published port, with the protocol itself.
 port=$(podman port "$container" 7420/tcp | sed 's/.*://' | head -n 1)
 exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot connect to the published port 127.0.0.1:$port"
 printf '{"op":"ping","id":1}\n' >&3
 IFS= read -r -t 10 reply <&3 || fail "no reply to ping on 127.0.0.1:$port"
-exec 3<&-
 case $reply in *'"ok":true'*) ;; *) fail "ping on the published port answered: $reply" ;; esac
 say "ok: ping through the published port 127.0.0.1:$port"
+printf '{"op":"list","id":2}\n' >&3
+IFS= read -r -t 10 reply <&3 || fail "no reply to an unauthenticated list on 127.0.0.1:$port"
+exec 3<&-
+case $reply in *'"ok":false'*'"unauthenticated"'*) ;; *) fail "an unauthenticated list answered: $reply" ;; esac
+say "ok: an unauthenticated request is refused (unauthenticated)"
+
+# TLS through the published TLS port, from the host: the certificate must verify against the throwaway CA
+# for the name localhost; then auth and a request over the encrypted connection.
+tls_port=$(podman port "$container" 7421/tcp | sed 's/.*://' | head -n 1)
+coproc TLS { exec openssl s_client -connect "127.0.0.1:$tls_port" -servername localhost -verify_hostname localhost \
+    -CAfile "$secrets/ca.pem" -verify_return_error -quiet 2>"$cache/s_client.err"; }
+tls_pid=$TLS_PID
+printf '{"op":"auth","id":1,"user":"admin","password":"%s"}\n{"op":"list","id":2}\n' "$password" >&"${TLS[1]}"
+IFS= read -r -t 20 auth_reply <&"${TLS[0]}" || fail "no auth reply over TLS on 127.0.0.1:$tls_port: $(cat "$cache/s_client.err")"
+IFS= read -r -t 20 list_reply <&"${TLS[0]}" || fail "no list reply over TLS: $(cat "$cache/s_client.err")"
+kill "$tls_pid" 2>/dev/null; wait "$tls_pid" 2>/dev/null || true; tls_pid=
+case $auth_reply in *'"ok":true'*'"user":"admin"'*) ;; *) fail "auth over TLS answered: $auth_reply" ;; esac
+case $list_reply in *'"ok":true'*) ;; *) fail "list over TLS answered: $list_reply" ;; esac
+grep -q 'Verify return code: 0' "$cache/s_client.err" 2>/dev/null || grep -q 'verify return:1' "$cache/s_client.err" ||
+    fail "openssl s_client did not verify kvod's certificate: $(cat "$cache/s_client.err")"
+say "ok: TLS on the published port 127.0.0.1:$tls_port (verified against the CA, auth, list)"
 
 user=$(podman exec "$container" id -u):$(podman exec "$container" id -g)
 [ "$user" = 7420:7420 ] || fail "kvod runs as uid:gid $user, not the documented 7420:7420"
@@ -253,7 +314,7 @@ say "ok: health check ${health:-passed}"
 # Round trip: a subscriber sees a set made by another client.
 client create smoke '{"greeting":"hello"}' >/dev/null || fail "kvoclient create failed"
 events="$cache/subscribe.out"
-podman exec "$container" kvoclient subscribe smoke greeting --options initial,new --count 2 >"$events" 2>&1 &
+podman exec -e KVOD_PASSWORD="$password" "$container" kvoclient --user admin subscribe smoke greeting --options initial,new --count 2 >"$events" 2>&1 &
 subscriber=$!
 for _ in $(seq 1 50); do grep -q initial "$events" 2>/dev/null && break; sleep 0.2; done
 grep -q 'smoke.greeting  initial' "$events" || fail "subscribe printed no initial event: $(cat "$events")"
@@ -281,14 +342,16 @@ podman start "$container" >/dev/null 2>"$cache/run.err" || fail "podman start fa
 wait_ready "$container"
 value=$(client get smoke greeting) || fail "kvoclient get after the restart failed"
 [ "$value" = '"world"' ] || fail "after a restart smoke.greeting is $value, not \"world\""
-say "ok: data kept across a container restart"
+logs=$(podman logs "$container" 2>&1)
+grep -q "user 'admin' exists already" <<<"$logs" || fail "the entrypoint did not keep the existing user: $logs"
+say "ok: data and the admin user kept across a container restart"
 
 # A bind-mounted host directory owned by the documented uid/gid.
 chown 7420:7420 "$bind_dir"
-podman run -d --name "$container-bind" -v "$bind_dir:/var/lib/kvod" "$image" >/dev/null 2>"$cache/run.err" ||
+podman run -d --name "$container-bind" "${run_secure[@]}" -v "$bind_dir:/var/lib/kvod" "$image" >/dev/null 2>"$cache/run.err" ||
     fail "podman run with a bind mount failed: $(cat "$cache/run.err")"
 wait_ready "$container-bind"
-podman exec "$container-bind" kvoclient create bound >/dev/null || fail "create in a bind-mounted data directory failed"
+podman exec -e KVOD_PASSWORD="$password" "$container-bind" kvoclient --user admin create bound >/dev/null || fail "create in a bind-mounted data directory failed"
 [ -f "$bind_dir/kvod.sqlite3" ] || fail "no kvod.sqlite3 in the bind-mounted directory"
 say "ok: bind-mounted data directory owned by 7420:7420"
 
