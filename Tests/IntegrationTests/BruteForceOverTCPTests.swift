@@ -83,22 +83,10 @@ struct BruteForceOverTCPTests {
 
     @Test("waiting guesses from a failing address go after a login from elsewhere (slow hashes)")
     func failingAddressWaitsBehindOthers() throws {
-        let scratch = try TemporaryDirectory("brute")
-        let usersFile = scratch.appending("users.json")
-        // The default (interactive) cost: each check takes about 150 ms, so guesses pile up.
-        let added = try KVODUserTool.run(["add", "--users", usersFile, "alice", "*=read,write,admin"], password: "correct horse")
-        try #require(added.status == 0, "\(added.stderr)")
-        let server = try KVODProcess(["--users", usersFile])
-        // First failures, so that 127.0.0.2 has a record.
-        let first = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
-        #expect(errorCode(try first.request("auth", ["user": "alice", "password": "nope"], timeout: 30)) == "unauthenticated")
+        let (server, scratch) = try serverWithSlowAliceAndAFailingAddress()
+        defer { withExtendedLifetime(scratch) {} }
         // Sixteen guesses at once, from sixteen connections: two run, fourteen wait.
-        var guessers: [KVOConnection] = []
-        for index in 0..<16 {
-            let connection = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
-            try connection.send(raw: Array((#"{"op":"auth","id":1,"user":"alice","password":"guess-\#(index)"}"# + "\n").utf8))
-            guessers.append(connection)
-        }
+        let guessers = try guesses(16, at: server)
         // Let them all arrive before the correct login does.
         Thread.sleep(forTimeInterval: 0.1)
         let client = try KVOConnection(host: "127.0.0.1", port: server.port)
@@ -121,20 +109,10 @@ struct BruteForceOverTCPTests {
 extension BruteForceOverTCPTests {
     @Test("past 256 waiting checks the worst-placed are turned away at once, and a login from elsewhere still gets in")
     func queueBoundTurnsAwayTheWorst() throws {
-        let scratch = try TemporaryDirectory("brute")
-        let usersFile = scratch.appending("users.json")
-        let added = try KVODUserTool.run(["add", "--users", usersFile, "alice", "*=read,write,admin"], password: "correct horse")
-        try #require(added.status == 0, "\(added.stderr)")
-        let server = try KVODProcess(["--users", usersFile])
-        let first = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
-        #expect(errorCode(try first.request("auth", ["user": "alice", "password": "nope"], timeout: 30)) == "unauthenticated")
+        let (server, scratch) = try serverWithSlowAliceAndAFailingAddress()
+        defer { withExtendedLifetime(scratch) {} }
         // 300 guesses at once (interactive cost: 2 run, 256 wait, the rest are turned away).
-        var guessers: [KVOConnection] = []
-        for index in 0..<300 {
-            let connection = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
-            try connection.send(raw: Array((#"{"op":"auth","id":1,"user":"alice","password":"guess-\#(index)"}"# + "\n").utf8))
-            guessers.append(connection)
-        }
+        let guessers = try guesses(300, at: server)
         Thread.sleep(forTimeInterval: 0.3)
         var turnedAway = 0
         for guesser in guessers {
@@ -171,5 +149,29 @@ private final class AttackResults: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         errors.append(error)
+    }
+}
+
+extension BruteForceOverTCPTests {
+    /// A kvod whose one user, alice ("correct horse"), has a hash of the default (interactive) cost, so
+    /// that each check takes about 150 ms and guesses pile up; 127.0.0.2 has already failed once.
+    private func serverWithSlowAliceAndAFailingAddress() throws -> (KVODProcess, TemporaryDirectory) {
+        let scratch = try TemporaryDirectory("brute")
+        let usersFile = scratch.appending("users.json")
+        let added = try KVODUserTool.run(["add", "--users", usersFile, "alice", "*=read,write,admin"], password: "correct horse")
+        try #require(added.status == 0, "\(added.stderr)")
+        let server = try KVODProcess(["--users", usersFile])
+        let first = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
+        #expect(errorCode(try first.request("auth", ["user": "alice", "password": "nope"], timeout: 30)) == "unauthenticated")
+        return (server, scratch)
+    }
+
+    /// `count` wrong passwords for alice sent at once from 127.0.0.2, one connection each, unanswered yet.
+    private func guesses(_ count: Int, at server: KVODProcess) throws -> [KVOConnection] {
+        try (0..<count).map { index in
+            let connection = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
+            try connection.send(raw: Array((#"{"op":"auth","id":1,"user":"alice","password":"guess-\#(index)"}"# + "\n").utf8))
+            return connection
+        }
     }
 }
