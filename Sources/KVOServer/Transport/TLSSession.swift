@@ -101,9 +101,16 @@ final class TLSSession {
         guard !hasFailed else { return .failed("earlier TLS failure") }
         while !plaintext.isEmpty {
             let length = retryWriteLength > 0 ? retryWriteLength : min(plaintext.count, staging.count)
-            let capacity = plaintext.chunkCount
-            let buffers = pool.gatherBuffers(capacity: capacity)
-            let count = plaintext.gather(into: buffers, capacity: capacity)
+            // Only the front chunks that cover one record, not the whole queue: a slow consumer's
+            // megabytes would otherwise be described again for every 16 KiB record.
+            var capacity = min(plaintext.chunkCount, 8)
+            var buffers = pool.gatherBuffers(capacity: capacity)
+            var count = plaintext.gather(into: buffers, capacity: capacity)
+            while capacity < plaintext.chunkCount, (0..<count).reduce(0, { $0 + buffers[$1].len }) < length {
+                capacity = min(plaintext.chunkCount, capacity * 2)
+                buffers = pool.gatherBuffers(capacity: capacity)
+                count = plaintext.gather(into: buffers, capacity: capacity)
+            }
             let source: UnsafeRawPointer
             if count > 0, buffers[0].len >= length {
                 source = UnsafeRawPointer(buffers[0].base!)  // the front chunk holds the whole record
