@@ -155,5 +155,29 @@ struct AuthenticationOverTCPTests {
         #expect(server.waitForLog("not logged in within 1.0 s"), "\(server.log)")
         #expect(try member.call("ping")["ok"] == true)
     }
-}
 
+    @Test("hostile auth requests: malformed ones are bad_request without costing a check, a huge user name is one short log line")
+    func hostileAuthRequests() throws {
+        let (server, scratch) = try serverWithAlice()
+        defer { withExtendedLifetime(scratch) {} }
+        let client = try server.connect()
+        let malformed: [[String: JSONValue]] = [
+            ["user": "alice"],                                                       // no password
+            ["password": "correct horse"],                                           // no user
+            ["user": 7, "password": "correct horse"],                                // not a string
+            ["user": "alice", "password": .string(String(repeating: "p", count: 1025))],  // over 1,024 bytes
+            ["token": "kvod_x", "user": "alice", "password": "correct horse"],       // both kinds
+            ["token": 1],
+        ]
+        // More malformed requests than the failure limit: none is a failed login, the connection stays.
+        for params in malformed + malformed {
+            #expect(errorCode(try client.request("auth", params)) == "bad_request", "\(params)")
+        }
+        // A megabyte-sized user name is an ordinary failure, logged with the name cut short.
+        let huge = String(repeating: "u", count: 500_000)
+        #expect(errorCode(try client.request("auth", ["user": .string(huge), "password": "x"], timeout: 30)) == "unauthenticated")
+        #expect(server.waitForLog("authentication failed for user"), "\(server.log)")
+        #expect(server.log.utf8.count < 100_000, "the log repeats the client's user name")
+        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 30)["user"] == "alice")
+    }
+}
