@@ -9,6 +9,8 @@ let package = Package(
         .executable(name: "kvoclient", targets: ["kvoclient"]),
         .library(name: "KVOServer", targets: ["KVOServer"]),
         .library(name: "KVOClientKit", targets: ["KVOClientKit"]),
+        .library(name: "KVOClient", targets: ["KVOClient"]),
+        .library(name: "KVOJSON", targets: ["KVOJSON"]),
     ],
     // Exact versions, so that every build (the Docker image's included) resolves the same code without a
     // Package.resolved in the repository (it stays out: a local package mirror has commit ids of its
@@ -69,8 +71,12 @@ let package = Package(
         ),
         // Command-line argument parsing shared by kvod and kvoclient (numbers with clear messages). No dependencies.
         .target(name: "KVOCommandLine"),
+        // The Swift client library: async requests and observations as AsyncSequences over one shared,
+        // pipelined connection, with reconnection, heartbeat, TLS and credentials. Also the one client TLS
+        // implementation (KVOClientKit uses it).
+        .target(name: "KVOClient", dependencies: ["COpenSSL", "KVOJSON"]),
         // A small blocking client over POSIX sockets, shared by kvoclient and the tests.
-        .target(name: "KVOClientKit", dependencies: ["COpenSSL", "KVOJSON"]),
+        .target(name: "KVOClientKit", dependencies: ["COpenSSL", "KVOJSON", "KVOClient"]),
         .executableTarget(
             name: "kvod",
             dependencies: [
@@ -93,6 +99,6 @@ let package = Package(
         // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server.
         .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["KVOClientKit", "KVOJSON", "CSQLite"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOClientKit", "KVOJSON", "CSQLite"]),
     ]
 )

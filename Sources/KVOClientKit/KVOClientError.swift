@@ -1,3 +1,5 @@
+import enum KVOClient.TLSSessionError
+
 /// What can go wrong talking to kvod.
 public enum KVOClientError: Error, Equatable, CustomStringConvertible {
     /// Nothing listens at host:port (ECONNREFUSED), or the host did not resolve.
@@ -25,6 +27,17 @@ public enum KVOClientError: Error, Equatable, CustomStringConvertible {
         case let .malformedMessage(line): return "malformed message from the server: \(line)"
         case let .server(code, message): return "\(code): \(message)"
         case let .tls(reason): return "TLS: \(reason)"
+        }
+    }
+}
+
+extension KVOClientError {
+    /// The shared TLS session's failure as this client's error.
+    init(_ failure: TLSSessionError) {
+        switch failure {
+        case .closed: self = .connectionClosed
+        case let .io(reason): self = .io(reason)
+        case let .tls(reason): self = .tls(reason)
         }
     }
 }

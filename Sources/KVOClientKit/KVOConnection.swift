@@ -4,6 +4,9 @@ import Glibc
 import Darwin
 #endif
 import KVOJSON
+@_exported import struct KVOClient.TLSClientOptions
+import class KVOClient.TLSClientSession
+import enum KVOClient.TLSSessionError
 
 /// A blocking connection to kvod over TCP: send requests, read replies and change events.
 ///
@@ -30,7 +33,11 @@ public final class KVOConnection {
         try self.init(host: host, port: port)
         guard let tls else { return }
         do throws(KVOClientError) {
-            self.tls = try TLSClientSession(descriptor: socketDescriptor, host: host, options: tls)
+            do throws(TLSSessionError) {
+                self.tls = try TLSClientSession(descriptor: socketDescriptor, host: host, options: tls)
+            } catch {
+                throw KVOClientError(error)
+            }
         } catch {
             close()
             throw error
@@ -131,7 +138,7 @@ public final class KVOConnection {
     public func send(raw bytes: [UInt8]) throws(KVOClientError) {
         guard socketDescriptor >= 0 else { throw .connectionClosed }
         if let tls {
-            let result = bytes.withUnsafeBytes { raw in Result { () throws(KVOClientError) in try tls.write(raw) } }
+            let result = bytes.withUnsafeBytes { raw in Result { () throws(TLSSessionError) in try tls.write(raw) }.mapError(KVOClientError.init) }
             return try result.get()
         }
         var sent = 0
@@ -223,7 +230,7 @@ public final class KVOConnection {
     /// Reads what TLS has for us (blocking until a whole record arrived, once the socket was readable).
     private func readTLS(_ tls: TLSClientSession) throws(KVOClientError) {
         var chunk = [UInt8](repeating: 0, count: 16384)
-        let result = chunk.withUnsafeMutableBytes { raw in Result { () throws(KVOClientError) in try tls.read(into: raw) } }
+        let result = chunk.withUnsafeMutableBytes { raw in Result { () throws(TLSSessionError) in try tls.read(into: raw) }.mapError(KVOClientError.init) }
         let count = try result.get()
         if count == 0 { throw .connectionClosed }
         inbox.append(contentsOf: chunk[0..<count])

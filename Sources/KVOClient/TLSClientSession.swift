@@ -6,14 +6,15 @@ import Glibc
 /// The client side of a TLS connection over a blocking socket. OpenSSL reads and writes the descriptor
 /// through a small BIO of ours (`socketMethod`) rather than `SSL_set_fd`, whose `write` would raise SIGPIPE
 /// in the calling process when the server has gone: ours sends with `MSG_NOSIGNAL`, as the plaintext
-/// connection does. Made by `KVOConnection`, which owns it and the descriptor; one thread at a time.
-final class TLSClientSession {
+/// connection does. The one client TLS implementation of the repository: made by `KVOClient`'s connection
+/// (and by KVOClientKit's `KVOConnection`), which owns it and the descriptor; one thread at a time.
+package final class TLSClientSession {
     private let context: OpaquePointer
     private let ssl: OpaquePointer
 
     /// Handshakes over the connected `descriptor`: TLS 1.2 or 1.3, the server's certificate verified against
     /// the options' CA (or the system's) and `serverName` (or `host`).
-    init(descriptor: Int32, host: String, options: TLSClientOptions) throws(KVOClientError) {
+    package init(descriptor: Int32, host: String, options: TLSClientOptions) throws(TLSSessionError) {
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw .tls("cannot create an OpenSSL context") }
         self.context = context
@@ -48,7 +49,7 @@ final class TLSClientSession {
             }
             let reasons = TLSClientSession.takeErrors()
             // No reason: the server closed the connection (it may be restarting), as for a plaintext connection.
-            if reasons.isEmpty { throw .connectionClosed }
+            if reasons.isEmpty { throw .closed }
             throw .tls("TLS handshake failed: \(reasons)")
         }
     }
@@ -83,10 +84,10 @@ final class TLSClientSession {
     }
 
     /// Decrypted bytes already received and not yet read: `read` returns them without touching the socket.
-    var bufferedByteCount: Int { Int(SSL_pending(ssl)) }
+    package var bufferedByteCount: Int { Int(SSL_pending(ssl)) }
 
     /// Sends all of `bytes`.
-    func write(_ bytes: UnsafeRawBufferPointer) throws(KVOClientError) {
+    package func write(_ bytes: UnsafeRawBufferPointer) throws(TLSSessionError) {
         var sent = 0
         while sent < bytes.count {
             ERR_clear_error()
@@ -97,7 +98,7 @@ final class TLSClientSession {
     }
 
     /// Reads up to `buffer.count` bytes (blocking); 0 when the server closed the connection.
-    func read(into buffer: UnsafeMutableRawBufferPointer) throws(KVOClientError) -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(TLSSessionError) -> Int {
         ERR_clear_error()
         let status = SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count))
         if status > 0 { return Int(status) }
@@ -107,17 +108,17 @@ final class TLSClientSession {
     }
 
     /// Sends close_notify (without waiting for the server's).
-    func shutdown() {
+    package func shutdown() {
         ERR_clear_error()
         _ = SSL_shutdown(ssl)
         ERR_clear_error()
     }
 
-    private func failure(_ status: Int32) -> KVOClientError {
+    private func failure(_ status: Int32) -> TLSSessionError {
         let error = SSL_get_error(ssl, status)
-        if error == SSL_ERROR_ZERO_RETURN { return .connectionClosed }
+        if error == SSL_ERROR_ZERO_RETURN { return .closed }
         if error == SSL_ERROR_SYSCALL {
-            if errno == EPIPE || errno == ECONNRESET || ERR_peek_error() == 0 { return .connectionClosed }
+            if errno == EPIPE || errno == ECONNRESET || ERR_peek_error() == 0 { return .closed }
             return .io(String(cString: strerror(errno)))
         }
         let reasons = TLSClientSession.takeErrors()
@@ -154,7 +155,7 @@ final class TLSClientSession {
     }()
 
     /// This thread's OpenSSL error reasons, oldest first, and clears them.
-    static func takeErrors() -> String {
+    package static func takeErrors() -> String {
         var reasons: [String] = []
         while true {
             let code = ERR_get_error()
@@ -163,4 +164,14 @@ final class TLSClientSession {
         }
         return reasons.joined(separator: "; ")
     }
+}
+
+/// What a `TLSClientSession` call failed with; each owner maps it to its own error type.
+package enum TLSSessionError: Error, Equatable {
+    /// The server closed the connection (or reset it).
+    case closed
+    /// A socket call failed.
+    case io(String)
+    /// TLS itself failed: a certificate not accepted, a handshake refused, a bad record.
+    case tls(String)
 }

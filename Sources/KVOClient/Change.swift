@@ -1,0 +1,124 @@
+import KVOJSON
+
+/// One change delivered by an observation (docs/protocol.md, "Events"), with its values decoded as
+/// `Value`. A value; any thread.
+///
+/// Decoding failures: when `old` or `new` does not decode as `Value`, the change is still delivered,
+/// with `decodingError` set, `old`/`new` nil where decoding failed, and the JSON as received in `rawOld`
+/// and `rawNew`; the observation and all others go on. (Throwing from the sequence would end it, and one
+/// bad value written by another client would then cost every observer its subscription.)
+public struct Change<Value: Sendable>: Sendable {
+    /// Why the change was sent.
+    public typealias Reason = ChangeReason
+    /// Cocoa's change kinds.
+    public typealias Kind = ChangeKind
+
+    /// Why the change was sent.
+    public let reason: Reason
+    /// The kind of change.
+    public let kind: Kind
+    /// The value before the change, when asked for with `.old` and decodable.
+    public let old: Value?
+    /// The value after the change, when asked for with `.new` (or on `resync`) and decodable.
+    public let new: Value?
+    /// The affected array indexes for insertions, removals and replacements, ascending; empty otherwise.
+    public let indexes: [Int]
+    /// True for a prior notification (sent before the change with `.prior`).
+    public let isPrior: Bool
+    /// The revision of the write that caused the change (for `initial` and `resync`, the current one).
+    public let rev: Int64
+    /// The observed object.
+    public let object: String
+    /// The observed key path.
+    public let keyPath: String
+    /// `old` as received (nil when absent).
+    public let rawOld: JSONValue?
+    /// `new` as received (nil when absent).
+    public let rawNew: JSONValue?
+    /// Why `old` or `new` could not be decoded as `Value`; nil when both decoded (or were absent).
+    public let decodingError: KVODError?
+
+    /// Makes a change (for tests and adapters; the client makes them from events).
+    public init(reason: Reason, kind: Kind, old: Value?, new: Value?, indexes: [Int], isPrior: Bool, rev: Int64,
+                object: String, keyPath: String, rawOld: JSONValue?, rawNew: JSONValue?, decodingError: KVODError?) {
+        self.reason = reason
+        self.kind = kind
+        self.old = old
+        self.new = new
+        self.indexes = indexes
+        self.isPrior = isPrior
+        self.rev = rev
+        self.object = object
+        self.keyPath = keyPath
+        self.rawOld = rawOld
+        self.rawNew = rawNew
+        self.decodingError = decodingError
+    }
+}
+
+extension Change: Equatable where Value: Equatable {
+    public static func == (lhs: Change, rhs: Change) -> Bool {
+        lhs.reason == rhs.reason && lhs.kind == rhs.kind && lhs.old == rhs.old && lhs.new == rhs.new
+            && lhs.indexes == rhs.indexes && lhs.isPrior == rhs.isPrior && lhs.rev == rhs.rev
+            && lhs.object == rhs.object && lhs.keyPath == rhs.keyPath && lhs.rawOld == rhs.rawOld
+            && lhs.rawNew == rhs.rawNew && (lhs.decodingError == nil) == (rhs.decodingError == nil)
+    }
+}
+
+/// Why a change was sent (docs/protocol.md, "Events").
+public enum ChangeReason: Sendable, Hashable {
+    /// The current value, right after subscribing with `.initial`.
+    case initial
+    /// The value at the key path changed.
+    case valueChanged
+    /// A reference on the key path was re-pointed, or a referenced object created or deleted.
+    case pathChanged
+    /// The observed object was deleted: the observation's last change.
+    case sourceDeleted
+    /// The key path now passes through an object the user may not read: the last change, no value.
+    case forbidden
+    /// History did not reach back to where the client resumed: `new` is the current value (always,
+    /// whatever the options); changes in between were missed.
+    case resync
+    /// A reason this client does not know, as sent.
+    case other(String)
+
+    init(wireName: String) {
+        switch wireName {
+        case "initial": self = .initial
+        case "valueChanged": self = .valueChanged
+        case "pathChanged": self = .pathChanged
+        case "sourceDeleted": self = .sourceDeleted
+        case "forbidden": self = .forbidden
+        case "resync": self = .resync
+        default: self = .other(wireName)
+        }
+    }
+
+    /// True for the reasons after which the server no longer observes (`sourceDeleted`, `forbidden`).
+    public var endsObservation: Bool { self == .sourceDeleted || self == .forbidden }
+}
+
+/// Cocoa's change kinds, with Apple's raw values.
+public enum ChangeKind: Int, Sendable, Hashable {
+    /// The value was set (also every change seen through an enclosing object or operator).
+    case setting = 1
+    /// Elements were inserted at `indexes`; `new` is the inserted elements.
+    case insertion = 2
+    /// Elements were removed from `indexes`; `old` is the removed elements.
+    case removal = 3
+    /// Elements at `indexes` were replaced; `old` and `new` are the elements before and after.
+    case replacement = 4
+}
+
+
+/// An event as the I/O thread parsed it, before decoding into a `Change`: what an observation buffers.
+struct ChangeEvent: Sendable {
+    let reason: ChangeReason
+    let kind: Int
+    let rev: Int64
+    let old: JSONValue?
+    let new: JSONValue?
+    let indexes: [Int]
+    let isPrior: Bool
+}

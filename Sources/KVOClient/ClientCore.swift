@@ -1,0 +1,449 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import KVOJSON
+
+/// The state a `KVOClient` shares between the tasks using it and its I/O thread: requests awaiting
+/// replies, bytes waiting to be written, live observations, the connection state and its watchers.
+///
+/// Any thread may call its methods; all state is under one lock (`state`), held briefly; continuations
+/// and handlers run outside it. The I/O thread (`IOLoop`) owns the socket, reads, and routes events.
+final class ClientCore: Sendable {
+    let configuration: KVOClient.Configuration
+
+    /// What a request waits for.
+    enum Purpose: Sendable {
+        /// A caller awaits the reply.
+        case caller(CheckedContinuation<JSONValue, any Error>)
+        /// `observe` for this observation (first time or resumed).
+        case observe(ObservationCore)
+        /// `unobserve` of this sub: the I/O thread stops routing it.
+        case unobserve(Int64)
+        /// The handshake on a new connection (`hello`, `auth`).
+        case handshake(isLast: Bool)
+        /// The heartbeat's `ping`.
+        case heartbeat
+    }
+
+    struct Pending {
+        let op: String
+        let isWrite: Bool
+        let purpose: Purpose
+        let deadline: Double?
+        /// The connection it was written on; 0 while held for the next connection.
+        var generation: Int
+        /// The line, kept while held.
+        var heldLine: [UInt8]?
+    }
+
+    struct State {
+        var nextID: Int64 = 1
+        var pending: [Int64: Pending] = [:]
+        /// The current connection's number (1 for the first); 0 while disconnected.
+        var generation = 0
+        /// The last generation given out.
+        var lastGeneration: Int?
+        /// The socket and TLS session of the current connection.
+        var descriptor: Int32 = -1
+        var isTLS = false
+        /// Bytes for the current connection not yet written.
+        var output: [UInt8] = []
+        /// A thread is writing (`flush`); others leave their bytes in `output`.
+        var flushing = false
+        /// The I/O thread was asked to close the descriptor while a flush was running: the flusher does.
+        var closeAfterFlush = false
+        /// The I/O thread was woken and has not looked yet.
+        var woken = false
+        /// Live observations, to resubscribe after a reconnection.
+        var live: [ObjectIdentifier: ObservationCore] = [:]
+        var connectionState: ConnectionState = .connecting
+        var stateWatchers: [Int: AsyncStream<ConnectionState>.Continuation] = [:]
+        var nextWatcher = 0
+        var closed = false
+        /// The first connection's outcome is awaited by `KVOClient.connect`.
+        var connectWaiter: CheckedContinuation<Void, any Error>?
+    }
+
+    let state = Locked(State())
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    init(configuration: KVOClient.Configuration) {
+        self.configuration = configuration
+        (wakeRead, wakeWrite) = Socket.makeWakePipe()
+    }
+
+    deinit {
+        _ = Glibc.close(wakeRead)
+        _ = Glibc.close(wakeWrite)
+    }
+
+    var wakeDescriptor: Int32 { wakeRead }
+
+    // MARK: - Starting and closing
+
+    /// Starts the I/O thread and waits for the first connection and handshake.
+    func start() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            state.withLock { $0.connectWaiter = continuation }
+            let loop = IOLoop(core: self)
+            IOThread.start { loop.run() }
+        }
+    }
+
+    /// Closes the client: fails every request with `.closed`, ends every observation, stops the I/O thread.
+    func close() {
+        let (pending, live, watchers, waiter) = state.withLock { state in
+            if state.closed { return ([Int64: Pending](), [ObjectIdentifier: ObservationCore](), [Int: AsyncStream<ConnectionState>.Continuation](), nil as CheckedContinuation<Void, any Error>?) }
+            state.closed = true
+            state.connectionState = .closed
+            let result = (state.pending, state.live, state.stateWatchers, state.connectWaiter)
+            state.pending = [:]
+            state.live = [:]
+            state.stateWatchers = [:]
+            state.connectWaiter = nil
+            return result
+        }
+        for (_, request) in pending { fail(request, with: .closed) }
+        for (_, observation) in live { observation.finish(failure: .closed) }
+        for (_, watcher) in watchers {
+            watcher.yield(.closed)
+            watcher.finish()
+        }
+        waiter?.resume(throwing: KVODError.closed)
+        wake()
+    }
+
+    var isClosed: Bool { state.withLock { $0.closed } }
+
+    // MARK: - Requests
+
+    /// Sends `op` with `params` and returns the reply (without `id` and `ok`), or throws the server's error.
+    func request(_ op: String, _ params: [String: JSONValue], isWrite: Bool) async throws -> JSONValue {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<JSONValue, any Error>) in
+            enqueue(op, params, isWrite: isWrite, purpose: .caller(continuation))
+        }
+    }
+
+    /// Registers a request and writes it (or holds it until the next connection).
+    func enqueue(_ op: String, _ params: [String: JSONValue], isWrite: Bool, purpose: Purpose,
+                 onlyOnGeneration requiredGeneration: Int? = nil) {
+        let id = state.withLock { state -> Int64 in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        let line = RequestLine.encode(op: op, id: id, params: params)
+        let deadline: Double? = switch purpose {
+        case .caller: configuration.requestTimeout.map { Socket.now() + $0 }
+        default: nil
+        }
+        let refusal = state.withLock { state -> KVODError? in
+            if state.closed { return .closed }
+            if let requiredGeneration, requiredGeneration != state.generation {
+                return .connectionLost(operation: op, wasWrite: isWrite, reason: "reconnected")
+            }
+            var request = Pending(op: op, isWrite: isWrite, purpose: purpose, deadline: deadline, generation: state.generation)
+            if state.generation == 0 {
+                request.heldLine = line
+            } else {
+                state.output.append(contentsOf: line)
+            }
+            state.pending[id] = request
+            return nil
+        }
+        if let refusal {
+            fail(Pending(op: op, isWrite: isWrite, purpose: purpose, deadline: nil, generation: 0), with: refusal)
+            return
+        }
+        flush()
+    }
+
+    /// Sends `unobserve` without waiting for the reply (the I/O thread stops routing the sub on it).
+    func sendUnobserve(_ sub: Int64) {
+        enqueue("unobserve", ["sub": .int(sub)], isWrite: false, purpose: .unobserve(sub))
+    }
+
+    /// Writes what `output` holds: on a plaintext connection from the calling thread without blocking
+    /// (what the socket does not take now is left for the I/O thread); on TLS the I/O thread writes.
+    func flush() {
+        while true {
+            let taken = state.withLock { state -> (Int32, [UInt8])? in
+                guard !state.flushing, !state.output.isEmpty, state.descriptor >= 0 else { return nil }
+                if state.isTLS {
+                    return nil
+                }
+                state.flushing = true
+                let bytes = state.output
+                state.output = []
+                return (state.descriptor, bytes)
+            }
+            guard let (descriptor, bytes) = taken else {
+                let needsWake = state.withLock { state in state.isTLS && !state.output.isEmpty }
+                if needsWake { wake() }
+                return
+            }
+            var sent = 0
+            var broken = false
+            while sent < bytes.count {
+                let result = bytes.withUnsafeBytes { raw in
+                    send(descriptor, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                }
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    if errno != EAGAIN && errno != EWOULDBLOCK { broken = true }
+                    break
+                }
+                sent += result
+            }
+            let (again, closeNow) = state.withLock { state -> (Bool, Bool) in
+                state.flushing = false
+                if sent < bytes.count && !broken {
+                    state.output = Array(bytes[sent...]) + state.output
+                }
+                if state.closeAfterFlush {
+                    state.closeAfterFlush = false
+                    return (false, true)
+                }
+                return (sent == bytes.count && !state.output.isEmpty, false)
+            }
+            if closeNow {
+                _ = Glibc.close(descriptor)
+                return
+            }
+            if sent < bytes.count || broken {
+                wake()
+                return
+            }
+            if !again { return }
+        }
+    }
+
+    /// Wakes the I/O thread (once until it looks).
+    func wake() {
+        let needed = state.withLock { state in
+            defer { state.woken = true }
+            return !state.woken
+        }
+        if needed {
+            var byte: UInt8 = 1
+            _ = write(wakeWrite, &byte, 1)
+        }
+    }
+
+    /// Resumes or notifies whoever waits for `request` with `error`.
+    func fail(_ request: Pending, with error: KVODError) {
+        switch request.purpose {
+        case let .caller(continuation): continuation.resume(throwing: error)
+        case let .observe(observation):
+            if case .server = error { observation.failed(error) }
+        default: break
+        }
+    }
+
+    // MARK: - Observations
+
+    /// A new observation: becomes live and sends its `observe` (or holds it until connected).
+    func register(_ observation: ObservationCore) {
+        let closed = state.withLock { state in
+            if !state.closed { state.live[ObjectIdentifier(observation)] = observation }
+            return state.closed
+        }
+        if closed {
+            observation.finish(failure: .closed)
+            return
+        }
+        sendObserve(for: observation, resumeFrom: nil, resuming: false)
+    }
+
+    /// Sends `observe` for `observation`, resuming after `resumeFrom` when `resuming`.
+    func sendObserve(for observation: ObservationCore, resumeFrom: Int64?, resuming: Bool) {
+        var params: [String: JSONValue] = [
+            "object": .string(observation.object), "keyPath": .string(observation.keyPath),
+            "options": .array(observation.options.wireNames(resuming: resuming)),
+        ]
+        if resuming, let resumeFrom { params["sinceRev"] = .int(resumeFrom) }
+        enqueue("observe", params, isWrite: false, purpose: .observe(observation))
+    }
+
+    /// The observation ended or was cancelled: no resubscription.
+    func unregister(_ observation: ObservationCore) {
+        state.withLock { _ = $0.live.removeValue(forKey: ObjectIdentifier(observation)) }
+    }
+
+    // MARK: - Connection state
+
+    /// Records and announces a new connection state.
+    func announce(_ newState: ConnectionState) {
+        let watchers = state.withLock { state -> [AsyncStream<ConnectionState>.Continuation] in
+            guard !state.closed else { return [] }
+            state.connectionState = newState
+            return Array(state.stateWatchers.values)
+        }
+        for watcher in watchers { watcher.yield(newState) }
+    }
+
+    /// A stream of connection states, starting with the current one.
+    func states() -> AsyncStream<ConnectionState> {
+        let (stream, continuation) = AsyncStream<ConnectionState>.makeStream(bufferingPolicy: .unbounded)
+        let (current, key, closed) = state.withLock { state -> (ConnectionState, Int, Bool) in
+            let key = state.nextWatcher
+            state.nextWatcher += 1
+            if !state.closed { state.stateWatchers[key] = continuation }
+            return (state.connectionState, key, state.closed)
+        }
+        continuation.yield(current)
+        if closed {
+            continuation.finish()
+        } else {
+            continuation.onTermination = { [weak self] _ in
+                self?.state.withLock { _ = $0.stateWatchers.removeValue(forKey: key) }
+            }
+        }
+        return stream
+    }
+}
+
+extension ClientCore {
+    /// Makes `descriptor` the current connection: writes the handshake (`hello`, then `auth` with
+    /// credentials) first, then the requests held while disconnected, all under the lock so that no other
+    /// request can get ahead of the handshake. Returns the new generation. Called by the I/O thread.
+    func install(descriptor: Int32, isTLS: Bool) -> Int {
+        var handshake: [(String, [String: JSONValue])] = [("hello", ["client": .string(configuration.clientName)])]
+        switch configuration.credentials {
+        case let .password(user, password)?: handshake.append(("auth", ["user": .string(user), "password": .string(password)]))
+        case let .token(token)?: handshake.append(("auth", ["token": .string(token)]))
+        case nil: break
+        }
+        return state.withLock { state in
+            state.generation = (state.lastGeneration ?? 0) + 1
+            state.lastGeneration = state.generation
+            state.descriptor = descriptor
+            state.isTLS = isTLS
+            state.output = []
+            state.flushing = false
+            state.closeAfterFlush = false
+            for (index, (op, params)) in handshake.enumerated() {
+                let id = state.nextID
+                state.nextID += 1
+                state.output.append(contentsOf: RequestLine.encode(op: op, id: id, params: params))
+                state.pending[id] = Pending(op: op, isWrite: false, purpose: .handshake(isLast: index == handshake.count - 1),
+                                            deadline: nil, generation: state.generation)
+            }
+            for id in state.pending.keys.sorted() {
+                guard let line = state.pending[id]?.heldLine else { continue }
+                state.output.append(contentsOf: line)
+                state.pending[id]?.heldLine = nil
+                state.pending[id]?.generation = state.generation
+            }
+            return state.generation
+        }
+    }
+
+    /// The current connection is gone: every request written on it fails with `connectionLost` (the held
+    /// ones wait for the next connection), `observe`/`unobserve` in flight are dropped (observations are
+    /// resubscribed), and the descriptor is closed (by a flush still running, if any). Called by the I/O thread.
+    func connectionLost(reason: String) {
+        let (failed, live, descriptor) = state.withLock { state -> ([Pending], [ObservationCore], Int32) in
+            var failed: [Pending] = []
+            for (id, request) in state.pending {
+                let isInternal: Bool = switch request.purpose {
+                case .caller: false
+                default: true
+                }
+                if request.generation != 0 || isInternal {
+                    failed.append(request)
+                    state.pending[id] = nil
+                }
+            }
+            state.generation = 0
+            let descriptor = state.descriptor
+            state.descriptor = -1
+            state.output = []
+            if state.flushing {
+                state.closeAfterFlush = true
+                return (failed, Array(state.live.values), -1)
+            }
+            return (failed, Array(state.live.values), descriptor)
+        }
+        if descriptor >= 0 { _ = Glibc.close(descriptor) }
+        for request in failed {
+            fail(request, with: .connectionLost(operation: request.op, wasWrite: request.isWrite, reason: reason))
+        }
+        for observation in live { observation.connectionLost() }
+    }
+
+    /// Removes and returns the request `id` answers; nil for an unknown id (timed out before).
+    func takePending(_ id: Int64) -> Pending? {
+        state.withLock { $0.pending.removeValue(forKey: id) }
+    }
+
+    /// Fails the callers' requests whose deadline passed.
+    func expireRequests(now: Double) {
+        let expired = state.withLock { state -> [Pending] in
+            var expired: [Pending] = []
+            for (id, request) in state.pending {
+                if let deadline = request.deadline, deadline < now {
+                    expired.append(request)
+                    state.pending[id] = nil
+                }
+            }
+            return expired
+        }
+        for request in expired { fail(request, with: .timedOut(operation: request.op)) }
+    }
+
+    /// The live observations not subscribed on the current connection.
+    func liveObservations() -> [ObservationCore] {
+        state.withLock { Array($0.live.values) }
+    }
+
+    /// The first connection failed: `connect` throws `error` and the client is closed.
+    func failStart(_ error: KVODError) {
+        let waiter = state.withLock { state in
+            defer { state.connectWaiter = nil }
+            return state.connectWaiter
+        }
+        waiter?.resume(throwing: error)
+        close()
+    }
+
+    /// The handshake succeeded: `connect` returns (the first time) and the state is `connected`.
+    func handshakeSucceeded() {
+        let waiter = state.withLock { state in
+            defer { state.connectWaiter = nil }
+            return state.connectWaiter
+        }
+        announce(.connected)
+        waiter?.resume()
+    }
+
+    /// Whether `connect` is still waiting (the first connection).
+    var isFirstConnection: Bool { state.withLock { $0.connectWaiter != nil } }
+
+    /// Takes the output for the I/O thread to write over TLS; nil when there is none or a write runs.
+    func takeOutputForTLS() -> [UInt8]? {
+        state.withLock { state in
+            guard !state.flushing, !state.output.isEmpty else { return nil }
+            state.flushing = true
+            defer { state.output = [] }
+            return state.output
+        }
+    }
+
+    /// The TLS write finished.
+    func finishedTLSWrite() {
+        state.withLock { $0.flushing = false }
+    }
+
+    /// Whether plaintext output waits for the socket to take it (the I/O thread then polls for POLLOUT).
+    var hasPlaintextBacklog: Bool {
+        state.withLock { !$0.isTLS && !$0.output.isEmpty && !$0.flushing }
+    }
+
+    /// The I/O thread drained the wake pipe.
+    func clearWoken() {
+        state.withLock { $0.woken = false }
+    }
+}

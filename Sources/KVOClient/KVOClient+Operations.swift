@@ -1,0 +1,239 @@
+import KVOJSON
+
+/// One array element position for `insert`, `remove` and `replace`.
+public typealias ArrayIndexes = [Int]
+
+extension KVOClient {
+    // MARK: - Session
+
+    /// What `hello` answers.
+    public struct ServerHello: Sendable, Equatable {
+        /// `"kvod"`.
+        public let server: String
+        /// The server's version.
+        public let version: String
+        /// The protocol version (1).
+        public let protocolVersion: Int64
+        /// This connection's id on the server.
+        public let connection: Int64
+    }
+
+    /// Sends `hello` (the client already did on connecting; this asks again).
+    public func hello() async throws -> ServerHello {
+        let reply = try await request("hello", ["client": .string(configuration.clientName)])
+        return ServerHello(server: reply["server"]?.stringValue ?? "", version: reply["version"]?.stringValue ?? "",
+                           protocolVersion: reply["protocol"]?.intValue ?? 0, connection: reply["connection"]?.intValue ?? 0)
+    }
+
+    /// Round trip to the server.
+    public func ping() async throws {
+        _ = try await request("ping")
+    }
+
+    // MARK: - Objects
+
+    /// Creates `object` with `values` (an `Encodable` that encodes as a JSON object), optionally of
+    /// `class`; returns the new revision. `exists` if present.
+    @discardableResult
+    public func create(_ object: String, values: some Encodable & Sendable = [String: JSONValue](), class className: String? = nil) async throws -> Int64 {
+        var params: [String: JSONValue] = ["object": .string(object), "values": try ValueCoding.encode(values)]
+        if let className { params["class"] = .string(className) }
+        return try await write("create", params)
+    }
+
+    /// Deletes `object`; returns the new revision. `not_found` if missing.
+    @discardableResult
+    public func delete(_ object: String) async throws -> Int64 {
+        try await write("delete", ["object": .string(object)])
+    }
+
+    /// The value at `keyPath` of `object` (the whole object for nil) decoded as `Value`, with the current revision.
+    public func get<Value: Decodable>(_ object: String, _ keyPath: String? = nil, as type: Value.Type) async throws -> (value: Value, rev: Int64) {
+        var params: [String: JSONValue] = ["object": .string(object)]
+        if let keyPath { params["keyPath"] = .string(keyPath) }
+        let reply = try await request("get", params)
+        return (try ValueCoding.decode(Value.self, from: reply["value"] ?? .null), reply["rev"]?.intValue ?? 0)
+    }
+
+    /// The value at `keyPath` of `object` (the whole object for nil) as JSON.
+    public func get(_ object: String, _ keyPath: String? = nil) async throws -> JSONValue {
+        try await get(object, keyPath, as: JSONValue.self).value
+    }
+
+    /// Sets `keyPath` of `object` to `value`; returns the new revision.
+    @discardableResult
+    public func set(_ object: String, _ keyPath: String, to value: some Encodable & Sendable) async throws -> Int64 {
+        try await write("set", ["object": .string(object), "keyPath": .string(keyPath), "value": try ValueCoding.encode(value)])
+    }
+
+    /// Inserts `values` into the array at `keyPath`: at `indexes` (positions in the resulting array), one
+    /// after another from `index`, or appended when both are nil. Returns the new revision.
+    @discardableResult
+    public func insert<Element: Encodable & Sendable>(_ object: String, _ keyPath: String, values: [Element],
+                                                       at index: Int? = nil, indexes: ArrayIndexes? = nil) async throws -> Int64 {
+        var params: [String: JSONValue] = [
+            "object": .string(object), "keyPath": .string(keyPath),
+            "values": .array(try values.map { value throws(KVODError) in try ValueCoding.encode(value) }),
+        ]
+        if let index { params["index"] = .int(Int64(index)) }
+        if let indexes { params["indexes"] = .array(indexes.map { .int(Int64($0)) }) }
+        return try await write("insert", params)
+    }
+
+    /// Removes the elements at `indexes` (positions in the current array); returns the new revision.
+    @discardableResult
+    public func remove(_ object: String, _ keyPath: String, indexes: ArrayIndexes) async throws -> Int64 {
+        try await write("remove", ["object": .string(object), "keyPath": .string(keyPath),
+                                   "indexes": .array(indexes.map { .int(Int64($0)) })])
+    }
+
+    /// Replaces the elements at `indexes` with `values`, matched in order; returns the new revision.
+    @discardableResult
+    public func replace<Element: Encodable & Sendable>(_ object: String, _ keyPath: String, indexes: ArrayIndexes,
+                                                        with values: [Element]) async throws -> Int64 {
+        try await write("replace", [
+            "object": .string(object), "keyPath": .string(keyPath), "indexes": .array(indexes.map { .int(Int64($0)) }),
+            "values": .array(try values.map { value throws(KVODError) in try ValueCoding.encode(value) }),
+        ])
+    }
+
+    /// One page of object ids.
+    public struct ListPage: Sendable, Equatable {
+        /// The ids, sorted.
+        public let objects: [String]
+        /// True when ids remain after the last one (ask again with `after: objects.last`).
+        public let more: Bool
+        /// Makes a page (for tests and adapters).
+        public init(objects: [String], more: Bool) {
+            self.objects = objects
+            self.more = more
+        }
+    }
+
+    /// One page of object ids after `after`, at most `limit`.
+    public func list(limit: Int? = nil, after: String? = nil) async throws -> ListPage {
+        var params: [String: JSONValue] = [:]
+        if let limit { params["limit"] = .int(Int64(limit)) }
+        if let after { params["after"] = .string(after) }
+        let reply = try await request("list", params)
+        return ListPage(objects: reply["objects"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+                        more: reply["more"] == .bool(true))
+    }
+
+    /// Every object id, read in pages of `pageSize` (each id once, in order, even while objects come and go).
+    public func listAll(pageSize: Int = 1000) async throws -> [String] {
+        var ids: [String] = []
+        var after: String?
+        while true {
+            let page = try await list(limit: pageSize, after: after)
+            ids += page.objects
+            guard page.more, let last = page.objects.last else { return ids }
+            after = last
+        }
+    }
+
+    /// One observer of an object, as `info` lists it.
+    public struct ObserverInfo: Sendable, Equatable {
+        /// The subscription id.
+        public let sub: Int64
+        /// The observed key path.
+        public let keyPath: String
+        /// The options asked for.
+        public let options: [String]
+        /// The observing connection's id, when the server shows it.
+        public let connection: Int64?
+    }
+
+    /// The observers of `object`. `not_found` if missing.
+    public func info(_ object: String) async throws -> [ObserverInfo] {
+        let reply = try await request("info", ["object": .string(object)])
+        return (reply["observers"]?.arrayValue ?? []).map { entry in
+            ObserverInfo(sub: entry["sub"]?.intValue ?? 0, keyPath: entry["keyPath"]?.stringValue ?? "",
+                         options: entry["options"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+                         connection: entry["connection"]?.intValue)
+        }
+    }
+
+    // MARK: - Classes and bindings
+
+    /// Defines (or redefines) a class from its definition (docs/protocol.md, "Classes"); returns its name.
+    @discardableResult
+    public func defineClass(_ definition: some Encodable & Sendable) async throws -> String {
+        let reply = try await request("defineClass", ["class": try ValueCoding.encode(definition)], isWrite: true)
+        return reply["name"]?.stringValue ?? ""
+    }
+
+    /// Every class definition, canonical form, sorted by name.
+    public func classes() async throws -> [JSONValue] {
+        try await request("classes")["classes"]?.arrayValue ?? []
+    }
+
+    /// A key path of an object: a binding's source or target.
+    public struct Endpoint: Sendable, Equatable, Codable {
+        public var object: String
+        public var keyPath: String
+        public init(_ object: String, _ keyPath: String) {
+            self.object = object
+            self.keyPath = keyPath
+        }
+        var json: JSONValue { ["object": .string(object), "keyPath": .string(keyPath)] }
+    }
+
+    /// What `bind` and `combineLatest` answer.
+    public struct BindingReply: Sendable, Equatable {
+        /// The binding's id.
+        public let binding: Int64
+        /// The current revision.
+        public let rev: Int64
+    }
+
+    /// Binds `to` to `from`, with optional `filter` and `convert` expressions; `now` applies it at once.
+    public func bind(from: Endpoint, to: Endpoint, filter: String? = nil, convert: String? = nil, now: Bool = false) async throws -> BindingReply {
+        var params: [String: JSONValue] = ["from": from.json, "to": to.json]
+        if let filter { params["filter"] = .string(filter) }
+        if let convert { params["convert"] = .string(convert) }
+        if now { params["now"] = true }
+        return try await binding("bind", params)
+    }
+
+    /// Writes `reduce` over the current values of `sources` (`$0`, `$1`, …) to `to` whenever one changes.
+    public func combineLatest(_ sources: [Endpoint], to: Endpoint, reduce: String, filter: String? = nil, now: Bool = false) async throws -> BindingReply {
+        var params: [String: JSONValue] = ["sources": .array(sources.map(\.json)), "to": to.json, "reduce": .string(reduce)]
+        if let filter { params["filter"] = .string(filter) }
+        if now { params["now"] = true }
+        return try await binding("combineLatest", params)
+    }
+
+    /// Removes a binding; false for an unknown id (removing twice is safe).
+    @discardableResult
+    public func unbind(_ binding: Int64) async throws -> Bool {
+        try await request("unbind", ["binding": .int(binding)], isWrite: true)["removed"] == .bool(true)
+    }
+
+    /// Every binding's definition with its id, sorted by id.
+    public func bindings() async throws -> [JSONValue] {
+        try await request("bindings")["bindings"]?.arrayValue ?? []
+    }
+
+    // MARK: - Users (administrators)
+
+    /// A user-administration operation (`userAdd`, `userRemove`, `userList`, `userPasswd`, `userGrant`,
+    /// `userRevoke`, `tokenCreate`, `tokenRevoke`; docs/protocol.md, "Managing users online") with raw
+    /// parameters; returns the reply's fields.
+    public func userAdministration(_ op: String, _ params: [String: JSONValue] = [:]) async throws -> JSONValue {
+        try await request(op, params, isWrite: op != "userList")
+    }
+
+    // MARK: - Helpers
+
+    private func write(_ op: String, _ params: [String: JSONValue]) async throws -> Int64 {
+        let reply = try await request(op, params, isWrite: true)
+        guard let rev = reply["rev"]?.intValue else { throw KVODError.malformedReply("a '\(op)' reply without rev") }
+        return rev
+    }
+
+    private func binding(_ op: String, _ params: [String: JSONValue]) async throws -> BindingReply {
+        let reply = try await request(op, params, isWrite: true)
+        return BindingReply(binding: reply["binding"]?.intValue ?? 0, rev: reply["rev"]?.intValue ?? 0)
+    }
+}

@@ -1,0 +1,89 @@
+@_exported import KVOJSON
+
+/// A client of kvod: typed async requests and observations as `AsyncSequence`s over one connection,
+/// shared by every task using the client, with requests pipelined and matched by id.
+///
+/// ```swift
+/// let kvod = try await KVOClient.connect(to: .init(host: "127.0.0.1", port: 7420))
+/// for try await change in kvod.observe("clock", "date", options: [.initial, .new, .old], as: String.self) {
+///     print(change.reason, change.old as Any, change.new as Any, change.rev)
+/// }
+/// ```
+///
+/// The client owns a dedicated I/O thread (blocking reads, never on the cooperative pool) and the
+/// socket; it reconnects with backoff when the connection is lost, logs in again and resumes every live
+/// observation where it stopped. `close()` (or dropping the last reference to the client, its
+/// observations included) ends it. `Sendable`: any task or thread may use it at once.
+public final class KVOClient: Sendable {
+    let core: ClientCore
+
+    /// The configuration the client was connected with.
+    public var configuration: Configuration { core.configuration }
+
+    private init(core: ClientCore) {
+        self.core = core
+    }
+
+    deinit { core.close() }
+
+    /// Connects to kvod, says `hello` and logs in with the configuration's credentials. Throws
+    /// `KVODError.cannotConnect` or `.tls` when the first connection fails and the server's error (e.g.
+    /// `unauthenticated`) when the login is refused; later losses are handled by reconnection.
+    public static func connect(to configuration: Configuration) async throws -> KVOClient {
+        let core = ClientCore(configuration: configuration)
+        core.announce(.connecting)
+        try await core.start()
+        return KVOClient(core: core)
+    }
+
+    /// Closes the connection: requests in flight fail with `KVODError.closed`, observations end by
+    /// throwing it, the state becomes `closed`. Safe to call twice, from any thread.
+    public func close() {
+        core.close()
+    }
+
+    /// The connection's states, starting with the current one and ending after `closed`.
+    public var states: AsyncStream<ConnectionState> { core.states() }
+
+    // MARK: - Raw requests
+
+    /// Sends any operation with raw JSON parameters and returns the reply's fields (without `id` and
+    /// `ok`) as a JSON object; throws `KVODError.server` for `ok: false`. `isWrite` says whether the
+    /// operation may change state (it shapes the `connectionLost` error only).
+    public func request(_ op: String, _ params: [String: JSONValue] = [:], isWrite: Bool = false) async throws -> JSONValue {
+        try await core.request(op, params, isWrite: isWrite)
+    }
+
+    // MARK: - Observations
+
+    /// The changes of `keyPath` on `object`, decoded as `Value`, as an `AsyncSequence` (lazy: the
+    /// server observation is made when the iteration starts; errors such as `not_found` are thrown by
+    /// the iteration). See `Observation` for ending and cancelling.
+    public func observe<Value: Decodable & Sendable>(
+        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type
+    ) -> Observation<Value> {
+        Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(nil))
+    }
+
+    /// The changes of `keyPath` on `object` with their values as `JSONValue`.
+    public func observe(_ object: String, _ keyPath: String, options: ObservationOptions = [.new]) -> Observation<JSONValue> {
+        observe(object, keyPath, options: options, as: JSONValue.self)
+    }
+
+    /// Like `observe`, but makes the server observation now and returns once the server accepted it:
+    /// throws its error (`not_found`, `forbidden`, ...) here. Changes from then on wait for the first
+    /// iteration (a second iteration makes an observation of its own).
+    public func subscribe<Value: Decodable & Sendable>(
+        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type = JSONValue.self
+    ) async throws -> Observation<Value> {
+        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options)
+        core.start()
+        do {
+            try await core.awaitSubscribed()
+        } catch {
+            core.cancel()
+            throw error
+        }
+        return Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(core))
+    }
+}

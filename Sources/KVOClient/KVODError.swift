@@ -1,0 +1,115 @@
+import KVOJSON
+
+/// What a `KVOClient` call can fail with: the server's answer (`server`), or the connection's state.
+/// A value; any thread. `CustomStringConvertible` gives one line for people.
+public enum KVODError: Error, Sendable, CustomStringConvertible {
+    /// The server answered `ok: false`: nothing changed. `code` is the protocol's error code, `message`
+    /// its text for people, `details` the error's other members (`property`, `rule`, `limit`, ...).
+    case server(code: Code, message: String, details: Details)
+    /// The connection was lost while this request was in flight. `wasWrite` says whether the request
+    /// could change state (create, set, insert, ... , bind): such a request may or may not have been
+    /// applied and is never retried by the client. Reads fail the same way (retry them freely).
+    case connectionLost(operation: String, wasWrite: Bool, reason: String)
+    /// The first connection could not be made (`KVOClient.connect`), or the host did not resolve.
+    case cannotConnect(host: String, port: Int, reason: String)
+    /// TLS failed: a certificate could not be loaded, the handshake failed or a record was bad.
+    case tls(String)
+    /// No reply within the configuration's `requestTimeout`. A write may still be applied.
+    case timedOut(operation: String)
+    /// The client was closed (by `close()`), or reconnection is off and the connection was lost.
+    case closed
+    /// The server sent something this client does not understand (the text is escaped and shortened).
+    case malformedReply(String)
+    /// A value could not be encoded to JSON, or a reply decoded to the type asked for.
+    case coding(String)
+
+    /// The protocol's error codes (docs/protocol.md, "Requests and replies"); `other` for a code this
+    /// client does not know.
+    public enum Code: Sendable, Hashable, CustomStringConvertible {
+        case badRequest, unknownOp, notFound, exists, typeMismatch, outOfRange, tooLarge
+        case tooManyConnections, tooManyObservations, invalidValue, readOnly, cycle, unauthenticated
+        case forbidden, invalidExpression, quotaExceeded
+        case other(String)
+
+        private static let byName: [String: Code] = [
+            "bad_request": .badRequest, "unknown_op": .unknownOp, "not_found": .notFound, "exists": .exists,
+            "type_mismatch": .typeMismatch, "out_of_range": .outOfRange, "too_large": .tooLarge,
+            "too_many_connections": .tooManyConnections, "too_many_observations": .tooManyObservations,
+            "invalid_value": .invalidValue, "read_only": .readOnly, "cycle": .cycle,
+            "unauthenticated": .unauthenticated, "forbidden": .forbidden,
+            "invalid_expression": .invalidExpression, "quota_exceeded": .quotaExceeded,
+        ]
+
+        /// The code named `name` on the wire (`not_found` is `.notFound`).
+        public init(wireName name: String) {
+            self = Code.byName[name] ?? .other(name)
+        }
+
+        /// The name on the wire.
+        public var wireName: String {
+            if case let .other(name) = self { return name }
+            return Code.byName.first { $0.value == self }!.key
+        }
+
+        public var description: String { wireName }
+    }
+
+    /// The members of a server error besides `code` and `message`, with accessors for those the protocol
+    /// documents. A value; any thread.
+    public struct Details: Sendable, Equatable {
+        /// Every member of the error object but `code` and `message`, as sent.
+        public let fields: [String: JSONValue]
+
+        /// Makes details from an error object's other members.
+        public init(_ fields: [String: JSONValue] = [:]) { self.fields = fields }
+
+        /// `invalid_value`, `read_only`, `invalid_expression`: the property concerned.
+        public var property: String? { fields["property"]?.stringValue }
+        /// `invalid_value`: the class rule the value broke.
+        public var rule: String? { fields["rule"]?.stringValue }
+        /// `too_large`, `too_many_observations`, `quota_exceeded`: the limit in force.
+        public var limit: Int64? { fields["limit"]?.intValue }
+        /// `quota_exceeded`: what is stored now.
+        public var used: Int64? { fields["used"]?.intValue }
+        /// `forbidden`: the object the user lacks a permission on.
+        public var object: String? { fields["object"]?.stringValue }
+        /// `forbidden`: the permission lacking (`read`, `write`, `admin`).
+        public var permission: String? { fields["permission"]?.stringValue }
+        /// `invalid_expression`: the 1-based column of the problem.
+        public var column: Int64? { fields["column"]?.intValue }
+        /// `invalid_expression`: the binding field concerned.
+        public var field: String? { fields["field"]?.stringValue }
+    }
+
+    /// The server error's code, or nil for other failures.
+    public var code: Code? {
+        if case let .server(code, _, _) = self { return code }
+        return nil
+    }
+
+    public var description: String {
+        switch self {
+        case let .server(code, message, _): return "\(code): \(PrintableText.escaped(message, limit: 2048))"
+        case let .connectionLost(operation, wasWrite, reason):
+            return wasWrite
+                ? "the connection was lost during '\(operation)' (\(reason)): the write may or may not have been applied; it was not retried"
+                : "the connection was lost during '\(operation)' (\(reason))"
+        case let .cannotConnect(host, port, reason): return "cannot connect to \(host):\(port): \(reason)"
+        case let .tls(reason): return "TLS: \(reason)"
+        case let .timedOut(operation): return "no reply to '\(operation)' in time"
+        case .closed: return "the client is closed"
+        case let .malformedReply(text): return "malformed message from the server: \(text)"
+        case let .coding(reason): return reason
+        }
+    }
+
+    /// An `ok: false` reply's error object as an error.
+    static func fromReply(_ error: JSONValue?) -> KVODError {
+        guard case var .object(fields)? = error else {
+            return .malformedReply("an error reply without an error object")
+        }
+        let code = fields.removeValue(forKey: "code")?.stringValue ?? "unknown"
+        let message = fields.removeValue(forKey: "message")?.stringValue ?? ""
+        return .server(code: Code(wireName: code), message: message, details: Details(fields))
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import KVOClient
+import KVOClientKit
+import Testing
+
+/// KVOClient's typed requests and errors against the real kvod over TCP: every operation's encoding and
+/// decoding, revisions from writes, many tasks pipelining on one connection, and each error code with its
+/// details.
+@Suite struct KVOClientRequestTests {
+    struct Person: Codable, Equatable, Sendable {
+        var name: String
+        var age: Int
+        var tags: [String]
+    }
+
+    @Test("typed create, get, set, insert, remove, replace, delete; each write returns the new rev")
+    func typedObjectOperations() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let hello = try await kvod.hello()
+        #expect(hello.server == "kvod" && hello.protocolVersion == 1)
+        try await kvod.ping()
+        #expect(try await kvod.create("ada", values: Person(name: "Ada", age: 36, tags: ["math"])) == 1)
+        #expect(try await kvod.get("ada", as: Person.self) == (Person(name: "Ada", age: 36, tags: ["math"]), 1))
+        #expect(try await kvod.set("ada", "age", to: 37) == 2)
+        #expect(try await kvod.get("ada", "age", as: Int.self).value == 37)
+        #expect(try await kvod.insert("ada", "tags", values: ["poetry", "engines"]) == 3)
+        #expect(try await kvod.remove("ada", "tags", indexes: [0]) == 4)
+        #expect(try await kvod.replace("ada", "tags", indexes: [1], with: ["looms"]) == 5)
+        #expect(try await kvod.insert("ada", "tags", values: ["first"], at: 0) == 6)
+        #expect(try await kvod.get("ada", "tags", as: [String].self).value == ["first", "poetry", "looms"])
+        #expect(try await kvod.get("ada", "name") == "Ada")
+        #expect(try await kvod.create("b") == 7)
+        #expect(try await kvod.list() == .init(objects: ["ada", "b"], more: false))
+        #expect(try await kvod.list(limit: 1) == .init(objects: ["ada"], more: true))
+        #expect(try await kvod.delete("b") == 8)
+        #expect(try await kvod.listAll(pageSize: 1) == ["ada"])
+        kvod.close()
+    }
+
+    @Test("classes, bindings and info through typed calls")
+    func classesBindingsAndInfo() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let definition: JSONValue = ["name": "Tag", "properties": ["label": ["type": "string", "maxLength": 5]]]
+        #expect(try await kvod.defineClass(definition) == "Tag")
+        #expect(try await kvod.classes().count == 1)
+        try await kvod.create("a", values: ["x": 1] as JSONValue)
+        try await kvod.create("b", values: JSONValue.object([:]))
+        let binding = try await kvod.bind(from: .init("a", "x"), to: .init("b", "y"), convert: "$value * 2", now: true)
+        #expect(try await kvod.get("b", "y") == 2)
+        let combined = try await kvod.combineLatest([.init("a", "x"), .init("b", "y")], to: .init("b", "sum"), reduce: "$0 + $1", now: true)
+        #expect(try await kvod.get("b", "sum") == 3)
+        #expect(try await kvod.bindings().count == 2)
+        #expect(try await kvod.unbind(binding.binding))
+        #expect(try await kvod.unbind(combined.binding))
+        #expect(try await !kvod.unbind(combined.binding))
+        let observation = try await kvod.subscribe("a", "x", options: [.new, .old])
+        let observers = try await kvod.info("a")
+        #expect(observers.count == 1 && observers.first?.keyPath == "x" && observers.first?.options == ["new", "old"])
+        _ = observation
+    }
+
+    @Test("a thousand tasks pipeline sets on one connection; every reply reaches its own task with its own rev")
+    func manyTasksShareOneConnection() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        try await kvod.create("counter", values: JSONValue.object([:]))
+        let revisions = try await withThrowingTaskGroup(of: (Int, Int64).self) { group in
+            for task in 0..<1000 {
+                group.addTask { (task, try await kvod.set("counter", "k\(task)", to: task)) }
+            }
+            var revisions: [Int: Int64] = [:]
+            for try await (task, rev) in group { revisions[task] = rev }
+            return revisions
+        }
+        #expect(Set(revisions.values) == Set(2...1001))
+        // Each task's reply was its own: the value stored under its key was written at its revision.
+        let stored = try await kvod.get("counter")
+        for task in [0, 1, 499, 999] { #expect(stored["k\(task)"] == .int(Int64(task))) }
+        // One connection for all of them.
+        let probe = try server.connect()
+        let hello = try probe.call("hello")
+        #expect(hello["connection"]?.intValue == (try await kvod.hello()).connection + 1)
+    }
+
+    @Test("server errors carry the protocol's code, message and details")
+    func errorsCarryCodesAndDetails() async throws {
+        let server = try KVODProcess(["--max-value-bytes", "64", "--max-observations-per-connection", "1", "--max-memory", "4000"])
+        let kvod = try await server.client()
+        func expectCode(_ code: KVODError.Code, _ sourceLocation: SourceLocation = #_sourceLocation,
+                        _ body: () async throws -> Void) async -> KVODError.Details? {
+            let error = await kvodError(sourceLocation, body)
+            guard case let .server(actual, message, details)? = error else {
+                Issue.record("expected \(code), got \(String(describing: error))", sourceLocation: sourceLocation)
+                return nil
+            }
+            #expect(actual == code, sourceLocation: sourceLocation)
+            #expect(!message.isEmpty, sourceLocation: sourceLocation)
+            return details
+        }
+        await _ = expectCode(.notFound) { _ = try await kvod.get("missing") }
+        try await kvod.create("o", values: ["n": 1, "list": [1, 2]] as JSONValue)
+        await _ = expectCode(.exists) { try await kvod.create("o") }
+        await _ = expectCode(.typeMismatch) { try await kvod.set("o", "n.x", to: 1) }
+        await _ = expectCode(.outOfRange) { try await kvod.remove("o", "list", indexes: [5]) }
+        await _ = expectCode(.badRequest) { _ = try await kvod.request("set", ["object": "o"]) }
+        await _ = expectCode(.unknownOp) { _ = try await kvod.request("frobnicate") }
+        let tooLarge = await expectCode(.tooLarge) { try await kvod.set("o", "n", to: String(repeating: "x", count: 100)) }
+        #expect(tooLarge?.limit == 64)
+        try await kvod.defineClass(["name": "Tag", "properties": ["label": ["type": "string", "maxLength": 3]],
+                                    "computed": ["size": "label"]] as JSONValue)
+        try await kvod.create("t", values: ["label": "abc"] as JSONValue, class: "Tag")
+        let invalid = await expectCode(.invalidValue) { try await kvod.set("t", "label", to: "abcdef") }
+        #expect(invalid?.property == "label" && invalid?.rule == "maxLength")
+        let readOnly = await expectCode(.readOnly) { try await kvod.set("t", "size", to: "x") }
+        #expect(readOnly?.property == "size")
+        let expression = await expectCode(.invalidExpression) {
+            _ = try await kvod.bind(from: .init("o", "n"), to: .init("t", "label"), convert: "$value +")
+        }
+        #expect(expression?.column != nil)
+        try await kvod.create("p", values: JSONValue.object([:]))
+        _ = try await kvod.bind(from: .init("o", "n"), to: .init("p", "m"))
+        await _ = expectCode(.cycle) { _ = try await kvod.bind(from: .init("p", "m"), to: .init("o", "n")) }
+        let first = try await kvod.subscribe("o", "n")
+        let tooMany = await expectCode(.tooManyObservations) { _ = try await kvod.subscribe("o", "list") }
+        #expect(tooMany?.limit == 1)
+        _ = first
+        let quota = await expectCode(.quotaExceeded) {
+            for index in 0..<200 { try await kvod.create("filler-\(index)", values: ["v": .string(String(repeating: "q", count: 40))] as JSONValue) }
+        }
+        #expect(quota?.limit == 4000 && (quota?.used ?? 0) > 0)
+        // The connection keeps serving after every refusal.
+        try await kvod.ping()
+        #expect(KVODError.Code(wireName: "brand_new") == .other("brand_new"))
+        #expect(KVODError.Code.quotaExceeded.wireName == "quota_exceeded")
+    }
+}
