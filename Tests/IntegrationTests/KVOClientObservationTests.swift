@@ -7,7 +7,7 @@ import Testing
 /// on `sourceDeleted`, errors from `observe`, unobserve on break, task cancellation and iterator deinit
 /// (checked with `info` from an independent KVOClientKit connection), double cancellation, a thousand
 /// tasks observing and cancelling at random, and per-change decoding failures.
-@Suite struct KVOClientObservationTests {
+@Suite(.timeLimit(.minutes(1))) struct KVOClientObservationTests {
     @Test("the README example: initial, then every change with old and new, in order, each with its write's rev")
     func readmeExample() async throws {
         let server = try KVODProcess()

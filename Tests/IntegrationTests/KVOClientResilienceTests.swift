@@ -1,0 +1,194 @@
+import Foundation
+import KVOClient
+import KVOClientKit
+import Testing
+
+/// KVOClient's resilience against the real kvod over TCP: reconnection with resumed observations
+/// delivering every change exactly once and in order (across a dropped connection and across a kvod
+/// SIGKILL and restart), `resync` when history no longer reaches back, the heartbeat noticing a half-open
+/// connection and a stopped kvod, in-flight requests failing with a clear error, and the state sequence.
+@Suite(.timeLimit(.minutes(1))) struct KVOClientResilienceTests {
+    /// Reads `observation` until a change with `rev` at least `lastRev`; returns the changes.
+    private func collect<Value>(_ iterator: inout Observation<Value>.Iterator, until lastRev: Int64) async throws -> [Change<Value>] {
+        var changes: [Change<Value>] = []
+        while let change = try await iterator.next() {
+            changes.append(change)
+            if change.rev >= lastRev && !change.isPrior { break }
+        }
+        return changes
+    }
+
+    /// The changes expected for values 1...count written at `revisions`: with `.prior`, a prior
+    /// notification then the change for each, exactly once, in order.
+    private func expectExactlyOnce(_ changes: [Change<Int>], revisions: [Int64], sourceLocation: SourceLocation = #_sourceLocation) {
+        let ordinary = changes.filter { !$0.isPrior }
+        #expect(ordinary.map(\.rev) == revisions, sourceLocation: sourceLocation)
+        #expect(ordinary.map(\.new) == Array(1...revisions.count).map { Optional($0) }, sourceLocation: sourceLocation)
+        #expect(ordinary.allSatisfy { $0.reason == .valueChanged }, sourceLocation: sourceLocation)
+        let priors = changes.filter(\.isPrior)
+        #expect(priors.map(\.rev) == revisions, sourceLocation: sourceLocation)
+        // Each prior comes right before its change.
+        for (index, change) in changes.enumerated() where change.isPrior {
+            #expect(index + 1 < changes.count && changes[index + 1].rev == change.rev && !changes[index + 1].isPrior,
+                    sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("a dropped connection: the client reconnects and resumes; every change exactly once, in order")
+    func exactlyOnceAcrossADroppedConnection() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        var configuration = server.clientConfiguration()
+        configuration.port = proxy.port
+        let kvod = try await KVOClient.connect(to: configuration)
+        let writer = try server.connect()
+        _ = try writer.call("create", ["object": "o", "values": ["n": 0]])
+        let observation = try await kvod.subscribe("o", "n", options: [.new, .old, .prior], as: Int.self)
+        var iterator = observation.makeAsyncIterator()
+        var revisions: [Int64] = []
+        for value in 1...30 {
+            revisions.append(try writer.call("set", ["object": "o", "keyPath": "n", "value": .int(Int64(value))])["rev"]!.intValue!)
+            if value % 10 == 0 { proxy.cut() }
+        }
+        let changes = try await collect(&iterator, until: revisions.last!)
+        expectExactlyOnce(changes, revisions: revisions)
+        #expect(proxy.connectionCount >= 2)
+        // Writes through the reconnected client work, and its changes follow.
+        let rev = try await kvod.set("o", "n", to: 31)
+        #expect(try await iterator.next()?.rev == rev)
+    }
+
+    @Test("kvod SIGKILLed and restarted on the same port and data: every change exactly once, in order")
+    func exactlyOnceAcrossAKillAndRestart() async throws {
+        let data = try TemporaryDirectory("client-restart")
+        var server = try KVODProcess(dataDirectory: data.path)
+        let kvod = try await server.client()
+        try await kvod.create("o", values: ["n": 0] as JSONValue)
+        let observation = try await kvod.subscribe("o", "n", options: [.new, .prior], as: Int.self)
+        var iterator = observation.makeAsyncIterator()
+        var revisions: [Int64] = []
+        for value in 1...10 { revisions.append(try await kvod.set("o", "n", to: value)) }
+        server = try server.restart(after: SIGKILL)
+        // Written while the client is away (or reconnecting): replayed from history.
+        let writer = try server.connect()
+        for value in 11...20 {
+            revisions.append(try writer.call("set", ["object": "o", "keyPath": "n", "value": .int(Int64(value))])["rev"]!.intValue!)
+        }
+        // Written through the client once it is back.
+        for value in 21...30 { revisions.append(try await kvod.set("o", "n", to: value)) }
+        let changes = try await collect(&iterator, until: revisions.last!)
+        expectExactlyOnce(changes, revisions: revisions)
+    }
+
+    /// A client through a proxy in front of `server`, with a quick heartbeat.
+    private func clientThroughProxy(_ server: KVODProcess, _ proxy: TCPProxy, heartbeat: Double = 10) async throws -> KVOClient {
+        var configuration = server.clientConfiguration()
+        configuration.port = proxy.port
+        configuration.heartbeatInterval = heartbeat
+        configuration.heartbeatTimeout = heartbeat
+        return try await KVOClient.connect(to: configuration)
+    }
+
+    @Test("history no longer reaching back surfaces as one resync change with the current value, then live changes")
+    func resyncAfterHistoryWasTrimmed() async throws {
+        let server = try KVODProcess(["--history", "2"])
+        let proxy = try TCPProxy(targetPort: server.port)
+        let kvod = try await clientThroughProxy(server, proxy)
+        try await kvod.create("o", values: ["n": 0] as JSONValue)
+        let observation = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
+        var iterator = observation.makeAsyncIterator()
+        // The client hears nothing of these: its connection is half-open, then cut.
+        proxy.blackhole()
+        let writer = try server.connect()
+        var last: Int64 = 0
+        for value in 1...10 { last = try writer.call("set", ["object": "o", "keyPath": "n", "value": .int(Int64(value))])["rev"]!.intValue! }
+        proxy.cut()
+        let resync = try await iterator.next()
+        #expect(resync?.reason == .resync && resync?.new == 10 && resync?.rev == last)
+        let rev = try await kvod.set("o", "n", to: 11)
+        let live = try await iterator.next()
+        #expect(live?.reason == .valueChanged && live?.rev == rev && live?.new == 11)
+    }
+
+    @Test("the heartbeat notices a half-open connection; the states go disconnected, reconnecting, connected; nothing is lost")
+    func heartbeatNoticesAHalfOpenConnection() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        let kvod = try await clientThroughProxy(server, proxy, heartbeat: 0.3)
+        let states = Task {
+            var seen: [ConnectionState] = []
+            for await state in kvod.states {
+                seen.append(state)
+                if seen.count > 1, state == .connected { break }
+            }
+            return seen
+        }
+        try await kvod.create("o", values: ["n": 0] as JSONValue)
+        let observation = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
+        var iterator = observation.makeAsyncIterator()
+        proxy.blackhole()
+        let writer = try server.connect()
+        let rev = try writer.call("set", ["object": "o", "keyPath": "n", "value": 1])["rev"]!.intValue!
+        // No cut: only the heartbeat can tell that this connection is dead.
+        let change = try await iterator.next()
+        #expect(change?.rev == rev && change?.new == 1)
+        let seen = await states.value
+        #expect(seen.first == .connected)
+        guard seen.count >= 4, case let .disconnected(reason) = seen[1] else {
+            Issue.record("unexpected states \(seen)")
+            return
+        }
+        #expect(reason.contains("ping"))
+        #expect(seen[2] == .reconnecting(attempt: 1) && seen.last == .connected)
+    }
+
+    @Test("the heartbeat notices a stopped kvod (SIGSTOP); the client comes back after SIGCONT")
+    func heartbeatNoticesAStoppedServer() async throws {
+        let server = try KVODProcess()
+        var configuration = server.clientConfiguration()
+        configuration.heartbeatInterval = 0.3
+        configuration.heartbeatTimeout = 0.3
+        let kvod = try await KVOClient.connect(to: configuration)
+        try await kvod.create("o", values: ["n": 0] as JSONValue)
+        let observation = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
+        var iterator = observation.makeAsyncIterator()
+        let states = Task {
+            for await state in kvod.states {
+                if case .disconnected = state { return true }
+            }
+            return false
+        }
+        server.send(signal: SIGSTOP)
+        let noticed = await states.value
+        server.send(signal: SIGCONT)
+        #expect(noticed)
+        let rev = try await kvod.set("o", "n", to: 2)
+        #expect(try await iterator.next()?.rev == rev)
+    }
+
+    @Test("requests in flight when the connection drops fail with connectionLost, saying whether they were writes")
+    func inFlightRequestsFailClearly() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        let kvod = try await clientThroughProxy(server, proxy)
+        try await kvod.create("o", values: ["n": 0] as JSONValue)
+        proxy.blackhole()
+        let write = Task { await kvodError { try await kvod.set("o", "n", to: 1) } }
+        let read = Task { await kvodError { _ = try await kvod.get("o") } }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        proxy.cut()
+        guard case let .connectionLost(operation, wasWrite, _)? = await write.value else {
+            Issue.record("the write did not fail with connectionLost")
+            return
+        }
+        #expect(operation == "set" && wasWrite)
+        #expect(KVODError.connectionLost(operation: operation, wasWrite: wasWrite, reason: "x").description.contains("may or may not have been applied"))
+        guard case let .connectionLost(readOperation, readWasWrite, _)? = await read.value else {
+            Issue.record("the read did not fail with connectionLost")
+            return
+        }
+        #expect(readOperation == "get" && !readWasWrite)
+        // The client reconnected; the write was not retried behind the caller's back.
+        #expect(try await kvod.get("o", "n") == 0)
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+
+/// A TCP proxy on 127.0.0.1 in front of a kvod, for tests of a client's resilience: `cut()` closes every
+/// connection through it (a dropped connection, kvod still running), `blackhole()` stops forwarding on
+/// the current connections while keeping them open (a half-open connection). New connections are
+/// forwarded normally. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
+final class TCPProxy: @unchecked Sendable {
+    // @unchecked: `pairs` and `blackholed` are only touched under `lock`; the descriptors are immutable.
+    let port: Int
+    private let targetPort: Int
+    private let listener: Int32
+    private let lock = NSLock()
+    private var pairs: [(client: Int32, server: Int32, blackholed: Bool)] = []
+    private var stopped = false
+    private var accepted = 0
+
+    init(targetPort: Int) throws {
+        self.targetPort = targetPort
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 64) == 0 else { throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        self.listener = listener
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    deinit {
+        cut()
+        lock.lock()
+        stopped = true
+        lock.unlock()
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    /// Closes every current connection (both sides).
+    func cut() {
+        lock.lock()
+        for pair in pairs {
+            shutdown(pair.client, Int32(SHUT_RDWR))
+            shutdown(pair.server, Int32(SHUT_RDWR))
+        }
+        lock.unlock()
+    }
+
+    /// Stops forwarding on every current connection, keeping them open.
+    func blackhole() {
+        lock.lock()
+        for index in pairs.indices { pairs[index].blackholed = true }
+        lock.unlock()
+    }
+
+    /// The number of connections accepted so far.
+    var connectionCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return accepted
+    }
+
+    private func isBlackholed(_ client: Int32) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return pairs.first { $0.client == client }?.blackholed ?? false
+    }
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener, nil, nil)
+            if client < 0 { return }
+            guard let server = try? KVOConnectionFreeSocket.connect(port: targetPort) else {
+                close(client)
+                continue
+            }
+            lock.lock()
+            let isStopped = stopped
+            if !isStopped {
+                pairs.append((client, server, false))
+                accepted += 1
+            }
+            lock.unlock()
+            if isStopped {
+                close(client)
+                close(server)
+                return
+            }
+            Thread.detachNewThread { [self] in forward(client: client, server: server) }
+        }
+    }
+
+    private func forward(client: Int32, server: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var entries = [pollfd(fd: client, events: Int16(POLLIN), revents: 0), pollfd(fd: server, events: Int16(POLLIN), revents: 0)]
+        loop: while true {
+            entries[0].revents = 0
+            entries[1].revents = 0
+            if poll(&entries, 2, 100) < 0 { break }
+            for (from, to) in [(0, 1), (1, 0)] where entries[from].revents != 0 {
+                let count = recv(entries[from].fd, &buffer, buffer.count, 0)
+                if count <= 0 { break loop }
+                if isBlackholed(client) { continue }
+                var sent = 0
+                while sent < count {
+                    let result = buffer.withUnsafeBytes { send(entries[to].fd, $0.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }
+                    if result <= 0 { break loop }
+                    sent += result
+                }
+            }
+        }
+        lock.lock()
+        pairs.removeAll { $0.client == client }
+        lock.unlock()
+        shutdown(client, Int32(SHUT_RDWR))
+        shutdown(server, Int32(SHUT_RDWR))
+        close(client)
+        close(server)
+    }
+}
+
+/// Connects a plain socket to 127.0.0.1:`port`.
+private enum KVOConnectionFreeSocket {
+    static func connect(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard status == 0 else {
+            close(descriptor)
+            throw POSIXError(.ECONNREFUSED)
+        }
+        return descriptor
+    }
+}
