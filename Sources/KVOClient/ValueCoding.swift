@@ -1,9 +1,8 @@
-import Foundation
 import KVOJSON
 
 /// Converts between `Codable` values and `JSONValue`: directly for `JSONValue` itself and the plain
-/// scalars (`String`, `Bool`, `Int`, `Int64`, `Double`, and their optionals), through Foundation's
-/// `JSONEncoder`/`JSONDecoder` and KVOJSON's parser/writer for everything else. Stateless; any thread.
+/// scalars (`String`, `Bool`, `Int`, `Int64`, `Double`), through `JSONValueEncoder`/`JSONValueDecoder`
+/// (no JSON text in between, no Foundation) for everything else. Stateless; any thread.
 enum ValueCoding {
     static func encode<T: Encodable>(_ value: T) throws(KVODError) -> JSONValue {
         switch value {
@@ -16,8 +15,7 @@ enum ValueCoding {
         default: break
         }
         do {
-            let data = try JSONEncoder().encode(value)
-            return try JSONParser.parse(Array(data))
+            return try JSONValueEncoder.encode(value)
         } catch {
             throw .coding("cannot encode a \(T.self) as JSON: \(error)")
         }
@@ -26,7 +24,7 @@ enum ValueCoding {
     static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws(KVODError) -> T {
         if let direct = decodeDirectly(type, from: value) { return direct }
         do {
-            return try JSONDecoder().decode(T.self, from: Data(JSONWriter.bytes(value)))
+            return try JSONValueDecoder.decode(T.self, from: value)
         } catch {
             throw .coding("cannot decode \(T.self) from \(PrintableText.escaped(value.description, limit: 200)): \(error)")
         }

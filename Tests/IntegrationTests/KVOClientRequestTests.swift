@@ -38,6 +38,48 @@ import Testing
         kvod.close()
     }
 
+    struct Order: Codable, Equatable, Sendable {
+        enum Status: String, Codable, Sendable { case open, shipped }
+        struct Line: Codable, Equatable, Sendable {
+            var sku: String
+            var quantity: UInt8
+            var price: Double
+        }
+        var id: Int64
+        var status: Status
+        var lines: [Line]
+        var note: String?
+        var tags: Set<String>
+        var extra: JSONValue
+        var ratio: Float
+    }
+
+    @Test("Codable values round-trip through kvod with the library's own encoder and decoder (nesting, optionals, enums, numbers)")
+    func codableRoundTrip() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let order = Order(id: 9_007_199_254_740_993, status: .shipped,
+                          lines: [.init(sku: "a", quantity: 3, price: 2.5), .init(sku: "b", quantity: 255, price: 4)],
+                          note: nil, tags: ["x"], extra: ["k": [1, "two", .null]], ratio: 0.5)
+        try await kvod.create("order", values: order)
+        #expect(try await kvod.get("order", as: Order.self).value == order)
+        // The JSON is what the types say: an integer stays exact, a whole double reads back as a number.
+        let stored = try await kvod.get("order")
+        #expect(stored["id"] == .int(9_007_199_254_740_993) && stored["status"] == "shipped" && stored["note"] == nil)
+        #expect(stored["lines"]?.arrayValue?.first?["quantity"] == 3)
+        // A value that does not fit the type asked for is a coding error, not a crash.
+        let wrong = await kvodError { _ = try await kvod.get("order", "lines", as: [UInt8].self) }
+        guard case .coding? = wrong else {
+            Issue.record("expected a coding error, got \(String(describing: wrong))")
+            return
+        }
+        let overflow = await kvodError { _ = try await kvod.get("order", "id", as: Int8.self) }
+        guard case .coding? = overflow else {
+            Issue.record("expected a coding error, got \(String(describing: overflow))")
+            return
+        }
+    }
+
     @Test("classes, bindings and info through typed calls")
     func classesBindingsAndInfo() async throws {
         let server = try KVODProcess()
