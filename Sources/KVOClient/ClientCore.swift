@@ -76,8 +76,8 @@ final class ClientCore: Sendable {
     }
 
     deinit {
-        _ = Glibc.close(wakeRead)
-        _ = Glibc.close(wakeWrite)
+        Socket.closeDescriptor(wakeRead)
+        Socket.closeDescriptor(wakeWrite)
     }
 
     var wakeDescriptor: Int32 { wakeRead }
@@ -209,7 +209,7 @@ final class ClientCore: Sendable {
                 return (sent == bytes.count && !state.output.isEmpty, false)
             }
             if closeNow {
-                _ = Glibc.close(descriptor)
+                Socket.closeDescriptor(descriptor)
                 return
             }
             if sent < bytes.count || broken {
@@ -367,7 +367,7 @@ extension ClientCore {
             }
             return (failed, Array(state.live.values), descriptor)
         }
-        if descriptor >= 0 { _ = Glibc.close(descriptor) }
+        if descriptor >= 0 { Socket.closeDescriptor(descriptor) }
         for request in failed {
             fail(request, with: .connectionLost(operation: request.op, wasWrite: request.isWrite, reason: reason))
         }

@@ -83,7 +83,7 @@ final class IOLoop: @unchecked Sendable {
             do throws(TLSSessionError) {
                 tls = try TLSClientSession(descriptor: descriptor, host: configuration.host, options: options)
             } catch {
-                _ = Glibc.close(descriptor)
+                Socket.closeDescriptor(descriptor)
                 switch error {
                 case .closed: throw .cannotConnect(host: configuration.host, port: configuration.port, reason: "the server closed the connection during the TLS handshake")
                 case let .io(reason): throw .cannotConnect(host: configuration.host, port: configuration.port, reason: reason)

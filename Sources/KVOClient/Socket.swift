@@ -34,7 +34,7 @@ enum Socket {
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
             let flags = fcntl(descriptor, F_GETFL)
             _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK)
-            var connected = Glibc.connect(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0
+            var connected = Socket.connectDescriptor(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0
             if !connected, errno == EINPROGRESS {
                 var entry = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
                 if poll(&entry, 1, Int32(timeout * 1000)) == 1 {
@@ -54,7 +54,7 @@ enum Socket {
                 setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
                 return descriptor
             }
-            Glibc.close(descriptor)
+            Socket.closeDescriptor(descriptor)
         }
         throw .cannotConnect(host: host, port: port, reason: lastError)
     }
@@ -76,5 +76,25 @@ enum Socket {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}
+
+extension Socket {
+    /// `close(2)`, named apart from the methods called `close` in this module.
+    static func closeDescriptor(_ descriptor: Int32) {
+        #if canImport(Glibc)
+        _ = Glibc.close(descriptor)
+        #else
+        _ = Darwin.close(descriptor)
+        #endif
+    }
+
+    /// `connect(2)`, named apart from `Socket.connect(host:port:timeout:)`.
+    static func connectDescriptor(_ descriptor: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {
+        #if canImport(Glibc)
+        Glibc.connect(descriptor, address, length)
+        #else
+        Darwin.connect(descriptor, address, length)
+        #endif
     }
 }
