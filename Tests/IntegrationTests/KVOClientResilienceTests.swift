@@ -191,4 +191,54 @@ import Testing
         // The client reconnected; the write was not retried behind the caller's back.
         #expect(try await kvod.get("o", "n") == 0)
     }
+
+    @Test("a request unanswered within requestTimeout fails with timedOut; the client keeps serving")
+    func requestTimeout() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        var configuration = server.clientConfiguration()
+        configuration.port = proxy.port
+        configuration.requestTimeout = 0.3
+        let kvod = try await KVOClient.connect(to: configuration)
+        try await kvod.ping()
+        proxy.blackhole()
+        let timedOut = await kvodError { try await kvod.ping() }
+        guard case let .timedOut(operation)? = timedOut else {
+            Issue.record("the request did not time out")
+            return
+        }
+        #expect(operation == "ping")
+        proxy.cut()
+        // A request made before the client noticed the cut fails with connectionLost (reads are not
+        // retried either); once reconnected it is answered.
+        for attempt in 1...50 {
+            do {
+                try await kvod.ping()
+                break
+            } catch KVODError.connectionLost where attempt < 50 {
+                try await Task.sleep(nanoseconds: 20_000_000)
+            }
+        }
+    }
+
+    @Test("with reconnection off, a lost connection closes the client: observations end with closed")
+    func reconnectionOff() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        var configuration = server.clientConfiguration(reconnection: nil)
+        configuration.port = proxy.port
+        let kvod = try await KVOClient.connect(to: configuration)
+        try await kvod.create("o", values: ["n": 0] as JSONValue)
+        let observation = try await kvod.subscribe("o", "n")
+        proxy.cut()
+        let ending = await kvodError { for try await _ in observation {} }
+        guard case .closed? = ending else {
+            Issue.record("the observation did not end with closed")
+            return
+        }
+        var states: [ConnectionState] = []
+        for await state in kvod.states { states.append(state) }
+        #expect(states == [.closed])
+        #expect(proxy.connectionCount == 1)
+    }
 }
