@@ -52,8 +52,9 @@ final class ClientCore: Sendable {
         var output: [UInt8] = []
         /// A thread is writing (`flush`); others leave their bytes in `output`.
         var flushing = false
-        /// The I/O thread was asked to close the descriptor while a flush was running: the flusher does.
-        var closeAfterFlush = false
+        /// A lost connection's descriptor that a flush was still writing to: the flusher closes it when
+        /// done (so that no descriptor is closed, and its number reused, under a running `send`); -1: none.
+        var descriptorToCloseAfterFlush: Int32 = -1
         /// The I/O thread was woken and has not looked yet.
         var woken = false
         /// Live observations, to resubscribe after a reconnection.
@@ -169,7 +170,7 @@ final class ClientCore: Sendable {
     /// (what the socket does not take now is left for the I/O thread); on TLS the I/O thread writes.
     func flush() {
         while true {
-            let taken = state.withLock { state -> (Int32, [UInt8])? in
+            let taken = state.withLock { state -> (Int32, [UInt8], Int)? in
                 guard !state.flushing, !state.output.isEmpty, state.descriptor >= 0 else { return nil }
                 if state.isTLS {
                     return nil
@@ -177,9 +178,9 @@ final class ClientCore: Sendable {
                 state.flushing = true
                 let bytes = state.output
                 state.output = []
-                return (state.descriptor, bytes)
+                return (state.descriptor, bytes, state.generation)
             }
-            guard let (descriptor, bytes) = taken else {
+            guard let (descriptor, bytes, generation) = taken else {
                 let needsWake = state.withLock { state in state.isTLS && !state.output.isEmpty }
                 if needsWake { wake() }
                 return
@@ -199,17 +200,19 @@ final class ClientCore: Sendable {
             }
             let (again, closeNow) = state.withLock { state -> (Bool, Bool) in
                 state.flushing = false
-                if sent < bytes.count && !broken {
+                // Bytes of a connection lost meanwhile are dropped (their requests failed with it).
+                if sent < bytes.count && !broken && state.generation == generation {
                     state.output = Array(bytes[sent...]) + state.output
                 }
-                if state.closeAfterFlush {
-                    state.closeAfterFlush = false
-                    return (false, true)
+                if state.descriptorToCloseAfterFlush == descriptor {
+                    state.descriptorToCloseAfterFlush = -1
+                    return (!state.output.isEmpty, true)
                 }
                 return (sent == bytes.count && !state.output.isEmpty, false)
             }
             if closeNow {
                 Socket.closeDescriptor(descriptor)
+                if again { continue }
                 return
             }
             if sent < bytes.count || broken {
@@ -322,8 +325,6 @@ extension ClientCore {
             state.descriptor = descriptor
             state.isTLS = isTLS
             state.output = []
-            state.flushing = false
-            state.closeAfterFlush = false
             for (index, (op, params)) in handshake.enumerated() {
                 let id = state.nextID
                 state.nextID += 1
@@ -361,10 +362,11 @@ extension ClientCore {
             let descriptor = state.descriptor
             state.descriptor = -1
             state.output = []
-            if state.flushing {
-                state.closeAfterFlush = true
+            if state.flushing && !state.isTLS {
+                state.descriptorToCloseAfterFlush = descriptor
                 return (failed, Array(state.live.values), -1)
             }
+            state.flushing = false
             return (failed, Array(state.live.values), descriptor)
         }
         if descriptor >= 0 { Socket.closeDescriptor(descriptor) }

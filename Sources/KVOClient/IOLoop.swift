@@ -37,9 +37,12 @@ final class IOLoop: @unchecked Sendable {
         configuration = core.configuration
     }
 
+    /// Failed attempts since the last successful handshake: the backoff grows until one succeeds (a
+    /// refused login is retried ever more slowly, not every `initialDelay`).
+    private var attempt = 0
+
     /// Runs until the client is closed (or the first connection fails, or reconnection is off).
     func run() {
-        var attempt = 0
         while !core.isClosed {
             do throws(KVODError) {
                 try connect()
@@ -68,7 +71,7 @@ final class IOLoop: @unchecked Sendable {
                 core.close()
                 return
             }
-            attempt = 1
+            attempt += 1
             core.announce(.reconnecting(attempt: attempt))
             sleep(policy.delay(beforeAttempt: attempt))
         }
@@ -335,7 +338,10 @@ final class IOLoop: @unchecked Sendable {
                 }
                 return "the handshake failed: \(failure)"
             }
-            if isLast { core.handshakeSucceeded() }
+            if isLast {
+                attempt = 0
+                core.handshakeSucceeded()
+            }
         case .heartbeat:
             break
         }
