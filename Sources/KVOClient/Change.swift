@@ -57,6 +57,7 @@ public struct Change<Value: Sendable>: Sendable {
 }
 
 extension Change: Equatable where Value: Equatable {
+    /// Equal fields; decoding errors compare by presence only.
     public static func == (lhs: Change, rhs: Change) -> Bool {
         lhs.reason == rhs.reason && lhs.kind == rhs.kind && lhs.old == rhs.old && lhs.new == rhs.new
             && lhs.indexes == rhs.indexes && lhs.isPrior == rhs.isPrior && lhs.rev == rhs.rev

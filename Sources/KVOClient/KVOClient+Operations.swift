@@ -1,6 +1,6 @@
 import KVOJSON
 
-/// One array element position for `insert`, `remove` and `replace`.
+/// Array element positions for `insert`, `remove` and `replace` (distinct, non-negative).
 public typealias ArrayIndexes = [Int]
 
 extension KVOClient {
@@ -170,8 +170,11 @@ extension KVOClient {
 
     /// A key path of an object: a binding's source or target.
     public struct Endpoint: Sendable, Equatable, Codable {
+        /// The object's id.
         public var object: String
+        /// The key path in it.
         public var keyPath: String
+        /// The key path `keyPath` of `object`.
         public init(_ object: String, _ keyPath: String) {
             self.object = object
             self.keyPath = keyPath

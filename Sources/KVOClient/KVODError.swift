@@ -26,9 +26,39 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
     /// The protocol's error codes (docs/protocol.md, "Requests and replies"); `other` for a code this
     /// client does not know.
     public enum Code: Sendable, Hashable, CustomStringConvertible {
-        case badRequest, unknownOp, notFound, exists, typeMismatch, outOfRange, tooLarge
-        case tooManyConnections, tooManyObservations, invalidValue, readOnly, cycle, unauthenticated
-        case forbidden, invalidExpression, quotaExceeded
+        /// `bad_request`: a malformed request.
+        case badRequest
+        /// `unknown_op`: no such operation.
+        case unknownOp
+        /// `not_found`: the object (or an intermediate key) does not exist.
+        case notFound
+        /// `exists`: `create` of an object that exists.
+        case exists
+        /// `type_mismatch`: a key path through a value that is not an object, or not an array.
+        case typeMismatch
+        /// `out_of_range`: an array index outside the array.
+        case outOfRange
+        /// `too_large`: a line, reply, value, object or nesting over a limit (`Details.limit`).
+        case tooLarge
+        /// `too_many_connections`: the server is full.
+        case tooManyConnections
+        /// `too_many_observations`: the connection holds its maximum (`Details.limit`).
+        case tooManyObservations
+        /// `invalid_value`: refused by the object's class (`Details.property`, `Details.rule`).
+        case invalidValue
+        /// `read_only`: a computed property or `$class` (`Details.property`).
+        case readOnly
+        /// `cycle`: a binding or computed properties that would trigger themselves.
+        case cycle
+        /// `unauthenticated`: log in first, or wrong credentials.
+        case unauthenticated
+        /// `forbidden`: the user lacks a permission (`Details.object`, `Details.permission`).
+        case forbidden
+        /// `invalid_expression`: an expression that does not parse (`Details.column`, `property`/`field`).
+        case invalidExpression
+        /// `quota_exceeded`: the store's memory quota (`Details.limit`, `Details.used`).
+        case quotaExceeded
+        /// A code this client does not know, as sent.
         case other(String)
 
         private static let byName: [String: Code] = [
@@ -51,6 +81,7 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
             return Code.byName.first { $0.value == self }!.key
         }
 
+        /// The name on the wire.
         public var description: String { wireName }
     }
 
@@ -87,6 +118,7 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         return nil
     }
 
+    /// One line for people (server messages escaped).
     public var description: String {
         switch self {
         case let .server(code, message, _): return "\(code): \(PrintableText.escaped(message, limit: 2048))"

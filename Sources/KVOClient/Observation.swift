@@ -10,6 +10,7 @@ import KVOJSON
 /// when the client is closed. Changes are delivered exactly once and in order across reconnections.
 /// A value; any thread may make iterators, one task iterates each.
 public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable {
+    /// Each change, decoded as `Value`.
     public typealias Element = Change<Value>
 
     let client: KVOClient

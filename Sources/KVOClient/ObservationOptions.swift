@@ -3,7 +3,9 @@ import KVOJSON
 /// What an observation asks for (docs/protocol.md, "Options"): which values the changes carry, an initial
 /// change with the current value, and prior notifications. A value; any thread.
 public struct ObservationOptions: OptionSet, Sendable, Hashable {
+    /// The option bits.
     public let rawValue: Int
+    /// Options from their bits.
     public init(rawValue: Int) { self.rawValue = rawValue }
 
     /// Changes carry the value after the change (`new`).

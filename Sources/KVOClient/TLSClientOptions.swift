@@ -11,6 +11,8 @@ public struct TLSClientOptions: Sendable {
     /// the host connected to.
     public var serverName: String?
 
+    /// Options trusting `certificateAuthorityPath` (nil: the system's authorities), presenting the client
+    /// certificate at `certificatePath` with `privateKeyPath` if given, checking `serverName` (nil: the host).
     public init(certificateAuthorityPath: String? = nil, certificatePath: String? = nil, privateKeyPath: String? = nil,
                 serverName: String? = nil) {
         self.certificateAuthorityPath = certificateAuthorityPath

@@ -1,6 +1,7 @@
 /// `Codable` for `JSONValue`, so that a JSON value can be a field of a user's `Codable` type (and
 /// `KVOClient` can hand values out undecoded): each case encodes as the JSON it is.
 extension JSONValue: Codable {
+    /// Decodes whatever JSON the decoder holds: null, a bool, an integer, a number, a string, an array or an object.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
@@ -20,6 +21,7 @@ extension JSONValue: Codable {
         }
     }
 
+    /// Encodes the JSON this value is.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {

@@ -11,7 +11,7 @@ import Testing
     @Test("the README example: initial, then every change with old and new, in order, each with its write's rev")
     func readmeExample() async throws {
         let server = try KVODProcess()
-        let kvod = try await server.client()
+        let kvod = try await KVOClient.connect(to: .init(host: "127.0.0.1", port: server.port))
         try await kvod.create("clock", values: ["date": "Monday"] as JSONValue)
         let writer = Task {
             var revisions: [Int64] = []
