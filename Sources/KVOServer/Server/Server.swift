@@ -33,8 +33,8 @@ public final class Server {
     /// One notification's encoded tails, back to back, reused (no allocation per notification once
     /// warm). `tailStarts[v]..<tailEnds[v]` is variant v's tail (`EventEncoder.variant(for:)`).
     @exclusivity(unchecked) private var tailArena: [UInt8] = []
-    @exclusivity(unchecked) private var tailStarts = [0, 0, 0, 0]
-    @exclusivity(unchecked) private var tailEnds = [0, 0, 0, 0]
+    @exclusivity(unchecked) private var tailStarts = [Int](repeating: 0, count: EventEncoder.variantCount)
+    @exclusivity(unchecked) private var tailEnds = [Int](repeating: 0, count: EventEncoder.variantCount)
     private var freeSlots: [UInt32] = []
     private var openConnections = 0
     private var lastConnectionID: UInt64 = 0
@@ -454,8 +454,9 @@ public final class Server {
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
+        if case let .hello(_, events?) = request { connection.eventEncoding = events }
         let outcome = handler.handle(request, from: connection.id, access: connection.access, budget: budget,
-                                     notifications: &notifications)
+                                     eventEncoding: connection.eventEncoding, notifications: &notifications)
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
@@ -814,8 +815,11 @@ public final class Server {
     /// the subscription id written in place, one `memcpy` of the shared tail), with no reference
     /// counting (connections and tails are reached through unretained pointers). When all recipients
     /// share one variant (the usual case) the second pass does not look at their options at all.
+    /// Each recipient's head is the full or the compact one by its variant's `compactVariantBit` (the
+    /// encoding its observation was made with), so the tails stay shared per encoding.
     private func deliverNotifications() {
-        let head = EventEncoder.headWords
+        let fullHead = EventEncoder.headWords
+        let compactHead = EventEncoder.compactHeadWords
         for notification in notifications {
             var encoder = EventEncoder(notification)
             var neededVariants = 0
@@ -823,7 +827,7 @@ public final class Server {
                 neededVariants |= 1 << encoder.variant(for: recipient.options)
             }
             tailArena.removeAll(keepingCapacity: true)
-            for variant in 0..<4 where neededVariants & (1 << variant) != 0 {
+            for variant in 0..<EventEncoder.variantCount where neededVariants & (1 << variant) != 0 {
                 tailStarts[variant] = tailArena.count
                 encoder.appendTail(variant: variant, to: &tailArena)
                 tailEnds[variant] = tailArena.count
@@ -832,15 +836,28 @@ public final class Server {
             var queuedBytes = 0
             tailArena.withUnsafeBytes { arena in
                 let sharedTail = onlyVariant.map { UnsafeRawBufferPointer(rebasing: arena[tailStarts[$0]..<tailEnds[$0]]) }
+                let sharedIsCompact = (onlyVariant ?? 0) & EventEncoder.compactVariantBit != 0
                 for recipient in notification.recipients {
                     guard let connection = connection(recipient.connection) else { continue }
-                    let tail = sharedTail ?? {
+                    let tail: UnsafeRawBufferPointer
+                    let isCompact: Bool
+                    if let sharedTail {
+                        tail = sharedTail
+                        isCompact = sharedIsCompact
+                    } else {
                         let variant = encoder.variant(for: recipient.options)
-                        return UnsafeRawBufferPointer(rebasing: arena[tailStarts[variant]..<tailEnds[variant]])
-                    }()
+                        tail = UnsafeRawBufferPointer(rebasing: arena[tailStarts[variant]..<tailEnds[variant]])
+                        isCompact = variant & EventEncoder.compactVariantBit != 0
+                    }
                     queuedBytes &+= tail.count
                     connection._withUnsafeGuaranteedRef {
-                        $0.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
+                        if isCompact {
+                            $0.enqueueEvent(head: compactHead, headLength: EventEncoder.compactHeadLength,
+                                            subscription: recipient.subscription, tail: tail)
+                        } else {
+                            $0.enqueueEvent(head: fullHead, headLength: EventEncoder.fullHeadLength,
+                                            subscription: recipient.subscription, tail: tail)
+                        }
                     }
                 }
             }
