@@ -190,7 +190,7 @@ enum StorageBenchmark {
 
     /// Removes the benchmark's directory: the store's files, then the directory itself.
     private static func removeDirectory(_ directory: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
+        for suffix in ["", "-wal", "-shm", "-journal", ".lock"] {
             unlink(directory + "/" + PersistentStore.fileName + suffix)
         }
         rmdir(directory)

@@ -180,6 +180,12 @@ struct KVOD: ParsableCommand {
     @Option(parsing: .unconditional, help: "Most bytes of history kept.", transform: NumberArgument.nonNegative)
     var historyBytes = KVOEngine.defaultHistoryByteLimit
 
+    @Option(parsing: .unconditional, help: """
+        Hard bound on the SQLite WAL in bytes (at least 65536). Checkpoints run off the event loop from 1/16 of \
+        it; past it one runs on the event loop, blocking, until the WAL is empty.
+        """, transform: NumberArgument.positive)
+    var walLimit = PersistentStore.defaultWALLimitBytes
+
     /// The size limits from the flags, defaults derived from --max-output-buffer.
     var sizeLimits: StoredSizeLimits {
         var limits = StoredSizeLimits.defaults(outputBufferBytes: maxOutputBuffer)
@@ -215,6 +221,9 @@ struct KVOD: ParsableCommand {
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
+        guard walLimit >= PersistentStore.minimumWALLimitBytes else {
+            throw ValidationError("--wal-limit must be at least \(PersistentStore.minimumWALLimitBytes) bytes")
+        }
         if let users, !inMemory {
             throw ValidationError("--users '\(users)' goes with --in-memory; with --data the users live in the store (kvod user add --data DIR)")
         }
@@ -307,7 +316,10 @@ struct KVOD: ParsableCommand {
         settings.historyLimit = history
         settings.historyByteLimit = historyBytes
         if !inMemory {
-            settings.storage = StorageConfiguration(directory: data ?? KVOD.defaultDataDirectory, sync: SyncMode(rawValue: sync)!)
+            // KVOD_TEST_CHECKPOINT_DELAY_MS: tests of the blocking WAL fallback only (docs/design.md).
+            let checkpointDelay = getenv("KVOD_TEST_CHECKPOINT_DELAY_MS").flatMap { Int(String(cString: $0)) } ?? 0
+            settings.storage = StorageConfiguration(directory: data ?? KVOD.defaultDataDirectory, sync: SyncMode(rawValue: sync)!,
+                                                    walLimitBytes: walLimit, checkpointTestDelayMilliseconds: checkpointDelay)
         }
         settings.usersFile = users
         settings.allowsInsecureOpen = insecureOpen

@@ -53,7 +53,7 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
         let head = EventEncoder.headWords
         for event in 0..<500 {
             let subscription: Int64 = [0, 7, 12_345, Int64.max, Int64.min, -3][event % 6]
-            buffer.appendEventHead(head, subscription: subscription, pool: pool)
+            buffer.appendEventHead(head, headLength: EventEncoder.fullHeadLength, subscription: subscription, pool: pool)
             let tail = pattern(Int(random.next() % 150), seed: event)
             buffer.append(tail, pool: pool)
             headSpans.append((expected.count, eventHead(subscription).count))
@@ -145,9 +145,9 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
         // be the bytes still to write, not the chunks' capacity nor what was already written.
         let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 64, retainedChunkLimit: 100)
         var buffer = ChunkedOutputBuffer()
-        buffer.appendEventHead(EventEncoder.headWords, subscription: 42, pool: pool)
+        buffer.appendEventHead(EventEncoder.headWords, headLength: EventEncoder.fullHeadLength, subscription: 42, pool: pool)
         #expect(buffer.count == 26)
-        buffer.appendEventHead(EventEncoder.headWords, subscription: 42, pool: pool)
+        buffer.appendEventHead(EventEncoder.headWords, headLength: EventEncoder.fullHeadLength, subscription: 42, pool: pool)
         #expect(buffer.count == 52, "the second head starts a new chunk; the unused end of the first is not counted")
         #expect(buffer.chunkCount == 2)
         buffer.consume(30, returningTo: pool)

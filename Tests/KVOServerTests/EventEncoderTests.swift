@@ -271,3 +271,37 @@ struct EventEncoderChangeKindTests {
         #expect(event["change"]?["kind"] == .int(Int64(row.kind.rawValue)))
     }
 }
+
+@Suite("EventEncoder, compact")
+struct CompactEventEncoderTests {
+    @Test("the compact line of each reason, kind and prior: defaults left out, no object or key path")
+    func compactLines() {
+        let cases: [(ChangeNotification, ObservationOptions, String)] = [
+            (makeNotification(reason: .valueChanged), [.new], #"{"s":7,"r":5,"n":"Paris"}"#),
+            (makeNotification(reason: .valueChanged), [.new, .old], #"{"s":7,"r":5,"n":"Paris","o":"London"}"#),
+            (makeNotification(reason: .valueChanged, isPrior: true), [.new, .old, .prior], #"{"s":7,"r":5,"p":1,"o":"London"}"#),
+            (makeNotification(reason: .initial, old: "ignored"), [.new, .old, .initial], #"{"s":7,"r":5,"w":"initial","n":"Paris"}"#),
+            (makeNotification(reason: .pathChanged), [.new, .old], #"{"s":7,"r":5,"w":"pathChanged","n":"Paris","o":"London"}"#),
+            (makeNotification(reason: .sourceDeleted, new: .null), [.new, .old], #"{"s":7,"r":5,"w":"sourceDeleted","n":null,"o":"London"}"#),
+            (makeNotification(reason: .forbidden, old: .null, new: .null), [.new, .old], #"{"s":7,"r":5,"w":"forbidden","n":null,"o":null}"#),
+            (makeNotification(reason: .resync), [.old], #"{"s":7,"r":5,"w":"resync","n":"Paris"}"#),
+            (ChangeNotification(object: "o", keyPath: "items", reason: .valueChanged, rev: 9, kind: .insertion, isPrior: false,
+                                old: .null, new: [1, 2], indexes: [0, 3], recipients: []), [.new, .old],
+             #"{"s":7,"r":9,"k":2,"i":[0,3],"n":[1,2]}"#),
+            (ChangeNotification(object: "o", keyPath: "items", reason: .valueChanged, rev: 9, kind: .removal, isPrior: false,
+                                old: [1], new: .null, indexes: [4], recipients: []), [.new, .old],
+             #"{"s":7,"r":9,"k":3,"i":[4],"o":[1]}"#),
+            (ChangeNotification(object: "o", keyPath: "items", reason: .valueChanged, rev: 9, kind: .replacement, isPrior: true,
+                                old: [1], new: [2], indexes: [4], recipients: []), [.new, .old, .prior],
+             #"{"s":7,"r":9,"k":4,"i":[4],"p":1,"o":[1]}"#),
+        ]
+        for (notification, options, expected) in cases {
+            var encoder = EventEncoder(notification)
+            let compact = options.union(.compactEvents)
+            #expect(text(encoder.line(subscription: 7, options: compact)) == expected + "\n")
+            // Never longer than the full line, so EventSizeBound (the full encoding's) holds for both.
+            #expect(encoder.line(subscription: 7, options: compact).count < encoder.line(subscription: 7, options: options).count)
+            #expect(encoder.variant(for: compact) == encoder.variant(for: options) | EventEncoder.compactVariantBit)
+        }
+    }
+}

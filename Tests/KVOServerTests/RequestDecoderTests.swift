@@ -47,6 +47,19 @@ struct RequestDecoderTests {
         #expect(request(#"{"op":"hello","client":""}"#) == .hello(client: ""))
     }
 
+    @Test("hello with events: full or compact; anything else is bad_request")
+    func helloEvents() {
+        #expect(request(#"{"op":"hello","events":"compact"}"#) == .hello(client: nil, events: .compact))
+        #expect(request(#"{"op":"hello","client":"c","events":"full"}"#) == .hello(client: "c", events: .full))
+        #expect(request(#"{"op":"hello","events":null}"#) == .hello(client: nil, events: nil))
+        for hostile in [#""Compact""#, #""""#, #""compact ""#, "1", "true", #"["compact"]"#, #"{"compact":1}"#] {
+            #expect(failure(#"{"op":"hello","events":"# + hostile + "}")?.code == .badRequest, "\(hostile)")
+        }
+        let long = String(repeating: "x", count: 100_000)
+        let message = failure(#"{"op":"hello","events":""# + long + #""}"#)?.message ?? ""
+        #expect(message.utf8.count < 200 && message.contains("full") && message.contains("compact"))
+    }
+
     @Test("create")
     func create() {
         #expect(request(#"{"op":"create","object":"person"}"#) == .create(object: "person", values: [:]))

@@ -11,6 +11,11 @@ public struct ObservationOptions: OptionSet, Hashable, Sendable {
     public static let initial = ObservationOptions(rawValue: 1 << 2)
     /// A prior notification before each change.
     public static let prior = ObservationOptions(rawValue: 1 << 3)
+    /// Events go out in the compact encoding (docs/protocol.md, "Compact events"). Not an option a client
+    /// names in `observe`: the server adds it when the connection chose `"events":"compact"` in `hello`
+    /// before observing. The engine carries it to `Recipient.options` without reading it, so that
+    /// `EventEncoder.variant(for:)` picks the encoding with the other options, at no cost per delivery.
+    public static let compactEvents = ObservationOptions(rawValue: 1 << 4)
 
     /// The options an `observe` without `options` gets.
     public static let `default`: ObservationOptions = [.new]

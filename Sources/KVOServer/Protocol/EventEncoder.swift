@@ -2,9 +2,10 @@ import KVOJSON
 
 /// Encodes one `ChangeNotification` for all of its recipients, doing the JSON work once.
 ///
-/// An event line is `{"event":"change","sub":N` followed by a tail that is the same for every
-/// recipient whose options select the same change-dictionary keys: one of at most four variants
-/// (with or without `new`, with or without `old`). The server appends each variant its recipients
+/// An event line is a head (`{"event":"change","sub":` in the full encoding, `{"s":` in the compact
+/// one: `EventEncoding`), the subscription id, and a tail that is the same for every recipient whose
+/// options select the same encoding and change-dictionary keys: one of at most eight variants
+/// (with or without `new`, with or without `old`, full or compact). The server appends each variant its recipients
 /// need once, straight into its arena (`appendTail(variant:to:)`, no array per tail), and the
 /// encoder encodes the old and new values' JSON once, however many variants use them; sending an
 /// event to a recipient is then the head, a number and one copy of the tail. Loop thread (one
@@ -20,6 +21,29 @@ public struct EventEncoder {
                 raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
                 raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
     }
+
+    /// The compact encoding's head, `{"s":` (5 bytes), zero-padded to three words like `headWords`:
+    /// a writer stores all 24 bytes and keeps `compactHeadLength` of them.
+    public static let compactHeadWords: (UInt64, UInt64, UInt64) = {
+        var padded = Array("{\"s\":".utf8)
+        precondition(padded.count == compactHeadLength, "the compact event head must be 5 bytes")
+        padded += [UInt8](repeating: 0, count: 24 - padded.count)
+        return padded.withUnsafeBytes { raw in
+            (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
+             raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+             raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+        }
+    }()
+
+    /// Bytes of `headWords` that are the full head.
+    public static let fullHeadLength = 24
+    /// Bytes of `compactHeadWords` that are the compact head.
+    public static let compactHeadLength = 5
+
+    /// The bit of a variant (`variant(for:)`) that selects the compact encoding.
+    public static let compactVariantBit = 4
+    /// How many variants there are: `variant(for:)` is in `0..<variantCount`.
+    public static let variantCount = 8
 
     private let notification: ChangeNotification
     /// Tails built by `tail(variant:)`, by variant; empty (no allocation) until it is first used,
@@ -38,18 +62,20 @@ public struct EventEncoder {
         tail(variant: variant(for: options))
     }
 
-    /// Which of the (at most four) tails a recipient with `options` gets: 0...3.
+    /// Which of the (at most eight) tails a recipient with `options` gets: 0..<8; bit 1 `new`, bit 2
+    /// `old`, bit 4 (`compactVariantBit`) the compact encoding.
     @inline(__always)
     public func variant(for options: ObservationOptions) -> Int {
         let includeNew = (options.contains(.new) || notification.reason == .resync) && notification.carriesNew
         let includeOld = options.contains(.old) && notification.carriesOld
-        return (includeNew ? 1 : 0) | (includeOld ? 2 : 0)
+        let compact = options.contains(.compactEvents)
+        return (includeNew ? 1 : 0) | (includeOld ? 2 : 0) | (compact ? EventEncoder.compactVariantBit : 0)
     }
 
     /// The tail of `variant` (from `variant(for:)`) as an array of its own, built on first use and
     /// then shared by every caller asking for the same variant.
     public mutating func tail(variant: Int) -> [UInt8] {
-        if tails.isEmpty { tails = [nil, nil, nil, nil] }
+        if tails.isEmpty { tails = [[UInt8]?](repeating: nil, count: EventEncoder.variantCount) }
         if let tail = tails[variant] { return tail }
         var tail: [UInt8] = []
         appendTail(variant: variant, to: &tail)
@@ -59,7 +85,7 @@ public struct EventEncoder {
 
     /// The whole event line for one recipient (for tests and tools; the server appends the pieces).
     public mutating func line(subscription: SubscriptionID, options: ObservationOptions) -> [UInt8] {
-        var line = EventEncoder.head
+        var line = options.contains(.compactEvents) ? Array("{\"s\":".utf8) : EventEncoder.head
         JSONWriter.writeInteger(subscription, into: &line)
         line.append(contentsOf: tail(for: options))
         return line
@@ -72,6 +98,10 @@ public struct EventEncoder {
         let includeOld = variant & 2 != 0
         if includeNew && encodedNew == nil { encodedNew = JSONWriter.bytes(notification.new) }
         if includeOld && encodedOld == nil { encodedOld = JSONWriter.bytes(notification.old) }
+        if variant & EventEncoder.compactVariantBit != 0 {
+            appendCompactTail(includeNew: includeNew, includeOld: includeOld, to: &buffer)
+            return
+        }
         // The fixed part is at most about 100 bytes plus the strings: reserve once, not per append.
         buffer.reserveCapacity(buffer.count + 128 + notification.object.utf8.count + notification.keyPath.utf8.count
                                + 12 * (notification.indexes?.count ?? 0)
@@ -106,5 +136,45 @@ public struct EventEncoder {
             buffer.append(contentsOf: encodedOld)
         }
         JSONWriter.append("}}\n", to: &buffer)
+    }
+
+    /// The compact tail (docs/protocol.md, "Compact events"): `,"r":REV`, then `"w"` (reason) unless
+    /// `valueChanged`, `"k"` (kind) unless 1, `"i"` (indexes), `"p":1` on a prior notification, and `"n"`
+    /// and `"o"` (new and old) under the same rules as the full encoding's `change`. No object, key path
+    /// or member the subscriber can infer.
+    private func appendCompactTail(includeNew: Bool, includeOld: Bool, to buffer: inout [UInt8]) {
+        buffer.reserveCapacity(buffer.count + 64 + 12 * (notification.indexes?.count ?? 0)
+                               + (includeNew ? encodedNew?.count ?? 0 : 0) + (includeOld ? encodedOld?.count ?? 0 : 0))
+        JSONWriter.append(",\"r\":", to: &buffer)
+        JSONWriter.writeInteger(notification.rev, into: &buffer)
+        if notification.reason != .valueChanged {
+            JSONWriter.append(",\"w\":\"", to: &buffer)
+            buffer.append(contentsOf: notification.reason.rawValue.utf8)
+            buffer.append(UInt8(ascii: "\""))
+        }
+        if notification.kind != .setting {
+            JSONWriter.append(",\"k\":", to: &buffer)
+            JSONWriter.writeInteger(notification.kind.rawValue, into: &buffer)
+        }
+        if let indexes = notification.indexes {
+            JSONWriter.append(",\"i\":[", to: &buffer)
+            for (position, index) in indexes.enumerated() {
+                if position > 0 { buffer.append(UInt8(ascii: ",")) }
+                JSONWriter.writeInteger(index, into: &buffer)
+            }
+            buffer.append(UInt8(ascii: "]"))
+        }
+        if notification.isPrior {
+            JSONWriter.append(",\"p\":1", to: &buffer)
+        }
+        if includeNew, let encodedNew {
+            JSONWriter.append(",\"n\":", to: &buffer)
+            buffer.append(contentsOf: encodedNew)
+        }
+        if includeOld, let encodedOld {
+            JSONWriter.append(",\"o\":", to: &buffer)
+            buffer.append(contentsOf: encodedOld)
+        }
+        JSONWriter.append("}\n", to: &buffer)
     }
 }

@@ -2,7 +2,8 @@ import KVOJSON
 
 /// Upper bounds on the size of event lines before they are encoded (`JSONSizeBound` for events): lets
 /// `observe` refuse an initial value, a `resync` or a history replay that would not fit in the
-/// connection's output buffer, without encoding it.
+/// connection's output buffer, without encoding it. The bound is the full encoding's; a compact event
+/// (`EventEncoding.compact`) carries the same values with fewer bytes around them, so it holds for both.
 ///
 /// Pure functions: any thread.
 enum EventSizeBound {

@@ -2,7 +2,8 @@ import KVOJSON
 
 /// A decoded, validated client request (docs/protocol.md, "Operations").
 public enum Request: Equatable, Sendable {
-    case hello(client: String?)
+    /// `events`: the event encoding asked for (nil: leave the connection's as it is).
+    case hello(client: String?, events: EventEncoding? = nil)
     /// `auth`: log in as a user (answered by the server, not the engine: `Server.authenticate`).
     case auth(AuthCredentials)
     /// User management (answered by the server: `Server.administer`).

@@ -60,7 +60,12 @@ public enum RequestDecoder {
         let reader = FieldReader(fields: fields)
         switch op {
         case "hello":
-            return .hello(client: try reader.optionalString("client"))
+            let client = try reader.optionalString("client")
+            guard let name = try reader.optionalString("events") else { return .hello(client: client) }
+            guard let events = EventEncoding(rawValue: name) else {
+                throw KVOError(.badRequest, "unknown events encoding '\(PrintableText.escaped(name, limit: 64))': \(EventEncoding.names)")
+            }
+            return .hello(client: client, events: events)
         case "auth":
             if let token = try reader.optionalString("token") {
                 guard fields["user"] == nil, fields["password"] == nil else {

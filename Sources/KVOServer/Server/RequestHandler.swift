@@ -30,22 +30,27 @@ final class RequestHandler {
     /// Carries out `request` for `connection`, with the rights of `access` (the connection's principal:
     /// docs/protocol.md, "Permissions"; a denial is `forbidden` and changes nothing). A reply that could
     /// be large is measured against `budget` first and refused with `too_large` when it would not fit
-    /// (see `ReplyBudget`).
+    /// (see `ReplyBudget`). `eventEncoding` is the connection's (after this request, when it is a
+    /// `hello` choosing one): `hello` reports it, and an `observe` makes its observation with it.
     func handle(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
-                budget: ReplyBudget = .unlimited, notifications: inout [ChangeNotification]) -> Outcome {
+                budget: ReplyBudget = .unlimited, eventEncoding: EventEncoding = .full,
+                notifications: inout [ChangeNotification]) -> Outcome {
         do {
-            return try perform(request, from: connection, access: access, budget: budget, notifications: &notifications)
+            return try perform(request, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
+                               notifications: &notifications)
         } catch {
             return Outcome(reply: .failure(error), order: .afterNotifications)
         }
     }
 
     private func perform(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
-                         budget: ReplyBudget, notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
+                         budget: ReplyBudget, eventEncoding: EventEncoding,
+                         notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         switch request {
         case .hello:
             return reply([
                 ("connection", .int(Int64(connection.rawValue))),
+                ("events", .string(eventEncoding.rawValue)),
                 ("protocol", .int(RequestHandler.protocolVersion)),
                 ("server", .string(RequestHandler.serverName)),
                 ("version", .string(RequestHandler.serverVersion)),
@@ -70,7 +75,8 @@ final class RequestHandler {
             let rev = try engine.mutateArray(object, keyPath: keyPath, mutation, access: access,
                                              notifications: &notifications)
             return reply([("rev", revision(rev))])
-        case let .observe(object, keyPath, options, sinceRev):
+        case let .observe(object, keyPath, requestedOptions, sinceRev):
+            let options = eventEncoding == .compact ? requestedOptions.union(.compactEvents) : requestedOptions
             let sub = try engine.observe(object, keyPath: keyPath, options: options, connection: connection,
                                          sinceRev: sinceRev, access: access, notifications: &notifications)
             if !EventSizeBound.fits(notifications, budget: budget.bytes) {

@@ -33,8 +33,8 @@ public final class Server {
     /// One notification's encoded tails, back to back, reused (no allocation per notification once
     /// warm). `tailStarts[v]..<tailEnds[v]` is variant v's tail (`EventEncoder.variant(for:)`).
     @exclusivity(unchecked) private var tailArena: [UInt8] = []
-    @exclusivity(unchecked) private var tailStarts = [0, 0, 0, 0]
-    @exclusivity(unchecked) private var tailEnds = [0, 0, 0, 0]
+    @exclusivity(unchecked) private var tailStarts = [Int](repeating: 0, count: EventEncoder.variantCount)
+    @exclusivity(unchecked) private var tailEnds = [Int](repeating: 0, count: EventEncoder.variantCount)
     private var freeSlots: [UInt32] = []
     private var openConnections = 0
     private var lastConnectionID: UInt64 = 0
@@ -75,6 +75,11 @@ public final class Server {
     private var descriptorRefusals = RateLimitedCount()
     /// The durable store, when not in memory. Written once per loop iteration (group commit).
     private let store: PersistentStore?
+    /// The store's background checkpoint (a second SQLite connection used on the thread pool: see
+    /// `WALCheckpointJob` for which thread owns it when); nil in memory. Queued by `commitPendingWrites()`.
+    private let checkpointJob: WALCheckpointJob?
+    /// Blocking checkpoints (the WAL past `--wal-limit`), logged at most once a second, the rest counted.
+    private var blockingCheckpointLog = RateLimitedCount()
     /// Scratch space reused by every request (no allocation per request once warm).
     private var notifications: [ChangeNotification] = []
     private var replyBuffer: [UInt8] = []
@@ -119,7 +124,9 @@ public final class Server {
             do throws(StorageError) {
                 let store = try PersistentStore(directory: storage.directory, sync: storage.sync,
                                                 historyLimit: configuration.historyLimit,
-                                                historyByteLimit: configuration.historyByteLimit)
+                                                historyByteLimit: configuration.historyByteLimit,
+                                                walLimitBytes: storage.walLimitBytes)
+                checkpointJob = try store.makeCheckpointJob(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
                 let state = try store.load()
                 users = try store.loadUsers()
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
@@ -139,6 +146,7 @@ public final class Server {
         } else {
             engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
             self.store = nil
+            checkpointJob = nil
         }
         if configuration.storage == nil, let usersFile = configuration.usersFile {
             do throws(UserDirectoryError) {
@@ -215,7 +223,7 @@ public final class Server {
             closeOwnHandles()
             loop.run()  // let the close callbacks run
             _ = loop.close()
-            store?.close()
+            closeStore()
             throw error
         }
         if users.isEmpty, !configuration.allowsInsecureOpen,
@@ -228,7 +236,7 @@ public final class Server {
             closeOwnHandles()
             loop.run()
             _ = loop.close()
-            store?.close()
+            closeStore()
             throw .configuration("""
                 refusing to serve \(address) with no users defined (anyone who can connect could read and change \
                 everything): add a user with `kvod user add`, listen on 127.0.0.1, or pass --insecure-open
@@ -274,7 +282,7 @@ public final class Server {
         if listener != nil { logger.info("listening", metadata: ["address": "\(address)"]) }
         if let tlsAddress { logger.info("listening for TLS", metadata: ["address": "\(tlsAddress)"]) }
         loop.run()
-        store?.close()
+        closeStore()
         let status = loop.close()
         if status == 0 {
             logger.info("stopped; event loop closed cleanly")
@@ -454,8 +462,9 @@ public final class Server {
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
+        if case let .hello(_, events?) = request { connection.eventEncoding = events }
         let outcome = handler.handle(request, from: connection.id, access: connection.access, budget: budget,
-                                     notifications: &notifications)
+                                     eventEncoding: connection.eventEncoding, notifications: &notifications)
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
@@ -814,8 +823,11 @@ public final class Server {
     /// the subscription id written in place, one `memcpy` of the shared tail), with no reference
     /// counting (connections and tails are reached through unretained pointers). When all recipients
     /// share one variant (the usual case) the second pass does not look at their options at all.
+    /// Each recipient's head is the full or the compact one by its variant's `compactVariantBit` (the
+    /// encoding its observation was made with), so the tails stay shared per encoding.
     private func deliverNotifications() {
-        let head = EventEncoder.headWords
+        let fullHead = EventEncoder.headWords
+        let compactHead = EventEncoder.compactHeadWords
         for notification in notifications {
             var encoder = EventEncoder(notification)
             var neededVariants = 0
@@ -823,7 +835,7 @@ public final class Server {
                 neededVariants |= 1 << encoder.variant(for: recipient.options)
             }
             tailArena.removeAll(keepingCapacity: true)
-            for variant in 0..<4 where neededVariants & (1 << variant) != 0 {
+            for variant in 0..<EventEncoder.variantCount where neededVariants & (1 << variant) != 0 {
                 tailStarts[variant] = tailArena.count
                 encoder.appendTail(variant: variant, to: &tailArena)
                 tailEnds[variant] = tailArena.count
@@ -832,15 +844,28 @@ public final class Server {
             var queuedBytes = 0
             tailArena.withUnsafeBytes { arena in
                 let sharedTail = onlyVariant.map { UnsafeRawBufferPointer(rebasing: arena[tailStarts[$0]..<tailEnds[$0]]) }
+                let sharedIsCompact = (onlyVariant ?? 0) & EventEncoder.compactVariantBit != 0
                 for recipient in notification.recipients {
                     guard let connection = connection(recipient.connection) else { continue }
-                    let tail = sharedTail ?? {
+                    let tail: UnsafeRawBufferPointer
+                    let isCompact: Bool
+                    if let sharedTail {
+                        tail = sharedTail
+                        isCompact = sharedIsCompact
+                    } else {
                         let variant = encoder.variant(for: recipient.options)
-                        return UnsafeRawBufferPointer(rebasing: arena[tailStarts[variant]..<tailEnds[variant]])
-                    }()
+                        tail = UnsafeRawBufferPointer(rebasing: arena[tailStarts[variant]..<tailEnds[variant]])
+                        isCompact = variant & EventEncoder.compactVariantBit != 0
+                    }
                     queuedBytes &+= tail.count
                     connection._withUnsafeGuaranteedRef {
-                        $0.enqueueEvent(head: head, subscription: recipient.subscription, tail: tail)
+                        if isCompact {
+                            $0.enqueueEvent(head: compactHead, headLength: EventEncoder.compactHeadLength,
+                                            subscription: recipient.subscription, tail: tail)
+                        } else {
+                            $0.enqueueEvent(head: fullHead, headLength: EventEncoder.fullHeadLength,
+                                            subscription: recipient.subscription, tail: tail)
+                        }
                     }
                 }
             }
@@ -969,11 +994,38 @@ public final class Server {
         guard !batch.isEmpty else { return }
         do {
             try store.commit(batch)
+            checkpointIfNeeded(store)
         } catch {
             let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
             logger.critical("cannot persist \(revisions): \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging them")
             exit(74)  // EX_IOERR
         }
+    }
+
+    /// After a group commit: a passive checkpoint on the thread pool once the WAL holds
+    /// `walCheckpointStartBytes` (one at a time; when one ends and the WAL still needs one, the next
+    /// commit queues it). When the commit took the WAL past `--wal-limit` (checkpoints not keeping up),
+    /// the store ran the blocking fallback itself (`PersistentStore.blockingCheckpoint`): logged here, at
+    /// most once a second.
+    private func checkpointIfNeeded(_ store: PersistentStore) {
+        if let fallback = store.blockingCheckpoint, let count = blockingCheckpointLog.record(at: uv_now(loop.raw)) {
+            let what = count == 1 ? "a blocking checkpoint" : "\(count) blocking checkpoints"
+            if fallback.emptied {
+                logger.warning("the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(store.walLimitBytes)): \(what) on the event loop; background checkpoints are not keeping up with the writes")
+            } else {
+                logger.error("the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(store.walLimitBytes)) and \(what) could not empty it within 10 s (another process reading the database?); trying again after the next commit")
+            }
+        }
+        if store.checkpointNeed != .none {
+            checkpointJob?.start(on: loop.raw) { _ in }
+        }
+    }
+
+    /// Closes the background checkpoint's connection, then the store (the last connection to close
+    /// checkpoints the WAL into the database file and removes it).
+    private func closeStore() {
+        checkpointJob?.close()
+        store?.close()
     }
 
     /// End of a loop iteration: commit this iteration's writes, then one write per connection with

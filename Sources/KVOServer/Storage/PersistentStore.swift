@@ -45,9 +45,15 @@ import Darwin
 /// whole object, and `bytes` its length. After each commit history keeps at most `historyLimit` rows and at most
 /// `historyByteLimit` bytes (the newest row is kept even when it alone is larger), oldest dropped first.
 ///
-/// The database is in WAL mode with `locking_mode=EXCLUSIVE`: the store holds the file locked from
-/// `init` to `close()`, so a second kvod on the same directory fails at startup with
-/// `StorageError.locked`, and no `-shm` file is used.
+/// The database is in WAL mode. The store holds `<database>.lock` locked (`StoreLock`) from `init` to
+/// `close()`, so a second kvod on the same directory fails at startup with `StorageError.locked`.
+///
+/// Checkpoints (copying the WAL into the database file) never run inside a commit: SQLite's automatic
+/// ones are off (a WAL hook counts the frames instead, `WALFrameCounter`). Once the WAL holds
+/// `walCheckpointStartBytes` the server runs a passive checkpoint on a second connection on the thread
+/// pool (`makeCheckpointJob`, `WALCheckpointJob`); when a commit takes the WAL past `walLimitBytes` anyway
+/// (background checkpoints not keeping up, or none: a store used without a server), that commit ends with
+/// `checkpointBlocking()`, which checkpoints and truncates it on the calling (loop) thread.
 ///
 /// Owned by the server; every method, `init` included, must be called from one thread, the loop thread.
 /// Not Sendable.
@@ -59,6 +65,12 @@ public final class PersistentStore {
     /// Cap on the `-wal` file kept after a checkpoint (SQLite's `journal_size_limit`), so one large
     /// commit does not leave a large WAL behind.
     static let walSizeLimit = 64 << 20
+    /// The default `walLimitBytes` (`kvod --wal-limit`).
+    public static let defaultWALLimitBytes = 64 << 20
+    /// The smallest `walLimitBytes` accepted (smaller values are raised to it).
+    public static let minimumWALLimitBytes = 64 << 10
+    /// How long a blocking checkpoint waits for a lock (the background checkpoint's, or a reader's).
+    static let blockingCheckpointTimeoutMilliseconds: Int32 = 10_000
     /// The largest revision or binding id a database may hold (`KVOEngine.maximumCounter`, 2^62, which
     /// the engine never passes): a larger stored value is a damaged row, refused when the store opens.
     public static let maximumCounter = Int64(KVOEngine.maximumCounter)
@@ -82,6 +94,17 @@ public final class PersistentStore {
     public let sync: SyncMode
     public let historyLimit: Int
     public let historyByteLimit: Int
+    /// The WAL's hard bound in bytes: past it, `checkpointNeed` is `.blocking`.
+    public let walLimitBytes: Int
+    /// Where a background checkpoint starts: 1/16 of `walLimitBytes` (4 MiB by default, SQLite's own
+    /// automatic checkpoint point).
+    public var walCheckpointStartBytes: Int { walLimitBytes / 16 }
+    /// The data directory's lock, held until `close()`.
+    private var lock: StoreLock?
+    /// Frames in the WAL after the last commit (the WAL hook's count). Loop thread.
+    private let walFrames = WALFrameCounter()
+    /// The database's page size (a WAL frame is a page and a 24-byte header).
+    private var pageSize = 4096
 
     /// Internal for the users' rows (`PersistentStore+Users.swift`).
     private(set) var database: SQLiteDatabase?
@@ -159,13 +182,17 @@ public final class PersistentStore {
     /// database cannot be opened or written (read-only, unreadable, an I/O error, not a database),
     /// `.missingTable` for an existing database without one of its tables (only a file with no table at
     /// all is initialised), `.corrupt` for a counter, schema version or history row out of range.
-    public init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int) throws(StorageError) {
+    public init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int,
+                walLimitBytes: Int = PersistentStore.defaultWALLimitBytes) throws(StorageError) {
         self.sync = sync
         self.historyLimit = max(historyLimit, 0)
         self.historyByteLimit = max(historyByteLimit, 0)
+        self.walLimitBytes = max(walLimitBytes, PersistentStore.minimumWALLimitBytes)
         try PersistentStore.makeDirectory(directory)
         databasePath = directory.hasSuffix("/") ? directory + PersistentStore.fileName : directory + "/" + PersistentStore.fileName
         try PersistentStore.checkWritable(directory: directory, databasePath: databasePath)
+        guard let lock = try StoreLock(path: databasePath + ".lock") else { throw .locked(path: databasePath) }
+        self.lock = lock
         let database: SQLiteDatabase
         do {
             database = try SQLiteDatabase(path: databasePath)
@@ -185,6 +212,7 @@ public final class PersistentStore {
             statements = nil
             self.database = nil
             database.close()
+            lock.release()
             throw PersistentStore.describingOpenFailure(error, databasePath: databasePath)
         }
     }
@@ -200,6 +228,58 @@ public final class PersistentStore {
         statements = nil
         database?.close()
         database = nil
+        lock?.release()
+        lock = nil
+    }
+
+    // MARK: - Checkpoints
+
+    /// What the WAL needs after a commit.
+    public enum CheckpointNeed: Equatable, Sendable {
+        /// Nothing yet.
+        case none
+        /// A passive checkpoint off the loop thread (`makeCheckpointJob`), when none is running.
+        case background
+        /// The WAL is past `walLimitBytes` (only between a failed `checkpointBlocking()` and the next commit).
+        case blocking
+    }
+
+    /// The blocking fallback the last `commit` ran, if it ran one: the WAL's bytes before it and whether
+    /// it emptied the WAL. `commit` runs it itself when the WAL passes `walLimitBytes`, so that every
+    /// user of the store (kvod, `kvod user`, kvod-bench) keeps the WAL bounded; the server logs it.
+    public private(set) var blockingCheckpoint: (walBytes: Int, emptied: Bool)?
+
+    /// The bytes of the WAL in use (its frames since the last restart), as of the last commit.
+    public var walBytes: Int { walFrames.frames == 0 ? 0 : 32 + walFrames.frames * (pageSize + 24) }
+
+    /// What the WAL needs, by its size after the last commit. Loop thread.
+    public var checkpointNeed: CheckpointNeed {
+        let bytes = walBytes
+        if bytes > walLimitBytes { return .blocking }
+        return bytes >= walCheckpointStartBytes ? .background : .none
+    }
+
+    /// The blocking fallback: checkpoints the whole WAL on this (the loop) thread and truncates it,
+    /// waiting up to `blockingCheckpointTimeoutMilliseconds` for a running background checkpoint (or
+    /// another reader) to let go. Returns whether the WAL is now empty; when not (the wait ran out), the
+    /// WAL keeps its frames and commits go on: nothing is lost, and the next commit tries again.
+    @discardableResult
+    public func checkpointBlocking() -> Bool {
+        guard let database else { return false }
+        database.setBusyTimeout(milliseconds: PersistentStore.blockingCheckpointTimeoutMilliseconds)
+        defer { database.setBusyTimeout(milliseconds: 0) }
+        let result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
+        guard result.code == SQLITE_OK else { return false }
+        walFrames.frames = 0
+        return true
+    }
+
+    /// A background checkpoint job with a second connection to this store's database, for the server
+    /// to queue on its loop's thread pool (`WALCheckpointJob.start`). `delayMilliseconds`: a pause before
+    /// each checkpoint, for tests of the blocking fallback only.
+    func makeCheckpointJob(delayMilliseconds: Int = 0) throws(StorageError) -> WALCheckpointJob {
+        guard database != nil else { throw .closed }
+        return try WALCheckpointJob(databasePath: databasePath, delayMilliseconds: delayMilliseconds)
     }
 
     // MARK: - Loading
@@ -489,6 +569,11 @@ public final class PersistentStore {
             if database?.isInTransaction == true { try? statements.rollback.run() }
             throw error
         }
+        blockingCheckpoint = nil
+        if walBytes > walLimitBytes {
+            let bytes = walBytes
+            blockingCheckpoint = (bytes, checkpointBlocking())
+        }
     }
 
     /// Upserts each class and binding definition as compact JSON and deletes each removed binding;
@@ -538,9 +623,8 @@ public final class PersistentStore {
     // MARK: - Opening
 
     private func configure(_ database: SQLiteDatabase) throws(StorageError) {
-        // Exclusive locking before WAL: the lock is taken at the first access and held until close,
-        // and the WAL index lives in process memory (no -shm file).
-        try database.exec("PRAGMA locking_mode = EXCLUSIVE")
+        // Normal locking (the directory's lock is `StoreLock`): the background checkpoint's second
+        // connection shares the WAL index (the -shm file).
         try database.exec("PRAGMA busy_timeout = 0")
         let journal = try database.prepare("PRAGMA journal_mode = WAL")
         defer { journal.finalize() }
@@ -551,6 +635,11 @@ public final class PersistentStore {
         }
         try database.exec("PRAGMA synchronous = \(sync.pragmaValue)")
         try database.exec("PRAGMA journal_size_limit = \(PersistentStore.walSizeLimit)")
+        // No automatic checkpoint inside a commit: the hook only counts the WAL's frames (`checkpointNeed`).
+        database.countWALFrames(into: walFrames)
+        let pageSizeQuery = try database.prepare("PRAGMA page_size")
+        defer { pageSizeQuery.finalize() }
+        if try pageSizeQuery.step(), let size = Int(pageSizeQuery.string(0)), size > 0 { pageSize = size }
     }
 
     /// Creates the tables of a new database, migrates an older one (version 1: adds `classes` and

@@ -66,6 +66,33 @@ final class SQLiteDatabase {
         self.handle = nil
     }
 
+    /// How long a call waiting for a lock retries before `SQLITE_BUSY` (0: never waits).
+    func setBusyTimeout(milliseconds: Int32) {
+        guard let handle else { return }
+        sqlite3_busy_timeout(handle, milliseconds)
+    }
+
+    /// Replaces SQLite's automatic checkpoints with `counter`: after each commit, `counter.frames` is
+    /// the number of frames in the WAL (they go back to 0 when a writer restarts the WAL). The counter
+    /// must outlive the connection; the hook runs on the committing thread, inside `COMMIT`.
+    func countWALFrames(into counter: WALFrameCounter) {
+        guard let handle else { return }
+        sqlite3_wal_hook(handle, { context, _, _, frames in
+            Unmanaged<WALFrameCounter>.fromOpaque(context!).takeUnretainedValue().frames = Int(frames)
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(counter).toOpaque())
+    }
+
+    /// Runs a WAL checkpoint of `mode` (`SQLITE_CHECKPOINT_PASSIVE`, `…_TRUNCATE`): the result code, the
+    /// frames in the WAL and the frames checkpointed (-1 each when unknown).
+    func checkpoint(mode: Int32) -> (code: Int32, walFrames: Int, checkpointedFrames: Int) {
+        guard let handle else { return (SQLITE_MISUSE, -1, -1) }
+        var walFrames: Int32 = -1
+        var checkpointed: Int32 = -1
+        let code = sqlite3_wal_checkpoint_v2(handle, nil, mode, &walFrames, &checkpointed)
+        return (code, Int(walFrames), Int(checkpointed))
+    }
+
     /// The error for a failed call: `code` with the connection's current `sqlite3_errmsg`.
     func error(_ code: Int32, during: String) -> StorageError {
         let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
@@ -76,4 +103,10 @@ final class SQLiteDatabase {
         guard let handle else { throw .closed }
         return handle
     }
+}
+
+/// The WAL's frame count after the last commit, written by the WAL hook (`SQLiteDatabase.countWALFrames`)
+/// on the thread that commits: kvod's loop thread, which alone reads it.
+final class WALFrameCounter {
+    var frames = 0
 }

@@ -90,17 +90,19 @@ struct ChunkedOutputBuffer {
         bytes.withUnsafeBytes { append($0, pool: pool) }
     }
 
-    /// Appends an event's head, `{"event":"change","sub":` and the subscription id, without a
-    /// `memcpy` call: the 24 head bytes as three 8-byte stores, the digits written in place.
+    /// Appends an event's head (`{"event":"change","sub":`, or the compact `{"s":`: `EventEncoder`) and
+    /// the subscription id, without a `memcpy` call: 24 head bytes as three 8-byte stores, of which
+    /// the first `headLength` (at most 24) are kept, the digits written in place after them.
     @inline(__always)
-    mutating func appendEventHead(_ head: (UInt64, UInt64, UInt64), subscription: Int64, pool: OutputChunkPool) {
+    mutating func appendEventHead(_ head: (UInt64, UInt64, UInt64), headLength: Int, subscription: Int64,
+                                  pool: OutputChunkPool) {
         if fillRoom < ChunkedOutputBuffer.eventHeadRoom { startChunk(pool: pool) }
         guard let fill else { return }
         let start = UnsafeMutableRawPointer(fill + fillCount)
         start.storeBytes(of: head.0, toByteOffset: 0, as: UInt64.self)
         start.storeBytes(of: head.1, toByteOffset: 8, as: UInt64.self)
         start.storeBytes(of: head.2, toByteOffset: 16, as: UInt64.self)
-        var written = 24
+        var written = headLength
         var magnitude = subscription.magnitude
         var digits = 1
         var probe = magnitude / 10

@@ -40,6 +40,9 @@ final class Connection {
     /// Set by the server at the first complete request (connections without one are closed after
     /// `--first-request-timeout`).
     @exclusivity(unchecked) var hasSentRequest = false
+    /// The event encoding observations made from now on get (`hello`'s `events`; full until then).
+    /// Set by the server. Loop thread only.
+    var eventEncoding: EventEncoding = .full
     /// Who this connection acts for; nil until it authenticates when authentication is required.
     /// Set by the server (open mode: `.open` at accept). Setting it also replaces `access`'s principal
     /// (nil: no rights at all) and empties its cache; the server's `principalDidChange(of:)` then
@@ -252,11 +255,13 @@ final class Connection {
         unwrittenReplies >= maximumPendingReplies || outputBytes >= maximumOutputBytes / 2
     }
 
-    /// Queues one event: the shared head (as three words), the subscription id and the shared tail.
+    /// Queues one event: the shared head (as three words, of which `headLength` bytes count), the
+    /// subscription id and the shared tail.
     @inline(__always)
-    func enqueueEvent(head: (UInt64, UInt64, UInt64), subscription: SubscriptionID, tail: UnsafeRawBufferPointer) {
+    func enqueueEvent(head: (UInt64, UInt64, UInt64), headLength: Int, subscription: SubscriptionID,
+                      tail: UnsafeRawBufferPointer) {
         guard !isClosing else { return }
-        pending.appendEventHead(head, subscription: subscription, pool: chunkPool)
+        pending.appendEventHead(head, headLength: headLength, subscription: subscription, pool: chunkPool)
         pending.append(tail, pool: chunkPool)
         didEnqueue()
     }

@@ -1,0 +1,227 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// The compact event encoding (issue 13; docs/protocol.md, "Compact events") against the real kvod over
+/// TCP: granted by `hello`, every reason and kind in both encodings (two twin observers make the same
+/// observations, one full and one compact, and each compact event must be the full one translated member
+/// by member), the exact bytes and overhead of the common event, hostile `hello` values refused with
+/// nothing changed, and what a later `hello` does to the observations already made.
+@Suite struct CompactEventsOverTCPTests {
+    private static let password = "pw"
+
+    /// A kvod with `root` (everything) and `clerk` (reads `order-*` and `cust-*` only), in memory,
+    /// history kept for 4 revisions (so that an old `sinceRev` resyncs).
+    private func server() throws -> (KVODProcess, TemporaryDirectory) {
+        let scratch = try TemporaryDirectory("compact-events")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("root", password: Self.password, rules: ["*=read,write,admin"], usersFile: usersFile)
+        try KVODUserTool.addUser("clerk", password: Self.password, rules: ["order-*=read", "cust-*=read"], usersFile: usersFile)
+        return (try KVODProcess(["--users", usersFile, "--history", "4"]), scratch)
+    }
+
+    private func login(_ server: KVODProcess, _ user: String, events: String? = nil) throws -> LineClient {
+        let client = LineClient(try server.connect())
+        if let events {
+            let hello = try client.call("hello", ["events": .string(events)])
+            #expect(hello["events"] == .string(events))
+        }
+        try client.call("auth", ["user": .string(user), "password": .string(Self.password)])
+        return client
+    }
+
+    /// The compact event the full event `full` must become, for subscription `compactSub`: `s`, `r`,
+    /// `w` unless valueChanged, `k` unless 1, `i`, `p`, `n`, `o`; no object or key path.
+    private func compactForm(of full: JSONValue, sub compactSub: JSONValue) -> JSONValue {
+        var members: [String: JSONValue] = ["s": compactSub, "r": full["rev"] ?? .null]
+        if full["reason"] != "valueChanged" { members["w"] = full["reason"] }
+        let change = full["change"]
+        if change?["kind"] != 1 { members["k"] = change?["kind"] }
+        if let indexes = change?["indexes"] { members["i"] = indexes }
+        if change?["notificationIsPrior"] == true { members["p"] = 1 }
+        if let new = change?["new"] { members["n"] = new }
+        if let old = change?["old"] { members["o"] = old }
+        return .object(members)
+    }
+
+    @Test("every reason and kind: each compact event is its full twin without object and key path, defaults left out")
+    func everyReasonAndKindInBothEncodings() throws {
+        let (server, _) = try server()
+        let root = try login(server, "root")
+        try root.call("create", ["object": "cust-1", "values": ["name": "Ada"]])
+        try root.call("create", ["object": "cust-2", "values": ["name": "Bob"]])
+        try root.call("create", ["object": "secret-1", "values": ["name": "TOP SECRET"]])
+        try root.call("create", ["object": "order-1", "values": [
+            "customer": ["$ref": "cust-1"], "v": 1, "items": [1, 2, 3], "mirror": 0, "doc": ["a": ["b": "x"]],
+        ]])
+        try root.call("create", ["object": "order-2", "values": ["v": 0]])
+        try root.call("create", ["object": "order-src", "values": ["x": 0]])
+
+        let full = try login(server, "clerk")
+        let compact = try login(server, "clerk", events: "compact")
+        let observations: [[String: JSONValue]] = [
+            ["object": "order-1", "keyPath": "v", "options": ["initial", "new", "old", "prior"]],
+            ["object": "order-1", "keyPath": "items", "options": ["new", "old", "prior"]],
+            ["object": "order-1", "keyPath": "customer.name", "options": ["new", "old"]],
+            ["object": "order-2", "keyPath": "v", "options": ["new", "old"]],
+            ["object": "order-1", "keyPath": "mirror"],
+            ["object": "order-1", "keyPath": "v"],
+            ["object": "order-1", "keyPath": "doc.a.b", "options": ["initial", "new", "old"]],
+            ["object": "order-1", "keyPath": "items", "options": ["old"]],
+        ]
+        /// compact sub -> full sub, and the full subs' (object, key path).
+        var twinOf: [Int64: Int64] = [:]
+        var watched: [Int64: (JSONValue?, JSONValue?)] = [:]
+        func observeOnBoth(_ params: [String: JSONValue]) throws {
+            let fullSub = try #require(try full.call("observe", params)["sub"]?.intValue)
+            let compactSub = try #require(try compact.call("observe", params)["sub"]?.intValue)
+            twinOf[compactSub] = fullSub
+            watched[fullSub] = (params["object"], params["keyPath"])
+        }
+        for params in observations { try observeOnBoth(params) }
+
+        try root.call("set", ["object": "order-1", "keyPath": "v", "value": 2])                    // valueChanged, prior
+        try root.call("set", ["object": "order-1", "keyPath": "doc.a.b", "value": ["deep": [1, "two", .null]]])
+        try root.call("insert", ["object": "order-1", "keyPath": "items", "value": 9, "index": 1])  // kind 2
+        try root.call("remove", ["object": "order-1", "keyPath": "items", "indexes": [0, 2]])       // kind 3
+        try root.call("replace", ["object": "order-1", "keyPath": "items", "index": 0, "value": "seven"]) // kind 4
+        try root.call("set", ["object": "order-1", "keyPath": "customer", "value": ["$ref": "cust-2"]]) // pathChanged
+        try root.call("bind", ["from": ["object": "order-src", "keyPath": "x"],
+                               "to": ["object": "order-1", "keyPath": "mirror"]])
+        try root.call("set", ["object": "order-src", "keyPath": "x", "value": 5])                  // through a binding
+        try root.call("delete", ["object": "order-2"])                                              // sourceDeleted
+        try root.call("set", ["object": "order-1", "keyPath": "customer", "value": ["$ref": "secret-1"]]) // forbidden
+        let before = try #require(try root.call("set", ["object": "order-1", "keyPath": "v", "value": 3])["rev"]?.intValue)
+        try root.call("set", ["object": "order-1", "keyPath": "v", "value": 4])
+        // Replayed from history, and an old revision history no longer holds (resync).
+        try observeOnBoth(["object": "order-1", "keyPath": "v", "options": ["new", "old"], "sinceRev": .int(before)])
+        try observeOnBoth(["object": "order-1", "keyPath": "v", "options": ["old"], "sinceRev": 1])
+
+        let fullEvents = try full.takeEvents()
+        let compactEvents = try compact.takeEvents()
+        #expect(fullEvents.count == compactEvents.count)
+        var reasons = Set<String>()
+        var kinds = Set<Int64>()
+        var priors = 0
+        for (fullLine, compactLine) in zip(fullEvents, compactEvents) {
+            let fullEvent = try JSONParser.parse(fullLine)
+            let compactEvent = try JSONParser.parse(compactLine)
+            let fullSub = try #require(fullEvent["sub"]?.intValue)
+            let compactSub = try #require(compactEvent["s"]?.intValue)
+            #expect(twinOf[compactSub] == fullSub, "\(String(decoding: compactLine, as: UTF8.self)) pairs with \(String(decoding: fullLine, as: UTF8.self))")
+            #expect(fullEvent["object"] == watched[fullSub]?.0 && fullEvent["keyPath"] == watched[fullSub]?.1)
+            #expect(compactEvent == compactForm(of: fullEvent, sub: .int(compactSub)),
+                    "\(String(decoding: compactLine, as: UTF8.self)) for \(String(decoding: fullLine, as: UTF8.self))")
+            // The server writes the members in one order: s and r first.
+            #expect(String(decoding: compactLine, as: UTF8.self).hasPrefix("{\"s\":\(compactSub),\"r\":"))
+            #expect(compactLine.count < fullLine.count)
+            reasons.insert(fullEvent["reason"]?.stringValue ?? "?")
+            kinds.insert(fullEvent["change"]?["kind"]?.intValue ?? 0)
+            if fullEvent["change"]?["notificationIsPrior"] == true { priors += 1 }
+        }
+        #expect(reasons == ["initial", "valueChanged", "pathChanged", "sourceDeleted", "forbidden", "resync"])
+        #expect(kinds == [1, 2, 3, 4])
+        #expect(priors >= 4, "prior notifications for kinds 1 to 4")
+    }
+
+    @Test("the common event, byte for byte: 17 bytes plus the digits of sub and rev beyond its value")
+    func commonEventBytes() throws {
+        let server = try KVODProcess()
+        let writer = LineClient(try server.connect())
+        try writer.call("create", ["object": "p", "values": ["v": 0]])
+        let observer = LineClient(try server.connect())
+        #expect(try observer.call("hello", ["events": "compact"])["events"] == "compact")
+        let sub = try #require(try observer.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
+        let subOld = try #require(try observer.call("observe", ["object": "p", "keyPath": "v", "options": ["new", "old"]])["sub"]?.intValue)
+        let value = #"{"a":1,"b":"two","c":[3]}"#
+        let rev = try #require(try writer.roundTrip(raw: #"{"op":"set","id":"w","object":"p","keyPath":"v","value":\#(value)}"#,
+                                                    id: "w")["rev"]?.intValue)
+        let lines = try observer.takeEvents().map { String(decoding: $0, as: UTF8.self) }
+        #expect(lines == [#"{"s":\#(sub),"r":\#(rev),"n":\#(value)}"#, #"{"s":\#(subOld),"r":\#(rev),"n":\#(value),"o":0}"#])
+        let overhead = lines[0].utf8.count + 1 - value.utf8.count   // + 1: the newline
+        #expect(overhead == 17 + String(sub).count + String(rev).count)
+        #expect(overhead <= 40)
+    }
+
+    @Test("hostile hello values are bad_request and change nothing; the connection keeps serving")
+    func hostileHello() throws {
+        let server = try KVODProcess()
+        let writer = LineClient(try server.connect())
+        try writer.call("create", ["object": "p", "values": ["v": 0]])
+        for start in ["full", "compact"] {
+            let client = LineClient(try server.connect())
+            try client.call("hello", ["events": .string(start)])
+            let hostile: [JSONValue] = [1, true, false, ["compact"], ["events": "compact"], "", "COMPACT", " compact",
+                                        "compact2", "full\u{0}", .string(String(repeating: "c", count: 100_000))]
+            for value in hostile {
+                let reply = try client.roundTrip("hello", ["events": value])
+                #expect(reply["ok"] == false && reply["error"]?["code"] == "bad_request", "\(value): \(reply)")
+                #expect((reply["error"]?["message"]?.stringValue?.utf8.count ?? 0) <= 2_048)
+            }
+            // Unchanged: hello without events (or with null) reports the encoding in force and keeps it.
+            #expect(try client.call("hello")["events"] == .string(start))
+            #expect(try client.call("hello", ["events": .null])["events"] == .string(start))
+            let sub = try #require(try client.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
+            let value: JSONValue = .string("set while \(start)")
+            try writer.call("set", ["object": "p", "keyPath": "v", "value": value])
+            let event = try JSONParser.parse(try #require(try client.takeEvents().first))
+            if start == "compact" {
+                #expect(event["s"] == .int(sub) && event["n"] == value)
+            } else {
+                #expect(event["sub"] == .int(sub) && event["change"]?["new"] == value)
+            }
+        }
+        #expect(try writer.call("ping")["ok"] == true)
+    }
+
+    @Test("a later hello changes the encoding of later observations only; earlier ones keep theirs")
+    func switchingMidConnection() throws {
+        let server = try KVODProcess()
+        let writer = LineClient(try server.connect())
+        try writer.call("create", ["object": "p", "values": ["v": 0]])
+        let client = LineClient(try server.connect())
+        #expect(try client.call("hello")["events"] == "full")
+        let first = try #require(try client.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
+        #expect(try client.call("hello", ["events": "compact"])["events"] == "compact")
+        let second = try #require(try client.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
+        #expect(try client.call("hello", ["events": "full"])["events"] == "full")
+        let third = try #require(try client.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
+        let rev = try #require(try writer.call("set", ["object": "p", "keyPath": "v", "value": 1])["rev"]?.intValue)
+        let lines = try client.takeEvents().map { String(decoding: $0, as: UTF8.self) }
+        #expect(lines == [
+            #"{"event":"change","sub":\#(first),"object":"p","keyPath":"v","reason":"valueChanged","rev":\#(rev),"change":{"kind":1,"new":1}}"#,
+            #"{"s":\#(second),"r":\#(rev),"n":1}"#,
+            #"{"event":"change","sub":\#(third),"object":"p","keyPath":"v","reason":"valueChanged","rev":\#(rev),"change":{"kind":1,"new":1}}"#,
+        ])
+    }
+
+    @Test("one change fanned out to full and compact observers with mixed options: each gets its own form")
+    func mixedFanOut() throws {
+        let server = try KVODProcess()
+        let writer = LineClient(try server.connect())
+        try writer.call("create", ["object": "p", "values": ["v": "a"]])
+        var observers: [(LineClient, Int64, Bool, Bool)] = []
+        for index in 0..<8 {
+            let compact = index % 2 == 0
+            let withOld = index % 4 < 2
+            let client = LineClient(try server.connect())
+            if compact { try client.call("hello", ["events": "compact"]) }
+            let options: JSONValue = withOld ? ["new", "old"] : ["new"]
+            let sub = try #require(try client.call("observe", ["object": "p", "keyPath": "v", "options": options])["sub"]?.intValue)
+            observers.append((client, sub, compact, withOld))
+        }
+        let rev = try #require(try writer.call("set", ["object": "p", "keyPath": "v", "value": "b"])["rev"]?.intValue)
+        for (client, sub, compact, withOld) in observers {
+            let lines = try client.takeEvents().map { String(decoding: $0, as: UTF8.self) }
+            let expected: String
+            switch (compact, withOld) {
+            case (true, true): expected = #"{"s":\#(sub),"r":\#(rev),"n":"b","o":"a"}"#
+            case (true, false): expected = #"{"s":\#(sub),"r":\#(rev),"n":"b"}"#
+            case (false, true): expected = #"{"event":"change","sub":\#(sub),"object":"p","keyPath":"v","reason":"valueChanged","rev":\#(rev),"change":{"kind":1,"new":"b","old":"a"}}"#
+            case (false, false): expected = #"{"event":"change","sub":\#(sub),"object":"p","keyPath":"v","reason":"valueChanged","rev":\#(rev),"change":{"kind":1,"new":"b"}}"#
+            }
+            #expect(lines == [expected])
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import CLibUV
+import CSQLite
+import Foundation
+import KVOJSON
+import Testing
+
+@testable import KVOServer
+
+/// The store's WAL checkpoints (issue 13): none inside a commit, a passive one on a second connection on
+/// the thread pool (`WALCheckpointJob`), and the blocking fallback past `walLimitBytes`, with nothing lost.
+@Suite struct WALCheckpointTests {
+    private typealias F = StorageFixtures
+    private static let limit = 1 << 20
+
+    private func open(_ directory: TemporaryDirectory) throws -> PersistentStore {
+        try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 1000, historyByteLimit: 1 << 30,
+                            walLimitBytes: Self.limit)
+    }
+
+    private func walFileBytes(_ store: PersistentStore) -> Int {
+        (try? FileManager.default.attributesOfItem(atPath: store.databasePath + "-wal")[.size] as? Int) ?? 0
+    }
+
+    /// Commits one write of a 1 KB string per revision from `rev` until `stop` says so; returns the next revision.
+    private func commit(_ store: PersistentStore, from rev: UInt64, until stop: (PersistentStore) -> Bool) throws -> UInt64 {
+        var rev = rev
+        let padding = String(repeating: "w", count: 1_000)
+        while !stop(store) {
+            try store.commit(F.batch([F.entry(rev, "object-\(rev % 50)", ["n": .int(Int64(rev)), "pad": .string(padding)])]))
+            rev += 1
+            if rev > 100_000 { Issue.record("the WAL never reached the point asked for"); break }
+        }
+        return rev
+    }
+
+    @Test func commitsNeverCheckpointUntilTheLimitThenTheCommitPastItEmptiesTheWALAndNothingIsLost() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        #expect(store.checkpointNeed == .none)
+        var rev = try commit(store, from: 1) { $0.checkpointNeed != .none }
+        #expect(store.checkpointNeed == .background)
+        #expect(store.walBytes >= Self.limit / 16)
+        // No automatic checkpoint: the WAL only grows, commit after commit, until one takes it past the limit.
+        var largest = 0
+        rev = try commit(store, from: rev) { store in
+            if store.blockingCheckpoint != nil { return true }
+            #expect(store.walBytes > largest, "the WAL never shrinks before the limit")
+            largest = store.walBytes
+            #expect(walFileBytes(store) >= store.walBytes)
+            return false
+        }
+        #expect(largest > Self.limit / 2)
+        let fallback = try #require(store.blockingCheckpoint)
+        #expect(fallback.walBytes > Self.limit && fallback.emptied)
+        #expect(store.walBytes == 0 && walFileBytes(store) == 0)
+        #expect(store.checkpointNeed == .none)
+        // The next commit runs none.
+        try store.commit(F.batch([F.entry(rev, "object-0", ["n": .int(Int64(rev))])]))
+        #expect(store.blockingCheckpoint == nil)
+        let state = try reopen(directory, closing: store)
+        #expect(state.revision == rev)
+        #expect(state.objects["object-0"] == ["n": .int(Int64(rev))])
+        #expect(state.objects.count == Set((1...rev).map { $0 % 50 }).count)
+    }
+
+    @Test func aBackgroundCheckpointOnTheThreadPoolCopiesTheWALWhileTheStoreStaysOpen() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        let rev = try commit(store, from: 1) { $0.checkpointNeed == .background }
+        let job = try store.makeCheckpointJob()
+        var loop = uv_loop_t()
+        #expect(uv_loop_init(&loop) == 0)
+        var finishedOnLoop = false
+        job.start(on: &loop) { _ in finishedOnLoop = true }
+        #expect(job.isRunning)
+        uv_run(&loop, UV_RUN_DEFAULT)
+        #expect(finishedOnLoop && !job.isRunning && job.completed == 1)
+        #expect(job.lastResult.code == SQLITE_OK)
+        #expect(job.lastResult.walFrames > 0 && job.lastResult.checkpointedFrames == job.lastResult.walFrames,
+                "\(job.lastResult)")
+        // Everything was copied: the next commit starts the WAL again from its beginning.
+        try store.commit(F.batch([F.entry(rev, "after", ["n": 1])]))
+        #expect(store.checkpointNeed == .none)
+        #expect(store.walBytes < Self.limit / 16)
+        job.close()
+        #expect(uv_loop_close(&loop) == 0)
+        let state = try reopen(directory, closing: store)
+        #expect(state.revision == rev && state.objects["after"] == ["n": 1])
+    }
+
+    private func reopen(_ directory: TemporaryDirectory, closing store: PersistentStore) throws -> PersistedState {
+        store.close()
+        let reopened = try open(directory)
+        defer { reopened.close() }
+        return try reopened.load()
+    }
+}
