@@ -454,8 +454,8 @@ public final class Server {
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
-        let outcome = handler.handle(request, from: connection.id, access: connection.access, budget: budget,
-                                     notifications: &notifications)
+        let outcome = handler.handle(request, valueText: decoded.valueText, from: connection.id, access: connection.access,
+                                     budget: budget, notifications: &notifications)
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
