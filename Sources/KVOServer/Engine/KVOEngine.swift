@@ -60,6 +60,10 @@ public final class KVOEngine {
     /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`), and
     /// the objects they touched.
     private var pendingEntries: [HistoryEntry] = []
+    /// The size of the change `commit`'s write closure is about to return, when the write measured it
+    /// already (a `set`: its new and old values' encoded lengths); `record` takes it for history's byte
+    /// limit instead of walking both values again (`RecordedChange.estimatedSize`). Loop thread.
+    private var measuredChangeSize: Int?
     private var touchedObjects = Set<String>()
     /// Whether writes are collected for a persistent store.
     public let recordsCommitBatches: Bool
@@ -127,6 +131,8 @@ public final class KVOEngine {
     /// Records an accepted write (revision already advanced). The change is consumed, so that the
     /// entry moves into history rather than being copied (a retain and a release per value it holds).
     private func record(_ object: String, _ change: consuming RecordedChange) {
+        let changeSize = measuredChangeSize
+        measuredChangeSize = nil
         let entry = HistoryEntry(rev: revision, object: object, change: change)
         if recordsCommitBatches {
             pendingEntries.append(entry)
@@ -135,7 +141,7 @@ public final class KVOEngine {
                 touchedObjects.insert(object)
             }
         }
-        history.append(entry)
+        history.append(entry, changeSize: changeSize)
     }
 
     // MARK: - Objects
@@ -270,7 +276,8 @@ public final class KVOEngine {
                 defer { container = .object(members) }
                 let old = members.updateValue(newValue, forKey: key)
                 // The object's new size from the sizes of what changed: the old value, or a new member.
-                let growth = old.map { valueBytes - JSONWriter.encodedLength(of: $0) }
+                let oldBytes = old.map(JSONWriter.encodedLength(of:))
+                let growth = oldBytes.map { valueBytes - $0 }
                     ?? JSONWriter.encodedLength(ofString: key) + 1 + valueBytes + (members.count > 1 ? 1 : 0)
                 // A write that grows its object must pass both limits; one that shrinks or keeps it
                 // always goes through (two comparisons, no lookup).
@@ -281,6 +288,8 @@ public final class KVOEngine {
                 }
                 objectSizes.values[sizeIndex] = sizeBefore + growth
                 storedBytes += growth
+                // What `RecordedChange.estimatedSize` would add up, from the lengths just measured.
+                measuredChangeSize = location.path.reduce(valueBytes + (oldBytes ?? 0)) { $0 + $1.utf8.count + 3 }
                 return old
             }
             return .set(path: location.path, old: old, new: newValue)
