@@ -206,10 +206,52 @@ public struct JSONParser {
         if depth > JSONParser.maximumDepth { throw error(.tooDeep) }
     }
 
+    /// Members an object collects on the stack before its dictionary is made (`parseObject`).
+    private static let stackedMembers = 16
+
+    /// Reads an object. Its first `stackedMembers` members are collected on the stack and the dictionary
+    /// is then made once at its final size, instead of growing from empty (capacity 1, 3, 6, 12: each
+    /// step a new table and every key hashed again); a larger object grows from there.
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
-        var members: [String: JSONValue] = [:]
-        try forEachMember { key, value, _ in members[key] = value }
-        return .object(members)
+        let result: Result<[String: JSONValue], JSONParseError> = withUnsafeTemporaryAllocation(
+            of: (key: String, value: JSONValue).self, capacity: JSONParser.stackedMembers
+        ) { stack in
+            var stacked = 0
+            var members: [String: JSONValue]?
+            // Whatever is still on the stack when reading fails (moved-out members are not).
+            defer { (stack.baseAddress!).deinitialize(count: stacked) }
+            do throws(JSONParseError) {
+                try forEachMember { key, value, _ in
+                    if members != nil {
+                        members![key] = value
+                    } else if stacked < stack.count {
+                        (stack.baseAddress! + stacked).initialize(to: (key, value))
+                        stacked += 1
+                    } else {
+                        var grown = [String: JSONValue](minimumCapacity: 2 * stack.count)
+                        for index in 0..<stacked {
+                            let member = (stack.baseAddress! + index).move()
+                            grown[member.key] = member.value
+                        }
+                        stacked = 0
+                        grown[key] = value
+                        members = grown
+                    }
+                }
+            } catch {
+                return .failure(error)
+            }
+            if let members { return .success(members) }
+            // In order, so that a repeated key keeps its last value.
+            var built = [String: JSONValue](minimumCapacity: stacked)
+            for index in 0..<stacked {
+                let member = (stack.baseAddress! + index).move()
+                built[member.key] = member.value
+            }
+            stacked = 0
+            return .success(built)
+        }
+        return .object(try result.get())
     }
 
     /// An object's members in order (the top-level object of `parseMembers`), each with its value's
