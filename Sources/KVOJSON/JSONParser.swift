@@ -208,11 +208,19 @@ public struct JSONParser {
 
     /// Members an object collects on the stack before its dictionary is made (`parseObject`).
     private static let stackedMembers = 16
+    /// Objects nested deeper than this grow their dictionaries as they read, so that the stacked members
+    /// (512 bytes per object) take at most 4 KiB of stack however deep the input nests.
+    private static let stackedDepth = 8
 
     /// Reads an object. Its first `stackedMembers` members are collected on the stack and the dictionary
     /// is then made once at its final size, instead of growing from empty (capacity 1, 3, 6, 12: each
     /// step a new table and every key hashed again); a larger object grows from there.
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        guard depth < JSONParser.stackedDepth else {
+            var members: [String: JSONValue] = [:]
+            try forEachMember { key, value, _ in members[key] = value }
+            return .object(members)
+        }
         let result: Result<[String: JSONValue], JSONParseError> = withUnsafeTemporaryAllocation(
             of: (key: String, value: JSONValue).self, capacity: JSONParser.stackedMembers
         ) { stack in

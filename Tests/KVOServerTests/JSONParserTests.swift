@@ -57,6 +57,12 @@ struct JSONParserTests {
         // A syntax error after the members: reported, nothing else (what was collected is released).
         #expect(throws: JSONParseError.self) { try JSONParser.parse("{" + (members + ["x"]).joined(separator: ",") + "}") }
         #expect(throws: JSONParseError.self) { try JSONParser.parse("{" + (members + [#""nested":{"a":1,"b":"#]).joined(separator: ",")) }
+        // The same object below the depth where objects stop collecting on the stack.
+        let deep = String(repeating: #"{"d":"#, count: 12) + "{" + (members + repeated).joined(separator: ",") + "}"
+            + String(repeating: "}", count: 12)
+        var inner = try JSONParser.parse(deep)
+        for _ in 0..<12 { inner = try #require(inner["d"]) }
+        #expect(inner == .object(expected))
     }
 
     // MARK: - Value types
