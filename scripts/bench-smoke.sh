@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI smoke of the kvod-vs-Redis benchmark, so that it never rots: the checker self-test, then a
-# sub-second version of the full run (`kvod-bench all --quick`: the throughput matrix and latency against
+# sub-second version of the full run (`kvod-bench all --quick`: the throughput matrix, its set shapes at
+# S = 1 (request ids, object values, a nested key path), and latency against
 # kvod and redis-server, and smaller scale, spread and durable runs). Exits 0 when everything ran and the
 # report holds figures for every workload. It checks no performance figure: those come from full runs
 # on a quiet machine (scripts/bench.sh). It does fail when a run lost, reordered or duplicated a
@@ -23,6 +24,8 @@ done
 # One matrix row per (S, B) with numbers in it (a figure may carry the busy-machine mark †), and a
 # latency row per server.
 [ "$(grep -cE '^\| [0-9]+ \| [0-9]+ \| [0-9,]+ \| [0-9,]+( †)? \|' "$report")" -ge 6 ] || missing+=("matrix rows")
+# One row per issue-13 set shape (string-id, object3-id, object10-id, object3-id-nested) at S = 1.
+[ "$(grep -cE '^\| 1 \| [a-z0-9-]+-id[a-z-]* \| [0-9]+ \| [0-9,]+( †)? \| [0-9,]+( †)? \|' "$report")" -ge 4 ] || missing+=("set shape rows")
 grep -qE '^\| kvod \| [0-9.]+ ms' "$report" || missing+=("kvod latency")
 grep -qE '^\| redis \| [0-9.]+ ms' "$report" || missing+=("redis latency")
 if [ "${#missing[@]}" -gt 0 ]; then

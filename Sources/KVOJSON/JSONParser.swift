@@ -43,6 +43,11 @@ public struct JSONParser {
     public struct Member {
         public let key: String
         public let value: JSONValue
+        /// Where the value's text sits in the input when those bytes are exactly what
+        /// `JSONWriter.write(value)` produces (no white space, object keys in strictly ascending order,
+        /// no escapes in strings, numbers only as integers in their shortest form); nil otherwise.
+        /// A caller that keeps these bytes need not encode the value again.
+        public let compactText: Range<Int>?
     }
 
     /// Object keys the parser hands back as given strings instead of building a new `String` for
@@ -78,6 +83,10 @@ public struct JSONParser {
     private var depth = 0
     /// Keys of the top-level object to take from here (`parseMembers(_:keys:)`).
     private let keys: KeyTable?
+    /// False once the value being read (a top-level member's, see `Member.compactText`) contains
+    /// anything `JSONWriter` would write differently: white space, an escape, a key not after the
+    /// previous one, a non-integral number or `-0`.
+    private var compact = true
 
     private init(bytes: UnsafeBufferPointer<UInt8>, keys: KeyTable? = nil) {
         self.bytes = bytes
@@ -143,13 +152,24 @@ public struct JSONParser {
         return error(.syntax(message))
     }
 
+    /// Skips white space (usually none: one test); skipping any makes the value being read not compact.
+    @inline(__always)
     private mutating func skipWhitespace() {
+        guard index < bytes.count, bytes[index] <= 0x20 else { return }
+        skipWhitespaceRun()
+    }
+
+    private mutating func skipWhitespaceRun() {
+        let start = index
         while index < bytes.count {
             switch bytes[index] {
             case 0x20, 0x09, 0x0A, 0x0D: index += 1
-            default: return
+            default:
+                if index != start { compact = false }
+                return
             }
         }
+        if index != start { compact = false }
     }
 
     private mutating func parseValue() throws(JSONParseError) -> JSONValue {
@@ -186,23 +206,79 @@ public struct JSONParser {
         if depth > JSONParser.maximumDepth { throw error(.tooDeep) }
     }
 
+    /// Members an object collects on the stack before its dictionary is made (`parseObject`).
+    private static let stackedMembers = 16
+    /// Objects nested deeper than this grow their dictionaries as they read, so that the stacked members
+    /// (512 bytes per object) take at most 4 KiB of stack however deep the input nests.
+    private static let stackedDepth = 8
+
+    /// Reads an object. Its first `stackedMembers` members are collected on the stack and the dictionary
+    /// is then made once at its final size, instead of growing from empty (capacity 1, 3, 6, 12: each
+    /// step a new table and every key hashed again); a larger object grows from there.
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
-        var members: [String: JSONValue] = [:]
-        try forEachMember { key, value in members[key] = value }
-        return .object(members)
+        guard depth < JSONParser.stackedDepth else {
+            var members: [String: JSONValue] = [:]
+            try forEachMember { key, value, _ in members[key] = value }
+            return .object(members)
+        }
+        let result: Result<[String: JSONValue], JSONParseError> = withUnsafeTemporaryAllocation(
+            of: (key: String, value: JSONValue).self, capacity: JSONParser.stackedMembers
+        ) { stack in
+            var stacked = 0
+            var members: [String: JSONValue]?
+            // Whatever is still on the stack when reading fails (moved-out members are not).
+            defer { (stack.baseAddress!).deinitialize(count: stacked) }
+            do throws(JSONParseError) {
+                try forEachMember { key, value, _ in
+                    if members != nil {
+                        members![key] = value
+                    } else if stacked < stack.count {
+                        (stack.baseAddress! + stacked).initialize(to: (key, value))
+                        stacked += 1
+                    } else {
+                        var grown = [String: JSONValue](minimumCapacity: 2 * stack.count)
+                        for index in 0..<stacked {
+                            let member = (stack.baseAddress! + index).move()
+                            grown[member.key] = member.value
+                        }
+                        stacked = 0
+                        grown[key] = value
+                        members = grown
+                    }
+                }
+            } catch {
+                return .failure(error)
+            }
+            if let members { return .success(members) }
+            // In order, so that a repeated key keeps its last value.
+            var built = [String: JSONValue](minimumCapacity: stacked)
+            for index in 0..<stacked {
+                let member = (stack.baseAddress! + index).move()
+                built[member.key] = member.value
+            }
+            stacked = 0
+            return .success(built)
+        }
+        return .object(try result.get())
     }
 
-    /// An object's members in order (the top-level object of `parseMembers`).
+    /// An object's members in order (the top-level object of `parseMembers`), each with its value's
+    /// compact text when it has one.
     private mutating func parseMemberList() throws(JSONParseError) -> [Member] {
         var members: [Member] = []
         members.reserveCapacity(8)
-        try forEachMember(keys: keys) { key, value in members.append(Member(key: key, value: value)) }
+        try forEachMember(keys: keys, topLevel: true) { key, value, text in
+            members.append(Member(key: key, value: value, compactText: text))
+        }
         return members
     }
 
     /// Reads an object (at `{`), handing each member to `body` in order; keys found in `keys` are
-    /// its strings.
-    private mutating func forEachMember(keys: KeyTable? = nil, _ body: (String, JSONValue) -> Void) throws(JSONParseError) {
+    /// its strings. At the top level (`parseMembers`) each value's compact text range goes along
+    /// (nil when it has none); below it, members must come in ascending key order for the value
+    /// they belong to to stay compact, and `body` gets nil.
+    private mutating func forEachMember(keys: KeyTable? = nil, topLevel: Bool = false,
+                                        _ body: (String, JSONValue, Range<Int>?) -> Void) throws(JSONParseError) {
         try enterContainer()
         index += 1  // {
         skipWhitespace()
@@ -211,6 +287,7 @@ public struct JSONParser {
             depth -= 1
             return
         }
+        var previousKey: String?
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
@@ -222,7 +299,19 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw unexpected("expected ':'") }
             index += 1
             skipWhitespace()
-            body(key, try parseValue())
+            if topLevel {
+                compact = true
+                let valueStart = index
+                let value = try parseValue()
+                body(key, value, compact ? valueStart..<index : nil)
+            } else {
+                // `JSONWriter` writes keys sorted: the text is compact only if they came that way.
+                if compact {
+                    if let previousKey, !(previousKey < key) { compact = false }
+                    previousKey = key
+                }
+                body(key, try parseValue(), nil)
+            }
             skipWhitespace()
             guard index < bytes.count else { throw error(.syntax("unexpected end of input in an object")) }
             if bytes[index] == UInt8(ascii: ",") {
@@ -347,7 +436,8 @@ public struct JSONParser {
             }
         }
         guard index < bytes.count else { throw error(.syntax("unterminated string")) }
-        // Slow path: copy what we have, then decode escapes.
+        // Slow path: copy what we have, then decode escapes (which `JSONWriter` may write otherwise).
+        compact = false
         var scratch = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         while index < bytes.count {
             let byte = bytes[index]
@@ -455,7 +545,11 @@ public struct JSONParser {
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
         let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
-        if isInteger, let integer = parseInt64(text) { return .int(integer) }
+        if isInteger, let integer = parseInt64(text) {
+            if integer == 0 && text.count != 1 { compact = false }  // -0 is written 0
+            return .int(integer)
+        }
+        compact = false  // written as `Double.description`, which need not be these bytes
         // Out-of-range integers and decimals: strtod on a NUL-terminated copy (numbers are short).
         var copy = Array(text)
         copy.append(0)

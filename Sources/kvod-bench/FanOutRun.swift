@@ -7,6 +7,8 @@ struct FanOutResult {
     var server: String
     var subscribers: Int
     var payloadBytes: Int
+    /// What each set looked like (value shape, `id`, key path).
+    var shape: SetShape
     /// Sets (kvod) or publishes (Redis) acknowledged.
     var sets: UInt64
     var deliveries: UInt64
@@ -17,6 +19,8 @@ struct FanOutResult {
     /// CPU used over the run, in cores (1.0 = one core busy all the time).
     var serverCPU: Double
     var generatorCPU: Double
+    /// The server's CPU time over the run (utime + stime from /proc/<pid>/stat), in seconds.
+    var serverCPUSeconds: Double
     /// End-to-end latency per delivery (fixed-rate runs; empty for pipelined ones).
     var latency: LatencyHistogram
     /// True for a fixed-rate (latency) run, false for a pipelined (throughput) one.
@@ -27,6 +31,9 @@ struct FanOutResult {
 
     var setsPerSecond: Double { setSeconds > 0 ? Double(sets) / setSeconds : 0 }
     var deliveriesPerSecond: Double { deliverySeconds > 0 ? Double(deliveries) / deliverySeconds : 0 }
+    /// Server CPU microseconds per acknowledged set (or publish), and per delivery.
+    var serverMicrosecondsPerSet: Double { sets > 0 ? serverCPUSeconds * 1e6 / Double(sets) : 0 }
+    var serverMicrosecondsPerDelivery: Double { deliveries > 0 ? serverCPUSeconds * 1e6 / Double(deliveries) : 0 }
 }
 
 /// Throughput and latency: S subscribers (each its own connection) observe one key path (kvod: object
@@ -47,6 +54,9 @@ final class FanOutRun: Workload {
     enum Pace {
         case pipelined(window: Int, lag: Int)
         case fixedRate(perSecond: Int)
+        /// Exactly `sets` sets, at most `window` awaiting their reply, then the run ends once every reply
+        /// and delivery is in (`kvod-bench callgrind`: a fixed amount of work, not a fixed time).
+        case counted(sets: Int, window: Int)
     }
 
     /// A deliberate publisher bug, to prove that the checker notices (`kvod-bench selftest`). Each happens
@@ -62,6 +72,7 @@ final class FanOutRun: Workload {
     private let server: ServerProcess
     private let loop: LoadLoop
     private let payload: Payload
+    private let shape: SetShape
     private let object = Array("bench".utf8)
     private let fault: Fault?
     private var publisher: Peer!
@@ -80,18 +91,20 @@ final class FanOutRun: Workload {
     /// Deliveries of sets sent from this time on are recorded in the latency histogram.
     private var recordLatencyFrom = UInt64.max
 
-    private init(server: ServerProcess, payloadLength: Int, fault: Fault?) {
+    private init(server: ServerProcess, payloadLength: Int, shape: SetShape, fault: Fault?) {
         self.server = server
-        self.loop = LoadLoop(wire: server.wire, payloadLength: payloadLength)
-        self.payload = Payload(length: payloadLength)
+        self.shape = shape
+        self.payload = Payload(length: payloadLength, shape: shape.value)
+        self.loop = LoadLoop(wire: server.wire, payload: payload)
         self.fault = fault
     }
 
     /// Runs one throughput or latency measurement against a running server.
     /// `profile`: record the server with `perf record -g` into this file during the timed part.
-    static func run(server: ServerProcess, subscribers: Int, payloadLength: Int, seconds: Double, pace: Pace,
-                    warmupSeconds: Double = 0, fault: Fault? = nil, profile: (perf: String, output: String)? = nil) -> FanOutResult {
-        let run = FanOutRun(server: server, payloadLength: payloadLength, fault: fault)
+    static func run(server: ServerProcess, subscribers: Int, payloadLength: Int, shape: SetShape = .plainString,
+                    seconds: Double, pace: Pace, warmupSeconds: Double = 0, fault: Fault? = nil,
+                    profile: (perf: String, output: String)? = nil) -> FanOutResult {
+        let run = FanOutRun(server: server, payloadLength: payloadLength, shape: shape, fault: fault)
         defer { run.loop.closeAll() }
         run.setUp(subscribers: subscribers)
         let profiler = profile.map { Profiler(perf: $0.perf, pid: server.pid, output: $0.output) }
@@ -108,7 +121,7 @@ final class FanOutRun: Workload {
             publisher.awaitingReplies += 1
         }
         if case .kvod = wire {
-            wire.appendCreate(object: object, to: publisher.output)
+            wire.appendCreate(object: object, values: shape.createdValues, to: publisher.output)
             publisher.awaitingReplies += 1
             loop.flush(publisher)
         }
@@ -130,7 +143,7 @@ final class FanOutRun: Workload {
                 wire.appendAuth(user: credentials.user, password: credentials.password, to: subscriber.output)
                 subscriber.awaitingReplies += 1
             }
-            wire.appendSubscribe(object: object, keyPath: Array("v".utf8), to: subscriber.output)
+            wire.appendSubscribe(object: object, keyPath: shape.keyPath, to: subscriber.output)
             subscriber.awaitingReplies += 1
             loop.flush(subscriber)
         }
@@ -169,6 +182,11 @@ final class FanOutRun: Workload {
                 fill(window: window, lag: lag)
                 step(1)
             }
+        case .counted(let total, let window):
+            while sequence < UInt64(total) && publisher.open {
+                fill(window: min(window, Int(UInt64(total) - sequence) + Int(transmitted - acknowledged)), lag: window * 4)
+                step(50)
+            }
         case .fixedRate(let rate):
             recordLatencyFrom = start + UInt64(warmupSeconds * 1e9)
             loop.startTimer(periodNanoseconds: UInt64(1e9 / Double(max(rate, 1))))
@@ -200,13 +218,15 @@ final class FanOutRun: Workload {
             integrity.errors += 1
         }
         let wall = Double(end - start) / 1e9
+        let serverCPUSeconds = server.cpuSeconds - serverCPUStart
         return FanOutResult(
-            server: server.kind.label, subscribers: subscribers.count, payloadBytes: payload.length,
+            server: server.kind.label, subscribers: subscribers.count, payloadBytes: payload.length, shape: shape,
             sets: acknowledged, deliveries: deliveries,
             setSeconds: Double(lastAcknowledgement - start) / 1e9, deliverySeconds: Double(lastDelivery - start) / 1e9,
             integrity: integrity,
-            serverCPU: (server.cpuSeconds - serverCPUStart) / wall,
+            serverCPU: serverCPUSeconds / wall,
             generatorCPU: (ProcessStats.ownCPUSeconds() - generatorCPUStart) / wall,
+            serverCPUSeconds: serverCPUSeconds,
             latency: histogram, fixedRate: recordLatencyFrom != .max,
             wireBytesPerDelivery: Double(subscribers.reduce(0) { $0 + $1.receivedBytes } - subscriberBytesStart)
                 / Double(max(deliveries, 1)))
@@ -248,7 +268,9 @@ final class FanOutRun: Workload {
     }
 
     private func send(_ number: UInt64, _ timestamp: UInt64) {
-        server.wire.appendPublish(object: object, payload: payload, sequence: number, timestamp: timestamp, to: publisher.output)
+        server.wire.appendPublish(object: object, keyPath: shape.nested ? shape.keyPath : nil,
+                                  requestID: shape.withID ? transmitted + 1 : nil, payload: payload, sequence: number,
+                                  timestamp: timestamp, to: publisher.output)
         publisher.awaitingReplies += 1
         transmitted += 1
     }
@@ -259,7 +281,7 @@ final class FanOutRun: Workload {
     }
 
     override func delivery(to peer: Peer, payload bytes: UnsafeRawBufferPointer, receivedAt: UInt64) {
-        guard bytes.count == payload.length, let (number, sentAt) = Payload.decode(bytes) else {
+        guard bytes.count == payload.length, let (number, sentAt) = Payload.decode(bytes, at: payload.headerOffset) else {
             malformed(from: peer, text: bytes)
             return
         }

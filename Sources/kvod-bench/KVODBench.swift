@@ -7,6 +7,7 @@ import Glibc
 ///     kvod-bench engine [--observations N] [--sets N] [--globs N]
 ///     kvod-bench engine-permissions [--sets 1000000] [--globs 100]   (per-set cost of permission checks)
 ///     kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest|permissions [options]   (NetworkBenchmark)
+///     kvod-bench callgrind [--shapes ...] [--subscribers 1] [--sets 20480]   (instructions per set; CallgrindBenchmark)
 ///     kvod-bench storage [--objects N] [--commits N]
 ///     kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]   (TLSBenchmark)
 @main
@@ -18,6 +19,10 @@ struct KVODBench {
         if command == "tls" {
             // TLS fan-out against plaintext, and memory per idle TLS connection (TLSBenchmark.swift).
             TLSBenchmark.main(arguments: arguments)
+        }
+        if command == "callgrind" {
+            // Instructions per set for each set shape, kvod under valgrind (CallgrindBenchmark.swift).
+            CallgrindBenchmark.main(arguments: arguments)
         }
         if NetworkBenchmark.commands.contains(command) {
             // kvod against Redis over TCP; these take string options too (NetworkBenchmark.swift).
@@ -51,6 +56,7 @@ struct KVODBench {
         print("usage: kvod-bench engine [--observations N] [--sets N] [--globs N]")
         print("       kvod-bench engine-permissions [--sets 1000000] [--globs 100]")
         print("       kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (<command> --help)")
+        print("       kvod-bench callgrind [--shapes string,object3-id,...] [--subscribers 1] [--sets 20480] [--warmup 2048]")
         print("       kvod-bench storage [--objects N] [--commits N]")
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         exit(2)

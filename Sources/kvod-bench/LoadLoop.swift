@@ -95,8 +95,9 @@ class Workload {
 ///   not take waits for `EPOLLOUT`.
 final class LoadLoop {
     let wire: Wire
-    /// The payload length of the run, which lets the kvod scanner find the value in an event without a search.
-    let payloadLength: Int
+    /// The run's payload (its length and shape), which lets the kvod scanner find the value in an event
+    /// without a search.
+    let payload: Payload
     private let epoll = Epoll()
     @exclusivity(unchecked) private var peers: [Peer?] = []
     @exclusivity(unchecked) private var flushQueue: [Peer] = []
@@ -106,9 +107,9 @@ final class LoadLoop {
     private var timer: Int32 = -1
     private static let timerToken = UInt64.max
 
-    init(wire: Wire, payloadLength: Int) {
+    init(wire: Wire, payload: Payload) {
         self.wire = wire
-        self.payloadLength = payloadLength
+        self.payload = payload
         readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: readCapacity)
     }
 
@@ -264,7 +265,7 @@ final class LoadLoop {
         if received > 0 {
             peer.receivedBytes += received
             let total = carried + received
-            let used = wire.scan(readBuffer, count: total, payloadLength: payloadLength, peer: peer,
+            let used = wire.scan(readBuffer, count: total, payload: payload, peer: peer,
                                  receivedAt: monotonicNanoseconds(), sink: sink)
             peer.carry.removeAll()
             if used < total {

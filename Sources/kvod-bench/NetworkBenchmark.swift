@@ -5,13 +5,14 @@ import Glibc
 /// The network benchmarks of issue 5: kvod against Redis pub/sub over loopback TCP, each run with a fresh
 /// server process started (and stopped) here. See docs/performance.md and scripts/bench.sh.
 ///
-///     kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64]
+///     kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64] [--shape string]
 ///                           [--sync in-memory|off|normal|full] [--fault skip|duplicate|reorder] [--perf FILE]
 ///     kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1] [--sync …]
 ///     kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]   (pairs)
 ///     kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64]
 ///     kvod-bench durable    [--subscribers 10] [--bytes 64]          (kvod in-memory, --sync normal, full)
 ///     kvod-bench matrix     [--subscribers 1,10,100] [--bytes 64,1024] [--rate 10000]
+///                           [--shapes string-id,object3-id,object10-id,object3-id-nested] [--shape-bytes 64]
 ///                           [--latency-subscribers 100] [--latency-bytes 64]       (throughput, then latency)
 ///     kvod-bench all        [matrix options] [--connections ..] [--observations ..] [--objects ..]
 ///                           [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
@@ -61,14 +62,16 @@ enum NetworkBenchmark {
     static func allowedOptions(_ command: String) -> Set<String> {
         let common: Set<String> = ["kvod", "redis", "perf-command", "markdown", "seconds", "runs", "window", "lag", "server"]
         switch command {
-        case "throughput": return common.union(["subscribers", "bytes", "sync", "fault", "perf"])
+        case "throughput": return common.union(["subscribers", "bytes", "sync", "fault", "perf", "shape"])
         case "latency": return common.union(["subscribers", "bytes", "rate", "warmup", "sync"])
         case "scale": return common.union(["connections", "observations"])
         case "spread": return common.union(["subscribers", "bytes", "objects"])
         case "durable": return common.union(["subscribers", "bytes"])
-        case "matrix": return common.union(["subscribers", "bytes", "rate", "warmup", "latency-subscribers", "latency-bytes"])
+        case "matrix": return common.union(["subscribers", "bytes", "rate", "warmup", "latency-subscribers", "latency-bytes",
+                                            "shapes", "shape-bytes"])
         case "all":
             return common.union(["subscribers", "bytes", "rate", "warmup", "latency-subscribers", "latency-bytes", "quick",
+                                 "shapes", "shape-bytes",
                                  "connections", "observations", "objects", "spread-subscribers", "spread-bytes",
                                  "durable-subscribers", "durable-bytes"])
         case "selftest": return common
@@ -84,6 +87,7 @@ enum NetworkBenchmark {
         let subscribers = options.int("subscribers", 100)
         let bytes = options.int("bytes", 64)
         let storage = options.storage()
+        let shape = options.shapes(fallback: [.plainString])[0]
         let pace = options.pipelined()
         let fault = options.string("fault").map { name -> FanOutRun.Fault in
             guard let fault = FanOutRun.Fault(rawValue: name) else { usage("unknown fault '\(name)'") }
@@ -93,8 +97,8 @@ enum NetworkBenchmark {
         let results = servers.map { $0 == .kvod(.inMemory) ? .kvod(storage) : $0 }.map { kind in
             context.measure(kind, best: higherDeliveries) { server in
                 let profile = perfOutput.map { (perf: context.executables.perf, output: kind == .redis ? $0 + ".redis" : $0) }
-                return FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes, seconds: context.seconds,
-                                     pace: pace, fault: fault, profile: profile)
+                return FanOutRun.run(server: server, subscribers: subscribers, payloadLength: shape.bytes(forRequested: bytes),
+                                     shape: shape, seconds: context.seconds, pace: pace, fault: fault, profile: profile)
             }
         }
         context.report.addThroughput(results, title: "Throughput: \(subscribers) subscribers, \(bytes)-byte values")
@@ -143,6 +147,30 @@ enum NetworkBenchmark {
             }
         }
         context.report.addMatrix(rows, seconds: context.seconds, runs: context.runs, pace: pace)
+        // `all --quick` (the CI smoke): every shape once, at the first subscriber count only.
+        shapeMatrix(context, options, subscriberCounts: options.flag("quick") ? [subscriberCounts[0]] : subscriberCounts)
+    }
+
+    /// Issue 13's cells: for each subscriber count, each `--shapes` shape at `--shape-bytes` (raised to the
+    /// shape's minimum: a ten-member object needs 110), kvod and Redis in turn.
+    static func shapeMatrix(_ context: Context, _ options: Options, subscriberCounts: [Int]) {
+        let shapes = options.shapes()
+        let requestedBytes = options.int("shape-bytes", 64)
+        let pace = options.pipelined()
+        var rows: [(kvod: FanOutResult, redis: FanOutResult)] = []
+        for subscribers in subscriberCounts {
+            for shape in shapes {
+                let bytes = shape.bytes(forRequested: requestedBytes)
+                let pair = [ServerKind.kvod(.inMemory), .redis].map { kind in
+                    context.measure(kind, best: higherSets) { server in
+                        FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes, shape: shape,
+                                      seconds: context.seconds, pace: pace)
+                    }
+                }
+                rows.append((pair[0], pair[1]))
+            }
+        }
+        context.report.addShapeMatrix(rows, seconds: context.seconds, runs: context.runs, pace: pace)
     }
 
     static func latency(_ context: Context, _ options: Options, prefix: String) {
@@ -249,7 +277,7 @@ enum NetworkBenchmark {
 
     /// What `--help` prints (the same as this file's header comment).
     static let synopsis = """
-        usage: kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64]
+        usage: kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64] [--shape string]
                                      [--sync in-memory|off|normal|full] [--fault skip|duplicate|reorder] [--perf FILE]
                kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1]
                                      [--sync in-memory|off|normal|full]
@@ -257,11 +285,13 @@ enum NetworkBenchmark {
                kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64]
                kvod-bench durable    [--subscribers 10] [--bytes 64]     (kvod in-memory, --sync normal, full)
                kvod-bench matrix     [--subscribers 1,10,100] [--bytes 64,1024] [--rate 10000]
+                                     [--shapes string-id,object3-id,object10-id,object3-id-nested] [--shape-bytes 64]
                                      [--latency-subscribers 100] [--latency-bytes 64]
                kvod-bench all        [matrix options] [--connections ..] [--observations ..] [--objects ..]
                                      [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
                kvod-bench selftest   [--server both]
                kvod-bench permissions [--subscribers 1] [--bytes 64] [--globs 100]
+        shapes: string, string-id, object3-id, object10-id, object3-id-nested, string-id-nested
         every command: [--seconds 5] [--runs 1] [--window 1024] [--lag 4096] [--markdown FILE]
                        [--kvod PATH] [--redis PATH] [--perf-command PATH]
         (docs/performance.md; scripts/bench.sh builds everything and runs `all`)
@@ -411,6 +441,17 @@ enum NetworkBenchmark {
         func pipelined() -> FanOutRun.Pace {
             let (window, lag) = pipelining()
             return .pipelined(window: window, lag: lag)
+        }
+
+        /// `--shapes` (matrix: a comma-separated list; default `SetShape.matrixDefault`) or `--shape` (throughput: one; default `string`), by `SetShape.named`.
+        func shapes(fallback: [SetShape] = SetShape.matrixDefault) -> [SetShape] {
+            guard let text = string("shapes") ?? string("shape") else { return fallback }
+            return text.split(separator: ",").map { name in
+                guard let shape = SetShape.parse(String(name)) else {
+                    NetworkBenchmark.usage("unknown shape '\(name)' (" + SetShape.named.map(\.name).joined(separator: ", ") + ")")
+                }
+                return shape
+            }
         }
 
         /// `--server kvod|redis|both` (default both), kvod first.

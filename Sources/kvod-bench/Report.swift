@@ -47,6 +47,37 @@ final class Report {
         sections.append(text + disturbanceNote(rows.flatMap { [$0.kvod.serverCPU, $0.redis.serverCPU] }))
     }
 
+    /// Issue 13: the sets applications send (request ids, object values, nested key paths), each cell kvod
+    /// and Redis in the same run, with each server's CPU per set and per delivery.
+    func addShapeMatrix(_ rows: [(kvod: FanOutResult, redis: FanOutResult)], seconds: Double, runs: Int, pace: FanOutRun.Pace) {
+        var text = """
+        #### Throughput by set shape: S subscribers, one pipelined publisher, kvod against Redis PUBLISH of the same bytes
+
+        \(paceDescription(pace)).
+        \(format1(seconds)) s per cell, a fresh server per run\(bestOf(runs)).
+        Shapes: `string` (no `id`, key path `v`), `string-id`, `object3-id` and `object10-id` (a JSON object of 3 or
+        10 members, one of them an object), `-nested`: key path `a.b.c` (Redis: channel `bench.a.b.c`). B is the
+        value's bytes: the JSON object's text, or the string's content (what Redis publishes in both cases).
+        "kvod/Redis" is the ratio of sets/s; CPU µs is the server's utime + stime (/proc/<pid>/stat) over the
+        cell divided by its sets and by its deliveries.
+
+        | S | shape | B | kvod sets/s | Redis publishes/s | kvod/Redis | kvod CPU µs per set; per delivery | Redis CPU µs per publish; per delivery | CPU kvod / Redis | event bytes kvod; Redis | lost/reordered/dup kvod; Redis |
+        |---:|---|---:|---:|---:|---:|---|---|---|---|---|
+
+        """
+        for (kvod, redis) in rows {
+            text += "| \(kvod.subscribers) | \(kvod.shape) | \(kvod.payloadBytes) "
+                + "| \(grouped(kvod.setsPerSecond))\(mark(kvod.serverCPU)) | \(grouped(redis.setsPerSecond))\(mark(redis.serverCPU)) "
+                + "| x\(fixed2(ratio(kvod.setsPerSecond, redis.setsPerSecond))) "
+                + "| \(fixed2(kvod.serverMicrosecondsPerSet)); \(fixed2(kvod.serverMicrosecondsPerDelivery)) "
+                + "| \(fixed2(redis.serverMicrosecondsPerSet)); \(fixed2(redis.serverMicrosecondsPerDelivery)) "
+                + "| \(cores(kvod.serverCPU)) / \(cores(redis.serverCPU)) "
+                + "| \(grouped(kvod.wireBytesPerDelivery)); \(grouped(redis.wireBytesPerDelivery)) "
+                + "| \(kvod.integrity.summary); \(redis.integrity.summary) |\n"
+        }
+        sections.append(text + disturbanceNote(rows.flatMap { [$0.kvod.serverCPU, $0.redis.serverCPU] }))
+    }
+
     func addThroughput(_ results: [FanOutResult], title: String) {
         var text = """
         #### \(title)
@@ -202,6 +233,7 @@ final class Report {
 
     static func line(_ result: FanOutResult) -> String {
         pad("throughput \(result.server)", 30) + pad("S=\(result.subscribers) B=\(result.payloadBytes)", 14)
+            + (result.shape == .plainString ? "" : pad(result.shape.description, 19))
             + pad("sets/s \(grouped(result.setsPerSecond))", 20) + pad("deliveries/s \(grouped(result.deliveriesPerSecond))", 28)
             + pad("CPU server \(cores(result.serverCPU)) generator \(cores(result.generatorCPU))", 34)
             + pad("\(grouped(result.wireBytesPerDelivery)) B/event", 14)
@@ -286,6 +318,8 @@ final class Report {
             return "Pipelined: at most \(window) sets awaiting a reply, the slowest subscriber at most \(lag) behind"
         case .fixedRate(let rate):
             return "\(rate) sets/s"
+        case .counted(let sets, let window):
+            return "\(sets) sets, at most \(window) awaiting a reply"
         }
     }
 }

@@ -39,7 +39,7 @@ final class ScaleRun: Workload {
 
     private init(server: ServerProcess) {
         self.server = server
-        self.loop = LoadLoop(wire: server.wire, payloadLength: Payload.headerLength)
+        self.loop = LoadLoop(wire: server.wire, payload: Payload(length: Payload.headerLength))
     }
 
     static func run(server: ServerProcess, connections: Int, observationsPerConnection: Int) -> ScaleResult {
@@ -52,7 +52,7 @@ final class ScaleRun: Workload {
         let wire = server.wire
         let object = Array("scale".utf8)
         let first = loop.connect(port: server.port)
-        wire.appendCreate(object: object, to: first.output)
+        wire.appendCreate(object: object, values: SetShape.plainString.createdValues, to: first.output)
         if case .kvod = wire { first.awaitingReplies += 1 }
         ping([first])
         settle()
@@ -150,8 +150,8 @@ final class SpreadRun: Workload {
 
     private init(server: ServerProcess, subscribers: Int, payloadLength: Int) {
         self.server = server
-        self.loop = LoadLoop(wire: server.wire, payloadLength: payloadLength)
         self.payload = Payload(length: payloadLength)
+        self.loop = LoadLoop(wire: server.wire, payload: payload)
         self.checker = SpreadChecker(subscribers: subscribers)
     }
 
@@ -172,7 +172,7 @@ final class SpreadRun: Workload {
             var created = 0
             let done = loop.run(timeoutSeconds: 300, sink: self) {
                 while created < objects && publisher.awaitingReplies < 1000 {
-                    wire.appendCreate(object: names[created], to: publisher.output)
+                    wire.appendCreate(object: names[created], values: SetShape.plainString.createdValues, to: publisher.output)
                     publisher.awaitingReplies += 1
                     created += 1
                 }

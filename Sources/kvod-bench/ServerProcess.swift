@@ -11,6 +11,9 @@ struct Executables {
     var redis: String
     /// perf, for `--perf`.
     var perf = "perf"
+    /// Words put before kvod's command line (`kvod-bench callgrind`: valgrind and its options); empty
+    /// for a plain kvod.
+    var kvodWrapper: [String] = []
 
     static func defaults() -> Executables {
         var path = [CChar](repeating: 0, count: 4096)
@@ -101,7 +104,8 @@ final class ServerProcess {
     /// `maxConnections` raises the server's connection limit when a run needs more than its default.
     static func start(_ kind: ServerKind, executables: Executables, maxConnections: Int? = nil) -> ServerProcess {
         switch kind {
-        case .kvod(let storage): return startKVOD(storage, executable: executables.kvod, maxConnections: maxConnections)
+        case .kvod(let storage):
+            return startKVOD(storage, executable: executables.kvod, wrapper: executables.kvodWrapper, maxConnections: maxConnections)
         case .redis: return startRedis(executable: executables.redis, maxConnections: maxConnections)
         }
     }
@@ -127,8 +131,9 @@ final class ServerProcess {
     func stop() {
         if isRunning {
             kill(pid, SIGTERM)
-            if !ChildProcesses.wait(pid, seconds: 10) {
-                printError("kvod-bench: \(kind.label) (pid \(pid)) ignored SIGTERM for 10 s; killing it\n")
+            // 60 s: a kvod under callgrind writes its profile on the way out.
+            if !ChildProcesses.wait(pid, seconds: 60) {
+                printError("kvod-bench: \(kind.label) (pid \(pid)) ignored SIGTERM for 60 s; killing it\n")
                 kill(pid, SIGKILL)
                 _ = ChildProcesses.wait(pid, seconds: 10)
             }
@@ -140,7 +145,8 @@ final class ServerProcess {
 
     // MARK: kvod
 
-    private static func startKVOD(_ storage: KVODStorage, executable: String, maxConnections: Int?) -> ServerProcess {
+    private static func startKVOD(_ storage: KVODStorage, executable: String, wrapper: [String],
+                                  maxConnections: Int?) -> ServerProcess {
         var arguments = [executable, "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"]
         var dataDirectory: String?
         switch storage {
@@ -167,19 +173,19 @@ final class ServerProcess {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { fail("pipe: \(String(cString: strerror(errno)))") }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        let pid = ChildProcesses.spawn(arguments, standardOutput: pipeEnds[1])
+        let pid = ChildProcesses.spawn(wrapper + arguments, standardOutput: pipeEnds[1])
         Glibc.close(pipeEnds[1])
         defer { Glibc.close(pipeEnds[0]) }
 
         // Read the first line of standard output: "kvod listening on 127.0.0.1:PORT".
         var line: [UInt8] = []
-        let deadline = monotonicNanoseconds() + 20_000_000_000
+        let deadline = monotonicNanoseconds() + (wrapper.isEmpty ? 20_000_000_000 : 300_000_000_000)
         while !line.contains(0x0A) {
             var poller = pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)
             let remaining = Int32(max(0, Int64(deadline) - Int64(monotonicNanoseconds())) / 1_000_000)
             guard remaining > 0, poll(&poller, 1, remaining) > 0 else {
                 kill(pid, SIGKILL)
-                fail("\(executable) did not print 'kvod listening on HOST:PORT' within 20 s")
+                fail("\(executable) did not print 'kvod listening on HOST:PORT' in time")
             }
             var chunk = [UInt8](repeating: 0, count: 256)
             let count = chunk.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }

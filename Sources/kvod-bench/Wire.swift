@@ -5,40 +5,100 @@ import Glibc
 /// The value every benchmark set (kvod) or publish (Redis) carries: exactly `length` ASCII bytes, the
 /// same bytes on both servers.
 ///
+/// A string value (`SetShape.Value.string`):
+///
 ///     bytes 0..<16   sequence number, 16 lowercase hex digits (distinct per set, so no set is a no-op)
 ///     bytes 16..<32  send time, CLOCK_MONOTONIC nanoseconds, 16 lowercase hex digits
 ///     bytes 32...    'x' filler up to `length`
 ///
 /// Hex digits and 'x' need no JSON escaping, so the kvod value is the JSON string of exactly these bytes
 /// and a subscriber finds them verbatim in the event's `new`.
+///
+/// An object value of M members is the JSON text `{"h":"<the 32 hex digits>","m1":{"n":"x…"},"m2":2,…}`
+/// (members `m2` … `m(M-1)` hold their digit; the filler sits in the nested `n`): kvod stores it as an
+/// object and writes it back byte for byte (sorted members, no spaces), Redis publishes the same text.
 struct Payload {
     static let headerLength = 32
+    /// The bytes of an object value besides the filler and the `mK` members: `{"h":"` + 32 + `","m1":{"n":"`
+    /// + `"}` + `}`.
+    static let objectOverhead = 6 + 32 + 13 + 2 + 1
     let length: Int
+    let shape: SetShape.Value
+    /// Where the 32 hex digits start in the value's bytes.
+    let headerOffset: Int
 
-    init(length: Int) {
-        precondition(length >= Payload.headerLength, "payloads are at least \(Payload.headerLength) bytes")
+    init(length: Int, shape: SetShape.Value = .string) {
+        self.shape = shape
+        switch shape {
+        case .string:
+            precondition(length >= Payload.headerLength, "payloads are at least \(Payload.headerLength) bytes")
+            headerOffset = 0
+        case .object(let members):
+            precondition((3...10).contains(members), "object values have 3 to 10 members")
+            precondition(length >= Payload.objectOverhead + 7 * (members - 2),
+                         "a \(members)-member object value is at least \(Payload.objectOverhead + 7 * (members - 2)) bytes")
+            headerOffset = 6
+        }
         self.length = length
+    }
+
+    /// The bytes kvod's request and event carry for the value: the payload, quoted when it is a string.
+    var kvodValueLength: Int {
+        if case .string = shape { return length + 2 }
+        return length
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// Writes the payload for (`sequence`, `timestamp`) at `destination` (`length` bytes).
     func write(to destination: UnsafeMutablePointer<UInt8>, sequence: UInt64, timestamp: UInt64) {
+        switch shape {
+        case .string:
+            writeHeader(to: destination, sequence: sequence, timestamp: timestamp)
+            memset(destination + Payload.headerLength, Int32(UInt8(ascii: "x")), length - Payload.headerLength)
+        case .object(let members):
+            var index = 0
+            func put(_ text: StaticString) {
+                (destination + index).update(from: text.utf8Start, count: text.utf8CodeUnitCount)
+                index += text.utf8CodeUnitCount
+            }
+            put(#"{"h":""#)
+            writeHeader(to: destination + index, sequence: sequence, timestamp: timestamp)
+            index += Payload.headerLength
+            put(#"","m1":{"n":""#)
+            let filler = length - Payload.objectOverhead - 7 * (members - 2)
+            memset(destination + index, Int32(UInt8(ascii: "x")), filler)
+            index += filler
+            put(#""}"#)
+            for member in 2..<members {
+                let digit = UInt8(ascii: "0") + UInt8(member)
+                put(#","m"#)
+                destination[index] = digit
+                index += 1
+                put(#"":"#)
+                destination[index] = digit
+                index += 1
+            }
+            put("}")
+            precondition(index == length)
+        }
+    }
+
+    private func writeHeader(to destination: UnsafeMutablePointer<UInt8>, sequence: UInt64, timestamp: UInt64) {
         Payload.hexDigits.withUnsafeBufferPointer { digits in
             for index in 0..<16 {
                 destination[index] = digits[Int((sequence >> UInt64(60 - 4 * index)) & 0xf)]
                 destination[16 + index] = digits[Int((timestamp >> UInt64(60 - 4 * index)) & 0xf)]
             }
         }
-        memset(destination + Payload.headerLength, Int32(UInt8(ascii: "x")), length - Payload.headerLength)
     }
 
     /// The sequence number and send time in a received payload, or nil if it is not one of ours.
     /// (Runs once per delivery, millions of times a second, so it converts eight hex digits at a time.)
-    static func decode(_ bytes: UnsafeRawBufferPointer) -> (sequence: UInt64, timestamp: UInt64)? {
-        guard bytes.count >= headerLength else { return nil }
-        let chunks = (bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
-                      bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+    static func decode(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> (sequence: UInt64, timestamp: UInt64)? {
+        guard bytes.count >= offset + headerLength else { return nil }
+        let chunks = (bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self),
+                      bytes.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self))
         guard isHex(chunks.0), isHex(chunks.1), isHex(chunks.2), isHex(chunks.3) else { return nil }
         return (hexValue(chunks.0) << 32 | hexValue(chunks.1), hexValue(chunks.2) << 32 | hexValue(chunks.3))
     }
@@ -80,11 +140,14 @@ enum Wire {
         output.append(Array(#"{"op":"auth","user":"\#(user)","password":"\#(password)"}"#.utf8 + [0x0A]))
     }
 
-    /// kvod: `create` the object with `{"v": ""}`. Redis needs nothing (channels need no creation).
-    func appendCreate(object: [UInt8], to output: ByteBuffer) {
+    /// kvod: `create` the object with `values` (JSON object text, e.g. `{"v":""}`). Redis needs nothing
+    /// (channels need no creation).
+    func appendCreate(object: [UInt8], values: [UInt8], to output: ByteBuffer) {
         guard case .kvod = self else { return }
         output.append(Wire.createPrefix)
         output.append(object)
+        output.append(Wire.createMiddle)
+        output.append(values)
         output.append(Wire.createSuffix)
     }
 
@@ -106,17 +169,39 @@ enum Wire {
 
     /// kvod: `set` object `v` to the payload; Redis: `PUBLISH` the payload on the object's channel.
     func appendPublish(object: [UInt8], payload: Payload, sequence: UInt64, timestamp: UInt64, to output: ByteBuffer) {
+        appendPublish(object: object, keyPath: nil, requestID: nil, payload: payload, sequence: sequence,
+                      timestamp: timestamp, to: output)
+    }
+
+    /// kvod: `set` object `keyPath` (nil: `v`) to the payload, with `"id":requestID` first when there is one
+    /// (as clients that match replies send it); Redis: `PUBLISH` the payload on the key path's channel.
+    func appendPublish(object: [UInt8], keyPath: [UInt8]?, requestID: UInt64?, payload: Payload, sequence: UInt64,
+                       timestamp: UInt64, to output: ByteBuffer) {
         switch self {
         case .kvod:
-            output.append(Wire.setPrefix)
+            if let requestID {
+                output.append(Wire.idPrefix)
+                output.appendDecimal(Int(truncatingIfNeeded: requestID))
+                output.append(Wire.setAfterID)
+            } else {
+                output.append(Wire.setPrefix)
+            }
             output.append(object)
-            output.append(Wire.setMiddle)
+            if let keyPath {
+                output.append(Wire.setKeyPath)
+                output.append(keyPath)
+                output.append(Wire.setValueAfterKeyPath)
+            } else {
+                output.append(Wire.setMiddle)
+            }
+            if case .string = payload.shape { output.append(UInt8(ascii: "\"")) }
             payload.write(to: output.reserve(payload.length), sequence: sequence, timestamp: timestamp)
             output.commit(payload.length)
+            if case .string = payload.shape { output.append(UInt8(ascii: "\"")) }
             output.append(Wire.setSuffix)
         case .redis:
             output.append(Wire.publishHeader)
-            appendBulk(object, to: output)
+            appendBulk(keyPath.map { Wire.channel(object: object, keyPath: $0) } ?? object, to: output)
             output.append(UInt8(ascii: "$"))
             output.appendDecimal(payload.length)
             output.append(Wire.crlf)
@@ -147,13 +232,18 @@ enum Wire {
     }
 
     private static let createPrefix = Array(#"{"op":"create","object":""#.utf8)
-    private static let createSuffix = Array(#"","values":{"v":""}}"#.utf8 + [0x0A])
+    private static let createMiddle = Array(#"","values":"#.utf8)
+    private static let createSuffix = Array("}".utf8 + [0x0A])
     private static let observePrefix = Array(#"{"op":"observe","object":""#.utf8)
     private static let observeMiddle = Array(#"","keyPath":""#.utf8)
     private static let observeSuffix = Array(#"","options":["new"]}"#.utf8 + [0x0A])
     private static let setPrefix = Array(#"{"op":"set","object":""#.utf8)
-    private static let setMiddle = Array(#"","keyPath":"v","value":""#.utf8)
-    private static let setSuffix = Array(#""}"#.utf8 + [0x0A])
+    private static let idPrefix = Array(#"{"id":"#.utf8)
+    private static let setAfterID = Array(#","op":"set","object":""#.utf8)
+    private static let setMiddle = Array(#"","keyPath":"v","value":"#.utf8)
+    private static let setKeyPath = Array(#"","keyPath":""#.utf8)
+    private static let setValueAfterKeyPath = Array(#"","value":"#.utf8)
+    private static let setSuffix = Array("}".utf8 + [0x0A])
     private static let kvodPing = Array(#"{"op":"ping"}"#.utf8 + [0x0A])
     private static let subscribeHeader = Array("*2\r\n$9\r\nSUBSCRIBE\r\n".utf8)
     private static let publishHeader = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
@@ -163,12 +253,12 @@ enum Wire {
     // MARK: Responses
 
     /// Hands every complete frame in `bytes[0..<count]` to `sink` and returns how many bytes they took; the
-    /// rest is the start of a frame still arriving. `payloadLength` is the payload size of the run, which
+    /// rest is the start of a frame still arriving. `payload` is the run's payload (size and shape), which
     /// lets the kvod scanner find the value without searching the line.
-    func scan(_ bytes: UnsafePointer<UInt8>, count: Int, payloadLength: Int, peer: Peer, receivedAt: UInt64,
+    func scan(_ bytes: UnsafePointer<UInt8>, count: Int, payload: Payload, peer: Peer, receivedAt: UInt64,
               sink: Workload) -> Int {
         switch self {
-        case .kvod: return Wire.scanLines(bytes, count: count, payloadLength: payloadLength, peer: peer,
+        case .kvod: return Wire.scanLines(bytes, count: count, payload: payload, peer: peer,
                                           receivedAt: receivedAt, sink: sink)
         case .redis: return Wire.scanRESP(bytes, count: count, peer: peer, receivedAt: receivedAt, sink: sink)
         }
@@ -178,9 +268,10 @@ enum Wire {
     private static let okPrefix = Array(#"{"ok":true"#.utf8)
     private static let okMember = Array(#""ok":true"#.utf8)
     private static let newMember = Array(#""new":""#.utf8)
+    private static let newKey = Array(#""new":"#.utf8)
 
     /// kvod: one JSON object per line. Lines starting `{"event":` are events; everything else is a reply.
-    private static func scanLines(_ bytes: UnsafePointer<UInt8>, count: Int, payloadLength: Int, peer: Peer,
+    private static func scanLines(_ bytes: UnsafePointer<UInt8>, count: Int, payload: Payload, peer: Peer,
                                   receivedAt: UInt64, sink: Workload) -> Int {
         var lineStart = 0
         while lineStart < count {
@@ -192,8 +283,8 @@ enum Wire {
             lineStart = newlineIndex + 1
             if line.isEmpty { continue }
             if hasPrefix(line, eventPrefix) {
-                if let payload = eventPayload(line, payloadLength: payloadLength) {
-                    sink.delivery(to: peer, payload: payload, receivedAt: receivedAt)
+                if let value = eventPayload(line, payload: payload) {
+                    sink.delivery(to: peer, payload: value, receivedAt: receivedAt)
                 } else {
                     sink.malformed(from: peer, text: line)
                 }
@@ -205,18 +296,21 @@ enum Wire {
         return lineStart
     }
 
-    /// The `new` string of an event line. Our events end `"new":"<payload>"}}` (options ["new"], kind 1),
-    /// so with the run's payload length the value sits at a known offset from the end: checking the seven
-    /// bytes before it and the closing quote costs nothing per delivery. Anything else falls back to a
-    /// search for `"new":"`.
-    private static func eventPayload(_ line: UnsafeRawBufferPointer, payloadLength: Int) -> UnsafeRawBufferPointer? {
-        let start = line.count - 3 - payloadLength
-        if start >= 7 + eventPrefix.count, line[line.count - 3] == UInt8(ascii: "\""),
+    /// The payload in an event line's `new` (for a string value, the string's bytes; for an object, its
+    /// text). Our events end `"new":<value>}}` (options ["new"], kind 1), so with the run's payload the
+    /// value sits at a known offset from the end: checking the bytes before and after it costs nothing per
+    /// delivery. Anything else falls back to a search for `"new":"` (string values only).
+    private static func eventPayload(_ line: UnsafeRawBufferPointer, payload: Payload) -> UnsafeRawBufferPointer? {
+        let payloadLength = payload.length
+        let quoted = payload.kvodValueLength != payloadLength
+        let start = line.count - 2 - payloadLength - (quoted ? 1 : 0)
+        if start >= 7 + eventPrefix.count,
            line[line.count - 2] == UInt8(ascii: "}"), line[line.count - 1] == UInt8(ascii: "}"),
-           matches(line, at: start - 7, newMember) {
+           quoted ? (line[line.count - 3] == UInt8(ascii: "\"") && matches(line, at: start - 7, newMember))
+                  : matches(line, at: start - 6, newKey) {
             return UnsafeRawBufferPointer(rebasing: line[start..<(start + payloadLength)])
         }
-        guard let member = find(newMember, in: line, from: 0) else { return nil }
+        guard quoted, let member = find(newMember, in: line, from: 0) else { return nil }
         let valueStart = member + newMember.count
         var valueEnd = valueStart
         while valueEnd < line.count && line[valueEnd] != UInt8(ascii: "\"") { valueEnd += 1 }

@@ -129,6 +129,17 @@ import Testing
         #expect(engine.history.bytes <= 2000)
     }
 
+    @Test func aSetIsCountedInHistoryByItsValuesEncodedLengths() throws {
+        // Issue 13: the write measured both values already (object sizes), so history takes those
+        // lengths instead of walking the values again.
+        let engine = KVOEngine()
+        try engine.create("c", ["text": "ab"])
+        let before = engine.history.bytes
+        try engine.set("c", "text", ["k": [1, 22]])
+        // 64 per entry + the object id + the key path ("text" and 3) + `"ab"` (4) + `{"k":[1,22]}` (12).
+        #expect(engine.history.bytes - before == 64 + 1 + 7 + 4 + 12)
+    }
+
     @Test func commitBatchesCarryEveryAcceptedWriteInOrder() throws {
         let engine = KVOEngine(recordsCommitBatches: true)
         try engine.create("a", ["items": [1]])

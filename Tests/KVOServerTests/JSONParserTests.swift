@@ -43,6 +43,28 @@ private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 @Suite("JSONParser")
 struct JSONParserTests {
+    @Test("objects of every size around the members collected on the stack, repeated keys keeping the last value",
+          arguments: [0, 1, 2, 3, 15, 16, 17, 32, 40])
+    func objectsAroundTheStackedMembers(count: Int) throws {
+        // Issue 13: an object's first 16 members are collected before its dictionary is made.
+        let members = (0..<count).map { #""k\#($0)":\#($0)"# }
+        let repeated = count > 0 ? [#""k0":"last""#] : []
+        let value = try JSONParser.parse("{" + (members + repeated).joined(separator: ",") + "}")
+        var expected: [String: JSONValue] = [:]
+        for index in 0..<count { expected["k\(index)"] = .int(Int64(index)) }
+        if count > 0 { expected["k0"] = "last" }
+        #expect(value == .object(expected))
+        // A syntax error after the members: reported, nothing else (what was collected is released).
+        #expect(throws: JSONParseError.self) { try JSONParser.parse("{" + (members + ["x"]).joined(separator: ",") + "}") }
+        #expect(throws: JSONParseError.self) { try JSONParser.parse("{" + (members + [#""nested":{"a":1,"b":"#]).joined(separator: ",")) }
+        // The same object below the depth where objects stop collecting on the stack.
+        let deep = String(repeating: #"{"d":"#, count: 12) + "{" + (members + repeated).joined(separator: ",") + "}"
+            + String(repeating: "}", count: 12)
+        var inner = try JSONParser.parse(deep)
+        for _ in 0..<12 { inner = try #require(inner["d"]) }
+        #expect(inner == .object(expected))
+    }
+
     // MARK: - Value types
 
     @Test("literals")

@@ -28,10 +28,11 @@ final class ChangeHistory {
     /// The revision of the oldest entry kept (nil when empty).
     var oldestRevision: UInt64? { head < entries.count ? entries[head].record.rev : nil }
 
-    /// Records one write; drops the oldest entries past the limits.
-    func append(_ record: consuming HistoryEntry) {
+    /// Records one write; drops the oldest entries past the limits. `changeSize`: the change's size when
+    /// the caller measured it already (else `RecordedChange.estimatedSize` walks its values).
+    func append(_ record: consuming HistoryEntry, changeSize: Int? = nil) {
         guard limit > 0 else { return }
-        let size = 64 + record.object.utf8.count + record.change.estimatedSize
+        let size = 64 + record.object.utf8.count + (changeSize ?? record.change.estimatedSize)
         entries.append(Entry(record: record, bytes: size))
         bytes += size
         while count > limit || (bytes > byteLimit && count > 1) {

@@ -59,6 +59,10 @@ public struct ChangeNotification: Sendable {
     /// For kinds 2-4: the affected indexes, ascending.
     public let indexes: [Int]?
     public var recipients: [Recipient]
+    /// `new` as `JSONWriter` encodes it, when the write that caused the change already had those bytes
+    /// (a `set` whose request carried its value in that form); nil otherwise. `EventEncoder` sends
+    /// these bytes instead of encoding `new` again.
+    public var encodedNew: [UInt8]?
 
     public init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
                 old: JSONValue, new: JSONValue, indexes: [Int]? = nil, recipients: [Recipient]) {

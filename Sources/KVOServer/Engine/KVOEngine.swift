@@ -60,6 +60,10 @@ public final class KVOEngine {
     /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`), and
     /// the objects they touched.
     private var pendingEntries: [HistoryEntry] = []
+    /// The size of the change `commit`'s write closure is about to return, when the write measured it
+    /// already (a `set`: its new and old values' encoded lengths); `record` takes it for history's byte
+    /// limit instead of walking both values again (`RecordedChange.estimatedSize`). Loop thread.
+    private var measuredChangeSize: Int?
     private var touchedObjects = Set<String>()
     /// Whether writes are collected for a persistent store.
     public let recordsCommitBatches: Bool
@@ -127,6 +131,8 @@ public final class KVOEngine {
     /// Records an accepted write (revision already advanced). The change is consumed, so that the
     /// entry moves into history rather than being copied (a retain and a release per value it holds).
     private func record(_ object: String, _ change: consuming RecordedChange) {
+        let changeSize = measuredChangeSize
+        measuredChangeSize = nil
         let entry = HistoryEntry(rev: revision, object: object, change: change)
         if recordsCommitBatches {
             pendingEntries.append(entry)
@@ -135,7 +141,7 @@ public final class KVOEngine {
                 touchedObjects.insert(object)
             }
         }
-        history.append(entry)
+        history.append(entry, changeSize: changeSize)
     }
 
     // MARK: - Objects
@@ -231,16 +237,20 @@ public final class KVOEngine {
     /// Sets the value at `keyPath` (through references; into an array element by index) and
     /// notifies every observation whose value this changes. The revision advances even when nothing
     /// changes; then nobody is notified.
-    public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, access: ConnectionAccess? = nil,
-                    notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let rev = try write(object, keyPath: keyPath, value: newValue, access: access, notifications: &notifications)
+    public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
+                    access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let rev = try write(object, keyPath: keyPath, value: newValue, encoded: encoded, access: access,
+                            notifications: &notifications)
         applyPendingBindings(notifications: &notifications)
         return rev
     }
 
     /// `set` without applying the bindings it triggers (they stay pending): for bindings' own writes.
-    func write(_ object: String, keyPath: KeyPath, value newValue: JSONValue, access: ConnectionAccess? = nil,
-               notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+    /// `encoded`, when given, must be exactly `JSONWriter.bytes(newValue)` (the request's own text,
+    /// `RequestDecoder.Decoded.valueText`): it gives the value's size without a walk, and the events of
+    /// observers reading exactly the written key carry it without encoding the value again.
+    func write(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
+               access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let target = try resolveWrite(keyPath, of: object, access: access)
         if let array = target.containingArray, let index = target.arrayIndex {
             // Setting one element is a replacement, as NSMutableArray's replaceObjectAtIndex: is.
@@ -249,13 +259,13 @@ public final class KVOEngine {
         let location = target.location
         try checkWrite(at: location, value: newValue)
         try checkDepth(of: newValue, storedAt: location.path.count, in: location.object)
-        let valueBytes = JSONWriter.encodedLength(of: newValue)
+        let valueBytes = encoded?.count ?? JSONWriter.encodedLength(of: newValue)
         try checkValueSize(valueBytes, in: location.object)
         guard let sizeIndex = objectSizes.index(forKey: location.object) else { throw notFound(location.object) }
         let sizeBefore = objectSizes.values[sizeIndex]
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
         let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
-        return try commit(at: location, notifications: &notifications) { () throws(KVOError) in
+        return try commit(at: location, encodedWrite: encoded, notifications: &notifications) { () throws(KVOError) in
             // The store has not changed since `resolve`: its index reaches the object without a lookup.
             let key = location.path.last!
             let old = try objects.values[target.objectIndex].modify(at: location.path.dropLast()) {
@@ -266,7 +276,8 @@ public final class KVOEngine {
                 defer { container = .object(members) }
                 let old = members.updateValue(newValue, forKey: key)
                 // The object's new size from the sizes of what changed: the old value, or a new member.
-                let growth = old.map { valueBytes - JSONWriter.encodedLength(of: $0) }
+                let oldBytes = old.map(JSONWriter.encodedLength(of:))
+                let growth = oldBytes.map { valueBytes - $0 }
                     ?? JSONWriter.encodedLength(ofString: key) + 1 + valueBytes + (members.count > 1 ? 1 : 0)
                 // A write that grows its object must pass both limits; one that shrinks or keeps it
                 // always goes through (two comparisons, no lookup).
@@ -277,6 +288,8 @@ public final class KVOEngine {
                 }
                 objectSizes.values[sizeIndex] = sizeBefore + growth
                 storedBytes += growth
+                // What `RecordedChange.estimatedSize` would add up, from the lengths just measured.
+                measuredChangeSize = location.path.reduce(valueBytes + (oldBytes ?? 0)) { $0 + $1.utf8.count + 3 }
                 return old
             }
             return .set(path: location.path, old: old, new: newValue)
@@ -516,7 +529,8 @@ public final class KVOEngine {
     // MARK: - Writes and their notifications
 
     /// Applies one write at `location` and notifies every watched path whose reading it changed.
-    private func commit(at location: StoredLocation, notifications: inout [ChangeNotification],
+    /// `encodedWrite`: for a `set`, its value's `JSONWriter` bytes when already known.
+    private func commit(at location: StoredLocation, encodedWrite: [UInt8]? = nil, notifications: inout [ChangeNotification],
                         _ write: () throws(KVOError) -> RecordedChange) throws(KVOError) -> UInt64 {
         try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: location)
@@ -542,7 +556,8 @@ public final class KVOEngine {
         var priors: [ChangeNotification] = []
         for (path, old) in zip(candidates, before) {
             if let written, path.readsOnlyStoredValue(at: location) {
-                rereadPlain(path, before: old, written: written, at: location, priors: &priors, changes: &notifications)
+                rereadPlain(path, before: old, written: written, encoded: encodedWrite, at: location, priors: &priors,
+                            changes: &notifications)
             } else {
                 reread(path, before: old, change: change, at: location, priors: &priors, changes: &notifications)
             }
@@ -556,17 +571,20 @@ public final class KVOEngine {
     /// to is the value just written, at the same location, with the same dependencies and binding
     /// (nothing on the way changed), so the last reading is updated in place instead of walking the
     /// object again, and the path is never re-registered or re-bound.
-    private func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, at location: StoredLocation,
-                             priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
+    private func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, encoded: [UInt8]?,
+                             at location: StoredLocation, priors: inout [ChangeNotification],
+                             changes: inout [ChangeNotification]) {
         path.lastReading!.value = written
         path.lastReading!.location = location
         guard written != old.value else { return }
         if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
         guard !path.subscribers.isEmpty else { return }
         appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .valueChanged, to: &priors)
-        changes.append(ChangeNotification(
+        var notification = ChangeNotification(
             object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision, kind: .setting,
-            isPrior: false, old: old.value, new: written, recipients: path.recipients))
+            isPrior: false, old: old.value, new: written, recipients: path.recipients)
+        notification.encodedNew = encoded
+        changes.append(notification)
     }
 
     /// Reads `path` again after a write, re-registers it if what it reads moved, and appends its

@@ -16,6 +16,25 @@ public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
     /// Where the collection operator stands in `components`, if there is one.
     public let operatorIndex: Int?
 
+    /// `string`'s keys split at its dots when every byte is ASCII; nil otherwise.
+    private static func asciiComponents(of string: String) -> [String]? {
+        var string = string
+        return string.withUTF8 { utf8 -> [String]? in
+            var components: [String] = []
+            var start = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x80 else { return nil }
+                if byte == UInt8(ascii: ".") {
+                    components.append(String(decoding: UnsafeBufferPointer(rebasing: utf8[start..<index]), as: UTF8.self))
+                    start = index + 1
+                }
+            }
+            components.append(String(decoding: UnsafeBufferPointer(rebasing: utf8[start...]), as: UTF8.self))
+            return components
+        }
+    }
+
     /// Parses and validates `string`.
     public init(_ string: String) throws(KVOError) {
         guard !string.isEmpty else { throw KVOError(.badRequest, "keyPath must not be empty") }
@@ -24,9 +43,13 @@ public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
         }
         // Most key paths in requests are one key (`v`): then the key is the string itself, with no
         // split into substrings and no copy. (Every `set` and `observe` parses its key path.)
-        let components = string.utf8.contains(UInt8(ascii: "."))
-            ? string.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-            : [string]
+        // An ASCII path (`a.b.c`) is split on its dot bytes: each byte is a Character there, so this is
+        // exactly the split by Character, without the grapheme breaking that costs some 5,000
+        // instructions for three keys (issue 13). Other paths split by Character, as always.
+        let components = !string.utf8.contains(UInt8(ascii: "."))
+            ? [string]
+            : KeyPath.asciiComponents(of: string)
+                ?? string.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard !components.contains(where: \.isEmpty) else {
             throw KVOError(.badRequest, "keyPath '\(string)' has an empty key")
         }

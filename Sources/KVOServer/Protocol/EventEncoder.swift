@@ -54,6 +54,9 @@ public struct EventEncoder {
 
     public init(_ notification: ChangeNotification) {
         self.notification = notification
+        encodedNew = notification.encodedNew
+        assert(encodedNew == nil || encodedNew! == JSONWriter.bytes(notification.new),
+               "a notification's encodedNew must be exactly its new value's encoding")
     }
 
     /// The bytes after the subscription id (up to and including the newline) for a recipient with

@@ -20,6 +20,10 @@ public enum RequestDecoder {
     public struct Decoded {
         public let id: JSONValue?
         public let request: Result<Request, KVOError>
+        /// For a `set`: its `value` exactly as `JSONWriter` encodes it, when the request carried it in
+        /// that form (`JSONParser.Member.compactText`), so that the value's size and its events need not
+        /// encode it again; nil otherwise (the value is then encoded where needed).
+        public var valueText: [UInt8]? = nil
     }
 
     /// Decodes a line (without its newline).
@@ -43,7 +47,12 @@ public enum RequestDecoder {
             return Decoded(id: nil, request: .failure(KVOError(.badRequest, "'id' must be a string, number, boolean or null")))
         }
         do {
-            return Decoded(id: id, request: .success(try decode(fields)))
+            let request = try decode(fields)
+            var valueText: [UInt8]?
+            if case .set = request, let range = fields.compactText(of: "value") {
+                valueText = Array(UnsafeBufferPointer(rebasing: line[range]))
+            }
+            return Decoded(id: id, request: .success(request), valueText: valueText)
         } catch {
             return Decoded(id: id, request: .failure(error))
         }
@@ -169,6 +178,16 @@ struct RequestFields {
         while index > members.startIndex {
             index -= 1
             if members[index].key == name { return members[index].value }
+        }
+        return nil
+    }
+
+    /// `JSONParser.Member.compactText` of the member called `name` (the last one when it repeats).
+    func compactText(of name: String) -> Range<Int>? {
+        var index = members.endIndex
+        while index > members.startIndex {
+            index -= 1
+            if members[index].key == name { return members[index].compactText }
         }
         return nil
     }

@@ -30,20 +30,23 @@ final class RequestHandler {
     /// Carries out `request` for `connection`, with the rights of `access` (the connection's principal:
     /// docs/protocol.md, "Permissions"; a denial is `forbidden` and changes nothing). A reply that could
     /// be large is measured against `budget` first and refused with `too_large` when it would not fit
-    /// (see `ReplyBudget`). `eventEncoding` is the connection's (after this request, when it is a
-    /// `hello` choosing one): `hello` reports it, and an `observe` makes its observation with it.
-    func handle(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
+    /// (see `ReplyBudget`). `valueText`: a `set`'s value as `JSONWriter` encodes it, when the request
+    /// carried it so (`RequestDecoder.Decoded.valueText`). `eventEncoding` is the connection's (after this
+    /// request, when it is a `hello` choosing one): `hello` reports it, and an `observe` makes its
+    /// observation with it.
+    func handle(_ request: Request, valueText: [UInt8]? = nil, from connection: ConnectionID, access: ConnectionAccess,
                 budget: ReplyBudget = .unlimited, eventEncoding: EventEncoding = .full,
                 notifications: inout [ChangeNotification]) -> Outcome {
         do {
-            return try perform(request, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
+            return try perform(request, valueText: valueText, from: connection, access: access, budget: budget,
+                               eventEncoding: eventEncoding,
                                notifications: &notifications)
         } catch {
             return Outcome(reply: .failure(error), order: .afterNotifications)
         }
     }
 
-    private func perform(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
+    private func perform(_ request: Request, valueText: [UInt8]?, from connection: ConnectionID, access: ConnectionAccess,
                          budget: ReplyBudget, eventEncoding: EventEncoding,
                          notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         switch request {
@@ -69,7 +72,8 @@ final class RequestHandler {
             try requireFit(value, budget, "the value of \(keyPath.map { "'\(PrintableText.escaped($0.string, limit: 64))' of " } ?? "")object '\(PrintableText.escaped(object, limit: 64))'")
             return reply([("rev", revision(engine.revision)), ("value", value)])
         case let .set(object, keyPath, value):
-            let rev = try engine.set(object, keyPath: keyPath, value: value, access: access, notifications: &notifications)
+            let rev = try engine.set(object, keyPath: keyPath, value: value, encoded: valueText, access: access,
+                                     notifications: &notifications)
             return reply([("rev", revision(rev))])
         case let .mutateArray(object, keyPath, mutation):
             let rev = try engine.mutateArray(object, keyPath: keyPath, mutation, access: access,

@@ -463,7 +463,8 @@ public final class Server {
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: decoded.id)
         if case let .hello(_, events?) = request { connection.eventEncoding = events }
-        let outcome = handler.handle(request, from: connection.id, access: connection.access, budget: budget,
+        let outcome = handler.handle(request, valueText: decoded.valueText, from: connection.id,
+                                     access: connection.access, budget: budget,
                                      eventEncoding: connection.eventEncoding, notifications: &notifications)
         switch outcome.order {
         case .afterNotifications:

@@ -1,0 +1,88 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `kvod-bench callgrind` (issue 13): kvod's instructions per set for each set shape, counted by
+/// `valgrind --tool=callgrind`, which does not depend on how busy the machine is.
+///
+///     kvod-bench callgrind [--shapes string,string-id,object3-id,object10-id,object3-id-nested]
+///                          [--subscribers 1] [--shape-bytes 64] [--sets 20480] [--warmup 2048]
+///                          [--valgrind valgrind] [--kvod PATH] [--keep DIRECTORY]
+///
+/// For each shape it runs kvod `--in-memory` under callgrind twice: both runs set up the subscribers
+/// and pipeline `--warmup` sets (512 awaiting a reply), the second then `--sets` more; instructions per
+/// set = (second run's total − first run's) / `--sets`, so start-up, set-up and shutdown cancel out.
+/// `--keep DIRECTORY` keeps the second run's `callgrind.out` files there (for `callgrind_annotate`).
+/// Runs only on the loop thread of this process; prints a markdown table.
+enum CallgrindBenchmark {
+    static func main(arguments: [String]) -> Never {
+        let allowed: Set<String> = ["shapes", "subscribers", "shape-bytes", "sets", "warmup", "valgrind", "kvod", "keep", "markdown"]
+        let options = NetworkBenchmark.Options(arguments, allowed: allowed)
+        let shapes = options.shapes(fallback: SetShape.named.map(\.shape))
+        let subscribers = options.int("subscribers", 1)
+        let requestedBytes = options.int("shape-bytes", 64)
+        let sets = options.int("sets", 20_480)
+        let warmup = options.int("warmup", 2_048)
+        let valgrind = options.string("valgrind") ?? "valgrind"
+        let keep = options.string("keep")
+        var executables = Executables.defaults()
+        if let kvod = options.string("kvod") { executables.kvod = kvod }
+        ChildProcesses.installInterruptHandler()
+        print("kvod-bench callgrind: \(executables.kvod); load average \(Report.loadAverage()) (instruction counts do not depend on it)")
+
+        var rows: [String] = []
+        for shape in shapes {
+            let bytes = shape.bytes(forRequested: requestedBytes)
+            let base = countInstructions(shape: shape, bytes: bytes, subscribers: subscribers, sets: warmup,
+                                         valgrind: valgrind, executables: executables, keepAs: nil)
+            let keepAs = keep.map { "\($0)/callgrind.out.\(shape)-s\(subscribers)" }
+            let measured = countInstructions(shape: shape, bytes: bytes, subscribers: subscribers, sets: warmup + sets,
+                                             valgrind: valgrind, executables: executables, keepAs: keepAs)
+            let perSet = Double(measured - base) / Double(sets)
+            print("callgrind \(pad(shape.description, 19)) S=\(subscribers) B=\(bytes): \(grouped(perSet)) instructions per set "
+                  + "(\(measured) − \(base) over \(sets) sets)")
+            rows.append("| \(shape) | \(subscribers) | \(bytes) | \(grouped(perSet)) | \(measured) | \(base) |")
+        }
+        let text = """
+            #### Instructions per set (callgrind)
+
+            `kvod-bench callgrind --subscribers \(subscribers) --shape-bytes \(requestedBytes) --sets \(sets) --warmup \(warmup)`: kvod
+            `--in-memory` under `valgrind --tool=callgrind`; per set = (total with \(warmup) + \(sets) sets − total with
+            \(warmup)) / \(sets). Deterministic within a few hundred instructions: the machine's load does not change it.
+
+            | shape | S | B | instructions per set | total | baseline |
+            |---|---:|---:|---:|---:|---:|
+            \(rows.joined(separator: "\n"))
+
+            """
+        print("")
+        print(text)
+        if let path = options.string("markdown"), let file = fopen(path, "w") {
+            fputs(text, file)
+            fclose(file)
+        }
+        exit(0)
+    }
+
+    /// Runs kvod under callgrind for one clean `sets`-set run and returns its total instruction count.
+    private static func countInstructions(shape: SetShape, bytes: Int, subscribers: Int, sets: Int, valgrind: String,
+                                          executables: Executables, keepAs: String?) -> UInt64 {
+        let output = keepAs ?? "/tmp/kvod-bench-callgrind-\(getpid())-\(monotonicNanoseconds()).out"
+        var wrapped = executables
+        wrapped.kvodWrapper = [valgrind, "--tool=callgrind", "--quiet", "--callgrind-out-file=" + output]
+        let server = ServerProcess.start(.kvod(.inMemory), executables: wrapped)
+        let result = FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes, shape: shape,
+                                   seconds: 0, pace: .counted(sets: sets, window: 512))
+        server.stop()
+        defer { if keepAs == nil { unlink(output) } }
+        guard result.integrity.isClean, result.sets == UInt64(sets) else {
+            fail("the callgrind run of \(shape) was not clean: \(result.sets) of \(sets) sets acknowledged, "
+                 + "lost/reordered/dup \(result.integrity.summary)")
+        }
+        guard let text = ProcessStats.readFile(output) else { fail("callgrind wrote no \(output)") }
+        for line in text.split(separator: "\n") where line.hasPrefix("summary:") || line.hasPrefix("totals:") {
+            if let count = UInt64(line.split(separator: " ").dropFirst().first ?? "") { return count }
+        }
+        fail("no 'summary:' line in \(output)")
+    }
+}

@@ -1,0 +1,99 @@
+import Testing
+@testable import KVOServer
+import KVOJSON
+
+/// `JSONParser.Member.compactText` and `RequestDecoder.Decoded.valueText` (issue 13): a `set`'s value text
+/// is kept only when it is byte for byte what `JSONWriter` writes for the parsed value, because the
+/// engine then reports those bytes as the value's size and events carry them instead of encoding the
+/// value again. A wrong "compact" verdict would put different bytes in an event than the encoder would.
+@Suite("Compact value text")
+struct CompactValueTextTests {
+    /// The compact text of `value` in `{"op":"set","object":"o","keyPath":"v","value":<text>}` as the parser
+    /// reports it; also checks that `RequestDecoder` keeps exactly it.
+    private func valueText(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) -> [UInt8]? {
+        let line = Array(#"{"op":"set","object":"o","keyPath":"v","value":"#.utf8) + Array(text.utf8) + [UInt8(ascii: "}")]
+        let members = line.withUnsafeBufferPointer { try? JSONParser.parseMembers($0) }
+        guard let members, let member = members.last, member.key == "value" else {
+            Issue.record("\(text) did not parse", sourceLocation: sourceLocation)
+            return nil
+        }
+        let compact = member.compactText.map { Array(line[$0]) }
+        let decoded = RequestDecoder.decode(line)
+        #expect(decoded.valueText == compact, "\(text)", sourceLocation: sourceLocation)
+        return compact
+    }
+
+    /// The parsed value of `text` and its encoding.
+    private func encoding(_ text: String) throws -> [UInt8] {
+        JSONWriter.bytes(try JSONParser.parse(text))
+    }
+
+    @Test("values written as JSONWriter writes them keep their text, byte for byte",
+          arguments: [
+              #""plain""#, #""""#, #""é ü 日本 😀""#, "\"del\u{7f}\"",
+              "0", "7", "-12", "9223372036854775807", "-9223372036854775808", "true", "false", "null",
+              "[]", "{}", "[1,2,[3,{}]]", #"{"a":1}"#, #"{"a":{"b":{"c":""}},"b":[true,null]}"#,
+              #"{"h":"0123456789abcdef0123456789abcdef","m1":{"n":"xxx"},"m2":2}"#,
+              #"{"A":1,"B":2,"a":3,"b":4}"#, #"{"":0,"a":1}"#, #"{"é":1,"日":2}"#,
+          ])
+    func compactTextIsKept(_ text: String) throws {
+        let kept = try #require(valueText(text), "\(text) should have been kept")
+        #expect(kept == Array(text.utf8))
+        #expect(kept == (try encoding(text)), "\(text): the kept text must be what JSONWriter writes")
+    }
+
+    @Test("values JSONWriter would write otherwise are not kept",
+          arguments: [
+              #"{"b":1,"a":2}"#,            // keys out of order
+              #"{"a":1,"a":2}"#,            // a repeated key
+              #"{"a": 1}"#, #"{ "a":1}"#, "[1, 2]", "[ ]", "{\n}",  // white space inside
+              #""a\"b""#, #""a\/b""#, #""\u0041""#, #""line\nbreak""#,  // escapes
+              "1.5", "1.0", "1e2", "-0", "0.0", "12345678901234567890",  // non-integral or out-of-range numbers, -0
+              #"{"a":{"d":1,"c":2}}"#,      // out of order one level down
+              #"[{"b":1,"a":2}]"#,          // inside an array
+              #"{"a\u0062":1}"#,            // an escaped key
+          ])
+    func otherTextIsNotKept(_ text: String) {
+        #expect(valueText(text) == nil, "\(text) must be encoded, not kept")
+    }
+
+    @Test("white space around the value or between the request's members does not matter")
+    func surroundingWhiteSpace() {
+        let decoded = RequestDecoder.decode(Array(#"{ "op" : "set", "object":"o","keyPath":"v", "value" :  {"a":[1,2]} , "id":3 }"#.utf8))
+        #expect(decoded.valueText == Array(#"{"a":[1,2]}"#.utf8))
+    }
+
+    @Test("only a set keeps its value's text; the last of repeated value members counts")
+    func onlySets() {
+        #expect(RequestDecoder.decode(Array(#"{"op":"insert","object":"o","keyPath":"v","index":0,"value":1}"#.utf8)).valueText == nil)
+        let repeated = RequestDecoder.decode(Array(#"{"op":"set","object":"o","keyPath":"v","value":{"b":1},"value":[1]}"#.utf8))
+        #expect(repeated.valueText == Array("[1]".utf8))
+        #expect(repeated.request == .success(.set(object: "o", keyPath: try! KeyPath("v"), value: [1])))
+    }
+
+    @Test("a set's event carries the same bytes whether the value came compact or not")
+    func eventBytesDoNotDependOnTheRequestsForm() throws {
+        let engine = KVOEngine()
+        var notifications: [ChangeNotification] = []
+        _ = try engine.create("o", values: ["v": ""], notifications: &notifications)
+        _ = try engine.observe("o", keyPath: try KeyPath("v"), options: [.new], connection: ConnectionID(1),
+                               notifications: &notifications)
+        for (index, text) in [#"{"a":1,"b":[2,3]}"#, #"{"b":[2,3],"a":2}"#, #"{ "a" : 3 , "b":[2,3]}"#, "4.5", #""x\/y""#].enumerated() {
+            let decoded = RequestDecoder.decode(Array(#"{"op":"set","object":"o","keyPath":"v","value":"#.utf8) + Array(text.utf8) + [0x7D])
+            guard case let .success(.set(object, keyPath, value)) = decoded.request else {
+                Issue.record("\(text) did not decode")
+                continue
+            }
+            notifications.removeAll()
+            _ = try engine.set(object, keyPath: keyPath, value: value, encoded: decoded.valueText, notifications: &notifications)
+            let notification = try #require(notifications.first)
+            #expect((index == 0) == (notification.encodedNew != nil), "\(text): only the compact text is kept")
+            var encoder = EventEncoder(notification)
+            let line = encoder.line(subscription: 1, options: [.new])
+            let event = try JSONParser.parse(line.dropLast().map { $0 })
+            #expect(event["change"]?["new"] == value)
+            let expectedTail = Array(#""new":"#.utf8) + JSONWriter.bytes(value) + Array("}}\n".utf8)
+            #expect(Array(line.suffix(expectedTail.count)) == expectedTail, "\(text): \(String(decoding: line, as: UTF8.self))")
+        }
+    }
+}
