@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The Swift client library's tests under ThreadSanitizer (issue 12: "the client's tests pass under
+# `swift test --sanitize=thread`"). A separate build folder (.build-tsan: every target, kvod included,
+# built with TSan, so the kvod these tests start runs under it too) and halt_on_error, so that a race
+# reported in the test process or in a kvod it started fails the run. Arguments replace the filter.
+set -euo pipefail
+
+# shellcheck source=scripts/setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+
+filter=("--filter" "KVOClient")
+if [ "$#" -gt 0 ]; then filter=("$@"); fi
+kvod_log "swift build --build-tests --sanitize=thread (.build-tsan)"
+swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+kvod_log "swift test --sanitize=thread ${filter[*]}"
+TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" \
+    swift test --skip-build --sanitize=thread --scratch-path .build-tsan "${filter[@]}"
