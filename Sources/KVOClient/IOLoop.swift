@@ -154,7 +154,7 @@ final class IOLoop: @unchecked Sendable {
             }
             if let sent = pingSentAt {
                 if now - sent > configuration.heartbeatTimeout {
-                    return "timed out waiting for the server"
+                    return ConnectionState.heartbeatTimeoutReason(after: configuration.heartbeatTimeout)
                 }
             } else if now - lastReceived > configuration.heartbeatInterval {
                 pingSentAt = now

@@ -137,7 +137,8 @@ struct SubscribeCommand: AsyncParsableCommand {
                 // The client closed (reconnection off): the state that follows says why.
                 if case .closed? = error as? KVODError { continue }
                 throw error
-            case let .state(.disconnected(reason)):
+            case let .state(.disconnected(libraryReason)):
+                let reason = describe(libraryReason)
                 if noReconnect {
                     guard reason == Self.closedByServer else { throw CLIError.connectionLost(reason) }
                     throw CLIError.streamEnded(endpoint: endpoint, activeSubscriptions: progress.activeCount)
@@ -170,6 +171,12 @@ struct SubscribeCommand: AsyncParsableCommand {
 
     /// The reason `KVOClient` gives when the server closed the connection.
     private static let closedByServer = "the server closed the connection"
+
+    /// The library's reason for a lost connection in kvoclient's words: an unanswered heartbeat is
+    /// "timed out waiting for the server", as it has always read.
+    private func describe(_ reason: String) -> String {
+        heartbeat > 0 && reason == ConnectionState.heartbeatTimeoutReason(after: heartbeat) ? "timed out waiting for the server" : reason
+    }
 
     /// `host:port`, for messages.
     private var endpoint: String { "\(connection.host):\(connection.port)" }
