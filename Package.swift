@@ -8,7 +8,6 @@ let package = Package(
         .executable(name: "kvod", targets: ["kvod"]),
         .executable(name: "kvoclient", targets: ["kvoclient"]),
         .library(name: "KVOServer", targets: ["KVOServer"]),
-        .library(name: "KVOClientKit", targets: ["KVOClientKit"]),
         .library(name: "KVOClient", targets: ["KVOClient"]),
         .library(name: "KVOJSON", targets: ["KVOJSON"]),
     ],
@@ -75,7 +74,8 @@ let package = Package(
         // pipelined connection, with reconnection, heartbeat, TLS and credentials. Also the one client TLS
         // implementation (KVOClientKit uses it).
         .target(name: "KVOClient", dependencies: ["COpenSSL", "KVOJSON"]),
-        // A small blocking client over POSIX sockets, shared by kvoclient and the tests.
+        // Not a client library (not a product): a raw JSON-lines socket probe for the tests and kvod-bench,
+        // which sends bytes as they are (malformed ones included) and reads lines. Its TLS is KVOClient's.
         .target(name: "KVOClientKit", dependencies: ["COpenSSL", "KVOJSON", "KVOClient"]),
         .executableTarget(
             name: "kvod",
@@ -90,7 +90,7 @@ let package = Package(
         .executableTarget(
             name: "kvoclient",
             dependencies: [
-                "KVOClientKit",
+                "KVOClient",
                 "KVOCommandLine",
                 "KVOJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

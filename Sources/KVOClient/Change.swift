@@ -37,10 +37,20 @@ public struct Change<Value: Sendable>: Sendable {
     public let rawNew: JSONValue?
     /// Why `old` or `new` could not be decoded as `Value`; nil when both decoded (or were absent).
     public let decodingError: KVODError?
+    /// The server's subscription id for this observation on the connection where it was first made (the
+    /// first `observe` reply's `sub`). The server numbers subscriptions anew on every connection; this one
+    /// stays with the observation across reconnections, so it names the same observation throughout (what
+    /// `kvoclient subscribe --json` prints as `sub`). Nil only in changes made by hand.
+    public let sub: Int64?
+    /// The event's `change` dictionary as received (`kind`, `old`, `new`, `indexes`,
+    /// `notificationIsPrior`, and any member a newer server adds), for code that shows or forwards events
+    /// unchanged. Nil only in changes made by hand.
+    public let rawChange: JSONValue?
 
     /// Makes a change (for tests and adapters; the client makes them from events).
     public init(reason: Reason, kind: Kind, old: Value?, new: Value?, indexes: [Int], isPrior: Bool, rev: Int64,
-                object: String, keyPath: String, rawOld: JSONValue?, rawNew: JSONValue?, decodingError: KVODError?) {
+                object: String, keyPath: String, rawOld: JSONValue?, rawNew: JSONValue?, decodingError: KVODError?,
+                sub: Int64? = nil, rawChange: JSONValue? = nil) {
         self.reason = reason
         self.kind = kind
         self.old = old
@@ -53,11 +63,13 @@ public struct Change<Value: Sendable>: Sendable {
         self.rawOld = rawOld
         self.rawNew = rawNew
         self.decodingError = decodingError
+        self.sub = sub
+        self.rawChange = rawChange
     }
 }
 
 extension Change: Equatable where Value: Equatable {
-    /// Equal fields; decoding errors compare by presence only.
+    /// Compares what the change says; `sub`, `rawChange` and the decoding error's text are left out.
     public static func == (lhs: Change, rhs: Change) -> Bool {
         lhs.reason == rhs.reason && lhs.kind == rhs.kind && lhs.old == rhs.old && lhs.new == rhs.new
             && lhs.indexes == rhs.indexes && lhs.isPrior == rhs.isPrior && lhs.rev == rhs.rev
@@ -96,6 +108,19 @@ public enum ChangeReason: Sendable, Hashable {
         }
     }
 
+    /// The reason's name on the wire (`valueChanged`, `sourceDeleted`, …; `other` as sent).
+    public var wireName: String {
+        switch self {
+        case .initial: "initial"
+        case .valueChanged: "valueChanged"
+        case .pathChanged: "pathChanged"
+        case .sourceDeleted: "sourceDeleted"
+        case .forbidden: "forbidden"
+        case .resync: "resync"
+        case let .other(name): name
+        }
+    }
+
     /// True for the reasons after which the server no longer observes (`sourceDeleted`, `forbidden`).
     public var endsObservation: Bool { self == .sourceDeleted || self == .forbidden }
 }
@@ -122,4 +147,6 @@ struct ChangeEvent: Sendable {
     let new: JSONValue?
     let indexes: [Int]
     let isPrior: Bool
+    /// The `change` dictionary as received.
+    let change: JSONValue?
 }

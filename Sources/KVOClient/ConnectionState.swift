@@ -11,3 +11,12 @@ public enum ConnectionState: Sendable, Equatable {
     /// The client was closed: final.
     case closed
 }
+
+extension ConnectionState {
+    /// The `disconnected` reason when a heartbeat `ping` went unanswered for `seconds` (the configuration's
+    /// `heartbeatTimeout`): `no answer to ping within 0.5 s`. One definition, so that code showing its own
+    /// text for this case (kvoclient's "timed out waiting for the server") can recognise it.
+    public static func heartbeatTimeoutReason(after seconds: Double) -> String {
+        "no answer to ping within \(seconds) s"
+    }
+}

@@ -157,7 +157,7 @@ final class IOLoop: @unchecked Sendable {
             }
             if let sent = pingSentAt {
                 if now - sent > configuration.heartbeatTimeout {
-                    return "no answer to ping within \(configuration.heartbeatTimeout) s"
+                    return ConnectionState.heartbeatTimeoutReason(after: configuration.heartbeatTimeout)
                 }
             } else if now - lastReceived > configuration.heartbeatInterval {
                 pingSentAt = now
@@ -280,7 +280,7 @@ final class IOLoop: @unchecked Sendable {
             let changeEvent = ChangeEvent(
                 reason: ChangeReason(wireName: reason ?? "valueChanged"), kind: Int(change?["kind"]?.intValue ?? 1),
                 rev: rev, old: change?["old"], new: change?["new"], indexes: indexes,
-                isPrior: change?["notificationIsPrior"] == .bool(true))
+                isPrior: change?["notificationIsPrior"] == .bool(true), change: change)
             if batchObservation !== observation {
                 flushBatch()
                 batchObservation = observation

@@ -62,7 +62,8 @@ public final class KVOClient: Sendable {
     public func observe<Value: Decodable & Sendable>(
         _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type
     ) -> Observation<Value> {
-        Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(nil))
+        Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(nil),
+                    subscribedRevision: nil)
     }
 
     /// The changes of `keyPath` on `object` with their values as `JSONValue`.
@@ -84,6 +85,15 @@ public final class KVOClient: Sendable {
             core.cancel()
             throw error
         }
-        return Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(core))
+        return Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
+                           subscribedRevision: core.resumeRevision)
+    }
+
+    /// How many observations the client keeps on the server and resubscribes after a reconnection: started,
+    /// and not yet ended (cancelled, refused by the server, or ended by `sourceDeleted`/`forbidden`). Once a
+    /// request sent after a reconnection has been answered, every resubscription sent before it has been
+    /// answered too (replies come in order), so this count then tells whether any was refused. Any thread.
+    public var liveObservationCount: Int {
+        core.state.withLock { $0.live.count }
     }
 }

@@ -19,6 +19,11 @@ public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable 
     let options: ObservationOptions
     /// An observation started by `subscribe`, for the first iterator.
     let started: StartedObservation
+    /// For a sequence returned by `KVOClient.subscribe`: the server's revision when it accepted the
+    /// observation (the `observe` reply's `rev`), the point the observation resumes from until a change
+    /// arrives. Nil for `KVOClient.observe` (nothing is asked before the iteration) and from servers that
+    /// send no `rev`.
+    public let subscribedRevision: Int64?
 
     /// Makes an iterator: a server observation of its own (or the one `subscribe` started).
     public func makeAsyncIterator() -> Iterator {
@@ -56,6 +61,8 @@ public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable 
         let handle: Handle
         private var batch: [ChangeEvent] = []
         private var position = 0
+        /// `Change.sub`, read once from the observation with the first batch.
+        private var firstSub: Int64?
 
         init(handle: Handle) { self.handle = handle }
 
@@ -66,6 +73,7 @@ public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable 
                 batch = try await handle.core.nextBatch()
                 position = 0
                 if batch.isEmpty { return nil }
+                if firstSub == nil { firstSub = handle.core.firstSub }
             }
             let event = batch[position]
             position += 1
@@ -73,11 +81,11 @@ public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable 
                 batch = []
                 position = 0
             }
-            return Self.change(from: event, core: handle.core)
+            return Self.change(from: event, core: handle.core, sub: firstSub)
         }
 
         /// Decodes an event as a `Change<Value>`, reporting a value that does not decode in the change.
-        static func change(from event: ChangeEvent, core: ObservationCore) -> Change<Value> {
+        static func change(from event: ChangeEvent, core: ObservationCore, sub: Int64?) -> Change<Value> {
             var decodingError: KVODError?
             func decode(_ value: JSONValue?) -> Value? {
                 guard let value else { return nil }
@@ -92,7 +100,8 @@ public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable 
             let new = decode(event.new)
             return Change(reason: event.reason, kind: ChangeKind(rawValue: event.kind) ?? .setting, old: old, new: new,
                           indexes: event.indexes, isPrior: event.isPrior, rev: event.rev, object: core.object,
-                          keyPath: core.keyPath, rawOld: event.old, rawNew: event.new, decodingError: decodingError)
+                          keyPath: core.keyPath, rawOld: event.old, rawNew: event.new, decodingError: decodingError,
+                          sub: sub, rawChange: event.change)
         }
     }
 }

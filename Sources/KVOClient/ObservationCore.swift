@@ -17,6 +17,8 @@ final class ObservationCore: Sendable {
     private struct State {
         /// The subscription on the current connection; nil before the reply and after a loss.
         var sub: Int64?
+        /// The subscription the first connection's `observe` reply gave (`Change.sub`).
+        var firstSub: Int64?
         /// An `observe` is in flight on the current connection.
         var subscribing = false
         /// The revision of the last change accepted (prior notifications aside), or the first `observe`
@@ -127,6 +129,13 @@ final class ObservationCore: Sendable {
         if let sub { client.sendUnobserve(sub) }
     }
 
+    /// The first connection's `sub` (set before any change is routed here); any thread.
+    var firstSub: Int64? { state.withLock { $0.firstSub } }
+
+    /// Where a resubscription would resume (`sinceRev`): the revision of the last change accepted, or
+    /// the first `observe` reply's `rev` before any; nil before that reply. Any thread.
+    var resumeRevision: Int64? { state.withLock { $0.lastRev } }
+
     // MARK: - I/O thread side
 
     /// What to send for a (re)subscription on a new connection: nil when finished or already subscribing.
@@ -146,6 +155,7 @@ final class ObservationCore: Sendable {
             state.subscribing = false
             if state.cancelled || state.finished { return (false, []) }
             state.sub = sub
+            if state.firstSub == nil { state.firstSub = sub }
             if state.lastRev == nil { state.lastRev = rev }
             state.isSubscribedOnce = true
             let waiters = state.subscribedWaiters

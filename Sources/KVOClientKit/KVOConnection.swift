@@ -8,12 +8,17 @@ import KVOJSON
 import class KVOClient.TLSClientSession
 import enum KVOClient.TLSSessionError
 
-/// A blocking connection to kvod over TCP: send requests, read replies and change events.
+/// A raw JSON-lines socket probe for kvod's tests and kvod-bench; not a client library (it is no product
+/// of the package, and `kvoclient` does not use it: the one client implementation is `KVOClient`).
 ///
-/// Replies are matched to requests by the `id` this type assigns; events that arrive while waiting
-/// for a reply are queued and handed out by `nextEvent`. Not thread-safe: one thread uses a
-/// connection at a time. The socket is closed by `close()` or on deinit. With `tls` options it speaks TLS
-/// (kvod's `--tls-port`) over the same blocking socket.
+/// It does what a client must not: sends bytes exactly as given (malformed JSON, partial lines, huge
+/// lines: `send(raw:)`), reads raw lines and unparsed bytes (`readLine`, `receiveRaw`), binds to a chosen
+/// source address, and leaves every decision (reconnection, resumption, heartbeat) to the test. For
+/// convenience it also sends requests with ids it assigns and matches their replies (`request`, `call`,
+/// `observe`), queuing events that arrive meanwhile for `nextEvent`. Blocking; not thread-safe: one thread
+/// uses a connection at a time (`shutdownSocket()` excepted). The socket is closed by `close()` or on
+/// deinit. With `tls` options it speaks TLS (kvod's `--tls-port`) through `KVOClient`'s TLS session, the
+/// repository's single TLS client implementation, over the same blocking socket.
 public final class KVOConnection {
     public let host: String
     public let port: Int

@@ -2,7 +2,7 @@ import ArgumentParser
 import KVOJSON
 
 /// `kvoclient bind <source> <target>`: binds a target key path to a source key path; prints `binding N`.
-struct BindCommand: ParsableCommand {
+struct BindCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bind",
         abstract: "Keep a target key path updated from a source key path. Prints `binding N`.",
@@ -33,12 +33,12 @@ struct BindCommand: ParsableCommand {
     @Flag(help: "Also write the source's current value at once.")
     var now = false
 
-    func run() throws {
+    func run() async throws {
         var params: [String: JSONValue] = ["from": source.json, "to": target.json]
         if let filter { params["filter"] = .string(filter) }
         if let convert { params["convert"] = .string(convert) }
         if now { params["now"] = true }
-        let reply = try connection.connect().call("bind", params)
+        let reply = try await connection.call("bind", params)
         try BindingLine.printCreated(reply)
     }
 }

@@ -2,7 +2,7 @@ import ArgumentParser
 import KVOJSON
 
 /// `kvoclient bindings`: prints every binding, one per line.
-struct BindingsCommand: ParsableCommand {
+struct BindingsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bindings",
         abstract: "Print every binding, one per line.",
@@ -19,8 +19,8 @@ struct BindingsCommand: ParsableCommand {
     @Flag(help: "Print each binding as one line of compact JSON (keys sorted).")
     var json = false
 
-    func run() throws {
-        let reply = try connection.connect().call("bindings")
+    func run() async throws {
+        let reply = try await connection.call("bindings")
         guard let bindings = reply["bindings"]?.arrayValue else {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }

@@ -2,6 +2,9 @@
 enum CLIError: Error, CustomStringConvertible {
     /// The server closed a subscription stream while subscriptions were still active.
     case streamEnded(endpoint: String, activeSubscriptions: Int)
+    /// The connection was lost (`subscribe --no-reconnect`) for another reason than the server closing
+    /// it: the heartbeat went unanswered, a socket error.
+    case connectionLost(String)
     /// A reply lacked a field the protocol promises.
     case unexpectedReply(String)
 
@@ -10,11 +13,13 @@ enum CLIError: Error, CustomStringConvertible {
         case let .streamEnded(endpoint, active):
             let noun = active == 1 ? "subscription" : "subscriptions"
             return "the server at \(endpoint) closed the connection (\(active) \(noun) still active)"
+        case let .connectionLost(reason):
+            return reason
         case let .unexpectedReply(reply):
             return "unexpected reply from the server: \(reply)"
         }
     }
 
-    /// Both are connection-level problems.
+    /// All are connection-level problems.
     var exitCode: Int32 { 3 }
 }

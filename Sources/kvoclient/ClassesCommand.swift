@@ -2,7 +2,7 @@ import ArgumentParser
 import KVOJSON
 
 /// `kvoclient classes`: prints every class definition, one per line, as compact JSON.
-struct ClassesCommand: ParsableCommand {
+struct ClassesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "classes",
         abstract: "Print every class definition, one per line, as compact JSON (keys sorted).",
@@ -14,13 +14,16 @@ struct ClassesCommand: ParsableCommand {
     @Flag(help: "Print the whole reply as one line of compact JSON (keys sorted).")
     var json = false
 
-    func run() throws {
-        let reply = try connection.connect().call("classes")
+    func run() async throws {
+        let reply = try await connection.call("classes")
         guard let classes = reply["classes"]?.arrayValue else {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }
         if json {
-            Terminal.printLine(DisplayText.json(.object(reply)))
+            // The reply as the server sent it, but for its `id` (the client library's own numbering).
+            var whole = reply
+            whole["ok"] = true
+            Terminal.printLine(DisplayText.json(.object(whole)))
             return
         }
         for definition in classes {

@@ -3,7 +3,7 @@ import KVOJSON
 
 /// `kvoclient combine --source A:X --source B:Y --to C:Z --reduce EXPR`: a combineLatest binding;
 /// prints `binding N`.
-struct CombineCommand: ParsableCommand {
+struct CombineCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "combine",
         abstract: "Keep a target key path updated from several source key paths (combineLatest). Prints `binding N`.",
@@ -39,13 +39,13 @@ struct CombineCommand: ParsableCommand {
         if sources.isEmpty { throw ValidationError("give at least one --source OBJECT:KEYPATH") }
     }
 
-    func run() throws {
+    func run() async throws {
         var params: [String: JSONValue] = [
             "sources": .array(sources.map(\.json)), "to": to.json, "reduce": .string(reduce),
         ]
         if let filter { params["filter"] = .string(filter) }
         if now { params["now"] = true }
-        let reply = try connection.connect().call("combineLatest", params)
+        let reply = try await connection.call("combineLatest", params)
         try BindingLine.printCreated(reply)
     }
 }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import KVOClientKit
+import KVOClient
 import KVOCommandLine
 import KVOJSON
 
@@ -38,9 +38,13 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(help: "Log in with the API token in KVOD_TOKEN (or asked for on a terminal) first.")
     var token = false
 
-    /// The credentials read once in `validate()` (a prompt asks once, even when `subscribe` reconnects).
-    /// Main thread only.
-    nonisolated(unsafe) private static var credentials: [String: JSONValue]?
+    /// The credentials read once in `validate()` (a prompt asks once; the client logs in with them again
+    /// on every reconnection). Written during argument parsing, before any client exists; read afterwards
+    /// by the task running the command.
+    nonisolated(unsafe) private static var credentials: KVOClient.Credentials?
+
+    /// The operations that change nothing: a lost connection during one of them says so (`KVODError.connectionLost`).
+    private static let readOperations: Set<String> = ["get", "info", "list", "classes", "bindings", "ping", "userList"]
 
     /// The TLS options from the flags; nil without --tls.
     var tlsOptions: TLSClientOptions? {
@@ -58,22 +62,41 @@ struct ConnectionOptions: ParsableArguments {
         do {
             if let user {
                 let password = try SecretInput.read(environmentVariable: "KVOD_PASSWORD", prompt: "Password for \(user): ")
-                Self.credentials = ["user": .string(user), "password": .string(password)]
+                Self.credentials = .password(user: user, password: password)
             } else if token {
-                Self.credentials = ["token": .string(try SecretInput.read(environmentVariable: "KVOD_TOKEN", prompt: "Token: "))]
+                Self.credentials = .token(try SecretInput.read(environmentVariable: "KVOD_TOKEN", prompt: "Token: "))
             }
         } catch {
             throw ValidationError("\(user != nil ? "--user" : "--token"): \(error)")
         }
     }
 
-    /// Opens a connection to kvod and, with `--user` or `--token`, logs in on it (a failed login is
-    /// the server's `unauthenticated` error).
-    func connect() throws(KVOClientError) -> KVOConnection {
-        let connection = try KVOConnection(host: host, port: port, tls: tlsOptions)
-        if let credentials = Self.credentials {
-            try connection.call("auth", credentials)
-        }
-        return connection
+    /// Connects a `KVOClient` to kvod (saying `hello` and, with `--user` or `--token`, logging in: a failed
+    /// login is the server's `unauthenticated` error). `reconnection` nil (the default, for one-shot
+    /// commands): a lost connection ends the client. `heartbeat` seconds of silence before a `ping`, and as
+    /// long again for its answer (0: never). `requestTimeout` seconds per request (nil: no limit).
+    func connect(reconnection: KVOClient.ReconnectionPolicy? = nil, heartbeat: Double = 10,
+                 requestTimeout: Double? = 10) async throws -> KVOClient {
+        let configuration = KVOClient.Configuration(
+            host: host, port: port, tls: tlsOptions, credentials: Self.credentials, clientName: "kvoclient",
+            reconnection: reconnection,
+            heartbeatInterval: heartbeat > 0 ? heartbeat : .infinity, heartbeatTimeout: heartbeat > 0 ? heartbeat : .infinity,
+            requestTimeout: requestTimeout)
+        return try await KVOClient.connect(to: configuration)
+    }
+
+    /// Connects, sends one request and returns the reply's fields (without `id` and `ok`); throws
+    /// `KVODError.server` for an `ok: false` reply. The connection is closed afterwards.
+    @discardableResult
+    func call(_ op: String, _ params: [String: JSONValue] = [:], timeout: Double? = 10) async throws -> [String: JSONValue] {
+        let client = try await connect(requestTimeout: timeout)
+        defer { client.close() }
+        return try await Self.call(on: client, op, params)
+    }
+
+    /// Sends one request on `client` and returns the reply's fields.
+    static func call(on client: KVOClient, _ op: String, _ params: [String: JSONValue] = [:]) async throws -> [String: JSONValue] {
+        let reply = try await client.request(op, params, isWrite: !readOperations.contains(op))
+        return reply.objectValue ?? [:]
     }
 }

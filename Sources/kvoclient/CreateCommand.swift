@@ -3,7 +3,7 @@ import KVOJSON
 
 /// `kvoclient create <object> [values-json] [--class <name>]`: creates an object, optionally an instance
 /// of a class; prints `rev N`.
-struct CreateCommand: ParsableCommand {
+struct CreateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "create",
         abstract: "Create an object, optionally with initial values (a JSON object). Prints `rev N`.",
@@ -34,11 +34,11 @@ struct CreateCommand: ParsableCommand {
         }
     }
 
-    func run() throws {
+    func run() async throws {
         var params: [String: JSONValue] = ["object": .string(object)]
         if let values { params["values"] = try JSONParser.parse(values) }
         if let className { params["class"] = .string(className) }
-        let reply = try connection.connect().call("create", params)
+        let reply = try await connection.call("create", params)
         try RevisionLine.print(reply)
     }
 }

@@ -2,7 +2,7 @@ import ArgumentParser
 import KVOJSON
 
 /// `kvoclient define-class <file>`: sends the class definition in a JSON file; prints `defined <name>`.
-struct DefineClassCommand: ParsableCommand {
+struct DefineClassCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "define-class",
         abstract: "Define a class from a JSON file (`-` for standard input). Prints `defined <name>`.",
@@ -18,7 +18,7 @@ struct DefineClassCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("A JSON file with the class definition, or `-` for standard input.", valueName: "file"))
     var file: String
 
-    func run() throws {
+    func run() async throws {
         let definition: [String: JSONValue]
         do throws(ValidationError) {
             definition = try ClassDefinitionFile.load(file)
@@ -27,7 +27,7 @@ struct DefineClassCommand: ParsableCommand {
             Terminal.printError(error.message)
             throw ExitCode(KVOClientCommand.usageExitCode)
         }
-        let reply = try connection.connect().call("defineClass", ["class": .object(definition)])
+        let reply = try await connection.call("defineClass", ["class": .object(definition)])
         guard let name = reply["name"]?.stringValue else { throw CLIError.unexpectedReply(JSONValue.object(reply).description) }
         Terminal.printLine("defined \(DisplayText.plain(name))")
     }

@@ -2,7 +2,7 @@ import ArgumentParser
 import KVOJSON
 
 /// `kvoclient delete <object>`: deletes an object (its observers get `sourceDeleted`); prints `rev N`.
-struct DeleteCommand: ParsableCommand {
+struct DeleteCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
         abstract: "Delete an object; its observers get a final sourceDeleted event. Prints `rev N`."
@@ -13,8 +13,8 @@ struct DeleteCommand: ParsableCommand {
     @Argument(help: "The object id.")
     var object: String
 
-    func run() throws {
-        let reply = try connection.connect().call("delete", ["object": .string(object)])
+    func run() async throws {
+        let reply = try await connection.call("delete", ["object": .string(object)])
         try RevisionLine.print(reply)
     }
 }

@@ -2,7 +2,7 @@ import ArgumentParser
 import KVOJSON
 
 /// `kvoclient info <object>`: prints one line per observer of an object.
-struct InfoCommand: ParsableCommand {
+struct InfoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "info",
         abstract: "Print the observers of an object, one per line, by subscription id.",
@@ -17,8 +17,8 @@ struct InfoCommand: ParsableCommand {
     @Argument(help: "The object id.")
     var object: String
 
-    func run() throws {
-        let reply = try connection.connect().call("info", ["object": .string(object)])
+    func run() async throws {
+        let reply = try await connection.call("info", ["object": .string(object)])
         guard let observers = reply["observers"]?.arrayValue else {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }

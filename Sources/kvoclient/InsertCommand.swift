@@ -4,7 +4,7 @@ import KVOJSON
 
 /// `kvoclient insert <object> <keyPath> <value>... [--index I | --indexes I,J,...]`: inserts
 /// elements into an array (NSMutableArray's `insertObjects:atIndexes:`); prints `rev N`.
-struct InsertCommand: ParsableCommand {
+struct InsertCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "insert",
         abstract: "Insert values into an array: appended, from --index on, or at --indexes. Prints `rev N`.",
@@ -45,14 +45,14 @@ struct InsertCommand: ParsableCommand {
         if let indexes { _ = try IndexList.parse(indexes) }
     }
 
-    func run() throws {
+    func run() async throws {
         var params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
             "values": .array(try ValueArgument.droppingTerminator(values).map { value throws(ValidationError) in try ValueArgument.parse(value) }),
         ]
         if let index { params["index"] = .int(Int64(index)) }
         if let indexes { params["indexes"] = .array(try IndexList.parse(indexes).map { .int($0) }) }
-        let reply = try connection.connect().call("insert", params)
+        let reply = try await connection.call("insert", params)
         try RevisionLine.print(reply)
     }
 }

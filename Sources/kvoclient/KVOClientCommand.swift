@@ -1,5 +1,5 @@
 import ArgumentParser
-import KVOClientKit
+import KVOClient
 
 /// `kvoclient`: a command-line client for kvod.
 ///
@@ -7,7 +7,7 @@ import KVOClientKit
 /// problem (refused, closed by the server, timed out). Errors are one line on standard error,
 /// `kvoclient: error: <message>`.
 @main
-struct KVOClientCommand: ParsableCommand {
+struct KVOClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kvoclient",
         abstract: "Observe and change key paths on objects held by a kvod server.",
@@ -42,7 +42,7 @@ struct KVOClientCommand: ParsableCommand {
 
     /// Parses the arguments, runs the subcommand and maps every failure to one stderr line and an
     /// exit code.
-    static func main() {
+    static func main() async {
         Terminal.restoreBrokenPipeDefault()
         if let invalid = RawArguments.firstInvalidUTF8() {
             // Written as it is: `shown` is printable ASCII with `\xFF` escapes already (printError would
@@ -58,9 +58,13 @@ struct KVOClientCommand: ParsableCommand {
             exitForArgumentError(error)
         }
         do {
-            try command.run()
-        } catch let error as KVOClientError {
-            Terminal.printError(error.description)
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as KVODError {
+            Terminal.printError(message(for: error))
             Terminal.exit(exitCode(for: error))
         } catch let error as CLIError {
             Terminal.printError(error.description)
@@ -71,10 +75,22 @@ struct KVOClientCommand: ParsableCommand {
         Terminal.exit(0)
     }
 
-    /// The exit code for a client-library error.
-    static func exitCode(for error: KVOClientError) -> Int32 {
+    /// The exit code for a client-library error: 1 for the server's answer, 3 for the connection.
+    static func exitCode(for error: KVODError) -> Int32 {
         if case .server = error { return 1 }
         return 3
+    }
+
+    /// The error line's text: `<code>: <message>` for the server's answer (for `invalid_value` followed
+    /// by ` (property 'L', rule 'max')`), the library's description otherwise. `Terminal.printError`
+    /// escapes it.
+    static func message(for error: KVODError) -> String {
+        guard case let .server(code, message, details) = error else { return error.description }
+        var text = "\(code.wireName): \(message)"
+        if code == .invalidValue, let property = details.property, let rule = details.rule {
+            text += " (property '\(property)', rule '\(rule)')"
+        }
+        return text
     }
 
     /// Lets ArgumentParser report help, version and usage errors, with usage errors exiting 2.

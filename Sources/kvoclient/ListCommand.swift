@@ -4,7 +4,7 @@ import KVOJSON
 
 /// `kvoclient list`: prints the ids of all objects, one per line, sorted; pages through them
 /// (`list` with `limit` and `after`), so it works for any number of objects.
-struct ListCommand: ParsableCommand {
+struct ListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
         abstract: "Print the ids of all objects, one per line, sorted.",
@@ -26,14 +26,15 @@ struct ListCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Ids asked for per request.", transform: NumberArgument.positive)
     var pageSize = 1000
 
-    func run() throws {
-        let client = try connection.connect()
+    func run() async throws {
+        let client = try await connection.connect()
+        defer { client.close() }
         var cursor = after
         var remaining = limit ?? Int.max
         while remaining > 0 {
             var params: [String: JSONValue] = ["limit": .int(Int64(min(pageSize, remaining)))]
             if let cursor { params["after"] = .string(cursor) }
-            let reply = try client.call("list", params)
+            let reply = try await ConnectionOptions.call(on: client, "list", params)
             guard let objects = reply["objects"]?.arrayValue, let more = reply["more"]?.boolValue else {
                 throw CLIError.unexpectedReply(JSONValue.object(reply).description)
             }

@@ -1,7 +1,7 @@
 import ArgumentParser
 
 /// `kvoclient ping`: checks that kvod answers; prints `pong`.
-struct PingCommand: ParsableCommand {
+struct PingCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ping",
         abstract: "Check that the server answers. Prints `pong`."
@@ -9,8 +9,8 @@ struct PingCommand: ParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    func run() throws {
-        try connection.connect().call("ping")
+    func run() async throws {
+        try await connection.call("ping")
         Terminal.printLine("pong")
     }
 }

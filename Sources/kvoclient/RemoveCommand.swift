@@ -4,7 +4,7 @@ import KVOJSON
 
 /// `kvoclient remove <object> <keyPath> <index>...`: removes elements from an array at the given
 /// indexes of the current array; prints `rev N`.
-struct RemoveCommand: ParsableCommand {
+struct RemoveCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "remove",
         abstract: "Remove the elements at the given indexes of an array. Prints `rev N`.",
@@ -38,12 +38,12 @@ struct RemoveCommand: ParsableCommand {
         do { _ = try parsedIndexes } catch { throw ValidationError(error.description) }
     }
 
-    func run() throws {
+    func run() async throws {
         let params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
             "indexes": .array(try parsedIndexes.map { .int($0) }),
         ]
-        let reply = try connection.connect().call("remove", params)
+        let reply = try await connection.call("remove", params)
         try RevisionLine.print(reply)
     }
 }

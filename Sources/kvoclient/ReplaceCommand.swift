@@ -4,7 +4,7 @@ import KVOJSON
 
 /// `kvoclient replace <object> <keyPath> <index> <value> [<index> <value>]...`: replaces array
 /// elements in place; prints `rev N`.
-struct ReplaceCommand: ParsableCommand {
+struct ReplaceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replace",
         abstract: "Replace array elements: pairs of an index and a new value. Prints `rev N`.",
@@ -52,14 +52,14 @@ struct ReplaceCommand: ParsableCommand {
         }
     }
 
-    func run() throws {
+    func run() async throws {
         let pairs = try parsedPairs ?? []
         let params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
             "indexes": .array(pairs.map { .int($0.index) }),
             "values": .array(pairs.map(\.value)),
         ]
-        let reply = try connection.connect().call("replace", params)
+        let reply = try await connection.call("replace", params)
         try RevisionLine.print(reply)
     }
 }

@@ -2,7 +2,7 @@ import ArgumentParser
 import KVOJSON
 
 /// `kvoclient set <object> <keyPath> <value>`: sets a value; prints `rev N`.
-struct SetCommand: ParsableCommand {
+struct SetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "set",
         abstract: "Set the value at a key path. Prints `rev N`."
@@ -41,11 +41,11 @@ struct SetCommand: ParsableCommand {
             "expected one value, got \(given.count) (\(given.joined(separator: " "))): quote a value that contains spaces")
     }
 
-    func run() throws {
+    func run() async throws {
         let params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath), "value": try ValueArgument.parse(value ?? ""),
         ]
-        let reply = try connection.connect().call("set", params)
+        let reply = try await connection.call("set", params)
         try RevisionLine.print(reply)
     }
 }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import KVOClientKit
+import KVOClient
 import KVOCommandLine
 import KVOJSON
 
@@ -9,16 +9,20 @@ import KVOJSON
 /// `--json` prints each event message as compact JSON instead). It stops with exit 0 after `--count`
 /// events, on Ctrl-C (SIGINT) or SIGTERM, or when every subscription has ended with `sourceDeleted`.
 ///
-/// When the connection drops (kvod restarts, the network fails), it says so on stderr and connects
-/// again with exponential backoff (100 ms doubling to 5 s, with jitter), re-observing each key path
-/// with `sinceRev` set to the last revision it printed for it, so that every change is printed once
-/// and in order (or one `resync` line, when kvod's history no longer reaches back that far). A first
-/// connection that fails, or with `--no-reconnect` any lost connection, ends it with exit 3.
-///
-/// A connection can also die without closing (the server's host vanished, a stopped process, a
-/// network path lost): after `--heartbeat` seconds without a message it pings kvod, and no answer
-/// within as long again counts as a lost connection.
-struct SubscribeCommand: ParsableCommand {
+/// Built on the `KVOClient` library: one `Observation` per key path (made with `subscribe`, so that a
+/// refusal such as `not_found` ends the command before anything is printed), each iterated by a task
+/// of its own; their changes, the client's connection states and the interrupt meet in one
+/// `AsyncStream` that a single loop prints from. Reconnection, resumption and the heartbeat are the
+/// library's: when the connection drops (kvod restarts, the network fails) it connects again with
+/// exponential backoff (100 ms doubling to 5 s, with jitter) and re-observes each key path with
+/// `sinceRev`, so that every change is printed once and in order (or one `resync` line, when kvod's
+/// history no longer reaches back that far); after `--heartbeat` seconds without a message it pings
+/// kvod, and no answer within as long again counts as a lost connection. This command turns the
+/// connection states into the notes on stderr (`lost the connection …; reconnecting`, and once a
+/// `ping` after the reconnection shows every resubscription accepted, `reconnected …; resuming …`).
+/// A first connection that fails, or with `--no-reconnect` any lost connection, ends it with exit 3.
+/// `--json` prints each change as its event message, with `sub` the library's stable `Change.sub`.
+struct SubscribeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "subscribe",
         abstract: "Observe key paths of an object and print each change event as it arrives.",
@@ -62,8 +66,8 @@ struct SubscribeCommand: ParsableCommand {
             transform: NumberArgument.seconds)
     var heartbeat: Double = 15
 
-    /// How long one wait for an event lasts before the loop checks for Ctrl-C, in seconds.
-    private static let pollInterval = 0.1
+    /// How often the interrupt watcher looks for Ctrl-C, in seconds.
+    private static let interruptPollInterval = 0.05
 
     func validate() throws {
         guard !keyPaths.isEmpty else { throw ValidationError("give at least one key path to observe") }
@@ -72,67 +76,118 @@ struct SubscribeCommand: ParsableCommand {
         if !(heartbeat >= 0 && heartbeat.isFinite) { throw ValidationError("--heartbeat must be a number of seconds, 0 or more") }
     }
 
-    func run() throws {
+    func run() async throws {
         InterruptFlag.install()
-        var subscriptions = SubscriptionSet(
-            object: object, keyPaths: keyPaths, options: try ObservationOption.parseList(options))
-        var client = try connection.connect()
-        try subscriptions.observe(on: client, resuming: false)
-        var printed = 0
-        var lastHeard = monotonicSeconds()
-        while !InterruptFlag.isSet {
-            let next: JSONValue?
-            do {
-                next = try client.nextEvent(timeout: Self.pollInterval)
-                if next != nil {
-                    lastHeard = monotonicSeconds()
-                } else if heartbeat > 0, monotonicSeconds() - lastHeard >= heartbeat {
-                    // Events that arrive meanwhile are queued for nextEvent.
-                    try client.call("ping", timeout: heartbeat)
-                    lastHeard = monotonicSeconds()
-                }
-            } catch {
-                if noReconnect || !error.isConnectionLoss {
-                    guard error == .connectionClosed else { throw error }
-                    throw CLIError.streamEnded(endpoint: endpoint, activeSubscriptions: subscriptions.activeCount)
-                }
-                Terminal.printToStandardError("kvoclient: lost the connection to \(endpoint) (\(DisplayText.plain(error.description))); reconnecting\n")
-                client.close()
-                guard let resumed = try reconnect(&subscriptions) else { return }
-                client = resumed
-                lastHeard = monotonicSeconds()
-                continue
+        var observationOptions: ObservationOptions = []
+        for option in try ObservationOption.parseList(options) {
+            switch option {
+            case .initial: observationOptions.insert(.initial)
+            case .new: observationOptions.insert(.new)
+            case .old: observationOptions.insert(.old)
+            case .prior: observationOptions.insert(.prior)
             }
-            guard let event = next, subscriptions.accept(event) else { continue }
-            Terminal.printLine(json ? DisplayText.json(subscriptions.withStableSub(event)) : EventLine.format(event))
-            printed += 1
-            if let count, printed >= count { return }
-            if subscriptions.isFinished { return }
         }
+        let client = try await connection.connect(
+            reconnection: noReconnect ? nil : KVOClient.ReconnectionPolicy(), heartbeat: heartbeat, requestTimeout: 10)
+        defer { client.close() }
+        // Taken before the first observation, so that no transition after it is missed.
+        let states = client.states
+        var observations: [Observation<JSONValue>] = []
+        for keyPath in keyPaths {
+            observations.append(try await client.subscribe(object, keyPath, options: observationOptions, as: JSONValue.self))
+        }
+        let (events, sink) = AsyncStream<SubscriberEvent>.makeStream(bufferingPolicy: .unbounded)
+        var tasks: [Task<Void, Never>] = []
+        for (index, observation) in observations.enumerated() {
+            tasks.append(Task {
+                do {
+                    for try await change in observation { sink.yield(.change(index, change)) }
+                    sink.yield(.ended(index))
+                } catch {
+                    sink.yield(.failed(index, error))
+                }
+            })
+        }
+        tasks.append(Task {
+            for await state in states { sink.yield(.state(state)) }
+        })
+        tasks.append(Task {
+            while !InterruptFlag.isSet {
+                try? await Task.sleep(nanoseconds: UInt64(Self.interruptPollInterval * 1e9))
+            }
+            sink.yield(.interrupted)
+        })
+        defer { for task in tasks { task.cancel() } }
+        var progress = SubscriptionProgress(keyPaths: keyPaths, startingRevisions: observations.map(\.subscribedRevision))
+        var printed = 0
+        var connected = true
+        for await event in events {
+            switch event {
+            case let .change(index, change):
+                progress.record(change, at: index)
+                let message = Self.message(for: change)
+                Terminal.printLine(json ? DisplayText.json(message) : EventLine.format(message))
+                printed += 1
+                if let count, printed >= count { return }
+                if progress.isFinished { return }
+            case let .ended(index):
+                progress.end(index)
+                if progress.isFinished { return }
+            case let .failed(_, error):
+                // The client closed (reconnection off): the state that follows says why.
+                if case .closed? = error as? KVODError { continue }
+                throw error
+            case let .state(.disconnected(libraryReason)):
+                let reason = describe(libraryReason)
+                if noReconnect {
+                    guard reason == Self.closedByServer else { throw CLIError.connectionLost(reason) }
+                    throw CLIError.streamEnded(endpoint: endpoint, activeSubscriptions: progress.activeCount)
+                }
+                guard connected else { continue }
+                connected = false
+                progress.markResumePoint()
+                Terminal.printToStandardError("kvoclient: lost the connection to \(endpoint) (\(DisplayText.plain(reason))); reconnecting\n")
+            case .state(.connected):
+                guard !connected else { continue }
+                connected = true
+                Task {
+                    // Answered after every resubscription sent before it (replies come in order).
+                    guard (try? await client.ping()) != nil else { return }
+                    sink.yield(.resumed(liveObservations: client.liveObservationCount))
+                }
+            case .state(.closed):
+                throw CLIError.streamEnded(endpoint: endpoint, activeSubscriptions: progress.activeCount)
+            case .state:
+                continue
+            case let .resumed(live):
+                // Fewer live than active: a resubscription was refused, and its error ends the command.
+                guard connected, live >= progress.activeCount else { continue }
+                Terminal.printToStandardError("kvoclient: reconnected to \(endpoint); resuming \(progress.resumeSummary)\n")
+            case .interrupted:
+                return
+            }
+        }
+    }
+
+    /// The reason `KVOClient` gives when the server closed the connection.
+    private static let closedByServer = "the server closed the connection"
+
+    /// The library's reason for a lost connection in kvoclient's words: an unanswered heartbeat is
+    /// "timed out waiting for the server", as it has always read.
+    private func describe(_ reason: String) -> String {
+        heartbeat > 0 && reason == ConnectionState.heartbeatTimeoutReason(after: heartbeat) ? "timed out waiting for the server" : reason
     }
 
     /// `host:port`, for messages.
     private var endpoint: String { "\(connection.host):\(connection.port)" }
 
-    /// Connects again, waiting with backoff between attempts, until every key path still active is
-    /// observed again from where it stopped. Returns the new connection, or nil when SIGINT or
-    /// SIGTERM arrived meanwhile. An error answer from the server (the object no longer exists,
-    /// say) ends the command.
-    private func reconnect(_ subscriptions: inout SubscriptionSet) throws(KVOClientError) -> KVOConnection? {
-        var backoff = Backoff()
-        while Backoff.sleep(backoff.nextDelay()) {
-            let client: KVOConnection
-            do {
-                client = try connection.connect()
-                try subscriptions.observe(on: client, resuming: true)
-            } catch {
-                guard error.isConnectionLoss else { throw error }
-                continue
-            }
-            Terminal.printToStandardError(
-                "kvoclient: reconnected to \(endpoint); resuming \(subscriptions.resumeSummary)\n")
-            return client
-        }
-        return nil
+    /// The change as the event message it came in (docs/protocol.md, "Events"), with the observation's
+    /// stable `sub`: what `--json` prints and `EventLine` formats.
+    private static func message(for change: Change<JSONValue>) -> JSONValue {
+        .object([
+            "event": "change", "sub": change.sub.map(JSONValue.int) ?? .null, "object": .string(change.object),
+            "keyPath": .string(change.keyPath), "reason": .string(change.reason.wireName), "rev": .int(change.rev),
+            "change": change.rawChange ?? .object([:]),
+        ])
     }
 }

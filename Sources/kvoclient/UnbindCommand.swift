@@ -3,7 +3,7 @@ import KVOCommandLine
 import KVOJSON
 
 /// `kvoclient unbind <id>`: removes a binding; prints `removed`, or `not bound` when there was none.
-struct UnbindCommand: ParsableCommand {
+struct UnbindCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "unbind",
         abstract: "Remove a binding by id. Prints `removed`, or `not bound` when no binding has that id.",
@@ -37,8 +37,8 @@ struct UnbindCommand: ParsableCommand {
         do { _ = try binding } catch { throw ValidationError(error.description) }
     }
 
-    func run() throws {
-        let reply = try connection.connect().call("unbind", ["binding": .int(try binding ?? 0)])
+    func run() async throws {
+        let reply = try await connection.call("unbind", ["binding": .int(try binding ?? 0)])
         guard let removed = reply["removed"]?.boolValue else {
             throw CLIError.unexpectedReply(JSONValue.object(reply).description)
         }

@@ -2,12 +2,12 @@ import ArgumentParser
 import KVOCommandLine
 import KVOJSON
 
-struct UserListCommand: ParsableCommand {
+struct UserListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "list", abstract: "List users and their rules.")
     @OptionGroup var connection: ConnectionOptions
 
-    func run() throws {
-        let reply = try connection.connect().call("userList")
+    func run() async throws {
+        let reply = try await connection.call("userList")
         for user in reply["users"]?.arrayValue ?? [] {
             Terminal.printLine(UserCommand.line(name: user["name"]?.stringValue ?? "?", rules: user["rules"]))
         }

@@ -2,13 +2,13 @@ import ArgumentParser
 import KVOCommandLine
 import KVOJSON
 
-struct UserRemoveCommand: ParsableCommand {
+struct UserRemoveCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a user; its open connections are closed.")
     @OptionGroup var connection: ConnectionOptions
     @Argument var name: String
 
-    func run() throws {
-        let reply = try connection.connect().call("userRemove", ["user": .string(name)])
+    func run() async throws {
+        let reply = try await connection.call("userRemove", ["user": .string(name)])
         let closed = reply["closedConnections"]?.intValue ?? 0
         Terminal.printLine("removed user '\(DisplayText.plain(name))' (\(closed) connection\(closed == 1 ? "" : "s") closed)")
     }
