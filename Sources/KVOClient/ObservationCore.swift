@@ -67,6 +67,9 @@ final class ObservationCore: Sendable {
         if first { client.register(self) }
     }
 
+    /// True once nothing more will be delivered (cancelled, ended by the server, or the client closed).
+    var isFinished: Bool { state.withLock { $0.finished } }
+
     /// Waits until the server accepted the first `observe` (or throws its error).
     func awaitSubscribed() async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
