@@ -11,6 +11,8 @@ final class ObservationCore: Sendable {
     let object: String
     let keyPath: String
     let options: ObservationOptions
+    /// Where the first `observe` resumes from (`sinceRev`): replayed history first; nil for now.
+    let sinceRev: Int64?
     /// The client it belongs to (kept alive by it: an observation being consumed keeps its client).
     private let client: ClientCore
 
@@ -41,11 +43,13 @@ final class ObservationCore: Sendable {
 
     private let state = Locked(State())
 
-    init(client: ClientCore, object: String, keyPath: String, options: ObservationOptions) {
+    init(client: ClientCore, object: String, keyPath: String, options: ObservationOptions, sinceRev: Int64? = nil) {
         self.client = client
         self.object = object
         self.keyPath = keyPath
         self.options = options
+        self.sinceRev = sinceRev
+        if let sinceRev { state.withLock { $0.lastRev = sinceRev } }
     }
 
     deinit {
