@@ -13,10 +13,14 @@ let package = Package(
     ],
     // Exact versions, so that every build (the Docker image's included) resolves the same code without a
     // Package.resolved in the repository (it stays out: a local package mirror has commit ids of its
-    // own). Neither package has dependencies of its own. To update, change the version here.
+    // own). swift-argument-parser and swift-log have no dependencies of their own; swift-async-algorithms
+// brings swift-collections (resolved to the version it allows). To update, change the version here.
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        // Only for examples/combine (combineLatest, merge, debounce over KVOClient observations); the
+        // KVOClient library does not depend on it.
+        .package(url: "https://github.com/apple/swift-async-algorithms", exact: "1.1.4"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev). Module map and shim header only.
@@ -96,8 +100,15 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server.
-        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
+        // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server and the clients.
+        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit", "KVOClient"]),
+        // Programs using the KVOClient library (examples/README.md), built by CI so that they keep compiling.
+        .executableTarget(name: "kvod-mirror", dependencies: ["KVOClient"], path: "examples/mirror"),
+        .executableTarget(
+            name: "kvod-combine",
+            dependencies: ["KVOClient", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")],
+            path: "examples/combine"
+        ),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
         .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOClientKit", "KVOJSON", "CSQLite"]),
     ]

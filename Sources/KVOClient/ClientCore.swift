@@ -257,7 +257,7 @@ final class ClientCore: Sendable {
             observation.finish(failure: .closed)
             return
         }
-        sendObserve(for: observation, resumeFrom: nil, resuming: false)
+        sendObserve(for: observation, resumeFrom: observation.sinceRev, resuming: observation.sinceRev != nil)
     }
 
     /// Sends `observe` for `observation`, resuming after `resumeFrom` when `resuming`.

@@ -74,10 +74,15 @@ public final class KVOClient: Sendable {
     /// Like `observe`, but makes the server observation now and returns once the server accepted it:
     /// throws its error (`not_found`, `forbidden`, ...) here. Changes from then on wait for the first
     /// iteration (a second iteration makes an observation of its own).
+    ///
+    /// `sinceRev` resumes from a revision the caller saw before (docs/protocol.md, "Resuming"): the
+    /// changes after it that history still holds come first (or one `resync` change when it no longer
+    /// reaches back), then live ones; `.initial` is not sent then.
     public func subscribe<Value: Decodable & Sendable>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type = JSONValue.self
+        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type = JSONValue.self,
+        sinceRev: Int64? = nil
     ) async throws -> Observation<Value> {
-        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options)
+        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, sinceRev: sinceRev)
         core.start()
         do {
             try await core.awaitSubscribed()

@@ -11,6 +11,8 @@ final class ObservationCore: Sendable {
     let object: String
     let keyPath: String
     let options: ObservationOptions
+    /// Where the first `observe` resumes from (`sinceRev`): replayed history first; nil for now.
+    let sinceRev: Int64?
     /// The client it belongs to (kept alive by it: an observation being consumed keeps its client).
     private let client: ClientCore
 
@@ -43,11 +45,13 @@ final class ObservationCore: Sendable {
 
     private let state = Locked(State())
 
-    init(client: ClientCore, object: String, keyPath: String, options: ObservationOptions) {
+    init(client: ClientCore, object: String, keyPath: String, options: ObservationOptions, sinceRev: Int64? = nil) {
         self.client = client
         self.object = object
         self.keyPath = keyPath
         self.options = options
+        self.sinceRev = sinceRev
+        if let sinceRev { state.withLock { $0.lastRev = sinceRev } }
     }
 
     deinit {
@@ -68,6 +72,9 @@ final class ObservationCore: Sendable {
         }
         if first { client.register(self) }
     }
+
+    /// True once nothing more will be delivered (cancelled, ended by the server, or the client closed).
+    var isFinished: Bool { state.withLock { $0.finished } }
 
     /// Waits until the server accepted the first `observe` (or throws its error).
     func awaitSubscribed() async throws {
