@@ -2,7 +2,8 @@
 # CI smoke of the kvod-vs-Redis benchmark, so that it never rots: the checker self-test, then a
 # sub-second version of the full run (`kvod-bench all --quick`: the throughput matrix, its set shapes at
 # S = 1 (request ids, object values, a nested key path), and latency against
-# kvod and redis-server, and smaller scale, spread and durable runs). Exits 0 when everything ran and the
+# kvod and redis-server, and smaller scale, spread and durable runs), and a small `kvod-bench client` run
+# (the Swift client library against a raw socket). Exits 0 when everything ran and the
 # report holds figures for every workload. It checks no performance figure: those come from full runs
 # on a quiet machine (scripts/bench.sh). It does fail when a run lost, reordered or duplicated a
 # delivery, or saw an error reply: those are bugs at any speed.
@@ -28,6 +29,12 @@ done
 [ "$(grep -cE '^\| 1 \| [a-z0-9-]+-id[a-z-]* \| [0-9]+ \| [0-9,]+( †)? \| [0-9,]+( †)? \|' "$report")" -ge 4 ] || missing+=("set shape rows")
 grep -qE '^\| kvod \| [0-9.]+ ms' "$report" || missing+=("kvod latency")
 grep -qE '^\| redis \| [0-9.]+ ms' "$report" || missing+=("redis latency")
+# The Swift client library's cell (`kvod-bench client`), small (about a second): its rows must have figures.
+client=$(.build/release/kvod-bench client --events 20000 --sets 20000 --idle 1000)
+printf '%s\n' "$client" >>"$report"
+grep -qE '^\| events/s[^|]*\| [0-9]+ \| [0-9]+ \| [0-9.]+ \|' <<<"$client" || missing+=("client events row")
+grep -qE '^\| sets/s[^|]*\| [0-9]+ \| [0-9]+ \| [0-9.]+ \|' <<<"$client" || missing+=("client sets row")
+grep -qE '^\| [0-9]+ \| -?[0-9]+ KiB \|' <<<"$client" || missing+=("client memory row")
 if [ "${#missing[@]}" -gt 0 ]; then
     printf 'bench-smoke: the report lacks: %s\n' "${missing[*]}" >&2
     exit 1

@@ -10,12 +10,17 @@ import Glibc
 ///     kvod-bench callgrind [--shapes ...] [--subscribers 1] [--sets 20480]   (instructions per set; CallgrindBenchmark)
 ///     kvod-bench storage [--objects N] [--commits N]
 ///     kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]   (TLSBenchmark)
+///     kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]   (ClientBenchmark)
 @main
 struct KVODBench {
     static func main() {
         var arguments = Array(CommandLine.arguments.dropFirst())
         guard let command = arguments.first else { usage() }
         arguments.removeFirst()
+        if command == "client" {
+            // The Swift client library against a raw socket doing the same work (ClientBenchmark.swift).
+            ClientBenchmark.main(arguments: arguments)
+        }
         if command == "tls" {
             // TLS fan-out against plaintext, and memory per idle TLS connection (TLSBenchmark.swift).
             TLSBenchmark.main(arguments: arguments)
@@ -59,6 +64,7 @@ struct KVODBench {
         print("       kvod-bench callgrind [--shapes string,object3-id,...] [--subscribers 1] [--sets 20480] [--warmup 2048]")
         print("       kvod-bench storage [--objects N] [--commits N]")
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
+        print("       kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]")
         exit(2)
     }
 }
