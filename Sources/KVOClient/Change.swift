@@ -42,10 +42,23 @@ public struct Change<Value: Sendable>: Sendable {
     /// stays with the observation across reconnections, so it names the same observation throughout (what
     /// `kvoclient subscribe --json` prints as `sub`). Nil only in changes made by hand.
     public let sub: Int64?
-    /// The event's `change` dictionary as received (`kind`, `old`, `new`, `indexes`,
-    /// `notificationIsPrior`, and any member a newer server adds), for code that shows or forwards events
-    /// unchanged. Nil only in changes made by hand.
-    public let rawChange: JSONValue?
+    /// The event's `change` dictionary (`kind`, `old`, `new`, `indexes`, `notificationIsPrior`), for code
+    /// that shows or forwards events in the protocol's full form: as received from a full-encoding event
+    /// (with any member a newer server adds); for a compact event, the full form's dictionary rebuilt member
+    /// by member (the two encodings correspond exactly: docs/protocol.md, "Compact events"). Nil only in
+    /// changes made by hand without one.
+    public var rawChange: JSONValue? {
+        if let receivedChange { return receivedChange }
+        guard sub != nil else { return nil }
+        var dictionary: [String: JSONValue] = ["kind": .int(Int64(kind.rawValue))]
+        if kind != .setting { dictionary["indexes"] = .array(indexes.map { .int(Int64($0)) }) }
+        if let rawNew { dictionary["new"] = rawNew }
+        if let rawOld { dictionary["old"] = rawOld }
+        if isPrior { dictionary["notificationIsPrior"] = true }
+        return .object(dictionary)
+    }
+    /// The `change` dictionary of a full-encoding event, as received.
+    private let receivedChange: JSONValue?
 
     /// Makes a change (for tests and adapters; the client makes them from events).
     public init(reason: Reason, kind: Kind, old: Value?, new: Value?, indexes: [Int], isPrior: Bool, rev: Int64,
@@ -64,7 +77,7 @@ public struct Change<Value: Sendable>: Sendable {
         self.rawNew = rawNew
         self.decodingError = decodingError
         self.sub = sub
-        self.rawChange = rawChange
+        self.receivedChange = rawChange
     }
 }
 

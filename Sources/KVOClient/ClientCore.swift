@@ -313,7 +313,9 @@ extension ClientCore {
     /// credentials) first, then the requests held while disconnected, all under the lock so that no other
     /// request can get ahead of the handshake. Returns the new generation. Called by the I/O thread.
     func install(descriptor: Int32, isTLS: Bool) -> Int {
-        var handshake: [(String, [String: JSONValue])] = [("hello", ["client": .string(configuration.clientName)])]
+        var hello: [String: JSONValue] = ["client": .string(configuration.clientName)]
+        if configuration.compactEvents { hello["events"] = "compact" }
+        var handshake: [(String, [String: JSONValue])] = [("hello", hello)]
         switch configuration.credentials {
         case let .password(user, password)?: handshake.append(("auth", ["user": .string(user), "password": .string(password)]))
         case let .token(token)?: handshake.append(("auth", ["token": .string(token)]))

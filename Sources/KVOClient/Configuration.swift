@@ -22,14 +22,18 @@ extension KVOClient {
         public var requestTimeout: Double?
         /// Seconds allowed for the TCP connect and TLS handshake of one attempt.
         public var connectTimeout: Double
+        /// Ask kvod for compact events (`hello` with `"events":"compact"`, docs/protocol.md "Compact
+        /// events"): about 90 bytes fewer per event to send, read and parse. The changes delivered are the
+        /// same either way; a server without compact events sends the full encoding, which is read as well.
+        public var compactEvents: Bool
 
         /// A configuration with the defaults: plaintext, no credentials, reconnection on, a heartbeat after
-        /// 10 s of silence answered within 10 s, requests failing after 30 s.
+        /// 10 s of silence answered within 10 s, requests failing after 30 s, compact events.
         public init(host: String = "127.0.0.1", port: Int = 7420, tls: TLSClientOptions? = nil,
                     credentials: Credentials? = nil, clientName: String = "KVOClient",
                     reconnection: ReconnectionPolicy? = ReconnectionPolicy(),
                     heartbeatInterval: Double = 10, heartbeatTimeout: Double = 10,
-                    requestTimeout: Double? = 30, connectTimeout: Double = 10) {
+                    requestTimeout: Double? = 30, connectTimeout: Double = 10, compactEvents: Bool = true) {
             self.host = host
             self.port = port
             self.tls = tls
@@ -40,6 +44,7 @@ extension KVOClient {
             self.heartbeatTimeout = heartbeatTimeout
             self.requestTimeout = requestTimeout
             self.connectTimeout = connectTimeout
+            self.compactEvents = compactEvents
         }
     }
 

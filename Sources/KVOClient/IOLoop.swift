@@ -30,7 +30,8 @@ final class IOLoop: @unchecked Sendable {
     private var batch: [ChangeEvent] = []
 
     /// The top-level keys of replies and events, matched without building strings.
-    private static let keys = JSONParser.KeyTable(["event", "sub", "id", "ok", "error", "reason", "rev", "change"])
+    private static let keys = JSONParser.KeyTable(
+        ["event", "sub", "id", "ok", "error", "reason", "rev", "change", "s", "r", "w", "k", "i", "p", "n", "o"])
 
     init(core: ClientCore) {
         self.core = core
@@ -261,6 +262,12 @@ final class IOLoop: @unchecked Sendable {
         var reason: String?
         var rev: Int64 = 0
         var change: JSONValue?
+        var isCompact = false
+        var compactKind: Int64?
+        var compactIndexes: JSONValue?
+        var compactIsPrior = false
+        var compactNew: JSONValue?
+        var compactOld: JSONValue?
         for member in members {
             switch member.key {
             case "event": event = member.value.stringValue
@@ -271,8 +278,26 @@ final class IOLoop: @unchecked Sendable {
             case "reason": reason = member.value.stringValue
             case "rev": rev = member.value.intValue ?? 0
             case "change": change = member.value
+            // A compact event (docs/protocol.md, "Compact events"): the same change, one-letter members.
+            case "s": sub = member.value.intValue; isCompact = true
+            case "r": rev = member.value.intValue ?? 0
+            case "w": reason = member.value.stringValue
+            case "k": compactKind = member.value.intValue
+            case "i": compactIndexes = member.value
+            case "p": compactIsPrior = member.value == .int(1) || member.value == .bool(true)
+            case "n": compactNew = member.value
+            case "o": compactOld = member.value
             default: break
             }
+        }
+        if isCompact, event == nil, id == nil {
+            guard let sub, let observation = routes[sub] else { return nil }
+            let indexes = compactIndexes?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
+            let changeEvent = ChangeEvent(
+                reason: ChangeReason(wireName: reason ?? "valueChanged"), kind: Int(compactKind ?? 1), rev: rev,
+                old: compactOld, new: compactNew, indexes: indexes, isPrior: compactIsPrior, change: nil)
+            enqueue(changeEvent, for: observation, sub: sub)
+            return nil
         }
         if let event {
             guard event == "change", let sub, let observation = routes[sub] else { return nil }
@@ -281,12 +306,7 @@ final class IOLoop: @unchecked Sendable {
                 reason: ChangeReason(wireName: reason ?? "valueChanged"), kind: Int(change?["kind"]?.intValue ?? 1),
                 rev: rev, old: change?["old"], new: change?["new"], indexes: indexes,
                 isPrior: change?["notificationIsPrior"] == .bool(true), change: change)
-            if batchObservation !== observation {
-                flushBatch()
-                batchObservation = observation
-                batchSub = sub
-            }
-            batch.append(changeEvent)
+            enqueue(changeEvent, for: observation, sub: sub)
             return nil
         }
         // Replies come after the events they caused: deliver those first.
@@ -301,6 +321,16 @@ final class IOLoop: @unchecked Sendable {
         var fields: [String: JSONValue] = [:]
         for member in members where member.key != "id" && member.key != "ok" { fields[member.key] = member.value }
         return handleReply(request, ok: ok, fields: fields)
+    }
+
+    /// Adds `event` to the batch for `observation`, handing over the batch of another one first.
+    private func enqueue(_ event: ChangeEvent, for observation: ObservationCore, sub: Int64) {
+        if batchObservation !== observation {
+            flushBatch()
+            batchObservation = observation
+            batchSub = sub
+        }
+        batch.append(event)
     }
 
     /// Hands the batched events to their observation.

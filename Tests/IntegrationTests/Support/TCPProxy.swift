@@ -3,7 +3,7 @@ import Foundation
 /// A TCP proxy on 127.0.0.1 in front of a kvod, for tests of a client's resilience: `cut()` closes every
 /// connection through it (a dropped connection, kvod still running), `blackhole()` stops forwarding on
 /// the current connections while keeping them open (a half-open connection). New connections are
-/// forwarded normally. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
+/// forwarded normally; `bytesFromServer` counts what kvod sent. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
 final class TCPProxy: @unchecked Sendable {
     // @unchecked: `pairs` and `blackholed` are only touched under `lock`; the descriptors are immutable.
     let port: Int
@@ -13,6 +13,7 @@ final class TCPProxy: @unchecked Sendable {
     private var pairs: [(client: Int32, server: Int32, blackholed: Bool)] = []
     private var stopped = false
     private var accepted = 0
+    private var forwardedFromServer = 0
 
     init(targetPort: Int) throws {
         self.targetPort = targetPort
@@ -69,6 +70,13 @@ final class TCPProxy: @unchecked Sendable {
         return accepted
     }
 
+    /// The bytes forwarded from kvod to clients so far.
+    var bytesFromServer: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return forwardedFromServer
+    }
+
     private func isBlackholed(_ client: Int32) -> Bool {
         lock.lock()
         defer { lock.unlock() }
@@ -110,6 +118,11 @@ final class TCPProxy: @unchecked Sendable {
                 let count = recv(entries[from].fd, &buffer, buffer.count, 0)
                 if count <= 0 { break loop }
                 if isBlackholed(client) { continue }
+                if from == 1 {
+                    lock.lock()
+                    forwardedFromServer += count
+                    lock.unlock()
+                }
                 var sent = 0
                 while sent < count {
                     let result = buffer.withUnsafeBytes { send(entries[to].fd, $0.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }

@@ -1,0 +1,97 @@
+import Foundation
+import KVOClient
+import Testing
+
+/// KVOClient reads both event encodings (docs/protocol.md, "Events" and "Compact events") into the same
+/// changes: every reason (initial, valueChanged, pathChanged, sourceDeleted), every kind, prior
+/// notifications, old and new, and a `sinceRev` replay, observed at once by a client asking for compact
+/// events (the default) and one asking for the full encoding, against the real kvod. Through a proxy
+/// that counts kvod's bytes, the compact client is shown to receive the compact form.
+@Suite(.timeLimit(.minutes(1))) struct KVOClientEventEncodingTests {
+    /// Writes that produce every reason and kind on `list items` and `list ref.name` (through a reference).
+    private static func writeEverything(_ kvod: KVOClient) async throws {
+        _ = try await kvod.set("list", "items", to: ["a", "b"] as JSONValue)
+        _ = try await kvod.insert("list", "items", values: ["c"], at: 1)
+        _ = try await kvod.replace("list", "items", indexes: [0], with: ["A"])
+        _ = try await kvod.remove("list", "items", indexes: [2])
+        _ = try await kvod.create("target", values: ["name": "T"] as JSONValue)
+        _ = try await kvod.set("list", "ref", to: ["$ref": "target"] as JSONValue)
+        _ = try await kvod.set("target", "name", to: "U")
+        _ = try await kvod.delete("list")
+    }
+
+    /// Observes `keyPath` of `list` with every option until the observation ends (sourceDeleted).
+    private static func collect(_ kvod: KVOClient, _ keyPath: String, sinceRev: Int64? = nil) async throws -> [Change<JSONValue>] {
+        var changes: [Change<JSONValue>] = []
+        let options: ObservationOptions = sinceRev == nil ? [.initial, .new, .old, .prior] : [.new, .old, .prior]
+        let observation = try await kvod.subscribe("list", keyPath, options: options, sinceRev: sinceRev)
+        for try await change in observation { changes.append(change) }
+        return changes
+    }
+
+    @Test("compact and full events give identical changes for every reason and kind, live and replayed")
+    func bothEncodingsGiveTheSameChanges() async throws {
+        let server = try KVODProcess()
+        var fullConfiguration = server.clientConfiguration()
+        fullConfiguration.compactEvents = false
+        let compact = try await server.client()
+        let full = try await KVOClient.connect(to: fullConfiguration)
+        defer { compact.close(); full.close() }
+        let start = try await compact.create("list", values: ["items": [] as JSONValue] as JSONValue)
+
+        async let compactItems = Self.collect(compact, "items")
+        async let fullItems = Self.collect(full, "items")
+        async let compactName = Self.collect(compact, "ref.name")
+        async let fullName = Self.collect(full, "ref.name")
+        let writer = try await KVOClient.connect(to: server.clientConfiguration())
+        defer { writer.close() }
+        while try await writer.info("list").count < 4 { try await Task.sleep(nanoseconds: 10_000_000) }
+        try await Self.writeEverything(writer)
+        let (items, itemsFull, name, nameFull) = try await (compactItems, fullItems, compactName, fullName)
+
+        for (got, expected) in [(items, itemsFull), (name, nameFull)] {
+            #expect(got == expected)
+            #expect(got.map(\.rawChange) == expected.map(\.rawChange))
+        }
+        #expect(Set(items.map(\.kind)) == [.setting, .insertion, .replacement, .removal])
+        #expect(items.contains { $0.isPrior } && items.first?.reason == .initial && items.last?.reason == .sourceDeleted)
+        #expect(name.contains { $0.reason == .pathChanged })
+
+        // The same history replayed with sinceRev (the object is gone: replay ends with sourceDeleted).
+        let replayed = try await Self.collect(compact, "items", sinceRev: start)
+        var fullReplayClient = fullConfiguration
+        fullReplayClient.clientName = "replay"
+        let replayClient = try await KVOClient.connect(to: fullReplayClient)
+        defer { replayClient.close() }
+        let replayedFull = try await Self.collect(replayClient, "items", sinceRev: start)
+        #expect(replayed == replayedFull && replayed.map(\.rawChange) == replayedFull.map(\.rawChange))
+        #expect(replayed == Array(items.dropFirst()))
+    }
+
+    @Test("a compact client receives the compact form: far fewer bytes from kvod for the same changes")
+    func compactEventsAreSmallerOnTheWire() async throws {
+        let server = try KVODProcess()
+        let writer = try await server.client()
+        defer { writer.close() }
+        _ = try await writer.create("counter", values: ["n": 0] as JSONValue)
+        var received: [Bool: Int] = [:]
+        for compactEvents in [true, false] {
+            let proxy = try TCPProxy(targetPort: server.port)
+            var configuration = server.clientConfiguration()
+            configuration.port = proxy.port
+            configuration.compactEvents = compactEvents
+            let reader = try await KVOClient.connect(to: configuration)
+            let observation = try await reader.subscribe("counter", "n", options: [.new])
+            let before = proxy.bytesFromServer
+            var iterator = observation.makeAsyncIterator()
+            for value in 1...200 { _ = try await writer.set("counter", "n", to: value) }
+            for _ in 1...200 { _ = try await iterator.next() }
+            received[compactEvents] = proxy.bytesFromServer - before
+            reader.close()
+        }
+        // Full events repeat "event", "object", "keyPath", "reason" and the change dictionary's names:
+        // about 90 bytes more each (docs/protocol.md's overhead table).
+        let compactBytes = try #require(received[true]), fullBytes = try #require(received[false])
+        #expect(fullBytes - compactBytes >= 200 * 80, "compact \(compactBytes) bytes, full \(fullBytes)")
+    }
+}
