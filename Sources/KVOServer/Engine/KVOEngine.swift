@@ -103,6 +103,9 @@ public final class KVOEngine {
 
     /// Number of objects.
     public var objectCount: Int { objects.count }
+    /// Changes kept in history for `sinceRev` (at most `--history`), and their bytes (`--history-bytes`).
+    public var historyCount: Int { history.count }
+    public var historyBytes: Int { history.bytes }
     /// Number of live observations (subscriptions).
     public var observationCount: Int { registry.count }
 

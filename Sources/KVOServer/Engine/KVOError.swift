@@ -6,7 +6,7 @@ import KVOJSON
 /// request never changes state.
 public struct KVOError: Error, Equatable, Sendable {
     /// The wire error codes (docs/protocol.md).
-    public enum Code: String, Sendable {
+    public enum Code: String, Sendable, CaseIterable {
         case badRequest = "bad_request"
         case unknownOp = "unknown_op"
         case notFound = "not_found"

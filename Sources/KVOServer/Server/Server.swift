@@ -92,6 +92,8 @@ public final class Server {
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
+    /// Counters and histograms for `GET /metrics` (loop thread only).
+    let metrics = ServerMetrics()
 
     /// Each user's rules compiled (`AccessPolicy`), made at the first login or binding application
     /// that needs them and kept until `policyDidChange(forUser:)`: rules are compiled once per user,
@@ -353,6 +355,7 @@ public final class Server {
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
         openConnections += 1
+        metrics.connectionOpened(connection.isTLS ? .tls : .tcp)
         guard acceptStatus == 0 else {
             connection.close(reason: .socketError("accept: \(uvErrorDescription(acceptStatus))"))
             return
@@ -437,7 +440,7 @@ public final class Server {
         switch decoded.request {
         case let .success(value): request = value
         case let .failure(error):
-            send(.failure(error), id: decoded.id, to: connection)
+            send(.failure(error), id: decoded.id, to: connection, counting: .invalid)
             return
         }
         switch request {
@@ -446,7 +449,7 @@ public final class Server {
             return
         case let .admin(adminRequest):
             guard connection.principal != nil else {
-                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection)
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: .admin)
                 return
             }
             administer(adminRequest, id: decoded.id, connection: connection)
@@ -455,7 +458,7 @@ public final class Server {
             break
         default:
             guard connection.principal != nil else {
-                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection)
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: MetricsOperation(request))
                 return
             }
         }
@@ -466,13 +469,14 @@ public final class Server {
         let outcome = handler.handle(request, valueText: decoded.valueText, from: connection.id,
                                      access: connection.access, budget: budget,
                                      eventEncoding: connection.eventEncoding, notifications: &notifications)
+        let operation = MetricsOperation(request)
         switch outcome.order {
         case .afterNotifications:
             deliverNotifications()
             deliverBindingEvents()
-            send(outcome.reply, id: decoded.id, to: connection)
+            send(outcome.reply, id: decoded.id, to: connection, counting: operation)
         case .beforeNotifications:
-            send(outcome.reply, id: decoded.id, to: connection)
+            send(outcome.reply, id: decoded.id, to: connection, counting: operation)
             deliverNotifications()
             deliverBindingEvents()
         }
@@ -587,7 +591,7 @@ public final class Server {
         verification.wipePassword()
         guard let connection = connection(verification.connection)?.takeUnretainedValue() else { return }
         let error = KVOError(.unauthenticated, "too many logins are waiting to be checked; try again shortly")
-        send(.failure(error), id: verification.requestID, to: connection)
+        send(.failure(error), id: verification.requestID, to: connection, counting: .auth)
         connection.resumeReading(.verification)
     }
 
@@ -608,7 +612,7 @@ public final class Server {
     /// The connection now acts for `user`, with its rules compiled once here.
     private func logIn(_ connection: Connection, as user: UserRecord, id: JSONValue?) {
         connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
-        send(.success([("user", .string(user.name))]), id: id, to: connection)
+        send(.success([("user", .string(user.name))]), id: id, to: connection, counting: .auth)
         // A second login on a connection (as another user) re-checks what it observes.
         principalDidChange(of: connection)
         logger.debug("authenticated", metadata: [
@@ -620,6 +624,7 @@ public final class Server {
     /// (rate-limited) and closes the connection at the failure limit.
     private func authenticationFailed(_ connection: Connection, userName: String?, id: JSONValue?) {
         connection.authenticationFailures += 1
+        metrics.countRequest(.auth, error: .unauthenticated)
         if let count = authenticationFailureLog.record(at: uv_now(loop.raw)) {
             let others = count > 1 ? " (and \(count - 1) more since the last line)" : ""
             let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "an API token"
@@ -642,24 +647,24 @@ public final class Server {
     /// connection waiting for it as for a password check.
     private func administer(_ request: AdminRequest, id: JSONValue?, connection: Connection) {
         guard connection.principal?.policy.isServerAdmin == true else {
-            send(.failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')")), id: id, to: connection)
+            send(.failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')")), id: id, to: connection, counting: .admin)
             return
         }
         switch request {
         case let .userAdd(name, password, _, cost):
             guard users.user(named: name) == nil else {
-                send(.failure(KVOError(.exists, "user '\(name)' exists already")), id: id, to: connection)
+                send(.failure(KVOError(.exists, "user '\(name)' exists already")), id: id, to: connection, counting: .admin)
                 return
             }
             hashThenApply(request, password: password, cost: cost, id: id, connection: connection)
         case let .userPasswd(name, password, cost):
             guard users.user(named: name) != nil else {
-                send(.failure(KVOError(.notFound, UserDirectory.noSuchUser(name))), id: id, to: connection)
+                send(.failure(KVOError(.notFound, UserDirectory.noSuchUser(name))), id: id, to: connection, counting: .admin)
                 return
             }
             hashThenApply(request, password: password, cost: cost, id: id, connection: connection)
         default:
-            send(apply(request, passwordHash: nil), id: id, to: connection)
+            send(apply(request, passwordHash: nil), id: id, to: connection, counting: .admin)
         }
     }
 
@@ -670,8 +675,8 @@ public final class Server {
             [unowned self] job in
             guard let connection = self.connection(job.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
             switch job.result {
-            case let .success(hash): self.send(self.apply(job.request, passwordHash: hash), id: job.requestID, to: connection)
-            case let .failure(error): self.send(.failure(KVOError(.badRequest, "\(error)")), id: job.requestID, to: connection)
+            case let .success(hash): self.send(self.apply(job.request, passwordHash: hash), id: job.requestID, to: connection, counting: .admin)
+            case let .failure(error): self.send(.failure(KVOError(.badRequest, "\(error)")), id: job.requestID, to: connection, counting: .admin)
             }
             connection.resumeReading(.verification)
         }
@@ -797,7 +802,16 @@ public final class Server {
         flushEarlyIfOutputIsLarge()
     }
 
-    private func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection) {
+    /// Queues a reply; `counting` names the request's operation for `kvod_requests_total` (nil: not a
+    /// request's answer, or counted elsewhere).
+    private func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection,
+                      counting operation: MetricsOperation? = nil) {
+        if let operation {
+            switch reply {
+            case .success: metrics.countRequest(operation, error: nil)
+            case let .failure(error): metrics.countRequest(operation, error: error.code)
+            }
+        }
         Server.empty(&replyBuffer)
         switch reply {
         case let .success(fields): ReplyEncoder.success(id: id, fields: fields, into: &replyBuffer)
@@ -871,10 +885,23 @@ public final class Server {
                 }
             }
             eventBytesSinceFlush += queuedBytes
+            metrics.eventsSent &+= UInt64(notification.recipients.count)
+            metrics.eventBytesSent &+= UInt64(queuedBytes)
             // Once per notification, not per recipient: the pool counts bytes as chunks are taken.
             if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
         }
         if tailArena.capacity > Server.retainedScratchBytes { tailArena = [] }
+    }
+
+    // MARK: - Metrics
+
+    /// `GET /metrics`: the Prometheus text exposition of `metrics` and the current gauges. Loop thread.
+    func renderMetrics() -> [UInt8] {
+        let engine = handler.engine
+        return metrics.render(ServerMetrics.Gauges(
+            objects: engine.objectCount, observations: engine.observationCount, revision: engine.revision,
+            historyEntries: engine.historyCount, historyBytes: engine.historyBytes, storedBytes: engine.storedBytes,
+            outputBufferedBytes: loop.outputChunks.bytesInUse, inputBufferedBytes: loop.bufferedInputBytes))
     }
 
     // MARK: - Global bounds
@@ -994,7 +1021,9 @@ public final class Server {
         let batch = handler.engine.takeCommitBatch()
         guard !batch.isEmpty else { return }
         do {
+            let started = uv_hrtime()
             try store.commit(batch)
+            metrics.groupCommitted(nanoseconds: uv_hrtime() &- started)
             checkpointIfNeeded(store)
         } catch {
             let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
@@ -1076,6 +1105,7 @@ public final class Server {
         let server = owner(of: asHandle(handle!), as: Server.self)
         server.replayHeldInput()
         server.flushConnections()
+        server.metrics.iterationEnded(loop: server.loop.raw)
     }
 
     /// Does nothing: an active idle handle only keeps the loop from blocking in poll.
@@ -1152,6 +1182,7 @@ extension Server: ConnectionDelegate {
             slots[slot] = nil
             freeSlots.append(UInt32(slot))
             openConnections -= 1
+            metrics.connectionClosed(connection.isTLS ? .tls : .tcp, reason: reason)
         }
         let removed = handler.engine.disconnect(connection.id)
         if connection.pausedReasons.contains(.verification) { passwordChecks.cancelWaiting(of: connection.id) }

@@ -1,0 +1,207 @@
+import CLibUV
+import KVOJSON
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `GET /metrics` reports about one server: counters the server bumps as it works, histograms of
+/// group-commit and loop-iteration times, and gauges read from the engine and the loop when scraped.
+///
+/// Owned by `Server`; loop thread only. Every update and every rendering run on the loop thread (the
+/// HTTP connection asking for `/metrics` is served by the same loop), so the counters are plain
+/// integers: no atomics, no locks, one addition per update on the request and event paths
+/// (docs/design.md, "Metrics").
+final class ServerMetrics {
+    /// The `transport` label of the connection series.
+    enum Transport: Int, CaseIterable {
+        /// JSON lines over plain TCP (`--port`).
+        case tcp
+        /// JSON lines over TLS (`--tls-port`).
+        case tls
+
+        var label: String {
+            switch self {
+            case .tcp: "tcp"
+            case .tls: "tls"
+            }
+        }
+    }
+
+    /// Which output limit closed a slow consumer (the `limit` label).
+    enum SlowConsumerLimit: Int, CaseIterable {
+        /// Its own queued output passed `--max-output-buffer`.
+        case connection
+        /// All connections' queued output passed `--max-total-output` and it had the most queued.
+        case total
+
+        var label: String {
+            switch self {
+            case .connection: "connection"
+            case .total: "total"
+            }
+        }
+    }
+
+    private(set) var connectionsAccepted = [UInt64](repeating: 0, count: Transport.allCases.count)
+    private(set) var connectionsOpen = [Int](repeating: 0, count: Transport.allCases.count)
+    private(set) var slowConsumerDisconnects = [UInt64](repeating: 0, count: SlowConsumerLimit.allCases.count)
+    /// Requests answered, by operation and outcome: index `operation * outcomeCount + outcome`, where
+    /// outcome 0 is success and `1 + i` is `KVOError.Code.allCases[i]`.
+    private var requestCounts = [UInt64](repeating: 0, count: MetricsOperation.allCases.count * ServerMetrics.outcomeCount)
+    /// Events queued for subscribers (one per recipient) and their bytes.
+    var eventsSent: UInt64 = 0
+    var eventBytesSent: UInt64 = 0
+    /// Group commits (one transaction per loop iteration with writes), durable mode only.
+    private(set) var groupCommits = MetricsHistogram(boundsNanoseconds: MetricsHistogram.latencyBoundsNanoseconds)
+    /// Time the loop spent working (not waiting in poll) per iteration.
+    private(set) var loopIterations = MetricsHistogram(boundsNanoseconds: MetricsHistogram.latencyBoundsNanoseconds)
+    private var lastIterationEnd: UInt64 = 0
+    private var lastIdleTime: UInt64 = 0
+
+    private static let outcomeCount = 1 + KVOError.Code.allCases.count
+
+    /// A connection was accepted on `transport`.
+    func connectionOpened(_ transport: Transport) {
+        connectionsAccepted[transport.rawValue] &+= 1
+        connectionsOpen[transport.rawValue] += 1
+    }
+
+    /// A connection accepted on `transport` closed for `reason`.
+    func connectionClosed(_ transport: Transport, reason: CloseReason) {
+        connectionsOpen[transport.rawValue] -= 1
+        switch reason {
+        case .outputLimitExceeded: slowConsumerDisconnects[SlowConsumerLimit.connection.rawValue] &+= 1
+        case .totalOutputLimitExceeded: slowConsumerDisconnects[SlowConsumerLimit.total.rawValue] &+= 1
+        default: break
+        }
+    }
+
+    /// One request answered: with success when `error` is nil.
+    @inline(__always)
+    func countRequest(_ operation: MetricsOperation, error: KVOError.Code?) {
+        var outcome = 0
+        if let error { outcome = 1 + (KVOError.Code.allCases.firstIndex(of: error) ?? 0) }
+        requestCounts[operation.rawValue &* ServerMetrics.outcomeCount &+ outcome] &+= 1
+    }
+
+    /// Requests answered with `operation` and `outcome` ("ok" or an error code); for tests and rendering.
+    func requests(_ operation: MetricsOperation, outcome: String) -> UInt64 {
+        guard let index = ServerMetrics.outcomeIndex(outcome) else { return 0 }
+        return requestCounts[operation.rawValue * ServerMetrics.outcomeCount + index]
+    }
+
+    private static func outcomeIndex(_ outcome: String) -> Int? {
+        if outcome == "ok" { return 0 }
+        return KVOError.Code.allCases.firstIndex { $0.rawValue == outcome }.map { $0 + 1 }
+    }
+
+    private static func outcomeName(_ index: Int) -> String {
+        index == 0 ? "ok" : KVOError.Code.allCases[index - 1].rawValue
+    }
+
+    /// A group commit took `nanoseconds`.
+    func groupCommitted(nanoseconds: UInt64) {
+        groupCommits.observe(nanoseconds: nanoseconds)
+    }
+
+    /// The end of a loop iteration's work (the check phase, after the flush): counts the time since the
+    /// previous one, less what the loop spent blocked in poll meanwhile (`uv_metrics_idle_time`, which
+    /// needs `UV_METRICS_IDLE_TIME`, set by `EventLoop`).
+    func iterationEnded(loop: UnsafeMutablePointer<uv_loop_t>) {
+        let now = uv_hrtime()
+        let idle = uv_metrics_idle_time(loop)
+        if lastIterationEnd != 0 {
+            let elapsed = now &- lastIterationEnd
+            let waited = idle &- lastIdleTime
+            loopIterations.observe(nanoseconds: elapsed > waited ? elapsed - waited : 0)
+        }
+        lastIterationEnd = now
+        lastIdleTime = idle
+    }
+
+    /// What the server reads when scraped (gauges: current values, not counts).
+    struct Gauges {
+        var objects: Int
+        var observations: Int
+        var revision: UInt64
+        var historyEntries: Int
+        var historyBytes: Int
+        var storedBytes: Int
+        var outputBufferedBytes: Int
+        var inputBufferedBytes: Int
+    }
+
+    /// The Prometheus text exposition (format 0.0.4) of every metric.
+    func render(_ gauges: Gauges) -> [UInt8] {
+        var out = PrometheusExposition()
+        out.family("kvod_connections", type: .gauge, help: "Open client connections, by transport.")
+        for transport in Transport.allCases {
+            out.sample("kvod_connections", labels: [("transport", transport.label)], connectionsOpen[transport.rawValue])
+        }
+        out.family("kvod_connections_accepted_total", type: .counter, help: "Client connections accepted, by transport.")
+        for transport in Transport.allCases {
+            out.sample("kvod_connections_accepted_total", labels: [("transport", transport.label)],
+                       connectionsAccepted[transport.rawValue])
+        }
+        out.family("kvod_slow_consumer_disconnects_total", type: .counter,
+                   help: "Connections closed because their queued output passed an output limit, by limit.")
+        for limit in SlowConsumerLimit.allCases {
+            out.sample("kvod_slow_consumer_disconnects_total", labels: [("limit", limit.label)],
+                       slowConsumerDisconnects[limit.rawValue])
+        }
+        out.family("kvod_requests_total", type: .counter,
+                   help: "Requests answered, by operation and outcome (ok or the error code); series appear once counted.")
+        for operation in MetricsOperation.allCases {
+            for outcome in 0..<ServerMetrics.outcomeCount {
+                let count = requestCounts[operation.rawValue * ServerMetrics.outcomeCount + outcome]
+                guard count > 0 else { continue }
+                out.sample("kvod_requests_total", labels: [("op", operation.name), ("outcome", ServerMetrics.outcomeName(outcome))], count)
+            }
+        }
+        out.family("kvod_events_sent_total", type: .counter, help: "Events queued for subscribers (one per recipient).")
+        out.sample("kvod_events_sent_total", eventsSent)
+        out.family("kvod_event_bytes_sent_total", type: .counter, help: "Bytes of the events queued for subscribers.")
+        out.sample("kvod_event_bytes_sent_total", eventBytesSent)
+        out.family("kvod_observations", type: .gauge, help: "Live observations, all connections together.")
+        out.sample("kvod_observations", gauges.observations)
+        out.family("kvod_objects", type: .gauge, help: "Stored objects.")
+        out.sample("kvod_objects", gauges.objects)
+        out.family("kvod_stored_bytes", type: .gauge, help: "Bytes the stored data counts against --max-memory.")
+        out.sample("kvod_stored_bytes", gauges.storedBytes)
+        out.family("kvod_revision", type: .gauge, help: "The store's current revision.")
+        out.sample("kvod_revision", gauges.revision)
+        out.family("kvod_history_entries", type: .gauge, help: "Changes kept in history for sinceRev resumption.")
+        out.sample("kvod_history_entries", gauges.historyEntries)
+        out.family("kvod_history_bytes", type: .gauge, help: "Bytes of the changes kept in history.")
+        out.sample("kvod_history_bytes", gauges.historyBytes)
+        out.family("kvod_output_buffered_bytes", type: .gauge, help: "Output queued for all connections, not yet written.")
+        out.sample("kvod_output_buffered_bytes", gauges.outputBufferedBytes)
+        out.family("kvod_input_buffered_bytes", type: .gauge, help: "Unfinished request bytes held for all connections.")
+        out.sample("kvod_input_buffered_bytes", gauges.inputBufferedBytes)
+        out.family("kvod_group_commit_seconds", type: .histogram,
+                   help: "Time one group commit (a loop iteration's writes in one SQLite transaction) took.")
+        out.histogram("kvod_group_commit_seconds", groupCommits)
+        out.family("kvod_loop_iteration_seconds", type: .histogram,
+                   help: "Time the event loop worked per iteration (not counting the wait for I/O).")
+        out.histogram("kvod_loop_iteration_seconds", loopIterations)
+        if let resident = ServerMetrics.residentMemoryBytes() {
+            out.family("process_resident_memory_bytes", type: .gauge, help: "Resident memory size in bytes.")
+            out.sample("process_resident_memory_bytes", resident)
+        }
+        return out.bytes
+    }
+
+    /// Resident set size from /proc/self/statm (its second field, in pages); nil where there is no procfs.
+    private static func residentMemoryBytes() -> Int? {
+        guard let file = fopen("/proc/self/statm", "r") else { return nil }
+        defer { fclose(file) }
+        var line = [UInt8](repeating: 0, count: 128)
+        let read = line.withUnsafeMutableBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { fgets($0.baseAddress, Int32($0.count - 1), file) != nil }
+        }
+        guard read else { return nil }
+        let fields = line.prefix { $0 != 0 && $0 != 0x0A }.split(separator: 0x20)
+        guard fields.count >= 2, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return nil }
+        return pages * sysconf(Int32(_SC_PAGESIZE))
+    }
+}
