@@ -56,6 +56,17 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
         ),
+        // The HTTP/1.1 request parser (Debian: libhttp-parser-dev 2.9.4) for the HTTP listener, and RFC 6455
+        // WebSocket framing (Debian: libwslay-dev 1.1.1). Neither ships a pkg-config file: the module maps
+        // name the libraries (docs/design.md, "HTTP and WebSocket").
+        .systemLibrary(
+            name: "CHTTPParser",
+            providers: [.apt(["libhttp-parser-dev"]), .brew(["http-parser"])]
+        ),
+        .systemLibrary(
+            name: "CWSLay",
+            providers: [.apt(["libwslay-dev"]), .brew(["wslay"])]
+        ),
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
         // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite), Security
@@ -63,11 +74,13 @@ let package = Package(
         .target(
             name: "KVOServer",
             dependencies: [
+                "CHTTPParser",
                 "CLibUV",
                 "COpenSSL",
                 "CPCRE2",
                 "CSQLite",
                 "CSodium",
+                "CWSLay",
                 "KVOJSON",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -57,6 +57,21 @@ struct KVOD: ParsableCommand {
             transform: NumberArgument.seconds)
     var tlsHandshakeTimeout: Double = TLSConfiguration.defaultHandshakeTimeout
 
+    @Option(parsing: .unconditional, help: """
+        Port for HTTP: WebSocket clients at /ws (the same protocol, one JSON message per text frame), Prometheus \
+        metrics at /metrics, /healthz and /readyz (0 picks a free port; printed on stdout). Off when not given.
+        """, transform: NumberArgument.listeningPort)
+    var httpPort: Int?
+
+    @Option(help: "Address the HTTP listener binds (loopback by default: /metrics answers whoever can connect).")
+    var httpHost = "127.0.0.1"
+
+    @Option(help: ArgumentHelp("""
+        An Origin allowed to open a WebSocket at /ws (repeatable; exact, e.g. https://app.example.com; '*' for any). \
+        Requests without Origin (non-browser clients) and pages served by kvod itself are always allowed.
+        """, valueName: "origin"))
+    var httpAllowedOrigin: [String] = []
+
     /// `--port`'s value: a listening port, or `portOff` for "off".
     static func listeningPortOrOff(_ text: String) throws(NumberArgument.Invalid) -> Int {
         if text == "off" { return portOff }
@@ -240,8 +255,14 @@ struct KVOD: ParsableCommand {
         guard tlsHandshakeTimeout.isFinite, tlsHandshakeTimeout <= 1e9 else {
             throw ValidationError("--tls-handshake-timeout must be 0 or more seconds")
         }
+        if httpPort == nil, !httpAllowedOrigin.isEmpty { throw ValidationError("--http-allowed-origin needs --http-port") }
+        if let httpPort, httpPort != 0, httpPort == port || httpPort == tlsPort {
+            throw ValidationError("--http-port must differ from --port and --tls-port")
+        }
         guard let tlsPort else {
-            if port == KVOD.portOff { throw ValidationError("--port off needs --tls-port: kvod would listen nowhere") }
+            if port == KVOD.portOff, httpPort == nil {
+                throw ValidationError("--port off needs --tls-port or --http-port: kvod would listen nowhere")
+            }
             if tlsCert != nil || tlsKey != nil || tlsCa != nil || clientAuthentication != .none {
                 throw ValidationError("--tls-cert, --tls-key, --tls-ca and --tls-client-auth need --tls-port")
             }
@@ -302,6 +323,9 @@ struct KVOD: ParsableCommand {
         settings.port = max(port, 0)
         settings.listensForPlaintext = port != KVOD.portOff
         settings.tls = tlsConfiguration
+        if let httpPort {
+            settings.http = HTTPConfiguration(port: httpPort, host: httpHost, allowedOrigins: httpAllowedOrigin)
+        }
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer
         settings.maximumConnections = maxConnections
@@ -335,6 +359,7 @@ struct KVOD: ParsableCommand {
         // The lines on stdout: scripts and tests read the bound ports from them (the plaintext one first).
         if settings.listensForPlaintext { print("kvod listening on \(server.address)") }
         if let tlsAddress = server.tlsAddress { print("kvod listening for TLS on \(tlsAddress)") }
+        if let httpAddress = server.httpAddress { print("kvod listening for HTTP on \(httpAddress)") }
         fflush(nil)  // all output streams: stdout may be a pipe
         let report = server.run()
         if !report.loopClosedCleanly {

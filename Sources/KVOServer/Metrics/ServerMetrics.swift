@@ -18,11 +18,17 @@ final class ServerMetrics {
         case tcp
         /// JSON lines over TLS (`--tls-port`).
         case tls
+        /// HTTP requests on `--http-port` (metrics, health), not upgraded.
+        case http
+        /// JSON messages in WebSocket frames (`--http-port`, `GET /ws`): an HTTP connection that upgraded.
+        case webSocket
 
         var label: String {
             switch self {
             case .tcp: "tcp"
             case .tls: "tls"
+            case .http: "http"
+            case .webSocket: "websocket"
             }
         }
     }
@@ -64,6 +70,14 @@ final class ServerMetrics {
     func connectionOpened(_ transport: Transport) {
         connectionsAccepted[transport.rawValue] &+= 1
         connectionsOpen[transport.rawValue] += 1
+    }
+
+    /// An open connection switched transports (an HTTP connection upgraded to WebSocket): counted as
+    /// accepted on the new one too.
+    func connectionUpgraded(from old: Transport, to new: Transport) {
+        connectionsOpen[old.rawValue] -= 1
+        connectionsOpen[new.rawValue] += 1
+        connectionsAccepted[new.rawValue] &+= 1
     }
 
     /// A connection accepted on `transport` closed for `reason`.

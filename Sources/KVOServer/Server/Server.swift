@@ -19,6 +19,8 @@ public final class Server {
     private var listener: TCPListener?
     /// The TLS listener (`--tls-port`), when configured.
     private var tlsListener: TCPListener?
+    /// The HTTP listener (`--http-port`: WebSocket, metrics, health), when configured.
+    private var httpListener: TCPListener?
     /// The TLS context new TLS connections start from; replaced by `reloadTLS()`, while open connections
     /// keep the one they started with.
     private var tlsContext: TLSContext?
@@ -108,6 +110,8 @@ public final class Server {
     public var tlsPort: Int { tlsListener?.port ?? 0 }
     /// The TLS listener's address; nil without one.
     public var tlsAddress: String? { tlsListener?.addressDescription }
+    /// The HTTP listener's address; nil without one.
+    public var httpAddress: String? { httpListener?.addressDescription }
     /// The engine (loop thread only; for tests and tools running in-process).
     public var engine: KVOEngine { handler.engine }
     /// Open connections.
@@ -213,15 +217,22 @@ public final class Server {
                         self.accept(from: listener, status: status)
                     }
                 }
+                if let http = configuration.http {
+                    httpListener = try TCPListener(loop: loop, host: http.host, port: http.port) {
+                        [unowned self] listener, status in
+                        self.accept(from: listener, status: status)
+                    }
+                }
             } catch {
                 throw .transport(error)
             }
-            guard listener != nil || tlsListener != nil else {
-                throw .configuration("no listener: the plaintext port is off and no TLS port is set")
+            guard listener != nil || tlsListener != nil || httpListener != nil else {
+                throw .configuration("no listener: the plaintext port is off and neither a TLS nor an HTTP port is set")
             }
         } catch {
             listener?.close()
             tlsListener?.close()
+            httpListener?.close()
             closeOwnHandles()
             loop.run()  // let the close callbacks run
             _ = loop.close()
@@ -229,12 +240,14 @@ public final class Server {
             throw error
         }
         if users.isEmpty, !configuration.allowsInsecureOpen,
-           let exposed = [listener, tlsListener].compactMap({ $0 }).first(where: { !$0.isLoopback }) {
+           let exposed = [listener, tlsListener, httpListener].compactMap({ $0 }).first(where: { !$0.isLoopback }) {
             let address = exposed.addressDescription
             listener?.close()
             tlsListener?.close()
+            httpListener?.close()
             self.listener = nil
             self.tlsListener = nil
+            self.httpListener = nil
             closeOwnHandles()
             loop.run()
             _ = loop.close()
@@ -283,6 +296,7 @@ public final class Server {
         signal(SIGPIPE, SIG_IGN)
         if listener != nil { logger.info("listening", metadata: ["address": "\(address)"]) }
         if let tlsAddress { logger.info("listening for TLS", metadata: ["address": "\(tlsAddress)"]) }
+        if let httpAddress { logger.info("listening for HTTP and WebSocket", metadata: ["address": "\(httpAddress)"]) }
         loop.run()
         closeStore()
         let status = loop.close()
@@ -313,6 +327,7 @@ public final class Server {
         commitPendingWrites()
         listener?.close()
         tlsListener?.close()
+        httpListener?.close()
         for connection in slots.compactMap({ $0?.takeUnretainedValue() }) {
             connection.close(reason: .serverStopping)
         }
@@ -351,11 +366,12 @@ public final class Server {
             maximumOutputBytes: configuration.maximumOutputBufferBytes,
             maximumTotalInputBytes: configuration.maximumTotalInputBytes,
             maximumPendingReplies: configuration.maximumPendingRequests,
-            tls: listener === tlsListener ? tlsContext : nil)
+            tls: listener === tlsListener ? tlsContext : nil,
+            http: listener === httpListener ? HTTPRequestParser.Limits() : nil)
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
         openConnections += 1
-        metrics.connectionOpened(connection.isTLS ? .tls : .tcp)
+        metrics.connectionOpened(Server.metricsTransport(of: connection))
         guard acceptStatus == 0 else {
             connection.close(reason: .socketError("accept: \(uvErrorDescription(acceptStatus))"))
             return
@@ -372,6 +388,13 @@ public final class Server {
         // not wait for ever.
         if connection.isTLS, let seconds = configuration.tls?.handshakeTimeout, seconds > 0 {
             tlsHandshakeDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(seconds * 1000))
+        }
+        if tooMany, connection.isHTTP {
+            connection.sendHTTPResponse(
+                HTTPResponse.text(.serviceUnavailable, "the server is at its limit of \(configuration.maximumConnections) connections",
+                                  keepAlive: false),
+                keepAlive: false, reason: .rejected("over --max-connections"))
+            return
         }
         if tooMany {
             let error = KVOError(.tooManyConnections,
@@ -394,7 +417,8 @@ public final class Server {
             let timeout = UInt64(configuration.firstRequestTimeout * 1000)
             firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ timeout)
         }
-        if connection.principal == nil { addLoginDeadline(for: connection) }
+        // An HTTP connection needs a login only once it upgrades to WebSocket.
+        if connection.principal == nil, !connection.isHTTP { addLoginDeadline(for: connection) }
         logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
     }
 
@@ -893,6 +917,80 @@ public final class Server {
         if tailArena.capacity > Server.retainedScratchBytes { tailArena = [] }
     }
 
+    // MARK: - HTTP
+
+    /// The metrics transport label of `connection` as it is now.
+    private static func metricsTransport(of connection: Connection) -> ServerMetrics.Transport {
+        if connection.webSocket != nil { return .webSocket }
+        if connection.isHTTP { return .http }
+        return connection.isTLS ? .tls : .tcp
+    }
+
+    /// Routes one HTTP request: `/ws` upgrades to WebSocket (the JSON-lines protocol, one message per text
+    /// frame), `/healthz`, `/readyz` and `/metrics` answer at once; anything else is 404 (405 for a method
+    /// other than GET). A keep-alive connection then has `--first-request-timeout` for its next request.
+    func connection(_ connection: Connection, didReceiveHTTPRequest request: HTTPRequestHead) {
+        connection.hasSentRequest = true
+        let keepAlive = request.keepAlive
+        if request.path == "/ws" {
+            upgrade(connection, request)
+            return
+        }
+        guard request.method == "GET" else {
+            answer(connection, HTTPResponse.text(.methodNotAllowed, "only GET is served here", keepAlive: keepAlive,
+                                                 extraHeaders: [("Allow", "GET")]), keepAlive: keepAlive)
+            return
+        }
+        switch request.path {
+        case "/healthz":
+            answer(connection, HTTPResponse.text(.ok, "ok", keepAlive: keepAlive), keepAlive: keepAlive)
+        case "/readyz":
+            let ready = !isStopping
+            answer(connection, HTTPResponse.text(ready ? .ok : .serviceUnavailable, ready ? "ready" : "stopping",
+                                                 keepAlive: keepAlive), keepAlive: keepAlive)
+        case "/metrics":
+            answer(connection, HTTPResponse.make(.ok, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                                                 body: renderMetrics(), keepAlive: keepAlive), keepAlive: keepAlive)
+        default:
+            answer(connection, HTTPResponse.text(.notFound, "not found", keepAlive: keepAlive), keepAlive: keepAlive)
+        }
+    }
+
+    func connection(_ connection: Connection, didRefuseHTTPRequest status: HTTPStatus, reason: String) {
+        connection.sendHTTPResponse(HTTPResponse.text(status, reason, keepAlive: false), keepAlive: false,
+                                    reason: .httpRefused(status: status.rawValue, reason: reason))
+    }
+
+    /// Sends an HTTP response; on a keep-alive connection the next request must come within the first-request timeout.
+    private func answer(_ connection: Connection, _ response: [UInt8], keepAlive: Bool) {
+        connection.sendHTTPResponse(response, keepAlive: keepAlive)
+        guard keepAlive, !connection.isClosing, configuration.firstRequestTimeout > 0 else { return }
+        connection.hasSentRequest = false
+        firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(configuration.firstRequestTimeout * 1000))
+    }
+
+    /// `GET /ws`: checks the handshake and the Origin, then switches the connection to WebSocket.
+    private func upgrade(_ connection: Connection, _ request: HTTPRequestHead) {
+        guard let http = configuration.http else { return }
+        guard http.allows(origin: request.headers["origin"], host: request.headers["host"]) else {
+            let reason = "origin '\(PrintableText.escaped(request.headers["origin"] ?? "", limit: 200))' is not allowed (--http-allowed-origin)"
+            connection.sendHTTPResponse(HTTPResponse.text(.forbidden, reason, keepAlive: false), keepAlive: false,
+                                        reason: .httpRefused(status: 403, reason: reason))
+            return
+        }
+        switch WebSocketHandshake.accept(request) {
+        case let .failure(refusal):
+            let headers = refusal.status == .upgradeRequired ? [("Sec-WebSocket-Version", "13"), ("Upgrade", "websocket")] : []
+            connection.sendHTTPResponse(HTTPResponse.text(refusal.status, refusal.reason, keepAlive: false, extraHeaders: headers),
+                                        keepAlive: false, reason: .httpRefused(status: refusal.status.rawValue, reason: refusal.reason))
+        case let .success(accept):
+            let wasOpenAs = Server.metricsTransport(of: connection)
+            guard connection.upgradeToWebSocket(accept: accept) else { return }
+            metrics.connectionUpgraded(from: wasOpenAs, to: .webSocket)
+            if connection.principal == nil { addLoginDeadline(for: connection) }
+        }
+    }
+
     // MARK: - Metrics
 
     /// `GET /metrics`: the Prometheus text exposition of `metrics` and the current gauges. Loop thread.
@@ -1182,7 +1280,7 @@ extension Server: ConnectionDelegate {
             slots[slot] = nil
             freeSlots.append(UInt32(slot))
             openConnections -= 1
-            metrics.connectionClosed(connection.isTLS ? .tls : .tcp, reason: reason)
+            metrics.connectionClosed(Server.metricsTransport(of: connection), reason: reason)
         }
         let removed = handler.engine.disconnect(connection.id)
         if connection.pausedReasons.contains(.verification) { passwordChecks.cancelWaiting(of: connection.id) }

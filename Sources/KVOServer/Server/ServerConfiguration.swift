@@ -10,6 +10,9 @@ public struct ServerConfiguration: Sendable {
     public var listensForPlaintext = true
     /// The TLS listener, beside the plaintext one (or alone); nil: no TLS.
     public var tls: TLSConfiguration? = nil
+    /// The HTTP listener's settings (`--http-port`: WebSocket at `/ws`, `/metrics`, `/healthz`, `/readyz`);
+    /// nil: no HTTP listener.
+    public var http: HTTPConfiguration? = nil
     /// Longest request line, in bytes (without the newline). Longer lines get `too_large`.
     public var maximumLineLength = 1 << 20
     /// Most output bytes queued for one connection before it is closed as too slow.

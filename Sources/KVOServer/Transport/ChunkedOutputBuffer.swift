@@ -90,6 +90,41 @@ struct ChunkedOutputBuffer {
         bytes.withUnsafeBytes { append($0, pool: pool) }
     }
 
+    /// Appends the header of one unfragmented, unmasked WebSocket text frame (RFC 6455 section 5.2) of
+    /// `payloadLength` bytes: 2 bytes up to 125, 4 up to 65,535, else 10.
+    @inline(__always)
+    mutating func appendWebSocketTextFrameHeader(payloadLength: Int, pool: OutputChunkPool) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 10) { header in
+            header[0] = 0x81  // FIN, text
+            var length = 2
+            if payloadLength <= 125 {
+                header[1] = UInt8(payloadLength)
+            } else if payloadLength <= 0xFFFF {
+                header[1] = 126
+                header[2] = UInt8(truncatingIfNeeded: payloadLength >> 8)
+                header[3] = UInt8(truncatingIfNeeded: payloadLength)
+                length = 4
+            } else {
+                header[1] = 127
+                for index in 0..<8 { header[2 + index] = UInt8(truncatingIfNeeded: UInt64(payloadLength) >> (56 - 8 * UInt64(index))) }
+                length = 10
+            }
+            append(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(header)[0..<length]), pool: pool)
+        }
+    }
+
+    /// Decimal digits of `value` as `appendEventHead` writes it (with the sign).
+    @inline(__always)
+    static func decimalLength(_ value: Int64) -> Int {
+        var digits = value < 0 ? 2 : 1
+        var probe = value.magnitude / 10
+        while probe > 0 {
+            digits += 1
+            probe /= 10
+        }
+        return digits
+    }
+
     /// Appends an event's head (`{"event":"change","sub":`, or the compact `{"s":`: `EventEncoder`) and
     /// the subscription id, without a `memcpy` call: 24 head bytes as three 8-byte stores, of which
     /// the first `headLength` (at most 24) are kept, the digits written in place after them.

@@ -36,6 +36,16 @@ enum CloseReason: CustomStringConvertible {
     case authenticationFailures(Int)
     /// The user this connection was logged in as was removed (admin `userRemove`).
     case userRemoved(String)
+    /// An HTTP connection's response said `Connection: close` (the client asked for it, or HTTP/1.0).
+    case httpResponseComplete
+    /// An HTTP request kvod refused (malformed, too large, a body, a disallowed Origin): answered with
+    /// this status, then closed.
+    case httpRefused(status: Int, reason: String)
+    /// A WebSocket close handshake: the close frame sent carried `code` (1000 normal, 1002 protocol
+    /// error, 1003 binary data, 1007 invalid UTF-8, 1009 message too big, ...).
+    case webSocketClosed(code: UInt16)
+    /// wslay failed beyond what a close frame can say (out of memory).
+    case webSocketFailed
 
     var description: String {
         switch self {
@@ -62,11 +72,15 @@ enum CloseReason: CustomStringConvertible {
         case let .authenticationFailures(count): return "\(count) failed authentication attempts"
         case let .notLoggedInBeforeTimeout(seconds): return "not logged in within \(seconds) s of connecting (--login-timeout)"
         case let .userRemoved(name): return "user '\(name)' was removed"
+        case .httpResponseComplete: return "HTTP response sent with Connection: close"
+        case let .httpRefused(status, reason): return "HTTP request refused (\(status)): \(reason)"
+        case let .webSocketClosed(code): return "WebSocket closed with code \(code)"
+        case .webSocketFailed: return "WebSocket framing failed"
         }
     }
 
     /// Number of distinct `rateLimitSlot`s.
-    static let rateLimitSlots = 11
+    static let rateLimitSlots = 13
 
     /// For closings logged at the default level, which a client can cause many times over (one per
     /// connection it opens): the slot of their `RateLimitedCount` in the server; nil for the others.
@@ -83,6 +97,8 @@ enum CloseReason: CustomStringConvertible {
         case .tlsError: return 8
         case .authenticationFailures: return 9
         case .notLoggedInBeforeTimeout: return 10
+        case .httpRefused: return 11
+        case let .webSocketClosed(code) where code != 1000 && code != 1001 && code != 1005: return 12
         default: return nil
         }
     }
@@ -100,7 +116,9 @@ enum CloseReason: CustomStringConvertible {
         case 7: return "TLS handshake on the plaintext port"
         case 8: return "TLS error"
         case 9: return "failed authentication attempts"
-        default: return "not logged in within the login timeout"
+        case 10: return "not logged in within the login timeout"
+        case 11: return "HTTP requests refused"
+        default: return "WebSocket connections closed for a protocol error"
         }
     }
 
@@ -109,8 +127,10 @@ enum CloseReason: CustomStringConvertible {
         switch self {
         case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected,
              .tlsHandshakeFailed, .tlsHandshakeTimeout, .tlsOnPlainPort, .tlsError,
-             .authenticationFailures, .notLoggedInBeforeTimeout:
+             .authenticationFailures, .notLoggedInBeforeTimeout, .httpRefused:
             return true
+        case let .webSocketClosed(code):
+            return code != 1000 && code != 1001 && code != 1005
         default: return false
         }
     }

@@ -22,7 +22,14 @@ import KVOJSON
 /// and handed out, in order, once every reason is lifted, before anything read later. The server
 /// pauses a connection with `--max-pending-requests` replies not yet written to its socket
 /// (back-pressure on a client that pipelines without reading).
-final class Connection {
+///
+/// On the HTTP listener the framer is an `HTTPRequestParser` instead of the `LineFramer`: each request is
+/// handed to the delegate (`didReceiveHTTPRequest`), which answers it (`sendHTTPResponse`) or upgrades
+/// the connection to WebSocket (`upgradeToWebSocket`). From then on a `WebSocketSession` (wslay) turns
+/// frames into messages, each handed to the delegate exactly as a line would be, and everything queued
+/// for the connection (replies, events, notices) leaves as one text frame per message: the connection
+/// writes the frame header in front of the same bytes a TCP client gets, less their newline.
+final class Connection: WebSocketSessionOwner {
     let id: ConnectionID
     /// "127.0.0.1:50312", for logs.
     private(set) var peer = "?"
@@ -76,6 +83,14 @@ final class Connection {
     private let tls: TLSSession?
     /// Bytes in `tls.ciphertext` (0 without TLS), kept here so the per-event limit check stays one load.
     @exclusivity(unchecked) private var queuedCiphertextBytes = 0
+    /// On the HTTP listener, until an upgrade: the request parser (nil on JSON-lines connections).
+    private var httpParser: HTTPRequestParser?
+    /// After a WebSocket upgrade: the session that frames input and control output.
+    @exclusivity(unchecked) private(set) var webSocket: WebSocketSession?
+    /// Set once a WebSocket close frame is queued or sent: no data frame may follow it.
+    @exclusivity(unchecked) private var webSocketOutputEnded = false
+    /// The request size limit, which becomes the WebSocket message limit on upgrade.
+    private let maximumLineLength: Int
     /// Whether a read has arrived yet (a plaintext connection's first bytes are checked for a TLS ClientHello).
     private var hasReceivedBytes = false
     /// Whether the delegate has heard that the TLS handshake completed.
@@ -92,8 +107,8 @@ final class Connection {
     /// moves `heldStart` (no copy per pause).
     @exclusivity(unchecked) private var heldInput: [UInt8] = []
     @exclusivity(unchecked) private var heldStart = 0
-    /// Whether lines read before a pause wait to be handed out.
-    private var hasHeldInput: Bool { heldStart < heldInput.count }
+    /// Whether lines (or WebSocket messages) read before a pause wait to be handed out.
+    private var hasHeldInput: Bool { heldStart < heldInput.count || webSocket?.hasHeldMessages == true }
     /// Most replies queued and not yet written to the socket before reading pauses (`.backPressure`).
     private let maximumPendingReplies: Int
     /// Replies queued and not yet handed to the socket (on TLS: until their ciphertext is).
@@ -101,13 +116,16 @@ final class Connection {
     /// Replies in the write in flight (handed to libuv, not yet all taken by the kernel).
     @exclusivity(unchecked) private var inFlightReplies = 0
 
-    /// With `tls`, the connection speaks TLS from that context (the TLS listener's current one).
+    /// With `tls`, the connection speaks TLS from that context (the TLS listener's current one); with
+    /// `http`, it speaks HTTP/1.1 with those limits (the HTTP listener's connections).
     init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
          maximumLineLength: Int, maximumOutputBytes: Int, maximumTotalInputBytes: Int = .max,
-         maximumPendingReplies: Int = .max, tls: TLSContext? = nil) {
+         maximumPendingReplies: Int = .max, tls: TLSContext? = nil, http: HTTPRequestParser.Limits? = nil) {
         self.id = id
         self.delegate = delegate
         self.framer = LineFramer(maximumLineLength: maximumLineLength)
+        self.maximumLineLength = maximumLineLength
+        self.httpParser = http.map(HTTPRequestParser.init(limits:))
         self.maximumOutputBytes = maximumOutputBytes
         self.maximumTotalInputBytes = maximumTotalInputBytes
         self.maximumPendingReplies = maximumPendingReplies
@@ -140,6 +158,9 @@ final class Connection {
 
     /// Whether this connection came through the TLS listener.
     var isTLS: Bool { tls != nil }
+
+    /// Whether this connection came through the HTTP listener (upgraded to WebSocket or not).
+    var isHTTP: Bool { httpParser != nil || webSocket != nil }
 
     /// True while a TLS connection has not finished its handshake (the server closes it after
     /// `--tls-handshake-timeout`).
@@ -198,7 +219,7 @@ final class Connection {
     func replayHeldInput() {
         guard !isClosing, pausedReasons.isEmpty else { return }
         if hasHeldInput {
-            let consumed = heldInput.withUnsafeBufferPointer { feedLines(UnsafeBufferPointer(rebasing: $0[heldStart...])) }
+            let consumed = heldInput.withUnsafeBufferPointer { feedInput(UnsafeBufferPointer(rebasing: $0[heldStart...])) }
             heldStart += consumed
             if isClosing || closeAfterFlush != nil || !hasHeldInput {
                 heldInput = []
@@ -232,10 +253,19 @@ final class Connection {
 
     // MARK: - Output
 
-    /// Queues bytes for this iteration's write. Past the output limit the connection is closed.
+    /// Queues bytes for this iteration's write (one protocol message, newline included: on a WebSocket
+    /// connection it becomes one text frame without the newline). Past the output limit the connection
+    /// is closed.
     func enqueue(_ bytes: [UInt8]) {
         guard !isClosing else { return }
-        pending.append(bytes, pool: chunkPool)
+        if webSocket != nil {
+            guard !webSocketOutputEnded else { return }
+            let payload = bytes.last == 0x0A ? bytes.count - 1 : bytes.count
+            pending.appendWebSocketTextFrameHeader(payloadLength: payload, pool: chunkPool)
+            bytes.withUnsafeBytes { pending.append(UnsafeRawBufferPointer(rebasing: $0[0..<payload]), pool: chunkPool) }
+        } else {
+            pending.append(bytes, pool: chunkPool)
+        }
         didEnqueue()
     }
 
@@ -261,8 +291,17 @@ final class Connection {
     func enqueueEvent(head: (UInt64, UInt64, UInt64), headLength: Int, subscription: SubscriptionID,
                       tail: UnsafeRawBufferPointer) {
         guard !isClosing else { return }
-        pending.appendEventHead(head, headLength: headLength, subscription: subscription, pool: chunkPool)
-        pending.append(tail, pool: chunkPool)
+        if webSocket != nil {
+            guard !webSocketOutputEnded else { return }
+            // The tail ends with the newline a JSON-lines client needs and a frame does not.
+            let payload = headLength + ChunkedOutputBuffer.decimalLength(subscription) + tail.count - 1
+            pending.appendWebSocketTextFrameHeader(payloadLength: payload, pool: chunkPool)
+            pending.appendEventHead(head, headLength: headLength, subscription: subscription, pool: chunkPool)
+            pending.append(UnsafeRawBufferPointer(rebasing: tail[0..<(tail.count - 1)]), pool: chunkPool)
+        } else {
+            pending.appendEventHead(head, headLength: headLength, subscription: subscription, pool: chunkPool)
+            pending.append(tail, pool: chunkPool)
+        }
         didEnqueue()
     }
 
@@ -277,10 +316,45 @@ final class Connection {
         }
     }
 
-    /// Sends `bytes`, then closes once they are written.
+    /// Sends `bytes`, then closes once they are written (on a WebSocket connection, after a close frame,
+    /// code 1008).
     func sendAndClose(_ bytes: [UInt8], reason: CloseReason) {
         enqueue(bytes)
+        if let webSocket, !webSocketOutputEnded {
+            webSocket.queueClose(code: 1008, reason: "\(reason)")
+            webSocketOutputEnded = true
+            if !webSocket.flush() {
+                close(reason: .webSocketFailed)
+                return
+            }
+        }
         closeAfterFlush = reason
+    }
+
+    // MARK: - HTTP
+
+    /// Queues an HTTP response (raw bytes, on a connection not upgraded); without `keepAlive` the
+    /// connection closes once it is written, for `reason` (default: the response said `Connection: close`).
+    func sendHTTPResponse(_ bytes: [UInt8], keepAlive: Bool, reason: CloseReason = .httpResponseComplete) {
+        guard !isClosing, webSocket == nil else { return }
+        pending.append(bytes, pool: chunkPool)
+        didEnqueue()
+        if !keepAlive { closeAfterFlush = reason }
+    }
+
+    /// Answers a WebSocket upgrade with 101 and switches the connection to WebSocket framing: from now on
+    /// the delegate gets messages as lines, and everything queued leaves as text frames. Returns false
+    /// (the connection closes) when wslay cannot allocate its context.
+    func upgradeToWebSocket(accept: String) -> Bool {
+        guard !isClosing, httpParser != nil else { return false }
+        sendHTTPResponse(HTTPResponse.switchingToWebSocket(accept: accept), keepAlive: true)
+        guard let session = WebSocketSession(owner: self, maximumMessageBytes: maximumLineLength) else {
+            close(reason: .webSocketFailed)
+            return false
+        }
+        httpParser = nil
+        webSocket = session
+        return true
     }
 
     /// Hands pending output to libuv unless a write is already in flight (then it goes out when
@@ -400,12 +474,35 @@ final class Connection {
         isReading = false
         pending.removeAll(returningTo: chunkPool)
         if let tls { sendFinalTLSRecords(tls, reason: reason) }
+        if webSocket != nil, !webSocketOutputEnded, tls == nil { sendFinalWebSocketClose(reason: reason) }
         // The framer's buffer is freed with the connection (its close callback, next); it no longer
         // counts against the total (it may be in the middle of `feed`, so it is not touched here).
         eventLoop.bufferedInputBytes -= accountedInputBytes
         accountedInputBytes = 0
         delegate.connectionDidClose(self, reason: reason)
         closeHandle(handle)
+    }
+
+    /// On closing a WebSocket connection for a reason of the server's: offers a close frame (1001 when
+    /// the server stops, 1008 for a broken limit, 1011 otherwise) to the socket once, without waiting,
+    /// as `sendFinalTLSRecords` does (queued output was dropped; a write in flight would interleave).
+    private func sendFinalWebSocketClose(reason: CloseReason) {
+        let code: UInt16
+        switch reason {
+        case .clientClosed, .socketError, .webSocketFailed, .webSocketClosed: return
+        case .serverStopping: code = 1001
+        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout,
+             .notLoggedInBeforeTimeout, .authenticationFailures, .userRemoved, .rejected, .outOfDescriptors:
+            code = 1008
+        default: code = 1011
+        }
+        webSocketOutputEnded = true
+        guard !writeInFlight else { return }
+        var frame: [UInt8] = [0x88, 2, UInt8(code >> 8), UInt8(code & 0xFF)]
+        frame.withUnsafeMutableBytes { raw in
+            var buffer = uv_buf_t(base: raw.baseAddress!.assumingMemoryBound(to: CChar.self), len: raw.count)
+            _ = uv_try_write(asStream(handle), &buffer, 1)
+        }
     }
 
     /// On closing a TLS connection: queues our close_notify (unless the peer left or the socket failed),
@@ -481,7 +578,7 @@ final class Connection {
     /// Splits plaintext into lines for the delegate; what arrives while reading is paused, or after the
     /// line that paused it, is held for `replayHeldInput()`.
     private func frame(_ bytes: UnsafeBufferPointer<UInt8>) {
-        let consumed = pausedReasons.isEmpty && !hasHeldInput ? feedLines(bytes) : 0
+        let consumed = pausedReasons.isEmpty && !hasHeldInput ? feedInput(bytes) : 0
         if consumed < bytes.count, !isClosing, closeAfterFlush == nil, !pausedReasons.isEmpty || hasHeldInput {
             if !hasHeldInput {
                 heldInput.removeAll(keepingCapacity: true)
@@ -490,6 +587,71 @@ final class Connection {
             heldInput.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[consumed...]))
         }
         accountBufferedInput()
+    }
+
+    /// Hands what `bytes` hold (lines, HTTP requests or WebSocket messages) to the delegate until the
+    /// connection closes or pauses; returns how many bytes were consumed.
+    private func feedInput(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        if let webSocket { return feedWebSocket(bytes, webSocket) }
+        if httpParser != nil { return feedHTTP(bytes) }
+        return feedLines(bytes)
+    }
+
+    /// Parses HTTP requests and hands each to the delegate; after an upgrade the rest goes to the
+    /// WebSocket session.
+    private func feedHTTP(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        var offset = 0
+        while offset < bytes.count, let parser = httpParser, !isClosing, closeAfterFlush == nil, pausedReasons.isEmpty {
+            switch parser.feed(UnsafeBufferPointer(rebasing: bytes[offset...])) {
+            case .needMore:
+                return bytes.count
+            case let .failed(status, reason):
+                delegate.connection(self, didRefuseHTTPRequest: status, reason: reason)
+                return bytes.count
+            case let .request(head, consumed):
+                offset += consumed
+                delegate.connection(self, didReceiveHTTPRequest: head)
+                if let webSocket { return offset + feedWebSocket(UnsafeBufferPointer(rebasing: bytes[offset...]), webSocket) }
+            }
+        }
+        return offset
+    }
+
+    /// Hands messages held from before a pause, then offers `bytes` to the WebSocket session; writes the
+    /// control frames it answered with and closes once it has sent a close frame.
+    private func feedWebSocket(_ bytes: UnsafeBufferPointer<UInt8>, _ session: WebSocketSession) -> Int {
+        if session.hasHeldMessages, !session.deliverHeldMessages() { return 0 }
+        guard !isClosing, closeAfterFlush == nil, pausedReasons.isEmpty else { return 0 }
+        guard let taken = session.receive(bytes) else {
+            close(reason: .webSocketFailed)
+            return bytes.count
+        }
+        guard !isClosing else { return bytes.count }
+        if !session.flush() {
+            close(reason: .webSocketFailed)
+            return bytes.count
+        }
+        if session.closeSent, closeAfterFlush == nil {
+            webSocketOutputEnded = true
+            closeAfterFlush = .webSocketClosed(code: session.statusCodeSent)
+            scheduleFlush()
+            return bytes.count
+        }
+        return taken
+    }
+
+    // MARK: - WebSocketSessionOwner
+
+    func webSocketSessionDidReceive(_ message: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard !isClosing, closeAfterFlush == nil else { return false }
+        delegate.connection(self, didReceiveLine: message)
+        return !isClosing && closeAfterFlush == nil && pausedReasons.isEmpty
+    }
+
+    func webSocketSessionWrite(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard !isClosing else { return }
+        pending.append(UnsafeRawBufferPointer(bytes), pool: chunkPool)
+        didEnqueue()
     }
 
     /// Hands the lines in `bytes` to the delegate until the connection closes or pauses; returns how
@@ -508,7 +670,8 @@ final class Connection {
     /// Counts a change in the bytes held for this connection's input (an unfinished line, lines held
     /// while paused) against the loop's total. Only a line split across reads or a pause changes it.
     private func accountBufferedInput() {
-        let buffered = framer.bufferedCount + heldInput.count - heldStart
+        let buffered = framer.bufferedCount + heldInput.count - heldStart + (httpParser?.bufferedCount ?? 0)
+            + (webSocket?.heldBytes ?? 0)
         guard !isClosing, buffered != accountedInputBytes else { return }
         eventLoop.bufferedInputBytes += buffered - accountedInputBytes
         accountedInputBytes = buffered

@@ -21,4 +21,11 @@ protocol ConnectionDelegate: AnyObject {
     func connectionHasHeldInput(_ connection: Connection)
     /// `connection` started closing; no more lines will arrive and output is dropped.
     func connectionDidClose(_ connection: Connection, reason: CloseReason)
+
+    /// A complete HTTP request on a connection of the HTTP listener (the delegate answers it with
+    /// `sendHTTPResponse` or upgrades the connection with `upgradeToWebSocket`).
+    func connection(_ connection: Connection, didReceiveHTTPRequest request: HTTPRequestHead)
+
+    /// Bytes on the HTTP listener that are no acceptable request: the delegate answers `status` and closes.
+    func connection(_ connection: Connection, didRefuseHTTPRequest status: HTTPStatus, reason: String)
 }

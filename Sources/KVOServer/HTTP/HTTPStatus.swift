@@ -1,0 +1,30 @@
+/// The HTTP status codes kvod's HTTP listener answers with.
+enum HTTPStatus: Int {
+    case ok = 200
+    case switchingProtocols = 101
+    case badRequest = 400
+    case forbidden = 403
+    case notFound = 404
+    case methodNotAllowed = 405
+    case uriTooLong = 414
+    case contentTooLarge = 413
+    case upgradeRequired = 426
+    case headersTooLarge = 431
+    case serviceUnavailable = 503
+
+    var reasonPhrase: String {
+        switch self {
+        case .ok: "OK"
+        case .switchingProtocols: "Switching Protocols"
+        case .badRequest: "Bad Request"
+        case .forbidden: "Forbidden"
+        case .notFound: "Not Found"
+        case .methodNotAllowed: "Method Not Allowed"
+        case .uriTooLong: "URI Too Long"
+        case .contentTooLarge: "Content Too Large"
+        case .upgradeRequired: "Upgrade Required"
+        case .headersTooLarge: "Request Header Fields Too Large"
+        case .serviceUnavailable: "Service Unavailable"
+        }
+    }
+}
