@@ -4,7 +4,7 @@
 # - moves to the repository root;
 # - checks that the Swift toolchain is installed (and says how to get it when it is not);
 # - installs libuv's, SQLite's, PCRE2's, OpenSSL's and libsodium's development files (Debian/Ubuntu:
-#   libuv1-dev, libsqlite3-dev, libpcre2-dev, libssl-dev, libsodium-dev) and pkg-config when
+#   libuv1-dev, libsqlite3-dev, libpcre2-dev, libssl-dev, libsodium-dev, libhttp-parser-dev, libwslay-dev) and pkg-config when
 #   `pkg-config --exists libuv` (or `sqlite3`, `libpcre2-8`, `openssl`, `libsodium`) fails, and the openssl
 #   command (the TLS tests' certificates), with apt-get, as root or through sudo.
 #
@@ -67,9 +67,14 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libsodium; t
     kvod_missing+=(libsodium-dev)
 fi
 
+# http-parser (the HTTP listener's request parser) and wslay (WebSocket framing): neither ships a
+# pkg-config file, so their headers are looked for where Debian puts them.
+[ -f /usr/include/http_parser.h ] || kvod_missing+=(libhttp-parser-dev)
+[ -f /usr/include/wslay/wslay.h ] || kvod_missing+=(libwslay-dev)
+
 if [ "${#kvod_missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 ||
-        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's, PCRE2's, OpenSSL's and libsodium's development files, openssl and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel openssl-devel libsodium-devel openssl pkgconf; macOS: brew install libuv sqlite pcre2 openssl@3 libsodium pkg-config)"
+        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's, PCRE2's, OpenSSL's, libsodium's, http-parser's and wslay's development files, openssl and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel openssl-devel libsodium-devel http-parser-devel wslay-devel openssl pkgconf; macOS: brew install libuv sqlite pcre2 openssl@3 libsodium http-parser wslay pkg-config)"
     kvod_log "installing ${kvod_missing[*]} with apt-get"
     kvod_as_root apt-get update
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${kvod_missing[@]}"
@@ -78,6 +83,8 @@ if [ "${#kvod_missing[@]}" -gt 0 ]; then
     pkg-config --exists libpcre2-8 || kvod_fail "libpcre2-8 is still not visible to pkg-config after installing libpcre2-dev"
     pkg-config --exists openssl || kvod_fail "openssl is still not visible to pkg-config after installing libssl-dev"
     pkg-config --exists libsodium || kvod_fail "libsodium is still not visible to pkg-config after installing libsodium-dev"
+    [ -f /usr/include/http_parser.h ] || kvod_fail "http_parser.h is still missing after installing libhttp-parser-dev"
+    [ -f /usr/include/wslay/wslay.h ] || kvod_fail "wslay/wslay.h is still missing after installing libwslay-dev"
 fi
 
 unset kvod_missing

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what is missing (see scripts/setup.sh), builds everything (the integration tests run the
-# built kvod and kvoclient) and runs all tests. Arguments go to `swift test`, e.g.
-# `scripts/test.sh --filter CLITests`.
+# built kvod and kvoclient) and runs all tests: the Swift tests, then the web tests (scripts/test-web.sh:
+# HTTP, WebSocket and metrics with Python's websockets and prometheus_client). Arguments go to
+# `swift test`, e.g. `scripts/test.sh --filter CLITests` (which skips the web tests).
 set -euo pipefail
 
 # shellcheck source=scripts/setup.sh
@@ -11,3 +12,6 @@ kvod_log "swift build"
 swift build
 kvod_log "swift test $*"
 swift test "$@"
+if [ "$#" -eq 0 ]; then
+    scripts/test-web.sh
+fi

@@ -622,11 +622,14 @@ final class Connection: WebSocketSessionOwner {
     private func feedWebSocket(_ bytes: UnsafeBufferPointer<UInt8>, _ session: WebSocketSession) -> Int {
         if session.hasHeldMessages, !session.deliverHeldMessages() { return 0 }
         guard !isClosing, closeAfterFlush == nil, pausedReasons.isEmpty else { return 0 }
-        guard let taken = session.receive(bytes) else {
-            close(reason: .webSocketFailed)
+        let received = session.receive(bytes)
+        guard !isClosing else { return bytes.count }
+        guard let taken = received else {
+            // A frame wslay rejects outright (a control frame over 125 bytes or fragmented, ...): it stops
+            // reading and would send a close without a status; the RFC's answer is 1002.
+            endWebSocket(code: 1002)
             return bytes.count
         }
-        guard !isClosing else { return bytes.count }
         if !session.flush() {
             close(reason: .webSocketFailed)
             return bytes.count
@@ -638,6 +641,15 @@ final class Connection: WebSocketSessionOwner {
             return bytes.count
         }
         return taken
+    }
+
+    /// Queues a close frame with `code` (bypassing wslay's queue) and closes once it is written.
+    private func endWebSocket(code: UInt16) {
+        guard !webSocketOutputEnded else { return }
+        pending.append([0x88, 2, UInt8(code >> 8), UInt8(code & 0xFF)], pool: chunkPool)
+        webSocketOutputEnded = true
+        closeAfterFlush = .webSocketClosed(code: code)
+        didEnqueue()
     }
 
     // MARK: - WebSocketSessionOwner
