@@ -11,6 +11,7 @@ import Glibc
 ///     kvod-bench storage [--objects N] [--commits N]
 ///     kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]   (TLSBenchmark)
 ///     kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]   (ClientBenchmark)
+///     kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]   (WebSocketBenchmark)
 @main
 struct KVODBench {
     static func main() {
@@ -24,6 +25,10 @@ struct KVODBench {
         if command == "tls" {
             // TLS fan-out against plaintext, and memory per idle TLS connection (TLSBenchmark.swift).
             TLSBenchmark.main(arguments: arguments)
+        }
+        if command == "websocket" {
+            // WebSocket fan-out against TCP, one kvod (WebSocketBenchmark.swift).
+            WebSocketBenchmark.main(arguments: arguments)
         }
         if command == "callgrind" {
             // Instructions per set for each set shape, kvod under valgrind (CallgrindBenchmark.swift).
@@ -64,6 +69,7 @@ struct KVODBench {
         print("       kvod-bench callgrind [--shapes string,object3-id,...] [--subscribers 1] [--sets 20480] [--warmup 2048]")
         print("       kvod-bench storage [--objects N] [--commits N]")
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
+        print("       kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]")
         print("       kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]")
         exit(2)
     }

@@ -38,10 +38,16 @@ enum TLSBenchmark {
         print("")
         print("| subscribers | bytes | transport | deliveries/s | ratio | kvod CPU (cores) | deliveries per kvod CPU-second | ratio |")
         print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-        let plain = fanOut(server, tls: nil, subscribers: subscribers, bytes: bytes, seconds: seconds)
+        let plain = ThreadedFanOut.run(publisherPort: server.plainPort, serverPID: server.pid, object: "fanplain",
+                                       subscribers: subscribers, bytes: bytes, seconds: seconds) { object in
+            observing(object, connection: connect(server.plainPort, tls: nil))
+        }
         let plainPerCPU = plain.perSecond / max(plain.serverCores, 0.01)
         print("| \(subscribers) | \(bytes) | plaintext | \(Int(plain.perSecond)) | 1.00 | \(format2(plain.serverCores)) | \(Int(plainPerCPU)) | 1.00 |")
-        let secure = fanOut(server, tls: tls, subscribers: subscribers, bytes: bytes, seconds: seconds)
+        let secure = ThreadedFanOut.run(publisherPort: server.plainPort, serverPID: server.pid, object: "fantls",
+                                        subscribers: subscribers, bytes: bytes, seconds: seconds) { object in
+            observing(object, connection: connect(server.tlsPort, tls: tls))
+        }
         let securePerCPU = secure.perSecond / max(secure.serverCores, 0.01)
         print("| \(subscribers) | \(bytes) | TLS 1.3 | \(Int(secure.perSecond)) | \(format2(secure.perSecond / plain.perSecond)) | "
             + "\(format2(secure.serverCores)) | \(Int(securePerCPU)) | \(format2(securePerCPU / plainPerCPU)) |")
@@ -62,78 +68,6 @@ enum TLSBenchmark {
         exit(0)
     }
 
-    // MARK: - Fan-out
-
-    /// Deliveries per second over `seconds` of pipelined sets, and the cores kvod used meanwhile.
-    private static func fanOut(_ server: TLSServer, tls: TLSClientOptions?, subscribers: Int, bytes: Int,
-                               seconds: Double) -> (perSecond: Double, serverCores: Double) {
-        let object = "fan\(tls == nil ? "plain" : "tls")"
-        let publisher = connect(server.plainPort, tls: nil)
-        _ = try? publisher.call("create", ["object": .string(object), "values": ["v": 0]])
-        let counters = (0..<subscribers).map { _ in LineCounter() }
-        var readers: [KVOConnection] = []
-        for _ in 0..<subscribers {
-            let connection = connect(tls == nil ? server.plainPort : server.tlsPort, tls: tls)
-            do {
-                try connection.call("observe", ["object": .string(object), "keyPath": "v", "options": ["new"]])
-            } catch {
-                fail("observe: \(error)")
-            }
-            readers.append(connection)
-        }
-        var threads: [pthread_t] = []
-        for (connection, counter) in zip(readers, counters) {
-            threads.append(LineCounter.startReading(connection, into: counter))
-        }
-        // Each value differs (a change is notified only when the value changes): the sequence number, padded.
-        let head = Array(#"{"op":"set","object":"\#(object)","keyPath":"v","value":""#.utf8)
-        func setLine(_ sequence: Int) -> [UInt8] {
-            let number = Array(String(sequence).utf8)
-            return head + number + [UInt8](repeating: UInt8(ascii: "x"), count: max(0, bytes - number.count)) + Array("\"}\n".utf8)
-        }
-        let window = 64
-        let lag = 2_000
-        var sent = 0
-        var acknowledged = 0
-        let start = monotonicNanoseconds()
-        let end = start + UInt64(seconds * 1e9)
-        var startDeliveries = 0
-        var startCPU = 0.0
-        while monotonicNanoseconds() < end {
-            let slowest = counters.map { $0.count }.min() ?? 0
-            if sent - acknowledged < window, sent - slowest < lag {
-                do { try publisher.send(raw: setLine(sent)) } catch { fail("publish: \(error)") }
-                sent += 1
-                continue
-            }
-            guard acknowledged < sent else {
-                // Held back by the slowest subscriber, with no reply outstanding: let the readers catch up.
-                usleep(100)
-                continue
-            }
-            do { _ = try publisher.readLine(timeout: 10) } catch { fail("publish reply: \(error)") }
-            acknowledged += 1
-            if startDeliveries == 0, monotonicNanoseconds() > start + 500_000_000 {
-                startDeliveries = counters.reduce(0) { $0 + $1.count }
-                startCPU = ProcessStats.cpuSeconds(pid: server.pid)
-            }
-        }
-        let measuredFrom = start + 500_000_000
-        let delivered = counters.reduce(0) { $0 + $1.count } - startDeliveries
-        let elapsed = Double(monotonicNanoseconds() - measuredFrom) / 1e9
-        let serverCores = (ProcessStats.cpuSeconds(pid: server.pid) - startCPU) / elapsed
-        // Wake the reader threads first and close once they are done: closing frees the TLS session a
-        // reader may still be inside.
-        for connection in readers { connection.shutdownSocket() }
-        for thread in threads { pthread_join(thread, nil) }
-        for connection in readers { connection.close() }
-        while acknowledged < sent {
-            guard (try? publisher.readLine(timeout: 10)) != nil else { break }
-            acknowledged += 1
-        }
-        return (Double(delivered) / elapsed, serverCores)
-    }
-
     // MARK: - Idle memory
 
     /// kvod's RSS growth from opening `count` connections that each answered one ping.
@@ -150,6 +84,16 @@ enum TLSBenchmark {
         for connection in connections + warm { connection.close() }
         usleep(500_000)
         return after - before
+    }
+
+    /// `connection` once it observes `object`'s `v` (options new), for the fan-out.
+    private static func observing(_ object: String, connection: KVOConnection) -> (KVOConnection, LineCounter.Unit) {
+        do {
+            try connection.call("observe", ["object": .string(object), "keyPath": "v", "options": ["new"]])
+        } catch {
+            fail("observe: \(error)")
+        }
+        return (connection, .line)
     }
 
     private static func pinged(_ server: TLSServer, tls: TLSClientOptions?) -> KVOConnection {
@@ -193,25 +137,41 @@ enum TLSBenchmark {
     }
 }
 
-/// Events one subscriber received (lines), counted by its reader thread, read by the publisher's.
+/// Events one subscriber received (lines, or WebSocket frames), counted by its reader thread, read by the
+/// publisher's.
 final class LineCounter: Sendable {
-    private let lines = Atomic<Int>(0)
+    /// What one event arrives as.
+    enum Unit: Sendable {
+        /// A JSON line (TCP, TLS): counted by its newline.
+        case line
+        /// An unmasked WebSocket frame from the server: counted by walking the headers, payloads skipped byte
+        /// by byte (as the line counter looks at every byte).
+        case webSocketFrame
+    }
 
-    var count: Int { lines.load(ordering: .relaxed) }
+    private let events = Atomic<Int>(0)
 
-    /// Starts a thread that reads `connection` until it closes, counting newlines into `counter`.
-    static func startReading(_ connection: KVOConnection, into counter: LineCounter) -> pthread_t {
-        let context = Unmanaged.passRetained(ReaderContext(connection: connection, counter: counter)).toOpaque()
+    var count: Int { events.load(ordering: .relaxed) }
+
+    /// Starts a thread that reads `connection` until it closes, counting `unit`s into `counter`.
+    static func startReading(_ connection: KVOConnection, counting unit: Unit, into counter: LineCounter) -> pthread_t {
+        let context = Unmanaged.passRetained(ReaderContext(connection: connection, counter: counter, unit: unit)).toOpaque()
         var thread = pthread_t()
         let status = pthread_create(&thread, nil, { raw in
             let context = Unmanaged<ReaderContext>.fromOpaque(raw!).takeRetainedValue()
             var buffer = [UInt8](repeating: 0, count: 65536)
+            var frames = WebSocketFrameCounter()
             while true {
                 let count = buffer.withUnsafeMutableBytes { bytes in (try? context.connection.receiveRaw(into: bytes)) ?? 0 }
                 if count <= 0 { break }
-                var lines = 0
-                for index in 0..<count where buffer[index] == 0x0A { lines += 1 }
-                context.counter.lines.add(lines, ordering: .relaxed)
+                var events = 0
+                switch context.unit {
+                case .line:
+                    for index in 0..<count where buffer[index] == 0x0A { events += 1 }
+                case .webSocketFrame:
+                    events = frames.count(buffer, upTo: count)
+                }
+                context.counter.events.add(events, ordering: .relaxed)
             }
             return nil
         }, context)
@@ -223,10 +183,42 @@ final class LineCounter: Sendable {
     private final class ReaderContext: @unchecked Sendable {
         let connection: KVOConnection
         let counter: LineCounter
-        init(connection: KVOConnection, counter: LineCounter) {
+        let unit: Unit
+        init(connection: KVOConnection, counter: LineCounter, unit: Unit) {
             self.connection = connection
             self.counter = counter
+            self.unit = unit
         }
+    }
+}
+
+/// Counts the server-to-client WebSocket frames in a byte stream read in pieces (headers may straddle reads).
+struct WebSocketFrameCounter {
+    private var header: [UInt8] = []
+    private var payloadLeft = 0
+
+    /// Frames whose header completes in `bytes[0..<count]`.
+    mutating func count(_ bytes: [UInt8], upTo count: Int) -> Int {
+        var frames = 0
+        for index in 0..<count {
+            if payloadLeft > 0 {
+                payloadLeft -= 1
+                continue
+            }
+            header.append(bytes[index])
+            guard header.count >= 2 else { continue }
+            let short = Int(header[1] & 0x7F)
+            let needed = short == 126 ? 4 : short == 127 ? 10 : 2
+            guard header.count == needed else { continue }
+            switch short {
+            case 126: payloadLeft = Int(header[2]) << 8 | Int(header[3])
+            case 127: payloadLeft = header[2...9].reduce(0) { $0 << 8 | Int($1) }
+            default: payloadLeft = short
+            }
+            header.removeAll(keepingCapacity: true)
+            frames += 1
+        }
+        return frames
     }
 }
 
