@@ -144,8 +144,7 @@ final class LineCounter: Sendable {
     enum Unit: Sendable {
         /// A JSON line (TCP, TLS): counted by its newline.
         case line
-        /// An unmasked WebSocket frame from the server: counted by walking the headers, payloads skipped byte
-        /// by byte (as the line counter looks at every byte).
+        /// An unmasked WebSocket frame from the server: counted by walking the headers, payloads skipped.
         case webSocketFrame
     }
 
@@ -197,15 +196,20 @@ struct WebSocketFrameCounter {
     private var header: [UInt8] = []
     private var payloadLeft = 0
 
-    /// Frames whose header completes in `bytes[0..<count]`.
+    /// Frames whose header completes in `bytes[0..<count]`. Payloads are skipped, not looked at (a reader
+    /// that parses frames finds each payload's end from its header).
     mutating func count(_ bytes: [UInt8], upTo count: Int) -> Int {
         var frames = 0
-        for index in 0..<count {
+        var index = 0
+        while index < count {
             if payloadLeft > 0 {
-                payloadLeft -= 1
+                let skipped = min(payloadLeft, count - index)
+                payloadLeft -= skipped
+                index += skipped
                 continue
             }
             header.append(bytes[index])
+            index += 1
             guard header.count >= 2 else { continue }
             let short = Int(header[1] & 0x7F)
             let needed = short == 126 ? 4 : short == 127 ? 10 : 2
