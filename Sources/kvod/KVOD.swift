@@ -72,6 +72,9 @@ struct KVOD: ParsableCommand {
         """, valueName: "origin"))
     var httpAllowedOrigin: [String] = []
 
+    @Flag(help: "The HTTP listener speaks TLS (https://, wss://) with --tls-cert and --tls-key (needs --tls-port).")
+    var httpTLS = false
+
     /// `--port`'s value: a listening port, or `portOff` for "off".
     static func listeningPortOrOff(_ text: String) throws(NumberArgument.Invalid) -> Int {
         if text == "off" { return portOff }
@@ -255,7 +258,10 @@ struct KVOD: ParsableCommand {
         guard tlsHandshakeTimeout.isFinite, tlsHandshakeTimeout <= 1e9 else {
             throw ValidationError("--tls-handshake-timeout must be 0 or more seconds")
         }
-        if httpPort == nil, !httpAllowedOrigin.isEmpty { throw ValidationError("--http-allowed-origin needs --http-port") }
+        if httpPort == nil, !httpAllowedOrigin.isEmpty || httpTLS {
+            throw ValidationError("--http-allowed-origin and --http-tls need --http-port")
+        }
+        if httpTLS, tlsPort == nil { throw ValidationError("--http-tls needs --tls-port, --tls-cert and --tls-key (the HTTP listener uses that certificate)") }
         if let httpPort, httpPort != 0, httpPort == port || httpPort == tlsPort {
             throw ValidationError("--http-port must differ from --port and --tls-port")
         }
@@ -324,7 +330,7 @@ struct KVOD: ParsableCommand {
         settings.listensForPlaintext = port != KVOD.portOff
         settings.tls = tlsConfiguration
         if let httpPort {
-            settings.http = HTTPConfiguration(port: httpPort, host: httpHost, allowedOrigins: httpAllowedOrigin)
+            settings.http = HTTPConfiguration(port: httpPort, host: httpHost, allowedOrigins: httpAllowedOrigin, usesTLS: httpTLS)
         }
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer

@@ -7,11 +7,15 @@ public struct HTTPConfiguration: Sendable {
     /// The `Origin` values a browser's WebSocket upgrade may carry (exact, e.g. "https://app.example.com");
     /// "*" allows every origin. A request with no `Origin` header (not a browser) is always allowed.
     public var allowedOrigins: [String]
+    /// Whether the listener speaks TLS (https, wss) with the TLS listener's certificate and settings
+    /// (`--http-tls`; needs `ServerConfiguration.tls`).
+    public var usesTLS: Bool
 
-    public init(port: Int, host: String = "127.0.0.1", allowedOrigins: [String] = []) {
+    public init(port: Int, host: String = "127.0.0.1", allowedOrigins: [String] = [], usesTLS: Bool = false) {
         self.port = port
         self.host = host
         self.allowedOrigins = allowedOrigins
+        self.usesTLS = usesTLS
     }
 
     /// Whether a request carrying `origin` may upgrade. The listener's own origin (`http://HOST` from the

@@ -204,6 +204,9 @@ public final class Server {
                     throw .tls(error)
                 }
             }
+            if configuration.http?.usesTLS == true, configuration.tls == nil {
+                throw .configuration("the HTTP listener's TLS uses the TLS listener's certificate: set tls (--tls-port, --tls-cert, --tls-key)")
+            }
             do throws(TransportError) {
                 if configuration.listensForPlaintext {
                     listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
@@ -366,7 +369,7 @@ public final class Server {
             maximumOutputBytes: configuration.maximumOutputBufferBytes,
             maximumTotalInputBytes: configuration.maximumTotalInputBytes,
             maximumPendingReplies: configuration.maximumPendingRequests,
-            tls: listener === tlsListener ? tlsContext : nil,
+            tls: listener === tlsListener || (listener === httpListener && configuration.http?.usesTLS == true) ? tlsContext : nil,
             http: listener === httpListener ? HTTPRequestParser.Limits() : nil)
         let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
