@@ -70,7 +70,8 @@ let package = Package(
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
         // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite), Security
-        // (users, password and token checks, access rules; libsodium).
+        // (users, password and token checks, access rules; libsodium), HTTP (WebSocket, metrics, and the
+        // inspector page and JavaScript client, embedded from HTTP/Assets by scripts/embed-web-assets.py).
         .target(
             name: "KVOServer",
             dependencies: [
@@ -83,7 +84,8 @@ let package = Package(
                 "CWSLay",
                 "KVOJSON",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            exclude: ["HTTP/Assets"]
         ),
         // Command-line argument parsing shared by kvod and kvoclient (numbers with clear messages). No dependencies.
         .target(name: "KVOCommandLine"),

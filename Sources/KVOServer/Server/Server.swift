@@ -930,7 +930,8 @@ public final class Server {
     }
 
     /// Routes one HTTP request: `/ws` upgrades to WebSocket (the JSON-lines protocol, one message per text
-    /// frame), `/healthz`, `/readyz` and `/metrics` answer at once; anything else is 404 (405 for a method
+    /// frame), `/healthz`, `/readyz` and `/metrics` answer at once, `/` and its files and `/kvod.js` come from
+    /// `WebAssets` (the inspector page and the JavaScript client); anything else is 404 (405 for a method
     /// other than GET). A keep-alive connection then has `--first-request-timeout` for its next request.
     func connection(_ connection: Connection, didReceiveHTTPRequest request: HTTPRequestHead) {
         connection.hasSentRequest = true
@@ -955,7 +956,14 @@ public final class Server {
             answer(connection, HTTPResponse.make(.ok, contentType: "text/plain; version=0.0.4; charset=utf-8",
                                                  body: renderMetrics(), keepAlive: keepAlive), keepAlive: keepAlive)
         default:
-            answer(connection, HTTPResponse.text(.notFound, "not found", keepAlive: keepAlive), keepAlive: keepAlive)
+            if let asset = WebAsset.named(request.path) {
+                answer(connection, HTTPResponse.make(.ok, contentType: asset.contentType, body: asset.body, keepAlive: keepAlive,
+                                                     extraHeaders: [("Content-Security-Policy", WebAsset.contentSecurityPolicy),
+                                                                    ("Referrer-Policy", "no-referrer")]),
+                       keepAlive: keepAlive)
+            } else {
+                answer(connection, HTTPResponse.text(.notFound, "not found", keepAlive: keepAlive), keepAlive: keepAlive)
+            }
         }
     }
 

@@ -1,0 +1,543 @@
+// kvod inspector: the page kvod serves at GET /. Built on the JavaScript client (/kvod.js), nothing else.
+// Everything the server sends is shown through textContent, never parsed as HTML.
+import { KVODClient, KVODError } from "/kvod.js";
+
+const $ = (id) => document.getElementById(id);
+const MAX_LISTED = 1000;        // object ids shown in the list
+const MAX_CHILDREN = 200;       // members or elements shown per tree node
+const MAX_STRING = 400;         // characters of a string shown in the tree
+const MAX_EVENTS = 500;         // event lines kept
+const POLL_INTERVAL = 2000;     // list polling, when the server cannot observe object sets
+
+const state = {
+  client: null,
+  revision: 0,
+  ids: new Set(),          // object ids known to the list
+  listMore: false,
+  selected: null,          // the selected object's id
+  value: null,             // its value, as last read or changed
+  keyObservations: new Map(),   // top-level key -> Observation that keeps `value` current
+  keyCheckTimer: null,
+  subscriptions: new Set(),
+  eventCount: 0,
+};
+
+// ---- Start-up --------------------------------------------------------------------------------------------
+
+async function start() {
+  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
+  const client = new KVODClient(url, { client: "kvod-inspector" });
+  state.client = client;
+  client.on("state", showStatus);
+  client.on("binding", (notice) => { noteRevision(notice.rev); loadSchema(); });
+  try {
+    await client.opened;
+  } catch (error) {
+    showStatus("closed");
+    $("server").textContent = `cannot reach kvod: ${error.message}`;
+    return;
+  }
+  showStatus(client.state);
+  $("server").textContent = `${client.server.server} ${client.server.version}`;
+  try {
+    await client.request("list", { limit: 1 });
+  } catch (error) {
+    if (error.code === "unauthenticated") { showLogin(); return; }
+    throw error;
+  }
+  startApp();
+}
+
+function showStatus(status) {
+  const element = $("status");
+  element.className = `status ${status}`;
+  element.textContent = { open: "connected", connecting: "connecting…", reconnecting: "reconnecting…", closed: "disconnected" }[status] ?? status;
+}
+
+function noteRevision(rev) {
+  if (typeof rev === "number" && rev > state.revision) {
+    state.revision = rev;
+    $("revision").textContent = `rev ${rev}`;
+  }
+}
+
+function showLogin() {
+  $("login").hidden = false;
+  $("login-user").focus();
+}
+
+$("login").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const token = $("login-token").value;
+  const credentials = token ? { token } : { user: $("login-user").value, password: $("login-password").value };
+  try {
+    const reply = await state.client.auth(credentials);
+    $("login").hidden = true;
+    $("whoami").textContent = reply.user;
+    startApp();
+  } catch (error) {
+    $("login-error").textContent = describe(error);
+  }
+});
+
+function startApp() {
+  $("app").hidden = false;
+  startObjectList();
+  loadSchema();
+}
+
+// ---- The object list -------------------------------------------------------------------------------------
+
+async function startObjectList() {
+  // Live: an object-set observation (creations and deletions of every id). Older servers: polling `list`.
+  const observation = state.client.observe({ pattern: "*" }, undefined, { options: ["initial"] });
+  try {
+    await observation.ready;
+  } catch (error) {
+    $("list-mode").textContent = "polling";
+    $("list-mode").title = `live list unavailable (${describe(error)}); listing every ${POLL_INTERVAL / 1000} s`;
+    pollObjectList();
+    return;
+  }
+  $("list-mode").textContent = "live";
+  $("list-mode").title = "kept current by an object-set observation";
+  for await (const change of observation) {
+    noteRevision(change.rev);
+    if (Array.isArray(change.ids)) {
+      state.ids = new Set(change.ids);
+      renderObjectList();
+    } else if (change.reason === "created" || change.reason === "initial") {
+      state.ids.add(change.object);
+      renderObjectList(change.object);
+    } else if (change.reason === "sourceDeleted") {
+      state.ids.delete(change.object);
+      renderObjectList();
+    }
+  }
+}
+
+async function pollObjectList() {
+  try {
+    const reply = await state.client.request("list", { limit: MAX_LISTED });
+    const previous = state.ids;
+    state.ids = new Set(reply.objects);
+    state.listMore = reply.more;
+    const added = reply.objects.find((id) => !previous.has(id) && previous.size > 0);
+    renderObjectList(added);
+  } catch (error) {
+    if (error.code !== "connection_lost") $("list-mode").textContent = describe(error);
+  }
+  setTimeout(pollObjectList, POLL_INTERVAL);
+}
+
+function renderObjectList(justAdded) {
+  const filter = $("object-filter").value;
+  const ids = [...state.ids].filter((id) => id.includes(filter)).sort(compareIds);
+  const list = $("object-list");
+  const items = ids.slice(0, MAX_LISTED).map((id) => {
+    const item = document.createElement("li");
+    item.textContent = id;
+    item.dataset.id = id;
+    item.title = id;
+    if (id === state.selected) item.classList.add("selected");
+    if (id === justAdded) item.classList.add("added");
+    return item;
+  });
+  list.replaceChildren(...items);
+  $("object-count").textContent = `${state.ids.size}${state.listMore ? "+" : ""}`;
+  $("object-list-more").textContent = ids.length > MAX_LISTED ? `… and ${ids.length - MAX_LISTED} more: filter to find them`
+    : (state.listMore ? "more ids on the server than listed: filter or open by id" : "");
+}
+
+/** The protocol's order for ids (Swift String order, close to code point order). */
+function compareIds(a, b) { return a < b ? -1 : a > b ? 1 : 0; }
+
+$("object-filter").addEventListener("input", () => renderObjectList());
+$("object-list").addEventListener("click", (event) => {
+  const id = event.target.closest("li")?.dataset.id;
+  if (id !== undefined) select(id);
+});
+
+$("create-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  $("create-error").textContent = "";
+  const id = $("create-id").value;
+  let values = {};
+  try {
+    if ($("create-values").value.trim()) values = JSON.parse($("create-values").value);
+  } catch (error) {
+    $("create-error").textContent = `values are not JSON: ${error.message}`;
+    return;
+  }
+  try {
+    const reply = await state.client.create(id, values, $("create-class").value || undefined);
+    noteRevision(reply.rev);
+    state.ids.add(id);
+    renderObjectList(id);
+    $("create-id").value = "";
+    $("create-values").value = "";
+    select(id);
+  } catch (error) {
+    $("create-error").textContent = describe(error);
+  }
+});
+
+// ---- The selected object -----------------------------------------------------------------------------------
+
+async function select(id) {
+  unselect();
+  state.selected = id;
+  $("object-title").textContent = id;
+  for (const item of $("object-list").children) item.classList.toggle("selected", item.dataset.id === id);
+  for (const form of ["edit-form", "subscribe-form"]) $(form).hidden = false;
+  $("delete-object").hidden = false;
+  let reply;
+  try {
+    reply = await state.client.request("get", { object: id });
+  } catch (error) {
+    if (state.selected === id) showTreeMessage(describe(error));
+    return;
+  }
+  if (state.selected !== id) return;
+  noteRevision(reply.rev);
+  state.value = reply.value;
+  renderTree(new Set());
+  for (const key of Object.keys(reply.value)) observeKey(id, key);
+  // A key added later is found by reading the object again (kvod observes key paths, not whole objects).
+  state.keyCheckTimer = setInterval(() => checkKeys(id), POLL_INTERVAL);
+}
+
+function unselect() {
+  for (const observation of state.keyObservations.values()) observation.unsubscribe();
+  state.keyObservations.clear();
+  clearInterval(state.keyCheckTimer);
+  state.selected = null;
+  state.value = null;
+}
+
+/** Keeps `state.value[key]` current through an observation of the top-level key (any change below it notifies). */
+function observeKey(id, key) {
+  const observation = state.client.observe(id, key, { options: ["new"] });
+  state.keyObservations.set(key, observation);
+  observation.ready.catch(() => state.keyObservations.delete(key));
+  (async () => {
+    for await (const change of observation) {
+      if (state.selected !== id) return;
+      noteRevision(change.rev);
+      if (change.reason === "sourceDeleted") {
+        showTreeMessage("this object was deleted");
+        state.ids.delete(id);
+        renderObjectList();
+        unselect();
+        return;
+      }
+      if (change.isPrior) continue;
+      const before = state.value[key];
+      const after = applyChange(before, change);
+      const changed = new Set();
+      collectChangedPaths(before, after, key, changed);
+      if (after === undefined || after === null && !(key in state.value)) delete state.value[key];
+      else state.value[key] = after;
+      renderTree(changed);
+    }
+  })().catch(() => {});
+}
+
+/** The value after `change`: kinds 2-4 carry only the affected elements of an array observed exactly. */
+function applyChange(before, change) {
+  if (change.kind === 1 || !Array.isArray(before)) return change.new;
+  const array = [...before];
+  const indexes = change.indexes ?? [];
+  if (change.kind === 2) indexes.forEach((index, position) => array.splice(index, 0, change.new[position]));
+  if (change.kind === 3) [...indexes].reverse().forEach((index) => array.splice(index, 1));
+  if (change.kind === 4) indexes.forEach((index, position) => { array[index] = change.new[position]; });
+  return array;
+}
+
+async function checkKeys(id) {
+  if (state.selected !== id) return;
+  let reply;
+  try {
+    reply = await state.client.request("get", { object: id });
+  } catch (error) {
+    if (error.code === "not_found" && state.selected === id) {
+      showTreeMessage("this object was deleted");
+      unselect();
+    }
+    return;
+  }
+  if (state.selected !== id) return;
+  const changed = new Set();
+  for (const key of Object.keys(reply.value)) {
+    if (!state.keyObservations.has(key)) {
+      observeKey(id, key);
+      changed.add(key);
+    }
+  }
+  if (changed.size > 0) {
+    noteRevision(reply.rev);
+    state.value = reply.value;
+    renderTree(changed);
+  }
+}
+
+$("delete-object").addEventListener("click", async () => {
+  const id = state.selected;
+  if (id === null || !confirm(`Delete '${id}'?`)) return;
+  try {
+    noteRevision((await state.client.delete(id)).rev);
+  } catch (error) {
+    $("edit-error").textContent = describe(error);
+  }
+});
+
+// ---- The tree ----------------------------------------------------------------------------------------------
+
+function showTreeMessage(text) {
+  const message = document.createElement("p");
+  message.className = "empty";
+  message.textContent = text;
+  $("tree").replaceChildren(message);
+}
+
+function renderTree(changedPaths) {
+  const value = state.value;
+  if (value === null || typeof value !== "object") { showTreeMessage("no value"); return; }
+  const keys = Object.keys(value);
+  if (keys.length === 0) { showTreeMessage("an empty object: add values with set"); return; }
+  const list = document.createElement("ul");
+  for (const key of keys.sort()) list.append(treeNode(key, "key", value[key], key, changedPaths));
+  $("tree").replaceChildren(list);
+}
+
+/** One member or element: its label, its value (scalars) or its children (objects and arrays). */
+function treeNode(label, labelClass, value, path, changedPaths) {
+  const item = document.createElement("li");
+  item.dataset.path = path;
+  if (changedPaths.has(path)) item.classList.add("changed");
+  const name = document.createElement("span");
+  name.className = labelClass;
+  name.textContent = label;
+  item.append(name);
+  if (isReference(value)) {
+    const link = valueSpan(`→ ${value.$ref}`, "ref");
+    link.title = `a reference: open '${value.$ref}'`;
+    link.addEventListener("click", () => select(value.$ref));
+    item.append(link);
+  } else if (Array.isArray(value) || (value !== null && typeof value === "object")) {
+    const entries = Array.isArray(value) ? value.map((element, index) => [String(index), element]) : Object.entries(value).sort(([a], [b]) => compareIds(a, b));
+    const summary = document.createElement("span");
+    summary.className = "summary";
+    summary.textContent = Array.isArray(value) ? `[${value.length}]` : `{${entries.length}}`;
+    item.append(summary);
+    const children = document.createElement("ul");
+    for (const [childLabel, child] of entries.slice(0, MAX_CHILDREN)) {
+      children.append(treeNode(childLabel, Array.isArray(value) ? "index" : "key", child, `${path}.${childLabel}`, changedPaths));
+    }
+    if (entries.length > MAX_CHILDREN) {
+      const more = document.createElement("li");
+      more.className = "empty";
+      more.textContent = `… ${entries.length - MAX_CHILDREN} more (read them with get and a key path)`;
+      children.append(more);
+    }
+    item.append(children);
+  } else {
+    item.append(scalarSpan(value));
+  }
+  return item;
+}
+
+function isReference(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value) &&
+    Object.keys(value).length === 1 && typeof value.$ref === "string";
+}
+
+function scalarSpan(value) {
+  if (value === null) return valueSpan("null", "null");
+  if (typeof value === "string") {
+    const shown = value.length > MAX_STRING ? `${value.slice(0, MAX_STRING)}… (${value.length} characters)` : value;
+    return valueSpan(JSON.stringify(shown), "string");
+  }
+  return valueSpan(String(value), typeof value);
+}
+
+function valueSpan(text, kind) {
+  const span = document.createElement("span");
+  span.className = `value ${kind}`;
+  span.textContent = text;
+  return span;
+}
+
+/** Adds to `out` every path under `path` whose value differs between `before` and `after`. */
+function collectChangedPaths(before, after, path, out) {
+  const container = (value) => value !== null && typeof value === "object" && !isReference(value);
+  if (container(before) && container(after) && Array.isArray(before) === Array.isArray(after)) {
+    const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
+    for (const key of keys) collectChangedPaths(before[key], after[key], `${path}.${key}`, out);
+    if (Object.keys(before).length !== Object.keys(after).length) out.add(path);
+  } else if (JSON.stringify(before) !== JSON.stringify(after)) {
+    out.add(path);
+  }
+}
+
+// ---- Changing values -----------------------------------------------------------------------------------------
+
+$("edit-op").addEventListener("change", () => {
+  const op = $("edit-op").value;
+  $("edit-value").disabled = op === "remove";
+  $("edit-index").placeholder = op === "remove" ? "indexes: 0,2" : op === "insert" ? "index (end)" : op === "replace" ? "index" : "—";
+  $("edit-index").disabled = op === "set";
+});
+$("edit-op").dispatchEvent(new Event("change"));
+
+$("edit-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  $("edit-error").textContent = "";
+  $("edit-result").textContent = "";
+  const op = $("edit-op").value;
+  const keyPath = $("edit-keypath").value;
+  let value;
+  if (op !== "remove") {
+    try {
+      value = JSON.parse($("edit-value").value);
+    } catch (error) {
+      $("edit-error").textContent = `the value is not JSON (strings need quotes: "Oslo"): ${error.message}`;
+      return;
+    }
+  }
+  const indexText = $("edit-index").value.trim();
+  const indexes = indexText === "" ? [] : indexText.split(",").map((part) => Number(part.trim()));
+  if (indexes.some((index) => !Number.isInteger(index) || index < 0)) {
+    $("edit-error").textContent = "indexes are non-negative integers, separated by commas";
+    return;
+  }
+  const object = state.selected;
+  try {
+    let reply;
+    if (op === "set") reply = await state.client.set(object, keyPath, value);
+    else if (op === "insert") reply = await state.client.insert(object, keyPath, [value], indexes[0]);
+    else if (op === "remove") reply = await state.client.remove(object, keyPath, indexes);
+    else reply = await state.client.replace(object, keyPath, indexes[0], value);
+    noteRevision(reply.rev);
+    $("edit-result").textContent = `${op} ${keyPath}: done, rev ${reply.rev}`;
+  } catch (error) {
+    $("edit-error").textContent = describe(error);
+  }
+});
+
+// ---- Observing ---------------------------------------------------------------------------------------------
+
+$("subscribe-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  $("subscribe-error").textContent = "";
+  const object = state.selected;
+  const keyPath = $("subscribe-keypath").value;
+  const options = [...document.querySelectorAll("#subscribe-form input[name=option]:checked")].map((box) => box.value);
+  const observation = state.client.observe(object, keyPath, { options });
+  try {
+    await observation.ready;
+  } catch (error) {
+    $("subscribe-error").textContent = describe(error);
+    return;
+  }
+  const chip = document.createElement("li");
+  chip.textContent = `#${observation.sub} ${object} ${keyPath} [${options.join(", ")}]`;
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.textContent = "×";
+  remove.title = "unobserve";
+  remove.addEventListener("click", () => { observation.unsubscribe(); chip.remove(); });
+  chip.append(remove);
+  $("subscriptions").append(chip);
+  $("events-head").hidden = false;
+  for await (const change of observation) {
+    noteRevision(change.rev);
+    showEvent(change);
+  }
+  chip.remove();
+});
+
+function showEvent(change) {
+  const line = document.createElement("li");
+  const parts = [`rev ${change.rev}`, `${change.object} ${change.keyPath}`];
+  const reason = document.createElement("span");
+  reason.className = `reason ${change.reason}`;
+  reason.textContent = change.reason;
+  line.append(`${parts.join(" · ")} · `, reason);
+  let detail = ` · kind ${change.kind}`;
+  if (change.indexes) detail += ` · indexes ${change.indexes.join(",")}`;
+  if ("new" in change) detail += ` · new ${abbreviate(change.new)}`;
+  if ("old" in change) detail += ` · old ${abbreviate(change.old)}`;
+  line.append(detail);
+  if (change.isPrior) {
+    const prior = document.createElement("span");
+    prior.className = "prior";
+    prior.textContent = " · prior";
+    line.append(prior);
+  }
+  const list = $("events");
+  list.prepend(line);
+  while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();
+  state.eventCount += 1;
+  $("event-count").textContent = String(state.eventCount);
+}
+
+$("clear-events").addEventListener("click", () => {
+  $("events").replaceChildren();
+  state.eventCount = 0;
+  $("event-count").textContent = "";
+});
+
+function abbreviate(value) {
+  const text = JSON.stringify(value) ?? "undefined";
+  return text.length > 200 ? `${text.slice(0, 200)}… (${text.length} bytes)` : text;
+}
+
+// ---- Classes and bindings -------------------------------------------------------------------------------------
+
+async function loadSchema() {
+  try {
+    const [classes, bindings] = await Promise.all([state.client.classes(), state.client.bindings()]);
+    renderDefinitions($("classes"), classes, (definition) => definition.name, "no classes defined");
+    renderDefinitions($("bindings"), bindings, (binding) =>
+      binding.kind === "combineLatest"
+        ? `#${binding.binding} combineLatest → ${binding.to.object}.${binding.to.keyPath}`
+        : `#${binding.binding} ${binding.from.object}.${binding.from.keyPath} → ${binding.to.object}.${binding.to.keyPath}`,
+    "no bindings");
+  } catch (error) {
+    $("classes").replaceChildren(emptyItem(describe(error)));
+  }
+}
+
+function renderDefinitions(list, definitions, title, emptyText) {
+  if (definitions.length === 0) { list.replaceChildren(emptyItem(emptyText)); return; }
+  list.replaceChildren(...definitions.map((definition) => {
+    const item = document.createElement("li");
+    const details = document.createElement("details");
+    const summary = document.createElement("summary");
+    summary.textContent = title(definition);
+    const body = document.createElement("pre");
+    body.textContent = JSON.stringify(definition, null, 2);
+    details.append(summary, body);
+    item.append(details);
+    return item;
+  }));
+}
+
+function emptyItem(text) {
+  const item = document.createElement("li");
+  item.className = "empty";
+  item.textContent = text;
+  return item;
+}
+
+$("refresh-schema").addEventListener("click", loadSchema);
+
+/** An error as people read it: the code, the message, and the details kvod gave (property, rule, limit…). */
+function describe(error) {
+  if (!(error instanceof KVODError)) return String(error?.message ?? error);
+  const details = Object.entries(error.details).map(([key, value]) => `${key}: ${typeof value === "string" ? value : JSON.stringify(value)}`);
+  return `${error.code}: ${error.message}${details.length ? ` (${details.join(", ")})` : ""}`;
+}
+
+start().catch((error) => { $("server").textContent = `inspector error: ${describe(error)}`; });

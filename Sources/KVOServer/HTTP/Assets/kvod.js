@@ -1,0 +1,496 @@
+// kvod.js: the JavaScript client of kvod, served by kvod itself at GET /kvod.js.
+// A dependency-free ES module for browsers (and node 22+, or node 20 with --experimental-websocket).
+// It speaks kvod's JSON-lines protocol over WebSocket, one message per frame (docs/protocol.md), and is
+// documented in docs/javascript-client.md.
+//
+//   import { connect } from "/kvod.js";
+//   const kvod = await connect();                       // ws(s)://<this page's host>/ws
+//   await kvod.create("person", { name: "Ada" });
+//   for await (const change of kvod.observe("person", "name", { options: ["new", "old"] })) { … }
+//   const unsubscribe = kvod.subscribe("person", "name", change => …);
+//
+// Requests are promises (rejected with KVODError). Observations are async iterators or callbacks. When the
+// connection drops, the client reconnects with a jittered backoff, logs in again, and resumes every live
+// observation with `sinceRev`, so no change is lost or repeated; requests in flight when it dropped are
+// rejected with code "connection_lost" (never retried: a write may or may not have happened).
+
+/** An error reply from kvod (`code` is the protocol's error code) or a client-side failure
+ *  (`connection_lost`, `closed`, `protocol`). `details` holds the error object's other members. */
+export class KVODError extends Error {
+  constructor(code, message, details = {}) {
+    super(message);
+    this.name = "KVODError";
+    this.code = code;
+    this.details = details;
+  }
+}
+
+const COMPACT_REASON_DEFAULT = "valueChanged";
+const DEFAULT_OPTIONS = {
+  events: "compact",         // the event encoding asked for in hello: "compact" or "full"
+  reconnect: true,           // reconnect and resume after a dropped connection
+  minimumDelay: 250,         // backoff bounds, milliseconds
+  maximumDelay: 10_000,
+  heartbeat: 15_000,         // a ping every so many milliseconds; 0 turns it off
+  heartbeatTimeout: 10_000,  // no answer to a ping within this: the connection is taken as dead
+  client: "kvod.js",
+};
+
+/** The default endpoint: this page's host, `/ws`, wss on https pages. */
+function defaultURL() {
+  if (typeof location === "undefined") throw new KVODError("closed", "connect(url): no page location to default to");
+  return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
+}
+
+/**
+ * Connects to kvod and resolves once `hello` (and `auth`, when credentials are given) succeeded.
+ * @param {string} [url] a ws:// or wss:// URL; defaults to this page's kvod.
+ * @param {object} [options] `user` + `password`, or `token`; `events`; `reconnect`; `minimumDelay`,
+ *   `maximumDelay`; `heartbeat`, `heartbeatTimeout`; `client`; `WebSocket` (an implementation to use).
+ */
+export async function connect(url, options = {}) {
+  const client = new KVODClient(url ?? defaultURL(), options);
+  await client.opened;
+  return client;
+}
+
+/** One connection to kvod, kept open across drops. Create it with `connect`. */
+export class KVODClient {
+  constructor(url, options = {}) {
+    this.url = url;
+    this.options = { ...DEFAULT_OPTIONS, ...options };
+    this.state = "connecting";     // connecting | open | reconnecting | closed
+    this.connectionId = null;      // the server's connection id, from hello
+    this.server = null;            // {server, version, protocol}, from hello
+    this.user = null;
+    this._socket = null;
+    this._nextId = 1;
+    this._pending = new Map();     // request id -> {resolve, reject, op}
+    this._waiting = [];            // requests made while reconnecting: sent once resumed
+    this._bySub = new Map();       // sub -> Observation
+    this._observations = new Set();
+    this._listeners = { state: new Set(), binding: new Set() };
+    this._attempt = 0;
+    this._timers = { retry: null, heartbeat: null, heartbeatDeadline: null };
+    this.opened = new Promise((resolve, reject) => { this._openResolve = resolve; this._openReject = reject; });
+    this.opened.catch(() => {});   // handled by connect(); never an unhandled rejection
+    this._open();
+  }
+
+  /** Listens to `state` (the new state string) or `binding` (binding notices) events; returns a remover. */
+  on(event, listener) {
+    const set = this._listeners[event];
+    if (!set) throw new TypeError(`unknown event '${event}'`);
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  // ---- Requests ----------------------------------------------------------------------------------------
+
+  /** Sends `{op, ...params}` and resolves with the reply (without `id` and `ok`); rejects with KVODError. */
+  request(op, params = {}, onReply = null) {
+    if (this.state === "closed") return Promise.reject(new KVODError("closed", "the client is closed"));
+    return new Promise((resolve, reject) => {
+      const entry = { op, params, resolve, reject, onReply };
+      if (this.state === "open") this._send(entry); else this._waiting.push(entry);
+    });
+  }
+
+  hello(params = {}) { return this.request("hello", params); }
+  /** Logs in (`{user, password}` or `{token}`) and keeps the credentials to log in again after a reconnection. */
+  async auth(credentials) {
+    const reply = await this.request("auth", credentials);
+    const { user, password, token } = credentials;
+    Object.assign(this.options, token !== undefined ? { token, user: undefined, password: undefined }
+                                                    : { user, password, token: undefined });
+    this.user = reply.user;
+    return reply;
+  }
+  ping() { return this.request("ping"); }
+  create(object, values = {}, className) {
+    return this.request("create", className === undefined ? { object, values } : { object, values, class: className });
+  }
+  delete(object) { return this.request("delete", { object }); }
+  /** The value at `keyPath` (the whole object without one). */
+  async get(object, keyPath) {
+    const reply = await this.request("get", keyPath === undefined ? { object } : { object, keyPath });
+    return reply.value;
+  }
+  set(object, keyPath, value) { return this.request("set", { object, keyPath, value }); }
+  /** Inserts `values` (an array) at `index` (appends without one). */
+  insert(object, keyPath, values, index) {
+    return this.request("insert", index === undefined ? { object, keyPath, values } : { object, keyPath, values, index });
+  }
+  /** Removes the elements at `indexes` (a number or an array of numbers). */
+  remove(object, keyPath, indexes) {
+    return this.request("remove", { object, keyPath, indexes: [].concat(indexes) });
+  }
+  /** Replaces the element at `index` with `value`. */
+  replace(object, keyPath, index, value) { return this.request("replace", { object, keyPath, index, value }); }
+  /** Every object id, paged by `limit` and `after` as the protocol pages `list`. */
+  async list({ limit, after } = {}) {
+    const objects = [];
+    for (;;) {
+      const params = {};
+      if (limit !== undefined) params.limit = limit;
+      if (after !== undefined) params.after = after;
+      const reply = await this.request("list", params);
+      objects.push(...reply.objects);
+      if (!reply.more || limit === undefined || reply.objects.length === 0) return objects;
+      after = reply.objects[reply.objects.length - 1];
+    }
+  }
+  info(object) { return this.request("info", { object }); }
+  async classes() { return (await this.request("classes")).classes; }
+  defineClass(definition) { return this.request("defineClass", { class: definition }); }
+  async bindings() { return (await this.request("bindings")).bindings; }
+  bind(definition) { return this.request("bind", definition); }
+  unbind(binding) { return this.request("unbind", { binding }); }
+
+  // ---- Observations ------------------------------------------------------------------------------------
+
+  /**
+   * Observes `keyPath` on `target`: an object id, or `{pattern: "prefix*"}` for every object whose id
+   * matches (without a key path: their creations and deletions). Returns an Observation, an async iterable
+   * of changes; `await observation.ready` for the reply (it rejects with the server's refusal).
+   * @param {object} [params] `options` (array of "new", "old", "initial", "prior"; default ["new"]),
+   *   `sinceRev` (resume after that revision).
+   */
+  observe(target, keyPath, params = {}) {
+    const observation = new Observation(this, target, keyPath, params);
+    this._observations.add(observation);
+    observation._start(params.sinceRev);
+    return observation;
+  }
+
+  /**
+   * Calls `callback(change)` for every change of `keyPath` on `target` (as `observe`), in order, and
+   * returns a function that ends the subscription (calling it twice is harmless). `onError(error)` hears
+   * of a refused observe; by default the refusal is logged.
+   */
+  subscribe(target, keyPath, callback, params = {}, onError = (error) => console.error("kvod.js:", error)) {
+    const observation = this.observe(target, keyPath, params);
+    observation._callback = callback;
+    observation.ready.catch(onError);
+    return () => observation.unsubscribe();
+  }
+
+  /** Closes the connection for good: pending requests are rejected, observations end. */
+  close() {
+    if (this.state === "closed") return;
+    this._setState("closed");
+    this._clearTimers();
+    const error = new KVODError("closed", "the client was closed");
+    this._failPending(error);
+    for (const entry of this._waiting.splice(0)) entry.reject(error);
+    for (const observation of [...this._observations]) observation._finish(null);
+    this._openReject(error);
+    const socket = this._socket;
+    this._socket = null;
+    if (socket) { try { socket.close(1000); } catch { /* already closing */ } }
+  }
+
+  // ---- Connection --------------------------------------------------------------------------------------
+
+  _open() {
+    const Impl = this.options.WebSocket ?? globalThis.WebSocket;
+    if (!Impl) throw new KVODError("closed", "no WebSocket implementation (node 22+, or pass options.WebSocket)");
+    let socket;
+    try {
+      socket = new Impl(this.url);
+    } catch (error) {
+      if (this.state === "connecting") { this._openReject(error); this.close(); return; }
+      this._scheduleReconnect();
+      return;
+    }
+    this._socket = socket;
+    socket.onopen = () => this._handshake(socket);
+    socket.onmessage = (message) => this._receive(message.data);
+    socket.onclose = (event) => this._dropped(socket, event);
+    // Browsers follow an error with close; some implementations (node 20's) do not when the connection
+    // was refused. Either way the socket is finished: the second of the two calls finds it already dropped.
+    socket.onerror = () => {
+      this._dropped(socket, { code: 1006, reason: "connection error" });
+      try { socket.close(); } catch { /* not open */ }
+    };
+  }
+
+  async _handshake(socket) {
+    try {
+      const hello = await this._direct("hello", { client: this.options.client, events: this.options.events });
+      this.connectionId = hello.connection;
+      this.server = { server: hello.server, version: hello.version, protocol: hello.protocol };
+      this.events = hello.events ?? "full";
+      const { user, password, token } = this.options;
+      if (token !== undefined) this.user = (await this._direct("auth", { token })).user;
+      else if (user !== undefined) this.user = (await this._direct("auth", { user, password })).user;
+      // Resume live observations before anything queued, so that their replayed changes come first.
+      await Promise.all([...this._observations].map((observation) => observation._resume()));
+    } catch (error) {
+      if (socket !== this._socket || this.state === "closed") return;
+      if (this.state === "connecting" || (error instanceof KVODError && error.code === "unauthenticated")) {
+        // Wrong credentials do not get better by retrying.
+        this._openReject(error);
+        this.close();
+        return;
+      }
+      try { socket.close(); } catch { /* closing */ }
+      return;
+    }
+    if (socket !== this._socket || this.state === "closed") return;
+    this._attempt = 0;
+    this._setState("open");
+    this._startHeartbeat();
+    for (const entry of this._waiting.splice(0)) this._send(entry);
+    this._openResolve(this);
+  }
+
+  /** A request sent now, even before the connection counts as open (the handshake's own requests). */
+  _direct(op, params, onReply = null) {
+    return new Promise((resolve, reject) => this._send({ op, params, resolve, reject, onReply }));
+  }
+
+  _send(entry) {
+    const id = this._nextId++;
+    this._pending.set(id, entry);
+    try {
+      this._socket.send(JSON.stringify({ ...entry.params, op: entry.op, id }));
+    } catch (error) {
+      this._pending.delete(id);
+      entry.reject(new KVODError("connection_lost", `'${entry.op}' could not be sent: ${error.message}`));
+    }
+  }
+
+  _dropped(socket, event) {
+    if (socket !== this._socket) return;
+    this._socket = null;
+    this._clearTimers();
+    this._failPending(new KVODError("connection_lost",
+      `the connection closed (code ${event?.code ?? "unknown"}${event?.reason ? ": " + event.reason : ""})`));
+    for (const observation of this._observations) observation._detach();
+    if (this.state === "closed") return;
+    if (this.state === "connecting" || !this.options.reconnect) {
+      // The first connection failing is an answer for connect(); reconnecting is for connections that worked.
+      this._openReject(new KVODError("closed", `the connection closed (code ${event?.code ?? "unknown"})`));
+      this.close();
+      return;
+    }
+    this._scheduleReconnect();
+  }
+
+  _scheduleReconnect() {
+    this._setState("reconnecting");
+    const ceiling = Math.min(this.options.maximumDelay, this.options.minimumDelay * 2 ** this._attempt);
+    this._attempt = Math.min(this._attempt + 1, 30);
+    const delay = ceiling / 2 + Math.random() * ceiling / 2;   // "equal jitter"
+    this._timers.retry = setTimeout(() => { this._timers.retry = null; this._open(); }, delay);
+  }
+
+  _startHeartbeat() {
+    if (!this.options.heartbeat) return;
+    this._timers.heartbeat = setInterval(() => {
+      if (this._timers.heartbeatDeadline) return;
+      const socket = this._socket;
+      this._timers.heartbeatDeadline = setTimeout(() => {
+        // No answer: the connection is half-open. Closing it starts a reconnection.
+        if (socket === this._socket) { try { socket.close(); } catch { /* closing */ } this._dropped(socket, { code: 4000, reason: "no answer to ping" }); }
+      }, this.options.heartbeatTimeout);
+      this._direct("ping", {}).then(() => {
+        clearTimeout(this._timers.heartbeatDeadline);
+        this._timers.heartbeatDeadline = null;
+      }, () => {});
+    }, this.options.heartbeat);
+  }
+
+  _clearTimers() {
+    clearTimeout(this._timers.retry);
+    clearInterval(this._timers.heartbeat);
+    clearTimeout(this._timers.heartbeatDeadline);
+    this._timers = { retry: null, heartbeat: null, heartbeatDeadline: null };
+  }
+
+  _failPending(error) {
+    const pending = [...this._pending.values()];
+    this._pending.clear();
+    for (const entry of pending) entry.reject(error);
+  }
+
+  _setState(state) {
+    if (this.state === state) return;
+    this.state = state;
+    for (const listener of this._listeners.state) listener(state);
+  }
+
+  _receive(data) {
+    let message;
+    try { message = JSON.parse(data); } catch { return; }
+    if (message === null || typeof message !== "object") return;
+    if ("ok" in message) {
+      const entry = this._pending.get(message.id);
+      if (!entry) return;
+      this._pending.delete(message.id);
+      if (message.ok) {
+        const { id, ok, ...reply } = message;
+        // An observation's events may follow its reply in the same read: it is registered now, not a microtask later.
+        if (entry.onReply) entry.onReply(reply);
+        entry.resolve(reply);
+      } else {
+        const { code = "protocol", message: text = "request failed", ...details } = message.error ?? {};
+        entry.reject(new KVODError(code, text, details));
+      }
+      return;
+    }
+    if (message.event === "binding") {
+      for (const listener of this._listeners.binding) listener(message);
+      return;
+    }
+    const sub = message.event === "change" ? message.sub : message.s;
+    const observation = this._bySub.get(sub);
+    if (observation) observation._deliver(message);
+  }
+}
+
+/**
+ * One observation: an async iterable of changes, also delivered to a callback when made with `subscribe`.
+ * A change is `{reason, kind, new?, old?, indexes?, isPrior, rev, object, keyPath, sub}` (`new`/`old`
+ * present exactly when the server sent them). The iteration ends after a `sourceDeleted` or `forbidden`
+ * change (kvod ended the subscription) or `unsubscribe()`. `rev` is the revision it has seen up to, which
+ * is where it resumes after a reconnection.
+ */
+export class Observation {
+  constructor(client, target, keyPath, params) {
+    this.client = client;
+    this.target = target;
+    this.object = typeof target === "string" ? target : null;
+    this.pattern = typeof target === "object" && target !== null ? target.pattern : null;
+    this.keyPath = keyPath ?? null;
+    this.options = params.options ?? ["new"];
+    this.sub = null;
+    this.rev = null;
+    this.ended = false;
+    this._callback = null;
+    this._buffer = [];
+    this._waiters = [];
+    this.ready = new Promise((resolve, reject) => { this._readyResolve = resolve; this._readyReject = reject; });
+  }
+
+  /** Ends the observation (an `unobserve` when it is live); harmless twice. */
+  unsubscribe() {
+    if (this.ended) return;
+    const sub = this.sub;
+    this._finish(null);
+    if (sub !== null && this.client.state === "open") this.client.request("unobserve", { sub }).catch(() => {});
+  }
+
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => {
+        if (this._buffer.length > 0) return Promise.resolve({ value: this._buffer.shift(), done: false });
+        if (this.ended) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve, reject) => this._waiters.push({ resolve, reject }));
+      },
+      return: () => { this.unsubscribe(); return Promise.resolve({ value: undefined, done: true }); },
+    };
+  }
+
+  _params(sinceRev) {
+    const params = this.pattern !== null ? { pattern: this.pattern } : { object: this.object };
+    if (this.keyPath !== null) params.keyPath = this.keyPath;
+    params.options = sinceRev == null ? this.options : this.options.filter((option) => option !== "initial");
+    if (sinceRev != null) params.sinceRev = sinceRev;
+    return params;
+  }
+
+  async _start(sinceRev) {
+    try {
+      const reply = await this.client.request("observe", this._params(sinceRev), (reply) => {
+        if (!this.ended) this._attach(reply);
+      });
+      if (this.ended) { this.client.request("unobserve", { sub: reply.sub }).catch(() => {}); return; }
+      this._readyResolve(this);
+    } catch (error) {
+      if (error.code === "connection_lost" && this.client.state === "reconnecting" && !this.ended) {
+        this._start(sinceRev);   // an observe that got no answer made nothing: ask again once reconnected
+        return;
+      }
+      this._readyReject(error);
+      this._finish(error);
+    }
+  }
+
+  /** After a reconnection: observe again from the last revision seen. Called by the client. */
+  async _resume() {
+    if (this.ended || this.rev === null) return;
+    try {
+      await this.client._direct("observe", this._params(this.rev), (reply) => { if (!this.ended) this._attach(reply); });
+    } catch (error) {
+      if (error.code === "connection_lost") throw error;
+      this._finish(error);   // the object is gone, or no longer readable: the observation ends with the reason
+    }
+  }
+
+  _attach(reply) {
+    this.sub = reply.sub;
+    if (this.rev === null) this.rev = reply.rev;
+    this.client._bySub.set(reply.sub, this);
+  }
+
+  _detach() {
+    if (this.sub !== null) this.client._bySub.delete(this.sub);
+  }
+
+  _deliver(message) {
+    const change = decodeChange(message, this);
+    // A prior notification's change is not delivered yet: resuming from its rev would skip the change itself.
+    if (!change.isPrior && change.rev > this.rev) this.rev = change.rev;
+    this._push(change);
+    if (change.isPrior) return;
+    if (change.reason === "sourceDeleted" && this.pattern === null) this._finish(null);
+    else if (change.reason === "forbidden") this._finish(null);
+  }
+
+  _push(change) {
+    if (this._callback) {
+      try { this._callback(change); } catch (error) { console.error("kvod.js: a subscriber's callback threw", error); }
+      return;
+    }
+    const waiter = this._waiters.shift();
+    if (waiter) waiter.resolve({ value: change, done: false }); else this._buffer.push(change);
+  }
+
+  _finish(error) {
+    if (this.ended) return;
+    this.ended = true;
+    this._detach();
+    this.client._observations.delete(this);
+    for (const waiter of this._waiters.splice(0)) {
+      if (error) waiter.reject(error); else waiter.resolve({ value: undefined, done: true });
+    }
+  }
+}
+
+/** One change event, full or compact encoding, as the same plain object. */
+export function decodeChange(message, observation) {
+  if (message.event === "change") {
+    const change = message.change ?? {};
+    const decoded = {
+      sub: message.sub, rev: message.rev, object: message.object, keyPath: message.keyPath ?? null,
+      reason: message.reason, kind: change.kind ?? 1, isPrior: change.notificationIsPrior === true,
+    };
+    if ("new" in change) decoded.new = change.new;
+    if ("old" in change) decoded.old = change.old;
+    if (change.indexes) decoded.indexes = change.indexes;
+    if (message.ids) decoded.ids = message.ids;
+    return decoded;
+  }
+  const decoded = {
+    sub: message.s, rev: message.r, object: message.b ?? message.object ?? observation.object,
+    keyPath: observation.keyPath, reason: message.w ?? COMPACT_REASON_DEFAULT, kind: message.k ?? 1,
+    isPrior: message.p === 1,
+  };
+  if ("n" in message) decoded.new = message.n;
+  if ("o" in message) decoded.old = message.o;
+  if (message.i) decoded.indexes = message.i;
+  if (message.d) decoded.ids = message.d;
+  return decoded;
+}

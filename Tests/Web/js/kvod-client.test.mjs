@@ -1,0 +1,226 @@
+// Tests of the JavaScript client (GET /kvod.js) in node against a real kvod, with node's test runner.
+// Run by Tests/Web/test_javascript_client.py, which starts kvod and passes KVOD_HTTP_PORT; the module under
+// test is the one kvod serves (fetched and imported from a data: URL), so the bytes tested are the bytes served.
+// Needs node 22+, or node 20 with --experimental-websocket (global WebSocket).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import net from "node:net";
+import { readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const HTTP_PORT = Number(process.env.KVOD_HTTP_PORT);
+const BASE = `http://127.0.0.1:${HTTP_PORT}`;
+// KVOD_JS=path tests a file instead (while editing it, before kvod is rebuilt with it).
+const source = process.env.KVOD_JS ? await readFile(process.env.KVOD_JS, "utf8") : await (await fetch(`${BASE}/kvod.js`)).text();
+const modulePath = join(tmpdir(), `kvod-served-${process.pid}.mjs`);
+await writeFile(modulePath, source);
+const { connect, KVODError } = await import(modulePath);
+const WS = `ws://127.0.0.1:${HTTP_PORT}/ws`;
+
+let unique = 0;
+const objectId = (name) => `${name}-${process.pid}-${++unique}`;
+
+/** The next `count` changes of an observation's async iterator, failing after `ms`. */
+async function take(iterator, count, ms = 5000) {
+  const changes = [];
+  const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error(`timed out with ${JSON.stringify(changes)}`)), ms).unref());
+  while (changes.length < count) {
+    const next = await Promise.race([iterator.next(), timeout]);
+    if (next.done) break;
+    changes.push(next.value);
+  }
+  return changes;
+}
+
+const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function eventually(condition, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await wait(20);
+  }
+}
+
+test("requests resolve with replies and reject with KVODError carrying the code and details", async () => {
+  const kvod = await connect(WS, { heartbeat: 0 });
+  try {
+    assert.equal(kvod.server.server, "kvod");
+    const id = objectId("person");
+    const created = await kvod.create(id, { name: "Ada", address: { city: "London" }, tags: ["a", "c"] });
+    assert.equal(typeof created.rev, "number");
+    assert.equal(await kvod.get(id, "address.city"), "London");
+    const set = await kvod.set(id, "address.city", "Paris");
+    assert.equal(set.rev, created.rev + 1);
+    await kvod.insert(id, "tags", ["b"], 1);
+    await kvod.replace(id, "tags", 0, "A");
+    await kvod.remove(id, "tags", [2]);
+    assert.deepEqual(await kvod.get(id), { name: "Ada", address: { city: "Paris" }, tags: ["A", "b"] });
+    assert.ok((await kvod.list()).includes(id));
+    await assert.rejects(kvod.create(id), (error) => error instanceof KVODError && error.code === "exists");
+    await assert.rejects(kvod.set(id, "address.city.zip", 1), { code: "type_mismatch" });
+    await assert.rejects(kvod.get(objectId("missing")), { code: "not_found" });
+    await assert.rejects(kvod.request("frobnicate"), { code: "unknown_op" });
+    // A refused value reports the class's details (property, rule).
+    await kvod.defineClass({ name: `Temp${process.pid}`, properties: { celsius: { type: "number", max: 100 } } });
+    const sensor = objectId("sensor");
+    await kvod.create(sensor, { celsius: 20 }, `Temp${process.pid}`);
+    await assert.rejects(kvod.set(sensor, "celsius", 500), (error) =>
+      error.code === "invalid_value" && error.details.property === "celsius" && error.details.rule === "max");
+    assert.ok((await kvod.classes()).some((definition) => definition.name === `Temp${process.pid}`));
+  } finally {
+    kvod.close();
+  }
+});
+
+for (const events of ["compact", "full"]) {
+  test(`observations as async iterators decode every reason and kind (${events} events)`, async () => {
+    const kvod = await connect(WS, { events, heartbeat: 0 });
+    try {
+      assert.equal(kvod.events, events);
+      const id = objectId("list");
+      await kvod.create(id, { items: [1, 2], name: "x" });
+      const items = kvod.observe(id, "items", { options: ["new", "old", "initial", "prior"] });
+      const name = kvod.observe(id, "name", { options: ["old"] });
+      await Promise.all([items.ready, name.ready]);
+      const iterator = items[Symbol.asyncIterator]();
+      await kvod.insert(id, "items", [9], 0);
+      await kvod.replace(id, "items", 1, 10);
+      await kvod.remove(id, "items", [2]);
+      await kvod.set(id, "items", []);
+      await kvod.set(id, "name", "y");
+      await kvod.delete(id);
+      const changes = await take(iterator, 20);
+      const shape = changes.map(({ reason, kind, isPrior, indexes, new: value, old }) => ({ reason, kind, isPrior, indexes, new: value, old }));
+      assert.deepEqual(shape, [
+        { reason: "initial", kind: 1, isPrior: false, indexes: undefined, new: [1, 2], old: undefined },
+        { reason: "valueChanged", kind: 2, isPrior: true, indexes: [0], new: undefined, old: undefined },
+        { reason: "valueChanged", kind: 2, isPrior: false, indexes: [0], new: [9], old: undefined },
+        { reason: "valueChanged", kind: 4, isPrior: true, indexes: [1], new: undefined, old: [1] },
+        { reason: "valueChanged", kind: 4, isPrior: false, indexes: [1], new: [10], old: [1] },
+        { reason: "valueChanged", kind: 3, isPrior: true, indexes: [2], new: undefined, old: [2] },
+        { reason: "valueChanged", kind: 3, isPrior: false, indexes: [2], new: undefined, old: [2] },
+        { reason: "valueChanged", kind: 1, isPrior: true, indexes: undefined, new: undefined, old: [9, 10] },
+        { reason: "valueChanged", kind: 1, isPrior: false, indexes: undefined, new: [], old: [9, 10] },
+        { reason: "sourceDeleted", kind: 1, isPrior: true, indexes: undefined, new: undefined, old: [] },
+        { reason: "sourceDeleted", kind: 1, isPrior: false, indexes: undefined, new: null, old: [] },
+      ], "the iteration ends after sourceDeleted");
+      assert.ok(changes.every((change) => change.object === id && change.keyPath === "items" && change.sub === items.sub));
+      assert.ok(changes.slice(1).every((change, index) => index === 0 || change.rev >= changes[index].rev), "revisions ascend");
+      const nameChanges = await take(name[Symbol.asyncIterator](), 5);
+      assert.deepEqual(nameChanges.map((change) => [change.reason, change.old, "new" in change]),
+        [["valueChanged", "x", false], ["sourceDeleted", "y", false]]);
+    } finally {
+      kvod.close();
+    }
+  });
+}
+
+test("subscribe calls back in order; its unsubscribe function ends the observation on the server, twice is harmless", async () => {
+  const kvod = await connect(WS, { heartbeat: 0 });
+  try {
+    const id = objectId("counter");
+    await kvod.create(id, { n: 0 });
+    const seen = [];
+    const unsubscribe = kvod.subscribe(id, "n", (change) => seen.push(change.new));
+    await eventually(async () => (await kvod.info(id)).observers.length === 1);
+    for (let n = 1; n <= 50; n++) kvod.set(id, "n", n);
+    await kvod.ping();
+    assert.deepEqual(seen, Array.from({ length: 50 }, (_, index) => index + 1));
+    unsubscribe();
+    unsubscribe();
+    await eventually(async () => (await kvod.info(id)).observers.length === 0);
+    await kvod.set(id, "n", 99);
+    await kvod.ping();
+    assert.equal(seen.length, 50, "no change after unsubscribe");
+    // A refused observe reaches onError, not the callback.
+    const refusal = await new Promise((resolve) => kvod.subscribe(objectId("missing"), "n", () => resolve("called"), {}, resolve));
+    assert.equal(refusal.code, "not_found");
+  } finally {
+    kvod.close();
+  }
+});
+
+test("breaking out of for await unobserves", async () => {
+  const kvod = await connect(WS, { heartbeat: 0 });
+  try {
+    const id = objectId("loop");
+    await kvod.create(id, { v: 0 });
+    const observation = kvod.observe(id, "v", { options: ["new", "initial"] });
+    for await (const change of observation) {
+      assert.equal(change.reason, "initial");
+      break;
+    }
+    await eventually(async () => (await kvod.info(id)).observers.length === 0);
+    assert.equal(observation.ended, true);
+  } finally {
+    kvod.close();
+  }
+});
+
+/** A TCP proxy in front of kvod's HTTP port whose connections the test can cut. */
+async function startProxy() {
+  const sockets = new Set();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(HTTP_PORT, "127.0.0.1");
+    sockets.add(client); sockets.add(upstream);
+    client.pipe(upstream); upstream.pipe(client);
+    const end = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
+    client.on("error", end); upstream.on("error", end); client.on("close", end); upstream.on("close", end);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `ws://127.0.0.1:${server.address().port}/ws`,
+    cut() { for (const socket of sockets) socket.destroy(); sockets.clear(); },
+    close() { this.cut(); server.close(); },
+    get connections() { return sockets.size / 2; },
+  };
+}
+
+test("after a dropped connection the client reconnects and resumes with sinceRev: every change once, in order", async () => {
+  const proxy = await startProxy();
+  const writer = await connect(WS, { heartbeat: 0 });
+  const kvod = await connect(proxy.url, { heartbeat: 0, minimumDelay: 50, maximumDelay: 200 });
+  const states = [];
+  kvod.on("state", (state) => states.push(state));
+  try {
+    const id = objectId("resume");
+    await writer.create(id, { n: 0 });
+    const observation = kvod.observe(id, "n", { options: ["new", "old"] });
+    await observation.ready;
+    const iterator = observation[Symbol.asyncIterator]();
+    await writer.set(id, "n", 1);
+    assert.deepEqual((await take(iterator, 1)).map((change) => change.new), [1]);
+
+    const inFlight = kvod.get(id, "n");
+    proxy.cut();
+    await assert.rejects(inFlight, { code: "connection_lost" });
+    // Written while the client is away: it must receive all of them after it is back, then live ones.
+    for (let n = 2; n <= 6; n++) await writer.set(id, "n", n);
+    await eventually(() => kvod.state === "open");
+    await writer.set(id, "n", 7);
+    const changes = await take(iterator, 6);
+    assert.deepEqual(changes.map((change) => [change.old, change.new]), [[1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7]]);
+    assert.deepEqual(states.slice(0, 2), ["reconnecting", "open"]);
+    // Requests made while reconnecting are sent once the connection is back.
+    proxy.cut();
+    await eventually(() => kvod.state === "reconnecting");
+    const queued = kvod.get(id, "n");
+    assert.equal(await queued, 7);
+  } finally {
+    kvod.close();
+    writer.close();
+    proxy.close();
+  }
+});
+
+test("connect fails with the server's refusal for wrong credentials and cannot reach a closed port", async () => {
+  // This kvod has no users: auth with a token fails as unauthenticated.
+  await assert.rejects(connect(WS, { token: "kvod_not_a_token", heartbeat: 0 }), { code: "unauthenticated" });
+  const closed = net.createServer();
+  await new Promise((resolve) => closed.listen(0, "127.0.0.1", resolve));
+  const port = closed.address().port;
+  closed.close();
+  await assert.rejects(connect(`ws://127.0.0.1:${port}/ws`, { heartbeat: 0 }), { code: "closed" });
+});

@@ -1,0 +1,240 @@
+"""The inspector page (GET /) in a real browser: Debian's chromium driven by chromium-driver through selenium,
+against the real kvod, with changes made by the real kvoclient.
+
+scripts/test-web.sh installs chromium and chromium-driver (scripts/setup-browser.sh); where neither is found
+(a machine without apt), these tests are skipped, saying so. Every test leaves a screenshot of the page in
+.build/web-screenshots/; with KVOD_UPDATE_SCREENSHOT=1 the populated page's screenshot also replaces
+docs/inspector.png (the one the README shows).
+"""
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import KVOD_BIN, ROOT
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+KVOCLIENT_BIN = os.environ.get("KVOCLIENT_BIN", str(Path(KVOD_BIN).parent / "kvoclient"))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+SCREENSHOTS = ROOT / ".build" / "web-screenshots"
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                                reason="chromium and chromium-driver are not installed (scripts/setup-browser.sh)")
+
+
+@pytest.fixture
+def browser(request):
+    os.environ["SE_OFFLINE"] = "true"  # selenium must use the system driver, never download one
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,900",
+                     "--disable-gpu", "--no-first-run", "--password-store=basic"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"{request.node.name}.png"))
+    # The page must not have logged errors (CSP violations, exceptions) while a test drove it.
+    errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"
+              and "favicon.ico" not in entry["message"]]
+    driver.quit()
+    assert errors == [], errors
+
+
+def kvoclient(kvod, *arguments):
+    result = subprocess.run([KVOCLIENT_BIN, "--port", str(kvod.port), *arguments],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def wait(driver, condition, seconds=5, message=""):
+    return WebDriverWait(driver, seconds, poll_frequency=0.05).until(lambda _: condition(), message)
+
+
+def open_inspector(driver, kvod):
+    driver.get(f"http://127.0.0.1:{kvod.http_port}/")
+    wait(driver, lambda: driver.find_element(By.ID, "status").text == "connected", 10, "the page did not connect")
+    wait(driver, lambda: driver.find_element(By.ID, "app").is_displayed(), 5, "the app did not show")
+
+
+def listed_ids(driver):
+    return [item.get_attribute("data-id") for item in driver.find_elements(By.CSS_SELECTOR, "#object-list li")]
+
+
+def select_object(driver, object_id):
+    wait(driver, lambda: object_id in listed_ids(driver), 5, f"{object_id} is not listed")
+    driver.find_element(By.CSS_SELECTOR, f'#object-list li[data-id="{object_id}"]').click()
+    wait(driver, lambda: driver.find_element(By.ID, "object-title").text == object_id)
+    wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, "#tree li[data-path]"), 5, "no tree")
+
+
+def tree_value(driver, path):
+    items = driver.find_elements(By.CSS_SELECTOR, f'#tree li[data-path="{path}"]')
+    if not items:
+        return None
+    values = items[0].find_elements(By.XPATH, "./span[contains(@class, 'value')]")
+    return values[0].text if values else None
+
+
+def test_objects_created_by_kvoclient_appear_and_disappear_live(kvod, browser):
+    kvoclient(kvod, "create", "existing", '{"n": 1}')
+    open_inspector(browser, kvod)
+    wait(browser, lambda: "existing" in listed_ids(browser), 5, "an object present before the page loaded is missing")
+    started = time.monotonic()
+    kvoclient(kvod, "create", "person:ada", '{"name": "Ada"}')
+    wait(browser, lambda: "person:ada" in listed_ids(browser), 3, "a created object did not appear")
+    assert time.monotonic() - started < 3
+    kvoclient(kvod, "delete", "existing")
+    wait(browser, lambda: "existing" not in listed_ids(browser), 3, "a deleted object stayed listed")
+    # The filter narrows the list.
+    browser.find_element(By.ID, "object-filter").send_keys("ada")
+    wait(browser, lambda: listed_ids(browser) == ["person:ada"])
+
+
+def test_a_value_set_by_kvoclient_changes_in_the_tree_within_a_second_and_is_highlighted(kvod, browser):
+    kvoclient(kvod, "create", "person", json.dumps({"name": "Ada", "address": {"city": "London", "zip": "N1"}, "tags": ["a"]}))
+    open_inspector(browser, kvod)
+    select_object(browser, "person")
+    assert tree_value(browser, "address.city") == '"London"'
+    assert tree_value(browser, "address.zip") == '"N1"'
+    started = time.monotonic()
+    kvoclient(kvod, "set", "person", "address.city", '"Paris"')
+    wait(browser, lambda: tree_value(browser, "address.city") == '"Paris"', 1.5, "the tree did not change")
+    assert time.monotonic() - started < 1.5
+    changed = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="address.city"]')
+    assert "changed" in changed.get_attribute("class")
+    sibling = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="address.zip"]')
+    assert "changed" not in sibling.get_attribute("class"), "an unchanged sibling was highlighted"
+    # Array operations from another client reach the tree too (kind 2 events applied in place).
+    kvoclient(kvod, "insert", "person", "tags", '"b"', '"c"')
+    wait(browser, lambda: tree_value(browser, "tags.2") == '"c"', 2, "inserted elements did not show")
+    # A key added later shows up as well.
+    kvoclient(kvod, "set", "person", "age", "36")
+    wait(browser, lambda: tree_value(browser, "age") == "36", 4, "a new key did not show")
+
+
+def test_a_subscription_made_in_the_page_shows_its_events(kvod, browser):
+    kvoclient(kvod, "create", "sensor", '{"celsius": 20}')
+    open_inspector(browser, kvod)
+    select_object(browser, "sensor")
+    browser.find_element(By.ID, "subscribe-keypath").send_keys("celsius")
+    prior = browser.find_element(By.CSS_SELECTOR, '#subscribe-form input[value="prior"]')
+    prior.click()
+    browser.find_element(By.CSS_SELECTOR, "#subscribe-form button[type=submit]").click()
+    wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, "#events li")) == 1, 3, "no initial event")
+    assert "initial" in browser.find_element(By.CSS_SELECTOR, "#events li").text
+    assert "new 20" in browser.find_element(By.CSS_SELECTOR, "#events li").text
+    kvoclient(kvod, "set", "sensor", "celsius", "21.5")
+    wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, "#events li")) == 3, 3, "no change events")
+    newest, prior_line, _ = [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#events li")]
+    assert "valueChanged" in newest and "new 21.5" in newest and "old 20" in newest, newest
+    assert "prior" in prior_line and "old 20" in prior_line, prior_line
+    # The server has the observation; removing the chip unobserves it.
+    observers = kvod.tcp_call({"op": "info", "object": "sensor"})["observers"]
+    assert [observer["keyPath"] for observer in observers].count("celsius") == 2  # the tree's and the subscription's
+    browser.find_element(By.CSS_SELECTOR, "#subscriptions li button").click()
+    wait(browser, lambda: [o["keyPath"] for o in kvod.tcp_call({"op": "info", "object": "sensor"})["observers"]].count("celsius") == 1,
+         3, "unsubscribing in the page left the observation on the server")
+
+
+def test_a_refused_write_shows_its_error_and_changes_nothing(kvod, browser):
+    definition = {"name": "Thermometer", "properties": {"celsius": {"type": "number", "min": -90, "max": 60}}}
+    assert kvod.tcp_call({"op": "defineClass", "class": definition})["ok"]
+    kvoclient(kvod, "create", "probe", '{"celsius": 20}', "--class", "Thermometer")
+    open_inspector(browser, kvod)
+    select_object(browser, "probe")
+    browser.find_element(By.ID, "edit-keypath").send_keys("celsius")
+    browser.find_element(By.ID, "edit-value").send_keys("500")
+    browser.find_element(By.CSS_SELECTOR, "#edit-form button[type=submit]").click()
+    wait(browser, lambda: browser.find_element(By.ID, "edit-error").text != "", 3, "no error shown")
+    error = browser.find_element(By.ID, "edit-error").text
+    assert error.startswith("invalid_value:") and "property: celsius" in error and "rule: max" in error, error
+    assert kvod.tcp_call({"op": "get", "object": "probe", "keyPath": "celsius"})["value"] == 20
+    # Not JSON: refused in the page, before anything is sent.
+    value = browser.find_element(By.ID, "edit-value")
+    value.clear()
+    value.send_keys("Oslo")
+    browser.find_element(By.CSS_SELECTOR, "#edit-form button[type=submit]").click()
+    wait(browser, lambda: "not JSON" in browser.find_element(By.ID, "edit-error").text)
+    # An array operation on something that is not an array: the server's type_mismatch.
+    Select(browser.find_element(By.ID, "edit-op")).select_by_value("remove")
+    browser.find_element(By.ID, "edit-index").send_keys("0")
+    browser.find_element(By.CSS_SELECTOR, "#edit-form button[type=submit]").click()
+    wait(browser, lambda: browser.find_element(By.ID, "edit-error").text.startswith("type_mismatch:"), 3)
+    # A valid write goes through and the tree follows.
+    Select(browser.find_element(By.ID, "edit-op")).select_by_value("set")
+    value.clear()
+    value.send_keys("-5")
+    browser.find_element(By.CSS_SELECTOR, "#edit-form button[type=submit]").click()
+    wait(browser, lambda: "done" in browser.find_element(By.ID, "edit-result").text, 3)
+    wait(browser, lambda: tree_value(browser, "celsius") == "-5", 2)
+
+
+def test_classes_and_bindings_are_listed_and_the_page_is_captured(kvod, browser):
+    definition = {"name": "Person", "properties": {"name": {"type": "string", "required": True},
+                                                   "age": {"type": "integer", "min": 0},
+                                                   "address": {"type": "object"}, "languages": {"type": "array"}}}
+    assert kvod.tcp_call({"op": "defineClass", "class": definition})["ok"]
+    kvoclient(kvod, "create", "ada", json.dumps({"name": "Ada Lovelace", "age": 36, "address": {"city": "London"},
+                                               "languages": ["English", "French"]}), "--class", "Person")
+    kvoclient(kvod, "create", "badge", '{"text": ""}')
+    kvoclient(kvod, "create", "grace", '{"name": "Grace Hopper", "age": 85}', "--class", "Person")
+    kvoclient(kvod, "bind", "ada:name", "badge:text", "--convert", "'Hello, ' + $value", "--now")
+    open_inspector(browser, kvod)
+    wait(browser, lambda: "Person" in browser.find_element(By.ID, "classes").text, 3, "the class is not listed")
+    wait(browser, lambda: "ada.name → badge.text" in browser.find_element(By.ID, "bindings").text, 3,
+         "the binding is not listed")
+    select_object(browser, "ada")
+    browser.find_element(By.ID, "subscribe-keypath").send_keys("address.city")
+    browser.find_element(By.CSS_SELECTOR, "#subscribe-form button[type=submit]").click()
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#events li"), 3)
+    kvoclient(kvod, "set", "ada", "address.city", '"Paris"')
+    wait(browser, lambda: tree_value(browser, "address.city") == '"Paris"', 2)
+    assert kvod.tcp_call({"op": "get", "object": "badge", "keyPath": "text"})["value"] == "Hello, Ada Lovelace"
+    if os.environ.get("KVOD_UPDATE_SCREENSHOT") == "1":
+        browser.save_screenshot(str(ROOT / "docs" / "inspector.png"))
+
+
+def test_login_with_users_defined(kvod_factory, tmp_path, browser):
+    users = tmp_path / "users.json"
+    subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), "ann", "*=read,write", "--hash-cost", "minimal"],
+                   check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
+    kvod = kvod_factory("--users", str(users))
+    browser.get(f"http://127.0.0.1:{kvod.http_port}/")
+    wait(browser, lambda: browser.find_element(By.ID, "login").is_displayed(), 10, "no login form")
+    assert not browser.find_element(By.ID, "app").is_displayed()
+    browser.find_element(By.ID, "login-user").send_keys("ann")
+    browser.find_element(By.ID, "login-password").send_keys("wrong")
+    browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+    wait(browser, lambda: browser.find_element(By.ID, "login-error").text.startswith("unauthenticated:"), 5)
+    password = browser.find_element(By.ID, "login-password")
+    password.clear()
+    password.send_keys("correct horse battery")
+    browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+    wait(browser, lambda: browser.find_element(By.ID, "app").is_displayed(), 5, "login did not open the app")
+    assert browser.find_element(By.ID, "whoami").text == "ann"
+
+
+def test_the_page_is_served_with_a_content_security_policy(kvod):
+    status, headers, body = kvod.http_get("/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in headers["content-security-policy"]
+    assert b'<script type="module" src="/inspector.js">' in body
+    for path, content_type in (("/inspector.js", "text/javascript"), ("/inspector.css", "text/css"),
+                               ("/kvod.js", "text/javascript")):
+        status, headers, body = kvod.http_get(path)
+        assert status == 200 and headers["content-type"].startswith(content_type), path
+        asset = ROOT / "Sources" / "KVOServer" / "HTTP" / "Assets" / path.lstrip("/")
+        assert body == asset.read_bytes(), f"{path} served differs from {asset}: run scripts/embed-web-assets.py"
