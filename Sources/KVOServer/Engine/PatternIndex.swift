@@ -28,15 +28,7 @@ final class PatternIndex {
     /// Adds `observation` at the node of its literal prefix.
     func add(_ observation: PatternObservation) {
         var node = root
-        for byte in observation.pattern.prefix {
-            if let next = node.children[byte] {
-                node = next
-            } else {
-                let next = PatternIndexNode(byte: byte, parent: node)
-                node.children[byte] = next
-                node = next
-            }
-        }
+        for byte in observation.pattern.prefix { node = node.makeChild(byte) }
         observation.node = node
         observation.nodeIndex = node.observations.count
         node.observations.append(observation)
@@ -73,7 +65,7 @@ final class PatternIndex {
         // Prune the nodes left empty, up to the root (which stays).
         var current = node
         while current.isEmpty, let parent = current.parent {
-            parent.children[current.byte] = nil
+            parent.removeChild(current.byte)
             current = parent
         }
         return true
@@ -94,11 +86,11 @@ final class PatternIndex {
         var id = object
         id.withUTF8 { bytes in
             var node = root
-            collect(node, bytes, into: &result)
+            if !node.observations.isEmpty { collect(node, bytes, into: &result) }
             for byte in bytes {
-                guard let next = node.children[byte] else { break }
+                guard let next = node.child(byte) else { break }
                 node = next
-                collect(node, bytes, into: &result)
+                if !node.observations.isEmpty { collect(node, bytes, into: &result) }
             }
         }
         if result.count > 1 { result.sort { $0.id < $1.id } }
