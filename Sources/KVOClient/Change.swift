@@ -27,9 +27,10 @@ public struct Change<Value: Sendable>: Sendable {
     public let isPrior: Bool
     /// The revision of the write that caused the change (for `initial` and `resync`, the current one).
     public let rev: Int64
-    /// The observed object.
+    /// The observed object. For a pattern observation, the object the change is about (each event names
+    /// it); the pattern itself for an id set's `initial` and `resync` changes, whose `new` lists the ids.
     public let object: String
-    /// The observed key path.
+    /// The observed key path (empty for an id-set pattern observation).
     public let keyPath: String
     /// `old` as received (nil when absent).
     public let rawOld: JSONValue?
@@ -106,6 +107,8 @@ public enum ChangeReason: Sendable, Hashable {
     /// History did not reach back to where the client resumed: `new` is the current value (always,
     /// whatever the options); changes in between were missed.
     case resync
+    /// An object matching a pattern observation's pattern was created (pattern observations only).
+    case created
     /// A reason this client does not know, as sent.
     case other(String)
 
@@ -117,6 +120,7 @@ public enum ChangeReason: Sendable, Hashable {
         case "sourceDeleted": self = .sourceDeleted
         case "forbidden": self = .forbidden
         case "resync": self = .resync
+        case "created": self = .created
         default: self = .other(wireName)
         }
     }
@@ -130,11 +134,13 @@ public enum ChangeReason: Sendable, Hashable {
         case .sourceDeleted: "sourceDeleted"
         case .forbidden: "forbidden"
         case .resync: "resync"
+        case .created: "created"
         case let .other(name): name
         }
     }
 
-    /// True for the reasons after which the server no longer observes (`sourceDeleted`, `forbidden`).
+    /// True for the reasons after which the server no longer observes (`sourceDeleted`, `forbidden`) an
+    /// ordinary observation. A pattern observation goes on after a `sourceDeleted` (one object is gone).
     public var endsObservation: Bool { self == .sourceDeleted || self == .forbidden }
 }
 
@@ -162,4 +168,6 @@ struct ChangeEvent: Sendable {
     let isPrior: Bool
     /// The `change` dictionary as received.
     let change: JSONValue?
+    /// The object the event names (`object`, or compact `t`): a pattern observation's events carry it.
+    var object: String? = nil
 }

@@ -263,9 +263,10 @@ final class ClientCore: Sendable {
     /// Sends `observe` for `observation`, resuming after `resumeFrom` when `resuming`.
     func sendObserve(for observation: ObservationCore, resumeFrom: Int64?, resuming: Bool) {
         var params: [String: JSONValue] = [
-            "object": .string(observation.object), "keyPath": .string(observation.keyPath),
             "options": .array(observation.options.wireNames(resuming: resuming)),
         ]
+        params[observation.isPattern ? "pattern" : "object"] = .string(observation.object)
+        if !observation.keyPath.isEmpty || !observation.isPattern { params["keyPath"] = .string(observation.keyPath) }
         if resuming, let resumeFrom { params["sinceRev"] = .int(resumeFrom) }
         enqueue("observe", params, isWrite: false, purpose: .observe(observation))
     }

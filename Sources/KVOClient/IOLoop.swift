@@ -31,7 +31,7 @@ final class IOLoop: @unchecked Sendable {
 
     /// The top-level keys of replies and events, matched without building strings.
     private static let keys = JSONParser.KeyTable(
-        ["event", "sub", "id", "ok", "error", "reason", "rev", "change", "s", "r", "w", "k", "i", "p", "n", "o"])
+        ["event", "sub", "id", "ok", "error", "reason", "rev", "change", "object", "s", "r", "t", "w", "k", "i", "p", "n", "o"])
 
     init(core: ClientCore) {
         self.core = core
@@ -268,6 +268,7 @@ final class IOLoop: @unchecked Sendable {
         var compactIsPrior = false
         var compactNew: JSONValue?
         var compactOld: JSONValue?
+        var object: String?
         for member in members {
             switch member.key {
             case "event": event = member.value.stringValue
@@ -278,6 +279,7 @@ final class IOLoop: @unchecked Sendable {
             case "reason": reason = member.value.stringValue
             case "rev": rev = member.value.intValue ?? 0
             case "change": change = member.value
+            case "object", "t": object = member.value.stringValue
             // A compact event (docs/protocol.md, "Compact events"): the same change, one-letter members.
             case "s": sub = member.value.intValue; isCompact = true
             case "r": rev = member.value.intValue ?? 0
@@ -295,7 +297,7 @@ final class IOLoop: @unchecked Sendable {
             let indexes = compactIndexes?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
             let changeEvent = ChangeEvent(
                 reason: ChangeReason(wireName: reason ?? "valueChanged"), kind: Int(compactKind ?? 1), rev: rev,
-                old: compactOld, new: compactNew, indexes: indexes, isPrior: compactIsPrior, change: nil)
+                old: compactOld, new: compactNew, indexes: indexes, isPrior: compactIsPrior, change: nil, object: object)
             enqueue(changeEvent, for: observation, sub: sub)
             return nil
         }
@@ -305,7 +307,7 @@ final class IOLoop: @unchecked Sendable {
             let changeEvent = ChangeEvent(
                 reason: ChangeReason(wireName: reason ?? "valueChanged"), kind: Int(change?["kind"]?.intValue ?? 1),
                 rev: rev, old: change?["old"], new: change?["new"], indexes: indexes,
-                isPrior: change?["notificationIsPrior"] == .bool(true), change: change)
+                isPrior: change?["notificationIsPrior"] == .bool(true), change: change, object: object)
             enqueue(changeEvent, for: observation, sub: sub)
             return nil
         }

@@ -94,6 +94,46 @@ public final class KVOClient: Sendable {
                            subscribedRevision: core.resumeRevision)
     }
 
+    /// The objects whose ids match `pattern` (an exact id, or a glob where `*` stands for any run of
+    /// characters: `user:*`), as an `AsyncSequence` of changes that each name their object
+    /// (`Change.object`); docs/protocol.md, "Observing object sets (patterns)". With `keyPath`, the
+    /// changes of that key path on every matching object, present and future (`created` when a matching
+    /// object is created with a value there, `sourceDeleted` when one is deleted, which does not end the
+    /// sequence); without it (nil or empty), the id set: `created` and `sourceDeleted` changes without
+    /// values, and with `.initial` one change whose `new` lists the matching ids, sorted. Lazy like
+    /// `observe`; resumes after a reconnection like any observation. Any thread.
+    public func observe<Value: Decodable & Sendable>(
+        pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new], as type: Value.Type
+    ) -> Observation<Value> {
+        Observation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(nil),
+                    subscribedRevision: nil, isPattern: true)
+    }
+
+    /// `observe(pattern:keyPath:options:as:)` with values as `JSONValue`. Any thread.
+    public func observe(pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new]) -> Observation<JSONValue> {
+        observe(pattern: pattern, keyPath: keyPath, options: options, as: JSONValue.self)
+    }
+
+    /// Like `observe(pattern:keyPath:options:as:)`, but makes the server observation now and returns once
+    /// the server accepted it (throws its error, such as `bad_request` for a malformed pattern, here).
+    /// `sinceRev` resumes as for `subscribe(_:_:options:as:sinceRev:)`. Any thread.
+    public func subscribe<Value: Decodable & Sendable>(
+        pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new],
+        as type: Value.Type = JSONValue.self, sinceRev: Int64? = nil
+    ) async throws -> Observation<Value> {
+        let core = ObservationCore(client: self.core, object: pattern, keyPath: keyPath ?? "", options: options,
+                                   sinceRev: sinceRev, isPattern: true)
+        core.start()
+        do {
+            try await core.awaitSubscribed()
+        } catch {
+            core.cancel()
+            throw error
+        }
+        return Observation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(core),
+                           subscribedRevision: core.resumeRevision, isPattern: true)
+    }
+
     /// How many observations the client keeps on the server and resubscribes after a reconnection: started,
     /// and not yet ended (cancelled, refused by the server, or ended by `sourceDeleted`/`forbidden`). Once a
     /// request sent after a reconnection has been answered, every resubscription sent before it has been

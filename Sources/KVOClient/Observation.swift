@@ -24,10 +24,13 @@ public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable 
     /// arrives. Nil for `KVOClient.observe` (nothing is asked before the iteration) and from servers that
     /// send no `rev`.
     public let subscribedRevision: Int64?
+    /// Whether `object` is a pattern (`KVOClient.observe(pattern:keyPath:options:)`).
+    var isPattern = false
 
     /// Makes an iterator: a server observation of its own (or the one `subscribe` started).
     public func makeAsyncIterator() -> Iterator {
-        let core = started.take() ?? ObservationCore(client: client.core, object: object, keyPath: keyPath, options: options)
+        let core = started.take()
+            ?? ObservationCore(client: client.core, object: object, keyPath: keyPath, options: options, isPattern: isPattern)
         return Iterator(handle: Handle(core: core, client: client))
     }
 
@@ -99,7 +102,7 @@ public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable 
             let old = decode(event.old)
             let new = decode(event.new)
             return Change(reason: event.reason, kind: ChangeKind(rawValue: event.kind) ?? .setting, old: old, new: new,
-                          indexes: event.indexes, isPrior: event.isPrior, rev: event.rev, object: core.object,
+                          indexes: event.indexes, isPrior: event.isPrior, rev: event.rev, object: event.object ?? core.object,
                           keyPath: core.keyPath, rawOld: event.old, rawNew: event.new, decodingError: decodingError,
                           sub: sub, rawChange: event.change)
         }

@@ -8,8 +8,12 @@ import KVOJSON
 /// `deliver` and `connectionLost`; the consumer calls `next`; any thread may call `cancel`. Everything
 /// is under one lock, held for a few instructions at a time; continuations are resumed outside it.
 final class ObservationCore: Sendable {
+    /// The object observed, or for a pattern observation its pattern.
     let object: String
+    /// The key path observed (empty for an id-set pattern observation).
     let keyPath: String
+    /// Whether `object` is a pattern (`observe` with `pattern`): a `sourceDeleted` then ends nothing.
+    let isPattern: Bool
     let options: ObservationOptions
     /// Where the first `observe` resumes from (`sinceRev`): replayed history first; nil for now.
     let sinceRev: Int64?
@@ -45,10 +49,12 @@ final class ObservationCore: Sendable {
 
     private let state = Locked(State())
 
-    init(client: ClientCore, object: String, keyPath: String, options: ObservationOptions, sinceRev: Int64? = nil) {
+    init(client: ClientCore, object: String, keyPath: String, options: ObservationOptions, sinceRev: Int64? = nil,
+         isPattern: Bool = false) {
         self.client = client
         self.object = object
         self.keyPath = keyPath
+        self.isPattern = isPattern
         self.options = options
         self.sinceRev = sinceRev
         if let sinceRev { state.withLock { $0.lastRev = sinceRev } }
@@ -229,7 +235,7 @@ final class ObservationCore: Sendable {
                     }
                 }
                 state.buffer.append(event)
-                if event.reason.endsObservation && !event.isPrior {
+                if event.reason.endsObservation && !event.isPrior && !(isPattern && event.reason == .sourceDeleted) {
                     state.finished = true
                     state.sub = nil
                     ended = true

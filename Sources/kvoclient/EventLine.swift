@@ -29,8 +29,10 @@ enum EventLine {
     /// Formats one event message.
     static func format(_ event: JSONValue) -> String {
         let change = event["change"]?.objectValue ?? [:]
+        // An id-set pattern observation's events follow no key path: the object alone.
         var fields = [
-            "\(text(event["object"])).\(text(event["keyPath"]))",
+            event["keyPath"] == nil && event["object"] != nil
+                ? text(event["object"]) : "\(text(event["object"])).\(text(event["keyPath"]))",
             text(event["reason"]),
         ]
         if change["notificationIsPrior"] == .bool(true) { fields.append("prior") }

@@ -4,6 +4,8 @@ import KVOCommandLine
 import KVOJSON
 
 /// `kvoclient subscribe <object> <keyPath>...`: observes key paths and prints their change events.
+/// `kvoclient subscribe --pattern <pattern> [<keyPath>...]`: observes the objects whose ids match the
+/// pattern: their creations and deletions without a key path, else each key path on every one of them.
 ///
 /// Sends one `observe` per key path, then prints one line per event as it arrives (see `EventLine`;
 /// `--json` prints each event message as compact JSON instead). It stops with exit 0 after `--count`
@@ -33,6 +35,8 @@ struct SubscribeCommand: AsyncParsableCommand {
             `todo.items  valueChanged  rev=3  kind=insertion  indexes=[1]  new=["milk"]`. \
             Stops after --count events, on Ctrl-C, or once every subscription has ended (sourceDeleted or forbidden).
 
+            With --pattern (`user:*`: an exact id or a glob, `*` standing for any run of characters) the             positional arguments are key paths, observed on every object whose id matches, present and             future (`user:2.address.city  created  rev=5  new="Oslo"`); with none, the creations and             deletions of matching ids (`user:2  created  rev=5`; with --options initial, first one line             listing the matching ids). A pattern subscription goes on after a sourceDeleted.
+
             If the connection drops, subscribe reconnects with backoff and resumes after the last \
             revision it printed: no change is lost or printed twice. When the server's history no \
             longer reaches back that far, one `resync` line carries the current value instead. \
@@ -43,11 +47,20 @@ struct SubscribeCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Argument(help: "The object id.")
-    var object: String
+    @Option(help: "Observe the objects whose ids match this pattern (`user:*`) instead of one object: the arguments are then key paths (none: creations and deletions).")
+    var pattern: String?
+
+    @Argument(help: "The object id (with --pattern, the first key path, if any).")
+    var object: String?
 
     @Argument(help: "One or more key paths to observe, such as `date` or `address.city`.")
-    var keyPaths: [String]
+    var keyPaths: [String] = []
+
+    /// What to observe: with a pattern, every positional argument is a key path (none: the id set).
+    private var observedKeyPaths: [String] {
+        guard pattern != nil else { return keyPaths }
+        return (object.map { [$0] } ?? []) + keyPaths
+    }
 
     @Option(help: "Comma-separated observation options: initial, new, old, prior.")
     var options: String = "new"
@@ -70,7 +83,10 @@ struct SubscribeCommand: AsyncParsableCommand {
     private static let interruptPollInterval = 0.05
 
     func validate() throws {
-        guard !keyPaths.isEmpty else { throw ValidationError("give at least one key path to observe") }
+        if pattern == nil {
+            guard object != nil else { throw ValidationError("Missing expected argument '<object>'") }
+            guard !keyPaths.isEmpty else { throw ValidationError("give at least one key path to observe") }
+        }
         _ = try ObservationOption.parseList(options)
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         if !(heartbeat >= 0 && heartbeat.isFinite) { throw ValidationError("--heartbeat must be a number of seconds, 0 or more") }
@@ -93,8 +109,19 @@ struct SubscribeCommand: AsyncParsableCommand {
         // Taken before the first observation, so that no transition after it is missed.
         let states = client.states
         var observations: [Observation<JSONValue>] = []
-        for keyPath in keyPaths {
-            observations.append(try await client.subscribe(object, keyPath, options: observationOptions, as: JSONValue.self))
+        // Labels for the notes: a pattern's key paths as `pattern keyPath`, its id set as the pattern.
+        var labels: [String] = []
+        if let pattern {
+            for keyPath in observedKeyPaths.isEmpty ? [nil] : observedKeyPaths.map(Optional.some) {
+                observations.append(try await client.subscribe(pattern: pattern, keyPath: keyPath,
+                                                               options: observationOptions, as: JSONValue.self))
+                labels.append(keyPath.map { "\(pattern) \($0)" } ?? pattern)
+            }
+        } else {
+            for keyPath in keyPaths {
+                observations.append(try await client.subscribe(object!, keyPath, options: observationOptions, as: JSONValue.self))
+                labels.append(keyPath)
+            }
         }
         let (events, sink) = AsyncStream<SubscriberEvent>.makeStream(bufferingPolicy: .unbounded)
         var tasks: [Task<Void, Never>] = []
@@ -118,7 +145,8 @@ struct SubscribeCommand: AsyncParsableCommand {
             sink.yield(.interrupted)
         })
         defer { for task in tasks { task.cancel() } }
-        var progress = SubscriptionProgress(keyPaths: keyPaths, startingRevisions: observations.map(\.subscribedRevision))
+        var progress = SubscriptionProgress(keyPaths: labels, startingRevisions: observations.map(\.subscribedRevision),
+                                            patterns: pattern != nil)
         var printed = 0
         var connected = true
         for await event in events {
@@ -184,10 +212,13 @@ struct SubscribeCommand: AsyncParsableCommand {
     /// The change as the event message it came in (docs/protocol.md, "Events"), with the observation's
     /// stable `sub`: what `--json` prints and `EventLine` formats.
     private static func message(for change: Change<JSONValue>) -> JSONValue {
-        .object([
+        var message: [String: JSONValue] = [
             "event": "change", "sub": change.sub.map(JSONValue.int) ?? .null, "object": .string(change.object),
-            "keyPath": .string(change.keyPath), "reason": .string(change.reason.wireName), "rev": .int(change.rev),
+            "reason": .string(change.reason.wireName), "rev": .int(change.rev),
             "change": change.rawChange ?? .object([:]),
-        ])
+        ]
+        // An id-set pattern observation follows no key path.
+        if !change.keyPath.isEmpty { message["keyPath"] = .string(change.keyPath) }
+        return .object(message)
     }
 }

@@ -14,9 +14,12 @@ struct SubscriptionProgress {
     /// `lastRevisions` when the connection was last lost: where the key paths resume.
     private var resumeRevisions: [Int64?]
     private var ended: [Bool]
+    /// Pattern observations: a `sourceDeleted` names one object gone and ends nothing.
+    private let patterns: Bool
 
-    init(keyPaths: [String], startingRevisions: [Int64?]) {
+    init(keyPaths: [String], startingRevisions: [Int64?], patterns: Bool = false) {
         self.keyPaths = keyPaths
+        self.patterns = patterns
         lastRevisions = startingRevisions
         resumeRevisions = startingRevisions
         ended = Array(repeating: false, count: keyPaths.count)
@@ -26,7 +29,7 @@ struct SubscriptionProgress {
     mutating func record(_ change: Change<JSONValue>, at index: Int) {
         guard !change.isPrior else { return }
         lastRevisions[index] = change.rev
-        if change.reason.endsObservation { ended[index] = true }
+        if change.reason.endsObservation && !(patterns && change.reason == .sourceDeleted) { ended[index] = true }
     }
 
     /// The observation at `index` ended.

@@ -12,6 +12,7 @@ import Glibc
 ///     kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]   (TLSBenchmark)
 ///     kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]   (ClientBenchmark)
 ///     kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]   (WebSocketBenchmark)
+///     kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]   (PatternBenchmark)
 @main
 struct KVODBench {
     static func main() {
@@ -29,6 +30,10 @@ struct KVODBench {
         if command == "websocket" {
             // WebSocket fan-out against TCP, one kvod (WebSocketBenchmark.swift).
             WebSocketBenchmark.main(arguments: arguments)
+        }
+        if command == "patterns" {
+            // Sets/s with and without non-matching pattern observations, one kvod (PatternBenchmark.swift).
+            PatternBenchmark.main(arguments: arguments)
         }
         if command == "callgrind" {
             // Instructions per set for each set shape, kvod under valgrind (CallgrindBenchmark.swift).
@@ -70,6 +75,7 @@ struct KVODBench {
         print("       kvod-bench storage [--objects N] [--commits N]")
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         print("       kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]")
+        print("       kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]")
         print("       kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]")
         exit(2)
     }

@@ -18,6 +18,9 @@ public enum ChangeReason: String, Sendable {
     /// was re-pointed, or the user's rules changed): the observation has ended, and the event carries
     /// no value (`old` and `new` are null).
     case forbidden
+    /// An object whose id matches a pattern observation's pattern was created (docs/protocol.md,
+    /// "Observing object sets (patterns)"). Pattern observations only.
+    case created
 }
 
 /// Cocoa's NSKeyValueChange kinds (Apple's values).
@@ -63,6 +66,12 @@ public struct ChangeNotification: Sendable {
     /// (a `set` whose request carried its value in that form); nil otherwise. `EventEncoder` sends
     /// these bytes instead of encoding `new` again.
     public var encodedNew: [UInt8]?
+    /// A pattern observation's event: the compact encoding names the object too (`"t"`), since its
+    /// subscription alone does not. The full encoding always names it.
+    public var namesObject = false
+    /// False for an id-set pattern observation's `created` and `sourceDeleted` events, which carry no
+    /// value (neither `new` nor `old`, whatever the options).
+    public var carriesValues = true
 
     public init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
                 old: JSONValue, new: JSONValue, indexes: [Int]? = nil, recipients: [Recipient]) {
@@ -80,11 +89,11 @@ public struct ChangeNotification: Sendable {
 
     /// Whether the change dictionary carries `new` (for a recipient that asked for it).
     var carriesNew: Bool {
-        !isPrior && kind != .removal
+        carriesValues && !isPrior && kind != .removal
     }
 
     /// Whether the change dictionary carries `old` (for a recipient that asked for it).
     var carriesOld: Bool {
-        reason != .initial && reason != .resync && kind != .insertion
+        carriesValues && reason != .initial && reason != .resync && kind != .insertion
     }
 }

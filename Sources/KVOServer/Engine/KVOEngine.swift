@@ -194,6 +194,7 @@ public final class KVOEngine {
         try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
+        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: object)
         let previous = objects.removeValue(forKey: object)!
         sortedIDs.remove(object)
         storedBytes -= object.utf8.count + (objectSizes.removeValue(forKey: object) ?? 0)
@@ -216,6 +217,7 @@ public final class KVOEngine {
             }
         }
         for path in ended { registry.drop(path) }
+        if let patternWatch { notifyPatterns(patternWatch, of: .deleted, to: object, priors: &priors, changes: &changes) }
         notifications.append(contentsOf: priors)
         notifications.append(contentsOf: changes)
         removeBindings(endedWith: ended, deletedObject: object)
@@ -489,6 +491,7 @@ public final class KVOEngine {
     /// Ends observation `subscription` if `connection` owns it. Returns whether it did; removing
     /// twice, or removing another connection's observation, returns false and changes nothing.
     public func unobserve(_ subscription: SubscriptionID, connection: ConnectionID) -> Bool {
+        if let removed = unobservePattern(subscription, connection: connection) { return removed }
         guard let observation = registry.observation(subscription), observation.connection == connection else {
             return false
         }
@@ -519,14 +522,17 @@ public final class KVOEngine {
         return denied.count
     }
 
-    /// The observations of `object`, like Cocoa's observationInfo.
+    /// The observations of `object`, like Cocoa's observationInfo, and the pattern observations matching it.
     public func observers(of object: String, access: ConnectionAccess? = nil) throws(KVOError) -> [ObserverInfo] {
         try access?.require(.read, on: object)
         guard objects[object] != nil else { throw notFound(object) }
-        return registry.observations(on: object).map {
+        let observers = registry.observations(on: object).map {
             ObserverInfo(subscription: $0.id, keyPath: $0.watched.keyPath.string, options: $0.options,
                          connection: $0.connection, user: $0.access?.user)
         }
+        let patternObservers = patternObservers(of: object)
+        guard !patternObservers.isEmpty else { return observers }
+        return (observers + patternObservers).sorted { $0.subscription < $1.subscription }
     }
 
     // MARK: - Writes and their notifications
@@ -538,21 +544,26 @@ public final class KVOEngine {
         try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
+        // Pattern observations matching the object: one check when there are none.
+        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
         let recorded = try write()
         computedMemo.invalidate()
         revision += 1
         var change: CollectionChange?
         var written: JSONValue?
+        var created = false
         switch recorded {
         case let .array(array):
             change = CollectionChange(kind: array.kind, indexes: array.indexes, old: array.old, new: array.new)
         case let .set(_, _, new):
             written = new
-        case .created, .deleted:
+        case .created:
+            created = true
+        case .deleted:
             break
         }
         record(location.object, recorded)
-        guard !candidates.isEmpty else { return revision }
+        guard !candidates.isEmpty || patternWatch != nil else { return revision }
         // Ordinary notifications go straight to the caller's array (no array of their own per write);
         // prior ones, rarely asked for, are collected apart and put before them.
         let start = notifications.count
@@ -564,6 +575,10 @@ public final class KVOEngine {
             } else {
                 reread(path, before: old, change: change, at: location, priors: &priors, changes: &notifications)
             }
+        }
+        if let patternWatch {
+            notifyPatterns(patternWatch, of: created ? .created : .changed(change, at: location), to: location.object,
+                           priors: &priors, changes: &notifications)
         }
         if !priors.isEmpty { notifications.insert(contentsOf: priors, at: start) }
         return revision
@@ -696,6 +711,8 @@ public struct ObserverInfo: Equatable, Sendable {
     public let connection: ConnectionID
     /// The user the observing connection acts for (nil in open mode).
     public var user: String? = nil
+    /// For a pattern observation matching the object: its pattern (`keyPath` is then empty for an id set).
+    public var pattern: String? = nil
 }
 
 extension JSONValue {

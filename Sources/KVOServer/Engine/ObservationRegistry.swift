@@ -1,6 +1,7 @@
 /// Every observation on the server, indexed four ways: watched paths by the locations they depend on
 /// (a trie per object, for fan-out), by (object, key path) (so subscribers share one reading), by
-/// subscription id (for `unobserve`) and by connection (for disconnect).
+/// subscription id (for `unobserve`) and by connection (for disconnect). Pattern observations are in
+/// `patterns`, numbered from the same counter and counted with the others.
 ///
 /// Owned by `KVOEngine`; loop thread only.
 final class ObservationRegistry {
@@ -14,12 +15,22 @@ final class ObservationRegistry {
     private var lastID: SubscriptionID = 0
     private var lastSerial = 0
     private var queryStamp = 0
+    /// Pattern observations (object sets), indexed by their literal prefix.
+    let patterns = PatternIndex()
 
-    /// Number of live subscriptions.
-    var count: Int { byID.count }
+    /// Number of live subscriptions, pattern observations included.
+    var count: Int { byID.count + patterns.count }
 
-    /// Number of live subscriptions of `connection`.
-    func count(of connection: ConnectionID) -> Int { byConnection[connection]?.count ?? 0 }
+    /// Number of live subscriptions of `connection`, pattern observations included.
+    func count(of connection: ConnectionID) -> Int {
+        (byConnection[connection]?.count ?? 0) + patterns.count(of: connection)
+    }
+
+    /// A new subscription id (for a pattern observation; `subscribe` takes its own).
+    func nextSubscriptionID() -> SubscriptionID {
+        lastID += 1
+        return lastID
+    }
 
     // MARK: - Subscriptions
 
@@ -87,12 +98,13 @@ final class ObservationRegistry {
         return true
     }
 
-    /// Removes every subscription of `connection`; returns how many.
+    /// Removes every subscription of `connection`, pattern observations included; returns how many.
     @discardableResult
     func removeAll(of connection: ConnectionID) -> Int {
-        guard let observations = byConnection[connection] else { return 0 }
+        let patternCount = patterns.removeAll(of: connection)
+        guard let observations = byConnection[connection] else { return patternCount }
         for observation in observations { remove(observation.id) }
-        return observations.count
+        return observations.count + patternCount
     }
 
     /// Removes a watched path with all its subscriptions (its object was deleted). Its bindings must

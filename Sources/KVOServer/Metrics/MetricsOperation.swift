@@ -22,7 +22,7 @@ enum MetricsOperation: Int, CaseIterable {
             case .remove: self = .remove
             case .replace: self = .replace
             }
-        case .observe: self = .observe
+        case .observe, .observePattern: self = .observe
         case .unobserve: self = .unobserve
         case .list: self = .list
         case .info: self = .info

@@ -109,10 +109,16 @@ public struct EventEncoder {
         buffer.reserveCapacity(buffer.count + 128 + notification.object.utf8.count + notification.keyPath.utf8.count
                                + 12 * (notification.indexes?.count ?? 0)
                                + (includeNew ? encodedNew?.count ?? 0 : 0) + (includeOld ? encodedOld?.count ?? 0 : 0))
-        JSONWriter.append(",\"object\":", to: &buffer)
-        JSONWriter.writeString(notification.object, into: &buffer)
-        JSONWriter.append(",\"keyPath\":", to: &buffer)
-        JSONWriter.writeString(notification.keyPath, into: &buffer)
+        // An id-set pattern observation's initial and resync events are about no one object, and its
+        // events follow no key path: those members are left out (every other event has both).
+        if !notification.object.isEmpty {
+            JSONWriter.append(",\"object\":", to: &buffer)
+            JSONWriter.writeString(notification.object, into: &buffer)
+        }
+        if !notification.keyPath.isEmpty {
+            JSONWriter.append(",\"keyPath\":", to: &buffer)
+            JSONWriter.writeString(notification.keyPath, into: &buffer)
+        }
         JSONWriter.append(",\"reason\":\"", to: &buffer)
         buffer.append(contentsOf: notification.reason.rawValue.utf8)
         JSONWriter.append("\",\"rev\":", to: &buffer)
@@ -142,7 +148,7 @@ public struct EventEncoder {
     }
 
     /// The compact tail (docs/protocol.md, "Compact events"): `,"r":REV`, then `"w"` (reason) unless
-    /// `valueChanged`, `"k"` (kind) unless 1, `"i"` (indexes), `"p":1` on a prior notification, and `"n"`
+    /// `valueChanged` (after `"t"`, the object, for a pattern observation's event), `"k"` (kind) unless 1, `"i"` (indexes), `"p":1` on a prior notification, and `"n"`
     /// and `"o"` (new and old) under the same rules as the full encoding's `change`. No object, key path
     /// or member the subscriber can infer.
     private func appendCompactTail(includeNew: Bool, includeOld: Bool, to buffer: inout [UInt8]) {
@@ -150,6 +156,11 @@ public struct EventEncoder {
                                + (includeNew ? encodedNew?.count ?? 0 : 0) + (includeOld ? encodedOld?.count ?? 0 : 0))
         JSONWriter.append(",\"r\":", to: &buffer)
         JSONWriter.writeInteger(notification.rev, into: &buffer)
+        if notification.namesObject && !notification.object.isEmpty {
+            // A pattern observation's event: which object it is about ("t", target: "o" is old).
+            JSONWriter.append(",\"t\":", to: &buffer)
+            JSONWriter.writeString(notification.object, into: &buffer)
+        }
         if notification.reason != .valueChanged {
             JSONWriter.append(",\"w\":\"", to: &buffer)
             buffer.append(contentsOf: notification.reason.rawValue.utf8)

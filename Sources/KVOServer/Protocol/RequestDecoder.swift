@@ -11,7 +11,7 @@ public enum RequestDecoder {
 
     /// The request fields every line repeats: parsed as these strings, not built again for each line.
     private static let fieldNames = JSONParser.KeyTable([
-        "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub",
+        "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
     ])
 
@@ -130,6 +130,13 @@ public enum RequestDecoder {
             return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
                                 mutation: .replace(indexes: shape.list, values: values))
         case "observe":
+            if fields["pattern"] != nil {
+                guard fields["object"] == nil else {
+                    throw KVOError(.badRequest, "observe takes either 'object' or 'pattern', not both")
+                }
+                return .observePattern(pattern: try reader.pattern(), keyPath: try reader.optionalKeyPath(),
+                                       options: try reader.options(), sinceRev: try reader.optionalRevision("sinceRev"))
+            }
             return .observe(object: try reader.objectID(), keyPath: try reader.keyPath(), options: try reader.options(),
                             sinceRev: try reader.optionalRevision("sinceRev"))
         case "unobserve":
@@ -226,6 +233,22 @@ private struct FieldReader {
             throw KVOError(.badRequest, "'object' is longer than \(RequestDecoder.maximumObjectIDLength) bytes")
         }
         return id
+    }
+
+    /// An object id pattern (`pattern` of `observe`): an exact id, or a glob where `*` is any run of
+    /// characters; non-empty and at most as long as an object id.
+    func pattern() throws(KVOError) -> ObjectIDPattern {
+        let text = try string("pattern")
+        do {
+            return try ObjectIDPattern(text)
+        } catch {
+            switch error {
+            case .empty:
+                throw KVOError(.badRequest, "'pattern' must not be empty (use \"*\" for every object)")
+            case let .tooLong(limit):
+                throw KVOError(.badRequest, "'pattern' is longer than \(limit) bytes")
+            }
+        }
     }
 
     func keyPath() throws(KVOError) -> KeyPath {

@@ -92,6 +92,18 @@ final class RequestHandler {
             }
             return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))]),
                            order: .beforeNotifications)
+        case let .observePattern(pattern, keyPath, requestedOptions, sinceRev):
+            let options = eventEncoding == .compact ? requestedOptions.union(.compactEvents) : requestedOptions
+            let sub = try engine.observe(pattern: pattern, keyPath: keyPath, options: options, connection: connection,
+                                         sinceRev: sinceRev, access: access, notifications: &notifications)
+            if !EventSizeBound.fits(notifications, budget: budget.bytes) {
+                _ = engine.unobserve(sub, connection: connection)
+                notifications.removeAll(keepingCapacity: true)
+                let what = sinceRev == nil ? "the initial events" : "the resync events or the changes to replay"
+                throw budget.refusal(what + " of pattern '\(PrintableText.escaped(pattern.text, limit: 64))' (nothing was subscribed)")
+            }
+            return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))]),
+                           order: .beforeNotifications)
         case let .unobserve(subscription):
             return reply([("removed", .bool(engine.unobserve(subscription, connection: connection)))])
         case let .list(limit, after):
@@ -103,9 +115,11 @@ final class RequestHandler {
             let observers = try engine.observers(of: object, access: access).map { info -> JSONValue in
                 var fields: [String: JSONValue] = [
                     "sub": .int(info.subscription),
-                    "keyPath": .string(info.keyPath),
                     "options": .array(info.options.names.map(JSONValue.string)),
                 ]
+                // A pattern observation matching the object: its pattern, and its key path if it has one.
+                if !info.keyPath.isEmpty { fields["keyPath"] = .string(info.keyPath) }
+                if let pattern = info.pattern { fields["pattern"] = .string(pattern) }
                 if showsEveryConnection || (info.user != nil && info.user == access.user) {
                     fields["connection"] = .int(Int64(info.connection.rawValue))
                 }

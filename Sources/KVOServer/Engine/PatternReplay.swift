@@ -1,0 +1,73 @@
+import KVOJSON
+
+/// Replays history for a pattern observation resuming from a revision (`observe` with `pattern` and
+/// `sinceRev`): every entry whose object matches the pattern, in order, makes exactly the events live
+/// delivery made (`PatternEvents`), with the entry's original revision; entries of other objects make
+/// none. For a key path, the store is rolled back on an overlay as `HistoryReplay` does (no copy of the
+/// store), and the key path is read on it before and after each matching entry. Events for objects the
+/// observer may not read (or readings passing through such objects) are left out, as they are live.
+/// Loop thread (it reads the engine's store).
+struct PatternReplay {
+    var notifications: [ChangeNotification] = []
+
+    init(_ entries: ArraySlice<ChangeHistory.Entry>, observation: PatternObservation,
+         objects: [String: JSONValue], classes: ClassCatalog?) {
+        let pattern = observation.pattern
+        guard let keyPath = observation.keyPath else {
+            for entry in entries where pattern.matches(entry.record.object) {
+                let write: PatternEvents.Write
+                switch entry.record.change {
+                case .created: write = .created
+                case .deleted: write = .deleted
+                default: continue
+                }
+                var priors: [ChangeNotification] = []
+                PatternEvents.append(write, object: entry.record.object, keyPath: nil, before: nil, after: nil,
+                                     rev: entry.record.rev, observers: [observation], priors: &priors,
+                                     changes: &notifications)
+            }
+            return
+        }
+        var overlay: [String: JSONValue?] = [:]
+        for entry in entries.reversed() {
+            let id = entry.record.object
+            var value: JSONValue? = overlay.index(forKey: id) != nil ? overlay[id]! : objects[id]
+            entry.record.change.apply(to: &value, forward: false)
+            overlay.updateValue(value, forKey: id)
+        }
+        for entry in entries {
+            let written = entry.record.object
+            var value = overlay[written]!
+            let matches = pattern.matches(written)
+            let before = matches && value != nil
+                ? PatternReplay.read(keyPath, of: written, objects, overlay, classes) : nil
+            entry.record.change.apply(to: &value, forward: true)
+            overlay.updateValue(value, forKey: written)
+            guard matches else { continue }
+            let write: PatternEvents.Write
+            switch entry.record.change {
+            case .created: write = .created
+            case .deleted: write = .deleted
+            case let .set(path, _, _): write = .changed(nil, at: StoredLocation(object: written, path: path))
+            case let .array(change):
+                write = .changed(CollectionChange(kind: change.kind, indexes: change.indexes, old: change.old,
+                                                  new: change.new),
+                                 at: StoredLocation(object: written, path: change.path))
+            }
+            let after = value != nil ? PatternReplay.read(keyPath, of: written, objects, overlay, classes) : nil
+            var priors: [ChangeNotification] = []
+            var changes: [ChangeNotification] = []
+            PatternEvents.append(write, object: written, keyPath: keyPath, before: before, after: after,
+                                 rev: entry.record.rev, observers: [observation], priors: &priors, changes: &changes)
+            notifications.append(contentsOf: priors)
+            notifications.append(contentsOf: changes)
+        }
+    }
+
+    private static func read(_ keyPath: KeyPath, of object: String, _ objects: [String: JSONValue],
+                             _ overlay: [String: JSONValue?], _ classes: ClassCatalog?) -> Evaluation {
+        (try? KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, overlay: overlay, strict: false,
+                                        classes: classes))
+            ?? Evaluation(value: .null, dependencies: [StoredLocation(object: object, path: [])], location: nil, binding: [])
+    }
+}

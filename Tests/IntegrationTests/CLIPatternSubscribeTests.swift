@@ -1,0 +1,54 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+import Testing
+
+/// `kvoclient subscribe --pattern` (the real CLI against the real kvod): the id set's lines, a key path on
+/// present and future objects, `--json`, and a malformed pattern refused before anything is printed.
+@Suite("kvoclient subscribe --pattern")
+struct CLIPatternSubscribeTests {
+    @Test func idSetAndKeyPathLines() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "user:1", "values": ["address": ["city": "London"]]])
+        let ids = try KVOClientProcess.start(server, ["subscribe", "--pattern", "user:*", "--options", "initial", "--count", "3"])
+        let cities = try KVOClientProcess.start(server, ["subscribe", "--pattern", "user:*", "address.city",
+                                                         "--options", "initial,new,old", "--count", "4"])
+        let json = try KVOClientProcess.start(server, ["subscribe", "--pattern", "user:*", "--json", "--count", "1"])
+        _ = try waitForObservers(writer, object: "user:1", count: 3)
+        try writer.call("create", ["object": "order:1", "values": [:]])
+        try writer.call("create", ["object": "user:2", "values": ["address": ["city": "Oslo"]]])
+        try writer.call("set", ["object": "user:1", "keyPath": "address.city", "value": "Paris"])
+        try writer.call("delete", ["object": "user:1"])
+        let idLines = ids.finish()
+        #expect(idLines.status == 0, "\(idLines.stderr)")
+        #expect(idLines.stdout.split(separator: "\n") == [
+            #"user:*  initial  rev=1  new=["user:1"]"#, "user:2  created  rev=3", "user:1  sourceDeleted  rev=5",
+        ])
+        let cityLines = cities.finish()
+        #expect(cityLines.status == 0, "\(cityLines.stderr)")
+        #expect(cityLines.stdout.split(separator: "\n") == [
+            #"user:1.address.city  initial  rev=1  new="London""#,
+            #"user:2.address.city  created  rev=3  old=null  new="Oslo""#,
+            #"user:1.address.city  valueChanged  rev=4  old="London"  new="Paris""#,
+            #"user:1.address.city  sourceDeleted  rev=5  old="Paris"  new=null"#,
+        ])
+        let jsonLines = json.finish()
+        #expect(jsonLines.status == 0, "\(jsonLines.stderr)")
+        let event = try JSONParser.parse(Array(jsonLines.stdout.utf8.prefix { $0 != 0x0A }))
+        #expect(event["object"] == "user:2")
+        #expect(event["reason"] == "created")
+        #expect(event["keyPath"] == nil)
+    }
+
+    @Test func malformedPatternIsRefused() throws {
+        let server = try KVODProcess()
+        let result = try KVOClientProcess.run(server, ["subscribe", "--pattern", ""])
+        #expect(result.status != 0)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.contains("'pattern' must not be empty"), "\(result.stderr)")
+        let missing = try KVOClientProcess.run(server, ["subscribe"])
+        #expect(missing.status != 0)
+        #expect(missing.stderr.contains("<object>"), "\(missing.stderr)")
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import KVOClient
+import KVOClientKit
+import Testing
+
+/// KVOClient's pattern observations against the real kvod over TCP: `observe(pattern:keyPath:options:)`
+/// and `subscribe(pattern:…)` deliver changes that each name their object, in the compact encoding (the
+/// client's default) and the full one; a `sourceDeleted` does not end them; `sinceRev` resumes them.
+@Suite(.timeLimit(.minutes(1))) struct KVOClientPatternTests {
+    private struct Seen: Equatable, CustomStringConvertible {
+        let reason: String
+        let object: String
+        let new: JSONValue?
+        var description: String { "\(reason) \(object) \(new.map { "\($0)" } ?? "-")" }
+    }
+
+    private func seen(_ change: Change<JSONValue>) -> Seen {
+        Seen(reason: change.reason.wireName, object: change.object, new: change.new)
+    }
+
+    @Test(arguments: [true, false])
+    func keyPathOnEveryMatchingObjectNamesEachObject(compact: Bool) async throws {
+        let server = try KVODProcess()
+        var configuration = server.clientConfiguration()
+        configuration.compactEvents = compact
+        let kvod = try await KVOClient.connect(to: configuration)
+        try await kvod.create("user:1", values: ["address": ["city": "London"]] as JSONValue)
+        let observation = try await kvod.subscribe(pattern: "user:*", keyPath: "address.city",
+                                                   options: [.initial, .new, .old], as: JSONValue.self)
+        try await kvod.create("order:1", values: ["address": ["city": "Rome"]] as JSONValue)
+        try await kvod.create("user:2", values: ["address": ["city": "Oslo"]] as JSONValue)
+        try await kvod.set("user:1", "address.city", to: "Paris")
+        try await kvod.delete("user:1")
+        try await kvod.set("user:2", "address.city", to: "Bergen")
+        var changes: [Change<JSONValue>] = []
+        for try await change in observation {
+            changes.append(change)
+            if changes.count == 5 { break }
+        }
+        #expect(changes.map(seen).map(\.description) == [
+            "initial user:1 \"London\"", "created user:2 \"Oslo\"", "valueChanged user:1 \"Paris\"",
+            "sourceDeleted user:1 null", "valueChanged user:2 \"Bergen\"",
+        ])
+        #expect(changes.allSatisfy { $0.keyPath == "address.city" })
+        #expect(changes[2].old == "London")
+    }
+
+    @Test func idSetWithInitialIds() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        for id in ["job-b", "job-a", "other"] { try await kvod.create(id, values: [:] as JSONValue) }
+        var iterator = kvod.observe(pattern: "job-*", options: [.initial]).makeAsyncIterator()
+        let initial = try #require(try await iterator.next())
+        #expect(initial.reason == .initial)
+        #expect(initial.new == ["job-a", "job-b"])
+        try await kvod.delete("job-a")
+        try await kvod.create("job-c", values: [:] as JSONValue)
+        let deleted = try #require(try await iterator.next())
+        let created = try #require(try await iterator.next())
+        #expect(seen(deleted).description == "sourceDeleted job-a -")
+        #expect(seen(created).description == "created job-c -")
+        #expect(kvod.liveObservationCount == 1, "a deletion does not end a pattern observation")
+    }
+
+    @Test func resumesFromARevision() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        try await kvod.create("s-1", values: ["v": 0] as JSONValue)
+        let since = try await kvod.set("s-1", "v", to: 1)
+        try await kvod.create("s-2", values: ["v": 5] as JSONValue)
+        try await kvod.set("s-1", "v", to: 2)
+        let observation = try await kvod.subscribe(pattern: "s-*", keyPath: "v", options: [.new], sinceRev: since)
+        var changes: [Change<JSONValue>] = []
+        for try await change in observation {
+            changes.append(change)
+            if changes.count == 2 { break }
+        }
+        #expect(changes.map(seen).map(\.description) == ["created s-2 5", "valueChanged s-1 2"])
+    }
+
+    @Test func malformedPatternIsThrownBySubscribe() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let error = await kvodError { _ = try await kvod.subscribe(pattern: "") }
+        #expect(error?.code == .badRequest, "\(String(describing: error))")
+        try await kvod.ping()
+    }
+}
