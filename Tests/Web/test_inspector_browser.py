@@ -92,6 +92,10 @@ def test_objects_created_by_kvoclient_appear_and_disappear_live(kvod, browser):
     kvoclient(kvod, "create", "existing", '{"n": 1}')
     open_inspector(browser, kvod)
     wait(browser, lambda: "existing" in listed_ids(browser), 5, "an object present before the page loaded is missing")
+    # Kept current by an object-set observation, not by polling.
+    assert browser.find_element(By.ID, "list-mode").text == "live"
+    observers = kvod.tcp_call({"op": "info", "object": "existing"})["observers"]
+    assert any(observer.get("pattern") == "*" for observer in observers), observers
     started = time.monotonic()
     kvoclient(kvod, "create", "person:ada", '{"name": "Ada"}')
     wait(browser, lambda: "person:ada" in listed_ids(browser), 3, "a created object did not appear")
@@ -143,9 +147,9 @@ def test_a_subscription_made_in_the_page_shows_its_events(kvod, browser):
     assert "prior" in prior_line and "old 20" in prior_line, prior_line
     # The server has the observation; removing the chip unobserves it.
     observers = kvod.tcp_call({"op": "info", "object": "sensor"})["observers"]
-    assert [observer["keyPath"] for observer in observers].count("celsius") == 2  # the tree's and the subscription's
+    assert [observer.get("keyPath") for observer in observers].count("celsius") == 2  # the tree's and the subscription's
     browser.find_element(By.CSS_SELECTOR, "#subscriptions li button").click()
-    wait(browser, lambda: [o["keyPath"] for o in kvod.tcp_call({"op": "info", "object": "sensor"})["observers"]].count("celsius") == 1,
+    wait(browser, lambda: [o.get("keyPath") for o in kvod.tcp_call({"op": "info", "object": "sensor"})["observers"]].count("celsius") == 1,
          3, "unsubscribing in the page left the observation on the server")
 
 

@@ -1258,19 +1258,26 @@ export function decodeChange(message, observation) {
     if ("new" in change) decoded.new = change.new;
     if ("old" in change) decoded.old = change.old;
     if (change.indexes) decoded.indexes = change.indexes;
-    if (message.ids) decoded.ids = message.ids;
-    return decoded;
+    return withIds(decoded, observation);
   }
   const decoded = {
-    sub: message.s, rev: message.r, object: message.b ?? message.object ?? observation.object,
+    sub: message.s, rev: message.r, object: message.t ?? observation.object,
     keyPath: observation.keyPath, reason: message.w ?? COMPACT_REASON_DEFAULT, kind: message.k ?? 1,
     isPrior: message.p === 1,
   };
   if ("n" in message) decoded.new = message.n;
   if ("o" in message) decoded.old = message.o;
   if (message.i) decoded.indexes = message.i;
-  if (message.d) decoded.ids = message.d;
-  return decoded;
+  return withIds(decoded, observation);
+}
+
+/** An id set's `initial` and `resync` changes list the matching ids in `new`; they are also `ids`. */
+function withIds(change, observation) {
+  if (observation.pattern !== null && observation.keyPath === null &&
+      (change.reason === "initial" || change.reason === "resync") && Array.isArray(change.new)) {
+    change.ids = change.new;
+  }
+  return change;
 }
 
 """####),

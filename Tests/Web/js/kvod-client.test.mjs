@@ -159,6 +159,38 @@ test("breaking out of for await unobserves", async () => {
   }
 });
 
+for (const events of ["compact", "full"]) {
+  test(`object-set observations: ids, creations and deletions, and a key path on every matching object (${events} events)`, async () => {
+    const kvod = await connect(WS, { events, heartbeat: 0 });
+    try {
+      const prefix = `set${process.pid}-${events}:`;
+      await kvod.create(`${prefix}b`, { city: "Oslo" });
+      await kvod.create(`${prefix}a`, { city: "Rome" });
+      await kvod.create(`other-${prefix}`, { city: "Lima" });
+      const ids = kvod.observe({ pattern: `${prefix}*` }, undefined, { options: ["initial"] });
+      const cities = kvod.observe({ pattern: `${prefix}*` }, "city", { options: ["new", "old"] });
+      await Promise.all([ids.ready, cities.ready]);
+      await kvod.create(`${prefix}c`, { city: "Bern" });
+      await kvod.set(`${prefix}a`, "city", "Paris");
+      await kvod.set(`other-${prefix}`, "city", "Quito");
+      await kvod.delete(`${prefix}b`);
+      const idChanges = await take(ids[Symbol.asyncIterator](), 3);
+      assert.deepEqual(idChanges[0].ids, [`${prefix}a`, `${prefix}b`], "initial lists the matching ids, sorted");
+      assert.deepEqual(idChanges.slice(1).map((change) => [change.reason, change.object]),
+        [["created", `${prefix}c`], ["sourceDeleted", `${prefix}b`]]);
+      assert.equal(ids.ended, false, "a deletion does not end an object-set observation");
+      const cityChanges = await take(cities[Symbol.asyncIterator](), 3);
+      assert.deepEqual(cityChanges.map((change) => [change.object, change.reason, change.old, change.new]), [
+        [`${prefix}c`, "created", null, "Bern"],
+        [`${prefix}a`, "valueChanged", "Rome", "Paris"],
+        [`${prefix}b`, "sourceDeleted", "Oslo", null],
+      ]);
+    } finally {
+      kvod.close();
+    }
+  });
+}
+
 /** A TCP proxy in front of kvod's HTTP port whose connections the test can cut. */
 async function startProxy() {
   const sockets = new Set();
@@ -202,7 +234,22 @@ test("after a dropped connection the client reconnects and resumes with sinceRev
     await writer.set(id, "n", 7);
     const changes = await take(iterator, 6);
     assert.deepEqual(changes.map((change) => [change.old, change.new]), [[1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7]]);
+    states.length = Math.min(states.length, 2);
     assert.deepEqual(states.slice(0, 2), ["reconnecting", "open"]);
+    // An object-set observation resumes the same way.
+    const prefix = `${id}-set:`;
+    const ids = kvod.observe({ pattern: `${prefix}*` });
+    await ids.ready;
+    const idIterator = ids[Symbol.asyncIterator]();
+    await writer.create(`${prefix}1`);
+    assert.equal((await take(idIterator, 1))[0].object, `${prefix}1`);
+    proxy.cut();
+    await writer.create(`${prefix}2`);
+    await writer.delete(`${prefix}1`);
+    await eventually(() => kvod.state === "open");
+    await writer.create(`${prefix}3`);
+    assert.deepEqual((await take(idIterator, 3)).map((change) => [change.reason, change.object]),
+      [["created", `${prefix}2`], ["sourceDeleted", `${prefix}1`], ["created", `${prefix}3`]]);
     // Requests made while reconnecting are sent once the connection is back.
     proxy.cut();
     await eventually(() => kvod.state === "reconnecting");
