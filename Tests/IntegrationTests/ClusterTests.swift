@@ -187,7 +187,9 @@ struct ClusterTests {
         #expect(try client.call("get", ["object": "q", "keyPath": "n"])["value"] != nil)
         try cluster.restartNATS(1)
         try cluster.restartNATS(2)
-        let deadline = Date().addingTimeInterval(30)
+        // Writes resume once the stream has a leader again and this node's ordered consumer is re-created
+        // (its heartbeats are 1 s): 2-7 s after the restart here, about 18 s with libnats's default 5 s.
+        let deadline = Date().addingTimeInterval(60)
         var resumed = false
         while Date() < deadline {
             let retry = try client.request("set", ["object": "q", "keyPath": "n", "value": 2], timeout: 20)

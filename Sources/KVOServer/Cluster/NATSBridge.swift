@@ -16,8 +16,8 @@ import Glibc
 ///   to the inbox with its stream sequence, in stream order.
 ///
 /// `start`, `enqueue` and `stop` are for the loop thread; everything else runs on the bridge's threads.
-/// The bridge object is never freed while libnats may still call it back (it outlives the server: one
-/// per process).
+/// The bridge object is never freed while libnats may still call it back: the references its callbacks
+/// hold are never released (one bridge per server, so per process).
 final class NATSBridge: @unchecked Sendable {
     private let configuration: ClusterConfiguration
     private let inbox: BridgeInbox
@@ -35,6 +35,9 @@ final class NATSBridge: @unchecked Sendable {
     private var connection: OpaquePointer?
     private var jetStream: OpaquePointer?
     private var subscription: OpaquePointer?
+    /// What libnats's callbacks get: a reference to the bridge that is never released, since libnats may
+    /// run a callback on its own threads even after the connection is destroyed. Bridge thread.
+    private lazy var callbackContext = Unmanaged.passRetained(self).toOpaque()
 
     init(configuration: ClusterConfiguration, inbox: BridgeInbox, startSequence: UInt64) {
         self.configuration = configuration
@@ -140,7 +143,7 @@ final class NATSBridge: @unchecked Sendable {
         natsOptions_SetMaxReconnect(options, -1)
         natsOptions_SetReconnectWait(options, 250)
         natsOptions_SetRetryOnFailedConnect(options, true, nil, nil)
-        let context = Unmanaged.passUnretained(self).toOpaque()
+        let context = callbackContext
         natsOptions_SetDisconnectedCB(options, { _, closure in
             Unmanaged<NATSBridge>.fromOpaque(closure!).takeUnretainedValue()
                 .inbox.post(.log("cluster: lost the connection to NATS; reconnecting", isError: true))
@@ -208,12 +211,15 @@ final class NATSBridge: @unchecked Sendable {
         options.Ordered = true
         options.Config.DeliverPolicy = js_DeliverByStartSequence
         options.Config.OptStartSeq = startSequence
+        // Idle heartbeats every second (libnats's ordered consumers default to 5 s): a consumer lost with its
+        // NATS server is noticed and re-created (from the next sequence) sooner.
+        options.Config.Heartbeat = 1_000_000_000
         var error = jsErrCode(0)
         var subscription: OpaquePointer?
         let status = configuration.stream.withCString { stream in
             options.Stream = stream
             return js_Subscribe(&subscription, jetStream, configuration.subject, NATSBridge.deliver,
-                                Unmanaged.passUnretained(self).toOpaque(), nil, &options, &error)
+                                callbackContext, nil, &options, &error)
         }
         guard status == NATS_OK else { return "cannot subscribe: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))" }
         self.subscription = subscription
