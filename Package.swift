@@ -67,6 +67,13 @@ let package = Package(
             name: "CWSLay",
             providers: [.apt(["libwslay-dev"]), .brew(["wslay"])]
         ),
+        // The NATS C client with JetStream (Debian: libnats-dev 3.4.1), for the cluster's replication stream
+        // (`--cluster`; docs/design.md, "Cluster"). Module map and shim header only.
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"]), .brew(["cnats"])]
+        ),
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
         // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite), Security
@@ -77,6 +84,7 @@ let package = Package(
             dependencies: [
                 "CHTTPParser",
                 "CLibUV",
+                "CNATS",
                 "COpenSSL",
                 "CPCRE2",
                 "CSQLite",

@@ -204,6 +204,31 @@ struct KVOD: ParsableCommand {
         """, transform: NumberArgument.positive)
     var walLimit = PersistentStore.defaultWALLimitBytes
 
+    @Option(help: ArgumentHelp("""
+        Cluster mode: the NATS servers (JetStream), comma-separated (nats://127.0.0.1:4222,nats://...). \
+        Writes are appended to a stream that every node applies in order; reads and observations stay local.
+        """, valueName: "urls"))
+    var cluster: String?
+
+    @Option(help: "With --cluster: the JetStream stream of the writes (created with 3 replicas when missing).")
+    var clusterStream = "kvod"
+
+    @Option(help: "With --cluster: this node's name, unique in the cluster (letters, digits, '-', '_').")
+    var node: String?
+
+    @Option(parsing: .unconditional, help: """
+        With --cluster: seconds a write may wait to be appended to the stream and applied before it is \
+        answered unavailable.
+        """)
+    var clusterWriteTimeout: Double = 5
+
+    /// The cluster settings from the flags; nil without --cluster.
+    var clusterConfiguration: ClusterConfiguration? {
+        guard let cluster else { return nil }
+        let servers = cluster.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty }
+        return ClusterConfiguration(servers: servers, stream: clusterStream, node: node ?? "", writeTimeout: clusterWriteTimeout)
+    }
+
     /// The size limits from the flags, defaults derived from --max-output-buffer.
     var sizeLimits: StoredSizeLimits {
         var limits = StoredSizeLimits.defaults(outputBufferBytes: maxOutputBuffer)
@@ -247,6 +272,12 @@ struct KVOD: ParsableCommand {
         }
         if inMemory, let data {
             throw ValidationError("--data '\(data)' and --in-memory cannot be used together: --in-memory keeps nothing on disk")
+        }
+        if let clusterConfiguration {
+            if node == nil { throw ValidationError("--cluster needs --node NAME (this node's name, unique in the cluster)") }
+            if let problem = clusterConfiguration.problem { throw ValidationError(problem) }
+        } else if node != nil || clusterStream != "kvod" || clusterWriteTimeout != 5 {
+            throw ValidationError("--node, --cluster-stream and --cluster-write-timeout need --cluster")
         }
     }
 
@@ -352,6 +383,7 @@ struct KVOD: ParsableCommand {
                                                     walLimitBytes: walLimit, checkpointTestDelayMilliseconds: checkpointDelay)
         }
         settings.usersFile = users
+        settings.cluster = clusterConfiguration
         settings.allowsInsecureOpen = insecureOpen
         settings.logger = logger
 

@@ -79,6 +79,9 @@ public struct CommitBatch: Sendable {
     /// The highest binding id ever handed out (persisted so that ids are never reused after a restart).
     /// The store keeps the largest value it has seen, so 0 (nothing handed out in this batch) changes nothing.
     public var lastBindingID: UInt64
+    /// Cluster mode: the last stream sequence applied by this batch's writes, stored in the same
+    /// transaction (nil: unchanged, or not a cluster node).
+    public var streamSequence: UInt64? = nil
 
     public init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject],
                 classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue?] = [:], lastBindingID: UInt64 = 0) {

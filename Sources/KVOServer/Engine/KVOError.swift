@@ -26,6 +26,11 @@ public struct KVOError: Error, Equatable, Sendable {
         case forbidden = "forbidden"
         /// A write would take the stored data past `--max-memory`.
         case quotaExceeded = "quota_exceeded"
+        /// Cluster mode: the write's batch was not appended to the stream and applied before the
+        /// deadline (`--cluster-write-timeout`); the message says whether it may still be applied.
+        case unavailable = "unavailable"
+        /// Cluster mode: an operation the cluster does not replicate yet (bindings, user management).
+        case unsupported = "unsupported"
     }
 
     public let code: Code

@@ -3,7 +3,7 @@
 /// missing or unknown `op`, a mistyped field). A small closed set, so the series stay few.
 enum MetricsOperation: Int, CaseIterable {
     case hello, auth, admin, create, delete, get, set, insert, remove, replace, observe, unobserve, list, info, ping
-    case defineClass, classes, bind, unbind, bindings
+    case defineClass, classes, bind, unbind, bindings, digest
     case invalid
 
     /// The operation of a decoded request.
@@ -32,6 +32,7 @@ enum MetricsOperation: Int, CaseIterable {
         case .bind: self = .bind
         case .unbind: self = .unbind
         case .bindings: self = .bindings
+        case .digest: self = .digest
         }
     }
 
@@ -58,6 +59,7 @@ enum MetricsOperation: Int, CaseIterable {
         case .bind: "bind"
         case .unbind: "unbind"
         case .bindings: "bindings"
+        case .digest: "digest"
         case .invalid: "invalid"
         }
     }

@@ -31,4 +31,15 @@ public enum Request: Equatable, Sendable {
     case bind(BindingSpec, now: Bool)
     case unbind(binding: UInt64)
     case bindings
+    /// `digest`: a SHA-256 of the stored state (`StateDigest`), to compare cluster nodes.
+    case digest
+
+    /// Whether the request changes stored state: in cluster mode such a request goes through the
+    /// stream (docs/design.md, "Cluster").
+    var isWrite: Bool {
+        switch self {
+        case .create, .delete, .set, .mutateArray, .defineClass, .bind, .unbind, .admin: return true
+        default: return false
+        }
+    }
 }

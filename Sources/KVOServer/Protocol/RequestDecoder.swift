@@ -166,6 +166,8 @@ public enum RequestDecoder {
             return .unbind(binding: UInt64(binding))
         case "bindings":
             return .bindings
+        case "digest":
+            return .digest
         case _ where AdminRequest.names.contains(op):
             return .admin(try AdminRequest.decode(op: op) { fields[$0] })
         default:

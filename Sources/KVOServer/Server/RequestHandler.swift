@@ -22,6 +22,8 @@ final class RequestHandler {
     static let protocolVersion: Int64 = 1
 
     let engine: KVOEngine
+    /// In cluster mode: this node's name and the last stream sequence it applied, for `digest`'s reply.
+    var clusterStatus: (() -> (node: String, applied: UInt64))?
 
     init(engine: KVOEngine) {
         self.engine = engine
@@ -143,6 +145,16 @@ final class RequestHandler {
             return reply([("binding", .int(Int64(id))), ("rev", revision(engine.revision))])
         case let .unbind(binding):
             return reply([("removed", .bool(try engine.unbind(binding, access: access)))])
+        case .digest:
+            try access.requireServerAdmin("digest")
+            var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine)))]
+            if let status = clusterStatus?() {
+                fields.insert(("applied", .int(Int64(status.applied))), at: 0)
+                fields.append(("node", .string(status.node)))
+            }
+            fields.append(("objects", .int(Int64(engine.objectCount))))
+            fields.append(("rev", revision(engine.revision)))
+            return reply(fields)
         case .bindings:
             let bindings = engine.bindingListings(access: access)
             let listing = JSONValue.array(bindings)

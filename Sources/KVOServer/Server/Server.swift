@@ -91,6 +91,14 @@ public final class Server {
     private var passwordChecks: PasswordVerificationQueue!
     /// Failed logins are logged at most once a second, the rest counted.
     private var authenticationFailureLog = RateLimitedCount()
+    /// Cluster mode: the writes waiting for the stream and the sequence applied (nil: a single node, and
+    /// then no cluster code runs on any request path).
+    private let cluster: ClusterReplicator?
+    /// Cluster mode: the NATS bridge (its own threads) and the queue it hands stream messages back on,
+    /// drained by `clusterAsyncHandle`.
+    private let clusterBridge: NATSBridge?
+    private let clusterInbox: BridgeInbox?
+    private let clusterAsyncHandle: UnsafeMutablePointer<uv_async_t>?
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
@@ -126,6 +134,8 @@ public final class Server {
         }
         let engine: KVOEngine
         var users = UserDirectory()
+        var appliedSequence: UInt64 = 0
+        if let cluster = configuration.cluster, let problem = cluster.problem { throw .configuration(problem) }
         if let storage = configuration.storage {
             do throws(StorageError) {
                 let store = try PersistentStore(directory: storage.directory, sync: storage.sync,
@@ -135,6 +145,7 @@ public final class Server {
                 checkpointJob = try store.makeCheckpointJob(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
                 let state = try store.load()
                 users = try store.loadUsers()
+                if configuration.cluster != nil { appliedSequence = try store.readStreamSequence() }
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
                 self.store = store
@@ -176,6 +187,25 @@ public final class Server {
         } catch {
             throw .transport(error)
         }
+        if let clusterConfiguration = configuration.cluster {
+            if !engine.bindingTable.byID.isEmpty {
+                configuration.logger.warning("the store holds bindings: in cluster mode they are not applied consistently on every node (not replicated yet)")
+            }
+            let replicator = ClusterReplicator(configuration: clusterConfiguration, appliedSequence: appliedSequence)
+            let handle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
+            let inbox = BridgeInbox(handle)
+            cluster = replicator
+            clusterAsyncHandle = handle
+            clusterInbox = inbox
+            clusterBridge = NATSBridge(configuration: clusterConfiguration, inbox: inbox, startSequence: appliedSequence + 1)
+            let node = clusterConfiguration.node
+            handler.clusterStatus = { [unowned replicator] in (node, replicator.appliedSequence) }
+        } else {
+            cluster = nil
+            clusterAsyncHandle = nil
+            clusterInbox = nil
+            clusterBridge = nil
+        }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
         replayIdleHandle = allocateHandle(uv_idle_t.self, kind: UV_IDLE)
         housekeepingHandle = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
@@ -185,6 +215,10 @@ public final class Server {
         uv_idle_init(loop.raw, replayIdleHandle)
         retainOwner(self, in: replayIdleHandle)
         uv_async_init(loop.raw, asyncHandle, Server.asyncCallback)
+        if let clusterAsyncHandle {
+            uv_async_init(loop.raw, clusterAsyncHandle, Server.clusterCallback)
+            retainOwner(self, in: clusterAsyncHandle)
+        }
         retainOwner(self, in: checkHandle)
         retainOwner(self, in: asyncHandle)
         uv_check_start(checkHandle, Server.checkCallback)
@@ -300,6 +334,13 @@ public final class Server {
         if listener != nil { logger.info("listening", metadata: ["address": "\(address)"]) }
         if let tlsAddress { logger.info("listening for TLS", metadata: ["address": "\(tlsAddress)"]) }
         if let httpAddress { logger.info("listening for HTTP and WebSocket", metadata: ["address": "\(httpAddress)"]) }
+        if let cluster, let clusterBridge {
+            logger.info("cluster node", metadata: [
+                "node": "\(cluster.configuration.node)", "stream": "\(cluster.configuration.stream)",
+                "nats": "\(cluster.configuration.servers.joined(separator: ","))", "applied": "\(cluster.appliedSequence)",
+            ])
+            clusterBridge.start()
+        }
         loop.run()
         closeStore()
         let status = loop.close()
@@ -339,6 +380,11 @@ public final class Server {
 
     private func closeOwnHandles() {
         stopHandle.invalidate()
+        if let clusterAsyncHandle, let clusterInbox, let clusterBridge {
+            clusterInbox.invalidate()
+            clusterBridge.stop()
+            closeHandle(clusterAsyncHandle)
+        }
         closeHandle(asyncHandle)
         closeHandle(checkHandle)
         closeHandle(replayIdleHandle)
@@ -479,6 +525,10 @@ public final class Server {
                 send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: .admin)
                 return
             }
+            if cluster != nil {
+                send(.failure(Server.notReplicated("user management")), id: decoded.id, to: connection, counting: .admin)
+                return
+            }
             administer(adminRequest, id: decoded.id, connection: connection)
             return
         case .hello, .ping:
@@ -488,6 +538,10 @@ public final class Server {
                 send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: MetricsOperation(request))
                 return
             }
+        }
+        if let cluster, request.isWrite {
+            submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection)
+            return
         }
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
@@ -1082,6 +1136,7 @@ public final class Server {
     /// returns memory to the system once the buffers have drained after a burst.
     private func housekeep() {
         let now = uv_now(loop.raw)
+        if let cluster { expireClusterWrites(cluster, now: now) }
         if !firstRequestDeadlines.isEmpty {
             for due in firstRequestDeadlines.takeDue(now: now) {
                 guard let connection = connection(due.connection)?.takeUnretainedValue(), !connection.hasSentRequest,
@@ -1127,11 +1182,13 @@ public final class Server {
     /// stops at once without sending them: nothing is acknowledged that is not stored.
     private func commitPendingWrites() {
         guard let store else { return }
-        let batch = handler.engine.takeCommitBatch()
-        guard !batch.isEmpty else { return }
+        var batch = handler.engine.takeCommitBatch()
+        if let cluster, cluster.appliedSequence != cluster.committedSequence { batch.streamSequence = cluster.appliedSequence }
+        guard !batch.isEmpty || batch.streamSequence != nil else { return }
         do {
             let started = uv_hrtime()
             try store.commit(batch)
+            if let sequence = batch.streamSequence { cluster?.committedSequence = sequence }
             metrics.groupCommitted(nanoseconds: uv_hrtime() &- started)
             checkpointIfNeeded(store)
         } catch {
@@ -1170,6 +1227,7 @@ public final class Server {
     /// End of a loop iteration: commit this iteration's writes, then one write per connection with
     /// output.
     private func flushConnections() {
+        if let cluster { publishClusterBatch(cluster) }
         commitPendingWrites()
         eventBytesSinceFlush = 0
         guard !flushQueue.isEmpty else { return }
@@ -1208,6 +1266,143 @@ public final class Server {
         if heldInputQueue.isEmpty { uv_idle_stop(replayIdleHandle) }
     }
 
+    // MARK: - Cluster
+
+    /// The reply to an operation the cluster does not replicate yet.
+    private static func notReplicated(_ what: String) -> KVOError {
+        KVOError(.unsupported, "\(what) is not available in cluster mode yet (it is not replicated)")
+    }
+
+    /// Cluster mode: a write is not applied here and now but queued for the stream (the next check phase
+    /// appends this iteration's writes as one batch); the connection reads nothing more until the write
+    /// is applied and answered, so its replies stay in request order. Bindings are refused (not
+    /// replicated yet: their events go to the creator's connection, which lives on one node). Loop thread.
+    private func submitToCluster(_ cluster: ClusterReplicator, _ request: Request, line: UnsafeBufferPointer<UInt8>,
+                                 id: JSONValue?, connection: Connection) {
+        let operation = MetricsOperation(request)
+        switch request {
+        case .bind, .unbind:
+            send(.failure(Server.notReplicated("bind, combineLatest and unbind")), id: id, to: connection, counting: operation)
+            return
+        default:
+            break
+        }
+        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        cluster.submit(line: Array(line), user: connection.principal?.user,
+                       writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
+                                                        deadline: deadline))
+        connection.pauseReading(.replication)
+    }
+
+    /// Check phase: hands the writes queued this iteration to the bridge as one batch (unless a batch is
+    /// still being appended: they then go with the next one).
+    private func publishClusterBatch(_ cluster: ClusterReplicator) {
+        let deadline = uv_hrtime() &+ UInt64(cluster.configuration.writeTimeout * 1e9)
+        if let job = cluster.takeBatch(deadline: deadline) { clusterBridge?.enqueue(job) }
+    }
+
+    /// The bridge posted: apply stream entries in order, note appended batches, answer writes whose batch
+    /// could not be appended. Loop thread (the cluster async handle).
+    private func drainClusterInbox() {
+        guard let cluster, let clusterInbox else { return }
+        for message in clusterInbox.takeAll() {
+            switch message {
+            case let .entry(sequence, data):
+                applyClusterEntry(cluster, sequence: sequence, data: data)
+            case let .published(batch, _):
+                cluster.appended(batch)
+            case let .publishFailed(batch, reason, attempted):
+                logger.error("cluster: could not append a batch in \(cluster.configuration.writeTimeout) s: \(reason)")
+                answerUnavailable(cluster.appendFailed(batch, attempted: attempted))
+            case let .log(text, isError):
+                if isError { logger.warning("\(text)") } else { logger.info("\(text)") }
+            }
+        }
+    }
+
+    /// Applies stream entry `sequence` through the engine, as every node does: each operation with its
+    /// writer's rights, its events delivered to this node's observers, and its reply sent when the writer
+    /// is connected here. Entries at or below the applied sequence (a consumer restarted) are skipped; a
+    /// gap, an entry that does not decode or one of an unknown engine version stops the node (exit 65)
+    /// rather than let it diverge: what it applied before is committed, and it resumes from there.
+    private func applyClusterEntry(_ cluster: ClusterReplicator, sequence: UInt64, data: [UInt8]) {
+        guard sequence > cluster.appliedSequence else { return }
+        guard sequence == cluster.appliedSequence + 1 else {
+            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream?)")
+        }
+        let entry: ReplicationEntry
+        do throws(ReplicationEntryError) {
+            entry = try ReplicationEntry.decode(data)
+        } catch {
+            stopForCluster("stream entry \(sequence): \(error)")
+        }
+        guard entry.version == KVOEngine.replicationVersion else {
+            stopForCluster("stream entry \(sequence) is of engine version \(entry.version); this kvod knows version \(KVOEngine.replicationVersion) only: upgrade it")
+        }
+        let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
+        for (index, operation) in entry.operations.enumerated() {
+            let writer = writers.flatMap { index < $0.count ? $0[index] : nil }
+            let decoded = RequestDecoder.decode(operation.line)
+            let outcome: RequestHandler.Outcome
+            notifications.removeAll(keepingCapacity: true)
+            switch decoded.request {
+            case let .success(request) where request.isWrite:
+                outcome = handler.handle(request, valueText: decoded.valueText,
+                                         from: writer?.connection ?? Server.clusterConnection,
+                                         access: clusterAccess(forUser: operation.user), notifications: &notifications)
+            case .success:
+                outcome = .init(reply: .failure(KVOError(.badRequest, "not a write")), order: .afterNotifications)
+            case let .failure(error):
+                outcome = .init(reply: .failure(error), order: .afterNotifications)
+            }
+            deliverNotifications()
+            deliverBindingEvents()
+            guard let writer, let connection = connection(writer.connection)?.takeUnretainedValue() else { continue }
+            send(outcome.reply, id: writer.requestID, to: connection, counting: writer.operation)
+            connection.resumeReading(.replication)
+        }
+        cluster.appliedSequence = sequence
+    }
+
+    /// Who an operation from the stream acts as: its writer's user with this node's rules for the user
+    /// (the users must be the same on every node), or open mode's rights for a write made in open mode.
+    private func clusterAccess(forUser user: String?) -> ConnectionAccess {
+        guard let user else { return users.isEmpty ? ConnectionAccess.open() : ConnectionAccess(ConnectionAccess.nobody) }
+        guard let policy = policy(ofUser: user) else { return ConnectionAccess(ConnectionAccess.nobody) }
+        return ConnectionAccess(Principal(user: user, policy: policy))
+    }
+
+    /// Writes past `--cluster-write-timeout`: answered `unavailable`, their connections read again.
+    private func expireClusterWrites(_ cluster: ClusterReplicator, now: UInt64) {
+        let expired = cluster.expire(now: now)
+        guard !expired.isEmpty else { return }
+        logger.warning("cluster: \(expired.count) write\(expired.count == 1 ? "" : "s") not applied within \(cluster.configuration.writeTimeout) s; answered unavailable")
+        answerUnavailable(expired)
+    }
+
+    private func answerUnavailable(_ expired: [ClusterReplicator.Expired]) {
+        guard let cluster else { return }
+        for item in expired {
+            guard let connection = connection(item.writer.connection)?.takeUnretainedValue() else { continue }
+            let seconds = cluster.configuration.writeTimeout
+            let message = item.definitive
+                ? "the cluster's stream could not be reached within \(seconds) s (NATS unavailable); the write was not made"
+                : "the write was not confirmed within \(seconds) s (NATS unavailable or slow); it may still be applied: read before retrying"
+            send(.failure(KVOError(.unavailable, message)), id: item.writer.requestID, to: connection, counting: item.writer.operation)
+            connection.resumeReading(.replication)
+        }
+    }
+
+    /// The connection id stream operations from other nodes run as (their writer is elsewhere).
+    private static let clusterConnection = ConnectionID(0, slot: UInt32.max)
+
+    /// Stops the node without applying further: what it applied is committed, so a restart resumes from there.
+    private func stopForCluster(_ reason: String) -> Never {
+        logger.critical("cluster: \(reason); stopping this node")
+        commitPendingWrites()
+        exit(65)  // EX_DATAERR
+    }
+
     // MARK: - libuv callbacks
 
     private static let checkCallback: uv_check_cb = { handle in
@@ -1229,6 +1424,10 @@ public final class Server {
 
     private static let asyncCallback: uv_async_cb = { handle in
         owner(of: asHandle(handle!), as: Server.self).stop()
+    }
+
+    private static let clusterCallback: uv_async_cb = { handle in
+        owner(of: asHandle(handle!), as: Server.self).drainClusterInbox()
     }
 
     private static let signalCallback: uv_signal_cb = { handle, signal in
@@ -1254,7 +1453,7 @@ extension Server: ConnectionDelegate {
     }
 
     var mayWriteImmediately: Bool {
-        store == nil || !handler.engine.hasUncommittedWrites
+        store == nil || (!handler.engine.hasUncommittedWrites && (cluster == nil || cluster!.appliedSequence == cluster!.committedSequence))
     }
 
     func connectionsPassedTotalInputLimit(_ connection: Connection) {

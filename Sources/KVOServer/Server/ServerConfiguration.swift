@@ -62,6 +62,9 @@ public struct ServerConfiguration: Sendable {
     public var passwordCheckQueueLimit = 256
     /// Failed `auth` requests after which a connection is closed.
     public var maximumAuthenticationFailures = 5
+    /// Cluster mode (`--cluster`): writes go through a NATS JetStream stream that every node applies;
+    /// nil: a single node (docs/design.md, "Cluster").
+    public var cluster: ClusterConfiguration? = nil
     /// Stop on SIGINT and SIGTERM (the daemon does; tests running a server in-process do not).
     public var handlesSignals = false
     public var logger = Logger(label: "kvod")

@@ -20,7 +20,7 @@ import Darwin
 ///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- a snapshot, as compact JSON
 ///     redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
 ///          PRIMARY KEY(object, rev)) WITHOUT ROWID                      -- the changes since the snapshot
-///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id
+///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id, stream_sequence (cluster)
 ///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
 ///     classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL)          -- the definition as compact JSON
 ///     bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL)        -- the definition as compact JSON
@@ -140,6 +140,7 @@ public final class PersistentStore {
         let upsertBinding: SQLiteStatement
         let deleteBinding: SQLiteStatement
         let setLastBindingID: SQLiteStatement
+        let setStreamSequence: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(StorageError) {
             begin = try database.prepare("BEGIN IMMEDIATE")
@@ -162,11 +163,13 @@ public final class PersistentStore {
             deleteBinding = try database.prepare("DELETE FROM bindings WHERE id = ?1")
             setLastBindingID = try database.prepare(
                 "INSERT INTO meta(key, value) VALUES('last_binding_id', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            setStreamSequence = try database.prepare(
+                "INSERT INTO meta(key, value) VALUES('stream_sequence', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
         }
 
         func finalize() {
             for statement in [begin, commit, rollback, upsertObject, deleteObject, insertRedo, deleteRedo, insertHistory, setRevision, trimHistory,
-                              upsertClass, upsertBinding, deleteBinding, setLastBindingID] {
+                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence] {
                 statement.finalize()
             }
         }
@@ -429,6 +432,13 @@ public final class PersistentStore {
         }
     }
 
+    /// Cluster mode: the last stream sequence whose writes are stored (`meta` row `stream_sequence`,
+    /// written by `commit` with them); 0 when none is.
+    public func readStreamSequence() throws(StorageError) -> UInt64 {
+        guard let database else { throw .closed }
+        return try readCounter(database, key: "stream_sequence", what: "a stream sequence") ?? 0
+    }
+
     private func readRevision(_ database: SQLiteDatabase) throws(StorageError) -> UInt64? {
         try readCounter(database, key: "revision", what: "a revision")
     }
@@ -467,7 +477,7 @@ public final class PersistentStore {
         let movesRevision = batch.revision != storedRevision
         let raisesLastBindingID = batch.lastBindingID > storedLastBindingID
         if batch.entries.isEmpty && batch.objects.isEmpty && batch.classes.isEmpty && batch.bindings.isEmpty
-            && !movesRevision && !raisesLastBindingID { return }
+            && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
         let keepHistory = historyLimit > 0
         var appended = 0
         // What this batch does to each object's log; merged into `objectLogs` once the batch is committed.
@@ -551,6 +561,10 @@ public final class PersistentStore {
             if movesRevision {
                 try statements.setRevision.bind(1, Int64(bitPattern: batch.revision))
                 try statements.setRevision.run()
+            }
+            if let sequence = batch.streamSequence {
+                try statements.setStreamSequence.bind(1, Int64(bitPattern: sequence))
+                try statements.setStreamSequence.run()
             }
             let drop = ledger.rowsToDrop(limit: historyLimit, byteLimit: historyByteLimit)
             if drop > 0 {

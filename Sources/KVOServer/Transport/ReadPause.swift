@@ -17,4 +17,8 @@ struct ReadPause: OptionSet, Sendable {
     /// The connection's password is being checked (or, for an admin's `userAdd`/`userPasswd`, a new one
     /// hashed) on the thread pool: its later requests wait, to be answered in order after the reply.
     static let verification = ReadPause(rawValue: 1 << 1)
+
+    /// Cluster mode: the connection's write waits to be appended to the stream and applied here; its
+    /// later requests wait, to be answered in order after that write's reply.
+    static let replication = ReadPause(rawValue: 1 << 2)
 }

@@ -19,7 +19,8 @@ struct CompiledClass: Sendable {
     /// refuses computed properties that read each other in a cycle (`cycle`).
     init(_ definition: ClassDefinition) throws(KVOError) {
         var computed: [String: CompiledComputedProperty] = [:]
-        for (name, spec) in definition.computed {
+        // In name order: which property a refusal names must not depend on hashing (cluster nodes apply the same definitions).
+        for (name, spec) in definition.computed.sorted(by: { $0.key < $1.key }) {
             let expression: Expression
             do {
                 expression = try Expression.parse(spec.expression)

@@ -1,0 +1,129 @@
+import KVOJSON
+
+/// The loop thread's side of the cluster: the writes this node accepted and has not yet applied, the
+/// batch being appended, and the last stream sequence applied (and committed).
+///
+/// A write is not applied when it arrives: `submit` queues it, the check phase hands the queued writes
+/// to the bridge as one batch (`takeBatch`, at most one batch in flight, so writes arriving meanwhile
+/// make the next batch larger), and the writer is answered when the stream delivers that batch back
+/// and the server has applied it (`writers(ofApplied:)`), or `unavailable` at its deadline (`expire`).
+/// Bookkeeping only: the server applies, replies and resumes connections. Loop thread only.
+final class ClusterReplicator {
+    /// A client waiting for its write: where the reply goes.
+    struct Writer {
+        var connection: ConnectionID
+        var requestID: JSONValue?
+        var operation: MetricsOperation
+        /// `uv_now` milliseconds after which it is answered `unavailable`.
+        var deadline: UInt64
+    }
+
+    /// A writer answered `unavailable` by `expire` or a failed append.
+    struct Expired {
+        var writer: Writer
+        /// True when the write never left this node (it will not be applied); false when its batch was
+        /// sent and may still be in the stream (then it is applied everywhere, unanswered).
+        var definitive: Bool
+    }
+
+    let configuration: ClusterConfiguration
+    /// The last stream sequence applied to the engine.
+    var appliedSequence: UInt64
+    /// The last stream sequence committed to the store with the writes it carried (equal to
+    /// `appliedSequence` in memory).
+    var committedSequence: UInt64
+    /// Writes not yet handed to the bridge, with their writers (same indexes).
+    private var queued: [ReplicationEntry.Operation] = []
+    private var queuedWriters: [Writer] = []
+    /// Batches handed to the bridge and not yet applied here: their writers by operation index (nil
+    /// once answered `unavailable`).
+    private var awaiting: [String: [Writer?]] = [:]
+    /// The batch the bridge is appending, if any.
+    private(set) var batchInFlight: String?
+    private var batchCounter: UInt64 = 0
+    /// Makes batch ids unique across restarts of this node (JetStream de-duplicates by id).
+    private let incarnation: String
+
+    init(configuration: ClusterConfiguration, appliedSequence: UInt64) {
+        self.configuration = configuration
+        self.appliedSequence = appliedSequence
+        self.committedSequence = appliedSequence
+        var generator = SystemRandomNumberGenerator()
+        incarnation = String(generator.next() as UInt64, radix: 36)
+    }
+
+    /// Writes waiting for their batch to be appended or applied.
+    var pendingWriteCount: Int { queuedWriters.count + awaiting.values.reduce(0) { $0 + $1.count { $0 != nil } } }
+
+    /// Queues a write accepted from a client (its line as received).
+    func submit(line: [UInt8], user: String?, writer: Writer) {
+        queued.append(ReplicationEntry.Operation(line: line, user: user))
+        queuedWriters.append(writer)
+    }
+
+    /// The next batch to append, unless one is in flight or nothing is queued. `deadline` in `uv_hrtime`
+    /// nanoseconds.
+    func takeBatch(deadline: UInt64) -> PublishJob? {
+        guard batchInFlight == nil, !queued.isEmpty else { return nil }
+        batchCounter += 1
+        let batch = "\(configuration.node).\(incarnation).\(batchCounter)"
+        let entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: configuration.node, batch: batch,
+                                     operations: queued)
+        awaiting[batch] = queuedWriters.map { $0 }
+        queued.removeAll(keepingCapacity: true)
+        queuedWriters.removeAll(keepingCapacity: true)
+        batchInFlight = batch
+        return PublishJob(batch: batch, data: entry.encoded(), deadline: deadline)
+    }
+
+    /// The bridge appended `batch`: the next one may go.
+    func appended(_ batch: String) {
+        if batchInFlight == batch { batchInFlight = nil }
+    }
+
+    /// The bridge gave up on `batch`: its writers still waiting, to be answered `unavailable`.
+    func appendFailed(_ batch: String, attempted: Bool) -> [Expired] {
+        if batchInFlight == batch { batchInFlight = nil }
+        guard let writers = awaiting.removeValue(forKey: batch) else { return [] }
+        return writers.compactMap { $0.map { Expired(writer: $0, definitive: !attempted) } }
+    }
+
+    /// `batch` was applied here: the writers of its operations, by index (nil: nobody waits, because the
+    /// batch is another node's, or the writer was answered already).
+    func writers(ofApplied batch: String) -> [Writer?]? {
+        awaiting.removeValue(forKey: batch)
+    }
+
+    /// Writers past their deadline at `now` (`uv_now` ms), no longer waited for. Queued writes among
+    /// them are dropped (never sent: definitive); those of a batch already sent stay in the batch.
+    func expire(now: UInt64) -> [Expired] {
+        var expired: [Expired] = []
+        if let first = queuedWriters.first, first.deadline <= now {
+            var keptOperations: [ReplicationEntry.Operation] = []
+            var keptWriters: [Writer] = []
+            for (operation, writer) in zip(queued, queuedWriters) {
+                if writer.deadline <= now {
+                    expired.append(Expired(writer: writer, definitive: true))
+                } else {
+                    keptOperations.append(operation)
+                    keptWriters.append(writer)
+                }
+            }
+            queued = keptOperations
+            queuedWriters = keptWriters
+        }
+        for batch in awaiting.keys.sorted() {
+            guard var writers = awaiting[batch] else { continue }
+            var changed = false
+            for index in writers.indices {
+                if let writer = writers[index], writer.deadline <= now {
+                    expired.append(Expired(writer: writer, definitive: false))
+                    writers[index] = nil
+                    changed = true
+                }
+            }
+            if changed { awaiting[batch] = writers }
+        }
+        return expired
+    }
+}

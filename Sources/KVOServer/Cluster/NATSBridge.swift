@@ -1,0 +1,300 @@
+import CLibUV
+import CNATS
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The cluster's link to NATS JetStream, on threads of its own: never on the loop thread, whose only
+/// contact with it is `enqueue(_:)` (a locked queue and a condition) and the `BridgeInbox` it posts to.
+///
+/// - Its thread connects (every server URL, 1 s pings, reconnecting for ever), makes sure the stream
+///   exists (R3, file storage; created when missing), subscribes with an ordered consumer from the first
+///   sequence the node has not applied, then appends batches one at a time: `js_Publish` with the
+///   batch id as message id, retried with the same id until the batch's deadline (JetStream's
+///   de-duplication makes a retried append exactly-once within its window, 2 minutes by default).
+/// - The ordered consumer's messages arrive on libnats's own delivery thread; each is copied and posted
+///   to the inbox with its stream sequence, in stream order.
+///
+/// `start`, `enqueue` and `stop` are for the loop thread; everything else runs on the bridge's threads.
+/// The bridge object is never freed while libnats may still call it back: the references its callbacks
+/// hold are never released (one bridge per server, so per process).
+final class NATSBridge: @unchecked Sendable {
+    private let configuration: ClusterConfiguration
+    private let inbox: BridgeInbox
+    /// The first stream sequence to deliver (the one after the last applied).
+    private let startSequence: UInt64
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    /// Under `mutex`.
+    private var jobs: [PublishJob] = []
+    private var stopping = false
+    private var thread = pthread_t()
+    private var started = false
+
+    // The bridge thread's alone.
+    private var connection: OpaquePointer?
+    private var jetStream: OpaquePointer?
+    private var subscription: OpaquePointer?
+    /// What libnats's callbacks get: a reference to the bridge that is never released, since libnats may
+    /// run a callback on its own threads even after the connection is destroyed. Bridge thread.
+    private lazy var callbackContext = Unmanaged.passRetained(self).toOpaque()
+
+    init(configuration: ClusterConfiguration, inbox: BridgeInbox, startSequence: UInt64) {
+        self.configuration = configuration
+        self.inbox = inbox
+        self.startSequence = max(startSequence, 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    /// Loop thread: starts the bridge's thread.
+    func start() {
+        let retained = Unmanaged.passRetained(self).toOpaque()
+        let status = pthread_create(&thread, nil, { argument in
+            let bridge = Unmanaged<NATSBridge>.fromOpaque(argument!).takeRetainedValue()
+            bridge.run()
+            return nil
+        }, retained)
+        guard status == 0 else { fatalError("kvod: cannot start the NATS bridge's thread (pthread_create: \(status))") }
+        started = true
+    }
+
+    /// Loop thread: queues a batch to append.
+    func enqueue(_ job: PublishJob) {
+        pthread_mutex_lock(mutex)
+        jobs.append(job)
+        pthread_cond_signal(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Loop thread: stops the thread after the publish in progress (at most a couple of seconds) and
+    /// closes the NATS connection.
+    func stop() {
+        pthread_mutex_lock(mutex)
+        stopping = true
+        pthread_cond_signal(condition)
+        pthread_mutex_unlock(mutex)
+        if started {
+            pthread_join(thread, nil)
+            started = false
+        }
+    }
+
+    private var isStopping: Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return stopping
+    }
+
+    // MARK: - The bridge's thread
+
+    private func run() {
+        defer { tearDown() }
+        guard connect() else { return }
+        guard retry("the stream", { self.ensureStream() }) else { return }
+        guard retry("the subscription", { self.subscribe() }) else { return }
+        inbox.post(.log("cluster: subscribed to stream '\(configuration.stream)' from sequence \(startSequence)", isError: false))
+        while let job = nextJob() { publish(job) }
+    }
+
+    private func nextJob() -> PublishJob? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while jobs.isEmpty && !stopping { pthread_cond_wait(condition, mutex) }
+        if stopping { return nil }
+        return jobs.removeFirst()
+    }
+
+    /// Calls `step` every 250 ms until it returns nil (done) or the bridge stops; logs the first failure
+    /// and every 20th after it.
+    private func retry(_ what: String, _ step: () -> String?) -> Bool {
+        var failures = 0
+        while !isStopping {
+            guard let failure = step() else {
+                if failures > 0 { inbox.post(.log("cluster: \(what) is ready after \(failures) failed attempts", isError: false)) }
+                return true
+            }
+            if failures % 20 == 0 { inbox.post(.log("cluster: \(what): \(failure); retrying", isError: true)) }
+            failures += 1
+            usleep(250_000)
+        }
+        return false
+    }
+
+    private func connect() -> Bool {
+        var options: OpaquePointer?
+        guard natsOptions_Create(&options) == NATS_OK, let options else {
+            inbox.post(.log("cluster: cannot create the NATS options", isError: true))
+            return false
+        }
+        defer { natsOptions_Destroy(options) }
+        let urls = configuration.servers.map { strdup($0) }
+        defer { urls.forEach { free($0) } }
+        var pointers = urls.map { UnsafePointer<CChar>($0) }
+        _ = pointers.withUnsafeMutableBufferPointer {
+            natsOptions_SetServers(options, $0.baseAddress, Int32($0.count))
+        }
+        // A dead server is noticed within about two seconds (two pings unanswered), not two minutes.
+        natsOptions_SetPingInterval(options, 1000)
+        natsOptions_SetMaxPingsOut(options, 2)
+        natsOptions_SetTimeout(options, 2000)
+        natsOptions_SetMaxReconnect(options, -1)
+        natsOptions_SetReconnectWait(options, 250)
+        natsOptions_SetRetryOnFailedConnect(options, true, nil, nil)
+        let context = callbackContext
+        natsOptions_SetDisconnectedCB(options, { _, closure in
+            Unmanaged<NATSBridge>.fromOpaque(closure!).takeUnretainedValue()
+                .inbox.post(.log("cluster: lost the connection to NATS; reconnecting", isError: true))
+        }, context)
+        natsOptions_SetReconnectedCB(options, { _, closure in
+            Unmanaged<NATSBridge>.fromOpaque(closure!).takeUnretainedValue()
+                .inbox.post(.log("cluster: reconnected to NATS", isError: false))
+        }, context)
+        var connection: OpaquePointer?
+        let status = natsConnection_Connect(&connection, options)
+        guard status == NATS_OK || status == NATS_NOT_YET_CONNECTED, let connection else {
+            inbox.post(.log("cluster: cannot connect to NATS: \(NATSBridge.text(status))", isError: true))
+            return false
+        }
+        self.connection = connection
+        var jsOptions = jsOptions()
+        jsOptions_Init(&jsOptions)
+        jsOptions.Wait = 2000
+        var jetStream: OpaquePointer?
+        guard natsConnection_JetStream(&jetStream, connection, &jsOptions) == NATS_OK, let jetStream else {
+            inbox.post(.log("cluster: cannot make a JetStream context", isError: true))
+            return false
+        }
+        self.jetStream = jetStream
+        return true
+    }
+
+    /// nil once the stream exists (found or created); else why not.
+    private func ensureStream() -> String? {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var error = jsErrCode(0)
+        var status = js_GetStreamInfo(&info, jetStream, configuration.stream, nil, &error)
+        if status == NATS_OK {
+            jsStreamInfo_Destroy(info)
+            return nil
+        }
+        guard status == NATS_NOT_FOUND else { return "cannot look the stream up: \(NATSBridge.text(status))" }
+        var config = jsStreamConfig()
+        jsStreamConfig_Init(&config)
+        let name = strdup(configuration.stream)
+        let subject = strdup(configuration.subject)
+        defer {
+            free(name)
+            free(subject)
+        }
+        var subjects: [UnsafePointer<CChar>?] = [UnsafePointer(subject)]
+        config.Name = UnsafePointer(name)
+        config.Storage = js_FileStorage
+        config.Replicas = Int64(configuration.replicas)
+        status = subjects.withUnsafeMutableBufferPointer { buffer in
+            config.Subjects = buffer.baseAddress
+            config.SubjectsLen = 1
+            return js_AddStream(&info, jetStream, &config, nil, &error)
+        }
+        guard status == NATS_OK else { return "cannot create the stream: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))" }
+        jsStreamInfo_Destroy(info)
+        inbox.post(.log("cluster: created stream '\(configuration.stream)' (\(configuration.replicas) replicas)", isError: false))
+        return nil
+    }
+
+    /// nil once subscribed (an ordered consumer from `startSequence`); else why not.
+    private func subscribe() -> String? {
+        var options = jsSubOptions()
+        jsSubOptions_Init(&options)
+        options.Ordered = true
+        options.Config.DeliverPolicy = js_DeliverByStartSequence
+        options.Config.OptStartSeq = startSequence
+        // Idle heartbeats every second (libnats's ordered consumers default to 5 s): a consumer lost with its
+        // NATS server is noticed and re-created (from the next sequence) sooner.
+        options.Config.Heartbeat = 1_000_000_000
+        var error = jsErrCode(0)
+        var subscription: OpaquePointer?
+        let status = configuration.stream.withCString { stream in
+            options.Stream = stream
+            return js_Subscribe(&subscription, jetStream, configuration.subject, NATSBridge.deliver,
+                                callbackContext, nil, &options, &error)
+        }
+        guard status == NATS_OK else { return "cannot subscribe: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))" }
+        self.subscription = subscription
+        return nil
+    }
+
+    /// libnats's delivery thread: copies the message and its stream sequence into the inbox.
+    private static let deliver: natsMsgHandler = { _, _, message, closure in
+        guard let message else { return }
+        defer { natsMsg_Destroy(message) }
+        let bridge = Unmanaged<NATSBridge>.fromOpaque(closure!).takeUnretainedValue()
+        var meta: UnsafeMutablePointer<jsMsgMetaData>?
+        guard natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else {
+            bridge.inbox.post(.log("cluster: a stream message without metadata was ignored", isError: true))
+            return
+        }
+        let sequence = meta.pointee.Sequence.Stream
+        jsMsgMetaData_Destroy(meta)
+        let length = Int(natsMsg_GetDataLength(message))
+        var data = [UInt8](repeating: 0, count: length)
+        if length > 0, let source = natsMsg_GetData(message) {
+            data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: length)) }
+        }
+        bridge.inbox.post(.entry(sequence: sequence, data: data))
+    }
+
+    /// Appends one batch, retrying with the same message id until its deadline.
+    private func publish(_ job: PublishJob) {
+        var attempted = false
+        var lastFailure = "not attempted: the deadline had passed"
+        while !isStopping {
+            let now = uv_hrtime()
+            guard now < job.deadline else { break }
+            let remaining = Int64((job.deadline - now) / 1_000_000)
+            var options = jsPubOptions()
+            jsPubOptions_Init(&options)
+            options.MaxWait = max(1, min(remaining, 2000))
+            var ack: UnsafeMutablePointer<jsPubAck>?
+            var error = jsErrCode(0)
+            attempted = true
+            let status = job.batch.withCString { id in
+                options.MsgId = id
+                return job.data.withUnsafeBytes { bytes in
+                    js_Publish(&ack, jetStream, configuration.subject, bytes.baseAddress, Int32(bytes.count), &options, &error)
+                }
+            }
+            if status == NATS_OK, let ack {
+                let sequence = ack.pointee.Sequence
+                jsPubAck_Destroy(ack)
+                inbox.post(.published(batch: job.batch, sequence: sequence))
+                return
+            }
+            lastFailure = "\(NATSBridge.text(status))\(error.rawValue != 0 ? " (JetStream error \(error.rawValue))" : "")"
+            // A refusal comes back at once (no responders while an election runs): do not spin.
+            if status != NATS_TIMEOUT { usleep(50_000) }
+        }
+        inbox.post(.publishFailed(batch: job.batch, reason: lastFailure, attempted: attempted))
+    }
+
+    private func tearDown() {
+        if let subscription {
+            natsSubscription_Unsubscribe(subscription)
+            natsSubscription_Destroy(subscription)
+        }
+        subscription = nil
+        if let jetStream { jsCtx_Destroy(jetStream) }
+        jetStream = nil
+        if let connection {
+            natsConnection_Close(connection)
+            natsConnection_Destroy(connection)
+        }
+        connection = nil
+    }
+
+    private static func text(_ status: natsStatus) -> String {
+        natsStatus_GetText(status).map { String(cString: $0) } ?? "status \(status.rawValue)"
+    }
+}

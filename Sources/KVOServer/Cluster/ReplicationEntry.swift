@@ -1,0 +1,81 @@
+import KVOJSON
+
+/// One message of the cluster's stream: the write requests one node accepted during one loop iteration,
+/// as their request lines, for every node to apply in order through its engine.
+///
+/// Encoded as one JSON object: `{"v":1,"node":"a","batch":"a.5f3c….17","ops":[{"line":"{\"op\":\"set\",…}","user":"ada"}]}`
+/// (`user` only for an authenticated writer). `v` is the engine version (`KVOEngine.replicationVersion`):
+/// a node refuses to apply an entry of a version it does not know. A value; any thread.
+struct ReplicationEntry: Sendable, Equatable {
+    /// One replicated write: the request line as the client sent it, and who sent it.
+    struct Operation: Sendable, Equatable {
+        var line: [UInt8]
+        /// The writer's user name; nil in open mode.
+        var user: String?
+    }
+
+    var version: Int64
+    /// The node that accepted the writes.
+    var node: String
+    /// The batch's id, also its JetStream message id (de-duplication of a retried publish).
+    var batch: String
+    var operations: [Operation]
+
+    func encoded() -> [UInt8] {
+        let ops = operations.map { operation -> JSONValue in
+            var members: [String: JSONValue] = ["line": .string(String(decoding: operation.line, as: UTF8.self))]
+            if let user = operation.user { members["user"] = .string(user) }
+            return .object(members)
+        }
+        let value = JSONValue.object([
+            "v": .int(version), "node": .string(node), "batch": .string(batch), "ops": .array(ops),
+        ])
+        var bytes: [UInt8] = []
+        JSONWriter.write(value, into: &bytes)
+        return bytes
+    }
+
+    /// Decodes a stream message; a message that is not an entry throws (with what is wrong).
+    static func decode(_ bytes: [UInt8]) throws(ReplicationEntryError) -> ReplicationEntry {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes)
+        } catch {
+            throw .malformed("not JSON: \(error)")
+        }
+        guard case let .int(version)? = value["v"] else { throw .malformed("no engine version 'v'") }
+        guard case let .string(node)? = value["node"], case let .string(batch)? = value["batch"],
+              case let .array(ops)? = value["ops"]
+        else { throw .malformed("missing 'node', 'batch' or 'ops'") }
+        var operations: [Operation] = []
+        operations.reserveCapacity(ops.count)
+        for op in ops {
+            guard case let .string(line)? = op["line"] else { throw .malformed("an operation without 'line'") }
+            var user: String?
+            if let name = op["user"] {
+                guard case let .string(text) = name else { throw .malformed("an operation's 'user' is not a string") }
+                user = text
+            }
+            operations.append(Operation(line: Array(line.utf8), user: user))
+        }
+        return ReplicationEntry(version: version, node: node, batch: batch, operations: operations)
+    }
+}
+
+/// Why a stream message is not an entry this node can apply.
+enum ReplicationEntryError: Error, CustomStringConvertible {
+    case malformed(String)
+
+    var description: String {
+        switch self {
+        case let .malformed(reason): return "malformed replication entry: \(reason)"
+        }
+    }
+}
+
+extension KVOEngine {
+    /// The engine version written into every replication entry. Raise it whenever the engine could
+    /// compute a different outcome (revision, value, event, refusal) for the same requests: a node
+    /// refuses entries of a version it does not know rather than diverge.
+    public static let replicationVersion: Int64 = 1
+}

@@ -1,0 +1,45 @@
+import COpenSSL
+import KVOJSON
+
+/// A SHA-256 digest of everything the engine stores that replication must make equal on every node:
+/// the revision, every object (sorted by id, as compact JSON with sorted keys) and every class
+/// definition (sorted by name). Two nodes that applied the same stream have the same digest; the
+/// tests compare nodes with it (the `digest` operation). Loop thread (it reads the engine).
+enum StateDigest {
+    /// The digest as 64 lowercase hex digits. O(everything stored): an admin and test tool, not a hot path.
+    static func of(_ engine: KVOEngine) -> String {
+        guard let context = EVP_MD_CTX_new() else { return "" }
+        defer { EVP_MD_CTX_free(context) }
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        var buffer: [UInt8] = []
+        func feed(_ bytes: [UInt8]) {
+            bytes.withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
+        }
+        feed(Array("rev \(engine.revision)\n".utf8))
+        for id in engine.objects.keys.sorted() {
+            buffer.removeAll(keepingCapacity: true)
+            JSONWriter.writeString(id, into: &buffer)
+            buffer.append(0x20)
+            JSONWriter.write(engine.objects[id]!, into: &buffer)
+            buffer.append(0x0A)
+            feed(buffer)
+        }
+        for definition in engine.classDefinitions() {
+            buffer.removeAll(keepingCapacity: true)
+            buffer.append(contentsOf: Array("class ".utf8))
+            JSONWriter.write(definition, into: &buffer)
+            buffer.append(0x0A)
+            feed(buffer)
+        }
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &digest, &length)
+        let hex = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in digest.prefix(Int(length)) {
+            text.append(hex[Int(byte >> 4)])
+            text.append(hex[Int(byte & 15)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import KVOClientKit
+import KVOJSON
+
+/// A real cluster on loopback for one test: 3 `nats-server` processes with JetStream (one NATS cluster,
+/// routes between them, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
+/// with its own data directory and ephemeral port). `nats-server` comes from scripts/setup.sh; the
+/// tests skip themselves when it is missing. Everything is stopped when the value goes away.
+final class LocalCluster: @unchecked Sendable {
+    /// Where Debian puts nats-server (scripts/setup.sh installs it); nil when it is not installed.
+    static let natsServerPath: String? = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    let directory: TemporaryDirectory
+    let natsPorts: [Int]
+    private let routePorts: [Int]
+    private var natsServers: [Process?] = []
+    /// The kvod nodes, by index (0 is n1). Replaced by `restart`.
+    private(set) var nodes: [KVODProcess] = []
+    let stream: String
+
+    /// The NATS URLs, as kvod's --cluster takes them.
+    var natsURLs: String { natsPorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",") }
+
+    init(label: String, kvodArguments: [String] = []) throws {
+        directory = try TemporaryDirectory("cluster-\(label)")
+        natsPorts = try (0..<3).map { _ in try LocalCluster.freePort() }
+        routePorts = try (0..<3).map { _ in try LocalCluster.freePort() }
+        stream = "test_\(label.filter { $0.isLetter || $0.isNumber })"
+        for index in 0..<3 { natsServers.append(try startNATS(index)) }
+        for index in 0..<3 {
+            nodes.append(try KVODProcess(
+                ["--cluster", natsURLs, "--cluster-stream", stream, "--node", "n\(index + 1)"] + kvodArguments,
+                dataDirectory: directory.appending("kvod-\(index + 1)")))
+        }
+    }
+
+    deinit {
+        for node in nodes { node.stop(signal: SIGKILL) }
+        for case let server? in natsServers where server.isRunning {
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
+    }
+
+    private func startNATS(_ index: Int) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: LocalCluster.natsServerPath!)
+        let routes = routePorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",")
+        process.arguments = [
+            "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", directory.appending("nats-\(index + 1)"),
+            "-n", "nats-\(index + 1)", "--cluster_name", "kvodtest", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
+            "--routes", routes,
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        return process
+    }
+
+    /// Stops NATS server `index` (SIGKILL).
+    func killNATS(_ index: Int) {
+        guard let server = natsServers[index], server.isRunning else { return }
+        kill(server.processIdentifier, SIGKILL)
+        server.waitUntilExit()
+        natsServers[index] = nil
+    }
+
+    /// Starts NATS server `index` again on its port and data directory.
+    func restartNATS(_ index: Int) throws {
+        killNATS(index)
+        natsServers[index] = try startNATS(index)
+    }
+
+    /// Restarts kvod node `index` after `signal` (same flags, data directory and port).
+    func restart(_ index: Int, after signal: Int32) throws {
+        nodes[index] = try nodes[index].restart(after: signal)
+    }
+
+    /// Waits until the stream takes writes (the JetStream cluster elects its leaders in a second or
+    /// three): creates `object` on n1, retrying `unavailable`, then waits for every node to have it.
+    func waitUntilReady(creating object: String = "ready", timeout: Double = 30) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        let client = try nodes[0].connect()
+        while true {
+            let reply = try client.request("create", ["object": .string(object)], timeout: 15)
+            if reply["ok"] == true { break }
+            guard reply["error"]?["code"] == "unavailable", Date() < deadline else {
+                throw LocalClusterError.notReady("n1: \(reply)")
+            }
+        }
+        try waitForConvergence(timeout: max(1, deadline.timeIntervalSinceNow))
+    }
+
+    /// Every node's `digest` reply (applied, digest, objects, rev).
+    func digests() throws -> [JSONValue] {
+        try nodes.map { try JSONValue.object($0.connect().call("digest")) }
+    }
+
+    /// Waits until every node has applied the same stream sequence; returns their digests then.
+    @discardableResult
+    func waitForConvergence(timeout: Double = 20) throws -> [JSONValue] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let all = try digests()
+            if Set(all.map { $0["applied"]?.intValue ?? -1 }).count == 1 { return all }
+            guard Date() < deadline else { throw LocalClusterError.notReady("nodes did not converge: \(all)") }
+            usleep(50_000)
+        }
+    }
+
+    /// A free TCP port on 127.0.0.1 (bound to port 0, read back, closed).
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+enum LocalClusterError: Error {
+    case notReady(String)
+}

@@ -1,0 +1,101 @@
+import Testing
+@testable import KVOServer
+import KVOJSON
+
+/// The cluster's loop-side pieces without NATS: replication entries round-trip, batches are one at a
+/// time and carry what was queued in order, deadlines answer writers (definitively when their write
+/// never left), the applied stream sequence is stored with the writes, and the digest follows the state.
+@Suite("cluster replicator")
+struct ClusterReplicatorTests {
+    private let configuration = ClusterConfiguration(servers: ["nats://127.0.0.1:4222"], stream: "s", node: "a")
+
+    private func writer(_ connection: UInt64, deadline: UInt64) -> ClusterReplicator.Writer {
+        ClusterReplicator.Writer(connection: ConnectionID(connection), requestID: .int(Int64(connection)), operation: .set,
+                                 deadline: deadline)
+    }
+
+    @Test("entries round-trip, users included, and refuse what is not an entry")
+    func entriesRoundTrip() throws {
+        let entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: "a", batch: "a.x.1", operations: [
+            .init(line: Array(#"{"op":"set","object":"o","keyPath":"k","value":"line\nbreak"}"#.utf8), user: nil),
+            .init(line: Array(#"{"op":"create","object":"p"}"#.utf8), user: "ada"),
+        ])
+        #expect(try ReplicationEntry.decode(entry.encoded()) == entry)
+        #expect(throws: ReplicationEntryError.self) { try ReplicationEntry.decode(Array("{}".utf8)) }
+        #expect(throws: ReplicationEntryError.self) { try ReplicationEntry.decode(Array("nope".utf8)) }
+    }
+
+    @Test("one batch in flight; writes queued meanwhile go in the next, in order")
+    func batchesOneAtATime() throws {
+        let replicator = ClusterReplicator(configuration: configuration, appliedSequence: 7)
+        #expect(replicator.takeBatch(deadline: 0) == nil)
+        replicator.submit(line: Array("1".utf8), user: nil, writer: writer(1, deadline: 1000))
+        replicator.submit(line: Array("2".utf8), user: "u", writer: writer(2, deadline: 1000))
+        let first = try #require(replicator.takeBatch(deadline: 99))
+        let entry = try ReplicationEntry.decode(first.data)
+        #expect(entry.operations.map(\.line) == [Array("1".utf8), Array("2".utf8)])
+        #expect(entry.operations.map(\.user) == [nil, "u"])
+        #expect(entry.batch == first.batch && first.batch.hasPrefix("a."))
+        replicator.submit(line: Array("3".utf8), user: nil, writer: writer(3, deadline: 1000))
+        #expect(replicator.takeBatch(deadline: 99) == nil, "a second batch while the first is in flight")
+        replicator.appended(first.batch)
+        let second = try #require(replicator.takeBatch(deadline: 99))
+        #expect(second.batch != first.batch)
+        let writers = try #require(replicator.writers(ofApplied: first.batch))
+        #expect(writers.map { $0?.connection.rawValue } == [1, 2])
+        #expect(replicator.writers(ofApplied: first.batch) == nil, "answered once")
+    }
+
+    @Test("deadlines: a queued write is dropped (definitive), a sent one stays in its batch (not definitive)")
+    func deadlines() throws {
+        let replicator = ClusterReplicator(configuration: configuration, appliedSequence: 0)
+        replicator.submit(line: Array("sent".utf8), user: nil, writer: writer(1, deadline: 100))
+        let batch = try #require(replicator.takeBatch(deadline: 0))
+        replicator.submit(line: Array("queued".utf8), user: nil, writer: writer(2, deadline: 100))
+        replicator.submit(line: Array("later".utf8), user: nil, writer: writer(3, deadline: 500))
+        #expect(replicator.expire(now: 99).isEmpty)
+        let expired = replicator.expire(now: 100)
+        #expect(expired.map { $0.writer.connection.rawValue }.sorted() == [1, 2])
+        #expect(expired.first { $0.writer.connection.rawValue == 1 }?.definitive == false)
+        #expect(expired.first { $0.writer.connection.rawValue == 2 }?.definitive == true)
+        // The sent batch applied later answers nobody; the dropped write is not in the next batch.
+        #expect(try #require(replicator.writers(ofApplied: batch.batch)).allSatisfy { $0 == nil })
+        replicator.appended(batch.batch)
+        let next = try #require(replicator.takeBatch(deadline: 0))
+        #expect(try ReplicationEntry.decode(next.data).operations.map(\.line) == [Array("later".utf8)])
+        #expect(replicator.appendFailed(next.batch, attempted: false).map(\.definitive) == [true])
+    }
+
+    @Test("the applied stream sequence is stored with the writes and read back")
+    func streamSequencePersists() throws {
+        let directory = TemporaryDirectory()
+        do {
+            let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+            #expect(try store.readStreamSequence() == 0)
+            var batch = CommitBatch(revision: 0, entries: [], objects: [:])
+            batch.streamSequence = 42
+            try store.commit(batch)
+            store.close()
+        }
+        let reopened = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+        defer { reopened.close() }
+        #expect(try reopened.readStreamSequence() == 42)
+    }
+
+    @Test("the digest changes with the state and not with the order writes built it in")
+    func digestFollowsState() throws {
+        let one = KVOEngine()
+        let two = KVOEngine()
+        var notifications: [ChangeNotification] = []
+        let access = ConnectionAccess.open()
+        _ = try one.create("a", values: ["x": 1, "y": 2], access: access, notifications: &notifications)
+        _ = try one.create("b", values: [:], access: access, notifications: &notifications)
+        _ = try two.create("a", values: ["y": 2, "x": 1], access: access, notifications: &notifications)
+        #expect(StateDigest.of(one) != StateDigest.of(two), "the revision differs")
+        _ = try two.create("b", values: [:], access: access, notifications: &notifications)
+        #expect(StateDigest.of(one) == StateDigest.of(two))
+        #expect(StateDigest.of(one).count == 64)
+        _ = try two.set("b", keyPath: KeyPath("k"), value: .bool(true), access: access, notifications: &notifications)
+        #expect(StateDigest.of(one) != StateDigest.of(two))
+    }
+}
