@@ -3,7 +3,7 @@ import KVOClientKit
 import KVOJSON
 
 /// A real cluster on loopback for one test: 3 `nats-server` processes with JetStream (one NATS cluster,
-/// routes between them, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
+/// routes between them, HTTP monitoring on, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
 /// with its own data directory and ephemeral port). `nats-server` comes from scripts/setup.sh; the
 /// tests skip themselves when it is missing. Everything is stopped when the value goes away.
 final class LocalCluster: @unchecked Sendable {
