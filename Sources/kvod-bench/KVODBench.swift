@@ -13,6 +13,7 @@ import Glibc
 ///     kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]   (ClientBenchmark)
 ///     kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]   (WebSocketBenchmark)
 ///     kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]   (PatternBenchmark)
+///     kvod-bench cluster [--clients N] [--seconds N] [--writes N]   (ClusterBenchmark)
 @main
 struct KVODBench {
     static func main() {
@@ -34,6 +35,10 @@ struct KVODBench {
         if command == "patterns" {
             // Sets/s with and without non-matching pattern observations, one kvod (PatternBenchmark.swift).
             PatternBenchmark.main(arguments: arguments)
+        }
+        if command == "cluster" {
+            // Sets/s and write latency: single mode, one node with JetStream, three nodes (ClusterBenchmark.swift).
+            ClusterBenchmark.main(arguments: arguments)
         }
         if command == "callgrind" {
             // Instructions per set for each set shape, kvod under valgrind (CallgrindBenchmark.swift).
@@ -76,6 +81,7 @@ struct KVODBench {
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         print("       kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]")
         print("       kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]")
+        print("       kvod-bench cluster [--clients N] [--seconds N] [--writes N]")
         print("       kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]")
         exit(2)
     }

@@ -159,15 +159,82 @@ struct ClusterTests {
         let lastRev = try #require(try JSONParser.parse(before.last ?? "{}")["rev"]?.intValue)
         client.close()
         // Changes it misses while away.
-        for value in 11...25 { try writer.call("set", ["object": "feed", "keyPath": "n", "value": .int(Int64(value))]) }
-        // atLeastRev is not there yet: wait for n3 to apply what the client saw before resuming there.
-        try cluster.waitForConvergence()
+        var lastWritten: Int64 = 0
+        for value in 11...25 {
+            lastWritten = try #require(try writer.call("set", ["object": "feed", "keyPath": "n", "value": .int(Int64(value))])["rev"]?.intValue)
+        }
+        // atLeastRev: n3 answers once it has applied what the client saw (no waiting for convergence here).
         let resumed = try cluster.nodes[2].connect()
-        try resumed.call("observe", ["object": "feed", "keyPath": "n", "options": ["new", "old"], "sinceRev": .int(lastRev)])
+        try resumed.call("observe", ["object": "feed", "keyPath": "n", "options": ["new", "old"], "sinceRev": .int(lastRev),
+                                     "atLeastRev": .int(lastWritten)])
         for value in 26...30 { try writer.call("set", ["object": "feed", "keyPath": "n", "value": .int(Int64(value))]) }
         let after = try changes(resumed, count: 20)
         let all = try changes(reference, count: 30)
         #expect(before + after == all, "the resumed client's changes differ from the reference observer's")
+    }
+
+    @Test("atLeastRev: a read or observe on a node behind waits for the revision, in request order, or times out")
+    func atLeastRevReadsYourWrites() throws {
+        let cluster = try LocalCluster(label: "atleast", kvodArguments: ["--cluster-write-timeout", "2"])
+        try cluster.waitUntilReady()
+        let writer = try cluster.nodes[0].connect()
+        try writer.call("create", ["object": "doc", "values": ["n": 0]])
+        try waitForObject("doc", on: cluster.nodes[2])
+        // An observer that stays on n1 and sees every change: the reference.
+        let reference = try cluster.nodes[0].connect()
+        try reference.call("observe", ["object": "doc", "keyPath": "n", "options": ["new", "old"]])
+        let client = try cluster.nodes[0].connect()
+        try client.call("observe", ["object": "doc", "keyPath": "n", "options": ["new", "old"]])
+        for value in 1...5 { try writer.call("set", ["object": "doc", "keyPath": "n", "value": .int(Int64(value))]) }
+        let before = try changes(client, count: 5)
+        let lastSeen = try #require(try JSONParser.parse(before.last ?? "{}")["rev"]?.intValue)
+        client.close()
+
+        // n3 is frozen while n1 takes more writes, and gets requests for the revision after them: they must
+        // wait (in order on their connection) until that revision is written and applied there.
+        cluster.nodes[2].send(signal: SIGSTOP)
+        var lastRev: Int64 = 0
+        for value in 6...10 {
+            lastRev = try #require(try writer.call("set", ["object": "doc", "keyPath": "n", "value": .int(Int64(value))])["rev"]?.intValue)
+        }
+        let reader = try cluster.nodes[2].connect()
+        let resumed = try cluster.nodes[2].connect()
+        // Pipelined on one connection: a get that must wait, then a get without atLeastRev (answered after it).
+        try reader.send(.object(["op": "get", "id": 1, "object": "doc", "keyPath": "n", "atLeastRev": .int(lastRev + 1)]))
+        try reader.send(.object(["op": "get", "id": 2, "object": "doc", "keyPath": "n"]))
+        try resumed.send(.object(["op": "observe", "id": 1, "object": "doc", "keyPath": "n", "options": ["new", "old"],
+                                  "sinceRev": .int(lastSeen), "atLeastRev": .int(lastRev + 1)]))
+        usleep(300_000)
+        cluster.nodes[2].send(signal: SIGCONT)
+        #expect(throws: KVOClientError.self, "a reply came before the revision was written") { try reader.readMessage(timeout: 0.7) }
+        let rev11 = try writer.call("set", ["object": "doc", "keyPath": "n", "value": 11])["rev"]?.intValue
+        #expect(rev11 == lastRev + 1)
+        let first = try reader.readMessage(timeout: 20)
+        let second = try reader.readMessage(timeout: 20)
+        #expect(first["id"] == 1 && first["value"] == 11, "the held get saw an older value: \(first)")
+        #expect(second["id"] == 2 && second["value"] == 11, "the next get was not answered after it: \(second)")
+        // The resumed observer is answered once n3 is at lastRev + 1, replays what it missed, with no
+        // resync, then lives on.
+        let observeReply = try resumed.readMessage(timeout: 20)
+        #expect(observeReply["ok"] == true && (observeReply["rev"]?.intValue ?? 0) >= lastRev + 1, "\(observeReply)")
+        try writer.call("set", ["object": "doc", "keyPath": "n", "value": 12])
+        var resumedEvents: [JSONValue] = []
+        while resumedEvents.count < 7, let event = try resumed.nextEvent(timeout: 20) { resumedEvents.append(event) }
+        #expect(!resumedEvents.contains { $0["reason"] == "resync" }, "\(resumedEvents)")
+        let after = resumedEvents.map { JSONValue.object(["rev": $0["rev"] ?? .null, "change": $0["change"] ?? .null]).description }
+        #expect(before + after == (try changes(reference, count: 12)), "the observer resumed on n3 missed or repeated a change")
+
+        // list and info take it too; a revision nobody writes is answered unavailable after the deadline,
+        // and the connection serves its next request.
+        let other = try cluster.nodes[1].connect()
+        #expect(try other.call("list", ["atLeastRev": .int(lastRev)])["objects"] != nil)
+        #expect(try other.call("info", ["object": "doc", "atLeastRev": .int(lastRev)])["ok"] == true)
+        let started = Date()
+        let late = try other.request("get", ["object": "doc", "atLeastRev": .int(lastRev + 1000)], timeout: 20)
+        let waited = Date().timeIntervalSince(started)
+        #expect(late["error"]?["code"] == "unavailable", "\(late)")
+        #expect(waited >= 1.5 && waited < 6, "answered after \(waited) s")
+        #expect(try other.call("get", ["object": "doc", "keyPath": "n"])["value"] != nil)
     }
 
     @Test("without a NATS quorum writes fail with unavailable after the deadline, reads go on, writes resume")

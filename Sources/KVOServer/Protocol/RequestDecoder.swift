@@ -13,6 +13,7 @@ public enum RequestDecoder {
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
+        "atLeastRev",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -24,6 +25,9 @@ public enum RequestDecoder {
         /// that form (`JSONParser.Member.compactText`), so that the value's size and its events need not
         /// encode it again; nil otherwise (the value is then encoded where needed).
         public var valueText: [UInt8]? = nil
+        /// `atLeastRev` of a `get`, `list`, `info` or `observe`: the revision the server must have reached
+        /// before it answers (read-your-writes across cluster nodes; docs/protocol.md, "Cluster"); nil when absent.
+        public var atLeastRev: UInt64? = nil
     }
 
     /// Decodes a line (without its newline).
@@ -46,13 +50,20 @@ public enum RequestDecoder {
         if let id, !id.isScalar {
             return Decoded(id: nil, request: .failure(KVOError(.badRequest, "'id' must be a string, number, boolean or null")))
         }
-        do {
+        do throws(KVOError) {
             let request = try decode(fields)
             var valueText: [UInt8]?
             if case .set = request, let range = fields.compactText(of: "value") {
                 valueText = Array(UnsafeBufferPointer(rebasing: line[range]))
             }
-            return Decoded(id: id, request: .success(request), valueText: valueText)
+            let atLeastRev = try FieldReader(fields: fields).optionalRevision("atLeastRev")
+            if atLeastRev != nil {
+                switch request {
+                case .get, .list, .info, .observe, .observePattern: break
+                default: throw KVOError(.badRequest, "'atLeastRev' goes with get, list, info and observe only")
+                }
+            }
+            return Decoded(id: id, request: .success(request), valueText: valueText, atLeastRev: atLeastRev)
         } catch {
             return Decoded(id: id, request: .failure(error))
         }

@@ -99,6 +99,8 @@ public final class Server {
     private let clusterBridge: NATSBridge?
     private let clusterInbox: BridgeInbox?
     private let clusterAsyncHandle: UnsafeMutablePointer<uv_async_t>?
+    /// Cluster mode: reads and observes waiting for their `atLeastRev`.
+    private var revisionWaits = RevisionWaits()
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
@@ -543,11 +545,20 @@ public final class Server {
             submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection)
             return
         }
+        if let atLeastRev = decoded.atLeastRev, atLeastRev > handler.engine.revision {
+            holdForRevision(atLeastRev, request, decoded: decoded, connection: connection)
+            return
+        }
+        perform(request, id: decoded.id, valueText: decoded.valueText, connection: connection)
+    }
+
+    /// Carries out a request that is not a cluster write, replies and delivers its events. Loop thread.
+    private func perform(_ request: Request, id: JSONValue?, valueText: [UInt8]?, connection: Connection) {
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
-                                 id: decoded.id)
+                                 id: id)
         if case let .hello(_, events?) = request { connection.eventEncoding = events }
-        let outcome = handler.handle(request, valueText: decoded.valueText, from: connection.id,
+        let outcome = handler.handle(request, valueText: valueText, from: connection.id,
                                      access: connection.access, budget: budget,
                                      eventEncoding: connection.eventEncoding, notifications: &notifications)
         let operation = MetricsOperation(request)
@@ -555,9 +566,9 @@ public final class Server {
         case .afterNotifications:
             deliverNotifications()
             deliverBindingEvents()
-            send(outcome.reply, id: decoded.id, to: connection, counting: operation)
+            send(outcome.reply, id: id, to: connection, counting: operation)
         case .beforeNotifications:
-            send(outcome.reply, id: decoded.id, to: connection, counting: operation)
+            send(outcome.reply, id: id, to: connection, counting: operation)
             deliverNotifications()
             deliverBindingEvents()
         }
@@ -1136,7 +1147,10 @@ public final class Server {
     /// returns memory to the system once the buffers have drained after a burst.
     private func housekeep() {
         let now = uv_now(loop.raw)
-        if let cluster { expireClusterWrites(cluster, now: now) }
+        if let cluster {
+            expireClusterWrites(cluster, now: now)
+            expireRevisionWaits(cluster, now: now)
+        }
         if !firstRequestDeadlines.isEmpty {
             for due in firstRequestDeadlines.takeDue(now: now) {
                 guard let connection = connection(due.connection)?.takeUnretainedValue(), !connection.hasSentRequest,
@@ -1309,6 +1323,7 @@ public final class Server {
             switch message {
             case let .entry(sequence, data):
                 applyClusterEntry(cluster, sequence: sequence, data: data)
+                releaseRevisionWaits()
             case let .published(batch, _):
                 cluster.appended(batch)
             case let .publishFailed(batch, reason, attempted):
@@ -1362,6 +1377,47 @@ public final class Server {
             connection.resumeReading(.replication)
         }
         cluster.appliedSequence = sequence
+    }
+
+    /// A read or observe whose `atLeastRev` is beyond this node's revision. In cluster mode it waits until
+    /// this node applies that revision (the connection reads nothing more meanwhile, so replies stay in
+    /// request order) or `--cluster-write-timeout` passes (`unavailable`). In single mode no other node
+    /// will bring that revision, and every revision this server gave is at or below its own: the request
+    /// is refused at once (`bad_request`). Loop thread.
+    private func holdForRevision(_ revision: UInt64, _ request: Request, decoded: RequestDecoder.Decoded,
+                                 connection: Connection) {
+        guard let cluster else {
+            let message = "'atLeastRev' \(revision) is beyond this server's revision \(handler.engine.revision) (a revision from another server, or from before an in-memory server restarted?)"
+            send(.failure(KVOError(.badRequest, message)), id: decoded.id, to: connection, counting: MetricsOperation(request))
+            return
+        }
+        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id, requestID: decoded.id,
+                                                request: request, valueText: decoded.valueText, deadline: deadline))
+        connection.pauseReading(.revision)
+    }
+
+    /// After an entry was applied: carries out the held requests whose revision this node has reached,
+    /// and lets their connections read again.
+    private func releaseRevisionWaits() {
+        guard !revisionWaits.isEmpty else { return }
+        for item in revisionWaits.takeReady(revision: handler.engine.revision) {
+            guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
+            perform(item.request, id: item.requestID, valueText: item.valueText, connection: connection)
+            connection.resumeReading(.revision)
+        }
+    }
+
+    /// Held requests past `--cluster-write-timeout`: answered `unavailable`, their connections read again.
+    private func expireRevisionWaits(_ cluster: ClusterReplicator, now: UInt64) {
+        guard !revisionWaits.isEmpty else { return }
+        for item in revisionWaits.takeExpired(now: now) {
+            guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
+            let message = "this node had not applied revision \(item.revision) within \(cluster.configuration.writeTimeout) s (it is at \(handler.engine.revision): behind, or cut off from the stream)"
+            send(.failure(KVOError(.unavailable, message)), id: item.requestID, to: connection,
+                 counting: MetricsOperation(item.request))
+            connection.resumeReading(.revision)
+        }
     }
 
     /// Who an operation from the stream acts as: its writer's user with this node's rules for the user

@@ -21,4 +21,8 @@ struct ReadPause: OptionSet, Sendable {
     /// Cluster mode: the connection's write waits to be appended to the stream and applied here; its
     /// later requests wait, to be answered in order after that write's reply.
     static let replication = ReadPause(rawValue: 1 << 2)
+
+    /// Cluster mode: the connection's read or observe waits for this node to apply its `atLeastRev`; its
+    /// later requests wait, to be answered in order after that request's reply.
+    static let revision = ReadPause(rawValue: 1 << 3)
 }

@@ -3,7 +3,7 @@ import KVOClientKit
 import KVOJSON
 
 /// A real cluster on loopback for one test: 3 `nats-server` processes with JetStream (one NATS cluster,
-/// routes between them, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
+/// routes between them, HTTP monitoring on, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
 /// with its own data directory and ephemeral port). `nats-server` comes from scripts/setup.sh; the
 /// tests skip themselves when it is missing. Everything is stopped when the value goes away.
 final class LocalCluster: @unchecked Sendable {
@@ -14,6 +14,8 @@ final class LocalCluster: @unchecked Sendable {
     let directory: TemporaryDirectory
     let natsPorts: [Int]
     private let routePorts: [Int]
+    /// The NATS servers' HTTP monitoring ports (`/jsz`: which server leads the stream).
+    let monitorPorts: [Int]
     private var natsServers: [Process?] = []
     /// The kvod nodes, by index (0 is n1). Replaced by `restart`.
     private(set) var nodes: [KVODProcess] = []
@@ -26,6 +28,7 @@ final class LocalCluster: @unchecked Sendable {
         directory = try TemporaryDirectory("cluster-\(label)")
         natsPorts = try (0..<3).map { _ in try LocalCluster.freePort() }
         routePorts = try (0..<3).map { _ in try LocalCluster.freePort() }
+        monitorPorts = try (0..<3).map { _ in try LocalCluster.freePort() }
         stream = "test_\(label.filter { $0.isLetter || $0.isNumber })"
         for index in 0..<3 { natsServers.append(try startNATS(index)) }
         for index in 0..<3 {
@@ -50,7 +53,7 @@ final class LocalCluster: @unchecked Sendable {
         process.arguments = [
             "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", directory.appending("nats-\(index + 1)"),
             "-n", "nats-\(index + 1)", "--cluster_name", "kvodtest", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
-            "--routes", routes,
+            "--routes", routes, "-m", String(monitorPorts[index]),
         ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
@@ -64,6 +67,48 @@ final class LocalCluster: @unchecked Sendable {
         kill(server.processIdentifier, SIGKILL)
         server.waitUntilExit()
         natsServers[index] = nil
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to NATS server `index` without waiting.
+    func signalNATS(_ index: Int, _ signal: Int32) {
+        guard let server = natsServers[index], server.isRunning else { return }
+        kill(server.processIdentifier, signal)
+    }
+
+    /// The index of the NATS server leading this cluster's stream (its Raft leader), as the running servers'
+    /// monitoring endpoints (`/jsz?accounts=true&streams=true`) report it; nil while there is none.
+    func streamLeader() -> Int? {
+        for (index, port) in monitorPorts.enumerated() where natsServers[index]?.isRunning == true {
+            guard let body = LocalCluster.httpGet(port: port, path: "/jsz?accounts=true&streams=true"),
+                  let json = try? JSONParser.parse(Array(body.utf8)),
+                  case let .array(accounts)? = json["account_details"]
+            else { continue }
+            for account in accounts {
+                guard case let .array(streams)? = account["stream_detail"] else { continue }
+                for detail in streams where detail["name"]?.stringValue == stream {
+                    if let leader = detail["cluster"]?["leader"]?.stringValue, leader.hasPrefix("nats-"),
+                       let number = Int(leader.dropFirst(5)) {
+                        return number - 1
+                    }
+                }
+            }
+        }
+        return nil
+    }
+
+    /// The body of `GET path` on 127.0.0.1:`port` (HTTP/1.0, so the server closes after it); nil on any failure.
+    static func httpGet(port: Int, path: String) -> String? {
+        guard let connection = try? KVOConnection(host: "127.0.0.1", port: port) else { return nil }
+        defer { connection.close() }
+        guard (try? connection.send(raw: Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8))) != nil else { return nil }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while let count = try? chunk.withUnsafeMutableBytes({ buffer throws(KVOClientError) in try connection.receiveRaw(into: buffer) }) {
+            bytes += chunk[0..<count]
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let headerEnd = text.range(of: "\r\n\r\n") else { return nil }
+        return String(text[headerEnd.upperBound...])
     }
 
     /// Starts NATS server `index` again on its port and data directory.

@@ -1,0 +1,249 @@
+import KVOClientKit
+import KVOJSON
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `kvod-bench cluster`: what replication through NATS JetStream costs a write (docs/performance.md,
+/// "Cluster"). Three set-ups, one after another, each started fresh on loopback: one kvod in single mode
+/// (`--in-memory`), one kvod node with a one-server JetStream stream (R1), and three kvod nodes with three
+/// NATS servers (R3; the clients spread over the nodes). For each: write-to-reply latency (p50, p99) of
+/// `--writes` sets from one client, one at a time, then sets/s from `--clients` connections each writing one
+/// set at a time to its own object for `--seconds` (the cluster answers a connection's writes one stream
+/// round trip at a time, so connections, not pipelining, make the batches). kvod nodes run `--in-memory`;
+/// nats-server (scripts/setup.sh installs it) keeps its stream in a temporary directory. Main thread, plus
+/// one thread per client connection.
+///
+///     kvod-bench cluster [--clients 100] [--seconds 5] [--writes 2000]
+enum ClusterBenchmark {
+    /// The set-ups measured.
+    enum Setup: CaseIterable {
+        case single, oneNode, threeNodes
+
+        var label: String {
+            switch self {
+            case .single: return "single mode"
+            case .oneNode: return "1 node, JetStream R1"
+            case .threeNodes: return "3 nodes, JetStream R3"
+            }
+        }
+    }
+
+    static func main(arguments: [String]) -> Never {
+        var options: [String: Int] = [:]
+        var rest = arguments[...]
+        while let flag = rest.first, let value = rest.dropFirst().first.flatMap({ Int($0) }), flag.hasPrefix("--") {
+            options[String(flag.dropFirst(2))] = value
+            rest = rest.dropFirst(2)
+        }
+        guard rest.isEmpty else { fail("usage: kvod-bench cluster [--clients N] [--seconds N] [--writes N]") }
+        let clients = max(1, options["clients"] ?? 100)
+        let seconds = Double(max(1, options["seconds"] ?? 5))
+        let writes = max(100, options["writes"] ?? 2_000)
+        let candidates: [String] = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
+        guard let nats = candidates.first(where: { access($0, X_OK) == 0 })
+        else { fail("nats-server is not installed (scripts/setup.sh installs it)") }
+        ChildProcesses.installInterruptHandler()
+        print("#### Cluster: sets/s and write-to-reply latency (kvod-bench cluster)")
+        print("")
+        print("| set-up | latency p50 (ms) | p99 (ms) | sets/s, \(clients) clients |")
+        print("| --- | ---: | ---: | ---: |")
+        for setup in Setup.allCases {
+            let deployment = Deployment(setup, nats: nats)
+            let latencies = latency(port: deployment.kvodPorts[0], writes: writes)
+            let rate = throughput(ports: deployment.kvodPorts, clients: clients, seconds: seconds)
+            print("| \(setup.label) | \(milliseconds(latencies[latencies.count / 2])) | \(milliseconds(latencies[latencies.count * 99 / 100])) | \(Int(rate)) |")
+            deployment.stop()
+        }
+        exit(0)
+    }
+
+    /// `writes` sets from one connection, one at a time: each one's nanoseconds from request to reply, sorted.
+    private static func latency(port: Int, writes: Int) -> [UInt64] {
+        let connection = connect(port)
+        _ = try? connection.call("create", ["object": "latency", "values": ["v": 0]])
+        var samples: [UInt64] = []
+        samples.reserveCapacity(writes)
+        for index in 0..<(writes + 100) {
+            let line = Array(#"{"op":"set","object":"latency","keyPath":"v","value":\#(index)}"#.utf8) + [0x0A]
+            let start = monotonicNanoseconds()
+            do {
+                try connection.send(raw: line)
+                let reply = try connection.readLine(timeout: 30)
+                guard !reply.starts(with: Array(#"{"ok":false"#.utf8)) else { fail("set: \(String(decoding: reply, as: UTF8.self))") }
+            } catch {
+                fail("set: \(error)")
+            }
+            if index >= 100 { samples.append(monotonicNanoseconds() - start) }  // the first 100 warm up
+        }
+        connection.close()
+        return samples.sorted()
+    }
+
+    /// One writer thread's connection and count.
+    private final class Writer: @unchecked Sendable {
+        let connection: KVOConnection
+        let line: [UInt8]
+        let end: UInt64
+        /// Sets answered; read by the main thread after the join.
+        var count = 0
+        var failure: String?
+
+        init(connection: KVOConnection, object: String, end: UInt64) {
+            self.connection = connection
+            line = Array(#"{"op":"set","object":"\#(object)","keyPath":"v","value":1}"#.utf8) + [0x0A]
+            self.end = end
+        }
+    }
+
+    /// Sets/s from `clients` connections spread over `ports`, each writing one set at a time for `seconds`.
+    private static func throughput(ports: [Int], clients: Int, seconds: Double) -> Double {
+        let connections = (0..<clients).map { index -> KVOConnection in
+            let connection = connect(ports[index % ports.count])
+            _ = try? connection.call("create", ["object": .string("w\(index)"), "values": ["v": 0]])
+            return connection
+        }
+        let start = monotonicNanoseconds()
+        let end = start + UInt64(seconds * 1e9)
+        let writers = connections.enumerated().map { Writer(connection: $1, object: "w\($0)", end: end) }
+        var threads: [pthread_t] = []
+        for writer in writers {
+            var thread = pthread_t()
+            let status = pthread_create(&thread, nil, { raw in
+                let writer = Unmanaged<Writer>.fromOpaque(raw!).takeRetainedValue()
+                while monotonicNanoseconds() < writer.end {
+                    do {
+                        try writer.connection.send(raw: writer.line)
+                        _ = try writer.connection.readLine(timeout: 30)
+                        writer.count += 1
+                    } catch {
+                        writer.failure = "\(error)"
+                        break
+                    }
+                }
+                return nil
+            }, Unmanaged.passRetained(writer).toOpaque())
+            guard status == 0 else { fail("pthread_create: \(status)") }
+            threads.append(thread)
+        }
+        for thread in threads { pthread_join(thread, nil) }
+        let elapsed = Double(monotonicNanoseconds() - start) / 1e9
+        if let failure = writers.compactMap(\.failure).first { fail("a writer failed: \(failure)") }
+        for connection in connections { connection.close() }
+        return Double(writers.reduce(0) { $0 + $1.count }) / elapsed
+    }
+
+    /// The processes of one set-up, started and ready (a write goes through).
+    private struct Deployment {
+        var pids: [pid_t] = []
+        var kvodPorts: [Int] = []
+        let directory: String
+
+        init(_ setup: Setup, nats: String) {
+            var template = Array("/tmp/kvod-bench-cluster-XXXXXX".utf8CString)
+            guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else { fail("mkdtemp failed") }
+            directory = String(cString: made)
+            let natsCount = setup == .threeNodes ? 3 : setup == .oneNode ? 1 : 0
+            let natsPorts = (0..<natsCount).map { _ in freePort() }
+            let routePorts = (0..<natsCount).map { _ in freePort() }
+            for index in 0..<natsCount {
+                var arguments = [nats, "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", "\(directory)/nats-\(index + 1)",
+                                 "-n", "nats-\(index + 1)", "-l", "\(directory)/nats-\(index + 1).log"]
+                if natsCount > 1 {
+                    arguments += ["--cluster_name", "kvodbench", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
+                                  "--routes", routePorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",")]
+                }
+                pids.append(ChildProcesses.spawn(arguments, standardOutput: nil))
+            }
+            let urls = natsPorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",")
+            for index in 0..<max(1, natsCount) {
+                var arguments = ["--in-memory"]
+                if natsCount > 0 { arguments += ["--cluster", urls, "--cluster-stream", "bench", "--node", "n\(index + 1)"] }
+                let (pid, port) = startKVOD(arguments)
+                pids.append(pid)
+                kvodPorts.append(port)
+            }
+            waitUntilWritable()
+        }
+
+        /// Retries a create on every node until the stream takes it (JetStream elects its leaders first).
+        private func waitUntilWritable() {
+            let deadline = monotonicNanoseconds() + 60_000_000_000
+            for (index, port) in kvodPorts.enumerated() {
+                let connection = connect(port)
+                while true {
+                    let reply = try? connection.request("create", ["object": .string("ready\(index)")], timeout: 30)
+                    if reply?["ok"] == true { break }
+                    guard monotonicNanoseconds() < deadline else { fail("the cluster did not take writes in 60 s: \(String(describing: reply))") }
+                    usleep(200_000)
+                }
+                connection.close()
+            }
+        }
+
+        func stop() {
+            for pid in pids.reversed() {
+                kill(pid, SIGTERM)
+                if !ChildProcesses.wait(pid, seconds: 10) {
+                    kill(pid, SIGKILL)
+                    _ = ChildProcesses.wait(pid, seconds: 10)
+                }
+            }
+            // NATS's store is a tree of directories: rm -rf it.
+            let remover = ChildProcesses.spawn(["rm", "-rf", directory], standardOutput: nil)
+            _ = ChildProcesses.wait(remover, seconds: 30)
+        }
+    }
+
+    /// kvod with `arguments` on a free loopback port, from its stdout line.
+    private static func startKVOD(_ arguments: [String]) -> (pid: pid_t, port: Int) {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { fail("pipe failed") }
+        let pid = ChildProcesses.spawn([Executables.defaults().kvod, "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"]
+            + arguments, standardOutput: ends[1])
+        Glibc.close(ends[1])
+        defer { Glibc.close(ends[0]) }
+        var text: [UInt8] = []
+        while !text.contains(0x0A) {
+            var chunk = [UInt8](repeating: 0, count: 256)
+            let count = chunk.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) }
+            guard count > 0 else { fail("kvod exited before listening (swift build -c release --product kvod)") }
+            text += chunk[0..<count]
+        }
+        let line = String(decoding: text.prefix { $0 != 0x0A }, as: UTF8.self)
+        guard let port = line.split(separator: ":").last.flatMap({ Int($0) }) else { fail("unexpected line from kvod: \(line)") }
+        return (pid, port)
+    }
+
+    /// A free TCP port on 127.0.0.1 (bound to port 0, read back, closed).
+    private static func freePort() -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { Glibc.close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { fail("bind failed") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private static func connect(_ port: Int) -> KVOConnection {
+        do {
+            return try KVOConnection(host: "127.0.0.1", port: port)
+        } catch {
+            fail("connect to 127.0.0.1:\(port): \(error)")
+        }
+    }
+
+    /// Nanoseconds as milliseconds with two decimals.
+    private static func milliseconds(_ nanoseconds: UInt64) -> String {
+        let hundredths = Int((Double(nanoseconds) / 10_000).rounded())
+        return "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
+    }
+}

@@ -1,0 +1,105 @@
+import KVOJSON
+
+/// A seeded random log of write requests for the cluster's determinism test: creates (free-form objects
+/// `o0`…`o7` with nested values, objects `c0`…`c3` of class `Item`), sets through key paths (some through
+/// missing intermediates), array inserts, removes and replaces (some out of range), deletes, and writes the
+/// class refuses (levels over its maximum, tags too long, sets of its computed properties). The same seed
+/// gives the same log. A value; any thread.
+struct RandomOperationLog {
+    /// The class the log's `c…` objects belong to: validated properties and two computed ones.
+    static let itemClass = #"""
+        {"name":"Item","properties":{"level":{"type":"integer","min":0,"max":100,"default":0},
+         "tags":{"type":"array","items":{"type":"string","maxLength":4},"maxLength":6},"meta":{"type":"object"}},
+         "computed":{"double":"level * 2","tagCount":"len(tags)"}}
+        """#
+
+    /// The requests, each as `op` and its parameters (no `id`).
+    let operations: [(op: String, params: [String: JSONValue])]
+
+    init(seed: UInt64, count: Int) {
+        var random = Generator(state: seed)
+        var operations: [(op: String, params: [String: JSONValue])] = []
+        operations.reserveCapacity(count)
+        for _ in 0..<count { operations.append(RandomOperationLog.operation(&random)) }
+        self.operations = operations
+    }
+
+    private static func operation(_ random: inout Generator) -> (op: String, params: [String: JSONValue]) {
+        let roll = random.below(100)
+        let free = random.below(4) > 0  // three in four operations on free-form objects
+        let object = JSONValue.string(free ? "o\(random.below(8))" : "c\(random.below(4))")
+        switch roll {
+        case 0..<15:
+            if free {
+                return ("create", ["object": object, "values": .object([
+                    "a": .object(["b": .int(Int64(random.below(50))), "c": nested(&random, depth: 2)]),
+                    "list": .array((0..<random.below(4)).map { _ in .int(Int64(random.below(100))) }),
+                    "s": .string(word(&random)),
+                ])])
+            }
+            return ("create", ["object": object, "class": "Item",
+                               "values": .object(["level": .int(Int64(random.below(120))), "tags": .array([])])])
+        case 15..<55:
+            if free {
+                let keyPath = ["a.b", "a.c", "a.d.e", "s", "a", "a.c.x"][random.below(6)]
+                return ("set", ["object": object, "keyPath": .string(keyPath), "value": nested(&random, depth: 3)])
+            }
+            switch random.below(5) {
+            case 0, 1: return ("set", ["object": object, "keyPath": "level", "value": .int(Int64(random.below(115)) - 5)])
+            case 2: return ("set", ["object": object, "keyPath": "tags",
+                                    "value": .array((0..<random.below(8)).map { _ in .string(word(&random)) })])
+            case 3: return ("set", ["object": object, "keyPath": "meta", "value": nested(&random, depth: 2)])
+            default: return ("set", ["object": object, "keyPath": "double", "value": 4])  // read_only
+            }
+        case 55..<72:
+            let values: [JSONValue] = (0..<(1 + random.below(2))).map { _ in free ? .int(Int64(random.below(100))) : .string(word(&random)) }
+            var params: [String: JSONValue] = ["object": object, "keyPath": free ? "list" : "tags", "values": .array(values)]
+            if random.below(3) > 0 { params["index"] = .int(Int64(random.below(5))) }
+            return ("insert", params)
+        case 72..<83:
+            return ("remove", ["object": object, "keyPath": free ? "list" : "tags", "index": .int(Int64(random.below(4)))])
+        case 83..<97:
+            let value: JSONValue = free ? .int(Int64(random.below(100))) : .string(word(&random))
+            return ("replace", ["object": object, "keyPath": free ? "list" : "tags",
+                                "index": .int(Int64(random.below(4))), "value": value])
+        default:
+            return ("delete", ["object": object])
+        }
+    }
+
+    /// A short word: 1 to 6 letters (tags over 4 are refused by the class).
+    private static func word(_ random: inout Generator) -> String {
+        let letters = Array("abcdefghij")
+        return String((0..<(1 + random.below(6))).map { _ in letters[random.below(letters.count)] })
+    }
+
+    /// A scalar, array or object, nested up to `depth`.
+    private static func nested(_ random: inout Generator, depth: Int) -> JSONValue {
+        switch depth > 0 ? random.below(6) : random.below(3) {
+        case 0: return .int(Int64(random.below(1000)) - 500)
+        case 1: return .string(word(&random))
+        case 2: return random.below(2) == 0 ? .bool(true) : .null
+        case 3, 4:
+            var members: [String: JSONValue] = [:]
+            for _ in 0..<random.below(4) { members[word(&random)] = nested(&random, depth: depth - 1) }
+            return .object(members)
+        default:
+            return .array((0..<random.below(4)).map { _ in nested(&random, depth: depth - 1) })
+        }
+    }
+
+    /// SplitMix64: small, fast and the same on every platform.
+    private struct Generator {
+        var state: UInt64
+
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+
+        mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+    }
+}
