@@ -89,19 +89,25 @@ struct BruteForceOverTCPTests {
         let guessers = try guesses(16, at: server)
         // Let them all arrive before the correct login does.
         Thread.sleep(forTimeInterval: 0.1)
-        let client = try KVOConnection(host: "127.0.0.1", port: server.port)
-        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"] == "alice")
-        // How many guesses were answered before the correct login: those already running when it
-        // arrived (2), give or take one that started meanwhile; first come, first served would be all 16.
-        var answeredBefore = 0
+        // Each guess's answer is timestamped by a thread blocked on it, so that how late this thread reads
+        // them (a loaded machine can hold it back for longer than a check takes) does not count.
+        let arrivals = GuessArrivals()
+        let readers = DispatchGroup()
         for guesser in guessers {
-            if let reply = try? guesser.readMessage(timeout: 0.001) {
-                answeredBefore += 1
-                #expect(errorCode(reply) == "unauthenticated")
-            } else {
-                #expect(errorCode(try guesser.readMessage(timeout: 60)) == "unauthenticated")
+            let reader = UncheckedConnection(guesser)
+            DispatchQueue.global().async(group: readers) {
+                let reply = try? reader.connection.readMessage(timeout: 60)
+                arrivals.record(at: monotonicSeconds(), code: reply?["error"]?["code"]?.stringValue)
             }
         }
+        let client = try KVOConnection(host: "127.0.0.1", port: server.port)
+        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"] == "alice")
+        let loginAnswered = monotonicSeconds()
+        readers.wait()
+        #expect(arrivals.codes == Array(repeating: "unauthenticated", count: 16), "\(arrivals.codes)")
+        // How many guesses were answered before the correct login: those already running when it
+        // arrived (2), give or take one that started meanwhile; first come, first served would be all 16.
+        let answeredBefore = arrivals.count(before: loginAnswered)
         #expect(answeredBefore <= 4, "\(answeredBefore) of 16 guesses were checked before the correct login")
     }
 }
@@ -129,6 +135,38 @@ extension BruteForceOverTCPTests {
         try client.call("create", ["object": "after"])
         #expect(!server.log.contains("critical"))
     }
+}
+
+/// When each guess's answer arrived and its error code, recorded by the reader threads under a lock.
+private final class GuessArrivals: @unchecked Sendable {
+    private let lock = NSLock()
+    private var times: [Double] = []
+    private var recordedCodes: [String?] = []
+
+    func record(at time: Double, code: String?) {
+        lock.lock()
+        defer { lock.unlock() }
+        times.append(time)
+        recordedCodes.append(code)
+    }
+
+    var codes: [String?] {
+        lock.lock()
+        defer { lock.unlock() }
+        return recordedCodes
+    }
+
+    func count(before time: Double) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return times.filter { $0 < time }.count
+    }
+}
+
+/// One guesser's connection handed to its reader thread, which alone touches it from then on.
+private struct UncheckedConnection: @unchecked Sendable {
+    let connection: KVOConnection
+    init(_ connection: KVOConnection) { self.connection = connection }
 }
 
 /// What the attacking threads saw, gathered under a lock.
