@@ -77,5 +77,13 @@ extension KVOEngine {
     /// The engine version written into every replication entry. Raise it whenever the engine could
     /// compute a different outcome (revision, value, event, refusal) for the same requests: a node
     /// refuses entries of a version it does not know rather than diverge.
-    public static let replicationVersion: Int64 = 1
+    ///
+    /// 2: bindings are replicated (`bind`, `combineLatest`, `unbind` are in the stream, and the bindings
+    /// one write triggers apply in id order). A node of version 1 stops at such an entry instead of
+    /// applying it in its own order.
+    public static let replicationVersion: Int64 = 2
+
+    /// The oldest version this engine still applies as it was computed: version 1 entries hold no binding
+    /// requests (version 1 refused them before they reached the stream), so they compute the same here.
+    public static let oldestReplicationVersion: Int64 = 1
 }

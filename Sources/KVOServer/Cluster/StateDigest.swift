@@ -2,8 +2,8 @@ import COpenSSL
 import KVOJSON
 
 /// A SHA-256 digest of everything the engine stores that replication must make equal on every node:
-/// the revision, every object (sorted by id, as compact JSON with sorted keys) and every class
-/// definition (sorted by name). Two nodes that applied the same stream have the same digest; the
+/// the revision, every object (sorted by id, as compact JSON with sorted keys), every class
+/// definition (sorted by name) and every binding (by id, with the last binding id given). Two nodes that applied the same stream have the same digest; the
 /// tests compare nodes with it (the `digest` operation). Loop thread (it reads the engine).
 enum StateDigest {
     /// The digest as 64 lowercase hex digits. O(everything stored): an admin and test tool, not a hot path.
@@ -28,6 +28,15 @@ enum StateDigest {
             buffer.removeAll(keepingCapacity: true)
             buffer.append(contentsOf: Array("class ".utf8))
             JSONWriter.write(definition, into: &buffer)
+            buffer.append(0x0A)
+            feed(buffer)
+        }
+        // Bindings are replicated state: their definitions (with ids and creators) and the last id given.
+        if engine.bindingTable.lastID > 0 { feed(Array("binding ids \(engine.bindingTable.lastID)\n".utf8)) }
+        for listing in engine.bindingListings() {
+            buffer.removeAll(keepingCapacity: true)
+            buffer.append(contentsOf: Array("binding ".utf8))
+            JSONWriter.write(listing, into: &buffer)
             buffer.append(0x0A)
             feed(buffer)
         }

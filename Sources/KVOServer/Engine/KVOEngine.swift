@@ -568,6 +568,7 @@ public final class KVOEngine {
         // prior ones, rarely asked for, are collected apart and put before them.
         let start = notifications.count
         var priors: [ChangeNotification] = []
+        let pendingStart = bindingTable.pending.count
         for (path, old) in zip(candidates, before) {
             if let written, path.readsOnlyStoredValue(at: location) {
                 rereadPlain(path, before: old, written: written, encoded: encodedWrite, at: location, priors: &priors,
@@ -576,6 +577,9 @@ public final class KVOEngine {
                 reread(path, before: old, change: change, at: location, priors: &priors, changes: &notifications)
             }
         }
+        // The bindings this write triggered apply in id order: the candidates' order follows when their
+        // watched paths were made, which local observations change (a cluster node must not depend on it).
+        if bindingTable.pending.count - pendingStart > 1 { bindingTable.pending[pendingStart...].sort { $0.id < $1.id } }
         if let patternWatch {
             notifyPatterns(patternWatch, of: created ? .created : .changed(change, at: location), to: location.object,
                            priors: &priors, changes: &notifications)

@@ -190,9 +190,6 @@ public final class Server {
             throw .transport(error)
         }
         if let clusterConfiguration = configuration.cluster {
-            if !engine.bindingTable.byID.isEmpty {
-                configuration.logger.warning("the store holds bindings: in cluster mode they are not applied consistently on every node (not replicated yet)")
-            }
             let replicator = ClusterReplicator(configuration: clusterConfiguration, appliedSequence: appliedSequence)
             let handle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
             let inbox = BridgeInbox(handle)
@@ -580,12 +577,14 @@ public final class Server {
     /// permission answers are already gone (`ConnectionAccess.replace`); this ends each of its live
     /// observations whose key path now passes through an object it may not read (a final `forbidden`
     /// event, no value), and stops the bindings its user created that the new rules no longer allow
-    /// (their creators get the `binding` event, cause `forbidden`). Loop thread; not while a request
-    /// of this server is being carried out.
+    /// (their creators get the `binding` event, cause `forbidden`). In cluster mode bindings are not
+    /// re-checked here: a login happens on one node, and stopping a binding there only would make the
+    /// nodes differ (rules do not change online in cluster mode; every node re-checks them at each
+    /// application, in stream order). Loop thread; not while a request of this server is being carried out.
     func principalDidChange(of connection: Connection) {
         var ended: [ChangeNotification] = []
         handler.engine.accessChanged(for: connection.id, notifications: &ended)
-        if let user = connection.access.user { handler.engine.recheckBindings(ofUser: user) }
+        if cluster == nil, let user = connection.access.user { handler.engine.recheckBindings(ofUser: user) }
         swap(&ended, &notifications)
         deliverNotifications()
         swap(&ended, &notifications)
@@ -1289,18 +1288,12 @@ public final class Server {
 
     /// Cluster mode: a write is not applied here and now but queued for the stream (the next check phase
     /// appends this iteration's writes as one batch); the connection reads nothing more until the write
-    /// is applied and answered, so its replies stay in request order. Bindings are refused (not
-    /// replicated yet: their events go to the creator's connection, which lives on one node). Loop thread.
+    /// is applied and answered, so its replies stay in request order. `bind`, `combineLatest` and
+    /// `unbind` go the same way: every node creates the binding with the same id, and its `binding`
+    /// events reach the creator's connection on this node only (`applyClusterEntry`). Loop thread.
     private func submitToCluster(_ cluster: ClusterReplicator, _ request: Request, line: UnsafeBufferPointer<UInt8>,
                                  id: JSONValue?, connection: Connection) {
         let operation = MetricsOperation(request)
-        switch request {
-        case .bind, .unbind:
-            send(.failure(Server.notReplicated("bind, combineLatest and unbind")), id: id, to: connection, counting: operation)
-            return
-        default:
-            break
-        }
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
         cluster.submit(line: Array(line), user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
@@ -1351,8 +1344,8 @@ public final class Server {
         } catch {
             stopForCluster("stream entry \(sequence): \(error)")
         }
-        guard entry.version == KVOEngine.replicationVersion else {
-            stopForCluster("stream entry \(sequence) is of engine version \(entry.version); this kvod knows version \(KVOEngine.replicationVersion) only: upgrade it")
+        guard KVOEngine.oldestReplicationVersion...KVOEngine.replicationVersion ~= entry.version else {
+            stopForCluster("stream entry \(sequence) is of engine version \(entry.version); this kvod knows versions \(KVOEngine.oldestReplicationVersion)...\(KVOEngine.replicationVersion) only: upgrade it")
         }
         let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
         for (index, operation) in entry.operations.enumerated() {
