@@ -29,7 +29,7 @@ public struct KVOError: Error, Equatable, Sendable {
         /// Cluster mode: the write's batch was not appended to the stream and applied before the
         /// deadline (`--cluster-write-timeout`); the message says whether it may still be applied.
         case unavailable = "unavailable"
-        /// Cluster mode: an operation the cluster does not replicate yet (bindings, user management).
+        /// Cluster mode: an operation the cluster does not replicate yet (user management).
         case unsupported = "unsupported"
     }
 
