@@ -171,23 +171,8 @@ enum PatternBenchmark {
 
     /// kvod in memory on a free port, from its stdout line.
     private static func start() -> (pid: pid_t, port: Int) {
-        let arguments = [Executables.defaults().kvod, "--host", "127.0.0.1", "--port", "0", "--in-memory",
-                         "--log-level", "warning"]
-        var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else { fail("pipe failed") }
-        let pid = ChildProcesses.spawn(arguments, standardOutput: ends[1])
-        Glibc.close(ends[1])
-        defer { Glibc.close(ends[0]) }
-        var text: [UInt8] = []
-        while !text.contains(0x0A) {
-            var chunk = [UInt8](repeating: 0, count: 256)
-            let count = chunk.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) }
-            guard count > 0 else { fail("kvod exited before listening (swift build -c release --product kvod)") }
-            text += chunk[0..<count]
-        }
-        let line = String(decoding: text.prefix { $0 != 0x0A }, as: UTF8.self)
-        guard let port = line.split(separator: ":").last.flatMap({ Int($0) }) else { fail("unexpected line from kvod: \(line)") }
-        return (pid, port)
+        let (pid, ports) = ListeningKVOD.start(["--port", "0", "--in-memory"])
+        return (pid, ports[0])
     }
 
     private static func format2(_ value: Double) -> String {

@@ -233,27 +233,10 @@ struct TLSServer {
     let tlsPort: Int
 
     static func start(directory: String) -> TLSServer {
-        let executable = Executables.defaults().kvod
-        let arguments = [executable, "--host", "127.0.0.1", "--port", "0", "--in-memory", "--log-level", "warning",
-                         "--tls-port", "0", "--tls-cert", directory + "/cert.pem", "--tls-key", directory + "/key.pem",
-                         "--max-connections", "5000"]
-        var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else { fail("pipe failed") }
-        let pid = ChildProcesses.spawn(arguments, standardOutput: ends[1])
-        Glibc.close(ends[1])
-        defer { Glibc.close(ends[0]) }
-        var text: [UInt8] = []
-        while text.filter({ $0 == 0x0A }).count < 2 {
-            var chunk = [UInt8](repeating: 0, count: 256)
-            let count = chunk.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) }
-            guard count > 0 else { fail("kvod exited before listening (swift build -c release --product kvod)") }
-            text += chunk[0..<count]
-        }
-        let lines = String(decoding: text, as: UTF8.self).split(separator: "\n")
-        guard lines.count >= 2, let plain = lines[0].split(separator: ":").last.flatMap({ Int($0) }),
-              let secure = lines[1].split(separator: ":").last.flatMap({ Int($0) })
-        else { fail("unexpected lines from kvod: \(lines)") }
-        return TLSServer(pid: pid, plainPort: plain, tlsPort: secure)
+        let (pid, ports) = ListeningKVOD.start(["--port", "0", "--in-memory", "--tls-port", "0",
+                                                "--tls-cert", directory + "/cert.pem", "--tls-key", directory + "/key.pem",
+                                                "--max-connections", "5000"], listeners: 2)
+        return TLSServer(pid: pid, plainPort: ports[0], tlsPort: ports[1])
     }
 
     func stop() {

@@ -110,26 +110,9 @@ enum WebSocketBenchmark {
 
     /// kvod in memory with a plaintext and an HTTP listener; the ports from its two stdout lines.
     private static func start() -> (pid: pid_t, port: Int, httpPort: Int) {
-        let executable = Executables.defaults().kvod
-        let arguments = [executable, "--host", "127.0.0.1", "--port", "0", "--http-port", "0", "--in-memory",
-                         "--log-level", "warning", "--max-connections", "5000"]
-        var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else { fail("pipe failed") }
-        let pid = ChildProcesses.spawn(arguments, standardOutput: ends[1])
-        Glibc.close(ends[1])
-        defer { Glibc.close(ends[0]) }
-        var text: [UInt8] = []
-        while text.filter({ $0 == 0x0A }).count < 2 {
-            var chunk = [UInt8](repeating: 0, count: 256)
-            let count = chunk.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) }
-            guard count > 0 else { fail("kvod exited before listening (swift build -c release --product kvod)") }
-            text += chunk[0..<count]
-        }
-        let lines = String(decoding: text, as: UTF8.self).split(separator: "\n")
-        guard lines.count >= 2, let port = lines[0].split(separator: ":").last.flatMap({ Int($0) }),
-              let httpPort = lines[1].split(separator: ":").last.flatMap({ Int($0) })
-        else { fail("unexpected lines from kvod: \(lines)") }
-        return (pid, port, httpPort)
+        let (pid, ports) = ListeningKVOD.start(["--port", "0", "--http-port", "0", "--in-memory", "--max-connections", "5000"],
+                                               listeners: 2)
+        return (pid, ports[0], ports[1])
     }
 
     private static func format2(_ value: Double) -> String {
