@@ -20,15 +20,7 @@ import Glibc
 ///     kvod-bench client [--events 300000] [--bytes 64] [--lag 10000] [--sets 200000] [--tasks 100] [--idle 10000]
 enum ClientBenchmark {
     static func main(arguments: [String]) -> Never {
-        var options: [String: Int] = [:]
-        var rest = arguments[...]
-        while let flag = rest.first, let value = rest.dropFirst().first.flatMap({ Int($0) }), flag.hasPrefix("--") {
-            options[String(flag.dropFirst(2))] = value
-            rest = rest.dropFirst(2)
-        }
-        guard rest.isEmpty else {
-            fail("usage: kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]")
-        }
+        let options = IntegerFlags.parse(arguments, usage: "kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]")
         let events = options["events"] ?? 300_000
         let bytes = options["bytes"] ?? 64
         let lag = options["lag"] ?? 10_000

@@ -30,13 +30,7 @@ enum ClusterBenchmark {
     }
 
     static func main(arguments: [String]) -> Never {
-        var options: [String: Int] = [:]
-        var rest = arguments[...]
-        while let flag = rest.first, let value = rest.dropFirst().first.flatMap({ Int($0) }), flag.hasPrefix("--") {
-            options[String(flag.dropFirst(2))] = value
-            rest = rest.dropFirst(2)
-        }
-        guard rest.isEmpty else { fail("usage: kvod-bench cluster [--clients N] [--seconds N] [--writes N]") }
+        let options = IntegerFlags.parse(arguments, usage: "kvod-bench cluster [--clients N] [--seconds N] [--writes N]")
         let clients = max(1, options["clients"] ?? 100)
         let seconds = Double(max(1, options["seconds"] ?? 5))
         let writes = max(100, options["writes"] ?? 2_000)

@@ -17,13 +17,7 @@ import Glibc
 ///     kvod-bench patterns [--patterns 10000] [--seconds 2] [--rounds 2]
 enum PatternBenchmark {
     static func main(arguments: [String]) -> Never {
-        var options: [String: Int] = [:]
-        var rest = arguments[...]
-        while let flag = rest.first, let value = rest.dropFirst().first.flatMap({ Int($0) }), flag.hasPrefix("--") {
-            options[String(flag.dropFirst(2))] = value
-            rest = rest.dropFirst(2)
-        }
-        guard rest.isEmpty else { fail("usage: kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]") }
+        let options = IntegerFlags.parse(arguments, usage: "kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]")
         let patterns = options["patterns"] ?? 10_000
         let seconds = Double(options["seconds"] ?? 2)
         let rounds = max(1, options["rounds"] ?? 2)

@@ -18,13 +18,7 @@ import Glibc
 ///     kvod-bench tls [--subscribers 100] [--bytes 64] [--seconds 5] [--idle 1000]
 enum TLSBenchmark {
     static func main(arguments: [String]) -> Never {
-        var options: [String: Int] = [:]
-        var rest = arguments[...]
-        while let flag = rest.first, let value = rest.dropFirst().first.flatMap({ Int($0) }), flag.hasPrefix("--") {
-            options[String(flag.dropFirst(2))] = value
-            rest = rest.dropFirst(2)
-        }
-        guard rest.isEmpty else { fail("usage: kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]") }
+        let options = IntegerFlags.parse(arguments, usage: "kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         let subscribers = options["subscribers"] ?? 100
         let bytes = options["bytes"] ?? 64
         let seconds = Double(options["seconds"] ?? 5)

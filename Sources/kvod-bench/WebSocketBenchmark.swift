@@ -13,13 +13,7 @@ import Glibc
 ///     kvod-bench websocket [--subscribers 100] [--bytes 64] [--seconds 5] [--runs 1]
 enum WebSocketBenchmark {
     static func main(arguments: [String]) -> Never {
-        var options: [String: Int] = [:]
-        var rest = arguments[...]
-        while let flag = rest.first, let value = rest.dropFirst().first.flatMap({ Int($0) }), flag.hasPrefix("--") {
-            options[String(flag.dropFirst(2))] = value
-            rest = rest.dropFirst(2)
-        }
-        guard rest.isEmpty else { fail("usage: kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]") }
+        let options = IntegerFlags.parse(arguments, usage: "kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]")
         let subscribers = options["subscribers"] ?? 100
         let bytes = options["bytes"] ?? 64
         let seconds = Double(options["seconds"] ?? 5)
