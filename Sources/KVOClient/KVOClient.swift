@@ -83,13 +83,7 @@ public final class KVOClient: Sendable {
         sinceRev: Int64? = nil
     ) async throws -> Observation<Value> {
         let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, sinceRev: sinceRev)
-        core.start()
-        do {
-            try await core.awaitSubscribed()
-        } catch {
-            core.cancel()
-            throw error
-        }
+        try await Self.subscribed(core)
         return Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
                            subscribedRevision: core.resumeRevision)
     }
@@ -123,6 +117,13 @@ public final class KVOClient: Sendable {
     ) async throws -> Observation<Value> {
         let core = ObservationCore(client: self.core, object: pattern, keyPath: keyPath ?? "", options: options,
                                    sinceRev: sinceRev, isPattern: true)
+        try await Self.subscribed(core)
+        return Observation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(core),
+                           subscribedRevision: core.resumeRevision, isPattern: true)
+    }
+
+    /// Starts `core`'s server observation and waits for the server's answer; a refusal cancels it and is thrown.
+    private static func subscribed(_ core: ObservationCore) async throws {
         core.start()
         do {
             try await core.awaitSubscribed()
@@ -130,8 +131,6 @@ public final class KVOClient: Sendable {
             core.cancel()
             throw error
         }
-        return Observation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(core),
-                           subscribedRevision: core.resumeRevision, isPattern: true)
     }
 
     /// How many observations the client keeps on the server and resubscribes after a reconnection: started,
