@@ -137,6 +137,7 @@ public final class Server {
         let engine: KVOEngine
         var users = UserDirectory()
         var appliedSequence: UInt64 = 0
+        var directoryProblem: String?
         if let cluster = configuration.cluster, let problem = cluster.problem { throw .configuration(problem) }
         if let storage = configuration.storage {
             do throws(StorageError) {
@@ -147,7 +148,13 @@ public final class Server {
                 checkpointJob = try store.makeCheckpointJob(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
                 let state = try store.load()
                 users = try store.loadUsers()
-                if configuration.cluster != nil { appliedSequence = try store.readStreamSequence() }
+                let recordedStream = try store.readClusterStream()
+                directoryProblem = Server.clusterDirectoryProblem(recorded: recordedStream, cluster: configuration.cluster,
+                                                                  revision: state.revision, classes: state.classes.count)
+                if let cluster = configuration.cluster, directoryProblem == nil {
+                    if recordedStream == nil { try store.recordClusterStream(cluster.stream) }
+                    appliedSequence = try store.readStreamSequence()
+                }
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
                 self.store = store
@@ -162,6 +169,7 @@ public final class Server {
             } catch {
                 throw .storage(error)
             }
+            if let directoryProblem { throw .configuration(directoryProblem) }
         } else {
             engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
             self.store = nil
@@ -982,6 +990,30 @@ public final class Server {
             if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
         }
         if tailArena.capacity > Server.retainedScratchBytes { tailArena = [] }
+    }
+
+    // MARK: - Cluster data directories
+
+    /// Why a data directory must not be used as it is asked to (nil: it may): a cluster node's directory holds
+    /// the state of one stream and is never started alone or in another stream's cluster (it would diverge from
+    /// the other nodes without anyone noticing), and a cluster node starts on data of its own stream or on an
+    /// empty directory (revision 0, no classes), never on a single node's data.
+    static func clusterDirectoryProblem(recorded: String?, cluster: ClusterConfiguration?, revision: UInt64,
+                                        classes: Int) -> String? {
+        switch (recorded, cluster) {
+        case (nil, nil):
+            return nil
+        case let (recorded?, nil):
+            return "the data directory belongs to cluster stream '\(recorded)': start it with --cluster and --cluster-stream \(recorded), or use another directory"
+        case let (recorded?, cluster?) where recorded != cluster.stream:
+            return "the data directory belongs to cluster stream '\(recorded)', not '\(cluster.stream)': use an empty directory for a node of another stream"
+        case (_?, _?):
+            return nil
+        case (nil, _?) where revision > 0 || classes > 0:
+            return "the data directory holds data written outside cluster mode (revision \(revision)): a cluster node starts on an empty directory and gets its state from the stream"
+        case (nil, _?):
+            return nil
+        }
     }
 
     // MARK: - HTTP

@@ -20,7 +20,7 @@ import Darwin
 ///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- a snapshot, as compact JSON
 ///     redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
 ///          PRIMARY KEY(object, rev)) WITHOUT ROWID                      -- the changes since the snapshot
-///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id, stream_sequence (cluster)
+///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id, stream_sequence and cluster_stream (cluster)
 ///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
 ///     classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL)          -- the definition as compact JSON
 ///     bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL)        -- the definition as compact JSON
@@ -437,6 +437,27 @@ public final class PersistentStore {
     public func readStreamSequence() throws(StorageError) -> UInt64 {
         guard let database else { throw .closed }
         return try readCounter(database, key: "stream_sequence", what: "a stream sequence") ?? 0
+    }
+
+    /// Cluster mode: the stream this data directory belongs to (`meta` row `cluster_stream`, written by
+    /// `recordClusterStream` when a cluster node first starts on it); nil for a directory no cluster node used.
+    public func readClusterStream() throws(StorageError) -> String? {
+        guard let database else { throw .closed }
+        let query = try database.prepare("SELECT value FROM meta WHERE key = 'cluster_stream'")
+        defer { query.finalize() }
+        guard try query.step() else { return nil }
+        return query.string(0)
+    }
+
+    /// Cluster mode: marks this data directory as the state of stream `name`, so that it is never started
+    /// alone or as a node of another stream (Server checks at start-up).
+    public func recordClusterStream(_ name: String) throws(StorageError) {
+        guard let database else { throw .closed }
+        let statement = try database.prepare(
+            "INSERT INTO meta(key, value) VALUES('cluster_stream', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+        defer { statement.finalize() }
+        try statement.bind(1, text: name)
+        _ = try statement.step()
     }
 
     private func readRevision(_ database: SQLiteDatabase) throws(StorageError) -> UInt64? {
