@@ -15,23 +15,9 @@ struct ClusterBindingsTests {
         ["object": .string(object), "keyPath": .string(keyPath)]
     }
 
-    /// The (object, keyPath, rev, change) of each of the next `count` change events on `connection`, as
-    /// compact JSON.
-    private func changes(_ connection: KVOConnection, count: Int, timeout: Double = 20) throws -> [String] {
-        var result: [String] = []
-        let deadline = Date().addingTimeInterval(timeout)
-        while result.count < count {
-            guard let event = try connection.nextEvent(timeout: max(0.1, deadline.timeIntervalSinceNow)) else {
-                Issue.record("only \(result.count) of \(count) events arrived: \(result.suffix(3))")
-                return result
-            }
-            guard event["event"] == "change" else { continue }
-            result.append(JSONValue.object([
-                "object": event["object"] ?? .null, "keyPath": event["keyPath"] ?? .null,
-                "rev": event["rev"] ?? .null, "change": event["change"] ?? .null,
-            ]).description)
-        }
-        return result
+    /// The `object`, `keyPath`, `rev` and `change` of each of the next `count` change events on `connection`, as compact JSON.
+    private func changes(_ connection: KVOConnection, count: Int) throws -> [String] {
+        try connection.changeEvents(count, keeping: ["object", "keyPath", "rev", "change"])
     }
 
     /// Waits until every node has object `id`.

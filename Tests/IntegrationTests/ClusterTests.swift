@@ -12,19 +12,9 @@ import Testing
 @Suite("cluster", .serialized, .enabled(if: LocalCluster.natsServerPath != nil,
                                         "nats-server is not installed (scripts/setup.sh installs it)"))
 struct ClusterTests {
-    /// The (rev, change) of each of the next `count` change events on `connection`, as compact JSON.
-    private func changes(_ connection: KVOConnection, count: Int, timeout: Double = 20) throws -> [String] {
-        var result: [String] = []
-        let deadline = Date().addingTimeInterval(timeout)
-        while result.count < count {
-            guard let event = try connection.nextEvent(timeout: max(0.1, deadline.timeIntervalSinceNow)) else {
-                Issue.record("only \(result.count) of \(count) events arrived: \(result.suffix(3))")
-                return result
-            }
-            guard event["event"] == "change" else { continue }
-            result.append(JSONValue.object(["rev": event["rev"] ?? .null, "change": event["change"] ?? .null]).description)
-        }
-        return result
+    /// The `rev` and `change` of each of the next `count` change events on `connection`, as compact JSON.
+    private func changes(_ connection: KVOConnection, count: Int) throws -> [String] {
+        try connection.changeEvents(count, keeping: ["rev", "change"])
     }
 
     /// Waits until `node` has object `id` (it applied the write that created it).

@@ -9,20 +9,8 @@ import Testing
 /// restart every object is what the acknowledged writes made it.
 @Suite("stored depth property over TCP")
 struct StoredDepthPropertyTests {
-    /// A small seeded generator (SplitMix64), so that a failure replays exactly.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// A value exactly `depth` levels deep, mixing arrays and objects with scalars beside the deep branch.
-    static func value(depth: Int, _ random: inout Generator) -> JSONValue {
+    static func value(depth: Int, _ random: inout SplitMix64) -> JSONValue {
         guard depth > 0 else { return .int(Int64.random(in: -5...5, using: &random)) }
         let inner = value(depth: depth - 1, &random)
         if Bool.random(using: &random) { return .array(Bool.random(using: &random) ? [inner, "s"] : [inner]) }
@@ -56,7 +44,7 @@ struct StoredDepthPropertyTests {
           arguments: [UInt64(1), 2, 3])
     func randomWritesNearTheLimit(seed: UInt64) throws {
         let limit = StoredDepth.maximum
-        var random = Generator(state: seed)
+        var random = SplitMix64(state: seed)
         let directory = try TemporaryDirectory("depth-property")
         let server = try KVODProcess(dataDirectory: directory.appending("data"))
         let client = try server.connect()

@@ -19,13 +19,7 @@ struct HistoryReplay {
     init?(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
           recipient: Recipient, objects: [String: JSONValue], classes: ClassCatalog? = nil,
           readable: ((Evaluation) -> Bool)? = nil) {
-        var overlay: [String: JSONValue?] = [:]
-        for entry in entries.reversed() {
-            let id = entry.record.object
-            var value: JSONValue? = overlay.index(forKey: id) != nil ? overlay[id]! : objects[id]
-            entry.record.change.apply(to: &value, forward: false)
-            overlay.updateValue(value, forKey: id)
-        }
+        var overlay = HistoryReplay.valuesBefore(entries, objects: objects)
         var reading = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
         if let readable, !readable(reading) { return nil }
         for entry in entries {
@@ -80,7 +74,24 @@ struct HistoryReplay {
             old: old, new: new, indexes: indexes, recipients: [recipient]))
     }
 
-    private static func read(_ keyPath: KeyPath, of object: String, _ objects: [String: JSONValue],
+    /// The store as it was before `entries` (oldest first), as an overlay on `objects`: every object the
+    /// entries wrote, with its value before the first of them (nil: it did not exist). Objects not in the
+    /// overlay are as in `objects`. Built by undoing the entries newest first; no copy of the store.
+    static func valuesBefore(_ entries: ArraySlice<ChangeHistory.Entry>,
+                             objects: [String: JSONValue]) -> [String: JSONValue?] {
+        var overlay: [String: JSONValue?] = [:]
+        for entry in entries.reversed() {
+            let id = entry.record.object
+            var value: JSONValue? = overlay.index(forKey: id) != nil ? overlay[id]! : objects[id]
+            entry.record.change.apply(to: &value, forward: false)
+            overlay.updateValue(value, forKey: id)
+        }
+        return overlay
+    }
+
+    /// `keyPath` read on `object` in the store rolled back by `overlay` (`valuesBefore`); a broken path reads
+    /// as null, as observers see it.
+    static func read(_ keyPath: KeyPath, of object: String, _ objects: [String: JSONValue],
                              _ overlay: [String: JSONValue?], _ classes: ClassCatalog?) -> Evaluation {
         (try? KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, overlay: overlay, strict: false,
                                         classes: classes))

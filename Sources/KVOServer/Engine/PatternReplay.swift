@@ -28,19 +28,13 @@ struct PatternReplay {
             }
             return
         }
-        var overlay: [String: JSONValue?] = [:]
-        for entry in entries.reversed() {
-            let id = entry.record.object
-            var value: JSONValue? = overlay.index(forKey: id) != nil ? overlay[id]! : objects[id]
-            entry.record.change.apply(to: &value, forward: false)
-            overlay.updateValue(value, forKey: id)
-        }
+        var overlay = HistoryReplay.valuesBefore(entries, objects: objects)
         for entry in entries {
             let written = entry.record.object
             var value = overlay[written]!
             let matches = pattern.matches(written)
             let before = matches && value != nil
-                ? PatternReplay.read(keyPath, of: written, objects, overlay, classes) : nil
+                ? HistoryReplay.read(keyPath, of: written, objects, overlay, classes) : nil
             entry.record.change.apply(to: &value, forward: true)
             overlay.updateValue(value, forKey: written)
             guard matches else { continue }
@@ -54,7 +48,7 @@ struct PatternReplay {
                                                   new: change.new),
                                  at: StoredLocation(object: written, path: change.path))
             }
-            let after = value != nil ? PatternReplay.read(keyPath, of: written, objects, overlay, classes) : nil
+            let after = value != nil ? HistoryReplay.read(keyPath, of: written, objects, overlay, classes) : nil
             var priors: [ChangeNotification] = []
             var changes: [ChangeNotification] = []
             PatternEvents.append(write, object: written, keyPath: keyPath, before: before, after: after,
@@ -62,12 +56,5 @@ struct PatternReplay {
             notifications.append(contentsOf: priors)
             notifications.append(contentsOf: changes)
         }
-    }
-
-    private static func read(_ keyPath: KeyPath, of object: String, _ objects: [String: JSONValue],
-                             _ overlay: [String: JSONValue?], _ classes: ClassCatalog?) -> Evaluation {
-        (try? KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, overlay: overlay, strict: false,
-                                        classes: classes))
-            ?? Evaluation(value: .null, dependencies: [StoredLocation(object: object, path: [])], location: nil, binding: [])
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import KVOClientKit
 import KVOJSON
+import Testing
 
 /// A real cluster on loopback for one test: 3 `nats-server` processes with JetStream (one NATS cluster,
 /// routes between them, HTTP monitoring on, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
@@ -176,4 +177,25 @@ final class LocalCluster: @unchecked Sendable {
 
 enum LocalClusterError: Error {
     case notReady(String)
+}
+
+extension KVOConnection {
+    /// The next `count` change events on this connection, each reduced to `members` (`rev`, `change`,
+    /// `object`, `keyPath`…) as compact JSON, so that two nodes' streams compare as strings; records an
+    /// issue and returns what came when fewer arrive within `timeout` seconds.
+    func changeEvents(_ count: Int, keeping members: [String], timeout: Double = 20) throws -> [String] {
+        var result: [String] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        while result.count < count {
+            guard let event = try nextEvent(timeout: max(0.1, deadline.timeIntervalSinceNow)) else {
+                Issue.record("only \(result.count) of \(count) events arrived: \(result.suffix(3))")
+                return result
+            }
+            guard event["event"] == "change" else { continue }
+            var kept: [String: JSONValue] = [:]
+            for member in members { kept[member] = event[member] ?? .null }
+            result.append(JSONValue.object(kept).description)
+        }
+        return result
+    }
 }

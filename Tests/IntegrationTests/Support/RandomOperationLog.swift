@@ -17,14 +17,14 @@ struct RandomOperationLog {
     let operations: [(op: String, params: [String: JSONValue])]
 
     init(seed: UInt64, count: Int) {
-        var random = Generator(state: seed)
+        var random = SplitMix64(state: seed)
         var operations: [(op: String, params: [String: JSONValue])] = []
         operations.reserveCapacity(count)
         for _ in 0..<count { operations.append(RandomOperationLog.operation(&random)) }
         self.operations = operations
     }
 
-    private static func operation(_ random: inout Generator) -> (op: String, params: [String: JSONValue]) {
+    private static func operation(_ random: inout SplitMix64) -> (op: String, params: [String: JSONValue]) {
         let roll = random.below(100)
         let free = random.below(4) > 0  // three in four operations on free-form objects
         let object = JSONValue.string(free ? "o\(random.below(8))" : "c\(random.below(4))")
@@ -68,13 +68,13 @@ struct RandomOperationLog {
     }
 
     /// A short word: 1 to 6 letters (tags over 4 are refused by the class).
-    private static func word(_ random: inout Generator) -> String {
+    private static func word(_ random: inout SplitMix64) -> String {
         let letters = Array("abcdefghij")
         return String((0..<(1 + random.below(6))).map { _ in letters[random.below(letters.count)] })
     }
 
     /// A scalar, array or object, nested up to `depth`.
-    private static func nested(_ random: inout Generator, depth: Int) -> JSONValue {
+    private static func nested(_ random: inout SplitMix64, depth: Int) -> JSONValue {
         switch depth > 0 ? random.below(6) : random.below(3) {
         case 0: return .int(Int64(random.below(1000)) - 500)
         case 1: return .string(word(&random))
@@ -86,20 +86,5 @@ struct RandomOperationLog {
         default:
             return .array((0..<random.below(4)).map { _ in nested(&random, depth: depth - 1) })
         }
-    }
-
-    /// SplitMix64: small, fast and the same on every platform.
-    private struct Generator {
-        var state: UInt64
-
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-
-        mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
     }
 }

@@ -1,0 +1,16 @@
+/// SplitMix64: a small seeded random generator, the same on every platform, so that a randomized test
+/// that fails replays exactly from its seed. Any thread (a value).
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A number from 0 to `bound - 1` (`bound` > 0).
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}
