@@ -66,6 +66,52 @@ struct ClusterReplicatorTests {
         #expect(replicator.appendFailed(next.batch, attempted: false).map(\.definitive) == [true])
     }
 
+    @Test("pipelined writes expire in the order they were submitted: sent batches oldest first, then the queue")
+    func expiryKeepsSubmissionOrder() throws {
+        let replicator = ClusterReplicator(configuration: configuration, appliedSequence: 0)
+        // Batches 1...11 sent and appended, not yet applied (ids ending .9, .10, .11: not in string order).
+        var order: [UInt64] = []
+        for index in 1...11 {
+            replicator.submit(line: Array("w\(index)".utf8), user: nil, writer: writer(UInt64(index), deadline: 100))
+            let batch = try #require(replicator.takeBatch(deadline: 0))
+            replicator.appended(batch.batch)
+            order.append(UInt64(index))
+        }
+        replicator.submit(line: Array("q".utf8), user: nil, writer: writer(12, deadline: 100))
+        order.append(12)
+        let expired = replicator.expire(now: 100)
+        #expect(expired.map(\.writer.connection.rawValue) == order)
+        #expect(expired.map(\.definitive) == Array(repeating: false, count: 11) + [true])
+    }
+
+    @Test("a batch carries at most maximumBatchBytes of lines (at least one); the rest go next, in order")
+    func batchesAreBounded() throws {
+        let replicator = ClusterReplicator(configuration: configuration, appliedSequence: 0)
+        let line = [UInt8](repeating: 0x61, count: 1000)
+        let total = ClusterReplicator.maximumBatchBytes / 1000 * 2 + 5
+        for index in 0..<total {
+            replicator.submit(line: line + Array("\(index)".utf8), user: nil, writer: writer(UInt64(index), deadline: 100))
+        }
+        var sizes: [Int] = []
+        var written: [UInt64] = []
+        while let job = replicator.takeBatch(deadline: 0) {
+            let entry = try ReplicationEntry.decode(job.data)
+            #expect(entry.operations.reduce(0) { $0 + $1.line.count } <= ClusterReplicator.maximumBatchBytes)
+            #expect(job.data.count < 1 << 20)
+            sizes.append(entry.operations.count)
+            replicator.appended(job.batch)
+            written += try #require(replicator.writers(ofApplied: job.batch)).compactMap { $0?.connection.rawValue }
+        }
+        #expect(sizes.count == 3, "\(sizes)")
+        #expect(written == (0..<UInt64(total)).map { $0 })
+        // A line over the bound still goes, alone.
+        replicator.submit(line: [UInt8](repeating: 0x62, count: ClusterReplicator.maximumBatchBytes + 1), user: nil,
+                          writer: writer(1, deadline: 100))
+        replicator.submit(line: Array("small".utf8), user: nil, writer: writer(2, deadline: 100))
+        let big = try #require(replicator.takeBatch(deadline: 0))
+        #expect(try ReplicationEntry.decode(big.data).operations.count == 1)
+    }
+
     @Test("the applied stream sequence is stored with the writes and read back")
     func streamSequencePersists() throws {
         let directory = TemporaryDirectory()

@@ -5,7 +5,8 @@ import KVOJSON
 ///
 /// A write is not applied when it arrives: `submit` queues it, the check phase hands the queued writes
 /// to the bridge as one batch (`takeBatch`, at most one batch in flight, so writes arriving meanwhile
-/// make the next batch larger), and the writer is answered when the stream delivers that batch back
+/// make the next batch larger; at most `maximumBatchBytes` of request lines, the rest waiting for the
+/// next), and the writer is answered when the stream delivers that batch back
 /// and the server has applied it (`writers(ofApplied:)`), or `unavailable` at its deadline (`expire`).
 /// Bookkeeping only: the server applies, replies and resumes connections. Loop thread only.
 final class ClusterReplicator {
@@ -35,9 +36,10 @@ final class ClusterReplicator {
     /// Writes not yet handed to the bridge, with their writers (same indexes).
     private var queued: [ReplicationEntry.Operation] = []
     private var queuedWriters: [Writer] = []
-    /// Batches handed to the bridge and not yet applied here: their writers by operation index (nil
-    /// once answered `unavailable`).
-    private var awaiting: [String: [Writer?]] = [:]
+    /// Batches handed to the bridge and not yet applied here, oldest first (so `expire` answers one
+    /// connection's pipelined writes in request order): their writers by operation index (nil once
+    /// answered `unavailable`). Seldom more than two or three.
+    private var awaiting: [(batch: String, writers: [Writer?])] = []
     /// The batch the bridge is appending, if any.
     private(set) var batchInFlight: String?
     private var batchCounter: UInt64 = 0
@@ -53,7 +55,12 @@ final class ClusterReplicator {
     }
 
     /// Writes waiting for their batch to be appended or applied.
-    var pendingWriteCount: Int { queuedWriters.count + awaiting.values.reduce(0) { $0 + $1.count { $0 != nil } } }
+    var pendingWriteCount: Int { queuedWriters.count + awaiting.reduce(0) { $0 + $1.writers.count { $0 != nil } } }
+
+    /// Most bytes of request lines in one batch (at least one operation goes, whatever its size): the
+    /// entry, with its lines escaped as JSON strings, stays under NATS's default 1 MiB `max_payload`
+    /// however many writes connections pipeline.
+    static let maximumBatchBytes = 128 << 10
 
     /// Queues a write accepted from a client (its line as received).
     func submit(line: [UInt8], user: String?, writer: Writer) {
@@ -67,11 +74,22 @@ final class ClusterReplicator {
         guard batchInFlight == nil, !queued.isEmpty else { return nil }
         batchCounter += 1
         let batch = "\(configuration.node).\(incarnation).\(batchCounter)"
+        var count = 0
+        var bytes = 0
+        while count < queued.count, count == 0 || bytes + queued[count].line.count <= ClusterReplicator.maximumBatchBytes {
+            bytes += queued[count].line.count
+            count += 1
+        }
         let entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: configuration.node, batch: batch,
-                                     operations: queued)
-        awaiting[batch] = queuedWriters.map { $0 }
-        queued.removeAll(keepingCapacity: true)
-        queuedWriters.removeAll(keepingCapacity: true)
+                                     operations: Array(queued[..<count]))
+        awaiting.append((batch, queuedWriters[..<count].map { $0 }))
+        if count == queued.count {
+            queued.removeAll(keepingCapacity: true)
+            queuedWriters.removeAll(keepingCapacity: true)
+        } else {
+            queued.removeFirst(count)
+            queuedWriters.removeFirst(count)
+        }
         batchInFlight = batch
         return PublishJob(batch: batch, data: entry.encoded(), deadline: deadline)
     }
@@ -84,20 +102,34 @@ final class ClusterReplicator {
     /// The bridge gave up on `batch`: its writers still waiting, to be answered `unavailable`.
     func appendFailed(_ batch: String, attempted: Bool) -> [Expired] {
         if batchInFlight == batch { batchInFlight = nil }
-        guard let writers = awaiting.removeValue(forKey: batch) else { return [] }
+        guard let writers = removeAwaiting(batch) else { return [] }
         return writers.compactMap { $0.map { Expired(writer: $0, definitive: !attempted) } }
     }
 
     /// `batch` was applied here: the writers of its operations, by index (nil: nobody waits, because the
     /// batch is another node's, or the writer was answered already).
     func writers(ofApplied batch: String) -> [Writer?]? {
-        awaiting.removeValue(forKey: batch)
+        removeAwaiting(batch)
     }
 
-    /// Writers past their deadline at `now` (`uv_now` ms), no longer waited for. Queued writes among
-    /// them are dropped (never sent: definitive); those of a batch already sent stay in the batch.
+    private func removeAwaiting(_ batch: String) -> [Writer?]? {
+        guard let index = awaiting.firstIndex(where: { $0.batch == batch }) else { return nil }
+        return awaiting.remove(at: index).writers
+    }
+
+    /// Writers past their deadline at `now` (`uv_now` ms), no longer waited for, in the order they were
+    /// submitted (the batches sent, oldest first, then the queue). Queued writes among them are dropped
+    /// (never sent: definitive); those of a batch already sent stay in the batch.
     func expire(now: UInt64) -> [Expired] {
         var expired: [Expired] = []
+        for position in awaiting.indices {
+            for index in awaiting[position].writers.indices {
+                if let writer = awaiting[position].writers[index], writer.deadline <= now {
+                    expired.append(Expired(writer: writer, definitive: false))
+                    awaiting[position].writers[index] = nil
+                }
+            }
+        }
         if let first = queuedWriters.first, first.deadline <= now {
             var keptOperations: [ReplicationEntry.Operation] = []
             var keptWriters: [Writer] = []
@@ -111,18 +143,6 @@ final class ClusterReplicator {
             }
             queued = keptOperations
             queuedWriters = keptWriters
-        }
-        for batch in awaiting.keys.sorted() {
-            guard var writers = awaiting[batch] else { continue }
-            var changed = false
-            for index in writers.indices {
-                if let writer = writers[index], writer.deadline <= now {
-                    expired.append(Expired(writer: writer, definitive: false))
-                    writers[index] = nil
-                    changed = true
-                }
-            }
-            if changed { awaiting[batch] = writers }
         }
         return expired
     }

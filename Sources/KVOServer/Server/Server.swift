@@ -101,6 +101,8 @@ public final class Server {
     private let clusterAsyncHandle: UnsafeMutablePointer<uv_async_t>?
     /// Cluster mode: reads and observes waiting for their `atLeastRev`.
     private var revisionWaits = RevisionWaits()
+    /// Cluster mode: each connection's writes in flight and the request held behind them.
+    private var pipelinedWrites = PipelinedWrites()
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle
@@ -516,6 +518,13 @@ public final class Server {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
         connection.hasSentRequest = true
         let decoded = RequestDecoder.decode(line)
+        // Cluster mode: after writes in flight on this connection, only more writes go on at once (they join
+        // the next batch); anything else waits until those writes are answered, to be answered after them.
+        if cluster != nil, pipelinedWrites.count(of: connection.id) > 0, !Server.joinsPipeline(decoded, connection) {
+            pipelinedWrites.hold(.line(Array(line)), for: connection.id)
+            connection.pauseReading(.replication)
+            return
+        }
         let request: Request
         switch decoded.request {
         case let .success(value): request = value
@@ -555,6 +564,13 @@ public final class Server {
             return
         }
         perform(request, id: decoded.id, valueText: decoded.valueText, connection: connection)
+    }
+
+    /// Whether a request is a write that may be submitted to the cluster behind this connection's writes in
+    /// flight: a decoded write from a logged-in connection (anything else is answered in order after them).
+    private static func joinsPipeline(_ decoded: RequestDecoder.Decoded, _ connection: Connection) -> Bool {
+        guard connection.principal != nil, case let .success(request) = decoded.request else { return false }
+        return request.isWrite
     }
 
     /// Carries out a request that is not a cluster write, replies and delivers its events. Loop thread.
@@ -1319,8 +1335,10 @@ public final class Server {
     }
 
     /// Cluster mode: a write is not applied here and now but queued for the stream (the next check phase
-    /// appends this iteration's writes as one batch); the connection reads nothing more until the write
-    /// is applied and answered, so its replies stay in request order. `bind`, `combineLatest` and
+    /// appends this iteration's writes as one batch). The connection goes on reading: more writes join the
+    /// queue (answered in request order, as one node's batches apply in stream order), anything else is held
+    /// until they are answered (`pipelinedWrites`), and at `--max-pending-requests` writes in flight it
+    /// reads nothing more until one is answered. `bind`, `combineLatest` and
     /// `unbind` go the same way: every node creates the binding with the same id, and its `binding`
     /// events reach the creator's connection on this node only (`applyClusterEntry`). Loop thread.
     private func submitToCluster(_ cluster: ClusterReplicator, _ request: Request, line: UnsafeBufferPointer<UInt8>,
@@ -1330,7 +1348,37 @@ public final class Server {
         cluster.submit(line: Array(line), user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
                                                         deadline: deadline))
-        connection.pauseReading(.replication)
+        if pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
+            connection.pauseReading(.replication)
+        }
+    }
+
+    /// Answers a cluster write (applied, refused or `unavailable`) if its connection is still open. Returns
+    /// the connection when this was its last write in flight and a request is held behind it: the caller
+    /// hands it to `releaseHeldRequest` once it may handle a request (not in the middle of an entry).
+    private func answerClusterWrite(_ writer: ClusterReplicator.Writer,
+                                    _ reply: Result<[(String, JSONValue)], KVOError>) -> Connection? {
+        let remaining = pipelinedWrites.answered(writer.connection)
+        guard let connection = connection(writer.connection)?.takeUnretainedValue() else {
+            if remaining == 0 { _ = pipelinedWrites.takeHeld(writer.connection) }
+            return nil
+        }
+        send(reply, id: writer.requestID, to: connection, counting: writer.operation)
+        if pipelinedWrites.isHolding(writer.connection) { return remaining == 0 ? connection : nil }
+        if remaining < configuration.maximumPendingRequests { connection.resumeReading(.replication) }
+        return nil
+    }
+
+    /// Handles the request `connection` held behind its writes, now all answered, and lets it read again.
+    private func releaseHeldRequest(_ connection: Connection) {
+        guard let held = pipelinedWrites.takeHeld(connection.id) else { return }
+        if !connection.isClosing {
+            switch held {
+            case let .line(line): line.withUnsafeBufferPointer { handleLine($0, from: connection) }
+            case .oversizedLine: answerOversizedLine(connection)
+            }
+        }
+        connection.resumeReading(.replication)
     }
 
     /// Check phase: hands the writes queued this iteration to the bridge as one batch (unless a batch is
@@ -1380,6 +1428,7 @@ public final class Server {
             stopForCluster("stream entry \(sequence) is of engine version \(entry.version); this kvod knows versions \(KVOEngine.oldestReplicationVersion)...\(KVOEngine.replicationVersion) only: upgrade it")
         }
         let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
+        var released: [Connection] = []
         for (index, operation) in entry.operations.enumerated() {
             let writer = writers.flatMap { index < $0.count ? $0[index] : nil }
             let decoded = RequestDecoder.decode(operation.line)
@@ -1397,11 +1446,11 @@ public final class Server {
             }
             deliverNotifications()
             deliverBindingEvents()
-            guard let writer, let connection = connection(writer.connection)?.takeUnretainedValue() else { continue }
-            send(outcome.reply, id: writer.requestID, to: connection, counting: writer.operation)
-            connection.resumeReading(.replication)
+            guard let writer else { continue }
+            if let connection = answerClusterWrite(writer, outcome.reply) { released.append(connection) }
         }
         cluster.appliedSequence = sequence
+        for connection in released { releaseHeldRequest(connection) }
     }
 
     /// A read or observe whose `atLeastRev` is beyond this node's revision. In cluster mode it waits until
@@ -1463,15 +1512,17 @@ public final class Server {
 
     private func answerUnavailable(_ expired: [ClusterReplicator.Expired]) {
         guard let cluster else { return }
+        var released: [Connection] = []
         for item in expired {
-            guard let connection = connection(item.writer.connection)?.takeUnretainedValue() else { continue }
             let seconds = cluster.configuration.writeTimeout
             let message = item.definitive
                 ? "the cluster's stream could not be reached within \(seconds) s (NATS unavailable); the write was not made"
                 : "the write was not confirmed within \(seconds) s (NATS unavailable or slow); it may still be applied: read before retrying"
-            send(.failure(KVOError(.unavailable, message)), id: item.writer.requestID, to: connection, counting: item.writer.operation)
-            connection.resumeReading(.replication)
+            if let connection = answerClusterWrite(item.writer, .failure(KVOError(.unavailable, message))) {
+                released.append(connection)
+            }
         }
+        for connection in released { releaseHeldRequest(connection) }
     }
 
     /// The connection id stream operations from other nodes run as (their writer is elsewhere).
@@ -1529,6 +1580,16 @@ extension Server: ConnectionDelegate {
     }
 
     func connectionDidReceiveOversizedLine(_ connection: Connection) {
+        // Cluster mode: answered in order, after the connection's writes in flight.
+        if cluster != nil, pipelinedWrites.count(of: connection.id) > 0 {
+            pipelinedWrites.hold(.oversizedLine, for: connection.id)
+            connection.pauseReading(.replication)
+            return
+        }
+        answerOversizedLine(connection)
+    }
+
+    private func answerOversizedLine(_ connection: Connection) {
         let error = KVOError(.tooLarge, "line longer than \(configuration.maximumLineLength) bytes; discarded")
         send(.failure(error), id: nil, to: connection)
     }
