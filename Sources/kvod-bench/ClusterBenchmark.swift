@@ -9,12 +9,14 @@ import Glibc
 /// (`--in-memory`), one kvod node with a one-server JetStream stream (R1), and three kvod nodes with three
 /// NATS servers (R3; the clients spread over the nodes). For each: write-to-reply latency (p50, p99) of
 /// `--writes` sets from one client, one at a time, then sets/s from `--clients` connections each writing one
-/// set at a time to its own object for `--seconds` (the cluster answers a connection's writes one stream
-/// round trip at a time, so connections, not pipelining, make the batches). kvod nodes run `--in-memory`;
-/// nats-server (scripts/setup.sh installs it) keeps its stream in a temporary directory. Main thread, plus
-/// one thread per client connection.
+/// set at a time to its own object for `--seconds`, then the same with each connection keeping
+/// `--pipeline` sets in flight (a node's pipelined writes join its next batch). With three nodes, also
+/// deliveries/s to `--observers` observers of one key path, all on one node and then spread over the three,
+/// and the kvod CPU time per delivery (`ClusterFanOut`). kvod nodes run `--in-memory`; nats-server
+/// (scripts/setup.sh installs it) keeps its stream in a temporary directory. Main thread, plus one thread
+/// per client connection.
 ///
-///     kvod-bench cluster [--clients 100] [--seconds 5] [--writes 2000]
+///     kvod-bench cluster [--clients 100] [--seconds 5] [--writes 2000] [--pipeline 16] [--observers 300]
 enum ClusterBenchmark {
     /// The set-ups measured.
     enum Setup: CaseIterable {
@@ -30,26 +32,70 @@ enum ClusterBenchmark {
     }
 
     static func main(arguments: [String]) -> Never {
-        let options = IntegerFlags.parse(arguments, usage: "kvod-bench cluster [--clients N] [--seconds N] [--writes N]")
+        let options = IntegerFlags.parse(arguments, usage: "kvod-bench cluster [--clients N] [--seconds N] [--writes N] [--pipeline N] [--observers N]")
         let clients = max(1, options["clients"] ?? 100)
         let seconds = Double(max(1, options["seconds"] ?? 5))
         let writes = max(100, options["writes"] ?? 2_000)
+        let pipeline = max(1, options["pipeline"] ?? 16)
+        let observers = max(1, options["observers"] ?? 300)
         let candidates: [String] = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
         guard let nats = candidates.first(where: { access($0, X_OK) == 0 })
         else { fail("nats-server is not installed (scripts/setup.sh installs it)") }
         ChildProcesses.installInterruptHandler()
         print("#### Cluster: sets/s and write-to-reply latency (kvod-bench cluster)")
         print("")
-        print("| set-up | latency p50 (ms) | p99 (ms) | sets/s, \(clients) clients |")
-        print("| --- | ---: | ---: | ---: |")
+        print("| set-up | latency p50 (ms) | p99 (ms) | sets/s, \(clients) clients | sets/s, \(clients) clients pipelining \(pipeline) |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        var fanOut: [(label: String, result: ClusterFanOut.Result)] = []
         for setup in Setup.allCases {
             let deployment = Deployment(setup, nats: nats)
             let latencies = latency(port: deployment.kvodPorts[0], writes: writes)
-            let rate = throughput(ports: deployment.kvodPorts, clients: clients, seconds: seconds)
-            print("| \(setup.label) | \(milliseconds(latencies[latencies.count / 2])) | \(milliseconds(latencies[latencies.count * 99 / 100])) | \(Int(rate)) |")
+            let rate = throughput(ports: deployment.kvodPorts, clients: clients, seconds: seconds, pipeline: 1)
+            let pipelined = throughput(ports: deployment.kvodPorts, clients: clients, seconds: seconds, pipeline: pipeline)
+            print("| \(setup.label) | \(milliseconds(latencies[latencies.count / 2])) | \(milliseconds(latencies[latencies.count * 99 / 100])) | \(Int(rate)) | \(Int(pipelined)) |")
+            if setup == .threeNodes {
+                createFanOutObject(on: deployment.kvodPorts)
+                let ports = deployment.kvodPorts
+                for (label, observerPorts) in [("\(observers) observers on 1 node", Array(repeating: ports[0], count: observers)),
+                                               ("\(observers) observers over 3 nodes", (0..<observers).map { ports[$0 % 3] })] {
+                    let result = ClusterFanOut.run(publisherPort: ports[0], observerPorts: observerPorts,
+                                                   kvodPIDs: deployment.kvodPIDs, natsPIDs: deployment.natsPIDs, seconds: seconds)
+                    fanOut.append((label, result))
+                }
+            }
             deployment.stop()
         }
+        print("")
+        print("#### Cluster: deliveries/s to observers of one key path, 3 nodes (JetStream R3), one publisher on n1")
+        print("")
+        print("| observers | deliveries/s | sets/s | kvod CPU (s, 3 nodes) | kvod CPU µs per delivery | NATS CPU (s) |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for (label, result) in fanOut {
+            print("| \(label) | \(Int(result.deliveriesPerSecond)) | \(Int(result.setsPerSecond)) | \(decimal(result.kvodCPUSeconds)) | \(decimal(result.kvodMicrosecondsPerDelivery)) | \(decimal(result.natsCPUSeconds)) |")
+        }
         exit(0)
+    }
+
+    /// Creates the fan-out object on the first node and waits until every node has it.
+    private static func createFanOutObject(on ports: [Int]) {
+        let connection = connect(ports[0])
+        _ = try? connection.call("create", ["object": "fan", "values": ["v": ""]], timeout: 30)
+        connection.close()
+        for port in ports {
+            let reader = connect(port)
+            let deadline = monotonicNanoseconds() + 30_000_000_000
+            while (try? reader.request("get", ["object": "fan"]))?["ok"] != true {
+                guard monotonicNanoseconds() < deadline else { fail("object fan never reached port \(port)") }
+                usleep(20_000)
+            }
+            reader.close()
+        }
+    }
+
+    /// Two decimals.
+    private static func decimal(_ value: Double) -> String {
+        let hundredths = Int((value * 100).rounded())
+        return "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
     }
 
     /// `writes` sets from one connection, one at a time: each one's nanoseconds from request to reply, sorted.
@@ -79,19 +125,23 @@ enum ClusterBenchmark {
         let connection: KVOConnection
         let line: [UInt8]
         let end: UInt64
+        /// Sets kept in flight.
+        let pipeline: Int
         /// Sets answered; read by the main thread after the join.
         var count = 0
         var failure: String?
 
-        init(connection: KVOConnection, object: String, end: UInt64) {
+        init(connection: KVOConnection, object: String, end: UInt64, pipeline: Int) {
             self.connection = connection
             line = Array(#"{"op":"set","object":"\#(object)","keyPath":"v","value":1}"#.utf8) + [0x0A]
             self.end = end
+            self.pipeline = pipeline
         }
     }
 
-    /// Sets/s from `clients` connections spread over `ports`, each writing one set at a time for `seconds`.
-    private static func throughput(ports: [Int], clients: Int, seconds: Double) -> Double {
+    /// Sets/s from `clients` connections spread over `ports`, each keeping `pipeline` sets in flight (sent,
+    /// reply not read) for `seconds`.
+    private static func throughput(ports: [Int], clients: Int, seconds: Double, pipeline: Int) -> Double {
         let connections = (0..<clients).map { index -> KVOConnection in
             let connection = connect(ports[index % ports.count])
             _ = try? connection.call("create", ["object": .string("w\(index)"), "values": ["v": 0]])
@@ -99,21 +149,30 @@ enum ClusterBenchmark {
         }
         let start = monotonicNanoseconds()
         let end = start + UInt64(seconds * 1e9)
-        let writers = connections.enumerated().map { Writer(connection: $1, object: "w\($0)", end: end) }
+        let writers = connections.enumerated().map { Writer(connection: $1, object: "w\($0)", end: end, pipeline: pipeline) }
         var threads: [pthread_t] = []
         for writer in writers {
             var thread = pthread_t()
             let status = pthread_create(&thread, nil, { raw in
                 let writer = Unmanaged<Writer>.fromOpaque(raw!).takeRetainedValue()
-                while monotonicNanoseconds() < writer.end {
-                    do {
-                        try writer.connection.send(raw: writer.line)
-                        _ = try writer.connection.readLine(timeout: 30)
+                do {
+                    try writer.connection.send(raw: Array([[UInt8]](repeating: writer.line, count: writer.pipeline).joined()))
+                    var inFlight = writer.pipeline
+                    while inFlight > 0 {
+                        let reply = try writer.connection.readLine(timeout: 30)
+                        guard !reply.starts(with: Array(#"{"ok":false"#.utf8)) else {
+                            writer.failure = String(decoding: reply, as: UTF8.self)
+                            break
+                        }
                         writer.count += 1
-                    } catch {
-                        writer.failure = "\(error)"
-                        break
+                        inFlight -= 1
+                        if monotonicNanoseconds() < writer.end {
+                            try writer.connection.send(raw: writer.line)
+                            inFlight += 1
+                        }
                     }
+                } catch {
+                    writer.failure = "\(error)"
                 }
                 return nil
             }, Unmanaged.passRetained(writer).toOpaque())
@@ -130,6 +189,8 @@ enum ClusterBenchmark {
     /// The processes of one set-up, started and ready (a write goes through).
     private struct Deployment {
         var pids: [pid_t] = []
+        var natsPIDs: [pid_t] = []
+        var kvodPIDs: [pid_t] = []
         var kvodPorts: [Int] = []
         let directory: String
 
@@ -147,7 +208,8 @@ enum ClusterBenchmark {
                     arguments += ["--cluster_name", "kvodbench", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
                                   "--routes", routePorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",")]
                 }
-                pids.append(ChildProcesses.spawn(arguments, standardOutput: nil))
+                natsPIDs.append(ChildProcesses.spawn(arguments, standardOutput: nil))
+                pids.append(natsPIDs[index])
             }
             let urls = natsPorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",")
             for index in 0..<max(1, natsCount) {
@@ -155,6 +217,7 @@ enum ClusterBenchmark {
                 if natsCount > 0 { arguments += ["--cluster", urls, "--cluster-stream", "bench", "--node", "n\(index + 1)"] }
                 let (pid, port) = startKVOD(arguments)
                 pids.append(pid)
+                kvodPIDs.append(pid)
                 kvodPorts.append(port)
             }
             waitUntilWritable()
