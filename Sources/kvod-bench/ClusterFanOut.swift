@@ -22,6 +22,8 @@ final class ClusterFanOut: Workload {
         /// CPU time (utime + stime) of the kvod processes and of the NATS servers over the run.
         var kvodCPUSeconds: Double
         var natsCPUSeconds: Double
+        /// CPU time of this process (the publisher and every observer) over the run.
+        var generatorCPUSeconds: Double
 
         var deliveriesPerSecond: Double { seconds > 0 ? Double(deliveries) / seconds : 0 }
         var setsPerSecond: Double { seconds > 0 ? Double(sets) / seconds : 0 }
@@ -77,6 +79,7 @@ final class ClusterFanOut: Workload {
     private func measure(seconds: Double, window: Int, lag: Int, kvodPIDs: [pid_t], natsPIDs: [pid_t]) -> Result {
         let kvodStart = kvodPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(pid: $1) }
         let natsStart = natsPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(pid: $1) }
+        let generatorStart = ProcessStats.ownCPUSeconds()
         let start = monotonicNanoseconds()
         let deadline = start + UInt64(seconds * 1e9)
         var lastDelivery = start
@@ -98,7 +101,8 @@ final class ClusterFanOut: Workload {
         return Result(observers: observers.count, sets: acknowledged, deliveries: deliveries,
                       seconds: Double(lastDelivery - start) / 1e9,
                       kvodCPUSeconds: kvodPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(pid: $1) } - kvodStart,
-                      natsCPUSeconds: natsPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(pid: $1) } - natsStart)
+                      natsCPUSeconds: natsPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(pid: $1) } - natsStart,
+                      generatorCPUSeconds: ProcessStats.ownCPUSeconds() - generatorStart)
     }
 
     /// Sends sets while fewer than `window` await their reply and the slowest observer is under `lag` behind.
