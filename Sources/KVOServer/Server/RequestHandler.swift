@@ -24,6 +24,8 @@ final class RequestHandler {
     let engine: KVOEngine
     /// In cluster mode: this node's name and the last stream sequence it applied, for `digest`'s reply.
     var clusterStatus: (() -> (node: String, applied: UInt64))?
+    /// The server's users, for `digest` (replicated state in a cluster). Set by the server before it serves.
+    var users: UserDirectory?
 
     init(engine: KVOEngine) {
         self.engine = engine
@@ -147,7 +149,7 @@ final class RequestHandler {
             return reply([("removed", .bool(try engine.unbind(binding, access: access)))])
         case .digest:
             try access.requireServerAdmin("digest")
-            var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine)))]
+            var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine, users: users)))]
             if let status = clusterStatus?() {
                 fields.insert(("applied", .int(Int64(status.applied))), at: 0)
                 fields.append(("node", .string(status.node)))

@@ -498,7 +498,7 @@ public final class PersistentStore {
         let movesRevision = batch.revision != storedRevision
         let raisesLastBindingID = batch.lastBindingID > storedLastBindingID
         if batch.entries.isEmpty && batch.objects.isEmpty && batch.classes.isEmpty && batch.bindings.isEmpty
-            && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
+            && batch.users.isEmpty && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
         let keepHistory = historyLimit > 0
         var appended = 0
         // What this batch does to each object's log; merged into `objectLogs` once the batch is committed.
@@ -575,6 +575,11 @@ public final class PersistentStore {
                 }
             }
             try write(classes: batch.classes, bindings: batch.bindings, statements)
+            if !batch.users.isEmpty {
+                let names = batch.users.keys.sorted()
+                try writeUserRows(upserting: names.compactMap { batch.users[$0] ?? nil },
+                                  deleting: names.filter { batch.users[$0]! == nil })
+            }
             if raisesLastBindingID {
                 try statements.setLastBindingID.bind(1, Int64(bitPattern: batch.lastBindingID))
                 try statements.setLastBindingID.run()
