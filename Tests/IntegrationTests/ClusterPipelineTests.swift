@@ -55,4 +55,29 @@ extension ClusterTests {
         let digests = try cluster.waitForConvergence()
         #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
     }
+
+    @Test("admin operations pipelined between writes are answered in their place, and a get after a change waits for it")
+    func pipelinedAdminChangeKeepsOrder() throws {
+        let cluster = try LocalCluster(label: "pipeadmin", admin: (user: "root", password: "root-pw"))
+        try cluster.waitUntilReady()
+        let client = try cluster.connect(1)
+        try client.call("create", ["object": "p", "values": ["n": 0]])
+        var lines: [UInt8] = []
+        for request: JSONValue in [
+            ["op": "set", "id": 1, "object": "p", "keyPath": "n", "value": 1],
+            ["op": "userGrant", "id": 2, "user": "root", "rules": [["objects": "extra-*", "allow": ["read"]]]],
+            ["op": "get", "id": 3, "object": "p", "keyPath": "n"],
+            ["op": "set", "id": 4, "object": "p", "keyPath": "n", "value": 2],
+            ["op": "userList", "id": 5],
+            ["op": "get", "id": 6, "object": "p", "keyPath": "n"],
+        ] {
+            JSONWriter.write(request, into: &lines)
+            lines.append(0x0A)
+        }
+        try client.send(raw: lines)
+        let replies = try (0..<6).map { _ in try client.readMessage(timeout: 20) }
+        #expect(replies.map { $0["id"]?.intValue ?? -1 } == [1, 2, 3, 4, 5, 6], "replies out of request order: \(replies)")
+        #expect(replies.allSatisfy { $0["ok"] == true }, "\(replies)")
+        #expect(replies[2]["value"] == 1 && replies[5]["value"] == 2, "\(replies)")
+    }
 }

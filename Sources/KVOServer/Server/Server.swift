@@ -568,8 +568,11 @@ public final class Server {
 
     /// Whether a request is a write that may be submitted to the cluster behind this connection's writes in
     /// flight: a decoded write from a logged-in connection (anything else is answered in order after them).
+    /// Not an admin operation: some are answered at once (`userList`, a refusal, a password being hashed
+    /// first), so it waits for the writes before it and is then counted with them (`commit`).
     private static func joinsPipeline(_ decoded: RequestDecoder.Decoded, _ connection: Connection) -> Bool {
         guard connection.principal != nil, case let .success(request) = decoded.request else { return false }
+        if case .admin = request { return false }
         return request.isWrite
     }
 
