@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import KVOClientKit
 import KVOJSON
 import Testing
@@ -40,8 +41,8 @@ extension ClusterTests {
     }
 
     /// A fourth node, `n4`, on an empty data directory, with the cluster's flags.
-    private func startFourthNode(_ cluster: LocalCluster) throws -> KVODProcess {
-        try KVODProcess(["--cluster", cluster.natsURLs, "--cluster-stream", cluster.stream, "--node", "n4"] + Self.snapshotFlags,
+    private func startFourthNode(_ cluster: LocalCluster, flags: [String] = ClusterTests.snapshotFlags) throws -> KVODProcess {
+        try KVODProcess(["--cluster", cluster.natsURLs, "--cluster-stream", cluster.stream, "--node", "n4"] + flags,
                         dataDirectory: cluster.directory.appending("kvod-4"))
     }
 
@@ -75,9 +76,16 @@ extension ClusterTests {
         let first = try waitForTrim(cluster)
         try cluster.waitForConvergence()
 
-        let n4 = try startFourthNode(cluster)
+        let n4: KVODProcess
+        do {
+            n4 = try startFourthNode(cluster)
+        } catch {
+            for node in cluster.nodes { print(node.log.split(separator: "\n").filter { $0.contains("cluster:") }.joined(separator: "\n")) }
+            throw error
+        }
         let joined = try waitForCatchUp(n4, with: cluster)
         let snapshot = try #require(joined["bootstrapSnapshot"]?.intValue, "n4 did not bootstrap from a snapshot: \(joined)")
+        print("snapshot: the stream starts at \(first); n4 bootstrapped from the snapshot of sequence \(snapshot), caught up to \(joined["applied"] ?? .null)")
         #expect(first > 1 && snapshot + 1 >= first, "the stream starts at \(first), the snapshot covers up to \(snapshot)")
         #expect(n4.log.contains("bootstrapping from the snapshot of stream sequence \(snapshot)"))
         #expect(n4.log.contains("subscribed to stream '\(cluster.stream)' from sequence \(snapshot + 1)"))
@@ -105,5 +113,93 @@ extension ClusterTests {
         #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
         #expect(Set(digests.map { $0["applied"]?.intValue ?? -1 }).count == 1, "\(digests)")
         n4.stop(signal: SIGKILL)
+    }
+
+    @Test("a random log: a node started mid-way from a snapshot ends with the same digest, its observers hear the same events")
+    func randomLogWithNodeFromSnapshot() throws {
+        let flags = ["--cluster-snapshot-every", "25"]
+        let log = RandomOperationLog(seed: 20_261_127, count: 1_200)
+        let half = log.operations.count / 2
+        let cluster = try LocalCluster(label: "snapdeterminism", kvodArguments: flags)
+        try cluster.waitUntilReady()
+        let setup = try cluster.nodes[0].connect()
+        try setup.call("defineClass", ["class": try JSONParser.parse(Array(RandomOperationLog.itemClass.utf8))])
+        try setup.call("create", ["object": "end", "values": ["done": false]])
+        var outcomes = try send(log.operations[..<half], toPorts: cluster.nodes.map(\.port))
+        let first = try waitForTrim(cluster)
+
+        // n4 joins between the halves, from the newest snapshot; then every node gets the same observer.
+        let n4 = try startFourthNode(cluster, flags: flags)
+        let joined = try waitForCatchUp(n4, with: cluster)
+        let snapshot = try #require(joined["bootstrapSnapshot"]?.intValue, "n4 did not bootstrap from a snapshot: \(joined)")
+        #expect(snapshot + 1 >= first && first > 1)
+        let nodes = cluster.nodes + [n4]
+        var observers: [(connection: KVOConnection, subs: [Int64: Int])] = []
+        for node in nodes {
+            let observer = try node.connect()
+            var subs: [Int64: Int] = [:]
+            for (index, subscription) in ClusterDeterminismSupport.subscriptions.enumerated() {
+                subs[try #require(try observer.call("observe", subscription)["sub"]?.intValue)] = index
+            }
+            observers.append((observer, subs))
+        }
+        let second = try send(log.operations[half...], toPorts: nodes.map(\.port))
+        outcomes.merge(second, uniquingKeysWith: +)
+        print("snapshot determinism: stream from \(first), n4 from the snapshot of \(snapshot) (rev \(joined["rev"] ?? .null)); replies \(outcomes.sorted { $0.key < $1.key })")
+        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch"]
+        #expect(Set(outcomes.keys).isSubset(of: expectedCodes), "unexpected replies: \(outcomes)")
+        #expect(outcomes.values.reduce(0, +) == log.operations.count)
+
+        // The sentinel: once an observer has its event, it has every earlier revision's.
+        try setup.call("set", ["object": "end", "keyPath": "done", "value": true])
+        let endIndex = ClusterDeterminismSupport.subscriptions.count - 1
+        var streams: [[[String]]] = []
+        for (connection, subs) in observers {
+            var perSubscription = [[String]](repeating: [], count: ClusterDeterminismSupport.subscriptions.count)
+            while true {
+                guard let event = try connection.nextEvent(timeout: 30) else {
+                    Issue.record("an observer stopped hearing events before the sentinel")
+                    break
+                }
+                guard let sub = event["sub"]?.intValue, let index = subs[sub], var fields = event.objectValue else { continue }
+                fields["sub"] = nil
+                perSubscription[index].append(JSONValue.object(fields).description)
+                if index == endIndex { break }
+            }
+            streams.append(perSubscription)
+        }
+        for index in streams[0].indices {
+            #expect(!streams[0][index].isEmpty, "subscription \(index) heard little: \(streams[0][index].count)")
+            for node in 1..<streams.count where streams[node][index] != streams[0][index] {
+                let difference = zip(streams[0][index], streams[node][index]).first { $0 != $1 }
+                Issue.record("n\(node + 1)'s subscription \(index) differs from n1's (\(streams[node][index].count) vs \(streams[0][index].count) events; first difference \(String(describing: difference)))")
+            }
+        }
+        let digests = try cluster.waitForConvergence() + [try waitForCatchUp(n4, with: cluster)]
+        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        #expect(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count == 1, "\(digests)")
+        n4.stop(signal: SIGKILL)
+    }
+
+    /// Sends `operations` from two connections per port, dealt out round-robin; the replies' codes, counted.
+    private func send(_ operations: ArraySlice<(op: String, params: [String: JSONValue])>, toPorts ports: [Int]) throws -> [String: Int] {
+        let writers = ports.count * 2
+        let counts = Mutex<[String: Int]>([:])
+        let base = operations.startIndex
+        DispatchQueue.concurrentPerform(iterations: writers) { writer in
+            var local: [String: Int] = [:]
+            do {
+                let client = try KVOConnection(host: "127.0.0.1", port: ports[writer % ports.count])
+                for index in stride(from: base + writer, to: operations.endIndex, by: writers) {
+                    let (op, params) = operations[index]
+                    let reply = try client.request(op, params, timeout: 30)
+                    local[reply["ok"] == true ? "ok" : reply["error"]?["code"]?.stringValue ?? "\(reply)", default: 0] += 1
+                }
+            } catch {
+                local["writer \(writer): \(error)", default: 0] += 1
+            }
+            counts.withLock { $0.merge(local, uniquingKeysWith: +) }
+        }
+        return counts.withLock { $0 }
     }
 }

@@ -118,8 +118,27 @@ final class JetStreamSession {
         return data
     }
 
+    /// The data of the last message on `subject` in `stream`; nil when there is none.
+    func lastMessage(_ stream: String, subject: String) throws(JetStreamSessionError) -> [UInt8]? {
+        var message: OpaquePointer?
+        var error = jsErrCode(0)
+        let status = js_GetLastMsg(&message, jetStream, stream, subject, nil, &error)
+        if status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let message else {
+            throw .failed("cannot read the last message of '\(stream)': \(JetStreamSession.text(status, error))")
+        }
+        defer { natsMsg_Destroy(message) }
+        let length = Int(natsMsg_GetDataLength(message))
+        var data = [UInt8](repeating: 0, count: length)
+        if length > 0, let source = natsMsg_GetData(message) {
+            data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: length)) }
+        }
+        return data
+    }
+
     /// Appends `data` to the stream capturing `subject` with message id `messageID`; the stream sequence
-    /// it has (the first copy's, when JetStream drops it as a duplicate).
+    /// it has. When JetStream drops it as a duplicate, the first copy's sequence, or 0 when that copy is
+    /// still being replicated (a clustered stream acknowledges such a duplicate with sequence 0).
     func publish(_ subject: String, _ data: [UInt8], messageID: String, maxWaitMilliseconds: Int64) throws(JetStreamSessionError) -> UInt64 {
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
@@ -137,8 +156,11 @@ final class JetStreamSession {
         return ack.pointee.Sequence
     }
 
-    /// Removes every message of `stream` below sequence `sequence`.
+    /// Removes every message of `stream` below sequence `sequence` (nothing when it is 0 or 1).
     func purge(_ stream: String, below sequence: UInt64) throws(JetStreamSessionError) {
+        // Nothing is below sequence 1, and nats-server reads a purge request with sequence 0 or 1 as "purge
+        // everything" (its `PurgeEx`): never send one.
+        guard sequence > 1 else { return }
         var options = jsOptions()
         jsOptions_Init(&options)
         options.Stream.Purge.Sequence = sequence

@@ -11,12 +11,14 @@ import Glibc
 /// thread encodes it, cuts it into chunks and appends them (`SnapshotChunk.messageID`: the other nodes'
 /// copies of the same snapshot are dropped by JetStream as duplicates), each retried for up to 30 s. Once
 /// every chunk of snapshot S is appended, and this node had completed an earlier snapshot P before it,
-/// it trims: the snapshot stream below P's first chunk, and the log stream below P + 1. The stream thus
+/// it trims: the snapshot stream below P's first chunk it knows of (not at all when it knows none: its
+/// appends were all duplicates acknowledged before the first copy was replicated, sequence 0), and the
+/// log stream below P + 1. Purging a chunk of P early is harmless: S is whole by then. The stream thus
 /// always keeps the entries after the second-newest snapshot this node completed (at least
 /// `snapshotEvery` entries, so a node a little behind still replays instead of bootstrapping), and the
-/// snapshot stream the snapshots from P on. Every node trims alike; purges are idempotent. A node a whole
-/// interval behind the stream's last sequence publishes nothing (the nodes ahead have), so that a late
-/// copy of an old snapshot never purges newer ones.
+/// snapshot stream the snapshots from P on. Every node trims alike; purges are idempotent. A node that
+/// finds a newer snapshot already last in the snapshot stream publishes nothing (the nodes ahead have),
+/// so that a late copy of an old snapshot never purges newer ones.
 ///
 /// `start`, `enqueue` and `stop` are for the loop thread; the rest runs on the publisher's thread.
 final class SnapshotPublisher: @unchecked Sendable {
@@ -32,8 +34,9 @@ final class SnapshotPublisher: @unchecked Sendable {
 
     // The publisher thread's alone.
     private var session: JetStreamSession?
-    /// The last snapshot this node completed: its sequence and the snapshot stream sequence of its first chunk.
-    private var previous: (sequence: UInt64, firstChunk: UInt64)?
+    /// The last snapshot this node completed: its sequence and the lowest snapshot stream sequence of its
+    /// chunks that this node learnt (nil when every append was acknowledged as an in-flight duplicate).
+    private var previous: (sequence: UInt64, firstChunk: UInt64?)?
 
     init(configuration: ClusterConfiguration, inbox: BridgeInbox) {
         self.configuration = configuration
@@ -109,10 +112,10 @@ final class SnapshotPublisher: @unchecked Sendable {
     }
 
     private func publish(_ snapshot: ClusterSnapshot) {
-        // A node a whole interval behind the stream leaves this snapshot (and trimming) to the nodes ahead of
-        // it: a late copy of an old snapshot must not purge the newer ones appended before it.
-        if let bounds = try? connectedSession().streamBounds(configuration.stream),
-           bounds.last >= snapshot.sequence + configuration.snapshotEvery {
+        // A node behind another that already appended a newer snapshot leaves this one (and trimming) to the
+        // nodes ahead: a late copy of an old snapshot must not purge the newer ones appended before it.
+        if let last = try? connectedSession().lastMessage(configuration.snapshotStream, subject: configuration.snapshotSubject),
+           let chunk = try? SnapshotChunk.decode(last), chunk.sequence > snapshot.sequence {
             previous = nil
             return
         }
@@ -139,19 +142,21 @@ final class SnapshotPublisher: @unchecked Sendable {
                 }
                 return
             }
-            firstChunk = min(firstChunk, appended)
+            // 0: a duplicate of a copy another node is appending right now; its place is unknown here.
+            if appended > 0 { firstChunk = min(firstChunk, appended) }
         }
         inbox.post(.log("cluster: published the snapshot of stream sequence \(snapshot.sequence) (revision \(snapshot.revision), \(bytes.count) bytes in \(chunks.count) chunk\(chunks.count == 1 ? "" : "s"))", isError: false))
         if let previous, previous.sequence < snapshot.sequence {
             do throws(JetStreamSessionError) {
                 let session = try connectedSession()
-                try session.purge(configuration.snapshotStream, below: previous.firstChunk)
+                // Never purge below an unknown place.
+                if let firstChunk = previous.firstChunk { try session.purge(configuration.snapshotStream, below: firstChunk) }
                 try session.purge(configuration.stream, below: previous.sequence + 1)
                 inbox.post(.log("cluster: trimmed stream '\(configuration.stream)' below sequence \(previous.sequence + 1) and the snapshots before that of sequence \(previous.sequence)", isError: false))
             } catch {
                 inbox.post(.log("cluster: trimming behind the snapshot of sequence \(previous.sequence) failed: \(error)", isError: true))
             }
         }
-        previous = (snapshot.sequence, firstChunk)
+        previous = (snapshot.sequence, firstChunk == .max ? nil : firstChunk)
     }
 }
