@@ -9,7 +9,8 @@
 ///   diverge.
 /// - Any other node replays, keeping its own history.
 ///
-/// `run` talks to NATS itself and blocks for up to a few seconds: it is called from `Server.init`, before
+/// `run` talks to NATS itself and blocks for up to a few seconds (1.5 s per call that gets no answer: a
+/// JetStream cluster still electing its leaders, as when a whole cluster starts at once): it is called from `Server.init`, before
 /// the loop serves anything (as the store's load is). When no NATS server answers it starts without a
 /// snapshot: should the stream turn out to be trimmed past this node, the node stops at the gap (exit 65)
 /// and bootstraps when restarted.
@@ -50,7 +51,7 @@ enum SnapshotBootstrap {
     static func run(_ configuration: ClusterConfiguration, applied: UInt64, log: (String, Bool) -> Void) -> Outcome {
         let session: JetStreamSession
         do throws(JetStreamSessionError) {
-            session = try JetStreamSession(servers: configuration.servers, timeoutMilliseconds: 3000, persistent: false)
+            session = try JetStreamSession(servers: configuration.servers, timeoutMilliseconds: 1500, persistent: false)
         } catch {
             log("cluster: \(error) at start-up; starting from sequence \(applied + 1) without checking for a snapshot (if the stream was trimmed past it, this node stops at the gap and bootstraps when restarted)", true)
             return .replay

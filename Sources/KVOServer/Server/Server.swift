@@ -1414,7 +1414,7 @@ public final class Server {
     private func applyClusterEntry(_ cluster: ClusterReplicator, sequence: UInt64, data: [UInt8]) {
         guard sequence > cluster.appliedSequence else { return }
         guard sequence == cluster.appliedSequence + 1 else {
-            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream?)")
+            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream: restarted, this node installs the newest snapshot)")
         }
         let entry: ReplicationEntry
         do throws(ReplicationEntryError) {
