@@ -56,7 +56,7 @@ extension ClusterTests {
                         dataDirectory: cluster.directory.appending("kvod-4"))
     }
 
-    /// Waits until `node` has applied what n1 has (nothing is written meanwhile); returns its digest reply.
+    /// Waits until `node` has applied what n1..n3 have (nothing is written meanwhile); returns its digest reply.
     @discardableResult
     private func waitForCatchUp(_ node: KVODProcess, with cluster: LocalCluster, timeout: Double = 20) throws -> JSONValue {
         let target = try cluster.waitForConvergence()[0]["applied"]?.intValue
@@ -127,10 +127,16 @@ extension ClusterTests {
         let second = try n4.connect().call("bind", ["from": ["object": "doc", "keyPath": "n"], "to": ["object": "mirror", "keyPath": "copy"]])
         #expect(second["binding"]?.intValue == (binding["binding"]?.intValue).map { $0 + 1 })
 
-        let digests = try cluster.waitForConvergence() + [JSONValue.object(try n4.connect().call("digest"))]
+        // An --in-memory node bootstraps the same way (its engine made from the snapshot, no store).
+        let n5 = try KVODProcess(["--cluster", cluster.natsURLs, "--cluster-stream", cluster.stream, "--node", "n5"] + Self.snapshotFlags)
+        let inMemory = try waitForCatchUp(n5, with: cluster)
+        #expect(inMemory["bootstrapSnapshot"]?.intValue ?? 0 >= first - 1, "n5 did not install a snapshot: \(inMemory)")
+
+        let digests = try cluster.waitForConvergence() + [JSONValue.object(try n4.connect().call("digest")), inMemory]
         #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
         #expect(Set(digests.map { $0["applied"]?.intValue ?? -1 }).count == 1, "\(digests)")
         n4.stop(signal: SIGKILL)
+        n5.stop(signal: SIGKILL)
     }
 
     @Test("a random log: a node started mid-way from a snapshot ends with the same digest, its observers hear the same events")
