@@ -87,7 +87,7 @@ extension ClusterTests {
 }
 
 /// The observer's subscriptions: pattern observations (present and future objects) plus the sentinel.
-private enum ClusterDeterminismSupport {
+enum ClusterDeterminismSupport {
     static let subscriptions: [[String: JSONValue]] = [
         ["pattern": "o*"],
         ["pattern": "o*", "keyPath": "a.b", "options": ["new", "old"]],
