@@ -5,7 +5,7 @@ import Testing
 
 /// Determinism of the cluster (docs/design.md, "Cluster", "Determinism"): a seeded random log of writes
 /// (`RandomOperationLog`: creates, nested sets, array operations, deletes, a validated class whose
-/// refusals and computed properties must come out alike) sent from six connections, two per node, while
+/// refusals and computed properties must come out alike, bindings made, triggered and removed) sent from six connections, two per node, while
 /// an observer on every node follows the objects through pattern observations. Every node must deliver
 /// each subscription the same events (same revisions, changes, refusals leaving no trace) and end with the
 /// same digest. 2,000 operations by default; 10,000 with `KVOD_LONG_TESTS=1`. In the `cluster` suite so
@@ -50,7 +50,7 @@ extension ClusterTests {
         let seconds = Date().timeIntervalSince(started)
         print("determinism: \(count) operations in \(String(format: "%.1f", seconds)) s: \(outcomes.all.sorted { $0.key < $1.key })")
         let counted = outcomes.all
-        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch"]
+        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch", "cycle"]
         #expect(Set(counted.keys).isSubset(of: expectedCodes), "unexpected replies: \(counted)")
         #expect(counted.values.reduce(0, +) == count)
         #expect((counted["ok"] ?? 0) > count / 3, "\(counted)")
@@ -93,6 +93,8 @@ enum ClusterDeterminismSupport {
         ["pattern": "o*", "keyPath": "a.b", "options": ["new", "old"]],
         ["pattern": "o*", "keyPath": "list", "options": ["new", "old"]],
         ["pattern": "o*", "keyPath": "a.c", "options": ["new", "old"]],
+        ["pattern": "o*", "keyPath": "bound", "options": ["new", "old"]],
+        ["pattern": "o*", "keyPath": "combined", "options": ["new"]],
         ["pattern": "c*"],
         ["pattern": "c*", "keyPath": "level", "options": ["new", "old"]],
         ["pattern": "c*", "keyPath": "double", "options": ["new", "old"]],
