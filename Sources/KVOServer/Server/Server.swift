@@ -102,6 +102,8 @@ public final class Server {
     private let clusterBridge: NATSBridge?
     private let clusterInbox: BridgeInbox?
     private let clusterAsyncHandle: UnsafeMutablePointer<uv_async_t>?
+    /// Cluster mode with `--cluster-snapshot-every` above 0: publishes this node's snapshots (its own thread).
+    private let snapshotPublisher: SnapshotPublisher?
     /// Cluster mode: reads and observes waiting for their `atLeastRev`.
     private var revisionWaits = RevisionWaits()
     /// Cluster mode: each connection's writes in flight and the request held behind them.
@@ -139,9 +141,13 @@ public final class Server {
         if let problem = configuration.sizeLimits.problem(outputBufferBytes: configuration.maximumOutputBufferBytes) {
             throw .configuration(problem)
         }
-        let engine: KVOEngine
+        var engine: KVOEngine
         var users = UserDirectory()
         var appliedSequence: UInt64 = 0
+        /// The stream sequence of the snapshot this node installed at start-up (`SnapshotBootstrap`), if any.
+        var bootstrapSnapshot: UInt64?
+        /// The users of that snapshot (nil: none installed, or a snapshot older than replicated users).
+        var snapshotUsers: [UserRecord]?
         var directoryProblem: String?
         if let cluster = configuration.cluster, let problem = cluster.problem { throw .configuration(problem) }
         if let storage = configuration.storage {
@@ -151,7 +157,7 @@ public final class Server {
                                                 historyByteLimit: configuration.historyByteLimit,
                                                 walLimitBytes: storage.walLimitBytes)
                 checkpointJob = try store.makeCheckpointJob(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
-                let state = try store.load()
+                var state = try store.load()
                 users = try store.loadUsers()
                 let recordedStream = try store.readClusterStream()
                 directoryProblem = Server.clusterDirectoryProblem(recorded: recordedStream, cluster: configuration.cluster,
@@ -159,6 +165,17 @@ public final class Server {
                 if let cluster = configuration.cluster, directoryProblem == nil {
                     if recordedStream == nil { try store.recordClusterStream(cluster.stream) }
                     appliedSequence = try store.readStreamSequence()
+                    switch Server.bootstrap(cluster, applied: appliedSequence, logger: configuration.logger) {
+                    case .replay: break
+                    case let .install(snapshot):
+                        try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence, users: snapshot.users)
+                        state = snapshot.persistedState
+                        snapshotUsers = snapshot.users
+                        appliedSequence = snapshot.sequence
+                        bootstrapSnapshot = snapshot.sequence
+                    case let .refuse(reason):
+                        directoryProblem = reason
+                    }
                 }
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
@@ -180,6 +197,22 @@ public final class Server {
             self.store = nil
             checkpointJob = nil
         }
+        if configuration.storage == nil, let cluster = configuration.cluster {
+            switch Server.bootstrap(cluster, applied: 0, logger: configuration.logger) {
+            case .replay: break
+            case let .install(snapshot):
+                engine = KVOEngine(restoring: snapshot.persistedState, historyLimit: configuration.historyLimit,
+                                   historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: false)
+                appliedSequence = snapshot.sequence
+                bootstrapSnapshot = snapshot.sequence
+                snapshotUsers = snapshot.users
+            case let .refuse(reason):
+                throw .configuration(reason)
+            }
+        }
+        if bootstrapSnapshot != nil, let problem = engine.restoreProblems.first {
+            throw .configuration("the cluster snapshot could not be installed whole (\(problem)): this node would diverge")
+        }
         if configuration.storage == nil, let usersFile = configuration.usersFile {
             do throws(UserDirectoryError) {
                 users = try UsersFile.load(usersFile)
@@ -187,6 +220,8 @@ public final class Server {
                 throw .configuration(error.message)
             }
         }
+        // A snapshot's users are the cluster's at its sequence: they replace what the node started with.
+        if let snapshotUsers { users = UserDirectory(snapshotUsers) }
         self.users = users
         engine.sizeLimits = configuration.sizeLimits
         engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
@@ -211,13 +246,16 @@ public final class Server {
             clusterAsyncHandle = handle
             clusterInbox = inbox
             clusterBridge = NATSBridge(configuration: clusterConfiguration, inbox: inbox, startSequence: appliedSequence + 1)
+            snapshotPublisher = clusterConfiguration.snapshotEvery > 0
+                ? SnapshotPublisher(configuration: clusterConfiguration, inbox: inbox) : nil
             let node = clusterConfiguration.node
-            handler.clusterStatus = { [unowned replicator] in (node, replicator.appliedSequence) }
+            handler.clusterStatus = { [unowned replicator] in (node, replicator.appliedSequence, bootstrapSnapshot) }
         } else {
             cluster = nil
             clusterAsyncHandle = nil
             clusterInbox = nil
             clusterBridge = nil
+            snapshotPublisher = nil
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
         replayIdleHandle = allocateHandle(uv_idle_t.self, kind: UV_IDLE)
@@ -353,6 +391,7 @@ public final class Server {
                 "nats": "\(cluster.configuration.servers.joined(separator: ","))", "applied": "\(cluster.appliedSequence)",
             ])
             clusterBridge.start()
+            snapshotPublisher?.start()
         }
         loop.run()
         closeStore()
@@ -396,6 +435,7 @@ public final class Server {
         if let clusterAsyncHandle, let clusterInbox, let clusterBridge {
             clusterInbox.invalidate()
             clusterBridge.stop()
+            snapshotPublisher?.stop()
             closeHandle(clusterAsyncHandle)
         }
         closeHandle(asyncHandle)
@@ -1373,6 +1413,18 @@ public final class Server {
 
     // MARK: - Cluster
 
+    /// Start-up (before the loop serves): `SnapshotBootstrap.run`, logging what it did and the snapshot it
+    /// chose.
+    private static func bootstrap(_ cluster: ClusterConfiguration, applied: UInt64, logger: Logger) -> SnapshotBootstrap.Outcome {
+        let outcome = SnapshotBootstrap.run(cluster, applied: applied) { text, isError in
+            if isError { logger.warning("\(text)") } else { logger.info("\(text)") }
+        }
+        if case let .install(snapshot) = outcome {
+            logger.info("cluster: bootstrapping from the snapshot of stream sequence \(snapshot.sequence) (revision \(snapshot.revision), \(snapshot.objects.count) objects, \(snapshot.classes.count) classes, \(snapshot.bindings.count) bindings); the stream is consumed from \(snapshot.sequence + 1)")
+        }
+        return outcome
+    }
+
     /// Cluster mode: a write is not applied here and now but queued for the stream (the next check phase
     /// appends this iteration's writes as one batch). The connection goes on reading: more writes join the
     /// queue (answered in request order, as one node's batches apply in stream order), anything else is held
@@ -1455,7 +1507,7 @@ public final class Server {
     private func applyClusterEntry(_ cluster: ClusterReplicator, sequence: UInt64, data: [UInt8]) {
         guard sequence > cluster.appliedSequence else { return }
         guard sequence == cluster.appliedSequence + 1 else {
-            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream?)")
+            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream: restarted, this node installs the newest snapshot)")
         }
         let entry: ReplicationEntry
         do throws(ReplicationEntryError) {
@@ -1495,6 +1547,9 @@ public final class Server {
             if let connection = answerClusterWrite(writer, outcome.reply) { released.append(connection) }
         }
         cluster.appliedSequence = sequence
+        if let snapshotPublisher, sequence % cluster.configuration.snapshotEvery == 0 {
+            snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence))
+        }
         for connection in released { releaseHeldRequest(connection) }
     }
 

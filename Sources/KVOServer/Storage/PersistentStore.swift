@@ -845,3 +845,49 @@ public final class PersistentStore {
         }
     }
 }
+
+// MARK: - Cluster snapshots
+
+extension PersistentStore {
+    /// Cluster mode: replaces everything stored (objects, redo rows, history, classes, bindings, the
+    /// counters) by `state`, and records `streamSequence` as applied, in one transaction: a node installing
+    /// a snapshot (`SnapshotBootstrap`). History is emptied (the snapshot carries none). `users`, when
+    /// given (a snapshot of engine version 3 or later), replace the stored users. On error nothing
+    /// changes.
+    public func replaceAll(with state: PersistedState, streamSequence: UInt64, users: [UserRecord]? = nil) throws(StorageError) {
+        guard let database, let statements else { throw .closed }
+        var logs: [String: ObjectLog] = [:]
+        do {
+            try statements.begin.run()
+            try database.exec("DELETE FROM objects; DELETE FROM redo; DELETE FROM history; DELETE FROM classes; DELETE FROM bindings")
+            for id in state.objects.keys.sorted() {
+                valueText.removeAll(keepingCapacity: true)
+                JSONWriter.write(state.objects[id]!, into: &valueText)
+                try statements.upsertObject.bind(1, text: id)
+                try statements.upsertObject.bind(2, text: valueText)
+                try statements.upsertObject.run()
+                logs[id] = ObjectLog(snapshotBytes: valueText.count, redoBytes: 0)
+            }
+            try write(classes: state.classes, bindings: state.bindings.mapValues { Optional($0) }, statements)
+            try statements.setLastBindingID.bind(1, Int64(bitPattern: state.lastBindingID))
+            try statements.setLastBindingID.run()
+            try statements.setRevision.bind(1, Int64(bitPattern: state.revision))
+            try statements.setRevision.run()
+            try statements.setStreamSequence.bind(1, Int64(bitPattern: streamSequence))
+            try statements.setStreamSequence.run()
+            if let users {
+                try database.exec("DELETE FROM users")
+                try writeUserRows(upserting: users, deleting: [])
+            }
+            try statements.commit.run()
+        } catch {
+            if database.isInTransaction { try? statements.rollback.run() }
+            throw error
+        }
+        ledger = HistoryLedger()
+        objectLogs = logs
+        knowsEveryRedoRow = true
+        storedRevision = state.revision
+        storedLastBindingID = state.lastBindingID
+    }
+}

@@ -177,6 +177,33 @@ final class LocalCluster: @unchecked Sendable {
         }
     }
 
+    /// The stream's first sequence as the NATS servers' monitoring endpoints report it (nil while none does).
+    func firstSequence() -> Int64? {
+        for port in monitorPorts {
+            guard let body = LocalCluster.httpGet(port: port, path: "/jsz?accounts=true&streams=true"),
+                  let json = try? JSONParser.parse(Array(body.utf8)),
+                  case let .array(accounts)? = json["account_details"]
+            else { continue }
+            for account in accounts {
+                guard case let .array(streams)? = account["stream_detail"] else { continue }
+                for detail in streams where detail["name"]?.stringValue == stream {
+                    if let first = detail["state"]?["first_seq"]?.intValue { return first }
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Waits until the stream was trimmed (its first sequence is past 1); returns the first sequence.
+    func waitForTrim(timeout: Double = 20) throws -> Int64 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let first = firstSequence(), first > 1 { return first }
+            guard Date() < deadline else { throw LocalClusterError.notReady("the stream was never trimmed") }
+            usleep(100_000)
+        }
+    }
+
     /// A free TCP port on 127.0.0.1 (bound to port 0, read back, closed).
     static func freePort() throws -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
