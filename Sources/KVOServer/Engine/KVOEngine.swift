@@ -90,6 +90,7 @@ public final class KVOEngine {
         sortedIDs = state.sortedIDs ?? SortedObjectIDs(state.objects.keys)
         storedBytes = objects.storedBytes
         revision = state.revision
+        history.reserveCapacity(forAppending: state.history.count)
         for entry in state.history { history.append(entry) }
         restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
     }
