@@ -205,5 +205,28 @@ struct ObjectTableTests {
         let restored = KVOEngine(restoring: state)
         #expect(StateDigest.of(restored) == StateDigest.of(engine))
         #expect(restored.storedBytes == engine.storedBytes)
+        #expect(restored.objectIDs() == engine.objectIDs())
+    }
+
+    /// The store returns ids in byte order; where that is not Swift's `String` order (a decomposed accent
+    /// sorts by its base letter in bytes, by the composed character as a `String`), the load sorts them.
+    @Test func idsOutOfStringOrderOnDiskAreSortedAtLoad() throws {
+        let ids = ["a", "e\u{301}x", "é", "z", "ключ", "😀"]
+        let bytesOrder = ids.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        #expect(bytesOrder != ids.sorted(), "the fixture must disagree between the two orders")
+        let directory = TemporaryDirectory()
+        let engine = KVOEngine(recordsCommitBatches: true)
+        for id in ids { try engine.create(id, ["v": .string(id)]) }
+        do {
+            let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+            try store.commit(engine.takeCommitBatch())
+            store.close()
+        }
+        let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+        defer { store.close() }
+        let restored = KVOEngine(restoring: try store.load())
+        #expect(restored.objectIDs() == ids.sorted())
+        #expect(Array(restored.objectIDs(after: "é")) == ids.sorted().filter { $0 > "é" })
+        for id in ids { #expect(try restored.value(id, "v") == .string(id)) }
     }
 }

@@ -87,7 +87,12 @@ public final class KVOEngine {
         self.init(historyLimit: historyLimit, historyByteLimit: historyByteLimit,
                   recordsCommitBatches: recordsCommitBatches)
         objects = state.objects
-        sortedIDs = state.sortedIDs ?? SortedObjectIDs(state.objects.keys)
+        // The loader's ordered ids, unless the objects changed since (then sorted afresh).
+        if let loaded = state.sortedIDs, loaded.count == state.objects.count {
+            sortedIDs = loaded
+        } else {
+            sortedIDs = SortedObjectIDs(state.objects.keys)
+        }
         storedBytes = objects.storedBytes
         revision = state.revision
         history.reserveCapacity(forAppending: state.history.count)
