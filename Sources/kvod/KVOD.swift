@@ -222,11 +222,17 @@ struct KVOD: ParsableCommand {
         """)
     var clusterWriteTimeout: Double = 5
 
+    @Option(help: """
+        With --cluster: snapshot the state after every N stream entries (0: never), kept in the stream         <stream>_SNAP; new nodes start from the newest one, and the stream is trimmed behind them.
+        """)
+    var clusterSnapshotEvery: Int = Int(ClusterConfiguration.defaultSnapshotEvery)
+
     /// The cluster settings from the flags; nil without --cluster.
     var clusterConfiguration: ClusterConfiguration? {
         guard let cluster else { return nil }
         let servers = cluster.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty }
-        return ClusterConfiguration(servers: servers, stream: clusterStream, node: node ?? "", writeTimeout: clusterWriteTimeout)
+        return ClusterConfiguration(servers: servers, stream: clusterStream, node: node ?? "", writeTimeout: clusterWriteTimeout,
+                                    snapshotEvery: UInt64(max(0, clusterSnapshotEvery)))
     }
 
     /// The size limits from the flags, defaults derived from --max-output-buffer.
@@ -273,11 +279,13 @@ struct KVOD: ParsableCommand {
         if inMemory, let data {
             throw ValidationError("--data '\(data)' and --in-memory cannot be used together: --in-memory keeps nothing on disk")
         }
+        if clusterSnapshotEvery < 0 { throw ValidationError("--cluster-snapshot-every must be 0 (never) or more") }
         if let clusterConfiguration {
             if node == nil { throw ValidationError("--cluster needs --node NAME (this node's name, unique in the cluster)") }
             if let problem = clusterConfiguration.problem { throw ValidationError(problem) }
-        } else if node != nil || clusterStream != "kvod" || clusterWriteTimeout != 5 {
-            throw ValidationError("--node, --cluster-stream and --cluster-write-timeout need --cluster")
+        } else if node != nil || clusterStream != "kvod" || clusterWriteTimeout != 5
+                    || clusterSnapshotEvery != Int(ClusterConfiguration.defaultSnapshotEvery) {
+            throw ValidationError("--node, --cluster-stream, --cluster-write-timeout and --cluster-snapshot-every need --cluster")
         }
     }
 

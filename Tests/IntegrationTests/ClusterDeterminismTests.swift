@@ -5,10 +5,11 @@ import Testing
 
 /// Determinism of the cluster (docs/design.md, "Cluster", "Determinism"): a seeded random log of writes
 /// (`RandomOperationLog`: creates, nested sets, array operations, deletes, a validated class whose
-/// refusals and computed properties must come out alike) sent from six connections, two per node, while
+/// refusals and computed properties must come out alike, bindings made, triggered and removed) sent from six connections, two per node, while
 /// an observer on every node follows the objects through pattern observations. Every node must deliver
 /// each subscription the same events (same revisions, changes, refusals leaving no trace) and end with the
-/// same digest. 2,000 operations by default; 10,000 with `KVOD_LONG_TESTS=1`. In the `cluster` suite so
+/// same digest; then two fresh processes (one with a store, one in memory) replay the whole log from the
+/// stream and reach the same digest. 2,000 operations by default; 10,000 with `KVOD_LONG_TESTS=1`. In the `cluster` suite so
 /// that it never runs beside another cluster.
 extension ClusterTests {
     @Test("a random log from six connections on three nodes: every node's observers see the same events, equal digests")
@@ -50,7 +51,7 @@ extension ClusterTests {
         let seconds = Date().timeIntervalSince(started)
         print("determinism: \(count) operations in \(String(format: "%.1f", seconds)) s: \(outcomes.all.sorted { $0.key < $1.key })")
         let counted = outcomes.all
-        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch"]
+        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch", "cycle"]
         #expect(Set(counted.keys).isSubset(of: expectedCodes), "unexpected replies: \(counted)")
         #expect(counted.values.reduce(0, +) == count)
         #expect((counted["ok"] ?? 0) > count / 3, "\(counted)")
@@ -80,19 +81,41 @@ extension ClusterTests {
                 Issue.record("n\(node + 1)'s subscription \(index) differs from n1's (\(streams[node][index].count) vs \(streams[0][index].count) events; first difference \(String(describing: first)))")
             }
         }
-        let digests = try cluster.waitForConvergence()
+        var digests = try cluster.waitForConvergence()
         #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
         #expect(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count == 1, "\(digests)")
+
+        // Two fresh processes, one with a store and one in memory, replay the whole log from the stream
+        // (no snapshot: fewer entries than --cluster-snapshot-every) and reach the same state.
+        let target = digests[0]
+        for (name, storage) in [("n4", KVODProcess.Storage.directory(cluster.directory.appending("kvod-4"))), ("n5", .inMemory)] {
+            let fresh = try KVODProcess(["--cluster", cluster.natsURLs, "--cluster-stream", cluster.stream, "--node", name],
+                                        storage: storage)
+            defer { fresh.stop(signal: SIGKILL) }
+            let client = try fresh.connect()
+            let deadline = Date().addingTimeInterval(30)
+            var digest: JSONValue = .null
+            while digest["applied"] != target["applied"], Date() < deadline {
+                digest = .object(try client.call("digest"))
+                usleep(50_000)
+            }
+            #expect(digest["bootstrapSnapshot"] == nil, "\(name) replays the log: \(digest)")
+            #expect(digest["digest"] == target["digest"] && digest["rev"] == target["rev"], "\(name): \(digest) against \(target)")
+            digests.append(digest)
+        }
+        print("determinism: n4 (store) and n5 (in memory) replayed \(target["applied"] ?? .null) entries to digest \(target["digest"] ?? .null)")
     }
 }
 
 /// The observer's subscriptions: pattern observations (present and future objects) plus the sentinel.
-private enum ClusterDeterminismSupport {
+enum ClusterDeterminismSupport {
     static let subscriptions: [[String: JSONValue]] = [
         ["pattern": "o*"],
         ["pattern": "o*", "keyPath": "a.b", "options": ["new", "old"]],
         ["pattern": "o*", "keyPath": "list", "options": ["new", "old"]],
         ["pattern": "o*", "keyPath": "a.c", "options": ["new", "old"]],
+        ["pattern": "o*", "keyPath": "bound", "options": ["new", "old"]],
+        ["pattern": "o*", "keyPath": "combined", "options": ["new"]],
         ["pattern": "c*"],
         ["pattern": "c*", "keyPath": "level", "options": ["new", "old"]],
         ["pattern": "c*", "keyPath": "double", "options": ["new", "old"]],

@@ -1,5 +1,6 @@
-/// How a node joins a cluster (`--cluster`, `--cluster-stream`, `--node`, `--cluster-write-timeout`):
-/// the NATS servers, the JetStream stream every node applies, and this node's name. A value; any thread.
+/// How a node joins a cluster (`--cluster`, `--cluster-stream`, `--node`, `--cluster-write-timeout`,
+/// `--cluster-snapshot-every`): the NATS servers, the JetStream stream every node applies, this node's
+/// name and how often it snapshots. A value; any thread.
 ///
 /// docs/design.md, "Cluster".
 public struct ClusterConfiguration: Sendable {
@@ -12,16 +13,29 @@ public struct ClusterConfiguration: Sendable {
     /// Seconds a write may wait for its batch to be appended to the stream and applied here before it is
     /// answered `unavailable`.
     public var writeTimeout: Double
+    /// Every node snapshots its state after applying each stream sequence that is a multiple of this
+    /// (0: never) and publishes it to `snapshotStream`; the stream is trimmed behind the snapshots
+    /// (docs/design.md, "Snapshots and trimming").
+    public var snapshotEvery: UInt64
 
-    public init(servers: [String], stream: String = "kvod", node: String, writeTimeout: Double = 5) {
+    public init(servers: [String], stream: String = "kvod", node: String, writeTimeout: Double = 5,
+                snapshotEvery: UInt64 = ClusterConfiguration.defaultSnapshotEvery) {
         self.servers = servers
         self.stream = stream
         self.node = node
         self.writeTimeout = writeTimeout
+        self.snapshotEvery = snapshotEvery
     }
+
+    /// Stream entries between snapshots, by default.
+    public static let defaultSnapshotEvery: UInt64 = 10_000
 
     /// The subject the stream captures and the nodes publish on.
     public var subject: String { "kvod.\(stream).log" }
+
+    /// The stream holding the snapshots' chunks (`<stream>_SNAP`), and its one subject.
+    public var snapshotStream: String { "\(stream)_SNAP" }
+    public var snapshotSubject: String { "kvod.\(stream).snap" }
 
     /// Replicas of the stream: 3 (JetStream's R3) when there are at least 3 servers, else one per server.
     public var replicas: Int { min(3, max(1, servers.count)) }

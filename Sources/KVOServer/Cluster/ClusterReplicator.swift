@@ -16,6 +16,8 @@ final class ClusterReplicator {
         var operation: MetricsOperation
         /// `uv_now` milliseconds after which it is answered `unavailable`.
         var deadline: UInt64
+        /// A `tokenCreate`'s new token text, for its reply only: the stream carries the token's hash.
+        var tokenText: String? = nil
     }
 
     /// A writer answered `unavailable` by `expire` or a failed append.
@@ -58,6 +60,12 @@ final class ClusterReplicator {
     /// Queues a write accepted from a client (its line as received).
     func submit(line: [UInt8], user: String?, writer: Writer) {
         queued.append(ReplicationEntry.Operation(line: line, user: user))
+        queuedWriters.append(writer)
+    }
+
+    /// Queues a change to the users accepted from an admin (`user`).
+    func submit(userChange: UserChange, user: String?, writer: Writer) {
+        queued.append(ReplicationEntry.Operation(line: [], user: user, userChange: userChange))
         queuedWriters.append(writer)
     }
 

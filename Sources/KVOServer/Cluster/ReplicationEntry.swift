@@ -4,14 +4,18 @@ import KVOJSON
 /// as their request lines, for every node to apply in order through its engine.
 ///
 /// Encoded as one JSON object: `{"v":1,"node":"a","batch":"a.5f3c….17","ops":[{"line":"{\"op\":\"set\",…}","user":"ada"}]}`
-/// (`user` only for an authenticated writer). `v` is the engine version (`KVOEngine.replicationVersion`):
+/// (`user` only for an authenticated writer); a change to the users is `{"users":{"change":"add",…},"user":"root"}`
+/// instead of a line (`UserChange`). `v` is the engine version (`KVOEngine.replicationVersion`):
 /// a node refuses to apply an entry of a version it does not know. A value; any thread.
 struct ReplicationEntry: Sendable, Equatable {
-    /// One replicated write: the request line as the client sent it, and who sent it.
+    /// One replicated write: the request line as the client sent it, or a change to the users with
+    /// its hash or token made already, and who sent it.
     struct Operation: Sendable, Equatable {
+        /// Empty for a user change.
         var line: [UInt8]
         /// The writer's user name; nil in open mode.
         var user: String?
+        var userChange: UserChange? = nil
     }
 
     var version: Int64
@@ -23,7 +27,12 @@ struct ReplicationEntry: Sendable, Equatable {
 
     func encoded() -> [UInt8] {
         let ops = operations.map { operation -> JSONValue in
-            var members: [String: JSONValue] = ["line": .string(String(decoding: operation.line, as: UTF8.self))]
+            var members: [String: JSONValue] = [:]
+            if let change = operation.userChange {
+                members["users"] = change.json
+            } else {
+                members["line"] = .string(String(decoding: operation.line, as: UTF8.self))
+            }
             if let user = operation.user { members["user"] = .string(user) }
             return .object(members)
         }
@@ -50,12 +59,20 @@ struct ReplicationEntry: Sendable, Equatable {
         var operations: [Operation] = []
         operations.reserveCapacity(ops.count)
         for op in ops {
-            guard case let .string(line)? = op["line"] else { throw .malformed("an operation without 'line'") }
             var user: String?
             if let name = op["user"] {
                 guard case let .string(text) = name else { throw .malformed("an operation's 'user' is not a string") }
                 user = text
             }
+            if let change = op["users"] {
+                do throws(UserDirectoryError) {
+                    operations.append(Operation(line: [], user: user, userChange: try UserChange(json: change)))
+                } catch {
+                    throw .malformed("a user change: \(error.message)")
+                }
+                continue
+            }
+            guard case let .string(line)? = op["line"] else { throw .malformed("an operation without 'line'") }
             operations.append(Operation(line: Array(line.utf8), user: user))
         }
         return ReplicationEntry(version: version, node: node, batch: batch, operations: operations)
@@ -81,9 +98,12 @@ extension KVOEngine {
     /// 2: bindings are replicated (`bind`, `combineLatest`, `unbind` are in the stream, and the bindings
     /// one write triggers apply in id order). A node of version 1 stops at such an entry instead of
     /// applying it in its own order.
-    public static let replicationVersion: Int64 = 2
+    /// 3: changes to the users are replicated (`UserChange`); a node of version 2, which has no users
+    /// in its digest and refused user management in cluster mode, stops at such an entry.
+    public static let replicationVersion: Int64 = 3
 
     /// The oldest version this engine still applies as it was computed: version 1 entries hold no binding
-    /// requests (version 1 refused them before they reached the stream), so they compute the same here.
+    /// requests (version 1 refused them before they reached the stream), and versions 1 and 2 hold no
+    /// user changes (they were refused), so they compute the same here.
     public static let oldestReplicationVersion: Int64 = 1
 }

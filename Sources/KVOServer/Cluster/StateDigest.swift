@@ -3,11 +3,12 @@ import KVOJSON
 
 /// A SHA-256 digest of everything the engine stores that replication must make equal on every node:
 /// the revision, every object (sorted by id, as compact JSON with sorted keys), every class
-/// definition (sorted by name) and every binding (by id, with the last binding id given). Two nodes that applied the same stream have the same digest; the
+/// definition (sorted by name), every binding (by id, with the last binding id given) and every user
+/// (sorted by name, with hash, rules and tokens). Two nodes that applied the same stream have the same digest; the
 /// tests compare nodes with it (the `digest` operation). Loop thread (it reads the engine).
 enum StateDigest {
     /// The digest as 64 lowercase hex digits. O(everything stored): an admin and test tool, not a hot path.
-    static func of(_ engine: KVOEngine) -> String {
+    static func of(_ engine: KVOEngine, users: UserDirectory? = nil) -> String {
         guard let context = EVP_MD_CTX_new() else { return "" }
         defer { EVP_MD_CTX_free(context) }
         EVP_DigestInit_ex(context, EVP_sha256(), nil)
@@ -37,6 +38,14 @@ enum StateDigest {
             buffer.removeAll(keepingCapacity: true)
             buffer.append(contentsOf: Array("binding ".utf8))
             JSONWriter.write(listing, into: &buffer)
+            buffer.append(0x0A)
+            feed(buffer)
+        }
+        // Users are replicated state in a cluster: names, hashes, rules and tokens.
+        for user in users?.users ?? [] {
+            buffer.removeAll(keepingCapacity: true)
+            buffer.append(contentsOf: Array("user ".utf8))
+            JSONWriter.write(user.json, into: &buffer)
             buffer.append(0x0A)
             feed(buffer)
         }

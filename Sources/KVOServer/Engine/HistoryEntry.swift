@@ -82,6 +82,10 @@ public struct CommitBatch: Sendable {
     /// Cluster mode: the last stream sequence applied by this batch's writes, stored in the same
     /// transaction (nil: unchanged, or not a cluster node).
     public var streamSequence: UInt64? = nil
+    /// Cluster mode: users changed by the stream entries this batch covers, by name (nil: removed),
+    /// stored in the same transaction as `streamSequence`. The server fills it; the engine knows no users.
+    /// Same care as `bindings` when recording a removal.
+    public var users: [String: UserRecord?] = [:]
 
     public init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject],
                 classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue?] = [:], lastBindingID: UInt64 = 0) {
@@ -93,8 +97,8 @@ public struct CommitBatch: Sendable {
         self.lastBindingID = lastBindingID
     }
 
-    /// True when the batch holds no write, no class and no binding change.
-    public var isEmpty: Bool { entries.isEmpty && classes.isEmpty && bindings.isEmpty }
+    /// True when the batch holds no write, no class, no binding and no user change.
+    public var isEmpty: Bool { entries.isEmpty && classes.isEmpty && bindings.isEmpty && users.isEmpty }
 }
 
 /// The state a server starts from: every object, the revision counter, the most recent history

@@ -121,14 +121,7 @@ final class ObservationRegistry {
     private func forgetConnection(of observation: Observation) {
         let connection = observation.connection
         guard var list = byConnection.removeValue(forKey: connection) else { return }
-        let index = observation.connectionIndex
-        if index < list.count, list[index] === observation {
-            let last = list.removeLast()
-            if last !== observation {
-                list[index] = last
-                last.connectionIndex = index
-            }
-        }
+        list.removeIndexed(observation, position: \.connectionIndex)
         if !list.isEmpty { byConnection[connection] = list }
     }
 

@@ -42,26 +42,12 @@ final class PatternIndex {
     func remove(_ id: SubscriptionID) -> Bool {
         guard let observation = byID.removeValue(forKey: id) else { return false }
         if var list = byConnection.removeValue(forKey: observation.connection) {
-            let index = observation.connectionIndex
-            if index < list.count, list[index] === observation {
-                let last = list.removeLast()
-                if last !== observation {
-                    list[index] = last
-                    last.connectionIndex = index
-                }
-            }
+            list.removeIndexed(observation, position: \.connectionIndex)
             if !list.isEmpty { byConnection[observation.connection] = list }
         }
         guard let node = observation.node else { return true }
         observation.node = nil
-        let index = observation.nodeIndex
-        if index < node.observations.count, node.observations[index] === observation {
-            let last = node.observations.removeLast()
-            if last !== observation {
-                node.observations[index] = last
-                last.nodeIndex = index
-            }
-        }
+        node.observations.removeIndexed(observation, position: \.nodeIndex)
         // Prune the nodes left empty, up to the root (which stays).
         var current = node
         while current.isEmpty, let parent = current.parent {

@@ -79,13 +79,7 @@ final class WatchedPath {
     }
 
     func removeSubscriber(_ observation: Observation) {
-        let index = observation.index
-        guard index < subscribers.count, subscribers[index] === observation else { return }
-        let last = subscribers.removeLast()
-        if last !== observation {
-            subscribers[index] = last
-            last.index = index
-        }
+        subscribers.removeIndexed(observation, position: \.index)
     }
 
     func removeAllSubscribers() {

@@ -9,7 +9,6 @@ import KVOJSON
 /// orders them). Admin connections wait for their hash (their reading is paused meanwhile), so at most
 /// one job per admin connection exists.
 final class PasswordHashJob: @unchecked Sendable {
-    let request: AdminRequest
     let requestID: JSONValue?
     let connection: ConnectionID
     private var password: [UInt8]
@@ -18,9 +17,8 @@ final class PasswordHashJob: @unchecked Sendable {
     private(set) var result: Result<String, PasswordHasher.HashError> = .failure(.emptyPassword)
     private let finished: (PasswordHashJob) -> Void
 
-    init(request: AdminRequest, requestID: JSONValue?, connection: ConnectionID, password: String,
+    init(requestID: JSONValue?, connection: ConnectionID, password: String,
          cost: PasswordHasher.Cost, finished: @escaping (PasswordHashJob) -> Void) {
-        self.request = request
         self.requestID = requestID
         self.connection = connection
         self.password = Array(password.utf8)

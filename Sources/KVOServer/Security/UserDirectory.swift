@@ -81,9 +81,20 @@ public final class UserDirectory {
         guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         var made = APIToken.generate()
         while tokenOwners[made.token.id] != nil { made = APIToken.generate() }
-        records[name]!.tokens.append(made.token)
-        tokenOwners[made.token.id] = name
+        try addToken(made.token, to: name)
         return (made.text, made.token.id)
+    }
+
+    /// Whether a token with this id exists (any user's).
+    public func hasToken(id: String) -> Bool { tokenOwners[id] != nil }
+
+    /// Gives a user a token made elsewhere (`UserChange.addToken`: made by the node that took the
+    /// request). An id already in use is refused.
+    public func addToken(_ token: APIToken, to name: String) throws(UserDirectoryError) {
+        guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
+        guard tokenOwners[token.id] == nil else { throw UserDirectoryError("token '\(token.id)' exists already", kind: .exists) }
+        records[name]!.tokens.append(token)
+        tokenOwners[token.id] = name
     }
 
     /// Revokes a user's token by id.

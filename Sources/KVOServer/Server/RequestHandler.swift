@@ -22,8 +22,11 @@ final class RequestHandler {
     static let protocolVersion: Int64 = 1
 
     let engine: KVOEngine
-    /// In cluster mode: this node's name and the last stream sequence it applied, for `digest`'s reply.
-    var clusterStatus: (() -> (node: String, applied: UInt64))?
+    /// In cluster mode: this node's name, the last stream sequence it applied and the sequence of the
+    /// snapshot it bootstrapped from at start-up (nil: none), for `digest`'s reply.
+    var clusterStatus: (() -> (node: String, applied: UInt64, snapshot: UInt64?))?
+    /// The server's users, for `digest` (replicated state in a cluster). Set by the server before it serves.
+    var users: UserDirectory?
 
     init(engine: KVOEngine) {
         self.engine = engine
@@ -147,9 +150,10 @@ final class RequestHandler {
             return reply([("removed", .bool(try engine.unbind(binding, access: access)))])
         case .digest:
             try access.requireServerAdmin("digest")
-            var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine)))]
+            var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine, users: users)))]
             if let status = clusterStatus?() {
                 fields.insert(("applied", .int(Int64(status.applied))), at: 0)
+                if let snapshot = status.snapshot { fields.insert(("bootstrapSnapshot", .int(Int64(snapshot))), at: 1) }
                 fields.append(("node", .string(status.node)))
             }
             fields.append(("objects", .int(Int64(engine.objectCount))))

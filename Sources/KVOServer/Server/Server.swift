@@ -87,6 +87,9 @@ public final class Server {
     private var replyBuffer: [UInt8] = []
     /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
     private let users: UserDirectory
+    /// Cluster mode with a store: users changed by stream entries applied since the last group commit,
+    /// written with it (`persistUsers`). Loop thread.
+    private var uncommittedUsers = Set<String>()
     /// Password checks, on the thread pool (set once the loop exists).
     private var passwordChecks: PasswordVerificationQueue!
     /// Failed logins are logged at most once a second, the rest counted.
@@ -99,6 +102,8 @@ public final class Server {
     private let clusterBridge: NATSBridge?
     private let clusterInbox: BridgeInbox?
     private let clusterAsyncHandle: UnsafeMutablePointer<uv_async_t>?
+    /// Cluster mode with `--cluster-snapshot-every` above 0: publishes this node's snapshots (its own thread).
+    private let snapshotPublisher: SnapshotPublisher?
     /// Cluster mode: reads and observes waiting for their `atLeastRev`.
     private var revisionWaits = RevisionWaits()
 
@@ -134,9 +139,13 @@ public final class Server {
         if let problem = configuration.sizeLimits.problem(outputBufferBytes: configuration.maximumOutputBufferBytes) {
             throw .configuration(problem)
         }
-        let engine: KVOEngine
+        var engine: KVOEngine
         var users = UserDirectory()
         var appliedSequence: UInt64 = 0
+        /// The stream sequence of the snapshot this node installed at start-up (`SnapshotBootstrap`), if any.
+        var bootstrapSnapshot: UInt64?
+        /// The users of that snapshot (nil: none installed, or a snapshot older than replicated users).
+        var snapshotUsers: [UserRecord]?
         var directoryProblem: String?
         if let cluster = configuration.cluster, let problem = cluster.problem { throw .configuration(problem) }
         if let storage = configuration.storage {
@@ -146,7 +155,7 @@ public final class Server {
                                                 historyByteLimit: configuration.historyByteLimit,
                                                 walLimitBytes: storage.walLimitBytes)
                 checkpointJob = try store.makeCheckpointJob(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
-                let state = try store.load()
+                var state = try store.load()
                 users = try store.loadUsers()
                 let recordedStream = try store.readClusterStream()
                 directoryProblem = Server.clusterDirectoryProblem(recorded: recordedStream, cluster: configuration.cluster,
@@ -154,6 +163,17 @@ public final class Server {
                 if let cluster = configuration.cluster, directoryProblem == nil {
                     if recordedStream == nil { try store.recordClusterStream(cluster.stream) }
                     appliedSequence = try store.readStreamSequence()
+                    switch Server.bootstrap(cluster, applied: appliedSequence, logger: configuration.logger) {
+                    case .replay: break
+                    case let .install(snapshot):
+                        try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence, users: snapshot.users)
+                        state = snapshot.persistedState
+                        snapshotUsers = snapshot.users
+                        appliedSequence = snapshot.sequence
+                        bootstrapSnapshot = snapshot.sequence
+                    case let .refuse(reason):
+                        directoryProblem = reason
+                    }
                 }
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
@@ -175,6 +195,22 @@ public final class Server {
             self.store = nil
             checkpointJob = nil
         }
+        if configuration.storage == nil, let cluster = configuration.cluster {
+            switch Server.bootstrap(cluster, applied: 0, logger: configuration.logger) {
+            case .replay: break
+            case let .install(snapshot):
+                engine = KVOEngine(restoring: snapshot.persistedState, historyLimit: configuration.historyLimit,
+                                   historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: false)
+                appliedSequence = snapshot.sequence
+                bootstrapSnapshot = snapshot.sequence
+                snapshotUsers = snapshot.users
+            case let .refuse(reason):
+                throw .configuration(reason)
+            }
+        }
+        if bootstrapSnapshot != nil, let problem = engine.restoreProblems.first {
+            throw .configuration("the cluster snapshot could not be installed whole (\(problem)): this node would diverge")
+        }
         if configuration.storage == nil, let usersFile = configuration.usersFile {
             do throws(UserDirectoryError) {
                 users = try UsersFile.load(usersFile)
@@ -182,6 +218,8 @@ public final class Server {
                 throw .configuration(error.message)
             }
         }
+        // A snapshot's users are the cluster's at its sequence: they replace what the node started with.
+        if let snapshotUsers { users = UserDirectory(snapshotUsers) }
         self.users = users
         engine.sizeLimits = configuration.sizeLimits
         engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
@@ -192,6 +230,7 @@ public final class Server {
                 """)
         }
         self.handler = RequestHandler(engine: engine)
+        handler.users = users
         do throws(TransportError) {
             self.loop = try EventLoop()
         } catch {
@@ -205,13 +244,16 @@ public final class Server {
             clusterAsyncHandle = handle
             clusterInbox = inbox
             clusterBridge = NATSBridge(configuration: clusterConfiguration, inbox: inbox, startSequence: appliedSequence + 1)
+            snapshotPublisher = clusterConfiguration.snapshotEvery > 0
+                ? SnapshotPublisher(configuration: clusterConfiguration, inbox: inbox) : nil
             let node = clusterConfiguration.node
-            handler.clusterStatus = { [unowned replicator] in (node, replicator.appliedSequence) }
+            handler.clusterStatus = { [unowned replicator] in (node, replicator.appliedSequence, bootstrapSnapshot) }
         } else {
             cluster = nil
             clusterAsyncHandle = nil
             clusterInbox = nil
             clusterBridge = nil
+            snapshotPublisher = nil
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
         replayIdleHandle = allocateHandle(uv_idle_t.self, kind: UV_IDLE)
@@ -347,6 +389,7 @@ public final class Server {
                 "nats": "\(cluster.configuration.servers.joined(separator: ","))", "applied": "\(cluster.appliedSequence)",
             ])
             clusterBridge.start()
+            snapshotPublisher?.start()
         }
         loop.run()
         closeStore()
@@ -390,6 +433,7 @@ public final class Server {
         if let clusterAsyncHandle, let clusterInbox, let clusterBridge {
             clusterInbox.invalidate()
             clusterBridge.stop()
+            snapshotPublisher?.stop()
             closeHandle(clusterAsyncHandle)
         }
         closeHandle(asyncHandle)
@@ -530,10 +574,6 @@ public final class Server {
         case let .admin(adminRequest):
             guard connection.principal != nil else {
                 send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: .admin)
-                return
-            }
-            if cluster != nil {
-                send(.failure(Server.notReplicated("user management")), id: decoded.id, to: connection, counting: .admin)
                 return
             }
             administer(adminRequest, id: decoded.id, connection: connection)
@@ -741,40 +781,58 @@ public final class Server {
 
     // MARK: - Managing users online
 
-    /// An admin operation: needs `isServerAdmin`. Changes are persisted (the store's `users` table, or
-    /// the users file) before the reply; a new password is hashed on the thread pool first, the
-    /// connection waiting for it as for a password check.
+    /// An admin operation: needs `isServerAdmin`. `userList` is answered from this node's users; every
+    /// other operation becomes a `UserChange` (a new password is hashed on the thread pool first, the
+    /// connection waiting for it as for a password check; a new token is made here) and is carried out
+    /// by `commit(_:tokenText:id:connection:)`.
     private func administer(_ request: AdminRequest, id: JSONValue?, connection: Connection) {
         guard connection.principal?.policy.isServerAdmin == true else {
             send(.failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')")), id: id, to: connection, counting: .admin)
             return
         }
         switch request {
-        case let .userAdd(name, password, _, cost):
+        case .userList:
+            let list = users.users.map { user in
+                JSONValue.object(["name": .string(user.name), "rules": .array(user.rules.map(\.json)),
+                                  "tokens": .array(user.tokens.map { .string($0.id) })])
+            }
+            send(.success([("users", .array(list))]), id: id, to: connection, counting: .admin)
+        case let .userAdd(name, password, rules, cost):
+            // Checked before the slow hash; the change itself decides again when it is applied.
             guard users.user(named: name) == nil else {
                 send(.failure(KVOError(.exists, "user '\(name)' exists already")), id: id, to: connection, counting: .admin)
                 return
             }
-            hashThenApply(request, password: password, cost: cost, id: id, connection: connection)
+            hashThenCommit(password: password, cost: cost, id: id, connection: connection) { .add(user: name, passwordHash: $0, rules: rules) }
         case let .userPasswd(name, password, cost):
             guard users.user(named: name) != nil else {
                 send(.failure(KVOError(.notFound, UserDirectory.noSuchUser(name))), id: id, to: connection, counting: .admin)
                 return
             }
-            hashThenApply(request, password: password, cost: cost, id: id, connection: connection)
-        default:
-            send(apply(request, passwordHash: nil), id: id, to: connection, counting: .admin)
+            hashThenCommit(password: password, cost: cost, id: id, connection: connection) { .setPassword(user: name, passwordHash: $0) }
+        case let .userRemove(name):
+            commit(.remove(user: name), id: id, connection: connection)
+        case let .userGrant(name, rules):
+            commit(.grant(user: name, rules: rules), id: id, connection: connection)
+        case let .userRevoke(name, rules):
+            commit(.revoke(user: name, rules: rules), id: id, connection: connection)
+        case let .tokenCreate(name):
+            var made = APIToken.generate()
+            while users.hasToken(id: made.token.id) { made = APIToken.generate() }
+            commit(.addToken(user: name, token: made.token), tokenText: made.text, id: id, connection: connection)
+        case let .tokenRevoke(name, tokenID):
+            commit(.revokeToken(user: name, tokenID: tokenID), id: id, connection: connection)
         }
     }
 
-    private func hashThenApply(_ request: AdminRequest, password: String, cost: PasswordHasher.Cost, id: JSONValue?,
-                               connection: Connection) {
+    private func hashThenCommit(password: String, cost: PasswordHasher.Cost, id: JSONValue?, connection: Connection,
+                                change: @escaping (String) -> UserChange) {
         connection.pauseReading(.verification)
-        let job = PasswordHashJob(request: request, requestID: id, connection: connection.id, password: password, cost: cost) {
+        let job = PasswordHashJob(requestID: id, connection: connection.id, password: password, cost: cost) {
             [unowned self] job in
             guard let connection = self.connection(job.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
             switch job.result {
-            case let .success(hash): self.send(self.apply(job.request, passwordHash: hash), id: job.requestID, to: connection, counting: .admin)
+            case let .success(hash): self.commit(change(hash), id: job.requestID, connection: connection)
             case let .failure(error): self.send(.failure(KVOError(.badRequest, "\(error)")), id: job.requestID, to: connection, counting: .admin)
             }
             connection.resumeReading(.verification)
@@ -782,61 +840,68 @@ public final class Server {
         job.start(on: loop.raw)
     }
 
-    /// Carries out an admin change on the users, persists it, and updates the affected connections.
-    private func apply(_ request: AdminRequest, passwordHash: String?) -> Result<[(String, JSONValue)], KVOError> {
+    /// Carries out a user change for `connection`: at once in single mode; in cluster mode through the
+    /// stream like a write (every node applies it in stream order, and this node answers once it has).
+    /// `tokenText`: a new token's text, for the reply only (never replicated or stored).
+    private func commit(_ change: UserChange, tokenText: String? = nil, id: JSONValue?, connection: Connection) {
+        guard let cluster else {
+            send(apply(change, tokenText: tokenText), id: id, to: connection, counting: .admin)
+            return
+        }
+        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        cluster.submit(userChange: change, user: connection.principal?.user,
+                       writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: .admin,
+                                                        deadline: deadline, tokenText: tokenText))
+        connection.pauseReading(.replication)
+    }
+
+    /// Applies a user change to the users, persists it, and updates the affected connections and
+    /// bindings; the reply. The same on every node for the same users (cluster mode); only the reply's
+    /// counts of this node's connections differ.
+    private func apply(_ change: UserChange, tokenText: String?) -> Result<[(String, JSONValue)], KVOError> {
         do throws(UserDirectoryError) {
-            switch request {
-            case let .userAdd(name, _, rules, _):
-                try users.add(UserRecord(name: name, passwordHash: passwordHash!, rules: rules))
-                persistUsers(changed: [name])
-                logger.notice("user '\(name)' added")
-                if users.count == 1 { endOpenMode() }
-                return .success([("user", .string(name))])
-            case let .userRemove(name):
-                try users.remove(name)
-                persistUsers(removed: [name])
-                let closed = connections(of: name)
-                for connection in closed { connection.close(reason: .userRemoved(name)) }
-                // The user's bindings stop (no rights any more).
-                compiledPolicies[name] = nil
-                handler.engine.recheckBindings(ofUser: name)
-                deliverBindingEvents()
-                logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
-                return .success([("user", .string(name)), ("closedConnections", .int(Int64(closed.count)))])
-            case .userList:
-                let list = users.users.map { user in
-                    JSONValue.object(["name": .string(user.name), "rules": .array(user.rules.map(\.json)),
-                                      "tokens": .array(user.tokens.map { .string($0.id) })])
-                }
-                return .success([("users", .array(list))])
-            case let .userPasswd(name, _, _):
-                try users.setPasswordHash(passwordHash!, of: name)
-                persistUsers(changed: [name])
-                logger.notice("password of user '\(name)' changed")
-                return .success([("user", .string(name))])
-            case let .userGrant(name, rules):
-                try users.grant(rules, to: name)
-                return rulesChanged(of: name)
-            case let .userRevoke(name, rules):
-                try users.revoke(rules, from: name)
-                return rulesChanged(of: name)
-            case let .tokenCreate(name):
-                let made = try users.createToken(for: name)
-                persistUsers(changed: [name])
-                logger.notice("API token '\(made.id)' created for user '\(name)'")
-                return .success([("user", .string(name)), ("token", .string(made.text)), ("tokenID", .string(made.id))])
-            case let .tokenRevoke(name, tokenID):
-                try users.revokeToken(tokenID, of: name)
-                persistUsers(changed: [name])
-                logger.notice("API token '\(PrintableText.escaped(tokenID, limit: 64))' of user '\(name)' revoked")
-                return .success([("user", .string(name)), ("revoked", .string(tokenID))])
-            }
+            try change.apply(to: users)
         } catch {
             switch error.kind {
             case .notFound: return .failure(KVOError(.notFound, error.message))
             case .exists: return .failure(KVOError(.exists, error.message))
             case .invalid: return .failure(KVOError(.badRequest, error.message))
             }
+        }
+        let name = change.user
+        switch change {
+        case .add:
+            persistUsers(changed: [name])
+            logger.notice("user '\(name)' added")
+            if users.count == 1 { endOpenMode() }
+            return .success([("user", .string(name))])
+        case .remove:
+            persistUsers(removed: [name])
+            let closed = connections(of: name)
+            for connection in closed { connection.close(reason: .userRemoved(name)) }
+            // The user's bindings stop (no rights any more).
+            compiledPolicies[name] = nil
+            handler.engine.recheckBindings(ofUser: name)
+            deliverBindingEvents()
+            logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
+            return .success([("user", .string(name)), ("closedConnections", .int(Int64(closed.count)))])
+        case .setPassword:
+            persistUsers(changed: [name])
+            logger.notice("password of user '\(name)' changed")
+            return .success([("user", .string(name))])
+        case .grant, .revoke:
+            return rulesChanged(of: name)
+        case let .addToken(_, token):
+            persistUsers(changed: [name])
+            logger.notice("API token '\(token.id)' created for user '\(name)'")
+            var reply: [(String, JSONValue)] = [("user", .string(name))]
+            if let tokenText { reply.append(("token", .string(tokenText))) }
+            reply.append(("tokenID", .string(token.id)))
+            return .success(reply)
+        case let .revokeToken(_, tokenID):
+            persistUsers(changed: [name])
+            logger.notice("API token '\(PrintableText.escaped(tokenID, limit: 64))' of user '\(name)' revoked")
+            return .success([("user", .string(name)), ("revoked", .string(tokenID))])
         }
     }
 
@@ -867,7 +932,16 @@ public final class Server {
 
     /// Writes the users that changed (or were removed) where they live: the store's `users` table, or
     /// the users file. A failure stops kvod without acknowledging the change, like a failed commit.
+    ///
+    /// Cluster mode: a node with a store writes them with the next group commit, in the transaction
+    /// that records the stream sequence applied, so a restarted node never applies a user change twice
+    /// or misses one; a node without a store keeps them in memory only (its users file is the users it
+    /// starts from: on a restart it applies the stream again from the start).
     private func persistUsers(changed: [String] = [], removed: [String] = []) {
+        if cluster != nil {
+            if store != nil { uncommittedUsers.formUnion(changed + removed) }
+            return
+        }
         do {
             if let store {
                 try store.writeUsers(upserting: changed.compactMap { users.user(named: $0) }, deleting: removed)
@@ -1229,6 +1303,10 @@ public final class Server {
         guard let store else { return }
         var batch = handler.engine.takeCommitBatch()
         if let cluster, cluster.appliedSequence != cluster.committedSequence { batch.streamSequence = cluster.appliedSequence }
+        if !uncommittedUsers.isEmpty {
+            for name in uncommittedUsers.sorted() { batch.users[name] = .some(users.user(named: name)) }
+            uncommittedUsers.removeAll()
+        }
         guard !batch.isEmpty || batch.streamSequence != nil else { return }
         do {
             let started = uv_hrtime()
@@ -1313,9 +1391,16 @@ public final class Server {
 
     // MARK: - Cluster
 
-    /// The reply to an operation the cluster does not replicate yet.
-    private static func notReplicated(_ what: String) -> KVOError {
-        KVOError(.unsupported, "\(what) is not available in cluster mode yet (it is not replicated)")
+    /// Start-up (before the loop serves): `SnapshotBootstrap.run`, logging what it did and the snapshot it
+    /// chose.
+    private static func bootstrap(_ cluster: ClusterConfiguration, applied: UInt64, logger: Logger) -> SnapshotBootstrap.Outcome {
+        let outcome = SnapshotBootstrap.run(cluster, applied: applied) { text, isError in
+            if isError { logger.warning("\(text)") } else { logger.info("\(text)") }
+        }
+        if case let .install(snapshot) = outcome {
+            logger.info("cluster: bootstrapping from the snapshot of stream sequence \(snapshot.sequence) (revision \(snapshot.revision), \(snapshot.objects.count) objects, \(snapshot.classes.count) classes, \(snapshot.bindings.count) bindings); the stream is consumed from \(snapshot.sequence + 1)")
+        }
+        return outcome
     }
 
     /// Cluster mode: a write is not applied here and now but queued for the stream (the next check phase
@@ -1368,7 +1453,7 @@ public final class Server {
     private func applyClusterEntry(_ cluster: ClusterReplicator, sequence: UInt64, data: [UInt8]) {
         guard sequence > cluster.appliedSequence else { return }
         guard sequence == cluster.appliedSequence + 1 else {
-            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream?)")
+            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream: restarted, this node installs the newest snapshot)")
         }
         let entry: ReplicationEntry
         do throws(ReplicationEntryError) {
@@ -1382,6 +1467,13 @@ public final class Server {
         let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
         for (index, operation) in entry.operations.enumerated() {
             let writer = writers.flatMap { index < $0.count ? $0[index] : nil }
+            if let change = operation.userChange {
+                let reply = applyReplicated(change, by: operation.user, tokenText: writer?.tokenText)
+                guard let writer, let connection = connection(writer.connection)?.takeUnretainedValue() else { continue }
+                send(reply, id: writer.requestID, to: connection, counting: writer.operation)
+                connection.resumeReading(.replication)
+                continue
+            }
             let decoded = RequestDecoder.decode(operation.line)
             let outcome: RequestHandler.Outcome
             notifications.removeAll(keepingCapacity: true)
@@ -1402,6 +1494,9 @@ public final class Server {
             connection.resumeReading(.replication)
         }
         cluster.appliedSequence = sequence
+        if let snapshotPublisher, sequence % cluster.configuration.snapshotEvery == 0 {
+            snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence))
+        }
     }
 
     /// A read or observe whose `atLeastRev` is beyond this node's revision. In cluster mode it waits until
@@ -1443,6 +1538,16 @@ public final class Server {
                  counting: MetricsOperation(item.request))
             connection.resumeReading(.revision)
         }
+    }
+
+    /// A user change from the stream: applied when its sender is, at this point of the stream, a user
+    /// with admin on every object (checked again here, as every node does, since the sender's rights may
+    /// have changed since the node that took it checked them).
+    private func applyReplicated(_ change: UserChange, by sender: String?, tokenText: String?) -> Result<[(String, JSONValue)], KVOError> {
+        guard let sender, policy(ofUser: sender)?.isServerAdmin == true else {
+            return .failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')"))
+        }
+        return apply(change, tokenText: tokenText)
     }
 
     /// Who an operation from the stream acts as: its writer's user with this node's rules for the user

@@ -36,26 +36,33 @@ extension PersistentStore {
         guard let database else { throw .closed }
         try database.exec("BEGIN IMMEDIATE")
         do throws(StorageError) {
-            let upsert = try database.prepare(
-                "INSERT INTO users(name, record) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET record = excluded.record")
-            defer { upsert.finalize() }
-            for user in upserting {
-                try upsert.bind(1, text: user.name)
-                try upsert.bind(2, text: JSONWriter.string(user.json))
-                try upsert.run()
-                upsert.reset()
-            }
-            let delete = try database.prepare("DELETE FROM users WHERE name = ?1")
-            defer { delete.finalize() }
-            for name in deleting {
-                try delete.bind(1, text: name)
-                try delete.run()
-                delete.reset()
-            }
+            try writeUserRows(upserting: upserting, deleting: deleting)
             try database.exec("COMMIT")
         } catch {
             if database.isInTransaction { try? database.exec("ROLLBACK") }
             throw error
+        }
+    }
+
+    /// The rows of `writeUsers`, inside the caller's transaction (`writeUsers`, or `commit` for a cluster
+    /// node's batch).
+    func writeUserRows(upserting: [UserRecord], deleting: [String]) throws(StorageError) {
+        guard let database else { throw .closed }
+        let upsert = try database.prepare(
+            "INSERT INTO users(name, record) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET record = excluded.record")
+        defer { upsert.finalize() }
+        for user in upserting {
+            try upsert.bind(1, text: user.name)
+            try upsert.bind(2, text: JSONWriter.string(user.json))
+            try upsert.run()
+            upsert.reset()
+        }
+        let delete = try database.prepare("DELETE FROM users WHERE name = ?1")
+        defer { delete.finalize() }
+        for name in deleting {
+            try delete.bind(1, text: name)
+            try delete.run()
+            delete.reset()
         }
     }
 }

@@ -546,7 +546,7 @@ public final class PersistentStore {
         let movesRevision = batch.revision != storedRevision
         let raisesLastBindingID = batch.lastBindingID > storedLastBindingID
         if batch.entries.isEmpty && batch.objects.isEmpty && batch.classes.isEmpty && batch.bindings.isEmpty
-            && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
+            && batch.users.isEmpty && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
         let keepHistory = historyLimit > 0
         var appended = 0
         // What this batch does to each object's log; merged into `objectLogs` once the batch is committed.
@@ -629,6 +629,11 @@ public final class PersistentStore {
                 }
             }
             try write(classes: batch.classes, bindings: batch.bindings, statements)
+            if !batch.users.isEmpty {
+                let names = batch.users.keys.sorted()
+                try writeUserRows(upserting: names.compactMap { batch.users[$0] ?? nil },
+                                  deleting: names.filter { batch.users[$0]! == nil })
+            }
             if raisesLastBindingID {
                 try statements.setLastBindingID.bind(1, Int64(bitPattern: batch.lastBindingID))
                 try statements.setLastBindingID.run()
@@ -892,5 +897,51 @@ public final class PersistentStore {
             }
             prefix += "/"
         }
+    }
+}
+
+// MARK: - Cluster snapshots
+
+extension PersistentStore {
+    /// Cluster mode: replaces everything stored (objects, redo rows, history, classes, bindings, the
+    /// counters) by `state`, and records `streamSequence` as applied, in one transaction: a node installing
+    /// a snapshot (`SnapshotBootstrap`). History is emptied (the snapshot carries none). `users`, when
+    /// given (a snapshot of engine version 3 or later), replace the stored users. On error nothing
+    /// changes.
+    public func replaceAll(with state: PersistedState, streamSequence: UInt64, users: [UserRecord]? = nil) throws(StorageError) {
+        guard let database, let statements else { throw .closed }
+        var logs: [String: ObjectLog] = [:]
+        do {
+            try statements.begin.run()
+            try database.exec("DELETE FROM objects; DELETE FROM redo; DELETE FROM history; DELETE FROM classes; DELETE FROM bindings")
+            for id in state.objects.keys.sorted() {
+                valueText.removeAll(keepingCapacity: true)
+                JSONWriter.write(state.objects[id]!, into: &valueText)
+                try statements.upsertObject.bind(1, text: id)
+                try statements.upsertObject.bind(2, text: valueText)
+                try statements.upsertObject.run()
+                logs[id] = ObjectLog(snapshotBytes: valueText.count, redoBytes: 0)
+            }
+            try write(classes: state.classes, bindings: state.bindings.mapValues { Optional($0) }, statements)
+            try statements.setLastBindingID.bind(1, Int64(bitPattern: state.lastBindingID))
+            try statements.setLastBindingID.run()
+            try statements.setRevision.bind(1, Int64(bitPattern: state.revision))
+            try statements.setRevision.run()
+            try statements.setStreamSequence.bind(1, Int64(bitPattern: streamSequence))
+            try statements.setStreamSequence.run()
+            if let users {
+                try database.exec("DELETE FROM users")
+                try writeUserRows(upserting: users, deleting: [])
+            }
+            try statements.commit.run()
+        } catch {
+            if database.isInTransaction { try? statements.rollback.run() }
+            throw error
+        }
+        ledger = HistoryLedger()
+        objectLogs = logs
+        knowsEveryRedoRow = true
+        storedRevision = state.revision
+        storedLastBindingID = state.lastBindingID
     }
 }

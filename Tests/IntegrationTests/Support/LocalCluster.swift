@@ -25,12 +25,27 @@ final class LocalCluster: @unchecked Sendable {
     /// The NATS URLs, as kvod's --cluster takes them.
     var natsURLs: String { natsPorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",") }
 
-    init(label: String, kvodArguments: [String] = []) throws {
+    /// The server admin the cluster's own requests (readiness, digests) log in as; nil in open mode.
+    let admin: (user: String, password: String)?
+
+    /// `admin`: every node's data directory starts with this user (`*=read,write,admin`, minimal hash
+    /// cost): made once with `kvod user add` and copied, so the users are the same on every node.
+    init(label: String, kvodArguments: [String] = [], admin: (user: String, password: String)? = nil) throws {
         directory = try TemporaryDirectory("cluster-\(label)")
         natsPorts = try (0..<3).map { _ in try LocalCluster.freePort() }
         routePorts = try (0..<3).map { _ in try LocalCluster.freePort() }
         monitorPorts = try (0..<3).map { _ in try LocalCluster.freePort() }
         stream = "test_\(label.filter { $0.isLetter || $0.isNumber })"
+        self.admin = admin
+        if let admin {
+            let first = directory.appending("kvod-1")
+            let result = try KVODUserTool.run(["add", "--data", first, "--hash-cost", "minimal", admin.user, "*=read,write,admin"],
+                                              password: admin.password)
+            guard result.status == 0 else { throw LocalClusterError.notReady("kvod user add: \(result.stderr)") }
+            for index in 2...3 {
+                try FileManager.default.copyItem(atPath: first, toPath: directory.appending("kvod-\(index)"))
+            }
+        }
         for index in 0..<3 { natsServers.append(try startNATS(index)) }
         for index in 0..<3 {
             nodes.append(try KVODProcess(
@@ -127,7 +142,7 @@ final class LocalCluster: @unchecked Sendable {
     /// three): creates `object` on n1, retrying `unavailable`, then waits for every node to have it.
     func waitUntilReady(creating object: String = "ready", timeout: Double = 30) throws {
         let deadline = Date().addingTimeInterval(timeout)
-        let client = try nodes[0].connect()
+        let client = try connect(0)
         while true {
             let reply = try client.request("create", ["object": .string(object)], timeout: 15)
             if reply["ok"] == true { break }
@@ -140,7 +155,14 @@ final class LocalCluster: @unchecked Sendable {
 
     /// Every node's `digest` reply (applied, digest, objects, rev).
     func digests() throws -> [JSONValue] {
-        try nodes.map { try JSONValue.object($0.connect().call("digest")) }
+        try nodes.indices.map { try JSONValue.object(connect($0).call("digest")) }
+    }
+
+    /// A connection to node `index`, logged in as `admin` when the cluster has one.
+    func connect(_ index: Int) throws -> KVOConnection {
+        let connection = try nodes[index].connect()
+        if let admin { try connection.call("auth", ["user": .string(admin.user), "password": .string(admin.password)], timeout: 30) }
+        return connection
     }
 
     /// Waits until every node has applied the same stream sequence; returns their digests then.
@@ -152,6 +174,33 @@ final class LocalCluster: @unchecked Sendable {
             if Set(all.map { $0["applied"]?.intValue ?? -1 }).count == 1 { return all }
             guard Date() < deadline else { throw LocalClusterError.notReady("nodes did not converge: \(all)") }
             usleep(50_000)
+        }
+    }
+
+    /// The stream's first sequence as the NATS servers' monitoring endpoints report it (nil while none does).
+    func firstSequence() -> Int64? {
+        for port in monitorPorts {
+            guard let body = LocalCluster.httpGet(port: port, path: "/jsz?accounts=true&streams=true"),
+                  let json = try? JSONParser.parse(Array(body.utf8)),
+                  case let .array(accounts)? = json["account_details"]
+            else { continue }
+            for account in accounts {
+                guard case let .array(streams)? = account["stream_detail"] else { continue }
+                for detail in streams where detail["name"]?.stringValue == stream {
+                    if let first = detail["state"]?["first_seq"]?.intValue { return first }
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Waits until the stream was trimmed (its first sequence is past 1); returns the first sequence.
+    func waitForTrim(timeout: Double = 20) throws -> Int64 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let first = firstSequence(), first > 1 { return first }
+            guard Date() < deadline else { throw LocalClusterError.notReady("the stream was never trimmed") }
+            usleep(100_000)
         }
     }
 

@@ -2,9 +2,12 @@ import KVOJSON
 
 /// A seeded random log of write requests for the cluster's determinism test: creates (free-form objects
 /// `o0`…`o7` with nested values, objects `c0`…`c3` of class `Item`), sets through key paths (some through
-/// missing intermediates), array inserts, removes and replaces (some out of range), deletes, and writes the
-/// class refuses (levels over its maximum, tags too long, sets of its computed properties). The same seed
-/// gives the same log. A value; any thread.
+/// missing intermediates), array inserts, removes and replaces (some out of range), deletes, writes the
+/// class refuses (levels over its maximum, tags too long, sets of its computed properties), and bindings:
+/// `bind` (with and without a `convert` expression and `now`, some into the class's validated `level`),
+/// `combineLatest` and `unbind` of ids that may or may not exist (bindings whose objects are deleted go too,
+/// and a binding write the target refuses is a `refused` notice). The same seed gives the same log. A
+/// value; any thread.
 struct RandomOperationLog {
     /// The class the log's `c…` objects belong to: validated properties and two computed ones.
     static let itemClass = #"""
@@ -58,12 +61,37 @@ struct RandomOperationLog {
             return ("insert", params)
         case 72..<83:
             return ("remove", ["object": object, "keyPath": free ? "list" : "tags", "index": .int(Int64(random.below(4)))])
-        case 83..<97:
+        case 83..<94:
             let value: JSONValue = free ? .int(Int64(random.below(100))) : .string(word(&random))
             return ("replace", ["object": object, "keyPath": free ? "list" : "tags",
                                 "index": .int(Int64(random.below(4))), "value": value])
+        case 94..<97:
+            return binding(&random)
         default:
             return ("delete", ["object": object])
+        }
+    }
+
+    /// A binding operation between the log's objects.
+    private static func binding(_ random: inout SplitMix64) -> (op: String, params: [String: JSONValue]) {
+        func endpoint(_ object: String, _ keyPath: String) -> JSONValue {
+            ["object": .string(object), "keyPath": .string(keyPath)]
+        }
+        let source = { (random: inout SplitMix64) in endpoint("o\(random.below(8))", ["a.b", "s", "list", "a.c"][random.below(4)]) }
+        switch random.below(6) {
+        case 0, 1:
+            var params: [String: JSONValue] = ["from": source(&random), "to": endpoint("o\(random.below(8))", ["bound", "a.d"][random.below(2)])]
+            if random.below(2) == 0 { params["now"] = true }
+            return ("bind", params)
+        case 2:
+            // Into the class's validated level: numbers over 100 and non-numbers are refused.
+            return ("bind", ["from": endpoint("o\(random.below(8))", "a.b"), "to": endpoint("c\(random.below(4))", "level"),
+                             "convert": "$value * 3", "now": .bool(random.below(2) == 0)])
+        case 3:
+            return ("combineLatest", ["sources": .array([source(&random), source(&random)]),
+                                      "to": endpoint("o\(random.below(8))", "combined"), "reduce": "[$0, $1]"])
+        default:
+            return ("unbind", ["binding": .int(Int64(1 + random.below(16)))])
         }
     }
 

@@ -1,0 +1,22 @@
+import COpenSSL
+
+/// SHA-256 of a byte string as 64 lowercase hex digits (OpenSSL's EVP). Any thread.
+enum SHA256Hex {
+    static func of(_ bytes: [UInt8]) -> String {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        guard let context = EVP_MD_CTX_new() else { return "" }
+        defer { EVP_MD_CTX_free(context) }
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        bytes.withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
+        EVP_DigestFinal_ex(context, &digest, &length)
+        let hex = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(64)
+        for byte in digest.prefix(Int(length)) {
+            text.append(hex[Int(byte >> 4)])
+            text.append(hex[Int(byte & 15)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
