@@ -164,7 +164,7 @@ struct ClusterSnapshotTests {
         let state = try reopened.load()
         #expect(try reopened.readStreamSequence() == 77)
         #expect(state.history.isEmpty)
-        #expect(state.objects == snapshot.objects)
+        #expect(state.objects == ObjectTable(packing: snapshot.objects))
         #expect(state.classes == snapshot.classes)
         #expect(state.bindings == snapshot.bindings)
         #expect(state.revision == snapshot.revision && state.lastBindingID == snapshot.lastBindingID)

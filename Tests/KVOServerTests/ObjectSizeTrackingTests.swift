@@ -80,7 +80,7 @@ struct ObjectSizeTrackingTests {
             default: break
             }
             let object = try engine.get("o", keyPath: nil)
-            #expect(engine.objectSizes["o"] == JSONWriter.bytes(object).count, "step \(step)")
+            #expect(engine.objects.size(of: "o") == JSONWriter.bytes(object).count, "step \(step)")
         }
     }
 
@@ -106,7 +106,7 @@ struct ObjectSizeTrackingTests {
         // 12 + "a":"<16 x>" (1 + 3 + 1 + 18) = 35; then "b" the same = 58; "c" would pass 60.
         _ = try engine.set("o", keyPath: try KeyPath("a"), value: .string(String(repeating: "x", count: 16)), notifications: &notifications)
         _ = try engine.set("o", keyPath: try KeyPath("b"), value: .string(String(repeating: "x", count: 16)), notifications: &notifications)
-        #expect(engine.objectSizes["o"] == 58)
+        #expect(engine.objects.size(of: "o") == 58)
         let full = (try engine.get("o", keyPath: nil), engine.revision)
         do {
             _ = try engine.set("o", keyPath: try KeyPath("c"), value: 1, notifications: &notifications)
@@ -118,10 +118,10 @@ struct ObjectSizeTrackingTests {
         } catch { #expect(error.code == .tooLarge) }
         #expect(try engine.get("o", keyPath: nil) == full.0)
         #expect(engine.revision == full.1)
-        #expect(engine.objectSizes["o"] == 58)
+        #expect(engine.objects.size(of: "o") == 58)
         // Shrinking is always allowed; creating an object over the limit is not.
         _ = try engine.set("o", keyPath: try KeyPath("a"), value: 1, notifications: &notifications)
-        #expect(engine.objectSizes["o"] == JSONWriter.bytes(try engine.get("o", keyPath: nil)).count)
+        #expect(engine.objects.size(of: "o") == JSONWriter.bytes(try engine.get("o", keyPath: nil)).count)
         do {
             _ = try engine.create("big", values: ["a": "0123456789", "b": "0123456789", "c": "0123456789", "d": "0123456789"],
                                   notifications: &notifications)

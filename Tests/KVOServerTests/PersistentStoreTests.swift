@@ -54,7 +54,7 @@ import Testing
         }
         try store.commit(F.batch(entries))
         let state = try reload(directory, closing: store)
-        #expect(state.objects == objects)
+        #expect(state.objects == ObjectTable(packing: objects))
         #expect(state.revision == rev)
         // Numbers keep their kind: integers stay integers, doubles stay doubles.
         #expect(JSONWriter.string(state.objects["numbers"]!) == JSONWriter.string(objects["numbers"]!))

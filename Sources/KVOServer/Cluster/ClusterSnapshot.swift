@@ -67,7 +67,7 @@ struct ClusterSnapshot: Sendable, Equatable {
 
     /// The state as `KVOEngine(restoring:)` and `PersistentStore.replaceAll` take it (no history).
     var persistedState: PersistedState {
-        PersistedState(objects: objects, revision: revision, history: [], classes: classes, bindings: bindings,
+        PersistedState(objects: ObjectTable(packing: objects), revision: revision, history: [], classes: classes, bindings: bindings,
                        lastBindingID: lastBindingID)
     }
 

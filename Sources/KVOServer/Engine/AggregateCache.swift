@@ -40,7 +40,7 @@ final class AggregateCache {
 
     /// Builds the cache for `keyPath` of `object` given its full reading; nil when the shape does
     /// not allow incremental upkeep (then the engine re-reads in full).
-    init?(keyPath: KeyPath, object: String, evaluation: Evaluation, objects: [String: JSONValue]) {
+    init?(keyPath: KeyPath, object: String, evaluation: Evaluation, objects: ObjectTable) {
         guard let opIndex = keyPath.operatorIndex, let op = keyPath.collectionOperator,
               AggregateCache.supports(op),
               let left = try? KeyPath(keyPath.prefix(opIndex)),
@@ -69,7 +69,7 @@ final class AggregateCache {
     /// Updates the cache after a write at `location` (with `change` when it was a collection
     /// mutation). Returns false when the write is not one it can follow; the caller then re-reads
     /// in full and rebuilds.
-    func update(after change: CollectionChange?, at location: StoredLocation, objects: [String: JSONValue]) -> Bool {
+    func update(after change: CollectionChange?, at location: StoredLocation, objects: ObjectTable) -> Bool {
         if location == arrayLocation {
             guard let change else { return false }  // the whole array was set
             return apply(change, objects: objects)
@@ -91,7 +91,7 @@ final class AggregateCache {
         return true
     }
 
-    private func apply(_ change: CollectionChange, objects: [String: JSONValue]) -> Bool {
+    private func apply(_ change: CollectionChange, objects: ObjectTable) -> Bool {
         switch change.kind {
         case .insertion:
             count += change.indexes.count
@@ -174,7 +174,7 @@ final class AggregateCache {
     /// The right-path value of one element, or nil when reading it leaves the array's object.
     private static func contribution(of element: JSONValue, at index: Int, _ arrayLocation: StoredLocation,
                                      _ rightPath: ArraySlice<String>, _ keyPath: KeyPath,
-                                     _ objects: [String: JSONValue]) -> JSONValue? {
+                                     _ objects: ObjectTable) -> JSONValue? {
         if element.referencedObject != nil { return nil }
         let reading = KeyPathEvaluator.evaluateElement(element, at: arrayLocation.appending(String(index)), rightPath,
                                                        keyPath: keyPath, in: objects)

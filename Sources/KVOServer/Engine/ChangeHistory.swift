@@ -30,6 +30,12 @@ final class ChangeHistory {
 
     /// Records one write; drops the oldest entries past the limits. `changeSize`: the change's size when
     /// the caller measured it already (else `RecordedChange.estimatedSize` walks its values).
+    /// Makes room for `count` more entries at once (a restore), so that appending them does not grow
+    /// the storage step by step, leaving each smaller copy behind as free heap.
+    func reserveCapacity(forAppending count: Int) {
+        entries.reserveCapacity(entries.count + min(count, limit))
+    }
+
     func append(_ record: consuming HistoryEntry, changeSize: Int? = nil) {
         guard limit > 0 else { return }
         let size = 64 + record.object.utf8.count + (changeSize ?? record.change.estimatedSize)

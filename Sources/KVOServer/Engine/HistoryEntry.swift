@@ -104,7 +104,10 @@ public struct CommitBatch: Sendable {
 /// The state a server starts from: every object, the revision counter, the most recent history
 /// (oldest first), every class and binding definition, and the binding id counter.
 public struct PersistedState: Sendable {
-    public var objects: [String: JSONValue]
+    /// Every object, packed as the store loaded it (`ObjectTable`).
+    public var objects: ObjectTable
+    /// The ids of `objects` in order when the loader built them (nil: the engine sorts `objects`' ids).
+    var sortedIDs: SortedObjectIDs?
     public var revision: UInt64
     public var history: [HistoryEntry]
     /// Every defined class: name → definition JSON, as it was committed.
@@ -114,7 +117,7 @@ public struct PersistedState: Sendable {
     /// The highest binding id ever handed out; never lower than the highest id in `bindings`.
     public var lastBindingID: UInt64
 
-    public init(objects: [String: JSONValue] = [:], revision: UInt64 = 0, history: [HistoryEntry] = [],
+    public init(objects: ObjectTable = [:], revision: UInt64 = 0, history: [HistoryEntry] = [],
                 classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue] = [:], lastBindingID: UInt64 = 0) {
         self.objects = objects
         self.revision = revision

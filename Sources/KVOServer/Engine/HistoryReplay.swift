@@ -17,7 +17,7 @@ struct HistoryReplay {
     /// `readable` (a restricted connection's permission check), nil when any reading of the span
     /// passed through an object the connection may not read: nothing of it may be sent.
     init?(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
-          recipient: Recipient, objects: [String: JSONValue], classes: ClassCatalog? = nil,
+          recipient: Recipient, objects: ObjectTable, classes: ClassCatalog? = nil,
           readable: ((Evaluation) -> Bool)? = nil) {
         var overlay = HistoryReplay.valuesBefore(entries, objects: objects)
         var reading = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
@@ -78,7 +78,7 @@ struct HistoryReplay {
     /// entries wrote, with its value before the first of them (nil: it did not exist). Objects not in the
     /// overlay are as in `objects`. Built by undoing the entries newest first; no copy of the store.
     static func valuesBefore(_ entries: ArraySlice<ChangeHistory.Entry>,
-                             objects: [String: JSONValue]) -> [String: JSONValue?] {
+                             objects: ObjectTable) -> [String: JSONValue?] {
         var overlay: [String: JSONValue?] = [:]
         for entry in entries.reversed() {
             let id = entry.record.object
@@ -91,7 +91,7 @@ struct HistoryReplay {
 
     /// `keyPath` read on `object` in the store rolled back by `overlay` (`valuesBefore`); a broken path reads
     /// as null, as observers see it.
-    static func read(_ keyPath: KeyPath, of object: String, _ objects: [String: JSONValue],
+    static func read(_ keyPath: KeyPath, of object: String, _ objects: ObjectTable,
                              _ overlay: [String: JSONValue?], _ classes: ClassCatalog?) -> Evaluation {
         (try? KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, overlay: overlay, strict: false,
                                         classes: classes))

@@ -27,7 +27,7 @@ extension KVOEngine {
             for source in spec.sources { try restricted.require(.read, on: source.object) }
             try restricted.require([.admin, .write], on: spec.target.object)
         }
-        for endpoint in spec.sources + [spec.target] where objects[endpoint.object] == nil {
+        for endpoint in spec.sources + [spec.target] where !objects.contains(endpoint.object) {
             throw notFound(endpoint.object)
         }
         try spec.target.keyPath.requireWritable()
@@ -345,7 +345,7 @@ extension KVOEngine {
         for (id, json) in bindings.sorted(by: { $0.key < $1.key }) {
             do throws(KVOError) {
                 let spec = try BindingSpec(json: json)
-                for endpoint in spec.sources + [spec.target] where objects[endpoint.object] == nil {
+                for endpoint in spec.sources + [spec.target] where !objects.contains(endpoint.object) {
                     throw notFound(endpoint.object)
                 }
                 let binding = try Binding(id: id, spec: spec, creator: nil, creatorUser: Binding.creatorUser(inStored: json))

@@ -71,14 +71,14 @@ extension KVOEngine {
         var result: [String] = []
         if pattern.isExact {
             let id = String(decoding: prefix, as: UTF8.self)
-            return objects[id] != nil ? [id] : []
+            return objects.contains(id) ? [id] : []
         }
         var cursor: SortedObjectIDs.Cursor
         if prefix.isEmpty {
             cursor = objectIDs(after: nil)
         } else {
             let start = String(decoding: prefix, as: UTF8.self)
-            if objects[start] != nil, pattern.matches(start) { result.append(start) }
+            if objects.contains(start), pattern.matches(start) { result.append(start) }
             cursor = objectIDs(after: start)
         }
         while let id = cursor.next() {
@@ -123,7 +123,7 @@ extension KVOEngine {
         let matches = registry.patterns.matching(object)
         guard !matches.isEmpty else { return nil }
         let groups = PatternEvents.grouped(matches)
-        let exists = objects[object] != nil
+        let exists = objects.contains(object)
         return PatternWatch(groups: groups, before: groups.map { group in
             guard exists, let keyPath = group.keyPath else { return nil }
             return read(object, keyPath)
@@ -133,7 +133,7 @@ extension KVOEngine {
     /// After the write: the events of `watch`'s pattern observations (priors to `priors`).
     func notifyPatterns(_ watch: PatternWatch, of write: PatternEvents.Write, to object: String,
                         priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
-        let exists = objects[object] != nil
+        let exists = objects.contains(object)
         for (group, before) in zip(watch.groups, watch.before) {
             let after = exists ? group.keyPath.map { read(object, $0) } : nil
             PatternEvents.append(write, object: object, keyPath: group.keyPath, before: before, after: after,

@@ -15,16 +15,14 @@ import KVOJSON
 public final class KVOEngine {
     /// Revision of the last accepted create, set, collection change or delete (0 before any).
     public private(set) var revision: UInt64 = 0
-    /// Every object's value; each is a JSON object. Its keys change only in this file, where every
-    /// insertion and removal of a key also updates `sortedIDs`.
-    private(set) var objects: [String: JSONValue] = [:]
-    /// The keys of `objects`, in order, for `list` pages without a sort.
+    /// Every object's value; each is a JSON object, held packed (its compact JSON text) until it is
+    /// written, then live, with its size as compact JSON (`ObjectTable`). Its ids change only in this
+    /// file, where every insertion and removal of an object also updates `sortedIDs`.
+    private(set) var objects = ObjectTable()
+    /// The ids of `objects`, in order, for `list` pages without a sort.
     private(set) var sortedIDs = SortedObjectIDs()
-    /// Every object's size as compact JSON (`JSONWriter.encodedLength`), kept up to date by each write
-    /// from the size of what it changed, never by encoding the object again.
-    private(set) var objectSizes: [String: Int] = [:]
     /// What `--max-memory` counts (`sizeLimits.maximumStoredBytes`), kept up to date by every write
-    /// from the size of what it changed: each object's id (UTF-8 bytes) and size in `objectSizes`, and
+    /// from the size of what it changed: each object's id (UTF-8 bytes) and size (`ObjectTable.size`), and
     /// the compact JSON of each class and binding definition. History, observations, indexes and
     /// connection buffers are not counted (each has its own limit).
     public internal(set) var storedBytes = 0
@@ -89,20 +87,27 @@ public final class KVOEngine {
         self.init(historyLimit: historyLimit, historyByteLimit: historyByteLimit,
                   recordsCommitBatches: recordsCommitBatches)
         objects = state.objects
-        sortedIDs = SortedObjectIDs(state.objects.keys)
-        objectSizes.reserveCapacity(objects.count)
-        for (id, value) in objects {
-            let size = JSONWriter.encodedLength(of: value)
-            objectSizes[id] = size
-            storedBytes += id.utf8.count + size
+        // The loader's ordered ids, unless the objects changed since (then sorted afresh).
+        if let loaded = state.sortedIDs, loaded.count == state.objects.count {
+            sortedIDs = loaded
+        } else {
+            sortedIDs = SortedObjectIDs(state.objects.keys)
         }
+        storedBytes = objects.storedBytes
         revision = state.revision
+        history.reserveCapacity(forAppending: state.history.count)
         for entry in state.history { history.append(entry) }
         restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
     }
 
     /// Number of objects.
     public var objectCount: Int { objects.count }
+    /// Most objects held decoded (live) at once; the least recently written beyond it are packed again
+    /// after each write (`ObjectTable.packExcessLive`). The server may lower it before it serves.
+    public var maximumLiveObjects: Int {
+        get { objects.maximumLiveObjects }
+        set { objects.maximumLiveObjects = newValue }
+    }
     /// Changes kept in history for `sinceRev` (at most `--history`), and their bytes (`--history-bytes`).
     public var historyCount: Int { history.count }
     public var historyBytes: Int { history.bytes }
@@ -145,6 +150,8 @@ public final class KVOEngine {
             }
         }
         history.append(entry, changeSize: changeSize)
+        // The write is applied: bound the live objects (a comparison unless there are too many).
+        if objects.liveCount > objects.maximumLiveObjects { objects.packExcessLive() }
     }
 
     // MARK: - Objects
@@ -156,7 +163,7 @@ public final class KVOEngine {
                        access: ConnectionAccess? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         try access?.require(.write, on: object)
-        guard objects[object] == nil else { throw KVOError(.exists, "object '\(object)' already exists") }
+        guard !objects.contains(object) else { throw KVOError(.exists, "object '\(object)' already exists") }
         guard values[ClassCatalog.classKey] == nil else {
             throw KVOError(.badRequest, "'\(ClassCatalog.classKey)' is reserved: name the class with 'class'")
         }
@@ -175,9 +182,8 @@ public final class KVOEngine {
         let growth = object.utf8.count + size
         try checkQuota(growth: growth)
         let rev = try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
-            objects[object] = .object(stored)
+            objects.insertLive(object, members: stored, size: size)
             sortedIDs.insert(object)
-            objectSizes[object] = size
             storedBytes += growth
             return .created(.object(stored))
         }
@@ -190,14 +196,14 @@ public final class KVOEngine {
     public func delete(_ object: String, access: ConnectionAccess? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         try access?.require(.write, on: object)
-        guard objects[object] != nil else { throw notFound(object) }
+        guard let size = objects.size(of: object) else { throw notFound(object) }
         try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
         let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: object)
         let previous = objects.removeValue(forKey: object)!
         sortedIDs.remove(object)
-        storedBytes -= object.utf8.count + (objectSizes.removeValue(forKey: object) ?? 0)
+        storedBytes -= object.utf8.count + size
         computedMemo.invalidate()
         revision += 1
         record(object, .deleted(previous))
@@ -266,14 +272,15 @@ public final class KVOEngine {
         try checkDepth(of: newValue, storedAt: location.path.count, in: location.object)
         let valueBytes = encoded?.count ?? JSONWriter.encodedLength(of: newValue)
         try checkValueSize(valueBytes, in: location.object)
-        guard let sizeIndex = objectSizes.index(forKey: location.object) else { throw notFound(location.object) }
-        let sizeBefore = objectSizes.values[sizeIndex]
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
         let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
         return try commit(at: location, encodedWrite: encoded, notifications: &notifications) { () throws(KVOError) in
             // The store has not changed since `resolve`: its index reaches the object without a lookup.
             let key = location.path.last!
-            let old = try objects.values[target.objectIndex].modify(at: location.path.dropLast()) {
+            let old = try objects.modifyObject(at: target.objectIndex) {
+                (root: inout JSONValue, sizeBefore: Int) throws(KVOError) -> (JSONValue?, growth: Int) in
+              var objectGrowth = 0
+              let old = try root.modify(at: location.path.dropLast()) {
                 (container: inout JSONValue) throws(KVOError) -> JSONValue? in
                 guard var members = container.takeObject() else {
                     throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")
@@ -291,11 +298,13 @@ public final class KVOEngine {
                     if sizeBefore + growth > maximumObjectBytes { throw objectTooLarge(location.object, size: sizeBefore + growth) }
                     throw quotaExceeded(growth: growth)
                 }
-                objectSizes.values[sizeIndex] = sizeBefore + growth
+                objectGrowth = growth
                 storedBytes += growth
                 // What `RecordedChange.estimatedSize` would add up, from the lengths just measured.
                 measuredChangeSize = location.path.reduce(valueBytes + (oldBytes ?? 0)) { $0 + $1.utf8.count + 3 }
                 return old
+              }
+              return (old, objectGrowth)
             }
             return .set(path: location.path, old: old, new: newValue)
         }
@@ -322,7 +331,7 @@ public final class KVOEngine {
             return try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes)
         }
         let rights = access.permissions(on: object)
-        if !rights.contains(.write) && (!rights.contains(.read) || objects[object] == nil) {
+        if !rights.contains(.write) && (!rights.contains(.read) || !objects.contains(object)) {
             throw ConnectionAccess.forbidden(.write, on: object, user: access.user)
         }
         let target = try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes, access: access)
@@ -345,13 +354,16 @@ public final class KVOEngine {
         }
         try checkDepth(of: mutation, at: location)
         for value in mutation.values { try checkValueSize(JSONWriter.encodedLength(of: value), in: location.object) }
-        guard let sizeIndex = objectSizes.index(forKey: location.object) else { throw notFound(location.object) }
-        let sizeBefore = objectSizes.values[sizeIndex]
+        guard let objectIndex = objects.index(forKey: location.object) else { throw notFound(location.object) }
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
         let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
         let rules = try arrayRules(at: location, for: mutation)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
-            let change = try objects[location.object]!.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
+            // Nothing changed the store since the lookup above (the rules only read it).
+            let change = try objects.modifyObject(at: objectIndex) {
+                (root: inout JSONValue, sizeBefore: Int) throws(KVOError) -> (CollectionChange, growth: Int) in
+              var objectGrowth = 0
+              let change = try root.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
                 guard var elements = value.takeArray() else { throw KVOError(.typeMismatch, "not an array") }
                 defer { value = .array(elements) }
                 let change = try mutation.apply(to: &elements)
@@ -372,9 +384,11 @@ public final class KVOEngine {
                     if sizeBefore + growth > maximumObjectBytes { throw objectTooLarge(location.object, size: sizeBefore + growth) }
                     throw quotaExceeded(growth: growth)
                 }
-                objectSizes.values[sizeIndex] = sizeBefore + growth
+                objectGrowth = growth
                 storedBytes += growth
                 return change
+              }
+              return (change, objectGrowth)
             }
             return .array(ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
                                             old: change.old, new: change.new))
@@ -410,7 +424,7 @@ public final class KVOEngine {
             return try resume(object, keyPath: keyPath, options: options, connection: connection, sinceRev: sinceRev,
                               access: access, notifications: &notifications)
         }
-        guard objects[object] != nil else { throw notFound(object) }
+        guard objects.contains(object) else { throw notFound(object) }
         var reading: Evaluation?
         let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath,
                                              options: options, access: access) {
@@ -452,14 +466,14 @@ public final class KVOEngine {
             guard $0.record.object == object, case .deleted = $0.record.change else { return false }
             return true
         } ?? false
-        guard objects[object] != nil || deletedSince else { throw notFound(object) }
+        guard objects.contains(object) || deletedSince else { throw notFound(object) }
         var reading: Evaluation?
         let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath, options: options,
                                              access: access) {
             reading = read(object, keyPath)
             return reading!.dependencies
         }
-        if objects[object] != nil { try requireReadable(observation) }
+        if objects.contains(object) { try requireReadable(observation) }
         if let reading {
             observation.watched.lastReading = reading
             observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
@@ -473,12 +487,12 @@ public final class KVOEngine {
                                                    recipient: observation.recipient, objects: objects,
                                                    classes: classes, readable: readable) {
             notifications.append(contentsOf: replay.notifications)
-            if replay.endedBySourceDeletion || objects[object] == nil {
+            if replay.endedBySourceDeletion || !objects.contains(object) {
                 registry.remove(observation.id)
             }
             return observation.id
         }
-        guard objects[object] != nil else {
+        guard objects.contains(object) else {
             registry.remove(observation.id)
             throw notFound(object)
         }
@@ -525,7 +539,7 @@ public final class KVOEngine {
     /// The observations of `object`, like Cocoa's observationInfo, and the pattern observations matching it.
     public func observers(of object: String, access: ConnectionAccess? = nil) throws(KVOError) -> [ObserverInfo] {
         try access?.require(.read, on: object)
-        guard objects[object] != nil else { throw notFound(object) }
+        guard objects.contains(object) else { throw notFound(object) }
         let observers = registry.observations(on: object).map {
             ObserverInfo(subscription: $0.id, keyPath: $0.watched.keyPath.string, options: $0.options,
                          connection: $0.connection, user: $0.access?.user)

@@ -41,7 +41,7 @@ struct KeyPathEvaluator {
     /// How deep computed properties may read other computed properties.
     static let maximumComputedDepth = 16
 
-    private let objects: [String: JSONValue]
+    private let objects: ObjectTable
     /// Objects whose value differs from `objects` (nil: absent), for reading the store as it was at
     /// an earlier revision (history replay). Empty for ordinary reads.
     private let overlay: [String: JSONValue?]
@@ -57,7 +57,7 @@ struct KeyPathEvaluator {
     private var dependencies: [StoredLocation] = []
     private var binding: [Evaluation.BindingStep] = []
 
-    private init(objects: [String: JSONValue], overlay: [String: JSONValue?] = [:], keyPath: KeyPath, strict: Bool,
+    private init(objects: ObjectTable, overlay: [String: JSONValue?] = [:], keyPath: KeyPath, strict: Bool,
                  classes: ClassCatalog?, memo: ComputedMemo?) {
         self.objects = objects
         self.overlay = overlay
@@ -70,7 +70,7 @@ struct KeyPathEvaluator {
     /// Reads `keyPath` from `object`. Strict reading of a missing object is `not_found`; lenient
     /// reading gives `null` (and depends on the object's creation). `memo` must only be given while it
     /// matches the store being read (never with an `overlay`).
-    static func evaluate(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
+    static func evaluate(_ keyPath: KeyPath, of object: String, in objects: ObjectTable,
                          overlay: [String: JSONValue?] = [:], strict: Bool, classes: ClassCatalog? = nil,
                          memo: ComputedMemo? = nil) throws(KVOError) -> Evaluation {
         var evaluator = KeyPathEvaluator(objects: objects, overlay: overlay, keyPath: keyPath, strict: strict,
@@ -102,7 +102,7 @@ struct KeyPathEvaluator {
     /// Reads `components` from one array element stored at `location`; also tells whether the
     /// reading left the element's own object (it followed a reference).
     static func evaluateElement(_ element: JSONValue, at location: StoredLocation, _ components: ArraySlice<String>,
-                                keyPath: KeyPath, in objects: [String: JSONValue]) -> (value: JSONValue, isLocal: Bool) {
+                                keyPath: KeyPath, in objects: ObjectTable) -> (value: JSONValue, isLocal: Bool) {
         var evaluator = KeyPathEvaluator(objects: objects, keyPath: keyPath, strict: false, classes: nil, memo: nil)
         let value = (try? evaluator.walk(element, at: location, components, keyPath: keyPath, onSpine: false).0) ?? .null
         return (value, evaluator.dependencies.allSatisfy { $0.object == location.object })

@@ -11,7 +11,7 @@ struct PatternReplay {
     var notifications: [ChangeNotification] = []
 
     init(_ entries: ArraySlice<ChangeHistory.Entry>, observation: PatternObservation,
-         objects: [String: JSONValue], classes: ClassCatalog?) {
+         objects: ObjectTable, classes: ClassCatalog?) {
         let pattern = observation.pattern
         guard let keyPath = observation.keyPath else {
             for entry in entries where pattern.matches(entry.record.object) {

@@ -26,9 +26,11 @@ struct SortedObjectIDs {
 
     init() {}
 
-    /// The ids of `ids` (unique), sorted once.
+    /// The ids of `ids` (unique), sorted once: not at all when they come in order already (the store's
+    /// loader reads them in byte order, which is this order for the usual ids; checked, n - 1 comparisons).
     init<Ids: Sequence<String>>(_ ids: Ids) {
-        let sorted = ids.sorted()
+        var sorted = Array(ids)
+        if !SortedObjectIDs.isStrictlyIncreasing(sorted) { sorted.sort() }
         count = sorted.count
         // Chunks 3/4 full, of nearly equal sizes (so that the last is not a runt).
         let chunkCount = (sorted.count + Self.chunkCapacity * 3 / 4 - 1) / (Self.chunkCapacity * 3 / 4)
@@ -45,6 +47,16 @@ struct SortedObjectIDs {
     }
 
     var isEmpty: Bool { count == 0 }
+
+    /// Whether every id is less than the next (as Swift `String`s compare).
+    static func isStrictlyIncreasing(_ ids: [String]) -> Bool {
+        var index = 1
+        while index < ids.count {
+            guard ids[index - 1] < ids[index] else { return false }
+            index += 1
+        }
+        return true
+    }
 
     /// Adds `id`; returns false (changing nothing) when it is already there.
     @discardableResult

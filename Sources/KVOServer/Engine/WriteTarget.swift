@@ -13,7 +13,7 @@ struct WriteTarget {
     let arrayIndex: Int?
     /// Where `location.object` is in the store given to `resolve`, so that the write reaches the
     /// object without hashing its id again. Valid only until that store changes.
-    let objectIndex: [String: JSONValue].Index
+    let objectIndex: ObjectTable.Index
 
     /// Resolves `keyPath` of `object` for a write. With `classes`, a key path through a computed
     /// property of an object of a class is `read_only` (a computed value is not stored: nothing inside
@@ -21,13 +21,13 @@ struct WriteTarget {
     /// on the object holding it, and a reference to a missing object is `forbidden` rather than
     /// `not_found` unless the connection has some right on that object; the caller checks `write` on
     /// the object the target lands in.
-    static func resolve(_ keyPath: KeyPath, of object: String, in objects: [String: JSONValue],
+    static func resolve(_ keyPath: KeyPath, of object: String, in objects: ObjectTable,
                         classes: ClassCatalog? = nil, access: ConnectionAccess? = nil) throws(KVOError) -> WriteTarget {
         try keyPath.requireWritable()
         guard var objectIndex = objects.index(forKey: object) else {
             throw KVOError(.notFound, "object '\(object)' does not exist")
         }
-        var value = objects.values[objectIndex]
+        var value = objects.value(at: objectIndex)
         var location = StoredLocation(object: object, path: [])
         let components = keyPath.components
         for depth in 0..<components.count {
@@ -43,7 +43,7 @@ struct WriteTarget {
                     throw KVOError(.notFound, "'\(keyPath.prefix(depth))' refers to object '\(target)', which does not exist")
                 }
                 objectIndex = targetIndex
-                value = objects.values[targetIndex]
+                value = objects.value(at: targetIndex)
                 location = StoredLocation(object: target, path: [])
             }
             let key = components[depth]

@@ -110,9 +110,14 @@ public final class PersistentStore {
     private(set) var database: SQLiteDatabase?
     private var statements: Statements?
     private var ledger = HistoryLedger()
-    /// Per object on disk: the bytes of its snapshot and of its redo rows (from `load()` and every
-    /// commit). An object missing here gets a new snapshot at its next write.
+    /// Per object on disk: the bytes of its snapshot and of its redo rows (from `load()`, for the
+    /// objects that have redo rows, and every commit). An object missing here gets a new snapshot at its
+    /// next write, unless `snapshotsLoaded`: then it has no redo rows, and its snapshot's size is looked
+    /// up at its first write (`storedLog`) rather than kept for every object from the load.
     private var objectLogs: [String: ObjectLog] = [:]
+    /// Whether `load()` ran: every object with redo rows is in `objectLogs`, and one missing from it
+    /// has at most a snapshot.
+    private var snapshotsLoaded = false
     /// Whether an object missing from `objectLogs` is known to have no redo rows: after `load()`, or
     /// when the `redo` table was empty at opening (a new or just migrated database).
     private var knowsEveryRedoRow = false
@@ -141,6 +146,8 @@ public final class PersistentStore {
         let deleteBinding: SQLiteStatement
         let setLastBindingID: SQLiteStatement
         let setStreamSequence: SQLiteStatement
+        /// The bytes of one object's snapshot (no row: the object is not stored).
+        let snapshotBytes: SQLiteStatement
 
         init(_ database: SQLiteDatabase) throws(StorageError) {
             begin = try database.prepare("BEGIN IMMEDIATE")
@@ -165,11 +172,12 @@ public final class PersistentStore {
                 "INSERT INTO meta(key, value) VALUES('last_binding_id', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             setStreamSequence = try database.prepare(
                 "INSERT INTO meta(key, value) VALUES('stream_sequence', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            snapshotBytes = try database.prepare("SELECT length(CAST(value AS BLOB)) FROM objects WHERE id = ?1")
         }
 
         func finalize() {
             for statement in [begin, commit, rollback, upsertObject, deleteObject, insertRedo, deleteRedo, insertHistory, setRevision, trimHistory,
-                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence] {
+                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence, snapshotBytes] {
                 statement.finalize()
             }
         }
@@ -291,6 +299,12 @@ public final class PersistentStore {
     /// for a new database), the kept history (oldest first), every class and binding and the binding id
     /// counter. A row that does not decode or holds a value out of range throws `.corrupt` naming it
     /// (`object 'a'`, `redo 'a' rev 12`, `history rev 12`, `class 'LabColor'`, `binding 7`).
+    ///
+    /// Objects are not decoded: each snapshot that is `JSONWriter`'s own text (`CanonicalObjectScan`, a
+    /// scan that builds nothing) is copied as it is into a packed slot (`ObjectTable`); any other text is
+    /// parsed, which reports a corrupt row as before, and encoded again. An object with redo rows is
+    /// decoded, replayed and packed again. The ids come out of the table (`WITHOUT ROWID`, keyed by id)
+    /// in byte order, which `SortedObjectIDs` checks against its own order before it sorts.
     public func load() throws(StorageError) -> PersistedState {
         guard let database else { throw .closed }
         var state = PersistedState()
@@ -299,23 +313,39 @@ public final class PersistentStore {
 
         let count = try database.prepare("SELECT count(*) FROM objects")
         defer { count.finalize() }
-        if try count.step() { state.objects.reserveCapacity(Int(count.int64(0))) }
+        var ids: [String] = []
+        if try count.step() {
+            let rows = Int(count.int64(0))
+            state.objects.reserveCapacity(rows)
+            ids.reserveCapacity(rows)
+        }
 
         let objects = try database.prepare("SELECT id, value FROM objects")
         defer { objects.finalize() }
+        objectLogs.removeAll()
         while try objects.step() {
             // Types first: reading a column as text or as a number may convert it in place.
             let idIsText = objects.isText(0)
             let id = objects.string(0)
             guard idIsText else { throw .corrupt(row: "object '\(id)'", reason: "the id is not text") }
             let text = objects.textBytes(1)
-            let value = try decode(text, row: "object '\(id)'")
-            guard case .object = value else { throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object") }
-            state.objects[id] = value
-            objectLogs[id] = ObjectLog(snapshotBytes: text.count, redoBytes: 0)
+            let packed: PackedObject
+            if CanonicalObjectScan.isCanonicalObject(text) {
+                packed = PackedObject.make(copying: text)
+            } else {
+                let value = try decode(text, row: "object '\(id)'")
+                guard case let .object(members) = value else {
+                    throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object")
+                }
+                packed = PackedObject.make(encoding: members)
+            }
+            if state.objects.setPacked(id, packed) { ids.append(id) }
         }
+        state.sortedIDs = SortedObjectIDs(ids)
+        ids = []
         try replayRedo(database, into: &state)
         knowsEveryRedoRow = true
+        snapshotsLoaded = true
 
         let history = try database.prepare("SELECT rev, object, change FROM history ORDER BY rev")
         defer { history.finalize() }
@@ -372,11 +402,12 @@ public final class PersistentStore {
         defer { redo.finalize() }
         var currentID: String?
         var current: JSONValue?
+        var snapshotBytes = 0
         var redoBytes = 0
         func finish() {
-            guard let id = currentID else { return }
-            state.objects[id] = current
-            objectLogs[id]?.redoBytes = redoBytes
+            guard let id = currentID, case let .object(members)? = current else { return }
+            state.objects.setPacked(id, members: members)
+            objectLogs[id] = ObjectLog(snapshotBytes: snapshotBytes, redoBytes: redoBytes)
         }
         while try redo.step() {
             let objectIsText = redo.isText(0)
@@ -390,12 +421,12 @@ public final class PersistentStore {
             }
             if id != currentID {
                 finish()
-                // Take the value out of the dictionary, so that replaying modifies it in place.
-                guard let snapshot = state.objects.removeValue(forKey: id) else {
+                guard let snapshot = state.objects[id] else {
                     throw .corrupt(row: row, reason: "object '\(id)' has no snapshot")
                 }
                 currentID = id
                 current = snapshot
+                snapshotBytes = try storedSnapshotBytes(of: id) ?? 0
                 redoBytes = 0
             }
             let text = redo.textBytes(2)
@@ -415,6 +446,23 @@ public final class PersistentStore {
             }
         }
         finish()
+    }
+
+    /// The bytes of object `id`'s snapshot row, nil when it has none.
+    private func storedSnapshotBytes(of id: String) throws(StorageError) -> Int? {
+        guard let statement = statements?.snapshotBytes else { throw .closed }
+        defer { statement.reset() }
+        try statement.bind(1, text: id)
+        guard try statement.step(), !statement.isNull(0) else { return nil }
+        return Int(statement.int64(0))
+    }
+
+    /// The log of object `id`, which `objectLogs` does not hold: after `load()`, its snapshot's size (it
+    /// has no redo rows) or, without a snapshot, a new object; otherwise unknown.
+    private func storedLog(of id: String) throws(StorageError) -> ObjectLog {
+        guard snapshotsLoaded else { return .unknown(redoMayExist: !knowsEveryRedoRow) }
+        guard let bytes = try storedSnapshotBytes(of: id) else { return .unknown(redoMayExist: false) }
+        return ObjectLog(snapshotBytes: bytes, redoBytes: 0)
     }
 
     /// A class or binding definition: JSON text that must hold an object.
@@ -525,7 +573,11 @@ public final class PersistentStore {
                 if lastObject != entry.object {
                     if let lastObject { logs[lastObject] = lastLog }
                     lastObject = entry.object
-                    lastLog = logs[entry.object] ?? objectLogs[entry.object] ?? .unknown(redoMayExist: !knowsEveryRedoRow)
+                    if let log = logs[entry.object] ?? objectLogs[entry.object] {
+                        lastLog = log
+                    } else {
+                        lastLog = try storedLog(of: entry.object)
+                    }
                 }
                 guard !lastLog.takesSnapshot else { continue }
                 switch entry.change {
@@ -546,8 +598,10 @@ public final class PersistentStore {
             if let lastObject { logs[lastObject] = lastLog }
             // An object given without a write of its own (callers other than the engine) is stored whole.
             for id in batch.objects.keys where logs[id] == nil {
-                logs[id] = objectLogs[id].map { var log = $0; log.takesSnapshot = true; return log }
-                    ?? .unknown(redoMayExist: !knowsEveryRedoRow)
+                var log: ObjectLog
+                if let known = objectLogs[id] { log = known } else { log = try storedLog(of: id) }
+                log.takesSnapshot = true
+                logs[id] = log
             }
             for (id, log) in logs where log.takesSnapshot {
                 guard let final = batch.objects[id] else {

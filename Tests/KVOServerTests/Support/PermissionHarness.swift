@@ -88,7 +88,7 @@ final class PermissionHarness {
 
     /// Everything a request could change: objects, revision, classes, bindings, observations.
     struct Snapshot: Equatable {
-        let objects: [String: JSONValue]
+        let objects: ObjectTable
         let revision: UInt64
         let classes: [JSONValue]
         let bindings: [JSONValue]
