@@ -59,21 +59,7 @@ extension ClusterTests {
         // The sentinel: once an observer has its event, it has every earlier revision's.
         try setup.call("set", ["object": "end", "keyPath": "done", "value": true])
         let endIndex = ClusterDeterminismSupport.subscriptions.count - 1
-        var streams: [[[String]]] = []
-        for (connection, subs) in observers {
-            var perSubscription = [[String]](repeating: [], count: ClusterDeterminismSupport.subscriptions.count)
-            while true {
-                guard let event = try connection.nextEvent(timeout: 30) else {
-                    Issue.record("an observer stopped hearing events before the sentinel")
-                    break
-                }
-                guard let sub = event["sub"]?.intValue, let index = subs[sub], var fields = event.objectValue else { continue }
-                fields["sub"] = nil
-                perSubscription[index].append(JSONValue.object(fields).description)
-                if index == endIndex { break }
-            }
-            streams.append(perSubscription)
-        }
+        let streams = try observers.map { try ClusterDeterminismSupport.eventsUntilSentinel($0.connection, subs: $0.subs) }
         for index in streams[0].indices {
             #expect(streams[0][index].count > (index == endIndex ? 0 : 10), "subscription \(index) heard little: \(streams[0][index].count)")
             for node in 1..<3 where streams[node][index] != streams[0][index] {
@@ -123,6 +109,23 @@ enum ClusterDeterminismSupport {
         ["pattern": "c*", "keyPath": "tagCount", "options": ["new"]],
         ["object": "end", "keyPath": "done", "options": ["new"]],
     ]
+
+    /// An observer's events by subscription index (`subs`: sub id to index), each without its per-node
+    /// `sub`, as compact JSON, up to and including the sentinel's (the last subscription): once it has that
+    /// event, it has every earlier revision's.
+    static func eventsUntilSentinel(_ connection: KVOConnection, subs: [Int64: Int]) throws -> [[String]] {
+        var perSubscription = [[String]](repeating: [], count: subscriptions.count)
+        while true {
+            guard let event = try connection.nextEvent(timeout: 30) else {
+                Issue.record("an observer stopped hearing events before the sentinel")
+                return perSubscription
+            }
+            guard let sub = event["sub"]?.intValue, let index = subs[sub], var fields = event.objectValue else { continue }
+            fields["sub"] = nil
+            perSubscription[index].append(JSONValue.object(fields).description)
+            if index == subscriptions.count - 1 { return perSubscription }
+        }
+    }
 }
 
 /// Reply codes counted from writer threads.

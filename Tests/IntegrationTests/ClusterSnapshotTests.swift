@@ -150,22 +150,7 @@ extension ClusterTests {
 
         // The sentinel: once an observer has its event, it has every earlier revision's.
         try setup.call("set", ["object": "end", "keyPath": "done", "value": true])
-        let endIndex = ClusterDeterminismSupport.subscriptions.count - 1
-        var streams: [[[String]]] = []
-        for (connection, subs) in observers {
-            var perSubscription = [[String]](repeating: [], count: ClusterDeterminismSupport.subscriptions.count)
-            while true {
-                guard let event = try connection.nextEvent(timeout: 30) else {
-                    Issue.record("an observer stopped hearing events before the sentinel")
-                    break
-                }
-                guard let sub = event["sub"]?.intValue, let index = subs[sub], var fields = event.objectValue else { continue }
-                fields["sub"] = nil
-                perSubscription[index].append(JSONValue.object(fields).description)
-                if index == endIndex { break }
-            }
-            streams.append(perSubscription)
-        }
+        let streams = try observers.map { try ClusterDeterminismSupport.eventsUntilSentinel($0.connection, subs: $0.subs) }
         for index in streams[0].indices {
             #expect(!streams[0][index].isEmpty, "subscription \(index) heard little: \(streams[0][index].count)")
             for node in 1..<streams.count where streams[node][index] != streams[0][index] {

@@ -103,6 +103,17 @@ final class JetStreamSession {
         jsStreamInfo_Destroy(info)
     }
 
+    /// A copy of `message`'s data; destroys the message.
+    private static func takeData(of message: OpaquePointer) -> [UInt8] {
+        defer { natsMsg_Destroy(message) }
+        let length = Int(natsMsg_GetDataLength(message))
+        var data = [UInt8](repeating: 0, count: length)
+        if length > 0, let source = natsMsg_GetData(message) {
+            data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: length)) }
+        }
+        return data
+    }
+
     /// The data of message `sequence` of `stream`; nil when there is none (purged or deleted).
     func message(_ stream: String, sequence: UInt64) throws(JetStreamSessionError) -> [UInt8]? {
         var message: OpaquePointer?
@@ -112,13 +123,7 @@ final class JetStreamSession {
         guard status == NATS_OK, let message else {
             throw .failed("cannot read message \(sequence) of '\(stream)': \(JetStreamSession.text(status, error))")
         }
-        defer { natsMsg_Destroy(message) }
-        let length = Int(natsMsg_GetDataLength(message))
-        var data = [UInt8](repeating: 0, count: length)
-        if length > 0, let source = natsMsg_GetData(message) {
-            data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: length)) }
-        }
-        return data
+        return JetStreamSession.takeData(of: message)
     }
 
     /// The data of the last message on `subject` in `stream`; nil when there is none.
@@ -130,13 +135,7 @@ final class JetStreamSession {
         guard status == NATS_OK, let message else {
             throw .failed("cannot read the last message of '\(stream)': \(JetStreamSession.text(status, error))")
         }
-        defer { natsMsg_Destroy(message) }
-        let length = Int(natsMsg_GetDataLength(message))
-        var data = [UInt8](repeating: 0, count: length)
-        if length > 0, let source = natsMsg_GetData(message) {
-            data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: length)) }
-        }
-        return data
+        return JetStreamSession.takeData(of: message)
     }
 
     /// Appends `data` to the stream capturing `subject` with message id `messageID`; the stream sequence

@@ -95,19 +95,24 @@ final class LocalCluster: @unchecked Sendable {
     /// monitoring endpoints (`/jsz?accounts=true&streams=true`) report it; nil while there is none.
     func streamLeader() -> Int? {
         for (index, port) in monitorPorts.enumerated() where natsServers[index]?.isRunning == true {
-            guard let body = LocalCluster.httpGet(port: port, path: "/jsz?accounts=true&streams=true"),
-                  let json = try? JSONParser.parse(Array(body.utf8)),
-                  case let .array(accounts)? = json["account_details"]
-            else { continue }
-            for account in accounts {
-                guard case let .array(streams)? = account["stream_detail"] else { continue }
-                for detail in streams where detail["name"]?.stringValue == stream {
-                    if let leader = detail["cluster"]?["leader"]?.stringValue, leader.hasPrefix("nats-"),
-                       let number = Int(leader.dropFirst(5)) {
-                        return number - 1
-                    }
-                }
+            if let leader = streamDetail(monitorPort: port)?["cluster"]?["leader"]?.stringValue, leader.hasPrefix("nats-"),
+               let number = Int(leader.dropFirst(5)) {
+                return number - 1
             }
+        }
+        return nil
+    }
+
+    /// This cluster's stream as NATS server monitoring endpoint `port` describes it (`/jsz`'s `stream_detail`:
+    /// `state`, `cluster`, …); nil when the server does not answer or does not know the stream.
+    func streamDetail(monitorPort port: Int) -> JSONValue? {
+        guard let body = LocalCluster.httpGet(port: port, path: "/jsz?accounts=true&streams=true"),
+              let json = try? JSONParser.parse(Array(body.utf8)),
+              case let .array(accounts)? = json["account_details"]
+        else { return nil }
+        for account in accounts {
+            guard case let .array(streams)? = account["stream_detail"] else { continue }
+            if let detail = streams.first(where: { $0["name"]?.stringValue == stream }) { return detail }
         }
         return nil
     }
@@ -180,16 +185,7 @@ final class LocalCluster: @unchecked Sendable {
     /// The stream's first sequence as the NATS servers' monitoring endpoints report it (nil while none does).
     func firstSequence() -> Int64? {
         for port in monitorPorts {
-            guard let body = LocalCluster.httpGet(port: port, path: "/jsz?accounts=true&streams=true"),
-                  let json = try? JSONParser.parse(Array(body.utf8)),
-                  case let .array(accounts)? = json["account_details"]
-            else { continue }
-            for account in accounts {
-                guard case let .array(streams)? = account["stream_detail"] else { continue }
-                for detail in streams where detail["name"]?.stringValue == stream {
-                    if let first = detail["state"]?["first_seq"]?.intValue { return first }
-                }
-            }
+            if let first = streamDetail(monitorPort: port)?["state"]?["first_seq"]?.intValue { return first }
         }
         return nil
     }
