@@ -23,15 +23,13 @@ final class NATSBridge: @unchecked Sendable {
     private let inbox: BridgeInbox
     /// The first stream sequence to deliver (the one after the last applied).
     private let startSequence: UInt64
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    /// Under `mutex`.
+    private let lock = ConditionLock()
+    /// Under `lock`.
     private var jobs: [PublishJob] = []
     private var stopping = false
-    /// The connection, for `stop` to close (the bridge thread still destroys it).
+    /// The connection, for `stop` to close (the bridge thread still destroys it). Under `lock`.
     private var connectionToClose: OpaquePointer?
-    private var thread = pthread_t()
-    private var started = false
+    private var thread = WorkerThread()
 
     // The bridge thread's alone.
     private var connection: OpaquePointer?
@@ -45,52 +43,32 @@ final class NATSBridge: @unchecked Sendable {
         self.configuration = configuration
         self.inbox = inbox
         self.startSequence = max(startSequence, 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-        condition.initialize(to: pthread_cond_t())
-        pthread_cond_init(condition, nil)
     }
 
     /// Loop thread: starts the bridge's thread.
     func start() {
-        let retained = Unmanaged.passRetained(self).toOpaque()
-        let status = pthread_create(&thread, nil, { argument in
-            let bridge = Unmanaged<NATSBridge>.fromOpaque(argument!).takeRetainedValue()
-            bridge.run()
-            return nil
-        }, retained)
-        guard status == 0 else { fatalError("kvod: cannot start the NATS bridge's thread (pthread_create: \(status))") }
-        started = true
+        thread.start("the NATS bridge's thread") { self.run() }
     }
 
     /// Loop thread: queues a batch to append.
     func enqueue(_ job: PublishJob) {
-        pthread_mutex_lock(mutex)
-        jobs.append(job)
-        pthread_cond_signal(condition)
-        pthread_mutex_unlock(mutex)
+        lock.signal { jobs.append(job) }
     }
 
     /// Loop thread: stops the thread and closes the NATS connection. Closing it here, before the join,
     /// ends at once a NATS call the thread is blocked in (a publish or stream look-up waiting up to 2 s
     /// for a server that is not there), so a node cut off from NATS stops in well under a second.
     func stop() {
-        pthread_mutex_lock(mutex)
-        stopping = true
-        pthread_cond_signal(condition)
-        // natsConnection_Close is thread-safe; the bridge thread destroys the connection after.
-        if let connection = connectionToClose { natsConnection_Close(connection) }
-        pthread_mutex_unlock(mutex)
-        if started {
-            pthread_join(thread, nil)
-            started = false
+        lock.signal {
+            stopping = true
+            // natsConnection_Close is thread-safe; the bridge thread destroys the connection after.
+            if let connection = connectionToClose { natsConnection_Close(connection) }
         }
+        thread.join()
     }
 
     private var isStopping: Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return stopping
+        lock.withLock { stopping }
     }
 
     // MARK: - The bridge's thread
@@ -105,11 +83,7 @@ final class NATSBridge: @unchecked Sendable {
     }
 
     private func nextJob() -> PublishJob? {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        while jobs.isEmpty && !stopping { pthread_cond_wait(condition, mutex) }
-        if stopping { return nil }
-        return jobs.removeFirst()
+        lock.wait(until: { !jobs.isEmpty || stopping }) { stopping ? nil : jobs.removeFirst() }
     }
 
     /// Calls `step` every 250 ms until it returns nil (done) or the bridge stops; logs the first failure
@@ -170,10 +144,10 @@ final class NATSBridge: @unchecked Sendable {
             return false
         }
         self.connection = connection
-        pthread_mutex_lock(mutex)
-        connectionToClose = connection
-        let stopped = stopping
-        pthread_mutex_unlock(mutex)
+        let stopped = lock.withLock {
+            connectionToClose = connection
+            return stopping
+        }
         // `stop` came while connecting: it found no connection to close.
         if stopped { return false }
         var jsOptions = jsOptions()
@@ -305,9 +279,7 @@ final class NATSBridge: @unchecked Sendable {
         if let jetStream { jsCtx_Destroy(jetStream) }
         jetStream = nil
         if let connection {
-            pthread_mutex_lock(mutex)
-            connectionToClose = nil
-            pthread_mutex_unlock(mutex)
+            lock.withLock { connectionToClose = nil }
             natsConnection_Close(connection)
             natsConnection_Destroy(connection)
         }

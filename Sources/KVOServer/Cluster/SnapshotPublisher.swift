@@ -24,13 +24,11 @@ import Glibc
 final class SnapshotPublisher: @unchecked Sendable {
     private let configuration: ClusterConfiguration
     private let inbox: BridgeInbox
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    /// Under `mutex`.
+    private let lock = ConditionLock()
+    /// Under `lock`.
     private var waiting: ClusterSnapshot?
     private var stopping = false
-    private var thread = pthread_t()
-    private var started = false
+    private var thread = WorkerThread()
 
     // The publisher thread's alone.
     private var session: JetStreamSession?
@@ -41,48 +39,26 @@ final class SnapshotPublisher: @unchecked Sendable {
     init(configuration: ClusterConfiguration, inbox: BridgeInbox) {
         self.configuration = configuration
         self.inbox = inbox
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-        condition.initialize(to: pthread_cond_t())
-        pthread_cond_init(condition, nil)
     }
 
     /// Loop thread: starts the thread.
     func start() {
-        let retained = Unmanaged.passRetained(self).toOpaque()
-        let status = pthread_create(&thread, nil, { argument in
-            let publisher = Unmanaged<SnapshotPublisher>.fromOpaque(argument!).takeRetainedValue()
-            publisher.run()
-            return nil
-        }, retained)
-        guard status == 0 else { fatalError("kvod: cannot start the snapshot publisher's thread (pthread_create: \(status))") }
-        started = true
+        thread.start("the snapshot publisher's thread") { self.run() }
     }
 
     /// Loop thread: a snapshot to publish; replaces one still waiting (the newer one makes it useless).
     func enqueue(_ snapshot: ClusterSnapshot) {
-        pthread_mutex_lock(mutex)
-        waiting = snapshot
-        pthread_cond_signal(condition)
-        pthread_mutex_unlock(mutex)
+        lock.signal { waiting = snapshot }
     }
 
     /// Loop thread: stops the thread after the chunk being appended (at most about 2 s).
     func stop() {
-        pthread_mutex_lock(mutex)
-        stopping = true
-        pthread_cond_signal(condition)
-        pthread_mutex_unlock(mutex)
-        if started {
-            pthread_join(thread, nil)
-            started = false
-        }
+        lock.signal { stopping = true }
+        thread.join()
     }
 
     private var isStopping: Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return stopping
+        lock.withLock { stopping }
     }
 
     private func run() {
@@ -94,12 +70,11 @@ final class SnapshotPublisher: @unchecked Sendable {
     }
 
     private func nextSnapshot() -> ClusterSnapshot? {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        while waiting == nil && !stopping { pthread_cond_wait(condition, mutex) }
-        if stopping { return nil }
-        defer { waiting = nil }
-        return waiting
+        lock.wait(until: { waiting != nil || stopping }) {
+            if stopping { return nil }
+            defer { waiting = nil }
+            return waiting
+        }
     }
 
     /// The connection, made (and the snapshot stream created) on first use.

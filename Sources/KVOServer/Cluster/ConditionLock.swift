@@ -1,0 +1,48 @@
+import Glibc
+
+/// A pthread mutex with one condition variable: how the loop thread hands work to one of the cluster's
+/// own threads (`NATSBridge`, `SnapshotPublisher`) and tells it to stop, and how that thread waits for it.
+/// Any thread; the lock and condition live as long as the object.
+final class ConditionLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deinitialize(count: 1)
+        condition.deallocate()
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` holding the lock.
+    func withLock<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+
+    /// Runs `body` holding the lock, then wakes the thread waiting in `wait(until:_:)`.
+    func signal(_ body: () -> Void) {
+        withLock {
+            body()
+            pthread_cond_signal(condition)
+        }
+    }
+
+    /// Waits (the lock released meanwhile) until `ready` is true, then runs `body` holding the lock.
+    func wait<R>(until ready: () -> Bool, _ body: () -> R) -> R {
+        withLock {
+            while !ready() { pthread_cond_wait(condition, mutex) }
+            return body()
+        }
+    }
+}
