@@ -116,7 +116,9 @@ extension ClusterTests {
     @Test("a random log: a node started mid-way from a snapshot ends with the same digest, its observers hear the same events")
     func randomLogWithNodeFromSnapshot() throws {
         let flags = ["--cluster-snapshot-every", "25"]
-        let log = RandomOperationLog(seed: 20_261_127, count: 1_200)
+        // 1,200 operations by default; 10,000 with KVOD_LONG_TESTS=1, as the live determinism test.
+        let count = ProcessInfo.processInfo.environment["KVOD_LONG_TESTS"] == "1" ? 10_000 : 1_200
+        let log = RandomOperationLog(seed: 20_261_127, count: count)
         let half = log.operations.count / 2
         let cluster = try LocalCluster(label: "snapdeterminism", kvodArguments: flags)
         try cluster.waitUntilReady()
