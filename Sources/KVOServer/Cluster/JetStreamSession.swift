@@ -78,6 +78,16 @@ final class JetStreamSession {
     /// Creates stream `stream` capturing `subject` (file storage, `replicas` replicas) unless it exists.
     func ensureStream(_ stream: String, subject: String, replicas: Int) throws(JetStreamSessionError) {
         if try streamBounds(stream) != nil { return }
+        let (status, error) = JetStreamSession.addStream(stream, subject: subject, replicas: replicas, to: jetStream)
+        // Another node may have created it meanwhile.
+        if status != NATS_OK, (try? streamBounds(stream)) != nil { return }
+        guard status == NATS_OK else { throw .failed("cannot create stream '\(stream)': \(JetStreamSession.text(status, error))") }
+    }
+
+    /// Creates file-stored stream `stream` of one subject with `replicas` replicas through the JetStream
+    /// context `jetStream` (`js_AddStream`); the status and JetStream error code. Shared with `NATSBridge`.
+    /// The calling thread's context.
+    static func addStream(_ stream: String, subject: String, replicas: Int, to jetStream: OpaquePointer?) -> (natsStatus, jsErrCode) {
         var config = jsStreamConfig()
         jsStreamConfig_Init(&config)
         let name = strdup(stream)
@@ -97,10 +107,8 @@ final class JetStreamSession {
             config.SubjectsLen = 1
             return js_AddStream(&info, jetStream, &config, nil, &error)
         }
-        // Another node may have created it meanwhile.
-        if status != NATS_OK, (try? streamBounds(stream)) != nil { return }
-        guard status == NATS_OK else { throw .failed("cannot create stream '\(stream)': \(JetStreamSession.text(status, error))") }
-        jsStreamInfo_Destroy(info)
+        if status == NATS_OK { jsStreamInfo_Destroy(info) }
+        return (status, error)
     }
 
     /// A copy of `message`'s data; destroys the message.

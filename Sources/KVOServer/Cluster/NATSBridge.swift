@@ -172,25 +172,9 @@ final class NATSBridge: @unchecked Sendable {
             return nil
         }
         guard status == NATS_NOT_FOUND else { return "cannot look the stream up: \(NATSBridge.text(status))" }
-        var config = jsStreamConfig()
-        jsStreamConfig_Init(&config)
-        let name = strdup(configuration.stream)
-        let subject = strdup(configuration.subject)
-        defer {
-            free(name)
-            free(subject)
-        }
-        var subjects: [UnsafePointer<CChar>?] = [UnsafePointer(subject)]
-        config.Name = UnsafePointer(name)
-        config.Storage = js_FileStorage
-        config.Replicas = Int64(configuration.replicas)
-        status = subjects.withUnsafeMutableBufferPointer { buffer in
-            config.Subjects = buffer.baseAddress
-            config.SubjectsLen = 1
-            return js_AddStream(&info, jetStream, &config, nil, &error)
-        }
+        (status, error) = JetStreamSession.addStream(configuration.stream, subject: configuration.subject,
+                                                     replicas: configuration.replicas, to: jetStream)
         guard status == NATS_OK else { return "cannot create the stream: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))" }
-        jsStreamInfo_Destroy(info)
         inbox.post(.log("cluster: created stream '\(configuration.stream)' (\(configuration.replicas) replicas)", isError: false))
         return nil
     }

@@ -25,30 +25,21 @@ enum StateDigest {
             buffer.append(0x0A)
             feed(buffer)
         }
-        for definition in engine.classDefinitions() {
+        /// One line: `label`, a space, `value` as compact JSON.
+        func feedLine(_ label: String, _ value: JSONValue) {
             buffer.removeAll(keepingCapacity: true)
-            buffer.append(contentsOf: Array("class ".utf8))
-            JSONWriter.write(definition, into: &buffer)
+            buffer.append(contentsOf: Array(label.utf8))
+            buffer.append(0x20)
+            JSONWriter.write(value, into: &buffer)
             buffer.append(0x0A)
             feed(buffer)
         }
+        for definition in engine.classDefinitions() { feedLine("class", definition) }
         // Bindings are replicated state: their definitions (with ids and creators) and the last id given.
         if engine.bindingTable.lastID > 0 { feed(Array("binding ids \(engine.bindingTable.lastID)\n".utf8)) }
-        for listing in engine.bindingListings() {
-            buffer.removeAll(keepingCapacity: true)
-            buffer.append(contentsOf: Array("binding ".utf8))
-            JSONWriter.write(listing, into: &buffer)
-            buffer.append(0x0A)
-            feed(buffer)
-        }
+        for listing in engine.bindingListings() { feedLine("binding", listing) }
         // Users are replicated state in a cluster: names, hashes, rules and tokens.
-        for user in users?.users ?? [] {
-            buffer.removeAll(keepingCapacity: true)
-            buffer.append(contentsOf: Array("user ".utf8))
-            JSONWriter.write(user.json, into: &buffer)
-            buffer.append(0x0A)
-            feed(buffer)
-        }
+        for user in users?.users ?? [] { feedLine("user", user.json) }
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context, &digest, &length)
