@@ -23,10 +23,14 @@ extension KVOEngine {
     ///
     /// Every stored object is within the limit, and a write only replaces the subtree at its
     /// location, so checking the written value at its depth keeps the whole object within it.
-    func checkDepth(of value: JSONValue, storedAt levels: Int, in object: String) throws(KVOError) {
+    ///
+    /// `encodedBytes`, when known, is the value's length as compact JSON: every level of nesting takes at
+    /// least two of its bytes (`[]`, `{}`), so a value of at most `2 * room` bytes fits without a walk.
+    func checkDepth(of value: JSONValue, storedAt levels: Int, in object: String, encodedBytes: Int? = nil) throws(KVOError) {
         let room = StoredDepth.maximum - levels
         // Scalars (the usual value) cost nothing more than the switch.
         if value.isScalar, room >= 0 { return }
+        if let encodedBytes, room >= 0, encodedBytes <= 2 * room { return }
         guard room < 0 || value.nestingDepth(upTo: room) > room else { return }
         throw KVOError(.tooLarge, """
             the value would make object '\(PrintableText.escaped(object))' nest deeper than \(StoredDepth.maximum) \

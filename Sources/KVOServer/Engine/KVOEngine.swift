@@ -175,8 +175,8 @@ public final class KVOEngine {
             }
             stored[ClassCatalog.classKey] = .string(className)
         }
-        try checkDepth(of: .object(stored), storedAt: 0, in: object)
         let size = JSONWriter.encodedLength(of: .object(stored))
+        try checkDepth(of: .object(stored), storedAt: 0, in: object, encodedBytes: size)
         try checkValueSize(size, in: object)
         if size > sizeLimits.maximumObjectBytes { throw objectTooLarge(object, size: size) }
         let growth = object.utf8.count + size
@@ -269,8 +269,8 @@ public final class KVOEngine {
         }
         let location = target.location
         try checkWrite(at: location, value: newValue)
-        try checkDepth(of: newValue, storedAt: location.path.count, in: location.object)
         let valueBytes = encoded?.count ?? JSONWriter.encodedLength(of: newValue)
+        try checkDepth(of: newValue, storedAt: location.path.count, in: location.object, encodedBytes: valueBytes)
         try checkValueSize(valueBytes, in: location.object)
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
         let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes

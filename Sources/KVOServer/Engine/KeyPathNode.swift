@@ -37,9 +37,9 @@ final class KeyPathNode {
         if let index = watchers.firstIndex(where: { $0 === path }) { watchers.swapAt(index, watchers.count - 1); watchers.removeLast() }
     }
 
-    /// Calls `body` with the watchers of this node and of every node below it.
-    func forEachWatcherBelow(_ body: (WatchedPath) -> Void) {
-        for watcher in watchers { body(watcher) }
-        for child in children.values { child.forEachWatcherBelow(body) }
+    /// Adds the watchers of this node and of every node below it to `collection`.
+    func collectWatchersBelow(into collection: inout WatcherCollection) {
+        collection.add(watchers)
+        for child in children.values { child.collectWatchersBelow(into: &collection) }
     }
 }

@@ -186,26 +186,17 @@ final class ObservationRegistry {
         // A watched path registered at several affected nodes is collected once: each query stamps
         // what it collected with its own number (cheaper than a set).
         queryStamp &+= 1
-        let stamp = queryStamp
-        var result: [WatchedPath] = []
-        func collect(_ path: WatchedPath) {
-            if path.collectedStamp != stamp {
-                path.collectedStamp = stamp
-                result.append(path)
-            }
-        }
-        node.watchers.forEach(collect)
+        var collected = WatcherCollection(stamp: queryStamp)
+        collected.add(node.watchers)
         for key in location.path {
-            guard let next = node.children[key] else { return ordered(result) }
+            guard let next = node.children[key] else { return collected.inSubscriptionOrder }
             node = next
-            node.watchers.forEach(collect)
+            collected.add(node.watchers)
         }
-        for child in node.children.values { child.forEachWatcherBelow(collect) }
-        return ordered(result)
-    }
-
-    private func ordered(_ paths: [WatchedPath]) -> [WatchedPath] {
-        paths.count < 2 ? paths : paths.sorted { $0.serial < $1.serial }
+        if !node.children.isEmpty {
+            for child in node.children.values { child.collectWatchersBelow(into: &collected) }
+        }
+        return collected.inSubscriptionOrder
     }
 
     /// Subscriptions observing a key path of `object` (not those reading it through a reference),
