@@ -29,21 +29,19 @@ extension JSONValue {
     mutating func modify<Result>(at path: ArraySlice<String>,
                                  _ body: (inout JSONValue) throws(KVOError) -> Result) throws(KVOError) -> Result {
         guard let key = path.first else { return try body(&self) }
+        // The container is moved out, so it is uniquely referenced, and the child is then mutated
+        // where it is stored (one look-up of `key`, no removal and re-insertion, no copy).
         if var members = takeObject() {
             defer { self = .object(members) }
-            guard var child = members.removeValue(forKey: key) else { throw KVOError(.notFound, "'\(key)' does not exist") }
-            defer { members[key] = child }
-            return try child.modify(at: path.dropFirst(), body)
+            guard let position = members.index(forKey: key) else { throw KVOError(.notFound, "'\(key)' does not exist") }
+            return try members.values[position].modify(at: path.dropFirst(), body)
         }
         if var elements = takeArray() {
             defer { self = .array(elements) }
             guard let position = key.arrayIndex, position < elements.count else {
                 throw KVOError(.outOfRange, "index \(key) is out of range")
             }
-            var child = elements[position]
-            elements[position] = .null
-            defer { elements[position] = child }
-            return try child.modify(at: path.dropFirst(), body)
+            return try elements[position].modify(at: path.dropFirst(), body)
         }
         throw KVOError(.typeMismatch, "cannot write inside \(article) \(typeName)")
     }

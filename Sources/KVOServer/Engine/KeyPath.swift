@@ -21,6 +21,7 @@ public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
         var string = string
         return string.withUTF8 { utf8 -> [String]? in
             var components: [String] = []
+            components.reserveCapacity(utf8.reduce(1) { $1 == UInt8(ascii: ".") ? $0 + 1 : $0 })
             var start = 0
             for index in 0..<utf8.count {
                 let byte = utf8[index]

@@ -28,13 +28,22 @@ struct WriteTarget {
             throw KVOError(.notFound, "object '\(object)' does not exist")
         }
         var value = objects.value(at: objectIndex)
-        var location = StoredLocation(object: object, path: [])
+        // The object the walk is in, and where its part of the key path starts: the path inside it is
+        // `components[pathStart..<depth]`, made into an array only once, at the end (none per level).
+        var current = object
+        var pathStart = 0
         let components = keyPath.components
+        /// The path inside `current` up to and including the key at `depth`: the key path's own
+        /// components array when no reference was followed (shared, no copy: the location goes into
+        /// history and is compared with watched paths' dependencies, which share it too).
+        func path(through depth: Int) -> [String] {
+            pathStart == 0 && depth == components.count - 1 ? components : Array(components[pathStart...depth])
+        }
         for depth in 0..<components.count {
             // Follow a reference stored inside an object before applying the next key.
-            if !location.path.isEmpty, let target = value.referencedObject {
+            if depth > pathStart, let target = value.referencedObject {
                 if let access {
-                    try access.require(.read, on: location.object)
+                    try access.require(.read, on: current)
                     if access.permissions(on: target).isEmpty {
                         throw ConnectionAccess.forbidden(.write, on: target, user: access.user)
                     }
@@ -44,26 +53,21 @@ struct WriteTarget {
                 }
                 objectIndex = targetIndex
                 value = objects.value(at: targetIndex)
-                location = StoredLocation(object: target, path: [])
+                current = target
+                pathStart = depth
             }
             let key = components[depth]
             let isLast = depth == components.count - 1
             switch value {
             case let .object(members):
                 // Without classes (the common server) this costs no lookup of `key`.
-                if location.path.isEmpty, let classes, !classes.isEmpty, members[key] == nil,
+                if depth == pathStart, let classes, !classes.isEmpty, members[key] == nil,
                    classes.classOf(value)?.computed[key] != nil {
                     throw KVOError(.readOnly, "'\(key)' is a computed property and read-only",
                                    details: ["property": .string(key)])
                 }
                 if isLast {
-                    // No reference followed (the location is still in `object`, one key per depth): the
-                    // path inside the object is the whole key path, so share its components array
-                    // instead of building a copy (the location goes into history and is compared with
-                    // watched paths' dependencies, which share it too).
-                    let path = location.object == object && location.path.count == depth
-                        ? components : location.path + [key]
-                    return WriteTarget(location: StoredLocation(object: location.object, path: path), arrayIndex: nil,
+                    return WriteTarget(location: StoredLocation(object: current, path: path(through: depth)), arrayIndex: nil,
                                        objectIndex: objectIndex)
                 }
                 guard let child = members[key], child != .null else {
@@ -80,13 +84,13 @@ struct WriteTarget {
                                    "index \(position) is out of range for '\(keyPath.prefix(depth))' (\(elements.count) elements)")
                 }
                 if isLast {
-                    return WriteTarget(location: location.appending(key), arrayIndex: position, objectIndex: objectIndex)
+                    return WriteTarget(location: StoredLocation(object: current, path: path(through: depth)), arrayIndex: position,
+                                       objectIndex: objectIndex)
                 }
                 value = elements[position]
             default:
                 throw KVOError(.typeMismatch, "'\(keyPath.prefix(depth))' is \(value.article) \(value.typeName), not an object")
             }
-            location = location.appending(key)
         }
         // Unreachable: a key path has at least one key and the loop returns at the last.
         throw KVOError(.badRequest, "empty keyPath")
