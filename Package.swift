@@ -95,9 +95,10 @@ let package = Package(
             ],
             exclude: ["HTTP/Assets"],
             // Release builds skip the run-time exclusivity checks (`swift_beginAccess` on every access to
-            // a class's stored property: about 7 % of a `set`'s instructions, docs/performance.md). Debug
+            // a class's stored property: about 8 % of a `set`'s instructions, docs/performance.md). Debug
             // builds, which every test runs, keep them, and so does the thread sanitizer run. Only this
-            // target: a package that depends on the client library (KVOClient, KVOJSON) sees no unsafe flag.
+            // target: a package that depends on the client library (KVOClient, KVOJSON) sees no unsafe flag;
+            // one that embeds the KVOServer library by version would (SwiftPM refuses unsafe flags there).
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
         ),
         // Command-line argument parsing shared by kvod and kvoclient (numbers with clear messages). No dependencies.
