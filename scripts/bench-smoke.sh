@@ -35,7 +35,7 @@ done
 # One row per issue-13 set shape (string-id, object3-id, object10-id, object3-id-nested) at S = 1.
 [ "$(grep -cE '^\| 1 \| [a-z0-9-]+-id[a-z-]* \| [0-9]+ \| [0-9,]+( †)? \| [0-9,]+( †)? \|' "$report")" -ge 4 ] || missing+=("set shape rows")
 grep -qE '^\| kvod \| [0-9.]+ ms' "$report" || missing+=("kvod latency")
-grep -qE '^\| kvod compact \| compact \| [0-9,]+ \| [0-9,]+( †)? \| x[0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9,]+ \|' "$report" \
+grep -qE '^\| kvod compact \| compact \| [0-9,]+ \| [0-9,]+( †)? \| x[0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9,]+ \| [0-9,]+ \|' "$report" \
     || missing+=("compact events row")
 grep -qE '^\| redis \| [0-9.]+ ms' "$report" || missing+=("redis latency")
 # The Swift client library's cell (`kvod-bench client`), small (about a second): its rows must have figures.

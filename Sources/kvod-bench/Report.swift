@@ -90,17 +90,20 @@ final class Report {
         #### \(title)
 
         "events" is the encoding kvod's subscribers asked for (docs/protocol.md, "Compact events"; Redis has
-        one); "event bytes" is what one delivery costs on the wire (kvod's JSON event line; Redis's RESP message).
+        one); "event bytes" is what one delivery costs on the wire (kvod's JSON event line; Redis's RESP message);
+        "CPU ns per delivery" is the server's utime + stime over the run divided by its deliveries (steadier than
+        deliveries/s when other work takes the server's core).
 
-        | server | events | sets/s | deliveries/s | vs first row | CPU server / generator | event bytes | lost/reordered/dup |
-        |---|---|---:|---:|---:|---|---:|---|
+        | server | events | sets/s | deliveries/s | vs first row | CPU server / generator | CPU ns per delivery | event bytes | lost/reordered/dup |
+        |---|---|---:|---:|---:|---|---:|---:|---|
 
         """
         for result in results {
             text += "| \(result.server) | \(result.events?.rawValue ?? "-") "
                 + "| \(grouped(result.setsPerSecond)) | \(grouped(result.deliveriesPerSecond))\(mark(result.serverCPU)) "
                 + "| x\(fixed2(ratio(result.deliveriesPerSecond, results[0].deliveriesPerSecond))) "
-                + "| \(cores(result.serverCPU)) / \(cores(result.generatorCPU)) | \(grouped(result.wireBytesPerDelivery)) "
+                + "| \(cores(result.serverCPU)) / \(cores(result.generatorCPU)) | \(grouped(result.serverMicrosecondsPerDelivery * 1000)) "
+                + "| \(grouped(result.wireBytesPerDelivery)) "
                 + "| \(result.integrity.summary) |\n"
         }
         sections.append(text + disturbanceNote(results.map(\.serverCPU)))
