@@ -41,9 +41,10 @@ struct FanOutResult {
 }
 
 /// Throughput and latency: S subscribers (each its own connection) observe one key path (kvod: object
-/// `bench`, key path `v`, options ["new"], events in the full or, after `hello`, the compact encoding) or subscribe to one channel (Redis: `bench`), and one publisher
-/// sets that key path (kvod) or publishes on that channel (Redis). Each value is a `Payload` carrying its
-/// sequence number and send time; every subscriber checks its stream with a `SequenceChecker`.
+/// `bench`, key path `v`, options ["new"], events in the full encoding or, after a `hello` asking for them,
+/// the compact one) or subscribe to one channel (Redis: `bench`), and one publisher sets that key path
+/// (kvod) or publishes on that channel (Redis). Each value is a `Payload` carrying its sequence number and
+/// send time; every subscriber checks its stream with a `SequenceChecker`.
 ///
 /// Pacing:
 /// - `pipelined`: as fast as the server takes them, with at most `window` sets awaiting their reply and
