@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CI smoke of the kvod-vs-Redis benchmark, so that it never rots: the checker self-test, then a
+# CI smoke of the kvod-vs-Redis benchmark, so that it never rots: the checker self-test (kvod in both
+# event encodings), a half-second throughput cell with full and compact kvod subscribers, then a
 # sub-second version of the full run (`kvod-bench all --quick`: the throughput matrix, its set shapes at
 # S = 1 (request ids, object values, a nested key path), and latency against
 # kvod and redis-server, and smaller scale, spread and durable runs), and a small `kvod-bench client` run
@@ -17,6 +18,12 @@ trap 'rm -f "$report"' EXIT
 
 KVOD_BENCH_OUT=/dev/null scripts/bench.sh selftest
 KVOD_BENCH_OUT=$report scripts/bench.sh all --quick --seconds 0.5 "$@"
+# Compact events (issue 13): kvod's subscribers ask for them in hello; the row must have figures and event bytes.
+compact=$(mktemp "${TMPDIR:-/tmp}/kvod-bench-compact.XXXXXX")
+KVOD_BENCH_OUT=$compact scripts/bench.sh throughput --server kvod --subscribers 10 --bytes 64 --seconds 0.5 \
+    --events full,compact >/dev/null
+cat "$compact" >>"$report"
+rm -f "$compact"
 
 missing=()
 for section in "Throughput:" "Latency:" "Scale:" "Spread:" "Durability:"; do
@@ -28,6 +35,8 @@ done
 # One row per issue-13 set shape (string-id, object3-id, object10-id, object3-id-nested) at S = 1.
 [ "$(grep -cE '^\| 1 \| [a-z0-9-]+-id[a-z-]* \| [0-9]+ \| [0-9,]+( †)? \| [0-9,]+( †)? \|' "$report")" -ge 4 ] || missing+=("set shape rows")
 grep -qE '^\| kvod \| [0-9.]+ ms' "$report" || missing+=("kvod latency")
+grep -qE '^\| kvod compact \| compact \| [0-9,]+ \| [0-9,]+( †)? \| x[0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9,]+ \| [0-9,]+ \|' "$report" \
+    || missing+=("compact events row")
 grep -qE '^\| redis \| [0-9.]+ ms' "$report" || missing+=("redis latency")
 # The Swift client library's cell (`kvod-bench client`), small (about a second): its rows must have figures.
 client=$(.build/release/kvod-bench client --events 20000 --sets 20000 --idle 1000)

@@ -125,6 +125,22 @@ public enum ChangeReason: Sendable, Hashable {
         }
     }
 
+    /// The reason of a compact event's `w` (or of a prior notification's `p`, docs/protocol.md "Compact
+    /// events"): the reason's one-letter code. A name that is not one of the codes is read as a full name
+    /// (so a server that sends names is understood), and anything else is `other`, as sent.
+    init(compactCode code: String) {
+        switch code {
+        case "i": self = .initial
+        case "v": self = .valueChanged
+        case "p": self = .pathChanged
+        case "s": self = .sourceDeleted
+        case "f": self = .forbidden
+        case "r": self = .resync
+        case "c": self = .created
+        default: self.init(wireName: code)
+        }
+    }
+
     /// The reason's name on the wire (`valueChanged`, `sourceDeleted`, …; `other` as sent).
     public var wireName: String {
         switch self {

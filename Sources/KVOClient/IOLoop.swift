@@ -31,7 +31,7 @@ final class IOLoop: @unchecked Sendable {
 
     /// The top-level keys of replies and events, matched without building strings.
     private static let keys = JSONParser.KeyTable(
-        ["event", "sub", "id", "ok", "error", "reason", "rev", "change", "object", "s", "r", "t", "w", "k", "i", "p", "n", "o"])
+        ["event", "sub", "id", "ok", "error", "reason", "rev", "change", "object", "s", "r", "t", "w", "p", "2", "3", "4", "n", "o"])
 
     init(core: ClientCore) {
         self.core = core
@@ -263,7 +263,8 @@ final class IOLoop: @unchecked Sendable {
         var rev: Int64 = 0
         var change: JSONValue?
         var isCompact = false
-        var compactKind: Int64?
+        var compactReason: String?
+        var compactKind = 1
         var compactIndexes: JSONValue?
         var compactIsPrior = false
         var compactNew: JSONValue?
@@ -283,10 +284,15 @@ final class IOLoop: @unchecked Sendable {
             // A compact event (docs/protocol.md, "Compact events"): the same change, one-letter members.
             case "s": sub = member.value.intValue; isCompact = true
             case "r": rev = member.value.intValue ?? 0
-            case "w": reason = member.value.stringValue
-            case "k": compactKind = member.value.intValue
-            case "i": compactIndexes = member.value
-            case "p": compactIsPrior = member.value == .int(1) || member.value == .bool(true)
+            case "w": compactReason = member.value.stringValue
+            case "p":
+                // A prior notification: `1` (valueChanged) or the reason's code.
+                compactIsPrior = true
+                if let code = member.value.stringValue { compactReason = code }
+            case "2", "3", "4":
+                // Kinds 2-4: the indexes under the member named by the kind.
+                compactKind = Int(member.key) ?? 1
+                compactIndexes = member.value
             case "n": compactNew = member.value
             case "o": compactOld = member.value
             default: break
@@ -296,7 +302,7 @@ final class IOLoop: @unchecked Sendable {
             guard let sub, let observation = routes[sub] else { return nil }
             let indexes = compactIndexes?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
             let changeEvent = ChangeEvent(
-                reason: ChangeReason(wireName: reason ?? "valueChanged"), kind: Int(compactKind ?? 1), rev: rev,
+                reason: compactReason.map(ChangeReason.init(compactCode:)) ?? .valueChanged, kind: compactKind, rev: rev,
                 old: compactOld, new: compactNew, indexes: indexes, isPrior: compactIsPrior, change: nil, object: object)
             enqueue(changeEvent, for: observation, sub: sub)
             return nil

@@ -1,10 +1,14 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KVOServer
 
 /// What one throughput or latency run measured.
 struct FanOutResult {
+    /// The server's label; a kvod whose subscribers asked for compact events is "kvod compact".
     var server: String
+    /// The event encoding kvod's subscribers asked for (`--events`); nil for Redis (it has one).
+    var events: EventEncoding?
     var subscribers: Int
     var payloadBytes: Int
     /// What each set looked like (value shape, `id`, key path).
@@ -37,9 +41,10 @@ struct FanOutResult {
 }
 
 /// Throughput and latency: S subscribers (each its own connection) observe one key path (kvod: object
-/// `bench`, key path `v`, options ["new"]) or subscribe to one channel (Redis: `bench`), and one publisher
-/// sets that key path (kvod) or publishes on that channel (Redis). Each value is a `Payload` carrying its
-/// sequence number and send time; every subscriber checks its stream with a `SequenceChecker`.
+/// `bench`, key path `v`, options ["new"], events in the full encoding or, after a `hello` asking for them,
+/// the compact one) or subscribe to one channel (Redis: `bench`), and one publisher sets that key path
+/// (kvod) or publishes on that channel (Redis). Each value is a `Payload` carrying its sequence number and
+/// send time; every subscriber checks its stream with a `SequenceChecker`.
 ///
 /// Pacing:
 /// - `pipelined`: as fast as the server takes them, with at most `window` sets awaiting their reply and
@@ -75,6 +80,7 @@ final class FanOutRun: Workload {
     private let shape: SetShape
     private let object = Array("bench".utf8)
     private let fault: Fault?
+    private let events: EventEncoding
     private var publisher: Peer!
     private var subscribers: [Peer] = []
     // The per-delivery state is exempt from dynamic exclusivity checks (they cost more than the work on
@@ -91,8 +97,9 @@ final class FanOutRun: Workload {
     /// Deliveries of sets sent from this time on are recorded in the latency histogram.
     private var recordLatencyFrom = UInt64.max
 
-    private init(server: ServerProcess, payloadLength: Int, shape: SetShape, fault: Fault?) {
+    private init(server: ServerProcess, payloadLength: Int, shape: SetShape, fault: Fault?, events: EventEncoding) {
         self.server = server
+        self.events = events
         self.shape = shape
         self.payload = Payload(length: payloadLength, shape: shape.value)
         self.loop = LoadLoop(wire: server.wire, payload: payload)
@@ -101,10 +108,12 @@ final class FanOutRun: Workload {
 
     /// Runs one throughput or latency measurement against a running server.
     /// `profile`: record the server with `perf record -g` into this file during the timed part.
+    /// `events`: the encoding kvod's subscribers ask for (ignored for Redis).
     static func run(server: ServerProcess, subscribers: Int, payloadLength: Int, shape: SetShape = .plainString,
                     seconds: Double, pace: Pace, warmupSeconds: Double = 0, fault: Fault? = nil,
-                    profile: (perf: String, output: String)? = nil) -> FanOutResult {
-        let run = FanOutRun(server: server, payloadLength: payloadLength, shape: shape, fault: fault)
+                    profile: (perf: String, output: String)? = nil, events: EventEncoding = .full) -> FanOutResult {
+        let run = FanOutRun(server: server, payloadLength: payloadLength, shape: shape, fault: fault,
+                            events: server.wire == .kvod ? events : .full)
         defer { run.loop.closeAll() }
         run.setUp(subscribers: subscribers)
         let profiler = profile.map { Profiler(perf: $0.perf, pid: server.pid, output: $0.output) }
@@ -139,6 +148,10 @@ final class FanOutRun: Workload {
         checkers = [SequenceChecker](repeating: SequenceChecker(), count: count)
         for (index, subscriber) in subscribers.enumerated() {
             subscriber.slot = index
+            if events == .compact {
+                wire.appendHello(events: events, to: subscriber.output)
+                subscriber.awaitingReplies += 1
+            }
             if let credentials {
                 wire.appendAuth(user: credentials.user, password: credentials.password, to: subscriber.output)
                 subscriber.awaitingReplies += 1
@@ -220,7 +233,8 @@ final class FanOutRun: Workload {
         let wall = Double(end - start) / 1e9
         let serverCPUSeconds = server.cpuSeconds - serverCPUStart
         return FanOutResult(
-            server: server.kind.label, subscribers: subscribers.count, payloadBytes: payload.length, shape: shape,
+            server: server.kind.label + (events == .compact ? " compact" : ""), events: server.wire == .kvod ? events : nil,
+            subscribers: subscribers.count, payloadBytes: payload.length, shape: shape,
             sets: acknowledged, deliveries: deliveries,
             setSeconds: Double(lastAcknowledgement - start) / 1e9, deliverySeconds: Double(lastDelivery - start) / 1e9,
             integrity: integrity,

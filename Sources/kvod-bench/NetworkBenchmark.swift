@@ -1,22 +1,27 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KVOServer
 
 /// The network benchmarks of issue 5: kvod against Redis pub/sub over loopback TCP, each run with a fresh
 /// server process started (and stopped) here. See docs/performance.md and scripts/bench.sh.
 ///
 ///     kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64] [--shape string]
 ///                           [--sync in-memory|off|normal|full] [--fault skip|duplicate|reorder] [--perf FILE]
+///                           [--events full|compact|full,compact]   (kvod once per encoding listed)
 ///     kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1] [--sync …]
+///                           [--events full|compact]
 ///     kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]   (pairs)
 ///     kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64]
 ///     kvod-bench durable    [--subscribers 10] [--bytes 64]          (kvod in-memory, --sync normal, full)
 ///     kvod-bench matrix     [--subscribers 1,10,100] [--bytes 64,1024] [--rate 10000]
 ///                           [--shapes string-id,object3-id,object10-id,object3-id-nested] [--shape-bytes 64]
 ///                           [--latency-subscribers 100] [--latency-bytes 64]       (throughput, then latency)
+///                           [--events full|compact]   (the encoding kvod's subscribers ask for; default full)
 ///     kvod-bench all        [matrix options] [--connections ..] [--observations ..] [--objects ..]
 ///                           [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
-///     kvod-bench selftest   [--server both]   (the checkers must catch a skipped, a duplicated and a reordered set)
+///     kvod-bench selftest   [--server both] [--events full,compact]
+///                           (the checkers must catch a skipped, a duplicated and a reordered set; kvod in both encodings)
 ///     kvod-bench permissions [--subscribers 1] [--bytes 64] [--globs 100]
 ///                           (sets/s in open mode and as an authenticated user with that many glob rules, runs alternating)
 ///
@@ -62,19 +67,19 @@ enum NetworkBenchmark {
     static func allowedOptions(_ command: String) -> Set<String> {
         let common: Set<String> = ["kvod", "redis", "perf-command", "markdown", "seconds", "runs", "window", "lag", "server"]
         switch command {
-        case "throughput": return common.union(["subscribers", "bytes", "sync", "fault", "perf", "shape"])
-        case "latency": return common.union(["subscribers", "bytes", "rate", "warmup", "sync"])
+        case "throughput": return common.union(["subscribers", "bytes", "sync", "fault", "perf", "shape", "events"])
+        case "latency": return common.union(["subscribers", "bytes", "rate", "warmup", "sync", "events"])
         case "scale": return common.union(["connections", "observations"])
         case "spread": return common.union(["subscribers", "bytes", "objects"])
         case "durable": return common.union(["subscribers", "bytes"])
         case "matrix": return common.union(["subscribers", "bytes", "rate", "warmup", "latency-subscribers", "latency-bytes",
-                                            "shapes", "shape-bytes"])
+                                            "shapes", "shape-bytes", "events"])
         case "all":
             return common.union(["subscribers", "bytes", "rate", "warmup", "latency-subscribers", "latency-bytes", "quick",
-                                 "shapes", "shape-bytes",
+                                 "shapes", "shape-bytes", "events",
                                  "connections", "observations", "objects", "spread-subscribers", "spread-bytes",
                                  "durable-subscribers", "durable-bytes"])
-        case "selftest": return common
+        case "selftest": return common.union(["events"])
         case "permissions": return common.union(["subscribers", "bytes", "globs"])
         default: usage()
         }
@@ -94,11 +99,18 @@ enum NetworkBenchmark {
             return fault
         }
         let perfOutput = options.string("perf")
-        let results = servers.map { $0 == .kvod(.inMemory) ? .kvod(storage) : $0 }.map { kind in
+        let encodings = options.eventEncodings()
+        // kvod once per encoding asked for (`--events full,compact`), then Redis.
+        let runs: [(ServerKind, EventEncoding)] = servers.map { $0 == .kvod(.inMemory) ? .kvod(storage) : $0 }.flatMap { kind in
+            kind == .redis ? [(kind, .full)] : encodings.map { (kind, $0) }
+        }
+        let results = runs.map { kind, events in
             context.measure(kind, best: higherDeliveries) { server in
-                let profile = perfOutput.map { (perf: context.executables.perf, output: kind == .redis ? $0 + ".redis" : $0) }
+                let profile = perfOutput.map { (perf: context.executables.perf,
+                                                output: kind == .redis ? $0 + ".redis" : events == .compact ? $0 + ".compact" : $0) }
                 return FanOutRun.run(server: server, subscribers: subscribers, payloadLength: shape.bytes(forRequested: bytes),
-                                     shape: shape, seconds: context.seconds, pace: pace, fault: fault, profile: profile)
+                                     shape: shape, seconds: context.seconds, pace: pace, fault: fault, profile: profile,
+                                     events: events)
             }
         }
         context.report.addThroughput(results, title: "Throughput: \(subscribers) subscribers, \(bytes)-byte values")
@@ -134,13 +146,14 @@ enum NetworkBenchmark {
         let subscriberCounts = options.intList("subscribers", [1, 10, 100])
         let byteCounts = options.intList("bytes", [64, 1024])
         let pace = options.pipelined()
+        let events = options.eventEncoding()
         var rows: [(kvod: FanOutResult, redis: FanOutResult)] = []
         for subscribers in subscriberCounts {
             for bytes in byteCounts {
                 let pair = [ServerKind.kvod(.inMemory), .redis].map { kind in
                     context.measure(kind, best: higherDeliveries) { server in
                         FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes,
-                                      seconds: context.seconds, pace: pace)
+                                      seconds: context.seconds, pace: pace, events: events)
                     }
                 }
                 rows.append((pair[0], pair[1]))
@@ -157,6 +170,7 @@ enum NetworkBenchmark {
         let shapes = options.shapes()
         let requestedBytes = options.int("shape-bytes", 64)
         let pace = options.pipelined()
+        let events = options.eventEncoding()
         var rows: [(kvod: FanOutResult, redis: FanOutResult)] = []
         for subscribers in subscriberCounts {
             for shape in shapes {
@@ -164,7 +178,7 @@ enum NetworkBenchmark {
                 let pair = [ServerKind.kvod(.inMemory), .redis].map { kind in
                     context.measure(kind, best: higherSets) { server in
                         FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes, shape: shape,
-                                      seconds: context.seconds, pace: pace)
+                                      seconds: context.seconds, pace: pace, events: events)
                     }
                 }
                 rows.append((pair[0], pair[1]))
@@ -179,10 +193,12 @@ enum NetworkBenchmark {
         let bytes = options.int(prefix + "bytes", 64)
         let warmup = options.double("warmup", min(1, context.seconds / 5))
         let storage = options.storage()
+        let events = options.eventEncoding()
         let results = options.servers().map { $0 == .kvod(.inMemory) ? .kvod(storage) : $0 }.map { kind in
             context.measure(kind, best: { $0.latency.percentile(50) < $1.latency.percentile(50) }) { server in
                 FanOutRun.run(server: server, subscribers: subscribers, payloadLength: bytes,
-                              seconds: context.seconds + warmup, pace: .fixedRate(perSecond: rate), warmupSeconds: warmup)
+                              seconds: context.seconds + warmup, pace: .fixedRate(perSecond: rate), warmupSeconds: warmup,
+                              events: events)
             }
         }
         context.report.addLatency(results, rate: rate, seconds: context.seconds, warmup: warmup, runs: context.runs)
@@ -244,11 +260,16 @@ enum NetworkBenchmark {
         let subscribers = 3
         let seconds = min(context.seconds, 0.5)
         var failures = 0
-        for kind in options.servers() {
+        // kvod's subscribers in both event encodings unless `--events` names some: each has its own scanner.
+        let encodings: [EventEncoding] = options.string("events") == nil ? [.full, .compact] : options.eventEncodings()
+        let runs: [(ServerKind, EventEncoding)] = options.servers().flatMap { kind in
+            kind == .redis ? [(kind, .full)] : encodings.map { (kind, $0) }
+        }
+        for (kind, events) in runs {
             for fault in [nil] + FanOutRun.Fault.allCases.map(Optional.some) {
                 let server = context.start(kind)
                 let result = FanOutRun.run(server: server, subscribers: subscribers, payloadLength: 64, seconds: seconds,
-                                           pace: options.pipelined(), fault: fault)
+                                           pace: options.pipelined(), fault: fault, events: events)
                 server.stop()
                 var expected = Integrity()
                 switch fault {
@@ -260,7 +281,7 @@ enum NetworkBenchmark {
                 let enough = result.sets > FanOutRun.faultSequence + 2
                 let passed = enough && result.integrity == expected
                 if !passed { failures += 1 }
-                print(pad("selftest \(kind.label), fault \(fault?.rawValue ?? "none")", 40)
+                print(pad("selftest \(result.server), fault \(fault?.rawValue ?? "none")", 40)
                       + "lost/reordered/dup \(result.integrity.summary), expected \(expected.summary)"
                       + (enough ? "" : " (too few sets: \(result.sets))") + (passed ? "  ok" : "  FAILED"))
             }
@@ -279,17 +300,18 @@ enum NetworkBenchmark {
     static let synopsis = """
         usage: kvod-bench throughput [--server kvod|redis|both] [--subscribers 100] [--bytes 64] [--shape string]
                                      [--sync in-memory|off|normal|full] [--fault skip|duplicate|reorder] [--perf FILE]
+                                     [--events full|compact|full,compact]
                kvod-bench latency    [--server both] [--rate 10000] [--subscribers 100] [--bytes 64] [--warmup 1]
-                                     [--sync in-memory|off|normal|full]
+                                     [--sync in-memory|off|normal|full] [--events full|compact]
                kvod-bench scale      [--server both] [--connections 10000,100] [--observations 1,1000]   (pairs)
                kvod-bench spread     [--server both] [--objects 100000] [--subscribers 10] [--bytes 64]
                kvod-bench durable    [--subscribers 10] [--bytes 64]     (kvod in-memory, --sync normal, full)
                kvod-bench matrix     [--subscribers 1,10,100] [--bytes 64,1024] [--rate 10000]
                                      [--shapes string-id,object3-id,object10-id,object3-id-nested] [--shape-bytes 64]
-                                     [--latency-subscribers 100] [--latency-bytes 64]
+                                     [--latency-subscribers 100] [--latency-bytes 64] [--events full|compact]
                kvod-bench all        [matrix options] [--connections ..] [--observations ..] [--objects ..]
                                      [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
-               kvod-bench selftest   [--server both]
+               kvod-bench selftest   [--server both] [--events full,compact]
                kvod-bench permissions [--subscribers 1] [--bytes 64] [--globs 100]
         shapes: string, string-id, object3-id, object10-id, object3-id-nested, string-id-nested
         every command: [--seconds 5] [--runs 1] [--window 1024] [--lag 4096] [--markdown FILE]
@@ -452,6 +474,27 @@ enum NetworkBenchmark {
                 }
                 return shape
             }
+        }
+
+        /// `--events`: the event encodings kvod's subscribers ask for in `hello`, comma-separated (`full`,
+        /// `compact`; default `full`, kvod's own default, so that figures stay comparable with earlier runs).
+        func eventEncodings() -> [EventEncoding] {
+            guard let text = string("events") else { return [.full] }
+            let encodings = text.split(separator: ",").map { name in
+                guard let encoding = EventEncoding(rawValue: String(name)) else {
+                    NetworkBenchmark.usage("unknown --events '\(name)' (full or compact)")
+                }
+                return encoding
+            }
+            guard !encodings.isEmpty else { NetworkBenchmark.usage("--events needs full or compact") }
+            return encodings
+        }
+
+        /// `--events` where one encoding applies to every kvod run (matrix, latency).
+        func eventEncoding() -> EventEncoding {
+            let encodings = eventEncodings()
+            guard encodings.count == 1 else { NetworkBenchmark.usage("--events takes one encoding here (full or compact)") }
+            return encodings[0]
         }
 
         /// `--server kvod|redis|both` (default both), kvod first.

@@ -30,6 +30,7 @@ final class Report {
         Deliveries/s counts every event received by every subscriber; "kvod/Redis" is the ratio of
         deliveries/s. CPU is in cores (1.00 = one core busy) over the cell, server / load generator.
         "Event bytes" is what one delivery costs on the wire (kvod's JSON event line; Redis's RESP message).
+        \(eventsNote(rows.first?.kvod))
 
         | S | B | kvod sets/s | kvod deliveries/s | Redis publishes/s | Redis deliveries/s | kvod/Redis | CPU kvod / generator | CPU Redis / generator | event bytes kvod; Redis | lost/reordered/dup kvod; Redis |
         |---:|---:|---:|---:|---:|---:|---:|---|---|---|---|
@@ -60,6 +61,7 @@ final class Report {
         value's bytes: the JSON object's text, or the string's content (what Redis publishes in both cases).
         "kvod/Redis" is the ratio of sets/s; CPU µs is the server's utime + stime (/proc/<pid>/stat) over the
         cell divided by its sets and by its deliveries.
+        \(eventsNote(rows.first?.kvod))
 
         | S | shape | B | kvod sets/s | Redis publishes/s | kvod/Redis | kvod CPU µs per set; per delivery | Redis CPU µs per publish; per delivery | CPU kvod / Redis | event bytes kvod; Redis | lost/reordered/dup kvod; Redis |
         |---:|---|---:|---:|---:|---:|---|---|---|---|---|
@@ -78,18 +80,31 @@ final class Report {
         sections.append(text + disturbanceNote(rows.flatMap { [$0.kvod.serverCPU, $0.redis.serverCPU] }))
     }
 
+    /// Which event encoding kvod's subscribers used in a table's runs (`--events`).
+    private func eventsNote(_ kvod: FanOutResult?) -> String {
+        "kvod's subscribers asked for \(kvod?.events?.rawValue ?? "full") events (docs/protocol.md, \"Compact events\")."
+    }
+
     func addThroughput(_ results: [FanOutResult], title: String) {
         var text = """
         #### \(title)
 
-        | server | sets/s | deliveries/s | vs first row | CPU server / generator | lost/reordered/dup |
-        |---|---:|---:|---:|---|---|
+        "events" is the encoding kvod's subscribers asked for (docs/protocol.md, "Compact events"; Redis has
+        one); "event bytes" is what one delivery costs on the wire (kvod's JSON event line; Redis's RESP message);
+        "CPU ns per delivery" is the server's utime + stime over the run divided by its deliveries (steadier than
+        deliveries/s when other work takes the server's core).
+
+        | server | events | sets/s | deliveries/s | vs first row | CPU server / generator | CPU ns per delivery | event bytes | lost/reordered/dup |
+        |---|---|---:|---:|---:|---|---:|---:|---|
 
         """
         for result in results {
-            text += "| \(result.server) | \(grouped(result.setsPerSecond)) | \(grouped(result.deliveriesPerSecond))\(mark(result.serverCPU)) "
+            text += "| \(result.server) | \(result.events?.rawValue ?? "-") "
+                + "| \(grouped(result.setsPerSecond)) | \(grouped(result.deliveriesPerSecond))\(mark(result.serverCPU)) "
                 + "| x\(fixed2(ratio(result.deliveriesPerSecond, results[0].deliveriesPerSecond))) "
-                + "| \(cores(result.serverCPU)) / \(cores(result.generatorCPU)) | \(result.integrity.summary) |\n"
+                + "| \(cores(result.serverCPU)) / \(cores(result.generatorCPU)) | \(grouped(result.serverMicrosecondsPerDelivery * 1000)) "
+                + "| \(grouped(result.wireBytesPerDelivery)) "
+                + "| \(result.integrity.summary) |\n"
         }
         sections.append(text + disturbanceNote(results.map(\.serverCPU)))
     }

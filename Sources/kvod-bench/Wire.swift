@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KVOServer
 
 /// The value every benchmark set (kvod) or publish (Redis) carries: exactly `length` ASCII bytes, the
 /// same bytes on both servers.
@@ -140,6 +141,13 @@ enum Wire {
         output.append(Array(#"{"op":"auth","user":"\#(user)","password":"\#(password)"}"#.utf8 + [0x0A]))
     }
 
+    /// kvod: `hello` asking for compact events (docs/protocol.md, "Compact events"); nothing for the full
+    /// encoding (kvod's default) or Redis.
+    func appendHello(events: EventEncoding, to output: ByteBuffer) {
+        guard case .kvod = self, events == .compact else { return }
+        output.append(Wire.compactHello)
+    }
+
     /// kvod: `create` the object with `values` (JSON object text, e.g. `{"v":""}`). Redis needs nothing
     /// (channels need no creation).
     func appendCreate(object: [UInt8], values: [UInt8], to output: ByteBuffer) {
@@ -244,6 +252,7 @@ enum Wire {
     private static let setKeyPath = Array(#"","keyPath":""#.utf8)
     private static let setValueAfterKeyPath = Array(#"","value":"#.utf8)
     private static let setSuffix = Array("}".utf8 + [0x0A])
+    private static let compactHello = Array(#"{"op":"hello","events":"compact"}"#.utf8 + [0x0A])
     private static let kvodPing = Array(#"{"op":"ping"}"#.utf8 + [0x0A])
     private static let subscribeHeader = Array("*2\r\n$9\r\nSUBSCRIBE\r\n".utf8)
     private static let publishHeader = Array("*3\r\n$7\r\nPUBLISH\r\n".utf8)
@@ -265,12 +274,15 @@ enum Wire {
     }
 
     private static let eventPrefix = Array(#"{"event":"#.utf8)
+    /// A compact event starts with its subscription (`{"s":`); replies start `{"id":` or `{"ok":`.
+    private static let compactEventPrefix = Array(#"{"s":"#.utf8)
     private static let okPrefix = Array(#"{"ok":true"#.utf8)
     private static let okMember = Array(#""ok":true"#.utf8)
-    private static let newMember = Array(#""new":""#.utf8)
     private static let newKey = Array(#""new":"#.utf8)
+    private static let compactNewKey = Array(#""n":"#.utf8)
 
-    /// kvod: one JSON object per line. Lines starting `{"event":` are events; everything else is a reply.
+    /// kvod: one JSON object per line. Lines starting `{"event":` (full encoding) or `{"s":` (compact) are
+    /// events; everything else is a reply.
     private static func scanLines(_ bytes: UnsafePointer<UInt8>, count: Int, payload: Payload, peer: Peer,
                                   receivedAt: UInt64, sink: Workload) -> Int {
         var lineStart = 0
@@ -282,8 +294,9 @@ enum Wire {
             let line = UnsafeRawBufferPointer(start: bytes + lineStart, count: end - lineStart)
             lineStart = newlineIndex + 1
             if line.isEmpty { continue }
-            if hasPrefix(line, eventPrefix) {
-                if let value = eventPayload(line, payload: payload) {
+            let compact = hasPrefix(line, compactEventPrefix)
+            if compact || hasPrefix(line, eventPrefix) {
+                if let value = eventPayload(line, payload: payload, compact: compact) {
                     sink.delivery(to: peer, payload: value, receivedAt: receivedAt)
                 } else {
                     sink.malformed(from: peer, text: line)
@@ -296,22 +309,26 @@ enum Wire {
         return lineStart
     }
 
-    /// The payload in an event line's `new` (for a string value, the string's bytes; for an object, its
-    /// text). Our events end `"new":<value>}}` (options ["new"], kind 1), so with the run's payload the
-    /// value sits at a known offset from the end: checking the bytes before and after it costs nothing per
-    /// delivery. Anything else falls back to a search for `"new":"` (string values only).
-    private static func eventPayload(_ line: UnsafeRawBufferPointer, payload: Payload) -> UnsafeRawBufferPointer? {
+    /// The payload in an event line's `new` (compact: `n`; for a string value, the string's bytes; for an
+    /// object, its text). Our events end `"new":<value>}}` (full encoding, options ["new"], kind 1) or
+    /// `"n":<value>}` (compact), so with the run's payload the value sits at a known offset from the end:
+    /// checking the bytes before and after it costs nothing per delivery. Anything else falls back to a
+    /// search for `"new":"` or `"n":"` (string values only).
+    private static func eventPayload(_ line: UnsafeRawBufferPointer, payload: Payload, compact: Bool) -> UnsafeRawBufferPointer? {
         let payloadLength = payload.length
         let quoted = payload.kvodValueLength != payloadLength
-        let start = line.count - 2 - payloadLength - (quoted ? 1 : 0)
-        if start >= 7 + eventPrefix.count,
-           line[line.count - 2] == UInt8(ascii: "}"), line[line.count - 1] == UInt8(ascii: "}"),
-           quoted ? (line[line.count - 3] == UInt8(ascii: "\"") && matches(line, at: start - 7, newMember))
-                  : matches(line, at: start - 6, newKey) {
+        let key = compact ? compactNewKey : newKey
+        let closing = compact ? 1 : 2
+        let quote = quoted ? 1 : 0
+        let start = line.count - closing - payloadLength - quote
+        if start >= key.count + quote + (compact ? compactEventPrefix.count : eventPrefix.count),
+           line[line.count - 1] == UInt8(ascii: "}"), closing == 1 || line[line.count - 2] == UInt8(ascii: "}"),
+           !quoted || (line[start - 1] == UInt8(ascii: "\"") && line[start + payloadLength] == UInt8(ascii: "\"")),
+           matches(line, at: start - quote - key.count, key) {
             return UnsafeRawBufferPointer(rebasing: line[start..<(start + payloadLength)])
         }
-        guard quoted, let member = find(newMember, in: line, from: 0) else { return nil }
-        let valueStart = member + newMember.count
+        guard quoted, let member = find(key + [UInt8(ascii: "\"")], in: line, from: 0) else { return nil }
+        let valueStart = member + key.count + 1
         var valueEnd = valueStart
         while valueEnd < line.count && line[valueEnd] != UInt8(ascii: "\"") { valueEnd += 1 }
         guard valueEnd < line.count else { return nil }

@@ -6,8 +6,9 @@ import Testing
 /// The compact event encoding (issue 13; docs/protocol.md, "Compact events") against the real kvod over
 /// TCP: granted by `hello`, every reason and kind in both encodings (two twin observers make the same
 /// observations, one full and one compact, and each compact event must be the full one translated member
-/// by member), the exact bytes and overhead of the common event, hostile `hello` values refused with
-/// nothing changed, and what a later `hello` does to the observations already made.
+/// by member, byte for byte, within its documented overhead of at most 40 bytes), the exact bytes of the
+/// common event, hostile `hello` values refused with nothing changed, and what a later `hello` does to
+/// the observations already made.
 @Suite struct CompactEventsOverTCPTests {
     private static let password = "pw"
 
@@ -31,21 +32,72 @@ import Testing
         return client
     }
 
-    /// The compact event the full event `full` must become, for subscription `compactSub`: `s`, `r`,
-    /// `w` unless valueChanged, `k` unless 1, `i`, `p`, `n`, `o`; no object or key path.
-    private func compactForm(of full: JSONValue, sub compactSub: JSONValue) -> JSONValue {
-        var members: [String: JSONValue] = ["s": compactSub, "r": full["rev"] ?? .null]
-        if full["reason"] != "valueChanged" { members["w"] = full["reason"] }
+    /// The reasons' one-letter codes (docs/protocol.md, "Compact events").
+    private static let codes: [String: String] = [
+        "initial": "i", "valueChanged": "v", "pathChanged": "p", "sourceDeleted": "s", "forbidden": "f",
+        "resync": "r", "created": "c",
+    ]
+
+    /// The exact compact line (without its newline) the full event `full` must become, for subscription
+    /// `compactSub`, written independently of the server's encoder: `s`, `r`, `t` (pattern events), `p` on
+    /// a prior (`1`, or the reason's code) or else `w` (the code) unless valueChanged, the indexes under
+    /// the kind's digit unless kind 1, `n`, `o`; no object or key path. Values are the full event's,
+    /// re-encoded (the server writes both from the same JSON).
+    private func expectedCompactLine(of full: JSONValue, sub compactSub: Int64, pattern: Bool) -> String {
         let change = full["change"]
-        if change?["kind"] != 1 { members["k"] = change?["kind"] }
-        if let indexes = change?["indexes"] { members["i"] = indexes }
-        if change?["notificationIsPrior"] == true { members["p"] = 1 }
-        if let new = change?["new"] { members["n"] = new }
-        if let old = change?["old"] { members["o"] = old }
-        return .object(members)
+        let code = Self.codes[full["reason"]?.stringValue ?? ""] ?? "?"
+        var line = "{\"s\":\(compactSub),\"r\":\(full["rev"]?.intValue ?? -1)"
+        if pattern, let object = full["object"] { line += ",\"t\":" + JSONWriter.string(object) }
+        if change?["notificationIsPrior"] == true {
+            line += code == "v" ? ",\"p\":1" : ",\"p\":\"\(code)\""
+        } else if code != "v" {
+            line += ",\"w\":\"\(code)\""
+        }
+        if let kind = change?["kind"]?.intValue, kind != 1 {
+            line += ",\"\(kind)\":" + JSONWriter.string(change?["indexes"] ?? [])
+        }
+        if let new = change?["new"] { line += ",\"n\":" + JSONWriter.string(new) }
+        if let old = change?["old"] { line += ",\"o\":" + JSONWriter.string(old) }
+        return line + "}"
     }
 
-    @Test("every reason and kind: each compact event is its full twin without object and key path, defaults left out")
+    /// A compact line's overhead beyond what varies (docs/protocol.md's table): its bytes with the newline,
+    /// less the JSON of `n`, `o` and `t`, the digits of `s` and `r` (D) and the indexes' digits and commas
+    /// (X). The issue's bound, at most 40 bytes for D ≤ 10, is this at most 30.
+    private func fixedOverhead(of line: [UInt8], full: JSONValue, compactSub: Int64, pattern: Bool) -> Int {
+        let change = full["change"]
+        var variable = String(compactSub).count + String(full["rev"]?.intValue ?? 0).count
+        for value in [change?["new"], change?["old"], pattern ? full["object"] : nil].compactMap({ $0 }) {
+            variable += JSONWriter.bytes(value).count
+        }
+        if let indexes = change?["indexes"] { variable += JSONWriter.bytes(indexes).count - 2 }
+        return line.count + 1 - variable
+    }
+
+    /// The documented overhead of each shape of event (docs/protocol.md, "Compact events"), by
+    /// "reason kind[ prior][ n][ o][ pattern]". Every shape the test meets must be here.
+    private static let documentedOverhead: [String: Int] = [
+        "valueChanged 1 n": 17, "valueChanged 1 n o": 22, "valueChanged 1 o": 17, "valueChanged 1 prior o": 23,
+        "initial 1 n": 25, "pathChanged 1 n o": 30, "pathChanged 1 prior o": 25, "sourceDeleted 1 n o": 30,
+        "sourceDeleted 1 o": 25, "sourceDeleted 1 prior o": 25, "forbidden 1 n o": 30, "resync 1 n": 25,
+        "valueChanged 2 n": 24, "valueChanged 2 prior": 25, "valueChanged 3 o": 24, "valueChanged 3 prior o": 30,
+        "valueChanged 4 n o": 29, "valueChanged 4 prior o": 30, "valueChanged 2": 19, "valueChanged 4 o": 24,
+        "valueChanged 1 n o pattern": 27, "valueChanged 1 prior o pattern": 28, "created 1 n o pattern": 35,
+        "sourceDeleted 1 n o pattern": 35, "sourceDeleted 1 prior o pattern": 30, "created 1 prior o pattern": 30,
+        "pathChanged 1 o": 25, "forbidden 1 o": 25,
+    ]
+
+    private func shape(of full: JSONValue, pattern: Bool) -> String {
+        let change = full["change"]
+        var words = [full["reason"]?.stringValue ?? "?", String(change?["kind"]?.intValue ?? 0)]
+        if change?["notificationIsPrior"] == true { words.append("prior") }
+        if change?["new"] != nil { words.append("n") }
+        if change?["old"] != nil { words.append("o") }
+        if pattern { words.append("pattern") }
+        return words.joined(separator: " ")
+    }
+
+    @Test("every reason and kind: each compact event is its full twin without object and key path, defaults left out, byte for byte, overhead ≤ 40")
     func everyReasonAndKindInBothEncodings() throws {
         let (server, _) = try server()
         let root = try login(server, "root")
@@ -69,15 +121,20 @@ import Testing
             ["object": "order-1", "keyPath": "v"],
             ["object": "order-1", "keyPath": "doc.a.b", "options": ["initial", "new", "old"]],
             ["object": "order-1", "keyPath": "items", "options": ["old"]],
+            ["object": "order-1", "keyPath": "customer.name", "options": ["old", "prior"]],
+            ["object": "order-2", "keyPath": "v", "options": ["old", "prior"]],
+            ["pattern": "order-*", "keyPath": "v", "options": ["new", "old", "prior"]],
         ]
         /// compact sub -> full sub, and the full subs' (object, key path).
         var twinOf: [Int64: Int64] = [:]
         var watched: [Int64: (JSONValue?, JSONValue?)] = [:]
+        var patternSubs = Set<Int64>()
         func observeOnBoth(_ params: [String: JSONValue]) throws {
             let fullSub = try #require(try full.call("observe", params)["sub"]?.intValue)
             let compactSub = try #require(try compact.call("observe", params)["sub"]?.intValue)
             twinOf[compactSub] = fullSub
             watched[fullSub] = (params["object"], params["keyPath"])
+            if params["pattern"] != nil { patternSubs.insert(compactSub) }
         }
         for params in observations { try observeOnBoth(params) }
 
@@ -91,6 +148,7 @@ import Testing
                                "to": ["object": "order-1", "keyPath": "mirror"]])
         try root.call("set", ["object": "order-src", "keyPath": "x", "value": 5])                  // through a binding
         try root.call("delete", ["object": "order-2"])                                              // sourceDeleted
+        try root.call("create", ["object": "order-3", "values": ["v": 7]])                          // created (pattern)
         try root.call("set", ["object": "order-1", "keyPath": "customer", "value": ["$ref": "secret-1"]]) // forbidden
         let before = try #require(try root.call("set", ["object": "order-1", "keyPath": "v", "value": 3])["rev"]?.intValue)
         try root.call("set", ["object": "order-1", "keyPath": "v", "value": 4])
@@ -104,23 +162,35 @@ import Testing
         var reasons = Set<String>()
         var kinds = Set<Int64>()
         var priors = 0
+        var shapes = Set<String>()
         for (fullLine, compactLine) in zip(fullEvents, compactEvents) {
             let fullEvent = try JSONParser.parse(fullLine)
             let compactEvent = try JSONParser.parse(compactLine)
             let fullSub = try #require(fullEvent["sub"]?.intValue)
             let compactSub = try #require(compactEvent["s"]?.intValue)
-            #expect(twinOf[compactSub] == fullSub, "\(String(decoding: compactLine, as: UTF8.self)) pairs with \(String(decoding: fullLine, as: UTF8.self))")
-            #expect(fullEvent["object"] == watched[fullSub]?.0 && fullEvent["keyPath"] == watched[fullSub]?.1)
-            #expect(compactEvent == compactForm(of: fullEvent, sub: .int(compactSub)),
-                    "\(String(decoding: compactLine, as: UTF8.self)) for \(String(decoding: fullLine, as: UTF8.self))")
-            // The server writes the members in one order: s and r first.
-            #expect(String(decoding: compactLine, as: UTF8.self).hasPrefix("{\"s\":\(compactSub),\"r\":"))
+            let pattern = patternSubs.contains(compactSub)
+            let compactText = String(decoding: compactLine, as: UTF8.self)
+            #expect(twinOf[compactSub] == fullSub, "\(compactText) pairs with \(String(decoding: fullLine, as: UTF8.self))")
+            #expect((pattern || fullEvent["object"] == watched[fullSub]?.0) && fullEvent["keyPath"] == watched[fullSub]?.1)
+            #expect(compactText == expectedCompactLine(of: fullEvent, sub: compactSub, pattern: pattern),
+                    "\(compactText) for \(String(decoding: fullLine, as: UTF8.self))")
             #expect(compactLine.count < fullLine.count)
+            // The overhead: as documented for its shape, and within the issue's 40 bytes for D ≤ 10 (30 for
+            // an ordinary observation's event; a pattern event's `,"t":` adds 5).
+            let overhead = fixedOverhead(of: compactLine, full: fullEvent, compactSub: compactSub, pattern: pattern)
+            let eventShape = shape(of: fullEvent, pattern: pattern)
+            #expect(Self.documentedOverhead[eventShape] == overhead, "\(eventShape): \(overhead) bytes, \(compactText)")
+            #expect(overhead <= (pattern ? 35 : 30), "\(eventShape): \(compactText)")
+            shapes.insert(eventShape)
             reasons.insert(fullEvent["reason"]?.stringValue ?? "?")
             kinds.insert(fullEvent["change"]?["kind"]?.intValue ?? 0)
             if fullEvent["change"]?["notificationIsPrior"] == true { priors += 1 }
         }
-        #expect(reasons == ["initial", "valueChanged", "pathChanged", "sourceDeleted", "forbidden", "resync"])
+        #expect(reasons == ["initial", "valueChanged", "pathChanged", "sourceDeleted", "forbidden", "resync", "created"])
+        for prior in ["valueChanged 1 prior o", "valueChanged 2 prior", "valueChanged 3 prior o", "valueChanged 4 prior o",
+                      "pathChanged 1 prior o", "sourceDeleted 1 prior o"] {
+            #expect(shapes.contains(prior), "a \(prior) event")
+        }
         #expect(kinds == [1, 2, 3, 4])
         #expect(priors >= 4, "prior notifications for kinds 1 to 4")
     }

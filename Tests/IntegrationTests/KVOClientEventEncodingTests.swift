@@ -94,4 +94,33 @@ import Testing
         let compactBytes = try #require(received[true]), fullBytes = try #require(received[false])
         #expect(fullBytes - compactBytes >= 200 * 80, "compact \(compactBytes) bytes, full \(fullBytes)")
     }
+
+    @Test("compact reason codes, prior codes and kind members decode; an unknown code is the reason as sent, not an error")
+    func compactCodesAndUnknownCodes() async throws {
+        let events = [
+            #"{"s":1,"r":2,"w":"z","n":1}"#,
+            #"{"s":1,"r":3,"p":"q","o":1}"#,
+            #"{"s":1,"r":4,"w":"p","n":2,"o":1}"#,
+            #"{"s":1,"r":5,"p":1,"4":[0],"o":[2]}"#,
+            #"{"s":1,"r":5,"4":[0],"n":[3],"o":[2]}"#,
+            #"{"s":1,"r":6,"2":[1,3],"n":[4,5]}"#,
+            #"{"s":1,"r":7,"w":"r","n":5}"#,
+            #"{"s":1,"r":8,"w":"pathChanged","n":6,"o":5}"#,
+            #"{"s":1,"r":9,"p":"s","o":6}"#,
+            #"{"s":1,"r":9,"w":"s","n":null,"o":6}"#,
+        ]
+        let server = try ScriptedKVOD(events: events)
+        let kvod = try await KVOClient.connect(to: KVOClient.Configuration(host: "127.0.0.1", port: server.port,
+                                                                           clientName: "tests", reconnection: nil))
+        defer { kvod.close() }
+        var changes: [Change<JSONValue>] = []
+        for try await change in try await kvod.subscribe("o", "v", options: [.new, .old, .prior]) { changes.append(change) }
+        let summary = changes.map { "\($0.reason.wireName) \($0.kind.rawValue) \($0.isPrior ? "prior " : "")\($0.indexes)" }
+        #expect(summary == [
+            "z 1 []", "q 1 prior []", "pathChanged 1 []", "valueChanged 4 prior [0]", "valueChanged 4 [0]",
+            "valueChanged 2 [1, 3]", "resync 1 []", "pathChanged 1 []", "sourceDeleted 1 prior []", "sourceDeleted 1 []",
+        ])
+        #expect(changes.first?.reason == .other("z") && changes.first?.new == 1 && changes.first?.decodingError == nil)
+        #expect(changes[5].new == [4, 5] && changes[4].old == [2] && changes.last?.old == 6)
+    }
 }

@@ -62,8 +62,8 @@ import Testing
         try writer.call("set", ["object": "item-7", "keyPath": "n", "value": 2])
         let lines = try client.takeEvents().map { String(decoding: $0, as: UTF8.self) }
         #expect(lines == [
-            #"{"s":\#(sub),"r":1,"t":"item-7","w":"created","n":1}"#,
-            #"{"s":\#(ids),"r":1,"t":"item-7","w":"created"}"#,
+            #"{"s":\#(sub),"r":1,"t":"item-7","w":"c","n":1}"#,
+            #"{"s":\#(ids),"r":1,"t":"item-7","w":"c"}"#,
             #"{"s":\#(sub),"r":2,"t":"item-7","n":2}"#,
         ])
     }

@@ -21,6 +21,20 @@ public enum ChangeReason: String, Sendable {
     /// An object whose id matches a pattern observation's pattern was created (docs/protocol.md,
     /// "Observing object sets (patterns)"). Pattern observations only.
     case created
+
+    /// The reason's code in the compact encoding (docs/protocol.md, "Compact events"): its name's first
+    /// letter, distinct for every reason. `valueChanged` (`v`) is the default and never sent.
+    public var compactCode: Character {
+        switch self {
+        case .initial: "i"
+        case .valueChanged: "v"
+        case .pathChanged: "p"
+        case .sourceDeleted: "s"
+        case .resync: "r"
+        case .forbidden: "f"
+        case .created: "c"
+        }
+    }
 }
 
 /// Cocoa's NSKeyValueChange kinds (Apple's values).

@@ -804,6 +804,10 @@ export class KVODError extends Error {
 }
 
 const COMPACT_REASON_DEFAULT = "valueChanged";
+/** Compact events' reason codes (`w`, and a prior notification's `p`): docs/protocol.md "Compact events". */
+const COMPACT_REASONS = {
+  i: "initial", v: "valueChanged", p: "pathChanged", s: "sourceDeleted", f: "forbidden", r: "resync", c: "created",
+};
 const DEFAULT_OPTIONS = {
   events: "compact",         // the event encoding asked for in hello: "compact" or "full"
   reconnect: true,           // reconnect and resume after a dropped connection
@@ -1260,14 +1264,18 @@ export function decodeChange(message, observation) {
     if (change.indexes) decoded.indexes = change.indexes;
     return withIds(decoded, observation);
   }
+  // A prior notification's `p` is 1 (valueChanged) or the reason's code; kinds 2-4 carry their indexes
+  // under the member named by the kind. An unknown code passes through as the reason, as sent.
+  const code = typeof message.p === "string" ? message.p : message.w;
+  const kind = [2, 3, 4].find((k) => Array.isArray(message[k])) ?? 1;
   const decoded = {
-    sub: message.s, rev: message.r, object: message.t ?? observation.object,
-    keyPath: observation.keyPath, reason: message.w ?? COMPACT_REASON_DEFAULT, kind: message.k ?? 1,
-    isPrior: message.p === 1,
+    sub: message.s, rev: message.r, object: message.t ?? observation.object, keyPath: observation.keyPath,
+    reason: code === undefined ? COMPACT_REASON_DEFAULT : COMPACT_REASONS[code] ?? code, kind,
+    isPrior: "p" in message,
   };
   if ("n" in message) decoded.new = message.n;
   if ("o" in message) decoded.old = message.o;
-  if (message.i) decoded.indexes = message.i;
+  if (kind !== 1) decoded.indexes = message[kind];
   return withIds(decoded, observation);
 }
 

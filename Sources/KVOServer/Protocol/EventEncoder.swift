@@ -147,10 +147,13 @@ public struct EventEncoder {
         JSONWriter.append("}}\n", to: &buffer)
     }
 
-    /// The compact tail (docs/protocol.md, "Compact events"): `,"r":REV`, then `"w"` (reason) unless
-    /// `valueChanged` (after `"t"`, the object, for a pattern observation's event), `"k"` (kind) unless 1, `"i"` (indexes), `"p":1` on a prior notification, and `"n"`
-    /// and `"o"` (new and old) under the same rules as the full encoding's `change`. No object, key path
-    /// or member the subscriber can infer.
+    /// The compact tail (docs/protocol.md, "Compact events"): `,"r":REV`, `"t"` (the object, for a
+    /// pattern observation's event), then on a prior notification `"p"` (`1`, or the reason's one-letter
+    /// code when it is not `valueChanged`) and otherwise `"w"` (the code) unless `valueChanged`, the
+    /// indexes of kinds 2-4 under a member named by the kind (`"2"`, `"3"`, `"4"`; kind 1, the default, has
+    /// none), and `"n"` and `"o"` (new and old) under the same rules as the full encoding's `change`. No
+    /// object, key path or member the subscriber can infer; every event's overhead beyond its values (and
+    /// the digits of sub, rev and indexes) is at most 30 bytes, 35 with a pattern event's `t`.
     private func appendCompactTail(includeNew: Bool, includeOld: Bool, to buffer: inout [UInt8]) {
         buffer.reserveCapacity(buffer.count + 64 + 12 * (notification.indexes?.count ?? 0)
                                + (includeNew ? encodedNew?.count ?? 0 : 0) + (includeOld ? encodedOld?.count ?? 0 : 0))
@@ -161,25 +164,23 @@ public struct EventEncoder {
             JSONWriter.append(",\"t\":", to: &buffer)
             JSONWriter.writeString(notification.object, into: &buffer)
         }
-        if notification.reason != .valueChanged {
-            JSONWriter.append(",\"w\":\"", to: &buffer)
-            buffer.append(contentsOf: notification.reason.rawValue.utf8)
-            buffer.append(UInt8(ascii: "\""))
+        if notification.isPrior {
+            JSONWriter.append(",\"p\":", to: &buffer)
+            appendCompactReason(orOne: true, to: &buffer)
+        } else if notification.reason != .valueChanged {
+            JSONWriter.append(",\"w\":", to: &buffer)
+            appendCompactReason(orOne: false, to: &buffer)
         }
         if notification.kind != .setting {
-            JSONWriter.append(",\"k\":", to: &buffer)
+            // Kinds 2-4 always have indexes; an empty list keeps the kind if one ever comes without.
+            JSONWriter.append(",\"", to: &buffer)
             JSONWriter.writeInteger(notification.kind.rawValue, into: &buffer)
-        }
-        if let indexes = notification.indexes {
-            JSONWriter.append(",\"i\":[", to: &buffer)
-            for (position, index) in indexes.enumerated() {
+            JSONWriter.append("\":[", to: &buffer)
+            for (position, index) in (notification.indexes ?? []).enumerated() {
                 if position > 0 { buffer.append(UInt8(ascii: ",")) }
                 JSONWriter.writeInteger(index, into: &buffer)
             }
             buffer.append(UInt8(ascii: "]"))
-        }
-        if notification.isPrior {
-            JSONWriter.append(",\"p\":1", to: &buffer)
         }
         if includeNew, let encodedNew {
             JSONWriter.append(",\"n\":", to: &buffer)
@@ -190,5 +191,17 @@ public struct EventEncoder {
             buffer.append(contentsOf: encodedOld)
         }
         JSONWriter.append("}\n", to: &buffer)
+    }
+
+    /// Appends the reason's compact code as a JSON string (`"p"` for `pathChanged`, …), or `1` for
+    /// `valueChanged` when `orOne` (a prior notification's `p`).
+    private func appendCompactReason(orOne: Bool, to buffer: inout [UInt8]) {
+        if orOne && notification.reason == .valueChanged {
+            buffer.append(UInt8(ascii: "1"))
+            return
+        }
+        buffer.append(UInt8(ascii: "\""))
+        buffer.append(contentsOf: notification.reason.compactCode.utf8)
+        buffer.append(UInt8(ascii: "\""))
     }
 }

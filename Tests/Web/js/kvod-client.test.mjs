@@ -15,7 +15,7 @@ const BASE = `http://127.0.0.1:${HTTP_PORT}`;
 const source = process.env.KVOD_JS ? await readFile(process.env.KVOD_JS, "utf8") : await (await fetch(`${BASE}/kvod.js`)).text();
 const modulePath = join(tmpdir(), `kvod-served-${process.pid}.mjs`);
 await writeFile(modulePath, source);
-const { connect, KVODError } = await import(modulePath);
+const { connect, KVODError, decodeChange } = await import(modulePath);
 const WS = `ws://127.0.0.1:${HTTP_PORT}/ws`;
 
 let unique = 0;
@@ -116,6 +116,35 @@ for (const events of ["compact", "full"]) {
     }
   });
 }
+
+test("decodeChange reads every compact reason code, kind and prior as its full twin; an unknown code passes through", () => {
+  const observation = { object: "o", keyPath: "v", pattern: null };
+  const full = (reason, change, extra = {}) =>
+    decodeChange({ event: "change", sub: 7, object: "o", keyPath: "v", reason, rev: 5, change, ...extra }, observation);
+  const compact = (message) => decodeChange({ s: 7, r: 5, ...message }, observation);
+  const pairs = [
+    [{ n: 1 }, full("valueChanged", { kind: 1, new: 1 })],
+    [{ w: "i", n: 1 }, full("initial", { kind: 1, new: 1 })],
+    [{ w: "p", n: 1, o: 0 }, full("pathChanged", { kind: 1, new: 1, old: 0 })],
+    [{ w: "s", n: null, o: 0 }, full("sourceDeleted", { kind: 1, new: null, old: 0 })],
+    [{ w: "f", n: null, o: null }, full("forbidden", { kind: 1, new: null, old: null })],
+    [{ w: "r", n: 1 }, full("resync", { kind: 1, new: 1 })],
+    [{ w: "c", t: "o", n: 1, o: null }, full("created", { kind: 1, new: 1, old: null })],
+    [{ p: 1, o: 0 }, full("valueChanged", { kind: 1, notificationIsPrior: true, old: 0 })],
+    [{ p: "s", o: 0 }, full("sourceDeleted", { kind: 1, notificationIsPrior: true, old: 0 })],
+    [{ p: "p", o: 0 }, full("pathChanged", { kind: 1, notificationIsPrior: true, old: 0 })],
+    [{ 2: [0, 3], n: [1, 2] }, full("valueChanged", { kind: 2, indexes: [0, 3], new: [1, 2] })],
+    [{ 3: [4], o: [1] }, full("valueChanged", { kind: 3, indexes: [4], old: [1] })],
+    [{ 4: [4], n: [2], o: [1] }, full("valueChanged", { kind: 4, indexes: [4], new: [2], old: [1] })],
+    [{ p: 1, 4: [4], o: [1] }, full("valueChanged", { kind: 4, indexes: [4], notificationIsPrior: true, old: [1] })],
+  ];
+  for (const [message, expected] of pairs) assert.deepEqual(compact(message), expected, JSON.stringify(message));
+  // A code this client does not know (from a newer server) is the reason as sent, like an unknown full name.
+  assert.equal(compact({ w: "z", n: 1 }).reason, "z");
+  assert.equal(compact({ p: "z", o: 1 }).reason, "z");
+  assert.equal(compact({ p: "z", o: 1 }).isPrior, true);
+  assert.equal(full("somethingNew", { kind: 1 }).reason, "somethingNew");
+});
 
 test("subscribe calls back in order; its unsubscribe function ends the observation on the server, twice is harmless", async () => {
   const kvod = await connect(WS, { heartbeat: 0 });
