@@ -16,16 +16,32 @@ final class StoreLock {
     let path: String
     private var descriptor: Int32
 
-    /// Takes the lock, creating the file when missing; nil when another holder has it. Throws the
-    /// `errno` text when the file cannot be opened or locked for another reason.
+    /// How long `init` keeps trying while another holder has the lock, in milliseconds.
+    ///
+    /// A lock just released can still be held for a moment: by a kvod that is exiting, or by a child
+    /// that another thread of this process is starting (between its `fork` and its `exec` the child
+    /// shares the lock file's open file, and with it the `flock`, though `O_CLOEXEC` closes it at the
+    /// `exec`). A second kvod on the same directory is refused after this wait.
+    static let contendedWaitMilliseconds = 1_000
+
+    /// Takes the lock, creating the file when missing; nil when another holder keeps it for
+    /// `contendedWaitMilliseconds`. Throws the `errno` text when the file cannot be opened or locked for
+    /// another reason. Blocks the calling thread while it waits (start-up only).
     init?(path: String) throws(StorageError) {
         self.path = path
         descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             throw .directory(path: path, reason: "the lock file cannot be opened (\(String(cString: strerror(errno))))")
         }
-        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+        var waited = 0
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             let failure = errno
+            if failure == EINTR { continue }
+            if failure == EWOULDBLOCK, waited < StoreLock.contendedWaitMilliseconds {
+                usleep(10_000)
+                waited += 10
+                continue
+            }
             close(descriptor)
             descriptor = -1
             if failure == EWOULDBLOCK { return nil }
