@@ -6,18 +6,100 @@ import KVOJSON
 /// Deltas hold only what the write changed (the replaced and the new subtree, or the array elements
 /// involved), never a snapshot of the whole object: keeping a snapshot would share the object's
 /// storage with the live store and force the next write to copy it. History entries are what
-/// `observe` with `sinceRev` replays and what the persistent store logs. A value type; any thread.
+/// `observe` with `sinceRev` replays and what the persistent store logs.
+///
+/// An entry holds its change either decoded (a write of this process: `init(rev:object:change:)`) or
+/// packed, as the compact JSON text of its history row (`RecordedChange.storageJSON` in a `PackedObject`),
+/// with its estimated size (`RecordedChange.estimatedSize`) measured when it was packed: what the store's
+/// `load()` restores, a few bytes beyond the text instead of the decoded values. `change` decodes a packed
+/// entry on each call, to exactly the change that was packed (the loader checked the row decodes, so a
+/// packed entry never fails to). Equality compares the changes, however held. A value type; any thread.
 public struct HistoryEntry: Equatable, Sendable {
     /// The revision this write created.
     public let rev: UInt64
     /// The object written (after following references: the object whose value changed).
     public let object: String
-    public let change: RecordedChange
+    private let storage: Storage
+
+    /// How the change is held. `@unchecked Sendable` because a `PackedObject` is immutable once made.
+    private enum Storage: @unchecked Sendable {
+        case decoded(RecordedChange)
+        case packed(PackedObject, estimatedSize: Int)
+    }
 
     public init(rev: UInt64, object: String, change: RecordedChange) {
         self.rev = rev
         self.object = object
-        self.change = change
+        storage = .decoded(change)
+    }
+
+    /// An entry holding `text`, which must be `JSONWriter`'s encoding of a change's `storageJSON`
+    /// (`CanonicalObjectScan` proved it, or `packing` wrote it), whose `estimatedSize` is `estimatedSize`.
+    init(rev: UInt64, object: String, packedText text: UnsafeBufferPointer<UInt8>, estimatedSize: Int) {
+        self.rev = rev
+        self.object = object
+        storage = .packed(PackedObject.make(copying: text), estimatedSize: estimatedSize)
+    }
+
+    /// An entry holding `change` packed (its `storageJSON` text).
+    init(rev: UInt64, object: String, packing change: RecordedChange) {
+        var text: [UInt8] = []
+        change.writeStorageJSON(into: &text)
+        self = text.withUnsafeBufferPointer {
+            HistoryEntry(rev: rev, object: object, packedText: $0, estimatedSize: change.estimatedSize)
+        }
+    }
+
+    /// What the write did (decoded anew from a packed entry's text each call).
+    public var change: RecordedChange {
+        switch storage {
+        case let .decoded(change): return change
+        case let .packed(packed, _):
+            do throws(ChangeDecodingError) {
+                return try RecordedChange(storageJSON: .object(packed.decodedMembers()))
+            } catch {
+                preconditionFailure("a packed history entry does not decode: \(error.reason)")
+            }
+        }
+    }
+
+    /// Whether the change is held packed (restored from disk).
+    var isPacked: Bool {
+        if case .packed = storage { return true }
+        return false
+    }
+
+    /// `change.estimatedSize`, without decoding a packed entry.
+    var estimatedChangeSize: Int {
+        switch storage {
+        case let .decoded(change): return change.estimatedSize
+        case let .packed(_, estimatedSize): return estimatedSize
+        }
+    }
+
+    /// Whether the write created its object (`.created`), without decoding a packed entry.
+    var isCreation: Bool { kindByte == UInt8(ascii: "c") }
+
+    /// Whether the write deleted its object (`.deleted`), without decoding a packed entry.
+    var isDeletion: Bool { kindByte == UInt8(ascii: "d") }
+
+    /// The first letter of the change's kind (`created`, `deleted`, `set`, `array`): in a packed entry the
+    /// byte after `{"`, its text's only key.
+    private var kindByte: UInt8 {
+        switch storage {
+        case let .decoded(change):
+            switch change {
+            case .created: return UInt8(ascii: "c")
+            case .deleted: return UInt8(ascii: "d")
+            case .set: return UInt8(ascii: "s")
+            case .array: return UInt8(ascii: "a")
+            }
+        case let .packed(packed, _): return packed.withText { $0.count > 2 ? $0[2] : 0 }
+        }
+    }
+
+    public static func == (left: HistoryEntry, right: HistoryEntry) -> Bool {
+        left.rev == right.rev && left.object == right.object && left.change == right.change
     }
 }
 
