@@ -43,7 +43,7 @@ import Testing
             let packed = HistoryEntry(rev: entry.rev, object: entry.object, packing: entry.change)
             #expect(packed.isPacked && !entry.isPacked)
             #expect(packed == entry)
-            #expect(packed.estimatedChangeSize == entry.change.estimatedSize)
+            #expect(packed.changeSize == entry.change.estimatedSize)
             #expect(packed.isCreation == entry.isCreation && packed.isDeletion == entry.isDeletion)
         }
         #expect(entries.map(\.isCreation) == changes.map { if case .created = $0 { true } else { false } })
@@ -56,7 +56,7 @@ import Testing
         store.close()
         #expect(restored == entries)
         #expect(restored.allSatisfy { $0.isPacked })
-        #expect(restored.map(\.estimatedChangeSize) == entries.map { $0.change.estimatedSize })
+        #expect(restored.map(\.changeSize) == entries.map { $0.change.estimatedSize })
         #expect(restored.map(\.isCreation) == entries.map(\.isCreation))
         #expect(restored.map(\.isDeletion) == entries.map(\.isDeletion))
     }
@@ -73,7 +73,7 @@ import Testing
         store.close()
         #expect(history.map(\.change) == [.created(["a": 2, "b": 1]), .created(["v": 1.5]), .deleted(["x": "é"])])
         #expect(history.allSatisfy { $0.isPacked })
-        #expect(history.map(\.estimatedChangeSize) == history.map { $0.change.estimatedSize })
+        #expect(history.map(\.changeSize) == history.map { $0.change.estimatedSize })
         #expect(history.map(\.isCreation) == [true, true, false])
         #expect(history.map(\.isDeletion) == [false, false, true])
     }

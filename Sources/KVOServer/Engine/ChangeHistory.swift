@@ -3,17 +3,14 @@ import KVOJSON
 /// The most recent accepted writes, as deltas, bounded by count and by (estimated) bytes, for
 /// `observe` with `sinceRev`.
 ///
-/// The entries and their sizes are two arrays, so that a restore adopts the loader's array of entries as
-/// it is (`append(contentsOf:)`: no copy) and adds only one word per entry. An entry's size is 64 bytes,
-/// its object id and its change's estimated size, however the entry holds its change.
+/// One array of entries, so that a restore adopts the loader's array as it is (`append(contentsOf:)`: no
+/// copy). An entry's size is 64 bytes, its object id and its `changeSize`, however it holds its change.
 ///
 /// Owned by `KVOEngine`; loop thread only.
 final class ChangeHistory {
     let limit: Int
     let byteLimit: Int
     private var records: [HistoryEntry] = []
-    /// The size of each entry of `records`, as history's byte limit counts it.
-    private var sizes: [Int] = []
     /// Index of the oldest live entry in `records` (entries before it are dropped lazily).
     private var head = 0
     private(set) var bytes = 0
@@ -29,15 +26,16 @@ final class ChangeHistory {
     /// The revision of the oldest entry kept (nil when empty).
     var oldestRevision: UInt64? { head < records.count ? records[head].rev : nil }
 
-    /// Records one write; drops the oldest entries past the limits. `changeSize`: the change's size when
-    /// the caller measured it already (else `RecordedChange.estimatedSize` walks its values, or a packed
-    /// entry gives the size measured when it was packed).
-    func append(_ record: consuming HistoryEntry, changeSize: Int? = nil) {
+    /// What the byte limit counts for `record`.
+    private static func size(of record: HistoryEntry) -> Int {
+        64 + record.object.utf8.count + record.changeSize
+    }
+
+    /// Records one write; drops the oldest entries past the limits.
+    func append(_ record: consuming HistoryEntry) {
         guard limit > 0 else { return }
-        let size = 64 + record.object.utf8.count + (changeSize ?? record.estimatedChangeSize)
+        bytes += ChangeHistory.size(of: record)
         records.append(record)
-        sizes.append(size)
-        bytes += size
         dropPastLimits()
     }
 
@@ -50,24 +48,19 @@ final class ChangeHistory {
         } else {
             records.append(contentsOf: restored)
         }
-        sizes.reserveCapacity(records.count)
-        for record in restored {
-            let size = 64 + record.object.utf8.count + record.estimatedChangeSize
-            sizes.append(size)
-            bytes += size
-        }
+        for record in restored { bytes += ChangeHistory.size(of: record) }
         // Each append keeps the longest run of newest entries within the limits; so does one pass at the end.
         dropPastLimits()
     }
 
+    @inline(__always)
     private func dropPastLimits() {
         while count > limit || (bytes > byteLimit && count > 1) {
-            bytes -= sizes[head]
+            bytes -= ChangeHistory.size(of: records[head])
             head += 1
         }
         if head > 4096 && head * 2 > records.count {
             records.removeFirst(head)
-            sizes.removeFirst(head)
             head = 0
         }
     }

@@ -9,27 +9,38 @@ import KVOJSON
 /// `observe` with `sinceRev` replays and what the persistent store logs.
 ///
 /// An entry holds its change either decoded (a write of this process: `init(rev:object:change:)`) or
-/// packed, as the compact JSON text of its history row (`RecordedChange.storageJSON` in a `PackedObject`),
-/// with its estimated size (`RecordedChange.estimatedSize`) measured when it was packed: what the store's
-/// `load()` restores, a few bytes beyond the text instead of the decoded values. `change` decodes a packed
-/// entry on each call, to exactly the change that was packed (the loader checked the row decodes, so a
-/// packed entry never fails to). Equality compares the changes, however held. A value type; any thread.
+/// packed, as the compact JSON text of its history row (`RecordedChange.storageJSON` in a `PackedObject`):
+/// what the store's `load()` restores, a few bytes beyond the text instead of the decoded values. `change`
+/// decodes a packed entry on each call, to exactly the change that was packed (the loader checked the row
+/// decodes, so a packed entry never fails to). Either way the entry carries the size history's byte limit
+/// counts for its change (`changeSize`), so that `ChangeHistory` keeps one array of entries. Equality
+/// compares revision, object and change (not `changeSize`), however the change is held. A value type; any thread.
 public struct HistoryEntry: Equatable, Sendable {
     /// The revision this write created.
     public let rev: UInt64
     /// The object written (after following references: the object whose value changed).
     public let object: String
+    /// What history's byte limit counts for the change: its `estimatedSize`, or what the engine measured
+    /// for it while writing (a `set`: its old and new values' encoded lengths).
+    let changeSize: Int
     private let storage: Storage
 
     /// How the change is held. `@unchecked Sendable` because a `PackedObject` is immutable once made.
     private enum Storage: @unchecked Sendable {
         case decoded(RecordedChange)
-        case packed(PackedObject, estimatedSize: Int)
+        case packed(PackedObject)
     }
 
     public init(rev: UInt64, object: String, change: RecordedChange) {
+        self.init(rev: rev, object: object, change: change, changeSize: nil)
+    }
+
+    /// An entry holding `change` decoded, counted as `changeSize` when the writer measured it (else its
+    /// `estimatedSize`).
+    init(rev: UInt64, object: String, change: RecordedChange, changeSize: Int?) {
         self.rev = rev
         self.object = object
+        self.changeSize = changeSize ?? change.estimatedSize
         storage = .decoded(change)
     }
 
@@ -38,7 +49,8 @@ public struct HistoryEntry: Equatable, Sendable {
     init(rev: UInt64, object: String, packedText text: UnsafeBufferPointer<UInt8>, estimatedSize: Int) {
         self.rev = rev
         self.object = object
-        storage = .packed(PackedObject.make(copying: text), estimatedSize: estimatedSize)
+        changeSize = estimatedSize
+        storage = .packed(PackedObject.make(copying: text))
     }
 
     /// An entry holding `change` packed (its `storageJSON` text).
@@ -54,7 +66,7 @@ public struct HistoryEntry: Equatable, Sendable {
     public var change: RecordedChange {
         switch storage {
         case let .decoded(change): return change
-        case let .packed(packed, _):
+        case let .packed(packed):
             do throws(ChangeDecodingError) {
                 return try RecordedChange(storageJSON: .object(packed.decodedMembers()))
             } catch {
@@ -67,14 +79,6 @@ public struct HistoryEntry: Equatable, Sendable {
     var isPacked: Bool {
         if case .packed = storage { return true }
         return false
-    }
-
-    /// `change.estimatedSize`, without decoding a packed entry.
-    var estimatedChangeSize: Int {
-        switch storage {
-        case let .decoded(change): return change.estimatedSize
-        case let .packed(_, estimatedSize): return estimatedSize
-        }
     }
 
     /// Whether the write created its object (`.created`), without decoding a packed entry.
@@ -94,7 +98,7 @@ public struct HistoryEntry: Equatable, Sendable {
             case .set: return UInt8(ascii: "s")
             case .array: return UInt8(ascii: "a")
             }
-        case let .packed(packed, _): return packed.withText { $0.count > 2 ? $0[2] : 0 }
+        case let .packed(packed): return packed.withText { $0.count > 2 ? $0[2] : 0 }
         }
     }
 

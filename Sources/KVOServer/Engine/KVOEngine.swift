@@ -140,7 +140,7 @@ public final class KVOEngine {
     private func record(_ object: String, _ change: consuming RecordedChange) {
         let changeSize = measuredChangeSize
         measuredChangeSize = nil
-        let entry = HistoryEntry(rev: revision, object: object, change: change)
+        let entry = HistoryEntry(rev: revision, object: object, change: change, changeSize: changeSize)
         if recordsCommitBatches {
             pendingEntries.append(entry)
             // Runs of writes to one object (the common case) hash its id once.
@@ -148,7 +148,7 @@ public final class KVOEngine {
                 touchedObjects.insert(object)
             }
         }
-        history.append(entry, changeSize: changeSize)
+        history.append(consume entry)
         // The write is applied: bound the live objects (a comparison unless there are too many).
         if objects.liveCount > objects.maximumLiveObjects { objects.packExcessLive() }
     }
