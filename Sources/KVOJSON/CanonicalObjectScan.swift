@@ -13,12 +13,33 @@ public enum CanonicalObjectScan {
     /// Deepest nesting the scan follows (an object or array is one level, as `JSONParser` counts).
     public static let maximumDepth = 64
 
+    /// What a successful scan counted in the text, for a caller that derives a figure of the decoded value
+    /// from the text without decoding it (e.g. the engine's estimated size of a value).
+    public struct Counts: Equatable, Sendable {
+        /// Objects and arrays with at least one member or element.
+        public var nonEmptyContainers = 0
+        /// `null` and `true` literals (`false` is not counted).
+        public var nullsAndTrues = 0
+        /// Integers, and the bytes of their text (sign included).
+        public var integers = 0
+        public var integerBytes = 0
+
+        public init() {}
+    }
+
     /// Whether `bytes` is `JSONWriter`'s encoding of an object (see the type's note: `false` may also
     /// mean "not proven").
     public static func isCanonicalObject(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let base = bytes.baseAddress, bytes.count >= 2, base[0] == UInt8(ascii: "{") else { return false }
+        scanObject(bytes) != nil
+    }
+
+    /// The counts of `bytes` when it is `JSONWriter`'s encoding of an object; nil when the scan does not prove
+    /// it (as `isCanonicalObject`).
+    public static func scanObject(_ bytes: UnsafeBufferPointer<UInt8>) -> Counts? {
+        guard let base = bytes.baseAddress, bytes.count >= 2, base[0] == UInt8(ascii: "{") else { return nil }
         var scanner = Scanner(bytes: base, count: bytes.count)
-        return scanner.value() && scanner.index == bytes.count
+        guard scanner.value(), scanner.index == bytes.count else { return nil }
+        return scanner.counts
     }
 
     /// Whether `bytes` is `JSONWriter`'s encoding of an object (see the type's note).
@@ -32,6 +53,7 @@ public enum CanonicalObjectScan {
         let count: Int
         var index = 0
         var depth = 0
+        var counts = Counts()
 
         init(bytes: UnsafePointer<UInt8>, count: Int) {
             self.bytes = bytes
@@ -48,9 +70,13 @@ public enum CanonicalObjectScan {
             case UInt8(ascii: "{"): return object()
             case UInt8(ascii: "["): return array()
             case UInt8(ascii: "\""): return string(asciiOnly: false)
-            case UInt8(ascii: "t"): return literal("true")
+            case UInt8(ascii: "t"):
+                counts.nullsAndTrues += 1
+                return literal("true")
             case UInt8(ascii: "f"): return literal("false")
-            case UInt8(ascii: "n"): return literal("null")
+            case UInt8(ascii: "n"):
+                counts.nullsAndTrues += 1
+                return literal("null")
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return number()
             default: return false
             }
@@ -73,6 +99,7 @@ public enum CanonicalObjectScan {
                 depth -= 1
                 return true
             }
+            counts.nonEmptyContainers += 1
             var previousKey: Range<Int>?
             while true {
                 guard peek() == UInt8(ascii: "\"") else { return false }
@@ -104,6 +131,7 @@ public enum CanonicalObjectScan {
                 depth -= 1
                 return true
             }
+            counts.nonEmptyContainers += 1
             while true {
                 guard value() else { return false }
                 switch peek() {
@@ -176,6 +204,7 @@ public enum CanonicalObjectScan {
         /// at most 18 digits, so that it surely fits.
         private mutating func number() -> Bool {
             let negative = peek() == UInt8(ascii: "-")
+            let numberStart = index
             if negative { index += 1 }
             let start = index
             while index < count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
@@ -183,6 +212,8 @@ public enum CanonicalObjectScan {
             guard digits >= 1, digits <= 18 else { return false }
             if bytes[start] == UInt8(ascii: "0") && (digits > 1 || negative) { return false }
             let next = peek()
+            counts.integers += 1
+            counts.integerBytes += index - numberStart
             return next != UInt8(ascii: ".") && next != UInt8(ascii: "e") && next != UInt8(ascii: "E")
         }
     }

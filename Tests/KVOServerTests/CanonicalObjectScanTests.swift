@@ -75,7 +75,8 @@ struct CanonicalObjectScanTests {
 
     private static let damageBytes = Array("{}[]\":,-0123456789.eE \\ntfau".utf8) + [0x80, 0xC3, 0xA9, 0xF0, 0x00, 0x1F]
 
-    private static func randomObject(_ random: inout SplitMix64, depth: Int = 0) -> JSONValue {
+    /// A random object of the kinds the writer writes canonically (also for `PackedHistoryEntryTests`).
+    static func randomObject(_ random: inout SplitMix64, depth: Int = 0) -> JSONValue {
         var members: [String: JSONValue] = [:]
         for _ in 0..<Int.random(in: 0...4, using: &random) {
             members[["a", "b", "ab", "B", "n", "name", "tags", "z9"].randomElement(using: &random)!] =

@@ -84,6 +84,29 @@ import Testing
         }
     }
 
+    /// A built index has full chunks (a load's ids at 16 bytes each); inserting into them splits each the first
+    /// time, and every change keeps the order and the chunk bounds.
+    @Test func aBuiltIndexHasFullChunksThatSplitOnInsertion() {
+        var random = SplitMix64(state: 5)
+        for size in [511, 512, 513, 1024, 1537, 5000] {
+            var index = SortedObjectIDs((0..<size).map { String(format: "id%06d", $0 * 2) })
+            var expected = Set((0..<size).map { String(format: "id%06d", $0 * 2) })
+            #expect(index.chunkSizes.count == (size + SortedObjectIDs.chunkCapacity - 1) / SortedObjectIDs.chunkCapacity)
+            #expect(index.chunkSizes.max()! - index.chunkSizes.min()! <= 1, "\(size): nearly equal sizes")
+            for _ in 0..<2_000 {
+                let id = String(format: "id%06d", Int(random.next() % UInt64(size * 2 + 10)))
+                if random.next() % 3 == 0 {
+                    #expect(index.remove(id) == (expected.remove(id) != nil))
+                } else {
+                    #expect(index.insert(id) == expected.insert(id).inserted)
+                }
+            }
+            #expect(index.all == expected.sorted())
+            #expect(index.chunkSizes.allSatisfy { $0 <= SortedObjectIDs.chunkCapacity })
+            if index.chunkSizes.count > 1 { #expect(index.chunkSizes.allSatisfy { $0 >= SortedObjectIDs.chunkMinimum }) }
+        }
+    }
+
     /// Every path that adds or removes an object keeps the engine's index equal to its objects'
     /// sorted keys: create, delete (of an object that bindings and observations reach), and restore.
     @Test func engineIndexFollowsEveryCreateDeleteAndRestore() throws {

@@ -3,17 +3,15 @@ import KVOJSON
 /// The most recent accepted writes, as deltas, bounded by count and by (estimated) bytes, for
 /// `observe` with `sinceRev`.
 ///
+/// One array of entries, so that a restore adopts the loader's array as it is (`append(contentsOf:)`: no
+/// copy). An entry's size is 64 bytes, its object id and its `changeSize`, however it holds its change.
+///
 /// Owned by `KVOEngine`; loop thread only.
 final class ChangeHistory {
-    struct Entry {
-        let record: HistoryEntry
-        let bytes: Int
-    }
-
     let limit: Int
     let byteLimit: Int
-    private var entries: [Entry] = []
-    /// Index of the oldest live entry in `entries` (entries before it are dropped lazily).
+    private var records: [HistoryEntry] = []
+    /// Index of the oldest live entry in `records` (entries before it are dropped lazily).
     private var head = 0
     private(set) var bytes = 0
 
@@ -23,43 +21,59 @@ final class ChangeHistory {
     }
 
     /// Entries kept.
-    var count: Int { entries.count - head }
+    var count: Int { records.count - head }
 
     /// The revision of the oldest entry kept (nil when empty).
-    var oldestRevision: UInt64? { head < entries.count ? entries[head].record.rev : nil }
+    var oldestRevision: UInt64? { head < records.count ? records[head].rev : nil }
 
-    /// Records one write; drops the oldest entries past the limits. `changeSize`: the change's size when
-    /// the caller measured it already (else `RecordedChange.estimatedSize` walks its values).
-    /// Makes room for `count` more entries at once (a restore), so that appending them does not grow
-    /// the storage step by step, leaving each smaller copy behind as free heap.
-    func reserveCapacity(forAppending count: Int) {
-        entries.reserveCapacity(entries.count + min(count, limit))
+    /// What the byte limit counts for `record`.
+    private static func size(of record: HistoryEntry) -> Int {
+        64 + record.object.utf8.count + record.changeSize
     }
 
-    func append(_ record: consuming HistoryEntry, changeSize: Int? = nil) {
+    /// Records one write; drops the oldest entries past the limits.
+    func append(_ record: consuming HistoryEntry) {
         guard limit > 0 else { return }
-        let size = 64 + record.object.utf8.count + (changeSize ?? record.change.estimatedSize)
-        entries.append(Entry(record: record, bytes: size))
-        bytes += size
+        bytes += ChangeHistory.size(of: record)
+        records.append(record)
+        dropPastLimits()
+    }
+
+    /// Records `restored` (oldest first, after every entry kept) as appending each would, dropping the same
+    /// oldest entries; into an empty history the array itself is adopted, not copied.
+    func append(contentsOf restored: [HistoryEntry]) {
+        guard limit > 0, !restored.isEmpty else { return }
+        if records.isEmpty {
+            records = restored
+        } else {
+            records.append(contentsOf: restored)
+        }
+        for record in restored { bytes += ChangeHistory.size(of: record) }
+        // Each append keeps the longest run of newest entries within the limits; so does one pass at the end.
+        dropPastLimits()
+    }
+
+    @inline(__always)
+    private func dropPastLimits() {
         while count > limit || (bytes > byteLimit && count > 1) {
-            bytes -= entries[head].bytes
+            bytes -= ChangeHistory.size(of: records[head])
             head += 1
         }
-        if head > 4096 && head * 2 > entries.count {
-            entries.removeFirst(head)
+        if head > 4096 && head * 2 > records.count {
+            records.removeFirst(head)
             head = 0
         }
     }
 
     /// The entries after `revision`, oldest first, when history still reaches back that far (every
     /// write after `revision` up to `current` is kept); nil otherwise.
-    func entries(after revision: UInt64, current: UInt64) -> ArraySlice<Entry>? {
+    func entries(after revision: UInt64, current: UInt64) -> ArraySlice<HistoryEntry>? {
         guard revision <= current else { return nil }
-        if revision == current { return entries[entries.count...] }
+        if revision == current { return records[records.count...] }
         guard let oldest = oldestRevision, oldest <= revision + 1 else { return nil }
         // Revisions are consecutive, so the position follows from the difference.
         let start = head + Int(revision + 1 - oldest)
-        return entries[start...]
+        return records[start...]
     }
 }
 
@@ -73,5 +87,15 @@ extension JSONValue {
         case let .array(elements): return elements.reduce(2) { $0 + $1.estimatedSize + 1 }
         case let .object(members): return members.reduce(2) { $0 + $1.key.utf8.count + 4 + $1.value.estimatedSize }
         }
+    }
+
+    /// `estimatedSize` of the object whose `JSONWriter` text is `text`, from the text alone (no value built);
+    /// nil when `CanonicalObjectScan` does not prove the text canonical. In such text a string's bytes are
+    /// its UTF-8 (no escapes) and its estimate is its text; `false` is 5 bytes either way; `null` and `true`
+    /// are estimated one byte over their text and an integer 12 bytes; and an object or array with n ≥ 1
+    /// members estimates n separators where its text has n − 1 commas (one byte more), an empty one none.
+    static func estimatedSize(ofCanonicalObject text: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard let counts = CanonicalObjectScan.scanObject(text) else { return nil }
+        return text.count + counts.nonEmptyContainers + counts.nullsAndTrues + 12 * counts.integers - counts.integerBytes
     }
 }

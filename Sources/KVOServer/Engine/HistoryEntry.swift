@@ -6,18 +6,104 @@ import KVOJSON
 /// Deltas hold only what the write changed (the replaced and the new subtree, or the array elements
 /// involved), never a snapshot of the whole object: keeping a snapshot would share the object's
 /// storage with the live store and force the next write to copy it. History entries are what
-/// `observe` with `sinceRev` replays and what the persistent store logs. A value type; any thread.
+/// `observe` with `sinceRev` replays and what the persistent store logs.
+///
+/// An entry holds its change either decoded (a write of this process: `init(rev:object:change:)`) or
+/// packed, as the compact JSON text of its history row (`RecordedChange.storageJSON` in a `PackedObject`):
+/// what the store's `load()` restores, a few bytes beyond the text instead of the decoded values. `change`
+/// decodes a packed entry on each call, to exactly the change that was packed (the loader checked the row
+/// decodes, so a packed entry never fails to). Either way the entry carries the size history's byte limit
+/// counts for its change (`changeSize`), so that `ChangeHistory` keeps one array of entries. Equality
+/// compares revision, object and change (not `changeSize`), however the change is held. A value type; any thread.
 public struct HistoryEntry: Equatable, Sendable {
     /// The revision this write created.
     public let rev: UInt64
     /// The object written (after following references: the object whose value changed).
     public let object: String
-    public let change: RecordedChange
+    /// What history's byte limit counts for the change: its `estimatedSize`, or what the engine measured
+    /// for it while writing (a `set`: its old and new values' encoded lengths).
+    let changeSize: Int
+    private let storage: Storage
+
+    /// How the change is held. `@unchecked Sendable` because a `PackedObject` is immutable once made.
+    private enum Storage: @unchecked Sendable {
+        case decoded(RecordedChange)
+        case packed(PackedObject)
+    }
 
     public init(rev: UInt64, object: String, change: RecordedChange) {
+        self.init(rev: rev, object: object, change: change, changeSize: nil)
+    }
+
+    /// An entry holding `change` decoded, counted as `changeSize` when the writer measured it (else its
+    /// `estimatedSize`).
+    init(rev: UInt64, object: String, change: RecordedChange, changeSize: Int?) {
         self.rev = rev
         self.object = object
-        self.change = change
+        self.changeSize = changeSize ?? change.estimatedSize
+        storage = .decoded(change)
+    }
+
+    /// An entry holding `text`, which must be `JSONWriter`'s encoding of a change's `storageJSON`
+    /// (`CanonicalObjectScan` proved it, or `packing` wrote it), whose `estimatedSize` is `estimatedSize`.
+    init(rev: UInt64, object: String, packedText text: UnsafeBufferPointer<UInt8>, estimatedSize: Int) {
+        self.rev = rev
+        self.object = object
+        changeSize = estimatedSize
+        storage = .packed(PackedObject.make(copying: text))
+    }
+
+    /// An entry holding `change` packed (its `storageJSON` text).
+    init(rev: UInt64, object: String, packing change: RecordedChange) {
+        var text: [UInt8] = []
+        change.writeStorageJSON(into: &text)
+        self = text.withUnsafeBufferPointer {
+            HistoryEntry(rev: rev, object: object, packedText: $0, estimatedSize: change.estimatedSize)
+        }
+    }
+
+    /// What the write did (decoded anew from a packed entry's text each call).
+    public var change: RecordedChange {
+        switch storage {
+        case let .decoded(change): return change
+        case let .packed(packed):
+            do throws(ChangeDecodingError) {
+                return try RecordedChange(storageJSON: .object(packed.decodedMembers()))
+            } catch {
+                preconditionFailure("a packed history entry does not decode: \(error.reason)")
+            }
+        }
+    }
+
+    /// Whether the change is held packed (restored from disk).
+    var isPacked: Bool {
+        if case .packed = storage { return true }
+        return false
+    }
+
+    /// Whether the write created its object (`.created`), without decoding a packed entry.
+    var isCreation: Bool { kindByte == UInt8(ascii: "c") }
+
+    /// Whether the write deleted its object (`.deleted`), without decoding a packed entry.
+    var isDeletion: Bool { kindByte == UInt8(ascii: "d") }
+
+    /// The first letter of the change's kind (`created`, `deleted`, `set`, `array`): in a packed entry the
+    /// byte after `{"`, its text's only key.
+    private var kindByte: UInt8 {
+        switch storage {
+        case let .decoded(change):
+            switch change {
+            case .created: return UInt8(ascii: "c")
+            case .deleted: return UInt8(ascii: "d")
+            case .set: return UInt8(ascii: "s")
+            case .array: return UInt8(ascii: "a")
+            }
+        case let .packed(packed): return packed.withText { $0.count > 2 ? $0[2] : 0 }
+        }
+    }
+
+    public static func == (left: HistoryEntry, right: HistoryEntry) -> Bool {
+        left.rev == right.rev && left.object == right.object && left.change == right.change
     }
 }
 

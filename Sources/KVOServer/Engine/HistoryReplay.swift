@@ -16,20 +16,21 @@ struct HistoryReplay {
     /// Replays `entries` (oldest first, consecutive revisions after the resume point). With
     /// `readable` (a restricted connection's permission check), nil when any reading of the span
     /// passed through an object the connection may not read: nothing of it may be sent.
-    init?(_ entries: ArraySlice<ChangeHistory.Entry>, object: String, keyPath: KeyPath, options: ObservationOptions,
+    init?(_ entries: ArraySlice<HistoryEntry>, object: String, keyPath: KeyPath, options: ObservationOptions,
           recipient: Recipient, objects: ObjectTable, classes: ClassCatalog? = nil,
           readable: ((Evaluation) -> Bool)? = nil) {
         var overlay = HistoryReplay.valuesBefore(entries, objects: objects)
         var reading = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
         if let readable, !readable(reading) { return nil }
         for entry in entries {
-            let written = entry.record.object
+            let written = entry.object
+            let change = entry.change
             var value = overlay[written]!
-            entry.record.change.apply(to: &value, forward: true)
+            change.apply(to: &value, forward: true)
             overlay.updateValue(value, forKey: written)
             guard written == object || reading.dependencies.contains(where: { $0.object == written }) else { continue }
-            let rev = entry.record.rev
-            if written == object, case .deleted = entry.record.change {
+            let rev = entry.rev
+            if written == object, case .deleted = change {
                 if options.contains(.prior) {
                     notifications.append(ChangeNotification(
                         object: object, keyPath: keyPath.string, reason: .sourceDeleted, rev: rev, kind: .setting,
@@ -46,7 +47,7 @@ struct HistoryReplay {
             defer { reading = new }
             let rebound = new.binding != reading.binding
             guard rebound || new.value != reading.value else { continue }
-            if case let .array(change) = entry.record.change, !rebound {
+            if case let .array(change) = change, !rebound {
                 let array = StoredLocation(object: written, path: change.path)
                 if reading.location == array, new.location == array {
                     append(kind: change.kind, indexes: change.indexes, old: .array(change.old), new: .array(change.new),
@@ -77,13 +78,13 @@ struct HistoryReplay {
     /// The store as it was before `entries` (oldest first), as an overlay on `objects`: every object the
     /// entries wrote, with its value before the first of them (nil: it did not exist). Objects not in the
     /// overlay are as in `objects`. Built by undoing the entries newest first; no copy of the store.
-    static func valuesBefore(_ entries: ArraySlice<ChangeHistory.Entry>,
+    static func valuesBefore(_ entries: ArraySlice<HistoryEntry>,
                              objects: ObjectTable) -> [String: JSONValue?] {
         var overlay: [String: JSONValue?] = [:]
         for entry in entries.reversed() {
-            let id = entry.record.object
+            let id = entry.object
             var value: JSONValue? = overlay.index(forKey: id) != nil ? overlay[id]! : objects[id]
-            entry.record.change.apply(to: &value, forward: false)
+            entry.change.apply(to: &value, forward: false)
             overlay.updateValue(value, forKey: id)
         }
         return overlay

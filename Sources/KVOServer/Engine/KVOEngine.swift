@@ -95,8 +95,7 @@ public final class KVOEngine {
         }
         storedBytes = objects.storedBytes
         revision = state.revision
-        history.reserveCapacity(forAppending: state.history.count)
-        for entry in state.history { history.append(entry) }
+        history.append(contentsOf: state.history)
         restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
     }
 
@@ -141,7 +140,7 @@ public final class KVOEngine {
     private func record(_ object: String, _ change: consuming RecordedChange) {
         let changeSize = measuredChangeSize
         measuredChangeSize = nil
-        let entry = HistoryEntry(rev: revision, object: object, change: change)
+        let entry = HistoryEntry(rev: revision, object: object, change: change, changeSize: changeSize)
         if recordsCommitBatches {
             pendingEntries.append(entry)
             // Runs of writes to one object (the common case) hash its id once.
@@ -149,7 +148,7 @@ public final class KVOEngine {
                 touchedObjects.insert(object)
             }
         }
-        history.append(entry, changeSize: changeSize)
+        history.append(consume entry)
         // The write is applied: bound the live objects (a comparison unless there are too many).
         if objects.liveCount > objects.maximumLiveObjects { objects.packExcessLive() }
     }
@@ -462,10 +461,7 @@ public final class KVOEngine {
                         sinceRev: UInt64, access: ConnectionAccess?,
                         notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
         let entries = history.entries(after: sinceRev, current: revision)
-        let deletedSince = entries?.contains {
-            guard $0.record.object == object, case .deleted = $0.record.change else { return false }
-            return true
-        } ?? false
+        let deletedSince = entries?.contains { $0.object == object && $0.isDeletion } ?? false
         guard objects.contains(object) || deletedSince else { throw notFound(object) }
         var reading: Evaluation?
         let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath, options: options,

@@ -2,6 +2,7 @@ import KVOJSON
 
 /// One stored object kept as its compact JSON text (exactly what `JSONWriter` writes for it, keys
 /// sorted) in a single tail-allocated buffer: a 16-byte object header, a 4-byte length, then the text.
+/// Also holds a restored history entry's change (`HistoryEntry`: the text of its `storageJSON` object).
 ///
 /// Immutable once made, so it may be shared (the same buffer is in the engine's table and in a
 /// `PersistedState` that restored it) and sent between threads (`ManagedBuffer` is marked not `Sendable`,

@@ -10,36 +10,40 @@ import KVOJSON
 struct PatternReplay {
     var notifications: [ChangeNotification] = []
 
-    init(_ entries: ArraySlice<ChangeHistory.Entry>, observation: PatternObservation,
+    init(_ entries: ArraySlice<HistoryEntry>, observation: PatternObservation,
          objects: ObjectTable, classes: ClassCatalog?) {
         let pattern = observation.pattern
         guard let keyPath = observation.keyPath else {
-            for entry in entries where pattern.matches(entry.record.object) {
+            for entry in entries where pattern.matches(entry.object) {
+                // Only creations and deletions make events without a key path: no need to decode the change.
                 let write: PatternEvents.Write
-                switch entry.record.change {
-                case .created: write = .created
-                case .deleted: write = .deleted
-                default: continue
+                if entry.isCreation {
+                    write = .created
+                } else if entry.isDeletion {
+                    write = .deleted
+                } else {
+                    continue
                 }
                 var priors: [ChangeNotification] = []
-                PatternEvents.append(write, object: entry.record.object, keyPath: nil, before: nil, after: nil,
-                                     rev: entry.record.rev, observers: [observation], priors: &priors,
+                PatternEvents.append(write, object: entry.object, keyPath: nil, before: nil, after: nil,
+                                     rev: entry.rev, observers: [observation], priors: &priors,
                                      changes: &notifications)
             }
             return
         }
         var overlay = HistoryReplay.valuesBefore(entries, objects: objects)
         for entry in entries {
-            let written = entry.record.object
+            let written = entry.object
+            let change = entry.change
             var value = overlay[written]!
             let matches = pattern.matches(written)
             let before = matches && value != nil
                 ? HistoryReplay.read(keyPath, of: written, objects, overlay, classes) : nil
-            entry.record.change.apply(to: &value, forward: true)
+            change.apply(to: &value, forward: true)
             overlay.updateValue(value, forKey: written)
             guard matches else { continue }
             let write: PatternEvents.Write
-            switch entry.record.change {
+            switch change {
             case .created: write = .created
             case .deleted: write = .deleted
             case let .set(path, _, _): write = .changed(nil, at: StoredLocation(object: written, path: path))
@@ -52,7 +56,7 @@ struct PatternReplay {
             var priors: [ChangeNotification] = []
             var changes: [ChangeNotification] = []
             PatternEvents.append(write, object: written, keyPath: keyPath, before: before, after: after,
-                                 rev: entry.record.rev, observers: [observation], priors: &priors, changes: &changes)
+                                 rev: entry.rev, observers: [observation], priors: &priors, changes: &changes)
             notifications.append(contentsOf: priors)
             notifications.append(contentsOf: changes)
         }

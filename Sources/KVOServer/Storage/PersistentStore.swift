@@ -305,6 +305,11 @@ public final class PersistentStore {
     /// parsed, which reports a corrupt row as before, and encoded again. An object with redo rows is
     /// decoded, replayed and packed again. The ids come out of the table (`WITHOUT ROWID`, keyed by id)
     /// in byte order, which `SortedObjectIDs` checks against its own order before it sorts.
+    ///
+    /// History entries are restored packed (`HistoryEntry`: the change's JSON text, decoded when a replay
+    /// needs it). A row is checked here, so that a corrupt one is refused at load as before: a `created` or
+    /// `deleted` row whose text is `JSONWriter`'s own is scanned (`CanonicalObjectScan`, which also gives its
+    /// estimated size); any other row is decoded, checked, and packed again as `JSONWriter` writes it.
     public func load() throws(StorageError) -> PersistedState {
         guard let database else { throw .closed }
         var state = PersistedState()
@@ -355,17 +360,23 @@ public final class PersistentStore {
             let rev = UInt64(bitPattern: history.int64(0))
             let row = "history rev \(rev)"
             guard objectIsText else { throw .corrupt(row: row, reason: "the object id is not text") }
-            let json = try decode(history.textBytes(2), row: row)
+            if rev > state.revision {
+                throw .corrupt(row: row, reason: "the revision is past the stored revision \(state.revision)")
+            }
+            let object = history.string(1)
+            let text = history.textBytes(2)
+            if let size = RecordedChange.estimatedSize(ofCanonicalCreationOrDeletion: text) {
+                state.history.append(HistoryEntry(rev: rev, object: object, packedText: text, estimatedSize: size))
+                continue
+            }
+            let json = try decode(text, row: row)
             let change: RecordedChange
             do throws(ChangeDecodingError) {
                 change = try RecordedChange(storageJSON: json)
             } catch {
                 throw .corrupt(row: row, reason: error.reason)
             }
-            if rev > state.revision {
-                throw .corrupt(row: row, reason: "the revision is past the stored revision \(state.revision)")
-            }
-            state.history.append(HistoryEntry(rev: rev, object: history.string(1), change: change))
+            state.history.append(HistoryEntry(rev: rev, object: object, packing: change))
         }
 
         let classes = try database.prepare("SELECT name, definition FROM classes")

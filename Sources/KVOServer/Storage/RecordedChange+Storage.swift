@@ -46,6 +46,23 @@ extension RecordedChange {
         JSONWriter.append("]}}", to: &buffer)
     }
 
+    /// The `estimatedSize` of the change stored as `text`, when `text` is `JSONWriter`'s encoding of a
+    /// `created` or `deleted` change of an object (`{"created":{…}}`); nil for any other text, which the
+    /// caller must decode (it may still be a valid change). Scans the text once, builds nothing.
+    static func estimatedSize(ofCanonicalCreationOrDeletion text: UnsafeBufferPointer<UInt8>) -> Int? {
+        for prefix in ["{\"created\":", "{\"deleted\":"] as [StaticString] {
+            let length = prefix.utf8CodeUnitCount
+            guard text.count > length + 1, text[text.count - 1] == UInt8(ascii: "}"),
+                  UnsafeBufferPointer(start: prefix.utf8Start, count: length).elementsEqual(text[..<length])
+            else { continue }
+            // The body must be a canonical object running exactly to the closing brace: then the whole text
+            // is a canonical object with this one member.
+            let body = UnsafeBufferPointer(rebasing: text[length..<(text.count - 1)])
+            return JSONValue.estimatedSize(ofCanonicalObject: body)
+        }
+        return nil
+    }
+
     /// Decodes the stored JSON object; the error says which field is wrong.
     init(storageJSON json: JSONValue) throws(ChangeDecodingError) {
         guard case let .object(outer) = json, outer.count == 1, let (kind, body) = outer.first else {
