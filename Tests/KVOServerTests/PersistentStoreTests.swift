@@ -473,6 +473,29 @@ import Testing
         first.close()
     }
 
+    @Test func aLockReleasedWithinTheWaitIsTakenAndOneHeldLongerIsRefused() throws {
+        let directory = TemporaryDirectory()
+        // Another holder of the directory's lock file (a kvod exiting, or a child between fork and exec)
+        // lets go 200 ms into the open's wait (StoreLock.contendedWaitMilliseconds).
+        let held = Glibc.open(directory.path + "/" + PersistentStore.fileName + ".lock", O_RDWR | O_CREAT, 0o644)
+        #expect(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0)
+        let holder = Thread {
+            usleep(200_000)
+            Glibc.close(held)
+        }
+        holder.start()
+        let started = ContinuousClock.now
+        let store = try open(directory)
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(150), "the open waited for the lock: \(waited)")
+        // Held past the wait (by the store now open): refused, after the wait and not much longer.
+        let refusedAt = ContinuousClock.now
+        #expect(throws: StorageError.locked(path: store.databasePath)) { _ = try open(directory) }
+        let refusal = ContinuousClock.now - refusedAt
+        #expect(refusal >= .milliseconds(StoreLock.contendedWaitMilliseconds) && refusal < .seconds(10), "\(refusal)")
+        store.close()
+    }
+
     @Test func releasingAStoreWithoutClosingItReleasesTheLock() throws {
         let directory = TemporaryDirectory()
         do {
