@@ -19,12 +19,13 @@ struct HistoryReplay {
     init?(_ entries: ArraySlice<HistoryEntry>, object: String, keyPath: KeyPath, options: ObservationOptions,
           recipient: Recipient, objects: ObjectTable, classes: ClassCatalog? = nil,
           readable: ((Evaluation) -> Bool)? = nil) {
-        var overlay = HistoryReplay.valuesBefore(entries, objects: objects)
+        // Each change decoded once (an entry restored from disk decodes its text on every `change`).
+        let changes = entries.map(\.change)
+        var overlay = HistoryReplay.valuesBefore(entries, changes: changes, objects: objects)
         var reading = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
         if let readable, !readable(reading) { return nil }
-        for entry in entries {
+        for (entry, change) in zip(entries, changes) {
             let written = entry.object
-            let change = entry.change
             var value = overlay[written]!
             change.apply(to: &value, forward: true)
             overlay.updateValue(value, forKey: written)
@@ -78,13 +79,14 @@ struct HistoryReplay {
     /// The store as it was before `entries` (oldest first), as an overlay on `objects`: every object the
     /// entries wrote, with its value before the first of them (nil: it did not exist). Objects not in the
     /// overlay are as in `objects`. Built by undoing the entries newest first; no copy of the store.
-    static func valuesBefore(_ entries: ArraySlice<HistoryEntry>,
+    /// `changes` holds each entry's `change`, decoded once by the caller, in the same order.
+    static func valuesBefore(_ entries: ArraySlice<HistoryEntry>, changes: [RecordedChange],
                              objects: ObjectTable) -> [String: JSONValue?] {
         var overlay: [String: JSONValue?] = [:]
-        for entry in entries.reversed() {
+        for (entry, change) in zip(entries, changes).reversed() {
             let id = entry.object
             var value: JSONValue? = overlay.index(forKey: id) != nil ? overlay[id]! : objects[id]
-            entry.change.apply(to: &value, forward: false)
+            change.apply(to: &value, forward: false)
             overlay.updateValue(value, forKey: id)
         }
         return overlay

@@ -31,10 +31,10 @@ struct PatternReplay {
             }
             return
         }
-        var overlay = HistoryReplay.valuesBefore(entries, objects: objects)
-        for entry in entries {
+        let changes = entries.map(\.change)
+        var overlay = HistoryReplay.valuesBefore(entries, changes: changes, objects: objects)
+        for (entry, change) in zip(entries, changes) {
             let written = entry.object
-            let change = entry.change
             var value = overlay[written]!
             let matches = pattern.matches(written)
             let before = matches && value != nil
