@@ -1,5 +1,6 @@
 import Foundation
 import KVOClientKit
+import Synchronization
 import KVOJSON
 import Testing
 
@@ -13,10 +14,10 @@ final class LocalCluster: @unchecked Sendable {
         .first { FileManager.default.isExecutableFile(atPath: $0) }
 
     let directory: TemporaryDirectory
-    let natsPorts: [Int]
-    private let routePorts: [Int]
+    private(set) var natsPorts: [Int] = []
+    private var routePorts: [Int] = []
     /// The NATS servers' HTTP monitoring ports (`/jsz`: which server leads the stream).
-    let monitorPorts: [Int]
+    private(set) var monitorPorts: [Int] = []
     private var natsServers: [Process?] = []
     /// The kvod nodes, by index (0 is n1). Replaced by `restart`.
     private(set) var nodes: [KVODProcess] = []
@@ -30,11 +31,12 @@ final class LocalCluster: @unchecked Sendable {
 
     /// `admin`: every node's data directory starts with this user (`*=read,write,admin`, minimal hash
     /// cost): made once with `kvod user add` and copied, so the users are the same on every node.
-    init(label: String, kvodArguments: [String] = [], admin: (user: String, password: String)? = nil) throws {
+    ///
+    /// `heldBackNATS`: the index of a NATS server not started now (`restartNATS` starts it later), as when an
+    /// operator brings a cluster's servers up one by one.
+    init(label: String, kvodArguments: [String] = [], admin: (user: String, password: String)? = nil,
+         heldBackNATS: Int? = nil) throws {
         directory = try TemporaryDirectory("cluster-\(label)")
-        natsPorts = try (0..<3).map { _ in try LocalCluster.freePort() }
-        routePorts = try (0..<3).map { _ in try LocalCluster.freePort() }
-        monitorPorts = try (0..<3).map { _ in try LocalCluster.freePort() }
         stream = "test_\(label.filter { $0.isLetter || $0.isNumber })"
         self.admin = admin
         if let admin {
@@ -46,7 +48,7 @@ final class LocalCluster: @unchecked Sendable {
                 try FileManager.default.copyItem(atPath: first, toPath: directory.appending("kvod-\(index)"))
             }
         }
-        for index in 0..<3 { natsServers.append(try startNATS(index)) }
+        try startNATSServers(heldBack: heldBackNATS)
         for index in 0..<3 {
             nodes.append(try KVODProcess(
                 ["--cluster", natsURLs, "--cluster-stream", stream, "--node", "n\(index + 1)"] + kvodArguments,
@@ -62,6 +64,65 @@ final class LocalCluster: @unchecked Sendable {
         }
     }
 
+    /// Starts the NATS servers (all three but `heldBack`) on fresh ports and waits until each serves
+    /// (`waitUntilServing`). A server that cannot bind one of its three ports exits at once, and a JetStream
+    /// cluster with one of its three servers missing cannot create the R3 stream (every write then fails
+    /// `unavailable`, JetStream error 10005): so when one does not come up, they are all stopped and started
+    /// again on other ports, up to 4 times.
+    private func startNATSServers(heldBack: Int?) throws {
+        var failures: [String] = []
+        let started = (0..<3).filter { $0 != heldBack }
+        for _ in 0..<4 {
+            natsPorts = try LocalCluster.freePorts(3)
+            routePorts = try LocalCluster.freePorts(3)
+            monitorPorts = try LocalCluster.freePorts(3)
+            natsServers = [nil, nil, nil]
+            for index in started { natsServers[index] = try startNATS(index) }
+            do {
+                for index in started { try waitUntilServing(index) }
+                return
+            } catch {
+                failures.append("\(error)")
+                for index in 0..<3 { killNATS(index) }
+                for index in 0..<3 { try? FileManager.default.removeItem(atPath: directory.appending("nats-\(index + 1)")) }
+            }
+        }
+        throw LocalClusterError.notReady("the NATS servers did not start: \(failures.joined(separator: "; "))")
+    }
+
+    /// Waits until NATS server `index` answers `/varz` on its monitoring port as `nats-<index + 1>`
+    /// (so its client, route and monitoring ports are all its own); throws with its log when it exits
+    /// or does not answer within `timeout` seconds.
+    func waitUntilServing(_ index: Int, timeout: Double = 20) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            guard let server = natsServers[index], server.isRunning else {
+                throw LocalClusterError.notReady("nats-\(index + 1) exited: \(natsLog(index).suffix(600))")
+            }
+            if let body = LocalCluster.httpGet(port: monitorPorts[index], path: "/varz"),
+               let varz = try? JSONParser.parse(Array(body.utf8)),
+               varz["server_name"]?.stringValue == "nats-\(index + 1)" {
+                return
+            }
+            guard Date() < deadline else {
+                throw LocalClusterError.notReady("nats-\(index + 1) did not serve within \(timeout) s: \(natsLog(index).suffix(600))")
+            }
+            usleep(50_000)
+        }
+    }
+
+    /// NATS server `index`'s log (its standard error, kept in the cluster's directory).
+    func natsLog(_ index: Int) -> String {
+        (try? String(contentsOfFile: directory.appending("nats-\(index + 1).log"), encoding: .utf8)) ?? ""
+    }
+
+    /// What a failed wait reports: every node's log and every NATS server's, their last `length` characters.
+    func diagnostics(length: Int = 1500) -> String {
+        let kvod = nodes.enumerated().map { "n\($0.offset + 1) log: \($0.element.log.suffix(length))" }
+        let nats = (0..<3).map { "nats-\($0 + 1) log: \(natsLog($0).suffix(length))" }
+        return (kvod + nats).joined(separator: "\n")
+    }
+
     private func startNATS(_ index: Int) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: LocalCluster.natsServerPath!)
@@ -71,8 +132,13 @@ final class LocalCluster: @unchecked Sendable {
             "-n", "nats-\(index + 1)", "--cluster_name", "kvodtest", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
             "--routes", routes, "-m", String(monitorPorts[index]),
         ]
+        let logPath = directory.appending("nats-\(index + 1).log")
+        if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        defer { try? log.close() }
+        try log.seekToEnd()
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        process.standardError = log
         try process.run()
         return process
     }
@@ -132,10 +198,13 @@ final class LocalCluster: @unchecked Sendable {
         return String(text[headerEnd.upperBound...])
     }
 
-    /// Starts NATS server `index` again on its port and data directory.
+    /// Starts NATS server `index` (again) on its ports and data directory.
+    /// Waits until it serves (its ports were its own a moment ago: `freePorts` hands out ports outside the
+    /// kernel's ephemeral range, so another test's connection cannot have taken them).
     func restartNATS(_ index: Int) throws {
         killNATS(index)
         natsServers[index] = try startNATS(index)
+        try waitUntilServing(index)
     }
 
     /// Restarts kvod node `index` after `signal` (same flags, data directory and port).
@@ -152,7 +221,7 @@ final class LocalCluster: @unchecked Sendable {
             let reply = try client.request("create", ["object": .string(object)], timeout: 15)
             if reply["ok"] == true { break }
             guard reply["error"]?["code"] == "unavailable", Date() < deadline else {
-                throw LocalClusterError.notReady("n1: \(reply)")
+                throw LocalClusterError.notReady("n1: \(reply)\n\(diagnostics())")
             }
         }
         try waitForConvergence(timeout: max(1, deadline.timeIntervalSinceNow))
@@ -177,7 +246,7 @@ final class LocalCluster: @unchecked Sendable {
         while true {
             let all = try digests()
             if Set(all.map { $0["applied"]?.intValue ?? -1 }).count == 1 { return all }
-            guard Date() < deadline else { throw LocalClusterError.notReady("nodes did not converge: \(all)") }
+            guard Date() < deadline else { throw LocalClusterError.notReady("nodes did not converge: \(all)\n\(diagnostics())") }
             usleep(50_000)
         }
     }
@@ -200,23 +269,47 @@ final class LocalCluster: @unchecked Sendable {
         }
     }
 
-    /// A free TCP port on 127.0.0.1 (bound to port 0, read back, closed).
+    /// Ports this process has handed out already (never handed out twice).
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// `count` distinct TCP ports free on 127.0.0.1 a moment ago, for servers the tests start on fixed ports.
+    /// They are picked at random below the kernel's ephemeral range (`ip_local_port_range`), which is where
+    /// the many client connections and port-0 listeners of the tests running in parallel get theirs: a port
+    /// from inside it (port 0, read back) could be taken by one of them before the server binds it.
+    static func freePorts(_ count: Int) throws -> [Int] {
+        let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first }
+            .flatMap { Int($0) } ?? 32768
+        let candidates = 10000..<max(10001, ephemeralStart)
+        var ports: [Int] = []
+        for _ in 0..<(count * 200) where ports.count < count {
+            let port = Int.random(in: candidates)
+            let fresh = handedOut.withLock { $0.insert(port).inserted }
+            if fresh, canBind(port) { ports.append(port) }
+        }
+        guard ports.count == count else { throw POSIXError(.EADDRINUSE) }
+        return ports
+    }
+
+    /// A free TCP port on 127.0.0.1 (see `freePorts`).
     static func freePort() throws -> Int {
+        try freePorts(1)[0]
+    }
+
+    /// Whether a listening socket can bind 127.0.0.1:`port` now (bound, then closed at once).
+    private static func canBind(_ port: Int) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
+        var reuse: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        let bound = withUnsafePointer(to: &address) {
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
+        } == 0
     }
 }
 
