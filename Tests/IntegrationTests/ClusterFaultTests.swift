@@ -6,7 +6,8 @@ import Testing
 /// Faults under load (docs/design.md, "Cluster"): the NATS server leading the stream killed with SIGKILL
 /// while a client writes (writes pause for an election, none is lost or applied twice), and a kvod node
 /// frozen with SIGSTOP for 3 s along with a NATS server (a stand-in for a partition): its observers go on
-/// with no gap or duplicate once it is thawed, and the nodes converge. In the `cluster` suite so that it
+/// with no gap or duplicate once it is thawed, and the nodes converge; a NATS server that comes up late
+/// (writes refused with the reason logged, then served). In the `cluster` suite so that it
 /// never runs beside another cluster.
 extension ClusterTests {
     @Test("SIGKILL of the stream leader's NATS server under writes: a pause, nothing lost or applied twice")
@@ -52,6 +53,23 @@ extension ClusterTests {
             if let count = event["change"]?["new"]?.intValue { counts.append(count) }
         }
         #expect(counts == Array(1...Int64(total)), "n3's observer: \(counts.count) events")
+    }
+
+    @Test("a NATS server that comes up late: writes fail unavailable, the log says why, then writes go through everywhere")
+    func lateNATSServer() throws {
+        let cluster = try LocalCluster(label: "late", kvodArguments: ["--cluster-write-timeout", "2"], heldBackNATS: 2)
+        let client = try cluster.nodes[0].connect()
+        let reply = try client.request("create", ["object": "early"], timeout: 20)
+        #expect(reply["error"]?["code"] == "unavailable", "\(reply)")
+        // Two of three servers cannot place an R3 stream; the node says so in words an operator can act on.
+        #expect(cluster.nodes[0].waitForLog("no suitable peers for placement; the stream needs 3 NATS servers", timeout: 20),
+                "\(cluster.nodes[0].log.suffix(2000))")
+        #expect(try client.call("list")["objects"] == [], "a refused write left state behind")
+        try cluster.restartNATS(2)
+        try cluster.waitUntilReady(creating: "late")
+        for node in cluster.nodes {
+            #expect(try node.connect().call("list")["objects"] == ["late"])
+        }
     }
 
     @Test("a kvod node and a NATS server frozen (SIGSTOP) for 3 s: observers go on with no gap, nodes converge")

@@ -174,7 +174,13 @@ final class NATSBridge: @unchecked Sendable {
         guard status == NATS_NOT_FOUND else { return "cannot look the stream up: \(NATSBridge.text(status))" }
         (status, error) = JetStreamSession.addStream(configuration.stream, subject: configuration.subject,
                                                      replicas: configuration.replicas, to: jetStream)
-        guard status == NATS_OK else { return "cannot create the stream: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))" }
+        guard status == NATS_OK else {
+            // The common case at a cluster's first start: not every NATS server is up yet (or one never came).
+            let hint = error == JSClusterNoPeersErr
+                ? ": no suitable peers for placement; the stream needs \(configuration.replicas) NATS servers with JetStream in the cluster"
+                : ""
+            return "cannot create the stream: \(NATSBridge.text(status)) (JetStream error \(error.rawValue)\(hint))"
+        }
         inbox.post(.log("cluster: created stream '\(configuration.stream)' (\(configuration.replicas) replicas)", isError: false))
         return nil
     }
