@@ -1,0 +1,98 @@
+/// Inserts the objects `PersistentStore.load` reads into an `ObjectTable` on a thread of its own, so that
+/// the insertions (most of a large load: random stores into the table's bucket array, which miss the
+/// caches and fault in its pages) overlap the reading of the rows (SQLite's stepping,
+/// `CanonicalObjectScan`, copying each text into its `PackedObject`) instead of following each row.
+///
+/// The reader `add`s each row in order; rows go to the inserting thread in batches of `batchSize`, at
+/// most `maximumQueuedBatches` queued at once (so the rows in flight stay a few hundred kilobytes however
+/// far the reader gets ahead). The inserting thread applies them in the order they were added, exactly as
+/// `ObjectTable.setPacked` one after another would: a later row for the same id replaces the earlier one,
+/// and `finish` returns the table with the ids that were new to it, in the order they were first added.
+///
+/// Ownership and threads: made, fed (`add`) and finished (`finish`) by one thread, the loader's; the table
+/// and the id list belong to the inserting thread from `init` until `finish` has joined it, and to the
+/// loader again after. The queue between them is guarded by `lock`. `finish` must be called once, also
+/// when the load fails part way (it then ends the thread; the caller drops what it returns): until then
+/// the inserting thread waits for rows, holding the filler.
+/// `@unchecked Sendable` for that hand-over alone.
+final class ObjectTableFiller: @unchecked Sendable {
+    /// Rows per batch handed to the inserting thread.
+    static let batchSize = 4_096
+    /// Most batches queued for the inserting thread; `add` waits while this many are.
+    static let maximumQueuedBatches = 4
+
+    typealias Row = (id: String, packed: PackedObject)
+
+    private let lock = ConditionLock()
+    /// Batches added and not yet taken by the inserting thread, oldest first. Under `lock`.
+    private var queued: [[Row]] = []
+    /// Set by `finish` once the last batch is queued. Under `lock`.
+    private var noMoreRows = false
+    /// The batch being filled. Loader thread.
+    private var filling: [Row] = []
+    /// The table being filled, and the ids new to it in the order added. Inserting thread until `finish`.
+    private var table = ObjectTable()
+    private var newIDs: [String] = []
+    private var thread = WorkerThread()
+    private var finished = false
+
+    /// Starts the inserting thread on a new table with room for `expectedRows` objects (how many rows the
+    /// loader will add, if it knows; more may be added).
+    init(expectedRows: Int) {
+        table.reserveCapacity(expectedRows)
+        newIDs.reserveCapacity(expectedRows)
+        filling.reserveCapacity(ObjectTableFiller.batchSize)
+        thread.start("the object loader's inserting thread") { [self] in insertUntilFinished() }
+    }
+
+    /// Queues object `id` with `packed` as its value, to be stored after every row added before it.
+    /// Loader thread.
+    func add(_ id: String, _ packed: PackedObject) {
+        filling.append((id, packed))
+        if filling.count == ObjectTableFiller.batchSize { queueFillingBatch() }
+    }
+
+    /// Queues the last rows, waits until the inserting thread has stored every row and ended, and returns
+    /// the table and the ids that were new to it, in the order they were added. Loader thread; once.
+    func finish() -> (table: ObjectTable, newIDs: [String]) {
+        precondition(!finished, "ObjectTableFiller.finish() was called twice")
+        if !filling.isEmpty { queueFillingBatch() }
+        lock.signal { noMoreRows = true }
+        thread.join()
+        finished = true
+        let result = (table, newIDs)
+        table = ObjectTable()
+        newIDs = []
+        return result
+    }
+
+    // MARK: - Private
+
+    /// Hands `filling` to the inserting thread (waiting while the queue is full) and starts a new batch.
+    private func queueFillingBatch() {
+        let batch = filling
+        filling = []
+        filling.reserveCapacity(ObjectTableFiller.batchSize)
+        lock.wait(until: { queued.count < ObjectTableFiller.maximumQueuedBatches }) { () }
+        lock.signal { queued.append(batch) }
+    }
+
+    /// The inserting thread: stores each queued batch in order until `finish` says no more rows come.
+    private func insertUntilFinished() {
+        while true {
+            let (batches, isLast) = lock.wait(until: { !queued.isEmpty || noMoreRows }) { () -> ([[Row]], Bool) in
+                let taken = queued
+                queued = []
+                return (taken, noMoreRows)
+            }
+            // Wake the loader if it waits for room in the queue.
+            lock.signal {}
+            for batch in batches {
+                for row in batch where table.setPacked(row.id, row.packed) {
+                    newIDs.append(row.id)
+                }
+            }
+            if isLast { return }
+        }
+    }
+}
