@@ -23,32 +23,40 @@ final class ObjectTableFiller: @unchecked Sendable {
 
     typealias Row = (id: String, packed: PackedObject)
 
+    /// Up to `batchSize` rows in memory of their own: initialized by the loader, moved out and deallocated
+    /// by the inserting thread.
+    private struct Batch {
+        let rows = UnsafeMutablePointer<Row>.allocate(capacity: ObjectTableFiller.batchSize)
+        var count = 0
+    }
+
     private let lock = ConditionLock()
     /// Batches added and not yet taken by the inserting thread, oldest first. Under `lock`.
-    private var queued: [[Row]] = []
+    private var queued: [Batch] = []
     /// Set by `finish` once the last batch is queued. Under `lock`.
     private var noMoreRows = false
     /// The batch being filled. Loader thread.
-    private var filling: [Row] = []
-    /// The table being filled, and the ids new to it in the order added. Inserting thread until `finish`.
-    private var table = ObjectTable()
-    private var newIDs: [String] = []
+    private var filling = Batch()
+    /// How many rows the loader expects to add.
+    private let expectedRows: Int
+    /// The filled table and the ids new to it in the order added: set by the inserting thread as it ends,
+    /// read by `finish` after joining it.
+    private var filled: (table: ObjectTable, newIDs: [String])?
     private var thread = WorkerThread()
     private var finished = false
 
     /// Starts the inserting thread on a new table with room for `expectedRows` objects (how many rows the
     /// loader will add, if it knows; more may be added).
     init(expectedRows: Int) {
-        table.reserveCapacity(expectedRows)
-        newIDs.reserveCapacity(expectedRows)
-        filling.reserveCapacity(ObjectTableFiller.batchSize)
+        self.expectedRows = expectedRows
         thread.start("the object loader's inserting thread") { [self] in insertUntilFinished() }
     }
 
     /// Queues object `id` with `packed` as its value, to be stored after every row added before it.
     /// Loader thread.
     func add(_ id: String, _ packed: PackedObject) {
-        filling.append((id, packed))
+        (filling.rows + filling.count).initialize(to: (id, packed))
+        filling.count += 1
         if filling.count == ObjectTableFiller.batchSize { queueFillingBatch() }
     }
 
@@ -56,13 +64,15 @@ final class ObjectTableFiller: @unchecked Sendable {
     /// the table and the ids that were new to it, in the order they were added. Loader thread; once.
     func finish() -> (table: ObjectTable, newIDs: [String]) {
         precondition(!finished, "ObjectTableFiller.finish() was called twice")
-        if !filling.isEmpty { queueFillingBatch() }
-        lock.signal { noMoreRows = true }
+        let last = filling
+        lock.signal {
+            queued.append(last)
+            noMoreRows = true
+        }
         thread.join()
         finished = true
-        let result = (table, newIDs)
-        table = ObjectTable()
-        newIDs = []
+        guard let result = filled else { preconditionFailure("the inserting thread ended without its table") }
+        filled = nil
         return result
     }
 
@@ -71,16 +81,20 @@ final class ObjectTableFiller: @unchecked Sendable {
     /// Hands `filling` to the inserting thread (waiting while the queue is full) and starts a new batch.
     private func queueFillingBatch() {
         let batch = filling
-        filling = []
-        filling.reserveCapacity(ObjectTableFiller.batchSize)
+        filling = Batch()
         lock.wait(until: { queued.count < ObjectTableFiller.maximumQueuedBatches }) { () }
         lock.signal { queued.append(batch) }
     }
 
-    /// The inserting thread: stores each queued batch in order until `finish` says no more rows come.
+    /// The inserting thread: stores each queued batch in order until `finish` says no more rows come. The
+    /// table and the id list are local variables while they fill, handed to `filled` at the end.
     private func insertUntilFinished() {
+        var table = ObjectTable()
+        table.reserveCapacity(expectedRows)
+        var newIDs: [String] = []
+        newIDs.reserveCapacity(expectedRows)
         while true {
-            let (batches, isLast) = lock.wait(until: { !queued.isEmpty || noMoreRows }) { () -> ([[Row]], Bool) in
+            let (batches, isLast) = lock.wait(until: { !queued.isEmpty || noMoreRows }) { () -> ([Batch], Bool) in
                 let taken = queued
                 queued = []
                 return (taken, noMoreRows)
@@ -88,11 +102,14 @@ final class ObjectTableFiller: @unchecked Sendable {
             // Wake the loader if it waits for room in the queue.
             lock.signal {}
             for batch in batches {
-                for row in batch where table.setPacked(row.id, row.packed) {
-                    newIDs.append(row.id)
+                for index in 0..<batch.count {
+                    let (id, packed) = (batch.rows + index).move()
+                    if table.setPacked(id, packed) { newIDs.append(id) }
                 }
+                batch.rows.deallocate()
             }
-            if isLast { return }
+            if isLast { break }
         }
+        filled = (table, newIDs)
     }
 }
