@@ -9,9 +9,10 @@
 /// `ObjectTable.setPacked` one after another would: a later row for the same id replaces the earlier one,
 /// and `finish` returns the table with the ids that were new to it, in the order they were first added.
 ///
-/// Ownership and threads: made, fed (`add`) and finished (`finish`) by one thread, the loader's; the table
-/// and the id list belong to the inserting thread from `init` until `finish` has joined it, and to the
-/// loader again after. The queue between them is guarded by `lock`. `finish` must be called once, also
+/// Ownership and threads: made, fed (`add`) and finished (`finish`) by one thread, the loader's. The table
+/// and the id list are the inserting thread's own until it ends (it hands them over in `filled`, which
+/// `finish` reads after joining it). The queue between them is guarded by `lock`. A system that refuses
+/// the thread stops kvod (`WorkerThread.start`), as for the cluster's threads. `finish` must be called once, also
 /// when the load fails part way (it then ends the thread; the caller drops what it returns): until then
 /// the inserting thread waits for rows, holding the filler.
 /// `@unchecked Sendable` for that hand-over alone.
