@@ -318,34 +318,19 @@ public final class PersistentStore {
 
         let count = try database.prepare("SELECT count(*) FROM objects")
         defer { count.finalize() }
-        var ids: [String] = []
-        if try count.step() {
-            let rows = Int(count.int64(0))
-            state.objects.reserveCapacity(rows)
-            ids.reserveCapacity(rows)
-        }
+        let rows = try count.step() ? Int(count.int64(0)) : 0
 
-        let objects = try database.prepare("SELECT id, value FROM objects")
-        defer { objects.finalize() }
         objectLogs.removeAll()
-        while try objects.step() {
-            // Types first: reading a column as text or as a number may convert it in place.
-            let idIsText = objects.isText(0)
-            let id = objects.string(0)
-            guard idIsText else { throw .corrupt(row: "object '\(id)'", reason: "the id is not text") }
-            let text = objects.textBytes(1)
-            let packed: PackedObject
-            if CanonicalObjectScan.isCanonicalObject(text) {
-                packed = PackedObject.make(copying: text)
-            } else {
-                let value = try decode(text, row: "object '\(id)'")
-                guard case let .object(members) = value else {
-                    throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object")
-                }
-                packed = PackedObject.make(encoding: members)
-            }
-            if state.objects.setPacked(id, packed) { ids.append(id) }
+        // The table is filled on a thread of its own while this one reads the rows (`ObjectTableFiller`).
+        let filler = ObjectTableFiller(expectedRows: rows)
+        do throws(StorageError) {
+            try readObjectRows(database, into: filler)
+        } catch {
+            _ = filler.finish()
+            throw error
         }
+        var (objects, ids) = filler.finish()
+        state.objects = objects
         state.sortedIDs = SortedObjectIDs(ids)
         ids = []
         try replayRedo(database, into: &state)
@@ -403,6 +388,32 @@ public final class PersistentStore {
             state.lastBindingID = max(state.lastBindingID, id)
         }
         return state
+    }
+
+    /// Reads every row of `objects` into `filler` in the table's order: each snapshot that is `JSONWriter`'s
+    /// own text copied as it is, any other text parsed (a corrupt row throws `.corrupt` naming it) and
+    /// encoded again.
+    private func readObjectRows(_ database: SQLiteDatabase, into filler: ObjectTableFiller) throws(StorageError) {
+        let objects = try database.prepare("SELECT id, value FROM objects")
+        defer { objects.finalize() }
+        while try objects.step() {
+            // Types first: reading a column as text or as a number may convert it in place.
+            let idIsText = objects.isText(0)
+            let id = objects.string(0)
+            guard idIsText else { throw .corrupt(row: "object '\(id)'", reason: "the id is not text") }
+            let text = objects.textBytes(1)
+            let packed: PackedObject
+            if CanonicalObjectScan.isCanonicalObject(text) {
+                packed = PackedObject.make(copying: text)
+            } else {
+                let value = try decode(text, row: "object '\(id)'")
+                guard case let .object(members) = value else {
+                    throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object")
+                }
+                packed = PackedObject.make(encoding: members)
+            }
+            filler.add(id, packed)
+        }
     }
 
     /// Applies every object's redo rows, in revision order, to its snapshot in `state`, checking each
