@@ -281,7 +281,7 @@ public final class PersistentStore {
     /// SQLite's busy handler covers the writer lock and the readers, not the checkpoint lock: while
     /// another connection checkpoints (the background `WALCheckpointJob`, copying and syncing),
     /// `wal_checkpoint(TRUNCATE)` fails at once with `SQLITE_BUSY` ("even if there is a busy-handler
-    /// configured, it will not be invoked in this case", sqlite3.org/c3ref/wal_checkpoint_v2.html).
+    /// configured, it will not be invoked in this case", sqlite.org/c3ref/wal_checkpoint_v2.html).
     /// So this retries it every millisecond until the wait runs out.
     @discardableResult
     public func checkpointBlocking() -> Bool {
