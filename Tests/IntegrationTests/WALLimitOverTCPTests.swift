@@ -85,7 +85,10 @@ import Testing
         let client = try server.connect()
         try create(client)
         let written = try write(client, batches: 120, walPath: data + "/kvod.sqlite3-wal")
-        #expect(written.largestWAL <= Self.limit + (512 << 10), "largest WAL \(written.largestWAL) bytes")
+        #expect(written.largestWAL <= Self.limit + (512 << 10), "largest WAL \(written.largestWAL) bytes; log: \(server.log)")
+        // A blocking checkpoint that finds a background one copying waits for it (the busy handler does
+        // not cover the checkpoint lock): it never gives up here.
+        #expect(!server.log.contains("could not empty it"), "\(server.log)")
         let restarted = try server.restart(after: SIGKILL)
         try expectStored(restarted, written)
     }

@@ -88,6 +88,51 @@ import Testing
         #expect(state.revision == rev && state.objects["after"] == ["n": 1])
     }
 
+    /// Holds the WAL's checkpoint lock as a checkpoint on another connection does while it copies and
+    /// syncs: an open-file-description lock (which conflicts with SQLite's POSIX locks even in this process)
+    /// on byte 121 of the `-shm` file (SQLite's `UNIX_SHM_BASE` 120 + `WAL_CKPT_LOCK` 1). Returns the
+    /// descriptor; closing it lets go.
+    private func holdCheckpointLock(_ store: PersistentStore) throws -> Int32 {
+        let descriptor = Glibc.open(store.databasePath + "-shm", O_RDWR)
+        try #require(descriptor >= 0)
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 121
+        lock.l_len = 1
+        try #require(fcntl(descriptor, 37 /* F_OFD_SETLK */, &lock) == 0, "errno \(errno)")
+        return descriptor
+    }
+
+    @Test func theBlockingCheckpointWaitsForACheckpointRunningOnAnotherConnectionThenEmptiesTheWAL() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        let rev = try commit(store, from: 1) { $0.checkpointNeed == .background }
+        let lock = try holdCheckpointLock(store)
+        // The other checkpoint finishes a little later, on another thread.
+        let released = Thread { usleep(200_000); close(lock) }
+        released.start()
+        #expect(store.checkpointBlocking(), "waited for the checkpoint lock instead of failing at once")
+        #expect(store.walBytes == 0 && walFileBytes(store) == 0)
+        let state = try reopen(directory, closing: store)
+        #expect(state.revision == rev - 1)
+    }
+
+    @Test func theBlockingCheckpointGivesUpWhenTheCheckpointLockStaysTakenAndTheNextOneEmptiesTheWAL() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        _ = try commit(store, from: 1) { $0.checkpointNeed == .background }
+        let frames = store.walBytes
+        store.blockingCheckpointWaitMilliseconds = 50
+        let lock = try holdCheckpointLock(store)
+        #expect(!store.checkpointBlocking())
+        #expect(store.walBytes == frames)
+        close(lock)
+        #expect(store.checkpointBlocking())
+        #expect(store.walBytes == 0 && walFileBytes(store) == 0)
+        store.close()
+    }
+
     private func reopen(_ directory: TemporaryDirectory, closing store: PersistentStore) throws -> PersistedState {
         store.close()
         let reopened = try open(directory)

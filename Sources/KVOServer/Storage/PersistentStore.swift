@@ -99,6 +99,9 @@ public final class PersistentStore {
     /// Where a background checkpoint starts: 1/16 of `walLimitBytes` (4 MiB by default, SQLite's own
     /// automatic checkpoint point).
     public var walCheckpointStartBytes: Int { walLimitBytes / 16 }
+    /// How long `checkpointBlocking()` waits for the locks it needs: `blockingCheckpointTimeoutMilliseconds`,
+    /// shorter only in tests of a wait that runs out.
+    var blockingCheckpointWaitMilliseconds = PersistentStore.blockingCheckpointTimeoutMilliseconds
     /// The data directory's lock, held until `close()`.
     private var lock: StoreLock?
     /// Frames in the WAL after the last commit (the WAL hook's count). Loop thread.
@@ -271,18 +274,37 @@ public final class PersistentStore {
     }
 
     /// The blocking fallback: checkpoints the whole WAL on this (the loop) thread and truncates it,
-    /// waiting up to `blockingCheckpointTimeoutMilliseconds` for a running background checkpoint (or
+    /// waiting up to `blockingCheckpointWaitMilliseconds` for a running background checkpoint (or
     /// another reader) to let go. Returns whether the WAL is now empty; when not (the wait ran out), the
     /// WAL keeps its frames and commits go on: nothing is lost, and the next commit tries again.
+    ///
+    /// SQLite's busy handler covers the writer lock and the readers, not the checkpoint lock: while
+    /// another connection checkpoints (the background `WALCheckpointJob`, copying and syncing),
+    /// `wal_checkpoint(TRUNCATE)` fails at once with `SQLITE_BUSY` ("even if there is a busy-handler
+    /// configured, it will not be invoked in this case", sqlite.org/c3ref/wal_checkpoint_v2.html).
+    /// So this retries it every millisecond until the wait runs out.
     @discardableResult
     public func checkpointBlocking() -> Bool {
         guard let database else { return false }
-        database.setBusyTimeout(milliseconds: PersistentStore.blockingCheckpointTimeoutMilliseconds)
+        let wait = blockingCheckpointWaitMilliseconds
+        database.setBusyTimeout(milliseconds: wait)
         defer { database.setBusyTimeout(milliseconds: 0) }
-        let result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
+        let deadline = PersistentStore.monotonicMilliseconds() + Int(wait)
+        var result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
+        while result.code == SQLITE_BUSY && PersistentStore.monotonicMilliseconds() < deadline {
+            usleep(1000)
+            result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
+        }
         guard result.code == SQLITE_OK else { return false }
         walFrames.frames = 0
         return true
+    }
+
+    /// CLOCK_MONOTONIC in milliseconds, for `checkpointBlocking()`'s deadline.
+    private static func monotonicMilliseconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return now.tv_sec * 1000 + now.tv_nsec / 1_000_000
     }
 
     /// A background checkpoint job with a second connection to this store's database, for the server
