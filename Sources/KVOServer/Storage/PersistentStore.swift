@@ -1,3 +1,4 @@
+import CLibUV
 import CSQLite
 import KVOJSON
 
@@ -289,22 +290,15 @@ public final class PersistentStore {
         let wait = blockingCheckpointWaitMilliseconds
         database.setBusyTimeout(milliseconds: wait)
         defer { database.setBusyTimeout(milliseconds: 0) }
-        let deadline = PersistentStore.monotonicMilliseconds() + Int(wait)
+        let deadline = uv_hrtime() + UInt64(wait) * 1_000_000
         var result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
-        while result.code == SQLITE_BUSY && PersistentStore.monotonicMilliseconds() < deadline {
+        while result.code == SQLITE_BUSY && uv_hrtime() < deadline {
             usleep(1000)
             result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
         }
         guard result.code == SQLITE_OK else { return false }
         walFrames.frames = 0
         return true
-    }
-
-    /// CLOCK_MONOTONIC in milliseconds, for `checkpointBlocking()`'s deadline.
-    private static func monotonicMilliseconds() -> Int {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return now.tv_sec * 1000 + now.tv_nsec / 1_000_000
     }
 
     /// A background checkpoint job with a second connection to this store's database, for the server
