@@ -314,9 +314,12 @@ say "ok: health check ${health:-passed}"
 # Round trip: a subscriber sees a set made by another client.
 client create smoke '{"greeting":"hello"}' >/dev/null || fail "kvoclient create failed"
 events="$cache/subscribe.out"
+# Emptied here, before the subscriber starts: $cache outlives a run, and the background job's own `>` may
+# run after the first poll below, which would then read the previous run's events.
+: >"$events"
 podman exec -e KVOD_PASSWORD="$password" "$container" kvoclient --user admin subscribe smoke greeting --options initial,new --count 2 >"$events" 2>&1 &
 subscriber=$!
-for _ in $(seq 1 50); do grep -q initial "$events" 2>/dev/null && break; sleep 0.2; done
+for _ in $(seq 1 50); do grep -q 'smoke.greeting  initial' "$events" && break; sleep 0.2; done
 grep -q 'smoke.greeting  initial' "$events" || fail "subscribe printed no initial event: $(cat "$events")"
 client set smoke greeting '"world"' >/dev/null || fail "kvoclient set failed"
 waited=0
