@@ -6,10 +6,12 @@ import KVOJSON
 /// one: `EventEncoding`), the subscription id, and a tail that is the same for every recipient whose
 /// options select the same encoding and change-dictionary keys: one of at most eight variants
 /// (with or without `new`, with or without `old`, full or compact). The server appends each variant its recipients
-/// need once, straight into its arena (`appendTail(variant:to:)`, no array per tail), and the
+/// need once, straight into its arena (`appendTail(variant:of:values:to:)`, no array per tail), and the
 /// encoder encodes the old and new values' JSON once, however many variants use them; sending an
-/// event to a recipient is then the head, a number and one copy of the tail. Loop thread (one
-/// encoder per notification).
+/// event to a recipient is then the head, a number and one copy of the tail. The server uses the static
+/// functions (`VariantChooser`, `appendTail(variant:of:values:to:)`), which borrow the notification instead
+/// of copying it into an encoder; an instance (`tail(for:)`, `line(subscription:options:)`) serves tests and
+/// tools. Loop thread (one encoder per notification).
 public struct EventEncoder {
     /// Every event line starts with these bytes, then the subscription id.
     public static let head: [UInt8] = Array("{\"event\":\"change\",\"sub\":".utf8)
@@ -45,18 +47,29 @@ public struct EventEncoder {
     /// How many variants there are: `variant(for:)` is in `0..<variantCount`.
     public static let variantCount = 8
 
+    /// The old and new values' JSON, each encoded on first use and then shared by every variant that
+    /// carries it. The server keeps one per notification next to the notification it borrows
+    /// (`appendTail(variant:of:values:to:)`); an `EventEncoder` keeps one with its own copy.
+    public struct EncodedValues {
+        var old: [UInt8]?
+        var new: [UInt8]?
+
+        /// Starts with the notification's `encodedNew` (the text a `set` request carried), if any.
+        public init(_ notification: borrowing ChangeNotification) {
+            new = notification.encodedNew
+            assert(new == nil || new! == JSONWriter.bytes(notification.new),
+                   "a notification's encodedNew must be exactly its new value's encoding")
+        }
+    }
+
     private let notification: ChangeNotification
-    /// Tails built by `tail(variant:)`, by variant; empty (no allocation) until it is first used,
-    /// which the server never does (it appends tails to its arena).
+    /// Tails built by `tail(variant:)`, by variant; empty (no allocation) until it is first used.
     private var tails: [[UInt8]?] = []
-    private var encodedOld: [UInt8]?
-    private var encodedNew: [UInt8]?
+    private var values: EncodedValues
 
     public init(_ notification: ChangeNotification) {
         self.notification = notification
-        encodedNew = notification.encodedNew
-        assert(encodedNew == nil || encodedNew! == JSONWriter.bytes(notification.new),
-               "a notification's encodedNew must be exactly its new value's encoding")
+        values = EncodedValues(notification)
     }
 
     /// The bytes after the subscription id (up to and including the newline) for a recipient with
@@ -69,10 +82,30 @@ public struct EventEncoder {
     /// `old`, bit 4 (`compactVariantBit`) the compact encoding.
     @inline(__always)
     public func variant(for options: ObservationOptions) -> Int {
-        let includeNew = (options.contains(.new) || notification.reason == .resync) && notification.carriesNew
-        let includeOld = options.contains(.old) && notification.carriesOld
-        let compact = options.contains(.compactEvents)
-        return (includeNew ? 1 : 0) | (includeOld ? 2 : 0) | (compact ? EventEncoder.compactVariantBit : 0)
+        VariantChooser(notification).variant(for: options)
+    }
+
+    /// What `variant(for:)` needs of a notification (three flags), so that a loop over its recipients
+    /// does not hold on to the notification itself.
+    public struct VariantChooser {
+        let newAlways: Bool
+        let carriesNew: Bool
+        let carriesOld: Bool
+
+        public init(_ notification: borrowing ChangeNotification) {
+            newAlways = notification.reason == .resync
+            carriesNew = notification.carriesNew
+            carriesOld = notification.carriesOld
+        }
+
+        /// `EventEncoder.variant(for:)`.
+        @inline(__always)
+        public func variant(for options: ObservationOptions) -> Int {
+            let includeNew = (options.contains(.new) || newAlways) && carriesNew
+            let includeOld = options.contains(.old) && carriesOld
+            let compact = options.contains(.compactEvents)
+            return (includeNew ? 1 : 0) | (includeOld ? 2 : 0) | (compact ? EventEncoder.compactVariantBit : 0)
+        }
     }
 
     /// The tail of `variant` (from `variant(for:)`) as an array of its own, built on first use and
@@ -97,18 +130,28 @@ public struct EventEncoder {
     /// Appends the tail of `variant` (from `variant(for:)`) to `buffer`: the bytes after the
     /// subscription id, up to and including the newline.
     public mutating func appendTail(variant: Int, to buffer: inout [UInt8]) {
+        EventEncoder.appendTail(variant: variant, of: notification, values: &values, to: &buffer)
+    }
+
+    /// `appendTail(variant:to:)` for a notification the caller keeps (the server's loop borrows each
+    /// notification of its batch in place: no copy of its strings, values and recipients), with the
+    /// values' encodings in `values` (one `EncodedValues` per notification, for all of its variants).
+    public static func appendTail(variant: Int, of notification: borrowing ChangeNotification,
+                                  values: inout EncodedValues, to buffer: inout [UInt8]) {
         let includeNew = variant & 1 != 0
         let includeOld = variant & 2 != 0
-        if includeNew && encodedNew == nil { encodedNew = JSONWriter.bytes(notification.new) }
-        if includeOld && encodedOld == nil { encodedOld = JSONWriter.bytes(notification.old) }
+        if includeNew && values.new == nil { values.new = JSONWriter.bytes(notification.new) }
+        if includeOld && values.old == nil { values.old = JSONWriter.bytes(notification.old) }
+        let encodedNew = includeNew ? values.new : nil
+        let encodedOld = includeOld ? values.old : nil
         if variant & EventEncoder.compactVariantBit != 0 {
-            appendCompactTail(includeNew: includeNew, includeOld: includeOld, to: &buffer)
+            appendCompactTail(of: notification, encodedNew: encodedNew, encodedOld: encodedOld, to: &buffer)
             return
         }
         // The fixed part is at most about 100 bytes plus the strings: reserve once, not per append.
         buffer.reserveCapacity(buffer.count + 128 + notification.object.utf8.count + notification.keyPath.utf8.count
                                + 12 * (notification.indexes?.count ?? 0)
-                               + (includeNew ? encodedNew?.count ?? 0 : 0) + (includeOld ? encodedOld?.count ?? 0 : 0))
+                               + (encodedNew?.count ?? 0) + (encodedOld?.count ?? 0))
         // An id-set pattern observation's initial and resync events are about no one object, and its
         // events follow no key path: those members are left out (every other event has both).
         if !notification.object.isEmpty {
@@ -136,11 +179,11 @@ public struct EventEncoder {
         if notification.isPrior {
             JSONWriter.append(",\"notificationIsPrior\":true", to: &buffer)
         }
-        if includeNew, let encodedNew {
+        if let encodedNew {
             JSONWriter.append(",\"new\":", to: &buffer)
             buffer.append(contentsOf: encodedNew)
         }
-        if includeOld, let encodedOld {
+        if let encodedOld {
             JSONWriter.append(",\"old\":", to: &buffer)
             buffer.append(contentsOf: encodedOld)
         }
@@ -154,9 +197,10 @@ public struct EventEncoder {
     /// none), and `"n"` and `"o"` (new and old) under the same rules as the full encoding's `change`. No
     /// object, key path or member the subscriber can infer; every event's overhead beyond its values (and
     /// the digits of sub, rev and indexes) is at most 30 bytes, 35 with a pattern event's `t`.
-    private func appendCompactTail(includeNew: Bool, includeOld: Bool, to buffer: inout [UInt8]) {
+    private static func appendCompactTail(of notification: borrowing ChangeNotification, encodedNew: [UInt8]?,
+                                          encodedOld: [UInt8]?, to buffer: inout [UInt8]) {
         buffer.reserveCapacity(buffer.count + 64 + 12 * (notification.indexes?.count ?? 0)
-                               + (includeNew ? encodedNew?.count ?? 0 : 0) + (includeOld ? encodedOld?.count ?? 0 : 0))
+                               + (encodedNew?.count ?? 0) + (encodedOld?.count ?? 0))
         JSONWriter.append(",\"r\":", to: &buffer)
         JSONWriter.writeInteger(notification.rev, into: &buffer)
         if notification.namesObject && !notification.object.isEmpty {
@@ -166,10 +210,10 @@ public struct EventEncoder {
         }
         if notification.isPrior {
             JSONWriter.append(",\"p\":", to: &buffer)
-            appendCompactReason(orOne: true, to: &buffer)
+            appendCompactReason(of: notification, orOne: true, to: &buffer)
         } else if notification.reason != .valueChanged {
             JSONWriter.append(",\"w\":", to: &buffer)
-            appendCompactReason(orOne: false, to: &buffer)
+            appendCompactReason(of: notification, orOne: false, to: &buffer)
         }
         if notification.kind != .setting {
             // Kinds 2-4 always have indexes; an empty list keeps the kind if one ever comes without.
@@ -182,11 +226,11 @@ public struct EventEncoder {
             }
             buffer.append(UInt8(ascii: "]"))
         }
-        if includeNew, let encodedNew {
+        if let encodedNew {
             JSONWriter.append(",\"n\":", to: &buffer)
             buffer.append(contentsOf: encodedNew)
         }
-        if includeOld, let encodedOld {
+        if let encodedOld {
             JSONWriter.append(",\"o\":", to: &buffer)
             buffer.append(contentsOf: encodedOld)
         }
@@ -195,7 +239,8 @@ public struct EventEncoder {
 
     /// Appends the reason's compact code as a JSON string (`"p"` for `pathChanged`, …), or `1` for
     /// `valueChanged` when `orOne` (a prior notification's `p`).
-    private func appendCompactReason(orOne: Bool, to buffer: inout [UInt8]) {
+    private static func appendCompactReason(of notification: borrowing ChangeNotification, orOne: Bool,
+                                            to buffer: inout [UInt8]) {
         if orOne && notification.reason == .valueChanged {
             buffer.append(UInt8(ascii: "1"))
             return
