@@ -54,8 +54,9 @@ public struct JSONParser {
     /// each: for the fixed names of a protocol's messages (`op`, `id`, `object`, …), which every line
     /// repeats. Only names of at most eight bytes are kept; a key is looked up when it has at most
     /// eight bytes and no escape, by comparing its bytes packed into one word with each name's
-    /// (a few instructions per name, against some 180 to build a `String`). Immutable; any thread.
-    public struct KeyTable: Sendable {
+    /// (a few instructions per name, against some 180 to build a `String`). Immutable; any thread. A class:
+    /// the parser passes it along by one reference count, not one per array.
+    public final class KeyTable: Sendable {
         private let words: [UInt64]
         private let lengths: [Int]
         private let names: [String]
