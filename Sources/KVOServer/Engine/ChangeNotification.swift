@@ -102,13 +102,11 @@ public struct ChangeNotification: Sendable {
     }
 
     /// Whether the change dictionary carries `new` (for a recipient that asked for it).
-    @inline(__always)
     var carriesNew: Bool {
         carriesValues && !isPrior && kind != .removal
     }
 
     /// Whether the change dictionary carries `old` (for a recipient that asked for it).
-    @inline(__always)
     var carriesOld: Bool {
         carriesValues && reason != .initial && reason != .resync && kind != .insertion
     }

@@ -133,9 +133,9 @@ public struct EventEncoder {
         EventEncoder.appendTail(variant: variant, of: notification, values: &values, to: &buffer)
     }
 
-    /// `appendTail(variant:to:)` for a notification the caller keeps (the server's loop borrows each
-    /// notification of its batch in place: no copy of its strings, values and recipients), with the
-    /// values' encodings in `values` (one `EncodedValues` per notification, for all of its variants).
+    /// `appendTail(variant:to:)` for a notification the caller holds (`Server.deliver` passes the one it
+    /// borrows; no encoder keeps a copy of it), with the values' encodings in `values` (one
+    /// `EncodedValues` per notification, for all of its variants).
     public static func appendTail(variant: Int, of notification: borrowing ChangeNotification,
                                   values: inout EncodedValues, to buffer: inout [UInt8]) {
         let includeNew = variant & 1 != 0

@@ -1035,10 +1035,10 @@ public final class Server {
     /// share one variant (the usual case) the second pass does not look at their options at all.
     /// Each recipient's head is the full or the compact one by its variant's `compactVariantBit` (the
     /// encoding its observation was made with), so the tails stay shared per encoding.
-    /// `deliver(_:fullHead:compactHead:)` makes no copy of the notification (`EventEncoder`'s static
-    /// functions take it as a parameter): each copy retains and releases its strings, values and recipient
-    /// list, and an `EventEncoder` instance, holding one and copied in turn, cost about 1,100 instructions
-    /// per event.
+    /// `deliver(_:fullHead:compactHead:)` makes no further copy of the notification (`EventEncoder`'s
+    /// static functions take it as a parameter): a copy retains and releases its strings, values and
+    /// recipient list, and the encoder instance used before (holding a copy, and copied in turn) cost
+    /// about 1,100 instructions per event.
     private func deliverNotifications() {
         let fullHead = EventEncoder.headWords
         let compactHead = EventEncoder.compactHeadWords
