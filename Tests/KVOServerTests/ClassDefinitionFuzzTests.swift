@@ -59,7 +59,7 @@ import Testing
             }
         }
         #expect(accepted.count > 20)
-        let classOf: ClassOfObject = { id in id == "p1" ? .some("P") : nil }
+        let classOf: ClassOfObject = { id in id == "p1" ? .exists(className: "P") : .missing }
         for definition in accepted {
             for _ in 0..<20 {
                 var values: [String: JSONValue] = [:]

@@ -18,7 +18,11 @@ private func failure(_ body: () throws(ValidationFailure) -> Void) -> Validation
 @Suite struct ObjectValidatorTests {
     /// The objects that exist, with their classes (nil: no class).
     static let objects: [String: String?] = ["ada": "Person", "rex": "Dog", "plain": nil]
-    let classOf: ClassOfObject = { ObjectValidatorTests.objects[$0] }
+    let classOf: ClassOfObject = { ObjectValidatorTests.lookUp($0) }
+
+    static func lookUp(_ id: String) -> ReferencedObject {
+        objects[id].map { .exists(className: $0) } ?? .missing
+    }
     let color: ClassDefinition
 
     init() throws {
@@ -217,7 +221,7 @@ private func failure(_ body: () throws(ValidationFailure) -> Void) -> Validation
         #expect(try person.validateNewObject(["id": "p1"], classOf: classOf) == ["id": "p1", "boss": ["$ref": "ada"]])
         #expect(failure { () throws(ValidationFailure) in try person.validate(property: "id", value: .null, classOf: classOf) }?.rule == "required")
         // A filled-in reference default is checked against the objects that exist now.
-        let noAda: ClassOfObject = { $0 == "ada" ? nil : ObjectValidatorTests.objects[$0] }
+        let noAda: ClassOfObject = { $0 == "ada" ? .missing : ObjectValidatorTests.lookUp($0) }
         #expect(failure { () throws(ValidationFailure) in _ = try person.validateNewObject(["id": "p1"], classOf: noAda) }
             == ValidationFailure(property: "boss", rule: "class", message: "'boss' refers to 'ada', which does not exist"))
         #expect(try person.validateNewObject(["id": "p1", "boss": .null], classOf: noAda) == ["id": "p1", "boss": .null])

@@ -51,7 +51,7 @@ struct PropertySpecParser {
             // to refer to an object of the right class (validateNewObject checks it when it fills it in).
             let referencedClass = constraints.referencedClass ?? items?.constraints.referencedClass
             do {
-                try spec.validate(defaultValue, classOf: { _ in .some(referencedClass) })
+                try spec.validate(defaultValue, classOf: { _ in .exists(className: referencedClass) })
             } catch {
                 throw self.error("'default' breaks the property's rules: \(error.message)")
             }

@@ -21,6 +21,15 @@ extension ValidationFailure {
     }
 }
 
-/// Looks up the class of an existing object, for `ref` properties: nil when the object does not exist,
-/// `.some(nil)` when it exists without a class. Supplied by the engine; called on the caller's thread.
-typealias ClassOfObject = (String) -> String??
+/// What a `ref` property's check may learn of the object a reference names, as the writer may see it.
+enum ReferencedObject: Equatable {
+    /// The writer may not read the object: nothing else about it (not even whether it exists) is told.
+    case unreadable
+    case missing
+    /// It exists; its class name, nil when it has none.
+    case exists(className: String?)
+}
+
+/// Looks up the object a reference names, for `ref` properties, with the writer's rights (the engine
+/// checks `read` before it looks the object up). Supplied by the engine; called on the caller's thread.
+typealias ClassOfObject = (String) -> ReferencedObject

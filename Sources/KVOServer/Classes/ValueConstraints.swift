@@ -103,9 +103,17 @@ struct ValueConstraints: Sendable, Equatable {
 
     private func checkClass(of id: String, is referencedClass: String, subject: String, property: String,
                             classOf: ClassOfObject) throws(ValidationFailure) {
-        guard let found = classOf(id) else {
+        let found: String?
+        switch classOf(id) {
+        case .unreadable:
+            // One refusal whatever the object is (or whether it is): its existence and class are not told.
+            throw ValidationFailure(.class, property: property,
+                                    "\(subject) must refer to an object of class \(referencedClass) that you may read ('\(id)' is not one you may read)")
+        case .missing:
             throw ValidationFailure(.class, property: property,
                                     "\(subject) refers to '\(id)', which does not exist")
+        case let .exists(className):
+            found = className
         }
         guard found == referencedClass else {
             let has = found.map { "has class \($0)" } ?? "has no class"

@@ -51,13 +51,9 @@ extension KVOEngine {
         try checkQuota(growth: size)
         let binding = try Binding(id: bindingTable.lastID + 1, spec: spec, creator: creator, creatorUser: access?.user)
         attach(binding)
-        if let restricted {
-            do {
-                for path in binding.sourcePaths { try restricted.requireRead(path.dependencies) }
-            } catch {
-                detach(binding)
-                throw error
-            }
+        if let restricted, let path = binding.sourcePaths.first(where: { !restricted.allowsRead($0.dependencies) }) {
+            detach(binding)
+            throw refusal(reading: path.object, path.keyPath, for: restricted)
         }
         if let loop = cycle(through: binding) {
             detach(binding)
@@ -133,11 +129,9 @@ extension KVOEngine {
         }
         let readings = binding.sourcePaths.map(currentReading)
         if let access {
-            for reading in readings {
-                if let object = reading.dependencies.first(where: { !access.allows(.read, on: $0.object) })?.object {
-                    stop(binding, forbiddenOn: object)
-                    return
-                }
+            for (path, reading) in zip(binding.sourcePaths, readings) where !access.allowsRead(reading.dependencies) {
+                stop(binding, forbiddenOn: firstRefused(reading: path.object, path.keyPath, for: access) ?? path.object)
+                return
             }
         }
         let values = readings.map(\.value)
@@ -203,9 +197,8 @@ extension KVOEngine {
             case let .denied(object):
                 stop(binding, forbiddenOn: object)
             case let .allowed(access?):
-                if let object = binding.sourcePaths.lazy.flatMap(\.dependencies).map(\.object)
-                    .first(where: { !access.allows(.read, on: $0) }) {
-                    stop(binding, forbiddenOn: object)
+                if let path = binding.sourcePaths.first(where: { !access.allowsRead($0.dependencies) }) {
+                    stop(binding, forbiddenOn: firstRefused(reading: path.object, path.keyPath, for: access) ?? path.object)
                 } else if !access.allows(.write, on: targetLocation(binding).object) {
                     stop(binding, forbiddenOn: targetLocation(binding).object)
                 }

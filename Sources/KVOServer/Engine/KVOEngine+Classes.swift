@@ -31,11 +31,14 @@ extension KVOEngine {
         classes.all.map(\.definition.json)
     }
 
-    /// The class of object `id`: nil when there is no such object, `.some(nil)` when it has no class.
-    var classOfObject: ClassOfObject {
-        { [objects, classes] id in
-            guard let value = objects[id] else { return nil }
-            return .some(classes.classOf(value)?.name)
+    /// The object a reference names as `access` may see it: `unreadable` (looked up no further) when it
+    /// may not read it, else whether it exists and its class.
+    func classOfObject(for access: ConnectionAccess?) -> ClassOfObject {
+        let reader = access.flatMap { $0.isUnrestricted ? nil : $0 }
+        return { [objects, classes] id in
+            if let reader, !reader.allows(.read, on: id) { return .unreadable }
+            guard let value = objects[id] else { return .missing }
+            return .exists(className: classes.classOf(value)?.name)
         }
     }
 
@@ -59,7 +62,7 @@ extension KVOEngine {
 
     /// Checks a `set` of `value` at `location` (already resolved through references): the reserved
     /// `$class` key is read-only; on an object of a class, the property's rules apply.
-    func checkWrite(at location: StoredLocation, value: JSONValue) throws(KVOError) {
+    func checkWrite(at location: StoredLocation, value: JSONValue, access: ConnectionAccess?) throws(KVOError) {
         guard let property = location.path.first else { return }
         if property == ClassCatalog.classKey {
             throw KVOError(.readOnly, "'\(ClassCatalog.classKey)' is set when the object is created and cannot be written",
@@ -68,7 +71,7 @@ extension KVOEngine {
         // Free-form objects (and servers without classes) pay no lookup on this path: it runs for every set.
         guard !classes.isEmpty, let stored = objects[location.object], let compiled = classes.classOf(stored) else { return }
         let definition = compiled.definition
-        let classOf = classOfObject
+        let classOf = classOfObject(for: access)
         if location.path.count == 1 {
             try validated { () throws(ValidationFailure) in try definition.validate(property: property, value: value, classOf: classOf) }
         } else {
@@ -86,18 +89,20 @@ extension KVOEngine {
     /// The check runs inside the write, while `objects` is being modified, so it must not read `objects`
     /// (an exclusivity violation) nor hold a copy of it (every write would then copy the whole store): the
     /// classes of the objects that `added` may refer to are looked up now, from the mutation's values.
-    func arrayRules(at location: StoredLocation, for mutation: CollectionMutation) throws(KVOError)
+    func arrayRules(at location: StoredLocation, for mutation: CollectionMutation,
+                    access: ConnectionAccess?) throws(KVOError)
         -> ((_ added: [JSONValue], _ count: Int) throws(KVOError) -> Void)? {
         guard !classes.isEmpty, let property = location.path.first, let stored = objects[location.object],
               let compiled = classes.classOf(stored) else { return nil }
         let definition = compiled.definition
         if location.path.count == 1 {
-            var referenced: [String: String?] = [:]
+            let lookUp = classOfObject(for: access)
+            var referenced: [String: ReferencedObject] = [:]
             for value in mutation.values {
-                guard let id = value.referencedObject, let target = objects[id] else { continue }
-                referenced[id] = .some(classes.classOf(target)?.name)
+                guard let id = value.referencedObject else { continue }
+                referenced[id] = lookUp(id)
             }
-            let classOf: ClassOfObject = { referenced[$0] }
+            let classOf: ClassOfObject = { referenced[$0] ?? .missing }
             return { [self] added, count throws(KVOError) in
                 try validated { () throws(ValidationFailure) in
                     try definition.validateArrayChange(property: property, newElements: added, resultingCount: count,
@@ -107,7 +112,7 @@ extension KVOEngine {
         }
         // An array inside a property: only the property itself is checked (defined, not computed).
         let inner = Array(location.path.dropFirst())
-        let classOf = classOfObject
+        let classOf = classOfObject(for: access)
         try validated { () throws(ValidationFailure) in
             try definition.validateInnerWrite(property: property, innerPath: inner, value: .null, classOf: classOf)
         }

@@ -55,10 +55,11 @@ extension KVOEngine {
         }
         for id in ids {
             let reading = read(id, keyPath)
-            guard observation.mayRead(reading.dependencies) else { continue }
+            // A reading through an object the observer may not read is `null` for it, as in live events.
+            let value = observation.mayRead(reading.dependencies) ? reading.value : .null
             var notification = ChangeNotification(
                 object: id, keyPath: keyPath.string, reason: reason, rev: revision, kind: .setting, isPrior: false,
-                old: .null, new: reading.value, recipients: [observation.recipient])
+                old: .null, new: value, recipients: [observation.recipient])
             notification.namesObject = true
             notifications.append(notification)
         }

@@ -170,7 +170,7 @@ public final class KVOEngine {
         if let className {
             guard let compiled = classes[className] else { throw KVOError(.notFound, "class '\(className)' is not defined") }
             stored = try validated { () throws(ValidationFailure) in
-                try compiled.definition.validateNewObject(values, classOf: classOfObject)
+                try compiled.definition.validateNewObject(values, classOf: classOfObject(for: access))
             }
             stored[ClassCatalog.classKey] = .string(className)
         }
@@ -238,10 +238,9 @@ public final class KVOEngine {
         try access?.require(.read, on: object)
         guard let value = objects[object] else { throw notFound(object) }
         guard let keyPath else { return value }
-        let reading = try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: true, classes: classes,
-                                                    memo: computedMemo)
-        if let access, !access.isUnrestricted { try access.requireRead(reading.dependencies) }
-        return reading.value
+        // Read with the caller's rights: `forbidden` before anything in an unreadable object is looked at.
+        return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: true, classes: classes,
+                                             memo: computedMemo, reader: access).value
     }
 
     /// Sets the value at `keyPath` (through references; into an array element by index) and
@@ -264,10 +263,11 @@ public final class KVOEngine {
         let target = try resolveWrite(keyPath, of: object, access: access)
         if let array = target.containingArray, let index = target.arrayIndex {
             // Setting one element is a replacement, as NSMutableArray's replaceObjectAtIndex: is.
-            return try mutate(at: array, .replace(indexes: [index], values: [newValue]), notifications: &notifications)
+            return try mutate(at: array, .replace(indexes: [index], values: [newValue]), access: access,
+                              notifications: &notifications)
         }
         let location = target.location
-        try checkWrite(at: location, value: newValue)
+        try checkWrite(at: location, value: newValue, access: access)
         let valueBytes = encoded?.count ?? JSONWriter.encodedLength(of: newValue)
         try checkDepth(of: newValue, storedAt: location.path.count, in: location.object, encodedBytes: valueBytes)
         try checkValueSize(valueBytes, in: location.object)
@@ -315,7 +315,7 @@ public final class KVOEngine {
                             access: ConnectionAccess? = nil,
                             notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let target = try resolveWrite(keyPath, of: object, access: access)
-        let rev = try mutate(at: target.location, mutation, notifications: &notifications)
+        let rev = try mutate(at: target.location, mutation, access: access, notifications: &notifications)
         applyPendingBindings(notifications: &notifications)
         return rev
     }
@@ -343,7 +343,7 @@ public final class KVOEngine {
         return target
     }
 
-    private func mutate(at location: StoredLocation, _ mutation: CollectionMutation,
+    private func mutate(at location: StoredLocation, _ mutation: CollectionMutation, access: ConnectionAccess?,
                         notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let current = objects[location.object]!.observedValue(at: location.path)
         guard case .array = current else {
@@ -356,7 +356,7 @@ public final class KVOEngine {
         guard let objectIndex = objects.index(forKey: location.object) else { throw notFound(location.object) }
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
         let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
-        let rules = try arrayRules(at: location, for: mutation)
+        let rules = try arrayRules(at: location, for: mutation, access: access)
         return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
             // Nothing changed the store since the lookup above (the rules only read it).
             let change = try objects.modifyObject(at: objectIndex) {
@@ -448,13 +448,12 @@ public final class KVOEngine {
     /// Ends a subscription just made and throws `forbidden` when its key path passes through an object
     /// its connection may not read.
     private func requireReadable(_ observation: Observation) throws(KVOError) {
-        guard let access = observation.access, !access.isUnrestricted else { return }
-        do {
-            try access.requireRead(observation.watched.dependencies)
-        } catch {
-            registry.remove(observation.id)
-            throw error
-        }
+        guard let access = observation.access, !access.isUnrestricted,
+              !access.allowsRead(observation.watched.dependencies) else { return }
+        // Named before the subscription goes: its watched path may go with it.
+        let refusal = refusal(reading: observation.watched.object, observation.watched.keyPath, for: access)
+        registry.remove(observation.id)
+        throw refusal
     }
 
     private func resume(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,

@@ -19,6 +19,11 @@ struct Evaluation: Equatable {
     /// (the root only when it does not exist). When it differs before and after a change, the
     /// observation was re-bound.
     var binding: [BindingStep]
+    /// For a reading made for a reader (`KeyPathEvaluator.evaluate(…, reader:)`): the first object the
+    /// reading reached that the reader may not read. Nothing of that object was looked at (not even
+    /// whether it exists): the reading stopped there and `value` is `null`. Nil when nothing was denied
+    /// (and always for unrestricted readings).
+    var deniedObject: String? = nil
 }
 
 /// Reads key paths over the object store, following references, indexing and mapping arrays and
@@ -56,35 +61,81 @@ struct KeyPathEvaluator {
     private var budget: ExpressionBudget?
     private var dependencies: [StoredLocation] = []
     private var binding: [Evaluation.BindingStep] = []
+    /// Whose rights the reading is made with: every object is checked here before anything in it is
+    /// looked at (`enter(_:)`). Nil for an unrestricted reading (open mode, the engine's own readings
+    /// shared by many subscribers, which are checked per recipient against `dependencies`).
+    private let reader: ConnectionAccess?
+    /// The first object `reader` was refused, and how many refusals there were (a computed value
+    /// read while one happened is not memoized: it is not the property's value).
+    private var deniedObject: String?
+    private var denials = 0
+
+    /// What `enter(_:)` found.
+    private enum Entry {
+        case value(JSONValue)
+        case missing
+        /// The reader may not read the object; nothing about it was looked up.
+        case denied
+    }
 
     private init(objects: ObjectTable, overlay: [String: JSONValue?] = [:], keyPath: KeyPath, strict: Bool,
-                 classes: ClassCatalog?, memo: ComputedMemo?) {
+                 classes: ClassCatalog?, memo: ComputedMemo?, reader: ConnectionAccess? = nil) {
         self.objects = objects
         self.overlay = overlay
         self.keyPath = keyPath
         self.strict = strict
         self.classes = classes.flatMap { $0.isEmpty ? nil : $0 }
         self.memo = memo
+        self.reader = reader.flatMap { $0.isUnrestricted ? nil : $0 }
     }
 
     /// Reads `keyPath` from `object`. Strict reading of a missing object is `not_found`; lenient
     /// reading gives `null` (and depends on the object's creation). `memo` must only be given while it
     /// matches the store being read (never with an `overlay`).
+    ///
+    /// With `reader` (a restricted connection, or a binding's creator), this is the engine's one way of
+    /// reading for a principal: every object the reading reaches (the root, each reference followed,
+    /// each element an operator reaches through a reference, everything a computed property reads) is
+    /// checked for `read` before anything in it, even its existence, is looked at. Strict reading
+    /// then throws `forbidden` naming the first object refused, whatever error the rest of the key path
+    /// would have met (so no error describes an unreadable object); lenient reading stops there, reads
+    /// `null` and names the object in `deniedObject`.
     static func evaluate(_ keyPath: KeyPath, of object: String, in objects: ObjectTable,
                          overlay: [String: JSONValue?] = [:], strict: Bool, classes: ClassCatalog? = nil,
-                         memo: ComputedMemo? = nil) throws(KVOError) -> Evaluation {
+                         memo: ComputedMemo? = nil, reader: ConnectionAccess? = nil) throws(KVOError) -> Evaluation {
         var evaluator = KeyPathEvaluator(objects: objects, overlay: overlay, keyPath: keyPath, strict: strict,
-                                         classes: classes, memo: overlay.isEmpty ? memo : nil)
+                                         classes: classes, memo: overlay.isEmpty ? memo : nil, reader: reader)
         let root = StoredLocation(object: object, path: [])
-        guard let value = evaluator.object(object) else {
+        let value: JSONValue
+        switch evaluator.enter(object) {
+        case let .value(found):
+            value = found
+        case .missing:
             if strict { throw KVOError(.notFound, "object '\(object)' does not exist") }
             return Evaluation(value: .null, dependencies: [root], location: nil,
                               binding: [.init(object: object, exists: false)])
+        case .denied:
+            if strict { throw evaluator.forbidden(object) }
+            return Evaluation(value: .null, dependencies: [root], location: nil,
+                              binding: [.init(object: object, exists: false)], deniedObject: object)
         }
         // An existing root is implied (no step), so the common binding, "the root and no reference",
         // is an empty array: no allocation per watched path.
-        var (result, location) = try evaluator.walk(value, at: root, keyPath.components[...], keyPath: keyPath,
+        var result: JSONValue
+        var location: StoredLocation?
+        do {
+            (result, location) = try evaluator.walk(value, at: root, keyPath.components[...], keyPath: keyPath,
                                                     onSpine: true)
+        } catch {
+            // An error met after a refusal may describe what lies behind it: the refusal is the answer.
+            if let denied = evaluator.deniedObject { throw evaluator.forbidden(denied) }
+            throw error
+        }
+        if let denied = evaluator.deniedObject {
+            if strict { throw evaluator.forbidden(denied) }
+            result = .null
+            location = nil
+        }
         var dependencies = KeyPathEvaluator.minimal(evaluator.dependencies)
         // The common case, a plain path inside the root object: store the key path's own components
         // array rather than the copy the walk built, so a watched path keeps one array, not three.
@@ -96,7 +147,8 @@ struct KeyPathEvaluator {
         }
         location = location.map(shared)
         dependencies = dependencies.map(shared)
-        return Evaluation(value: result, dependencies: dependencies, location: location, binding: evaluator.binding)
+        return Evaluation(value: result, dependencies: dependencies, location: location, binding: evaluator.binding,
+                          deniedObject: evaluator.deniedObject)
     }
 
     /// Reads `components` from one array element stored at `location`; also tells whether the
@@ -108,10 +160,24 @@ struct KeyPathEvaluator {
         return (value, evaluator.dependencies.allSatisfy { $0.object == location.object })
     }
 
-    /// The value of object `id` in the store being read.
-    private func object(_ id: String) -> JSONValue? {
-        if !overlay.isEmpty, let overridden = overlay[id] { return overridden }
-        return objects[id]
+    /// Object `id` in the store being read: the only way this evaluator reaches an object, so the
+    /// reader's check comes before anything in it (its existence included) is looked at.
+    private mutating func enter(_ id: String) -> Entry {
+        if let reader, !reader.allows(.read, on: id) {
+            refuse(id)
+            return .denied
+        }
+        if !overlay.isEmpty, let overridden = overlay[id] { return overridden.map(Entry.value) ?? .missing }
+        return objects[id].map(Entry.value) ?? .missing
+    }
+
+    private mutating func refuse(_ id: String) {
+        if deniedObject == nil { deniedObject = id }
+        denials += 1
+    }
+
+    private func forbidden(_ id: String) -> KVOError {
+        ConnectionAccess.forbidden(.read, on: id, user: reader?.user)
     }
 
     private mutating func record(_ location: StoredLocation?) {
@@ -131,7 +197,8 @@ struct KeyPathEvaluator {
             if let target = value.referencedObject, location.map({ !$0.path.isEmpty }) ?? true {
                 record(location)
                 let targetLocation = StoredLocation(object: target, path: [])
-                guard let targetValue = object(target) else {
+                guard case let .value(targetValue) = enter(target) else {
+                    // Missing, or refused to the reader: nothing inside it is looked at.
                     record(targetLocation)
                     if onSpine { binding.append(.init(object: target, exists: false)) }
                     return (.null, nil)
@@ -278,6 +345,15 @@ struct KeyPathEvaluator {
         let isNested = computedDepth > 0
         if let cached = memo?.entry(object: objectID, property: property.name) {
             dependencies.append(contentsOf: cached.dependencies)
+            if let reader {
+                // The cached value was read without a reader: it stands only if the reader may read
+                // everything it read (checked in reading order, so the object named is one the reader
+                // reached through readable ones).
+                if let refused = cached.dependencies.first(where: { !reader.allows(.read, on: $0.object) }) {
+                    refuse(refused.object)
+                    return .null
+                }
+            }
             guard isNested, let budget else { return cached.value }
             budget.charge(cached.cost)
             return budget.isExhausted ? .null : cached.value
@@ -295,6 +371,7 @@ struct KeyPathEvaluator {
             self.budget = outerBudget
         }
         let firstDependency = dependencies.count
+        let denialsBefore = denials
         let spentBefore = budget.spent
         for path in property.dependsOn {
             _ = try? walk(objectValue, at: root, path.components[...], keyPath: path, onSpine: false)
@@ -310,6 +387,8 @@ struct KeyPathEvaluator {
         }
         // A value cut short by this reading's budget is not the property's value: not memoized.
         guard !budget.isExhausted else { return .null }
+        // Nor is one read while the reader was refused something (the refusal decides the reading).
+        guard denials == denialsBefore else { return .null }
         if !value.isScalar, value.nestingDepth(upTo: StoredDepth.maximum) > StoredDepth.maximum { value = .null }
         memo?.store(object: objectID, property: property.name, value: value,
                     dependencies: Array(dependencies[firstDependency...]), cost: budget.spent - spentBefore)

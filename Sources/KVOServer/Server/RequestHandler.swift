@@ -182,8 +182,9 @@ final class RequestHandler {
     /// A restricted connection sees only ids it may read: unreadable ids are skipped as the page is
     /// filled, each costing one match against the user's compiled rules (not through the connection's
     /// cache, which a long listing would only flush), so a page costs its own ids plus the unreadable
-    /// ids between them; `more` then means that ids remain, not that a readable one does (the next
-    /// page may be empty). The total number of objects is never mentioned to a restricted connection.
+    /// ids between them. For such a connection `more` depends on readable ids only (the read rule):
+    /// true when the page is full or was cut, so the next page may be empty; whether unreadable ids
+    /// follow is never told. The total number of objects is never mentioned to a restricted connection.
     private func listPage(limit: Int?, after: String?, access: ConnectionAccess,
                           budget: ReplyBudget) throws(KVOError) -> [(String, JSONValue)] {
         // O(log n) to find the start, O(1) per id: a page never sorts or copies the whole id list.
@@ -209,7 +210,8 @@ final class RequestHandler {
                 : after == nil ? "the list of objects" : "the list of objects after the given id"
             throw budget.refusal(what + " (page it with 'limit' and 'after')")
         }
-        return [("more", .bool(cut || ids.hasNext)), ("objects", .array(page))]
+        let more = policy == nil ? ids.hasNext : page.count == pageLimit
+        return [("more", .bool(cut || more)), ("objects", .array(page))]
     }
 
     private func reply(_ fields: [(String, JSONValue)]) -> Outcome {
