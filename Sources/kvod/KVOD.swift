@@ -63,7 +63,7 @@ struct KVOD: ParsableCommand {
         """, transform: NumberArgument.listeningPort)
     var httpPort: Int?
 
-    @Option(help: "Address the HTTP listener binds (loopback by default: /metrics answers whoever can connect).")
+    @Option(help: "Address the HTTP listener binds (loopback by default; elsewhere, with users defined, /metrics needs a server admin's API token).")
     var httpHost = "127.0.0.1"
 
     @Option(help: ArgumentHelp("""

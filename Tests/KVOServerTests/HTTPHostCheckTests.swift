@@ -101,4 +101,35 @@ struct HTTPHostCheckTests {
             #expect(!HTTPConfiguration.isValidAllowedHost(name), "\(name)")
         }
     }
+
+    @Test("/metrics needs a server admin's bearer token only with users on a non-loopback listener")
+    func metricsAccess() throws {
+        #expect(!HTTPMetricsAccess.needsToken(usersDefined: false, listenerIsLoopback: false))
+        #expect(!HTTPMetricsAccess.needsToken(usersDefined: true, listenerIsLoopback: true))
+        #expect(HTTPMetricsAccess.needsToken(usersDefined: true, listenerIsLoopback: false))
+        let admin = AccessPolicy(rules: [try AccessRule(argument: "*=read,admin")])
+        let reader = AccessPolicy(rules: [try AccessRule(argument: "*=read")])
+        func decide(_ authorization: String?, loopback: Bool = false) -> HTTPMetricsAccess.Decision {
+            HTTPMetricsAccess.decide(authorization: authorization, usersDefined: true, listenerIsLoopback: loopback) { token in
+                switch token {
+                case "kvod_admin": ("root", admin)
+                case "kvod_reader": ("ann", reader)
+                default: nil
+                }
+            }
+        }
+        #expect(decide(nil, loopback: true) == .open)
+        #expect(decide(nil) == .noToken)
+        #expect(decide("Bearer kvod_admin") == .granted)
+        #expect(decide("bearer \t kvod_admin ") == .granted)
+        #expect(decide("Bearer kvod_reader") == .notAdmin(user: "ann"))
+        #expect(decide("Bearer kvod_wrong") == .invalidToken)
+        for value in ["Basic cm9vdDp4", "Bearer", "Bearer ", "Bearer kvod_admin, Bearer kvod_admin", "Bearerkvod_admin"] {
+            #expect(decide(value) == .noToken, "\(value)")
+        }
+        #expect(HTTPMetricsAccess.refusal(.noToken)?.status == .unauthorized)
+        #expect(HTTPMetricsAccess.refusal(.noToken)?.headers.contains { $0.0 == "WWW-Authenticate" && $0.1.hasPrefix("Bearer") } == true)
+        #expect(HTTPMetricsAccess.refusal(.notAdmin(user: "ann"))?.status == .forbidden)
+        #expect(HTTPMetricsAccess.refusal(.granted) == nil)
+    }
 }

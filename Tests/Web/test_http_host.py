@@ -1,6 +1,8 @@
 """Host and Origin checks of the HTTP listener (DNS rebinding, issue 24 item 4) and who may read /metrics
 (item 10), with raw requests over real TCP: exactly the bytes a rebinding browser or a hostile client sends."""
+import base64
 import os
+import re
 import socket
 import subprocess
 
@@ -147,3 +149,58 @@ def test_allowed_origins_still_work_and_do_not_lift_the_host_check(kvod_factory)
     port = kvod.http_port
     assert request(port, "GET", "/ws", f"127.0.0.1:{port}", {**UPGRADE, "Origin": "https://app.example.com"})[0] == 101
     assert request(port, "GET", "/ws", f"kvod.example.com:{port}", {**UPGRADE, "Origin": "https://app.example.com"})[0] == 421
+
+
+# MARK: - /metrics and tokens (item 10)
+
+def make_users(tmp_path):
+    """A users file with a server admin and a reader, each with an API token; returns (file, admin token, reader token)."""
+    users = tmp_path / "users.json"
+    env = {"KVOD_PASSWORD": "correct horse battery"}
+    tokens = []
+    for name, rules in (("root", "*=read,write,admin"), ("reader", "*=read")):
+        subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), name, rules, "--hash-cost", "minimal"],
+                       check=True, capture_output=True, env=env)
+        output = subprocess.run([KVOD_BIN, "user", "token", "add", "--users", str(users), name],
+                                check=True, capture_output=True, text=True).stdout
+        tokens.append(re.search(r"kvod_[0-9a-f]{12}_[0-9a-f]{64}", output).group(0))
+    return users, tokens[0], tokens[1]
+
+
+def metrics(kvod, authorization=None):
+    headers = {} if authorization is None else {"Authorization": authorization}
+    return request(kvod.http_port, "GET", "/metrics", f"127.0.0.1:{kvod.http_port}", headers)
+
+
+def test_metrics_on_a_non_loopback_listener_with_users_need_a_server_admins_token(kvod_factory, tmp_path):
+    users, admin, reader = make_users(tmp_path)
+    # 0.0.0.0 is not loopback (it is every interface); the test still connects through 127.0.0.1.
+    kvod = kvod_factory("--users", str(users), "--http-host", "0.0.0.0")
+    status, headers, body = metrics(kvod)
+    assert status == 401 and headers["www-authenticate"].startswith("Bearer")
+    assert b"kvod_objects" not in body and b"admin on *" in body
+    status, headers, body = metrics(kvod, f"Bearer {admin}")
+    assert status == 200 and b"kvod_objects" in body and b"kvod_revision" in body
+    assert metrics(kvod, f"bearer   {admin}")[0] == 200  # the scheme is case-insensitive
+    status, headers, body = metrics(kvod, f"Bearer {reader}")
+    assert status == 403 and "insufficient_scope" in headers["www-authenticate"] and b"kvod_objects" not in body
+    wrong = admin[:-4] + ("0000" if not admin.endswith("0000") else "1111")
+    for value in (f"Bearer {wrong}", "Bearer kvod_nonsense", f"Basic {base64.b64encode(b'root:correct horse battery').decode()}",
+                  "Bearer", f"Bearer {admin}, Bearer {admin}", f"Token {admin}"):
+        status, headers, body = metrics(kvod, value)
+        assert status == 401 and headers["www-authenticate"].startswith("Bearer"), value
+        assert b"kvod_objects" not in body
+    # Health checks stay open; the token never shows in what kvod logs.
+    assert request(kvod.http_port, host="127.0.0.1")[0] == 200
+    kvod.assert_serving()
+    assert admin not in kvod.stderr_path.read_text()
+
+
+def test_metrics_stay_open_on_loopback_with_users_and_in_open_mode(kvod_factory, tmp_path):
+    users, _, _ = make_users(tmp_path)
+    with_users = kvod_factory("--users", str(users))  # --http-host 127.0.0.1
+    status, _, body = metrics(with_users)
+    assert status == 200 and b"kvod_objects" in body
+    open_mode = kvod_factory("--http-host", "0.0.0.0", "--insecure-open")
+    status, _, body = metrics(open_mode)
+    assert status == 200 and b"kvod_objects" in body

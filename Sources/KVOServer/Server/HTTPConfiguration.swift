@@ -3,7 +3,8 @@
 public struct HTTPConfiguration: Sendable {
     /// The port (0: an ephemeral one, printed at start-up).
     public var port: Int
-    /// The address to bind: loopback unless told otherwise, since `/metrics` answers anyone who can connect.
+    /// The address to bind: loopback unless told otherwise. On another address with users defined,
+    /// `/metrics` needs a server admin's API token (`HTTPMetricsAccess`).
     public var host: String
     /// The `Origin` values a browser's WebSocket upgrade may carry (exact, e.g. "https://app.example.com");
     /// "*" allows every origin. A request with no `Origin` header (not a browser) is always allowed.

@@ -1141,7 +1141,8 @@ public final class Server {
     /// frame), `/healthz`, `/readyz` and `/metrics` answer at once, `/` and its files and `/kvod.js` come from
     /// `WebAssets` (the inspector page and the JavaScript client); anything else is 404 (405 for a method
     /// other than GET). A keep-alive connection then has `--first-request-timeout` for its next request.
-    /// Before any of that, the request's `Host` must pass `HTTPHostCheck` (DNS rebinding). Loop thread.
+    /// Before any of that, the request's `Host` must pass `HTTPHostCheck` (DNS rebinding), and `/metrics`
+    /// may need a token (`HTTPMetricsAccess`). Loop thread.
     func connection(_ connection: Connection, didReceiveHTTPRequest request: HTTPRequestHead) {
         connection.hasSentRequest = true
         // The one Host check, before routing: every path, method and upgrade goes through it.
@@ -1174,6 +1175,11 @@ public final class Server {
             answer(connection, HTTPResponse.text(ready ? .ok : .serviceUnavailable, ready ? "ready" : "stopping",
                                                  keepAlive: keepAlive), keepAlive: keepAlive)
         case "/metrics":
+            if let refusal = metricsRefusal(connection, request) {
+                answer(connection, HTTPResponse.text(refusal.status, refusal.reason, keepAlive: keepAlive, extraHeaders: refusal.headers),
+                       keepAlive: keepAlive)
+                return
+            }
             answer(connection, HTTPResponse.make(.ok, contentType: "text/plain; version=0.0.4; charset=utf-8",
                                                  body: renderMetrics(), keepAlive: keepAlive), keepAlive: keepAlive)
         default:
@@ -1199,6 +1205,23 @@ public final class Server {
         guard keepAlive, !connection.isClosing, configuration.firstRequestTimeout > 0 else { return }
         connection.hasSentRequest = false
         firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(configuration.firstRequestTimeout * 1000))
+    }
+
+    /// `GET /metrics` on a non-loopback listener with users defined: why it is refused without a server
+    /// admin's bearer token (`HTTPMetricsAccess`); nil to serve it. A wrong token counts against the peer
+    /// like a failed `auth`.
+    private func metricsRefusal(_ connection: Connection, _ request: HTTPRequestHead)
+        -> (status: HTTPStatus, reason: String, headers: [(String, String)])? {
+        let decision = HTTPMetricsAccess.decide(
+            authorization: request.headers["authorization"], usersDefined: !users.isEmpty,
+            listenerIsLoopback: httpListener?.isLoopback ?? true
+        ) { token in
+            users.user(presentingToken: token).flatMap { user in policy(ofUser: user.name).map { (user.name, $0) } }
+        }
+        if decision == .invalidToken {
+            passwordChecks.peerFailures.recordFailure(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
+        }
+        return HTTPMetricsAccess.refusal(decision)
     }
 
     /// `GET /ws`: checks the Origin (`HTTPHostCheck.allows`) and the handshake, then switches the connection to WebSocket.
