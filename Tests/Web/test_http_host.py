@@ -78,7 +78,8 @@ def test_addresses_and_localhost_are_accepted(kvod, host):
     ("127.1:{port}", 421), ("0x7f.0.0.1:{port}", 421), ("localhost..", 421), ("sub.localhost:{port}", 421),
     ("a@127.0.0.1:{port}", 400), ("127.0.0.1:{port}@evil.example", 400), ("::1", 400), ("[::1", 400),
     ("[::1]x", 400), ("[fe80::1%25eth0]", 400), ("[not-an-address]", 400), ("127.0.0.1:", 400),
-    ("127.0.0.1:99999", 400), ("127.0.0.1:8o", 400), ("127.0.0.1/x", 400), ("", 400), ("h" * 5000, 400),
+    ("127.0.0.1:99999", 400), ("127.0.0.1:8o", 400), ("127.0.0.1/x", 400), ("", 400),
+    pytest.param("h" * 5000, 400, id="5000-byte-host"),
     ("evil.example%2e", 400), ("127.0.0.1 evil", 400),
 ])
 def test_hostile_host_values_are_refused_and_kvod_keeps_serving(kvod, host, status):
