@@ -63,7 +63,7 @@ struct KVOD: ParsableCommand {
         """, transform: NumberArgument.listeningPort)
     var httpPort: Int?
 
-    @Option(help: "Address the HTTP listener binds (loopback by default: /metrics answers whoever can connect).")
+    @Option(help: "Address the HTTP listener binds (loopback by default; elsewhere, with users defined, /metrics needs a server admin's API token).")
     var httpHost = "127.0.0.1"
 
     @Option(help: ArgumentHelp("""
@@ -71,6 +71,13 @@ struct KVOD: ParsableCommand {
         Requests without Origin (non-browser clients) and pages served by kvod itself are always allowed.
         """, valueName: "origin"))
     var httpAllowedOrigin: [String] = []
+
+    @Option(help: ArgumentHelp("""
+        A host name the HTTP listener answers to (repeatable, e.g. kvod.example.com). Requests whose Host is \
+        not an IP address, localhost or such a name get 421 (a defence against DNS rebinding); also needed \
+        for a health check or a browser that reaches kvod by a DNS name.
+        """, valueName: "name"))
+    var httpAllowedHost: [String] = []
 
     @Flag(help: "The HTTP listener speaks TLS (https://, wss://) with --tls-cert and --tls-key (needs --tls-port).")
     var httpTLS = false
@@ -297,8 +304,11 @@ struct KVOD: ParsableCommand {
         guard tlsHandshakeTimeout.isFinite, tlsHandshakeTimeout <= 1e9 else {
             throw ValidationError("--tls-handshake-timeout must be 0 or more seconds")
         }
-        if httpPort == nil, !httpAllowedOrigin.isEmpty || httpTLS {
-            throw ValidationError("--http-allowed-origin and --http-tls need --http-port")
+        if httpPort == nil, !httpAllowedOrigin.isEmpty || !httpAllowedHost.isEmpty || httpTLS {
+            throw ValidationError("--http-allowed-origin, --http-allowed-host and --http-tls need --http-port")
+        }
+        if let name = httpAllowedHost.first(where: { !HTTPConfiguration.isValidAllowedHost($0) }) {
+            throw ValidationError("--http-allowed-host takes a host name without port (IP addresses are always allowed), not '\(name)'")
         }
         if httpTLS, tlsPort == nil { throw ValidationError("--http-tls needs --tls-port, --tls-cert and --tls-key (the HTTP listener uses that certificate)") }
         if let httpPort, httpPort != 0, httpPort == port || httpPort == tlsPort {
@@ -369,7 +379,8 @@ struct KVOD: ParsableCommand {
         settings.listensForPlaintext = port != KVOD.portOff
         settings.tls = tlsConfiguration
         if let httpPort {
-            settings.http = HTTPConfiguration(port: httpPort, host: httpHost, allowedOrigins: httpAllowedOrigin, usesTLS: httpTLS)
+            settings.http = HTTPConfiguration(port: httpPort, host: httpHost, allowedOrigins: httpAllowedOrigin,
+                                          allowedHosts: httpAllowedHost, usesTLS: httpTLS)
         }
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer

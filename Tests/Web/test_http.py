@@ -19,24 +19,24 @@ def test_health_and_readiness(kvod):
 
 def test_unknown_paths_and_methods(kvod):
     assert kvod.http_get("/nothing-here")[0] == 404
-    status, headers, _ = raw_request(kvod, b"DELETE /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    status, headers, _ = raw_request(kvod, b"DELETE /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert status == 405 and headers["allow"] == "GET"
 
 
 def test_keep_alive_serves_several_requests_on_one_connection(kvod):
     with socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"
-                     b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                     b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         data = read_until_closed(sock)
     assert data.count(b"HTTP/1.1 200 OK") == 3
 
 
 @pytest.mark.parametrize("request_bytes, status", [
-    (b"GET /" + b"a" * 3000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
-    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
+    (b"GET /" + b"a" * 3000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 414),
+    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
     (b"GET / HTTP/1.1\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(100)) + b"\r\n", 431),
-    (b"POST /ws HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 413),
-    (b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 413),
+    (b"POST /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\nhello", 413),
+    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 413),
     (b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400),
 ])
 def test_limits_and_bodies_are_refused_with_a_status_and_a_close(kvod, request_bytes, status):
@@ -62,7 +62,7 @@ def test_connections_past_the_limit_get_503(kvod_factory):
     held = [socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) for _ in range(2)]
     try:
         with socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) as sock:
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert read_until_closed(sock).startswith(b"HTTP/1.1 503 ")
     finally:
         for sock in held:

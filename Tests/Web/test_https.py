@@ -45,7 +45,7 @@ def test_plain_http_on_the_tls_http_port_is_closed(kvod_factory, certificate):
     cert, key = certificate
     kvod = kvod_factory("--tls-port", "0", "--tls-cert", str(cert), "--tls-key", str(key), "--http-tls")
     with socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         data = b""
         try:
             while chunk := sock.recv(4096):

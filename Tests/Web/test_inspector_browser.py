@@ -31,17 +31,22 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
                                 reason="chromium and chromium-driver are not installed (scripts/setup-browser.sh)")
 
 
-@pytest.fixture
-def browser(request):
+def start_chromium(*extra_arguments):
     os.environ["SE_OFFLINE"] = "true"  # selenium must use the system driver, never download one
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,900",
-                     "--disable-gpu", "--no-first-run", "--password-store=basic"):
+                     "--disable-gpu", "--no-first-run", "--password-store=basic", *extra_arguments):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture
+def browser(request):
+    driver = start_chromium()
     yield driver
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(SCREENSHOTS / f"{request.node.name}.png"))
@@ -242,3 +247,74 @@ def test_the_page_is_served_with_a_content_security_policy(kvod):
         assert status == 200 and headers["content-type"].startswith(content_type), path
         asset = ROOT / "Sources" / "KVOServer" / "HTTP" / "Assets" / path.lstrip("/")
         assert body == asset.read_bytes(), f"{path} served differs from {asset}: run scripts/embed-web-assets.py"
+
+
+REBIND_NAME = "rebind.attacker.test"
+
+
+@pytest.fixture
+def rebinding_browser(request):
+    """Chromium whose resolver answers 127.0.0.1 for REBIND_NAME: what a DNS rebinding attacker's name does
+    after its first, short-lived answer. Its console holds the refusals, so it is not checked for errors."""
+    driver = start_chromium(f"--host-resolver-rules=MAP {REBIND_NAME} 127.0.0.1")
+    yield driver
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"{request.node.name}.png"))
+    driver.quit()
+
+
+# What the attacker's page runs: read /metrics, open its own-origin WebSocket and one to 127.0.0.1.
+ATTACK_SCRIPT = """
+const done = arguments[arguments.length - 1];
+const port = arguments[0];
+const result = {};
+function socket(url) {
+    return new Promise(resolve => {
+        let opened = false;
+        const ws = new WebSocket(url);
+        ws.onopen = () => { opened = true; ws.send('{"op":"list","id":1}'); };
+        ws.onmessage = event => { resolve("message: " + event.data.slice(0, 200)); ws.close(); };
+        ws.onerror = () => resolve(opened ? "error after open" : "refused");
+        setTimeout(() => resolve(opened ? "open" : "timeout"), 5000);
+    });
+}
+(async () => {
+    try {
+        const response = await fetch("/metrics");
+        result.metricsStatus = response.status;
+        result.metricsBody = (await response.text()).slice(0, 300);
+    } catch (error) { result.metricsStatus = "failed: " + error; }
+    result.sameOriginSocket = await socket(`ws://${location.host}/ws`);
+    result.loopbackSocket = await socket(`ws://127.0.0.1:${port}/ws`);
+    done(result);
+})();
+"""
+
+
+def test_a_dns_rebinding_page_gets_neither_the_inspector_nor_the_store_nor_metrics(kvod, rebinding_browser):
+    driver = rebinding_browser
+    kvoclient(kvod, "create", "secret", '{"pin": 1234}')
+    driver.get(f"http://{REBIND_NAME}:{kvod.http_port}/")
+    assert driver.execute_script("return document.getElementById('app')") is None, "the inspector loaded"
+    text = driver.find_element(By.TAG_NAME, "body").text
+    assert "is not served here" in text and "--http-allowed-host" in text, text
+    driver.set_script_timeout(20)
+    result = driver.execute_async_script(ATTACK_SCRIPT, kvod.http_port)
+    assert result["metricsStatus"] == 421 and "kvod_objects" not in result["metricsBody"], result
+    assert result["sameOriginSocket"] == "refused", result
+    assert result["loopbackSocket"] == "refused", result  # Origin http://rebind.attacker.test:P is not ours
+    assert "secret" not in json.dumps(result)
+    # The same browser on localhost: the inspector works and lists the object.
+    driver.get(f"http://localhost:{kvod.http_port}/")
+    wait(driver, lambda: driver.find_element(By.ID, "status").text == "connected", 10, "the page did not connect")
+    wait(driver, lambda: "secret" in listed_ids(driver), 5, "the object is not listed on localhost")
+    assert driver.execute_async_script(
+        "const done = arguments[0]; fetch('/metrics').then(r => r.text()).then(done, e => done('failed ' + e));"
+    ).count("kvod_objects") >= 1
+
+
+def test_a_rebinding_name_given_with_http_allowed_host_works(kvod_factory, rebinding_browser):
+    kvod = kvod_factory("--http-allowed-host", REBIND_NAME)
+    driver = rebinding_browser
+    driver.get(f"http://{REBIND_NAME}:{kvod.http_port}/")
+    wait(driver, lambda: driver.find_element(By.ID, "status").text == "connected", 10, "the page did not connect")

@@ -92,7 +92,7 @@ def test_bad_handshakes_are_refused(kvod, headers, status):
 
 def test_the_rfc_example_key_gets_the_rfc_accept_value(kvod):
     with socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) as sock:
-        sock.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        sock.sendall(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
         data = sock.recv(4096)
     assert data.startswith(b"HTTP/1.1 101 ")
@@ -137,7 +137,7 @@ def test_a_slow_websocket_consumer_is_closed_and_everyone_else_is_served(kvod_fa
 def test_a_client_that_stops_mid_request_head_is_closed_at_the_first_request_timeout(kvod_factory):
     kvod = kvod_factory("--first-request-timeout", "1")
     with socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) as sock:
-        sock.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        sock.sendall(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         started = time.time()
         assert sock.recv(4096) == b""  # closed, nothing answered
         assert time.time() - started < 8

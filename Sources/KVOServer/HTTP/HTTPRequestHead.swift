@@ -17,10 +17,10 @@ struct HTTPRequestHead {
     /// values joined with ", " as RFC 9110 allows for list-valued fields.
     var headers: [String: String] = [:]
 
-    /// The header names kept.
+    /// The header names kept. `authorization` may hold an API token (`/metrics`): never log these values.
     static let keptHeaders: Set<String> = [
         "host", "origin", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
-        "sec-websocket-protocol", "accept-encoding",
+        "sec-websocket-protocol", "accept-encoding", "authorization",
     ]
 
     /// Whether `header`'s comma-separated list contains `token` (case-insensitive), e.g.

@@ -3,9 +3,11 @@ enum HTTPStatus: Int {
     case ok = 200
     case switchingProtocols = 101
     case badRequest = 400
+    case unauthorized = 401
     case forbidden = 403
     case notFound = 404
     case methodNotAllowed = 405
+    case misdirectedRequest = 421
     case uriTooLong = 414
     case contentTooLarge = 413
     case upgradeRequired = 426
@@ -17,9 +19,11 @@ enum HTTPStatus: Int {
         case .ok: "OK"
         case .switchingProtocols: "Switching Protocols"
         case .badRequest: "Bad Request"
+        case .unauthorized: "Unauthorized"
         case .forbidden: "Forbidden"
         case .notFound: "Not Found"
         case .methodNotAllowed: "Method Not Allowed"
+        case .misdirectedRequest: "Misdirected Request"
         case .uriTooLong: "URI Too Long"
         case .contentTooLarge: "Content Too Large"
         case .upgradeRequired: "Upgrade Required"

@@ -21,6 +21,8 @@ public final class Server {
     private var tlsListener: TCPListener?
     /// The HTTP listener (`--http-port`: WebSocket, metrics, health), when configured.
     private var httpListener: TCPListener?
+    /// The Host and Origin rules of `httpListener`, made when it is bound. Loop thread.
+    private var httpHostCheck: HTTPHostCheck?
     /// The TLS context new TLS connections start from; replaced by `reloadTLS()`, while open connections
     /// keep the one they started with.
     private var tlsContext: TLSContext?
@@ -306,10 +308,12 @@ public final class Server {
                     }
                 }
                 if let http = configuration.http {
-                    httpListener = try TCPListener(loop: loop, host: http.host, port: http.port) {
+                    let bound = try TCPListener(loop: loop, host: http.host, port: http.port) {
                         [unowned self] listener, status in
                         self.accept(from: listener, status: status)
                     }
+                    httpListener = bound
+                    httpHostCheck = HTTPHostCheck(configuration: http, boundAddress: bound.addressDescription, port: bound.port)
                 }
             } catch {
                 throw .transport(error)
@@ -1137,11 +1141,25 @@ public final class Server {
     /// frame), `/healthz`, `/readyz` and `/metrics` answer at once, `/` and its files and `/kvod.js` come from
     /// `WebAssets` (the inspector page and the JavaScript client); anything else is 404 (405 for a method
     /// other than GET). A keep-alive connection then has `--first-request-timeout` for its next request.
+    /// Before any of that, the request's `Host` must pass `HTTPHostCheck` (DNS rebinding), and `/metrics`
+    /// may need a token (`HTTPMetricsAccess`). Loop thread.
     func connection(_ connection: Connection, didReceiveHTTPRequest request: HTTPRequestHead) {
         connection.hasSentRequest = true
+        // The one Host check, before routing: every path, method and upgrade goes through it.
+        guard let hostCheck = httpHostCheck else {  // never: made when the HTTP listener is bound
+            self.connection(connection, didRefuseHTTPRequest: .serviceUnavailable, reason: "no HTTP listener")
+            return
+        }
+        let host: HTTPAuthority?
+        switch hostCheck.check(host: request.headers["host"], minorVersion: request.minorVersion) {
+        case let .success(checked): host = checked
+        case let .failure(refusal):
+            self.connection(connection, didRefuseHTTPRequest: refusal.status, reason: refusal.reason)
+            return
+        }
         let keepAlive = request.keepAlive
         if request.path == "/ws" {
-            upgrade(connection, request)
+            upgrade(connection, request, host: host, hostCheck: hostCheck)
             return
         }
         guard request.method == "GET" else {
@@ -1157,6 +1175,11 @@ public final class Server {
             answer(connection, HTTPResponse.text(ready ? .ok : .serviceUnavailable, ready ? "ready" : "stopping",
                                                  keepAlive: keepAlive), keepAlive: keepAlive)
         case "/metrics":
+            if let refusal = metricsRefusal(connection, request) {
+                answer(connection, HTTPResponse.text(refusal.status, refusal.reason, keepAlive: keepAlive, extraHeaders: refusal.headers),
+                       keepAlive: keepAlive)
+                return
+            }
             answer(connection, HTTPResponse.make(.ok, contentType: "text/plain; version=0.0.4; charset=utf-8",
                                                  body: renderMetrics(), keepAlive: keepAlive), keepAlive: keepAlive)
         default:
@@ -1184,11 +1207,27 @@ public final class Server {
         firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(configuration.firstRequestTimeout * 1000))
     }
 
-    /// `GET /ws`: checks the handshake and the Origin, then switches the connection to WebSocket.
-    private func upgrade(_ connection: Connection, _ request: HTTPRequestHead) {
-        guard let http = configuration.http else { return }
-        guard http.allows(origin: request.headers["origin"], host: request.headers["host"]) else {
-            let reason = "origin '\(PrintableText.escaped(request.headers["origin"] ?? "", limit: 200))' is not allowed (--http-allowed-origin)"
+    /// `GET /metrics` on a non-loopback listener with users defined: why it is refused without a server
+    /// admin's bearer token (`HTTPMetricsAccess`); nil to serve it. A wrong token counts against the peer
+    /// like a failed `auth`.
+    private func metricsRefusal(_ connection: Connection, _ request: HTTPRequestHead)
+        -> (status: HTTPStatus, reason: String, headers: [(String, String)])? {
+        let decision = HTTPMetricsAccess.decide(
+            authorization: request.headers["authorization"], usersDefined: !users.isEmpty,
+            listenerIsLoopback: httpListener?.isLoopback ?? true
+        ) { token in
+            users.user(presentingToken: token).flatMap { user in policy(ofUser: user.name).map { (user.name, $0) } }
+        }
+        if decision == .invalidToken {
+            passwordChecks.peerFailures.recordFailure(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
+        }
+        return HTTPMetricsAccess.refusal(decision)
+    }
+
+    /// `GET /ws`: checks the Origin (`HTTPHostCheck.allows`) and the handshake, then switches the connection to WebSocket.
+    private func upgrade(_ connection: Connection, _ request: HTTPRequestHead, host: HTTPAuthority?, hostCheck: HTTPHostCheck) {
+        guard hostCheck.allows(origin: request.headers["origin"], host: host) else {
+            let reason = "origin '\(PrintableText.escaped(request.headers["origin"] ?? "", limit: 200))' is not this listener's own and not allowed (--http-allowed-origin)"
             connection.sendHTTPResponse(HTTPResponse.text(.forbidden, reason, keepAlive: false), keepAlive: false,
                                         reason: .httpRefused(status: 403, reason: reason))
             return
