@@ -561,7 +561,8 @@ public final class Server {
     private func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
         connection.hasSentRequest = true
-        let decoded = RequestDecoder.decode(line)
+        // Before a login (users defined) only hello, auth and ping are looked at: docs/protocol.md.
+        let decoded = connection.principal == nil ? RequestDecoder.decodeBeforeLogin(line) : RequestDecoder.decode(line)
         // Cluster mode: after writes in flight on this connection, only more writes go on at once (they join
         // the next batch); anything else waits until those writes are answered, to be answered after them.
         if cluster != nil, pipelinedWrites.count(of: connection.id) > 0, !Server.joinsPipeline(decoded, connection) {
@@ -712,8 +713,7 @@ public final class Server {
     // MARK: - Authentication
 
     /// The reply to any request but hello, auth and ping before a successful `auth`.
-    private static let notAuthenticated = KVOError(
-        .unauthenticated, "authenticate first: {\"op\":\"auth\",\"user\":…,\"password\":…}")
+    private static let notAuthenticated = RequestDecoder.loginRequired
     /// The reply to wrong credentials, the same whether the user exists or not.
     private static let wrongCredentials = KVOError(.unauthenticated, "wrong user name or password")
 
