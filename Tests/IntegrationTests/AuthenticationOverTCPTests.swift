@@ -216,4 +216,32 @@ struct AuthenticationOverTCPTests {
         let reply = try client.readMessage(timeout: 10)
         #expect(errorCode(reply) == "bad_request" && reply["error"]?["message"] == "missing 'value'", "\(reply)")
     }
+
+    @Test("an unknown user costs what a wrong password for the users' common hash cost costs (minimal here)")
+    func unknownUserTimingMatchesTheCommonCost() throws {
+        // alice's hash has the minimal cost: a wrong password is answered in about a millisecond. An unknown
+        // name was checked against a dummy hash of the interactive cost (about 150 ms): it told names apart.
+        let (server, scratch) = try serverWithAlice()
+        defer { withExtendedLifetime(scratch) {} }
+        func timedFailure(_ user: String) throws -> Double {
+            let client = try server.connect()
+            defer { client.close() }
+            let started = monotonicSeconds()
+            let reply = try client.request("auth", ["user": .string(user), "password": "wrong"], timeout: 30)
+            let elapsed = monotonicSeconds() - started
+            #expect(errorCode(reply) == "unauthenticated")
+            return elapsed
+        }
+        var known: [Double] = [], unknown: [Double] = []
+        for round in 0..<9 {
+            known.append(try timedFailure("alice"))
+            unknown.append(try timedFailure("nobody-\(round)"))
+        }
+        let knownMedian = known.sorted()[known.count / 2], unknownMedian = unknown.sorted()[unknown.count / 2]
+        print("wrong password for a minimal-cost user: median \(String(format: "%.4f", knownMedian)) s; "
+              + "unknown user: median \(String(format: "%.4f", unknownMedian)) s")
+        // Robust to noise: medians of 9, and a bound far below an interactive-cost check (100 ms or more).
+        #expect(unknownMedian < knownMedian * 3 + 0.02, "unknown \(unknown.sorted()) vs known \(known.sorted())")
+        #expect(knownMedian < unknownMedian * 3 + 0.02, "unknown \(unknown.sorted()) vs known \(known.sorted())")
+    }
 }

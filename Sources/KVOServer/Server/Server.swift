@@ -718,8 +718,9 @@ public final class Server {
     private static let wrongCredentials = KVOError(.unauthenticated, "wrong user name or password")
 
     /// Starts checking a password on the thread pool; the connection's later requests wait for the
-    /// answer (`Connection.pauseForVerification`). An unknown user is checked against a dummy hash,
-    /// so that the answer takes as long and reads the same as for a wrong password.
+    /// answer (`Connection.pauseForVerification`). An unknown user is checked against a dummy hash of
+    /// the users' most common cost, so that the answer takes as long and reads the same as for a wrong
+    /// password.
     private func authenticate(_ credentials: AuthCredentials, id: JSONValue?, connection: Connection) {
         switch credentials {
         case let .password(userName, password):
@@ -727,7 +728,7 @@ public final class Server {
             let verification = PasswordVerification(
                 connection: connection.id, peerHost: Server.host(ofPeer: connection.peer), userName: userName,
                 userExists: user != nil, requestID: id, connectionFailures: connection.authenticationFailures,
-                sequence: passwordChecks.takeSequence(), hash: user?.passwordHash,
+                sequence: passwordChecks.takeSequence(), hash: user?.passwordHash ?? users.unknownUserHash,
                 password: password)
             connection.pauseReading(.verification)
             if let turnedAway = passwordChecks.submit(verification, now: uv_now(loop.raw)) {
