@@ -772,6 +772,7 @@ public final class Server {
     private func logIn(_ connection: Connection, as user: UserRecord, id: JSONValue?) {
         connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
         send(.success([("user", .string(user.name))]), id: id, to: connection, counting: .auth)
+        passwordChecks.recordSuccess(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
         // A second login on a connection (as another user) re-checks what it observes.
         principalDidChange(of: connection)
         logger.debug("authenticated", metadata: [
