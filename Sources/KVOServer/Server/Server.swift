@@ -90,6 +90,8 @@ public final class Server {
     /// Cluster mode with a store: users changed by stream entries applied since the last group commit,
     /// written with it (`persistUsers`). Loop thread.
     private var uncommittedUsers = Set<String>()
+    /// `--users FILE` (no store): the file's lock, held shared for the whole run (`UsersFileLock`).
+    private var usersFileLock: UsersFileLock?
     /// Password checks, on the thread pool (set once the loop exists).
     private var passwordChecks: PasswordVerificationQueue!
     /// Failed logins are logged at most once a second, the rest counted.
@@ -215,6 +217,11 @@ public final class Server {
         }
         if configuration.storage == nil, let usersFile = configuration.usersFile {
             do throws(UserDirectoryError) {
+                // Held for the whole run: `kvod user … --users FILE` refuses to change it meanwhile.
+                guard let lock = try UsersFileLock(usersFile: usersFile, mode: .serving) else {
+                    throw UserDirectoryError("the users file '\(usersFile)' is being changed by `kvod user …`: try again")
+                }
+                usersFileLock = lock
                 users = try UsersFile.load(usersFile)
             } catch {
                 throw .configuration(error.message)
