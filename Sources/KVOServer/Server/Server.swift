@@ -182,6 +182,7 @@ public final class Server {
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
                 self.store = store
+                for note in store.permissionNotes { configuration.logger.warning("\(PrintableText.escaped(note, limit: 1000))") }
                 configuration.logger.info("restored", metadata: [
                     "objects": "\(state.objects.count)", "rev": "\(state.revision)", "history": "\(state.history.count)",
                     "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)",
