@@ -297,6 +297,12 @@ import Testing
         _ = rejecting.waitForExit(timeout: 10)
         #expect(server.waitForLog("alert unknown ca"), "\(server.log)")
         #expect(!server.log.contains("plaintext client on the TLS port"), "\(server.log)")
+        // The same alert where plaintext is expected: named, closed at once (not left to the first-request timeout).
+        let plain = try server.connect()
+        try plain.send(raw: [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x30])
+        #expect(throws: KVOClientError.self) { _ = try plain.readMessage(timeout: 10) }
+        #expect(server.waitForLog("the client sent a TLS alert record (fatal unknown_ca) on the plaintext port: TLS clients must use the TLS port"),
+                "\(server.log)")
         // Others carry on.
         let good = try server.connectTLS(certificates.clientOptions())
         #expect(try good.call("ping")["ok"] == true)

@@ -1,5 +1,6 @@
-/// What the first bytes a TLS port received say when they are not a handshake record: for the log line
-/// of a client that did not start with a ClientHello (`TLSSession.failureDescription`). A TLS record
+/// What the first bytes of a connection say when they begin a TLS record: for the log line of a TLS
+/// client that did not start with a ClientHello (`TLSSession.failureDescription`), and of a TLS record on
+/// the plaintext port (`Connection`, `CloseReason.tlsOnPlainPort`). A TLS record
 /// starts with its content type (20 change_cipher_spec, 21 alert, 22 handshake, 23 application_data),
 /// then the version (3.x) and a 2-byte length; an unencrypted alert's body is its level and description.
 ///
@@ -7,20 +8,30 @@
 enum TLSRecordHeader {
     /// The content type of an alert record.
     static let alertRecordType: UInt8 = 0x15
+    /// The content type of a handshake record (a ClientHello's first byte).
+    static let handshakeRecordType: UInt8 = 0x16
 
     /// A description of `bytes` (the first ones received, up to 7) for the log when they begin a TLS
     /// record other than a handshake; nil when they do not look like a TLS record.
     static func describe(_ bytes: [UInt8]) -> String? {
+        guard bytes.first != handshakeRecordType, let record = recordName(bytes) else { return nil }
+        return "the client sent \(record) instead of a ClientHello"
+    }
+
+    /// "a TLS alert record (fatal unknown_ca)", "a TLS handshake record", … when `bytes` (the first
+    /// ones received, up to 7) begin a TLS record of a known content type and version 3.x; nil otherwise.
+    static func recordName(_ bytes: [UInt8]) -> String? {
         guard bytes.count >= 2, bytes[1] == 0x03 else { return nil }
         switch bytes[0] {
         case alertRecordType:
             // An alert record of 2 bytes is readable (not encrypted): level, description.
             if bytes.count >= 7, bytes[3] == 0, bytes[4] == 2 {
-                return "the client sent a TLS alert record (\(level(bytes[5])) \(description(bytes[6]))) instead of a ClientHello"
+                return "a TLS alert record (\(level(bytes[5])) \(description(bytes[6])))"
             }
-            return "the client sent a TLS alert record instead of a ClientHello"
-        case 0x14: return "the client sent a TLS change_cipher_spec record instead of a ClientHello"
-        case 0x17: return "the client sent a TLS application_data record instead of a ClientHello"
+            return "a TLS alert record"
+        case 0x14: return "a TLS change_cipher_spec record"
+        case handshakeRecordType: return "a TLS handshake record"
+        case 0x17: return "a TLS application_data record"
         default: return nil
         }
     }
