@@ -41,6 +41,13 @@ struct StoreFileModesTests {
         #expect(mode(database) == 0o600, "\(octal(mode(database)))")
         #expect(try again.connect().call("get", ["object": "o"])["value"] == ["v": 1])
         #expect(again.stop() == 0)
+
+        // `kvod user … --data` opens the store as kvod does, and says so too.
+        #expect(chmod(database, 0o640) == 0)
+        let listed = try KVODUserTool.run(["list", "--data", data])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stderr.contains("kvod.sqlite3' was mode 0640"), "\(listed.stderr)")
+        #expect(mode(database) == 0o600, "\(octal(mode(database)))")
     }
 
     @Test("the users file kvod writes online is 0600 under umask 022")

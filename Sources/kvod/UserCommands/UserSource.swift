@@ -62,7 +62,10 @@ struct UserSource: ParsableArguments {
     private func openStore() throws -> PersistentStore {
         let directory = data ?? KVOD.defaultDataDirectory
         do {
-            return try PersistentStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max)
+            let store = try PersistentStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max)
+            // Store files that were open to others and have been made private: said, as kvod says it.
+            for note in store.permissionNotes { FileHandleStandardError.write("warning: \(note)\n") }
+            return store
         } catch .locked {
             throw UserCommandError("""
                 the data directory '\(directory)' is in use by a running kvod: stop it first, or change users \
