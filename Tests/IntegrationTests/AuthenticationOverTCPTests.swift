@@ -180,4 +180,68 @@ struct AuthenticationOverTCPTests {
         #expect(server.log.utf8.count < 100_000, "the log repeats the client's user name")
         #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 30)["user"] == "alice")
     }
+
+    @Test("before auth, malformed requests other than hello, auth and ping get unauthenticated, not their shape errors")
+    func malformedRequestsBeforeLogin() throws {
+        let (server, scratch) = try serverWithAlice()
+        defer { withExtendedLifetime(scratch) {} }
+        let client = try server.connect()
+        // Line, and the id the reply must echo (nil: none readable).
+        let lines: [(String, JSONValue?)] = [
+            (#"{"op":"set","object":"pub-1","keyPath":"a","id":1}"#, 1),   // missing 'value'
+            (#"{"op":"get","object":"","id":"two"}"#, "two"),              // an empty object id
+            (#"{"op":"observe","object":"o","keyPath":"a..b","id":3}"#, 3),// a bad key path
+            (#"{"op":"nosuch","id":4}"#, 4),                               // an unknown op
+            (#"{"id":5}"#, 5),                                             // no op
+            (#"{"op":7,"id":6}"#, 6),                                      // op not a string
+            (#"{"op":"userList","id":7,"extra":[1,2]}"#, 7),
+            (#"{"op":"list","id":{"not":"scalar"}}"#, nil),
+            (#"[1,2,3]"#, nil),
+            (#"not JSON at all"#, nil),
+        ]
+        for (line, id) in lines {
+            try client.send(raw: Array((line + "\n").utf8))
+            let reply = try client.readMessage(timeout: 10)
+            #expect(errorCode(reply) == "unauthenticated", "\(line): \(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.hasPrefix("authenticate first") == true, "\(line): \(reply)")
+            #expect(reply["id"] == id, "\(line): \(reply)")
+        }
+        // hello, auth and ping are still looked at, shape errors included.
+        #expect(errorCode(try client.request("hello", ["events": "bogus"])) == "bad_request")
+        #expect(errorCode(try client.request("auth", ["user": "alice"])) == "bad_request")
+        // None of these was a failed login: the connection is open and logs in.
+        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"])["user"] == "alice")
+        // Logged in, shape errors are told.
+        try client.send(raw: Array((#"{"op":"set","object":"pub-1","keyPath":"a","id":9}"# + "\n").utf8))
+        let reply = try client.readMessage(timeout: 10)
+        #expect(errorCode(reply) == "bad_request" && reply["error"]?["message"] == "missing 'value'", "\(reply)")
+    }
+
+    @Test("an unknown user costs what a wrong password for the users' common hash cost costs (minimal here)")
+    func unknownUserTimingMatchesTheCommonCost() throws {
+        // alice's hash has the minimal cost: a wrong password is answered in about a millisecond. An unknown
+        // name was checked against a dummy hash of the interactive cost (about 150 ms): it told names apart.
+        let (server, scratch) = try serverWithAlice()
+        defer { withExtendedLifetime(scratch) {} }
+        func timedFailure(_ user: String) throws -> Double {
+            let client = try server.connect()
+            defer { client.close() }
+            let started = monotonicSeconds()
+            let reply = try client.request("auth", ["user": .string(user), "password": "wrong"], timeout: 30)
+            let elapsed = monotonicSeconds() - started
+            #expect(errorCode(reply) == "unauthenticated")
+            return elapsed
+        }
+        var known: [Double] = [], unknown: [Double] = []
+        for round in 0..<9 {
+            known.append(try timedFailure("alice"))
+            unknown.append(try timedFailure("nobody-\(round)"))
+        }
+        let knownMedian = known.sorted()[known.count / 2], unknownMedian = unknown.sorted()[unknown.count / 2]
+        print("wrong password for a minimal-cost user: median \(String(format: "%.4f", knownMedian)) s; "
+              + "unknown user: median \(String(format: "%.4f", unknownMedian)) s")
+        // Robust to noise: medians of 9, and a bound far below an interactive-cost check (100 ms or more).
+        #expect(unknownMedian < knownMedian * 3 + 0.02, "unknown \(unknown.sorted()) vs known \(known.sorted())")
+        #expect(knownMedian < unknownMedian * 3 + 0.02, "unknown \(unknown.sorted()) vs known \(known.sorted())")
+    }
 }

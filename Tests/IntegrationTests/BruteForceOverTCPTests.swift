@@ -6,7 +6,8 @@ import Testing
 /// Password guessing against the real kvod over TCP: a client from one address (127.0.0.2) sends wrong
 /// passwords, reconnecting each time kvod closes it after 5 failures, while a correct client (from
 /// 127.0.0.1) logs in at the same time. Checks are scheduled by fewest recent failures of connection
-/// and address, so the guesses never hold up the correct login beyond the checks already running.
+/// and address, so the guesses never hold up the correct login beyond the checks already running (and
+/// checks from addresses that have not logged in lately are bounded: see DistributedGuessingOverTCPTests).
 ///
 /// KVOD_BRUTE_FORCE_ATTEMPTS sets the number of wrong passwords (default 1,000; a longer run: 100000).
 @Suite("brute force over TCP")
@@ -85,7 +86,8 @@ struct BruteForceOverTCPTests {
     func failingAddressWaitsBehindOthers() throws {
         let (server, scratch) = try serverWithSlowAliceAndAFailingAddress()
         defer { withExtendedLifetime(scratch) {} }
-        // Sixteen guesses at once, from sixteen connections: two run, fourteen wait.
+        // Sixteen guesses at once, from sixteen connections: two run, eight wait (the budget of checks from
+        // addresses that have not logged in lately), six are turned away unchecked.
         let guessers = try guesses(16, at: server)
         // Let them all arrive before the correct login does.
         Thread.sleep(forTimeInterval: 0.1)
@@ -97,7 +99,8 @@ struct BruteForceOverTCPTests {
             let reader = UncheckedConnection(guesser)
             DispatchQueue.global().async(group: readers) {
                 let reply = try? reader.connection.readMessage(timeout: 60)
-                arrivals.record(at: monotonicSeconds(), code: reply?["error"]?["code"]?.stringValue)
+                arrivals.record(at: monotonicSeconds(), code: reply?["error"]?["code"]?.stringValue,
+                                checked: reply?["error"]?["message"] == "wrong user name or password")
             }
         }
         let client = try KVOConnection(host: "127.0.0.1", port: server.port)
@@ -105,9 +108,10 @@ struct BruteForceOverTCPTests {
         let loginAnswered = monotonicSeconds()
         readers.wait()
         #expect(arrivals.codes == Array(repeating: "unauthenticated", count: 16), "\(arrivals.codes)")
-        // How many guesses were answered before the correct login: those already running when it
-        // arrived (2), give or take one that started meanwhile; first come, first served would be all 16.
-        let answeredBefore = arrivals.count(before: loginAnswered)
+        // How many guesses were checked before the correct login: those already running when it arrived
+        // (2), give or take one that started meanwhile; first come, first served would be all that waited.
+        // (Those turned away unchecked are answered at once, before it: they cost no check.)
+        let answeredBefore = arrivals.countChecked(before: loginAnswered)
         #expect(answeredBefore <= 4, "\(answeredBefore) of 16 guesses were checked before the correct login")
     }
 }
@@ -142,12 +146,15 @@ private final class GuessArrivals: @unchecked Sendable {
     private let lock = NSLock()
     private var times: [Double] = []
     private var recordedCodes: [String?] = []
+    private var wereChecked: [Bool] = []
 
-    func record(at time: Double, code: String?) {
+    /// `checked`: the guess was checked and found wrong (not turned away unchecked).
+    func record(at time: Double, code: String?, checked: Bool) {
         lock.lock()
         defer { lock.unlock() }
         times.append(time)
         recordedCodes.append(code)
+        wereChecked.append(checked)
     }
 
     var codes: [String?] {
@@ -156,10 +163,10 @@ private final class GuessArrivals: @unchecked Sendable {
         return recordedCodes
     }
 
-    func count(before time: Double) -> Int {
+    func countChecked(before time: Double) -> Int {
         lock.lock()
         defer { lock.unlock() }
-        return times.filter { $0 < time }.count
+        return zip(times, wereChecked).filter { $0.0 < time && $0.1 }.count
     }
 }
 

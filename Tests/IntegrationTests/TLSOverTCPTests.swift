@@ -275,6 +275,39 @@ import Testing
         #expect(try good.call("ping")["ok"] == true)
     }
 
+    @Test func aTLSAlertRecordIsNamedAsSuchNotAsAPlaintextClient() throws {
+        let certificates = try TestCertificates()
+        let server = try KVODProcess(certificates.serverArguments())
+        // An alert record first: TLS 1.2 record header, fatal (2) unknown_ca (48).
+        let alerting = try KVOConnection(host: "127.0.0.1", port: server.tlsPort)
+        try alerting.send(raw: [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x30])
+        #expect(throws: KVOClientError.self) { _ = try alerting.readMessage(timeout: 10) }
+        #expect(server.waitForLog("TLS handshake failed: the client sent a TLS alert record (fatal unknown_ca) instead of a ClientHello"),
+                "\(server.log)")
+        // An alert record cut short (its body not readable): still named. (One line a second per kind.)
+        Thread.sleep(forTimeInterval: 1.1)
+        let short = try KVOConnection(host: "127.0.0.1", port: server.tlsPort)
+        try short.send(raw: [0x15, 0x03, 0x01, 0x00, 0x20] + Array(repeating: 0xAB, count: 32))
+        #expect(throws: KVOClientError.self) { _ = try short.readMessage(timeout: 10) }
+        #expect(server.waitForLog("the client sent a TLS alert record instead of a ClientHello"), "\(server.log)")
+        // A client that rejects kvod's certificate (it does not trust the test CA) sends its alert after
+        // its ClientHello: OpenSSL's reason names the alert.
+        Thread.sleep(forTimeInterval: 1.1)
+        let rejecting = try OpenSSLClient(port: server.tlsPort, arguments: ["-verify_return_error", "-tls1_3"])
+        _ = rejecting.waitForExit(timeout: 10)
+        #expect(server.waitForLog("alert unknown ca"), "\(server.log)")
+        #expect(!server.log.contains("plaintext client on the TLS port"), "\(server.log)")
+        // The same alert where plaintext is expected: named, closed at once (not left to the first-request timeout).
+        let plain = try server.connect()
+        try plain.send(raw: [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x30])
+        #expect(throws: KVOClientError.self) { _ = try plain.readMessage(timeout: 10) }
+        #expect(server.waitForLog("the client sent a TLS alert record (fatal unknown_ca) on the plaintext port: TLS clients must use the TLS port"),
+                "\(server.log)")
+        // Others carry on.
+        let good = try server.connectTLS(certificates.clientOptions())
+        #expect(try good.call("ping")["ok"] == true)
+    }
+
     // MARK: - Slow consumers
 
     @Test func aSlowTLSConsumerPastTheOutputLimitIsClosedAndOthersCarryOn() throws {

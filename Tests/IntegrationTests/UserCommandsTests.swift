@@ -102,6 +102,34 @@ struct UserCommandsTests {
         #expect(try KVODUserTool.run(["list", "--data", data]).lines == ["alice *=read,write,admin"])
     }
 
+    @Test("with a kvod serving the same --users file, kvod user refuses to change it, and no user is lost")
+    func usersFileRefusedWhileServed() throws {
+        let scratch = try TemporaryDirectory("users")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("alice", password: "pw", usersFile: usersFile)
+        let before = try String(contentsOfFile: usersFile, encoding: .utf8)
+        let server = try KVODProcess(["--users", usersFile])
+        for arguments in [["add", "--users", usersFile, "--hash-cost", "minimal", "bob", "*=read"], ["remove", "--users", usersFile, "alice"],
+                          ["passwd", "--users", usersFile, "--hash-cost", "minimal", "alice"], ["grant", "--users", usersFile, "alice", "x=read"]] {
+            let result = try KVODUserTool.run(arguments, password: "x")
+            #expect(result.status == 1, "\(arguments): \(result.stdout) \(result.stderr)")
+            #expect(result.stderr.contains("the users file '\(usersFile)' is in use by a running kvod: stop it first"), "\(result.stderr)")
+        }
+        #expect(try String(contentsOfFile: usersFile, encoding: .utf8) == before, "the file is unchanged")
+        // Listing is harmless: it reads the file as it is.
+        #expect(try KVODUserTool.run(["list", "--users", usersFile]).lines == ["alice *=read,write,admin"])
+        // An online change rewrites the file with the running kvod's users, as before.
+        let admin = try server.connect()
+        try admin.call("auth", ["user": "alice", "password": "pw"])
+        try admin.call("userAdd", ["user": "carol", "password": "pw", "hashCost": "minimal"])
+        #expect(server.stop() == 0)
+        #expect(try KVODUserTool.run(["list", "--users", usersFile]).lines == ["alice *=read,write,admin", "carol"])
+        // Stopped: the command works again.
+        let added = try KVODUserTool.run(["add", "--users", usersFile, "--hash-cost", "minimal", "bob", "*=read"], password: "x")
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(try KVODUserTool.run(["list", "--users", usersFile]).lines == ["alice *=read,write,admin", "bob *=read", "carol"])
+    }
+
     @Test("a data directory written by the previous schema (3) keeps its data and gains users")
     func migrationFromSchemaThree() throws {
         let scratch = try TemporaryDirectory("users")

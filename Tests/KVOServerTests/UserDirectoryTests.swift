@@ -95,4 +95,29 @@ struct UserDirectoryTests {
         #expect(scores.score(of: "d", now: 100_000) == 1)
         #expect(scores.score(of: "a", now: 100_000) == 0)
     }
+
+    @Test("an unknown name is checked against a dummy hash of the cost most users have")
+    func unknownUserHashFollowsTheCommonCost() throws {
+        let users = UserDirectory()
+        // No users: the interactive cost's parameters.
+        #expect(PasswordHasher.parameters(of: users.unknownUserHash) == PasswordHasher.parameters(of: try PasswordHasher.hash("x", cost: .interactive)))
+        let minimal = try PasswordHasher.hash("pw", cost: .minimal)
+        try users.add(UserRecord(name: "a", passwordHash: minimal))
+        try users.add(UserRecord(name: "b", passwordHash: try PasswordHasher.hash("pw", cost: .minimal)))
+        try users.add(UserRecord(name: "c", passwordHash: try PasswordHasher.hash("pw", cost: .interactive)))
+        let dummy = users.unknownUserHash
+        #expect(PasswordHasher.parameters(of: dummy) == PasswordHasher.parameters(of: minimal))
+        #expect(PasswordHasher.isWellFormedHash(dummy))
+        #expect(PasswordHasher.isReadable(dummy, withCostOf: .minimal))
+        #expect(!PasswordHasher.isReadable(dummy, withCostOf: .interactive))
+        #expect(users.unknownUserHash == dummy, "made once until a change")
+        // libsodium reads it (a wrong password, not a malformed hash) and nothing matches it.
+        #expect(!PasswordHasher.verify("pw", against: dummy))
+        #expect(!PasswordHasher.verify("", against: dummy))
+        // A change may change the most common cost: a tie goes to the costlier.
+        try users.remove("b")
+        #expect(PasswordHasher.parameters(of: users.unknownUserHash) == PasswordHasher.parameters(of: users.user(named: "c")!.passwordHash))
+        #expect(PasswordHasher.parameters(of: "$argon2id$v=19$m=8,t=1$salt$hash") == nil)
+        #expect(PasswordHasher.parameters(of: "$argon2i$v=19$m=8,t=1,p=1$salt$hash") == nil)
+    }
 }

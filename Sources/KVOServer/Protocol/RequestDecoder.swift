@@ -69,6 +69,31 @@ public enum RequestDecoder {
         }
     }
 
+    /// The reply to anything but `hello`, `auth` and `ping` from a connection that has not logged in
+    /// (users defined): `decodeBeforeLogin`.
+    public static let loginRequired = KVOError(
+        .unauthenticated, "authenticate first: {\"op\":\"auth\",\"user\":…,\"password\":…}")
+
+    /// Ops a connection that has not logged in may send: the only ones whose shape is checked then.
+    private static let opsBeforeLogin: Set<String> = ["hello", "auth", "ping"]
+
+    /// Decodes a line from a connection that has not logged in (users defined): `hello`, `auth` and
+    /// `ping` as `decode` does; anything else, malformed or not (not JSON, not an object, no `op`, an
+    /// unknown op, a known one with missing or mistyped fields), is `loginRequired`, with the line's
+    /// `id` when it has a readable one, so that nothing about the protocol's shapes is told before a
+    /// login.
+    public static func decodeBeforeLogin(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
+        guard let members = try? JSONParser.parseMembers(line, keys: fieldNames) else {
+            return Decoded(id: nil, request: .failure(loginRequired))
+        }
+        let fields = RequestFields(members: members)
+        let id = fields["id"].flatMap { $0.isScalar ? $0 : nil }
+        guard case let .string(op)? = fields["op"], opsBeforeLogin.contains(op) else {
+            return Decoded(id: id, request: .failure(loginRequired))
+        }
+        return decode(line)
+    }
+
     /// Decodes a line given as bytes.
     public static func decode(_ line: [UInt8]) -> Decoded {
         line.withUnsafeBufferPointer { decode($0) }

@@ -97,9 +97,10 @@ public enum PasswordHasher {
         text.hasPrefix("$argon2id$") && text.utf8.count < Int(crypto_pwhash_strbytes())
     }
 
-    /// A hash no password matches in practice, verified in place of a missing user's so that an
-    /// unknown name costs the same time as a wrong password (interactive cost, as users' hashes have by
-    /// default). Made once, on first use (the thread pool's), from a random password.
+    /// A hash of the interactive cost no password matches in practice: the fallback a
+    /// `PasswordVerification` given no hash checks (the server gives it `UserDirectory.unknownUserHash`,
+    /// of the users' most common cost, for an unknown name). Made once, on first use (the thread
+    /// pool's), from a random password.
     static let dummyHash: String = {
         ensureInitialised()
         var secret = [UInt8](repeating: 0, count: 32)

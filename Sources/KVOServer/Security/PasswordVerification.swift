@@ -12,7 +12,8 @@ final class PasswordVerification: @unchecked Sendable {
     /// The peer's address without its port ("127.0.0.1"), for fair scheduling.
     let peerHost: String
     /// The name asked for, and whether such a user existed when the check was queued (when not, a
-    /// dummy hash is checked so that the answer takes as long).
+    /// dummy hash of the users' most common cost is checked so that the answer takes as long:
+    /// `UserDirectory.unknownUserHash`).
     let userName: String
     let userExists: Bool
     /// The request's `id`, echoed in the reply.
@@ -21,7 +22,8 @@ final class PasswordVerification: @unchecked Sendable {
     let connectionFailures: Int
     /// Arrival order (ties in the scheduling key go first come, first served).
     let sequence: UInt64
-    /// The user's hash, NUL-terminated (empty for an unknown user: `PasswordHasher.dummyHash` then).
+    /// The hash checked, NUL-terminated: the user's, or for an unknown user the dummy one given
+    /// (`PasswordHasher.dummyHash` when none was).
     private let hash: [CChar]
     /// The hash checked, to see on return whether the password changed meanwhile (nil: unknown user).
     let checkedHash: String?
@@ -42,7 +44,7 @@ final class PasswordVerification: @unchecked Sendable {
         self.connectionFailures = connectionFailures
         self.sequence = sequence
         self.hash = hash.map { Array($0.utf8CString) } ?? []
-        self.checkedHash = hash
+        self.checkedHash = userExists ? hash : nil
         self.password = Array(password.utf8)
     }
 
@@ -50,7 +52,7 @@ final class PasswordVerification: @unchecked Sendable {
 
     /// The check itself: slow by design (Argon2id). Thread pool only.
     func run() {
-        let hash = userExists ? self.hash : Array(PasswordHasher.dummyHash.utf8CString)
+        let hash = self.hash.isEmpty ? Array(PasswordHasher.dummyHash.utf8CString) : self.hash
         matched = password.withUnsafeBufferPointer { password in
             hash.withUnsafeBufferPointer { PasswordHasher.verify(password, against: $0.baseAddress!) }
         }

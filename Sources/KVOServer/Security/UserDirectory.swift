@@ -5,7 +5,11 @@ import KVOJSON
 /// Owned by the server and used on its loop thread only (lookups at `auth`, changes by the admin
 /// operations); the `kvod user` commands own one of their own. Not thread-safe.
 public final class UserDirectory {
-    private(set) var records: [String: UserRecord] = [:]
+    private(set) var records: [String: UserRecord] = [:] {
+        didSet { unknownUserHashCache = nil }
+    }
+    /// `unknownUserHash` once made; dropped at every change (the most common cost may have changed).
+    var unknownUserHashCache: String?
     /// Token id -> the user holding it (ids are random: a clash is refused at creation).
     private var tokenOwners: [String: String] = [:]
 

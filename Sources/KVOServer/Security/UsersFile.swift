@@ -49,6 +49,8 @@ public enum UsersFile {
         guard descriptor >= 0 else {
             throw UserDirectoryError("cannot write users file '\(temporary)': \(String(cString: strerror(errno)))")
         }
+        // A leftover temporary file keeps its mode through O_TRUNC: make it private all the same.
+        _ = fchmod(descriptor, 0o600)
         let bytes = Array(directory.fileText.utf8)
         var written = 0
         while written < bytes.count {

@@ -92,6 +92,8 @@ public final class Server {
     /// Cluster mode with a store: users changed by stream entries applied since the last group commit,
     /// written with it (`persistUsers`). Loop thread.
     private var uncommittedUsers = Set<String>()
+    /// `--users FILE` (no store): the file's lock, held shared for the whole run (`UsersFileLock`).
+    private var usersFileLock: UsersFileLock?
     /// Password checks, on the thread pool (set once the loop exists).
     private var passwordChecks: PasswordVerificationQueue!
     /// Failed logins are logged at most once a second, the rest counted.
@@ -182,6 +184,7 @@ public final class Server {
                 engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
                                    historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
                 self.store = store
+                for note in store.permissionNotes { configuration.logger.warning("\(PrintableText.escaped(note, limit: 1000))") }
                 configuration.logger.info("restored", metadata: [
                     "objects": "\(state.objects.count)", "rev": "\(state.revision)", "history": "\(state.history.count)",
                     "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)",
@@ -217,6 +220,11 @@ public final class Server {
         }
         if configuration.storage == nil, let usersFile = configuration.usersFile {
             do throws(UserDirectoryError) {
+                // Held for the whole run: `kvod user … --users FILE` refuses to change it meanwhile.
+                guard let lock = try UsersFileLock(usersFile: usersFile, mode: .serving) else {
+                    throw UserDirectoryError("the users file '\(usersFile)' is being changed by `kvod user …`: try again")
+                }
+                usersFileLock = lock
                 users = try UsersFile.load(usersFile)
             } catch {
                 throw .configuration(error.message)
@@ -565,7 +573,8 @@ public final class Server {
     private func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
         connection.hasSentRequest = true
-        let decoded = RequestDecoder.decode(line)
+        // Before a login (users defined) only hello, auth and ping are looked at: docs/protocol.md.
+        let decoded = connection.principal == nil ? RequestDecoder.decodeBeforeLogin(line) : RequestDecoder.decode(line)
         // Cluster mode: after writes in flight on this connection, only more writes go on at once (they join
         // the next batch); anything else waits until those writes are answered, to be answered after them.
         if cluster != nil, pipelinedWrites.count(of: connection.id) > 0, !Server.joinsPipeline(decoded, connection) {
@@ -716,14 +725,14 @@ public final class Server {
     // MARK: - Authentication
 
     /// The reply to any request but hello, auth and ping before a successful `auth`.
-    private static let notAuthenticated = KVOError(
-        .unauthenticated, "authenticate first: {\"op\":\"auth\",\"user\":…,\"password\":…}")
+    private static let notAuthenticated = RequestDecoder.loginRequired
     /// The reply to wrong credentials, the same whether the user exists or not.
     private static let wrongCredentials = KVOError(.unauthenticated, "wrong user name or password")
 
     /// Starts checking a password on the thread pool; the connection's later requests wait for the
-    /// answer (`Connection.pauseForVerification`). An unknown user is checked against a dummy hash,
-    /// so that the answer takes as long and reads the same as for a wrong password.
+    /// answer (`Connection.pauseForVerification`). An unknown user is checked against a dummy hash of
+    /// the users' most common cost, so that the answer takes as long and reads the same as for a wrong
+    /// password.
     private func authenticate(_ credentials: AuthCredentials, id: JSONValue?, connection: Connection) {
         switch credentials {
         case let .password(userName, password):
@@ -731,7 +740,7 @@ public final class Server {
             let verification = PasswordVerification(
                 connection: connection.id, peerHost: Server.host(ofPeer: connection.peer), userName: userName,
                 userExists: user != nil, requestID: id, connectionFailures: connection.authenticationFailures,
-                sequence: passwordChecks.takeSequence(), hash: user?.passwordHash,
+                sequence: passwordChecks.takeSequence(), hash: user?.passwordHash ?? users.unknownUserHash,
                 password: password)
             connection.pauseReading(.verification)
             if let turnedAway = passwordChecks.submit(verification, now: uv_now(loop.raw)) {
@@ -775,6 +784,7 @@ public final class Server {
     private func logIn(_ connection: Connection, as user: UserRecord, id: JSONValue?) {
         connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
         send(.success([("user", .string(user.name))]), id: id, to: connection, counting: .auth)
+        passwordChecks.recordSuccess(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
         // A second login on a connection (as another user) re-checks what it observes.
         principalDidChange(of: connection)
         logger.debug("authenticated", metadata: [

@@ -105,6 +105,9 @@ public final class PersistentStore {
     var blockingCheckpointWaitMilliseconds = PersistentStore.blockingCheckpointTimeoutMilliseconds
     /// The data directory's lock, held until `close()`.
     private var lock: StoreLock?
+    /// Files of the store that `init` found readable or writable by others and made 0600 (or could
+    /// not), one line each, for the server to log as warnings (`StoreFileModes`).
+    public private(set) var permissionNotes: [String] = []
     /// Frames in the WAL after the last commit (the WAL hook's count). Loop thread.
     private let walFrames = WALFrameCounter()
     /// The database's page size (a WAL frame is a page and a 24-byte header).
@@ -208,6 +211,8 @@ public final class PersistentStore {
         try PersistentStore.checkWritable(directory: directory, databasePath: databasePath)
         guard let lock = try StoreLock(path: databasePath + ".lock") else { throw .locked(path: databasePath) }
         self.lock = lock
+        StoreFileModes.createPrivately(databasePath)
+        permissionNotes = StoreFileModes.tighten([databasePath, databasePath + "-wal", databasePath + "-shm", databasePath + ".lock"])
         let database: SQLiteDatabase
         do {
             database = try SQLiteDatabase(path: databasePath)
@@ -914,13 +919,15 @@ public final class PersistentStore {
         }
     }
 
-    /// `mkdir -p`: creates `path` and its missing parents (mode 0777 less the umask).
+    /// `mkdir -p`: creates `path` (mode 0700: `StoreFileModes`) and its missing parents (mode 0777 less
+    /// the umask).
     static func makeDirectory(_ path: String) throws(StorageError) {
         guard !path.isEmpty else { throw .directory(path: path, reason: "the path is empty") }
         var prefix = path.hasPrefix("/") ? "/" : ""
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+        let components = path.split(separator: "/", omittingEmptySubsequences: true)
+        for (index, component) in components.enumerated() {
             prefix += component
-            if mkdir(prefix, 0o777) != 0 {
+            if mkdir(prefix, index == components.count - 1 ? StoreFileModes.directoryMode : 0o777) != 0 {
                 let code = errno
                 guard code == EEXIST else {
                     throw .directory(path: path, reason: "mkdir '\(prefix)': \(String(cString: strerror(code)))")

@@ -29,7 +29,7 @@ final class StoreLock {
     /// another reason. Blocks the calling thread while it waits (start-up only).
     init?(path: String) throws(StorageError) {
         self.path = path
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw .directory(path: path, reason: "the lock file cannot be opened (\(String(cString: strerror(errno))))")
         }

@@ -26,8 +26,9 @@ enum CloseReason: CustomStringConvertible {
     case tlsHandshakeFailed(String)
     /// A TLS client did not finish its handshake within `--tls-handshake-timeout`.
     case tlsHandshakeTimeout(seconds: Double)
-    /// A TLS ClientHello arrived on the plaintext port.
-    case tlsOnPlainPort
+    /// A TLS record arrived first on the plaintext port: a ClientHello (nil), or another record, named
+    /// ("a TLS alert record (fatal unknown_ca)": `TLSRecordHeader.recordName`).
+    case tlsOnPlainPort(String?)
     /// An established TLS connection failed (a bad record, a fatal alert): OpenSSL's reason.
     case tlsError(String)
     /// With users defined, no login within `--login-timeout` of connecting.
@@ -66,8 +67,10 @@ enum CloseReason: CustomStringConvertible {
         case .outOfDescriptors: return "rejected: out of file descriptors"
         case let .tlsHandshakeFailed(text): return text
         case let .tlsHandshakeTimeout(seconds): return "TLS handshake not finished within \(seconds) s (--tls-handshake-timeout)"
-        case .tlsOnPlainPort:
+        case .tlsOnPlainPort(nil):
             return "the client started a TLS handshake on the plaintext port: TLS clients must use the TLS port (--tls-port)"
+        case let .tlsOnPlainPort(record?):
+            return "the client sent \(record) on the plaintext port: TLS clients must use the TLS port (--tls-port)"
         case let .tlsError(text): return text
         case let .authenticationFailures(count): return "\(count) failed authentication attempts"
         case let .notLoggedInBeforeTimeout(seconds): return "not logged in within \(seconds) s of connecting (--login-timeout)"
@@ -113,7 +116,7 @@ enum CloseReason: CustomStringConvertible {
         case 4: return "total input buffer limit exceeded"
         case 5: return "TLS handshake failed"
         case 6: return "TLS handshake timeout"
-        case 7: return "TLS handshake on the plaintext port"
+        case 7: return "TLS records on the plaintext port"
         case 8: return "TLS error"
         case 9: return "failed authentication attempts"
         case 10: return "not logged in within the login timeout"

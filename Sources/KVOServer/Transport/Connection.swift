@@ -532,8 +532,13 @@ final class Connection: WebSocketSessionOwner {
         if !hasReceivedBytes {
             hasReceivedBytes = true
             // A TLS handshake record (type 22, version 3.x) is no JSON line: say so instead of `bad_request`.
+            // So is another TLS record (an alert, type 21, …), named (no JSON line starts with a control byte).
             if bytes.count >= 2, bytes[0] == TLSSession.handshakeRecordType, bytes[1] == 0x03 {
-                close(reason: .tlsOnPlainPort)
+                close(reason: .tlsOnPlainPort(nil))
+                return
+            }
+            if bytes.count >= 2, bytes[1] == 0x03, bytes[0] < 0x20, let record = TLSRecordHeader.recordName(Array(bytes.prefix(7))) {
+                close(reason: .tlsOnPlainPort(record))
                 return
             }
         }

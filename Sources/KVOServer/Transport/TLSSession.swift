@@ -40,8 +40,9 @@ final class TLSSession {
     private(set) var hasFailed = false
     /// The length of an `SSL_write` that wanted a read: it must be retried with the same length.
     private var retryWriteLength = 0
-    /// The first byte the client sent (0x16 starts a TLS handshake record), for the failure text.
-    private var firstByte: UInt8?
+    /// The first bytes the client sent, up to 7 (0x16 starts a TLS handshake record; an alert record's
+    /// header and body are 7 bytes), for the failure text.
+    private var firstBytes: [UInt8] = []
     /// The subject common name of the client's certificate, once the handshake verified it.
     private(set) var verifiedPeerCommonName: String?
 
@@ -70,7 +71,7 @@ final class TLSSession {
     func receive(_ bytes: UnsafeBufferPointer<UInt8>, scratch: UnsafeMutableRawBufferPointer,
                  deliver: (UnsafeBufferPointer<UInt8>) -> Bool) -> Outcome {
         guard !hasFailed else { return .failed("earlier TLS failure") }
-        if firstByte == nil { firstByte = bytes.first }
+        if firstBytes.count < 7, !isHandshakeComplete { firstBytes += bytes.prefix(7 - firstBytes.count) }
         input = UnsafeRawBufferPointer(bytes)
         defer { input = UnsafeRawBufferPointer(start: nil, count: 0) }
         if !isHandshakeComplete {
@@ -162,7 +163,10 @@ final class TLSSession {
     private func failureDescription() -> String {
         let reasons = TLSSetupError.takeOpenSSLErrors()
         guard !isHandshakeComplete else { return "TLS error: \(reasons.isEmpty ? "unknown" : reasons)" }
-        if let firstByte, firstByte != TLSSession.handshakeRecordType {
+        if let firstByte = firstBytes.first, firstByte != TLSSession.handshakeRecordType {
+            if let record = TLSRecordHeader.describe(firstBytes) {
+                return "TLS handshake failed: \(record): \(reasons.isEmpty ? "unknown" : reasons)"
+            }
             return "TLS handshake failed: the client did not start with a TLS handshake (first byte 0x"
                 + String(firstByte, radix: 16) + (firstByte == UInt8(ascii: "{") ? ", '{'" : "") + "; "
                 + "a plaintext client on the TLS port?): \(reasons.isEmpty ? "unknown" : reasons)"

@@ -22,10 +22,19 @@ struct UserSource: ParsableArguments {
     }
 
     /// Reads the users, lets `change` alter them, and writes back what changed when it returns true.
-    /// With `--data`, the store is opened as kvod opens it (locked for this process): with a kvod
-    /// running on the same directory this fails, saying so, and changes nothing.
+    /// With `--data`, the store is opened as kvod opens it (locked for this process); with `--users`,
+    /// the file's lock is taken exclusive (`UsersFileLock`): with a kvod running on the same directory
+    /// or serving the same file this fails, saying so, and changes nothing (the kvod would later
+    /// overwrite the file with its own users).
     func update(_ change: (UserDirectory) throws -> Bool) throws {
         if let path = users {
+            guard let lock = try UsersFileLock(usersFile: path, mode: .editing) else {
+                throw UserCommandError("""
+                    the users file '\(path)' is in use by a running kvod: stop it first, or change users \
+                    online with `kvoclient user …`
+                    """)
+            }
+            defer { lock.release() }
             let directory = try UsersFile.load(path, missingIsEmpty: true)
             if try change(directory) { try UsersFile.save(directory, to: path) }
             return
@@ -53,7 +62,10 @@ struct UserSource: ParsableArguments {
     private func openStore() throws -> PersistentStore {
         let directory = data ?? KVOD.defaultDataDirectory
         do {
-            return try PersistentStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max)
+            let store = try PersistentStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max)
+            // Store files that were open to others and have been made private: said, as kvod says it.
+            for note in store.permissionNotes { FileHandleStandardError.write("warning: \(note)\n") }
+            return store
         } catch .locked {
             throw UserCommandError("""
                 the data directory '\(directory)' is in use by a running kvod: stop it first, or change users \
