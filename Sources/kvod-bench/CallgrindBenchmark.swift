@@ -29,12 +29,12 @@ enum CallgrindBenchmark {
         let warmup = options.int("warmup", 2_048)
         let valgrind = options.string("valgrind") ?? "valgrind"
         let keep = options.string("keep")
+        let userGlobs = options.string("users-globs") == nil ? nil : options.int("users-globs", 100)
         var executables = Executables.defaults()
         if let kvod = options.string("kvod") { executables.kvod = kvod }
         ChildProcesses.installInterruptHandler()
         print("kvod-bench callgrind: \(executables.kvod); load average \(Report.loadAverage()) (instruction counts do not depend on it)")
 
-        let userGlobs = options.string("users-globs") == nil ? nil : options.int("users-globs", 100)
         let storages: [KVODStorage] = [.inMemory] + (userGlobs.map { [.inMemoryWithUser(globs: $0)] } ?? [])
         var rows: [String] = []
         for shape in shapes {
