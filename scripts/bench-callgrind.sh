@@ -6,6 +6,7 @@
 #   scripts/bench-callgrind.sh                                  # every shape, 1 subscriber, 20,480 sets
 #   scripts/bench-callgrind.sh --shapes object3-id --subscribers 10
 #   scripts/bench-callgrind.sh --shapes object3-id --keep /tmp/cg   # then: callgrind_annotate /tmp/cg/callgrind.out.*
+#   scripts/bench-callgrind.sh --shapes string-id,object3-id --users-globs 100   # open mode vs a user with 100 glob rules
 #
 # Each shape takes two kvod runs under valgrind (about 30 s each on the CI machine class).
 set -euo pipefail

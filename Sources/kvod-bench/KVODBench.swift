@@ -76,7 +76,7 @@ struct KVODBench {
         print("usage: kvod-bench engine [--observations N] [--sets N] [--globs N]")
         print("       kvod-bench engine-permissions [--sets 1000000] [--globs 100]")
         print("       kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (<command> --help)")
-        print("       kvod-bench callgrind [--shapes string,object3-id,...] [--subscribers 1] [--sets 20480] [--warmup 2048]")
+        print("       kvod-bench callgrind [--shapes string,object3-id,...] [--subscribers 1] [--sets 20480] [--warmup 2048] [--users-globs N]")
         print("       kvod-bench storage [--objects N] [--commits N]")
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         print("       kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]")
