@@ -22,8 +22,8 @@ public final class UsersFileLock {
     }
 
     /// The lock file's path.
-    public let path: String
-    private var descriptor: Int32
+    public var path: String { lock.path }
+    private let lock: AdvisoryFileLock
 
     /// How long `init` keeps trying while the lock is held the other way, in milliseconds (a command
     /// rewriting the file holds it for a moment only).
@@ -33,34 +33,18 @@ public final class UsersFileLock {
     /// the other way for `contendedWaitMilliseconds` (`editing`: a kvod serves the file). Throws when the
     /// lock file cannot be opened or locked for another reason. Blocks while it waits.
     public init?(usersFile: String, mode: Mode) throws(UserDirectoryError) {
-        path = usersFile + ".lock"
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw UserDirectoryError("cannot open the users file's lock '\(path)': \(String(cString: strerror(errno)))")
-        }
-        let operation = mode == .serving ? LOCK_SH : LOCK_EX
-        var waited = 0
-        while flock(descriptor, operation | LOCK_NB) != 0 {
-            let failure = errno
-            if failure == EINTR { continue }
-            if failure == EWOULDBLOCK, waited < UsersFileLock.contendedWaitMilliseconds {
-                usleep(10_000)
-                waited += 10
-                continue
-            }
-            close(descriptor)
-            descriptor = -1
-            if failure == EWOULDBLOCK { return nil }
-            throw UserDirectoryError("cannot lock the users file's lock '\(path)': \(String(cString: strerror(failure)))")
+        let path = usersFile + ".lock"
+        do {
+            guard let lock = try AdvisoryFileLock(path: path, exclusive: mode == .editing,
+                                                  waitMilliseconds: UsersFileLock.contendedWaitMilliseconds)
+            else { return nil }
+            self.lock = lock
+        } catch let failure {
+            let verb = if case .cannotOpen = failure { "open" } else { "lock" }
+            throw UserDirectoryError("cannot \(verb) the users file's lock '\(path)': \(failure.reason)")
         }
     }
-
-    deinit { release() }
 
     /// Releases the lock (closing the file). Idempotent.
-    public func release() {
-        guard descriptor >= 0 else { return }
-        close(descriptor)
-        descriptor = -1
-    }
+    public func release() { lock.release() }
 }

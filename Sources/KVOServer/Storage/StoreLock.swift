@@ -13,8 +13,8 @@ import Darwin
 /// (closing any descriptor of that file would drop SQLite's own POSIX locks). Loop thread (its owner's).
 final class StoreLock {
     /// The lock file's path.
-    let path: String
-    private var descriptor: Int32
+    var path: String { lock.path }
+    private let lock: AdvisoryFileLock
 
     /// How long `init` keeps trying while another holder has the lock, in milliseconds.
     ///
@@ -28,33 +28,16 @@ final class StoreLock {
     /// `contendedWaitMilliseconds`. Throws the `errno` text when the file cannot be opened or locked for
     /// another reason. Blocks the calling thread while it waits (start-up only).
     init?(path: String) throws(StorageError) {
-        self.path = path
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw .directory(path: path, reason: "the lock file cannot be opened (\(String(cString: strerror(errno))))")
-        }
-        var waited = 0
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            let failure = errno
-            if failure == EINTR { continue }
-            if failure == EWOULDBLOCK, waited < StoreLock.contendedWaitMilliseconds {
-                usleep(10_000)
-                waited += 10
-                continue
-            }
-            close(descriptor)
-            descriptor = -1
-            if failure == EWOULDBLOCK { return nil }
-            throw .directory(path: path, reason: "the lock file cannot be locked (\(String(cString: strerror(failure))))")
+        do {
+            guard let lock = try AdvisoryFileLock(path: path, exclusive: true,
+                                                  waitMilliseconds: StoreLock.contendedWaitMilliseconds) else { return nil }
+            self.lock = lock
+        } catch let failure {
+            let verb = if case .cannotOpen = failure { "opened" } else { "locked" }
+            throw .directory(path: path, reason: "the lock file cannot be \(verb) (\(failure.reason))")
         }
     }
-
-    deinit { release() }
 
     /// Releases the lock (closing the file). Idempotent.
-    func release() {
-        guard descriptor >= 0 else { return }
-        close(descriptor)
-        descriptor = -1
-    }
+    func release() { lock.release() }
 }
