@@ -1,0 +1,264 @@
+import CLibUV
+import KVOJSON
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Cluster glue: the data directory check, bootstrapping, submitting writes to the stream, applying stream entries, revision waits.
+/// Loop thread only, like the rest of `Server`.
+extension Server {
+    /// Why a data directory must not be used as it is asked to (nil: it may): a cluster node's directory holds
+    /// the state of one stream and is never started alone or in another stream's cluster (it would diverge from
+    /// the other nodes without anyone noticing), and a cluster node starts on data of its own stream or on an
+    /// empty directory (revision 0, no classes), never on a single node's data.
+    static func clusterDirectoryProblem(recorded: String?, cluster: ClusterConfiguration?, revision: UInt64,
+                                        classes: Int) -> String? {
+        switch (recorded, cluster) {
+        case (nil, nil):
+            return nil
+        case let (recorded?, nil):
+            return "the data directory belongs to cluster stream '\(recorded)': start it with --cluster and --cluster-stream \(recorded), or use another directory"
+        case let (recorded?, cluster?) where recorded != cluster.stream:
+            return "the data directory belongs to cluster stream '\(recorded)', not '\(cluster.stream)': use an empty directory for a node of another stream"
+        case (_?, _?):
+            return nil
+        case (nil, _?) where revision > 0 || classes > 0:
+            return "the data directory holds data written outside cluster mode (revision \(revision)): a cluster node starts on an empty directory and gets its state from the stream"
+        case (nil, _?):
+            return nil
+        }
+    }
+
+    /// Start-up (before the loop serves): `SnapshotBootstrap.run`, logging what it did and the snapshot it
+    /// chose.
+    static func bootstrap(_ cluster: ClusterConfiguration, applied: UInt64, logger: Logger) -> SnapshotBootstrap.Outcome {
+        let outcome = SnapshotBootstrap.run(cluster, applied: applied) { text, isError in
+            if isError { logger.warning("\(text)") } else { logger.info("\(text)") }
+        }
+        if case let .install(snapshot) = outcome {
+            logger.info("cluster: bootstrapping from the snapshot of stream sequence \(snapshot.sequence) (revision \(snapshot.revision), \(snapshot.objects.count) objects, \(snapshot.classes.count) classes, \(snapshot.bindings.count) bindings); the stream is consumed from \(snapshot.sequence + 1)")
+        }
+        return outcome
+    }
+
+    /// Cluster mode: a write is not applied here and now but queued for the stream (the next check phase
+    /// appends this iteration's writes as one batch). The connection goes on reading: more writes join the
+    /// queue (answered in request order, as one node's batches apply in stream order), anything else is held
+    /// until they are answered (`pipelinedWrites`), and at `--max-pending-requests` writes in flight it
+    /// reads nothing more until one is answered. `bind`, `combineLatest` and
+    /// `unbind` go the same way: every node creates the binding with the same id, and its `binding`
+    /// events reach the creator's connection on this node only (`applyClusterEntry`). Loop thread.
+    func submitToCluster(_ cluster: ClusterReplicator, _ request: Request, line: UnsafeBufferPointer<UInt8>,
+                                 id: JSONValue?, connection: Connection) {
+        let operation = MetricsOperation(request)
+        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        cluster.submit(line: Array(line), user: connection.principal?.user,
+                       writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
+                                                        deadline: deadline))
+        if pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
+            connection.pauseReading(.replication)
+        }
+    }
+
+    /// Answers a cluster write (applied, refused or `unavailable`) if its connection is still open. Returns
+    /// the connection when this was its last write in flight and a request is held behind it: the caller
+    /// hands it to `releaseHeldRequest` once it may handle a request (not in the middle of an entry).
+    func answerClusterWrite(_ writer: ClusterReplicator.Writer,
+                                    _ reply: Result<[(String, JSONValue)], KVOError>) -> Connection? {
+        let remaining = pipelinedWrites.answered(writer.connection)
+        guard let connection = connection(writer.connection)?.takeUnretainedValue() else {
+            if remaining == 0 { _ = pipelinedWrites.takeHeld(writer.connection) }
+            return nil
+        }
+        send(reply, id: writer.requestID, to: connection, counting: writer.operation)
+        if pipelinedWrites.isHolding(writer.connection) { return remaining == 0 ? connection : nil }
+        if remaining < configuration.maximumPendingRequests { connection.resumeReading(.replication) }
+        return nil
+    }
+
+    /// Handles the request `connection` held behind its writes, now all answered, and lets it read again.
+    func releaseHeldRequest(_ connection: Connection) {
+        guard let held = pipelinedWrites.takeHeld(connection.id) else { return }
+        if !connection.isClosing {
+            switch held {
+            case let .line(line): line.withUnsafeBufferPointer { handleLine($0, from: connection) }
+            case .oversizedLine: answerOversizedLine(connection)
+            }
+        }
+        connection.resumeReading(.replication)
+    }
+
+    /// Check phase: hands the writes queued this iteration to the bridge as one batch (unless a batch is
+    /// still being appended: they then go with the next one).
+    func publishClusterBatch(_ cluster: ClusterReplicator) {
+        let deadline = uv_hrtime() &+ UInt64(cluster.configuration.writeTimeout * 1e9)
+        if let job = cluster.takeBatch(deadline: deadline) { clusterBridge?.enqueue(job) }
+    }
+
+    /// The bridge posted: apply stream entries in order, note appended batches, answer writes whose batch
+    /// could not be appended. Loop thread (the cluster async handle).
+    func drainClusterInbox() {
+        guard let cluster, let clusterInbox else { return }
+        for message in clusterInbox.takeAll() {
+            switch message {
+            case let .entry(sequence, data):
+                applyClusterEntry(cluster, sequence: sequence, data: data)
+                releaseRevisionWaits()
+            case let .published(batch, _):
+                cluster.appended(batch)
+            case let .publishFailed(batch, reason, attempted):
+                logger.error("cluster: could not append a batch in \(cluster.configuration.writeTimeout) s: \(reason)")
+                answerUnavailable(cluster.appendFailed(batch, attempted: attempted))
+            case let .log(text, isError):
+                if isError { logger.warning("\(text)") } else { logger.info("\(text)") }
+            }
+        }
+    }
+
+    /// Applies stream entry `sequence` through the engine, as every node does: each operation with its
+    /// writer's rights, its events delivered to this node's observers, and its reply sent when the writer
+    /// is connected here. Entries at or below the applied sequence (a consumer restarted) are skipped; a
+    /// gap, an entry that does not decode or one of an unknown engine version stops the node (exit 65)
+    /// rather than let it diverge: what it applied before is committed, and it resumes from there.
+    func applyClusterEntry(_ cluster: ClusterReplicator, sequence: UInt64, data: [UInt8]) {
+        guard sequence > cluster.appliedSequence else { return }
+        guard sequence == cluster.appliedSequence + 1 else {
+            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream: restarted, this node installs the newest snapshot)")
+        }
+        let entry: ReplicationEntry
+        do throws(ReplicationEntryError) {
+            entry = try ReplicationEntry.decode(data)
+        } catch {
+            stopForCluster("stream entry \(sequence): \(error)")
+        }
+        guard KVOEngine.oldestReplicationVersion...KVOEngine.replicationVersion ~= entry.version else {
+            stopForCluster("stream entry \(sequence) is of engine version \(entry.version); this kvod knows versions \(KVOEngine.oldestReplicationVersion)...\(KVOEngine.replicationVersion) only: upgrade it")
+        }
+        let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
+        var released: [Connection] = []
+        for (index, operation) in entry.operations.enumerated() {
+            let writer = writers.flatMap { index < $0.count ? $0[index] : nil }
+            if let change = operation.userChange {
+                let reply = applyReplicated(change, by: operation.user, tokenText: writer?.tokenText)
+                guard let writer else { continue }
+                if let connection = answerClusterWrite(writer, reply) { released.append(connection) }
+                continue
+            }
+            let decoded = RequestDecoder.decode(operation.line)
+            let outcome: RequestHandler.Outcome
+            notifications.removeAll(keepingCapacity: true)
+            switch decoded.request {
+            case let .success(request) where request.isWrite:
+                outcome = handler.handle(request, valueText: decoded.valueText,
+                                         from: writer?.connection ?? Server.clusterConnection,
+                                         access: clusterAccess(forUser: operation.user), notifications: &notifications)
+            case .success:
+                outcome = .init(reply: .failure(KVOError(.badRequest, "not a write")), order: .afterNotifications)
+            case let .failure(error):
+                outcome = .init(reply: .failure(error), order: .afterNotifications)
+            }
+            deliverNotifications()
+            deliverBindingEvents()
+            guard let writer else { continue }
+            if let connection = answerClusterWrite(writer, outcome.reply) { released.append(connection) }
+        }
+        cluster.appliedSequence = sequence
+        if let snapshotPublisher, sequence % cluster.configuration.snapshotEvery == 0 {
+            snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence))
+        }
+        for connection in released { releaseHeldRequest(connection) }
+    }
+
+    /// A read or observe whose `atLeastRev` is beyond this node's revision. In cluster mode it waits until
+    /// this node applies that revision (the connection reads nothing more meanwhile, so replies stay in
+    /// request order) or `--cluster-write-timeout` passes (`unavailable`). In single mode no other node
+    /// will bring that revision, and every revision this server gave is at or below its own: the request
+    /// is refused at once (`bad_request`). Loop thread.
+    func holdForRevision(_ revision: UInt64, _ request: Request, decoded: RequestDecoder.Decoded,
+                                 connection: Connection) {
+        guard let cluster else {
+            let message = "'atLeastRev' \(revision) is beyond this server's revision \(handler.engine.revision) (a revision from another server, or from before an in-memory server restarted?)"
+            send(.failure(KVOError(.badRequest, message)), id: decoded.id, to: connection, counting: MetricsOperation(request))
+            return
+        }
+        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id, requestID: decoded.id,
+                                                request: request, valueText: decoded.valueText, deadline: deadline))
+        connection.pauseReading(.revision)
+    }
+
+    /// After an entry was applied: carries out the held requests whose revision this node has reached,
+    /// and lets their connections read again.
+    func releaseRevisionWaits() {
+        guard !revisionWaits.isEmpty else { return }
+        for item in revisionWaits.takeReady(revision: handler.engine.revision) {
+            guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
+            perform(item.request, id: item.requestID, valueText: item.valueText, connection: connection)
+            connection.resumeReading(.revision)
+        }
+    }
+
+    /// Held requests past `--cluster-write-timeout`: answered `unavailable`, their connections read again.
+    func expireRevisionWaits(_ cluster: ClusterReplicator, now: UInt64) {
+        guard !revisionWaits.isEmpty else { return }
+        for item in revisionWaits.takeExpired(now: now) {
+            guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
+            let message = "this node had not applied revision \(item.revision) within \(cluster.configuration.writeTimeout) s (it is at \(handler.engine.revision): behind, or cut off from the stream)"
+            send(.failure(KVOError(.unavailable, message)), id: item.requestID, to: connection,
+                 counting: MetricsOperation(item.request))
+            connection.resumeReading(.revision)
+        }
+    }
+
+    /// A user change from the stream: applied when its sender is, at this point of the stream, a user
+    /// with admin on every object (checked again here, as every node does, since the sender's rights may
+    /// have changed since the node that took it checked them).
+    func applyReplicated(_ change: UserChange, by sender: String?, tokenText: String?) -> Result<[(String, JSONValue)], KVOError> {
+        guard let sender, policy(ofUser: sender)?.isServerAdmin == true else {
+            return .failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')"))
+        }
+        return apply(change, tokenText: tokenText)
+    }
+
+    /// Who an operation from the stream acts as: its writer's user with this node's rules for the user
+    /// (the users must be the same on every node), or open mode's rights for a write made in open mode.
+    func clusterAccess(forUser user: String?) -> ConnectionAccess {
+        guard let user else { return users.isEmpty ? ConnectionAccess.open() : ConnectionAccess(ConnectionAccess.nobody) }
+        guard let policy = policy(ofUser: user) else { return ConnectionAccess(ConnectionAccess.nobody) }
+        return ConnectionAccess(Principal(user: user, policy: policy))
+    }
+
+    /// Writes past `--cluster-write-timeout`: answered `unavailable`, their connections read again.
+    func expireClusterWrites(_ cluster: ClusterReplicator, now: UInt64) {
+        let expired = cluster.expire(now: now)
+        guard !expired.isEmpty else { return }
+        logger.warning("cluster: \(expired.count) write\(expired.count == 1 ? "" : "s") not applied within \(cluster.configuration.writeTimeout) s; answered unavailable")
+        answerUnavailable(expired)
+    }
+
+    func answerUnavailable(_ expired: [ClusterReplicator.Expired]) {
+        guard let cluster else { return }
+        var released: [Connection] = []
+        for item in expired {
+            let seconds = cluster.configuration.writeTimeout
+            let message = item.definitive
+                ? "the cluster's stream could not be reached within \(seconds) s (NATS unavailable); the write was not made"
+                : "the write was not confirmed within \(seconds) s (NATS unavailable or slow); it may still be applied: read before retrying"
+            if let connection = answerClusterWrite(item.writer, .failure(KVOError(.unavailable, message))) {
+                released.append(connection)
+            }
+        }
+        for connection in released { releaseHeldRequest(connection) }
+    }
+
+    /// The connection id stream operations from other nodes run as (their writer is elsewhere).
+    static let clusterConnection = ConnectionID(0, slot: UInt32.max)
+
+    /// Stops the node without applying further: what it applied is committed, so a restart resumes from there.
+    func stopForCluster(_ reason: String) -> Never {
+        logger.critical("cluster: \(reason); stopping this node")
+        commitPendingWrites()
+        exit(65)  // EX_DATAERR
+    }
+}

@@ -1,0 +1,85 @@
+import CLibUV
+import KVOJSON
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The server as its connections' delegate: lines, oversized lines, TLS handshakes, flushes, closings.
+extension Server: ConnectionDelegate {
+    func connection(_ connection: Connection, didReceiveLine line: UnsafeBufferPointer<UInt8>) {
+        handleLine(line, from: connection)
+    }
+
+    func connectionDidReceiveOversizedLine(_ connection: Connection) {
+        // Cluster mode: answered in order, after the connection's writes in flight.
+        if cluster != nil, pipelinedWrites.count(of: connection.id) > 0 {
+            pipelinedWrites.hold(.oversizedLine, for: connection.id)
+            connection.pauseReading(.replication)
+            return
+        }
+        answerOversizedLine(connection)
+    }
+
+    func answerOversizedLine(_ connection: Connection) {
+        let error = KVOError(.tooLarge, "line longer than \(configuration.maximumLineLength) bytes; discarded")
+        send(.failure(error), id: nil, to: connection)
+    }
+
+    var mayWriteImmediately: Bool {
+        store == nil || (!handler.engine.hasUncommittedWrites && (cluster == nil || cluster!.appliedSequence == cluster!.committedSequence))
+    }
+
+    func connectionsPassedTotalInputLimit(_ connection: Connection) {
+        peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
+        enforceTotalInputLimit()
+    }
+
+    func connectionDidCompleteTLSHandshake(_ connection: Connection) {
+        var metadata: Logger.Metadata = ["connection": "\(connection.id)", "peer": "\(connection.peer)"]
+        if let name = connection.verifiedClientCommonName { metadata["clientCN"] = "\(PrintableText.escaped(name))" }
+        logger.debug("TLS handshake complete", metadata: metadata)
+        // A verified client certificate whose CN names a user logs the connection in as that user, as a
+        // successful `auth` would (docs/protocol.md, "TLS"); in open mode there is nobody to be.
+        if connection.principal == nil, let name = connection.verifiedClientCommonName, let user = users.user(named: name) {
+            connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
+            logger.debug("authenticated by client certificate", metadata: [
+                "connection": "\(connection.id)", "peer": "\(connection.peer)", "user": "\(user.name)",
+            ])
+        }
+    }
+
+    func connectionNeedsFlush(_ connection: Connection) {
+        flushQueue.append(connection)
+    }
+
+    func connectionHasHeldInput(_ connection: Connection) {
+        if heldInputQueue.isEmpty { uv_idle_start(replayIdleHandle, Server.idleCallback) }
+        heldInputQueue.append(connection)
+    }
+
+    func connectionDidClose(_ connection: Connection, reason: CloseReason) {
+        let slot = Int(connection.id.slot)
+        if slot < slots.count, slots[slot]?.takeUnretainedValue() === connection {
+            slots[slot] = nil
+            freeSlots.append(UInt32(slot))
+            openConnections -= 1
+            metrics.connectionClosed(Server.metricsTransport(of: connection), reason: reason)
+        }
+        let removed = handler.engine.disconnect(connection.id)
+        if connection.pausedReasons.contains(.verification) { passwordChecks.cancelWaiting(of: connection.id) }
+        let metadata: Logger.Metadata = [
+            "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",
+        ]
+        if reason.isNoteworthy {
+            if let slot = reason.rateLimitSlot {
+                // The count includes this closing: the others were held back since the last line.
+                guard let count = closingLogLimits[slot].record(at: uv_now(loop.raw)) else { return }
+                if count > 1 { logSuppressedClosings(count - 1, slot: slot) }
+            }
+            logger.warning("connection closed: \(reason)", metadata: metadata)
+        } else {
+            logger.debug("connection closed: \(reason)", metadata: metadata)
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import CLibUV
+import KVOJSON
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One request line from a connection to its reply: gating before login, routing (engine, authentication, administration, cluster), and replies with their metrics.
+/// Loop thread only, like the rest of `Server`.
+extension Server {
+    func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
+        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        connection.hasSentRequest = true
+        // Before a login (users defined) only hello, auth and ping are looked at: docs/protocol.md.
+        let decoded = connection.principal == nil ? RequestDecoder.decodeBeforeLogin(line) : RequestDecoder.decode(line)
+        // Cluster mode: after writes in flight on this connection, only more writes go on at once (they join
+        // the next batch); anything else waits until those writes are answered, to be answered after them.
+        if cluster != nil, pipelinedWrites.count(of: connection.id) > 0, !Server.joinsPipeline(decoded, connection) {
+            pipelinedWrites.hold(.line(Array(line)), for: connection.id)
+            connection.pauseReading(.replication)
+            return
+        }
+        let request: Request
+        switch decoded.request {
+        case let .success(value): request = value
+        case let .failure(error):
+            send(.failure(error), id: decoded.id, to: connection, counting: .invalid)
+            return
+        }
+        switch request {
+        case let .auth(credentials):
+            authenticate(credentials, id: decoded.id, connection: connection)
+            return
+        case let .admin(adminRequest):
+            guard connection.principal != nil else {
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: .admin)
+                return
+            }
+            administer(adminRequest, id: decoded.id, connection: connection)
+            return
+        case .hello, .ping:
+            break
+        default:
+            guard connection.principal != nil else {
+                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: MetricsOperation(request))
+                return
+            }
+        }
+        if let cluster, request.isWrite {
+            submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection)
+            return
+        }
+        if let atLeastRev = decoded.atLeastRev, atLeastRev > handler.engine.revision {
+            holdForRevision(atLeastRev, request, decoded: decoded, connection: connection)
+            return
+        }
+        perform(request, id: decoded.id, valueText: decoded.valueText, connection: connection)
+    }
+
+    /// Whether a request is a write that may be submitted to the cluster behind this connection's writes in
+    /// flight: a decoded write from a logged-in connection (anything else is answered in order after them).
+    /// Not an admin operation: some are answered at once (`userList`, a refusal, a password being hashed
+    /// first), so it waits for the writes before it and is then counted with them (`commit`).
+    static func joinsPipeline(_ decoded: RequestDecoder.Decoded, _ connection: Connection) -> Bool {
+        guard connection.principal != nil, case let .success(request) = decoded.request else { return false }
+        if case .admin = request { return false }
+        return request.isWrite
+    }
+
+    /// Carries out a request that is not a cluster write, replies and delivers its events. Loop thread.
+    func perform(_ request: Request, id: JSONValue?, valueText: [UInt8]?, connection: Connection) {
+        notifications.removeAll(keepingCapacity: true)
+        let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
+                                 id: id)
+        if case let .hello(_, events?) = request { connection.eventEncoding = events }
+        let outcome = handler.handle(request, valueText: valueText, from: connection.id,
+                                     access: connection.access, budget: budget,
+                                     eventEncoding: connection.eventEncoding, notifications: &notifications)
+        let operation = MetricsOperation(request)
+        switch outcome.order {
+        case .afterNotifications:
+            deliverNotifications()
+            deliverBindingEvents()
+            send(outcome.reply, id: id, to: connection, counting: operation)
+        case .beforeNotifications:
+            send(outcome.reply, id: id, to: connection, counting: operation)
+            deliverNotifications()
+            deliverBindingEvents()
+        }
+    }
+
+    /// Queues a reply; `counting` names the request's operation for `kvod_requests_total` (nil: not a
+    /// request's answer, or counted elsewhere).
+    func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection,
+                      counting operation: MetricsOperation? = nil) {
+        if let operation {
+            switch reply {
+            case .success: metrics.countRequest(operation, error: nil)
+            case let .failure(error): metrics.countRequest(operation, error: error.code)
+            }
+        }
+        Server.empty(&replyBuffer)
+        switch reply {
+        case let .success(fields): ReplyEncoder.success(id: id, fields: fields, into: &replyBuffer)
+        case let .failure(error): ReplyEncoder.failure(id: id, error: error, into: &replyBuffer)
+        }
+        connection.enqueueReply(replyBuffer)
+        if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
+    }
+}

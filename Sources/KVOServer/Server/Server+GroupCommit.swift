@@ -1,0 +1,103 @@
+import CLibUV
+import KVOJSON
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The end of a loop iteration: group commit to the store, checkpoints, flushing connections, replaying held input.
+/// Loop thread only, like the rest of `Server`.
+extension Server {
+    /// Group commit: makes every write accepted during this loop iteration durable, in one
+    /// transaction, before any reply or event about it leaves the server. If the disk refuses, kvod
+    /// stops at once without sending them: nothing is acknowledged that is not stored.
+    func commitPendingWrites() {
+        guard let store else { return }
+        var batch = handler.engine.takeCommitBatch()
+        if let cluster, cluster.appliedSequence != cluster.committedSequence { batch.streamSequence = cluster.appliedSequence }
+        if !uncommittedUsers.isEmpty {
+            for name in uncommittedUsers.sorted() { batch.users[name] = .some(users.user(named: name)) }
+            uncommittedUsers.removeAll()
+        }
+        guard !batch.isEmpty || batch.streamSequence != nil else { return }
+        do {
+            let started = uv_hrtime()
+            try store.commit(batch)
+            if let sequence = batch.streamSequence { cluster?.committedSequence = sequence }
+            metrics.groupCommitted(nanoseconds: uv_hrtime() &- started)
+            checkpointIfNeeded(store)
+        } catch {
+            let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
+            logger.critical("cannot persist \(revisions): \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging them")
+            exit(74)  // EX_IOERR
+        }
+    }
+
+    /// After a group commit: a passive checkpoint on the thread pool once the WAL holds
+    /// `walCheckpointStartBytes` (one at a time; when one ends and the WAL still needs one, the next
+    /// commit queues it). When the commit took the WAL past `--wal-limit` (checkpoints not keeping up),
+    /// the store ran the blocking fallback itself (`PersistentStore.blockingCheckpoint`): logged here, at
+    /// most once a second.
+    func checkpointIfNeeded(_ store: PersistentStore) {
+        if let fallback = store.blockingCheckpoint, let count = blockingCheckpointLog.record(at: uv_now(loop.raw)) {
+            let what = count == 1 ? "a blocking checkpoint" : "\(count) blocking checkpoints"
+            if fallback.emptied {
+                logger.warning("the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(store.walLimitBytes)): \(what) on the event loop; background checkpoints are not keeping up with the writes")
+            } else {
+                logger.error("the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(store.walLimitBytes)) and \(what) could not empty it within 10 s (another process reading the database?); trying again after the next commit")
+            }
+        }
+        if store.checkpointNeed != .none {
+            checkpointJob?.start(on: loop.raw) { _ in }
+        }
+    }
+
+    /// Closes the background checkpoint's connection, then the store (the last connection to close
+    /// checkpoints the WAL into the database file and removes it).
+    func closeStore() {
+        checkpointJob?.close()
+        store?.close()
+    }
+
+    /// End of a loop iteration: commit this iteration's writes, then one write per connection with
+    /// output.
+    func flushConnections() {
+        if let cluster { publishClusterBatch(cluster) }
+        commitPendingWrites()
+        eventBytesSinceFlush = 0
+        guard !flushQueue.isEmpty else { return }
+        swap(&flushQueue, &flushing)
+        for connection in flushing { connection.flush() }
+        flushing.removeAll(keepingCapacity: true)
+    }
+
+    /// Fast path for a large burst (many pipelined writes fanned out to many subscribers in one loop
+    /// iteration): once the events queued since the last flush pass `earlyFlushBytes`, write them
+    /// now instead of at the end of the iteration, so the kernel copies output that is still in the
+    /// CPU cache and the chunks go back to the pool to be reused while warm. Written at the end, a
+    /// burst's output (tens of MB at 100 subscribers) is cold by the time it is copied. Only when
+    /// `mayWriteImmediately`: output about writes not yet durable still waits for the group commit.
+    /// Per connection the order is unchanged (a flush writes what is queued, in order).
+    @inline(__always)
+    func flushEarlyIfOutputIsLarge() {
+        guard eventBytesSinceFlush >= Server.earlyFlushBytes, mayWriteImmediately else { return }
+        flushConnections()
+    }
+
+    /// Event bytes (tails, all recipients together) that trigger `flushEarlyIfOutputIsLarge()`.
+    /// 4 MiB measured best at 100 subscribers (40 KiB per connection per write): 1 MiB and less
+    /// paid more in `write` calls than they saved in cache misses, 8 MiB and more (or never
+    /// flushing early) left the output cold (docs/performance.md, optimisation steps).
+    static let earlyFlushBytes = 4 << 20
+
+    /// Hands out the lines held by connections resumed since the last check phase (each may pause
+    /// again, holding the rest for a later round). Runs before the group commit, so their replies go
+    /// out in this iteration's flush.
+    func replayHeldInput() {
+        guard !heldInputQueue.isEmpty else { return }
+        let connections = heldInputQueue
+        heldInputQueue.removeAll(keepingCapacity: true)
+        for connection in connections { connection.replayHeldInput() }
+        if heldInputQueue.isEmpty { uv_idle_stop(replayIdleHandle) }
+    }
+}

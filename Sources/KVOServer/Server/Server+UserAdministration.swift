@@ -1,0 +1,186 @@
+import CLibUV
+import KVOJSON
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// User administration online: userAdd, userRemove, grants, tokens, and persisting the users.
+/// Loop thread only, like the rest of `Server`.
+extension Server {
+    /// An admin operation: needs `isServerAdmin`. `userList` is answered from this node's users; every
+    /// other operation becomes a `UserChange` (a new password is hashed on the thread pool first, the
+    /// connection waiting for it as for a password check; a new token is made here) and is carried out
+    /// by `commit(_:tokenText:id:connection:)`.
+    func administer(_ request: AdminRequest, id: JSONValue?, connection: Connection) {
+        guard connection.principal?.policy.isServerAdmin == true else {
+            send(.failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')")), id: id, to: connection, counting: .admin)
+            return
+        }
+        switch request {
+        case .userList:
+            let list = users.users.map { user in
+                JSONValue.object(["name": .string(user.name), "rules": .array(user.rules.map(\.json)),
+                                  "tokens": .array(user.tokens.map { .string($0.id) })])
+            }
+            send(.success([("users", .array(list))]), id: id, to: connection, counting: .admin)
+        case let .userAdd(name, password, rules, cost):
+            // Checked before the slow hash; the change itself decides again when it is applied.
+            guard users.user(named: name) == nil else {
+                send(.failure(KVOError(.exists, "user '\(name)' exists already")), id: id, to: connection, counting: .admin)
+                return
+            }
+            hashThenCommit(password: password, cost: cost, id: id, connection: connection) { .add(user: name, passwordHash: $0, rules: rules) }
+        case let .userPasswd(name, password, cost):
+            guard users.user(named: name) != nil else {
+                send(.failure(KVOError(.notFound, UserDirectory.noSuchUser(name))), id: id, to: connection, counting: .admin)
+                return
+            }
+            hashThenCommit(password: password, cost: cost, id: id, connection: connection) { .setPassword(user: name, passwordHash: $0) }
+        case let .userRemove(name):
+            commit(.remove(user: name), id: id, connection: connection)
+        case let .userGrant(name, rules):
+            commit(.grant(user: name, rules: rules), id: id, connection: connection)
+        case let .userRevoke(name, rules):
+            commit(.revoke(user: name, rules: rules), id: id, connection: connection)
+        case let .tokenCreate(name):
+            var made = APIToken.generate()
+            while users.hasToken(id: made.token.id) { made = APIToken.generate() }
+            commit(.addToken(user: name, token: made.token), tokenText: made.text, id: id, connection: connection)
+        case let .tokenRevoke(name, tokenID):
+            commit(.revokeToken(user: name, tokenID: tokenID), id: id, connection: connection)
+        }
+    }
+
+    func hashThenCommit(password: String, cost: PasswordHasher.Cost, id: JSONValue?, connection: Connection,
+                                change: @escaping (String) -> UserChange) {
+        connection.pauseReading(.verification)
+        let job = PasswordHashJob(requestID: id, connection: connection.id, password: password, cost: cost) {
+            [unowned self] job in
+            guard let connection = self.connection(job.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
+            switch job.result {
+            case let .success(hash): self.commit(change(hash), id: job.requestID, connection: connection)
+            case let .failure(error): self.send(.failure(KVOError(.badRequest, "\(error)")), id: job.requestID, to: connection, counting: .admin)
+            }
+            connection.resumeReading(.verification)
+        }
+        job.start(on: loop.raw)
+    }
+
+    /// Carries out a user change for `connection`: at once in single mode; in cluster mode through the
+    /// stream like a write (every node applies it in stream order, and this node answers once it has).
+    /// `tokenText`: a new token's text, for the reply only (never replicated or stored).
+    func commit(_ change: UserChange, tokenText: String? = nil, id: JSONValue?, connection: Connection) {
+        guard let cluster else {
+            send(apply(change, tokenText: tokenText), id: id, to: connection, counting: .admin)
+            return
+        }
+        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        cluster.submit(userChange: change, user: connection.principal?.user,
+                       writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: .admin,
+                                                        deadline: deadline, tokenText: tokenText))
+        // Counted with the connection's writes in flight: what it sends next is answered after this change.
+        if pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
+            connection.pauseReading(.replication)
+        }
+    }
+
+    /// Applies a user change to the users, persists it, and updates the affected connections and
+    /// bindings; the reply. The same on every node for the same users (cluster mode); only the reply's
+    /// counts of this node's connections differ.
+    func apply(_ change: UserChange, tokenText: String?) -> Result<[(String, JSONValue)], KVOError> {
+        do throws(UserDirectoryError) {
+            try change.apply(to: users)
+        } catch {
+            switch error.kind {
+            case .notFound: return .failure(KVOError(.notFound, error.message))
+            case .exists: return .failure(KVOError(.exists, error.message))
+            case .invalid: return .failure(KVOError(.badRequest, error.message))
+            }
+        }
+        let name = change.user
+        switch change {
+        case .add:
+            persistUsers(changed: [name])
+            logger.notice("user '\(name)' added")
+            if users.count == 1 { endOpenMode() }
+            return .success([("user", .string(name))])
+        case .remove:
+            persistUsers(removed: [name])
+            let closed = connections(of: name)
+            for connection in closed { connection.close(reason: .userRemoved(name)) }
+            // The user's bindings stop (no rights any more).
+            compiledPolicies[name] = nil
+            handler.engine.recheckBindings(ofUser: name)
+            deliverBindingEvents()
+            logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
+            return .success([("user", .string(name)), ("closedConnections", .int(Int64(closed.count)))])
+        case .setPassword:
+            persistUsers(changed: [name])
+            logger.notice("password of user '\(name)' changed")
+            return .success([("user", .string(name))])
+        case .grant, .revoke:
+            return rulesChanged(of: name)
+        case let .addToken(_, token):
+            persistUsers(changed: [name])
+            logger.notice("API token '\(token.id)' created for user '\(name)'")
+            var reply: [(String, JSONValue)] = [("user", .string(name))]
+            if let tokenText { reply.append(("token", .string(tokenText))) }
+            reply.append(("tokenID", .string(token.id)))
+            return .success(reply)
+        case let .revokeToken(_, tokenID):
+            persistUsers(changed: [name])
+            logger.notice("API token '\(PrintableText.escaped(tokenID, limit: 64))' of user '\(name)' revoked")
+            return .success([("user", .string(name)), ("revoked", .string(tokenID))])
+        }
+    }
+
+    /// A user's rules changed: persisted, and every open connection of the user gets a new
+    /// `Principal` at once (then `principalDidChange(of:)`).
+    func rulesChanged(of name: String) -> Result<[(String, JSONValue)], KVOError> {
+        guard let user = users.user(named: name) else { return .failure(KVOError(.notFound, UserDirectory.noSuchUser(name))) }
+        persistUsers(changed: [name])
+        compiledPolicies[name] = nil
+        let policy = self.policy(ofUser: name) ?? AccessPolicy(rules: user.rules)
+        let open = connections(of: name)
+        for connection in open {
+            connection.principal = Principal(user: name, policy: policy)
+            principalDidChange(of: connection)
+        }
+        // The user's bindings are re-checked even when none of its connections is open.
+        handler.engine.recheckBindings(ofUser: name)
+        deliverBindingEvents()
+        logger.notice("rules of user '\(name)' changed; \(open.count) open connection\(open.count == 1 ? "" : "s") updated")
+        return .success([("user", .string(name)), ("rules", .array(user.rules.map(\.json))),
+                         ("updatedConnections", .int(Int64(open.count)))])
+    }
+
+    /// The open connections logged in as `name`. O(connections): admin operations only.
+    func connections(of name: String) -> [Connection] {
+        slots.compactMap { $0?.takeUnretainedValue() }.filter { !$0.isClosing && $0.principal?.user == name }
+    }
+
+    /// Writes the users that changed (or were removed) where they live: the store's `users` table, or
+    /// the users file. A failure stops kvod without acknowledging the change, like a failed commit.
+    ///
+    /// Cluster mode: a node with a store writes them with the next group commit, in the transaction
+    /// that records the stream sequence applied, so a restarted node never applies a user change twice
+    /// or misses one; a node without a store keeps them in memory only (its users file is the users it
+    /// starts from: on a restart it applies the stream again from the start).
+    func persistUsers(changed: [String] = [], removed: [String] = []) {
+        if cluster != nil {
+            if store != nil { uncommittedUsers.formUnion(changed + removed) }
+            return
+        }
+        do {
+            if let store {
+                try store.writeUsers(upserting: changed.compactMap { users.user(named: $0) }, deleting: removed)
+            } else if let path = configuration.usersFile {
+                try UsersFile.save(users, to: path)
+            }
+        } catch {
+            logger.critical("cannot persist a user change: \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging it")
+            exit(74)  // EX_IOERR
+        }
+    }
+}
