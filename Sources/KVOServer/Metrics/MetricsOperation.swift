@@ -2,38 +2,14 @@
 /// administration operations and `invalid` for a request kvod could not decode (malformed JSON, a
 /// missing or unknown `op`, a mistyped field). A small closed set, so the series stay few.
 enum MetricsOperation: Int, CaseIterable {
-    case hello, auth, admin, create, delete, get, set, insert, remove, replace, observe, unobserve, list, info, ping
+    case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, observe, unobserve, list, info, ping
     case defineClass, classes, bind, unbind, bindings, digest
     case invalid
 
-    /// The operation of a decoded request.
+    /// The operation of a decoded request: its row's label (`OperationDeclaration.metrics`).
+    @inline(__always)
     init(_ request: Request) {
-        switch request {
-        case .hello: self = .hello
-        case .auth: self = .auth
-        case .admin: self = .admin
-        case .create: self = .create
-        case .delete: self = .delete
-        case .get: self = .get
-        case .set: self = .set
-        case let .mutateArray(_, _, mutation):
-            switch mutation {
-            case .insert: self = .insert
-            case .remove: self = .remove
-            case .replace: self = .replace
-            }
-        case .observe, .observePattern: self = .observe
-        case .unobserve: self = .unobserve
-        case .list: self = .list
-        case .info: self = .info
-        case .ping: self = .ping
-        case .defineClass: self = .defineClass
-        case .classes: self = .classes
-        case .bind: self = .bind
-        case .unbind: self = .unbind
-        case .bindings: self = .bindings
-        case .digest: self = .digest
-        }
+        self = request.operation.declaration.metrics
     }
 
     /// The label value.
@@ -46,6 +22,7 @@ enum MetricsOperation: Int, CaseIterable {
         case .delete: "delete"
         case .get: "get"
         case .set: "set"
+        case .increment: "increment"
         case .insert: "insert"
         case .remove: "remove"
         case .replace: "replace"

@@ -1,6 +1,7 @@
 import KVOJSON
 
-/// A decoded, validated client request (docs/protocol.md, "Operations").
+/// A decoded, validated client request (docs/protocol.md, "Operations"). Each case is an instance of an
+/// `Operation` (`operation`), whose row in `OperationTable` says everything else about it.
 public enum Request: Equatable, Sendable {
     /// `events`: the event encoding asked for (nil: leave the connection's as it is).
     case hello(client: String?, events: EventEncoding? = nil)
@@ -13,6 +14,9 @@ public enum Request: Equatable, Sendable {
     case delete(object: String)
     case get(object: String, keyPath: KeyPath?)
     case set(object: String, keyPath: KeyPath, value: JSONValue)
+    /// Adds `by` (an integer or a finite number) to the number at `keyPath` (a missing or null value
+    /// counts as 0); replies with the new value.
+    case increment(object: String, keyPath: KeyPath, by: JSONValue)
     /// `insert`, `remove` and `replace` on the array at `keyPath`.
     case mutateArray(object: String, keyPath: KeyPath, mutation: CollectionMutation)
     case observe(object: String, keyPath: KeyPath, options: ObservationOptions, sinceRev: UInt64?)
@@ -34,12 +38,4 @@ public enum Request: Equatable, Sendable {
     /// `digest`: a SHA-256 of the stored state (`StateDigest`), to compare cluster nodes.
     case digest
 
-    /// Whether the request changes stored state: in cluster mode such a request goes through the
-    /// stream (docs/design.md, "Cluster").
-    var isWrite: Bool {
-        switch self {
-        case .create, .delete, .set, .mutateArray, .defineClass, .bind, .unbind, .admin: return true
-        default: return false
-        }
-    }
 }

@@ -13,7 +13,7 @@ public enum RequestDecoder {
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
-        "atLeastRev",
+        "atLeastRev", "by",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -51,17 +51,14 @@ public enum RequestDecoder {
             return Decoded(id: nil, request: .failure(KVOError(.badRequest, "'id' must be a string, number, boolean or null")))
         }
         do throws(KVOError) {
-            let request = try decode(fields)
+            let (operation, request) = try decode(fields)
             var valueText: [UInt8]?
             if case .set = request, let range = fields.compactText(of: "value") {
                 valueText = Array(UnsafeBufferPointer(rebasing: line[range]))
             }
             let atLeastRev = try FieldReader(fields: fields).optionalRevision("atLeastRev")
-            if atLeastRev != nil {
-                switch request {
-                case .get, .list, .info, .observe, .observePattern: break
-                default: throw KVOError(.badRequest, "'atLeastRev' goes with get, list, info and observe only")
-                }
+            if atLeastRev != nil, !operation.declaration.acceptsAtLeastRev {
+                throw KVOError(.badRequest, "'atLeastRev' goes with \(RequestDecoder.atLeastRevOperations) only")
             }
             return Decoded(id: id, request: .success(request), valueText: valueText, atLeastRev: atLeastRev)
         } catch {
@@ -74,8 +71,11 @@ public enum RequestDecoder {
     public static let loginRequired = KVOError(
         .unauthenticated, "authenticate first: {\"op\":\"auth\",\"user\":…,\"password\":…}")
 
-    /// Ops a connection that has not logged in may send: the only ones whose shape is checked then.
-    private static let opsBeforeLogin: Set<String> = ["hello", "auth", "ping"]
+    /// "get, list, info and observe": the operations whose row accepts `atLeastRev`, for its error message.
+    static let atLeastRevOperations: String = {
+        let names = Operation.allCases.filter { $0.declaration.acceptsAtLeastRev }.map(\.name)
+        return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
+    }()
 
     /// Decodes a line from a connection that has not logged in (users defined): `hello`, `auth` and
     /// `ping` as `decode` does; anything else, malformed or not (not JSON, not an object, no `op`, an
@@ -88,7 +88,8 @@ public enum RequestDecoder {
         }
         let fields = RequestFields(members: members)
         let id = fields["id"].flatMap { $0.isScalar ? $0 : nil }
-        guard case let .string(op)? = fields["op"], opsBeforeLogin.contains(op) else {
+        // Only the operations whose row allows it are decoded before a login.
+        guard case let .string(op)? = fields["op"], let operation = Operation(named: op), operation.declaration.beforeLogin else {
             return Decoded(id: id, request: .failure(loginRequired))
         }
         return decode(line)
@@ -99,116 +100,135 @@ public enum RequestDecoder {
         line.withUnsafeBufferPointer { decode($0) }
     }
 
-    private static func decode(_ fields: RequestFields) throws(KVOError) -> Request {
+    /// The operation named by `op` and its row's decoder. Unknown fields are ignored.
+    private static func decode(_ fields: RequestFields) throws(KVOError) -> (Operation, Request) {
         guard let opValue = fields["op"] else { throw KVOError(.badRequest, "missing 'op'") }
         guard case let .string(op) = opValue else { throw KVOError(.badRequest, "'op' must be a string") }
-        let reader = FieldReader(fields: fields)
-        switch op {
-        case "hello":
-            let client = try reader.optionalString("client")
-            guard let name = try reader.optionalString("events") else { return .hello(client: client) }
-            guard let events = EventEncoding(rawValue: name) else {
-                throw KVOError(.badRequest, "unknown events encoding '\(PrintableText.escaped(name, limit: 64))': \(EventEncoding.names)")
-            }
-            return .hello(client: client, events: events)
-        case "auth":
-            if let token = try reader.optionalString("token") {
-                guard fields["user"] == nil, fields["password"] == nil else {
-                    throw KVOError(.badRequest, "auth takes either 'token' or 'user' and 'password', not both")
-                }
-                return .auth(.token(token))
-            }
-            let user = try reader.string("user")
-            let password = try reader.string("password")
-            guard password.utf8.count <= PasswordHasher.maximumPasswordLength else {
-                throw KVOError(.badRequest, "'password' is longer than \(PasswordHasher.maximumPasswordLength) bytes")
-            }
-            return .auth(.password(user: user, password: password))
-        case "create":
-            let values = try reader.optionalObject("values") ?? [:]
-            return .create(object: try reader.objectID(), values: values, className: try reader.optionalString("class"))
-        case "delete":
-            return .delete(object: try reader.objectID())
-        case "get":
-            return .get(object: try reader.objectID(), keyPath: try reader.optionalKeyPath())
-        case "set":
-            guard let value = fields["value"] else { throw KVOError(.badRequest, "missing 'value'") }
-            return .set(object: try reader.objectID(), keyPath: try reader.keyPath(), value: value)
-        case "insert":
-            let values = try reader.elementValues()
-            let indexes: [Int]?
-            switch try reader.elementIndexes() {
-            case nil: indexes = nil
-            case let .single(index)?: indexes = Array(index..<(index + values.count))
-            case let .many(list)?:
-                guard reader.gaveValueList else {
-                    throw KVOError(.badRequest, "'indexes' goes with 'values' (use 'index' with 'value')")
-                }
-                indexes = list
-            }
-            return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
-                                mutation: .insert(indexes: indexes, values: values))
-        case "remove":
-            guard let shape = try reader.elementIndexes() else { throw KVOError(.badRequest, "missing 'index' or 'indexes'") }
-            return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
-                                mutation: .remove(indexes: shape.list))
-        case "replace":
-            guard let shape = try reader.elementIndexes() else { throw KVOError(.badRequest, "missing 'index' or 'indexes'") }
-            let values = try reader.elementValues()
-            switch shape {
-            case .single where reader.gaveValueList:
-                throw KVOError(.badRequest, "'index' goes with 'value' (use 'indexes' with 'values')")
-            case .many where !reader.gaveValueList:
-                throw KVOError(.badRequest, "'indexes' goes with 'values' (use 'index' with 'value')")
-            default:
-                break
-            }
-            return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
-                                mutation: .replace(indexes: shape.list, values: values))
-        case "observe":
-            if fields["pattern"] != nil {
-                guard fields["object"] == nil else {
-                    throw KVOError(.badRequest, "observe takes either 'object' or 'pattern', not both")
-                }
-                return .observePattern(pattern: try reader.pattern(), keyPath: try reader.optionalKeyPath(),
-                                       options: try reader.options(), sinceRev: try reader.optionalRevision("sinceRev"))
-            }
-            return .observe(object: try reader.objectID(), keyPath: try reader.keyPath(), options: try reader.options(),
-                            sinceRev: try reader.optionalRevision("sinceRev"))
-        case "unobserve":
-            guard let sub = fields["sub"] else { throw KVOError(.badRequest, "missing 'sub'") }
-            guard case let .int(subscription) = sub else { throw KVOError(.badRequest, "'sub' must be an integer") }
-            return .unobserve(subscription: subscription)
-        case "list":
-            return .list(limit: try reader.optionalPositiveInteger("limit"), after: try reader.optionalString("after"))
-        case "info":
-            return .info(object: try reader.objectID())
-        case "ping":
-            return .ping
-        case "defineClass":
-            guard let definition = fields["class"] else { throw KVOError(.badRequest, "missing 'class'") }
-            return .defineClass(definition: definition)
-        case "classes":
-            return .classes
-        case "bind", "combineLatest":
-            let kind: BindingSpec.Kind = op == "bind" ? .bind : .combineLatest
-            let spec = try BindingSpec(kind: kind) { fields[$0] }
-            return .bind(spec, now: try reader.optionalBool("now") ?? false)
-        case "unbind":
-            guard let value = fields["binding"] else { throw KVOError(.badRequest, "missing 'binding'") }
-            guard case let .int(binding) = value, binding > 0 else {
-                throw KVOError(.badRequest, "'binding' must be a positive integer")
-            }
-            return .unbind(binding: UInt64(binding))
-        case "bindings":
-            return .bindings
-        case "digest":
-            return .digest
-        case _ where AdminRequest.names.contains(op):
-            return .admin(try AdminRequest.decode(op: op) { fields[$0] })
-        default:
+        guard let operation = Operation(named: op) else {
             throw KVOError(.unknownOp, "unknown op '\(op)'")
         }
+        return (operation, try operation.declaration.decode(FieldReader(fields: fields)))
+    }
+
+    // MARK: - The decoders of `OperationTable`'s rows (the simplest are written in the table itself)
+
+    static func hello(_ reader: FieldReader) throws(KVOError) -> Request {
+        let client = try reader.optionalString("client")
+        guard let name = try reader.optionalString("events") else { return .hello(client: client) }
+        guard let events = EventEncoding(rawValue: name) else {
+            throw KVOError(.badRequest, "unknown events encoding '\(PrintableText.escaped(name, limit: 64))': \(EventEncoding.names)")
+        }
+        return .hello(client: client, events: events)
+    }
+
+    static func auth(_ reader: FieldReader) throws(KVOError) -> Request {
+        if let token = try reader.optionalString("token") {
+            guard reader.fields["user"] == nil, reader.fields["password"] == nil else {
+                throw KVOError(.badRequest, "auth takes either 'token' or 'user' and 'password', not both")
+            }
+            return .auth(.token(token))
+        }
+        let user = try reader.string("user")
+        let password = try reader.string("password")
+        guard password.utf8.count <= PasswordHasher.maximumPasswordLength else {
+            throw KVOError(.badRequest, "'password' is longer than \(PasswordHasher.maximumPasswordLength) bytes")
+        }
+        return .auth(.password(user: user, password: password))
+    }
+
+    static func create(_ reader: FieldReader) throws(KVOError) -> Request {
+        let values = try reader.optionalObject("values") ?? [:]
+        return .create(object: try reader.objectID(), values: values, className: try reader.optionalString("class"))
+    }
+
+    static func set(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let value = reader.fields["value"] else { throw KVOError(.badRequest, "missing 'value'") }
+        return .set(object: try reader.objectID(), keyPath: try reader.keyPath(), value: value)
+    }
+
+    /// `by`: an integer or a finite number, 1 when absent.
+    static func increment(_ reader: FieldReader) throws(KVOError) -> Request {
+        let by: JSONValue
+        switch reader.fields["by"] {
+        case nil, .null?: by = .int(1)
+        case let .int(step)?: by = .int(step)
+        case let .double(step)? where step.isFinite: by = .double(step)
+        case let other?: throw KVOError(.badRequest, "'by' must be a number, not \(other.typeName)")
+        }
+        return .increment(object: try reader.objectID(), keyPath: try reader.keyPath(), by: by)
+    }
+
+    static func insert(_ reader: FieldReader) throws(KVOError) -> Request {
+        let values = try reader.elementValues()
+        let indexes: [Int]?
+        switch try reader.elementIndexes() {
+        case nil: indexes = nil
+        case let .single(index)?: indexes = Array(index..<(index + values.count))
+        case let .many(list)?:
+            guard reader.gaveValueList else {
+                throw KVOError(.badRequest, "'indexes' goes with 'values' (use 'index' with 'value')")
+            }
+            indexes = list
+        }
+        return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
+                            mutation: .insert(indexes: indexes, values: values))
+    }
+
+    static func remove(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let shape = try reader.elementIndexes() else { throw KVOError(.badRequest, "missing 'index' or 'indexes'") }
+        return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
+                            mutation: .remove(indexes: shape.list))
+    }
+
+    static func replace(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let shape = try reader.elementIndexes() else { throw KVOError(.badRequest, "missing 'index' or 'indexes'") }
+        let values = try reader.elementValues()
+        switch shape {
+        case .single where reader.gaveValueList:
+            throw KVOError(.badRequest, "'index' goes with 'value' (use 'indexes' with 'values')")
+        case .many where !reader.gaveValueList:
+            throw KVOError(.badRequest, "'indexes' goes with 'values' (use 'index' with 'value')")
+        default:
+            break
+        }
+        return .mutateArray(object: try reader.objectID(), keyPath: try reader.keyPath(),
+                            mutation: .replace(indexes: shape.list, values: values))
+    }
+
+    static func observe(_ reader: FieldReader) throws(KVOError) -> Request {
+        if reader.fields["pattern"] != nil {
+            guard reader.fields["object"] == nil else {
+                throw KVOError(.badRequest, "observe takes either 'object' or 'pattern', not both")
+            }
+            return .observePattern(pattern: try reader.pattern(), keyPath: try reader.optionalKeyPath(),
+                                   options: try reader.options(), sinceRev: try reader.optionalRevision("sinceRev"))
+        }
+        return .observe(object: try reader.objectID(), keyPath: try reader.keyPath(), options: try reader.options(),
+                        sinceRev: try reader.optionalRevision("sinceRev"))
+    }
+
+    static func unobserve(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let sub = reader.fields["sub"] else { throw KVOError(.badRequest, "missing 'sub'") }
+        guard case let .int(subscription) = sub else { throw KVOError(.badRequest, "'sub' must be an integer") }
+        return .unobserve(subscription: subscription)
+    }
+
+    static func defineClass(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let definition = reader.fields["class"] else { throw KVOError(.badRequest, "missing 'class'") }
+        return .defineClass(definition: definition)
+    }
+
+    static func binding(_ kind: BindingSpec.Kind, _ reader: FieldReader) throws(KVOError) -> Request {
+        let spec = try BindingSpec(kind: kind) { reader.fields[$0] }
+        return .bind(spec, now: try reader.optionalBool("now") ?? false)
+    }
+
+    static func unbind(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let value = reader.fields["binding"] else { throw KVOError(.badRequest, "missing 'binding'") }
+        guard case let .int(binding) = value, binding > 0 else {
+            throw KVOError(.badRequest, "'binding' must be a positive integer")
+        }
+        return .unbind(binding: UInt64(binding))
     }
 }
 
@@ -242,7 +262,8 @@ struct RequestFields {
     }
 }
 
-private struct FieldReader {
+/// A request's fields read as the protocol's types, with its error messages.
+struct FieldReader {
     let fields: RequestFields
 
     func string(_ name: String) throws(KVOError) -> String {

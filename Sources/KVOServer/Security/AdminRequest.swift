@@ -12,12 +12,7 @@ public enum AdminRequest: Equatable, Sendable {
     case tokenCreate(user: String)
     case tokenRevoke(user: String, token: String)
 
-    /// The ops, as named on the wire.
-    static let names: Set<String> = [
-        "userAdd", "userRemove", "userList", "userPasswd", "userGrant", "userRevoke", "tokenCreate", "tokenRevoke",
-    ]
-
-    /// Decodes an admin op's fields (`user`, `password`, `rules`, `hashCost`, `token`).
+    /// Decodes an admin op's fields (`OperationTable`'s administration rows) (`user`, `password`, `rules`, `hashCost`, `token`).
     static func decode(op: String, _ field: (String) -> JSONValue?) throws(KVOError) -> AdminRequest {
         func string(_ name: String) throws(KVOError) -> String {
             guard let value = field(name) else { throw KVOError(.badRequest, "missing '\(name)'") }
@@ -66,7 +61,8 @@ public enum AdminRequest: Equatable, Sendable {
         case "userGrant": return .userGrant(user: try user(), rules: try rules(required: true))
         case "userRevoke": return .userRevoke(user: try user(), rules: try rules(required: true))
         case "tokenCreate": return .tokenCreate(user: try user())
-        default: return .tokenRevoke(user: try user(), token: try string("token"))
+        case "tokenRevoke": return .tokenRevoke(user: try user(), token: try string("token"))
+        default: throw KVOError(.unknownOp, "unknown op '\(op)'")
         }
     }
 }

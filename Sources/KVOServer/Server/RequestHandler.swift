@@ -33,7 +33,8 @@ final class RequestHandler {
     }
 
     /// Carries out `request` for `connection`, with the rights of `access` (the connection's principal:
-    /// docs/protocol.md, "Permissions"; a denial is `forbidden` and changes nothing). A reply that could
+    /// docs/protocol.md, "Permissions"; a denial is `forbidden` and changes nothing). Its operation's row
+    /// admits `access` first (`OperationDeclaration.admit`): live requests and replicated ones pass here. A reply that could
     /// be large is measured against `budget` first and refused with `too_large` when it would not fit
     /// (see `ReplyBudget`). `valueText`: a `set`'s value as `JSONWriter` encodes it, when the request
     /// carried it so (`RequestDecoder.Decoded.valueText`). `eventEncoding` is the connection's (after this
@@ -43,6 +44,7 @@ final class RequestHandler {
                 budget: ReplyBudget = .unlimited, eventEncoding: EventEncoding = .full,
                 notifications: inout [ChangeNotification]) -> Outcome {
         do {
+            try request.operation.declaration.admit(access)
             return try perform(request, valueText: valueText, from: connection, access: access, budget: budget,
                                eventEncoding: eventEncoding,
                                notifications: &notifications)
@@ -80,6 +82,10 @@ final class RequestHandler {
             let rev = try engine.set(object, keyPath: keyPath, value: value, encoded: valueText, access: access,
                                      notifications: &notifications)
             return reply([("rev", revision(rev))])
+        case let .increment(object, keyPath, by):
+            let (rev, value) = try engine.increment(object, keyPath: keyPath, by: by, access: access,
+                                                    notifications: &notifications)
+            return reply([("rev", revision(rev)), ("value", value)])
         case let .mutateArray(object, keyPath, mutation):
             let rev = try engine.mutateArray(object, keyPath: keyPath, mutation, access: access,
                                              notifications: &notifications)
@@ -136,7 +142,6 @@ final class RequestHandler {
         case .ping:
             return reply([])
         case let .defineClass(definition):
-            try access.requireServerAdmin("defineClass")
             return reply([("name", .string(try engine.defineClass(definition)))])
         case .classes:
             let definitions = engine.classDefinitions()
@@ -149,7 +154,6 @@ final class RequestHandler {
         case let .unbind(binding):
             return reply([("removed", .bool(try engine.unbind(binding, access: access)))])
         case .digest:
-            try access.requireServerAdmin("digest")
             var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine, users: users)))]
             if let status = clusterStatus?() {
                 fields.insert(("applied", .int(Int64(status.applied))), at: 0)

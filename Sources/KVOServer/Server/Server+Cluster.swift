@@ -215,8 +215,13 @@ extension Server {
     /// with admin on every object (checked again here, as every node does, since the sender's rights may
     /// have changed since the node that took it checked them).
     func applyReplicated(_ change: UserChange, by sender: String?, tokenText: String?) -> Result<[(String, JSONValue)], KVOError> {
-        guard let sender, policy(ofUser: sender)?.isServerAdmin == true else {
-            return .failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')"))
+        guard let sender else {
+            return .failure(KVOError(.forbidden, "user management needs a user with 'admin' on every object ('*')"))
+        }
+        do throws(KVOError) {
+            try change.operation.declaration.admit(clusterAccess(forUser: sender))
+        } catch {
+            return .failure(error)
         }
         return apply(change, tokenText: tokenText)
     }

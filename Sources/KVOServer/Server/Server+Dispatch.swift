@@ -27,26 +27,28 @@ extension Server {
             send(.failure(error), id: decoded.id, to: connection, counting: .invalid)
             return
         }
-        switch request {
-        case let .auth(credentials):
+        // Everything below reads the operation's row (`OperationTable`): who may send it, who answers it,
+        // whether it is replicated.
+        let declaration = request.operation.declaration
+        // Only `beforeLogin` rows are decoded before a login; a line held from before a login that has
+        // since been undone (open mode ended) is gated here.
+        guard connection.principal != nil || declaration.beforeLogin else {
+            send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: declaration.metrics)
+            return
+        }
+        switch declaration.route {
+        case .engine:
+            break
+        case .authentication:
+            guard case let .auth(credentials) = request else { preconditionFailure("\(declaration.name) is routed to authentication") }
             authenticate(credentials, id: decoded.id, connection: connection)
             return
-        case let .admin(adminRequest):
-            guard connection.principal != nil else {
-                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: .admin)
-                return
-            }
+        case .administration:
+            guard case let .admin(adminRequest) = request else { preconditionFailure("\(declaration.name) is routed to administration") }
             administer(adminRequest, id: decoded.id, connection: connection)
             return
-        case .hello, .ping:
-            break
-        default:
-            guard connection.principal != nil else {
-                send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: MetricsOperation(request))
-                return
-            }
         }
-        if let cluster, request.isWrite {
+        if let cluster, declaration.isWrite {
             submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection)
             return
         }
@@ -63,8 +65,8 @@ extension Server {
     /// first), so it waits for the writes before it and is then counted with them (`commit`).
     static func joinsPipeline(_ decoded: RequestDecoder.Decoded, _ connection: Connection) -> Bool {
         guard connection.principal != nil, case let .success(request) = decoded.request else { return false }
-        if case .admin = request { return false }
-        return request.isWrite
+        let declaration = request.operation.declaration
+        return declaration.route == .engine && declaration.isWrite
     }
 
     /// Carries out a request that is not a cluster write, replies and delivers its events. Loop thread.

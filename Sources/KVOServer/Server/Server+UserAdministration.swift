@@ -8,13 +8,15 @@ import Glibc
 /// User administration online: userAdd, userRemove, grants, tokens, and persisting the users.
 /// Loop thread only, like the rest of `Server`.
 extension Server {
-    /// An admin operation: needs `isServerAdmin`. `userList` is answered from this node's users; every
+    /// An admin operation: its row admits server admins only (`OperationDeclaration.admit`). `userList` is answered from this node's users; every
     /// other operation becomes a `UserChange` (a new password is hashed on the thread pool first, the
     /// connection waiting for it as for a password check; a new token is made here) and is carried out
     /// by `commit(_:tokenText:id:connection:)`.
     func administer(_ request: AdminRequest, id: JSONValue?, connection: Connection) {
-        guard connection.principal?.policy.isServerAdmin == true else {
-            send(.failure(KVOError(.forbidden, "user management needs admin on every object (a rule '*=admin')")), id: id, to: connection, counting: .admin)
+        do throws(KVOError) {
+            try Request.admin(request).operation.declaration.admit(connection.access)
+        } catch {
+            send(.failure(error), id: id, to: connection, counting: .admin)
             return
         }
         switch request {
@@ -181,6 +183,22 @@ extension Server {
         } catch {
             logger.critical("cannot persist a user change: \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging it")
             exit(74)  // EX_IOERR
+        }
+    }
+}
+
+extension UserChange {
+    /// The administration operation that made this change (its row in `OperationTable`): what a replicated
+    /// change is admitted as on every node.
+    var operation: Operation {
+        switch self {
+        case .add: .userAdd
+        case .remove: .userRemove
+        case .setPassword: .userPasswd
+        case .grant: .userGrant
+        case .revoke: .userRevoke
+        case .addToken: .tokenCreate
+        case .revokeToken: .tokenRevoke
         }
     }
 }

@@ -1,0 +1,330 @@
+import KVOJSON
+
+/// Every operation of the protocol: the one list (docs/protocol.md, "Operations").
+///
+/// An operation is a case here and a row in `OperationTable.declaration(of:)`, whose switch has no
+/// `default:`: a new case does not compile until its row says how it is decoded, whether it writes
+/// (and so is replicated), what a caller must be allowed, how it is counted and who answers it.
+/// Dispatch (`Server.handleLine`), the login gate (`RequestDecoder.decodeBeforeLogin`), replication
+/// (`Server.submitToCluster`, `Server.applyClusterEntry`), permission gating (`OperationDeclaration.admit`)
+/// and metrics (`MetricsOperation`) read the row; none of them lists operations again.
+///
+/// A value; any thread.
+public enum Operation: Int, CaseIterable, Sendable {
+    case hello, auth, ping
+    case create, delete, get, set, increment, insert, remove, replace
+    case list, info, observe, unobserve
+    case defineClass, classes
+    case bind, combineLatest, unbind, bindings
+    case digest
+    case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
+
+    /// This operation's row of the table.
+    @inline(__always)
+    public var declaration: OperationDeclaration { OperationTable.rows[rawValue] }
+
+    /// The wire name (`op`).
+    public var name: String { declaration.name }
+
+    /// The operation named `op` on the wire, nil for an unknown name. Looks at the names of `op`'s
+    /// length only (one or two comparisons for the common operations), never hashes.
+    public init?(named op: String) {
+        let length = op.utf8.count
+        guard length < OperationTable.byLength.count else { return nil }
+        for candidate in OperationTable.byLength[length] where candidate.declaration.name == op {
+            self = candidate
+            return
+        }
+        return nil
+    }
+}
+
+/// What an operation does to the server's state: what replication and the cluster's read-your-writes
+/// follow.
+public enum OperationEffect: Sendable {
+    /// Changes only the connection's own state (its encoding, its login, its subscriptions): answered by
+    /// the node it reaches, never replicated.
+    case connection
+    /// Reads state: answered by the node it reaches from its own copy (after `atLeastRev` when the
+    /// operation accepts one), never replicated.
+    case reads
+    /// Changes replicated state: in cluster mode it goes through the stream and every node applies it in
+    /// stream order; a single node applies it and makes it durable with the loop iteration's group commit.
+    case writes
+}
+
+/// What a caller must be allowed for an operation (docs/protocol.md, "Permissions").
+public enum OperationRequirement: Sendable, Equatable {
+    /// Nothing beyond being logged in (or, for the operations allowed before login, nothing).
+    case nothing
+    /// `read` on every object the operation reaches: the engine's one way of reading checks it
+    /// (`KeyPathEvaluator` with a reader), before anything in an unreadable object is looked at.
+    case readObjects
+    /// `write` on every object written and `read` on every object read on the way (references followed,
+    /// values read): `KVOEngine`'s write resolution checks it.
+    case writeObjects
+    /// Bindings: making one needs `admin` and `write` on its target and `read` on every object its
+    /// sources read (re-checked as its creator's rules change); removing one needs `admin` on its target,
+    /// and listing shows the bindings whose target the caller administers. `KVOEngine+Bindings` checks it.
+    case adminOnBindingTargets
+    /// `admin` on every object (a rule `*=admin`): checked from this table by `OperationDeclaration.admit`.
+    case serverAdmin
+}
+
+/// Who answers an operation once it is decoded and admitted.
+public enum OperationRoute: Sendable {
+    /// `RequestHandler` against the engine (in cluster mode, writes after the stream).
+    case engine
+    /// The server's session code: `auth` checks credentials off the loop thread.
+    case authentication
+    /// The server's user administration (`Server.administer`): passwords hashed off the loop thread,
+    /// changes replicated as user changes.
+    case administration
+}
+
+/// Everything the server needs to know about one operation: one row of `OperationTable`.
+public struct OperationDeclaration: Sendable {
+    /// The wire name (`op`).
+    public let name: String
+    public let effect: OperationEffect
+    public let requirement: OperationRequirement
+    /// Whether a connection may send it before logging in (users defined): nothing else is even decoded then.
+    public let beforeLogin: Bool
+    /// Whether it may carry `atLeastRev` (read-your-writes across cluster nodes).
+    public let acceptsAtLeastRev: Bool
+    /// Its `op` label in `kvod_requests_total`.
+    let metrics: MetricsOperation
+    public let route: OperationRoute
+    /// Reads the request's fields (the line is a JSON object whose `op` named this operation).
+    let decode: @Sendable (FieldReader) throws(KVOError) -> Request
+    /// A well-formed request line, for the documentation and for the tests that walk every operation
+    /// (objects named `o`, key path `n`).
+    public let example: String
+
+    /// Whether it changes replicated state (`effect == .writes`): replicated in cluster mode.
+    @inline(__always)
+    public var isWrite: Bool { effect == .writes }
+
+    /// Refuses `access` when the row's requirement is one the table itself checks (`serverAdmin`); the
+    /// object-level requirements are checked by the engine as it reaches each object. Every route passes
+    /// here: `RequestHandler.handle` (live and replicated engine operations), `Server.administer` and
+    /// `Server.applyReplicated` (user administration).
+    @inline(__always)
+    func admit(_ access: ConnectionAccess) throws(KVOError) {
+        if requirement == .serverAdmin { try access.requireServerAdmin(name) }
+    }
+}
+
+/// The rows, in `Operation` order, and the lookup by name.
+enum OperationTable {
+    static let rows: [OperationDeclaration] = Operation.allCases.map(declaration(of:))
+
+    /// Operations by the length of their name (index), for `Operation(named:)`.
+    static let byLength: [[Operation]] = {
+        let longest = Operation.allCases.map { rows[$0.rawValue].name.utf8.count }.max() ?? 0
+        var table = [[Operation]](repeating: [], count: longest + 1)
+        for operation in Operation.allCases { table[rows[operation.rawValue].name.utf8.count].append(operation) }
+        return table
+    }()
+
+    /// The table. One `case` per operation and no `default:`, so that a new operation states all of this.
+    private static func declaration(of operation: Operation) -> OperationDeclaration {
+        switch operation {
+        case .hello:
+            return OperationDeclaration(
+                name: "hello", effect: .connection, requirement: .nothing, beforeLogin: true, acceptsAtLeastRev: false,
+                metrics: .hello, route: .engine, decode: RequestDecoder.hello,
+                example: #"{"op":"hello","client":"example","events":"compact"}"#)
+        case .auth:
+            return OperationDeclaration(
+                name: "auth", effect: .connection, requirement: .nothing, beforeLogin: true, acceptsAtLeastRev: false,
+                metrics: .auth, route: .authentication, decode: RequestDecoder.auth,
+                example: #"{"op":"auth","user":"alice","password":"secret"}"#)
+        case .ping:
+            return OperationDeclaration(
+                name: "ping", effect: .connection, requirement: .nothing, beforeLogin: true, acceptsAtLeastRev: false,
+                metrics: .ping, route: .engine, decode: { _ throws(KVOError) in .ping },
+                example: #"{"op":"ping"}"#)
+        case .create:
+            return OperationDeclaration(
+                name: "create", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .create, route: .engine, decode: RequestDecoder.create,
+                example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
+        case .delete:
+            return OperationDeclaration(
+                name: "delete", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .delete, route: .engine, decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
+                example: #"{"op":"delete","object":"o"}"#)
+        case .get:
+            return OperationDeclaration(
+                name: "get", effect: .reads, requirement: .readObjects, beforeLogin: false, acceptsAtLeastRev: true,
+                metrics: .get, route: .engine,
+                decode: { reader throws(KVOError) in .get(object: try reader.objectID(), keyPath: try reader.optionalKeyPath()) },
+                example: #"{"op":"get","object":"o","keyPath":"n"}"#)
+        case .set:
+            return OperationDeclaration(
+                name: "set", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .set, route: .engine, decode: RequestDecoder.set,
+                example: #"{"op":"set","object":"o","keyPath":"n","value":2}"#)
+        case .increment:
+            return OperationDeclaration(
+                name: "increment", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .increment, route: .engine, decode: RequestDecoder.increment,
+                example: #"{"op":"increment","object":"o","keyPath":"n","by":5}"#)
+        case .insert:
+            return OperationDeclaration(
+                name: "insert", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .insert, route: .engine, decode: RequestDecoder.insert,
+                example: #"{"op":"insert","object":"o","keyPath":"list","index":0,"value":"x"}"#)
+        case .remove:
+            return OperationDeclaration(
+                name: "remove", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .remove, route: .engine, decode: RequestDecoder.remove,
+                example: #"{"op":"remove","object":"o","keyPath":"list","index":0}"#)
+        case .replace:
+            return OperationDeclaration(
+                name: "replace", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .replace, route: .engine, decode: RequestDecoder.replace,
+                example: #"{"op":"replace","object":"o","keyPath":"list","index":0,"value":"y"}"#)
+        case .observe:
+            return OperationDeclaration(
+                name: "observe", effect: .reads, requirement: .readObjects, beforeLogin: false, acceptsAtLeastRev: true,
+                metrics: .observe, route: .engine, decode: RequestDecoder.observe,
+                example: #"{"op":"observe","object":"o","keyPath":"n","options":["new","old"]}"#)
+        case .unobserve:
+            return OperationDeclaration(
+                name: "unobserve", effect: .connection, requirement: .nothing, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .unobserve, route: .engine, decode: RequestDecoder.unobserve,
+                example: #"{"op":"unobserve","sub":1}"#)
+        case .list:
+            return OperationDeclaration(
+                name: "list", effect: .reads, requirement: .readObjects, beforeLogin: false, acceptsAtLeastRev: true,
+                metrics: .list, route: .engine,
+                decode: { reader throws(KVOError) in
+                    .list(limit: try reader.optionalPositiveInteger("limit"), after: try reader.optionalString("after"))
+                },
+                example: #"{"op":"list","limit":10}"#)
+        case .info:
+            return OperationDeclaration(
+                name: "info", effect: .reads, requirement: .readObjects, beforeLogin: false, acceptsAtLeastRev: true,
+                metrics: .info, route: .engine, decode: { reader throws(KVOError) in .info(object: try reader.objectID()) },
+                example: #"{"op":"info","object":"o"}"#)
+        case .defineClass:
+            return OperationDeclaration(
+                name: "defineClass", effect: .writes, requirement: .serverAdmin, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .defineClass, route: .engine, decode: RequestDecoder.defineClass,
+                example: #"{"op":"defineClass","class":{"name":"Counter","properties":{"n":{"type":"integer"}}}}"#)
+        case .classes:
+            return OperationDeclaration(
+                name: "classes", effect: .reads, requirement: .nothing, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .classes, route: .engine, decode: { _ throws(KVOError) in .classes },
+                example: #"{"op":"classes"}"#)
+        case .bind:
+            return OperationDeclaration(
+                name: "bind", effect: .writes, requirement: .adminOnBindingTargets, beforeLogin: false,
+                acceptsAtLeastRev: false, metrics: .bind, route: .engine,
+                decode: { reader throws(KVOError) in try RequestDecoder.binding(.bind, reader) },
+                example: #"{"op":"bind","from":{"object":"o","keyPath":"n"},"to":{"object":"o","keyPath":"m"}}"#)
+        case .combineLatest:
+            return OperationDeclaration(
+                name: "combineLatest", effect: .writes, requirement: .adminOnBindingTargets, beforeLogin: false,
+                acceptsAtLeastRev: false, metrics: .bind, route: .engine,
+                decode: { reader throws(KVOError) in try RequestDecoder.binding(.combineLatest, reader) },
+                example: #"{"op":"combineLatest","sources":[{"object":"o","keyPath":"n"},{"object":"o","keyPath":"m"}],"to":{"object":"o","keyPath":"sum"},"reduce":"$0 + $1"}"#)
+        case .unbind:
+            return OperationDeclaration(
+                name: "unbind", effect: .writes, requirement: .adminOnBindingTargets, beforeLogin: false,
+                acceptsAtLeastRev: false, metrics: .unbind, route: .engine, decode: RequestDecoder.unbind,
+                example: #"{"op":"unbind","binding":1}"#)
+        case .bindings:
+            return OperationDeclaration(
+                name: "bindings", effect: .reads, requirement: .adminOnBindingTargets, beforeLogin: false,
+                acceptsAtLeastRev: false, metrics: .bindings, route: .engine, decode: { _ throws(KVOError) in .bindings },
+                example: #"{"op":"bindings"}"#)
+        case .digest:
+            return OperationDeclaration(
+                name: "digest", effect: .reads, requirement: .serverAdmin, beforeLogin: false, acceptsAtLeastRev: false,
+                metrics: .digest, route: .engine, decode: { _ throws(KVOError) in .digest },
+                example: #"{"op":"digest"}"#)
+        case .userAdd:
+            return administration("userAdd", .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
+        case .userRemove:
+            return administration("userRemove", .writes, example: #"{"op":"userRemove","user":"bob"}"#)
+        case .userList:
+            return administration("userList", .reads, example: #"{"op":"userList"}"#)
+        case .userPasswd:
+            return administration("userPasswd", .writes, example: #"{"op":"userPasswd","user":"bob","password":"pw2"}"#)
+        case .userGrant:
+            return administration("userGrant", .writes, example: #"{"op":"userGrant","user":"bob","rules":[{"objects":"shared","allow":["read"]}]}"#)
+        case .userRevoke:
+            return administration("userRevoke", .writes, example: #"{"op":"userRevoke","user":"bob","rules":[{"objects":"shared","allow":["read"]}]}"#)
+        case .tokenCreate:
+            return administration("tokenCreate", .writes, example: #"{"op":"tokenCreate","user":"bob"}"#)
+        case .tokenRevoke:
+            return administration("tokenRevoke", .writes, example: #"{"op":"tokenRevoke","user":"bob","token":"t1"}"#)
+        }
+    }
+
+    /// A user administration row: server admins only, answered by `Server.administer`, counted as `admin`.
+    /// Its changes are replicated as user changes (`UserChange`), not as request lines.
+    private static func administration(_ name: String, _ effect: OperationEffect, example: String) -> OperationDeclaration {
+        OperationDeclaration(
+            name: name, effect: effect, requirement: .serverAdmin, beforeLogin: false, acceptsAtLeastRev: false,
+            metrics: .admin, route: .administration,
+            decode: { reader throws(KVOError) in .admin(try AdminRequest.decode(op: name) { reader.fields[$0] }) },
+            example: example)
+    }
+}
+
+extension Request {
+    /// The operation this request is an instance of. No `default:`: a new kind of request must name its
+    /// operation, and so its row (whether it writes, what it needs).
+    public var operation: Operation {
+        switch self {
+        case .hello: .hello
+        case .auth: .auth
+        case .ping: .ping
+        case .create: .create
+        case .delete: .delete
+        case .get: .get
+        case .set: .set
+        case .increment: .increment
+        case let .mutateArray(_, _, mutation):
+            switch mutation {
+            case .insert: .insert
+            case .remove: .remove
+            case .replace: .replace
+            }
+        case .observe, .observePattern: .observe
+        case .unobserve: .unobserve
+        case .list: .list
+        case .info: .info
+        case .defineClass: .defineClass
+        case .classes: .classes
+        case let .bind(spec, _):
+            switch spec.kind {
+            case .bind: .bind
+            case .combineLatest: .combineLatest
+            }
+        case .unbind: .unbind
+        case .bindings: .bindings
+        case .digest: .digest
+        case let .admin(request):
+            switch request {
+            case .userAdd: .userAdd
+            case .userRemove: .userRemove
+            case .userList: .userList
+            case .userPasswd: .userPasswd
+            case .userGrant: .userGrant
+            case .userRevoke: .userRevoke
+            case .tokenCreate: .tokenCreate
+            case .tokenRevoke: .tokenRevoke
+            }
+        }
+    }
+
+    /// Whether the request changes replicated state (its operation's row): in cluster mode it goes
+    /// through the stream (docs/design.md, "Cluster").
+    @inline(__always)
+    var isWrite: Bool { operation.declaration.isWrite }
+}

@@ -1,0 +1,153 @@
+import KVOJSON
+import Testing
+
+@testable import KVOServer
+
+/// The operations table (`OperationTable`) is the one declaration of each operation: these tests walk every
+/// row and check that what it declares is what the server does. The write flag is checked against the
+/// engine's replicated state (a row that says it reads but changes the state, or says it writes and changes
+/// nothing, fails), the admission rule against real users, the example against the decoder.
+@Suite struct OperationTableTests {
+    @Test("every operation is found by its wire name, names are unique, and nothing else is found")
+    func names() {
+        var seen = Set<String>()
+        for operation in Operation.allCases {
+            #expect(Operation(named: operation.name) == operation)
+            #expect(seen.insert(operation.name).inserted, "\(operation.name) appears twice")
+        }
+        for unknown in ["", "SET", "Set", "set ", "sets", "frobnicate", "incrementBy", "user", "hello\u{0}"] {
+            #expect(Operation(named: unknown) == nil, "\(unknown)")
+        }
+    }
+
+    @Test("every row's example decodes to a request of that very operation", arguments: Operation.allCases)
+    func exampleDecodes(operation: Operation) {
+        let decoded = RequestDecoder.decode(Array(operation.declaration.example.utf8))
+        switch decoded.request {
+        case let .success(request): #expect(request.operation == operation)
+        case let .failure(error): Issue.record("\(operation.name)'s example does not decode: \(error)")
+        }
+    }
+
+    @Test("only rows marked beforeLogin are decoded before a login; the others are refused unseen",
+          arguments: Operation.allCases)
+    func beforeLogin(operation: Operation) {
+        let bytes = Array(operation.declaration.example.utf8)
+        let decoded = bytes.withUnsafeBufferPointer { RequestDecoder.decodeBeforeLogin($0) }
+        if operation.declaration.beforeLogin {
+            if case let .failure(error) = decoded.request { Issue.record("\(operation.name): \(error)") }
+        } else {
+            #expect(decoded.request == Result<Request, KVOError>.failure(RequestDecoder.loginRequired))
+        }
+    }
+
+    @Test("atLeastRev is accepted exactly by the rows that say so", arguments: Operation.allCases)
+    func atLeastRev(operation: Operation) {
+        var line = operation.declaration.example
+        line.removeLast()
+        line += #","atLeastRev":0}"#
+        let decoded = RequestDecoder.decode(Array(line.utf8))
+        if operation.declaration.acceptsAtLeastRev {
+            #expect(decoded.atLeastRev == 0)
+            if case let .failure(error) = decoded.request { Issue.record("\(operation.name): \(error)") }
+        } else if case let .failure(error) = decoded.request {
+            #expect(error.code == .badRequest && error.message.hasPrefix("'atLeastRev' goes with get, list, info and observe only"))
+        } else {
+            Issue.record("\(operation.name) took atLeastRev")
+        }
+    }
+
+    /// The rows the engine answers (`route == .engine`): the others are the server's (auth, user administration).
+    static let engineOperations = Operation.allCases.filter { $0.declaration.route == .engine }
+
+    @Test("the write flag is the truth: a row's example changes the replicated state (the digest) exactly when the row says it writes",
+          arguments: engineOperations)
+    func writeFlagIsTruthful(operation: Operation) throws {
+        let (engine, handler) = try Self.preparedEngine()
+        let before = StateDigest.of(engine, users: nil)
+        let request = try Self.request(operation)
+        var notifications: [ChangeNotification] = []
+        let outcome = handler.handle(request, from: ConnectionID(1), access: .open(), notifications: &notifications)
+        if case let .failure(error) = outcome.reply { Issue.record("\(operation.name)'s example failed: \(error)") }
+        let changed = StateDigest.of(engine, users: nil) != before
+        #expect(changed == operation.declaration.isWrite,
+                "\(operation.name) is declared \(operation.declaration.effect) but \(changed ? "changed" : "did not change") the state")
+    }
+
+    @Test("server-admin rows refuse any other user before anything happens, and admit a server admin",
+          arguments: engineOperations.filter { $0.declaration.requirement == .serverAdmin })
+    func serverAdminRows(operation: Operation) throws {
+        let (engine, handler) = try Self.preparedEngine()
+        let before = StateDigest.of(engine, users: nil)
+        let request = try Self.request(operation)
+        var notifications: [ChangeNotification] = []
+        let writer = ConnectionAccess(Principal(user: "w", policy: AccessPolicy(rules: [try AccessRule(argument: "*=read,write")])))
+        let refused = handler.handle(request, from: ConnectionID(2), access: writer, notifications: &notifications)
+        guard case let .failure(error) = refused.reply else {
+            Issue.record("\(operation.name) admitted a user without admin")
+            return
+        }
+        #expect(error.code == .forbidden)
+        #expect(error.message.hasPrefix("\(operation.name) needs 'admin' on every object"))
+        #expect(StateDigest.of(engine, users: nil) == before)
+        #expect(notifications.isEmpty)
+        let admin = ConnectionAccess(Principal(user: "a", policy: AccessPolicy(rules: [try AccessRule(argument: "*=admin")])))
+        let admitted = handler.handle(request, from: ConnectionID(3), access: admin, notifications: &notifications)
+        if case let .failure(error) = admitted.reply { Issue.record("\(operation.name) refused a server admin: \(error)") }
+    }
+
+    @Test("a replicated user change is admitted as the operation that made it")
+    func userChangesMapToTheirRows() throws {
+        let rule = try AccessRule(argument: "x=read")
+        let changes: [(UserChange, Operation)] = [
+            (.add(user: "u", passwordHash: "h", rules: []), .userAdd), (.remove(user: "u"), .userRemove),
+            (.setPassword(user: "u", passwordHash: "h"), .userPasswd), (.grant(user: "u", rules: [rule]), .userGrant),
+            (.revoke(user: "u", rules: [rule]), .userRevoke), (.revokeToken(user: "u", tokenID: "t"), .tokenRevoke),
+        ]
+        for (change, operation) in changes {
+            #expect(change.operation == operation)
+            #expect(operation.declaration.route == .administration && operation.declaration.isWrite)
+        }
+        #expect(Operation.userList.declaration.route == .administration && !Operation.userList.declaration.isWrite)
+    }
+
+    @Test("every row has its own metrics label or one it shares on purpose")
+    func metricsLabels() {
+        for operation in Operation.allCases {
+            let label = operation.declaration.metrics
+            switch operation.declaration.route {
+            case .administration: #expect(label == .admin)
+            case .authentication, .engine:
+                // combineLatest is counted with bind, every other engine operation under its own name.
+                #expect(label.name == (operation == .combineLatest ? "bind" : operation.name), "\(operation.name)")
+            }
+        }
+    }
+
+    // MARK: - Support
+
+    /// An engine with what every example refers to: object `o` (`n`, `m`, `list`, `sum`), binding 1 and
+    /// observation 1.
+    static func preparedEngine() throws -> (KVOEngine, RequestHandler) {
+        let engine = KVOEngine(historyLimit: 100, historyByteLimit: 1 << 20)
+        let handler = RequestHandler(engine: engine)
+        var notifications: [ChangeNotification] = []
+        for line in [
+            #"{"op":"create","object":"o","values":{"n":1,"m":2,"list":["a"],"sum":0}}"#,
+            #"{"op":"bind","from":{"object":"o","keyPath":"m"},"to":{"object":"o","keyPath":"copy"}}"#,
+            #"{"op":"observe","object":"o","keyPath":"n"}"#,
+        ] {
+            let outcome = handler.handle(try request(line), from: ConnectionID(1), access: .open(), notifications: &notifications)
+            if case let .failure(error) = outcome.reply { throw error }
+        }
+        return (engine, handler)
+    }
+
+    static func request(_ operation: Operation) throws -> Request {
+        try request(operation.declaration.example)
+    }
+
+    static func request(_ line: String) throws -> Request {
+        try RequestDecoder.decode(Array(line.utf8)).request.get()
+    }
+}
