@@ -66,6 +66,28 @@ extension KVOClient {
         try await write("set", ["object": .string(object), "keyPath": .string(keyPath), "value": try ValueCoding.encode(value)])
     }
 
+    /// Adds `step` to the number at `keyPath` of `object`, atomically on the server (a missing or null
+    /// value counts as 0; integers stay integers). Returns the new value and revision. `type_mismatch`
+    /// when the value is not a number, `out_of_range` past 64-bit integers; needs read and write.
+    @discardableResult
+    public func increment(_ object: String, _ keyPath: String, by step: Int64 = 1) async throws -> (value: JSONValue, rev: Int64) {
+        try await increment(object, keyPath, step: .int(step))
+    }
+
+    /// `increment(_:_:by:)` by a fractional step: the stored value becomes a double.
+    @discardableResult
+    public func increment(_ object: String, _ keyPath: String, by step: Double) async throws -> (value: JSONValue, rev: Int64) {
+        try await increment(object, keyPath, step: .double(step))
+    }
+
+    private func increment(_ object: String, _ keyPath: String, step: JSONValue) async throws -> (value: JSONValue, rev: Int64) {
+        let reply = try await request("increment", ["object": .string(object), "keyPath": .string(keyPath), "by": step], isWrite: true)
+        guard let value = reply["value"], let rev = reply["rev"]?.intValue else {
+            throw KVODError.malformedReply("an 'increment' reply without value or rev")
+        }
+        return (value, rev)
+    }
+
     /// Inserts `values` into the array at `keyPath`: at `indexes` (positions in the resulting array), one
     /// after another from `index`, or appended when both are nil. Returns the new revision.
     @discardableResult

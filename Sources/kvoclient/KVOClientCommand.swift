@@ -22,7 +22,7 @@ struct KVOClientCommand: AsyncParsableCommand {
             3 connection problem.
             """,
         subcommands: [
-            CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self,
+            CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self, IncrementCommand.self,
             InsertCommand.self, RemoveCommand.self, ReplaceCommand.self,
             SubscribeCommand.self, ListCommand.self, InfoCommand.self, PingCommand.self,
             DefineClassCommand.self,

@@ -81,6 +81,22 @@ struct CLITests {
         #expect(try connection.call("get", ["object": "v", "keyPath": "k"])["value"] == "--port")
     }
 
+    @Test("increment prints the new value then rev N; a negative step works; a non-number step is a usage error; a string value is type_mismatch")
+    func increment() throws {
+        let server = try KVODProcess()
+        expectSuccess(try KVOClientProcess.run(server, ["create", "stats", #"{"visits":40,"name":"x"}"#]), lines: ["rev 1"])
+        expectSuccess(try KVOClientProcess.run(server, ["increment", "stats", "visits"]), lines: ["41", "rev 2"])
+        expectSuccess(try KVOClientProcess.run(server, ["increment", "stats", "visits", "-51"]), lines: ["-10", "rev 3"])
+        expectSuccess(try KVOClientProcess.run(server, ["increment", "stats", "ratio", "0.25"]), lines: ["0.25", "rev 4"])
+        let usage = try KVOClientProcess.run(server, ["increment", "stats", "visits", "two"])
+        #expect(usage.status == 2, "\(usage.stderr)")
+        #expect(usage.stdout.isEmpty)
+        let refused = try KVOClientProcess.run(server, ["increment", "stats", "name"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("type_mismatch"), "\(refused.stderr)")
+        expectSuccess(try KVOClientProcess.run(server, ["get", "stats", "visits"]), lines: ["-10"])
+    }
+
     @Test("create takes a JSON object or nothing; anything else is a usage error (exit 2)")
     func createRejectsNonObjectValues() throws {
         let server = try KVODProcess()

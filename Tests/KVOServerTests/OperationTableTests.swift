@@ -11,17 +11,17 @@ import Testing
     @Test("every operation is found by its wire name, names are unique, and nothing else is found")
     func names() {
         var seen = Set<String>()
-        for operation in Operation.allCases {
-            #expect(Operation(named: operation.name) == operation)
+        for operation in ProtocolOperation.allCases {
+            #expect(ProtocolOperation(named: operation.name) == operation)
             #expect(seen.insert(operation.name).inserted, "\(operation.name) appears twice")
         }
         for unknown in ["", "SET", "Set", "set ", "sets", "frobnicate", "incrementBy", "user", "hello\u{0}"] {
-            #expect(Operation(named: unknown) == nil, "\(unknown)")
+            #expect(ProtocolOperation(named: unknown) == nil, "\(unknown)")
         }
     }
 
-    @Test("every row's example decodes to a request of that very operation", arguments: Operation.allCases)
-    func exampleDecodes(operation: Operation) {
+    @Test("every row's example decodes to a request of that very operation", arguments: ProtocolOperation.allCases)
+    func exampleDecodes(operation: ProtocolOperation) {
         let decoded = RequestDecoder.decode(Array(operation.declaration.example.utf8))
         switch decoded.request {
         case let .success(request): #expect(request.operation == operation)
@@ -30,8 +30,8 @@ import Testing
     }
 
     @Test("only rows marked beforeLogin are decoded before a login; the others are refused unseen",
-          arguments: Operation.allCases)
-    func beforeLogin(operation: Operation) {
+          arguments: ProtocolOperation.allCases)
+    func beforeLogin(operation: ProtocolOperation) {
         let bytes = Array(operation.declaration.example.utf8)
         let decoded = bytes.withUnsafeBufferPointer { RequestDecoder.decodeBeforeLogin($0) }
         if operation.declaration.beforeLogin {
@@ -41,8 +41,8 @@ import Testing
         }
     }
 
-    @Test("atLeastRev is accepted exactly by the rows that say so", arguments: Operation.allCases)
-    func atLeastRev(operation: Operation) {
+    @Test("atLeastRev is accepted exactly by the rows that say so", arguments: ProtocolOperation.allCases)
+    func atLeastRev(operation: ProtocolOperation) {
         var line = operation.declaration.example
         line.removeLast()
         line += #","atLeastRev":0}"#
@@ -58,11 +58,11 @@ import Testing
     }
 
     /// The rows the engine answers (`route == .engine`): the others are the server's (auth, user administration).
-    static let engineOperations = Operation.allCases.filter { $0.declaration.route == .engine }
+    static let engineOperations = ProtocolOperation.allCases.filter { $0.declaration.route == .engine }
 
     @Test("the write flag is the truth: a row's example changes the replicated state (the digest) exactly when the row says it writes",
           arguments: engineOperations)
-    func writeFlagIsTruthful(operation: Operation) throws {
+    func writeFlagIsTruthful(operation: ProtocolOperation) throws {
         let (engine, handler) = try Self.preparedEngine()
         let before = StateDigest.of(engine, users: nil)
         let request = try Self.request(operation)
@@ -76,7 +76,7 @@ import Testing
 
     @Test("server-admin rows refuse any other user before anything happens, and admit a server admin",
           arguments: engineOperations.filter { $0.declaration.requirement == .serverAdmin })
-    func serverAdminRows(operation: Operation) throws {
+    func serverAdminRows(operation: ProtocolOperation) throws {
         let (engine, handler) = try Self.preparedEngine()
         let before = StateDigest.of(engine, users: nil)
         let request = try Self.request(operation)
@@ -99,7 +99,7 @@ import Testing
     @Test("a replicated user change is admitted as the operation that made it")
     func userChangesMapToTheirRows() throws {
         let rule = try AccessRule(argument: "x=read")
-        let changes: [(UserChange, Operation)] = [
+        let changes: [(UserChange, ProtocolOperation)] = [
             (.add(user: "u", passwordHash: "h", rules: []), .userAdd), (.remove(user: "u"), .userRemove),
             (.setPassword(user: "u", passwordHash: "h"), .userPasswd), (.grant(user: "u", rules: [rule]), .userGrant),
             (.revoke(user: "u", rules: [rule]), .userRevoke), (.revokeToken(user: "u", tokenID: "t"), .tokenRevoke),
@@ -108,12 +108,12 @@ import Testing
             #expect(change.operation == operation)
             #expect(operation.declaration.route == .administration && operation.declaration.isWrite)
         }
-        #expect(Operation.userList.declaration.route == .administration && !Operation.userList.declaration.isWrite)
+        #expect(ProtocolOperation.userList.declaration.route == .administration && !ProtocolOperation.userList.declaration.isWrite)
     }
 
     @Test("every row has its own metrics label or one it shares on purpose")
     func metricsLabels() {
-        for operation in Operation.allCases {
+        for operation in ProtocolOperation.allCases {
             let label = operation.declaration.metrics
             switch operation.declaration.route {
             case .administration: #expect(label == .admin)
@@ -143,7 +143,7 @@ import Testing
         return (engine, handler)
     }
 
-    static func request(_ operation: Operation) throws -> Request {
+    static func request(_ operation: ProtocolOperation) throws -> Request {
         try request(operation.declaration.example)
     }
 

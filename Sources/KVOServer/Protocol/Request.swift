@@ -1,7 +1,7 @@
 import KVOJSON
 
 /// A decoded, validated client request (docs/protocol.md, "Operations"). Each case is an instance of an
-/// `Operation` (`operation`), whose row in `OperationTable` says everything else about it.
+/// `ProtocolOperation` (`operation`), whose row in `OperationTable` says everything else about it.
 public enum Request: Equatable, Sendable {
     /// `events`: the event encoding asked for (nil: leave the connection's as it is).
     case hello(client: String?, events: EventEncoding? = nil)

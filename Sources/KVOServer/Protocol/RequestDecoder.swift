@@ -73,7 +73,7 @@ public enum RequestDecoder {
 
     /// "get, list, info and observe": the operations whose row accepts `atLeastRev`, for its error message.
     static let atLeastRevOperations: String = {
-        let names = Operation.allCases.filter { $0.declaration.acceptsAtLeastRev }.map(\.name)
+        let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsAtLeastRev }.map(\.name)
         return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
     }()
 
@@ -89,7 +89,7 @@ public enum RequestDecoder {
         let fields = RequestFields(members: members)
         let id = fields["id"].flatMap { $0.isScalar ? $0 : nil }
         // Only the operations whose row allows it are decoded before a login.
-        guard case let .string(op)? = fields["op"], let operation = Operation(named: op), operation.declaration.beforeLogin else {
+        guard case let .string(op)? = fields["op"], let operation = ProtocolOperation(named: op), operation.declaration.beforeLogin else {
             return Decoded(id: id, request: .failure(loginRequired))
         }
         return decode(line)
@@ -101,10 +101,10 @@ public enum RequestDecoder {
     }
 
     /// The operation named by `op` and its row's decoder. Unknown fields are ignored.
-    private static func decode(_ fields: RequestFields) throws(KVOError) -> (Operation, Request) {
+    private static func decode(_ fields: RequestFields) throws(KVOError) -> (ProtocolOperation, Request) {
         guard let opValue = fields["op"] else { throw KVOError(.badRequest, "missing 'op'") }
         guard case let .string(op) = opValue else { throw KVOError(.badRequest, "'op' must be a string") }
-        guard let operation = Operation(named: op) else {
+        guard let operation = ProtocolOperation(named: op) else {
             throw KVOError(.unknownOp, "unknown op '\(op)'")
         }
         return (operation, try operation.declaration.decode(FieldReader(fields: fields)))

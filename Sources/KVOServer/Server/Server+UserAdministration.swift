@@ -190,7 +190,7 @@ extension Server {
 extension UserChange {
     /// The administration operation that made this change (its row in `OperationTable`): what a replicated
     /// change is admitted as on every node.
-    var operation: Operation {
+    var operation: ProtocolOperation {
         switch self {
         case .add: .userAdd
         case .remove: .userRemove

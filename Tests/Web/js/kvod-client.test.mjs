@@ -74,6 +74,22 @@ test("requests resolve with replies and reject with KVODError carrying the code 
   }
 });
 
+test("increment adds atomically, by 1 by default, and refuses what is not a number", async () => {
+  const kvod = await connect(WS, { heartbeat: 0 });
+  try {
+    const id = objectId("counter");
+    const created = await kvod.create(id, { visits: 40, name: "x" });
+    const first = await kvod.increment(id, "visits");
+    assert.deepEqual(first, { rev: created.rev + 1, value: 41 });
+    assert.equal((await kvod.increment(id, "visits", -51)).value, -10);
+    assert.equal((await kvod.increment(id, "ratio", 0.5)).value, 0.5);
+    await assert.rejects(kvod.increment(id, "name"), { code: "type_mismatch" });
+    assert.deepEqual(await kvod.get(id), { visits: -10, name: "x", ratio: 0.5 });
+  } finally {
+    kvod.close();
+  }
+});
+
 for (const events of ["compact", "full"]) {
   test(`observations as async iterators decode every reason and kind (${events} events)`, async () => {
     const kvod = await connect(WS, { events, heartbeat: 0 });

@@ -121,6 +121,8 @@ export class KVODClient {
     return reply.value;
   }
   set(object, keyPath, value) { return this.request("set", { object, keyPath, value }); }
+  /** Adds `by` (default 1) to the number at `keyPath`, atomically; resolves to `{ value, rev }`. */
+  increment(object, keyPath, by = 1) { return this.request("increment", { object, keyPath, by }); }
   /** Inserts `values` (an array) at `index` (appends without one). */
   insert(object, keyPath, values, index) {
     return this.request("insert", index === undefined ? { object, keyPath, values } : { object, keyPath, values, index });

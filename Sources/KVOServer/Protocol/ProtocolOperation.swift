@@ -10,7 +10,7 @@ import KVOJSON
 /// and metrics (`MetricsOperation`) read the row; none of them lists operations again.
 ///
 /// A value; any thread.
-public enum Operation: Int, CaseIterable, Sendable {
+public enum ProtocolOperation: Int, CaseIterable, Sendable {
     case hello, auth, ping
     case create, delete, get, set, increment, insert, remove, replace
     case list, info, observe, unobserve
@@ -115,20 +115,20 @@ public struct OperationDeclaration: Sendable {
     }
 }
 
-/// The rows, in `Operation` order, and the lookup by name.
+/// The rows, in `ProtocolOperation` order, and the lookup by name.
 enum OperationTable {
-    static let rows: [OperationDeclaration] = Operation.allCases.map(declaration(of:))
+    static let rows: [OperationDeclaration] = ProtocolOperation.allCases.map(declaration(of:))
 
-    /// Operations by the length of their name (index), for `Operation(named:)`.
-    static let byLength: [[Operation]] = {
-        let longest = Operation.allCases.map { rows[$0.rawValue].name.utf8.count }.max() ?? 0
-        var table = [[Operation]](repeating: [], count: longest + 1)
-        for operation in Operation.allCases { table[rows[operation.rawValue].name.utf8.count].append(operation) }
+    /// Operations by the length of their name (index), for `ProtocolOperation(named:)`.
+    static let byLength: [[ProtocolOperation]] = {
+        let longest = ProtocolOperation.allCases.map { rows[$0.rawValue].name.utf8.count }.max() ?? 0
+        var table = [[ProtocolOperation]](repeating: [], count: longest + 1)
+        for operation in ProtocolOperation.allCases { table[rows[operation.rawValue].name.utf8.count].append(operation) }
         return table
     }()
 
     /// The table. One `case` per operation and no `default:`, so that a new operation states all of this.
-    private static func declaration(of operation: Operation) -> OperationDeclaration {
+    private static func declaration(of operation: ProtocolOperation) -> OperationDeclaration {
         switch operation {
         case .hello:
             return OperationDeclaration(
@@ -279,7 +279,7 @@ enum OperationTable {
 extension Request {
     /// The operation this request is an instance of. No `default:`: a new kind of request must name its
     /// operation, and so its row (whether it writes, what it needs).
-    public var operation: Operation {
+    public var operation: ProtocolOperation {
         switch self {
         case .hello: .hello
         case .auth: .auth

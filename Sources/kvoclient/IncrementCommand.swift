@@ -1,0 +1,47 @@
+import ArgumentParser
+import KVOJSON
+
+/// `kvoclient increment <object> <keyPath> [by]`: adds to a number atomically; prints the new value, then `rev N`.
+struct IncrementCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "increment",
+        abstract: "Add to the number at a key path (missing or null counts as 0). Prints the new value, then `rev N`."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "The object id.")
+    var object: String
+
+    @Argument(help: "A key path such as `stats.visits`.")
+    var keyPath: String
+
+    /// Captures unrecognized input so that a negative step (`-2`) is a value, not an option.
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The step, an integer or a number (default 1).", valueName: "by"))
+    var steps: [String] = []
+
+    /// The step, after an optional `--` terminator; nil when not given.
+    private func step() throws -> JSONValue? {
+        let given = ValueArgument.droppingTerminator(steps)
+        guard !given.isEmpty else { return nil }
+        guard given.count == 1 else { throw ValidationError("expected at most one step, got \(given.count) (\(given.joined(separator: " ")))") }
+        let value = try ValueArgument.parse(given[0])
+        switch value {
+        case .int, .double: return value
+        default: throw ValidationError("the step must be a number, not '\(given[0])'")
+        }
+    }
+
+    func validate() throws {
+        _ = try step()
+    }
+
+    func run() async throws {
+        var params: [String: JSONValue] = ["object": .string(object), "keyPath": .string(keyPath)]
+        if let by = try step() { params["by"] = by }
+        let reply = try await connection.call("increment", params)
+        guard let value = reply["value"] else { throw CLIError.unexpectedReply(JSONValue.object(reply).description) }
+        Terminal.printLine(DisplayText.json(value))
+        try RevisionLine.print(reply)
+    }
+}
