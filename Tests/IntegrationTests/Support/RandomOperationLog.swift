@@ -2,7 +2,7 @@ import KVOJSON
 
 /// A seeded random log of write requests for the cluster's determinism test: creates (free-form objects
 /// `o0`…`o7` with nested values, objects `c0`…`c3` of class `Item`), sets through key paths (some through
-/// missing intermediates), array inserts, removes and replaces (some out of range), deletes, writes the
+/// missing intermediates), increments (of numbers, of missing keys, of strings, past a class's maximum), array inserts, removes and replaces (some out of range), deletes, writes the
 /// class refuses (levels over its maximum, tags too long, sets of its computed properties), and bindings:
 /// `bind` (with and without a `convert` expression and `now`, some into the class's validated `level`),
 /// `combineLatest` and `unbind` of ids that may or may not exist (bindings whose objects are deleted go too,
@@ -42,7 +42,15 @@ struct RandomOperationLog {
             }
             return ("create", ["object": object, "class": "Item",
                                "values": .object(["level": .int(Int64(random.below(120))), "tags": .array([])])])
-        case 15..<55:
+        case 50..<55:
+            // Read-modify-writes: every node must read the same value at the same point of the stream.
+            let by: JSONValue = random.below(4) == 0 ? .double(Double(random.below(8)) / 4) : .int(Int64(random.below(21)) - 5)
+            if free {
+                // `a.b` holds numbers or not (type_mismatch), `counter` starts missing.
+                return ("increment", ["object": object, "keyPath": .string(["a.b", "counter", "s"][random.below(3)]), "by": by])
+            }
+            return ("increment", ["object": object, "keyPath": "level", "by": by])  // past 100, or a double: refused
+        case 15..<50:
             if free {
                 let keyPath = ["a.b", "a.c", "a.d.e", "s", "a", "a.c.x"][random.below(6)]
                 return ("set", ["object": object, "keyPath": .string(keyPath), "value": nested(&random, depth: 3)])
