@@ -57,8 +57,8 @@ enum StorageBenchmark {
         print(pad("close (checkpoints the WAL)", 46) + seconds(closeNanoseconds))
 
         // Footprint.
-        let databaseBytes = fileSize(directory + "/" + PersistentStore.fileName)
-        let walBytes = fileSize(directory + "/" + PersistentStore.fileName + "-wal")
+        let databaseBytes = fileSize(directory + "/" + SQLiteStore.fileName)
+        let walBytes = fileSize(directory + "/" + SQLiteStore.fileName + "-wal")
         let total = databaseBytes + walBytes
         print(pad("disk: kvod.sqlite3 + kvod.sqlite3-wal", 46) + "\(databaseBytes) + \(walBytes) bytes = "
               + format1(Double(total) / 1_048_576) + " MiB, " + format1(Double(total) / Double(max(objects, 1))) + " bytes/object")
@@ -166,16 +166,16 @@ enum StorageBenchmark {
         guard status == 0 else { fail("the restart process failed (wait status \(status))") }
     }
 
-    private static func openStore(_ directory: String, sync: SyncMode) -> PersistentStore {
+    private static func openStore(_ directory: String, sync: SyncMode) -> SQLiteStore {
         do {
-            return try PersistentStore(directory: directory, sync: sync, historyLimit: historyLimit,
+            return try SQLiteStore(directory: directory, sync: sync, historyLimit: historyLimit,
                                        historyByteLimit: historyByteLimit)
         } catch {
             fail("cannot open the store: \(error)")
         }
     }
 
-    private static func commitOrExit(_ store: PersistentStore, _ batch: CommitBatch) {
+    private static func commitOrExit(_ store: SQLiteStore, _ batch: CommitBatch) {
         do {
             try store.commit(batch)
         } catch {
@@ -200,7 +200,7 @@ enum StorageBenchmark {
     /// Removes the benchmark's directory: the store's files, then the directory itself.
     private static func removeDirectory(_ directory: String) {
         for suffix in ["", "-wal", "-shm", "-journal", ".lock"] {
-            unlink(directory + "/" + PersistentStore.fileName + suffix)
+            unlink(directory + "/" + SQLiteStore.fileName + suffix)
         }
         rmdir(directory)
     }

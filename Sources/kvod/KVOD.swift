@@ -209,7 +209,7 @@ struct KVOD: ParsableCommand {
         Hard bound on the SQLite WAL in bytes (at least 65536). Checkpoints run off the event loop from 1/16 of \
         it; past it one runs on the event loop, blocking, until the WAL is empty.
         """, transform: NumberArgument.positive)
-    var walLimit = PersistentStore.defaultWALLimitBytes
+    var walLimit = SQLiteStore.defaultWALLimitBytes
 
     @Option(help: ArgumentHelp("""
         Cluster mode: the NATS servers (JetStream), comma-separated (nats://127.0.0.1:4222,nats://...). \
@@ -277,8 +277,8 @@ struct KVOD: ParsableCommand {
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard SyncMode(rawValue: sync) != nil else { throw ValidationError("--sync must be full, normal or off") }
         guard history >= 0, historyBytes >= 0 else { throw ValidationError("--history and --history-bytes must not be negative") }
-        guard walLimit >= PersistentStore.minimumWALLimitBytes else {
-            throw ValidationError("--wal-limit must be at least \(PersistentStore.minimumWALLimitBytes) bytes")
+        guard walLimit >= SQLiteStore.minimumWALLimitBytes else {
+            throw ValidationError("--wal-limit must be at least \(SQLiteStore.minimumWALLimitBytes) bytes")
         }
         if let users, !inMemory {
             throw ValidationError("--users '\(users)' goes with --in-memory; with --data the users live in the store (kvod user add --data DIR)")

@@ -116,14 +116,14 @@ struct ClusterReplicatorTests {
     func streamSequencePersists() throws {
         let directory = TemporaryDirectory()
         do {
-            let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+            let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
             #expect(try store.readStreamSequence() == 0)
             var batch = CommitBatch(revision: 0, entries: [], objects: [:])
             batch.streamSequence = 42
             try store.commit(batch)
             store.close()
         }
-        let reopened = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+        let reopened = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
         defer { reopened.close() }
         #expect(try reopened.readStreamSequence() == 42)
     }

@@ -148,7 +148,7 @@ struct ClusterSnapshotTests {
         let directory = TemporaryDirectory()
         let snapshot = ClusterSnapshot(engine: try populatedEngine(), users: users, sequence: 77)
         do {
-            let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+            let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
             let old = KVOEngine(recordsCommitBatches: true)
             _ = try old.create("gone", ["v": 1])
             _ = try old.create("a", ["x": 99])
@@ -159,7 +159,7 @@ struct ClusterSnapshotTests {
             try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence)
             store.close()
         }
-        let reopened = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+        let reopened = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
         defer { reopened.close() }
         let state = try reopened.load()
         #expect(try reopened.readStreamSequence() == 77)

@@ -191,11 +191,11 @@ struct ObjectTableTests {
         for id in Self.awkward.keys.sorted() { try engine.create(id, Self.awkward[id]!.objectValue!) }
         try engine.set("numbers", "int", 2)
         do {
-            let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+            let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
             try store.commit(engine.takeCommitBatch())
             store.close()
         }
-        let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+        let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
         defer { store.close() }
         let state = try store.load()
         #expect(state.objects.liveCount == 0)
@@ -218,11 +218,11 @@ struct ObjectTableTests {
         let engine = KVOEngine(recordsCommitBatches: true)
         for id in ids { try engine.create(id, ["v": .string(id)]) }
         do {
-            let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+            let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
             try store.commit(engine.takeCommitBatch())
             store.close()
         }
-        let store = try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
+        let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
         defer { store.close() }
         let restored = KVOEngine(restoring: try store.load())
         #expect(restored.objectIDs() == ids.sorted())

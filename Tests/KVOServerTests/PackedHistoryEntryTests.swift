@@ -159,8 +159,8 @@ import Testing
 
     // MARK: - Helpers
 
-    private func open(_ directory: TemporaryDirectory) throws -> PersistentStore {
-        try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 1000, historyByteLimit: 1 << 30)
+    private func open(_ directory: TemporaryDirectory) throws -> SQLiteStore {
+        try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 1000, historyByteLimit: 1 << 30)
     }
 
     private func reload(_ directory: TemporaryDirectory) throws -> PersistedState {

@@ -9,11 +9,11 @@ import Testing
 /// the redo exactly; a version-2 database is migrated in place.
 @Suite("redo log store")
 struct RedoLogStoreTests {
-    private func open(_ directory: TemporaryDirectory, sync: SyncMode = .normal) throws -> PersistentStore {
-        try PersistentStore(directory: directory.path, sync: sync, historyLimit: 1000, historyByteLimit: 1 << 30)
+    private func open(_ directory: TemporaryDirectory, sync: SyncMode = .normal) throws -> SQLiteStore {
+        try SQLiteStore(directory: directory.path, sync: sync, historyLimit: 1000, historyByteLimit: 1 << 30)
     }
 
-    private func count(_ store: PersistentStore, _ sql: String) throws -> Int {
+    private func count(_ store: SQLiteStore, _ sql: String) throws -> Int {
         Int(try store.queryText(sql)) ?? -1
     }
 

@@ -1,5 +1,4 @@
 import CLibUV
-import CSQLite
 import Foundation
 import KVOJSON
 import Testing
@@ -12,17 +11,17 @@ import Testing
     private typealias F = StorageFixtures
     private static let limit = 1 << 20
 
-    private func open(_ directory: TemporaryDirectory) throws -> PersistentStore {
-        try PersistentStore(directory: directory.path, sync: .normal, historyLimit: 1000, historyByteLimit: 1 << 30,
+    private func open(_ directory: TemporaryDirectory) throws -> SQLiteStore {
+        try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 1000, historyByteLimit: 1 << 30,
                             walLimitBytes: Self.limit)
     }
 
-    private func walFileBytes(_ store: PersistentStore) -> Int {
+    private func walFileBytes(_ store: SQLiteStore) -> Int {
         (try? FileManager.default.attributesOfItem(atPath: store.databasePath + "-wal")[.size] as? Int) ?? 0
     }
 
     /// Commits one write of a 1 KB string per revision from `rev` until `stop` says so; returns the next revision.
-    private func commit(_ store: PersistentStore, from rev: UInt64, until stop: (PersistentStore) -> Bool) throws -> UInt64 {
+    private func commit(_ store: SQLiteStore, from rev: UInt64, until stop: (SQLiteStore) -> Bool) throws -> UInt64 {
         var rev = rev
         let padding = String(repeating: "w", count: 1_000)
         while !stop(store) {
@@ -75,7 +74,7 @@ import Testing
         #expect(job.isRunning)
         uv_run(&loop, UV_RUN_DEFAULT)
         #expect(finishedOnLoop && !job.isRunning && job.completed == 1)
-        #expect(job.lastResult.code == SQLITE_OK)
+        #expect(job.lastCheckpointSucceeded)
         #expect(job.lastResult.walFrames > 0 && job.lastResult.checkpointedFrames == job.lastResult.walFrames,
                 "\(job.lastResult)")
         // Everything was copied: the next commit starts the WAL again from its beginning.
@@ -88,11 +87,46 @@ import Testing
         #expect(state.revision == rev && state.objects["after"] == ["n": 1])
     }
 
+    /// What the server sees of all this (`Store.afterCommit(on:)`): the background checkpoint queued on the
+    /// loop's thread pool once the WAL needs one, and the blocking fallback reported as a warning, once a
+    /// second at most (the rest counted into the next report).
+    @Test func afterCommitQueuesTheBackgroundCheckpointAndReportsTheBlockingFallbackOnceASecond() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        try store.startBackgroundCheckpoints(delayMilliseconds: 0)
+        var loop = uv_loop_t()
+        #expect(uv_loop_init(&loop) == 0)
+        var rev = try commit(store, from: 1) { $0.checkpointNeed == .background }
+        #expect(store.afterCommit(on: &loop) == nil)
+        #expect(uv_run(&loop, UV_RUN_DEFAULT) == 0)
+        let job = try #require(store.backgroundCheckpoint)
+        #expect(job.completed == 1 && job.lastCheckpointSucceeded)
+        try store.commit(F.batch([F.entry(rev, "after", ["n": 1])]))
+        rev += 1
+        #expect(store.checkpointNeed == .none, "the checkpoint copied the whole WAL: it starts again")
+        // No more background checkpoints (afterCommit not called): the WAL runs into its limit, twice.
+        rev = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
+        let notice = try #require(store.afterCommit(on: &loop))
+        #expect(notice.level == .warning)
+        #expect(notice.message.contains("the WAL passed --wal-limit") && notice.message.contains(": a blocking checkpoint on the event loop"),
+                "\(notice.message)")
+        rev = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
+        #expect(store.afterCommit(on: &loop) == nil, "within the same second: counted, not reported")
+        usleep(1_100_000)
+        uv_update_time(&loop)
+        _ = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
+        let next = try #require(store.afterCommit(on: &loop))
+        #expect(next.message.contains(": 2 blocking checkpoints on the event loop"), "\(next.message)")
+        #expect(uv_run(&loop, UV_RUN_DEFAULT) == 0)
+        store.close()
+        #expect(uv_loop_close(&loop) == 0)
+    }
+
     /// Holds the WAL's checkpoint lock as a checkpoint on another connection does while it copies and
     /// syncs: an open-file-description lock (which conflicts with SQLite's POSIX locks even in this process)
     /// on byte 121 of the `-shm` file (SQLite's `UNIX_SHM_BASE` 120 + `WAL_CKPT_LOCK` 1). Returns the
     /// descriptor; closing it lets go.
-    private func holdCheckpointLock(_ store: PersistentStore) throws -> Int32 {
+    private func holdCheckpointLock(_ store: SQLiteStore) throws -> Int32 {
         let descriptor = Glibc.open(store.databasePath + "-shm", O_RDWR)
         try #require(descriptor >= 0)
         var lock = flock()
@@ -133,7 +167,7 @@ import Testing
         store.close()
     }
 
-    private func reopen(_ directory: TemporaryDirectory, closing store: PersistentStore) throws -> PersistedState {
+    private func reopen(_ directory: TemporaryDirectory, closing store: SQLiteStore) throws -> PersistedState {
         store.close()
         let reopened = try open(directory)
         defer { reopened.close() }

@@ -65,7 +65,7 @@ struct ClusterSnapshot: Sendable, Equatable {
                   objects: objects, classes: classes, bindings: bindings, users: users.users)
     }
 
-    /// The state as `KVOEngine(restoring:)` and `PersistentStore.replaceAll` take it (no history).
+    /// The state as `KVOEngine(restoring:)` and `SQLiteStore.replaceAll` take it (no history).
     var persistedState: PersistedState {
         PersistedState(objects: ObjectTable(packing: objects), revision: revision, history: [], classes: classes, bindings: bindings,
                        lastBindingID: lastBindingID)

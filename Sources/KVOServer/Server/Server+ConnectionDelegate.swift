@@ -27,7 +27,7 @@ extension Server: ConnectionDelegate {
     }
 
     var mayWriteImmediately: Bool {
-        store == nil || (!handler.engine.hasUncommittedWrites && (cluster == nil || cluster!.appliedSequence == cluster!.committedSequence))
+        !storeKeepsWrites || (!handler.engine.hasUncommittedWrites && (cluster == nil || cluster!.appliedSequence == cluster!.committedSequence))
     }
 
     func connectionsPassedTotalInputLimit(_ connection: Connection) {

@@ -5,14 +5,14 @@ import Logging
 import Glibc
 #endif
 
-/// The end of a loop iteration: group commit to the store, checkpoints, flushing connections, replaying held input.
+/// The end of a loop iteration: group commit to the store and its upkeep, flushing connections, replaying held input.
 /// Loop thread only, like the rest of `Server`.
 extension Server {
     /// Group commit: makes every write accepted during this loop iteration durable, in one
     /// transaction, before any reply or event about it leaves the server. If the disk refuses, kvod
     /// stops at once without sending them: nothing is acknowledged that is not stored.
     func commitPendingWrites() {
-        guard let store else { return }
+        guard storeKeepsWrites else { return }
         var batch = handler.engine.takeCommitBatch()
         if let cluster, cluster.appliedSequence != cluster.committedSequence { batch.streamSequence = cluster.appliedSequence }
         if !uncommittedUsers.isEmpty {
@@ -25,7 +25,7 @@ extension Server {
             try store.commit(batch)
             if let sequence = batch.streamSequence { cluster?.committedSequence = sequence }
             metrics.groupCommitted(nanoseconds: uv_hrtime() &- started)
-            checkpointIfNeeded(store)
+            if let notice = store.afterCommit(on: loop.raw) { logger.log(level: notice.level, "\(notice.message)") }
         } catch {
             let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
             logger.critical("cannot persist \(revisions): \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging them")
@@ -33,30 +33,9 @@ extension Server {
         }
     }
 
-    /// After a group commit: a passive checkpoint on the thread pool once the WAL holds
-    /// `walCheckpointStartBytes` (one at a time; when one ends and the WAL still needs one, the next
-    /// commit queues it). When the commit took the WAL past `--wal-limit` (checkpoints not keeping up),
-    /// the store ran the blocking fallback itself (`PersistentStore.blockingCheckpoint`): logged here, at
-    /// most once a second.
-    func checkpointIfNeeded(_ store: PersistentStore) {
-        if let fallback = store.blockingCheckpoint, let count = blockingCheckpointLog.record(at: uv_now(loop.raw)) {
-            let what = count == 1 ? "a blocking checkpoint" : "\(count) blocking checkpoints"
-            if fallback.emptied {
-                logger.warning("the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(store.walLimitBytes)): \(what) on the event loop; background checkpoints are not keeping up with the writes")
-            } else {
-                logger.error("the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(store.walLimitBytes)) and \(what) could not empty it within 10 s (another process reading the database?); trying again after the next commit")
-            }
-        }
-        if store.checkpointNeed != .none {
-            checkpointJob?.start(on: loop.raw) { _ in }
-        }
-    }
-
-    /// Closes the background checkpoint's connection, then the store (the last connection to close
-    /// checkpoints the WAL into the database file and removes it).
+    /// Closes the store, with its background work (after the loop has run dry: nothing of it is queued).
     func closeStore() {
-        checkpointJob?.close()
-        store?.close()
+        store.close()
     }
 
     /// End of a loop iteration: commit this iteration's writes, then one write per connection with

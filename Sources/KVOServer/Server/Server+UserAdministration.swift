@@ -162,20 +162,20 @@ extension Server {
         slots.compactMap { $0?.takeUnretainedValue() }.filter { !$0.isClosing && $0.principal?.user == name }
     }
 
-    /// Writes the users that changed (or were removed) where they live: the store's `users` table, or
-    /// the users file. A failure stops kvod without acknowledging the change, like a failed commit.
+    /// Writes the users that changed (or were removed) where they live: the store, when it keeps writes,
+    /// or else the users file. A failure stops kvod without acknowledging the change, like a failed commit.
     ///
-    /// Cluster mode: a node with a store writes them with the next group commit, in the transaction
-    /// that records the stream sequence applied, so a restarted node never applies a user change twice
-    /// or misses one; a node without a store keeps them in memory only (its users file is the users it
-    /// starts from: on a restart it applies the stream again from the start).
+    /// Cluster mode: a node whose store keeps writes writes them with the next group commit, in the
+    /// transaction that records the stream sequence applied, so a restarted node never applies a user
+    /// change twice or misses one; an in-memory node keeps them in memory only (its users file is the
+    /// users it starts from: on a restart it applies the stream again from the start).
     func persistUsers(changed: [String] = [], removed: [String] = []) {
         if cluster != nil {
-            if store != nil { uncommittedUsers.formUnion(changed + removed) }
+            if storeKeepsWrites { uncommittedUsers.formUnion(changed + removed) }
             return
         }
         do {
-            if let store {
+            if storeKeepsWrites {
                 try store.writeUsers(upserting: changed.compactMap { users.user(named: $0) }, deleting: removed)
             } else if let path = configuration.usersFile {
                 try UsersFile.save(users, to: path)

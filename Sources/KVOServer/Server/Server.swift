@@ -77,23 +77,22 @@ public final class Server {
     let descriptorCapacity = DescriptorLimit.current().connectionCapacity
     /// Connections refused for want of descriptors, logged once a second at most.
     var descriptorRefusals = RateLimitedCount()
-    /// The durable store, when not in memory. Written once per loop iteration (group commit).
-    let store: PersistentStore?
-    /// The store's background checkpoint (a second SQLite connection used on the thread pool: see
-    /// `WALCheckpointJob` for which thread owns it when); nil in memory. Queued by `commitPendingWrites()`.
-    let checkpointJob: WALCheckpointJob?
-    /// Blocking checkpoints (the WAL past `--wal-limit`), logged at most once a second, the rest counted.
-    var blockingCheckpointLog = RateLimitedCount()
+    /// Where the state is kept between runs (`Store`: SQLite with `--data`, a `MemoryStore` that keeps
+    /// nothing in memory). Written once per loop iteration (group commit) when it keeps writes.
+    let store: any Store
+    /// `store.keepsWrites`, read once: whether writes wait for a group commit before any output about them
+    /// (`mayWriteImmediately`, on the hot path, reads this, not the store).
+    let storeKeepsWrites: Bool
     /// Scratch space reused by every request (no allocation per request once warm).
     var notifications: [ChangeNotification] = []
     var replyBuffer: [UInt8] = []
     /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
     let users: UserDirectory
-    /// Cluster mode with a store: users changed by stream entries applied since the last group commit,
-    /// written with it (`persistUsers`). Loop thread.
+    /// Cluster mode with a store that keeps writes: users changed by stream entries applied since the last
+    /// group commit, written with it (`persistUsers`). Loop thread.
     var uncommittedUsers = Set<String>()
-    /// `--users FILE` (no store): the file's lock, held shared for the whole run (`UsersFileLock`).
-    var usersFileLock: UsersFileLock?
+    /// `--users FILE` (in memory): the file's lock, held shared for the whole run (`UsersFileLock`).
+    let usersFileLock: UsersFileLock?
     /// Password checks, on the thread pool (set once the loop exists).
     var passwordChecks: PasswordVerificationQueue!
     /// Failed logins are logged at most once a second, the rest counted.
@@ -138,109 +137,21 @@ public final class Server {
     /// Open connections.
     public var connectionCount: Int { openConnections }
 
-    /// Opens the store (when configured) and restores the engine from it, creates the loop and binds
-    /// the listener, so the port is known before `run()`.
+    /// Opens the store and restores the engine and the users from it (`ServerStartup`), creates the loop and
+    /// binds the listener, so the port is known before `run()`.
     public init(configuration: ServerConfiguration) throws(ServerStartError) {
         self.configuration = configuration
         if let problem = configuration.sizeLimits.problem(outputBufferBytes: configuration.maximumOutputBufferBytes) {
             throw .configuration(problem)
         }
-        var engine: KVOEngine
-        var users = UserDirectory()
-        var appliedSequence: UInt64 = 0
-        /// The stream sequence of the snapshot this node installed at start-up (`SnapshotBootstrap`), if any.
-        var bootstrapSnapshot: UInt64?
-        /// The users of that snapshot (nil: none installed, or a snapshot older than replicated users).
-        var snapshotUsers: [UserRecord]?
-        var directoryProblem: String?
-        if let cluster = configuration.cluster, let problem = cluster.problem { throw .configuration(problem) }
-        if let storage = configuration.storage {
-            do throws(StorageError) {
-                let store = try PersistentStore(directory: storage.directory, sync: storage.sync,
-                                                historyLimit: configuration.historyLimit,
-                                                historyByteLimit: configuration.historyByteLimit,
-                                                walLimitBytes: storage.walLimitBytes)
-                checkpointJob = try store.makeCheckpointJob(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
-                var state = try store.load()
-                users = try store.loadUsers()
-                let recordedStream = try store.readClusterStream()
-                directoryProblem = Server.clusterDirectoryProblem(recorded: recordedStream, cluster: configuration.cluster,
-                                                                  revision: state.revision, classes: state.classes.count)
-                if let cluster = configuration.cluster, directoryProblem == nil {
-                    if recordedStream == nil { try store.recordClusterStream(cluster.stream) }
-                    appliedSequence = try store.readStreamSequence()
-                    switch Server.bootstrap(cluster, applied: appliedSequence, logger: configuration.logger) {
-                    case .replay: break
-                    case let .install(snapshot):
-                        try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence, users: snapshot.users)
-                        state = snapshot.persistedState
-                        snapshotUsers = snapshot.users
-                        appliedSequence = snapshot.sequence
-                        bootstrapSnapshot = snapshot.sequence
-                    case let .refuse(reason):
-                        directoryProblem = reason
-                    }
-                }
-                engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
-                                   historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: true)
-                self.store = store
-                for note in store.permissionNotes { configuration.logger.warning("\(PrintableText.escaped(note, limit: 1000))") }
-                configuration.logger.info("restored", metadata: [
-                    "objects": "\(state.objects.count)", "rev": "\(state.revision)", "history": "\(state.history.count)",
-                    "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)",
-                    "database": "\(store.databasePath)", "sync": "\(storage.sync.rawValue)", "storedBytes": "\(engine.storedBytes)",
-                ])
-                for problem in engine.restoreProblems {
-                    configuration.logger.error("\(PrintableText.escaped("\(problem)", limit: 1000))")
-                }
-            } catch {
-                throw .storage(error)
-            }
-            if let directoryProblem { throw .configuration(directoryProblem) }
-        } else {
-            engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
-            self.store = nil
-            checkpointJob = nil
-        }
-        if configuration.storage == nil, let cluster = configuration.cluster {
-            switch Server.bootstrap(cluster, applied: 0, logger: configuration.logger) {
-            case .replay: break
-            case let .install(snapshot):
-                engine = KVOEngine(restoring: snapshot.persistedState, historyLimit: configuration.historyLimit,
-                                   historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: false)
-                appliedSequence = snapshot.sequence
-                bootstrapSnapshot = snapshot.sequence
-                snapshotUsers = snapshot.users
-            case let .refuse(reason):
-                throw .configuration(reason)
-            }
-        }
-        if bootstrapSnapshot != nil, let problem = engine.restoreProblems.first {
-            throw .configuration("the cluster snapshot could not be installed whole (\(problem)): this node would diverge")
-        }
-        if configuration.storage == nil, let usersFile = configuration.usersFile {
-            do throws(UserDirectoryError) {
-                // Held for the whole run: `kvod user … --users FILE` refuses to change it meanwhile.
-                guard let lock = try UsersFileLock(usersFile: usersFile, mode: .serving) else {
-                    throw UserDirectoryError("the users file '\(usersFile)' is being changed by `kvod user …`: try again")
-                }
-                usersFileLock = lock
-                users = try UsersFile.load(usersFile)
-            } catch {
-                throw .configuration(error.message)
-            }
-        }
-        // A snapshot's users are the cluster's at its sequence: they replace what the node started with.
-        if let snapshotUsers { users = UserDirectory(snapshotUsers) }
-        self.users = users
-        engine.sizeLimits = configuration.sizeLimits
-        engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
-        if engine.storedBytes > configuration.sizeLimits.maximumStoredBytes {
-            configuration.logger.warning("""
-                the store holds \(engine.storedBytes) bytes, more than --max-memory \(configuration.sizeLimits.maximumStoredBytes): \
-                writes that would grow it are refused (quota_exceeded) until enough is deleted
-                """)
-        }
+        let startup = try ServerStartup(configuration: configuration)
+        let engine = startup.engine
+        let appliedSequence = startup.appliedSequence
+        let bootstrapSnapshot = startup.bootstrapSnapshot
+        store = startup.store
+        storeKeepsWrites = startup.store.keepsWrites
+        usersFileLock = startup.usersFileLock
+        users = startup.users
         self.handler = RequestHandler(engine: engine)
         handler.users = users
         do throws(TransportError) {

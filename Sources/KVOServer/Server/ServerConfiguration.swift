@@ -71,23 +71,3 @@ public struct ServerConfiguration: Sendable {
 
     public init() {}
 }
-
-/// Durable storage settings: a data directory (created if missing) and the sync mode.
-public struct StorageConfiguration: Sendable {
-    public var directory: String
-    public var sync: SyncMode
-    /// The WAL's hard bound (`--wal-limit`): past it a checkpoint runs on the event loop, blocking
-    /// (docs/design.md, "Durability"). Background checkpoints start at 1/16 of it.
-    public var walLimitBytes: Int
-    /// Tests only (`KVOD_TEST_CHECKPOINT_DELAY_MS`): a pause before each background checkpoint, so that
-    /// they fall behind and the blocking fallback runs. 0 otherwise.
-    public var checkpointTestDelayMilliseconds: Int
-
-    public init(directory: String, sync: SyncMode = .normal, walLimitBytes: Int = PersistentStore.defaultWALLimitBytes,
-                checkpointTestDelayMilliseconds: Int = 0) {
-        self.directory = directory
-        self.sync = sync
-        self.walLimitBytes = walLimitBytes
-        self.checkpointTestDelayMilliseconds = checkpointTestDelayMilliseconds
-    }
-}

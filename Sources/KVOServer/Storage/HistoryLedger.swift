@@ -1,7 +1,7 @@
 /// The revision and size of every history row on disk, oldest first, with their running byte total:
-/// what `PersistentStore` needs to trim history to its limits without asking the database.
+/// what `SQLiteStore` needs to trim history to its limits without asking the database.
 ///
-/// Sixteen bytes per row (1.6 MB for the default 100,000 rows). Owned by one `PersistentStore`; the same
+/// Sixteen bytes per row (1.6 MB for the default 100,000 rows). Owned by one `SQLiteStore`; the same
 /// thread rule (the loop thread only).
 struct HistoryLedger {
     private var revisions: [UInt64] = []

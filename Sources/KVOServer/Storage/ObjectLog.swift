@@ -2,7 +2,7 @@
 /// and of the redo rows written since (`redo.change`), which decide when a commit rewrites the snapshot.
 ///
 /// Also the store's note, during one commit, of what the batch does to the object: whether it gets a
-/// new snapshot, or was deleted. Owned by one `PersistentStore`; the same thread rule (the loop thread).
+/// new snapshot, or was deleted. Owned by one `SQLiteStore`; the same thread rule (the loop thread).
 struct ObjectLog {
     var snapshotBytes: Int
     var redoBytes: Int

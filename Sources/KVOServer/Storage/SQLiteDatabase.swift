@@ -5,7 +5,7 @@ import CSQLite
 /// A thin wrapper that turns SQLite result codes into `StorageError`s carrying `sqlite3_errmsg`. The
 /// connection is opened in multi-thread mode (`SQLITE_OPEN_NOMUTEX`: no mutex per call), so it and its
 /// statements must be used from one thread at a time; kvod uses it only from the loop thread, through
-/// `PersistentStore`, which owns it. Statements keep their database alive; `close()` finalizes nothing
+/// `SQLiteStore`, which owns it. Statements keep their database alive; `close()` finalizes nothing
 /// itself, so finalize statements first to release the file at once.
 final class SQLiteDatabase {
     /// The database file.

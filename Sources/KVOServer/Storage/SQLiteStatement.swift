@@ -3,7 +3,7 @@ import CSQLite
 /// A prepared SQLite statement: bind parameters (1-based), step through rows, read columns (0-based),
 /// reset for the next use.
 ///
-/// Owned by whoever prepared it (`PersistentStore` keeps its statements for its whole life, so a commit
+/// Owned by whoever prepared it (`SQLiteStore` keeps its statements for its whole life, so a commit
 /// never re-compiles SQL). Same thread rule as its `SQLiteDatabase`: one thread at a time, in kvod the
 /// loop thread. Text is bound with `SQLITE_TRANSIENT` (SQLite copies it), so the caller's buffers may
 /// change as soon as a bind returns. Column text is only valid until the next `step`, `reset` or

@@ -10,7 +10,7 @@ import Darwin
 /// and `-shm` files the database file's mode), and the lock file 0600. Files kvod owns that exist with
 /// group or other permissions lose them (0644 becomes 0600), each one noted for a warning line.
 ///
-/// Stateless; blocking file calls (start-up, `PersistentStore.init`). Any thread.
+/// Stateless; blocking file calls (start-up, `SQLiteStore.init`). Any thread.
 enum StoreFileModes {
     /// Mode of the files kvod creates in the data directory.
     static let fileMode: mode_t = 0o600

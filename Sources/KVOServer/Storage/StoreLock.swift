@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The data directory's lock: an exclusive `flock` on `<database>.lock`, held from `PersistentStore.init`
+/// The data directory's lock: an exclusive `flock` on `<database>.lock`, held from `SQLiteStore.init`
 /// to `close()`, so that a second kvod (or a second store in this process: `flock` locks belong to the
 /// open file, not the process) on the same directory fails at start-up with `StorageError.locked`.
 ///

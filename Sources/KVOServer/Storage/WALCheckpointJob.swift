@@ -11,7 +11,7 @@ import Darwin
 /// copying and the fsyncs of a checkpoint never run inside a group commit (docs/design.md, "Durability").
 ///
 /// A passive checkpoint takes no lock the writer needs: the loop thread keeps committing meanwhile, and
-/// copies what was committed before it started. The server queues one job at a time (`isRunning`).
+/// copies what was committed before it started. `SQLiteStore.afterCommit(on:)` queues one job at a time (`isRunning`).
 ///
 /// Threads: created, started and finished on the loop thread. Its connection (`database`) is used by
 /// `run()` on a pool thread between `start` and the after-work callback, and by the loop thread only
@@ -27,6 +27,8 @@ final class WALCheckpointJob: @unchecked Sendable {
     private(set) var isRunning = false
     /// The last checkpoint's outcome, set by `run()` and read on the loop thread after it.
     private(set) var lastResult: (code: Int32, walFrames: Int, checkpointedFrames: Int) = (SQLITE_OK, 0, 0)
+    /// Whether the last checkpoint ran (`SQLITE_OK`; it may still have left frames to copy).
+    var lastCheckpointSucceeded: Bool { lastResult.code == SQLITE_OK }
     /// Checkpoints completed. Loop thread.
     private(set) var completed = 0
     private var finished: ((WALCheckpointJob) -> Void)?

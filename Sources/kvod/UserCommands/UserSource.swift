@@ -59,10 +59,10 @@ struct UserSource: ParsableArguments {
 
     /// The store, synced fully (user changes are rare), with no history trimming (the limits are the
     /// server's business).
-    private func openStore() throws -> PersistentStore {
+    private func openStore() throws -> SQLiteStore {
         let directory = data ?? KVOD.defaultDataDirectory
         do {
-            let store = try PersistentStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max)
+            let store = try SQLiteStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max)
             // Store files that were open to others and have been made private: said, as kvod says it.
             for note in store.permissionNotes { FileHandleStandardError.write("warning: \(note)\n") }
             return store

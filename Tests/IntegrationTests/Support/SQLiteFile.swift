@@ -2,6 +2,10 @@ import CSQLite
 
 /// Edits a kvod database file directly, as a damaged disk or a careless person would: for the tests
 /// that start kvod over a corrupt store. Only while no kvod has the file open (kvod holds it locked).
+///
+/// The one place the integration tests reach past kvod into its SQLite file, and only for what neither kvod
+/// nor the store's API ever writes: damaged rows and counters near their maximum (`CorruptStoreTests`), and a
+/// database of an older schema (`UserCommandsTests`, migration). Everything else goes through kvod.
 enum SQLiteFile {
     struct Failure: Error, CustomStringConvertible {
         let description: String

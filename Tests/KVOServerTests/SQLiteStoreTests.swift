@@ -4,19 +4,19 @@ import Testing
 
 @testable import KVOServer
 
-/// `PersistentStore` against real SQLite files in temporary directories: what is committed comes back
+/// `SQLiteStore` against real SQLite files in temporary directories: what is committed comes back
 /// after a reopen, exactly, and history is trimmed to its limits.
-@Suite struct PersistentStoreTests {
+@Suite struct SQLiteStoreTests {
     private typealias F = StorageFixtures
 
     private func open(_ directory: TemporaryDirectory, sync: SyncMode = .normal, historyLimit: Int = 1000,
-                      historyByteLimit: Int = 1 << 30) throws -> PersistentStore {
-        try PersistentStore(directory: directory.path, sync: sync, historyLimit: historyLimit,
+                      historyByteLimit: Int = 1 << 30) throws -> SQLiteStore {
+        try SQLiteStore(directory: directory.path, sync: sync, historyLimit: historyLimit,
                             historyByteLimit: historyByteLimit)
     }
 
     /// Opens the directory again (after closing `store`) and loads it.
-    private func reload(_ directory: TemporaryDirectory, closing store: PersistentStore? = nil) throws -> PersistedState {
+    private func reload(_ directory: TemporaryDirectory, closing store: SQLiteStore? = nil) throws -> PersistedState {
         store?.close()
         let reopened = try open(directory)
         defer { reopened.close() }
@@ -477,7 +477,7 @@ import Testing
         let directory = TemporaryDirectory()
         // Another holder of the directory's lock file (a kvod exiting, or a child between fork and exec)
         // lets go 200 ms into the open's wait (StoreLock.contendedWaitMilliseconds).
-        let held = Glibc.open(directory.path + "/" + PersistentStore.fileName + ".lock", O_RDWR | O_CREAT, 0o644)
+        let held = Glibc.open(directory.path + "/" + SQLiteStore.fileName + ".lock", O_RDWR | O_CREAT, 0o644)
         #expect(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0)
         let holder = Thread {
             usleep(200_000)
@@ -560,7 +560,7 @@ import Testing
     @Test func missingDirectoriesAreCreated() throws {
         let directory = TemporaryDirectory()
         let nested = directory.appending("a/b/c/")
-        let store = try PersistentStore(directory: nested, sync: .normal, historyLimit: 10, historyByteLimit: 1000)
+        let store = try SQLiteStore(directory: nested, sync: .normal, historyLimit: 10, historyByteLimit: 1000)
         #expect(store.databasePath == nested + "kvod.sqlite3")
         try store.commit(F.batch([F.entry(1, "a", ["v": 1])]))
         store.close()
@@ -574,7 +574,7 @@ import Testing
         let directory = TemporaryDirectory()
         #expect(FileManager.default.createFile(atPath: directory.appending("file"), contents: Data("x".utf8)))
         let error = #expect(throws: StorageError.self) {
-            _ = try PersistentStore(directory: directory.appending("file/sub"), sync: .normal, historyLimit: 1,
+            _ = try SQLiteStore(directory: directory.appending("file/sub"), sync: .normal, historyLimit: 1,
                                     historyByteLimit: 1)
         }
         guard case let .directory(path, reason) = error else {

@@ -51,14 +51,17 @@ import Darwin
 ///
 /// Checkpoints (copying the WAL into the database file) never run inside a commit: SQLite's automatic
 /// ones are off (a WAL hook counts the frames instead, `WALFrameCounter`). Once the WAL holds
-/// `walCheckpointStartBytes` the server runs a passive checkpoint on a second connection on the thread
-/// pool (`makeCheckpointJob`, `WALCheckpointJob`); when a commit takes the WAL past `walLimitBytes` anyway
-/// (background checkpoints not keeping up, or none: a store used without a server), that commit ends with
-/// `checkpointBlocking()`, which checkpoints and truncates it on the calling (loop) thread.
+/// `walCheckpointStartBytes`, `afterCommit(on:)` runs a passive checkpoint on a second connection on the
+/// loop's thread pool (`startBackgroundCheckpoints`, `WALCheckpointJob`); when a commit takes the WAL past
+/// `walLimitBytes` anyway (background checkpoints not keeping up, or none: a store used without a server),
+/// that commit ends with `checkpointBlocking()`, which checkpoints and truncates it on the calling (loop)
+/// thread, and `afterCommit(on:)` reports it for the server's log. All of that is this store's own
+/// business: the server sees a `Store` (`SQLiteStore+Store.swift`), never the WAL.
 ///
+/// The `Store` of a kvod with `--data`; also used directly by `kvod user --data` and kvod-bench.
 /// Owned by the server; every method, `init` included, must be called from one thread, the loop thread.
 /// Not Sendable.
-public final class PersistentStore {
+public final class SQLiteStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
     public static let schemaVersion: Int64 = 4
     /// The database file's name inside the data directory.
@@ -102,9 +105,15 @@ public final class PersistentStore {
     public var walCheckpointStartBytes: Int { walLimitBytes / 16 }
     /// How long `checkpointBlocking()` waits for the locks it needs: `blockingCheckpointTimeoutMilliseconds`,
     /// shorter only in tests of a wait that runs out.
-    var blockingCheckpointWaitMilliseconds = PersistentStore.blockingCheckpointTimeoutMilliseconds
+    var blockingCheckpointWaitMilliseconds = SQLiteStore.blockingCheckpointTimeoutMilliseconds
     /// The data directory's lock, held until `close()`.
     private var lock: StoreLock?
+    /// The server's store only (`startBackgroundCheckpoints`): the passive checkpoint on the thread pool,
+    /// queued by `afterCommit(on:)`; its own connection, owned as `WALCheckpointJob` says. Nil otherwise.
+    var backgroundCheckpoint: WALCheckpointJob?
+    /// Blocking checkpoints (the WAL past `walLimitBytes`), reported by `afterCommit(on:)` at most once a
+    /// second, the rest counted.
+    var blockingCheckpointLog = RateLimitedCount()
     /// Files of the store that `init` found readable or writable by others and made 0600 (or could
     /// not), one line each, for the server to log as warnings (`StoreFileModes`).
     public private(set) var permissionNotes: [String] = []
@@ -113,7 +122,7 @@ public final class PersistentStore {
     /// The database's page size (a WAL frame is a page and a 24-byte header).
     private var pageSize = 4096
 
-    /// Internal for the users' rows (`PersistentStore+Users.swift`).
+    /// Internal for the users' rows (`SQLiteStore+Users.swift`).
     private(set) var database: SQLiteDatabase?
     private var statements: Statements?
     private var ledger = HistoryLedger()
@@ -201,14 +210,14 @@ public final class PersistentStore {
     /// `.missingTable` for an existing database without one of its tables (only a file with no table at
     /// all is initialised), `.corrupt` for a counter, schema version or history row out of range.
     public init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int,
-                walLimitBytes: Int = PersistentStore.defaultWALLimitBytes) throws(StorageError) {
+                walLimitBytes: Int = SQLiteStore.defaultWALLimitBytes) throws(StorageError) {
         self.sync = sync
         self.historyLimit = max(historyLimit, 0)
         self.historyByteLimit = max(historyByteLimit, 0)
-        self.walLimitBytes = max(walLimitBytes, PersistentStore.minimumWALLimitBytes)
-        try PersistentStore.makeDirectory(directory)
-        databasePath = directory.hasSuffix("/") ? directory + PersistentStore.fileName : directory + "/" + PersistentStore.fileName
-        try PersistentStore.checkWritable(directory: directory, databasePath: databasePath)
+        self.walLimitBytes = max(walLimitBytes, SQLiteStore.minimumWALLimitBytes)
+        try SQLiteStore.makeDirectory(directory)
+        databasePath = directory.hasSuffix("/") ? directory + SQLiteStore.fileName : directory + "/" + SQLiteStore.fileName
+        try SQLiteStore.checkWritable(directory: directory, databasePath: databasePath)
         guard let lock = try StoreLock(path: databasePath + ".lock") else { throw .locked(path: databasePath) }
         self.lock = lock
         StoreFileModes.createPrivately(databasePath)
@@ -217,7 +226,7 @@ public final class PersistentStore {
         do {
             database = try SQLiteDatabase(path: databasePath)
         } catch {
-            throw PersistentStore.describingOpenFailure(error, databasePath: databasePath)
+            throw SQLiteStore.describingOpenFailure(error, databasePath: databasePath)
         }
         do {
             try configure(database)
@@ -233,7 +242,7 @@ public final class PersistentStore {
             self.database = nil
             database.close()
             lock.release()
-            throw PersistentStore.describingOpenFailure(error, databasePath: databasePath)
+            throw SQLiteStore.describingOpenFailure(error, databasePath: databasePath)
         }
     }
 
@@ -244,6 +253,10 @@ public final class PersistentStore {
     /// Finalizes the statements and closes the database, which checkpoints the WAL into the database
     /// file and releases the lock. Idempotent; later calls of `load` or `commit` throw `.closed`.
     public func close() {
+        // The background checkpoint's connection first: the last connection to close checkpoints the
+        // WAL into the database file and removes it.
+        backgroundCheckpoint?.close()
+        backgroundCheckpoint = nil
         statements?.finalize()
         statements = nil
         database?.close()
@@ -258,7 +271,7 @@ public final class PersistentStore {
     public enum CheckpointNeed: Equatable, Sendable {
         /// Nothing yet.
         case none
-        /// A passive checkpoint off the loop thread (`makeCheckpointJob`), when none is running.
+        /// A passive checkpoint off the loop thread (`afterCommit(on:)`), when none is running.
         case background
         /// The WAL is past `walLimitBytes` (only between a failed `checkpointBlocking()` and the next commit).
         case blocking
@@ -399,9 +412,9 @@ public final class PersistentStore {
         while try bindings.step() {
             let idIsInteger = bindings.isInteger(0)
             let storedID = bindings.int64(0)
-            guard idIsInteger, (1...PersistentStore.maximumCounter).contains(storedID) else {
+            guard idIsInteger, (1...SQLiteStore.maximumCounter).contains(storedID) else {
                 throw .corrupt(row: "binding \(bindings.string(0))",
-                               reason: "the id is not an integer from 1 to \(PersistentStore.maximumCounter)")
+                               reason: "the id is not an integer from 1 to \(SQLiteStore.maximumCounter)")
             }
             let id = UInt64(storedID)
             state.bindings[id] = try decodeDefinition(bindings.textBytes(1), row: "binding \(id)")
@@ -568,9 +581,9 @@ public final class PersistentStore {
         guard try query.step() else { return nil }
         let isInteger = query.isInteger(0)
         let value = query.int64(0)
-        guard isInteger, (0...PersistentStore.maximumCounter).contains(value) else {
+        guard isInteger, (0...SQLiteStore.maximumCounter).contains(value) else {
             throw .corrupt(row: "meta \(key)",
-                           reason: "'\(query.string(0))' is not \(what) (an integer from 0 to \(PersistentStore.maximumCounter))")
+                           reason: "'\(query.string(0))' is not \(what) (an integer from 0 to \(SQLiteStore.maximumCounter))")
         }
         return UInt64(value)
     }
@@ -771,7 +784,7 @@ public final class PersistentStore {
                           during: "switching '\(databasePath)' to WAL")
         }
         try database.exec("PRAGMA synchronous = \(sync.pragmaValue)")
-        try database.exec("PRAGMA journal_size_limit = \(PersistentStore.walSizeLimit)")
+        try database.exec("PRAGMA journal_size_limit = \(SQLiteStore.walSizeLimit)")
         // No automatic checkpoint inside a commit: the hook only counts the WAL's frames (`checkpointNeed`).
         database.countWALFrames(into: walFrames)
         let pageSizeQuery = try database.prepare("PRAGMA page_size")
@@ -799,11 +812,11 @@ public final class PersistentStore {
                 if !isInteger || found < 1 {
                     throw .corrupt(row: "meta schema_version", reason: "'\(version.string(0))' is not a schema version")
                 }
-                if found > PersistentStore.schemaVersion {
-                    throw .unsupportedSchema(path: databasePath, found: found, supported: PersistentStore.schemaVersion)
+                if found > SQLiteStore.schemaVersion {
+                    throw .unsupportedSchema(path: databasePath, found: found, supported: SQLiteStore.schemaVersion)
                 }
                 // Older versions lack tables that the migration below adds.
-                let expected = PersistentStore.requiredTables(ofVersion: found)
+                let expected = SQLiteStore.requiredTables(ofVersion: found)
                 for table in expected where !tables.contains(table) {
                     throw .missingTable(path: databasePath, table: table)
                 }
@@ -820,9 +833,9 @@ public final class PersistentStore {
                 CREATE TABLE IF NOT EXISTS redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
                                                 PRIMARY KEY(object, rev)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS users(name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
-                INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(PersistentStore.schemaVersion));
-                UPDATE meta SET value = \(PersistentStore.schemaVersion)
-                    WHERE key = 'schema_version' AND value < \(PersistentStore.schemaVersion);
+                INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(SQLiteStore.schemaVersion));
+                UPDATE meta SET value = \(SQLiteStore.schemaVersion)
+                    WHERE key = 'schema_version' AND value < \(SQLiteStore.schemaVersion);
                 """)
             try database.exec("COMMIT")
         } catch {
@@ -857,9 +870,9 @@ public final class PersistentStore {
                 throw .corrupt(row: "history rev \(rows.string(0))",
                                reason: "the revision is not an integer from 1 to the stored revision \(storedRevision)")
             }
-            guard bytesAreInteger, (0...PersistentStore.maximumHistoryRowBytes).contains(bytes) else {
+            guard bytesAreInteger, (0...SQLiteStore.maximumHistoryRowBytes).contains(bytes) else {
                 throw .corrupt(row: "history rev \(rev)",
-                               reason: "bytes '\(rows.string(1))' is not an integer from 0 to \(PersistentStore.maximumHistoryRowBytes)")
+                               reason: "bytes '\(rows.string(1))' is not an integer from 0 to \(SQLiteStore.maximumHistoryRowBytes)")
             }
             ledger.append(revision: UInt64(rev), bytes: Int(bytes))
         }
@@ -947,7 +960,7 @@ public final class PersistentStore {
 
 // MARK: - Cluster snapshots
 
-extension PersistentStore {
+extension SQLiteStore {
     /// Cluster mode: replaces everything stored (objects, redo rows, history, classes, bindings, the
     /// counters) by `state`, and records `streamSequence` as applied, in one transaction: a node installing
     /// a snapshot (`SnapshotBootstrap`). History is emptied (the snapshot carries none). `users`, when

@@ -4,7 +4,7 @@ import KVOJSON
 /// commands, the admin operations), so each change is its own small transaction, written at once,
 /// outside the group commit of object writes (which never leaves a transaction open between loop
 /// iterations). Loop thread only, like the rest of the store.
-extension PersistentStore {
+extension SQLiteStore {
     /// Every stored user. A row that does not decode throws `.corrupt` naming it (`user 'alice'`).
     public func loadUsers() throws(StorageError) -> UserDirectory {
         guard let database else { throw .closed }

@@ -1,0 +1,134 @@
+import KVOJSON
+import Logging
+
+/// Start-up before the loop exists: opens the store the configuration asks for (`openStore()`), restores
+/// the engine and the users from it, checks a data directory against the cluster configuration, installs
+/// a cluster snapshot when `SnapshotBootstrap` chooses one, and reads the users file of an in-memory kvod.
+/// What `Server.init` then wires to the loop, the listeners and the cluster bridge.
+///
+/// Runs on the thread that makes the server (which becomes its loop thread); the values it returns are the
+/// server's from then on. When it throws, what it opened (the store, the users file's lock) is released
+/// with it.
+struct ServerStartup {
+    /// Open; the server closes it after its loop has run dry.
+    let store: any Store
+    /// Restored, with the configuration's limits set.
+    let engine: KVOEngine
+    let users: UserDirectory
+    /// `--users FILE` (in memory): the file's lock, held shared for the whole run (`UsersFileLock`).
+    let usersFileLock: UsersFileLock?
+    /// Cluster mode: the stream sequence the restored state has applied (0: none).
+    let appliedSequence: UInt64
+    /// The stream sequence of the snapshot this node installed at start-up (`SnapshotBootstrap`), if any.
+    let bootstrapSnapshot: UInt64?
+
+    /// What the store held, after the cluster's checks and a snapshot's install.
+    private struct Restored {
+        var state: PersistedState
+        var users: UserDirectory
+        var appliedSequence: UInt64 = 0
+        var bootstrapSnapshot: UInt64?
+        /// The users of the installed snapshot (nil: none installed, or a snapshot older than replicated users).
+        var snapshotUsers: [UserRecord]?
+        /// Why this node must not start on what the store holds (a directory of another stream, a snapshot
+        /// refused), reported once the restore is logged.
+        var directoryProblem: String?
+    }
+
+    init(configuration: ServerConfiguration) throws(ServerStartError) {
+        let logger = configuration.logger
+        if let cluster = configuration.cluster, let problem = cluster.problem { throw .configuration(problem) }
+        let store: any Store
+        let restored: Restored
+        do throws(StorageError) {
+            store = try configuration.openStore()
+            restored = try Self.restore(from: store, configuration)
+        } catch {
+            throw .storage(error)
+        }
+        let engine: KVOEngine
+        if store.keepsWrites || restored.bootstrapSnapshot != nil {
+            engine = KVOEngine(restoring: restored.state, historyLimit: configuration.historyLimit,
+                               historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: store.keepsWrites)
+        } else {
+            engine = KVOEngine(historyLimit: configuration.historyLimit, historyByteLimit: configuration.historyByteLimit)
+        }
+        if store.keepsWrites { Self.logRestore(restored.state, engine: engine, store: store, logger: logger) }
+        if let problem = restored.directoryProblem { throw .configuration(problem) }
+        if restored.bootstrapSnapshot != nil, let problem = engine.restoreProblems.first {
+            throw .configuration("the cluster snapshot could not be installed whole (\(problem)): this node would diverge")
+        }
+        var users = restored.users
+        var usersFileLock: UsersFileLock?
+        if configuration.storage == nil, let usersFile = configuration.usersFile {
+            do throws(UserDirectoryError) {
+                // Held for the whole run: `kvod user … --users FILE` refuses to change it meanwhile.
+                guard let lock = try UsersFileLock(usersFile: usersFile, mode: .serving) else {
+                    throw UserDirectoryError("the users file '\(usersFile)' is being changed by `kvod user …`: try again")
+                }
+                usersFileLock = lock
+                users = try UsersFile.load(usersFile)
+            } catch {
+                throw .configuration(error.message)
+            }
+        }
+        // A snapshot's users are the cluster's at its sequence: they replace what the node started with.
+        if let snapshotUsers = restored.snapshotUsers { users = UserDirectory(snapshotUsers) }
+        engine.sizeLimits = configuration.sizeLimits
+        engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
+        if engine.storedBytes > configuration.sizeLimits.maximumStoredBytes {
+            logger.warning("""
+                the store holds \(engine.storedBytes) bytes, more than --max-memory \(configuration.sizeLimits.maximumStoredBytes): \
+                writes that would grow it are refused (quota_exceeded) until enough is deleted
+                """)
+        }
+        self.store = store
+        self.engine = engine
+        self.users = users
+        self.usersFileLock = usersFileLock
+        self.appliedSequence = restored.appliedSequence
+        self.bootstrapSnapshot = restored.bootstrapSnapshot
+    }
+
+    /// What `store` holds, checked against the cluster configuration (`Server.clusterDirectoryProblem`); a
+    /// cluster node marks the store as its stream's and, when `SnapshotBootstrap` chooses a snapshot,
+    /// installs it in the store (`replaceAll`) before the engine is made from it.
+    private static func restore(from store: any Store, _ configuration: ServerConfiguration) throws(StorageError) -> Restored {
+        let stored = try store.restore()
+        var restored = Restored(state: stored.state, users: stored.users)
+        restored.directoryProblem = Server.clusterDirectoryProblem(
+            recorded: stored.clusterStream, cluster: configuration.cluster,
+            revision: stored.state.revision, classes: stored.state.classes.count)
+        guard let cluster = configuration.cluster, restored.directoryProblem == nil else { return restored }
+        if stored.clusterStream == nil { try store.recordClusterStream(cluster.stream) }
+        restored.appliedSequence = stored.streamSequence
+        switch Server.bootstrap(cluster, applied: restored.appliedSequence, logger: configuration.logger) {
+        case .replay:
+            break
+        case let .install(snapshot):
+            try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence, users: snapshot.users)
+            restored.state = snapshot.persistedState
+            restored.snapshotUsers = snapshot.users
+            restored.appliedSequence = snapshot.sequence
+            restored.bootstrapSnapshot = snapshot.sequence
+        case let .refuse(reason):
+            restored.directoryProblem = reason
+        }
+        return restored
+    }
+
+    /// A store that keeps writes: what it mended while opening (warnings), what was restored, and what of it
+    /// the engine could not take (errors).
+    private static func logRestore(_ state: PersistedState, engine: KVOEngine, store: any Store, logger: Logger) {
+        for note in store.openingNotes { logger.warning("\(PrintableText.escaped(note, limit: 1000))") }
+        var metadata: Logger.Metadata = [
+            "objects": "\(state.objects.count)", "rev": "\(state.revision)", "history": "\(state.history.count)",
+            "classes": "\(state.classes.count)", "bindings": "\(state.bindings.count)", "storedBytes": "\(engine.storedBytes)",
+        ]
+        metadata.merge(store.logMetadata) { _, stored in stored }
+        logger.info("restored", metadata: metadata)
+        for problem in engine.restoreProblems {
+            logger.error("\(PrintableText.escaped("\(problem)", limit: 1000))")
+        }
+    }
+}

@@ -1,0 +1,20 @@
+/// Durable storage settings (`--data`), the `SQLiteStore`'s: a data directory (created if missing), the sync
+/// mode and the WAL's bound. A value; any thread.
+public struct StorageConfiguration: Sendable {
+    public var directory: String
+    public var sync: SyncMode
+    /// The WAL's hard bound (`--wal-limit`): past it a checkpoint runs on the event loop, blocking
+    /// (docs/design.md, "Durability"). Background checkpoints start at 1/16 of it.
+    public var walLimitBytes: Int
+    /// Tests only (`KVOD_TEST_CHECKPOINT_DELAY_MS`): a pause before each background checkpoint, so that
+    /// they fall behind and the blocking fallback runs. 0 otherwise.
+    public var checkpointTestDelayMilliseconds: Int
+
+    public init(directory: String, sync: SyncMode = .normal, walLimitBytes: Int = SQLiteStore.defaultWALLimitBytes,
+                checkpointTestDelayMilliseconds: Int = 0) {
+        self.directory = directory
+        self.sync = sync
+        self.walLimitBytes = walLimitBytes
+        self.checkpointTestDelayMilliseconds = checkpointTestDelayMilliseconds
+    }
+}

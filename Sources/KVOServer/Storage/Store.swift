@@ -1,0 +1,90 @@
+import CLibUV
+import Logging
+
+/// Where the server's state lives between runs: the seam between the server and a storage engine, as
+/// nats-server's `StreamStore` is between a stream and its `filestore` or `memstore`.
+///
+/// Two implementations: `SQLiteStore` (`--data DIR`: one SQLite database, group commits, its own WAL
+/// upkeep) and `MemoryStore` (`--in-memory`: keeps nothing). The server knows only this protocol and
+/// `keepsWrites`; how a store writes, what files it has and how it keeps them in shape (for SQLite, the
+/// WAL and its checkpoints) is the store's own business.
+///
+/// Ownership and threads: made by `ServerStartup` and then owned by the `Server`, which calls every member
+/// on its loop thread (the thread that made it, before the loop runs), and closes it after the loop has
+/// run dry. A store may do work of its own on the loop's thread pool (`afterCommit(on:)`), on connections
+/// or buffers the loop thread does not touch meanwhile. Not Sendable.
+///
+/// Errors are `StorageError`; the server stops (exit 74) when `commit` or `writeUsers` throws, without
+/// acknowledging what was not stored.
+protocol Store: AnyObject {
+    /// Whether what is committed outlives the process. False (`MemoryStore`): the engine collects no
+    /// commit batches, the server never commits and never waits for a commit before it writes output.
+    /// The server reads it once, at start-up, and keeps it in a stored `Bool` (the hot path reads that).
+    var keepsWrites: Bool { get }
+
+    /// Everything stored, read once at start-up before the loop serves. Throws `.corrupt` naming a damaged
+    /// row.
+    func restore() throws(StorageError) -> StoreContents
+
+    /// Cluster mode: marks the stored state as that of stream `name` (`StoreContents.clusterStream` from
+    /// then on), so that it is never started alone or as a node of another stream.
+    func recordClusterStream(_ name: String) throws(StorageError)
+
+    /// Group commit: stores one batch (everything the engine accepted in one loop iteration, and in cluster
+    /// mode the stream sequence and users it covers) at once, or nothing of it.
+    func commit(_ batch: CommitBatch) throws(StorageError)
+
+    /// Upkeep after a successful `commit`, on the loop thread: a store may start background work on
+    /// `loop`'s thread pool or do some at once. What the server should log about it, if anything; a store
+    /// limits how often it says the same thing.
+    func afterCommit(on loop: UnsafeMutablePointer<uv_loop_t>) -> StoreNotice?
+
+    /// Single mode: stores `upserting` (by name) and deletes `deleting`, at once, outside any group commit.
+    func writeUsers(upserting: [UserRecord], deleting: [String]) throws(StorageError)
+
+    /// Cluster mode, a node installing a snapshot: replaces everything stored by `state` and records
+    /// `streamSequence` as applied (and `users`, when given, as the users), at once or not at all.
+    func replaceAll(with state: PersistedState, streamSequence: UInt64, users: [UserRecord]?) throws(StorageError)
+
+    /// Problems the store found and mended while opening (files others could read), one line each, for
+    /// the server to log as warnings.
+    var openingNotes: [String] { get }
+
+    /// What the server's "restored" log line says of the store (e.g. its file and sync mode).
+    var logMetadata: Logger.Metadata { get }
+
+    /// Ends the store's background work and releases what it holds (files, locks). Idempotent; later
+    /// calls of the rest throw `.closed` (or return nothing).
+    func close()
+}
+
+/// What `Store.restore()` reads back.
+struct StoreContents {
+    /// Objects, revision, history, classes, bindings and the binding id counter.
+    var state: PersistedState
+    var users: UserDirectory
+    /// Cluster mode: the stream the stored state belongs to (`recordClusterStream`); nil for one no
+    /// cluster node used.
+    var clusterStream: String?
+    /// Cluster mode: the last stream sequence whose writes are stored (0: none).
+    var streamSequence: UInt64
+}
+
+/// A line a store's upkeep wants logged (`Store.afterCommit(on:)`).
+struct StoreNotice: Equatable {
+    let level: Logger.Level
+    let message: String
+}
+
+extension ServerConfiguration {
+    /// The store this configuration asks for: the SQLite store of `storage.directory` with its background
+    /// upkeep on (the server's), or a `MemoryStore` without storage (`--in-memory`). Opening a data
+    /// directory throws as `SQLiteStore.init` does.
+    func openStore() throws(StorageError) -> any Store {
+        guard let storage else { return MemoryStore() }
+        let store = try SQLiteStore(directory: storage.directory, sync: storage.sync, historyLimit: historyLimit,
+                                    historyByteLimit: historyByteLimit, walLimitBytes: storage.walLimitBytes)
+        try store.startBackgroundCheckpoints(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
+        return store
+    }
+}
