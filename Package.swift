@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -76,9 +76,13 @@ let package = Package(
         ),
         // JSON values, parser and encoder shared by the server and the client. No dependencies.
         .target(name: "KVOJSON"),
+        // The build tool and plugin that compile the inspector page and the JavaScript client
+        // (Sources/KVOServer/HTTP/Assets) into the server at build time: no generated file is checked in.
+        .executableTarget(name: "embed-web-assets", path: "Plugins/EmbedWebAssets"),
+        .plugin(name: "WebAssetsPlugin", capability: .buildTool(), dependencies: ["embed-web-assets"]),
         // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite), Security
         // (users, password and token checks, access rules; libsodium), HTTP (WebSocket, metrics, and the
-        // inspector page and JavaScript client, embedded from HTTP/Assets by scripts/embed-web-assets.py).
+        // inspector page and JavaScript client, embedded from HTTP/Assets at build time by WebAssetsPlugin).
         .target(
             name: "KVOServer",
             dependencies: [
@@ -99,7 +103,8 @@ let package = Package(
             // builds, which every test runs, keep them, and so does the thread sanitizer run. Only this
             // target: a package that depends on the client library (KVOClient, KVOJSON) sees no unsafe flag;
             // one that embeds the KVOServer library by version would (SwiftPM refuses unsafe flags there).
-            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))],
+            plugins: ["WebAssetsPlugin"]
         ),
         // Command-line argument parsing shared by kvod and kvoclient (numbers with clear messages). No dependencies.
         .target(name: "KVOCommandLine"),

@@ -246,7 +246,7 @@ def test_the_page_is_served_with_a_content_security_policy(kvod):
         status, headers, body = kvod.http_get(path)
         assert status == 200 and headers["content-type"].startswith(content_type), path
         asset = ROOT / "Sources" / "KVOServer" / "HTTP" / "Assets" / path.lstrip("/")
-        assert body == asset.read_bytes(), f"{path} served differs from {asset}: run scripts/embed-web-assets.py"
+        assert body == asset.read_bytes(), f"{path} served differs from {asset}"
 
 
 REBIND_NAME = "rebind.attacker.test"
