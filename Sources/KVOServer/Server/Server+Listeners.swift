@@ -7,7 +7,7 @@ import Glibc
 /// connections speak (`TransportStack`); `accept(from:status:)` builds the stages from it. A new listener
 /// kind is a `Listener` file and one more `if` here. Loop thread only, like the rest of `Server`.
 extension Server {
-    /// Binds every configured listener, in the order their addresses are printed (plain, TLS, HTTP).
+    /// Binds every configured listener, in the order their addresses are printed (plain, TLS, HTTP, Unix).
     /// On a failure the ones already bound stay in `listeners` (the caller closes them).
     func bindListeners() throws(TransportError) {
         let accept: (Listener, Int32) -> Void = { [unowned self] listener, status in
@@ -26,6 +26,9 @@ extension Server {
                                         stack: .http(tls: http.usesTLS), onConnection: accept)
             listeners.append(bound)
             httpHostCheck = HTTPHostCheck(configuration: http, boundAddress: bound.addressDescription, port: bound.port)
+        }
+        if let unix = configuration.unixSocket {
+            listeners.append(try UnixListener(loop: loop, path: unix.path, mode: mode_t(unix.mode), onConnection: accept))
         }
     }
 

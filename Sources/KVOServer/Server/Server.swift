@@ -133,6 +133,8 @@ public final class Server {
     public var tlsAddress: String? { listener(.tls)?.addressDescription }
     /// The HTTP listener's address; nil without one.
     public var httpAddress: String? { listener(.http)?.addressDescription }
+    /// The Unix socket listener's address ("unix:PATH"); nil without one.
+    public var unixAddress: String? { listener(.unix)?.addressDescription }
     /// The engine (loop thread only; for tests and tools running in-process).
     public var engine: KVOEngine { handler.engine }
     /// Open connections.
@@ -308,7 +310,7 @@ public final class Server {
                 throw .transport(error)
             }
             guard !listeners.isEmpty else {
-                throw .configuration("no listener: the plaintext port is off and neither a TLS nor an HTTP port is set")
+                throw .configuration("no listener: the plaintext port is off and neither a TLS nor an HTTP port nor a Unix socket is set")
             }
         } catch {
             closeListeners()
