@@ -309,7 +309,7 @@ public final class Server {
             } catch {
                 throw .transport(error)
             }
-            guard !listeners.isEmpty else {
+            guard !listeners.isEmpty || configuration.isEmbedded else {
                 throw .configuration("no listener: the plaintext port is off and neither a TLS nor an HTTP port nor a Unix socket is set")
             }
         } catch {

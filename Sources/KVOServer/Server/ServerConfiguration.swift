@@ -70,6 +70,8 @@ public struct ServerConfiguration: Sendable {
     /// Stop on SIGINT and SIGTERM (the daemon does; tests running a server in-process do not).
     public var handlesSignals = false
     public var logger = Logger(label: "kvod")
+    /// Tests: the server needs no listener, its connections being made in-process (`EmbeddedConnection`).
+    var isEmbedded = false
 
     public init() {}
 }
