@@ -82,6 +82,23 @@ struct KVOD: ParsableCommand {
     @Flag(help: "The HTTP listener speaks TLS (https://, wss://) with --tls-cert and --tls-key (needs --tls-port).")
     var httpTLS = false
 
+    @Option(help: ArgumentHelp("""
+        Also listen on a Unix-domain socket at this path (JSON lines, as on --port; local clients only, so it \
+        counts as loopback). A stale socket file there is replaced, a live one refused; removed on a clean stop.
+        """, valueName: "path"))
+    var unix: String?
+
+    @Option(help: ArgumentHelp("Permission bits of the --unix socket file, in octal (0600: only kvod's user may connect).",
+                               valueName: "mode"))
+    var unixMode: String?
+
+    /// `--unix-mode`'s bits (0o600 when not given); nil when it is no octal mode.
+    var unixModeBits: UInt32? {
+        guard let unixMode else { return 0o600 }
+        guard let bits = UInt32(unixMode, radix: 8), bits <= 0o777 else { return nil }
+        return bits
+    }
+
     /// `--port`'s value: a listening port, or `portOff` for "off".
     static func listeningPortOrOff(_ text: String) throws(NumberArgument.Invalid) -> Int {
         if text == "off" { return portOff }
@@ -258,6 +275,12 @@ struct KVOD: ParsableCommand {
         guard !host.isEmpty else { throw ValidationError("--host must not be empty") }
         guard (0...65535).contains(port) || port == KVOD.portOff else { throw ValidationError("--port must be 0...65535 or off") }
         try validateTLS()
+        if let unix {
+            guard !unix.isEmpty, unix.utf8.count < 108 else { throw ValidationError("--unix takes a path of 1 to 107 bytes") }
+        } else if unixMode != nil {
+            throw ValidationError("--unix-mode needs --unix")
+        }
+        guard unixModeBits != nil else { throw ValidationError("--unix-mode must be octal permission bits, e.g. 0600 or 0660") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
@@ -315,8 +338,8 @@ struct KVOD: ParsableCommand {
             throw ValidationError("--http-port must differ from --port and --tls-port")
         }
         guard let tlsPort else {
-            if port == KVOD.portOff, httpPort == nil {
-                throw ValidationError("--port off needs --tls-port or --http-port: kvod would listen nowhere")
+            if port == KVOD.portOff, httpPort == nil, unix == nil {
+                throw ValidationError("--port off needs --tls-port, --http-port or --unix: kvod would listen nowhere")
             }
             if tlsCert != nil || tlsKey != nil || tlsCa != nil || clientAuthentication != .none {
                 throw ValidationError("--tls-cert, --tls-key, --tls-ca and --tls-client-auth need --tls-port")
@@ -382,6 +405,7 @@ struct KVOD: ParsableCommand {
             settings.http = HTTPConfiguration(port: httpPort, host: httpHost, allowedOrigins: httpAllowedOrigin,
                                           allowedHosts: httpAllowedHost, usesTLS: httpTLS)
         }
+        if let unix { settings.unixSocket = UnixSocketConfiguration(path: unix, mode: unixModeBits ?? 0o600) }
         settings.maximumLineLength = maxLine
         settings.maximumOutputBufferBytes = maxOutputBuffer
         settings.maximumConnections = maxConnections
@@ -417,6 +441,7 @@ struct KVOD: ParsableCommand {
         if settings.listensForPlaintext { print("kvod listening on \(server.address)") }
         if let tlsAddress = server.tlsAddress { print("kvod listening for TLS on \(tlsAddress)") }
         if let httpAddress = server.httpAddress { print("kvod listening for HTTP on \(httpAddress)") }
+        if let unixAddress = server.unixAddress { print("kvod listening on \(unixAddress)") }
         fflush(nil)  // all output streams: stdout may be a pipe
         let report = server.run()
         if !report.loopClosedCleanly {

@@ -22,6 +22,8 @@ final class ServerMetrics {
         case http
         /// JSON messages in WebSocket frames (`--http-port`, `GET /ws`): an HTTP connection that upgraded.
         case webSocket
+        /// JSON lines on the Unix-domain socket (`--unix`).
+        case unix
 
         var label: String {
             switch self {
@@ -29,6 +31,7 @@ final class ServerMetrics {
             case .tls: "tls"
             case .http: "http"
             case .webSocket: "websocket"
+            case .unix: "unix"
             }
         }
     }

@@ -8,7 +8,8 @@ import Glibc
 /// Accepting connections on every listener, the refusals at accept time, and reloading TLS.
 /// Loop thread only, like the rest of `Server`.
 extension Server {
-    func accept(from listener: TCPListener, status: Int32) {
+    /// Accepts one connection from `listener`, with the stages its stack names.
+    func accept(from listener: Listener, status: Int32) {
         guard status == 0 else {
             if status == UV_EMFILE.rawValue || status == UV_ENFILE.rawValue {
                 logRefusalForDescriptors(uvErrorDescription(status))
@@ -17,26 +18,36 @@ extension Server {
             }
             return
         }
+        let socket = listener.makeConnectionSocket(loop: loop.raw)
+        let acceptStatus = uv_accept(listener.stream, socket)
+        admit(socket, kind: listener.socketKind, stack: listener.stack, acceptStatus: acceptStatus)
+    }
+
+    /// Makes the connection on an accepted `socket` (or one that failed to be accepted, `acceptStatus`
+    /// not 0: then it is closed at once), counts it, and applies the refusals and deadlines of accept time.
+    /// Returns it (closing, possibly). Every listener, and `EmbeddedConnection`, comes through here.
+    @discardableResult
+    func admit(_ socket: UnsafeMutablePointer<uv_stream_t>, kind: SocketKind, stack: TransportStack,
+               acceptStatus: Int32) -> Connection {
         lastConnectionID += 1
         let slot = freeSlots.popLast() ?? {
             slots.append(nil)
             return UInt32(slots.count - 1)
         }()
+        let (transform, framing) = makeStages(stack)
         let connection = Connection(
-            id: ConnectionID(lastConnectionID, slot: slot), loop: loop.raw, delegate: self,
+            id: ConnectionID(lastConnectionID, slot: slot), socket: socket, kind: kind, loop: loop.raw, delegate: self,
             maximumLineLength: configuration.maximumLineLength,
             maximumOutputBytes: configuration.maximumOutputBufferBytes,
             maximumTotalInputBytes: configuration.maximumTotalInputBytes,
             maximumPendingReplies: configuration.maximumPendingRequests,
-            tls: listener === tlsListener || (listener === httpListener && configuration.http?.usesTLS == true) ? tlsContext : nil,
-            http: listener === httpListener ? HTTPRequestParser.Limits() : nil)
-        let acceptStatus = uv_accept(asStream(listener.handle), asStream(connection.handle))
+            transform: transform, framing: framing)
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
         openConnections += 1
-        metrics.connectionOpened(Server.metricsTransport(of: connection))
+        metrics.connectionOpened(connection.metricsTransport)
         guard acceptStatus == 0 else {
             connection.close(reason: .socketError("accept: \(uvErrorDescription(acceptStatus))"))
-            return
+            return connection
         }
         let tooMany = openConnections > configuration.maximumConnections
         // With users defined, nothing but hello, auth and ping until the connection logs in.
@@ -44,11 +55,11 @@ extension Server {
         let startStatus = connection.start()
         guard startStatus == 0 else {
             connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))
-            return
+            return connection
         }
         // Before the refusals below: a refused TLS connection's reply waits for its handshake, which must
         // not wait for ever.
-        if connection.isTLS, let seconds = configuration.tls?.handshakeTimeout, seconds > 0 {
+        if connection.isAwaitingTLSHandshake, let seconds = configuration.tls?.handshakeTimeout, seconds > 0 {
             tlsHandshakeDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(seconds * 1000))
         }
         if tooMany, connection.isHTTP {
@@ -56,7 +67,7 @@ extension Server {
                 HTTPResponse.text(.serviceUnavailable, "the server is at its limit of \(configuration.maximumConnections) connections",
                                   keepAlive: false),
                 keepAlive: false, reason: .rejected("over --max-connections"))
-            return
+            return connection
         }
         if tooMany {
             let error = KVOError(.tooManyConnections,
@@ -64,7 +75,7 @@ extension Server {
             var bytes: [UInt8] = []
             ReplyEncoder.failure(id: nil, error: error, into: &bytes)
             connection.sendAndClose(bytes, reason: .rejected(error.message))
-            return
+            return connection
         }
         if openConnections > descriptorCapacity {
             let error = KVOError(.tooManyConnections,
@@ -73,7 +84,7 @@ extension Server {
             ReplyEncoder.failure(id: nil, error: error, into: &bytes)
             connection.sendAndClose(bytes, reason: .outOfDescriptors)
             logRefusalForDescriptors("\(openConnections - 1) connections open, room for \(descriptorCapacity)")
-            return
+            return connection
         }
         if configuration.firstRequestTimeout > 0 {
             let timeout = UInt64(configuration.firstRequestTimeout * 1000)
@@ -82,6 +93,7 @@ extension Server {
         // An HTTP connection needs a login only once it upgrades to WebSocket.
         if connection.principal == nil, !connection.isHTTP { addLoginDeadline(for: connection) }
         logger.debug("connection opened", metadata: ["connection": "\(connection.id)", "peer": "\(connection.peer)"])
+        return connection
     }
 
     /// Logs connections refused for want of file descriptors, one line a second at most with the

@@ -64,7 +64,7 @@ extension Server: ConnectionDelegate {
             slots[slot] = nil
             freeSlots.append(UInt32(slot))
             openConnections -= 1
-            metrics.connectionClosed(Server.metricsTransport(of: connection), reason: reason)
+            metrics.connectionClosed(connection.metricsTransport, reason: reason)
         }
         let removed = handler.engine.disconnect(connection.id)
         if connection.pausedReasons.contains(.verification) { passwordChecks.cancelWaiting(of: connection.id) }

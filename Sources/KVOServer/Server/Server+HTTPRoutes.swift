@@ -8,13 +8,6 @@ import Glibc
 /// The HTTP listener's routes: Host check, WebSocket upgrade, health, metrics and the web assets.
 /// Loop thread only, like the rest of `Server`.
 extension Server {
-    /// The metrics transport label of `connection` as it is now.
-    static func metricsTransport(of connection: Connection) -> ServerMetrics.Transport {
-        if connection.webSocket != nil { return .webSocket }
-        if connection.isHTTP { return .http }
-        return connection.isTLS ? .tls : .tcp
-    }
-
     /// Routes one HTTP request: `/ws` upgrades to WebSocket (the JSON-lines protocol, one message per text
     /// frame), `/healthz`, `/readyz` and `/metrics` answer at once, `/` and its files and `/kvod.js` come from
     /// `WebAssets` (the inspector page and the JavaScript client); anything else is 404 (405 for a method
@@ -92,7 +85,7 @@ extension Server {
         -> (status: HTTPStatus, reason: String, headers: [(String, String)])? {
         let decision = HTTPMetricsAccess.decide(
             authorization: request.headers["authorization"], usersDefined: !users.isEmpty,
-            listenerIsLoopback: httpListener?.isLoopback ?? true
+            listenerIsLoopback: listener(.http)?.isLoopback ?? true
         ) { token in
             users.user(presentingToken: token).flatMap { user in policy(ofUser: user.name).map { (user.name, $0) } }
         }
@@ -116,7 +109,7 @@ extension Server {
             connection.sendHTTPResponse(HTTPResponse.text(refusal.status, refusal.reason, keepAlive: false, extraHeaders: headers),
                                         keepAlive: false, reason: .httpRefused(status: refusal.status.rawValue, reason: refusal.reason))
         case let .success(accept):
-            let wasOpenAs = Server.metricsTransport(of: connection)
+            let wasOpenAs = connection.metricsTransport
             guard connection.upgradeToWebSocket(accept: accept) else { return }
             metrics.connectionUpgraded(from: wasOpenAs, to: .webSocket)
             if connection.principal == nil { addLoginDeadline(for: connection) }

@@ -16,12 +16,10 @@ public final class Server {
     public let configuration: ServerConfiguration
     var logger: Logger { configuration.logger }
     let loop: EventLoop
-    var listener: TCPListener?
-    /// The TLS listener (`--tls-port`), when configured.
-    var tlsListener: TCPListener?
-    /// The HTTP listener (`--http-port`: WebSocket, metrics, health), when configured.
-    var httpListener: TCPListener?
-    /// The Host and Origin rules of `httpListener`, made when it is bound. Loop thread.
+    /// Every listener (`--port`, `--tls-port`, `--http-port`, `--unix`), each knowing what its connections
+    /// speak (`Listener.stack`): accepting is the same for all of them.
+    var listeners: [Listener] = []
+    /// The Host and Origin rules of the HTTP listener, made when it is bound. Loop thread.
     var httpHostCheck: HTTPHostCheck?
     /// The TLS context new TLS connections start from; replaced by `reloadTLS()`, while open connections
     /// keep the one they started with.
@@ -122,16 +120,20 @@ public final class Server {
     /// and every connection of the user shares the one policy. Loop thread only.
     var compiledPolicies: [String: AccessPolicy] = [:]
 
+    /// The listener `role` made, if any.
+    func listener(_ role: ListenerRole) -> Listener? { listeners.first { $0.role == role } }
     /// The port the plaintext listener bound (useful with port 0); 0 without one.
-    public var port: Int { listener?.port ?? 0 }
+    public var port: Int { (listener(.plain) as? TCPListener)?.port ?? 0 }
     /// "127.0.0.1:7420"; "?" without a plaintext listener.
-    public var address: String { listener?.addressDescription ?? "?" }
+    public var address: String { listener(.plain)?.addressDescription ?? "?" }
     /// The port the TLS listener bound; 0 without one.
-    public var tlsPort: Int { tlsListener?.port ?? 0 }
+    public var tlsPort: Int { (listener(.tls) as? TCPListener)?.port ?? 0 }
     /// The TLS listener's address; nil without one.
-    public var tlsAddress: String? { tlsListener?.addressDescription }
+    public var tlsAddress: String? { listener(.tls)?.addressDescription }
     /// The HTTP listener's address; nil without one.
-    public var httpAddress: String? { httpListener?.addressDescription }
+    public var httpAddress: String? { listener(.http)?.addressDescription }
+    /// The Unix socket listener's address ("unix:PATH"); nil without one.
+    public var unixAddress: String? { listener(.unix)?.addressDescription }
     /// The engine (loop thread only; for tests and tools running in-process).
     public var engine: KVOEngine { handler.engine }
     /// Open connections.
@@ -214,36 +216,15 @@ public final class Server {
                 throw .configuration("the HTTP listener's TLS uses the TLS listener's certificate: set tls (--tls-port, --tls-cert, --tls-key)")
             }
             do throws(TransportError) {
-                if configuration.listensForPlaintext {
-                    listener = try TCPListener(loop: loop, host: configuration.host, port: configuration.port) {
-                        [unowned self] listener, status in
-                        self.accept(from: listener, status: status)
-                    }
-                }
-                if let tls = configuration.tls {
-                    tlsListener = try TCPListener(loop: loop, host: configuration.host, port: tls.port) {
-                        [unowned self] listener, status in
-                        self.accept(from: listener, status: status)
-                    }
-                }
-                if let http = configuration.http {
-                    let bound = try TCPListener(loop: loop, host: http.host, port: http.port) {
-                        [unowned self] listener, status in
-                        self.accept(from: listener, status: status)
-                    }
-                    httpListener = bound
-                    httpHostCheck = HTTPHostCheck(configuration: http, boundAddress: bound.addressDescription, port: bound.port)
-                }
+                try bindListeners()
             } catch {
                 throw .transport(error)
             }
-            guard listener != nil || tlsListener != nil || httpListener != nil else {
-                throw .configuration("no listener: the plaintext port is off and neither a TLS nor an HTTP port is set")
+            guard !listeners.isEmpty || configuration.isEmbedded else {
+                throw .configuration("no listener: the plaintext port is off and neither a TLS nor an HTTP port nor a Unix socket is set")
             }
         } catch {
-            listener?.close()
-            tlsListener?.close()
-            httpListener?.close()
+            closeListeners()
             closeOwnHandles()
             loop.run()  // let the close callbacks run
             _ = loop.close()
@@ -251,14 +232,9 @@ public final class Server {
             throw error
         }
         if users.isEmpty, !configuration.allowsInsecureOpen,
-           let exposed = [listener, tlsListener, httpListener].compactMap({ $0 }).first(where: { !$0.isLoopback }) {
+           let exposed = listeners.first(where: { !$0.isLoopback }) {
             let address = exposed.addressDescription
-            listener?.close()
-            tlsListener?.close()
-            httpListener?.close()
-            self.listener = nil
-            self.tlsListener = nil
-            self.httpListener = nil
+            closeListeners()
             closeOwnHandles()
             loop.run()
             _ = loop.close()
@@ -305,9 +281,15 @@ public final class Server {
     public func run() -> ShutdownReport {
         // A peer that vanishes mid-write must give EPIPE, not kill the process.
         signal(SIGPIPE, SIG_IGN)
-        if listener != nil { logger.info("listening", metadata: ["address": "\(address)"]) }
-        if let tlsAddress { logger.info("listening for TLS", metadata: ["address": "\(tlsAddress)"]) }
-        if let httpAddress { logger.info("listening for HTTP and WebSocket", metadata: ["address": "\(httpAddress)"]) }
+        for listener in listeners {
+            let what = switch listener.role {
+            case .plain: "listening"
+            case .tls: "listening for TLS"
+            case .http: "listening for HTTP and WebSocket"
+            case .unix: "listening on a Unix socket"
+            }
+            logger.info("\(what)", metadata: ["address": "\(listener.addressDescription)"])
+        }
         if let cluster, let clusterBridge {
             logger.info("cluster node", metadata: [
                 "node": "\(cluster.configuration.node)", "stream": "\(cluster.configuration.stream)",
@@ -344,9 +326,7 @@ public final class Server {
             logger.warning("refused \(unreported) more connection\(unreported == 1 ? "" : "s") for want of file descriptors")
         }
         commitPendingWrites()
-        listener?.close()
-        tlsListener?.close()
-        httpListener?.close()
+        closeListeners()
         for connection in slots.compactMap({ $0?.takeUnretainedValue() }) {
             connection.close(reason: .serverStopping)
         }

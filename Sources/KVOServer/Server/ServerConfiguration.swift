@@ -13,6 +13,8 @@ public struct ServerConfiguration: Sendable {
     /// The HTTP listener's settings (`--http-port`: WebSocket at `/ws`, `/metrics`, `/healthz`, `/readyz`);
     /// nil: no HTTP listener.
     public var http: HTTPConfiguration? = nil
+    /// The Unix-domain socket listener (`--unix PATH`, JSON lines), beside the others or alone; nil: none.
+    public var unixSocket: UnixSocketConfiguration? = nil
     /// Longest request line, in bytes (without the newline). Longer lines get `too_large`.
     public var maximumLineLength = 1 << 20
     /// Most output bytes queued for one connection before it is closed as too slow.
@@ -68,6 +70,22 @@ public struct ServerConfiguration: Sendable {
     /// Stop on SIGINT and SIGTERM (the daemon does; tests running a server in-process do not).
     public var handlesSignals = false
     public var logger = Logger(label: "kvod")
+    /// Tests: the server needs no listener, its connections being made in-process (`EmbeddedConnection`).
+    var isEmbedded = false
 
     public init() {}
+}
+
+/// The Unix-domain socket listener's settings (`--unix`, `--unix-mode`). A value; any thread.
+public struct UnixSocketConfiguration: Sendable {
+    /// Where the socket file goes (at most 107 bytes). A stale socket file there (nothing listening) is
+    /// replaced; a live one is refused. The file is removed when the server stops cleanly.
+    public var path: String
+    /// The file's permission bits (0o600: only the server's user may connect).
+    public var mode: UInt32
+
+    public init(path: String, mode: UInt32 = 0o600) {
+        self.path = path
+        self.mode = mode
+    }
 }

@@ -1,39 +1,35 @@
 import CLibUV
 import KVOJSON
 
-/// One client TCP connection: reads lines, buffers output, writes it in one gathered write per
-/// loop iteration, and enforces the output-buffer limit.
+/// One client connection, on any listener: reads bytes, frames them into requests for the delegate,
+/// buffers output, writes it in one gathered write per loop iteration, and enforces the output-buffer limit.
 ///
-/// Lifetime: the `uv_tcp_t` is allocated in `init` and its `data` retains this object until the
-/// close callback. Output goes into chunks from the loop's `OutputChunkPool` (`ChunkedOutputBuffer`)
-/// and leaves in one gathered write of all of them. At most one write is in flight; output produced
-/// meanwhile accumulates in `pending` and goes out in one write when the previous one completes
-/// (Redis-style coalescing).
+/// Lifetime: the socket handle (`uv_tcp_t` or `uv_pipe_t`, made by the listener) holds in its `data` a
+/// retained reference to this object until the close callback. Output goes into chunks from the loop's
+/// `OutputChunkPool` (`ChunkedOutputBuffer`) and leaves in one gathered write of all of them. At most one
+/// write is in flight; output produced meanwhile accumulates in `pending` and goes out in one write when
+/// the previous one completes (Redis-style coalescing).
 /// A write request retains the connection until its callback, which libuv runs even after a close
 /// (with UV_ECANCELED). Loop thread only.
 ///
-/// On the TLS listener a `TLSSession` sits between the socket and the framer: received bytes are
-/// decrypted before framing, and at each flush the queued plaintext (`pending`) is encrypted into the
-/// session's `ciphertext`, which is what goes to the socket. Both count against the output limit, and
-/// the write path (one try-write, else one `uv_write`) is the same.
+/// What the connection speaks is its stages (`ConnectionStages.swift`): a plain connection frames lines
+/// with its `LineFramer` and writes `pending` as it is (the hot path, no dynamic call); a `transform`
+/// (TLS) sits between the socket and the framing, turning reads into plaintext and, at each flush,
+/// `pending` into its own output, which is what goes to the socket (both count against the output limit);
+/// a `framing` (HTTP, then WebSocket) replaces lines.
 ///
-/// Reading can be paused (`pauseReading(_:)`, for a `ReadPause` reason) and resumed: lines already read
-/// and not yet handled are held (`heldInput`, at most one read's worth, decrypted on a TLS connection)
-/// and handed out, in order, once every reason is lifted, before anything read later. The server
-/// pauses a connection with `--max-pending-requests` replies not yet written to its socket
-/// (back-pressure on a client that pipelines without reading).
-///
-/// On the HTTP listener the framer is an `HTTPRequestParser` instead of the `LineFramer`: each request is
-/// handed to the delegate (`didReceiveHTTPRequest`), which answers it (`sendHTTPResponse`) or upgrades
-/// the connection to WebSocket (`upgradeToWebSocket`). From then on a `WebSocketSession` (wslay) turns
-/// frames into messages, each handed to the delegate exactly as a line would be, and everything queued
-/// for the connection (replies, events, notices) leaves as one text frame per message: the connection
-/// writes the frame header in front of the same bytes a TCP client gets, less their newline.
-final class Connection: WebSocketSessionOwner {
+/// Reading can be paused (`pauseReading(_:)`, for a `ReadPause` reason) and resumed: input already read
+/// and not yet handled is held (`heldInput`, at most one read's worth, after the transform) and handed
+/// out, in order, once every reason is lifted, before anything read later. The server pauses a connection
+/// with `--max-pending-requests` replies not yet written to its socket (back-pressure on a client that
+/// pipelines without reading).
+final class Connection {
     let id: ConnectionID
-    /// "127.0.0.1:50312", for logs.
+    /// "127.0.0.1:50312" (or "unix:/run/kvod.sock"), for logs.
     private(set) var peer = "?"
-    let handle: UnsafeMutablePointer<uv_tcp_t>
+    /// The socket: a `uv_tcp_t` or a `uv_pipe_t`, seen as a stream.
+    let stream: UnsafeMutablePointer<uv_stream_t>
+    private let socketKind: SocketKind
     unowned let delegate: ConnectionDelegate
     private var framer: LineFramer
     private let maximumOutputBytes: Int
@@ -65,36 +61,32 @@ final class Connection: WebSocketSessionOwner {
 
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.
-    /// Output not yet handed to libuv.
-    @exclusivity(unchecked) private var pending = ChunkedOutputBuffer()
+    /// Output not yet handed to libuv (or to the transform). Stages append to it (`enqueueRaw`).
+    @exclusivity(unchecked) private(set) var pending = ChunkedOutputBuffer()
     /// Output handed to libuv by the write in flight (empty when none); its chunks belong to libuv
     /// until the write callback.
     @exclusivity(unchecked) private var inFlight = ChunkedOutputBuffer()
     /// Where both buffers take their chunks from and give them back (the loop's, shared).
-    private let chunkPool: OutputChunkPool
+    let chunkPool: OutputChunkPool
     private let writeRequest: UnsafeMutablePointer<uv_write_t>
     @exclusivity(unchecked) private var writeInFlight = false
     @exclusivity(unchecked) private(set) var isClosing = false
     /// Set while the connection is listed for this iteration's flush.
     @exclusivity(unchecked) var isScheduledForFlush = false
-    /// Close once everything queued is written (used to reject a connection politely).
-    private var closeAfterFlush: CloseReason?
-    /// The TLS layer, on connections accepted by the TLS listener; nil on plaintext ones.
-    private let tls: TLSSession?
-    /// Bytes in `tls.ciphertext` (0 without TLS), kept here so the per-event limit check stays one load.
-    @exclusivity(unchecked) private var queuedCiphertextBytes = 0
-    /// On the HTTP listener, until an upgrade: the request parser (nil on JSON-lines connections).
-    private var httpParser: HTTPRequestParser?
-    /// After a WebSocket upgrade: the session that frames input and control output.
-    @exclusivity(unchecked) private(set) var webSocket: WebSocketSession?
-    /// Set once a WebSocket close frame is queued or sent: no data frame may follow it.
-    @exclusivity(unchecked) private var webSocketOutputEnded = false
-    /// The request size limit, which becomes the WebSocket message limit on upgrade.
-    private let maximumLineLength: Int
+    /// Close once everything queued is written (used to reject a connection politely, and by stages).
+    var closeAfterFlush: CloseReason?
+    /// The byte transform between the socket and the framing (TLS); nil on plaintext connections.
+    private let transform: ConnectionTransform?
+    /// Bytes in the transform's output (0 without one), kept here so the per-event limit check stays one load.
+    @exclusivity(unchecked) private var queuedTransformBytes = 0
+    /// The framing that replaces lines (HTTP, WebSocket after an upgrade); nil on JSON-lines connections.
+    @exclusivity(unchecked) private(set) var framing: MessageFraming?
+    /// The request size limit (lines; WebSocket messages after an upgrade).
+    let maximumLineLength: Int
     /// Whether a read has arrived yet (a plaintext connection's first bytes are checked for a TLS ClientHello).
     private var hasReceivedBytes = false
-    /// Whether the delegate has heard that the TLS handshake completed.
-    private var announcedHandshake = false
+    /// Whether the delegate has heard that the transform is established (the TLS handshake completed).
+    private var announcedEstablished = false
 
     /// Why reading is stopped (empty: reading, once started).
     @exclusivity(unchecked) private(set) var pausedReasons: ReadPause = []
@@ -107,8 +99,8 @@ final class Connection: WebSocketSessionOwner {
     /// moves `heldStart` (no copy per pause).
     @exclusivity(unchecked) private var heldInput: [UInt8] = []
     @exclusivity(unchecked) private var heldStart = 0
-    /// Whether lines (or WebSocket messages) read before a pause wait to be handed out.
-    private var hasHeldInput: Bool { heldStart < heldInput.count || webSocket?.hasHeldMessages == true }
+    /// Whether input read before a pause waits to be handed out.
+    private var hasHeldInput: Bool { heldStart < heldInput.count || framing?.hasHeldInput == true }
     /// Most replies queued and not yet written to the socket before reading pauses (`.backPressure`).
     private let maximumPendingReplies: Int
     /// Replies queued and not yet handed to the socket (on TLS: until their ciphertext is).
@@ -116,34 +108,28 @@ final class Connection: WebSocketSessionOwner {
     /// Replies in the write in flight (handed to libuv, not yet all taken by the kernel).
     @exclusivity(unchecked) private var inFlightReplies = 0
 
-    /// With `tls`, the connection speaks TLS from that context (the TLS listener's current one); with
-    /// `http`, it speaks HTTP/1.1 with those limits (the HTTP listener's connections).
-    init(id: ConnectionID, loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
+    /// A connection on `socket` (initialized on `loop`, accepted or about to be), speaking through
+    /// `transform` (nil: the bytes as they are) and `framing` (nil: JSON lines).
+    init(id: ConnectionID, socket: UnsafeMutablePointer<uv_stream_t>, kind: SocketKind,
+         loop: UnsafeMutablePointer<uv_loop_t>, delegate: ConnectionDelegate,
          maximumLineLength: Int, maximumOutputBytes: Int, maximumTotalInputBytes: Int = .max,
-         maximumPendingReplies: Int = .max, tls: TLSContext? = nil, http: HTTPRequestParser.Limits? = nil) {
+         maximumPendingReplies: Int = .max, transform: ConnectionTransform? = nil, framing: MessageFraming? = nil) {
         self.id = id
         self.delegate = delegate
         self.framer = LineFramer(maximumLineLength: maximumLineLength)
         self.maximumLineLength = maximumLineLength
-        self.httpParser = http.map(HTTPRequestParser.init(limits:))
         self.maximumOutputBytes = maximumOutputBytes
         self.maximumTotalInputBytes = maximumTotalInputBytes
         self.maximumPendingReplies = maximumPendingReplies
         let owner = EventLoop.owner(of: loop)
         self.eventLoop = owner
         self.chunkPool = owner.outputChunks
-        if let tls {
-            guard let session = TLSSession(context: tls, pool: owner.outputChunks) else {
-                fatalError("out of memory creating a TLS session")
-            }
-            self.tls = session
-        } else {
-            self.tls = nil
-        }
-        self.handle = allocateHandle(uv_tcp_t.self, kind: UV_TCP)
+        self.transform = transform
+        self.framing = framing
+        self.stream = socket
+        self.socketKind = kind
         self.writeRequest = .allocate(capacity: 1)
-        uv_tcp_init(loop, handle)
-        retainOwner(self, in: handle)
+        retainOwner(self, in: socket)
     }
 
     deinit {
@@ -152,34 +138,34 @@ final class Connection: WebSocketSessionOwner {
         inFlight.release(returningTo: chunkPool)
     }
 
-    /// Bytes queued and not yet acknowledged by the kernel (with TLS: plaintext not yet encrypted and
-    /// ciphertext not yet written, both).
-    var outputBytes: Int { pending.count + inFlight.count + queuedCiphertextBytes }
+    /// Bytes queued and not yet acknowledged by the kernel (with a transform: bytes not yet transformed
+    /// and its output not yet written, both).
+    var outputBytes: Int { pending.count + inFlight.count + queuedTransformBytes }
 
-    /// Whether this connection came through the TLS listener.
-    var isTLS: Bool { tls != nil }
+    /// The `transport` metrics label of this connection as it is now (its outermost stage's).
+    var metricsTransport: ServerMetrics.Transport {
+        if let framing { return framing.metricsTransport }
+        if let transform { return transform.metricsTransport }
+        return socketKind.metricsTransport
+    }
 
-    /// Whether this connection came through the HTTP listener (upgraded to WebSocket or not).
-    var isHTTP: Bool { httpParser != nil || webSocket != nil }
-
-    /// True while a TLS connection has not finished its handshake (the server closes it after
-    /// `--tls-handshake-timeout`).
-    var isAwaitingTLSHandshake: Bool { tls.map { !$0.isHandshakeComplete } ?? false }
+    /// True while a connection's transform is not set up (a TLS handshake not finished: the server closes
+    /// it after `--tls-handshake-timeout`).
+    var isAwaitingTLSHandshake: Bool { transform.map { !$0.isEstablished } ?? false }
 
     /// The subject common name (CN) of the client certificate this TLS connection presented, when the
     /// handshake verified it against `--tls-ca`; nil on plaintext connections, without a certificate, or
     /// when the subject has no single CN. Which kvod user the connection is follows from it (docs/protocol.md).
-    var verifiedClientCommonName: String? { tls?.verifiedPeerCommonName }
+    var verifiedClientCommonName: String? { transform?.verifiedPeerName }
 
     /// Bytes handed to libuv by the write in flight: still held after `close` until the write's
     /// callback (cancelled) gives the chunks back.
     var inFlightBytes: Int { inFlight.count }
 
-    /// Called once accepted: records the peer, disables Nagle and starts reading.
+    /// Called once accepted: records the peer, disables Nagle (TCP) and starts reading.
     func start() -> Int32 {
-        uv_tcp_nodelay(handle, 1)
-        peer = peerName()
-        let status = uv_read_start(asStream(handle), Connection.allocateCallback, Connection.readCallback)
+        peer = socketKind.prepare(stream)
+        let status = uv_read_start(stream, Connection.allocateCallback, Connection.readCallback)
         isReading = status == 0
         return status
     }
@@ -195,7 +181,7 @@ final class Connection: WebSocketSessionOwner {
         guard !isClosing else { return }
         pausedReasons.insert(reason)
         if isReading {
-            uv_read_stop(asStream(handle))
+            uv_read_stop(stream)
             isReading = false
         }
     }
@@ -232,7 +218,7 @@ final class Connection: WebSocketSessionOwner {
 
     private func startReading() {
         guard !isClosing, !isReading else { return }
-        let status = uv_read_start(asStream(handle), Connection.allocateCallback, Connection.readCallback)
+        let status = uv_read_start(stream, Connection.allocateCallback, Connection.readCallback)
         guard status == 0 else {
             close(reason: .socketError("read start: \(uvErrorDescription(status))"))
             return
@@ -253,19 +239,24 @@ final class Connection: WebSocketSessionOwner {
 
     // MARK: - Output
 
-    /// Queues bytes for this iteration's write (one protocol message, newline included: on a WebSocket
-    /// connection it becomes one text frame without the newline). Past the output limit the connection
-    /// is closed.
+    /// Queues bytes for this iteration's write (one protocol message, newline included: a framing may
+    /// wrap it, e.g. as one WebSocket text frame without the newline). Past the output limit the
+    /// connection is closed.
     func enqueue(_ bytes: [UInt8]) {
         guard !isClosing else { return }
-        if webSocket != nil {
-            guard !webSocketOutputEnded else { return }
-            let payload = bytes.last == 0x0A ? bytes.count - 1 : bytes.count
-            pending.appendWebSocketTextFrameHeader(payloadLength: payload, pool: chunkPool)
-            bytes.withUnsafeBytes { pending.append(UnsafeRawBufferPointer(rebasing: $0[0..<payload]), pool: chunkPool) }
+        if let framing {
+            let queued = bytes.withUnsafeBytes { framing.enqueueMessage($0, into: &pending, pool: chunkPool) }
+            guard queued else { return }
         } else {
             pending.append(bytes, pool: chunkPool)
         }
+        didEnqueue()
+    }
+
+    /// Queues bytes as they are, past any framing (an HTTP response, a framing's control frame).
+    func enqueueRaw(_ bytes: UnsafeRawBufferPointer) {
+        guard !isClosing else { return }
+        pending.append(bytes, pool: chunkPool)
         didEnqueue()
     }
 
@@ -291,13 +282,10 @@ final class Connection: WebSocketSessionOwner {
     func enqueueEvent(head: (UInt64, UInt64, UInt64), headLength: Int, subscription: SubscriptionID,
                       tail: UnsafeRawBufferPointer) {
         guard !isClosing else { return }
-        if webSocket != nil {
-            guard !webSocketOutputEnded else { return }
-            // The tail ends with the newline a JSON-lines client needs and a frame does not.
-            let payload = headLength + ChunkedOutputBuffer.decimalLength(subscription) + tail.count - 1
-            pending.appendWebSocketTextFrameHeader(payloadLength: payload, pool: chunkPool)
-            pending.appendEventHead(head, headLength: headLength, subscription: subscription, pool: chunkPool)
-            pending.append(UnsafeRawBufferPointer(rebasing: tail[0..<(tail.count - 1)]), pool: chunkPool)
+        if let framing {
+            guard framing.enqueueEvent(head: head, headLength: headLength, subscription: subscription, tail: tail,
+                                       into: &pending, pool: chunkPool)
+            else { return }
         } else {
             pending.appendEventHead(head, headLength: headLength, subscription: subscription, pool: chunkPool)
             pending.append(tail, pool: chunkPool)
@@ -316,45 +304,21 @@ final class Connection: WebSocketSessionOwner {
         }
     }
 
-    /// Sends `bytes`, then closes once they are written (on a WebSocket connection, after a close frame,
-    /// code 1008).
+    /// Sends `bytes`, then closes once they are written (a framing may say goodbye first: on a WebSocket
+    /// connection, a close frame, code 1008).
     func sendAndClose(_ bytes: [UInt8], reason: CloseReason) {
         enqueue(bytes)
-        if let webSocket, !webSocketOutputEnded {
-            webSocket.queueClose(code: 1008, reason: "\(reason)")
-            webSocketOutputEnded = true
-            if !webSocket.flush() {
-                close(reason: .webSocketFailed)
-                return
-            }
+        if let framing, !isClosing, let failure = framing.willClose(after: reason) {
+            close(reason: failure)
+            return
         }
         closeAfterFlush = reason
     }
 
-    // MARK: - HTTP
-
-    /// Queues an HTTP response (raw bytes, on a connection not upgraded); without `keepAlive` the
-    /// connection closes once it is written, for `reason` (default: the response said `Connection: close`).
-    func sendHTTPResponse(_ bytes: [UInt8], keepAlive: Bool, reason: CloseReason = .httpResponseComplete) {
-        guard !isClosing, webSocket == nil else { return }
-        pending.append(bytes, pool: chunkPool)
-        didEnqueue()
-        if !keepAlive { closeAfterFlush = reason }
-    }
-
-    /// Answers a WebSocket upgrade with 101 and switches the connection to WebSocket framing: from now on
-    /// the delegate gets messages as lines, and everything queued leaves as text frames. Returns false
-    /// (the connection closes) when wslay cannot allocate its context.
-    func upgradeToWebSocket(accept: String) -> Bool {
-        guard !isClosing, httpParser != nil else { return false }
-        sendHTTPResponse(HTTPResponse.switchingToWebSocket(accept: accept), keepAlive: true)
-        guard let session = WebSocketSession(owner: self, maximumMessageBytes: maximumLineLength) else {
-            close(reason: .webSocketFailed)
-            return false
-        }
-        httpParser = nil
-        webSocket = session
-        return true
+    /// Switches to another framing (an HTTP connection upgrading to WebSocket): bytes read from now on,
+    /// and those after the current request in this read, go to `newFraming`.
+    func replaceFraming(with newFraming: MessageFraming) {
+        framing = newFraming
     }
 
     /// Hands pending output to libuv unless a write is already in flight (then it goes out when
@@ -363,16 +327,16 @@ final class Connection: WebSocketSessionOwner {
         isScheduledForFlush = false
         guard !isClosing, !writeInFlight else { return }
         let failure: Int32?
-        if let tls {
-            // Plaintext becomes ciphertext here, once per flush. What an `SSL_write` wanting a read
-            // (handshake unfinished) left stays in `pending` until the next read.
-            if !pending.isEmpty, case let .failed(reason) = tls.encrypt(&pending, staging: eventLoop.tlsStagingBuffer) {
-                noteCiphertext()
-                close(reason: .tlsError(reason))
+        if let transform {
+            // Queued output is transformed here, once per flush. What the transform cannot take yet (a
+            // TLS handshake unfinished) stays in `pending` until the next read.
+            if !pending.isEmpty, case let .failed(reason) = transform.send(&pending, loop: eventLoop) {
+                noteTransformOutput()
+                close(reason: reason)
                 return
             }
-            failure = write(&tls.ciphertext)
-            noteCiphertext()
+            failure = transform.withOutput { write(&$0) }
+            noteTransformOutput()
         } else {
             failure = write(&pending)
         }
@@ -393,9 +357,9 @@ final class Connection: WebSocketSessionOwner {
         relieveBackPressure()
     }
 
-    /// Writes `output` (the plaintext, or the TLS session's ciphertext): first all of it at once without a
-    /// request, else the rest through `uv_write` (then `inFlight` holds it until the callback). Returns the
-    /// libuv status of a failed write, nil otherwise. Closes nothing itself.
+    /// Writes `output` (`pending`, or the transform's output): first all of it at once without a request,
+    /// else the rest through `uv_write` (then `inFlight` holds it until the callback). Returns the libuv
+    /// status of a failed write, nil otherwise. Closes nothing itself.
     private func write(_ output: inout ChunkedOutputBuffer) -> Int32? {
         guard !output.isEmpty else { return nil }
         // First try to write it all now, without a request (no callback, nothing to keep): the
@@ -403,7 +367,7 @@ final class Connection: WebSocketSessionOwner {
         // at IOV_MAX; what it leaves out is simply not written yet).
         var buffers = chunkPool.gatherBuffers(capacity: output.chunkCount)
         var bufferCount = output.gather(into: buffers, capacity: output.chunkCount)
-        let written = uv_try_write(asStream(handle), buffers, UInt32(bufferCount))
+        let written = uv_try_write(stream, buffers, UInt32(bufferCount))
         if written == Int32(clamping: output.count) {
             output.removeAll(returningTo: chunkPool)
             return nil
@@ -417,7 +381,7 @@ final class Connection: WebSocketSessionOwner {
         buffers = chunkPool.gatherBuffers(capacity: inFlight.chunkCount)
         bufferCount = inFlight.gather(into: buffers, capacity: inFlight.chunkCount)
         writeRequest.pointee.data = Unmanaged.passRetained(self).toOpaque()
-        let status = uv_write(writeRequest, asStream(handle), buffers, UInt32(bufferCount), Connection.writeCallback)
+        let status = uv_write(writeRequest, stream, buffers, UInt32(bufferCount), Connection.writeCallback)
         if status != 0 {
             // The callback will not run: balance the retain here.
             Unmanaged<Connection>.fromOpaque(writeRequest.pointee.data).release()
@@ -428,14 +392,14 @@ final class Connection: WebSocketSessionOwner {
         return nil
     }
 
-    /// Brings `queuedCiphertextBytes` up to date after a TLS call.
+    /// Brings `queuedTransformBytes` up to date after a transform call.
     @inline(__always)
-    private func noteCiphertext() {
-        queuedCiphertextBytes = tls?.ciphertext.count ?? 0
+    private func noteTransformOutput() {
+        queuedTransformBytes = transform?.outputCount ?? 0
     }
 
     /// Lists the connection for this iteration's flush (unless listed already).
-    private func scheduleFlush() {
+    func scheduleFlush() {
         if !isScheduledForFlush {
             isScheduledForFlush = true
             delegate.connectionNeedsFlush(self)
@@ -451,7 +415,7 @@ final class Connection: WebSocketSessionOwner {
             return
         }
         relieveBackPressure()
-        guard !pending.isEmpty || queuedCiphertextBytes > 0 || closeAfterFlush != nil else { return }
+        guard !pending.isEmpty || queuedTransformBytes > 0 || closeAfterFlush != nil else { return }
         // Output that piled up meanwhile goes out now, unless it may speak of writes not yet durable:
         // then at the end of this iteration, after the group commit. (Write callbacks run either in
         // the pending phase, when everything is committed, or in the poll phase, which the check
@@ -470,63 +434,52 @@ final class Connection: WebSocketSessionOwner {
     func close(reason: CloseReason) {
         guard !isClosing else { return }
         isClosing = true
-        uv_read_stop(asStream(handle))
+        uv_read_stop(stream)
         isReading = false
         pending.removeAll(returningTo: chunkPool)
-        if let tls { sendFinalTLSRecords(tls, reason: reason) }
-        if webSocket != nil, !webSocketOutputEnded, tls == nil { sendFinalWebSocketClose(reason: reason) }
+        if let transform {
+            sendFinalTransformBytes(transform, reason: reason)
+        } else if let framing, let last = framing.lastBytes(closing: reason), !writeInFlight {
+            // Offered once, without waiting (queued output was dropped; a write in flight would interleave).
+            var bytes = last
+            bytes.withUnsafeMutableBytes { raw in
+                var buffer = uv_buf_t(base: raw.baseAddress!.assumingMemoryBound(to: CChar.self), len: raw.count)
+                _ = uv_try_write(stream, &buffer, 1)
+            }
+        }
         // The framer's buffer is freed with the connection (its close callback, next); it no longer
         // counts against the total (it may be in the middle of `feed`, so it is not touched here).
         eventLoop.bufferedInputBytes -= accountedInputBytes
         accountedInputBytes = 0
         delegate.connectionDidClose(self, reason: reason)
-        closeHandle(handle)
+        closeHandle(stream)
     }
 
-    /// On closing a WebSocket connection for a reason of the server's: offers a close frame (1001 when
-    /// the server stops, 1008 for a broken limit, 1011 otherwise) to the socket once, without waiting,
-    /// as `sendFinalTLSRecords` does (queued output was dropped; a write in flight would interleave).
-    private func sendFinalWebSocketClose(reason: CloseReason) {
-        let code: UInt16
-        switch reason {
-        case .clientClosed, .socketError, .webSocketFailed, .webSocketClosed: return
-        case .serverStopping: code = 1001
-        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout,
-             .notLoggedInBeforeTimeout, .authenticationFailures, .userRemoved, .rejected, .outOfDescriptors:
-            code = 1008
-        default: code = 1011
+    /// On closing a connection with a transform: lets it queue its last bytes (TLS close_notify, unless
+    /// the peer left or the socket failed), then offers what it has queued (that alert, or the alert of a
+    /// failed handshake) to the socket once, without waiting: the socket is closed right after, and the
+    /// peer's answer is not awaited.
+    private func sendFinalTransformBytes(_ transform: ConnectionTransform, reason: CloseReason) {
+        transform.finish(reason: reason)
+        let chunkPool = chunkPool
+        let stream = stream
+        let writeInFlight = writeInFlight
+        transform.withOutput { output in
+            if !writeInFlight, !output.isEmpty {
+                let buffers = chunkPool.gatherBuffers(capacity: output.chunkCount)
+                let count = output.gather(into: buffers, capacity: output.chunkCount)
+                _ = uv_try_write(stream, buffers, UInt32(count))
+            }
+            output.removeAll(returningTo: chunkPool)
         }
-        webSocketOutputEnded = true
-        guard !writeInFlight else { return }
-        var frame: [UInt8] = [0x88, 2, UInt8(code >> 8), UInt8(code & 0xFF)]
-        frame.withUnsafeMutableBytes { raw in
-            var buffer = uv_buf_t(base: raw.baseAddress!.assumingMemoryBound(to: CChar.self), len: raw.count)
-            _ = uv_try_write(asStream(handle), &buffer, 1)
-        }
-    }
-
-    /// On closing a TLS connection: queues our close_notify (unless the peer left or the socket failed),
-    /// then offers what ciphertext is queued (that alert, or the alert of a failed handshake) to the socket
-    /// once, without waiting: the socket is closed right after, and the peer's close_notify is not awaited.
-    private func sendFinalTLSRecords(_ tls: TLSSession, reason: CloseReason) {
-        switch reason {
-        case .clientClosed, .socketError: break
-        default: tls.queueCloseNotify()
-        }
-        if !writeInFlight, !tls.ciphertext.isEmpty {
-            let buffers = chunkPool.gatherBuffers(capacity: tls.ciphertext.chunkCount)
-            let count = tls.ciphertext.gather(into: buffers, capacity: tls.ciphertext.chunkCount)
-            _ = uv_try_write(asStream(handle), buffers, UInt32(count))
-        }
-        tls.ciphertext.removeAll(returningTo: chunkPool)
-        queuedCiphertextBytes = 0
+        queuedTransformBytes = 0
     }
 
     // MARK: - Input
 
     private func received(_ bytes: UnsafeBufferPointer<UInt8>) {
-        if let tls {
-            receivedCiphertext(bytes, tls: tls)
+        if let transform {
+            receivedThroughTransform(bytes, transform)
             return
         }
         if !hasReceivedBytes {
@@ -545,39 +498,39 @@ final class Connection: WebSocketSessionOwner {
         frame(bytes)
     }
 
-    /// Decrypts and frames what a TLS client sent. Any ciphertext the calls produced (handshake flight,
-    /// session tickets, a KeyUpdate answer, an alert), and plaintext an earlier `SSL_write` could not
-    /// encrypt before the handshake, are written at this iteration's flush.
-    private func receivedCiphertext(_ bytes: UnsafeBufferPointer<UInt8>, tls: TLSSession) {
-        let wasHandshaking = !tls.isHandshakeComplete
-        let outcome = tls.receive(bytes, scratch: eventLoop.tlsPlaintextBuffer) { plaintext in
-            if wasHandshaking, !announcedHandshake {
+    /// Passes what the client sent through the transform (decrypts it) and frames the result. Any output
+    /// the calls produced (handshake flight, session tickets, a KeyUpdate answer, an alert), and output an
+    /// earlier flush could not transform before the handshake, are written at this iteration's flush.
+    private func receivedThroughTransform(_ bytes: UnsafeBufferPointer<UInt8>, _ transform: ConnectionTransform) {
+        let wasEstablishing = !transform.isEstablished
+        let outcome = transform.receive(bytes, loop: eventLoop) { input in
+            if wasEstablishing, !announcedEstablished {
                 // Before the first request of a client that sent it with its handshake's last flight.
-                announcedHandshake = true
+                announcedEstablished = true
                 delegate.connectionDidCompleteTLSHandshake(self)
             }
             // Paused by a line of an earlier record: the rest is held (decrypting goes on, so the
             // records of this read are all taken from OpenSSL; no more is read until resumed).
-            frame(plaintext)
+            frame(input)
             return !isClosing && closeAfterFlush == nil
         }
         guard !isClosing else { return }
-        if wasHandshaking, tls.isHandshakeComplete, !announcedHandshake {
-            announcedHandshake = true
+        if wasEstablishing, transform.isEstablished, !announcedEstablished {
+            announcedEstablished = true
             delegate.connectionDidCompleteTLSHandshake(self)
             guard !isClosing else { return }
         }
-        noteCiphertext()
+        noteTransformOutput()
         switch outcome {
         case .proceed: break
         case .peerClosed:
             close(reason: .clientClosed)
             return
         case let .failed(reason):
-            close(reason: tls.isHandshakeComplete ? .tlsError(reason) : .tlsHandshakeFailed(reason))
+            close(reason: reason)
             return
         }
-        if queuedCiphertextBytes > 0 || (!pending.isEmpty && tls.isHandshakeComplete) { scheduleFlush() }
+        if queuedTransformBytes > 0 || (!pending.isEmpty && transform.isEstablished) { scheduleFlush() }
     }
 
     /// Splits plaintext into lines for the delegate; what arrives while reading is paused, or after the
@@ -594,82 +547,15 @@ final class Connection: WebSocketSessionOwner {
         accountBufferedInput()
     }
 
-    /// Hands what `bytes` hold (lines, HTTP requests or WebSocket messages) to the delegate until the
+    /// Hands what `bytes` hold (lines, or the framing's requests or messages) to the delegate until the
     /// connection closes or pauses; returns how many bytes were consumed.
     private func feedInput(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
-        if let webSocket { return feedWebSocket(bytes, webSocket) }
-        if httpParser != nil { return feedHTTP(bytes) }
+        if let framing { return framing.feed(bytes, on: self) }
         return feedLines(bytes)
     }
 
-    /// Parses HTTP requests and hands each to the delegate; after an upgrade the rest goes to the
-    /// WebSocket session.
-    private func feedHTTP(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
-        var offset = 0
-        while offset < bytes.count, let parser = httpParser, !isClosing, closeAfterFlush == nil, pausedReasons.isEmpty {
-            switch parser.feed(UnsafeBufferPointer(rebasing: bytes[offset...])) {
-            case .needMore:
-                return bytes.count
-            case let .failed(status, reason):
-                delegate.connection(self, didRefuseHTTPRequest: status, reason: reason)
-                return bytes.count
-            case let .request(head, consumed):
-                offset += consumed
-                delegate.connection(self, didReceiveHTTPRequest: head)
-                if let webSocket { return offset + feedWebSocket(UnsafeBufferPointer(rebasing: bytes[offset...]), webSocket) }
-            }
-        }
-        return offset
-    }
-
-    /// Hands messages held from before a pause, then offers `bytes` to the WebSocket session; writes the
-    /// control frames it answered with and closes once it has sent a close frame.
-    private func feedWebSocket(_ bytes: UnsafeBufferPointer<UInt8>, _ session: WebSocketSession) -> Int {
-        if session.hasHeldMessages, !session.deliverHeldMessages() { return 0 }
-        guard !isClosing, closeAfterFlush == nil, pausedReasons.isEmpty else { return 0 }
-        let received = session.receive(bytes)
-        guard !isClosing else { return bytes.count }
-        guard let taken = received else {
-            // A frame wslay rejects outright (a control frame over 125 bytes or fragmented, ...): it stops
-            // reading and would send a close without a status; the RFC's answer is 1002.
-            endWebSocket(code: 1002)
-            return bytes.count
-        }
-        if !session.flush() {
-            close(reason: .webSocketFailed)
-            return bytes.count
-        }
-        if session.closeSent, closeAfterFlush == nil {
-            webSocketOutputEnded = true
-            closeAfterFlush = .webSocketClosed(code: session.statusCodeSent)
-            scheduleFlush()
-            return bytes.count
-        }
-        return taken
-    }
-
-    /// Queues a close frame with `code` (bypassing wslay's queue) and closes once it is written.
-    private func endWebSocket(code: UInt16) {
-        guard !webSocketOutputEnded else { return }
-        pending.append([0x88, 2, UInt8(code >> 8), UInt8(code & 0xFF)], pool: chunkPool)
-        webSocketOutputEnded = true
-        closeAfterFlush = .webSocketClosed(code: code)
-        didEnqueue()
-    }
-
-    // MARK: - WebSocketSessionOwner
-
-    func webSocketSessionDidReceive(_ message: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard !isClosing, closeAfterFlush == nil else { return false }
-        delegate.connection(self, didReceiveLine: message)
-        return !isClosing && closeAfterFlush == nil && pausedReasons.isEmpty
-    }
-
-    func webSocketSessionWrite(_ bytes: UnsafeBufferPointer<UInt8>) {
-        guard !isClosing else { return }
-        pending.append(UnsafeRawBufferPointer(bytes), pool: chunkPool)
-        didEnqueue()
-    }
+    /// Whether the delegate may be handed another request now (not closing, not about to close, not paused).
+    var acceptsInput: Bool { !isClosing && closeAfterFlush == nil && pausedReasons.isEmpty }
 
     /// Hands the lines in `bytes` to the delegate until the connection closes or pauses; returns how
     /// many bytes were consumed.
@@ -687,21 +573,11 @@ final class Connection: WebSocketSessionOwner {
     /// Counts a change in the bytes held for this connection's input (an unfinished line, lines held
     /// while paused) against the loop's total. Only a line split across reads or a pause changes it.
     private func accountBufferedInput() {
-        let buffered = framer.bufferedCount + heldInput.count - heldStart + (httpParser?.bufferedCount ?? 0)
-            + (webSocket?.heldBytes ?? 0)
+        let buffered = framer.bufferedCount + heldInput.count - heldStart + (framing?.bufferedCount ?? 0)
         guard !isClosing, buffered != accountedInputBytes else { return }
         eventLoop.bufferedInputBytes += buffered - accountedInputBytes
         accountedInputBytes = buffered
         if eventLoop.bufferedInputBytes > maximumTotalInputBytes { delegate.connectionsPassedTotalInputLimit(self) }
-    }
-
-    private func peerName() -> String {
-        var storage = sockaddr_storage()
-        var length = Int32(MemoryLayout<sockaddr_storage>.size)
-        let status = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(handle, $0, &length) }
-        }
-        return status == 0 ? SocketAddress.describe(storage) : "?"
     }
 
     // MARK: - libuv callbacks (no captures: state comes through handle->data)

@@ -3,21 +3,26 @@ import CLibUV
 import Glibc
 #endif
 
-/// The listening socket. Accepted sockets go to `onConnection`, which must `uv_accept` them.
+/// A listening TCP socket (`--port`, `--tls-port`, `--http-port`). Accepted sockets go to
+/// `onConnection`, which must `uv_accept` them.
 ///
 /// The `uv_tcp_t` lives from `init` to its close callback, which releases this object.
 /// Loop thread only.
-final class TCPListener {
+final class TCPListener: Listener {
     let handle: UnsafeMutablePointer<uv_tcp_t>
+    let role: ListenerRole
+    let stack: TransportStack
     /// The address actually bound (with the real port when 0 was asked).
     private(set) var boundAddress = sockaddr_storage()
-    private let onConnection: (TCPListener, Int32) -> Void
+    private let onConnection: (Listener, Int32) -> Void
     private var isClosed = false
 
-    /// Binds and listens on host:port (port 0 picks a free one).
-    init(loop: EventLoop, host: String, port: Int, backlog: Int32 = 511,
-         onConnection: @escaping (TCPListener, Int32) -> Void) throws(TransportError) {
+    /// Binds and listens on host:port (port 0 picks a free one); its connections speak `stack`.
+    init(loop: EventLoop, host: String, port: Int, role: ListenerRole, stack: TransportStack, backlog: Int32 = 511,
+         onConnection: @escaping (Listener, Int32) -> Void) throws(TransportError) {
         self.onConnection = onConnection
+        self.role = role
+        self.stack = stack
         handle = allocateHandle(uv_tcp_t.self, kind: UV_TCP)
         uv_tcp_init(loop.raw, handle)
         retainOwner(self, in: handle)
@@ -39,10 +44,18 @@ final class TCPListener {
         }
     }
 
+    var stream: UnsafeMutablePointer<uv_stream_t> { asStream(handle) }
+    var socketKind: SocketKind { .tcp }
     var port: Int { SocketAddress.port(boundAddress) }
     var addressDescription: String { SocketAddress.describe(boundAddress) }
     /// Whether the listener is bound to a loopback address only.
     var isLoopback: Bool { SocketAddress.isLoopback(boundAddress) }
+
+    func makeConnectionSocket(loop: UnsafeMutablePointer<uv_loop_t>) -> UnsafeMutablePointer<uv_stream_t> {
+        let socket = allocateHandle(uv_tcp_t.self, kind: UV_TCP)
+        uv_tcp_init(loop, socket)
+        return asStream(socket)
+    }
 
     /// Stops accepting. Idempotent.
     func close() {

@@ -22,9 +22,9 @@ func asHandle<T>(_ handle: UnsafeMutablePointer<T>) -> UnsafeMutablePointer<uv_h
     UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)
 }
 
-/// The generic `uv_stream_t` view of a TCP handle.
+/// The generic `uv_stream_t` view of a stream handle (`uv_tcp_t`, `uv_pipe_t`).
 @inline(__always)
-func asStream(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> UnsafeMutablePointer<uv_stream_t> {
+func asStream<T>(_ handle: UnsafeMutablePointer<T>) -> UnsafeMutablePointer<uv_stream_t> {
     UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_stream_t.self)
 }
 
@@ -62,5 +62,16 @@ func uvErrorDescription(_ status: Int32) -> String {
 public struct TransportError: Error, CustomStringConvertible {
     public let operation: String
     public let status: Int32
-    public var description: String { "\(operation) failed: \(uvErrorDescription(status))" }
+    /// What the status means here, in words (nil: the status says it all).
+    public let detail: String?
+
+    init(operation: String, status: Int32, detail: String? = nil) {
+        self.operation = operation
+        self.status = status
+        self.detail = detail
+    }
+
+    public var description: String {
+        "\(operation) failed: \(uvErrorDescription(status))" + (detail.map { " (\($0))" } ?? "")
+    }
 }
