@@ -1,4 +1,5 @@
 import KVOClient
+import KVOEngine
 import KVOJSON
 import Synchronization
 #if canImport(Glibc)

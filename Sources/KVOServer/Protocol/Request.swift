@@ -1,4 +1,6 @@
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// A decoded, validated client request (docs/protocol.md, "Operations").
 public enum Request: Equatable, Sendable {

@@ -1,5 +1,7 @@
 import CLibUV
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// One client TCP connection: reads lines, buffers output, writes it in one gathered write per
 /// loop iteration, and enforces the output-buffer limit.
