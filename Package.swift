@@ -126,6 +126,7 @@ let package = Package(
             dependencies: [
                 "KVOServer",
                 "KVOCommandLine",
+                "KVOEngine",
                 "KVOJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

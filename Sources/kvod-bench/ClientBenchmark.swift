@@ -1,5 +1,4 @@
 import KVOClient
-import KVOEngine
 import KVOJSON
 import Synchronization
 #if canImport(Glibc)

@@ -1,6 +1,5 @@
 #if canImport(Glibc)
 import Glibc
-import KVOEngine
 #endif
 
 /// The results of one `kvod-bench` invocation as markdown (for docs/performance.md): a header with the
