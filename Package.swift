@@ -1,6 +1,13 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+// Release builds of the server's targets (KVOModel, KVOEngine, KVOServer) skip the run-time exclusivity
+// checks (`swift_beginAccess` on every access to a class's stored property: about 8 % of a `set`'s
+// instructions, docs/performance.md). Debug builds, which every test runs, keep them, and so does the thread
+// sanitizer run. Only these targets: a package that depends on the client library (KVOClient, KVOJSON) sees
+// no unsafe flag; one that embeds the KVOServer library by version would (SwiftPM refuses unsafe flags there).
+let serverSwiftSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "kvod",
     platforms: [.macOS(.v13)],
@@ -80,7 +87,15 @@ let package = Package(
         // (Sources/KVOServer/HTTP/Assets) into the server at build time: no generated file is checked in.
         .executableTarget(name: "embed-web-assets", path: "Plugins/EmbedWebAssets"),
         .plugin(name: "WebAssetsPlugin", capability: .buildTool(), dependencies: ["embed-web-assets"]),
-        // The server: Engine (pure), Protocol (JSON lines), Transport (libuv), Storage (SQLite), Security
+        // The server's shared vocabulary (docs/design.md, "Layers"): errors, connection and subscription ids,
+        // id limits, stored locations, object id patterns, change kinds and reasons, recorded changes and their
+        // JSON form. Values only: no I/O, no engine.
+        .target(name: "KVOModel", dependencies: ["KVOJSON"], swiftSettings: serverSwiftSettings),
+        // The engine (pure): objects, key paths, observations, history, classes, expressions, bindings and
+        // the access checks it applies. No sockets, no storage, no wire format, no clock, no logging
+        // (scripts/check-layers.sh checks the imports the target graph cannot forbid).
+        .target(name: "KVOEngine", dependencies: ["CPCRE2", "KVOJSON", "KVOModel"], swiftSettings: serverSwiftSettings),
+        // The server (the engine is KVOEngine): Protocol (JSON lines), Transport (libuv), Storage (SQLite), Security
         // (users, password and token checks, access rules; libsodium), HTTP (WebSocket, metrics, and the
         // inspector page and JavaScript client, embedded from HTTP/Assets at build time by WebAssetsPlugin).
         .target(
@@ -90,20 +105,16 @@ let package = Package(
                 "CLibUV",
                 "CNATS",
                 "COpenSSL",
-                "CPCRE2",
                 "CSQLite",
                 "CSodium",
                 "CWSLay",
+                "KVOEngine",
                 "KVOJSON",
+                "KVOModel",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["HTTP/Assets"],
-            // Release builds skip the run-time exclusivity checks (`swift_beginAccess` on every access to
-            // a class's stored property: about 8 % of a `set`'s instructions, docs/performance.md). Debug
-            // builds, which every test runs, keep them, and so does the thread sanitizer run. Only this
-            // target: a package that depends on the client library (KVOClient, KVOJSON) sees no unsafe flag;
-            // one that embeds the KVOServer library by version would (SwiftPM refuses unsafe flags there).
-            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))],
+            swiftSettings: serverSwiftSettings,
             plugins: ["WebAssetsPlugin"]
         ),
         // Command-line argument parsing shared by kvod and kvoclient (numbers with clear messages). No dependencies.
@@ -120,6 +131,7 @@ let package = Package(
             dependencies: [
                 "KVOServer",
                 "KVOCommandLine",
+                "KVOEngine",
                 "KVOJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -135,7 +147,7 @@ let package = Package(
             ]
         ),
         // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server and the clients.
-        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit", "KVOClient"]),
+        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOClientKit", "KVOClient"]),
         // Programs using the KVOClient library (examples/README.md), built by CI so that they keep compiling.
         .executableTarget(name: "kvod-mirror", dependencies: ["KVOClient"], path: "examples/mirror"),
         .executableTarget(
@@ -143,7 +155,7 @@ let package = Package(
             dependencies: ["KVOClient", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")],
             path: "examples/combine"
         ),
-        .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOJSON", "KVOClientKit"]),
+        .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOClientKit"]),
         .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOClientKit", "KVOJSON", "CSQLite"]),
     ]
 )

@@ -1,4 +1,6 @@
+import KVOEngine
 import KVOJSON
+import KVOModel
 import KVOServer
 
 #if canImport(Glibc)

@@ -1,5 +1,7 @@
 import KVOClientKit
+import KVOEngine
 import KVOJSON
+import KVOModel
 import KVOServer
 #if canImport(Glibc)
 import Glibc

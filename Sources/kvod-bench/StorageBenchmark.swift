@@ -1,3 +1,4 @@
+import KVOEngine
 import KVOJSON
 import KVOServer
 

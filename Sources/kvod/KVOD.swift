@@ -1,5 +1,6 @@
 import ArgumentParser
 import KVOCommandLine
+import KVOEngine
 import KVOServer
 import Logging
 #if canImport(Glibc)

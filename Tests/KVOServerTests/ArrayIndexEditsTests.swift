@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The one-pass multi-index `insert` and `remove` (issue 10, item 5) against the one-at-a-time semantics

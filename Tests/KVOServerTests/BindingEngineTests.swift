@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// Bindings in the engine: bind with filter/convert/now, combineLatest, where their writes' events go,

@@ -1,5 +1,7 @@
 import CLibUV
 import Testing
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The bytes a buffer would write, read back through `gather` (what `Connection.flush` hands to libuv).

@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// Bad input never hurts: seeded random class definitions (mostly near-valid) and random objects

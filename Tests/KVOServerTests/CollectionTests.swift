@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// Ordered collections (insert/remove/replace, kinds 2-4), key paths through arrays, and collection

@@ -1,4 +1,6 @@
 import Testing
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 import KVOJSON
 

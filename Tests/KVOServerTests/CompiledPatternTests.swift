@@ -1,6 +1,8 @@
 import Dispatch
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// PCRE2 patterns (issue 10, item 3): the dialect and search semantics, compile errors, the work limit on

@@ -2,6 +2,8 @@ import Foundation
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// Computed properties (keyPathsForValuesAffecting…, brought to the server): dependencies found from the

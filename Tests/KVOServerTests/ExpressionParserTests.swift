@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The expression language's grammar: precedence and associativity, what a parse extracts, the

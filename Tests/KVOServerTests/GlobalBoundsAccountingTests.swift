@@ -1,4 +1,6 @@
 import Testing
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The bookkeeping behind the total bounds: the chunk pool's byte count and peak, and the first-request

@@ -1,5 +1,7 @@
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The Host and Origin rules of the HTTP listener (DNS rebinding) and the /metrics token rule, as pure

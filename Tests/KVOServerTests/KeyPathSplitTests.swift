@@ -1,4 +1,6 @@
 import Testing
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// Issue 13: ASCII key paths are split at their dot bytes (no grapheme breaking); the keys must be exactly

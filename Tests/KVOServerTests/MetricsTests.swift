@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// `GET /metrics`' pieces (issue 14): the histogram's buckets, the exposition format's escaping, and

@@ -1,6 +1,8 @@
 import Testing
 import KVOJSON
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// `ObjectTableFiller` gives the table and id list that `ObjectTable.setPacked`, row after row on one

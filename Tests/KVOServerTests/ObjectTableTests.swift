@@ -1,6 +1,8 @@
 import Testing
 import KVOJSON
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// `ObjectTable` holds objects packed or live with the same values: every kind of JSON round-trips

@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// History entries restored packed (`HistoryEntry` holding its change's JSON text): they decode to the

@@ -1,5 +1,7 @@
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// `RateLimitedCount`: one report line per interval with the count of events since the last one;

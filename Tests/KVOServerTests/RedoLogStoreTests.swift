@@ -2,6 +2,8 @@ import Foundation
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The persistent store's snapshot-plus-redo layout (issue 10 item 6): a write stores its change, not

@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// References (`{"$ref": id}`), re-binding and `pathChanged`, at the engine level.

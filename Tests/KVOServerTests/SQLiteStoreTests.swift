@@ -2,6 +2,8 @@ import Foundation
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// `SQLiteStore` against real SQLite files in temporary directories: what is committed comes back
@@ -423,8 +425,8 @@ import Testing
             INSERT INTO meta(key, value) VALUES('schema_version', 1), ('revision', 2);
             INSERT INTO objects(id, value) VALUES('a', '{"v":2}');
             INSERT INTO history(rev, object, change, bytes) VALUES
-                (1, 'a', '\(JSONWriter.string(created.entry.change.storageJSON))', 9),
-                (2, 'a', '\(JSONWriter.string(set.change.storageJSON))', 9);
+                (1, 'a', '\(JSONWriter.string(created.entry.change.json))', 9),
+                (2, 'a', '\(JSONWriter.string(set.change.json))', 9);
             """)
         let store = try open(directory)
         #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "4")
@@ -725,11 +727,11 @@ import Testing
         ]
         for change in changes {
             var fast: [UInt8] = []
-            change.writeStorageJSON(into: &fast)
+            change.writeJSON(into: &fast)
             var canonical: [UInt8] = []
-            JSONWriter.write(change.storageJSON, into: &canonical)
+            JSONWriter.write(change.json, into: &canonical)
             #expect(fast == canonical, "\(String(decoding: canonical, as: UTF8.self))")
-            #expect(try RecordedChange(storageJSON: JSONParser.parse(fast)) == change)
+            #expect(try RecordedChange(json: JSONParser.parse(fast)) == change)
         }
     }
 }

@@ -3,6 +3,8 @@ import KVOClientKit
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The server in-process: run its loop on a thread, talk to it over loopback, stop it, and check

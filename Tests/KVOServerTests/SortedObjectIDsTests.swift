@@ -1,5 +1,7 @@
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// `SortedObjectIDs` against a naive sorted set, under seeded random inserts, removals and pages;

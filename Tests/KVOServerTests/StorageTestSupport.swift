@@ -1,6 +1,8 @@
 import Foundation
 import KVOJSON
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// A fresh directory under /tmp (mkdtemp), removed with everything in it when the value is released.
@@ -61,11 +63,11 @@ enum StorageFixtures {
 
     /// What the store counts for a history row: the JSON text of the change.
     static func rowBytes(_ fixture: FixtureEntry) -> Int {
-        JSONWriter.bytes(fixture.entry.change.storageJSON).count
+        JSONWriter.bytes(fixture.entry.change.json).count
     }
 
     /// The same for an entry read back.
     static func rowBytes(_ entry: HistoryEntry) -> Int {
-        JSONWriter.bytes(entry.change.storageJSON).count
+        JSONWriter.bytes(entry.change.json).count
     }
 }

@@ -1,4 +1,6 @@
 import Testing
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 import KVOJSON
 
@@ -55,7 +57,7 @@ struct StoredDepthTests {
                                      new: [Self.nestedArrays(limit - 2)])),
         ] {
             var row: [UInt8] = []
-            change.writeStorageJSON(into: &row)
+            change.writeJSON(into: &row)
             rows.append(row)
         }
         for (name, bytes) in [("get reply", reply), ("classes reply", classes), ("event", eventLine)]

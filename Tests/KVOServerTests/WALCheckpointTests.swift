@@ -3,6 +3,8 @@ import Foundation
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The store's WAL checkpoints (issue 13): none inside a commit, a passive one on a second connection on

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The inspector page and the JavaScript client are compiled into kvod (WebAssets.swift, generated at build

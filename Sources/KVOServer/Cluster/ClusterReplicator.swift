@@ -1,4 +1,6 @@
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// The loop thread's side of the cluster: the writes this node accepted and has not yet applied, the
 /// batch being appended, and the last stream sequence applied (and committed).

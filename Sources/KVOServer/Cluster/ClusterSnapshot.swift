@@ -1,3 +1,4 @@
+import KVOEngine
 import KVOJSON
 
 /// A node's replicated state at one applied stream sequence: what a new or far-behind node installs
@@ -57,12 +58,9 @@ struct ClusterSnapshot: Sendable, Equatable {
         for id in engine.objectIDs() {
             if let value = try? engine.get(id, keyPath: nil) { objects[id] = value }
         }
-        var classes: [String: JSONValue] = [:]
-        for compiled in engine.classes.all { classes[compiled.name] = compiled.definition.json }
-        var bindings: [UInt64: JSONValue] = [:]
-        for binding in engine.bindingTable.all { bindings[binding.id] = binding.storedJSON }
-        self.init(sequence: sequence, revision: engine.revision, lastBindingID: engine.bindingTable.lastID,
-                  objects: objects, classes: classes, bindings: bindings, users: users.users)
+        self.init(sequence: sequence, revision: engine.revision, lastBindingID: engine.lastBindingID,
+                  objects: objects, classes: engine.classDefinitionsByName(), bindings: engine.bindingDefinitionsByID(),
+                  users: users.users)
     }
 
     /// The state as `KVOEngine(restoring:)` and `SQLiteStore.replaceAll` take it (no history).

@@ -1,3 +1,5 @@
+import KVOModel
+
 /// Cluster mode: per connection, its writes waiting for the stream (submitted, not yet answered) and the
 /// one request held behind them.
 ///

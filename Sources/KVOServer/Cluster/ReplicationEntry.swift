@@ -1,3 +1,4 @@
+import KVOEngine
 import KVOJSON
 
 /// One message of the cluster's stream: the write requests one node accepted during one loop iteration,

@@ -1,4 +1,5 @@
 import KVOJSON
+import KVOModel
 
 /// Cluster mode: reads and observes with an `atLeastRev` this node has not reached yet, held until it
 /// applies that revision (`takeReady`) or answered `unavailable` at their deadline (`takeExpired`).

@@ -1,4 +1,5 @@
 import COpenSSL
+import KVOEngine
 import KVOJSON
 
 /// A SHA-256 digest of everything the engine stores that replication must make equal on every node:
@@ -36,7 +37,7 @@ enum StateDigest {
         }
         for definition in engine.classDefinitions() { feedLine("class", definition) }
         // Bindings are replicated state: their definitions (with ids and creators) and the last id given.
-        if engine.bindingTable.lastID > 0 { feed(Array("binding ids \(engine.bindingTable.lastID)\n".utf8)) }
+        if engine.lastBindingID > 0 { feed(Array("binding ids \(engine.lastBindingID)\n".utf8)) }
         for listing in engine.bindingListings() { feedLine("binding", listing) }
         // Users are replicated state in a cluster: names, hashes, rules and tokens.
         for user in users?.users ?? [] { feedLine("user", user.json) }

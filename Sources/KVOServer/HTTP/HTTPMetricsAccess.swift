@@ -1,3 +1,4 @@
+import KVOEngine
 import KVOJSON
 
 /// Who may read `GET /metrics` (docs/protocol.md, "Metrics"): anyone when the HTTP listener is bound to a

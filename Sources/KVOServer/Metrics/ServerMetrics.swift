@@ -1,5 +1,6 @@
 import CLibUV
 import KVOJSON
+import KVOModel
 #if canImport(Glibc)
 import Glibc
 #endif

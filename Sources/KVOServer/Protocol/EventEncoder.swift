@@ -1,4 +1,6 @@
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// Encodes one `ChangeNotification` for all of its recipients, doing the JSON work once.
 ///

@@ -1,3 +1,4 @@
+import KVOEngine
 import KVOJSON
 
 /// Upper bounds on the size of event lines before they are encoded (`JSONSizeBound` for events): lets

@@ -1,4 +1,5 @@
 import KVOJSON
+import KVOModel
 
 /// Encodes replies: `{"id":…,"ok":true,…}` and `{"id":…,"ok":false,"error":{…}}`, each ending in `\n`.
 ///

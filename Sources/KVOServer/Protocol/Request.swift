@@ -1,4 +1,6 @@
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// A decoded, validated client request (docs/protocol.md, "Operations"). Each case is an instance of an
 /// `ProtocolOperation` (`operation`), whose row in `OperationTable` says everything else about it.

@@ -1,4 +1,6 @@
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// Turns one request line into a `Request`, or into the error its reply must carry.
 ///
@@ -7,7 +9,7 @@ import KVOJSON
 /// is `unknown_op`.
 public enum RequestDecoder {
     /// Longest object id accepted, in bytes.
-    public static let maximumObjectIDLength = 1024
+    public static let maximumObjectIDLength = ObjectID.maximumLength
 
     /// The request fields every line repeats: parsed as these strings, not built again for each line.
     private static let fieldNames = JSONParser.KeyTable([

@@ -1,4 +1,6 @@
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// A user-management operation on a running server (docs/protocol.md, "Managing users online").
 /// Needs `isServerAdmin`. A value; any thread.

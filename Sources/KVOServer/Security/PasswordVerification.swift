@@ -1,6 +1,7 @@
 import CLibUV
 import CSodium
 import KVOJSON
+import KVOModel
 
 /// One `auth` request's password check, from the moment it is queued until its result is back on
 /// the loop thread.

@@ -1,4 +1,5 @@
 import CLibUV
+import KVOModel
 #if canImport(Glibc)
 import Glibc
 #endif

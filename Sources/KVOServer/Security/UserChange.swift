@@ -1,3 +1,4 @@
+import KVOEngine
 import KVOJSON
 
 /// A change to the users with everything that is not deterministic already decided: the password's

@@ -1,3 +1,4 @@
+import KVOEngine
 import KVOJSON
 
 /// The users kvod knows: name -> password hash and rules.

@@ -1,3 +1,4 @@
+import KVOEngine
 import KVOJSON
 
 /// One user as stored: name, Argon2id password hash (never the password) and access rules.

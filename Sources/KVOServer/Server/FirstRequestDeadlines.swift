@@ -1,3 +1,5 @@
+import KVOModel
+
 /// When each new connection must have sent its first complete request (`--first-request-timeout`).
 ///
 /// Every connection gets the same timeout, so deadlines arrive in accept order: a FIFO queue, checked

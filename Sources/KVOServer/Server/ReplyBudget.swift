@@ -1,4 +1,5 @@
 import KVOJSON
+import KVOModel
 
 /// How many bytes one request's reply, and the events it starts (`observe`'s `initial`, `resync` or
 /// replayed history), may add to its connection's queued output without passing the connection's

@@ -1,4 +1,6 @@
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// Carries out one decoded request against the engine and shapes its reply.
 ///

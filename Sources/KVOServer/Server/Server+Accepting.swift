@@ -1,5 +1,6 @@
 import CLibUV
 import KVOJSON
+import KVOModel
 import Logging
 #if canImport(Glibc)
 import Glibc

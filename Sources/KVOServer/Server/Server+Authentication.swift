@@ -1,5 +1,7 @@
 import CLibUV
+import KVOEngine
 import KVOJSON
+import KVOModel
 import Logging
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import CLibUV
+import KVOEngine
 import KVOJSON
 import Logging
 #if canImport(Glibc)

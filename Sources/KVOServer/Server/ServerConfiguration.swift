@@ -1,3 +1,4 @@
+import KVOEngine
 import Logging
 
 /// Everything a `Server` is started with. A value; any thread.

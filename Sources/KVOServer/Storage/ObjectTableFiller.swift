@@ -1,3 +1,5 @@
+import KVOEngine
+
 /// Inserts the objects `SQLiteStore.load` reads into an `ObjectTable` on a thread of its own, so that
 /// the insertions (most of a large load: random stores into the table's bucket array, which miss the
 /// caches and fault in its pages) overlap the reading of the rows (SQLite's stepping,

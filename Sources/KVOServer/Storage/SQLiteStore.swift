@@ -1,6 +1,8 @@
 import CLibUV
 import CSQLite
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 #if canImport(Glibc)
 import Glibc
@@ -41,7 +43,7 @@ import Darwin
 /// changes: at most about twice the bytes of the changes themselves, and a load replays at most one
 /// snapshot's worth of changes per object.
 ///
-/// A history row's `change` is the write as a delta (`RecordedChange.storageJSON`: what was created,
+/// A history row's `change` is the write as a delta (`RecordedChange.json`: what was created,
 /// deleted, set at a path with its old and new value, or changed in an array), never a copy of the
 /// whole object, and `bytes` its length. After each commit history keeps at most `historyLimit` rows and at most
 /// `historyByteLimit` bytes (the newest row is kept even when it alone is larger), oldest dropped first.
@@ -391,7 +393,7 @@ public final class SQLiteStore {
             let json = try decode(text, row: row)
             let change: RecordedChange
             do throws(ChangeDecodingError) {
-                change = try RecordedChange(storageJSON: json)
+                change = try RecordedChange(json: json)
             } catch {
                 throw .corrupt(row: row, reason: error.reason)
             }
@@ -490,7 +492,7 @@ public final class SQLiteStore {
             let json = try decode(text, row: row)
             let change: RecordedChange
             do throws(ChangeDecodingError) {
-                change = try RecordedChange(storageJSON: json)
+                change = try RecordedChange(json: json)
             } catch {
                 throw .corrupt(row: row, reason: error.reason)
             }
@@ -614,7 +616,7 @@ public final class SQLiteStore {
             var lastLog = ObjectLog(snapshotBytes: 0, redoBytes: 0)
             for entry in batch.entries {
                 changeText.removeAll(keepingCapacity: true)
-                entry.change.writeStorageJSON(into: &changeText)
+                entry.change.writeJSON(into: &changeText)
                 if keepHistory {
                     let insert = statements.insertHistory
                     try insert.bind(1, Int64(bitPattern: entry.rev))

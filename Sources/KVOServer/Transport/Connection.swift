@@ -1,5 +1,7 @@
 import CLibUV
+import KVOEngine
 import KVOJSON
+import KVOModel
 
 /// One client connection, on any listener: reads bytes, frames them into requests for the delegate,
 /// buffers output, writes it in one gathered write per loop iteration, and enforces the output-buffer limit.

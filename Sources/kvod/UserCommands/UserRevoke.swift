@@ -1,5 +1,6 @@
 import ArgumentParser
 import KVOCommandLine
+import KVOEngine
 import KVOJSON
 import KVOServer
 #if canImport(Glibc)

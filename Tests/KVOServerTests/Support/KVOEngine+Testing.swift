@@ -1,5 +1,7 @@
 import KVOJSON
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// Shorthands for engine tests: key paths as text, and each write returning the notifications it

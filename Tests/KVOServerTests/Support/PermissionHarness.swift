@@ -1,5 +1,7 @@
 import KVOJSON
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// A request handler over a fresh engine, with connections acting for users given by rules, for

@@ -1,0 +1,751 @@
+import KVOJSON
+import KVOModel
+
+/// The observable object store: objects, the global revision and every observation.
+///
+/// Pure and synchronous: no I/O, no clocks, no threads. Each call handles one request and appends
+/// the notifications it caused to the caller's `notifications` array, in delivery order (all prior
+/// notifications of a change before its ordinary ones). A call that throws changes nothing.
+///
+/// Every write goes through `commit`: find the watched paths the written location can affect (the
+/// tries in `ObservationRegistry`), read them before and after, and notify those whose value (or
+/// binding) changed, each once for all its subscribers. Classes (validation, computed properties) are
+/// in `KVOEngine+Classes` and `KeyPathEvaluator`; bindings, which listen through the same watched paths
+/// and are applied before a write operation returns, in `KVOEngine+Bindings`. Not thread-safe: the
+/// server's loop thread owns the engine and is its only caller.
+public final class KVOEngine {
+    /// Revision of the last accepted create, set, collection change or delete (0 before any).
+    public private(set) var revision: UInt64 = 0
+    /// Every object's value; each is a JSON object, held packed (its compact JSON text) until it is
+    /// written, then live, with its size as compact JSON (`ObjectTable`). Its ids change only in this
+    /// file, where every insertion and removal of an object also updates `sortedIDs`.
+    package private(set) var objects = ObjectTable()
+    /// The ids of `objects`, in order, for `list` pages without a sort.
+    private(set) var sortedIDs = SortedObjectIDs()
+    /// What `--max-memory` counts (`sizeLimits.maximumStoredBytes`), kept up to date by every write
+    /// from the size of what it changed: each object's id (UTF-8 bytes) and size (`ObjectTable.size`), and
+    /// the compact JSON of each class and binding definition. History, observations, indexes and
+    /// connection buffers are not counted (each has its own limit).
+    public internal(set) var storedBytes = 0
+    /// The largest value and object a write may store (`too_large` beyond). Unlimited unless the
+    /// server sets them (before it serves).
+    public var sizeLimits = StoredSizeLimits.unlimited
+    /// Most observations one connection may hold (`too_many_observations` beyond). Unlimited unless
+    /// the server sets it (before it serves).
+    public var maximumObservationsPerConnection = Int.max
+    /// The server's default for `maximumObservationsPerConnection` (`--max-observations-per-connection`).
+    public static let defaultMaximumObservationsPerConnection = 100_000
+    /// The current rules of a binding's creator, looked up at every application (nil: the user is
+    /// gone, the binding stops). The server sets it; the default, for an engine without users, runs
+    /// every binding unrestricted.
+    public var creatorPolicy: (_ user: String?) -> AccessPolicy? = { _ in .unrestricted }
+    let registry = ObservationRegistry()
+    /// The defined classes (`defineClass`).
+    let classes = ClassCatalog()
+    /// Computed values of the store as it is now (emptied by every change).
+    let computedMemo = ComputedMemo()
+    /// Bindings (`bind`, `combineLatest`) and their pending work.
+    let bindingTable = BindingTable()
+    /// Classes defined since the last `takeCommitBatch()` (only when `recordsCommitBatches`).
+    var uncommittedClasses: [String: JSONValue] = [:]
+    /// What could not be restored from disk (a class that no longer compiles, a binding whose objects
+    /// are gone), for the server to log. Empty after a clean restore.
+    public internal(set) var restoreProblems: [String] = []
+    /// How many notifications were computed from an incrementally kept aggregate rather than a
+    /// full re-read (for tests and diagnostics).
+    private(set) var incrementalAggregateUpdates = 0
+    /// Recent writes, for `observe` with `sinceRev`.
+    let history: ChangeHistory
+    /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`), and
+    /// the objects they touched.
+    private var pendingEntries: [HistoryEntry] = []
+    /// The size of the change `commit`'s write closure is about to return, when the write measured it
+    /// already (a `set`: its new and old values' encoded lengths); `record` takes it for history's byte
+    /// limit instead of walking both values again (`RecordedChange.estimatedSize`). Loop thread.
+    private var measuredChangeSize: Int?
+    private var touchedObjects = Set<String>()
+    /// Whether writes are collected for a persistent store.
+    public let recordsCommitBatches: Bool
+
+    /// History defaults: the last 100,000 revisions, at most 64 MiB.
+    public static let defaultHistoryLimit = 100_000
+    public static let defaultHistoryByteLimit = 64 << 20
+
+    /// An empty store. With `recordsCommitBatches`, every accepted write is also collected for
+    /// `takeCommitBatch()`.
+    public init(historyLimit: Int = KVOEngine.defaultHistoryLimit,
+                historyByteLimit: Int = KVOEngine.defaultHistoryByteLimit,
+                recordsCommitBatches: Bool = false) {
+        history = ChangeHistory(limit: historyLimit, byteLimit: historyByteLimit)
+        self.recordsCommitBatches = recordsCommitBatches
+    }
+
+    /// A store restored from disk: its objects, revision counter and recent history.
+    public convenience init(restoring state: PersistedState,
+                            historyLimit: Int = KVOEngine.defaultHistoryLimit,
+                            historyByteLimit: Int = KVOEngine.defaultHistoryByteLimit,
+                            recordsCommitBatches: Bool = true) {
+        self.init(historyLimit: historyLimit, historyByteLimit: historyByteLimit,
+                  recordsCommitBatches: recordsCommitBatches)
+        objects = state.objects
+        // The loader's ordered ids, unless the objects changed since (then sorted afresh).
+        if let loaded = state.sortedIDs, loaded.count == state.objects.count {
+            sortedIDs = loaded
+        } else {
+            sortedIDs = SortedObjectIDs(state.objects.keys)
+        }
+        storedBytes = objects.storedBytes
+        revision = state.revision
+        history.append(contentsOf: state.history)
+        restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
+    }
+
+    /// Number of objects.
+    public var objectCount: Int { objects.count }
+    /// Most objects held decoded (live) at once; the least recently written beyond it are packed again
+    /// after each write (`ObjectTable.packExcessLive`). The server may lower it before it serves.
+    public var maximumLiveObjects: Int {
+        get { objects.maximumLiveObjects }
+        set { objects.maximumLiveObjects = newValue }
+    }
+    /// Changes kept in history for `sinceRev` (at most `--history`), and their bytes (`--history-bytes`).
+    public var historyCount: Int { history.count }
+    public var historyBytes: Int { history.bytes }
+    /// Number of live observations (subscriptions).
+    public var observationCount: Int { registry.count }
+
+    /// Whether writes (or class or binding definitions) were accepted since the last `takeCommitBatch()`.
+    public var hasUncommittedWrites: Bool {
+        !pendingEntries.isEmpty || !uncommittedClasses.isEmpty || !bindingTable.uncommitted.isEmpty
+    }
+
+    /// The writes accepted since the last call, with the final value of every object they touched, and
+    /// the class and binding definitions (the server's `takeCommitBatch()` makes them a `CommitBatch`).
+    /// Empty when nothing was accepted.
+    package func takeAcceptedChanges() -> AcceptedChanges {
+        defer {
+            pendingEntries.removeAll(keepingCapacity: true)
+            touchedObjects.removeAll(keepingCapacity: true)
+            uncommittedClasses.removeAll()
+            bindingTable.uncommitted.removeAll()
+        }
+        var finalValues: [String: StoredObject] = [:]
+        finalValues.reserveCapacity(touchedObjects.count)
+        for id in touchedObjects { finalValues[id] = objects[id].map(StoredObject.present) ?? .deleted }
+        return AcceptedChanges(revision: revision, entries: pendingEntries, objects: finalValues,
+                               classes: uncommittedClasses, bindings: bindingTable.uncommitted,
+                               lastBindingID: bindingTable.lastID)
+    }
+
+    /// Records an accepted write (revision already advanced). The change is consumed, so that the
+    /// entry moves into history rather than being copied (a retain and a release per value it holds).
+    private func record(_ object: String, _ change: consuming RecordedChange) {
+        let changeSize = measuredChangeSize
+        measuredChangeSize = nil
+        let entry = HistoryEntry(rev: revision, object: object, change: change, changeSize: changeSize)
+        if recordsCommitBatches {
+            pendingEntries.append(entry)
+            // Runs of writes to one object (the common case) hash its id once.
+            if pendingEntries.count < 2 || pendingEntries[pendingEntries.count - 2].object != object {
+                touchedObjects.insert(object)
+            }
+        }
+        history.append(consume entry)
+        // The write is applied: bound the live objects (a comparison unless there are too many).
+        if objects.liveCount > objects.maximumLiveObjects { objects.packExcessLive() }
+    }
+
+    // MARK: - Objects
+
+    /// Creates `object` with `values`; `exists` if it is already there. With `className`, the values
+    /// are validated against the class (defaults filled in) and the object keeps its class under
+    /// `$class`. Observations that refer to it through a reference are re-bound to it (`pathChanged`).
+    public func create(_ object: String, values: [String: JSONValue], className: String? = nil,
+                       access: ConnectionAccess? = nil,
+                       notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        try access?.require(.write, on: object)
+        guard !objects.contains(object) else { throw KVOError(.exists, "object '\(object)' already exists") }
+        guard values[ClassCatalog.classKey] == nil else {
+            throw KVOError(.badRequest, "'\(ClassCatalog.classKey)' is reserved: name the class with 'class'")
+        }
+        var stored = values
+        if let className {
+            guard let compiled = classes[className] else { throw KVOError(.notFound, "class '\(className)' is not defined") }
+            stored = try validated { () throws(ValidationFailure) in
+                try compiled.definition.validateNewObject(values, classOf: classOfObject(for: access))
+            }
+            stored[ClassCatalog.classKey] = .string(className)
+        }
+        let size = JSONWriter.encodedLength(of: .object(stored))
+        try checkDepth(of: .object(stored), storedAt: 0, in: object, encodedBytes: size)
+        try checkValueSize(size, in: object)
+        if size > sizeLimits.maximumObjectBytes { throw objectTooLarge(object, size: size) }
+        let growth = object.utf8.count + size
+        try checkQuota(growth: growth)
+        let rev = try commit(at: StoredLocation(object: object, path: []), notifications: &notifications) { () throws(KVOError) in
+            objects.insertLive(object, members: stored, size: size)
+            sortedIDs.insert(object)
+            storedBytes += growth
+            return .created(.object(stored))
+        }
+        applyPendingBindings(notifications: &notifications)
+        return rev
+    }
+
+    /// Deletes `object`. Each observation of it ends with a `sourceDeleted` notification; observations
+    /// that reach it through a reference stay and are re-bound (`pathChanged`, new value `null`).
+    public func delete(_ object: String, access: ConnectionAccess? = nil,
+                       notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        try access?.require(.write, on: object)
+        guard let size = objects.size(of: object) else { throw notFound(object) }
+        try checkRevisionRoom()
+        let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
+        let before = candidates.map(currentReading)
+        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: object)
+        let previous = objects.removeValue(forKey: object)!
+        sortedIDs.remove(object)
+        storedBytes -= object.utf8.count + size
+        computedMemo.invalidate()
+        revision += 1
+        record(object, .deleted(previous))
+        var ended: [WatchedPath] = []
+        var priors: [ChangeNotification] = []
+        var changes: [ChangeNotification] = []
+        for (path, old) in zip(candidates, before) {
+            if path.object == object {
+                ended.append(path)
+                guard !path.subscribers.isEmpty else { continue }
+                appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .sourceDeleted, to: &priors)
+                changes.append(ChangeNotification(
+                    object: object, keyPath: path.keyPath.string, reason: .sourceDeleted, rev: revision, kind: .setting,
+                    isPrior: false, old: old.value, new: .null, recipients: path.recipients))
+            } else {
+                reread(path, before: old, change: nil, at: nil, priors: &priors, changes: &changes)
+            }
+        }
+        for path in ended { registry.drop(path) }
+        if let patternWatch { notifyPatterns(patternWatch, of: .deleted, to: object, priors: &priors, changes: &changes) }
+        notifications.append(contentsOf: priors)
+        notifications.append(contentsOf: changes)
+        removeBindings(endedWith: ended, deletedObject: object)
+        applyPendingBindings(notifications: &notifications)
+        return revision
+    }
+
+    /// The whole object (references as stored), or the value at `keyPath`. With `access`, every object
+    /// the reading passed through (references followed, elements an operator reached, what computed
+    /// properties read) must be readable, or the reading is `forbidden`; `read` on `object` is checked
+    /// before its existence, so a denial does not tell whether it exists.
+    public func get(_ object: String, keyPath: KeyPath?, access: ConnectionAccess? = nil) throws(KVOError) -> JSONValue {
+        try access?.require(.read, on: object)
+        guard let value = objects[object] else { throw notFound(object) }
+        guard let keyPath else { return value }
+        // Read with the caller's rights: `forbidden` before anything in an unreadable object is looked at.
+        return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: true, classes: classes,
+                                             memo: computedMemo, reader: access).value
+    }
+
+    /// Sets the value at `keyPath` (through references; into an array element by index) and
+    /// notifies every observation whose value this changes. The revision advances even when nothing
+    /// changes; then nobody is notified.
+    public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
+                    access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let rev = try write(object, keyPath: keyPath, value: newValue, encoded: encoded, access: access,
+                            notifications: &notifications)
+        applyPendingBindings(notifications: &notifications)
+        return rev
+    }
+
+    /// `set` without applying the bindings it triggers (they stay pending): for bindings' own writes.
+    /// `encoded`, when given, must be exactly `JSONWriter.bytes(newValue)` (the request's own text,
+    /// `RequestDecoder.Decoded.valueText`): it gives the value's size without a walk, and the events of
+    /// observers reading exactly the written key carry it without encoding the value again.
+    func write(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
+               access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let target = try resolveWrite(keyPath, of: object, access: access)
+        if let array = target.containingArray, let index = target.arrayIndex {
+            // Setting one element is a replacement, as NSMutableArray's replaceObjectAtIndex: is.
+            return try mutate(at: array, .replace(indexes: [index], values: [newValue]), access: access,
+                              notifications: &notifications)
+        }
+        let location = target.location
+        try checkWrite(at: location, value: newValue, access: access)
+        let valueBytes = encoded?.count ?? JSONWriter.encodedLength(of: newValue)
+        try checkDepth(of: newValue, storedAt: location.path.count, in: location.object, encodedBytes: valueBytes)
+        try checkValueSize(valueBytes, in: location.object)
+        let maximumObjectBytes = sizeLimits.maximumObjectBytes
+        let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
+        return try commit(at: location, encodedWrite: encoded, notifications: &notifications) { () throws(KVOError) in
+            // The store has not changed since `resolve`: its index reaches the object without a lookup.
+            let key = location.path.last!
+            let old = try objects.modifyObject(at: target.objectIndex) {
+                (root: inout JSONValue, sizeBefore: Int) throws(KVOError) -> (JSONValue?, growth: Int) in
+              var objectGrowth = 0
+              let old = try root.modify(at: location.path.dropLast()) {
+                (container: inout JSONValue) throws(KVOError) -> JSONValue? in
+                guard var members = container.takeObject() else {
+                    throw KVOError(.typeMismatch, "cannot set a key of \(container.article) \(container.typeName)")
+                }
+                defer { container = .object(members) }
+                let old = members.updateValue(newValue, forKey: key)
+                // The object's new size from the sizes of what changed: the old value, or a new member.
+                let oldBytes = old.map(JSONWriter.encodedLength(of:))
+                let growth = oldBytes.map { valueBytes - $0 }
+                    ?? JSONWriter.encodedLength(ofString: key) + 1 + valueBytes + (members.count > 1 ? 1 : 0)
+                // A write that grows its object must pass both limits; one that shrinks or keeps it
+                // always goes through (two comparisons, no lookup).
+                if growth > 0, sizeBefore + growth > maximumObjectBytes || growth > quotaRoom {
+                    if let old { members[key] = old } else { members.removeValue(forKey: key) }
+                    if sizeBefore + growth > maximumObjectBytes { throw objectTooLarge(location.object, size: sizeBefore + growth) }
+                    throw quotaExceeded(growth: growth)
+                }
+                objectGrowth = growth
+                storedBytes += growth
+                // What `RecordedChange.estimatedSize` would add up, from the lengths just measured.
+                measuredChangeSize = location.path.reduce(valueBytes + (oldBytes ?? 0)) { $0 + $1.utf8.count + 3 }
+                return old
+              }
+              return (old, objectGrowth)
+            }
+            return .set(path: location.path, old: old, new: newValue)
+        }
+    }
+
+    /// Inserts into, removes from or replaces in the array at `keyPath`; its direct observers get a
+    /// kind 2, 3 or 4 notification with the indexes, everyone else affected a kind 1.
+    public func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
+                            access: ConnectionAccess? = nil,
+                            notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let target = try resolveWrite(keyPath, of: object, access: access)
+        let rev = try mutate(at: target.location, mutation, access: access, notifications: &notifications)
+        applyPendingBindings(notifications: &notifications)
+        return rev
+    }
+
+    /// Where a write through `keyPath` of `object` lands, checked against `access`: `write` on `object`
+    /// before its existence is looked at, unless the connection may read it and it exists (the write
+    /// may then go through one of its references); `read` on every object whose reference the path
+    /// follows; and `write` on the object actually written (docs/protocol.md, "Permissions").
+    private func resolveWrite(_ keyPath: KeyPath, of object: String,
+                              access: ConnectionAccess?) throws(KVOError) -> WriteTarget {
+        guard let access, !access.isUnrestricted else {
+            return try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes)
+        }
+        let rights = access.permissions(on: object)
+        if !rights.contains(.write) && (!rights.contains(.read) || !objects.contains(object)) {
+            throw ConnectionAccess.forbidden(.write, on: object, user: access.user)
+        }
+        let target = try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes, access: access)
+        if target.location.object == object {
+            // The usual case: the object named is the one written, and its rights are known already.
+            guard rights.contains(.write) else { throw ConnectionAccess.forbidden(.write, on: object, user: access.user) }
+        } else {
+            try access.require(.write, on: target.location.object)
+        }
+        return target
+    }
+
+    private func mutate(at location: StoredLocation, _ mutation: CollectionMutation, access: ConnectionAccess?,
+                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let current = objects[location.object]!.observedValue(at: location.path)
+        guard case .array = current else {
+            let name = location.path.joined(separator: ".")
+            if current == .null { throw KVOError(.notFound, "'\(name)' does not exist") }
+            throw KVOError(.typeMismatch, "'\(name)' is \(current.article) \(current.typeName), not an array")
+        }
+        try checkDepth(of: mutation, at: location)
+        for value in mutation.values { try checkValueSize(JSONWriter.encodedLength(of: value), in: location.object) }
+        guard let objectIndex = objects.index(forKey: location.object) else { throw notFound(location.object) }
+        let maximumObjectBytes = sizeLimits.maximumObjectBytes
+        let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
+        let rules = try arrayRules(at: location, for: mutation, access: access)
+        return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
+            // Nothing changed the store since the lookup above (the rules only read it).
+            let change = try objects.modifyObject(at: objectIndex) {
+                (root: inout JSONValue, sizeBefore: Int) throws(KVOError) -> (CollectionChange, growth: Int) in
+              var objectGrowth = 0
+              let change = try root.modify(at: location.path[...]) { (value: inout JSONValue) throws(KVOError) in
+                guard var elements = value.takeArray() else { throw KVOError(.typeMismatch, "not an array") }
+                defer { value = .array(elements) }
+                let change = try mutation.apply(to: &elements)
+                if let rules {
+                    do throws(KVOError) {
+                        try rules(change.new, elements.count)
+                    } catch {
+                        // Refused by the class: undo, so that nothing changed.
+                        ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
+                                          old: change.old, new: change.new).apply(to: &elements, forward: false)
+                        throw error
+                    }
+                }
+                let growth = CollectionChange.sizeGrowth(of: change, resultingCount: elements.count)
+                if growth > 0, sizeBefore + growth > maximumObjectBytes || growth > quotaRoom {
+                    ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
+                                      old: change.old, new: change.new).apply(to: &elements, forward: false)
+                    if sizeBefore + growth > maximumObjectBytes { throw objectTooLarge(location.object, size: sizeBefore + growth) }
+                    throw quotaExceeded(growth: growth)
+                }
+                objectGrowth = growth
+                storedBytes += growth
+                return change
+              }
+              return (change, objectGrowth)
+            }
+            return .array(ArrayChangeRecord(path: location.path, kind: change.kind, indexes: change.indexes,
+                                            old: change.old, new: change.new))
+        }
+    }
+
+    /// Every object id, sorted (O(n): a request path pages with `objectIDs(after:)` instead).
+    public func objectIDs() -> [String] {
+        sortedIDs.all
+    }
+
+    /// The object ids greater than `after` (all without it), in order, walked lazily: O(log n) to
+    /// start, O(1) per id.
+    package func objectIDs(after: String?) -> SortedObjectIDs.Cursor {
+        sortedIDs.ids(after: after)
+    }
+
+    // MARK: - Observations
+
+    /// Starts observing `keyPath` of `object` for `connection`. With `.initial`, appends the
+    /// initial notification (to be delivered after the reply).
+    ///
+    /// With `sinceRev`, resumes instead: appends every change to the key path after that revision,
+    /// with its original revision (no `initial`), and the observation continues live from the current
+    /// revision, with no gap and no duplicate. When history no longer reaches back that far (or the
+    /// revision is in the future), appends one `resync` notification with the current value.
+    public func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
+                        sinceRev: UInt64? = nil, access: ConnectionAccess? = nil,
+                        notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+        try access?.require(.read, on: object)
+        try checkObservationRoom(for: connection)
+        if let sinceRev {
+            return try resume(object, keyPath: keyPath, options: options, connection: connection, sinceRev: sinceRev,
+                              access: access, notifications: &notifications)
+        }
+        guard objects.contains(object) else { throw notFound(object) }
+        var reading: Evaluation?
+        let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath,
+                                             options: options, access: access) {
+            reading = read(object, keyPath)
+            return reading!.dependencies
+        }
+        try requireReadable(observation)
+        if let reading {
+            // A new watched path: keep aggregates incrementally where the shape allows.
+            observation.watched.lastReading = reading
+            observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
+        }
+        if options.contains(.initial) {
+            let value = (reading ?? read(object, keyPath)).value
+            notifications.append(ChangeNotification(
+                object: object, keyPath: keyPath.string, reason: .initial, rev: revision, kind: .setting,
+                isPrior: false, old: .null, new: value, recipients: [observation.recipient]))
+        }
+        return observation.id
+    }
+
+    /// Ends a subscription just made and throws `forbidden` when its key path passes through an object
+    /// its connection may not read.
+    private func requireReadable(_ observation: Observation) throws(KVOError) {
+        guard let access = observation.access, !access.isUnrestricted,
+              !access.allowsRead(observation.watched.dependencies) else { return }
+        // Named before the subscription goes: its watched path may go with it.
+        let refusal = refusal(reading: observation.watched.object, observation.watched.keyPath, for: access)
+        registry.remove(observation.id)
+        throw refusal
+    }
+
+    private func resume(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
+                        sinceRev: UInt64, access: ConnectionAccess?,
+                        notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
+        let entries = history.entries(after: sinceRev, current: revision)
+        let deletedSince = entries?.contains { $0.object == object && $0.isDeletion } ?? false
+        guard objects.contains(object) || deletedSince else { throw notFound(object) }
+        var reading: Evaluation?
+        let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath, options: options,
+                                             access: access) {
+            reading = read(object, keyPath)
+            return reading!.dependencies
+        }
+        if objects.contains(object) { try requireReadable(observation) }
+        if let reading {
+            observation.watched.lastReading = reading
+            observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
+        }
+        // A replay whose key path passed through an object the connection may not read (at some
+        // revision of the span) is not sent: a `resync` with the current value stands for it.
+        let readable: ((Evaluation) -> Bool)? = access.flatMap { access in
+            access.isUnrestricted ? nil : { access.allowsRead($0.dependencies) }
+        }
+        if let entries, let replay = HistoryReplay(entries, object: object, keyPath: keyPath, options: options,
+                                                   recipient: observation.recipient, objects: objects,
+                                                   classes: classes, readable: readable) {
+            notifications.append(contentsOf: replay.notifications)
+            if replay.endedBySourceDeletion || !objects.contains(object) {
+                registry.remove(observation.id)
+            }
+            return observation.id
+        }
+        guard objects.contains(object) else {
+            registry.remove(observation.id)
+            throw notFound(object)
+        }
+        notifications.append(ChangeNotification(
+            object: object, keyPath: keyPath.string, reason: .resync, rev: revision, kind: .setting, isPrior: false,
+            old: .null, new: read(object, keyPath).value, recipients: [observation.recipient]))
+        return observation.id
+    }
+
+    /// Ends observation `subscription` if `connection` owns it. Returns whether it did; removing
+    /// twice, or removing another connection's observation, returns false and changes nothing.
+    public func unobserve(_ subscription: SubscriptionID, connection: ConnectionID) -> Bool {
+        if let removed = unobservePattern(subscription, connection: connection) { return removed }
+        guard let observation = registry.observation(subscription), observation.connection == connection else {
+            return false
+        }
+        return registry.remove(subscription)
+    }
+
+    /// Ends every observation of `connection` (it disconnected). Returns how many there were.
+    @discardableResult
+    public func disconnect(_ connection: ConnectionID) -> Int {
+        registry.removeAll(of: connection)
+    }
+
+    /// After `connection`'s principal was replaced (`ConnectionAccess.replace`): ends each of its
+    /// observations whose key path now passes through an object it may not read, with one final
+    /// `forbidden` notification each (no value). Returns how many ended. O(the connection's observations).
+    @discardableResult
+    public func accessChanged(for connection: ConnectionID, notifications: inout [ChangeNotification]) -> Int {
+        let denied = registry.observations(of: connection)
+            .filter { !$0.mayRead($0.watched.dependencies) }
+            .sorted { $0.id < $1.id }
+        for observation in denied {
+            let path = observation.watched
+            notifications.append(ChangeNotification(
+                object: path.object, keyPath: path.keyPath.string, reason: .forbidden, rev: revision, kind: .setting,
+                isPrior: false, old: .null, new: .null, recipients: [observation.recipient]))
+            registry.remove(observation.id)
+        }
+        return denied.count
+    }
+
+    /// The observations of `object`, like Cocoa's observationInfo, and the pattern observations matching it.
+    public func observers(of object: String, access: ConnectionAccess? = nil) throws(KVOError) -> [ObserverInfo] {
+        try access?.require(.read, on: object)
+        guard objects.contains(object) else { throw notFound(object) }
+        let observers = registry.observations(on: object).map {
+            ObserverInfo(subscription: $0.id, keyPath: $0.watched.keyPath.string, options: $0.options,
+                         connection: $0.connection, user: $0.access?.user)
+        }
+        let patternObservers = patternObservers(of: object)
+        guard !patternObservers.isEmpty else { return observers }
+        return (observers + patternObservers).sorted { $0.subscription < $1.subscription }
+    }
+
+    // MARK: - Writes and their notifications
+
+    /// Applies one write at `location` and notifies every watched path whose reading it changed.
+    /// `encodedWrite`: for a `set`, its value's `JSONWriter` bytes when already known.
+    private func commit(at location: StoredLocation, encodedWrite: [UInt8]? = nil, notifications: inout [ChangeNotification],
+                        _ write: () throws(KVOError) -> RecordedChange) throws(KVOError) -> UInt64 {
+        try checkRevisionRoom()
+        let candidates = registry.watchers(affectedBy: location)
+        let before = candidates.map(currentReading)
+        // Pattern observations matching the object: one check when there are none.
+        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
+        let recorded = try write()
+        computedMemo.invalidate()
+        revision += 1
+        var change: CollectionChange?
+        var written: JSONValue?
+        var created = false
+        switch recorded {
+        case let .array(array):
+            change = CollectionChange(kind: array.kind, indexes: array.indexes, old: array.old, new: array.new)
+        case let .set(_, _, new):
+            written = new
+        case .created:
+            created = true
+        case .deleted:
+            break
+        }
+        record(location.object, recorded)
+        guard !candidates.isEmpty || patternWatch != nil else { return revision }
+        // Ordinary notifications go straight to the caller's array (no array of their own per write);
+        // prior ones, rarely asked for, are collected apart and put before them.
+        let start = notifications.count
+        var priors: [ChangeNotification] = []
+        let pendingStart = bindingTable.pending.count
+        for (path, old) in zip(candidates, before) {
+            if let written, path.readsOnlyStoredValue(at: location) {
+                rereadPlain(path, before: old, written: written, encoded: encodedWrite, at: location, priors: &priors,
+                            changes: &notifications)
+            } else {
+                reread(path, before: old, change: change, at: location, priors: &priors, changes: &notifications)
+            }
+        }
+        // The bindings this write triggered apply in id order: the candidates' order follows when their
+        // watched paths were made, which local observations change (a cluster node must not depend on it).
+        if bindingTable.pending.count - pendingStart > 1 { bindingTable.pending[pendingStart...].sort { $0.id < $1.id } }
+        if let patternWatch {
+            notifyPatterns(patternWatch, of: created ? .created : .changed(change, at: location), to: location.object,
+                           priors: &priors, changes: &notifications)
+        }
+        if !priors.isEmpty { notifications.insert(contentsOf: priors, at: start) }
+        return revision
+    }
+
+    /// `reread` for the common observation (`v`, `address.city` of its own object) after a `set` of
+    /// exactly the key it reads (`WatchedPath.readsOnlyStoredValue(at:)`): what `read(path)` would walk
+    /// to is the value just written, at the same location, with the same dependencies and binding
+    /// (nothing on the way changed), so the last reading is updated in place instead of walking the
+    /// object again, and the path is never re-registered or re-bound.
+    private func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, encoded: [UInt8]?,
+                             at location: StoredLocation, priors: inout [ChangeNotification],
+                             changes: inout [ChangeNotification]) {
+        path.lastReading!.value = written
+        path.lastReading!.location = location
+        guard written != old.value else { return }
+        if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
+        guard !path.subscribers.isEmpty else { return }
+        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .valueChanged, to: &priors)
+        var notification = ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision, kind: .setting,
+            isPrior: false, old: old.value, new: written, recipients: path.recipients)
+        notification.encodedNew = encoded
+        changes.append(notification)
+    }
+
+    /// Reads `path` again after a write, re-registers it if what it reads moved, and appends its
+    /// notifications if its value or binding changed.
+    private func reread(_ path: WatchedPath, before old: Evaluation, change: CollectionChange?, at location: StoredLocation?,
+                        priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
+        let new: Evaluation
+        // Move the cache out while updating it, so its arrays stay uniquely referenced (no copy).
+        let cache = path.aggregate
+        path.aggregate = nil
+        if let location, cache?.update(after: change, at: location, objects: objects) == true, let cache {
+            new = cache.evaluation
+            path.aggregate = cache
+            incrementalAggregateUpdates += 1
+        } else {
+            new = read(path)
+            path.aggregate = makeAggregateCache(for: path, reading: new)
+        }
+        path.lastReading = new
+        if new.dependencies != path.dependencies {
+            registry.rebind(path, to: new.dependencies)
+            endForbiddenSubscriptions(of: path, changes: &changes)
+        }
+        let rebound = new.binding != old.binding
+        guard rebound || new.value != old.value else { return }
+        if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
+        guard !path.subscribers.isEmpty else { return }
+        if let change, !rebound, let location, old.location == location, new.location == location {
+            // The observed value is the array that changed: a to-many change with its indexes.
+            appendPrior(for: path, kind: change.kind, old: .array(change.old), indexes: change.indexes,
+                        reason: .valueChanged, to: &priors)
+            changes.append(ChangeNotification(
+                object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision,
+                kind: change.kind, isPrior: false, old: .array(change.old), new: .array(change.new),
+                indexes: change.indexes, recipients: path.recipients))
+            return
+        }
+        let reason: ChangeReason = rebound ? .pathChanged : .valueChanged
+        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: reason, to: &priors)
+        changes.append(ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: .setting,
+            isPrior: false, old: old.value, new: new.value, recipients: path.recipients))
+    }
+
+    /// After `path` was re-registered (its reading now passes through other objects): ends each
+    /// subscription whose connection may not read one of them, with a final `forbidden` notification
+    /// carrying no value, before anything about the new reading is sent. Only on re-registration, never
+    /// per event; unrestricted subscribers cost one load each.
+    func endForbiddenSubscriptions(of path: WatchedPath, changes: inout [ChangeNotification]) {
+        var denied: [Observation] = []
+        for observation in path.subscribers where !observation.mayRead(path.dependencies) {
+            denied.append(observation)
+        }
+        guard !denied.isEmpty else { return }
+        denied.sort { $0.id < $1.id }
+        for observation in denied { registry.remove(observation.id) }
+        changes.append(ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: .forbidden, rev: revision, kind: .setting,
+            isPrior: false, old: .null, new: .null, recipients: denied.map(\.recipient)))
+    }
+
+    /// Appends a prior notification for `path`'s subscribers that asked for one.
+    private func appendPrior(for path: WatchedPath, kind: ChangeKind, old: JSONValue, indexes: [Int]?,
+                             reason: ChangeReason, to priors: inout [ChangeNotification]) {
+        let recipients = path.priorRecipients
+        guard !recipients.isEmpty else { return }
+        priors.append(ChangeNotification(
+            object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: kind,
+            isPrior: true, old: old, new: .null, indexes: indexes, recipients: recipients))
+    }
+
+    /// What `path` reads now: its cached aggregate when it keeps one, else a fresh reading.
+    func currentReading(_ path: WatchedPath) -> Evaluation {
+        path.aggregate?.evaluation ?? path.lastReading ?? read(path)
+    }
+
+    func makeAggregateCache(for path: WatchedPath, reading: Evaluation) -> AggregateCache? {
+        guard let op = path.keyPath.collectionOperator, AggregateCache.supports(op) else { return nil }
+        return AggregateCache(keyPath: path.keyPath, object: path.object, evaluation: reading, objects: objects)
+    }
+
+    func read(_ path: WatchedPath) -> Evaluation {
+        read(path.object, path.keyPath)
+    }
+
+    /// Lenient reading (never throws: a broken path reads as null).
+    func read(_ object: String, _ keyPath: KeyPath) -> Evaluation {
+        do {
+            return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: false, classes: classes,
+                                                 memo: computedMemo)
+        } catch {
+            return Evaluation(value: .null, dependencies: [StoredLocation(object: object, path: [])], location: nil, binding: [])
+        }
+    }
+
+    func notFound(_ object: String) -> KVOError {
+        KVOError(.notFound, "object '\(object)' does not exist")
+    }
+}
+
+/// One observation as `info` reports it.
+public struct ObserverInfo: Equatable, Sendable {
+    public let subscription: SubscriptionID
+    public let keyPath: String
+    public let options: ObservationOptions
+    public let connection: ConnectionID
+    /// The user the observing connection acts for (nil in open mode).
+    public var user: String? = nil
+    /// For a pattern observation matching the object: its pattern (`keyPath` is then empty for an id set).
+    public var pattern: String? = nil
+}
+
+extension JSONValue {
+    /// The value stored at `path` (object keys or array indexes), `null` where there is none.
+    func observedValue(at path: [String]) -> JSONValue {
+        var current = self
+        for key in path {
+            switch current {
+            case let .object(members):
+                guard let next = members[key] else { return .null }
+                current = next
+            case let .array(elements):
+                guard let index = key.arrayIndex, index < elements.count else { return .null }
+                current = elements[index]
+            default:
+                return .null
+            }
+        }
+        return current
+    }
+}

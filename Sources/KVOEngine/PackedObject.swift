@@ -1,0 +1,55 @@
+import KVOJSON
+
+/// One stored object kept as its compact JSON text (exactly what `JSONWriter` writes for it, keys
+/// sorted) in a single tail-allocated buffer: a 16-byte object header, a 4-byte length, then the text.
+/// Also holds a restored history entry's change (`HistoryEntry`: the text of its `json` object).
+///
+/// Immutable once made, so it may be shared (the same buffer is in the engine's table and in a
+/// `PersistedState` that restored it) and sent between threads (`ManagedBuffer` is marked not `Sendable`,
+/// so `ObjectSlot` states it instead). Decoding it gives back exactly the
+/// value that was encoded: the text is `JSONWriter`'s own output (`CanonicalObjectScan` checked it, or
+/// it was just written), and `JSONParser` reads that output back to an equal value with the same
+/// number kinds (integers stay `.int`, non-integral numbers `.double`, `-0.0` stays `-0.0`).
+package final class PackedObject: ManagedBuffer<UInt32, UInt8> {
+    /// A buffer holding a copy of `text`, which must be `JSONWriter`'s encoding of an object.
+    package static func make(copying text: UnsafeBufferPointer<UInt8>) -> PackedObject {
+        precondition(text.count <= Int(UInt32.max), "an object's text is at most 4 GiB")
+        let buffer = PackedObject.create(minimumCapacity: text.count) { _ in UInt32(text.count) }
+        let packed = unsafeDowncast(buffer, to: PackedObject.self)
+        packed.withUnsafeMutablePointerToElements { elements in
+            if let base = text.baseAddress { elements.initialize(from: base, count: text.count) }
+        }
+        return packed
+    }
+
+    /// A buffer holding `JSONWriter`'s encoding of the object `members`.
+    package static func make(encoding members: [String: JSONValue]) -> PackedObject {
+        let text = JSONWriter.bytes(.object(members))
+        return text.withUnsafeBufferPointer { make(copying: $0) }
+    }
+
+    /// Bytes of text: the object's size as compact JSON.
+    var count: Int { Int(header) }
+
+    /// Runs `body` on the text.
+    func withText<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try withUnsafeMutablePointerToElements { try body(UnsafeBufferPointer(start: $0, count: count)) }
+    }
+
+    /// The object's members, decoded (a new dictionary each call).
+    func decodedMembers() -> [String: JSONValue] {
+        let value: JSONValue
+        do {
+            value = try withText { text throws(JSONParseError) in try JSONParser.parse(text) }
+        } catch {
+            preconditionFailure("a packed object's text does not parse: \(error)")
+        }
+        guard case let .object(members) = value else { preconditionFailure("a packed object's text is not an object") }
+        return members
+    }
+
+    /// Appends the text to `buffer` (what `JSONWriter.write` would append for the decoded value).
+    func appendText(to buffer: inout [UInt8]) {
+        withText { buffer.append(contentsOf: $0) }
+    }
+}

@@ -1,0 +1,36 @@
+/// Why an event was sent (the wire's `reason`).
+public enum ChangeReason: String, Sendable {
+    /// The observation just began and asked for `initial`.
+    case initial
+    /// The observed value changed.
+    case valueChanged
+    /// A reference on the key path was re-pointed, or a referenced object was created or deleted:
+    /// the observation now follows a different path (`old` and `new` are the full path's values).
+    case pathChanged
+    /// The observed object was deleted; the observation has ended.
+    case sourceDeleted
+    /// `observe` asked to resume from a revision that history no longer reaches: the event carries
+    /// the current value (always as `new`), and live events follow.
+    case resync
+    /// The observation's key path now leads into an object its connection may not read (a reference
+    /// was re-pointed, or the user's rules changed): the observation has ended, and the event carries
+    /// no value (`old` and `new` are null).
+    case forbidden
+    /// An object whose id matches a pattern observation's pattern was created (docs/protocol.md,
+    /// "Observing object sets (patterns)"). Pattern observations only.
+    case created
+
+    /// The reason's code in the compact encoding (docs/protocol.md, "Compact events"): its name's first
+    /// letter, distinct for every reason. `valueChanged` (`v`) is the default and never sent.
+    public var compactCode: Character {
+        switch self {
+        case .initial: "i"
+        case .valueChanged: "v"
+        case .pathChanged: "p"
+        case .sourceDeleted: "s"
+        case .resync: "r"
+        case .forbidden: "f"
+        case .created: "c"
+        }
+    }
+}
