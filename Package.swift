@@ -121,11 +121,11 @@ let package = Package(
         .target(name: "KVOCommandLine"),
         // The Swift client library: async requests and observations as AsyncSequences over one shared,
         // pipelined connection, with reconnection, heartbeat, TLS and credentials. Also the one client TLS
-        // implementation (KVOClientKit uses it).
+        // implementation (KVOWireProbe uses it).
         .target(name: "KVOClient", dependencies: ["COpenSSL", "KVOJSON"]),
         // Not a client library (not a product): a raw JSON-lines socket probe for the tests and kvod-bench,
         // which sends bytes as they are (malformed ones included) and reads lines. Its TLS is KVOClient's.
-        .target(name: "KVOClientKit", dependencies: ["COpenSSL", "KVOJSON", "KVOClient"]),
+        .target(name: "KVOWireProbe", dependencies: ["COpenSSL", "KVOJSON", "KVOClient"]),
         .executableTarget(
             name: "kvod",
             dependencies: [
@@ -147,7 +147,7 @@ let package = Package(
             ]
         ),
         // Benchmarks that print figures (docs/performance.md); no dependencies beyond the server and the clients.
-        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOClientKit", "KVOClient"]),
+        .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOWireProbe", "KVOClient"]),
         // Programs using the KVOClient library (examples/README.md), built by CI so that they keep compiling.
         .executableTarget(name: "kvod-mirror", dependencies: ["KVOClient"], path: "examples/mirror"),
         .executableTarget(
@@ -155,7 +155,7 @@ let package = Package(
             dependencies: ["KVOClient", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")],
             path: "examples/combine"
         ),
-        .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOClientKit"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOClientKit", "KVOJSON", "CSQLite"]),
+        .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOWireProbe"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOWireProbe", "KVOJSON", "CSQLite"]),
     ]
 )

@@ -7,7 +7,7 @@
 #   compile: this is the check that stops the edge from appearing quietly;
 # - a file under Sources/KVOModel or Sources/KVOEngine imports a module of I/O, storage, transport, logging
 #   or time (CLibUV, CSQLite, COpenSSL, CSodium, CNATS, CHTTPParser, CWSLay, Logging, Foundation, Dispatch) or
-#   a layer above it (KVOServer, KVOClient, KVOClientKit; KVOModel also KVOEngine and CPCRE2), in any form
+#   a layer above it (KVOServer, KVOClient, KVOWireProbe; KVOModel also KVOEngine and CPCRE2), in any form
 #   (`@testable import`, `import struct CSQLite.…`, `@_implementationOnly import`, …). Most of these fail
 #   to compile today because the targets do not depend on them; a system module (Foundation, Dispatch) or
 #   a new dependency would not.
@@ -21,7 +21,7 @@ fail() { printf 'check-layers: %s\n' "$*" >&2; status=1; }
 
 # Modules no pure layer may import.
 io_modules='CLibUV|CSQLite|COpenSSL|CSodium|CNATS|CHTTPParser|CWSLay|Logging|Foundation|FoundationEssentials|Dispatch'
-upper_modules='KVOServer|KVOClient|KVOClientKit'
+upper_modules='KVOServer|KVOClient|KVOWireProbe'
 
 # check_imports DIRECTORY FORBIDDEN_REGEX
 check_imports() {

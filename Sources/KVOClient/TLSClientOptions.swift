@@ -1,4 +1,4 @@
-/// How a `KVOClient` (and KVOClientKit's `KVOConnection`) speaks TLS to kvod's TLS port (`--tls-port`): which authorities to trust, which
+/// How a `KVOClient` (and KVOWireProbe's `KVOConnection`) speaks TLS to kvod's TLS port (`--tls-port`): which authorities to trust, which
 /// name the server's certificate must carry, and the client certificate to present. A value; any thread.
 public struct TLSClientOptions: Sendable {
     /// PEM file with the authorities the server's certificate must verify against; nil: the system's.

@@ -7,7 +7,7 @@ import Glibc
 /// through a small BIO of ours (`socketMethod`) rather than `SSL_set_fd`, whose `write` would raise SIGPIPE
 /// in the calling process when the server has gone: ours sends with `MSG_NOSIGNAL`, as the plaintext
 /// connection does. The one client TLS implementation of the repository: made by `KVOClient`'s connection
-/// (and by KVOClientKit's `KVOConnection`), which owns it and the descriptor; one thread at a time.
+/// (and by KVOWireProbe's `KVOConnection`), which owns it and the descriptor; one thread at a time.
 package final class TLSClientSession {
     private let context: OpaquePointer
     private let ssl: OpaquePointer

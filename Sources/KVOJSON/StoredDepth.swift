@@ -9,7 +9,7 @@
 /// Whatever carries a stored value wraps it in at most `envelopeAllowance` more levels: a request
 /// (`{"value":...}`), a reply (`{"value":...}`, `{"classes":[...]}`), an event (`{"change":{"new":...}}`)
 /// and a history row on disk (`{"array":{"old":[...]}}`). Every reader that kvod and its clients use
-/// (the request parser, the storage loader, KVOClientKit and kvoclient) parses with `JSONParser`, whose
+/// (the request parser, the storage loader, KVOWireProbe and kvoclient) parses with `JSONParser`, whose
 /// `maximumDepth` must therefore be at least `maximum + envelopeAllowance`; `readersAcceptStoredValues`
 /// states that relation and a test holds it. Constants; any thread.
 public enum StoredDepth {

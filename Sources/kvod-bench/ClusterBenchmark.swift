@@ -1,4 +1,4 @@
-import KVOClientKit
+import KVOWireProbe
 import KVOJSON
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import KVOClientKit
+import KVOWireProbe
 import KVOEngine
 import KVOJSON
 import KVOModel

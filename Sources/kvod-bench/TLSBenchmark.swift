@@ -1,4 +1,4 @@
-import KVOClientKit
+import KVOWireProbe
 import KVOJSON
 import Synchronization
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
 import Foundation
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// A cluster node that cannot reach any NATS server still stops promptly on SIGTERM: its NATS bridge

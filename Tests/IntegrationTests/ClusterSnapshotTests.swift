@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import KVOClientKit
+import KVOWireProbe
 import KVOJSON
 import Testing
 

@@ -1,5 +1,5 @@
 import Foundation
-import KVOClientKit
+import KVOWireProbe
 import KVOJSON
 import Testing
 

@@ -1,6 +1,6 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// What `kvoclient subscribe` needs from KVOClient beyond typed changes, against the real kvod over TCP:

@@ -1,11 +1,11 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// KVOClient's observations against the real kvod over TCP: typed changes in order, the sequence ending
 /// on `sourceDeleted`, errors from `observe`, unobserve on break, task cancellation and iterator deinit
-/// (checked with `info` from an independent KVOClientKit connection), double cancellation, a thousand
+/// (checked with `info` from an independent KVOWireProbe connection), double cancellation, a thousand
 /// tasks observing and cancelling at random, and per-change decoding failures.
 @Suite(.timeLimit(.minutes(1))) struct KVOClientObservationTests {
     @Test("the README example: initial, then every change with old and new, in order, each with its write's rev")

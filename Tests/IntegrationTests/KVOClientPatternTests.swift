@@ -1,6 +1,6 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// KVOClient's pattern observations against the real kvod over TCP: `observe(pattern:keyPath:options:)`

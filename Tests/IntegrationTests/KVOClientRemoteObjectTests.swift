@@ -1,6 +1,6 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Observation
 import Testing
 

@@ -1,6 +1,6 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// KVOClient's typed requests and errors against the real kvod over TCP: every operation's encoding and

@@ -1,6 +1,6 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// KVOClient's resilience against the real kvod over TCP: reconnection with resumed observations

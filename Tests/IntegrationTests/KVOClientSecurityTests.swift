@@ -1,6 +1,6 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// KVOClient with kvod's security features over real TCP: TLS (the shared client TLS session), password

@@ -1,6 +1,6 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// Token-style observations (`KVOClient.observe(...) { change in ... }`) against the real kvod over TCP:

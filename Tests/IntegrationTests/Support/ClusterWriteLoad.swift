@@ -1,5 +1,5 @@
 import Foundation
-import KVOClientKit
+import KVOWireProbe
 import KVOJSON
 
 /// Concurrent writers loading a cluster for the fault tests (ClusterLoadTests): each client appends

@@ -1,10 +1,10 @@
 import Foundation
 import KVOClient
-import KVOClientKit
+import KVOWireProbe
 import Testing
 
 /// Helpers for the KVOClient tests: connecting to a test kvod, and counting a server's observers from an
-/// independent connection (KVOClientKit's blocking `KVOConnection`) without blocking the test's task for long.
+/// independent connection (KVOWireProbe's blocking `KVOConnection`) without blocking the test's task for long.
 extension KVODProcess {
     /// A configuration for this kvod's plaintext port, with test-friendly reconnection delays.
     func clientConfiguration(reconnection: KVOClient.ReconnectionPolicy? = .init(initialDelay: 0.05, maximumDelay: 0.5)) -> KVOClient.Configuration {

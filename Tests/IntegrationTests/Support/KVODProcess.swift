@@ -1,5 +1,5 @@
 import Foundation
-import KVOClientKit
+import KVOWireProbe
 import KVOJSON
 
 /// Where `swift build` put the executables: next to the test bundle.

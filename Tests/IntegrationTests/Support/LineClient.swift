@@ -1,5 +1,5 @@
 import Foundation
-import KVOClientKit
+import KVOWireProbe
 import KVOJSON
 
 /// A connection read line by line, for tests that check event lines byte for byte (compact events

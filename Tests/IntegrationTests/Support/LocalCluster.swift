@@ -1,5 +1,5 @@
 import Foundation
-import KVOClientKit
+import KVOWireProbe
 import Synchronization
 import KVOJSON
 import Testing

@@ -1,5 +1,5 @@
 import Foundation
-import KVOClientKit
+import KVOWireProbe
 
 /// Throwaway certificates for one TLS test, made with the `openssl` command in a temporary directory
 /// (removed with the value; no key is ever committed): a CA, a second unrelated CA, server certificates for
