@@ -1,7 +1,7 @@
 import KVOJSON
 
 /// An object's value at the end of a commit batch.
-public enum StoredObject: Equatable, Sendable {
+package enum StoredObject: Equatable, Sendable {
     case present(JSONValue)
     case deleted
 }

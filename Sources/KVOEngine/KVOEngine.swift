@@ -13,9 +13,9 @@ import KVOModel
 /// in `KVOEngine+Classes` and `KeyPathEvaluator`; bindings, which listen through the same watched paths
 /// and are applied before a write operation returns, in `KVOEngine+Bindings`. Not thread-safe: the
 /// server's loop thread owns the engine and is its only caller.
-public final class KVOEngine {
+package final class KVOEngine {
     /// Revision of the last accepted create, set, collection change or delete (0 before any).
-    public private(set) var revision: UInt64 = 0
+    package private(set) var revision: UInt64 = 0
     /// Every object's value; each is a JSON object, held packed (its compact JSON text) until it is
     /// written, then live, with its size as compact JSON (`ObjectTable`). Its ids change only in this
     /// file, where every insertion and removal of an object also updates `sortedIDs`.
@@ -26,19 +26,19 @@ public final class KVOEngine {
     /// from the size of what it changed: each object's id (UTF-8 bytes) and size (`ObjectTable.size`), and
     /// the compact JSON of each class and binding definition. History, observations, indexes and
     /// connection buffers are not counted (each has its own limit).
-    public internal(set) var storedBytes = 0
+    package internal(set) var storedBytes = 0
     /// The largest value and object a write may store (`too_large` beyond). Unlimited unless the
     /// server sets them (before it serves).
-    public var sizeLimits = StoredSizeLimits.unlimited
+    package var sizeLimits = StoredSizeLimits.unlimited
     /// Most observations one connection may hold (`too_many_observations` beyond). Unlimited unless
     /// the server sets it (before it serves).
-    public var maximumObservationsPerConnection = Int.max
+    package var maximumObservationsPerConnection = Int.max
     /// The server's default for `maximumObservationsPerConnection` (`--max-observations-per-connection`).
-    public static let defaultMaximumObservationsPerConnection = 100_000
+    package static let defaultMaximumObservationsPerConnection = 100_000
     /// The current rules of a binding's creator, looked up at every application (nil: the user is
     /// gone, the binding stops). The server sets it; the default, for an engine without users, runs
     /// every binding unrestricted.
-    public var creatorPolicy: (_ user: String?) -> AccessPolicy? = { _ in .unrestricted }
+    package var creatorPolicy: (_ user: String?) -> AccessPolicy? = { _ in .unrestricted }
     let registry = ObservationRegistry()
     /// The defined classes (`defineClass`).
     let classes = ClassCatalog()
@@ -50,7 +50,7 @@ public final class KVOEngine {
     var uncommittedClasses: [String: JSONValue] = [:]
     /// What could not be restored from disk (a class that no longer compiles, a binding whose objects
     /// are gone), for the server to log. Empty after a clean restore.
-    public internal(set) var restoreProblems: [String] = []
+    package internal(set) var restoreProblems: [String] = []
     /// How many notifications were computed from an incrementally kept aggregate rather than a
     /// full re-read (for tests and diagnostics).
     private(set) var incrementalAggregateUpdates = 0
@@ -58,22 +58,22 @@ public final class KVOEngine {
     let history: ChangeHistory
     /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`), and
     /// the objects they touched.
-    private var pendingEntries: [HistoryEntry] = []
+    var pendingEntries: [HistoryEntry] = []
     /// The size of the change `commit`'s write closure is about to return, when the write measured it
     /// already (a `set`: its new and old values' encoded lengths); `record` takes it for history's byte
     /// limit instead of walking both values again (`RecordedChange.estimatedSize`). Loop thread.
-    private var measuredChangeSize: Int?
-    private var touchedObjects = Set<String>()
+    var measuredChangeSize: Int?
+    var touchedObjects = Set<String>()
     /// Whether writes are collected for a persistent store.
-    public let recordsCommitBatches: Bool
+    package let recordsCommitBatches: Bool
 
     /// History defaults: the last 100,000 revisions, at most 64 MiB.
-    public static let defaultHistoryLimit = 100_000
-    public static let defaultHistoryByteLimit = 64 << 20
+    package static let defaultHistoryLimit = 100_000
+    package static let defaultHistoryByteLimit = 64 << 20
 
     /// An empty store. With `recordsCommitBatches`, every accepted write is also collected for
     /// `takeCommitBatch()`.
-    public init(historyLimit: Int = KVOEngine.defaultHistoryLimit,
+    package init(historyLimit: Int = KVOEngine.defaultHistoryLimit,
                 historyByteLimit: Int = KVOEngine.defaultHistoryByteLimit,
                 recordsCommitBatches: Bool = false) {
         history = ChangeHistory(limit: historyLimit, byteLimit: historyByteLimit)
@@ -81,7 +81,7 @@ public final class KVOEngine {
     }
 
     /// A store restored from disk: its objects, revision counter and recent history.
-    public convenience init(restoring state: PersistedState,
+    package convenience init(restoring state: PersistedState,
                             historyLimit: Int = KVOEngine.defaultHistoryLimit,
                             historyByteLimit: Int = KVOEngine.defaultHistoryByteLimit,
                             recordsCommitBatches: Bool = true) {
@@ -101,21 +101,21 @@ public final class KVOEngine {
     }
 
     /// Number of objects.
-    public var objectCount: Int { objects.count }
+    package var objectCount: Int { objects.count }
     /// Most objects held decoded (live) at once; the least recently written beyond it are packed again
     /// after each write (`ObjectTable.packExcessLive`). The server may lower it before it serves.
-    public var maximumLiveObjects: Int {
+    package var maximumLiveObjects: Int {
         get { objects.maximumLiveObjects }
         set { objects.maximumLiveObjects = newValue }
     }
     /// Changes kept in history for `sinceRev` (at most `--history`), and their bytes (`--history-bytes`).
-    public var historyCount: Int { history.count }
-    public var historyBytes: Int { history.bytes }
+    package var historyCount: Int { history.count }
+    package var historyBytes: Int { history.bytes }
     /// Number of live observations (subscriptions).
-    public var observationCount: Int { registry.count }
+    package var observationCount: Int { registry.count }
 
     /// Whether writes (or class or binding definitions) were accepted since the last `takeCommitBatch()`.
-    public var hasUncommittedWrites: Bool {
+    package var hasUncommittedWrites: Bool {
         !pendingEntries.isEmpty || !uncommittedClasses.isEmpty || !bindingTable.uncommitted.isEmpty
     }
 
@@ -139,7 +139,7 @@ public final class KVOEngine {
 
     /// Records an accepted write (revision already advanced). The change is consumed, so that the
     /// entry moves into history rather than being copied (a retain and a release per value it holds).
-    private func record(_ object: String, _ change: consuming RecordedChange) {
+    func record(_ object: String, _ change: consuming RecordedChange) {
         let changeSize = measuredChangeSize
         measuredChangeSize = nil
         let entry = HistoryEntry(rev: revision, object: object, change: change, changeSize: changeSize)
@@ -160,7 +160,7 @@ public final class KVOEngine {
     /// Creates `object` with `values`; `exists` if it is already there. With `className`, the values
     /// are validated against the class (defaults filled in) and the object keeps its class under
     /// `$class`. Observations that refer to it through a reference are re-bound to it (`pathChanged`).
-    public func create(_ object: String, values: [String: JSONValue], className: String? = nil,
+    package func create(_ object: String, values: [String: JSONValue], className: String? = nil,
                        access: ConnectionAccess? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         try access?.require(.write, on: object)
@@ -194,7 +194,7 @@ public final class KVOEngine {
 
     /// Deletes `object`. Each observation of it ends with a `sourceDeleted` notification; observations
     /// that reach it through a reference stay and are re-bound (`pathChanged`, new value `null`).
-    public func delete(_ object: String, access: ConnectionAccess? = nil,
+    package func delete(_ object: String, access: ConnectionAccess? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         try access?.require(.write, on: object)
         guard let size = objects.size(of: object) else { throw notFound(object) }
@@ -236,7 +236,7 @@ public final class KVOEngine {
     /// the reading passed through (references followed, elements an operator reached, what computed
     /// properties read) must be readable, or the reading is `forbidden`; `read` on `object` is checked
     /// before its existence, so a denial does not tell whether it exists.
-    public func get(_ object: String, keyPath: KeyPath?, access: ConnectionAccess? = nil) throws(KVOError) -> JSONValue {
+    package func get(_ object: String, keyPath: KeyPath?, access: ConnectionAccess? = nil) throws(KVOError) -> JSONValue {
         try access?.require(.read, on: object)
         guard let value = objects[object] else { throw notFound(object) }
         guard let keyPath else { return value }
@@ -248,7 +248,7 @@ public final class KVOEngine {
     /// Sets the value at `keyPath` (through references; into an array element by index) and
     /// notifies every observation whose value this changes. The revision advances even when nothing
     /// changes; then nobody is notified.
-    public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
+    package func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
                     access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let rev = try write(object, keyPath: keyPath, value: newValue, encoded: encoded, access: access,
                             notifications: &notifications)
@@ -313,7 +313,7 @@ public final class KVOEngine {
 
     /// Inserts into, removes from or replaces in the array at `keyPath`; its direct observers get a
     /// kind 2, 3 or 4 notification with the indexes, everyone else affected a kind 1.
-    public func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
+    package func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
                             access: ConnectionAccess? = nil,
                             notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let target = try resolveWrite(keyPath, of: object, access: access)
@@ -326,7 +326,7 @@ public final class KVOEngine {
     /// before its existence is looked at, unless the connection may read it and it exists (the write
     /// may then go through one of its references); `read` on every object whose reference the path
     /// follows; and `write` on the object actually written (docs/protocol.md, "Permissions").
-    private func resolveWrite(_ keyPath: KeyPath, of object: String,
+    func resolveWrite(_ keyPath: KeyPath, of object: String,
                               access: ConnectionAccess?) throws(KVOError) -> WriteTarget {
         guard let access, !access.isUnrestricted else {
             return try WriteTarget.resolve(keyPath, of: object, in: objects, classes: classes)
@@ -345,7 +345,7 @@ public final class KVOEngine {
         return target
     }
 
-    private func mutate(at location: StoredLocation, _ mutation: CollectionMutation, access: ConnectionAccess?,
+    func mutate(at location: StoredLocation, _ mutation: CollectionMutation, access: ConnectionAccess?,
                         notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let current = objects[location.object]!.observedValue(at: location.path)
         guard case .array = current else {
@@ -397,7 +397,7 @@ public final class KVOEngine {
     }
 
     /// Every object id, sorted (O(n): a request path pages with `objectIDs(after:)` instead).
-    public func objectIDs() -> [String] {
+    package func objectIDs() -> [String] {
         sortedIDs.all
     }
 
@@ -406,328 +406,18 @@ public final class KVOEngine {
     package func objectIDs(after: String?) -> SortedObjectIDs.Cursor {
         sortedIDs.ids(after: after)
     }
-
-    // MARK: - Observations
-
-    /// Starts observing `keyPath` of `object` for `connection`. With `.initial`, appends the
-    /// initial notification (to be delivered after the reply).
-    ///
-    /// With `sinceRev`, resumes instead: appends every change to the key path after that revision,
-    /// with its original revision (no `initial`), and the observation continues live from the current
-    /// revision, with no gap and no duplicate. When history no longer reaches back that far (or the
-    /// revision is in the future), appends one `resync` notification with the current value.
-    public func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
-                        sinceRev: UInt64? = nil, access: ConnectionAccess? = nil,
-                        notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
-        try access?.require(.read, on: object)
-        try checkObservationRoom(for: connection)
-        if let sinceRev {
-            return try resume(object, keyPath: keyPath, options: options, connection: connection, sinceRev: sinceRev,
-                              access: access, notifications: &notifications)
-        }
-        guard objects.contains(object) else { throw notFound(object) }
-        var reading: Evaluation?
-        let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath,
-                                             options: options, access: access) {
-            reading = read(object, keyPath)
-            return reading!.dependencies
-        }
-        try requireReadable(observation)
-        if let reading {
-            // A new watched path: keep aggregates incrementally where the shape allows.
-            observation.watched.lastReading = reading
-            observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
-        }
-        if options.contains(.initial) {
-            let value = (reading ?? read(object, keyPath)).value
-            notifications.append(ChangeNotification(
-                object: object, keyPath: keyPath.string, reason: .initial, rev: revision, kind: .setting,
-                isPrior: false, old: .null, new: value, recipients: [observation.recipient]))
-        }
-        return observation.id
-    }
-
-    /// Ends a subscription just made and throws `forbidden` when its key path passes through an object
-    /// its connection may not read.
-    private func requireReadable(_ observation: Observation) throws(KVOError) {
-        guard let access = observation.access, !access.isUnrestricted,
-              !access.allowsRead(observation.watched.dependencies) else { return }
-        // Named before the subscription goes: its watched path may go with it.
-        let refusal = refusal(reading: observation.watched.object, observation.watched.keyPath, for: access)
-        registry.remove(observation.id)
-        throw refusal
-    }
-
-    private func resume(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
-                        sinceRev: UInt64, access: ConnectionAccess?,
-                        notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
-        let entries = history.entries(after: sinceRev, current: revision)
-        let deletedSince = entries?.contains { $0.object == object && $0.isDeletion } ?? false
-        guard objects.contains(object) || deletedSince else { throw notFound(object) }
-        var reading: Evaluation?
-        let observation = registry.subscribe(connection: connection, object: object, keyPath: keyPath, options: options,
-                                             access: access) {
-            reading = read(object, keyPath)
-            return reading!.dependencies
-        }
-        if objects.contains(object) { try requireReadable(observation) }
-        if let reading {
-            observation.watched.lastReading = reading
-            observation.watched.aggregate = makeAggregateCache(for: observation.watched, reading: reading)
-        }
-        // A replay whose key path passed through an object the connection may not read (at some
-        // revision of the span) is not sent: a `resync` with the current value stands for it.
-        let readable: ((Evaluation) -> Bool)? = access.flatMap { access in
-            access.isUnrestricted ? nil : { access.allowsRead($0.dependencies) }
-        }
-        if let entries, let replay = HistoryReplay(entries, object: object, keyPath: keyPath, options: options,
-                                                   recipient: observation.recipient, objects: objects,
-                                                   classes: classes, readable: readable) {
-            notifications.append(contentsOf: replay.notifications)
-            if replay.endedBySourceDeletion || !objects.contains(object) {
-                registry.remove(observation.id)
-            }
-            return observation.id
-        }
-        guard objects.contains(object) else {
-            registry.remove(observation.id)
-            throw notFound(object)
-        }
-        notifications.append(ChangeNotification(
-            object: object, keyPath: keyPath.string, reason: .resync, rev: revision, kind: .setting, isPrior: false,
-            old: .null, new: read(object, keyPath).value, recipients: [observation.recipient]))
-        return observation.id
-    }
-
-    /// Ends observation `subscription` if `connection` owns it. Returns whether it did; removing
-    /// twice, or removing another connection's observation, returns false and changes nothing.
-    public func unobserve(_ subscription: SubscriptionID, connection: ConnectionID) -> Bool {
-        if let removed = unobservePattern(subscription, connection: connection) { return removed }
-        guard let observation = registry.observation(subscription), observation.connection == connection else {
-            return false
-        }
-        return registry.remove(subscription)
-    }
-
-    /// Ends every observation of `connection` (it disconnected). Returns how many there were.
-    @discardableResult
-    public func disconnect(_ connection: ConnectionID) -> Int {
-        registry.removeAll(of: connection)
-    }
-
-    /// After `connection`'s principal was replaced (`ConnectionAccess.replace`): ends each of its
-    /// observations whose key path now passes through an object it may not read, with one final
-    /// `forbidden` notification each (no value). Returns how many ended. O(the connection's observations).
-    @discardableResult
-    public func accessChanged(for connection: ConnectionID, notifications: inout [ChangeNotification]) -> Int {
-        let denied = registry.observations(of: connection)
-            .filter { !$0.mayRead($0.watched.dependencies) }
-            .sorted { $0.id < $1.id }
-        for observation in denied {
-            let path = observation.watched
-            notifications.append(ChangeNotification(
-                object: path.object, keyPath: path.keyPath.string, reason: .forbidden, rev: revision, kind: .setting,
-                isPrior: false, old: .null, new: .null, recipients: [observation.recipient]))
-            registry.remove(observation.id)
-        }
-        return denied.count
-    }
-
-    /// The observations of `object`, like Cocoa's observationInfo, and the pattern observations matching it.
-    public func observers(of object: String, access: ConnectionAccess? = nil) throws(KVOError) -> [ObserverInfo] {
-        try access?.require(.read, on: object)
-        guard objects.contains(object) else { throw notFound(object) }
-        let observers = registry.observations(on: object).map {
-            ObserverInfo(subscription: $0.id, keyPath: $0.watched.keyPath.string, options: $0.options,
-                         connection: $0.connection, user: $0.access?.user)
-        }
-        let patternObservers = patternObservers(of: object)
-        guard !patternObservers.isEmpty else { return observers }
-        return (observers + patternObservers).sorted { $0.subscription < $1.subscription }
-    }
-
-    // MARK: - Writes and their notifications
-
-    /// Applies one write at `location` and notifies every watched path whose reading it changed.
-    /// `encodedWrite`: for a `set`, its value's `JSONWriter` bytes when already known.
-    private func commit(at location: StoredLocation, encodedWrite: [UInt8]? = nil, notifications: inout [ChangeNotification],
-                        _ write: () throws(KVOError) -> RecordedChange) throws(KVOError) -> UInt64 {
-        try checkRevisionRoom()
-        let candidates = registry.watchers(affectedBy: location)
-        let before = candidates.map(currentReading)
-        // Pattern observations matching the object: one check when there are none.
-        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
-        let recorded = try write()
-        computedMemo.invalidate()
-        revision += 1
-        var change: CollectionChange?
-        var written: JSONValue?
-        var created = false
-        switch recorded {
-        case let .array(array):
-            change = CollectionChange(kind: array.kind, indexes: array.indexes, old: array.old, new: array.new)
-        case let .set(_, _, new):
-            written = new
-        case .created:
-            created = true
-        case .deleted:
-            break
-        }
-        record(location.object, recorded)
-        guard !candidates.isEmpty || patternWatch != nil else { return revision }
-        // Ordinary notifications go straight to the caller's array (no array of their own per write);
-        // prior ones, rarely asked for, are collected apart and put before them.
-        let start = notifications.count
-        var priors: [ChangeNotification] = []
-        let pendingStart = bindingTable.pending.count
-        for (path, old) in zip(candidates, before) {
-            if let written, path.readsOnlyStoredValue(at: location) {
-                rereadPlain(path, before: old, written: written, encoded: encodedWrite, at: location, priors: &priors,
-                            changes: &notifications)
-            } else {
-                reread(path, before: old, change: change, at: location, priors: &priors, changes: &notifications)
-            }
-        }
-        // The bindings this write triggered apply in id order: the candidates' order follows when their
-        // watched paths were made, which local observations change (a cluster node must not depend on it).
-        if bindingTable.pending.count - pendingStart > 1 { bindingTable.pending[pendingStart...].sort { $0.id < $1.id } }
-        if let patternWatch {
-            notifyPatterns(patternWatch, of: created ? .created : .changed(change, at: location), to: location.object,
-                           priors: &priors, changes: &notifications)
-        }
-        if !priors.isEmpty { notifications.insert(contentsOf: priors, at: start) }
-        return revision
-    }
-
-    /// `reread` for the common observation (`v`, `address.city` of its own object) after a `set` of
-    /// exactly the key it reads (`WatchedPath.readsOnlyStoredValue(at:)`): what `read(path)` would walk
-    /// to is the value just written, at the same location, with the same dependencies and binding
-    /// (nothing on the way changed), so the last reading is updated in place instead of walking the
-    /// object again, and the path is never re-registered or re-bound.
-    private func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, encoded: [UInt8]?,
-                             at location: StoredLocation, priors: inout [ChangeNotification],
-                             changes: inout [ChangeNotification]) {
-        path.lastReading!.value = written
-        path.lastReading!.location = location
-        guard written != old.value else { return }
-        if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
-        guard !path.subscribers.isEmpty else { return }
-        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .valueChanged, to: &priors)
-        var notification = ChangeNotification(
-            object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision, kind: .setting,
-            isPrior: false, old: old.value, new: written, recipients: path.recipients)
-        notification.encodedNew = encoded
-        changes.append(notification)
-    }
-
-    /// Reads `path` again after a write, re-registers it if what it reads moved, and appends its
-    /// notifications if its value or binding changed.
-    private func reread(_ path: WatchedPath, before old: Evaluation, change: CollectionChange?, at location: StoredLocation?,
-                        priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
-        let new: Evaluation
-        // Move the cache out while updating it, so its arrays stay uniquely referenced (no copy).
-        let cache = path.aggregate
-        path.aggregate = nil
-        if let location, cache?.update(after: change, at: location, objects: objects) == true, let cache {
-            new = cache.evaluation
-            path.aggregate = cache
-            incrementalAggregateUpdates += 1
-        } else {
-            new = read(path)
-            path.aggregate = makeAggregateCache(for: path, reading: new)
-        }
-        path.lastReading = new
-        if new.dependencies != path.dependencies {
-            registry.rebind(path, to: new.dependencies)
-            endForbiddenSubscriptions(of: path, changes: &changes)
-        }
-        let rebound = new.binding != old.binding
-        guard rebound || new.value != old.value else { return }
-        if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
-        guard !path.subscribers.isEmpty else { return }
-        if let change, !rebound, let location, old.location == location, new.location == location {
-            // The observed value is the array that changed: a to-many change with its indexes.
-            appendPrior(for: path, kind: change.kind, old: .array(change.old), indexes: change.indexes,
-                        reason: .valueChanged, to: &priors)
-            changes.append(ChangeNotification(
-                object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision,
-                kind: change.kind, isPrior: false, old: .array(change.old), new: .array(change.new),
-                indexes: change.indexes, recipients: path.recipients))
-            return
-        }
-        let reason: ChangeReason = rebound ? .pathChanged : .valueChanged
-        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: reason, to: &priors)
-        changes.append(ChangeNotification(
-            object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: .setting,
-            isPrior: false, old: old.value, new: new.value, recipients: path.recipients))
-    }
-
-    /// After `path` was re-registered (its reading now passes through other objects): ends each
-    /// subscription whose connection may not read one of them, with a final `forbidden` notification
-    /// carrying no value, before anything about the new reading is sent. Only on re-registration, never
-    /// per event; unrestricted subscribers cost one load each.
-    func endForbiddenSubscriptions(of path: WatchedPath, changes: inout [ChangeNotification]) {
-        var denied: [Observation] = []
-        for observation in path.subscribers where !observation.mayRead(path.dependencies) {
-            denied.append(observation)
-        }
-        guard !denied.isEmpty else { return }
-        denied.sort { $0.id < $1.id }
-        for observation in denied { registry.remove(observation.id) }
-        changes.append(ChangeNotification(
-            object: path.object, keyPath: path.keyPath.string, reason: .forbidden, rev: revision, kind: .setting,
-            isPrior: false, old: .null, new: .null, recipients: denied.map(\.recipient)))
-    }
-
-    /// Appends a prior notification for `path`'s subscribers that asked for one.
-    private func appendPrior(for path: WatchedPath, kind: ChangeKind, old: JSONValue, indexes: [Int]?,
-                             reason: ChangeReason, to priors: inout [ChangeNotification]) {
-        let recipients = path.priorRecipients
-        guard !recipients.isEmpty else { return }
-        priors.append(ChangeNotification(
-            object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: kind,
-            isPrior: true, old: old, new: .null, indexes: indexes, recipients: recipients))
-    }
-
-    /// What `path` reads now: its cached aggregate when it keeps one, else a fresh reading.
-    func currentReading(_ path: WatchedPath) -> Evaluation {
-        path.aggregate?.evaluation ?? path.lastReading ?? read(path)
-    }
-
-    func makeAggregateCache(for path: WatchedPath, reading: Evaluation) -> AggregateCache? {
-        guard let op = path.keyPath.collectionOperator, AggregateCache.supports(op) else { return nil }
-        return AggregateCache(keyPath: path.keyPath, object: path.object, evaluation: reading, objects: objects)
-    }
-
-    func read(_ path: WatchedPath) -> Evaluation {
-        read(path.object, path.keyPath)
-    }
-
-    /// Lenient reading (never throws: a broken path reads as null).
-    func read(_ object: String, _ keyPath: KeyPath) -> Evaluation {
-        do {
-            return try KeyPathEvaluator.evaluate(keyPath, of: object, in: objects, strict: false, classes: classes,
-                                                 memo: computedMemo)
-        } catch {
-            return Evaluation(value: .null, dependencies: [StoredLocation(object: object, path: [])], location: nil, binding: [])
-        }
-    }
-
-    func notFound(_ object: String) -> KVOError {
-        KVOError(.notFound, "object '\(object)' does not exist")
-    }
 }
 
 /// One observation as `info` reports it.
-public struct ObserverInfo: Equatable, Sendable {
-    public let subscription: SubscriptionID
-    public let keyPath: String
-    public let options: ObservationOptions
-    public let connection: ConnectionID
+package struct ObserverInfo: Equatable, Sendable {
+    package let subscription: SubscriptionID
+    package let keyPath: String
+    package let options: ObservationOptions
+    package let connection: ConnectionID
     /// The user the observing connection acts for (nil in open mode).
-    public var user: String? = nil
+    package var user: String? = nil
     /// For a pattern observation matching the object: its pattern (`keyPath` is then empty for an id set).
-    public var pattern: String? = nil
+    package var pattern: String? = nil
 }
 
 extension JSONValue {

@@ -4,9 +4,9 @@ import KVOJSON
 ///
 /// Produced by the engine (state errors) and the protocol decoder (malformed requests); a failed
 /// request never changes state.
-public struct KVOError: Error, Equatable, Sendable {
+package struct KVOError: Error, Equatable, Sendable {
     /// The wire error codes (docs/protocol.md).
-    public enum Code: String, Sendable, CaseIterable {
+    package enum Code: String, Sendable, CaseIterable {
         case badRequest = "bad_request"
         case unknownOp = "unknown_op"
         case notFound = "not_found"
@@ -33,18 +33,18 @@ public struct KVOError: Error, Equatable, Sendable {
         case unsupported = "unsupported"
     }
 
-    public let code: Code
-    public let message: String
+    package let code: Code
+    package let message: String
     /// Machine-readable particulars written into the error object beside `code` and `message`
     /// (`property` and `rule` for `invalid_value`, `column` for `invalid_expression`). Usually empty.
-    public let details: [String: JSONValue]
+    package let details: [String: JSONValue]
 
     /// Longest message kept, in bytes. Messages quote client text (ids, key paths, values); a longer
     /// one keeps its first `PrintableText.defaultLimit` characters and states its full length, so no
     /// reply, binding event or log line repeats a megabyte a client sent.
-    public static let maximumMessageLength = 2048
+    package static let maximumMessageLength = 2048
 
-    public init(_ code: Code, _ message: String, details: [String: JSONValue] = [:]) {
+    package init(_ code: Code, _ message: String, details: [String: JSONValue] = [:]) {
         self.code = code
         self.message = message.utf8.count <= KVOError.maximumMessageLength ? message : KVOError.shortened(message)
         self.details = details

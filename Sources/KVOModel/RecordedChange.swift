@@ -1,7 +1,7 @@
 import KVOJSON
 
 /// What one write did to one object.
-public enum RecordedChange: Equatable, Sendable {
+package enum RecordedChange: Equatable, Sendable {
     /// The object was created with this value.
     case created(JSONValue)
     /// The object, which had this value, was deleted.
@@ -13,17 +13,17 @@ public enum RecordedChange: Equatable, Sendable {
 }
 
 /// A collection mutation as history records it.
-public struct ArrayChangeRecord: Equatable, Sendable {
+package struct ArrayChangeRecord: Equatable, Sendable {
     /// The array's key path inside the object (array indexes as keys).
-    public let path: [String]
-    public let kind: ChangeKind
-    public let indexes: [Int]
+    package let path: [String]
+    package let kind: ChangeKind
+    package let indexes: [Int]
     /// Removed or replaced elements (empty for insertions).
-    public let old: [JSONValue]
+    package let old: [JSONValue]
     /// Inserted or new elements (empty for removals).
-    public let new: [JSONValue]
+    package let new: [JSONValue]
 
-    public init(path: [String], kind: ChangeKind, indexes: [Int], old: [JSONValue], new: [JSONValue]) {
+    package init(path: [String], kind: ChangeKind, indexes: [Int], old: [JSONValue], new: [JSONValue]) {
         self.path = path
         self.kind = kind
         self.indexes = indexes

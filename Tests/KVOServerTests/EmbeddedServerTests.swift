@@ -2,6 +2,8 @@ import Foundation
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// Dispatch, sessions and fan-out driven in-process (`EmbeddedConnection`): request bytes in, reply and

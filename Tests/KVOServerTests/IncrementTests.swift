@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// `increment` (issue 25's demonstration of the operations table): its arithmetic, its refusals (which

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// Every row of the operations table through the whole server (in-process, real TCP on loopback): the login

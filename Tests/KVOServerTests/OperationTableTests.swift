@@ -1,6 +1,8 @@
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The operations table (`OperationTable`) is the one declaration of each operation: these tests walk every

@@ -3,6 +3,8 @@ import Foundation
 import KVOJSON
 import Testing
 
+@testable import KVOEngine
+@testable import KVOModel
 @testable import KVOServer
 
 /// The `Store` seam: one behaviour, checked against both stores. What is committed, written or installed

@@ -101,10 +101,10 @@ extension KVOEngine {
     /// applying it in its own order.
     /// 3: changes to the users are replicated (`UserChange`); a node of version 2, which has no users
     /// in its digest and refused user management in cluster mode, stops at such an entry.
-    public static let replicationVersion: Int64 = 3
+    package static let replicationVersion: Int64 = 3
 
     /// The oldest version this engine still applies as it was computed: version 1 entries hold no binding
     /// requests (version 1 refused them before they reached the stream), and versions 1 and 2 hold no
     /// user changes (they were refused), so they compute the same here.
-    public static let oldestReplicationVersion: Int64 = 1
+    package static let oldestReplicationVersion: Int64 = 1
 }

@@ -14,12 +14,12 @@ import KVOModel
 /// functions (`VariantChooser`, `appendTail(variant:of:values:to:)`), which borrow the notification instead
 /// of copying it into an encoder; an instance (`tail(for:)`, `line(subscription:options:)`) serves tests and
 /// tools. Loop thread (one encoder per notification).
-public struct EventEncoder {
+package struct EventEncoder {
     /// Every event line starts with these bytes, then the subscription id.
-    public static let head: [UInt8] = Array("{\"event\":\"change\",\"sub\":".utf8)
+    package static let head: [UInt8] = Array("{\"event\":\"change\",\"sub\":".utf8)
 
     /// `head` (exactly 24 bytes) as three machine words, for writers that store it without `memcpy`.
-    public static let headWords: (UInt64, UInt64, UInt64) = head.withUnsafeBytes { raw in
+    package static let headWords: (UInt64, UInt64, UInt64) = head.withUnsafeBytes { raw in
         precondition(raw.count == 24, "the event head must be 24 bytes")
         return (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
                 raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
@@ -28,7 +28,7 @@ public struct EventEncoder {
 
     /// The compact encoding's head, `{"s":` (5 bytes), zero-padded to three words like `headWords`:
     /// a writer stores all 24 bytes and keeps `compactHeadLength` of them.
-    public static let compactHeadWords: (UInt64, UInt64, UInt64) = {
+    package static let compactHeadWords: (UInt64, UInt64, UInt64) = {
         var padded = Array("{\"s\":".utf8)
         precondition(padded.count == compactHeadLength, "the compact event head must be 5 bytes")
         padded += [UInt8](repeating: 0, count: 24 - padded.count)
@@ -40,24 +40,24 @@ public struct EventEncoder {
     }()
 
     /// Bytes of `headWords` that are the full head.
-    public static let fullHeadLength = 24
+    package static let fullHeadLength = 24
     /// Bytes of `compactHeadWords` that are the compact head.
-    public static let compactHeadLength = 5
+    package static let compactHeadLength = 5
 
     /// The bit of a variant (`variant(for:)`) that selects the compact encoding.
-    public static let compactVariantBit = 4
+    package static let compactVariantBit = 4
     /// How many variants there are: `variant(for:)` is in `0..<variantCount`.
-    public static let variantCount = 8
+    package static let variantCount = 8
 
     /// The old and new values' JSON, each encoded on first use and then shared by every variant that
     /// carries it. The server keeps one per notification next to the notification it borrows
     /// (`appendTail(variant:of:values:to:)`); an `EventEncoder` keeps one with its own copy.
-    public struct EncodedValues {
+    package struct EncodedValues {
         var old: [UInt8]?
         var new: [UInt8]?
 
         /// Starts with the notification's `encodedNew` (the text a `set` request carried), if any.
-        public init(_ notification: borrowing ChangeNotification) {
+        package init(_ notification: borrowing ChangeNotification) {
             new = notification.encodedNew
             assert(new == nil || new! == JSONWriter.bytes(notification.new),
                    "a notification's encodedNew must be exactly its new value's encoding")
@@ -69,32 +69,32 @@ public struct EventEncoder {
     private var tails: [[UInt8]?] = []
     private var values: EncodedValues
 
-    public init(_ notification: ChangeNotification) {
+    package init(_ notification: ChangeNotification) {
         self.notification = notification
         values = EncodedValues(notification)
     }
 
     /// The bytes after the subscription id (up to and including the newline) for a recipient with
     /// `options`.
-    public mutating func tail(for options: ObservationOptions) -> [UInt8] {
+    package mutating func tail(for options: ObservationOptions) -> [UInt8] {
         tail(variant: variant(for: options))
     }
 
     /// Which of the (at most eight) tails a recipient with `options` gets: 0..<8; bit 1 `new`, bit 2
     /// `old`, bit 4 (`compactVariantBit`) the compact encoding.
     @inline(__always)
-    public func variant(for options: ObservationOptions) -> Int {
+    package func variant(for options: ObservationOptions) -> Int {
         VariantChooser(notification).variant(for: options)
     }
 
     /// What `variant(for:)` needs of a notification (three flags), so that a loop over its recipients
     /// does not hold on to the notification itself.
-    public struct VariantChooser {
+    package struct VariantChooser {
         let newAlways: Bool
         let carriesNew: Bool
         let carriesOld: Bool
 
-        public init(_ notification: borrowing ChangeNotification) {
+        package init(_ notification: borrowing ChangeNotification) {
             newAlways = notification.reason == .resync
             carriesNew = notification.carriesNew
             carriesOld = notification.carriesOld
@@ -102,7 +102,7 @@ public struct EventEncoder {
 
         /// `EventEncoder.variant(for:)`.
         @inline(__always)
-        public func variant(for options: ObservationOptions) -> Int {
+        package func variant(for options: ObservationOptions) -> Int {
             let includeNew = (options.contains(.new) || newAlways) && carriesNew
             let includeOld = options.contains(.old) && carriesOld
             let compact = options.contains(.compactEvents)
@@ -112,7 +112,7 @@ public struct EventEncoder {
 
     /// The tail of `variant` (from `variant(for:)`) as an array of its own, built on first use and
     /// then shared by every caller asking for the same variant.
-    public mutating func tail(variant: Int) -> [UInt8] {
+    package mutating func tail(variant: Int) -> [UInt8] {
         if tails.isEmpty { tails = [[UInt8]?](repeating: nil, count: EventEncoder.variantCount) }
         if let tail = tails[variant] { return tail }
         var tail: [UInt8] = []
@@ -122,7 +122,7 @@ public struct EventEncoder {
     }
 
     /// The whole event line for one recipient (for tests and tools; the server appends the pieces).
-    public mutating func line(subscription: SubscriptionID, options: ObservationOptions) -> [UInt8] {
+    package mutating func line(subscription: SubscriptionID, options: ObservationOptions) -> [UInt8] {
         var line = options.contains(.compactEvents) ? Array("{\"s\":".utf8) : EventEncoder.head
         JSONWriter.writeInteger(subscription, into: &line)
         line.append(contentsOf: tail(for: options))
@@ -131,14 +131,14 @@ public struct EventEncoder {
 
     /// Appends the tail of `variant` (from `variant(for:)`) to `buffer`: the bytes after the
     /// subscription id, up to and including the newline.
-    public mutating func appendTail(variant: Int, to buffer: inout [UInt8]) {
+    package mutating func appendTail(variant: Int, to buffer: inout [UInt8]) {
         EventEncoder.appendTail(variant: variant, of: notification, values: &values, to: &buffer)
     }
 
     /// `appendTail(variant:to:)` for a notification the caller holds (`Server.deliver` passes the one it
     /// borrows; no encoder keeps a copy of it), with the values' encodings in `values` (one
     /// `EncodedValues` per notification, for all of its variants).
-    public static func appendTail(variant: Int, of notification: borrowing ChangeNotification,
+    package static func appendTail(variant: Int, of notification: borrowing ChangeNotification,
                                   values: inout EncodedValues, to buffer: inout [UInt8]) {
         let includeNew = variant & 1 != 0
         let includeOld = variant & 2 != 0

@@ -3,7 +3,7 @@
 ///
 /// A value type: any thread. Each observation keeps the encoding in force when it was made
 /// (`ObservationOptions.compactEvents`); a later `hello` changes only the observations made after it.
-public enum EventEncoding: String, Sendable, Equatable {
+package enum EventEncoding: String, Sendable, Equatable {
     /// `{"event":"change","sub":…,"object":…,"keyPath":…,"reason":…,"rev":…,"change":{…}}`: the default.
     case full
     /// `{"s":…,"r":…,"n":…}`: what the subscriber knows from its `observe` left out, defaults left out.

@@ -10,7 +10,7 @@ import KVOJSON
 /// and metrics (`MetricsOperation`) read the row; none of them lists operations again.
 ///
 /// A value; any thread.
-public enum ProtocolOperation: Int, CaseIterable, Sendable {
+package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case hello, auth, ping
     case create, delete, get, set, increment, insert, remove, replace
     case list, info, observe, unobserve
@@ -21,14 +21,14 @@ public enum ProtocolOperation: Int, CaseIterable, Sendable {
 
     /// This operation's row of the table.
     @inline(__always)
-    public var declaration: OperationDeclaration { OperationTable.rows[rawValue] }
+    package var declaration: OperationDeclaration { OperationTable.rows[rawValue] }
 
     /// The wire name (`op`).
-    public var name: String { declaration.name }
+    package var name: String { declaration.name }
 
     /// The operation named `op` on the wire, nil for an unknown name. Looks at the names of `op`'s
     /// length only (one or two comparisons for the common operations), never hashes.
-    public init?(named op: String) {
+    package init?(named op: String) {
         let length = op.utf8.count
         guard length < OperationTable.byLength.count else { return nil }
         for candidate in OperationTable.byLength[length] where candidate.declaration.name == op {
@@ -41,7 +41,7 @@ public enum ProtocolOperation: Int, CaseIterable, Sendable {
 
 /// What an operation does to the server's state: what replication and the cluster's read-your-writes
 /// follow.
-public enum OperationEffect: Sendable {
+package enum OperationEffect: Sendable {
     /// Changes only the connection's own state (its encoding, its login, its subscriptions): answered by
     /// the node it reaches, never replicated.
     case connection
@@ -54,7 +54,7 @@ public enum OperationEffect: Sendable {
 }
 
 /// What a caller must be allowed for an operation (docs/protocol.md, "Permissions").
-public enum OperationRequirement: Sendable, Equatable {
+package enum OperationRequirement: Sendable, Equatable {
     /// Nothing beyond being logged in (or, for the operations allowed before login, nothing).
     case nothing
     /// `read` on every object the operation reaches: the engine's one way of reading checks it
@@ -72,7 +72,7 @@ public enum OperationRequirement: Sendable, Equatable {
 }
 
 /// Who answers an operation once it is decoded and admitted.
-public enum OperationRoute: Sendable {
+package enum OperationRoute: Sendable {
     /// `RequestHandler` against the engine (in cluster mode, writes after the stream).
     case engine
     /// The server's session code: `auth` checks credentials off the loop thread.
@@ -83,27 +83,27 @@ public enum OperationRoute: Sendable {
 }
 
 /// Everything the server needs to know about one operation: one row of `OperationTable`.
-public struct OperationDeclaration: Sendable {
+package struct OperationDeclaration: Sendable {
     /// The wire name (`op`).
-    public let name: String
-    public let effect: OperationEffect
-    public let requirement: OperationRequirement
+    package let name: String
+    package let effect: OperationEffect
+    package let requirement: OperationRequirement
     /// Whether a connection may send it before logging in (users defined): nothing else is even decoded then.
-    public let beforeLogin: Bool
+    package let beforeLogin: Bool
     /// Whether it may carry `atLeastRev` (read-your-writes across cluster nodes).
-    public let acceptsAtLeastRev: Bool
+    package let acceptsAtLeastRev: Bool
     /// Its `op` label in `kvod_requests_total`.
     let metrics: MetricsOperation
-    public let route: OperationRoute
+    package let route: OperationRoute
     /// Reads the request's fields (the line is a JSON object whose `op` named this operation).
     let decode: @Sendable (FieldReader) throws(KVOError) -> Request
     /// A well-formed request line, for the documentation and for the tests that walk every operation
     /// (objects named `o`, key path `n`).
-    public let example: String
+    package let example: String
 
     /// Whether it changes replicated state (`effect == .writes`): replicated in cluster mode.
     @inline(__always)
-    public var isWrite: Bool { effect == .writes }
+    package var isWrite: Bool { effect == .writes }
 
     /// Refuses `access` when the row's requirement is one the table itself checks (`serverAdmin`); the
     /// object-level requirements are checked by the engine as it reaches each object. Every route passes
@@ -279,7 +279,7 @@ enum OperationTable {
 extension Request {
     /// The operation this request is an instance of. No `default:`: a new kind of request must name its
     /// operation, and so its row (whether it writes, what it needs).
-    public var operation: ProtocolOperation {
+    package var operation: ProtocolOperation {
         switch self {
         case .hello: .hello
         case .auth: .auth

@@ -4,9 +4,9 @@ import KVOModel
 /// Encodes replies: `{"id":…,"ok":true,…}` and `{"id":…,"ok":false,"error":{…}}`, each ending in `\n`.
 ///
 /// Stateless; any thread, each caller with its own buffer.
-public enum ReplyEncoder {
+package enum ReplyEncoder {
     /// Appends a success reply; `fields` are written in the order given, after `id` and `ok`.
-    public static func success(id: JSONValue?, fields: [(String, JSONValue)], into buffer: inout [UInt8]) {
+    package static func success(id: JSONValue?, fields: [(String, JSONValue)], into buffer: inout [UInt8]) {
         begin(id: id, into: &buffer)
         // The reply to every write, `{"id":N,"ok":true,"rev":R}`: its fixed text in one piece, and
         // the revision written directly (the same bytes as the general loop below).
@@ -27,7 +27,7 @@ public enum ReplyEncoder {
     }
 
     /// Appends an error reply.
-    public static func failure(id: JSONValue?, error: KVOError, into buffer: inout [UInt8]) {
+    package static func failure(id: JSONValue?, error: KVOError, into buffer: inout [UInt8]) {
         begin(id: id, into: &buffer)
         JSONWriter.append("\"ok\":false,\"error\":{\"code\":", to: &buffer)
         JSONWriter.writeString(error.code.rawValue, into: &buffer)

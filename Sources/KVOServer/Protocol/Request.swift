@@ -4,7 +4,7 @@ import KVOModel
 
 /// A decoded, validated client request (docs/protocol.md, "Operations"). Each case is an instance of an
 /// `ProtocolOperation` (`operation`), whose row in `OperationTable` says everything else about it.
-public enum Request: Equatable, Sendable {
+package enum Request: Equatable, Sendable {
     /// `events`: the event encoding asked for (nil: leave the connection's as it is).
     case hello(client: String?, events: EventEncoding? = nil)
     /// `auth`: log in as a user (answered by the server, not the engine: `Server.authenticate`).

@@ -7,9 +7,9 @@ import KVOModel
 /// Stateless; any thread. Unknown fields are ignored (room for later protocol versions); missing or
 /// mistyped fields, unknown options and malformed key paths are `bad_request`, an unknown `op`
 /// is `unknown_op`.
-public enum RequestDecoder {
+package enum RequestDecoder {
     /// Longest object id accepted, in bytes.
-    public static let maximumObjectIDLength = ObjectID.maximumLength
+    package static let maximumObjectIDLength = ObjectID.maximumLength
 
     /// The request fields every line repeats: parsed as these strings, not built again for each line.
     private static let fieldNames = JSONParser.KeyTable([
@@ -20,20 +20,20 @@ public enum RequestDecoder {
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
     /// request or its error.
-    public struct Decoded {
-        public let id: JSONValue?
-        public let request: Result<Request, KVOError>
+    package struct Decoded {
+        package let id: JSONValue?
+        package let request: Result<Request, KVOError>
         /// For a `set`: its `value` exactly as `JSONWriter` encodes it, when the request carried it in
         /// that form (`JSONParser.Member.compactText`), so that the value's size and its events need not
         /// encode it again; nil otherwise (the value is then encoded where needed).
-        public var valueText: [UInt8]? = nil
+        package var valueText: [UInt8]? = nil
         /// `atLeastRev` of a `get`, `list`, `info` or `observe`: the revision the server must have reached
         /// before it answers (read-your-writes across cluster nodes; docs/protocol.md, "Cluster"); nil when absent.
-        public var atLeastRev: UInt64? = nil
+        package var atLeastRev: UInt64? = nil
     }
 
     /// Decodes a line (without its newline).
-    public static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
+    package static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
         let members: [JSONParser.Member]?
         do {
             members = try JSONParser.parseMembers(line, keys: fieldNames)
@@ -70,7 +70,7 @@ public enum RequestDecoder {
 
     /// The reply to anything but `hello`, `auth` and `ping` from a connection that has not logged in
     /// (users defined): `decodeBeforeLogin`.
-    public static let loginRequired = KVOError(
+    package static let loginRequired = KVOError(
         .unauthenticated, "authenticate first: {\"op\":\"auth\",\"user\":…,\"password\":…}")
 
     /// "get, list, info and observe": the operations whose row accepts `atLeastRev`, for its error message.
@@ -84,7 +84,7 @@ public enum RequestDecoder {
     /// unknown op, a known one with missing or mistyped fields), is `loginRequired`, with the line's
     /// `id` when it has a readable one, so that nothing about the protocol's shapes is told before a
     /// login.
-    public static func decodeBeforeLogin(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
+    package static func decodeBeforeLogin(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
         guard let members = try? JSONParser.parseMembers(line, keys: fieldNames) else {
             return Decoded(id: nil, request: .failure(loginRequired))
         }
@@ -98,7 +98,7 @@ public enum RequestDecoder {
     }
 
     /// Decodes a line given as bytes.
-    public static func decode(_ line: [UInt8]) -> Decoded {
+    package static func decode(_ line: [UInt8]) -> Decoded {
         line.withUnsafeBufferPointer { decode($0) }
     }
 

@@ -8,13 +8,13 @@ import KVOJSON
 /// under a microsecond, so it runs on the loop thread.
 ///
 /// A stored token is a value; the functions are stateless. Any thread.
-public struct APIToken: Equatable, Sendable {
+package struct APIToken: Equatable, Sendable {
     /// 12 hex digits.
-    public let id: String
+    package let id: String
     /// BLAKE2b-256 of the secret's 32 bytes.
-    public let hash: [UInt8]
+    package let hash: [UInt8]
 
-    public init(id: String, hash: [UInt8]) {
+    package init(id: String, hash: [UInt8]) {
         self.id = id
         self.hash = hash
     }
@@ -24,7 +24,7 @@ public struct APIToken: Equatable, Sendable {
     static let prefix = "kvod_"
 
     /// A new token: the text to show once, and what to store.
-    public static func generate() -> (text: String, token: APIToken) {
+    package static func generate() -> (text: String, token: APIToken) {
         PasswordHasher.ensureInitialised()
         var idBytes = [UInt8](repeating: 0, count: APIToken.idBytes)
         randombytes_buf(&idBytes, idBytes.count)
@@ -36,7 +36,7 @@ public struct APIToken: Equatable, Sendable {
     }
 
     /// The id and secret of a token's text, or nil when it is not one.
-    public static func parse(_ text: String) -> (id: String, secret: [UInt8])? {
+    package static func parse(_ text: String) -> (id: String, secret: [UInt8])? {
         let utf8 = Array(text.utf8)
         let idLength = idBytes * 2, secretLength = secretBytes * 2
         guard utf8.count == prefix.utf8.count + idLength + 1 + secretLength, text.hasPrefix(prefix) else { return nil }
@@ -49,7 +49,7 @@ public struct APIToken: Equatable, Sendable {
     }
 
     /// Whether `secret` is this token's (constant time in the hash).
-    public func matches(secret: [UInt8]) -> Bool {
+    package func matches(secret: [UInt8]) -> Bool {
         let presented = APIToken.digest(secret)
         guard presented.count == hash.count else { return false }
         return presented.withUnsafeBytes { a in hash.withUnsafeBytes { b in sodium_memcmp(a.baseAddress, b.baseAddress, a.count) == 0 } }
@@ -62,9 +62,9 @@ public struct APIToken: Equatable, Sendable {
     }
 
     /// The stored form: `{"id":"…","hash":"<64 hex digits>"}`.
-    public var json: JSONValue { .object(["id": .string(id), "hash": .string(APIToken.hex(hash))]) }
+    package var json: JSONValue { .object(["id": .string(id), "hash": .string(APIToken.hex(hash))]) }
 
-    public init(json: JSONValue) throws(UserDirectoryError) {
+    package init(json: JSONValue) throws(UserDirectoryError) {
         guard case let .object(fields) = json, case let .string(id)? = fields["id"], case let .string(hashText)? = fields["hash"],
               id.utf8.count == APIToken.idBytes * 2, APIToken.unhex(Array(id.utf8)[...]) != nil,
               let hash = APIToken.unhex(Array(hashText.utf8)[...]), hash.count == 32

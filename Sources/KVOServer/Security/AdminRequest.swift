@@ -4,7 +4,7 @@ import KVOModel
 
 /// A user-management operation on a running server (docs/protocol.md, "Managing users online").
 /// Needs `isServerAdmin`. A value; any thread.
-public enum AdminRequest: Equatable, Sendable {
+package enum AdminRequest: Equatable, Sendable {
     case userAdd(user: String, password: String, rules: [AccessRule], hashCost: PasswordHasher.Cost)
     case userRemove(user: String)
     case userList

@@ -8,10 +8,10 @@ import CSodium
 /// interactive cost, by design: the server calls `verify` only on the libuv thread pool
 /// (`PasswordVerificationQueue`), never on the loop thread; the `kvod user` commands call both
 /// directly. Any thread.
-public enum PasswordHasher {
+package enum PasswordHasher {
     /// How much work (and memory) one hash costs. Stored in each hash: a later change of the default
     /// leaves existing hashes valid.
-    public enum Cost: String, CaseIterable, Sendable {
+    package enum Cost: String, CaseIterable, Sendable {
         /// libsodium's INTERACTIVE limits (2 passes, 64 MiB; about 150 ms here). The default.
         case interactive
         /// libsodium's MODERATE limits (3 passes, 256 MiB; about a second).
@@ -30,16 +30,16 @@ public enum PasswordHasher {
     }
 
     /// Longest password accepted, in bytes (longer ones are refused before any hashing).
-    public static let maximumPasswordLength = 1024
+    package static let maximumPasswordLength = 1024
 
     /// Why a hash could not be made.
-    public enum HashError: Error, Equatable, CustomStringConvertible {
+    package enum HashError: Error, Equatable, CustomStringConvertible {
         case emptyPassword
         case passwordTooLong(limit: Int)
         /// libsodium failed (out of memory for the cost's memory limit).
         case outOfMemory
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .emptyPassword: return "the password is empty"
             case let .passwordTooLong(limit): return "the password is longer than \(limit) bytes"
@@ -53,10 +53,10 @@ public enum PasswordHasher {
 
     /// Makes libsodium ready; cheap after the first call. Any thread.
     @discardableResult
-    public static func ensureInitialised() -> Bool { initialised }
+    package static func ensureInitialised() -> Bool { initialised }
 
     /// A new Argon2id hash of `password` with a fresh random salt. Slow by design (see `Cost`).
-    public static func hash(_ password: String, cost: Cost = .interactive) throws(HashError) -> String {
+    package static func hash(_ password: String, cost: Cost = .interactive) throws(HashError) -> String {
         let bytes = Array(password.utf8)
         guard !bytes.isEmpty else { throw .emptyPassword }
         guard bytes.count <= maximumPasswordLength else { throw .passwordTooLong(limit: maximumPasswordLength) }
@@ -74,7 +74,7 @@ public enum PasswordHasher {
 
     /// Whether `password` matches `hash` (constant time in the password: libsodium recomputes the
     /// hash and compares). Slow by design: never on the loop thread.
-    public static func verify(_ password: UnsafeBufferPointer<UInt8>, against hash: UnsafePointer<CChar>) -> Bool {
+    package static func verify(_ password: UnsafeBufferPointer<UInt8>, against hash: UnsafePointer<CChar>) -> Bool {
         ensureInitialised()
         guard let start = password.baseAddress else {
             // An empty password: libsodium wants a pointer all the same.
@@ -87,13 +87,13 @@ public enum PasswordHasher {
     }
 
     /// Whether `password` matches `hash`. Slow by design: never on the loop thread.
-    public static func verify(_ password: String, against hash: String) -> Bool {
+    package static func verify(_ password: String, against hash: String) -> Bool {
         let bytes = Array(password.utf8)
         return bytes.withUnsafeBufferPointer { password in hash.withCString { verify(password, against: $0) } }
     }
 
     /// Whether `text` looks like a hash this type made (an Argon2id string), for checking a users file.
-    public static func isWellFormedHash(_ text: String) -> Bool {
+    package static func isWellFormedHash(_ text: String) -> Bool {
         text.hasPrefix("$argon2id$") && text.utf8.count < Int(crypto_pwhash_strbytes())
     }
 

@@ -54,7 +54,7 @@ extension UserDirectory {
     /// name costs the time a wrong password for a typical user costs (docs/design.md, "Password
     /// checks"). Made when first asked for after a change (cheap: `PasswordHasher.dummyHash`). Loop
     /// thread, like the directory.
-    public var unknownUserHash: String {
+    package var unknownUserHash: String {
         if let unknownUserHashCache { return unknownUserHashCache }
         let made = PasswordHasher.dummyHash(parameters: mostCommonHashParameters)
         unknownUserHashCache = made

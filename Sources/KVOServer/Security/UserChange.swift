@@ -10,7 +10,7 @@ import KVOJSON
 /// Stream form: `{"change":"add","user":"ada","passwordHash":"$argon2id$…","rules":[…]}` and likewise
 /// `remove`, `passwd`, `grant`, `revoke`, `tokenAdd` (with `token`: `{"id":…,"hash":…}`) and
 /// `tokenRevoke` (with `tokenID`). A value; any thread.
-public enum UserChange: Equatable, Sendable {
+package enum UserChange: Equatable, Sendable {
     case add(user: String, passwordHash: String, rules: [AccessRule])
     case remove(user: String)
     case setPassword(user: String, passwordHash: String)
@@ -21,7 +21,7 @@ public enum UserChange: Equatable, Sendable {
     case revokeToken(user: String, tokenID: String)
 
     /// The user the change is about.
-    public var user: String {
+    package var user: String {
         switch self {
         case let .add(user, _, _), let .remove(user), let .setPassword(user, _), let .grant(user, _),
              let .revoke(user, _), let .addToken(user, _), let .revokeToken(user, _):
@@ -31,7 +31,7 @@ public enum UserChange: Equatable, Sendable {
 
     /// Applies the change to `directory`. Throws, changing nothing, when it does not apply (a user
     /// that exists or does not, a token id in use): the same on every node that holds the same users.
-    public func apply(to directory: UserDirectory) throws(UserDirectoryError) {
+    package func apply(to directory: UserDirectory) throws(UserDirectoryError) {
         switch self {
         case let .add(user, hash, rules): try directory.add(UserRecord(name: user, passwordHash: hash, rules: rules))
         case let .remove(user): try directory.remove(user)
@@ -44,7 +44,7 @@ public enum UserChange: Equatable, Sendable {
     }
 
     /// The stream form.
-    public var json: JSONValue {
+    package var json: JSONValue {
         var fields: [String: JSONValue] = ["user": .string(user)]
         switch self {
         case let .add(_, hash, rules):
@@ -74,7 +74,7 @@ public enum UserChange: Equatable, Sendable {
 
     /// Parses the stream form; the message says what is wrong. Checks what the admin operations check
     /// (user names, rules, hash form), so a forged stream message cannot install what a client could not.
-    public init(json: JSONValue) throws(UserDirectoryError) {
+    package init(json: JSONValue) throws(UserDirectoryError) {
         guard case let .object(fields) = json, case let .string(change)? = fields["change"],
               case let .string(user)? = fields["user"]
         else { throw UserDirectoryError("a user change is {\"change\":…,\"user\":…}") }

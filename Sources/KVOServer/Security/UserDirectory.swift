@@ -5,7 +5,7 @@ import KVOJSON
 ///
 /// Owned by the server and used on its loop thread only (lookups at `auth`, changes by the admin
 /// operations); the `kvod user` commands own one of their own. Not thread-safe.
-public final class UserDirectory {
+package final class UserDirectory {
     private(set) var records: [String: UserRecord] = [:] {
         didSet { unknownUserHashCache = nil }
     }
@@ -14,7 +14,7 @@ public final class UserDirectory {
     /// Token id -> the user holding it (ids are random: a clash is refused at creation).
     private var tokenOwners: [String: String] = [:]
 
-    public init(_ users: [UserRecord] = []) {
+    package init(_ users: [UserRecord] = []) {
         for user in users { insert(user) }
     }
 
@@ -24,16 +24,16 @@ public final class UserDirectory {
     }
 
     /// No users: open mode is possible (docs/protocol.md, "Open and protected mode").
-    public var isEmpty: Bool { records.isEmpty }
-    public var count: Int { records.count }
+    package var isEmpty: Bool { records.isEmpty }
+    package var count: Int { records.count }
 
     /// Every user, sorted by name.
-    public var users: [UserRecord] { records.values.sorted { $0.name < $1.name } }
+    package var users: [UserRecord] { records.values.sorted { $0.name < $1.name } }
 
-    public func user(named name: String) -> UserRecord? { records[name] }
+    package func user(named name: String) -> UserRecord? { records[name] }
 
     /// Adds a new user; an existing name is an error.
-    public func add(_ user: UserRecord) throws(UserDirectoryError) {
+    package func add(_ user: UserRecord) throws(UserDirectoryError) {
         if let problem = UserRecord.problem(withName: user.name) { throw UserDirectoryError(problem) }
         guard records[user.name] == nil else { throw UserDirectoryError("user '\(user.name)' exists already", kind: .exists) }
         for token in user.tokens where tokenOwners[token.id] != nil {
@@ -44,20 +44,20 @@ public final class UserDirectory {
 
     /// Removes a user and returns it.
     @discardableResult
-    public func remove(_ name: String) throws(UserDirectoryError) -> UserRecord {
+    package func remove(_ name: String) throws(UserDirectoryError) -> UserRecord {
         guard let user = records.removeValue(forKey: name) else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         for token in user.tokens { tokenOwners.removeValue(forKey: token.id) }
         return user
     }
 
     /// Replaces a user's password hash.
-    public func setPasswordHash(_ hash: String, of name: String) throws(UserDirectoryError) {
+    package func setPasswordHash(_ hash: String, of name: String) throws(UserDirectoryError) {
         guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         records[name]!.passwordHash = hash
     }
 
     /// Adds `rules` to a user's (permissions merge into an existing rule with the same pattern).
-    public func grant(_ rules: [AccessRule], to name: String) throws(UserDirectoryError) {
+    package func grant(_ rules: [AccessRule], to name: String) throws(UserDirectoryError) {
         guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         for rule in rules {
             if let index = user.rules.firstIndex(where: { $0.objects == rule.objects }) {
@@ -71,7 +71,7 @@ public final class UserDirectory {
 
     /// Takes `rules`' permissions away from the user's rules with the same pattern (a rule left with
     /// none is dropped). Revoking what a glob allows does not touch other patterns.
-    public func revoke(_ rules: [AccessRule], from name: String) throws(UserDirectoryError) {
+    package func revoke(_ rules: [AccessRule], from name: String) throws(UserDirectoryError) {
         guard var user = records[name] else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         for rule in rules {
             guard let index = user.rules.firstIndex(where: { $0.objects == rule.objects }) else { continue }
@@ -82,7 +82,7 @@ public final class UserDirectory {
     }
 
     /// Makes a new API token for a user; returns its text (shown once) and id.
-    public func createToken(for name: String) throws(UserDirectoryError) -> (text: String, id: String) {
+    package func createToken(for name: String) throws(UserDirectoryError) -> (text: String, id: String) {
         guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         var made = APIToken.generate()
         while tokenOwners[made.token.id] != nil { made = APIToken.generate() }
@@ -91,11 +91,11 @@ public final class UserDirectory {
     }
 
     /// Whether a token with this id exists (any user's).
-    public func hasToken(id: String) -> Bool { tokenOwners[id] != nil }
+    package func hasToken(id: String) -> Bool { tokenOwners[id] != nil }
 
     /// Gives a user a token made elsewhere (`UserChange.addToken`: made by the node that took the
     /// request). An id already in use is refused.
-    public func addToken(_ token: APIToken, to name: String) throws(UserDirectoryError) {
+    package func addToken(_ token: APIToken, to name: String) throws(UserDirectoryError) {
         guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         guard tokenOwners[token.id] == nil else { throw UserDirectoryError("token '\(token.id)' exists already", kind: .exists) }
         records[name]!.tokens.append(token)
@@ -103,7 +103,7 @@ public final class UserDirectory {
     }
 
     /// Revokes a user's token by id.
-    public func revokeToken(_ id: String, of name: String) throws(UserDirectoryError) {
+    package func revokeToken(_ id: String, of name: String) throws(UserDirectoryError) {
         guard records[name] != nil else { throw UserDirectoryError(UserDirectory.noSuchUser(name), kind: .notFound) }
         guard let index = records[name]!.tokens.firstIndex(where: { $0.id == id }) else {
             throw UserDirectoryError("user '\(name)' has no token '\(PrintableText.escaped(id, limit: 64))'", kind: .notFound)
@@ -114,7 +114,7 @@ public final class UserDirectory {
 
     /// The user a token's text authenticates, or nil (malformed, unknown id, wrong secret). Cheap: a
     /// parse, a lookup by id, a BLAKE2b hash of 32 bytes and a constant-time comparison.
-    public func user(presentingToken text: String) -> UserRecord? {
+    package func user(presentingToken text: String) -> UserRecord? {
         guard let (id, secret) = APIToken.parse(text), let owner = tokenOwners[id], let user = records[owner],
               let token = user.tokens.first(where: { $0.id == id }), token.matches(secret: secret)
         else { return nil }
@@ -126,13 +126,13 @@ public final class UserDirectory {
     // MARK: - Users file form
 
     /// The users file's content: `{"users":[user, …]}`, one user per line, sorted by name.
-    public var fileText: String {
+    package var fileText: String {
         let lines = users.map { "  " + JSONWriter.string($0.json) }
         return "{\"users\": [\n" + lines.joined(separator: ",\n") + (lines.isEmpty ? "" : "\n") + "]}\n"
     }
 
     /// Reads the users file form (see `fileText`); every problem is an error naming the user.
-    public convenience init(fileText: [UInt8]) throws(UserDirectoryError) {
+    package convenience init(fileText: [UInt8]) throws(UserDirectoryError) {
         let value: JSONValue
         do { value = try JSONParser.parse(fileText) } catch { throw UserDirectoryError("not JSON: \(error)") }
         guard case let .object(fields) = value, case let .array(items)? = fields["users"] else {

@@ -5,15 +5,15 @@ import KVOJSON
 ///
 /// Stored form (users file and the store's `users` table): `{"name":"alice","passwordHash":"$argon2id$…",
 /// "rules":[{"objects":"sensor-*","allow":["read"]}]}` (docs/protocol.md, "Users file"). A value; any thread.
-public struct UserRecord: Equatable, Sendable {
-    public var name: String
+package struct UserRecord: Equatable, Sendable {
+    package var name: String
     /// A `crypto_pwhash_str` string (`PasswordHasher`).
-    public var passwordHash: String
-    public var rules: [AccessRule]
+    package var passwordHash: String
+    package var rules: [AccessRule]
     /// API tokens (their hashes), in creation order.
-    public var tokens: [APIToken]
+    package var tokens: [APIToken]
 
-    public init(name: String, passwordHash: String, rules: [AccessRule] = [], tokens: [APIToken] = []) {
+    package init(name: String, passwordHash: String, rules: [AccessRule] = [], tokens: [APIToken] = []) {
         self.name = name
         self.passwordHash = passwordHash
         self.rules = rules
@@ -21,11 +21,11 @@ public struct UserRecord: Equatable, Sendable {
     }
 
     /// Longest user name, in bytes.
-    public static let maximumNameLength = 64
+    package static let maximumNameLength = 64
 
     /// Why `name` cannot be a user name, or nil when it can: 1 to 64 bytes of ASCII letters, digits
     /// and `.`, `_`, `-`, `@` (so names print and log as they are, with nothing to escape).
-    public static func problem(withName name: String) -> String? {
+    package static func problem(withName name: String) -> String? {
         if name.isEmpty { return "a user name must not be empty" }
         if name.utf8.count > maximumNameLength { return "a user name is at most \(maximumNameLength) bytes" }
         let allowed = name.utf8.allSatisfy { byte in
@@ -36,7 +36,7 @@ public struct UserRecord: Equatable, Sendable {
     }
 
     /// The stored form.
-    public var json: JSONValue {
+    package var json: JSONValue {
         var fields: [String: JSONValue] = [
             "name": .string(name), "passwordHash": .string(passwordHash), "rules": .array(rules.map(\.json)),
         ]
@@ -45,7 +45,7 @@ public struct UserRecord: Equatable, Sendable {
     }
 
     /// Parses the stored form; the message says what is wrong.
-    public init(json: JSONValue) throws(UserDirectoryError) {
+    package init(json: JSONValue) throws(UserDirectoryError) {
         guard case let .object(fields) = json else { throw UserDirectoryError("a user is an object {\"name\":…,\"passwordHash\":…,\"rules\":[…]}") }
         guard case let .string(name)? = fields["name"] else { throw UserDirectoryError("a user needs 'name', a string") }
         if let problem = UserRecord.problem(withName: name) { throw UserDirectoryError(problem) }
@@ -79,9 +79,9 @@ public struct UserRecord: Equatable, Sendable {
 }
 
 /// Why a user or users file could not be read or changed. A value; any thread.
-public struct UserDirectoryError: Error, Equatable, Sendable, CustomStringConvertible {
+package struct UserDirectoryError: Error, Equatable, Sendable, CustomStringConvertible {
     /// What kind of problem, for the protocol's error code.
-    public enum Kind: Sendable {
+    package enum Kind: Sendable {
         /// No such user or token (`not_found`).
         case notFound
         /// The user exists already (`exists`).
@@ -90,11 +90,11 @@ public struct UserDirectoryError: Error, Equatable, Sendable, CustomStringConver
         case invalid
     }
 
-    public let message: String
-    public let kind: Kind
-    public init(_ message: String, kind: Kind = .invalid) {
+    package let message: String
+    package let kind: Kind
+    package init(_ message: String, kind: Kind = .invalid) {
         self.message = message
         self.kind = kind
     }
-    public var description: String { message }
+    package var description: String { message }
 }

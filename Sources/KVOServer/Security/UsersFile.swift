@@ -8,9 +8,9 @@ import Glibc
 /// synced and renamed over the old one, so a crash leaves the old file or the new, never half of one.
 ///
 /// Stateless; blocking file I/O: start-up, the `kvod user` commands, or (rare) admin changes.
-public enum UsersFile {
+package enum UsersFile {
     /// The users in `path`; a missing file is an error unless `missingIsEmpty`.
-    public static func load(_ path: String, missingIsEmpty: Bool = false) throws(UserDirectoryError) -> UserDirectory {
+    package static func load(_ path: String, missingIsEmpty: Bool = false) throws(UserDirectoryError) -> UserDirectory {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
@@ -40,10 +40,10 @@ public enum UsersFile {
     }
 
     /// Largest users file read (64 MiB: hundreds of thousands of users).
-    public static let maximumFileBytes = 64 << 20
+    package static let maximumFileBytes = 64 << 20
 
     /// Writes `directory` to `path` atomically (temporary file, fsync, rename), mode 0600.
-    public static func save(_ directory: UserDirectory, to path: String) throws(UserDirectoryError) {
+    package static func save(_ directory: UserDirectory, to path: String) throws(UserDirectoryError) {
         let temporary = path + ".tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {

@@ -12,9 +12,9 @@ import Darwin
 ///
 /// Owned by its taker (the server, on its loop thread; or a `kvod user` command); released by
 /// `release()` or deinit, and by the process's exit.
-public final class UsersFileLock {
+package final class UsersFileLock {
     /// How the lock is held.
-    public enum Mode: Sendable {
+    package enum Mode: Sendable {
         /// A kvod serving the file.
         case serving
         /// A `kvod user` command changing it.
@@ -22,7 +22,7 @@ public final class UsersFileLock {
     }
 
     /// The lock file's path.
-    public var path: String { lock.path }
+    package var path: String { lock.path }
     private let lock: AdvisoryFileLock
 
     /// How long `init` keeps trying while the lock is held the other way, in milliseconds (a command
@@ -32,7 +32,7 @@ public final class UsersFileLock {
     /// Takes the lock of `usersFile` in `mode`, creating the lock file when missing; nil when it is held
     /// the other way for `contendedWaitMilliseconds` (`editing`: a kvod serves the file). Throws when the
     /// lock file cannot be opened or locked for another reason. Blocks while it waits.
-    public init?(usersFile: String, mode: Mode) throws(UserDirectoryError) {
+    package init?(usersFile: String, mode: Mode) throws(UserDirectoryError) {
         let path = usersFile + ".lock"
         do {
             guard let lock = try AdvisoryFileLock(path: path, exclusive: mode == .editing,
@@ -46,5 +46,5 @@ public final class UsersFileLock {
     }
 
     /// Releases the lock (closing the file). Idempotent.
-    public func release() { lock.release() }
+    package func release() { lock.release() }
 }

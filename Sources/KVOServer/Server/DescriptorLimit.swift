@@ -9,29 +9,29 @@ import Darwin
 ///
 /// A value type; any thread may read it. `raise(forConnections:)` changes the process's soft limit and
 /// is meant for start-up, before the server opens anything (kvod's `main` calls it).
-public struct DescriptorLimit: Sendable, Equatable {
+package struct DescriptorLimit: Sendable, Equatable {
     /// Descriptors kvod uses besides one per connection: standard input, output and error, the
     /// listener, the event loop's epoll, eventfd and signal descriptors, the database and its WAL,
     /// SQLite's temporary files, libuv's spare descriptor for `EMFILE`, and slack for the C library.
-    public static let reserved = 32
+    package static let reserved = 32
 
     /// The soft limit in force (after any raise); `Int.max` for unlimited.
-    public var soft: Int
+    package var soft: Int
     /// The hard limit, the most an unprivileged process may raise the soft limit to.
-    public var hard: Int
+    package var hard: Int
     /// The soft limit before `raise(forConnections:)` raised it; nil when it was left alone.
-    public var raisedFrom: Int?
+    package var raisedFrom: Int?
 
     /// How many connections fit under the soft limit next to kvod's own descriptors.
-    public var connectionCapacity: Int { soft == Int.max ? Int.max : max(soft - DescriptorLimit.reserved, 0) }
+    package var connectionCapacity: Int { soft == Int.max ? Int.max : max(soft - DescriptorLimit.reserved, 0) }
 
     /// Descriptors needed for `connections` connections.
-    public static func needed(forConnections connections: Int) -> Int {
+    package static func needed(forConnections connections: Int) -> Int {
         connections > Int.max - reserved ? Int.max : connections + reserved
     }
 
     /// The limits in force, unchanged.
-    public static func current() -> DescriptorLimit {
+    package static func current() -> DescriptorLimit {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
             return DescriptorLimit(soft: Int.max, hard: Int.max, raisedFrom: nil)
@@ -41,7 +41,7 @@ public struct DescriptorLimit: Sendable, Equatable {
 
     /// Raises the soft limit, as far as the hard limit allows, to what `connections` connections
     /// need, and returns the limits then in force. Never lowers it.
-    public static func raise(forConnections connections: Int) -> DescriptorLimit {
+    package static func raise(forConnections connections: Int) -> DescriptorLimit {
         let before = current()
         let needed = needed(forConnections: connections)
         guard before.soft < needed else { return before }

@@ -52,7 +52,7 @@ extension Server {
     }
 
     /// `user`'s current rules, compiled once (nil: no such user). Loop thread.
-    public func policy(ofUser user: String) -> AccessPolicy? {
+    package func policy(ofUser user: String) -> AccessPolicy? {
         if let compiled = compiledPolicies[user] { return compiled }
         guard let record = users.user(named: user) else { return nil }
         let compiled = AccessPolicy(rules: record.rules)
@@ -65,7 +65,7 @@ extension Server {
     /// gone) and re-checks it (`principalDidChange(of:)`); the user's bindings are re-checked even when
     /// no connection of the user is open. O(open connections). Loop thread; for online grant, revoke
     /// and remove.
-    public func policyDidChange(forUser user: String) {
+    package func policyDidChange(forUser user: String) {
         compiledPolicies[user] = nil
         let policy = self.policy(ofUser: user)
         for case let entry? in slots {

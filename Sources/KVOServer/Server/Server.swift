@@ -136,7 +136,7 @@ public final class Server {
     /// The Unix socket listener's address ("unix:PATH"); nil without one.
     public var unixAddress: String? { listener(.unix)?.addressDescription }
     /// The engine (loop thread only; for tests and tools running in-process).
-    public var engine: KVOEngine { handler.engine }
+    package var engine: KVOEngine { handler.engine }
     /// Open connections.
     public var connectionCount: Int { openConnections }
 

@@ -4,32 +4,32 @@ import KVOJSON
 /// What the server needs to persist after a group of writes: everything accepted since the last
 /// batch. Built from the engine's accepted changes (`KVOEngine.takeCommitBatch()`, below) and filled in
 /// by the server (users, stream sequence); written by the persistent store in one transaction (objects, history, classes and bindings together, or nothing).
-public struct CommitBatch: Sendable {
+package struct CommitBatch: Sendable {
     /// The revision after the last write of the batch.
-    public var revision: UInt64
+    package var revision: UInt64
     /// The accepted writes, in revision order (one per revision).
-    public var entries: [HistoryEntry]
+    package var entries: [HistoryEntry]
     /// The final value of every object the batch touched.
-    public var objects: [String: StoredObject]
+    package var objects: [String: StoredObject]
     /// Classes defined since the last batch: name → canonical definition JSON.
-    public var classes: [String: JSONValue]
+    package var classes: [String: JSONValue]
     /// Bindings created (their definition JSON) or removed (nil) since the last batch, by id.
     ///
     /// Careful: `bindings[id] = nil` removes the key instead of recording a removal. Record one with
     /// `bindings.updateValue(nil, forKey: id)` or `bindings[id] = .some(.none)`.
-    public var bindings: [UInt64: JSONValue?]
+    package var bindings: [UInt64: JSONValue?]
     /// The highest binding id ever handed out (persisted so that ids are never reused after a restart).
     /// The store keeps the largest value it has seen, so 0 (nothing handed out in this batch) changes nothing.
-    public var lastBindingID: UInt64
+    package var lastBindingID: UInt64
     /// Cluster mode: the last stream sequence applied by this batch's writes, stored in the same
     /// transaction (nil: unchanged, or not a cluster node).
-    public var streamSequence: UInt64? = nil
+    package var streamSequence: UInt64? = nil
     /// Cluster mode: users changed by the stream entries this batch covers, by name (nil: removed),
     /// stored in the same transaction as `streamSequence`. The server fills it; the engine knows no users.
     /// Same care as `bindings` when recording a removal.
-    public var users: [String: UserRecord?] = [:]
+    package var users: [String: UserRecord?] = [:]
 
-    public init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject],
+    package init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject],
                 classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue?] = [:], lastBindingID: UInt64 = 0) {
         self.revision = revision
         self.entries = entries
@@ -40,7 +40,7 @@ public struct CommitBatch: Sendable {
     }
 
     /// True when the batch holds no write, no class, no binding and no user change.
-    public var isEmpty: Bool { entries.isEmpty && classes.isEmpty && bindings.isEmpty && users.isEmpty }
+    package var isEmpty: Bool { entries.isEmpty && classes.isEmpty && bindings.isEmpty && users.isEmpty }
 
     /// The engine's accepted changes, with no stream sequence and no user change (the server adds those).
     init(_ changes: AcceptedChanges) {
@@ -52,7 +52,7 @@ public struct CommitBatch: Sendable {
 extension KVOEngine {
     /// The writes accepted since the last call, with the final value of every object they touched,
     /// for the persistent store to write in one transaction. Empty when nothing was written.
-    public func takeCommitBatch() -> CommitBatch {
+    package func takeCommitBatch() -> CommitBatch {
         CommitBatch(takeAcceptedChanges())
     }
 }

@@ -6,7 +6,7 @@ import KVOJSON
 /// iterations). Loop thread only, like the rest of the store.
 extension SQLiteStore {
     /// Every stored user. A row that does not decode throws `.corrupt` naming it (`user 'alice'`).
-    public func loadUsers() throws(StorageError) -> UserDirectory {
+    package func loadUsers() throws(StorageError) -> UserDirectory {
         guard let database else { throw .closed }
         let query = try database.prepare("SELECT name, record FROM users ORDER BY name")
         defer { query.finalize() }
@@ -32,7 +32,7 @@ extension SQLiteStore {
 
     /// Stores `upserting` (inserted or replaced by name) and deletes `deleting`, in one transaction,
     /// synced as the store's `--sync` says.
-    public func writeUsers(upserting: [UserRecord], deleting: [String] = []) throws(StorageError) {
+    package func writeUsers(upserting: [UserRecord], deleting: [String] = []) throws(StorageError) {
         guard let database else { throw .closed }
         try database.exec("BEGIN IMMEDIATE")
         do throws(StorageError) {
