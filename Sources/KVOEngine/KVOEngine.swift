@@ -15,7 +15,7 @@ import KVOModel
 /// server's loop thread owns the engine and is its only caller.
 package final class KVOEngine {
     /// Revision of the last accepted create, set, collection change or delete (0 before any).
-    package private(set) var revision: UInt64 = 0
+    package internal(set) var revision: UInt64 = 0
     /// Every object's value; each is a JSON object, held packed (its compact JSON text) until it is
     /// written, then live, with its size as compact JSON (`ObjectTable`). Its ids change only in this
     /// file, where every insertion and removal of an object also updates `sortedIDs`.
@@ -53,7 +53,7 @@ package final class KVOEngine {
     package internal(set) var restoreProblems: [String] = []
     /// How many notifications were computed from an incrementally kept aggregate rather than a
     /// full re-read (for tests and diagnostics).
-    private(set) var incrementalAggregateUpdates = 0
+    internal(set) var incrementalAggregateUpdates = 0
     /// Recent writes, for `observe` with `sinceRev`.
     let history: ChangeHistory
     /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`), and

@@ -3,25 +3,25 @@
 /// `too_large`), and everything stored together (`--max-memory`: a write that would grow the total
 /// past it is refused with `quota_exceeded`). A refused write changes nothing. A value type; set once
 /// by the server before it serves.
-package struct StoredSizeLimits: Sendable, Equatable {
+public struct StoredSizeLimits: Sendable, Equatable {
     /// The default largest value of one write (a `set`, each element of an `insert` or `replace`, a
     /// binding's write, the `values` of a `create`): 1 MiB, the default line limit, so that whatever
     /// a binding writes could also have been sent (never more than the object limit).
-    package static let defaultMaximumValueBytes = 1 << 20
+    public static let defaultMaximumValueBytes = 1 << 20
     /// The default largest object: 15 MiB with the default 32 MiB output buffer (never more than
     /// `largestObject(outputBufferBytes:)` allows).
-    package static let defaultMaximumObjectBytes = 15 << 20
+    public static let defaultMaximumObjectBytes = 15 << 20
     /// What an event adds around its old and new value: the fixed members, the object id and the key
     /// path (ids and key paths longer than this together are not covered).
     package static let eventAllowance = 64 << 10
 
-    package var maximumValueBytes: Int
-    package var maximumObjectBytes: Int
+    public var maximumValueBytes: Int
+    public var maximumObjectBytes: Int
     /// The most bytes everything stored may add up to (`KVOEngine.storedBytes`: objects with their
     /// ids, class and binding definitions); `Int.max`, the default, is no limit (`--max-memory 0`).
-    package var maximumStoredBytes: Int
+    public var maximumStoredBytes: Int
 
-    package init(maximumValueBytes: Int = StoredSizeLimits.defaultMaximumValueBytes,
+    public init(maximumValueBytes: Int = StoredSizeLimits.defaultMaximumValueBytes,
                 maximumObjectBytes: Int = StoredSizeLimits.defaultMaximumObjectBytes,
                 maximumStoredBytes: Int = .max) {
         self.maximumValueBytes = maximumValueBytes
@@ -31,7 +31,7 @@ package struct StoredSizeLimits: Sendable, Equatable {
 
     /// The defaults for an output buffer of `outputBufferBytes`: the object limit is 15 MiB or the
     /// largest the buffer allows, whichever is smaller, and the value limit 1 MiB or the object limit.
-    package static func defaults(outputBufferBytes: Int) -> StoredSizeLimits {
+    public static func defaults(outputBufferBytes: Int) -> StoredSizeLimits {
         let object = max(min(defaultMaximumObjectBytes, largestObject(outputBufferBytes: outputBufferBytes)), 0)
         return StoredSizeLimits(maximumValueBytes: min(defaultMaximumValueBytes, object), maximumObjectBytes: object)
     }

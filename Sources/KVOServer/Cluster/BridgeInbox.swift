@@ -1,5 +1,7 @@
 import CLibUV
 import Synchronization
+import KVOEngine
+import KVOModel
 
 /// The queue from the NATS bridge's threads to the loop thread: `post` appends under a mutex and wakes
 /// the loop (`uv_async_send`); the loop's async callback takes the whole queue (`takeAll`), since libuv

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// What the NATS bridge's threads hand to the loop thread (through `BridgeInbox`).
 enum BridgeMessage: Sendable {
     /// A stream message, with its stream sequence (1, 2, …), in stream order.

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// How a node joins a cluster (`--cluster`, `--cluster-stream`, `--node`, `--cluster-write-timeout`,
 /// `--cluster-snapshot-every`): the NATS servers, the JetStream stream every node applies, this node's
 /// name and how often it snapshots. A value; any thread.

@@ -1,4 +1,6 @@
 import Glibc
+import KVOEngine
+import KVOModel
 
 /// A pthread mutex with one condition variable: how the loop thread hands work to one of the cluster's
 /// own threads (`NATSBridge`, `SnapshotPublisher`) and tells it to stop, and how that thread waits for it.

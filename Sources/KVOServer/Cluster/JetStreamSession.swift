@@ -1,6 +1,8 @@
 import CNATS
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// A NATS connection with a JetStream context, for the snapshot reader and publisher: the few JetStream

@@ -2,6 +2,8 @@ import CLibUV
 import CNATS
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// The cluster's link to NATS JetStream, on threads of its own: never on the loop thread, whose only

@@ -1,4 +1,5 @@
 import KVOModel
+import KVOEngine
 
 /// Cluster mode: per connection, its writes waiting for the stream (submitted, not yet answered) and the
 /// one request held behind them.

@@ -1,5 +1,6 @@
 import KVOJSON
 import KVOModel
+import KVOEngine
 
 /// Cluster mode: reads and observes with an `atLeastRev` this node has not reached yet, held until it
 /// applies that revision (`takeReady`) or answered `unavailable` at their deadline (`takeExpired`).

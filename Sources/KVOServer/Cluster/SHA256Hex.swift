@@ -1,4 +1,6 @@
 import COpenSSL
+import KVOEngine
+import KVOModel
 
 /// SHA-256 of a byte string as 64 lowercase hex digits (OpenSSL's EVP). Any thread.
 enum SHA256Hex {

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Puts snapshots back together from the snapshot stream's messages, read in any order, and picks the
 /// newest one that is whole and sound: every chunk present, consistent headers, the announced length and
 /// SHA-256, a body that decodes, of a known engine version, covering the sequence its chunks name.

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Start-up of a cluster node: whether it replays the stream from the sequence after the one it applied,
 /// or first installs the newest snapshot from the snapshot stream, or must not start at all.
 ///

@@ -1,4 +1,6 @@
 import KVOJSON
+import KVOEngine
+import KVOModel
 
 /// One message of the snapshot stream: a piece of an encoded `ClusterSnapshot`, with what a reader needs
 /// to put the pieces together and check them: the stream sequence and revision the snapshot covers, its

@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// Publishes this node's snapshots to the snapshot stream and trims behind them, on a thread of its own

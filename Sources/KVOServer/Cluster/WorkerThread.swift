@@ -1,4 +1,6 @@
 import Glibc
+import KVOEngine
+import KVOModel
 
 /// A joinable pthread running one closure: the cluster's threads of their own (`NATSBridge`,
 /// `SnapshotPublisher`), started and joined by the loop thread.

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// HTTP/1.1 as a connection's framing (`MessageFraming`, the HTTP listener's connections): each request
 /// parsed by `HTTPRequestParser` goes to the delegate (`didReceiveHTTPRequest`), which answers it
 /// (`Connection.sendHTTPResponse`) or upgrades the connection (`Connection.upgradeToWebSocket`); the

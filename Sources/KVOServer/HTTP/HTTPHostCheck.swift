@@ -1,6 +1,8 @@
 import KVOJSON
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// The host part of a `Host` header or of an `Origin`, checked and normalised: lower case, one trailing dot

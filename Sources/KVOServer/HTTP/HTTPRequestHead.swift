@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// One HTTP/1.1 request as the HTTP listener needs it: method, path, and the few headers it acts on.
 /// Headers it does not use are counted against the limits but not kept. A value; loop thread.
 struct HTTPRequestHead {

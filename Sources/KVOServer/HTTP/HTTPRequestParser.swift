@@ -1,4 +1,6 @@
 import CHTTPParser
+import KVOEngine
+import KVOModel
 
 /// Splits the bytes of one HTTP connection into requests with http-parser (Debian's libhttp-parser-dev),
 /// enforcing the listener's limits, which http-parser itself does not have (its only one is a compile-time

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Writes the HTTP/1.1 responses of kvod's HTTP listener: a status line, a few headers, and a body
 /// with its `Content-Length`. Stateless; any thread.
 enum HTTPResponse {

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// The HTTP status codes kvod's HTTP listener answers with.
 enum HTTPStatus: Int {
     case ok = 200

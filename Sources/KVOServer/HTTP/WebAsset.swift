@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// One file kvod serves over HTTP from its own binary (see `WebAssets`). Immutable; any thread.
 struct WebAsset: Sendable {
     /// The request path that answers with it (`/`, `/kvod.js`).

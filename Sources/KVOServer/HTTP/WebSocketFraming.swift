@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// WebSocket (RFC 6455) as a connection's framing (`MessageFraming`), after an HTTP upgrade: a
 /// `WebSocketSession` (wslay) turns frames into messages, each handed to the delegate exactly as a line
 /// would be, and everything queued for the connection (replies, events, notices) leaves as one text frame

@@ -1,4 +1,6 @@
 import COpenSSL
+import KVOEngine
+import KVOModel
 
 /// The server's side of the RFC 6455 opening handshake: checks an upgrade request and computes
 /// `Sec-WebSocket-Accept`. Stateless; any thread.

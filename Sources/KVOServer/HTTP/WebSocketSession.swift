@@ -1,4 +1,6 @@
 import CWSLay
+import KVOEngine
+import KVOModel
 
 /// What a `WebSocketSession` hands to the connection it belongs to.
 protocol WebSocketSessionOwner: AnyObject {

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// A Prometheus histogram of durations with fixed bucket bounds, counted in nanoseconds.
 ///
 /// Observing is a short scan of the bounds (a dozen integers) and two additions: no allocation,

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Writes the Prometheus text exposition format (version 0.0.4): `# HELP` and `# TYPE` lines per
 /// family, then `name{label="value"} number` samples.
 ///

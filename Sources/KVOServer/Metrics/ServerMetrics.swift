@@ -3,6 +3,7 @@ import KVOJSON
 import KVOModel
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
 #endif
 
 /// What `GET /metrics` reports about one server: counters the server bumps as it works, histograms of

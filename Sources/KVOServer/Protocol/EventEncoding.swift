@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// How a connection's change events are written (docs/protocol.md, "Events" and "Compact events"):
 /// chosen with `hello`'s `events`; `full` until then.
 ///

@@ -1,4 +1,6 @@
 import KVOJSON
+import KVOEngine
+import KVOModel
 
 /// Every operation of the protocol: the one list (docs/protocol.md, "Operations").
 ///

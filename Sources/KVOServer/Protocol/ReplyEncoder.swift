@@ -1,5 +1,6 @@
 import KVOJSON
 import KVOModel
+import KVOEngine
 
 /// Encodes replies: `{"id":…,"ok":true,…}` and `{"id":…,"ok":false,"error":{…}}`, each ending in `\n`.
 ///

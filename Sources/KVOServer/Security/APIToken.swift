@@ -1,5 +1,7 @@
 import CSodium
 import KVOJSON
+import KVOEngine
+import KVOModel
 
 /// API tokens for services: `kvod_<id>_<secret>`, where `id` is 12 hex digits naming the token (for
 /// listing and revoking; not secret) and `secret` 64 hex digits of 32 random bytes (`randombytes_buf`).

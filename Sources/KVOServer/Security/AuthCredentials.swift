@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// What an `auth` request presents: a user name and password, or an API token
 /// (docs/protocol.md, "auth"). A value; any thread.
 package enum AuthCredentials: Equatable, Sendable {

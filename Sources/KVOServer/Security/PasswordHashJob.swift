@@ -2,6 +2,7 @@ import CLibUV
 import CSodium
 import KVOJSON
 import KVOModel
+import KVOEngine
 
 /// One new password hash for an online `userAdd` or `userPasswd`, made on the libuv thread pool
 /// (Argon2id is slow by design), then handed back on the loop thread to `finished`.

@@ -1,4 +1,6 @@
 import CSodium
+import KVOEngine
+import KVOModel
 
 /// Argon2id password hashes through libsodium (`crypto_pwhash_str`): a random salt and the cost
 /// limits are stored in the hash string itself (`$argon2id$v=19$m=65536,t=2,p=1$…`), so hashes made

@@ -2,6 +2,7 @@ import CLibUV
 import CSodium
 import KVOJSON
 import KVOModel
+import KVOEngine
 
 /// One `auth` request's password check, from the moment it is queued until its result is back on
 /// the loop thread.

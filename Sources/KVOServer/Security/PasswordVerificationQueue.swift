@@ -2,6 +2,7 @@ import CLibUV
 import KVOModel
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
 #endif
 
 /// Runs password checks on the libuv thread pool, at most `concurrency` at once, the rest waiting

@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// Recent password failures per peer address, decaying with time: each failure adds 1, and a score

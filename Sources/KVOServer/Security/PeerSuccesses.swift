@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// When each peer address last logged in successfully (`auth` with a password or a token),
 /// so that password checks from addresses that have proven themselves recently skip the budget for
 /// unproven checks (`PasswordVerificationQueue`, docs/design.md "Password checks").

@@ -1,4 +1,6 @@
 import CSodium
+import KVOEngine
+import KVOModel
 
 extension PasswordHasher {
     /// The cost parameters of an Argon2id hash string (`m=65536,t=2,p=1` of

@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// The users file of `--users FILE` (with `--in-memory`): read at start-up, written by the

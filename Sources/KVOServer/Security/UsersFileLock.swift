@@ -2,6 +2,8 @@
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import KVOEngine
+import KVOModel
 #endif
 
 /// The lock of a users file (`--users FILE`): a `flock` on `FILE.lock` (created mode 0600 beside it;

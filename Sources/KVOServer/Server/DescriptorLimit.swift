@@ -2,6 +2,8 @@
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import KVOEngine
+import KVOModel
 #endif
 
 /// The process's limit on open file descriptors (`RLIMIT_NOFILE`) measured against what kvod needs:

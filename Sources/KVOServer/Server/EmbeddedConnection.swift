@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// A connection to an in-process server for tests, as SwiftNIO's `EmbeddedChannel`: no listener, no TCP,

@@ -1,4 +1,5 @@
 import KVOModel
+import KVOEngine
 
 /// When each new connection must have sent its first complete request (`--first-request-timeout`).
 ///

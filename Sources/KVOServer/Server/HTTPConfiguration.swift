@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// The HTTP listener's settings (`--http-port`, `--http-host`, `--http-allowed-origin`, `--http-allowed-host`).
 /// A value; any thread. The Host and Origin rules they feed are `HTTPHostCheck`'s.
 public struct HTTPConfiguration: Sendable {

@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// Gives memory back to the operating system after a burst: once the connections' buffers (output

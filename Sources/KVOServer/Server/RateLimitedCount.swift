@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Counts repeated events (connections refused for want of descriptors; connections closed for a limit,
 /// one count per kind of closing) so that the log gets one line at most every `interval` milliseconds,
 /// saying how many happened, instead of one per event.

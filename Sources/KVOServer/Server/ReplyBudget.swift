@@ -1,5 +1,6 @@
 import KVOJSON
 import KVOModel
+import KVOEngine
 
 /// How many bytes one request's reply, and the events it starts (`observe`'s `initial`, `resync` or
 /// replayed history), may add to its connection's queued output without passing the connection's

@@ -4,6 +4,7 @@ import KVOModel
 import Logging
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
 #endif
 
 /// Accepting connections on every listener, the refusals at accept time, and reloading TLS.

@@ -4,6 +4,7 @@ import KVOModel
 import Logging
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
 #endif
 
 /// One request line from a connection to its reply: gating before login, routing (engine, authentication, administration, cluster), and replies with their metrics.

@@ -3,6 +3,8 @@ import KVOJSON
 import Logging
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// The end of a loop iteration: group commit to the store and its upkeep, flushing connections, replaying held input.

@@ -3,6 +3,8 @@ import KVOJSON
 import Logging
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// The HTTP listener's routes: Host check, WebSocket upgrade, health, metrics and the web assets.

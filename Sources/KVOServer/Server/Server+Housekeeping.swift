@@ -3,6 +3,8 @@ import KVOJSON
 import Logging
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// The housekeeping tick: deadlines (first request, login, TLS handshake), suppressed-log summaries, giving memory back.

@@ -3,6 +3,8 @@ import KVOJSON
 import Logging
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// Global bounds shared by all connections: total output and input, scratch buffers, rate-limited logging.

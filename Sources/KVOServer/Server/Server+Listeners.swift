@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// Binding the listeners the configuration asks for, and closing them. Each listener carries what its

@@ -3,6 +3,8 @@ import KVOJSON
 import Logging
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// The libuv callbacks the server's own handles run (check, idle, timer, async, signals).

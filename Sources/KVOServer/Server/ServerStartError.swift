@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Why a `Server` could not start.
 public enum ServerStartError: Error, CustomStringConvertible {
     /// The data directory or database could not be opened or read.

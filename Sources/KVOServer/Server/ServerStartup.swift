@@ -1,5 +1,7 @@
 import KVOJSON
 import Logging
+import KVOEngine
+import KVOModel
 
 /// Start-up before the loop exists: opens the store the configuration asks for (`openStore()`), restores
 /// the engine and the users from it, checks a data directory against the cluster configuration, installs

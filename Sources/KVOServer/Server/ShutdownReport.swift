@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// How `Server.run()` ended.
 public struct ShutdownReport: Sendable {
     /// `uv_loop_close` returned 0: every handle was closed and its memory released.

@@ -1,5 +1,7 @@
 import CLibUV
 import Synchronization
+import KVOEngine
+import KVOModel
 
 /// Asks a running `Server` to stop, from any thread (the one thing that may cross threads).
 ///

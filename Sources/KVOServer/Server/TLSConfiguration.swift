@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// The TLS listener's settings (`--tls-port`, `--tls-cert`, `--tls-key`, `--tls-ca`, `--tls-client-auth`,
 /// `--tls-handshake-timeout`). The files are read when the server starts and again on SIGHUP
 /// (`Server.reloadTLS()`). A value; any thread.

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// The revision and size of every history row on disk, oldest first, with their running byte total:
 /// what `SQLiteStore` needs to trim history to its limits without asking the database.
 ///

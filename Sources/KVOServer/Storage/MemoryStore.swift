@@ -1,5 +1,7 @@
 import CLibUV
 import Logging
+import KVOEngine
+import KVOModel
 
 /// `--in-memory`: the store that keeps nothing. The server's state lives in the engine only and is gone
 /// when the process ends; `restore()` always finds an empty state, commits and users writes are accepted

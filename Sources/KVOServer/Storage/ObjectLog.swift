@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// What one object takes on disk in the persistent store: the bytes of its snapshot (`objects.value`)
 /// and of the redo rows written since (`redo.change`), which decide when a commit rewrites the snapshot.
 ///

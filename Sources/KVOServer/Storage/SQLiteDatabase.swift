@@ -1,4 +1,6 @@
 import CSQLite
+import KVOEngine
+import KVOModel
 
 /// One open SQLite connection: open, run SQL text, prepare statements, close.
 ///

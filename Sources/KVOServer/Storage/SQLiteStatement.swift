@@ -1,4 +1,6 @@
 import CSQLite
+import KVOEngine
+import KVOModel
 
 /// A prepared SQLite statement: bind parameters (1-based), step through rows, read columns (0-based),
 /// reset for the next use.

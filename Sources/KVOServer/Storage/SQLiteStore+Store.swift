@@ -1,5 +1,7 @@
 import CLibUV
 import Logging
+import KVOEngine
+import KVOModel
 
 /// `SQLiteStore` as the server's `Store`: restoring, and the WAL's upkeep after each group commit (the
 /// background checkpoint on the thread pool, and the report of the blocking fallback that `commit` ran),

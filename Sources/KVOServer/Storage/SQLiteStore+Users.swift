@@ -1,4 +1,6 @@
 import KVOJSON
+import KVOEngine
+import KVOModel
 
 /// The users' rows (`users(name, record)`, schema version 4). Users change rarely (the `kvod user`
 /// commands, the admin operations), so each change is its own small transaction, written at once,

@@ -72,7 +72,7 @@ package final class SQLiteStore {
     /// commit does not leave a large WAL behind.
     static let walSizeLimit = 64 << 20
     /// The default `walLimitBytes` (`kvod --wal-limit`).
-    package static let defaultWALLimitBytes = 64 << 20
+    package static let defaultWALLimitBytes = StorageConfiguration.defaultWALLimitBytes
     /// The smallest `walLimitBytes` accepted (smaller values are raised to it).
     package static let minimumWALLimitBytes = 64 << 10
     /// How long a blocking checkpoint waits for a lock (the background checkpoint's, or a reader's).
@@ -118,14 +118,14 @@ package final class SQLiteStore {
     var blockingCheckpointLog = RateLimitedCount()
     /// Files of the store that `init` found readable or writable by others and made 0600 (or could
     /// not), one line each, for the server to log as warnings (`StoreFileModes`).
-    package private(set) var permissionNotes: [String] = []
+    package internal(set) var permissionNotes: [String] = []
     /// Frames in the WAL after the last commit (the WAL hook's count). Loop thread.
     let walFrames = WALFrameCounter()
     /// The database's page size (a WAL frame is a page and a 24-byte header).
     var pageSize = 4096
 
     /// Internal for the users' rows (`SQLiteStore+Users.swift`).
-    private(set) var database: SQLiteDatabase?
+    internal(set) var database: SQLiteDatabase?
     var statements: Statements?
     var ledger = HistoryLedger()
     /// Per object on disk: the bytes of its snapshot and of its redo rows (from `load()`, for the
@@ -148,7 +148,7 @@ package final class SQLiteStore {
     var changeText: [UInt8] = []
 
     /// The statements a commit runs, compiled once.
-    private struct Statements {
+    struct Statements {
         let begin: SQLiteStatement
         let commit: SQLiteStatement
         let rollback: SQLiteStatement
@@ -282,7 +282,7 @@ package final class SQLiteStore {
     /// The blocking fallback the last `commit` ran, if it ran one: the WAL's bytes before it and whether
     /// it emptied the WAL. `commit` runs it itself when the WAL passes `walLimitBytes`, so that every
     /// user of the store (kvod, `kvod user`, kvod-bench) keeps the WAL bounded; the server logs it.
-    package private(set) var blockingCheckpoint: (walBytes: Int, emptied: Bool)?
+    package internal(set) var blockingCheckpoint: (walBytes: Int, emptied: Bool)?
 
     /// The bytes of the WAL in use (its frames since the last restart), as of the last commit.
     package var walBytes: Int { walFrames.frames == 0 ? 0 : 32 + walFrames.frames * (pageSize + 24) }

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Durable storage settings (`--data`), the `SQLiteStore`'s: a data directory (created if missing), the sync
 /// mode and the WAL's bound. A value; any thread.
 public struct StorageConfiguration: Sendable {
@@ -10,7 +13,10 @@ public struct StorageConfiguration: Sendable {
     /// they fall behind and the blocking fallback runs. 0 otherwise.
     public var checkpointTestDelayMilliseconds: Int
 
-    public init(directory: String, sync: SyncMode = .normal, walLimitBytes: Int = SQLiteStore.defaultWALLimitBytes,
+    /// The default `walLimitBytes` (`kvod --wal-limit`): 64 MiB.
+    public static let defaultWALLimitBytes = 64 << 20
+
+    public init(directory: String, sync: SyncMode = .normal, walLimitBytes: Int = StorageConfiguration.defaultWALLimitBytes,
                 checkpointTestDelayMilliseconds: Int = 0) {
         self.directory = directory
         self.sync = sync

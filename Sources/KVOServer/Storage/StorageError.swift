@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Why the persistent store could not open, read or write its database.
 ///
 /// A value type; any thread may inspect or print it. `description` is a complete sentence fit for the

@@ -1,5 +1,7 @@
 import CLibUV
 import Logging
+import KVOEngine
+import KVOModel
 
 /// Where the server's state lives between runs: the seam between the server and a storage engine, as
 /// nats-server's `StreamStore` is between a stream and its `filestore` or `memstore`.

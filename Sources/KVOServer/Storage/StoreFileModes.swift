@@ -2,6 +2,8 @@
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import KVOEngine
+import KVOModel
 #endif
 
 /// Keeps the store's files private: the database holds the users' Argon2id hashes and token hashes

@@ -2,6 +2,8 @@
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import KVOEngine
+import KVOModel
 #endif
 
 /// The data directory's lock: an exclusive `flock` on `<database>.lock`, held from `SQLiteStore.init`

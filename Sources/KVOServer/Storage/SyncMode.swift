@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// How hard the persistent store works to keep an acknowledged commit (`kvod --sync`).
 ///
 /// The database is always in WAL journal mode; the mode picks SQLite's `PRAGMA synchronous`:

@@ -4,6 +4,8 @@ import CSQLite
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import KVOEngine
+import KVOModel
 #endif
 
 /// Copies the WAL into the database file off the loop thread: a `PRAGMA wal_checkpoint(PASSIVE)` on a

@@ -2,6 +2,8 @@
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import KVOEngine
+import KVOModel
 #endif
 
 /// An advisory `flock` on a lock file of its own (created mode 0600 when missing), shared or exclusive,

@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// A connection's queued output: a list of fixed-size chunks from an `OutputChunkPool`, written

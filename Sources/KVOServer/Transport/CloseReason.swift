@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Why a connection closed, for the log.
 enum CloseReason: CustomStringConvertible {
     /// The client closed its end.

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// What a `Connection` tells its owner. The transport knows bytes and lines; the delegate knows
 /// requests. Called on the loop thread only.
 protocol ConnectionDelegate: AnyObject {

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// The seam between a `Connection` and what it speaks (docs/design.md, "Transports").
 ///
 /// A connection is a socket and its output buffers, plus at most two stages on top, socket side first:

@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// Owns one `uv_loop_t`, the read buffer every connection on it shares and the pool their output

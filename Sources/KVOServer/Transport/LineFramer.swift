@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// Splits a byte stream into lines ending in `\n` (a `\r` before it is dropped), with a hard limit

@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// A listening socket of any kind (TCP: `TCPListener`; Unix-domain: `UnixListener`), and what its

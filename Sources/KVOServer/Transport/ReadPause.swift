@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// Why a connection has stopped reading (`Connection.pauseReading(_:)`). Reading stops while at least
 /// one reason holds and starts again when the last one is lifted (`Connection.resumeReading(_:)`), so
 /// independent users share one switch without knowing of each other. A value; loop thread only, as

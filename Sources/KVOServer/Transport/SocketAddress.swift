@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// Conversions between host/port text and socket addresses. Stateless; any thread.

@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// A listening TCP socket (`--port`, `--tls-port`, `--http-port`). Accepted sockets go to

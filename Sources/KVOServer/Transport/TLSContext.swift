@@ -1,4 +1,6 @@
 import COpenSSL
+import KVOEngine
+import KVOModel
 
 /// The TLS listener's OpenSSL context (`SSL_CTX`): the certificate, key, CA and protocol settings every
 /// TLS connection accepted while it is current starts from.

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// What the first bytes of a connection say when they begin a TLS record: for the log line of a TLS
 /// client that did not start with a ClientHello (`TLSSession.failureDescription`), and of a TLS record on
 /// the plaintext port (`Connection`, `CloseReason.tlsOnPlainPort`). A TLS record

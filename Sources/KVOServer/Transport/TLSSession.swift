@@ -1,6 +1,8 @@
 import COpenSSL
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// One connection's TLS: ciphertext from the socket in, plaintext out to the connection's line framer,

@@ -1,4 +1,6 @@
 import COpenSSL
+import KVOEngine
+import KVOModel
 
 /// Why a TLS context could not be made from the certificate, key and CA files: what failed and
 /// OpenSSL's reason. Any thread.

@@ -1,3 +1,6 @@
+import KVOEngine
+import KVOModel
+
 /// TLS as a connection's byte transform (`ConnectionTransform`): reads are decrypted before framing, and
 /// at each flush the queued plaintext is encrypted into `ciphertext`, which is what goes to the socket.
 extension TLSSession: ConnectionTransform {

@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 // libuv handle lifetime, in one place (see docs/design.md):

@@ -1,6 +1,8 @@
 import CLibUV
 #if canImport(Glibc)
 import Glibc
+import KVOEngine
+import KVOModel
 #endif
 
 /// A listening Unix-domain stream socket (`--unix PATH`, a `uv_pipe_t`): JSON lines, reachable only from
