@@ -12,6 +12,9 @@
 #   to compile today because the targets do not depend on them; a system module (Foundation, Dispatch) or
 #   a new dependency would not.
 #
+# - a file in a folder of Sources/KVOServer names a type of a folder its layer may not use
+#   (scripts/check-folder-layers.py: the folders' allowed graph, itself checked to be acyclic).
+#
 # Needs python3 and swift (for `swift package dump-package`). Run from anywhere; CI runs it (.ci/run).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -67,7 +70,10 @@ for name, permitted in allowed.items():
 sys.exit(1 if failed else 0)
 PY
 
+# The folders inside KVOServer (one module: the compiler cannot tell them apart).
+python3 scripts/check-folder-layers.py || status=1
+
 if [ "$status" -eq 0 ]; then
-    printf 'check-layers: KVOModel and KVOEngine import and depend only on what their layers allow\n' >&2
+    printf 'check-layers: KVOModel and KVOEngine import and depend only on what their layers allow; the folders of KVOServer use only the folders below them\n' >&2
 fi
 exit "$status"

@@ -13,7 +13,7 @@ final class HTTPFraming: MessageFraming {
         parser = HTTPRequestParser(limits: limits)
     }
 
-    var metricsTransport: ServerMetrics.Transport { .http }
+    var metricsTransport: ConnectionKind { .http }
     var bufferedCount: Int { parser.bufferedCount }
     var hasHeldInput: Bool { false }
 

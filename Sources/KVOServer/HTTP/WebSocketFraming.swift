@@ -19,7 +19,7 @@ final class WebSocketFraming: MessageFraming, WebSocketSessionOwner {
         self.session = session
     }
 
-    var metricsTransport: ServerMetrics.Transport { .webSocket }
+    var metricsTransport: ConnectionKind { .webSocket }
     var bufferedCount: Int { session.heldBytes }
     var hasHeldInput: Bool { session.hasHeldMessages }
 

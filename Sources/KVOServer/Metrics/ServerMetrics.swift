@@ -14,30 +14,6 @@ import KVOEngine
 /// integers: no atomics, no locks, one addition per update on the request and event paths
 /// (docs/design.md, "Metrics").
 final class ServerMetrics {
-    /// The `transport` label of the connection series.
-    enum Transport: Int, CaseIterable {
-        /// JSON lines over plain TCP (`--port`).
-        case tcp
-        /// JSON lines over TLS (`--tls-port`).
-        case tls
-        /// HTTP requests on `--http-port` (metrics, health), not upgraded.
-        case http
-        /// JSON messages in WebSocket frames (`--http-port`, `GET /ws`): an HTTP connection that upgraded.
-        case webSocket
-        /// JSON lines on the Unix-domain socket (`--unix`).
-        case unix
-
-        var label: String {
-            switch self {
-            case .tcp: "tcp"
-            case .tls: "tls"
-            case .http: "http"
-            case .webSocket: "websocket"
-            case .unix: "unix"
-            }
-        }
-    }
-
     /// Which output limit closed a slow consumer (the `limit` label).
     enum SlowConsumerLimit: Int, CaseIterable {
         /// Its own queued output passed `--max-output-buffer`.
@@ -53,8 +29,8 @@ final class ServerMetrics {
         }
     }
 
-    private(set) var connectionsAccepted = [UInt64](repeating: 0, count: Transport.allCases.count)
-    private(set) var connectionsOpen = [Int](repeating: 0, count: Transport.allCases.count)
+    private(set) var connectionsAccepted = [UInt64](repeating: 0, count: ConnectionKind.allCases.count)
+    private(set) var connectionsOpen = [Int](repeating: 0, count: ConnectionKind.allCases.count)
     private(set) var slowConsumerDisconnects = [UInt64](repeating: 0, count: SlowConsumerLimit.allCases.count)
     /// Requests answered, by operation and outcome: index `operation * outcomeCount + outcome`, where
     /// outcome 0 is success and `1 + i` is `KVOError.Code.allCases[i]`.
@@ -72,21 +48,21 @@ final class ServerMetrics {
     private static let outcomeCount = 1 + KVOError.Code.allCases.count
 
     /// A connection was accepted on `transport`.
-    func connectionOpened(_ transport: Transport) {
+    func connectionOpened(_ transport: ConnectionKind) {
         connectionsAccepted[transport.rawValue] &+= 1
         connectionsOpen[transport.rawValue] += 1
     }
 
     /// An open connection switched transports (an HTTP connection upgraded to WebSocket): counted as
     /// accepted on the new one too.
-    func connectionUpgraded(from old: Transport, to new: Transport) {
+    func connectionUpgraded(from old: ConnectionKind, to new: ConnectionKind) {
         connectionsOpen[old.rawValue] -= 1
         connectionsOpen[new.rawValue] += 1
         connectionsAccepted[new.rawValue] &+= 1
     }
 
     /// A connection accepted on `transport` closed for `reason`.
-    func connectionClosed(_ transport: Transport, reason: CloseReason) {
+    func connectionClosed(_ transport: ConnectionKind, reason: CloseReason) {
         connectionsOpen[transport.rawValue] -= 1
         switch reason {
         case .outputLimitExceeded: slowConsumerDisconnects[SlowConsumerLimit.connection.rawValue] &+= 1
@@ -154,11 +130,11 @@ final class ServerMetrics {
     func render(_ gauges: Gauges) -> [UInt8] {
         var out = PrometheusExposition()
         out.family("kvod_connections", type: .gauge, help: "Open client connections, by transport.")
-        for transport in Transport.allCases {
+        for transport in ConnectionKind.allCases {
             out.sample("kvod_connections", labels: [("transport", transport.label)], connectionsOpen[transport.rawValue])
         }
         out.family("kvod_connections_accepted_total", type: .counter, help: "Client connections accepted, by transport.")
-        for transport in Transport.allCases {
+        for transport in ConnectionKind.allCases {
             out.sample("kvod_connections_accepted_total", labels: [("transport", transport.label)],
                        connectionsAccepted[transport.rawValue])
         }

@@ -77,16 +77,3 @@ struct StoreNotice: Equatable {
     let level: Logger.Level
     let message: String
 }
-
-extension ServerConfiguration {
-    /// The store this configuration asks for: the SQLite store of `storage.directory` with its background
-    /// upkeep on (the server's), or a `MemoryStore` without storage (`--in-memory`). Opening a data
-    /// directory throws as `SQLiteStore.init` does.
-    func openStore() throws(StorageError) -> any Store {
-        guard let storage else { return MemoryStore() }
-        let store = try SQLiteStore(directory: storage.directory, sync: storage.sync, historyLimit: historyLimit,
-                                    historyByteLimit: historyByteLimit, walLimitBytes: storage.walLimitBytes)
-        try store.startBackgroundCheckpoints(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
-        return store
-    }
-}

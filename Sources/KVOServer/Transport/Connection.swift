@@ -145,7 +145,7 @@ final class Connection {
     var outputBytes: Int { pending.count + inFlight.count + queuedTransformBytes }
 
     /// The `transport` metrics label of this connection as it is now (its outermost stage's).
-    var metricsTransport: ServerMetrics.Transport {
+    var metricsTransport: ConnectionKind {
         if let framing { return framing.metricsTransport }
         if let transform { return transform.metricsTransport }
         return socketKind.metricsTransport

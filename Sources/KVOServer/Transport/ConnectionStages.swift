@@ -53,7 +53,7 @@ enum TransformOutcome {
 /// per flush, never per line or per event. Owned by one connection; loop thread only.
 protocol ConnectionTransform: AnyObject {
     /// The `transport` metrics label of connections with this transform (and lines).
-    var metricsTransport: ServerMetrics.Transport { get }
+    var metricsTransport: ConnectionKind { get }
     /// Whether the transform is set up (TLS: the handshake is complete). Until then queued output waits,
     /// and the server may close the connection after a deadline (`--tls-handshake-timeout`).
     var isEstablished: Bool { get }
@@ -79,7 +79,7 @@ protocol ConnectionTransform: AnyObject {
 /// connection's own `LineFramer`, called directly. Owned by one connection; loop thread only.
 protocol MessageFraming: AnyObject {
     /// The `transport` metrics label of a connection framed so.
-    var metricsTransport: ServerMetrics.Transport { get }
+    var metricsTransport: ConnectionKind { get }
     /// Hands what `bytes` hold to the delegate (through `connection`) until the connection closes or pauses;
     /// returns how many bytes were consumed (the rest are held by the connection and offered again).
     func feed(_ bytes: UnsafeBufferPointer<UInt8>, on connection: Connection) -> Int

@@ -49,7 +49,7 @@ enum SocketKind {
     case unix(path: String)
 
     /// The `transport` metrics label of JSON lines on this socket.
-    var metricsTransport: ServerMetrics.Transport {
+    var metricsTransport: ConnectionKind {
         switch self {
         case .tcp: .tcp
         case .unix: .unix

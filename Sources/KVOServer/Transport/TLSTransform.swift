@@ -4,7 +4,7 @@ import KVOModel
 /// TLS as a connection's byte transform (`ConnectionTransform`): reads are decrypted before framing, and
 /// at each flush the queued plaintext is encrypted into `ciphertext`, which is what goes to the socket.
 extension TLSSession: ConnectionTransform {
-    var metricsTransport: ServerMetrics.Transport { .tls }
+    var metricsTransport: ConnectionKind { .tls }
     var isEstablished: Bool { isHandshakeComplete }
     var verifiedPeerName: String? { verifiedPeerCommonName }
     var outputCount: Int { ciphertext.count }
