@@ -162,89 +162,27 @@ public final class Server {
         } catch {
             throw .transport(error)
         }
-        if let clusterConfiguration = configuration.cluster {
-            let replicator = ClusterReplicator(configuration: clusterConfiguration, appliedSequence: appliedSequence)
-            let handle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
-            let inbox = BridgeInbox(handle)
-            cluster = replicator
-            clusterAsyncHandle = handle
-            clusterInbox = inbox
-            clusterBridge = NATSBridge(configuration: clusterConfiguration, inbox: inbox, startSequence: appliedSequence + 1)
-            snapshotPublisher = clusterConfiguration.snapshotEvery > 0
-                ? SnapshotPublisher(configuration: clusterConfiguration, inbox: inbox) : nil
-            let node = clusterConfiguration.node
+        let clusterParts = configuration.cluster.map { ClusterParts($0, appliedSequence: appliedSequence) }
+        cluster = clusterParts?.replicator
+        clusterAsyncHandle = clusterParts?.asyncHandle
+        clusterInbox = clusterParts?.inbox
+        clusterBridge = clusterParts?.bridge
+        snapshotPublisher = clusterParts?.snapshotPublisher
+        if let replicator = clusterParts?.replicator, let node = configuration.cluster?.node {
             handler.clusterStatus = { [unowned replicator] in (node, replicator.appliedSequence, bootstrapSnapshot) }
-        } else {
-            cluster = nil
-            clusterAsyncHandle = nil
-            clusterInbox = nil
-            clusterBridge = nil
-            snapshotPublisher = nil
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
         replayIdleHandle = allocateHandle(uv_idle_t.self, kind: UV_IDLE)
         housekeepingHandle = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         stopHandle = StopHandle(asyncHandle)
-        uv_check_init(loop.raw, checkHandle)
-        uv_idle_init(loop.raw, replayIdleHandle)
-        retainOwner(self, in: replayIdleHandle)
-        uv_async_init(loop.raw, asyncHandle, Server.asyncCallback)
-        if let clusterAsyncHandle {
-            uv_async_init(loop.raw, clusterAsyncHandle, Server.clusterCallback)
-            retainOwner(self, in: clusterAsyncHandle)
-        }
-        retainOwner(self, in: checkHandle)
-        retainOwner(self, in: asyncHandle)
-        uv_check_start(checkHandle, Server.checkCallback)
-        uv_timer_init(loop.raw, housekeepingHandle)
-        retainOwner(self, in: housekeepingHandle)
-        uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
         passwordChecks = PasswordVerificationQueue(
             loop: loop.raw, concurrency: configuration.passwordCheckConcurrency,
             capacity: configuration.passwordCheckQueueLimit) { [unowned self] verification in
             self.passwordCheckFinished(verification)
         }
-        do throws(ServerStartError) {
-            if let tls = configuration.tls {
-                do throws(TLSSetupError) {
-                    tlsContext = try TLSContext(tls)
-                } catch {
-                    throw .tls(error)
-                }
-            }
-            if configuration.http?.usesTLS == true, configuration.tls == nil {
-                throw .configuration("the HTTP listener's TLS uses the TLS listener's certificate: set tls (--tls-port, --tls-cert, --tls-key)")
-            }
-            do throws(TransportError) {
-                try bindListeners()
-            } catch {
-                throw .transport(error)
-            }
-            guard !listeners.isEmpty || configuration.isEmbedded else {
-                throw .configuration("no listener: the plaintext port is off and neither a TLS nor an HTTP port nor a Unix socket is set")
-            }
-        } catch {
-            closeListeners()
-            closeOwnHandles()
-            loop.run()  // let the close callbacks run
-            _ = loop.close()
-            closeStore()
-            throw error
-        }
-        if users.isEmpty, !configuration.allowsInsecureOpen,
-           let exposed = listeners.first(where: { !$0.isLoopback }) {
-            let address = exposed.addressDescription
-            closeListeners()
-            closeOwnHandles()
-            loop.run()
-            _ = loop.close()
-            closeStore()
-            throw .configuration("""
-                refusing to serve \(address) with no users defined (anyone who can connect could read and change \
-                everything): add a user with `kvod user add`, listen on 127.0.0.1, or pass --insecure-open
-                """)
-        }
+        startOwnHandles()
+        try startListening()
         if !users.isEmpty {
             configuration.logger.info("authentication required", metadata: ["users": "\(users.count)"])
             // Made now (once, about as long as a password check) rather than by the first unknown
@@ -257,24 +195,7 @@ public final class Server {
             guard let user else { return self.users.isEmpty ? .unrestricted : nil }
             return self.policy(ofUser: user)
         }
-        if configuration.handlesSignals {
-            // A parent may have left these blocked (process launchers often do): unblock them, or
-            // the handlers below would never run.
-            var unblock = sigset_t()
-            sigemptyset(&unblock)
-            sigaddset(&unblock, SIGINT)
-            sigaddset(&unblock, SIGTERM)
-            sigaddset(&unblock, SIGHUP)
-            pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-            // SIGHUP reloads the TLS certificate, key and CA (only with a TLS listener).
-            for signal in configuration.tls == nil ? [SIGINT, SIGTERM] : [SIGINT, SIGTERM, SIGHUP] {
-                let handle = allocateHandle(uv_signal_t.self, kind: UV_SIGNAL)
-                uv_signal_init(loop.raw, handle)
-                retainOwner(self, in: handle)
-                uv_signal_start(handle, Server.signalCallback, signal)
-                signalHandles.append(handle)
-            }
-        }
+        if configuration.handlesSignals { installSignalHandlers() }
     }
 
     /// Serves until stopped (a signal, `stop()` or `stopHandle.requestStop()`), then closes every
