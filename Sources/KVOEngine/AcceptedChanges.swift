@@ -1,7 +1,7 @@
 import KVOJSON
 
 /// An object's value at the end of a commit batch.
-package enum StoredObject: Equatable, Sendable {
+public enum StoredObject: Equatable, Sendable {
     case present(JSONValue)
     case deleted
 }
@@ -12,15 +12,15 @@ package enum StoredObject: Equatable, Sendable {
 /// store to write in one transaction. A value type; any thread.
 package struct AcceptedChanges: Sendable {
     /// The revision after the last write.
-    package var revision: UInt64
+    public var revision: UInt64
     /// The accepted writes, in revision order (one per revision).
     package var entries: [HistoryEntry]
     /// The final value of every object the writes touched.
     package var objects: [String: StoredObject]
     /// Classes defined since the last call: name → canonical definition JSON.
-    package var classes: [String: JSONValue]
+    public var classes: [String: JSONValue]
     /// Bindings created (their definition JSON) or removed (nil) since the last call, by id.
     package var bindings: [UInt64: JSONValue?]
     /// The highest binding id ever handed out.
-    package var lastBindingID: UInt64
+    public var lastBindingID: UInt64
 }

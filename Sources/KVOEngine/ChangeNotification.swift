@@ -2,10 +2,10 @@ import KVOJSON
 import KVOModel
 
 /// Who receives a notification: one observation on one connection.
-package struct Recipient: Sendable {
-    package let connection: ConnectionID
-    package let subscription: SubscriptionID
-    package let options: ObservationOptions
+public struct Recipient: Sendable {
+    public let connection: ConnectionID
+    public let subscription: SubscriptionID
+    public let options: ObservationOptions
 }
 
 /// One change to one observed key path, for every observation of that exact key path that must hear
@@ -14,36 +14,36 @@ package struct Recipient: Sendable {
 /// The engine builds it once per (key path, change), never once per observer, so the protocol layer
 /// can encode it once per option variant and share the bytes across recipients. Which of `old` and
 /// `new` go on the wire depends on each recipient's options and on `reason`/`isPrior`.
-package struct ChangeNotification: Sendable {
-    package let object: String
-    package let keyPath: String
-    package let reason: ChangeReason
+public struct ChangeNotification: Sendable {
+    public let object: String
+    public let keyPath: String
+    public let reason: ChangeReason
     /// The revision of the change (for `initial`, the revision current when observing began).
-    package let rev: UInt64
-    package let kind: ChangeKind
+    public let rev: UInt64
+    public let kind: ChangeKind
     /// A prior ("will change") notification.
-    package let isPrior: Bool
+    public let isPrior: Bool
     /// The value before the change (unused for `initial`). For kinds 2-4: the removed or replaced
     /// elements, as an array.
-    package let old: JSONValue
+    public let old: JSONValue
     /// The value after the change (unused for prior notifications). For kinds 2-4: the inserted or
     /// new elements, as an array.
-    package let new: JSONValue
+    public let new: JSONValue
     /// For kinds 2-4: the affected indexes, ascending.
-    package let indexes: [Int]?
-    package var recipients: [Recipient]
+    public let indexes: [Int]?
+    public var recipients: [Recipient]
     /// `new` as `JSONWriter` encodes it, when the write that caused the change already had those bytes
     /// (a `set` whose request carried its value in that form); nil otherwise. `EventEncoder` sends
     /// these bytes instead of encoding `new` again.
-    package var encodedNew: [UInt8]?
+    public var encodedNew: [UInt8]?
     /// A pattern observation's event: the compact encoding names the object too (`"t"`), since its
     /// subscription alone does not. The full encoding always names it.
-    package var namesObject = false
+    public var namesObject = false
     /// False for an id-set pattern observation's `created` and `sourceDeleted` events, which carry no
     /// value (neither `new` nor `old`, whatever the options).
-    package var carriesValues = true
+    public var carriesValues = true
 
-    package init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
+    public init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
                 old: JSONValue, new: JSONValue, indexes: [Int]? = nil, recipients: [Recipient]) {
         self.object = object
         self.keyPath = keyPath

@@ -3,7 +3,7 @@ import KVOModel
 
 /// What a to-many change did, in Cocoa's terms: the kind, the affected indexes (ascending) and the
 /// elements removed or replaced (`old`) and inserted or put in (`new`).
-package struct CollectionChange: Equatable, Sendable {
+public struct CollectionChange: Equatable, Sendable {
     let kind: ChangeKind
     let indexes: [Int]
     let old: [JSONValue]
@@ -14,7 +14,7 @@ package struct CollectionChange: Equatable, Sendable {
 /// removeObjectsAtIndexes:, replaceObjectsAtIndexes:withObjects:).
 ///
 /// `apply` checks everything before it changes anything: a refused mutation leaves the array as it was.
-package enum CollectionMutation: Equatable, Sendable {
+public enum CollectionMutation: Equatable, Sendable {
     /// Insert `values` so that they end up at `indexes` of the resulting array; nil indexes append.
     case insert(indexes: [Int]?, values: [JSONValue])
     /// Remove the elements at `indexes` of the current array.

@@ -16,7 +16,7 @@ import KVOJSON
 ///   (first occurrence kept; values equal as `set` compares them: `1` and `1.0` are one value).
 /// - `@unionOfArrays`/`@distinctUnionOfArrays`: the arrays read from the elements, concatenated (`null`s
 ///   removed): see `KeyPathEvaluator` for how each element gives its array.
-package enum CollectionOperator: String, CaseIterable, Sendable {
+public enum CollectionOperator: String, CaseIterable, Sendable {
     case count = "@count"
     case sum = "@sum"
     case avg = "@avg"

@@ -16,11 +16,11 @@ import KVOModel
 /// decodes, so a packed entry never fails to). Either way the entry carries the size history's byte limit
 /// counts for its change (`changeSize`), so that `ChangeHistory` keeps one array of entries. Equality
 /// compares revision, object and change (not `changeSize`), however the change is held. A value type; any thread.
-package struct HistoryEntry: Equatable, Sendable {
+public struct HistoryEntry: Equatable, Sendable {
     /// The revision this write created.
-    package let rev: UInt64
+    public let rev: UInt64
     /// The object written (after following references: the object whose value changed).
-    package let object: String
+    public let object: String
     /// What history's byte limit counts for the change: its `estimatedSize`, or what the engine measured
     /// for it while writing (a `set`: its old and new values' encoded lengths).
     let changeSize: Int
@@ -32,7 +32,7 @@ package struct HistoryEntry: Equatable, Sendable {
         case packed(PackedObject)
     }
 
-    package init(rev: UInt64, object: String, change: RecordedChange) {
+    public init(rev: UInt64, object: String, change: RecordedChange) {
         self.init(rev: rev, object: object, change: change, changeSize: nil)
     }
 
@@ -64,7 +64,7 @@ package struct HistoryEntry: Equatable, Sendable {
     }
 
     /// What the write did (decoded anew from a packed entry's text each call).
-    package var change: RecordedChange {
+    public var change: RecordedChange {
         switch storage {
         case let .decoded(change): return change
         case let .packed(packed):
@@ -103,7 +103,7 @@ package struct HistoryEntry: Equatable, Sendable {
         }
     }
 
-    package static func == (left: HistoryEntry, right: HistoryEntry) -> Bool {
+    public static func == (left: HistoryEntry, right: HistoryEntry) -> Bool {
         left.rev == right.rev && left.object == right.object && left.change == right.change
     }
 }

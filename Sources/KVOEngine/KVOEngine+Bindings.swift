@@ -21,7 +21,7 @@ extension KVOEngine {
     /// each source's key path passes through; each right is checked before anything else (a denial
     /// does not tell whether the objects exist). The binding then runs with its creator's rights
     /// (`creatorPolicy`), checked again at every application.
-    package func bind(_ spec: BindingSpec, now: Bool, creator: ConnectionID?, access: ConnectionAccess? = nil,
+    public func bind(_ spec: BindingSpec, now: Bool, creator: ConnectionID?, access: ConnectionAccess? = nil,
                      notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let restricted = access.flatMap { $0.isUnrestricted ? nil : $0 }
         if let restricted {
@@ -72,7 +72,7 @@ extension KVOEngine {
     }
 
     /// Removes binding `id`; false (and nothing changes) when there is none, so removing twice is safe.
-    package func unbind(_ id: UInt64) -> Bool {
+    public func unbind(_ id: UInt64) -> Bool {
         guard let binding = bindingTable.byID[id] else { return false }
         remove(binding)
         return true
@@ -80,7 +80,7 @@ extension KVOEngine {
 
     /// `unbind` with `access`'s rights: removing a binding needs `admin` on its target object
     /// (`forbidden` otherwise, and nothing changes).
-    package func unbind(_ id: UInt64, access: ConnectionAccess) throws(KVOError) -> Bool {
+    public func unbind(_ id: UInt64, access: ConnectionAccess) throws(KVOError) -> Bool {
         guard let binding = bindingTable.byID[id] else { return false }
         try access.require(.admin, on: binding.spec.target.object)
         return unbind(id)
@@ -88,13 +88,13 @@ extension KVOEngine {
 
     /// Every binding's definition with its id (`bindings`), by id; with `access`, only those whose
     /// target object it administers.
-    package func bindingListings(access: ConnectionAccess? = nil) -> [JSONValue] {
+    public func bindingListings(access: ConnectionAccess? = nil) -> [JSONValue] {
         guard let access, !access.isUnrestricted else { return bindingTable.all.map(\.listing) }
         return bindingTable.all.filter { access.allows(.admin, on: $0.spec.target.object) }.map(\.listing)
     }
 
     /// The events for bindings' creators produced since the last call.
-    package func takeBindingEvents() -> [BindingEvent] {
+    public func takeBindingEvents() -> [BindingEvent] {
         defer { bindingTable.events.removeAll() }
         return bindingTable.events
     }
@@ -192,7 +192,7 @@ extension KVOEngine {
     /// Stops every binding created by `user` that the user's current rights no longer allow (after a
     /// change of those rights): its sources must stay readable and its target object writable. Also
     /// re-checked at each application; this tells the creator at once rather than at the next change.
-    package func recheckBindings(ofUser user: String) {
+    public func recheckBindings(ofUser user: String) {
         for binding in bindingTable.all where binding.creatorUser == user {
             switch creatorAccess(of: binding) {
             case let .denied(object):

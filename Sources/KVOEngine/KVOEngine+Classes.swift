@@ -7,7 +7,7 @@ extension KVOEngine {
     /// Defines a class (`defineClass`): checks the definition, compiles its computed properties and
     /// keeps it (persisted with the next commit batch). Returns its name. A class is never redefined
     /// (`exists`).
-    package func defineClass(_ definition: JSONValue) throws(KVOError) -> String {
+    public func defineClass(_ definition: JSONValue) throws(KVOError) -> String {
         // A definition is stored and listed (`classes`) like an object, and its defaults end up in objects.
         if definition.nestingDepth(upTo: StoredDepth.maximum) > StoredDepth.maximum {
             throw KVOError(.tooLarge, "the class definition nests deeper than \(StoredDepth.maximum) levels; the limit is \(StoredDepth.maximum)",
@@ -28,7 +28,7 @@ extension KVOEngine {
     }
 
     /// Every class's canonical definition, sorted by name.
-    package func classDefinitions() -> [JSONValue] {
+    public func classDefinitions() -> [JSONValue] {
         classes.all.map(\.definition.json)
     }
 

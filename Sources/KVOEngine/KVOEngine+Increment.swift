@@ -12,7 +12,7 @@ extension KVOEngine {
     /// the new value, and so tells the old one) and written as `set` writes it (`write` on the object
     /// written, the class's rules, size limits and quota), with the same notifications, history and
     /// bindings. Loop thread.
-    package func increment(_ object: String, keyPath: KeyPath, by step: JSONValue, access: ConnectionAccess? = nil,
+    public func increment(_ object: String, keyPath: KeyPath, by step: JSONValue, access: ConnectionAccess? = nil,
                           notifications: inout [ChangeNotification]) throws(KVOError) -> (rev: UInt64, value: JSONValue) {
         let current = try get(object, keyPath: keyPath, access: access)
         let sum = try KVOEngine.sum(current, step, at: keyPath)

@@ -8,7 +8,7 @@ extension KVOEngine {
     /// largest the persistent store accepts when it loads: far beyond what any store reaches, far
     /// enough below `Int64.max` that no increment or conversion can overflow. A write (or `bind`) that
     /// would pass it is refused with `too_large`, so whatever was committed always loads again.
-    package static let maximumCounter: UInt64 = 1 << 62
+    public static let maximumCounter: UInt64 = 1 << 62
 
     /// Refuses a write when the revision counter has reached `maximumCounter`.
     @inline(__always)

@@ -11,7 +11,7 @@ extension KVOEngine {
     /// with its original revision (no `initial`), and the observation continues live from the current
     /// revision, with no gap and no duplicate. When history no longer reaches back that far (or the
     /// revision is in the future), appends one `resync` notification with the current value.
-    package func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
+    public func observe(_ object: String, keyPath: KeyPath, options: ObservationOptions, connection: ConnectionID,
                         sinceRev: UInt64? = nil, access: ConnectionAccess? = nil,
                         notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
         try access?.require(.read, on: object)
@@ -96,7 +96,7 @@ extension KVOEngine {
 
     /// Ends observation `subscription` if `connection` owns it. Returns whether it did; removing
     /// twice, or removing another connection's observation, returns false and changes nothing.
-    package func unobserve(_ subscription: SubscriptionID, connection: ConnectionID) -> Bool {
+    public func unobserve(_ subscription: SubscriptionID, connection: ConnectionID) -> Bool {
         if let removed = unobservePattern(subscription, connection: connection) { return removed }
         guard let observation = registry.observation(subscription), observation.connection == connection else {
             return false
@@ -106,7 +106,7 @@ extension KVOEngine {
 
     /// Ends every observation of `connection` (it disconnected). Returns how many there were.
     @discardableResult
-    package func disconnect(_ connection: ConnectionID) -> Int {
+    public func disconnect(_ connection: ConnectionID) -> Int {
         registry.removeAll(of: connection)
     }
 
@@ -114,7 +114,7 @@ extension KVOEngine {
     /// observations whose key path now passes through an object it may not read, with one final
     /// `forbidden` notification each (no value). Returns how many ended. O(the connection's observations).
     @discardableResult
-    package func accessChanged(for connection: ConnectionID, notifications: inout [ChangeNotification]) -> Int {
+    public func accessChanged(for connection: ConnectionID, notifications: inout [ChangeNotification]) -> Int {
         let denied = registry.observations(of: connection)
             .filter { !$0.mayRead($0.watched.dependencies) }
             .sorted { $0.id < $1.id }
@@ -129,7 +129,7 @@ extension KVOEngine {
     }
 
     /// The observations of `object`, like Cocoa's observationInfo, and the pattern observations matching it.
-    package func observers(of object: String, access: ConnectionAccess? = nil) throws(KVOError) -> [ObserverInfo] {
+    public func observers(of object: String, access: ConnectionAccess? = nil) throws(KVOError) -> [ObserverInfo] {
         try access?.require(.read, on: object)
         guard objects.contains(object) else { throw notFound(object) }
         let observers = registry.observations(on: object).map {

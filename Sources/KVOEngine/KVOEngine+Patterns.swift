@@ -15,7 +15,7 @@ extension KVOEngine {
     }
 
     /// Number of pattern observations (they are also counted in `observationCount`).
-    package var patternObservationCount: Int { registry.patterns.count }
+    public var patternObservationCount: Int { registry.patterns.count }
 
     /// Starts observing the objects whose ids match `pattern` for `connection`: their creations and
     /// deletions when `keyPath` is nil (an id set), else `keyPath` on each of them, present and future.
@@ -24,7 +24,7 @@ extension KVOEngine {
     /// its value for a key path. With `sinceRev`, resumes instead: appends every event of the span
     /// after that revision, or, past the history kept, a `resync` (the ids, or one per object).
     /// Objects the connection may not read are left out of every event.
-    package func observe(pattern: ObjectIDPattern, keyPath: KeyPath?, options requested: ObservationOptions,
+    public func observe(pattern: ObjectIDPattern, keyPath: KeyPath?, options requested: ObservationOptions,
                         connection: ConnectionID, sinceRev: UInt64? = nil, access: ConnectionAccess? = nil,
                         notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
         try checkObservationRoom(for: connection)

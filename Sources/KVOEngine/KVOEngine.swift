@@ -13,7 +13,7 @@ import KVOModel
 /// in `KVOEngine+Classes` and `KeyPathEvaluator`; bindings, which listen through the same watched paths
 /// and are applied before a write operation returns, in `KVOEngine+Bindings`. Not thread-safe: the
 /// server's loop thread owns the engine and is its only caller.
-package final class KVOEngine {
+public final class KVOEngine {
     /// Revision of the last accepted create, set, collection change or delete (0 before any).
     package internal(set) var revision: UInt64 = 0
     /// Every object's value; each is a JSON object, held packed (its compact JSON text) until it is
@@ -26,19 +26,19 @@ package final class KVOEngine {
     /// from the size of what it changed: each object's id (UTF-8 bytes) and size (`ObjectTable.size`), and
     /// the compact JSON of each class and binding definition. History, observations, indexes and
     /// connection buffers are not counted (each has its own limit).
-    package internal(set) var storedBytes = 0
+    public internal(set) var storedBytes = 0
     /// The largest value and object a write may store (`too_large` beyond). Unlimited unless the
     /// server sets them (before it serves).
-    package var sizeLimits = StoredSizeLimits.unlimited
+    public var sizeLimits = StoredSizeLimits.unlimited
     /// Most observations one connection may hold (`too_many_observations` beyond). Unlimited unless
     /// the server sets it (before it serves).
-    package var maximumObservationsPerConnection = Int.max
+    public var maximumObservationsPerConnection = Int.max
     /// The server's default for `maximumObservationsPerConnection` (`--max-observations-per-connection`).
-    package static let defaultMaximumObservationsPerConnection = 100_000
+    public static let defaultMaximumObservationsPerConnection = 100_000
     /// The current rules of a binding's creator, looked up at every application (nil: the user is
     /// gone, the binding stops). The server sets it; the default, for an engine without users, runs
     /// every binding unrestricted.
-    package var creatorPolicy: (_ user: String?) -> AccessPolicy? = { _ in .unrestricted }
+    public var creatorPolicy: (_ user: String?) -> AccessPolicy? = { _ in .unrestricted }
     let registry = ObservationRegistry()
     /// The defined classes (`defineClass`).
     let classes = ClassCatalog()
@@ -50,7 +50,7 @@ package final class KVOEngine {
     var uncommittedClasses: [String: JSONValue] = [:]
     /// What could not be restored from disk (a class that no longer compiles, a binding whose objects
     /// are gone), for the server to log. Empty after a clean restore.
-    package internal(set) var restoreProblems: [String] = []
+    public internal(set) var restoreProblems: [String] = []
     /// How many notifications were computed from an incrementally kept aggregate rather than a
     /// full re-read (for tests and diagnostics).
     internal(set) var incrementalAggregateUpdates = 0
@@ -65,15 +65,15 @@ package final class KVOEngine {
     var measuredChangeSize: Int?
     var touchedObjects = Set<String>()
     /// Whether writes are collected for a persistent store.
-    package let recordsCommitBatches: Bool
+    public let recordsCommitBatches: Bool
 
     /// History defaults: the last 100,000 revisions, at most 64 MiB.
-    package static let defaultHistoryLimit = 100_000
-    package static let defaultHistoryByteLimit = 64 << 20
+    public static let defaultHistoryLimit = 100_000
+    public static let defaultHistoryByteLimit = 64 << 20
 
     /// An empty store. With `recordsCommitBatches`, every accepted write is also collected for
     /// `takeCommitBatch()`.
-    package init(historyLimit: Int = KVOEngine.defaultHistoryLimit,
+    public init(historyLimit: Int = KVOEngine.defaultHistoryLimit,
                 historyByteLimit: Int = KVOEngine.defaultHistoryByteLimit,
                 recordsCommitBatches: Bool = false) {
         history = ChangeHistory(limit: historyLimit, byteLimit: historyByteLimit)
@@ -81,7 +81,7 @@ package final class KVOEngine {
     }
 
     /// A store restored from disk: its objects, revision counter and recent history.
-    package convenience init(restoring state: PersistedState,
+    public convenience init(restoring state: PersistedState,
                             historyLimit: Int = KVOEngine.defaultHistoryLimit,
                             historyByteLimit: Int = KVOEngine.defaultHistoryByteLimit,
                             recordsCommitBatches: Bool = true) {
@@ -101,21 +101,21 @@ package final class KVOEngine {
     }
 
     /// Number of objects.
-    package var objectCount: Int { objects.count }
+    public var objectCount: Int { objects.count }
     /// Most objects held decoded (live) at once; the least recently written beyond it are packed again
     /// after each write (`ObjectTable.packExcessLive`). The server may lower it before it serves.
-    package var maximumLiveObjects: Int {
+    public var maximumLiveObjects: Int {
         get { objects.maximumLiveObjects }
         set { objects.maximumLiveObjects = newValue }
     }
     /// Changes kept in history for `sinceRev` (at most `--history`), and their bytes (`--history-bytes`).
-    package var historyCount: Int { history.count }
-    package var historyBytes: Int { history.bytes }
+    public var historyCount: Int { history.count }
+    public var historyBytes: Int { history.bytes }
     /// Number of live observations (subscriptions).
-    package var observationCount: Int { registry.count }
+    public var observationCount: Int { registry.count }
 
     /// Whether writes (or class or binding definitions) were accepted since the last `takeCommitBatch()`.
-    package var hasUncommittedWrites: Bool {
+    public var hasUncommittedWrites: Bool {
         !pendingEntries.isEmpty || !uncommittedClasses.isEmpty || !bindingTable.uncommitted.isEmpty
     }
 
@@ -160,7 +160,7 @@ package final class KVOEngine {
     /// Creates `object` with `values`; `exists` if it is already there. With `className`, the values
     /// are validated against the class (defaults filled in) and the object keeps its class under
     /// `$class`. Observations that refer to it through a reference are re-bound to it (`pathChanged`).
-    package func create(_ object: String, values: [String: JSONValue], className: String? = nil,
+    public func create(_ object: String, values: [String: JSONValue], className: String? = nil,
                        access: ConnectionAccess? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         try access?.require(.write, on: object)
@@ -194,7 +194,7 @@ package final class KVOEngine {
 
     /// Deletes `object`. Each observation of it ends with a `sourceDeleted` notification; observations
     /// that reach it through a reference stay and are re-bound (`pathChanged`, new value `null`).
-    package func delete(_ object: String, access: ConnectionAccess? = nil,
+    public func delete(_ object: String, access: ConnectionAccess? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         try access?.require(.write, on: object)
         guard let size = objects.size(of: object) else { throw notFound(object) }
@@ -236,7 +236,7 @@ package final class KVOEngine {
     /// the reading passed through (references followed, elements an operator reached, what computed
     /// properties read) must be readable, or the reading is `forbidden`; `read` on `object` is checked
     /// before its existence, so a denial does not tell whether it exists.
-    package func get(_ object: String, keyPath: KeyPath?, access: ConnectionAccess? = nil) throws(KVOError) -> JSONValue {
+    public func get(_ object: String, keyPath: KeyPath?, access: ConnectionAccess? = nil) throws(KVOError) -> JSONValue {
         try access?.require(.read, on: object)
         guard let value = objects[object] else { throw notFound(object) }
         guard let keyPath else { return value }
@@ -248,7 +248,7 @@ package final class KVOEngine {
     /// Sets the value at `keyPath` (through references; into an array element by index) and
     /// notifies every observation whose value this changes. The revision advances even when nothing
     /// changes; then nobody is notified.
-    package func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
+    public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
                     access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let rev = try write(object, keyPath: keyPath, value: newValue, encoded: encoded, access: access,
                             notifications: &notifications)
@@ -313,7 +313,7 @@ package final class KVOEngine {
 
     /// Inserts into, removes from or replaces in the array at `keyPath`; its direct observers get a
     /// kind 2, 3 or 4 notification with the indexes, everyone else affected a kind 1.
-    package func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
+    public func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
                             access: ConnectionAccess? = nil,
                             notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let target = try resolveWrite(keyPath, of: object, access: access)
@@ -397,7 +397,7 @@ package final class KVOEngine {
     }
 
     /// Every object id, sorted (O(n): a request path pages with `objectIDs(after:)` instead).
-    package func objectIDs() -> [String] {
+    public func objectIDs() -> [String] {
         sortedIDs.all
     }
 
@@ -409,15 +409,15 @@ package final class KVOEngine {
 }
 
 /// One observation as `info` reports it.
-package struct ObserverInfo: Equatable, Sendable {
-    package let subscription: SubscriptionID
-    package let keyPath: String
-    package let options: ObservationOptions
-    package let connection: ConnectionID
+public struct ObserverInfo: Equatable, Sendable {
+    public let subscription: SubscriptionID
+    public let keyPath: String
+    public let options: ObservationOptions
+    public let connection: ConnectionID
     /// The user the observing connection acts for (nil in open mode).
-    package var user: String? = nil
+    public var user: String? = nil
     /// For a pattern observation matching the object: its pattern (`keyPath` is then empty for an id set).
-    package var pattern: String? = nil
+    public var pattern: String? = nil
 }
 
 extension JSONValue {

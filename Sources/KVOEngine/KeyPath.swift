@@ -5,18 +5,18 @@ import KVOModel
 /// Keys walk nested objects and follow references (`{"$ref": "id"}`). On an array, a key made of
 /// digits is an index (`items.2`), any other key is read from every element (`items.price`), and at
 /// most one collection operator (`items.@sum.price`) aggregates the elements. A value type; any thread.
-package struct KeyPath: Hashable, Sendable, CustomStringConvertible {
+public struct KeyPath: Hashable, Sendable, CustomStringConvertible {
     /// Longest key path accepted, in bytes.
-    package static let maximumLength = 1024
+    public static let maximumLength = 1024
     /// Most keys in one key path (so that no path, whatever the references, walks without end).
-    package static let maximumDepth = 64
+    public static let maximumDepth = 64
 
     /// The key path as the client wrote it.
-    package let string: String
+    public let string: String
     /// Its keys, in order (an operator is one key, `@sum`).
-    package let components: [String]
+    public let components: [String]
     /// Where the collection operator stands in `components`, if there is one.
-    package let operatorIndex: Int?
+    public let operatorIndex: Int?
 
     /// `string`'s keys split at its dots when every byte is ASCII; nil otherwise.
     private static func asciiComponents(of string: String) -> [String]? {
@@ -39,7 +39,7 @@ package struct KeyPath: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Parses and validates `string`.
-    package init(_ string: String) throws(KVOError) {
+    public init(_ string: String) throws(KVOError) {
         guard !string.isEmpty else { throw KVOError(.badRequest, "keyPath must not be empty") }
         guard string.utf8.count <= KeyPath.maximumLength else {
             throw KVOError(.badRequest, "keyPath is longer than \(KeyPath.maximumLength) bytes")
@@ -82,7 +82,7 @@ package struct KeyPath: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The operator, if the key path has one.
-    package var collectionOperator: CollectionOperator? {
+    public var collectionOperator: CollectionOperator? {
         operatorIndex.map { CollectionOperator(rawValue: components[$0])! }
     }
 
@@ -98,7 +98,7 @@ package struct KeyPath: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    package var description: String { string }
+    public var description: String { string }
 }
 
 extension String {

@@ -25,9 +25,9 @@ import KVOJSON
 /// immutable and shared; a `LiveObject` shared with a copy is copied before a write changes it; only
 /// the clock's hint `written` is shared). Owned by `KVOEngine` (and, before the engine
 /// takes it, by the `PersistedState` the store loaded): the server's loop thread is its only user.
-package struct ObjectTable: Sendable {
+public struct ObjectTable: Sendable {
     /// Default of `maximumLiveObjects`: 65,536 objects (about 30 MiB of live three-member objects).
-    package static let defaultMaximumLiveObjects = 65_536
+    public static let defaultMaximumLiveObjects = 65_536
 
     typealias Index = [String: ObjectSlot].Index
 
@@ -39,13 +39,13 @@ package struct ObjectTable: Sendable {
     private var clock: [String] = []
     private var clockHead = 0
     /// Most objects kept live; `packExcessLive` packs the excess.
-    package var maximumLiveObjects = ObjectTable.defaultMaximumLiveObjects
+    public var maximumLiveObjects = ObjectTable.defaultMaximumLiveObjects
 
     /// An empty table.
-    package init() {}
+    public init() {}
 
     /// A table of `values` (each must be a JSON object), every one packed.
-    package init(packing values: [String: JSONValue]) {
+    public init(packing values: [String: JSONValue]) {
         slots.reserveCapacity(values.count)
         for (id, value) in values {
             guard case let .object(members) = value else { preconditionFailure("object '\(id)' is not a JSON object") }
@@ -56,18 +56,18 @@ package struct ObjectTable: Sendable {
     // MARK: - Reading
 
     /// Number of objects.
-    package var count: Int { slots.count }
-    package var isEmpty: Bool { slots.isEmpty }
+    public var count: Int { slots.count }
+    public var isEmpty: Bool { slots.isEmpty }
     /// Every id, in no particular order.
     package var keys: Dictionary<String, ObjectSlot>.Keys { slots.keys }
 
     /// Whether object `id` exists (no decoding).
-    package func contains(_ id: String) -> Bool {
+    public func contains(_ id: String) -> Bool {
         slots.index(forKey: id) != nil
     }
 
     /// Object `id`'s value (decoded when packed), nil when there is none.
-    package subscript(id: String) -> JSONValue? {
+    public subscript(id: String) -> JSONValue? {
         slots[id]?.value
     }
 
@@ -243,7 +243,7 @@ package struct ObjectTable: Sendable {
 
 extension ObjectTable: Equatable {
     /// Same ids with equal values (`JSONValue` equality; packed or live does not matter).
-    package static func == (left: ObjectTable, right: ObjectTable) -> Bool {
+    public static func == (left: ObjectTable, right: ObjectTable) -> Bool {
         guard left.count == right.count else { return false }
         for id in left.slots.keys {
             guard let value = right[id], value == left[id]! else { return false }
@@ -254,7 +254,7 @@ extension ObjectTable: Equatable {
 
 extension ObjectTable: ExpressibleByDictionaryLiteral {
     /// A table of the given objects, packed (for tests and restores built by hand).
-    package init(dictionaryLiteral elements: (String, JSONValue)...) {
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self.init(packing: Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
 }

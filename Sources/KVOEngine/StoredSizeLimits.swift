@@ -13,7 +13,7 @@ public struct StoredSizeLimits: Sendable, Equatable {
     public static let defaultMaximumObjectBytes = 15 << 20
     /// What an event adds around its old and new value: the fixed members, the object id and the key
     /// path (ids and key paths longer than this together are not covered).
-    package static let eventAllowance = 64 << 10
+    public static let eventAllowance = 64 << 10
 
     public var maximumValueBytes: Int
     public var maximumObjectBytes: Int
@@ -38,17 +38,17 @@ public struct StoredSizeLimits: Sendable, Equatable {
 
     /// The largest object an output buffer of `outputBufferBytes` can carry as an event's old and new
     /// value: (buffer - `eventAllowance`) / 2.
-    package static func largestObject(outputBufferBytes: Int) -> Int {
+    public static func largestObject(outputBufferBytes: Int) -> Int {
         (outputBufferBytes - eventAllowance) / 2
     }
 
     /// No limit (the engine's default when used on its own, in tests and tools).
-    package static let unlimited = StoredSizeLimits(maximumValueBytes: .max, maximumObjectBytes: .max, maximumStoredBytes: .max)
+    public static let unlimited = StoredSizeLimits(maximumValueBytes: .max, maximumObjectBytes: .max, maximumStoredBytes: .max)
 
     /// Why these limits cannot work with a connection's output buffer of `outputBufferBytes` (nil when
     /// they can): every object kvod accepts must be sendable in one event carrying its old and new value,
     /// `2 x maximumObjectBytes + eventAllowance <= outputBufferBytes`, and a value must fit in an object.
-    package func problem(outputBufferBytes: Int) -> String? {
+    public func problem(outputBufferBytes: Int) -> String? {
         guard maximumValueBytes > 0, maximumObjectBytes > 0 else {
             return "--max-value-bytes and --max-object-bytes must be positive (is --max-output-buffer above \(2 * StoredSizeLimits.eventAllowance)?)"
         }

@@ -1,5 +1,5 @@
 /// Cocoa's NSKeyValueChange kinds (Apple's values).
-package enum ChangeKind: Int, Sendable, Equatable {
+public enum ChangeKind: Int, Sendable, Equatable {
     case setting = 1
     case insertion = 2
     case removal = 3

@@ -1,5 +1,5 @@
 /// Why an event was sent (the wire's `reason`).
-package enum ChangeReason: String, Sendable {
+public enum ChangeReason: String, Sendable {
     /// The observation just began and asked for `initial`.
     case initial
     /// The observed value changed.
@@ -22,7 +22,7 @@ package enum ChangeReason: String, Sendable {
 
     /// The reason's code in the compact encoding (docs/protocol.md, "Compact events"): its name's first
     /// letter, distinct for every reason. `valueChanged` (`v`) is the default and never sent.
-    package var compactCode: Character {
+    public var compactCode: Character {
         switch self {
         case .initial: "i"
         case .valueChanged: "v"

@@ -4,9 +4,9 @@ import KVOJSON
 ///
 /// Produced by the engine (state errors) and the protocol decoder (malformed requests); a failed
 /// request never changes state.
-package struct KVOError: Error, Equatable, Sendable {
+public struct KVOError: Error, Equatable, Sendable {
     /// The wire error codes (docs/protocol.md).
-    package enum Code: String, Sendable, CaseIterable {
+    public enum Code: String, Sendable, CaseIterable {
         case badRequest = "bad_request"
         case unknownOp = "unknown_op"
         case notFound = "not_found"
@@ -33,18 +33,18 @@ package struct KVOError: Error, Equatable, Sendable {
         case unsupported = "unsupported"
     }
 
-    package let code: Code
-    package let message: String
+    public let code: Code
+    public let message: String
     /// Machine-readable particulars written into the error object beside `code` and `message`
     /// (`property` and `rule` for `invalid_value`, `column` for `invalid_expression`). Usually empty.
-    package let details: [String: JSONValue]
+    public let details: [String: JSONValue]
 
     /// Longest message kept, in bytes. Messages quote client text (ids, key paths, values); a longer
     /// one keeps its first `PrintableText.defaultLimit` characters and states its full length, so no
     /// reply, binding event or log line repeats a megabyte a client sent.
-    package static let maximumMessageLength = 2048
+    public static let maximumMessageLength = 2048
 
-    package init(_ code: Code, _ message: String, details: [String: JSONValue] = [:]) {
+    public init(_ code: Code, _ message: String, details: [String: JSONValue] = [:]) {
         self.code = code
         self.message = message.utf8.count <= KVOError.maximumMessageLength ? message : KVOError.shortened(message)
         self.details = details

@@ -5,21 +5,21 @@
 /// Matching is linear in the id's length for each literal piece (greedy left-to-right search of the
 /// pieces between stars, which is exact for star-only globs): no backtracking, no pathological
 /// input. A value; any thread.
-package struct ObjectIDPattern: Hashable, Sendable, CustomStringConvertible {
+public struct ObjectIDPattern: Hashable, Sendable, CustomStringConvertible {
     /// The pattern as written.
-    package let text: String
+    public let text: String
     /// The literal pieces between stars, as UTF-8 (`a*b*c` -> [a, b, c]; `*` -> ["", ""]).
     private let pieces: [[UInt8]]
 
     /// Longest pattern accepted, in bytes (as the longest object id a key may name is bounded elsewhere).
-    package static let maximumLength = 1024
+    public static let maximumLength = 1024
 
-    package enum ParseError: Error, Equatable, Sendable {
+    public enum ParseError: Error, Equatable, Sendable {
         case empty
         case tooLong(limit: Int)
     }
 
-    package init(_ text: String) throws(ParseError) {
+    public init(_ text: String) throws(ParseError) {
         guard !text.isEmpty else { throw .empty }
         guard text.utf8.count <= ObjectIDPattern.maximumLength else { throw .tooLong(limit: ObjectIDPattern.maximumLength) }
         self.text = text
@@ -27,21 +27,21 @@ package struct ObjectIDPattern: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether the pattern has no star (it names exactly one id).
-    package var isExact: Bool { pieces.count == 1 }
+    public var isExact: Bool { pieces.count == 1 }
 
     /// The literal text before the first star (the whole id for an exact pattern).
-    package var prefix: [UInt8] { pieces[0] }
+    public var prefix: [UInt8] { pieces[0] }
 
-    package var description: String { text }
+    public var description: String { text }
 
     /// Whether `objectID` is one of the ids this pattern names.
-    package func matches(_ objectID: String) -> Bool {
+    public func matches(_ objectID: String) -> Bool {
         var id = objectID
         return id.withUTF8 { matches(utf8: $0) }
     }
 
     /// Whether the UTF-8 id is one of the ids this pattern names.
-    package func matches(utf8 id: UnsafeBufferPointer<UInt8>) -> Bool {
+    public func matches(utf8 id: UnsafeBufferPointer<UInt8>) -> Bool {
         if pieces.count == 1 { return id.elementsEqual(pieces[0]) }
         let first = pieces[0], last = pieces[pieces.count - 1]
         guard id.count >= first.count + last.count,

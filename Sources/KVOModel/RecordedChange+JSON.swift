@@ -13,7 +13,7 @@ import KVOJSON
 /// values; any thread.
 extension RecordedChange {
     /// The change as one JSON object.
-    package var json: JSONValue {
+    public var json: JSONValue {
         switch self {
         case let .created(value): return .object(["created": value])
         case let .deleted(value): return .object(["deleted": value])
@@ -68,7 +68,7 @@ extension RecordedChange {
 
 extension ArrayChangeRecord {
     /// The record as one JSON object.
-    package var json: JSONValue {
+    public var json: JSONValue {
         .object([
             "path": .array(path.map { .string($0) }),
             "kind": .int(Int64(kind.rawValue)),

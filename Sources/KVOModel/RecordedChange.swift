@@ -1,7 +1,7 @@
 import KVOJSON
 
 /// What one write did to one object.
-package enum RecordedChange: Equatable, Sendable {
+public enum RecordedChange: Equatable, Sendable {
     /// The object was created with this value.
     case created(JSONValue)
     /// The object, which had this value, was deleted.
@@ -13,17 +13,17 @@ package enum RecordedChange: Equatable, Sendable {
 }
 
 /// A collection mutation as history records it.
-package struct ArrayChangeRecord: Equatable, Sendable {
+public struct ArrayChangeRecord: Equatable, Sendable {
     /// The array's key path inside the object (array indexes as keys).
-    package let path: [String]
-    package let kind: ChangeKind
-    package let indexes: [Int]
+    public let path: [String]
+    public let kind: ChangeKind
+    public let indexes: [Int]
     /// Removed or replaced elements (empty for insertions).
-    package let old: [JSONValue]
+    public let old: [JSONValue]
     /// Inserted or new elements (empty for removals).
-    package let new: [JSONValue]
+    public let new: [JSONValue]
 
-    package init(path: [String], kind: ChangeKind, indexes: [Int], old: [JSONValue], new: [JSONValue]) {
+    public init(path: [String], kind: ChangeKind, indexes: [Int], old: [JSONValue], new: [JSONValue]) {
         self.path = path
         self.kind = kind
         self.indexes = indexes

@@ -1,7 +1,7 @@
 /// A place where a value is stored: a key path inside one stored object (array indexes as keys).
 package struct StoredLocation: Hashable {
-    package let object: String
-    package let path: [String]
+    public let object: String
+    public let path: [String]
 
     package init(object: String, path: [String]) {
         self.object = object

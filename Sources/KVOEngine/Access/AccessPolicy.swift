@@ -5,19 +5,19 @@ import KVOModel
 ///
 /// Immutable; built on the loop thread when a user authenticates or their rules change, and read
 /// there by every permission check (docs/design.md, "Where permission checks happen").
-package final class AccessPolicy: Sendable {
+public final class AccessPolicy: Sendable {
     /// The rules as given (for listings).
-    package let rules: [AccessRule]
+    public let rules: [AccessRule]
     /// Open mode: every permission on every object.
-    package let isUnrestricted: Bool
+    public let isUnrestricted: Bool
     private let exact: [String: Permission]
     private let globs: [(ObjectIDPattern, Permission)]
     /// Permissions every id has (rules whose pattern is `*`).
     private let everywhere: Permission
 
-    package static let unrestricted = AccessPolicy(rules: [], unrestricted: true)
+    public static let unrestricted = AccessPolicy(rules: [], unrestricted: true)
 
-    package convenience init(rules: [AccessRule]) {
+    public convenience init(rules: [AccessRule]) {
         self.init(rules: rules, unrestricted: false)
     }
 
@@ -42,7 +42,7 @@ package final class AccessPolicy: Sendable {
     }
 
     /// What this policy allows on `objectID`: the union of every matching rule.
-    package func permissions(for objectID: String) -> Permission {
+    public func permissions(for objectID: String) -> Permission {
         if isUnrestricted { return .all }
         var allowed = everywhere.union(exact[objectID] ?? [])
         if allowed == .all || globs.isEmpty { return allowed }
@@ -56,11 +56,11 @@ package final class AccessPolicy: Sendable {
     }
 
     /// Whether `permission` is allowed on `objectID`.
-    package func allows(_ permission: Permission, on objectID: String) -> Bool {
+    public func allows(_ permission: Permission, on objectID: String) -> Bool {
         permissions(for: objectID).isSuperset(of: permission)
     }
 
     /// Server-wide administration (defineClass, user management, other connections' details) needs
     /// `admin` on every object: a rule `{"objects":"*","allow":[…"admin"…]}`.
-    package var isServerAdmin: Bool { isUnrestricted || everywhere.contains(.admin) }
+    public var isServerAdmin: Bool { isUnrestricted || everywhere.contains(.admin) }
 }

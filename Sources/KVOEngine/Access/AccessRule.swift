@@ -5,22 +5,22 @@ import KVOModel
 /// (default deny); a user's permission on an object is the union of the rules that match its id.
 ///
 /// Wire and storage form: `{"objects":"sensor-*","allow":["read","write"]}`. A value; any thread.
-package struct AccessRule: Hashable, Sendable {
-    package var objects: ObjectIDPattern
-    package var allow: Permission
+public struct AccessRule: Hashable, Sendable {
+    public var objects: ObjectIDPattern
+    public var allow: Permission
 
-    package init(objects: ObjectIDPattern, allow: Permission) {
+    public init(objects: ObjectIDPattern, allow: Permission) {
         self.objects = objects
         self.allow = allow
     }
 
     /// The rule as JSON (`{"objects":…,"allow":[…]}`).
-    package var json: JSONValue {
+    public var json: JSONValue {
         .object(["objects": .string(objects.text), "allow": .array(allow.nameList.map(JSONValue.string))])
     }
 
     /// Parses the JSON form; the message says what is wrong (for a `bad_request` reply or a usage error).
-    package init(json: JSONValue) throws(AccessRuleError) {
+    public init(json: JSONValue) throws(AccessRuleError) {
         guard case let .object(fields) = json else { throw AccessRuleError("a rule is an object {\"objects\":…,\"allow\":[…]}") }
         for key in fields.keys where key != "objects" && key != "allow" {
             throw AccessRuleError("unknown field '\(PrintableText.escaped(key, limit: 64))' in a rule")
@@ -47,7 +47,7 @@ package struct AccessRule: Hashable, Sendable {
     }
 
     /// Parses the command-line form `PATTERN=PERM[,PERM…]`, e.g. `sensor-*=read,write`.
-    package init(argument: String) throws(AccessRuleError) {
+    public init(argument: String) throws(AccessRuleError) {
         guard let equals = argument.lastIndex(of: "=") else {
             throw AccessRuleError("a rule is PATTERN=PERMISSIONS, e.g. 'sensor-*=read,write'")
         }
@@ -57,7 +57,7 @@ package struct AccessRule: Hashable, Sendable {
 }
 
 /// Why a rule could not be parsed. A value; any thread.
-package struct AccessRuleError: Error, Equatable, Sendable {
-    package let message: String
-    package init(_ message: String) { self.message = message }
+public struct AccessRuleError: Error, Equatable, Sendable {
+    public let message: String
+    public init(_ message: String) { self.message = message }
 }

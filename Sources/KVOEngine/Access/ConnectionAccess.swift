@@ -11,13 +11,13 @@ import KVOModel
 /// emptied when full and whenever the principal changes; the most recent id is also kept apart, so a
 /// run of requests on one object (the common case) compares one string and hashes nothing.
 /// Loop thread only.
-package final class ConnectionAccess {
+public final class ConnectionAccess {
     // Checked on every request: exempt from dynamic exclusivity checks (loop thread only, one call at a
     // time), which cost more than the checks themselves (perf: swift_beginAccess per property read).
     /// Who the connection acts for now.
-    @exclusivity(unchecked) package private(set) var principal: Principal
+    @exclusivity(unchecked) public private(set) var principal: Principal
     /// Open mode: every check passes without looking anything up.
-    @exclusivity(unchecked) package private(set) var isUnrestricted: Bool
+    @exclusivity(unchecked) public private(set) var isUnrestricted: Bool
     @exclusivity(unchecked) private var cache: [String: Permission] = [:]
     /// The last object asked about (meaningful while `hasLast`) and its answer.
     @exclusivity(unchecked) private var lastObject = ""
@@ -25,21 +25,21 @@ package final class ConnectionAccess {
     @exclusivity(unchecked) private var lastPermission: Permission = []
 
     /// Most object ids remembered before the cache is emptied and starts again.
-    package static let cacheCapacity = 4096
+    public static let cacheCapacity = 4096
 
-    package init(_ principal: Principal) {
+    public init(_ principal: Principal) {
         self.principal = principal
         self.isUnrestricted = principal.policy.isUnrestricted
     }
 
     /// Open mode (no user): everything allowed.
-    package static func open() -> ConnectionAccess { ConnectionAccess(.open) }
+    public static func open() -> ConnectionAccess { ConnectionAccess(.open) }
 
     /// No user and no rules: nothing allowed (a connection that has not authenticated).
-    package static let nobody = Principal(user: nil, policy: AccessPolicy(rules: []))
+    public static let nobody = Principal(user: nil, policy: AccessPolicy(rules: []))
 
     /// Replaces the principal (login, or the user's rules changed) and forgets every cached answer.
-    package func replace(_ principal: Principal) {
+    public func replace(_ principal: Principal) {
         self.principal = principal
         isUnrestricted = principal.policy.isUnrestricted
         cache.removeAll()
@@ -49,13 +49,13 @@ package final class ConnectionAccess {
     }
 
     /// The user name (nil in open mode).
-    package var user: String? { principal.user }
+    public var user: String? { principal.user }
 
     /// Whether the user administers the whole server (`admin` on `*`, or open mode).
-    package var isServerAdmin: Bool { isUnrestricted || principal.policy.isServerAdmin }
+    public var isServerAdmin: Bool { isUnrestricted || principal.policy.isServerAdmin }
 
     /// What the connection may do to `object` (cached).
-    package func permissions(on object: String) -> Permission {
+    public func permissions(on object: String) -> Permission {
         if isUnrestricted { return .all }
         if hasLast && lastObject == object { return lastPermission }
         let permission: Permission
@@ -74,13 +74,13 @@ package final class ConnectionAccess {
 
     /// Whether the connection has `permission` on `object`.
     @inline(__always)
-    package func allows(_ permission: Permission, on object: String) -> Bool {
+    public func allows(_ permission: Permission, on object: String) -> Bool {
         isUnrestricted || permissions(on: object).isSuperset(of: permission)
     }
 
     /// Throws `forbidden` unless the connection has `permission` on `object`.
     @inline(__always)
-    package func require(_ permission: Permission, on object: String) throws(KVOError) {
+    public func require(_ permission: Permission, on object: String) throws(KVOError) {
         guard !allows(permission, on: object) else { return }
         throw ConnectionAccess.forbidden(permission, on: object, user: principal.user)
     }
@@ -99,7 +99,7 @@ package final class ConnectionAccess {
     }
 
     /// Throws `forbidden` unless the connection administers the whole server.
-    package func requireServerAdmin(_ what: String) throws(KVOError) {
+    public func requireServerAdmin(_ what: String) throws(KVOError) {
         guard !isServerAdmin else { return }
         throw KVOError(.forbidden, "\(what) needs 'admin' on every object ('*')\(ConnectionAccess.asUser(principal.user))")
     }

@@ -7,27 +7,27 @@ import KVOJSON
 /// - `admin`: defineClass, bind, combine, unbind, user management, other connections' details.
 ///
 /// A value; any thread.
-package struct Permission: OptionSet, Hashable, Sendable, CustomStringConvertible {
-    package let rawValue: UInt8
+public struct Permission: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
 
-    package init(rawValue: UInt8) { self.rawValue = rawValue }
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
 
-    package static let read = Permission(rawValue: 1 << 0)
-    package static let write = Permission(rawValue: 1 << 1)
-    package static let admin = Permission(rawValue: 1 << 2)
-    package static let all: Permission = [.read, .write, .admin]
+    public static let read = Permission(rawValue: 1 << 0)
+    public static let write = Permission(rawValue: 1 << 1)
+    public static let admin = Permission(rawValue: 1 << 2)
+    public static let all: Permission = [.read, .write, .admin]
 
     /// The wire names, in this order.
-    package static let names: [(String, Permission)] = [("read", .read), ("write", .write), ("admin", .admin)]
+    public static let names: [(String, Permission)] = [("read", .read), ("write", .write), ("admin", .admin)]
 
     /// The permission a wire name stands for, or nil for an unknown name.
-    package init?(name: String) {
+    public init?(name: String) {
         guard let match = Permission.names.first(where: { $0.0 == name }) else { return nil }
         self = match.1
     }
 
     /// The wire names of the permissions in this set, in `names` order.
-    package var nameList: [String] { Permission.names.filter { contains($0.1) }.map(\.0) }
+    public var nameList: [String] { Permission.names.filter { contains($0.1) }.map(\.0) }
 
-    package var description: String { nameList.joined(separator: ",") }
+    public var description: String { nameList.joined(separator: ",") }
 }

@@ -3,16 +3,16 @@
 ///
 /// Owned by the connection (`Connection.principal`); nil there until it authenticates when
 /// authentication is required. Replaced, never mutated, when the user's rules change. Loop thread only.
-package struct Principal: Sendable {
+public struct Principal: Sendable {
     /// The user name; nil in open mode.
-    package let user: String?
-    package let policy: AccessPolicy
+    public let user: String?
+    public let policy: AccessPolicy
 
-    package init(user: String?, policy: AccessPolicy) {
+    public init(user: String?, policy: AccessPolicy) {
         self.user = user
         self.policy = policy
     }
 
     /// Open mode: no user, everything allowed.
-    package static let open = Principal(user: nil, policy: .unrestricted)
+    public static let open = Principal(user: nil, policy: .unrestricted)
 }

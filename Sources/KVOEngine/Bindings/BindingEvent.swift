@@ -7,8 +7,8 @@ import KVOModel
 /// Wire form (docs/protocol.md, "Bindings"):
 /// `{"event":"binding","binding":7,"reason":"removed","cause":"sourceDeleted","object":"a","rev":12}` or
 /// `{"event":"binding","binding":7,"reason":"refused","error":{"code":…,"message":…},"rev":12}`.
-package struct BindingEvent: Equatable, Sendable {
-    package enum Reason: Equatable, Sendable {
+public struct BindingEvent: Equatable, Sendable {
+    public enum Reason: Equatable, Sendable {
         /// The binding ended because `object`, one of its sources (`sourceDeleted`) or its target
         /// (`targetDeleted`), was deleted.
         case removed(cause: String, object: String)
@@ -17,14 +17,14 @@ package struct BindingEvent: Equatable, Sendable {
         case refused(KVOError)
     }
 
-    package let binding: UInt64
-    package let creator: ConnectionID?
-    package let reason: Reason
+    public let binding: UInt64
+    public let creator: ConnectionID?
+    public let reason: Reason
     /// The revision at the time.
-    package let rev: UInt64
+    public let rev: UInt64
 
     /// The event line, newline included.
-    package var line: [UInt8] {
+    public var line: [UInt8] {
         var buffer: [UInt8] = []
         JSONWriter.append("{\"event\":\"binding\",\"binding\":", to: &buffer)
         JSONWriter.writeInteger(Int64(binding), into: &buffer)
@@ -49,7 +49,7 @@ package struct BindingEvent: Equatable, Sendable {
 
     /// One line for the server's log: client text (object ids, messages quoting values) escaped and cut
     /// short (`PrintableText`), so a client can neither forge log lines nor flood the log.
-    package var logDescription: String {
+    public var logDescription: String {
         switch reason {
         case let .removed(cause, object):
             return "binding \(binding) removed: \(cause) (\(PrintableText.escaped(object)))"

@@ -2,11 +2,11 @@ import KVOJSON
 import KVOModel
 
 /// One end of a binding: a key path of an object.
-package struct BindingEndpoint: Equatable, Sendable, CustomStringConvertible {
-    package let object: String
-    package let keyPath: KeyPath
+public struct BindingEndpoint: Equatable, Sendable, CustomStringConvertible {
+    public let object: String
+    public let keyPath: KeyPath
 
-    package init(object: String, keyPath: KeyPath) {
+    public init(object: String, keyPath: KeyPath) {
         self.object = object
         self.keyPath = keyPath
     }
@@ -33,7 +33,7 @@ package struct BindingEndpoint: Equatable, Sendable, CustomStringConvertible {
         self.init(object: object, keyPath: try KeyPath(keyPath))
     }
 
-    package var description: String { "\(object):\(keyPath)" }
+    public var description: String { "\(object):\(keyPath)" }
 }
 
 /// A binding as a client defines it (YJSafeKVO's bindTo/boundTo and combineLatest/reduce, kept on the
@@ -46,25 +46,25 @@ package struct BindingEndpoint: Equatable, Sendable, CustomStringConvertible {
 ///
 /// Expressions are kept as text here; the engine compiles them (`CompiledBinding`). A value type; any
 /// thread. Its `json` is what `bindings` lists and what the persistent store keeps.
-package struct BindingSpec: Equatable, Sendable {
-    package enum Kind: String, Sendable {
+public struct BindingSpec: Equatable, Sendable {
+    public enum Kind: String, Sendable {
         case bind
         case combineLatest
     }
 
     /// Most sources one `combineLatest` may have.
-    package static let maximumSources = 64
+    public static let maximumSources = 64
 
-    package let kind: Kind
-    package let sources: [BindingEndpoint]
-    package let target: BindingEndpoint
+    public let kind: Kind
+    public let sources: [BindingEndpoint]
+    public let target: BindingEndpoint
     /// Expression over the incoming value(s); the write happens only when it is truthy.
-    package let filter: String?
+    public let filter: String?
     /// `convert` (bind) or `reduce` (combineLatest): the value to write. A `bind` without `convert`
     /// writes the source value as it is; `combineLatest` requires `reduce`.
-    package let transform: String?
+    public let transform: String?
 
-    package init(kind: Kind, sources: [BindingEndpoint], target: BindingEndpoint, filter: String?, transform: String?) {
+    public init(kind: Kind, sources: [BindingEndpoint], target: BindingEndpoint, filter: String?, transform: String?) {
         self.kind = kind
         self.sources = sources
         self.target = target
