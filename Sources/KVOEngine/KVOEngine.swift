@@ -53,7 +53,7 @@ public final class KVOEngine {
     public internal(set) var restoreProblems: [String] = []
     /// How many notifications were computed from an incrementally kept aggregate rather than a
     /// full re-read (for tests and diagnostics).
-    internal(set) var incrementalAggregateUpdates = 0
+    var incrementalAggregateUpdates = 0
     /// Recent writes, for `observe` with `sinceRev`.
     let history: ChangeHistory
     /// Writes accepted since the last `takeCommitBatch()` (only when `recordsCommitBatches`), and

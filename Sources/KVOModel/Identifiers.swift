@@ -24,5 +24,5 @@ public typealias SubscriptionID = Int64
 
 /// Object ids: strings of at most `maximumLength` UTF-8 bytes (requests and binding definitions check it).
 package enum ObjectID {
-    public static let maximumLength = 1024
+    package static let maximumLength = 1024
 }

@@ -66,7 +66,7 @@ struct CLIArgumentTests {
         #expect(try server.connect().call("get", ["object": "t", "keyPath": "m"])["value"] == "--")
     }
 
-    @Test("kvod's numeric flags and --host say what is wrong, exit 2", arguments: [
+    @Test("kvod's numeric flags, --host and --unix say what is wrong, exit 2", arguments: [
         (["--port", "-1"], "The value '-1' is invalid for '--port <port>': must be 0 or more"),
         (["--port", "65536"], "'--port <port>': must be between 0 and 65535"),
         (["--max-connections", "-1"], "'--max-connections <max-connections>': must be 1 or more"),
@@ -76,6 +76,12 @@ struct CLIArgumentTests {
         (["--history-bytes", "-1"], "'--history-bytes <history-bytes>': must be 0 or more"),
         (["--history", "many"], "'--history <history>': must be a whole number, 0 or more"),
         (["--host", ""], "--host must not be empty"),
+        (["--unix", ""], "--unix takes a path of 1 to 107 bytes"),
+        (["--unix", "/tmp/" + String(repeating: "s", count: 103)], "--unix takes a path of 1 to 107 bytes"),
+        (["--unix-mode", "0600"], "--unix-mode needs --unix"),
+        (["--unix", "/tmp/kvod-mode.sock", "--unix-mode", "0800"], "--unix-mode must be octal permission bits"),
+        (["--unix", "/tmp/kvod-mode.sock", "--unix-mode", "rw"], "--unix-mode must be octal permission bits"),
+        (["--unix", "/tmp/kvod-mode.sock", "--unix-mode", "01777"], "--unix-mode must be octal permission bits"),
     ])
     func kvodFlags(arguments: [String], message: String) throws {
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(arguments) }

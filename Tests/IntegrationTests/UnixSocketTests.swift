@@ -17,7 +17,7 @@ struct UnixSocketTests {
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
             withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                _ = path.utf8CString.withUnsafeBytes { raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(raw.count - 1))) }
+                path.utf8CString.withUnsafeBytes { raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(raw.count - 1))) }
             }
             var timeout = timeval(tv_sec: 10, tv_usec: 0)
             setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -84,7 +84,7 @@ struct UnixSocketTests {
         #expect(!FileManager.default.fileExists(atPath: path), "the socket file is removed on a clean stop")
     }
 
-    @Test("a stale socket file is replaced; --unix-mode sets the mode; a file that is no socket is refused")
+    @Test("a stale socket file is replaced; --unix-mode sets the mode; a file that is no socket, or a missing directory, is refused")
     func staleFileModeAndNotASocket() throws {
         let scratch = try TemporaryDirectory("unixstale")
         let path = scratch.appending("kvod.sock")
@@ -93,7 +93,7 @@ struct UnixSocketTests {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            _ = path.utf8CString.withUnsafeBytes { raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(raw.count - 1))) }
+            path.utf8CString.withUnsafeBytes { raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(raw.count - 1))) }
         }
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -116,6 +116,13 @@ struct UnixSocketTests {
             #expect(log.contains("exists and is not a socket"), "\(log)")
         }
         #expect(try String(contentsOfFile: plainFile, encoding: .utf8) == "keep me")
+        // A directory that does not exist: refused at start-up, naming the path.
+        let nowhere = scratch.appending("missing/kvod.sock")
+        let missing = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(["--unix", nowhere]) }
+        if case let .exitedEarly(status, log) = missing {
+            #expect(status == 1)
+            #expect(log.contains("unix:\(nowhere)"), "\(log)")
+        }
     }
 
     @Test("--unix alone (--port off) serves, with no users and no --insecure-open: a Unix socket counts as loopback")

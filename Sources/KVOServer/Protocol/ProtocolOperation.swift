@@ -103,6 +103,22 @@ package struct OperationDeclaration: Sendable {
     /// (objects named `o`, key path `n`).
     package let example: String
 
+    /// `effect` and `requirement` have no default: every row says whether it writes and what it needs. Most
+    /// operations need a login and take no `atLeastRev`, so those two say so only when they differ.
+    init(name: String, effect: OperationEffect, requirement: OperationRequirement, beforeLogin: Bool = false,
+         acceptsAtLeastRev: Bool = false, metrics: MetricsOperation, route: OperationRoute,
+         decode: @escaping @Sendable (FieldReader) throws(KVOError) -> Request, example: String) {
+        self.name = name
+        self.effect = effect
+        self.requirement = requirement
+        self.beforeLogin = beforeLogin
+        self.acceptsAtLeastRev = acceptsAtLeastRev
+        self.metrics = metrics
+        self.route = route
+        self.decode = decode
+        self.example = example
+    }
+
     /// Whether it changes replicated state (`effect == .writes`): replicated in cluster mode.
     @inline(__always)
     package var isWrite: Bool { effect == .writes }
@@ -134,73 +150,73 @@ enum OperationTable {
         switch operation {
         case .hello:
             return OperationDeclaration(
-                name: "hello", effect: .connection, requirement: .nothing, beforeLogin: true, acceptsAtLeastRev: false,
+                name: "hello", effect: .connection, requirement: .nothing, beforeLogin: true,
                 metrics: .hello, route: .engine, decode: RequestDecoder.hello,
                 example: #"{"op":"hello","client":"example","events":"compact"}"#)
         case .auth:
             return OperationDeclaration(
-                name: "auth", effect: .connection, requirement: .nothing, beforeLogin: true, acceptsAtLeastRev: false,
+                name: "auth", effect: .connection, requirement: .nothing, beforeLogin: true,
                 metrics: .auth, route: .authentication, decode: RequestDecoder.auth,
                 example: #"{"op":"auth","user":"alice","password":"secret"}"#)
         case .ping:
             return OperationDeclaration(
-                name: "ping", effect: .connection, requirement: .nothing, beforeLogin: true, acceptsAtLeastRev: false,
+                name: "ping", effect: .connection, requirement: .nothing, beforeLogin: true,
                 metrics: .ping, route: .engine, decode: { _ throws(KVOError) in .ping },
                 example: #"{"op":"ping"}"#)
         case .create:
             return OperationDeclaration(
-                name: "create", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "create", effect: .writes, requirement: .writeObjects,
                 metrics: .create, route: .engine, decode: RequestDecoder.create,
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
             return OperationDeclaration(
-                name: "delete", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "delete", effect: .writes, requirement: .writeObjects,
                 metrics: .delete, route: .engine, decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
                 example: #"{"op":"delete","object":"o"}"#)
         case .get:
             return OperationDeclaration(
-                name: "get", effect: .reads, requirement: .readObjects, beforeLogin: false, acceptsAtLeastRev: true,
+                name: "get", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
                 metrics: .get, route: .engine,
                 decode: { reader throws(KVOError) in .get(object: try reader.objectID(), keyPath: try reader.optionalKeyPath()) },
                 example: #"{"op":"get","object":"o","keyPath":"n"}"#)
         case .set:
             return OperationDeclaration(
-                name: "set", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "set", effect: .writes, requirement: .writeObjects,
                 metrics: .set, route: .engine, decode: RequestDecoder.set,
                 example: #"{"op":"set","object":"o","keyPath":"n","value":2}"#)
         case .increment:
             return OperationDeclaration(
-                name: "increment", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "increment", effect: .writes, requirement: .writeObjects,
                 metrics: .increment, route: .engine, decode: RequestDecoder.increment,
                 example: #"{"op":"increment","object":"o","keyPath":"n","by":5}"#)
         case .insert:
             return OperationDeclaration(
-                name: "insert", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "insert", effect: .writes, requirement: .writeObjects,
                 metrics: .insert, route: .engine, decode: RequestDecoder.insert,
                 example: #"{"op":"insert","object":"o","keyPath":"list","index":0,"value":"x"}"#)
         case .remove:
             return OperationDeclaration(
-                name: "remove", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "remove", effect: .writes, requirement: .writeObjects,
                 metrics: .remove, route: .engine, decode: RequestDecoder.remove,
                 example: #"{"op":"remove","object":"o","keyPath":"list","index":0}"#)
         case .replace:
             return OperationDeclaration(
-                name: "replace", effect: .writes, requirement: .writeObjects, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "replace", effect: .writes, requirement: .writeObjects,
                 metrics: .replace, route: .engine, decode: RequestDecoder.replace,
                 example: #"{"op":"replace","object":"o","keyPath":"list","index":0,"value":"y"}"#)
         case .observe:
             return OperationDeclaration(
-                name: "observe", effect: .reads, requirement: .readObjects, beforeLogin: false, acceptsAtLeastRev: true,
+                name: "observe", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
                 metrics: .observe, route: .engine, decode: RequestDecoder.observe,
                 example: #"{"op":"observe","object":"o","keyPath":"n","options":["new","old"]}"#)
         case .unobserve:
             return OperationDeclaration(
-                name: "unobserve", effect: .connection, requirement: .nothing, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "unobserve", effect: .connection, requirement: .nothing,
                 metrics: .unobserve, route: .engine, decode: RequestDecoder.unobserve,
                 example: #"{"op":"unobserve","sub":1}"#)
         case .list:
             return OperationDeclaration(
-                name: "list", effect: .reads, requirement: .readObjects, beforeLogin: false, acceptsAtLeastRev: true,
+                name: "list", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
                 metrics: .list, route: .engine,
                 decode: { reader throws(KVOError) in
                     .list(limit: try reader.optionalPositiveInteger("limit"), after: try reader.optionalString("after"))
@@ -208,44 +224,44 @@ enum OperationTable {
                 example: #"{"op":"list","limit":10}"#)
         case .info:
             return OperationDeclaration(
-                name: "info", effect: .reads, requirement: .readObjects, beforeLogin: false, acceptsAtLeastRev: true,
+                name: "info", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
                 metrics: .info, route: .engine, decode: { reader throws(KVOError) in .info(object: try reader.objectID()) },
                 example: #"{"op":"info","object":"o"}"#)
         case .defineClass:
             return OperationDeclaration(
-                name: "defineClass", effect: .writes, requirement: .serverAdmin, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "defineClass", effect: .writes, requirement: .serverAdmin,
                 metrics: .defineClass, route: .engine, decode: RequestDecoder.defineClass,
                 example: #"{"op":"defineClass","class":{"name":"Counter","properties":{"n":{"type":"integer"}}}}"#)
         case .classes:
             return OperationDeclaration(
-                name: "classes", effect: .reads, requirement: .nothing, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "classes", effect: .reads, requirement: .nothing,
                 metrics: .classes, route: .engine, decode: { _ throws(KVOError) in .classes },
                 example: #"{"op":"classes"}"#)
         case .bind:
             return OperationDeclaration(
-                name: "bind", effect: .writes, requirement: .adminOnBindingTargets, beforeLogin: false,
-                acceptsAtLeastRev: false, metrics: .bind, route: .engine,
+                name: "bind", effect: .writes, requirement: .adminOnBindingTargets,
+                metrics: .bind, route: .engine,
                 decode: { reader throws(KVOError) in try RequestDecoder.binding(.bind, reader) },
                 example: #"{"op":"bind","from":{"object":"o","keyPath":"n"},"to":{"object":"o","keyPath":"m"}}"#)
         case .combineLatest:
             return OperationDeclaration(
-                name: "combineLatest", effect: .writes, requirement: .adminOnBindingTargets, beforeLogin: false,
-                acceptsAtLeastRev: false, metrics: .bind, route: .engine,
+                name: "combineLatest", effect: .writes, requirement: .adminOnBindingTargets,
+                metrics: .bind, route: .engine,
                 decode: { reader throws(KVOError) in try RequestDecoder.binding(.combineLatest, reader) },
                 example: #"{"op":"combineLatest","sources":[{"object":"o","keyPath":"n"},{"object":"o","keyPath":"m"}],"to":{"object":"o","keyPath":"sum"},"reduce":"$0 + $1"}"#)
         case .unbind:
             return OperationDeclaration(
-                name: "unbind", effect: .writes, requirement: .adminOnBindingTargets, beforeLogin: false,
-                acceptsAtLeastRev: false, metrics: .unbind, route: .engine, decode: RequestDecoder.unbind,
+                name: "unbind", effect: .writes, requirement: .adminOnBindingTargets,
+                metrics: .unbind, route: .engine, decode: RequestDecoder.unbind,
                 example: #"{"op":"unbind","binding":1}"#)
         case .bindings:
             return OperationDeclaration(
-                name: "bindings", effect: .reads, requirement: .adminOnBindingTargets, beforeLogin: false,
-                acceptsAtLeastRev: false, metrics: .bindings, route: .engine, decode: { _ throws(KVOError) in .bindings },
+                name: "bindings", effect: .reads, requirement: .adminOnBindingTargets,
+                metrics: .bindings, route: .engine, decode: { _ throws(KVOError) in .bindings },
                 example: #"{"op":"bindings"}"#)
         case .digest:
             return OperationDeclaration(
-                name: "digest", effect: .reads, requirement: .serverAdmin, beforeLogin: false, acceptsAtLeastRev: false,
+                name: "digest", effect: .reads, requirement: .serverAdmin,
                 metrics: .digest, route: .engine, decode: { _ throws(KVOError) in .digest },
                 example: #"{"op":"digest"}"#)
         case .userAdd:
@@ -271,7 +287,7 @@ enum OperationTable {
     /// Its changes are replicated as user changes (`UserChange`), not as request lines.
     private static func administration(_ name: String, _ effect: OperationEffect, example: String) -> OperationDeclaration {
         OperationDeclaration(
-            name: name, effect: effect, requirement: .serverAdmin, beforeLogin: false, acceptsAtLeastRev: false,
+            name: name, effect: effect, requirement: .serverAdmin,
             metrics: .admin, route: .administration,
             decode: { reader throws(KVOError) in .admin(try AdminRequest.decode(op: name) { reader.fields[$0] }) },
             example: example)

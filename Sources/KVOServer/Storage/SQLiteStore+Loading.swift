@@ -72,13 +72,7 @@ extension SQLiteStore {
                 state.history.append(HistoryEntry(rev: rev, object: object, packedText: text, estimatedSize: size))
                 continue
             }
-            let json = try decode(text, row: row)
-            let change: RecordedChange
-            do throws(ChangeDecodingError) {
-                change = try RecordedChange(json: json)
-            } catch {
-                throw .corrupt(row: row, reason: error.reason)
-            }
+            let change = try decodeChange(text, row: row)
             state.history.append(HistoryEntry(rev: rev, object: object, packing: change))
         }
 
@@ -171,13 +165,7 @@ extension SQLiteStore {
             }
             let text = redo.textBytes(2)
             redoBytes += text.count
-            let json = try decode(text, row: row)
-            let change: RecordedChange
-            do throws(ChangeDecodingError) {
-                change = try RecordedChange(json: json)
-            } catch {
-                throw .corrupt(row: row, reason: error.reason)
-            }
+            let change = try decodeChange(text, row: row)
             switch change {
             case .created, .deleted:
                 throw .corrupt(row: row, reason: "a redo row cannot create or delete its object")
@@ -210,6 +198,16 @@ extension SQLiteStore {
         let definition = try decode(text, row: row)
         guard case .object = definition else { throw .corrupt(row: row, reason: "the definition is not a JSON object") }
         return definition
+    }
+
+    /// A history or redo row's change (`RecordedChange+JSON`); `.corrupt` naming `row` when it does not decode.
+    func decodeChange(_ text: UnsafeBufferPointer<UInt8>, row: String) throws(StorageError) -> RecordedChange {
+        let json = try decode(text, row: row)
+        do throws(ChangeDecodingError) {
+            return try RecordedChange(json: json)
+        } catch {
+            throw .corrupt(row: row, reason: error.reason)
+        }
     }
 
     func decode(_ text: UnsafeBufferPointer<UInt8>, row: String) throws(StorageError) -> JSONValue {

@@ -125,7 +125,7 @@ package final class SQLiteStore {
     var pageSize = 4096
 
     /// Internal for the users' rows (`SQLiteStore+Users.swift`).
-    internal(set) var database: SQLiteDatabase?
+    var database: SQLiteDatabase?
     var statements: Statements?
     var ledger = HistoryLedger()
     /// Per object on disk: the bytes of its snapshot and of its redo rows (from `load()`, for the
