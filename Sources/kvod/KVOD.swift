@@ -252,12 +252,20 @@ struct KVOD: ParsableCommand {
         """)
     var clusterSnapshotEvery: Int = Int(ClusterConfiguration.defaultSnapshotEvery)
 
+    @Option(help: """
+        With --cluster: after every N stream entries (at least 16), each node publishes a checkpoint of its running \
+        hash over what it applied, and a node whose hash differs from the majority's stops taking writes and \
+        repairs itself.
+        """)
+    var clusterCheckpointEvery: Int = Int(ClusterConfiguration.defaultCheckpointEvery)
+
     /// The cluster settings from the flags; nil without --cluster.
     var clusterConfiguration: ClusterConfiguration? {
         guard let cluster else { return nil }
         let servers = cluster.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty }
         return ClusterConfiguration(servers: servers, stream: clusterStream, node: node ?? "", writeTimeout: clusterWriteTimeout,
-                                    snapshotEvery: UInt64(max(0, clusterSnapshotEvery)))
+                                    snapshotEvery: UInt64(max(0, clusterSnapshotEvery)),
+                                    checkpointEvery: UInt64(max(0, clusterCheckpointEvery)))
     }
 
     /// The size limits from the flags, defaults derived from --max-output-buffer.
@@ -315,8 +323,9 @@ struct KVOD: ParsableCommand {
             if node == nil { throw ValidationError("--cluster needs --node NAME (this node's name, unique in the cluster)") }
             if let problem = clusterConfiguration.problem { throw ValidationError(problem) }
         } else if node != nil || clusterStream != "kvod" || clusterWriteTimeout != 5
-                    || clusterSnapshotEvery != Int(ClusterConfiguration.defaultSnapshotEvery) {
-            throw ValidationError("--node, --cluster-stream, --cluster-write-timeout and --cluster-snapshot-every need --cluster")
+                    || clusterSnapshotEvery != Int(ClusterConfiguration.defaultSnapshotEvery)
+                    || clusterCheckpointEvery != Int(ClusterConfiguration.defaultCheckpointEvery) {
+            throw ValidationError("--node, --cluster-stream, --cluster-write-timeout, --cluster-snapshot-every and --cluster-checkpoint-every need --cluster")
         }
     }
 

@@ -20,14 +20,29 @@ public struct ClusterConfiguration: Sendable {
     /// (0: never) and publishes it to `snapshotStream`; the stream is trimmed behind the snapshots
     /// (docs/design.md, "Snapshots and trimming").
     public var snapshotEvery: UInt64
+    /// Every node publishes its running hash (`StreamIntegrity`) as a checkpoint after each stream sequence
+    /// that is a multiple of this, and compares the other nodes' with its own (docs/design.md, "Integrity
+    /// of the stream").
+    public var checkpointEvery: UInt64
 
     public init(servers: [String], stream: String = "kvod", node: String, writeTimeout: Double = 5,
-                snapshotEvery: UInt64 = ClusterConfiguration.defaultSnapshotEvery) {
+                snapshotEvery: UInt64 = ClusterConfiguration.defaultSnapshotEvery,
+                checkpointEvery: UInt64 = ClusterConfiguration.defaultCheckpointEvery) {
         self.servers = servers
         self.stream = stream
         self.node = node
         self.writeTimeout = writeTimeout
         self.snapshotEvery = snapshotEvery
+        self.checkpointEvery = checkpointEvery
+    }
+
+    /// Stream entries between checkpoints, by default: one checkpoint message per node every 1,000 entries.
+    public static let defaultCheckpointEvery: UInt64 = 1000
+
+    /// Whether this node checkpoints after applying `sequence` (every `checkpointEvery`, and at every
+    /// snapshot, so that a snapshot's running hash can be checked against the nodes' claims).
+    func isCheckpoint(_ sequence: UInt64) -> Bool {
+        sequence % checkpointEvery == 0 || (snapshotEvery > 0 && sequence % snapshotEvery == 0)
     }
 
     /// Stream entries between snapshots, by default.
@@ -55,6 +70,7 @@ public struct ClusterConfiguration: Sendable {
         if stream.isEmpty || !stream.utf8.allSatisfy(ClusterConfiguration.isNameByte) {
             return "--cluster-stream must be a non-empty name of letters, digits, '-' and '_'"
         }
+        if checkpointEvery < 16 { return "--cluster-checkpoint-every must be at least 16" }
         if !(writeTimeout > 0 && writeTimeout <= 3600) { return "--cluster-write-timeout must be more than 0 and at most 3600 seconds" }
         return nil
     }

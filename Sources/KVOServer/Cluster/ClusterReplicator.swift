@@ -3,7 +3,8 @@ import KVOJSON
 import KVOModel
 
 /// The loop thread's side of the cluster: the writes this node accepted and has not yet applied, the
-/// batch being appended, and the last stream sequence applied (and committed).
+/// batch being appended, the last stream sequence applied (and committed), what the node knows of the
+/// stream (`integrity`) and whether it applies it (`health`).
 ///
 /// A write is not applied when it arrives: `submit` queues it, the check phase hands the queued writes
 /// to the bridge as one batch (`takeBatch`, at most one batch in flight, so writes arriving meanwhile
@@ -37,6 +38,24 @@ final class ClusterReplicator {
     /// The last stream sequence committed to the store with the writes it carried (equal to
     /// `appliedSequence` in memory).
     var committedSequence: UInt64
+    /// What this node knows of the stream it applied: identities, position, running hash.
+    let integrity: StreamIntegrity
+    /// Whether this node applies the stream; anything else refuses writes (`refusal`).
+    var health: ClusterHealth = .applying
+    /// The bridge subscription whose deliveries are applied (older ones' are ignored).
+    var subscriptionGeneration: UInt64 = 1
+    /// True until the first delivery of the current subscription: it must be the entry at the applied
+    /// sequence (one entry early), and be the batch applied there.
+    var awaitingContinuity = true
+    /// `uv_now` of the last repair step (a new subscription, a snapshot asked for).
+    var lastRepairAttempt: UInt64 = 0
+    /// A snapshot was asked of the bridge and has not come back yet.
+    var snapshotRequested = false
+    /// The stream sequence where batches of a publisher were found missing, and how many subscriptions
+    /// in a row delivered that gap there (`Server.applyClusterEntry`: after `gapRefetches` it is taken as
+    /// the stream's own).
+    var gap: (sequence: UInt64, times: Int)?
+    static let gapRefetches = 3
     /// Writes not yet handed to the bridge, with their writers (same indexes).
     private var queued: [ReplicationEntry.Operation] = []
     private var queuedWriters: [Writer] = []
@@ -50,10 +69,11 @@ final class ClusterReplicator {
     /// Makes batch ids unique across restarts of this node (JetStream de-duplicates by id).
     private let incarnation: String
 
-    init(configuration: ClusterConfiguration, appliedSequence: UInt64) {
+    init(configuration: ClusterConfiguration, appliedSequence: UInt64, integrity: StreamIntegrity.State = StreamIntegrity.State()) {
         self.configuration = configuration
         self.appliedSequence = appliedSequence
         self.committedSequence = appliedSequence
+        self.integrity = StreamIntegrity(integrity)
         var generator = SystemRandomNumberGenerator()
         incarnation = String(generator.next() as UInt64, radix: 36)
     }
@@ -91,7 +111,7 @@ final class ClusterReplicator {
             count += 1
         }
         let entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: configuration.node, batch: batch,
-                                     operations: Array(queued[..<count]))
+                                     operations: Array(queued[..<count]), publisherSequence: batchCounter)
         awaiting.append((batch, queuedWriters[..<count].map { $0 }))
         if count == queued.count {
             queued.removeAll(keepingCapacity: true)
@@ -109,11 +129,40 @@ final class ClusterReplicator {
         if batchInFlight == batch { batchInFlight = nil }
     }
 
-    /// The bridge gave up on `batch`: its writers still waiting, to be answered `unavailable`.
+    /// The bridge gave up on `batch`: its writers still waiting, to be answered `unavailable`. A batch
+    /// never sent (`attempted` false: the bridge sends a batch once sent until it is acknowledged) gives its
+    /// publisher sequence to the next one, so the publisher's batches in the stream have no gap.
     func appendFailed(_ batch: String, attempted: Bool) -> [Expired] {
-        if batchInFlight == batch { batchInFlight = nil }
+        if batchInFlight == batch {
+            batchInFlight = nil
+            if !attempted { batchCounter -= 1 }
+        }
         guard let writers = removeAwaiting(batch) else { return [] }
         return writers.compactMap { $0.map { Expired(writer: $0, definitive: !attempted) } }
+    }
+
+    /// A checkpoint of this node's running hash after `sequence`, to append (message id `check.<node>.<sequence>`).
+    func checkpointJob(after sequence: UInt64, deadline: UInt64) -> PublishJob {
+        let batch = "check.\(configuration.node).\(sequence)"
+        let entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: configuration.node, batch: batch,
+                                     operations: [], checkpoint: .init(sequence: sequence, hash: integrity.chainHex))
+        return PublishJob(batch: batch, data: entry.encoded(), deadline: deadline)
+    }
+
+    /// Every writer waiting for a batch, to be answered `unavailable` (the node re-bootstraps: its batches
+    /// may still be applied, by the other nodes and by this one after it installed a snapshot).
+    func abandonAwaiting() -> [Expired] {
+        var expired: [Expired] = []
+        for (_, writers) in awaiting {
+            for case let writer? in writers { expired.append(Expired(writer: writer, definitive: false)) }
+        }
+        awaiting.removeAll()
+        return expired
+    }
+
+    /// Why a write or an `atLeastRev` read is refused now (nil: the node applies the stream).
+    var refusal: String? {
+        health.reason.map { "this node is not applying the cluster's stream (\($0)); use another node" }
     }
 
     /// `batch` was applied here: the writers of its operations, by index (nil: nobody waits, because the

@@ -16,6 +16,10 @@ import KVOJSON
 ///     ["b",7,{…}]             one per binding, by id
 ///     ["u","name",{…}]        one per user (its stored form: hash, rules, tokens), by name
 ///
+/// The header's `integrity` is what the node knew of the stream at S (`StreamIntegrity.State`: the id of the
+/// entry at S, the running hash, the publishers' last batches), the same on every node that applied the same
+/// stream; a node installing the snapshot goes on checking from there. An older snapshot has none.
+///
 /// A snapshot of engine version 2 has no `users` count and no user lines (`users` is nil): the node
 /// installing it keeps its own users.
 ///
@@ -36,10 +40,12 @@ struct ClusterSnapshot: Sendable, Equatable {
     var bindings: [UInt64: JSONValue]
     /// Every user, sorted by name (replicated state since engine version 3); nil in an older snapshot.
     var users: [UserRecord]?
+    /// What the node knew of the stream at `sequence`; nil in an older snapshot.
+    var integrity: StreamIntegrity.State?
 
     init(version: Int64 = KVOEngine.replicationVersion, sequence: UInt64, revision: UInt64, lastBindingID: UInt64,
          objects: [String: JSONValue], classes: [String: JSONValue], bindings: [UInt64: JSONValue],
-         users: [UserRecord]? = []) {
+         users: [UserRecord]? = [], integrity: StreamIntegrity.State? = nil) {
         self.version = version
         self.sequence = sequence
         self.revision = revision
@@ -48,11 +54,12 @@ struct ClusterSnapshot: Sendable, Equatable {
         self.classes = classes
         self.bindings = bindings
         self.users = users
+        self.integrity = integrity
     }
 
     /// The engine's state as it is now, after applying stream entry `sequence`. Loop thread: O(objects)
     /// dictionary inserts of copy-on-write values; the encoding (the costly part) can then run elsewhere.
-    init(engine: KVOEngine, users: UserDirectory, sequence: UInt64) {
+    init(engine: KVOEngine, users: UserDirectory, sequence: UInt64, integrity: StreamIntegrity.State? = nil) {
         var objects: [String: JSONValue] = [:]
         objects.reserveCapacity(engine.objectCount)
         for id in engine.objectIDs() {
@@ -60,7 +67,7 @@ struct ClusterSnapshot: Sendable, Equatable {
         }
         self.init(sequence: sequence, revision: engine.revision, lastBindingID: engine.lastBindingID,
                   objects: objects, classes: engine.classDefinitionsByName(), bindings: engine.bindingDefinitionsByID(),
-                  users: users.users)
+                  users: users.users, integrity: integrity)
     }
 
     /// The state as `KVOEngine(restoring:)` and `SQLiteStore.replaceAll` take it (no history).
@@ -77,7 +84,8 @@ struct ClusterSnapshot: Sendable, Equatable {
             "lastBindingID": .int(Int64(bitPattern: lastBindingID)),
             "objects": .int(Int64(objects.count)), "classes": .int(Int64(classes.count)),
             "bindings": .int(Int64(bindings.count)),
-        ].merging(users.map { ["users": .int(Int64($0.count))] } ?? [:]) { $1 })
+        ].merging(users.map { ["users": .int(Int64($0.count))] } ?? [:]) { $1 }
+         .merging(integrity.map { ["integrity": StreamIntegrity.json($0)] } ?? [:]) { $1 })
         JSONWriter.write(header, into: &bytes)
         bytes.append(0x0A)
         for id in objects.keys.sorted() {
@@ -126,9 +134,14 @@ struct ClusterSnapshot: Sendable, Equatable {
         guard objectCount + classCount + bindingCount + (userCount ?? 0) == Int64(lines.count - 1) else {
             throw .malformed("the header counts \(objectCount + classCount + bindingCount + (userCount ?? 0)) records, the snapshot holds \(lines.count - 1)")
         }
+        var integrity: StreamIntegrity.State?
+        if let stated = header["integrity"] {
+            guard let state = StreamIntegrity.state(from: stated) else { throw .malformed("the header's 'integrity' is not valid") }
+            integrity = state
+        }
         var snapshot = ClusterSnapshot(version: version, sequence: UInt64(sequence), revision: UInt64(revision),
                                        lastBindingID: UInt64(lastBindingID), objects: [:], classes: [:], bindings: [:],
-                                       users: userCount.map { _ in [] })
+                                       users: userCount.map { _ in [] }, integrity: integrity)
         snapshot.objects.reserveCapacity(Int(objectCount))
         for (offset, line) in lines.dropFirst().enumerated() {
             let number = offset + 2

@@ -10,12 +10,16 @@ import KVOModel
 /// contact with it is `enqueue(_:)` (a locked queue and a condition) and the `BridgeInbox` it posts to.
 ///
 /// - Its thread connects (every server URL, 1 s pings, reconnecting for ever), makes sure the stream
-///   exists (R3, file storage; created when missing), subscribes with an ordered consumer from the first
-///   sequence the node has not applied, then appends batches one at a time: `js_Publish` with the
-///   batch id as message id, retried with the same id until the batch's deadline (JetStream's
-///   de-duplication makes a retried append exactly-once within its window, 2 minutes by default).
+///   exists (R3, file storage; created when missing), subscribes with an ordered consumer from the last
+///   sequence the node applied (one entry early: the loop checks that it is the batch it applied there,
+///   `StreamIntegrity`), then carries out jobs one at a time: appending a batch (`js_Publish` with the
+///   batch id as message id; once sent, sent again with the same id until it is acknowledged, however long
+///   that takes, so that a publisher's batches have no gap; JetStream's de-duplication makes a retried append
+///   exactly-once within its window, 2 minutes by default, and the loop skips a later copy by its publisher
+///   sequence), subscribing again from a given sequence, or reading the newest snapshot.
 /// - The ordered consumer's messages arrive on libnats's own delivery thread; each is copied and posted
-///   to the inbox with its stream sequence, in stream order.
+///   to the inbox with its stream sequence and its subscription's generation, in stream order; when the
+///   consumer's name changes (libnats re-created it), that is posted first (`consumerChanged`).
 ///
 /// `start`, `enqueue` and `stop` are for the loop thread; everything else runs on the bridge's threads.
 /// The bridge object is never freed while libnats may still call it back: the references its callbacks
@@ -23,11 +27,11 @@ import KVOModel
 final class NATSBridge: @unchecked Sendable {
     private let configuration: ClusterConfiguration
     private let inbox: BridgeInbox
-    /// The first stream sequence to deliver (the one after the last applied).
+    /// The first stream sequence to deliver (the last applied, checked by the loop; 1 when none was).
     private let startSequence: UInt64
     private let lock = ConditionLock()
     /// Under `lock`.
-    private var jobs: [PublishJob] = []
+    private var jobs: [Job] = []
     private var stopping = false
     /// The connection, for `stop` to close (the bridge thread still destroys it). Under `lock`.
     private var connectionToClose: OpaquePointer?
@@ -37,9 +41,20 @@ final class NATSBridge: @unchecked Sendable {
     private var connection: OpaquePointer?
     private var jetStream: OpaquePointer?
     private var subscription: OpaquePointer?
+    /// The current subscription's generation (1 for the first).
+    private var generation: UInt64 = 0
     /// What libnats's callbacks get: a reference to the bridge that is never released, since libnats may
     /// run a callback on its own threads even after the connection is destroyed. Bridge thread.
     private lazy var callbackContext = Unmanaged.passRetained(self).toOpaque()
+
+    /// What the bridge's thread does next, in order.
+    enum Job {
+        case publish(PublishJob)
+        /// Drop the subscription and subscribe again (generation + 1) from this stream sequence.
+        case resubscribe(UInt64)
+        /// Read the newest whole snapshot and post it (`snapshotFetched`).
+        case fetchSnapshot
+    }
 
     init(configuration: ClusterConfiguration, inbox: BridgeInbox, startSequence: UInt64) {
         self.configuration = configuration
@@ -54,7 +69,17 @@ final class NATSBridge: @unchecked Sendable {
 
     /// Loop thread: queues a batch to append.
     func enqueue(_ job: PublishJob) {
-        lock.signal { jobs.append(job) }
+        lock.signal { jobs.append(.publish(job)) }
+    }
+
+    /// Loop thread: queues a new subscription from `sequence`; its deliveries carry the next generation.
+    func resubscribe(from sequence: UInt64) {
+        lock.signal { jobs.append(.resubscribe(max(sequence, 1))) }
+    }
+
+    /// Loop thread: queues a read of the newest snapshot (posted as `snapshotFetched`).
+    func fetchSnapshot() {
+        lock.signal { jobs.append(.fetchSnapshot) }
     }
 
     /// Loop thread: stops the thread and closes the NATS connection. Closing it here, before the join,
@@ -79,12 +104,22 @@ final class NATSBridge: @unchecked Sendable {
         defer { tearDown() }
         guard connect() else { return }
         guard retry("the stream", { self.ensureStream() }) else { return }
-        guard retry("the subscription", { self.subscribe() }) else { return }
+        guard retry("the subscription", { self.subscribe(from: self.startSequence) }) else { return }
         inbox.post(.log("cluster: subscribed to stream '\(configuration.stream)' from sequence \(startSequence)", isError: false))
-        while let job = nextJob() { publish(job) }
+        while let job = nextJob() {
+            switch job {
+            case let .publish(batch): publish(batch)
+            case let .resubscribe(sequence):
+                unsubscribe()
+                guard retry("the subscription", { self.subscribe(from: sequence) }) else { return }
+            case .fetchSnapshot:
+                let (snapshot, problem) = SnapshotBootstrap.newest(configuration)
+                inbox.post(.snapshotFetched(snapshot, problem: problem))
+            }
+        }
     }
 
-    private func nextJob() -> PublishJob? {
+    private func nextJob() -> Job? {
         lock.wait(until: { !jobs.isEmpty || stopping }) { stopping ? nil : jobs.removeFirst() }
     }
 
@@ -194,62 +229,101 @@ final class NATSBridge: @unchecked Sendable {
         return nil
     }
 
-    /// nil once subscribed (an ordered consumer from `startSequence`); else why not.
-    private func subscribe() -> String? {
+    /// The context one subscription's callbacks get: the bridge, the subscription's generation and the
+    /// last consumer name it delivered from (touched by libnats's delivery thread for that subscription
+    /// only). Never released, like the bridge's own context: one per subscription made (a few per run).
+    private final class Delivery {
+        let bridge: NATSBridge
+        let generation: UInt64
+        var consumer: [CChar] = []
+
+        init(bridge: NATSBridge, generation: UInt64) {
+            self.bridge = bridge
+            self.generation = generation
+        }
+    }
+
+    /// nil once subscribed (an ordered consumer from `sequence`, the next generation); else why not.
+    private func subscribe(from sequence: UInt64) -> String? {
         var options = jsSubOptions()
         jsSubOptions_Init(&options)
         options.Ordered = true
         options.Config.DeliverPolicy = js_DeliverByStartSequence
-        options.Config.OptStartSeq = startSequence
+        options.Config.OptStartSeq = sequence
         // Idle heartbeats every second (libnats's ordered consumers default to 5 s): a consumer lost with its
         // NATS server is noticed and re-created (from the next sequence) sooner.
         options.Config.Heartbeat = 1_000_000_000
         var error = jsErrCode(0)
         var subscription: OpaquePointer?
+        let delivery = Unmanaged.passRetained(Delivery(bridge: self, generation: generation + 1)).toOpaque()
         let status = configuration.stream.withCString { stream in
             options.Stream = stream
             return js_Subscribe(&subscription, jetStream, configuration.subject, NATSBridge.deliver,
-                                callbackContext, nil, &options, &error)
+                                delivery, nil, &options, &error)
         }
-        guard status == NATS_OK else { return "cannot subscribe: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))" }
+        guard status == NATS_OK else {
+            Unmanaged<Delivery>.fromOpaque(delivery).release()
+            return "cannot subscribe: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))"
+        }
         self.subscription = subscription
+        generation += 1
         return nil
     }
 
-    /// libnats's delivery thread: copies the message and its stream sequence into the inbox.
+    private func unsubscribe() {
+        guard let subscription else { return }
+        natsSubscription_Unsubscribe(subscription)
+        natsSubscription_Destroy(subscription)
+        self.subscription = nil
+    }
+
+    /// libnats's delivery thread: copies the message and its stream sequence into the inbox, after a
+    /// `consumerChanged` when its consumer is not the one of the message before.
     private static let deliver: natsMsgHandler = { _, _, message, closure in
         guard let message else { return }
         defer { natsMsg_Destroy(message) }
-        let bridge = Unmanaged<NATSBridge>.fromOpaque(closure!).takeUnretainedValue()
+        let delivery = Unmanaged<Delivery>.fromOpaque(closure!).takeUnretainedValue()
+        let bridge = delivery.bridge
         var meta: UnsafeMutablePointer<jsMsgMetaData>?
         guard natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta else {
             bridge.inbox.post(.log("cluster: a stream message without metadata was ignored", isError: true))
             return
         }
         let sequence = meta.pointee.Sequence.Stream
+        if let name = meta.pointee.Consumer {
+            let length = strlen(name)
+            let same = delivery.consumer.count == length && delivery.consumer.withUnsafeBufferPointer { memcmp($0.baseAddress!, name, length) == 0 }
+            if !same {
+                if !delivery.consumer.isEmpty {
+                    bridge.inbox.post(.consumerChanged(generation: delivery.generation, sequence: sequence))
+                }
+                delivery.consumer = Array(UnsafeBufferPointer(start: name, count: length))
+            }
+        }
         jsMsgMetaData_Destroy(meta)
         let length = Int(natsMsg_GetDataLength(message))
         var data = [UInt8](repeating: 0, count: length)
         if length > 0, let source = natsMsg_GetData(message) {
             data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: length)) }
         }
-        bridge.inbox.post(.entry(sequence: sequence, data: data))
+        bridge.inbox.post(.entry(sequence: sequence, data: data, generation: delivery.generation))
     }
 
-    /// Appends one batch, retrying with the same message id until its deadline.
+    /// Appends one batch: sent if its deadline has not passed, then sent again with the same message id
+    /// until it is acknowledged (or the bridge stops), whatever the deadline: once sent it may be in the
+    /// stream, and the publisher's next batch must not overtake it (its writers are answered `unavailable`
+    /// at their deadline meanwhile, by the loop).
     private func publish(_ job: PublishJob) {
-        var attempted = false
+        var attempts = 0
         var lastFailure = "not attempted: the deadline had passed"
         while !isStopping {
-            let now = uv_hrtime()
-            guard now < job.deadline else { break }
-            let remaining = Int64((job.deadline - now) / 1_000_000)
+            if attempts == 0 && uv_hrtime() >= job.deadline { break }
             var options = jsPubOptions()
             jsPubOptions_Init(&options)
-            options.MaxWait = max(1, min(remaining, 2000))
+            options.MaxWait = 2000
             var ack: UnsafeMutablePointer<jsPubAck>?
             var error = jsErrCode(0)
-            attempted = true
+            attempts += 1
             let status = job.batch.withCString { id in
                 options.MsgId = id
                 return job.data.withUnsafeBytes { bytes in
@@ -259,22 +333,21 @@ final class NATSBridge: @unchecked Sendable {
             if status == NATS_OK, let ack {
                 let sequence = ack.pointee.Sequence
                 jsPubAck_Destroy(ack)
-                inbox.post(.published(batch: job.batch, sequence: sequence))
+                inbox.post(.published(batch: job.batch, sequence: sequence, attempts: attempts))
                 return
             }
             lastFailure = "\(NATSBridge.text(status))\(error.rawValue != 0 ? " (JetStream error \(error.rawValue))" : "")"
+            if attempts % 20 == 1 {
+                inbox.post(.log("cluster: batch \(job.batch) not appended yet (attempt \(attempts)): \(lastFailure); sending it again until it is", isError: true))
+            }
             // A refusal comes back at once (no responders while an election runs): do not spin.
             if status != NATS_TIMEOUT { usleep(50_000) }
         }
-        inbox.post(.publishFailed(batch: job.batch, reason: lastFailure, attempted: attempted))
+        if attempts == 0 { inbox.post(.publishFailed(batch: job.batch, reason: lastFailure, attempted: false)) }
     }
 
     private func tearDown() {
-        if let subscription {
-            natsSubscription_Unsubscribe(subscription)
-            natsSubscription_Destroy(subscription)
-        }
-        subscription = nil
+        unsubscribe()
         if let jetStream { jsCtx_Destroy(jetStream) }
         jetStream = nil
         if let connection {

@@ -4,10 +4,17 @@ import KVOJSON
 /// One message of the cluster's stream: the write requests one node accepted during one loop iteration,
 /// as their request lines, for every node to apply in order through its engine.
 ///
-/// Encoded as one JSON object: `{"v":1,"node":"a","batch":"a.5f3c….17","ops":[{"line":"{\"op\":\"set\",…}","user":"ada"}]}`
+/// Encoded as one JSON object: `{"v":1,"node":"a","batch":"a.5f3c.17","pseq":17,"ops":[{"line":"{\"op\":\"set\",…}","user":"ada"}]}`
 /// (`user` only for an authenticated writer); a change to the users is `{"users":{"change":"add",…},"user":"root"}`
 /// instead of a line (`UserChange`). `v` is the engine version (`KVOEngine.replicationVersion`):
-/// a node refuses to apply an entry of a version it does not know. A value; any thread.
+/// a node refuses to apply an entry of a version it does not know.
+///
+/// `pseq` is the publisher sequence: the batch's number among its publisher's (one node incarnation, the
+/// batch id without its last part) batches, 1, 2, 3… with no gap, so a node that applies the stream notices a
+/// batch delivered twice or one missing (`StreamIntegrity`). Entries written before it existed have none.
+/// A checkpoint (`"check":{"seq":S,"hash":"…"}`, no operations) is a node's claim of its running hash after
+/// stream sequence S, which the other nodes compare with theirs; a node that does not know checkpoints
+/// applies it as an empty batch. A value; any thread.
 struct ReplicationEntry: Sendable, Equatable {
     /// One replicated write: the request line as the client sent it, or a change to the users with
     /// its hash or token made already, and who sent it.
@@ -25,6 +32,23 @@ struct ReplicationEntry: Sendable, Equatable {
     /// The batch's id, also its JetStream message id (de-duplication of a retried publish).
     var batch: String
     var operations: [Operation]
+    /// The batch's number among its publisher's batches (nil: an entry of an older kvod, or a checkpoint).
+    var publisherSequence: UInt64? = nil
+    /// A checkpoint's claim instead of writes.
+    var checkpoint: Checkpoint? = nil
+
+    /// A node's running hash (`StreamIntegrity.chain`) after applying stream sequence `sequence`.
+    struct Checkpoint: Sendable, Equatable {
+        var sequence: UInt64
+        /// 64 lowercase hex digits.
+        var hash: String
+    }
+
+    /// The publisher of a batch id `node.incarnation.counter`: `node.incarnation` (nil: not of that form).
+    var publisher: Substring? {
+        guard let dot = batch.lastIndex(of: ".") else { return nil }
+        return batch[..<dot]
+    }
 
     func encoded() -> [UInt8] {
         let ops = operations.map { operation -> JSONValue in
@@ -37,9 +61,14 @@ struct ReplicationEntry: Sendable, Equatable {
             if let user = operation.user { members["user"] = .string(user) }
             return .object(members)
         }
-        let value = JSONValue.object([
+        var members: [String: JSONValue] = [
             "v": .int(version), "node": .string(node), "batch": .string(batch), "ops": .array(ops),
-        ])
+        ]
+        if let publisherSequence { members["pseq"] = .int(Int64(bitPattern: publisherSequence)) }
+        if let checkpoint {
+            members["check"] = .object(["seq": .int(Int64(bitPattern: checkpoint.sequence)), "hash": .string(checkpoint.hash)])
+        }
+        let value = JSONValue.object(members)
         var bytes: [UInt8] = []
         JSONWriter.write(value, into: &bytes)
         return bytes
@@ -57,6 +86,18 @@ struct ReplicationEntry: Sendable, Equatable {
         guard case let .string(node)? = value["node"], case let .string(batch)? = value["batch"],
               case let .array(ops)? = value["ops"]
         else { throw .malformed("missing 'node', 'batch' or 'ops'") }
+        var publisherSequence: UInt64?
+        if let number = value["pseq"] {
+            guard case let .int(sequence) = number, sequence > 0 else { throw .malformed("'pseq' is not a positive integer") }
+            publisherSequence = UInt64(sequence)
+        }
+        var checkpoint: Checkpoint?
+        if let check = value["check"] {
+            guard case let .int(sequence)? = check["seq"], sequence > 0, case let .string(hash)? = check["hash"] else {
+                throw .malformed("'check' needs a positive 'seq' and a 'hash'")
+            }
+            checkpoint = Checkpoint(sequence: UInt64(sequence), hash: hash)
+        }
         var operations: [Operation] = []
         operations.reserveCapacity(ops.count)
         for op in ops {
@@ -76,7 +117,8 @@ struct ReplicationEntry: Sendable, Equatable {
             guard case let .string(line)? = op["line"] else { throw .malformed("an operation without 'line'") }
             operations.append(Operation(line: Array(line.utf8), user: user))
         }
-        return ReplicationEntry(version: version, node: node, batch: batch, operations: operations)
+        return ReplicationEntry(version: version, node: node, batch: batch, operations: operations,
+                                publisherSequence: publisherSequence, checkpoint: checkpoint)
     }
 }
 

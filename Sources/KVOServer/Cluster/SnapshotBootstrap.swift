@@ -49,6 +49,36 @@ enum SnapshotBootstrap {
         case refuse(String)
     }
 
+    /// The newest whole snapshot in the snapshot stream (nil: none), through `session`; problems with the
+    /// chunks (skipped) go to `log`.
+    private static func newestSnapshot(_ configuration: ClusterConfiguration, session: JetStreamSession,
+                                       log: (String) -> Void) throws(JetStreamSessionError) -> ClusterSnapshot? {
+        var assembler = SnapshotAssembler()
+        if let snapshots = try session.streamBounds(configuration.snapshotStream), snapshots.first <= snapshots.last {
+            for sequence in snapshots.first...snapshots.last {
+                if let data = try session.message(configuration.snapshotStream, sequence: sequence) {
+                    assembler.add(data, streamSequence: sequence)
+                }
+            }
+        }
+        for problem in assembler.problems { log(problem) }
+        return assembler.newest()
+    }
+
+    /// For a node that re-bootstraps while it serves (the bridge's thread): the newest whole snapshot, or
+    /// nil and why not.
+    static func newest(_ configuration: ClusterConfiguration) -> (ClusterSnapshot?, String?) {
+        do throws(JetStreamSessionError) {
+            let session = try JetStreamSession(servers: configuration.servers, timeoutMilliseconds: 2000, persistent: false)
+            defer { session.close() }
+            var problems: [String] = []
+            let snapshot = try newestSnapshot(configuration, session: session) { problems.append($0) }
+            return (snapshot, snapshot == nil ? (problems.first ?? "the snapshot stream holds no whole snapshot") : nil)
+        } catch {
+            return (nil, "\(error)")
+        }
+    }
+
     /// Asks NATS for the stream's first sequence and, when the node may need one, reads the snapshot
     /// stream and assembles its newest whole snapshot. `log(text, isError)` reports what it did.
     static func run(_ configuration: ClusterConfiguration, applied: UInt64, log: (String, Bool) -> Void) -> Outcome {
@@ -63,16 +93,7 @@ enum SnapshotBootstrap {
         do throws(JetStreamSessionError) {
             guard let bounds = try session.streamBounds(configuration.stream) else { return .replay }
             guard applied == 0 || bounds.first > applied + 1 else { return .replay }
-            var assembler = SnapshotAssembler()
-            if let snapshots = try session.streamBounds(configuration.snapshotStream), snapshots.first <= snapshots.last {
-                for sequence in snapshots.first...snapshots.last {
-                    if let data = try session.message(configuration.snapshotStream, sequence: sequence) {
-                        assembler.add(data, streamSequence: sequence)
-                    }
-                }
-            }
-            let newest = assembler.newest()
-            for problem in assembler.problems { log("cluster: \(problem)", true) }
+            let newest = try newestSnapshot(configuration, session: session) { log("cluster: \($0)", true) }
             switch decide(applied: applied, streamFirst: bounds.first, snapshot: newest?.sequence) {
             case .replay: return .replay
             case .install: return .install(newest!)

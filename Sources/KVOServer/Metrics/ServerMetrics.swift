@@ -95,6 +95,16 @@ final class ServerMetrics {
     }
 
     /// A group commit took `nanoseconds`.
+    /// Cluster mode: stream entries skipped as batches applied before, breaks of the stream's integrity
+    /// (a halt or a divergence), snapshots installed in place.
+    private(set) var clusterDuplicatesSkipped: UInt64 = 0
+    private(set) var clusterIntegrityFailures: UInt64 = 0
+    private(set) var clusterRebootstraps: UInt64 = 0
+
+    func clusterDuplicateSkipped() { clusterDuplicatesSkipped += 1 }
+    func clusterIntegrityFailed() { clusterIntegrityFailures += 1 }
+    func clusterRebootstrapped() { clusterRebootstraps += 1 }
+
     func groupCommitted(nanoseconds: UInt64) {
         groupCommits.observe(nanoseconds: nanoseconds)
     }
@@ -124,6 +134,17 @@ final class ServerMetrics {
         var storedBytes: Int
         var outputBufferedBytes: Int
         var inputBufferedBytes: Int
+        /// Cluster mode only.
+        var cluster: ClusterGauges? = nil
+    }
+
+    /// A cluster node's integrity, read when `/metrics` is served.
+    struct ClusterGauges {
+        /// `ClusterHealth.gauge`.
+        var state: Int
+        var appliedSequence: UInt64
+        var checkpointsAgreed: UInt64
+        var checkpointDisagreements: UInt64
     }
 
     /// The Prometheus text exposition (format 0.0.4) of every metric.
@@ -179,6 +200,27 @@ final class ServerMetrics {
         out.family("kvod_loop_iteration_seconds", type: .histogram,
                    help: "Time the event loop worked per iteration (not counting the wait for I/O).")
         out.histogram("kvod_loop_iteration_seconds", loopIterations)
+        if let cluster = gauges.cluster {
+            out.family("kvod_cluster_integrity_state", type: .gauge,
+                       help: "0 applying the stream; 1 halted (the stream delivered does not continue what was applied); 2 diverged (a minority running hash, or a publisher's batches missing); 3 behind a trimmed stream. Not 0: writes refused, /readyz 503.")
+            out.sample("kvod_cluster_integrity_state", cluster.state)
+            out.family("kvod_cluster_applied_sequence", type: .gauge, help: "The last stream sequence this node applied.")
+            out.sample("kvod_cluster_applied_sequence", cluster.appliedSequence)
+            out.family("kvod_cluster_duplicates_skipped_total", type: .counter,
+                       help: "Stream entries skipped because their batch was applied before (delivered twice).")
+            out.sample("kvod_cluster_duplicates_skipped_total", clusterDuplicatesSkipped)
+            out.family("kvod_cluster_integrity_failures_total", type: .counter,
+                       help: "Times this node stopped applying because the stream did not continue what it applied, or it diverged.")
+            out.sample("kvod_cluster_integrity_failures_total", clusterIntegrityFailures)
+            out.family("kvod_cluster_rebootstraps_total", type: .counter, help: "Snapshots this node installed in place while serving.")
+            out.sample("kvod_cluster_rebootstraps_total", clusterRebootstraps)
+            out.family("kvod_cluster_checkpoints_agreed_total", type: .counter,
+                       help: "Other nodes' checkpoint claims whose running hash equalled this node's.")
+            out.sample("kvod_cluster_checkpoints_agreed_total", cluster.checkpointsAgreed)
+            out.family("kvod_cluster_checkpoint_disagreements_total", type: .counter,
+                       help: "Other nodes' checkpoint claims whose running hash differed from this node's.")
+            out.sample("kvod_cluster_checkpoint_disagreements_total", cluster.checkpointDisagreements)
+        }
         if let resident = ServerMetrics.residentMemoryBytes() {
             out.family("process_resident_memory_bytes", type: .gauge, help: "Resident memory size in bytes.")
             out.sample("process_resident_memory_bytes", resident)

@@ -18,6 +18,13 @@ package final class UserDirectory {
         for user in users { insert(user) }
     }
 
+    /// Replaces every user by `users` (a cluster node installing a snapshot while it serves).
+    package func replaceAll(with users: [UserRecord]) {
+        records.removeAll()
+        tokenOwners.removeAll()
+        for user in users { insert(user) }
+    }
+
     private func insert(_ user: UserRecord) {
         records[user.name] = user
         for token in user.tokens { tokenOwners[token.id] = user.name }

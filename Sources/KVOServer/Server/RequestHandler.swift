@@ -23,10 +23,12 @@ final class RequestHandler {
     static let serverVersion = "0.1.0"
     static let protocolVersion: Int64 = 1
 
-    let engine: KVOEngine
-    /// In cluster mode: this node's name, the last stream sequence it applied and the sequence of the
-    /// snapshot it bootstrapped from at start-up (nil: none), for `digest`'s reply.
-    var clusterStatus: (() -> (node: String, applied: UInt64, snapshot: UInt64?))?
+    /// Replaced only when a cluster node installs a snapshot while it serves (`Server.installSnapshotInPlace`).
+    var engine: KVOEngine
+    /// In cluster mode: this node's name, the last stream sequence it applied, the sequence of the
+    /// snapshot it bootstrapped from at start-up (nil: none), its running hash over what it applied
+    /// (`StreamIntegrity`; "" when unknown) and its health (`ClusterHealth.reason`, nil: applying), for `digest`'s reply.
+    var clusterStatus: (() -> (node: String, applied: UInt64, snapshot: UInt64?, chain: String, health: String?))?
     /// The server's users, for `digest` (replicated state in a cluster). Set by the server before it serves.
     var users: UserDirectory?
 
@@ -161,6 +163,8 @@ final class RequestHandler {
                 fields.insert(("applied", .int(Int64(status.applied))), at: 0)
                 if let snapshot = status.snapshot { fields.insert(("bootstrapSnapshot", .int(Int64(snapshot))), at: 1) }
                 fields.append(("node", .string(status.node)))
+                fields.append(("chain", .string(status.chain)))
+                fields.append(("integrity", .string(status.health ?? "applying")))
             }
             fields.append(("objects", .int(Int64(engine.objectCount))))
             fields.append(("rev", revision(engine.revision)))

@@ -54,6 +54,10 @@ extension Server {
     func submitToCluster(_ cluster: ClusterReplicator, _ request: Request, line: UnsafeBufferPointer<UInt8>,
                                  id: JSONValue?, connection: Connection) {
         let operation = MetricsOperation(request)
+        if let refusal = cluster.refusal {
+            send(.failure(KVOError(.unavailable, refusal)), id: id, to: connection, counting: operation)
+            return
+        }
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
         cluster.submit(line: Array(line), user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
@@ -99,19 +103,31 @@ extension Server {
     }
 
     /// The bridge posted: apply stream entries in order, note appended batches, answer writes whose batch
-    /// could not be appended. Loop thread (the cluster async handle).
+    /// could not be appended, install a snapshot read for a re-bootstrap. Loop thread (the cluster async handle).
     func drainClusterInbox() {
         guard let cluster, let clusterInbox else { return }
         for message in clusterInbox.takeAll() {
             switch message {
-            case let .entry(sequence, data):
-                applyClusterEntry(cluster, sequence: sequence, data: data)
+            case let .entry(sequence, data, generation):
+                applyClusterEntry(cluster, sequence: sequence, data: data, generation: generation)
                 releaseRevisionWaits()
-            case let .published(batch, _):
+            case let .consumerChanged(generation, sequence):
+                guard generation == cluster.subscriptionGeneration, cluster.health == .applying else { continue }
+                logger.info("cluster: the stream's consumer was re-created (from sequence \(sequence)); consuming again from \(cluster.appliedSequence) to check that the copy now serving this node continues what it applied")
+                resubscribe(cluster)
+            case let .published(batch, sequence, attempts):
                 cluster.appended(batch)
+                // A batch sent more than once may have been appended twice (a retry past the duplicate window);
+                // a sequence of 0 is a duplicate acknowledged before the first copy was replicated.
+                if attempts == 1, sequence > 0, !batch.hasPrefix("check."),
+                   let mismatch = cluster.integrity.acknowledged(batch, at: sequence) {
+                    diverge(cluster, .diverged(mismatch))
+                }
             case let .publishFailed(batch, reason, attempted):
                 logger.error("cluster: could not append a batch in \(cluster.configuration.writeTimeout) s: \(reason)")
                 answerUnavailable(cluster.appendFailed(batch, attempted: attempted))
+            case let .snapshotFetched(snapshot, problem):
+                snapshotFetched(cluster, snapshot, problem: problem)
             case let .log(text, isError):
                 if isError { logger.warning("\(text)") } else { logger.info("\(text)") }
             }
@@ -120,22 +136,79 @@ extension Server {
 
     /// Applies stream entry `sequence` through the engine, as every node does: each operation with its
     /// writer's rights, its events delivered to this node's observers, and its reply sent when the writer
-    /// is connected here. Entries at or below the applied sequence (a consumer restarted) are skipped; a
-    /// gap, an entry that does not decode or one of an unknown engine version stops the node (exit 65)
-    /// rather than let it diverge: what it applied before is committed, and it resumes from there.
-    func applyClusterEntry(_ cluster: ClusterReplicator, sequence: UInt64, data: [UInt8]) {
-        guard sequence > cluster.appliedSequence else { return }
-        guard sequence == cluster.appliedSequence + 1 else {
-            stopForCluster("stream entry \(sequence) arrived after \(cluster.appliedSequence): entries \(cluster.appliedSequence + 1)...\(sequence - 1) are missing (trimmed from the stream: restarted, this node installs the newest snapshot)")
+    /// is connected here. What does not continue what this node applied is not applied (`StreamIntegrity`,
+    /// docs/design.md, "Integrity of the stream"): the first delivery of a subscription must be the batch
+    /// applied at the applied sequence, the next sequence must follow it, a batch applied before is skipped,
+    /// one whose publisher's earlier batches are missing makes the node re-bootstrap, as does an entry at a
+    /// sequence past the next (trimmed); an entry that does not decode, or is of an unknown engine
+    /// version, halts it.
+    func applyClusterEntry(_ cluster: ClusterReplicator, sequence: UInt64, data: [UInt8], generation: UInt64) {
+        guard generation == cluster.subscriptionGeneration, !cluster.health.needsSnapshot else { return }
+        let applied = cluster.appliedSequence
+        if cluster.awaitingContinuity {
+            cluster.awaitingContinuity = false
+            if sequence == applied, applied > 0 {
+                checkContinuity(cluster, at: sequence, data: data)
+                return
+            }
+            if sequence > applied + 1 {
+                diverge(cluster, .behind("the stream's first entry for this node is \(sequence), after \(applied) applied: entries \(applied + 1)...\(sequence - 1) are gone (trimmed)"))
+                return
+            }
+            resumeIfHalted(cluster)
+        }
+        guard case .applying = cluster.health, sequence > applied else { return }
+        guard sequence == applied + 1 else {
+            diverge(cluster, .behind("stream entry \(sequence) arrived after \(applied): entries \(applied + 1)...\(sequence - 1) are missing"))
+            return
         }
         let entry: ReplicationEntry
         do throws(ReplicationEntryError) {
             entry = try ReplicationEntry.decode(data)
         } catch {
-            stopForCluster("stream entry \(sequence): \(error)")
+            halt(cluster, "stream entry \(sequence): \(error)")
+            return
         }
         guard KVOEngine.oldestReplicationVersion...KVOEngine.replicationVersion ~= entry.version else {
-            stopForCluster("stream entry \(sequence) is of engine version \(entry.version); this kvod knows versions \(KVOEngine.oldestReplicationVersion)...\(KVOEngine.replicationVersion) only: upgrade it")
+            halt(cluster, "stream entry \(sequence) is of engine version \(entry.version); this kvod knows versions \(KVOEngine.oldestReplicationVersion)...\(KVOEngine.replicationVersion) only: upgrade it")
+            return
+        }
+        if let checkpoint = entry.checkpoint {
+            cluster.integrity.passed(batch: entry.batch)
+            cluster.appliedSequence = sequence
+            if let minority = cluster.integrity.claim(checkpoint, from: entry.node, node: cluster.configuration.node) {
+                diverge(cluster, .diverged(minority))
+                return
+            }
+            afterEntry(cluster, sequence)
+            return
+        }
+        switch cluster.integrity.admit(entry, at: sequence) {
+        case .apply:
+            break
+        case let .duplicate(firstAt):
+            metrics.clusterDuplicateSkipped()
+            logger.warning("cluster: stream entry \(sequence) is batch \(entry.batch) again (its publisher's batch applied at \(firstAt) or before): skipped")
+            cluster.integrity.passed(batch: entry.batch)
+            cluster.appliedSequence = sequence
+            afterEntry(cluster, sequence)
+            return
+        case let .gap(reason):
+            // Consumed again (perhaps from another copy) up to `gapRefetches` times; a gap every copy delivers
+            // is the stream's own: every node applies past it alike (the lost batches are lost everywhere), so
+            // it is logged and applied past. A copy that was alone in missing them shows in the checkpoints.
+            let times = cluster.gap?.sequence == sequence ? cluster.gap!.times + 1 : 1
+            cluster.gap = (sequence, times)
+            guard times > ClusterReplicator.gapRefetches else {
+                halt(cluster, "stream entry \(sequence): \(reason)")
+                return
+            }
+            metrics.clusterIntegrityFailed()
+            logger.critical("cluster: stream entry \(sequence): \(reason); every one of \(times) subscriptions delivered it so: the stream lost those batches (acknowledged writes among them are lost on every node); applying past the gap")
+        }
+        if entry.node == cluster.configuration.node, let mismatch = cluster.integrity.deliveredOwnBatch(entry.batch, at: sequence) {
+            diverge(cluster, .diverged(mismatch))
+            return
         }
         let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
         var released: [Connection] = []
@@ -165,11 +238,27 @@ extension Server {
             guard let writer else { continue }
             if let connection = answerClusterWrite(writer, outcome.reply) { released.append(connection) }
         }
+        cluster.integrity.applied(entry, data: data, at: sequence)
         cluster.appliedSequence = sequence
-        if let snapshotPublisher, sequence % cluster.configuration.snapshotEvery == 0 {
-            snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence))
-        }
+        afterEntry(cluster, sequence)
         for connection in released { releaseHeldRequest(connection) }
+    }
+
+    /// After the entry at `sequence` (applied, skipped or a checkpoint): this node's checkpoint and
+    /// snapshot when `sequence` is one of theirs.
+    private func afterEntry(_ cluster: ClusterReplicator, _ sequence: UInt64) {
+        let configuration = cluster.configuration
+        if configuration.isCheckpoint(sequence), cluster.integrity.state.knowsChain {
+            if let minority = cluster.integrity.recordCheckpoint(at: sequence, node: configuration.node) {
+                diverge(cluster, .diverged(minority))
+                return
+            }
+            clusterBridge?.enqueue(cluster.checkpointJob(after: sequence, deadline: uv_hrtime() &+ UInt64(configuration.writeTimeout * 1e9)))
+        }
+        if let snapshotPublisher, configuration.snapshotEvery > 0, sequence % configuration.snapshotEvery == 0 {
+            snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence,
+                                                      integrity: cluster.integrity.state))
+        }
     }
 
     /// A read or observe whose `atLeastRev` is beyond this node's revision. In cluster mode it waits until
@@ -182,6 +271,10 @@ extension Server {
         guard let cluster else {
             let message = "'atLeastRev' \(revision) is beyond this server's revision \(handler.engine.revision) (a revision from another server, or from before an in-memory server restarted?)"
             send(.failure(KVOError(.badRequest, message)), id: decoded.id, to: connection, counting: MetricsOperation(request))
+            return
+        }
+        if let refusal = cluster.refusal {
+            send(.failure(KVOError(.unavailable, refusal)), id: decoded.id, to: connection, counting: MetricsOperation(request))
             return
         }
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
@@ -206,7 +299,7 @@ extension Server {
         guard !revisionWaits.isEmpty else { return }
         for item in revisionWaits.takeExpired(now: now) {
             guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
-            let message = "this node had not applied revision \(item.revision) within \(cluster.configuration.writeTimeout) s (it is at \(handler.engine.revision): behind, or cut off from the stream)"
+            let message = cluster.refusal ?? "this node had not applied revision \(item.revision) within \(cluster.configuration.writeTimeout) s (it is at \(handler.engine.revision): behind, or cut off from the stream)"
             send(.failure(KVOError(.unavailable, message)), id: item.requestID, to: connection,
                  counting: MetricsOperation(item.request))
             connection.resumeReading(.revision)
@@ -261,11 +354,4 @@ extension Server {
 
     /// The connection id stream operations from other nodes run as (their writer is elsewhere).
     static let clusterConnection = ConnectionID(0, slot: UInt32.max)
-
-    /// Stops the node without applying further: what it applied is committed, so a restart resumes from there.
-    func stopForCluster(_ reason: String) -> Never {
-        logger.critical("cluster: \(reason); stopping this node")
-        commitPendingWrites()
-        exit(65)  // EX_DATAERR
-    }
 }

@@ -16,7 +16,10 @@ extension Server {
     func commitPendingWrites() {
         guard storeKeepsWrites else { return }
         var batch = handler.engine.takeCommitBatch()
-        if let cluster, cluster.appliedSequence != cluster.committedSequence { batch.streamSequence = cluster.appliedSequence }
+        if let cluster, cluster.appliedSequence != cluster.committedSequence {
+            batch.streamSequence = cluster.appliedSequence
+            batch.streamIntegrity = cluster.integrity.encodedState
+        }
         if !uncommittedUsers.isEmpty {
             for name in uncommittedUsers.sorted() { batch.users[name] = .some(users.user(named: name)) }
             uncommittedUsers.removeAll()

@@ -44,8 +44,9 @@ extension Server {
         case "/healthz":
             answer(connection, HTTPResponse.text(.ok, "ok", keepAlive: keepAlive), keepAlive: keepAlive)
         case "/readyz":
-            let ready = !isStopping
-            answer(connection, HTTPResponse.text(ready ? .ok : .serviceUnavailable, ready ? "ready" : "stopping",
+            // A cluster node that does not apply the stream is not ready: it refuses writes (its reason).
+            let notReady = isStopping ? "stopping" : cluster?.health.reason
+            answer(connection, HTTPResponse.text(notReady == nil ? .ok : .serviceUnavailable, notReady ?? "ready",
                                                  keepAlive: keepAlive), keepAlive: keepAlive)
         case "/metrics":
             if let refusal = metricsRefusal(connection, request) {
@@ -124,6 +125,11 @@ extension Server {
         return metrics.render(ServerMetrics.Gauges(
             objects: engine.objectCount, observations: engine.observationCount, revision: engine.revision,
             historyEntries: engine.historyCount, historyBytes: engine.historyBytes, storedBytes: engine.storedBytes,
-            outputBufferedBytes: loop.outputChunks.bytesInUse, inputBufferedBytes: loop.bufferedInputBytes))
+            outputBufferedBytes: loop.outputChunks.bytesInUse, inputBufferedBytes: loop.bufferedInputBytes,
+            cluster: cluster.map {
+                ServerMetrics.ClusterGauges(state: $0.health.gauge, appliedSequence: $0.appliedSequence,
+                                            checkpointsAgreed: $0.integrity.checkpointsAgreed,
+                                            checkpointDisagreements: $0.integrity.checkpointDisagreements)
+            }))
     }
 }

@@ -17,6 +17,7 @@ extension Server {
         if let cluster {
             expireClusterWrites(cluster, now: now)
             expireRevisionWaits(cluster, now: now)
+            retryIntegrityRepair(cluster, now: now)
         }
         if !firstRequestDeadlines.isEmpty {
             for due in firstRequestDeadlines.takeDue(now: now) {

@@ -102,11 +102,12 @@ struct ClusterParts {
     let bridge: NATSBridge
     let snapshotPublisher: SnapshotPublisher?
 
-    init(_ configuration: ClusterConfiguration, appliedSequence: UInt64) {
-        replicator = ClusterReplicator(configuration: configuration, appliedSequence: appliedSequence)
+    init(_ configuration: ClusterConfiguration, appliedSequence: UInt64, integrity: StreamIntegrity.State) {
+        replicator = ClusterReplicator(configuration: configuration, appliedSequence: appliedSequence, integrity: integrity)
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         inbox = BridgeInbox(asyncHandle)
-        bridge = NATSBridge(configuration: configuration, inbox: inbox, startSequence: appliedSequence + 1)
+        // One entry early: the loop checks that the stream still holds, at the applied sequence, the batch it applied there.
+        bridge = NATSBridge(configuration: configuration, inbox: inbox, startSequence: appliedSequence)
         snapshotPublisher = configuration.snapshotEvery > 0 ? SnapshotPublisher(configuration: configuration, inbox: inbox) : nil
     }
 }

@@ -79,6 +79,10 @@ extension Server {
             send(apply(change, tokenText: tokenText), id: id, to: connection, counting: .admin)
             return
         }
+        if let refusal = cluster.refusal {
+            send(.failure(KVOError(.unavailable, refusal)), id: id, to: connection, counting: .admin)
+            return
+        }
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
         cluster.submit(userChange: change, user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: .admin,

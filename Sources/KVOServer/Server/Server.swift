@@ -162,14 +162,19 @@ public final class Server {
         } catch {
             throw .transport(error)
         }
-        let clusterParts = configuration.cluster.map { ClusterParts($0, appliedSequence: appliedSequence) }
+        let clusterParts = configuration.cluster.map {
+            ClusterParts($0, appliedSequence: appliedSequence, integrity: startup.streamIntegrity)
+        }
         cluster = clusterParts?.replicator
         clusterAsyncHandle = clusterParts?.asyncHandle
         clusterInbox = clusterParts?.inbox
         clusterBridge = clusterParts?.bridge
         snapshotPublisher = clusterParts?.snapshotPublisher
         if let replicator = clusterParts?.replicator, let node = configuration.cluster?.node {
-            handler.clusterStatus = { [unowned replicator] in (node, replicator.appliedSequence, bootstrapSnapshot) }
+            handler.clusterStatus = { [unowned replicator] in
+                (node, replicator.appliedSequence, bootstrapSnapshot,
+                 replicator.integrity.state.knowsChain ? replicator.integrity.chainHex : "", replicator.health.reason)
+            }
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
         replayIdleHandle = allocateHandle(uv_idle_t.self, kind: UV_IDLE)

@@ -23,12 +23,15 @@ struct ServerStartup {
     let appliedSequence: UInt64
     /// The stream sequence of the snapshot this node installed at start-up (`SnapshotBootstrap`), if any.
     let bootstrapSnapshot: UInt64?
+    /// Cluster mode: what the node knew of the stream at `appliedSequence` (`StreamIntegrity`).
+    let streamIntegrity: StreamIntegrity.State
 
     /// What the store held, after the cluster's checks and a snapshot's install.
     private struct Restored {
         var state: PersistedState
         var users: UserDirectory
         var appliedSequence: UInt64 = 0
+        var streamIntegrity = StreamIntegrity.State()
         var bootstrapSnapshot: UInt64?
         /// The users of the installed snapshot (nil: none installed, or a snapshot older than replicated users).
         var snapshotUsers: [UserRecord]?
@@ -90,6 +93,7 @@ struct ServerStartup {
         self.usersFileLock = usersFileLock
         self.appliedSequence = restored.appliedSequence
         self.bootstrapSnapshot = restored.bootstrapSnapshot
+        self.streamIntegrity = restored.streamIntegrity
     }
 
     /// What `store` holds, checked against the cluster configuration (`Server.clusterDirectoryProblem`); a
@@ -104,11 +108,16 @@ struct ServerStartup {
         guard let cluster = configuration.cluster, restored.directoryProblem == nil else { return restored }
         if stored.clusterStream == nil { try store.recordClusterStream(cluster.stream) }
         restored.appliedSequence = stored.streamSequence
+        restored.streamIntegrity = stored.streamIntegrity.flatMap(StreamIntegrity.decodeState)
+            ?? .unknown(applied: stored.streamSequence)
         switch Server.bootstrap(cluster, applied: restored.appliedSequence, logger: configuration.logger) {
         case .replay:
             break
         case let .install(snapshot):
-            try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence, users: snapshot.users)
+            let integrity = snapshot.integrity ?? .unknown(applied: snapshot.sequence)
+            try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence,
+                                 streamIntegrity: StreamIntegrity(integrity).encodedState, users: snapshot.users)
+            restored.streamIntegrity = integrity
             restored.state = snapshot.persistedState
             restored.snapshotUsers = snapshot.users
             restored.appliedSequence = snapshot.sequence

@@ -24,6 +24,9 @@ package struct CommitBatch: Sendable {
     /// Cluster mode: the last stream sequence applied by this batch's writes, stored in the same
     /// transaction (nil: unchanged, or not a cluster node).
     package var streamSequence: UInt64? = nil
+    /// Cluster mode: what the node knows of the stream up to `streamSequence` (`StreamIntegrity`'s state,
+    /// encoded), stored in the same transaction.
+    package var streamIntegrity: [UInt8]? = nil
     /// Cluster mode: users changed by the stream entries this batch covers, by name (nil: removed),
     /// stored in the same transaction as `streamSequence`. The server fills it; the engine knows no users.
     /// Same care as `bindings` when recording a removal.

@@ -38,7 +38,8 @@ final class MemoryStore: Store {
         guard !isClosed else { throw .closed }
     }
 
-    func replaceAll(with state: PersistedState, streamSequence: UInt64, users: [UserRecord]?) throws(StorageError) {
+    func replaceAll(with state: PersistedState, streamSequence: UInt64, streamIntegrity: [UInt8]?,
+                    users: [UserRecord]?) throws(StorageError) {
         guard !isClosed else { throw .closed }
     }
 

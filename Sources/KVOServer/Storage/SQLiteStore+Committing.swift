@@ -125,6 +125,10 @@ extension SQLiteStore {
                 try statements.setStreamSequence.bind(1, Int64(bitPattern: sequence))
                 try statements.setStreamSequence.run()
             }
+            if let integrity = batch.streamIntegrity {
+                try statements.setStreamIntegrity.bind(1, text: integrity)
+                try statements.setStreamIntegrity.run()
+            }
             let drop = ledger.rowsToDrop(limit: historyLimit, byteLimit: historyByteLimit)
             if drop > 0 {
                 try statements.trimHistory.bind(1, Int64(bitPattern: ledger.revision(at: drop - 1)))

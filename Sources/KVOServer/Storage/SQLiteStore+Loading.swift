@@ -225,6 +225,17 @@ extension SQLiteStore {
         return try readCounter(database, key: "stream_sequence", what: "a stream sequence") ?? 0
     }
 
+    /// Cluster mode: what the node knew of the stream at the stored stream sequence (`meta` row
+    /// `stream_integrity`, `StreamIntegrity`'s state, written with it); nil when none is stored (a store
+    /// of an older kvod).
+    package func readStreamIntegrity() throws(StorageError) -> [UInt8]? {
+        guard let database else { throw .closed }
+        let query = try database.prepare("SELECT value FROM meta WHERE key = 'stream_integrity'")
+        defer { query.finalize() }
+        guard try query.step() else { return nil }
+        return Array(query.string(0).utf8)
+    }
+
     /// Cluster mode: the stream this data directory belongs to (`meta` row `cluster_stream`, written by
     /// `recordClusterStream` when a cluster node first starts on it); nil for a directory no cluster node used.
     package func readClusterStream() throws(StorageError) -> String? {

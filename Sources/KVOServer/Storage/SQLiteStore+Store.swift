@@ -14,7 +14,8 @@ extension SQLiteStore: Store {
         let users = try loadUsers()
         let clusterStream = try readClusterStream()
         let streamSequence = try readStreamSequence()
-        return StoreContents(state: state, users: users, clusterStream: clusterStream, streamSequence: streamSequence)
+        return StoreContents(state: state, users: users, clusterStream: clusterStream, streamSequence: streamSequence,
+                             streamIntegrity: try readStreamIntegrity())
     }
 
     var openingNotes: [String] { permissionNotes }

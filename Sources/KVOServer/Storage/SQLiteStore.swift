@@ -23,7 +23,7 @@ import Darwin
 ///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- a snapshot, as compact JSON
 ///     redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
 ///          PRIMARY KEY(object, rev)) WITHOUT ROWID                      -- the changes since the snapshot
-///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id, stream_sequence and cluster_stream (cluster)
+///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id, stream_sequence, stream_integrity and cluster_stream (cluster)
 ///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
 ///     classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL)          -- the definition as compact JSON
 ///     bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL)        -- the definition as compact JSON
@@ -164,6 +164,7 @@ package final class SQLiteStore {
         let deleteBinding: SQLiteStatement
         let setLastBindingID: SQLiteStatement
         let setStreamSequence: SQLiteStatement
+        let setStreamIntegrity: SQLiteStatement
         /// The bytes of one object's snapshot (no row: the object is not stored).
         let snapshotBytes: SQLiteStatement
 
@@ -190,12 +191,14 @@ package final class SQLiteStore {
                 "INSERT INTO meta(key, value) VALUES('last_binding_id', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             setStreamSequence = try database.prepare(
                 "INSERT INTO meta(key, value) VALUES('stream_sequence', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            setStreamIntegrity = try database.prepare(
+                "INSERT INTO meta(key, value) VALUES('stream_integrity', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             snapshotBytes = try database.prepare("SELECT length(CAST(value AS BLOB)) FROM objects WHERE id = ?1")
         }
 
         func finalize() {
             for statement in [begin, commit, rollback, upsertObject, deleteObject, insertRedo, deleteRedo, insertHistory, setRevision, trimHistory,
-                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence, snapshotBytes] {
+                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence, setStreamIntegrity, snapshotBytes] {
                 statement.finalize()
             }
         }
@@ -338,7 +341,8 @@ extension SQLiteStore {
     /// a snapshot (`SnapshotBootstrap`). History is emptied (the snapshot carries none). `users`, when
     /// given (a snapshot of engine version 3 or later), replace the stored users. On error nothing
     /// changes.
-    package func replaceAll(with state: PersistedState, streamSequence: UInt64, users: [UserRecord]? = nil) throws(StorageError) {
+    package func replaceAll(with state: PersistedState, streamSequence: UInt64, streamIntegrity: [UInt8]? = nil,
+                            users: [UserRecord]? = nil) throws(StorageError) {
         guard let database, let statements else { throw .closed }
         var logs: [String: ObjectLog] = [:]
         do {
@@ -359,6 +363,12 @@ extension SQLiteStore {
             try statements.setRevision.run()
             try statements.setStreamSequence.bind(1, Int64(bitPattern: streamSequence))
             try statements.setStreamSequence.run()
+            if let streamIntegrity {
+                try statements.setStreamIntegrity.bind(1, text: streamIntegrity)
+                try statements.setStreamIntegrity.run()
+            } else {
+                try database.exec("DELETE FROM meta WHERE key = 'stream_integrity'")
+            }
             if let users {
                 try database.exec("DELETE FROM users")
                 try writeUserRows(upserting: users, deleting: [])

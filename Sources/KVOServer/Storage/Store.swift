@@ -46,7 +46,9 @@ protocol Store: AnyObject {
 
     /// Cluster mode, a node installing a snapshot: replaces everything stored by `state` and records
     /// `streamSequence` as applied (and `users`, when given, as the users), at once or not at all.
-    func replaceAll(with state: PersistedState, streamSequence: UInt64, users: [UserRecord]?) throws(StorageError)
+    /// `streamIntegrity`: what the node knows of the stream at that sequence (`StreamIntegrity`'s state, encoded).
+    func replaceAll(with state: PersistedState, streamSequence: UInt64, streamIntegrity: [UInt8]?,
+                    users: [UserRecord]?) throws(StorageError)
 
     /// Problems the store found and mended while opening (files others could read), one line each, for
     /// the server to log as warnings.
@@ -70,6 +72,8 @@ struct StoreContents {
     var clusterStream: String?
     /// Cluster mode: the last stream sequence whose writes are stored (0: none).
     var streamSequence: UInt64
+    /// Cluster mode: `StreamIntegrity`'s state at `streamSequence`, encoded (nil: none stored).
+    var streamIntegrity: [UInt8]? = nil
 }
 
 /// A line a store's upkeep wants logged (`Store.afterCommit(on:)`).

@@ -50,6 +50,9 @@ enum CloseReason: CustomStringConvertible {
     case webSocketClosed(code: UInt16)
     /// wslay failed beyond what a close frame can say (out of memory).
     case webSocketFailed
+    /// A cluster node replaced its state with a snapshot while serving (`ClusterHealth.diverged`): its
+    /// observations are gone; a client reconnects and observes again, resuming with `sinceRev`.
+    case clusterStateReplaced
 
     var description: String {
         switch self {
@@ -82,6 +85,7 @@ enum CloseReason: CustomStringConvertible {
         case let .httpRefused(status, reason): return "HTTP request refused (\(status)): \(reason)"
         case let .webSocketClosed(code): return "WebSocket closed with code \(code)"
         case .webSocketFailed: return "WebSocket framing failed"
+        case .clusterStateReplaced: return "this cluster node replaced its state with a snapshot of the cluster's: reconnect and observe again"
         }
     }
 
