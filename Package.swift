@@ -161,6 +161,6 @@ let package = Package(
             path: "examples/combine"
         ),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOWireProbe"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOWireProbe", "KVOJSON", "CSQLite"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOWireProbe", "KVOJSON", "CSQLite", "KVOServer"]),
     ]
 )

@@ -42,7 +42,8 @@ final class ClusterReplicator {
     let integrity: StreamIntegrity
     /// Whether this node applies the stream; anything else refuses writes (`refusal`).
     var health: ClusterHealth = .applying
-    /// The bridge subscription whose deliveries are applied (older ones' are ignored).
+    /// The bridge subscription whose deliveries are applied (older ones' are ignored): 1 for the first, one
+    /// more for each `NATSBridge.resubscribe`.
     var subscriptionGeneration: UInt64 = 1
     /// True until the first delivery of the current subscription: it must be the entry at the applied
     /// sequence (one entry early), and be the batch applied there.

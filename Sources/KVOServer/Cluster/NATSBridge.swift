@@ -41,8 +41,6 @@ final class NATSBridge: @unchecked Sendable {
     private var connection: OpaquePointer?
     private var jetStream: OpaquePointer?
     private var subscription: OpaquePointer?
-    /// The current subscription's generation (1 for the first).
-    private var generation: UInt64 = 0
     /// What libnats's callbacks get: a reference to the bridge that is never released, since libnats may
     /// run a callback on its own threads even after the connection is destroyed. Bridge thread.
     private lazy var callbackContext = Unmanaged.passRetained(self).toOpaque()
@@ -50,8 +48,8 @@ final class NATSBridge: @unchecked Sendable {
     /// What the bridge's thread does next, in order.
     enum Job {
         case publish(PublishJob)
-        /// Drop the subscription and subscribe again (generation + 1) from this stream sequence.
-        case resubscribe(UInt64)
+        /// Drop the subscription and subscribe again from this stream sequence; its deliveries carry this generation.
+        case resubscribe(UInt64, generation: UInt64)
         /// Read the newest whole snapshot and post it (`snapshotFetched`).
         case fetchSnapshot
     }
@@ -72,9 +70,13 @@ final class NATSBridge: @unchecked Sendable {
         lock.signal { jobs.append(.publish(job)) }
     }
 
-    /// Loop thread: queues a new subscription from `sequence`; its deliveries carry the next generation.
-    func resubscribe(from sequence: UInt64) {
-        lock.signal { jobs.append(.resubscribe(max(sequence, 1))) }
+    /// Loop thread: queues a new subscription from `sequence`, whose deliveries carry `generation` (the
+    /// first subscription's is 1); it replaces one still queued.
+    func resubscribe(from sequence: UInt64, generation: UInt64) {
+        lock.signal {
+            jobs.removeAll { if case .resubscribe = $0 { true } else { false } }
+            jobs.append(.resubscribe(max(sequence, 1), generation: generation))
+        }
     }
 
     /// Loop thread: queues a read of the newest snapshot (posted as `snapshotFetched`).
@@ -104,14 +106,14 @@ final class NATSBridge: @unchecked Sendable {
         defer { tearDown() }
         guard connect() else { return }
         guard retry("the stream", { self.ensureStream() }) else { return }
-        guard retry("the subscription", { self.subscribe(from: self.startSequence) }) else { return }
+        guard retry("the subscription", { self.subscribe(from: self.startSequence, generation: 1) }) else { return }
         inbox.post(.log("cluster: subscribed to stream '\(configuration.stream)' from sequence \(startSequence)", isError: false))
         while let job = nextJob() {
             switch job {
             case let .publish(batch): publish(batch)
-            case let .resubscribe(sequence):
+            case let .resubscribe(sequence, generation):
                 unsubscribe()
-                guard retry("the subscription", { self.subscribe(from: sequence) }) else { return }
+                guard retry("the subscription", { self.subscribe(from: sequence, generation: generation) }) else { return }
             case .fetchSnapshot:
                 let (snapshot, problem) = SnapshotBootstrap.newest(configuration)
                 inbox.post(.snapshotFetched(snapshot, problem: problem))
@@ -243,8 +245,8 @@ final class NATSBridge: @unchecked Sendable {
         }
     }
 
-    /// nil once subscribed (an ordered consumer from `sequence`, the next generation); else why not.
-    private func subscribe(from sequence: UInt64) -> String? {
+    /// nil once subscribed (an ordered consumer from `sequence`, its deliveries tagged `generation`); else why not.
+    private func subscribe(from sequence: UInt64, generation: UInt64) -> String? {
         var options = jsSubOptions()
         jsSubOptions_Init(&options)
         options.Ordered = true
@@ -255,7 +257,7 @@ final class NATSBridge: @unchecked Sendable {
         options.Config.Heartbeat = 1_000_000_000
         var error = jsErrCode(0)
         var subscription: OpaquePointer?
-        let delivery = Unmanaged.passRetained(Delivery(bridge: self, generation: generation + 1)).toOpaque()
+        let delivery = Unmanaged.passRetained(Delivery(bridge: self, generation: generation)).toOpaque()
         let status = configuration.stream.withCString { stream in
             options.Stream = stream
             return js_Subscribe(&subscription, jetStream, configuration.subject, NATSBridge.deliver,
@@ -266,7 +268,6 @@ final class NATSBridge: @unchecked Sendable {
             return "cannot subscribe: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))"
         }
         self.subscription = subscription
-        generation += 1
         return nil
     }
 

@@ -143,7 +143,10 @@ extension Server {
     /// sequence past the next (trimmed); an entry that does not decode, or is of an unknown engine
     /// version, halts it.
     func applyClusterEntry(_ cluster: ClusterReplicator, sequence: UInt64, data: [UInt8], generation: UInt64) {
-        guard generation == cluster.subscriptionGeneration, !cluster.health.needsSnapshot else { return }
+        // Deliveries of a replaced subscription are stale; a halted node takes only its new subscription's
+        // first delivery (the continuity check), one waiting for a snapshot takes none.
+        guard generation == cluster.subscriptionGeneration, !cluster.health.needsSnapshot,
+              cluster.health == .applying || cluster.awaitingContinuity else { return }
         let applied = cluster.appliedSequence
         if cluster.awaitingContinuity {
             cluster.awaitingContinuity = false

@@ -34,7 +34,7 @@ extension Server {
     /// Stops applying before something that does not continue what was applied: nothing wrong was applied.
     /// Housekeeping subscribes again (`retryIntegrityRepair`) until a copy continues it.
     func halt(_ cluster: ClusterReplicator, _ reason: String) {
-        cluster.subscriptionGeneration += 1
+        cluster.awaitingContinuity = false
         cluster.lastRepairAttempt = uv_now(loop.raw)
         guard cluster.health == .applying else { return }
         cluster.health = .halted(reason)
@@ -46,7 +46,6 @@ extension Server {
     /// What this node applied may differ from the majority's, or it cannot go on: it stops applying and
     /// taking writes, and installs the newest snapshot the majority agrees with (`snapshotFetched`).
     func diverge(_ cluster: ClusterReplicator, _ health: ClusterHealth) {
-        cluster.subscriptionGeneration += 1
         guard !cluster.health.needsSnapshot else { return }
         cluster.health = health
         cluster.lastRepairAttempt = uv_now(loop.raw)
@@ -67,7 +66,7 @@ extension Server {
         cluster.subscriptionGeneration += 1
         cluster.awaitingContinuity = true
         cluster.lastRepairAttempt = uv_now(loop.raw)
-        clusterBridge?.resubscribe(from: cluster.appliedSequence)
+        clusterBridge?.resubscribe(from: cluster.appliedSequence, generation: cluster.subscriptionGeneration)
     }
 
     /// Housekeeping: a halted node subscribes again every second; one waiting for a snapshot asks again
