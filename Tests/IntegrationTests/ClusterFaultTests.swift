@@ -119,7 +119,7 @@ extension ClusterTests {
 }
 
 /// Helpers of the fault tests.
-private enum FaultTestSupport {
+enum FaultTestSupport {
     /// The (rev, change) of each of the next `count` change events on `connection`, as compact JSON.
     static func changes(_ connection: KVOConnection, count: Int, timeout: Double = 20) throws -> [String] {
         var result: [String] = []
