@@ -14,6 +14,7 @@ import Glibc
 ///     kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]   (WebSocketBenchmark)
 ///     kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]   (PatternBenchmark)
 ///     kvod-bench cluster [--clients N] [--seconds N] [--writes N]   (ClusterBenchmark)
+///     kvod-bench integrity [--entries N]                             (IntegrityBenchmark)
 @main
 struct KVODBench {
     static func main() {
@@ -62,6 +63,8 @@ struct KVODBench {
             EngineBenchmark.runPermissions(sets: options["sets"] ?? 200_000, globs: options["globs"] ?? 100)
         case "engine-permissions":
             EngineBenchmark.runPermissions(sets: options["sets"] ?? 1_000_000, globs: options["globs"] ?? 100)
+        case "integrity":
+            IntegrityBenchmark.run(entries: options["entries"] ?? 200_000)
         case "storage":
             StorageBenchmark.run(objects: options["objects"] ?? 1_000_000, commits: options["commits"] ?? 1000)
         case "storage-restart":
@@ -78,6 +81,7 @@ struct KVODBench {
         print("       kvod-bench throughput|latency|scale|spread|durable|matrix|all|selftest [options]   (<command> --help)")
         print("       kvod-bench callgrind [--shapes string,object3-id,...] [--subscribers 1] [--sets 20480] [--warmup 2048] [--users-globs N]")
         print("       kvod-bench storage [--objects N] [--commits N]")
+        print("       kvod-bench integrity [--entries N]")
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         print("       kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]")
         print("       kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]")

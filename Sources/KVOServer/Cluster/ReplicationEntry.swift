@@ -15,30 +15,51 @@ import KVOJSON
 /// A checkpoint (`"check":{"seq":S,"hash":"…"}`, no operations) is a node's claim of its running hash after
 /// stream sequence S, which the other nodes compare with theirs; a node that does not know checkpoints
 /// applies it as an empty batch. A value; any thread.
-struct ReplicationEntry: Sendable, Equatable {
+package struct ReplicationEntry: Sendable, Equatable {
     /// One replicated write: the request line as the client sent it, or a change to the users with
     /// its hash or token made already, and who sent it.
-    struct Operation: Sendable, Equatable {
+    package struct Operation: Sendable, Equatable {
         /// Empty for a user change.
-        var line: [UInt8]
+        package var line: [UInt8]
         /// The writer's user name; nil in open mode.
-        var user: String?
+        package var user: String?
         var userChange: UserChange? = nil
+
+        package init(line: [UInt8], user: String?) {
+            self.line = line
+            self.user = user
+        }
+
+        init(line: [UInt8], user: String?, userChange: UserChange?) {
+            self.line = line
+            self.user = user
+            self.userChange = userChange
+        }
     }
 
-    var version: Int64
+    package var version: Int64
     /// The node that accepted the writes.
-    var node: String
+    package var node: String
     /// The batch's id, also its JetStream message id (de-duplication of a retried publish).
-    var batch: String
-    var operations: [Operation]
+    package var batch: String
+    package var operations: [Operation]
     /// The batch's number among its publisher's batches (nil: an entry of an older kvod, or a checkpoint).
-    var publisherSequence: UInt64? = nil
+    package var publisherSequence: UInt64? = nil
     /// A checkpoint's claim instead of writes.
-    var checkpoint: Checkpoint? = nil
+    package var checkpoint: Checkpoint? = nil
+
+    package init(version: Int64, node: String, batch: String, operations: [Operation], publisherSequence: UInt64? = nil,
+                 checkpoint: Checkpoint? = nil) {
+        self.version = version
+        self.node = node
+        self.batch = batch
+        self.operations = operations
+        self.publisherSequence = publisherSequence
+        self.checkpoint = checkpoint
+    }
 
     /// A node's running hash (`StreamIntegrity.chain`) after applying stream sequence `sequence`.
-    struct Checkpoint: Sendable, Equatable {
+    package struct Checkpoint: Sendable, Equatable {
         var sequence: UInt64
         /// 64 lowercase hex digits.
         var hash: String
@@ -50,7 +71,7 @@ struct ReplicationEntry: Sendable, Equatable {
         return batch[..<dot]
     }
 
-    func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         let ops = operations.map { operation -> JSONValue in
             var members: [String: JSONValue] = [:]
             if let change = operation.userChange {
@@ -75,7 +96,7 @@ struct ReplicationEntry: Sendable, Equatable {
     }
 
     /// Decodes a stream message; a message that is not an entry throws (with what is wrong).
-    static func decode(_ bytes: [UInt8]) throws(ReplicationEntryError) -> ReplicationEntry {
+    package static func decode(_ bytes: [UInt8]) throws(ReplicationEntryError) -> ReplicationEntry {
         let value: JSONValue
         do {
             value = try JSONParser.parse(bytes)
@@ -123,10 +144,10 @@ struct ReplicationEntry: Sendable, Equatable {
 }
 
 /// Why a stream message is not an entry this node can apply.
-enum ReplicationEntryError: Error, CustomStringConvertible {
+package enum ReplicationEntryError: Error, CustomStringConvertible {
     case malformed(String)
 
-    var description: String {
+    package var description: String {
         switch self {
         case let .malformed(reason): return "malformed replication entry: \(reason)"
         }

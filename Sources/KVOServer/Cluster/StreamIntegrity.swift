@@ -21,15 +21,15 @@ import KVOModel
 ///
 /// `publishers`, `lastBatch` and `chain` are stored with the applied sequence, in the same transaction
 /// (`encodedState`, the `meta` row `stream_integrity`), and carried by snapshots. Loop thread only.
-final class StreamIntegrity {
+package final class StreamIntegrity {
     /// A publisher's last applied batch: its publisher sequence and the stream sequence it was applied at.
-    struct PublisherMark: Equatable, Sendable {
+    package struct PublisherMark: Equatable, Sendable {
         var counter: UInt64
         var sequence: UInt64
     }
 
     /// What to do with the entry at the next stream sequence.
-    enum Verdict: Equatable {
+    package enum Verdict: Equatable {
         /// Apply it (then call `applied`).
         case apply
         /// A batch applied before: skip it (`skipped` was called).
@@ -40,7 +40,7 @@ final class StreamIntegrity {
     }
 
     /// The state as stored and carried by snapshots.
-    struct State: Equatable, Sendable {
+    package struct State: Equatable, Sendable {
         var lastBatch: String = ""
         /// 32 bytes; all zero before anything was applied; empty when unknown (a store or snapshot of an
         /// older kvod, which kept none): the node then neither claims nor judges checkpoints.
@@ -60,7 +60,7 @@ final class StreamIntegrity {
         var knowsChain: Bool { chain.count == 32 }
     }
 
-    private(set) var state: State
+    package private(set) var state: State
     /// Publishers remembered at most; the one whose last batch is oldest in the stream is forgotten first
     /// (a node restarted that often has long stopped publishing under its old incarnations).
     static let maximumPublishers = 512
@@ -83,17 +83,17 @@ final class StreamIntegrity {
     private var acknowledgedOwn: [String: UInt64] = [:]
     private var deliveredOwn: [String: UInt64] = [:]
 
-    init(_ state: State = State()) {
+    package init(_ state: State = State()) {
         self.state = state
     }
 
     /// The chain as 64 hex digits.
-    var chainHex: String { StreamIntegrity.hex(state.chain) }
+    package var chainHex: String { StreamIntegrity.hex(state.chain) }
 
     // MARK: - Identity
 
     /// The verdict for `entry` (a batch of writes, not a checkpoint), delivered at `sequence`.
-    func admit(_ entry: ReplicationEntry, at sequence: UInt64) -> Verdict {
+    package func admit(_ entry: ReplicationEntry, at sequence: UInt64) -> Verdict {
         guard let counter = entry.publisherSequence, let publisher = entry.publisher.map(String.init) else {
             return .apply
         }
@@ -116,7 +116,7 @@ final class StreamIntegrity {
     }
 
     /// `entry`, delivered at `sequence` as `data`, was applied: it joins the chain and its publisher's mark.
-    func applied(_ entry: ReplicationEntry, data: [UInt8], at sequence: UInt64) {
+    package func applied(_ entry: ReplicationEntry, data: [UInt8], at sequence: UInt64) {
         if let counter = entry.publisherSequence, let publisher = entry.publisher.map(String.init) {
             state.publishers[publisher] = PublisherMark(counter: counter, sequence: sequence)
             if state.publishers.count > StreamIntegrity.maximumPublishers { forgetOldestPublisher() }
@@ -126,7 +126,7 @@ final class StreamIntegrity {
     }
 
     /// A message at the next sequence that is not applied (a duplicate or a checkpoint): only the position moves.
-    func passed(batch: String) {
+    package func passed(batch: String) {
         state.lastBatch = batch
     }
 
@@ -267,7 +267,7 @@ final class StreamIntegrity {
     }
 
     /// The state as stored (compact JSON bytes).
-    var encodedState: [UInt8] {
+    package var encodedState: [UInt8] {
         var bytes: [UInt8] = []
         JSONWriter.write(json, into: &bytes)
         return bytes
