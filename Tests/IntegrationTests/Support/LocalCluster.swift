@@ -34,6 +34,12 @@ final class LocalCluster: @unchecked Sendable {
     /// The NATS URLs, as kvod's --cluster takes them.
     var natsURLs: String { natsPorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",") }
 
+    /// With `relayedNode`: a `NATSFaultRelay` in front of each NATS server (by index, so `relays[i]` is in
+    /// front of nats-`i + 1`), the relayed node's only way to NATS; empty otherwise.
+    private(set) var relays: [NATSFaultRelay] = []
+    /// The index of the node whose NATS connections go through `relays`, or nil.
+    let relayedNode: Int?
+
     /// The server admin the cluster's own requests (readiness, digests) log in as; nil in open mode.
     let admin: (user: String, password: String)?
 
@@ -42,11 +48,17 @@ final class LocalCluster: @unchecked Sendable {
     ///
     /// `heldBackNATS`: the index of a NATS server not started now (`restartNATS` starts it later), as when an
     /// operator brings a cluster's servers up one by one.
+    ///
+    /// `relayedNode`: the index of a node whose `--cluster` URLs are those of `relays`, one relay in front of
+    /// each NATS server, so a test can inject faults into what that node reads. The NATS servers then run
+    /// with `--no_advertise`: libnats adds the client URLs a server advertises to its pool and, after a
+    /// reconnect, could reach a server directly.
     init(label: String, kvodArguments: [String] = [], admin: (user: String, password: String)? = nil,
-         heldBackNATS: Int? = nil) throws {
+         heldBackNATS: Int? = nil, relayedNode: Int? = nil) throws {
         directory = try TemporaryDirectory("cluster-\(label)")
         stream = "test_\(label.filter { $0.isLetter || $0.isNumber })"
         self.admin = admin
+        self.relayedNode = relayedNode
         if let admin {
             let first = directory.appending("kvod-1")
             let result = try KVODUserTool.run(["add", "--data", first, "--hash-cost", "minimal", admin.user, "*=read,write,admin"],
@@ -57,9 +69,13 @@ final class LocalCluster: @unchecked Sendable {
             }
         }
         try startNATSServers(heldBack: heldBackNATS)
+        if relayedNode != nil {
+            relays = try natsPorts.map { try NATSFaultRelay(targetPort: $0, subject: "kvod.\(stream).log") }
+        }
         for index in 0..<3 {
+            let urls = index == relayedNode ? relays.map(\.url).joined(separator: ",") : natsURLs
             nodes.append(try KVODProcess(
-                ["--cluster", natsURLs, "--cluster-stream", stream, "--node", "n\(index + 1)"] + kvodArguments,
+                ["--cluster", urls, "--cluster-stream", stream, "--node", "n\(index + 1)"] + kvodArguments,
                 dataDirectory: directory.appending("kvod-\(index + 1)")))
         }
     }
@@ -128,7 +144,8 @@ final class LocalCluster: @unchecked Sendable {
     func diagnostics(length: Int = 1500) -> String {
         let kvod = nodes.enumerated().map { "n\($0.offset + 1) log: \($0.element.log.suffix(length))" }
         let nats = (0..<3).map { "nats-\($0 + 1) log: \(natsLog($0).suffix(length))" }
-        return (kvod + nats).joined(separator: "\n")
+        let relayed = relays.enumerated().map { "relay to nats-\($0.offset + 1): \($0.element.stats)" }
+        return (kvod + nats + relayed).joined(separator: "\n")
     }
 
     private func startNATS(_ index: Int) throws -> Process {
@@ -139,7 +156,7 @@ final class LocalCluster: @unchecked Sendable {
             "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", directory.appending("nats-\(index + 1)"),
             "-n", "nats-\(index + 1)", "--cluster_name", "kvodtest", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
             "--routes", routes, "-m", String(monitorPorts[index]),
-        ]
+        ] + (relayedNode == nil ? [] : ["--no_advertise=true"])
         let logPath = directory.appending("nats-\(index + 1).log")
         if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
