@@ -12,20 +12,20 @@ import Testing
 /// place and converges). In the `cluster` suite so that it never runs beside another cluster.
 extension ClusterTests {
     /// A JetStream connection of the test's own to the cluster's NATS servers.
-    private static func session(_ cluster: LocalCluster) throws -> JetStreamSession {
+    static func session(_ cluster: LocalCluster) throws -> JetStreamSession {
         try JetStreamSession(servers: cluster.natsPorts.map { "nats://127.0.0.1:\($0)" }, timeoutMilliseconds: 3000,
                              persistent: false)
     }
 
     /// Every entry of the log stream, by sequence.
-    private static func entries(_ session: JetStreamSession, _ cluster: LocalCluster) throws -> [(UInt64, ReplicationEntry)] {
+    static func entries(_ session: JetStreamSession, _ cluster: LocalCluster) throws -> [(UInt64, ReplicationEntry)] {
         guard let bounds = try session.streamBounds(cluster.stream), bounds.first <= bounds.last else { return [] }
         return try (bounds.first...bounds.last).compactMap { sequence in
             try session.message(cluster.stream, sequence: sequence).flatMap { try? ReplicationEntry.decode($0) }.map { (sequence, $0) }
         }
     }
 
-    private static func subject(_ cluster: LocalCluster) -> String { "kvod.\(cluster.stream).log" }
+    static func subject(_ cluster: LocalCluster) -> String { "kvod.\(cluster.stream).log" }
 
     @Test("a batch present twice at two sequences is skipped by its identity on every node: nothing applied twice")
     func duplicateEntrySkipped() throws {

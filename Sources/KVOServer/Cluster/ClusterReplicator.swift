@@ -57,6 +57,11 @@ final class ClusterReplicator {
     /// the stream's own).
     var gap: (sequence: UInt64, times: Int)?
     static let gapRefetches = 3
+    /// Halts in a row at one applied sequence (reset when an entry is applied): past
+    /// `haltsBeforeSnapshot`, no copy of the stream continues what this node applied (its own numbering
+    /// went wrong), and it installs a snapshot instead.
+    var halts: (sequence: UInt64, times: Int)?
+    static let haltsBeforeSnapshot = 5
     /// Writes not yet handed to the bridge, with their writers (same indexes).
     private var queued: [ReplicationEntry.Operation] = []
     private var queuedWriters: [Writer] = []

@@ -160,7 +160,13 @@ extension Server {
             }
             resumeIfHalted(cluster)
         }
-        guard case .applying = cluster.health, sequence > applied else { return }
+        guard case .applying = cluster.health else { return }
+        guard sequence > applied else {
+            // One subscription delivers increasing sequences: one at or below what it delivered is a copy
+            // numbered differently (or an entry delivered twice under two numbers).
+            halt(cluster, "stream entry \(sequence) was delivered after \(applied) by the same subscription: the copy of the stream serving this node is numbered differently")
+            return
+        }
         guard sequence == applied + 1 else {
             diverge(cluster, .behind("stream entry \(sequence) arrived after \(applied): entries \(applied + 1)...\(sequence - 1) are missing"))
             return
@@ -242,6 +248,7 @@ extension Server {
             if let connection = answerClusterWrite(writer, outcome.reply) { released.append(connection) }
         }
         cluster.integrity.applied(entry, data: data, at: sequence)
+        cluster.halts = nil
         cluster.appliedSequence = sequence
         afterEntry(cluster, sequence)
         for connection in released { releaseHeldRequest(connection) }

@@ -36,6 +36,14 @@ extension Server {
     func halt(_ cluster: ClusterReplicator, _ reason: String) {
         cluster.awaitingContinuity = false
         cluster.lastRepairAttempt = uv_now(loop.raw)
+        let times = cluster.halts?.sequence == cluster.appliedSequence ? cluster.halts!.times + 1 : 1
+        cluster.halts = (cluster.appliedSequence, times)
+        if times > ClusterReplicator.haltsBeforeSnapshot {
+            cluster.halts = nil
+            cluster.health = .applying
+            diverge(cluster, .diverged("\(reason), \(times) times in a row at sequence \(cluster.appliedSequence): no copy of the stream continues what this node applied"))
+            return
+        }
         guard cluster.health == .applying else { return }
         cluster.health = .halted(reason)
         metrics.clusterIntegrityFailed()
