@@ -126,7 +126,7 @@ struct ClusterBindingsTests {
         lists = try listings(cluster)
         #expect(lists == [[], [], []], "\(lists)")
         // The other nodes log it (nobody there created the binding).
-        #expect(cluster.nodes[1].log.contains("binding 1 removed: sourceDeleted"), "\(cluster.nodes[1].log.suffix(2000))")
+        #expect(cluster.nodes[1].waitForLog("binding 1 removed: sourceDeleted"), "\(cluster.nodes[1].log.suffix(2000))")
         // A new binding continues the ids on every node.
         try creator.call("create", ["object": "src", "values": ["x": ["a": 1], "n": 1]])
         #expect(try creator.call("bind", ["from": Self.endpoint("src", "n"), "to": Self.endpoint("c", "sum")])["binding"] == 4)

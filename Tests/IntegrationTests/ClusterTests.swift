@@ -128,7 +128,8 @@ struct ClusterTests {
         for (value, _) in acknowledged {
             #expect(restored["value"]?["v\(value)"]?.intValue == value, "v\(value) missing on the restarted node")
         }
-        #expect(cluster.nodes[2].log.contains("subscribed to stream"), "\(cluster.nodes[2].log)")
+        // The log is collected from stderr asynchronously: wait for the line.
+        #expect(cluster.nodes[2].waitForLog("subscribed to stream"), "\(cluster.nodes[2].log)")
     }
 
     @Test("a client resuming on another node with sinceRev misses and repeats nothing")
