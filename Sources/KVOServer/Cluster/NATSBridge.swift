@@ -233,7 +233,7 @@ final class NATSBridge: @unchecked Sendable {
 
     /// The context one subscription's callbacks get: the bridge, the subscription's generation and the
     /// last consumer name it delivered from (touched by libnats's delivery thread for that subscription
-    /// only). Never released, like the bridge's own context: one per subscription made (a few per run).
+    /// only). Released by libnats's completion callback, after the subscription's last delivery.
     private final class Delivery {
         let bridge: NATSBridge
         let generation: UInt64
@@ -263,10 +263,15 @@ final class NATSBridge: @unchecked Sendable {
             return js_Subscribe(&subscription, jetStream, configuration.subject, NATSBridge.deliver,
                                 delivery, nil, &options, &error)
         }
-        guard status == NATS_OK else {
+        guard status == NATS_OK, let subscription else {
             Unmanaged<Delivery>.fromOpaque(delivery).release()
             return "cannot subscribe: \(NATSBridge.text(status)) (JetStream error \(error.rawValue))"
         }
+        // Released once libnats has delivered its last message (after `unsubscribe`); were that refused, the
+        // context would stay (a few dozen bytes per subscription).
+        _ = natsSubscription_SetOnCompleteCB(subscription, { closure in
+            Unmanaged<Delivery>.fromOpaque(closure!).release()
+        }, delivery)
         self.subscription = subscription
         return nil
     }

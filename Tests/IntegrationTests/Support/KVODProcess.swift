@@ -2,9 +2,13 @@ import Foundation
 import KVOWireProbe
 import KVOJSON
 
-/// Where `swift build` put the executables: next to the test bundle.
+/// Where `swift build` put the executables: next to the test bundle, or `KVOD_TEST_BINARIES` (e.g.
+/// `.build/release`, for figures measured on release builds).
 enum BuiltProducts {
     static var directory: URL {
+        if let override = ProcessInfo.processInfo.environment["KVOD_TEST_BINARIES"], !override.isEmpty {
+            return URL(fileURLWithPath: override)
+        }
         // .build/<triple>/debug/kvodPackageTests.xctest (a file on Linux) -> .build/<triple>/debug
         var candidate = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
