@@ -12,13 +12,6 @@ enum SHA256Hex {
         EVP_DigestInit_ex(context, EVP_sha256(), nil)
         bytes.withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
         EVP_DigestFinal_ex(context, &digest, &length)
-        let hex = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(64)
-        for byte in digest.prefix(Int(length)) {
-            text.append(hex[Int(byte >> 4)])
-            text.append(hex[Int(byte & 15)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        return HexText.encode(digest.prefix(Int(length)))
     }
 }

@@ -44,12 +44,6 @@ enum StateDigest {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context, &digest, &length)
-        let hex = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in digest.prefix(Int(length)) {
-            text.append(hex[Int(byte >> 4)])
-            text.append(hex[Int(byte & 15)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        return HexText.encode(digest.prefix(Int(length)))
     }
 }

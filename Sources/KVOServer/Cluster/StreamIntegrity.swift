@@ -254,7 +254,7 @@ package final class StreamIntegrity {
     /// The state from `json`; nil when it is not one.
     static func state(from json: JSONValue) -> State? {
         guard case let .string(last)? = json["last"], case let .string(chainText)? = json["chain"],
-              let chain = bytes(fromHex: chainText), chain.count == 32 || chain.isEmpty,
+              let chain = HexText.decode(chainText.utf8), chain.count == 32 || chain.isEmpty,
               case let .object(publisherMembers)? = json["publishers"], case let .bool(complete)? = json["complete"]
         else { return nil }
         var publishers: [String: PublisherMark] = [:]
@@ -279,35 +279,5 @@ package final class StreamIntegrity {
         return state(from: value)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 15)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
-
-    static func bytes(fromHex text: String) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: return c - 0x30
-            case 0x61...0x66: return c - 0x61 + 10
-            default: return nil
-            }
-        }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(utf8.count / 2)
-        var index = 0
-        while index < utf8.count {
-            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
+    static func hex(_ bytes: [UInt8]) -> String { HexText.encode(bytes) }
 }
