@@ -21,9 +21,11 @@ extension ClusterTests {
         private var acks: [Double] = []
         private var stopped = false
         private var thread: Thread?
+        private let finished = DispatchSemaphore(value: 0)
 
         init(connect: @escaping @Sendable () throws -> KVOConnection) {
             thread = Thread { [self] in
+                defer { finished.signal() }
                 var counter = 0
                 var connection: KVOConnection?
                 while !isStopped {
@@ -31,7 +33,7 @@ extension ClusterTests {
                         if connection == nil { connection = try connect() }
                         counter += 1
                         let reply = try connection!.request("set", ["object": "w", "keyPath": "stats.last",
-                                                                    "value": ["n": .int(Int64(counter)), "at": "x"]], timeout: 40)
+                                                                    "value": ["n": .int(Int64(counter)), "at": "x"]], timeout: 15)
                         if reply["ok"] == true { lock.withLock { acks.append(monotonicSeconds()) } } else { usleep(20_000) }
                     } catch {
                         connection = nil
@@ -43,7 +45,13 @@ extension ClusterTests {
         }
 
         private var isStopped: Bool { lock.withLock { stopped } }
-        func stop() { lock.withLock { stopped = true } }
+
+        /// Stops the writer and waits for its thread (at most its request's 15 s), so that nothing holds the
+        /// cluster once the test ends (its processes are stopped when it goes away).
+        func stop() {
+            lock.withLock { stopped = true }
+            finished.wait()
+        }
 
         /// The first acknowledgement at or after `time`, as seconds after it (nil: none by `timeout`).
         func firstAck(after time: Double, timeout: Double = 40) -> Double? {
