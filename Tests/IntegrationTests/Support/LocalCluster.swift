@@ -34,6 +34,11 @@ final class LocalCluster: @unchecked Sendable {
     /// The NATS URLs, as kvod's --cluster takes them.
     var natsURLs: String { natsPorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",") }
 
+    /// The node whose NATS connections go through `natsProxies` (nil: every node connects directly).
+    let proxiedNode: Int?
+    /// One proxy in front of each NATS server's client port, used by `proxiedNode` only.
+    private(set) var natsProxies: [TCPProxy] = []
+
     /// The server admin the cluster's own requests (readiness, digests) log in as; nil in open mode.
     let admin: (user: String, password: String)?
 
@@ -42,11 +47,17 @@ final class LocalCluster: @unchecked Sendable {
     ///
     /// `heldBackNATS`: the index of a NATS server not started now (`restartNATS` starts it later), as when an
     /// operator brings a cluster's servers up one by one.
+    ///
+    /// `proxiedNode`: the index of a kvod node whose `--cluster` URLs are `TCPProxy`s in front of the NATS
+    /// servers, so that `partitionFromNATS` can cut it off from all of them while it and they run on. The
+    /// NATS servers then run with `--no_advertise`, so that the node's NATS client learns no direct route
+    /// around the proxies.
     init(label: String, kvodArguments: [String] = [], admin: (user: String, password: String)? = nil,
-         heldBackNATS: Int? = nil) throws {
+         heldBackNATS: Int? = nil, proxiedNode: Int? = nil) throws {
         directory = try TemporaryDirectory("cluster-\(label)")
         stream = "test_\(label.filter { $0.isLetter || $0.isNumber })"
         self.admin = admin
+        self.proxiedNode = proxiedNode
         if let admin {
             let first = directory.appending("kvod-1")
             let result = try KVODUserTool.run(["add", "--data", first, "--hash-cost", "minimal", admin.user, "*=read,write,admin"],
@@ -57,9 +68,12 @@ final class LocalCluster: @unchecked Sendable {
             }
         }
         try startNATSServers(heldBack: heldBackNATS)
+        if proxiedNode != nil { natsProxies = try natsPorts.map { try TCPProxy(targetPort: $0) } }
+        let proxiedURLs = natsProxies.map { "nats://127.0.0.1:\($0.port)" }.joined(separator: ",")
         for index in 0..<3 {
             nodes.append(try KVODProcess(
-                ["--cluster", natsURLs, "--cluster-stream", stream, "--node", "n\(index + 1)"] + kvodArguments,
+                ["--cluster", index == proxiedNode ? proxiedURLs : natsURLs, "--cluster-stream", stream, "--node", "n\(index + 1)"]
+                    + kvodArguments,
                 dataDirectory: directory.appending("kvod-\(index + 1)")))
         }
     }
@@ -70,6 +84,26 @@ final class LocalCluster: @unchecked Sendable {
             kill(server.processIdentifier, SIGKILL)
             server.waitUntilExit()
         }
+        for proxy in natsProxies {
+            proxy.heal()
+            proxy.cut()
+        }
+    }
+
+    /// Cuts `proxiedNode` off from every NATS server (`TCPProxy.partition`): its NATS connections stay open
+    /// and carry nothing, and new ones are accepted and carry nothing, until `healPartition`.
+    func partitionFromNATS() {
+        for proxy in natsProxies { proxy.partition() }
+    }
+
+    /// Ends `partitionFromNATS`.
+    func healPartition() {
+        for proxy in natsProxies { proxy.heal() }
+    }
+
+    /// Whether NATS server `index` is running (false once `killNATS` stopped it, or it exited by itself).
+    func isNATSRunning(_ index: Int) -> Bool {
+        natsServers[index]?.isRunning == true
     }
 
     /// Starts the NATS servers (all three but `heldBack`) on fresh ports and waits until each serves
@@ -139,7 +173,7 @@ final class LocalCluster: @unchecked Sendable {
             "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", directory.appending("nats-\(index + 1)"),
             "-n", "nats-\(index + 1)", "--cluster_name", "kvodtest", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
             "--routes", routes, "-m", String(monitorPorts[index]),
-        ]
+        ] + (proxiedNode == nil ? [] : ["--no_advertise"])
         let logPath = directory.appending("nats-\(index + 1).log")
         if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
