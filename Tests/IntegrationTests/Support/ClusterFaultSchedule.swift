@@ -14,13 +14,20 @@ struct ClusterFault: Sendable, CustomStringConvertible {
         /// SIGSTOP of NATS server j, or of the stream's leader; SIGCONT when healed.
         case pauseNATS(Int)
         case pauseStreamLeaderNATS
+        /// Two NATS servers at once (the stream loses its quorum: writes wait, then are answered
+        /// `unavailable`), SIGKILL and restart or SIGSTOP and SIGCONT; or SIGKILL of all three, restarted together.
+        case killNATSMajority(Int, Int)
+        case pauseNATSMajority(Int, Int)
+        case killAllNATS
         /// kvod node i cut off from every NATS server (`LocalCluster.partitionFromNATS`: it must be the
         /// cluster's `proxiedNode`).
         case partitionNode(Int)
 
         var touchesNATS: Bool {
             switch self {
-            case .killNATS, .killStreamLeaderNATS, .pauseNATS, .pauseStreamLeaderNATS: return true
+            case .killNATS, .killStreamLeaderNATS, .pauseNATS, .pauseStreamLeaderNATS, .killNATSMajority, .pauseNATSMajority,
+                 .killAllNATS:
+                return true
             case .killNode, .pauseNode, .partitionNode: return false
             }
         }
@@ -39,15 +46,19 @@ struct ClusterFault: Sendable, CustomStringConvertible {
         case let .pauseNode(node): what = "SIGSTOP kvod n\(node + 1), SIGCONT"
         case let .pauseNATS(server): what = "SIGSTOP nats-\(server + 1), SIGCONT"
         case .pauseStreamLeaderNATS: what = "SIGSTOP the stream leader's nats-server, SIGCONT"
+        case let .killNATSMajority(first, second): what = "SIGKILL nats-\(first + 1) and nats-\(second + 1), restart"
+        case let .pauseNATSMajority(first, second): what = "SIGSTOP nats-\(first + 1) and nats-\(second + 1), SIGCONT"
+        case .killAllNATS: what = "SIGKILL every nats-server, restart"
         case let .partitionNode(node): what = "partition kvod n\(node + 1) from NATS, heal"
         }
         return "t=\(String(format: "%.1f", start)) s: \(what) after \(String(format: "%.1f", hold)) s"
     }
 
     /// A schedule of faults over `seconds` from `seed` (the same seed, the same schedule): one every 1-4 s
-    /// after a 2 s start, each held 0.5-7 s by kind; at most one kvod node and one NATS server faulty at a
-    /// time (two faults may overlap when one touches a kvod node and the other a NATS server), so the stream
-    /// keeps its quorum. Partitions only of `partitionable` (the cluster's proxied node), when there is one.
+    /// after a 2 s start, each held 0.5-8 s by kind; at most one fault on kvod nodes and one on NATS servers
+    /// at a time (two faults may overlap when one touches a kvod node and the other NATS). One fault in eight
+    /// takes the stream's quorum away (two NATS servers, or all three). Partitions only of `partitionable`
+    /// (the cluster's proxied node), when there is one.
     static func schedule(seed: UInt64, seconds: Double, partitionable: Int?) -> [ClusterFault] {
         var random = SplitMix64(state: seed)
         func uniform(_ low: Double, _ high: Double) -> Double { low + (high - low) * Double(random.below(1_000_000)) / 1_000_000 }
@@ -61,12 +72,19 @@ struct ClusterFault: Sendable, CustomStringConvertible {
             let action: Action
             let hold: Double
             switch roll {
-            case 0..<16: (action, hold) = (.killNode(random.below(3)), uniform(0.5, 3))
-            case 16..<32: (action, hold) = (.killStreamLeaderNATS, uniform(1, 4))
-            case 32..<40: (action, hold) = (.killNATS(random.below(3)), uniform(1, 4))
-            case 40..<55: (action, hold) = (.pauseNode(random.below(3)), uniform(1, 5))
-            case 55..<65: (action, hold) = (.pauseNATS(random.below(3)), uniform(1, 5))
-            case 65..<80: (action, hold) = (.pauseStreamLeaderNATS, uniform(1, 5))
+            case 0..<14: (action, hold) = (.killNode(random.below(3)), uniform(0.5, 3))
+            case 14..<28: (action, hold) = (.killStreamLeaderNATS, uniform(1, 4))
+            case 28..<35: (action, hold) = (.killNATS(random.below(3)), uniform(1, 4))
+            case 35..<49: (action, hold) = (.pauseNode(random.below(3)), uniform(1, 5))
+            case 49..<57: (action, hold) = (.pauseNATS(random.below(3)), uniform(1, 8))
+            case 57..<70: (action, hold) = (.pauseStreamLeaderNATS, uniform(1, 5))
+            case 70..<76:
+                let spared = random.below(3)
+                (action, hold) = (.pauseNATSMajority((spared + 1) % 3, (spared + 2) % 3), uniform(1, 4))
+            case 76..<80:
+                let spared = random.below(3)
+                (action, hold) = (.killNATSMajority((spared + 1) % 3, (spared + 2) % 3), uniform(1, 4))
+            case 80..<83: (action, hold) = (.killAllNATS, uniform(1, 3))
             default:
                 if let partitionable {
                     (action, hold) = (.partitionNode(partitionable), uniform(2, 7))
@@ -96,8 +114,8 @@ final class ClusterFaultRunner {
     private(set) var earlierLogs: [[String]] = [[], [], []]
     private(set) var faultsDone = 0
     private var started = 0.0
-    /// What a fault in progress did, to undo it: the NATS server a leader fault resolved to.
-    private var resolvedNATS: [Int: Int] = [:]
+    /// What a fault in progress did, to undo it: the NATS servers it stopped (a leader fault resolved).
+    private var resolvedNATS: [Int: [Int]] = [:]
     private var faultyNodes = Set<Int>()
     private var faultyNATS = Set<Int>()
 
@@ -143,30 +161,44 @@ final class ClusterFaultRunner {
         return any
     }
 
+    /// The NATS servers a fault on NATS stops, resolving "the stream's leader" now.
+    private func natsTargets(_ action: ClusterFault.Action, _ index: Int) -> [Int] {
+        switch action {
+        case let .killNATS(server), let .pauseNATS(server): return [server]
+        case .killStreamLeaderNATS, .pauseStreamLeaderNATS: return [leaderOrAny(index)]
+        case let .killNATSMajority(first, second), let .pauseNATSMajority(first, second): return [first, second]
+        case .killAllNATS: return [0, 1, 2]
+        case .killNode, .pauseNode, .partitionNode: return []
+        }
+    }
+
+    private func names(_ servers: [Int]) -> String {
+        servers.map { "nats-\($0 + 1)" }.joined(separator: " and ")
+    }
+
     private func begin(_ fault: ClusterFault, _ index: Int) {
+        let leaderNote = fault.action == .killStreamLeaderNATS || fault.action == .pauseStreamLeaderNATS ? " (the stream's leader)" : ""
         switch fault.action {
         case let .killNode(node):
             faultyNodes.insert(node)
             cluster.nodes[node].stop(signal: SIGKILL)
             note("SIGKILL kvod n\(node + 1)")
-        case .killNATS, .killStreamLeaderNATS:
-            var server = 0
-            if case let .killNATS(chosen) = fault.action { server = chosen } else { server = leaderOrAny(index) }
-            resolvedNATS[index] = server
-            faultyNATS.insert(server)
-            cluster.killNATS(server)
-            note("SIGKILL nats-\(server + 1)\(fault.action == .killStreamLeaderNATS ? " (the stream's leader)" : "")")
+        case .killNATS, .killStreamLeaderNATS, .killNATSMajority, .killAllNATS:
+            let servers = natsTargets(fault.action, index)
+            resolvedNATS[index] = servers
+            faultyNATS.formUnion(servers)
+            for server in servers { cluster.killNATS(server) }
+            note("SIGKILL \(names(servers))\(leaderNote)")
         case let .pauseNode(node):
             faultyNodes.insert(node)
             cluster.nodes[node].send(signal: SIGSTOP)
             note("SIGSTOP kvod n\(node + 1)")
-        case .pauseNATS, .pauseStreamLeaderNATS:
-            var server = 0
-            if case let .pauseNATS(chosen) = fault.action { server = chosen } else { server = leaderOrAny(index) }
-            resolvedNATS[index] = server
-            faultyNATS.insert(server)
-            cluster.signalNATS(server, SIGSTOP)
-            note("SIGSTOP nats-\(server + 1)\(fault.action == .pauseStreamLeaderNATS ? " (the stream's leader)" : "")")
+        case .pauseNATS, .pauseStreamLeaderNATS, .pauseNATSMajority:
+            let servers = natsTargets(fault.action, index)
+            resolvedNATS[index] = servers
+            faultyNATS.formUnion(servers)
+            for server in servers { cluster.signalNATS(server, SIGSTOP) }
+            note("SIGSTOP \(names(servers))\(leaderNote)")
         case let .partitionNode(node):
             faultyNodes.insert(node)
             cluster.partitionFromNATS()
@@ -180,19 +212,19 @@ final class ClusterFaultRunner {
         case let .killNode(node):
             restartNode(node, why: "restarted")
             faultyNodes.remove(node)
-        case .killNATS, .killStreamLeaderNATS:
-            let server = resolvedNATS[index]!
-            restartNATS(server)
-            faultyNATS.remove(server)
+        case .killNATS, .killStreamLeaderNATS, .killNATSMajority, .killAllNATS:
+            let servers = resolvedNATS[index]!
+            for server in servers { restartNATS(server) }
+            faultyNATS.subtract(servers)
         case let .pauseNode(node):
             cluster.nodes[node].send(signal: SIGCONT)
             note("SIGCONT kvod n\(node + 1)")
             faultyNodes.remove(node)
-        case .pauseNATS, .pauseStreamLeaderNATS:
-            let server = resolvedNATS[index]!
-            cluster.signalNATS(server, SIGCONT)
-            note("SIGCONT nats-\(server + 1)")
-            faultyNATS.remove(server)
+        case .pauseNATS, .pauseStreamLeaderNATS, .pauseNATSMajority:
+            let servers = resolvedNATS[index]!
+            for server in servers { cluster.signalNATS(server, SIGCONT) }
+            note("SIGCONT \(names(servers))")
+            faultyNATS.subtract(servers)
         case let .partitionNode(node):
             cluster.healPartition()
             note("heal the partition of kvod n\(node + 1)")

@@ -160,13 +160,15 @@ final class ListAppendWorkload: @unchecked Sendable {
         return caughtUp
     }
 
-    /// The acknowledged writes so far: the node and when the reply was read.
-    var acknowledgements: [(node: Int, time: Double)] {
+    /// For each node, when its writers' first write acknowledged after `time` was (nil: none yet).
+    func firstAcknowledgements(after time: Double) -> [Double?] {
         locked {
-            operations.compactMap { operation -> (node: Int, time: Double)? in
-                guard case .ok = operation.outcome else { return nil }
-                return (operation.node, operation.completed)
+            var first = [Double?](repeating: nil, count: configuration.ports.count)
+            for operation in operations where operation.completed > time {
+                guard case .ok = operation.outcome else { continue }
+                first[operation.node] = min(first[operation.node] ?? operation.completed, operation.completed)
             }
+            return first
         }
     }
 
