@@ -14,7 +14,7 @@ import Testing
 /// registers and digests.
 ///
 /// `KVOD_FAULT_SEED` replays a seed (the schedule, the proxied node and the clients' choices; not the
-/// timing), `KVOD_FAULT_SECONDS` sets the fault period (default 40 s, about 55 s in all here), and
+/// timing), `KVOD_FAULT_SECONDS` sets the fault period (default 40 s, about 50 s in all here), and
 /// `KVOD_FAULT_ARTIFACTS=1` keeps the report, the history and every log even when nothing is found (they
 /// are always kept when something is). In the `cluster` suite so that it never runs beside another cluster.
 extension ClusterTests {
@@ -48,6 +48,8 @@ extension ClusterTests {
             try node.connect().call("get", ["object": "r0", "atLeastRev": .int(baseRev)], timeout: 30)
         }
         workload.start(baseRev: baseRev)
+        // On a throw, the clients' threads must not go on against a cluster that is gone.
+        defer { workload.stopAll() }
         let runner = ClusterFaultRunner(cluster: cluster)
         runner.run(faults)
         // Every node takes writes again (within `recoveryLimit` seconds), then the writers go on for a while.
@@ -65,7 +67,16 @@ extension ClusterTests {
         }.joined(separator: ", ")
 
         // Every node applies the whole stream (a batch sent before the writers stopped may still come).
-        let digests = try RandomFaultRun.waitUntilStreamApplied(cluster, timeout: 90)
+        let digests: [JSONValue]
+        do {
+            digests = try RandomFaultRun.waitUntilStreamApplied(cluster, timeout: 90)
+        } catch {
+            let history = workload.history(finals: [], incidents: runner.incidents)
+            let directory = RandomFaultRun.keep(seed: seed, summary: "random faults: seed \(seed): \(error)", report: ListAppendChecker.check(history),
+                                                faults: faults, runner: runner, history: history, cluster: cluster)
+            print("random faults: seed \(seed): the nodes did not converge; history and logs kept in \(directory)")
+            throw error
+        }
         let objects = workload.objects
         let finals = try cluster.nodes.enumerated().map { index, node in
             try ListAppendWorkload.finalState(node: index, port: node.port, lists: objects.lists, registers: objects.registers)

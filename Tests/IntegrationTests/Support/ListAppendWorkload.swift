@@ -138,6 +138,15 @@ final class ListAppendWorkload: @unchecked Sendable {
         return writers.wait(timeout: .now() + timeout) == .success
     }
 
+    /// Tells every writer, reader and observer to stop, without waiting (a test that throws half-way).
+    func stopAll() {
+        locked {
+            stopWriting = true
+            stopReading = true
+            stopObserving = true
+        }
+    }
+
     /// Stops the readers after their current read.
     @discardableResult
     func stopReaders(timeout: Double) -> Bool {
