@@ -39,6 +39,10 @@ final class LocalCluster: @unchecked Sendable {
     private(set) var relays: [NATSFaultRelay] = []
     /// The index of the node whose NATS connections go through `relays`, or nil.
     let relayedNode: Int?
+    /// The node whose NATS connections go through `natsProxies` (nil: every node connects directly).
+    let proxiedNode: Int?
+    /// One proxy in front of each NATS server's client port, used by `proxiedNode` only.
+    private(set) var natsProxies: [TCPProxy] = []
 
     /// The server admin the cluster's own requests (readiness, digests) log in as; nil in open mode.
     let admin: (user: String, password: String)?
@@ -50,15 +54,18 @@ final class LocalCluster: @unchecked Sendable {
     /// operator brings a cluster's servers up one by one.
     ///
     /// `relayedNode`: the index of a node whose `--cluster` URLs are those of `relays`, one relay in front of
-    /// each NATS server, so a test can inject faults into what that node reads. The NATS servers then run
-    /// with `--no_advertise`: libnats adds the client URLs a server advertises to its pool and, after a
-    /// reconnect, could reach a server directly.
+    /// each NATS server, so a test can inject faults into what that node reads. `proxiedNode`: the index of a
+    /// kvod node whose `--cluster` URLs are `TCPProxy`s in front of the NATS servers, so that
+    /// `partitionFromNATS` can cut it off from all of them while it and they run on. With either, the NATS
+    /// servers run with `--no_advertise`: libnats adds the client URLs a server advertises to its pool and,
+    /// after a reconnect, could reach a server directly.
     init(label: String, kvodArguments: [String] = [], admin: (user: String, password: String)? = nil,
-         heldBackNATS: Int? = nil, relayedNode: Int? = nil) throws {
+         heldBackNATS: Int? = nil, relayedNode: Int? = nil, proxiedNode: Int? = nil) throws {
         directory = try TemporaryDirectory("cluster-\(label)")
         stream = "test_\(label.filter { $0.isLetter || $0.isNumber })"
         self.admin = admin
         self.relayedNode = relayedNode
+        self.proxiedNode = proxiedNode
         if let admin {
             let first = directory.appending("kvod-1")
             let result = try KVODUserTool.run(["add", "--data", first, "--hash-cost", "minimal", admin.user, "*=read,write,admin"],
@@ -72,8 +79,11 @@ final class LocalCluster: @unchecked Sendable {
         if relayedNode != nil {
             relays = try natsPorts.map { try NATSFaultRelay(targetPort: $0, subject: "kvod.\(stream).log") }
         }
+        if proxiedNode != nil { natsProxies = try natsPorts.map { try TCPProxy(targetPort: $0) } }
+        let proxiedURLs = natsProxies.map { "nats://127.0.0.1:\($0.port)" }.joined(separator: ",")
         for index in 0..<3 {
-            let urls = index == relayedNode ? relays.map(\.url).joined(separator: ",") : natsURLs
+            let urls = index == relayedNode ? relays.map(\.url).joined(separator: ",")
+                : index == proxiedNode ? proxiedURLs : natsURLs
             nodes.append(try KVODProcess(
                 ["--cluster", urls, "--cluster-stream", stream, "--node", "n\(index + 1)"] + kvodArguments,
                 dataDirectory: directory.appending("kvod-\(index + 1)")))
@@ -86,6 +96,26 @@ final class LocalCluster: @unchecked Sendable {
             kill(server.processIdentifier, SIGKILL)
             server.waitUntilExit()
         }
+        for proxy in natsProxies {
+            proxy.heal()
+            proxy.cut()
+        }
+    }
+
+    /// Cuts `proxiedNode` off from every NATS server (`TCPProxy.partition`): its NATS connections stay open
+    /// and carry nothing, and new ones are accepted and carry nothing, until `healPartition`.
+    func partitionFromNATS() {
+        for proxy in natsProxies { proxy.partition() }
+    }
+
+    /// Ends `partitionFromNATS`.
+    func healPartition() {
+        for proxy in natsProxies { proxy.heal() }
+    }
+
+    /// Whether NATS server `index` is running (false once `killNATS` stopped it, or it exited by itself).
+    func isNATSRunning(_ index: Int) -> Bool {
+        natsServers[index]?.isRunning == true
     }
 
     /// Starts the NATS servers (all three but `heldBack`) on fresh ports and waits until each serves
@@ -156,7 +186,7 @@ final class LocalCluster: @unchecked Sendable {
             "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", directory.appending("nats-\(index + 1)"),
             "-n", "nats-\(index + 1)", "--cluster_name", "kvodtest", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
             "--routes", routes, "-m", String(monitorPorts[index]),
-        ] + (relayedNode == nil ? [] : ["--no_advertise=true"])
+        ] + (relayedNode == nil && proxiedNode == nil ? [] : ["--no_advertise=true"])
         let logPath = directory.appending("nats-\(index + 1).log")
         if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))

@@ -3,15 +3,18 @@ import Foundation
 /// A TCP proxy on 127.0.0.1 in front of a kvod, for tests of a client's resilience: `cut()` closes every
 /// connection through it (a dropped connection, kvod still running), `blackhole()` stops forwarding on
 /// the current connections while keeping them open (a half-open connection). New connections are
-/// forwarded normally; `bytesFromServer` counts what kvod sent. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
+/// forwarded normally; `bytesFromServer` counts what kvod sent. `partition()` stops all forwarding, on the
+/// current connections and on new ones, without reading or dropping anything (a network partition: bytes
+/// wait in the sockets' buffers), until `heal()`. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
 final class TCPProxy: @unchecked Sendable {
-    // @unchecked: `pairs` and `blackholed` are only touched under `lock`; the descriptors are immutable.
+    // @unchecked: `pairs`, `blackholed` and `partitioned` are only touched under `lock`; the descriptors are immutable.
     let port: Int
     private let targetPort: Int
     private let listener: Int32
     private let lock = NSLock()
     private var pairs: [(client: Int32, server: Int32, blackholed: Bool)] = []
     private var stopped = false
+    private var partitioned = false
     private var accepted = 0
     private var forwardedFromServer = 0
 
@@ -47,6 +50,27 @@ final class TCPProxy: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Stops forwarding in both directions on every connection, present and future, leaving what was sent
+    /// unread in the sockets (connections still open: a peer notices only by its own timeouts).
+    func partition() {
+        lock.lock()
+        partitioned = true
+        lock.unlock()
+    }
+
+    /// Ends `partition()`: forwarding resumes where it stopped, on the connections both peers kept.
+    func heal() {
+        lock.lock()
+        partitioned = false
+        lock.unlock()
+    }
+
+    private var isPartitioned: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return partitioned
+    }
+
     /// The number of connections accepted so far.
     var connectionCount: Int {
         lock.lock()
@@ -75,6 +99,13 @@ final class TCPProxy: @unchecked Sendable {
                 close(client)
                 continue
             }
+            // Forward small writes at once, as the peers (which set TCP_NODELAY themselves) expect: Nagle's
+            // algorithm on the proxy's sockets, against delayed acknowledgements, held request-reply
+            // exchanges through it (NATS publishes and their acknowledgements) for tens of milliseconds each.
+            var one: Int32 = 1
+            for descriptor in [client, server] {
+                setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            }
             lock.lock()
             let isStopped = stopped
             if !isStopped {
@@ -95,6 +126,10 @@ final class TCPProxy: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var entries = [pollfd(fd: client, events: Int16(POLLIN), revents: 0), pollfd(fd: server, events: Int16(POLLIN), revents: 0)]
         loop: while true {
+            if isPartitioned {
+                usleep(20_000)
+                continue
+            }
             entries[0].revents = 0
             entries[1].revents = 0
             if poll(&entries, 2, 100) < 0 { break }
