@@ -57,16 +57,29 @@ final class NATSBridge: @unchecked Sendable {
         lock.signal { jobs.append(job) }
     }
 
-    /// Loop thread: stops the thread and closes the NATS connection. Closing it here, before the join,
-    /// ends at once a NATS call the thread is blocked in (a publish or stream look-up waiting up to 2 s
-    /// for a server that is not there), so a node cut off from NATS stops in well under a second.
-    func stop() {
-        lock.signal {
-            stopping = true
-            // natsConnection_Close is thread-safe; the bridge thread destroys the connection after.
-            if let connection = connectionToClose { natsConnection_Close(connection) }
+    /// Loop thread: stops the thread and closes the NATS connection, waiting for them until `deadline`
+    /// (`WorkerThread.now()` nanoseconds) at the latest; whether the thread ended by then.
+    ///
+    /// Closing the connection ends at once a NATS call the thread is blocked in (a publish or stream look-up
+    /// waiting up to 2 s for a server that is not there). But `natsConnection_Close` can block too: while
+    /// libnats's reconnection thread tries a server, it holds the connection's lock until the server's INFO
+    /// comes or the connect timeout (2 s) passes, which behind a partition is the timeout, again and again. So
+    /// the close runs on a thread of its own, and a bridge thread not ended by the deadline is left to end on
+    /// its own (it touches nothing of the server's but the inbox, invalidated by then): a node cut off from
+    /// NATS stops within the deadline of SIGTERM (ClusterShutdownTests).
+    func stop(until deadline: UInt64) -> Bool {
+        lock.signal { stopping = true }
+        var closer = WorkerThread()
+        closer.start("the thread closing the NATS connection") {
+            // Thread-safe, and under the lock: the bridge thread clears connectionToClose under it before it
+            // destroys the connection.
+            self.lock.withLock {
+                if let connection = self.connectionToClose { natsConnection_Close(connection) }
+            }
         }
-        thread.join()
+        let stopped = thread.join(until: deadline)
+        _ = closer.join(until: deadline)
+        return stopped
     }
 
     private var isStopping: Bool {

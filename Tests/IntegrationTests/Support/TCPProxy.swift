@@ -1,9 +1,11 @@
 import Foundation
 
-/// A TCP proxy on 127.0.0.1 in front of a kvod, for tests of a client's resilience: `cut()` closes every
-/// connection through it (a dropped connection, kvod still running), `blackhole()` stops forwarding on
-/// the current connections while keeping them open (a half-open connection). New connections are
-/// forwarded normally; `bytesFromServer` counts what kvod sent. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
+/// A TCP proxy on 127.0.0.1 in front of a kvod (or a NATS server), for tests of a client's resilience: `cut()`
+/// closes every connection through it (a dropped connection, kvod still running), `blackhole()` stops
+/// forwarding on the current connections while keeping them open (a half-open connection). New connections
+/// are forwarded normally, unless `partition()` was called: it blackholes the current connections and every
+/// later one (accepted, then nothing forwarded either way, as behind a network partition that lets a TCP
+/// handshake through), until `heal()`. `bytesFromServer` counts what kvod sent. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
 final class TCPProxy: @unchecked Sendable {
     // @unchecked: `pairs` and `blackholed` are only touched under `lock`; the descriptors are immutable.
     let port: Int
@@ -12,6 +14,7 @@ final class TCPProxy: @unchecked Sendable {
     private let lock = NSLock()
     private var pairs: [(client: Int32, server: Int32, blackholed: Bool)] = []
     private var stopped = false
+    private var partitioned = false
     private var accepted = 0
     private var forwardedFromServer = 0
 
@@ -47,6 +50,21 @@ final class TCPProxy: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Blackholes every current connection and every one accepted from now on, until `heal()`.
+    func partition() {
+        lock.lock()
+        partitioned = true
+        for index in pairs.indices { pairs[index].blackholed = true }
+        lock.unlock()
+    }
+
+    /// Ends `partition()`: connections accepted from now on are forwarded (the blackholed ones stay so).
+    func heal() {
+        lock.lock()
+        partitioned = false
+        lock.unlock()
+    }
+
     /// The number of connections accepted so far.
     var connectionCount: Int {
         lock.lock()
@@ -78,7 +96,7 @@ final class TCPProxy: @unchecked Sendable {
             lock.lock()
             let isStopped = stopped
             if !isStopped {
-                pairs.append((client, server, false))
+                pairs.append((client, server, partitioned))
                 accepted += 1
             }
             lock.unlock()
