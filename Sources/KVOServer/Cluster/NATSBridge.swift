@@ -37,6 +37,8 @@ final class NATSBridge: @unchecked Sendable {
     private var connection: OpaquePointer?
     private var jetStream: OpaquePointer?
     private var subscription: OpaquePointer?
+    /// The stream's setting problems last logged (`StreamRequirements.check`).
+    private var reportedStreamProblems: [StreamRequirements.Problem] = []
     /// What libnats's callbacks get: a reference to the bridge that is never released, since libnats may
     /// run a callback on its own threads even after the connection is destroyed. Bridge thread.
     private lazy var callbackContext = Unmanaged.passRetained(self).toOpaque()
@@ -184,7 +186,15 @@ final class NATSBridge: @unchecked Sendable {
         var status = js_GetStreamInfo(&info, jetStream, configuration.stream, nil, &error)
         if status == NATS_OK {
             jsStreamInfo_Destroy(info)
-            return nil
+            // Its settings (docs/design.md, "The stream's settings"): a refusing problem keeps the node out of it.
+            do throws(JetStreamSessionError) {
+                let config = try JetStreamSession.streamConfiguration(configuration.stream, on: connection, timeoutMilliseconds: 2000)
+                return StreamRequirements(configuration).check(config, reported: &reportedStreamProblems) { text, isError in
+                    inbox.post(.log(text, isError: isError))
+                }
+            } catch {
+                return "\(error)"
+            }
         }
         guard status == NATS_NOT_FOUND else {
             // nats-server 2.10 and later answer a lookup this way while JetStream has no meta leader, as at a
@@ -194,8 +204,9 @@ final class NATSBridge: @unchecked Sendable {
                 : ""
             return "cannot look the stream up: \(NATSBridge.text(status))\(error.rawValue == 0 ? "" : " (JetStream error \(error.rawValue)\(hint))")"
         }
-        (status, error) = JetStreamSession.addStream(configuration.stream, subject: configuration.subject,
-                                                     replicas: configuration.replicas, to: jetStream)
+        let requirements = StreamRequirements(configuration)
+        (status, error) = JetStreamSession.addStream(configuration.stream, subject: configuration.subject, replicas: configuration.replicas,
+                                                     duplicateWindow: requirements.duplicateWindow, to: jetStream)
         guard status == NATS_OK else {
             // The common case at a cluster's first start: not every NATS server is up yet (or one never came).
             let hint = error == JSClusterNoPeersErr
@@ -203,7 +214,7 @@ final class NATSBridge: @unchecked Sendable {
                 : ""
             return "cannot create the stream: \(NATSBridge.text(status)) (JetStream error \(error.rawValue)\(hint))"
         }
-        inbox.post(.log("cluster: created stream '\(configuration.stream)' (\(configuration.replicas) replicas)", isError: false))
+        inbox.post(.log("cluster: created stream '\(configuration.stream)' (\(configuration.replicas) replicas, file storage, duplicate window \(StreamRequirements.seconds(requirements.duplicateWindow)))", isError: false))
         return nil
     }
 
