@@ -209,11 +209,16 @@ enum ClusterBenchmark {
             let natsPorts = (0..<natsCount).map { _ in freePort() }
             let routePorts = (0..<natsCount).map { _ in freePort() }
             // No command-line flag sets sync_interval: a configuration file does, the flags adding the rest.
-            let configuration = "\(directory)/nats.conf"
-            let text = syncAlways ? "jetstream {\n    sync_interval: always\n}\n" : "# JetStream's defaults\n"
-            guard let file = fopen(configuration, "w"), fputs(text, file) >= 0, fclose(file) == 0 else { fail("cannot write \(configuration)") }
+            var configuration: [String] = []
+            if syncAlways && natsCount > 0 {
+                let path = "\(directory)/nats.conf"
+                guard let file = fopen(path, "w") else { fail("cannot write \(path)") }
+                fputs("jetstream {\n    sync_interval: always\n}\n", file)
+                fclose(file)
+                configuration = ["-c", path]
+            }
             for index in 0..<natsCount {
-                var arguments = [nats, "-c", configuration, "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", "\(directory)/nats-\(index + 1)",
+                var arguments = [nats] + configuration + ["-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", "\(directory)/nats-\(index + 1)",
                                  "-n", "nats-\(index + 1)", "-l", "\(directory)/nats-\(index + 1).log"]
                 if natsCount > 1 {
                     arguments += ["--cluster_name", "kvodbench", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
