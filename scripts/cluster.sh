@@ -7,8 +7,9 @@
 #     scripts/cluster.sh stop      # SIGTERM to each, waiting for it to exit (SIGKILL after 10 s)
 #
 # Ports: NATS clients 4231-4233, NATS routes 6231-6233, NATS monitoring 8231-8233, kvod 7431-7433 (nodes
-# n1, n2, n3). Everything lives under KVOD_CLUSTER_DIR (default ./kvod-cluster): nats-N/ (JetStream
-# data), kvod-N/ (kvod's data directory), logs/, pids/. `stop` keeps the data: a `start` after it resumes
+# n1, n2, n3). Everything lives under KVOD_CLUSTER_DIR (default ./kvod-cluster): nats.conf (the NATS
+# servers' configuration file: `sync_interval: always`, docs/design.md, "NATS server settings"), nats-N/
+# (JetStream data), kvod-N/ (kvod's data directory), logs/, pids/. `stop` keeps the data: a `start` after it resumes
 # where the cluster stopped; remove the directory for a fresh cluster.
 #
 # KVOD_BUILD=debug uses (and builds) the debug binaries instead of release ones; KVOD_BIN=PATH uses an
@@ -37,6 +38,14 @@ wait_for_port() {
         [ "$SECONDS" -lt "$deadline" ] || return 1
         sleep 0.1
     done
+}
+
+# The body of GET $2 on 127.0.0.1:$1 (HTTP/1.0: the server closes after it); nothing on failure.
+http_get() {
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
+    sed '1,/^\r\{0,1\}$/d' <&3
+    exec 3>&-
 }
 
 # Sends one request line to kvod node $1 and prints the reply line.
@@ -68,6 +77,11 @@ start() {
     fi
     mkdir -p "$cluster_dir/logs" "$cluster_dir/pids"
     cluster_dir="$(cd "$cluster_dir" && pwd)"
+    # JetStream syncs each write to disk before acknowledging it (its default: every 2 minutes, so an
+    # acknowledged write could be missing from a majority's disks after a power loss). Command-line flags
+    # cannot set it; the flags below add the rest.
+    printf '%s\n' '# kvod needs JetStream to fsync every write (docs/design.md, "NATS server settings").' \
+        'jetstream {' '    sync_interval: always' '}' >"$cluster_dir/nats.conf"
     local routes="" urls="" n
     for n in "${nodes[@]}"; do
         routes+="${routes:+,}nats://127.0.0.1:$(route_port "$n")"
@@ -77,7 +91,7 @@ start() {
         local pid="$cluster_dir/pids/nats-$n.pid"
         if running "$pid"; then log "nats-$n runs already"; continue; fi
         mkdir -p "$cluster_dir/nats-$n"
-        "$KVOD_NATS_SERVER" -a 127.0.0.1 -p "$(nats_port "$n")" -m "$(monitor_port "$n")" -js -sd "$cluster_dir/nats-$n" \
+        "$KVOD_NATS_SERVER" -c "$cluster_dir/nats.conf" -a 127.0.0.1 -p "$(nats_port "$n")" -m "$(monitor_port "$n")" -js -sd "$cluster_dir/nats-$n" \
             -n "nats-$n" --cluster_name kvod --cluster "nats://127.0.0.1:$(route_port "$n")" --routes "$routes" \
             >>"$cluster_dir/logs/nats-$n.log" 2>&1 &
         echo $! >"$pid"
@@ -131,7 +145,9 @@ status() {
     local n
     for n in "${nodes[@]}"; do
         if running "$cluster_dir/pids/nats-$n.pid"; then
-            echo "nats-$n  running  pid $(cat "$cluster_dir/pids/nats-$n.pid")  nats://127.0.0.1:$(nats_port "$n")"
+            local sync="sync_interval: default (every 2 minutes)"
+            http_get "$(monitor_port "$n")" /varz | grep -q '"sync_always": *true' && sync="sync_interval: always"
+            echo "nats-$n  running  pid $(cat "$cluster_dir/pids/nats-$n.pid")  nats://127.0.0.1:$(nats_port "$n")  $sync"
         else
             echo "nats-$n  stopped"
         fi

@@ -13,10 +13,12 @@ import Glibc
 /// `--pipeline` sets in flight (a node's pipelined writes join its next batch). With three nodes, also
 /// deliveries/s to `--observers` observers of one key path, all on one node and then spread over the three,
 /// and the kvod CPU time per delivery (`ClusterFanOut`). kvod nodes run `--in-memory`; nats-server
-/// (scripts/setup.sh installs it) keeps its stream in a temporary directory. Main thread, plus one thread
-/// per client connection.
+/// (scripts/setup.sh installs it) keeps its stream in a temporary directory, with `sync_interval: always` (each
+/// append fsynced before it is acknowledged, as docs/design.md, "NATS server settings", asks) unless
+/// `--sync-always 0` (JetStream's default: a sync every 2 minutes). Main thread, plus one thread per client
+/// connection.
 ///
-///     kvod-bench cluster [--clients 100] [--seconds 5] [--writes 2000] [--pipeline 16] [--observers 300]
+///     kvod-bench cluster [--clients 100] [--seconds 5] [--writes 2000] [--pipeline 16] [--observers 300] [--sync-always 1]
 enum ClusterBenchmark {
     /// The set-ups measured.
     enum Setup: CaseIterable {
@@ -32,12 +34,13 @@ enum ClusterBenchmark {
     }
 
     static func main(arguments: [String]) -> Never {
-        let options = IntegerFlags.parse(arguments, usage: "kvod-bench cluster [--clients N] [--seconds N] [--writes N] [--pipeline N] [--observers N]")
+        let options = IntegerFlags.parse(arguments, usage: "kvod-bench cluster [--clients N] [--seconds N] [--writes N] [--pipeline N] [--observers N] [--sync-always 1|0]")
         let clients = max(1, options["clients"] ?? 100)
         let seconds = Double(max(1, options["seconds"] ?? 5))
         let writes = max(100, options["writes"] ?? 2_000)
         let pipeline = max(1, options["pipeline"] ?? 16)
         let observers = max(1, options["observers"] ?? 300)
+        let syncAlways = (options["sync-always"] ?? 1) != 0
         // nats-server 2.15 or later: KVOD_NATS_SERVER (scripts/setup-python.sh sets it), the repository's .venv
         // (run from its root), or one on the system paths.
         let candidates: [String] = [getenv("KVOD_NATS_SERVER").map { String(cString: $0) }, ".venv/bin/nats-server",
@@ -45,13 +48,14 @@ enum ClusterBenchmark {
         guard let nats = candidates.first(where: { access($0, X_OK) == 0 })
         else { fail("nats-server is not installed (scripts/setup-python.sh installs 2.15 into .venv)") }
         ChildProcesses.installInterruptHandler()
-        print("#### Cluster: sets/s and write-to-reply latency (kvod-bench cluster)")
+        let sync = syncAlways ? "sync_interval: always" : "sync_interval: default (2 min)"
+        print("#### Cluster: sets/s and write-to-reply latency (kvod-bench cluster, NATS \(sync))")
         print("")
         print("| set-up | latency p50 (ms) | p99 (ms) | sets/s, \(clients) clients | sets/s, \(clients) clients pipelining \(pipeline) |")
         print("| --- | ---: | ---: | ---: | ---: |")
         var fanOut: [(label: String, result: ClusterFanOut.Result)] = []
         for setup in Setup.allCases {
-            let deployment = Deployment(setup, nats: nats)
+            let deployment = Deployment(setup, nats: nats, syncAlways: syncAlways)
             let latencies = latency(port: deployment.kvodPorts[0], writes: writes)
             let rate = throughput(ports: deployment.kvodPorts, clients: clients, seconds: seconds, pipeline: 1)
             let pipelined = throughput(ports: deployment.kvodPorts, clients: clients, seconds: seconds, pipeline: pipeline)
@@ -69,7 +73,7 @@ enum ClusterBenchmark {
             deployment.stop()
         }
         print("")
-        print("#### Cluster: deliveries/s to observers of one key path, 3 nodes (JetStream R3), one publisher on n1")
+        print("#### Cluster: deliveries/s to observers of one key path, 3 nodes (JetStream R3, \(sync)), one publisher on n1")
         print("")
         print("| observers | deliveries/s | sets/s | seconds | kvod CPU (s, 3 nodes) | kvod CPU µs per delivery | NATS CPU (s) | kvod-bench CPU (s) |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -197,15 +201,24 @@ enum ClusterBenchmark {
         var kvodPorts: [Int] = []
         let directory: String
 
-        init(_ setup: Setup, nats: String) {
+        init(_ setup: Setup, nats: String, syncAlways: Bool) {
             var template = Array("/tmp/kvod-bench-cluster-XXXXXX".utf8CString)
             guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else { fail("mkdtemp failed") }
             directory = String(cString: made)
             let natsCount = setup == .threeNodes ? 3 : setup == .oneNode ? 1 : 0
             let natsPorts = (0..<natsCount).map { _ in freePort() }
             let routePorts = (0..<natsCount).map { _ in freePort() }
+            // No command-line flag sets sync_interval: a configuration file does, the flags adding the rest.
+            var configuration: [String] = []
+            if syncAlways && natsCount > 0 {
+                let path = "\(directory)/nats.conf"
+                guard let file = fopen(path, "w") else { fail("cannot write \(path)") }
+                fputs("jetstream {\n    sync_interval: always\n}\n", file)
+                fclose(file)
+                configuration = ["-c", path]
+            }
             for index in 0..<natsCount {
-                var arguments = [nats, "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", "\(directory)/nats-\(index + 1)",
+                var arguments = [nats] + configuration + ["-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", "\(directory)/nats-\(index + 1)",
                                  "-n", "nats-\(index + 1)", "-l", "\(directory)/nats-\(index + 1).log"]
                 if natsCount > 1 {
                     arguments += ["--cluster_name", "kvodbench", "--cluster", "nats://127.0.0.1:\(routePorts[index])",

@@ -13,7 +13,7 @@ import Glibc
 ///     kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]   (ClientBenchmark)
 ///     kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]   (WebSocketBenchmark)
 ///     kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]   (PatternBenchmark)
-///     kvod-bench cluster [--clients N] [--seconds N] [--writes N]   (ClusterBenchmark)
+///     kvod-bench cluster [--clients N] [--seconds N] [--writes N] [--sync-always 1|0]   (ClusterBenchmark)
 ///     kvod-bench integrity [--entries N]                             (IntegrityBenchmark)
 @main
 struct KVODBench {
@@ -85,7 +85,7 @@ struct KVODBench {
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         print("       kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]")
         print("       kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]")
-        print("       kvod-bench cluster [--clients N] [--seconds N] [--writes N]")
+        print("       kvod-bench cluster [--clients N] [--seconds N] [--writes N] [--sync-always 1|0]")
         print("       kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]")
         exit(2)
     }

@@ -1,4 +1,5 @@
 import CNATS
+import KVOJSON
 #if canImport(Glibc)
 import Glibc
 import KVOEngine
@@ -14,10 +15,12 @@ import KVOModel
 final class JetStreamSession {
     private var connection: OpaquePointer?
     private var jetStream: OpaquePointer?
+    private let timeoutMilliseconds: Int64
 
     /// Connects to `servers`; `persistent`: reconnect for ever and keep trying the first connection in
     /// the background (the publisher), else fail at once when no server answers within the timeout.
     init(servers: [String], timeoutMilliseconds: Int64, persistent: Bool) throws(JetStreamSessionError) {
+        self.timeoutMilliseconds = timeoutMilliseconds
         var options: OpaquePointer?
         guard natsOptions_Create(&options) == NATS_OK, let options else { throw .failed("cannot create the NATS options") }
         defer { natsOptions_Destroy(options) }
@@ -77,19 +80,23 @@ final class JetStreamSession {
         return (info.pointee.State.FirstSeq, info.pointee.State.LastSeq)
     }
 
-    /// Creates stream `stream` capturing `subject` (file storage, `replicas` replicas) unless it exists.
+    /// Creates stream `stream` capturing `subject` (file storage, `replicas` replicas, JetStream's default
+    /// duplicate window, stated) unless it exists.
     func ensureStream(_ stream: String, subject: String, replicas: Int) throws(JetStreamSessionError) {
         if try streamBounds(stream) != nil { return }
-        let (status, error) = JetStreamSession.addStream(stream, subject: subject, replicas: replicas, to: jetStream)
+        let (status, error) = JetStreamSession.addStream(stream, subject: subject, replicas: replicas,
+                                                         duplicateWindow: StreamRequirements.defaultDuplicateWindow, to: jetStream)
         // Another node may have created it meanwhile.
         if status != NATS_OK, (try? streamBounds(stream)) != nil { return }
         guard status == NATS_OK else { throw .failed("cannot create stream '\(stream)': \(JetStreamSession.text(status, error))") }
     }
 
-    /// Creates file-stored stream `stream` of one subject with `replicas` replicas through the JetStream
-    /// context `jetStream` (`js_AddStream`); the status and JetStream error code. Shared with `NATSBridge`.
-    /// The calling thread's context.
-    static func addStream(_ stream: String, subject: String, replicas: Int, to jetStream: OpaquePointer?) -> (natsStatus, jsErrCode) {
+    /// Creates file-stored stream `stream` of one subject with `replicas` replicas and a duplicate window of
+    /// `duplicateWindow` nanoseconds through the JetStream context `jetStream` (`js_AddStream`); no limits
+    /// (messages, bytes, age: unlimited, JetStream's defaults), limits retention. The status and JetStream
+    /// error code. Shared with `NATSBridge`. The calling thread's context.
+    static func addStream(_ stream: String, subject: String, replicas: Int, duplicateWindow: Int64,
+                          to jetStream: OpaquePointer?) -> (natsStatus, jsErrCode) {
         var config = jsStreamConfig()
         jsStreamConfig_Init(&config)
         let name = strdup(stream)
@@ -102,6 +109,7 @@ final class JetStreamSession {
         config.Name = UnsafePointer(name)
         config.Storage = js_FileStorage
         config.Replicas = Int64(replicas)
+        config.Duplicates = duplicateWindow
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var error = jsErrCode(0)
         let status = subjects.withUnsafeMutableBufferPointer { buffer in
@@ -111,6 +119,37 @@ final class JetStreamSession {
         }
         if status == NATS_OK { jsStreamInfo_Destroy(info) }
         return (status, error)
+    }
+
+    /// The settings of stream `stream` as JetStream states them: the `config` object of the answer to
+    /// `$JS.API.STREAM.INFO.<stream>`, asked on `connection` (a raw request, so that settings libnats 3.4's
+    /// `jsStreamConfig` does not know, such as `persist_mode`, are there too). Waits at most
+    /// `timeoutMilliseconds`. Any thread. For `StreamRequirements.problems(in:)`.
+    static func streamConfiguration(_ stream: String, on connection: OpaquePointer?,
+                                    timeoutMilliseconds: Int64) throws(JetStreamSessionError) -> JSONValue {
+        var reply: OpaquePointer?
+        let status = natsConnection_Request(&reply, connection, "$JS.API.STREAM.INFO.\(stream)", nil, 0, timeoutMilliseconds)
+        guard status == NATS_OK, let reply else {
+            throw .failed("cannot read the settings of stream '\(stream)': \(JetStreamSession.text(status))")
+        }
+        let data = takeData(of: reply)
+        guard let answer = try? JSONParser.parse(data) else {
+            throw .failed("cannot read the settings of stream '\(stream)': JetStream's answer is not JSON")
+        }
+        if let error = answer["error"] {
+            let description = error["description"]?.stringValue ?? "\(error)"
+            let code = error["err_code"]?.intValue.map { " (JetStream error \($0))" } ?? ""
+            throw .failed("cannot read the settings of stream '\(stream)': \(description)\(code)")
+        }
+        guard let config = answer["config"], config.objectValue != nil else {
+            throw .failed("cannot read the settings of stream '\(stream)': JetStream's answer has no config")
+        }
+        return config
+    }
+
+    /// `streamConfiguration(_:on:timeoutMilliseconds:)` on this session's connection.
+    func streamConfiguration(_ stream: String) throws(JetStreamSessionError) -> JSONValue {
+        try JetStreamSession.streamConfiguration(stream, on: connection, timeoutMilliseconds: timeoutMilliseconds)
     }
 
     /// A copy of `message`'s data; destroys the message.

@@ -41,6 +41,8 @@ final class NATSBridge: @unchecked Sendable {
     private var connection: OpaquePointer?
     private var jetStream: OpaquePointer?
     private var subscription: OpaquePointer?
+    /// The stream's setting problems last logged (`StreamRequirements.check`).
+    private var reportedStreamProblems: [StreamRequirements.Problem] = []
     /// What libnats's callbacks get: a reference to the bridge that is never released, since libnats may
     /// run a callback on its own threads even after the connection is destroyed. Bridge thread.
     private lazy var callbackContext = Unmanaged.passRetained(self).toOpaque()
@@ -84,16 +86,29 @@ final class NATSBridge: @unchecked Sendable {
         lock.signal { jobs.append(.fetchSnapshot) }
     }
 
-    /// Loop thread: stops the thread and closes the NATS connection. Closing it here, before the join,
-    /// ends at once a NATS call the thread is blocked in (a publish or stream look-up waiting up to 2 s
-    /// for a server that is not there), so a node cut off from NATS stops in well under a second.
-    func stop() {
-        lock.signal {
-            stopping = true
-            // natsConnection_Close is thread-safe; the bridge thread destroys the connection after.
-            if let connection = connectionToClose { natsConnection_Close(connection) }
+    /// Loop thread: stops the thread and closes the NATS connection, waiting for them until `deadline`
+    /// (`WorkerThread.now()` nanoseconds) at the latest; whether the thread ended by then.
+    ///
+    /// Closing the connection ends at once a NATS call the thread is blocked in (a publish or stream look-up
+    /// waiting up to 2 s for a server that is not there). But `natsConnection_Close` can block too: while
+    /// libnats's reconnection thread tries a server, it holds the connection's lock until the server's INFO
+    /// comes or the connect timeout (2 s) passes, which behind a partition is the timeout, again and again. So
+    /// the close runs on a thread of its own, and a bridge thread not ended by the deadline is left to end on
+    /// its own (it touches nothing of the server's but the inbox, invalidated by then): a node cut off from
+    /// NATS stops within the deadline of SIGTERM (ClusterShutdownTests).
+    func stop(until deadline: UInt64) -> Bool {
+        lock.signal { stopping = true }
+        var closer = WorkerThread()
+        closer.start("the thread closing the NATS connection") {
+            // Thread-safe, and under the lock: the bridge thread clears connectionToClose under it before it
+            // destroys the connection.
+            self.lock.withLock {
+                if let connection = self.connectionToClose { natsConnection_Close(connection) }
+            }
         }
-        thread.join()
+        let stopped = thread.join(until: deadline)
+        _ = closer.join(until: deadline)
+        return stopped
     }
 
     private var isStopping: Bool {
@@ -208,7 +223,15 @@ final class NATSBridge: @unchecked Sendable {
         var status = js_GetStreamInfo(&info, jetStream, configuration.stream, nil, &error)
         if status == NATS_OK {
             jsStreamInfo_Destroy(info)
-            return nil
+            // Its settings (docs/design.md, "The stream's settings"): a refusing problem keeps the node out of it.
+            do throws(JetStreamSessionError) {
+                let config = try JetStreamSession.streamConfiguration(configuration.stream, on: connection, timeoutMilliseconds: 2000)
+                return StreamRequirements(configuration).check(config, reported: &reportedStreamProblems) { text, isError in
+                    inbox.post(.log(text, isError: isError))
+                }
+            } catch {
+                return "\(error)"
+            }
         }
         guard status == NATS_NOT_FOUND else {
             // nats-server 2.10 and later answer a lookup this way while JetStream has no meta leader, as at a
@@ -218,8 +241,9 @@ final class NATSBridge: @unchecked Sendable {
                 : ""
             return "cannot look the stream up: \(NATSBridge.text(status))\(error.rawValue == 0 ? "" : " (JetStream error \(error.rawValue)\(hint))")"
         }
-        (status, error) = JetStreamSession.addStream(configuration.stream, subject: configuration.subject,
-                                                     replicas: configuration.replicas, to: jetStream)
+        let requirements = StreamRequirements(configuration)
+        (status, error) = JetStreamSession.addStream(configuration.stream, subject: configuration.subject, replicas: configuration.replicas,
+                                                     duplicateWindow: requirements.duplicateWindow, to: jetStream)
         guard status == NATS_OK else {
             // The common case at a cluster's first start: not every NATS server is up yet (or one never came).
             let hint = error == JSClusterNoPeersErr
@@ -227,7 +251,7 @@ final class NATSBridge: @unchecked Sendable {
                 : ""
             return "cannot create the stream: \(NATSBridge.text(status)) (JetStream error \(error.rawValue)\(hint))"
         }
-        inbox.post(.log("cluster: created stream '\(configuration.stream)' (\(configuration.replicas) replicas)", isError: false))
+        inbox.post(.log("cluster: created stream '\(configuration.stream)' (\(configuration.replicas) replicas, file storage, duplicate window \(StreamRequirements.seconds(requirements.duplicateWindow)))", isError: false))
         return nil
     }
 

@@ -1,4 +1,5 @@
 import KVOEngine
+import KVOJSON
 import KVOModel
 
 /// Start-up of a cluster node: whether it replays the stream from the sequence after the one it applied,
@@ -11,6 +12,9 @@ import KVOModel
 ///   first), replacing its whole state; with none that does, it refuses to start (one line) rather than
 ///   diverge.
 /// - Any other node replays, keeping its own history.
+/// - Whenever the stream exists, its settings are checked first (`StreamRequirements`): one that could lose or
+///   repeat acknowledged writes refuses the start, one line per problem (docs/design.md, "The stream's
+///   settings").
 ///
 /// `run` talks to NATS itself and blocks for up to a few seconds (1.5 s per call that gets no answer: a
 /// JetStream cluster still electing its leaders, as when a whole cluster starts at once): it is called from `Server.init`, before
@@ -79,6 +83,18 @@ enum SnapshotBootstrap {
         }
     }
 
+    /// Why the node must not start on a stream with settings `config` (`StreamRequirements`): nil when none of
+    /// its problems refuses. When one does, every problem is logged, one line each, warnings included (so that
+    /// one restart shows them all); otherwise the warnings are left to the bridge, which checks the stream
+    /// again when it starts and logs them then.
+    static func refusal(of config: JSONValue, _ configuration: ClusterConfiguration, log: (String, Bool) -> Void) -> String? {
+        let problems = StreamRequirements(configuration).problems(in: config)
+        let refusing = problems.filter(\.refuses)
+        guard !refusing.isEmpty else { return nil }
+        for problem in problems { log("cluster: \(problem.text)", true) }
+        return "the settings of stream '\(configuration.stream)' could lose or repeat acknowledged writes (\(refusing.count == 1 ? "the problem" : "the \(refusing.count) problems") logged above): correct them, or give this cluster another --cluster-stream (docs/design.md, \"The stream's settings\")"
+    }
+
     /// Asks NATS for the stream's first sequence and, when the node may need one, reads the snapshot
     /// stream and assembles its newest whole snapshot. `log(text, isError)` reports what it did.
     static func run(_ configuration: ClusterConfiguration, applied: UInt64, log: (String, Bool) -> Void) -> Outcome {
@@ -92,6 +108,9 @@ enum SnapshotBootstrap {
         defer { session.close() }
         do throws(JetStreamSessionError) {
             guard let bounds = try session.streamBounds(configuration.stream) else { return .replay }
+            if let refusal = refusal(of: try session.streamConfiguration(configuration.stream), configuration, log: log) {
+                return .refuse(refusal)
+            }
             guard applied == 0 || bounds.first > applied + 1 else { return .replay }
             let newest = try newestSnapshot(configuration, session: session) { log("cluster: \($0)", true) }
             switch decide(applied: applied, streamFirst: bounds.first, snapshot: newest?.sequence) {

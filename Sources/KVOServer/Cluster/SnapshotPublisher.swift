@@ -53,10 +53,14 @@ final class SnapshotPublisher: @unchecked Sendable {
         lock.signal { waiting = snapshot }
     }
 
-    /// Loop thread: stops the thread after the chunk being appended (at most about 2 s).
-    func stop() {
+    /// Loop thread: stops the thread after the NATS call it is in, waiting for it until `deadline`
+    /// (`WorkerThread.now()` nanoseconds) at the latest; whether it ended by then. A call waits up to 2 s for a
+    /// NATS server that does not answer, and closing the session can wait as long (`NATSBridge.stop(until:)`):
+    /// a thread not ended by the deadline is left to end on its own (it touches nothing of the server's but the
+    /// inbox, invalidated by then, and the snapshot handed to it).
+    func stop(until deadline: UInt64) -> Bool {
         lock.signal { stopping = true }
-        thread.join()
+        return thread.join(until: deadline)
     }
 
     private var isStopping: Bool {

@@ -260,12 +260,24 @@ public final class Server {
         closeOwnHandles()
     }
 
+    /// How long a stopping server waits for its cluster threads (the NATS bridge, the snapshot publisher), in
+    /// nanoseconds: half a second.
+    static let clusterStopWait: UInt64 = 500_000_000
+
     func closeOwnHandles() {
         stopHandle.invalidate()
         if let clusterAsyncHandle, let clusterInbox, let clusterBridge {
             clusterInbox.invalidate()
-            clusterBridge.stop()
-            snapshotPublisher?.stop()
+            // The NATS threads get one deadline together: a thread still in a NATS call then (NATS cut off by a
+            // partition) is left to end on its own, so that SIGTERM stops a node within a second (docs/design.md,
+            // "Cluster", Threads).
+            let deadline = WorkerThread.now() &+ Server.clusterStopWait
+            let bridgeStopped = clusterBridge.stop(until: deadline)
+            let publisherStopped = snapshotPublisher?.stop(until: deadline) ?? true
+            if !bridgeStopped || !publisherStopped {
+                let which = [bridgeStopped ? nil : "bridge", publisherStopped ? nil : "snapshot publisher"].compactMap { $0 }
+                logger.warning("cluster: the NATS \(which.joined(separator: " and ")) had not stopped within \(Double(Server.clusterStopWait) / 1e9) s (a NATS server not answering); not waited for")
+            }
             closeHandle(clusterAsyncHandle)
         }
         closeHandle(asyncHandle)

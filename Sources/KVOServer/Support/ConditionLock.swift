@@ -13,7 +13,12 @@ final class ConditionLock: @unchecked Sendable {
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
         condition.initialize(to: pthread_cond_t())
-        pthread_cond_init(condition, nil)
+        // Timed waits measure CLOCK_MONOTONIC (`WorkerThread.now()`), which a change of the wall clock does not move.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
     }
 
     deinit {
@@ -37,6 +42,18 @@ final class ConditionLock: @unchecked Sendable {
         withLock {
             body()
             pthread_cond_signal(condition)
+        }
+    }
+
+    /// Waits (the lock released meanwhile) until `ready` is true or `deadline` (CLOCK_MONOTONIC nanoseconds,
+    /// `WorkerThread.now()`) has come: whether `ready` is true.
+    func wait(until ready: () -> Bool, deadline: UInt64) -> Bool {
+        withLock {
+            var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+            while !ready() {
+                if pthread_cond_timedwait(condition, mutex, &time) == ETIMEDOUT { return ready() }
+            }
+            return true
         }
     }
 

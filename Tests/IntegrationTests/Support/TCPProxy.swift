@@ -7,7 +7,7 @@ import Foundation
 /// current connections and on new ones, without reading or dropping anything (a network partition: bytes
 /// wait in the sockets' buffers), until `heal()`. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
 final class TCPProxy: @unchecked Sendable {
-    // @unchecked: `pairs`, `blackholed` and `partitioned` are only touched under `lock`; the descriptors are immutable.
+    // @unchecked: `pairs` and `partitioned` are only touched under `lock`; the descriptors are immutable.
     let port: Int
     private let targetPort: Int
     private let listener: Int32
