@@ -62,6 +62,9 @@ final class ClusterReplicator {
     /// went wrong), and it installs a snapshot instead.
     var halts: (sequence: UInt64, times: Int)?
     static let haltsBeforeSnapshot = 5
+    /// The sequence of the snapshot this node last installed in place (a second one at the same place would
+    /// not help: `Server.diverge`).
+    var installedSnapshot: UInt64?
     /// Writes not yet handed to the bridge, with their writers (same indexes).
     private var queued: [ReplicationEntry.Operation] = []
     private var queuedWriters: [Writer] = []

@@ -19,8 +19,8 @@ import KVOModel
 /// `run` talks to NATS itself and blocks for up to a few seconds (1.5 s per call that gets no answer: a
 /// JetStream cluster still electing its leaders, as when a whole cluster starts at once): it is called from `Server.init`, before
 /// the loop serves anything (as the store's load is). When no NATS server answers it starts without a
-/// snapshot: should the stream turn out to be trimmed past this node, the node stops at the gap (exit 65)
-/// and bootstraps when restarted.
+/// snapshot: should the stream turn out to be trimmed past this node, its first delivery shows it and it installs
+/// one in place (`Server.installSnapshotInPlace`).
 enum SnapshotBootstrap {
     enum Decision: Equatable {
         /// Consume the stream from applied + 1.

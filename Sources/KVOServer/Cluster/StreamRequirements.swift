@@ -69,7 +69,7 @@ struct StreamRequirements: Sendable {
         if !subjects.contains(where: { StreamRequirements.subject($0, matches: subject) }) {
             refuse("does not capture kvod's subject '\(subject)' (its subjects: \(subjects.isEmpty ? "none" : subjects.joined(separator: ", "))): kvod's appends would not reach it")
         } else if subjects.contains(where: { $0 != subject }) {
-            warn("captures subjects besides kvod's '\(subject)' (\(subjects.joined(separator: ", "))): a message published on another one takes a stream sequence no node can apply, and the nodes stop at it (exit 65)")
+            warn("captures subjects besides kvod's '\(subject)' (\(subjects.joined(separator: ", "))): a message published on another one takes a stream sequence no node can apply, and the nodes stop applying there (halted: docs/design.md, \"Integrity of the stream\")")
         }
         if let retention = config["retention"]?.stringValue, retention != "limits" {
             refuse("has \(retention) retention: JetStream removes entries once consumed, before every node (or a node started later) has applied them; kvod needs limits retention (recreate the stream)")
@@ -111,7 +111,7 @@ struct StreamRequirements: Sendable {
             warn("denies purges (deny_purge): kvod cannot trim it behind its snapshots, so it grows for ever")
         }
         if let sources = config["sources"]?.arrayValue, !sources.isEmpty {
-            warn("sources other streams: their messages take stream sequences no node can apply, and the nodes stop at them (exit 65)")
+            warn("sources other streams: their messages take stream sequences no node can apply, and the nodes stop applying there (halted)")
         }
         if let size = config["max_msg_size"]?.intValue, size > 0 {
             warn("refuses messages above \(size) bytes (max_msg_size): a batch of writes bigger than that (up to 128 KiB of requests) is never appended and its writes fail `unavailable`")

@@ -175,11 +175,11 @@ extension Server {
         do throws(ReplicationEntryError) {
             entry = try ReplicationEntry.decode(data)
         } catch {
-            halt(cluster, "stream entry \(sequence): \(error)")
+            halt(cluster, "stream entry \(sequence): \(error)", escalates: false)
             return
         }
         guard KVOEngine.oldestReplicationVersion...KVOEngine.replicationVersion ~= entry.version else {
-            halt(cluster, "stream entry \(sequence) is of engine version \(entry.version); this kvod knows versions \(KVOEngine.oldestReplicationVersion)...\(KVOEngine.replicationVersion) only: upgrade it")
+            halt(cluster, "stream entry \(sequence) is of engine version \(entry.version); this kvod knows versions \(KVOEngine.oldestReplicationVersion)...\(KVOEngine.replicationVersion) only: upgrade it", escalates: false)
             return
         }
         if let checkpoint = entry.checkpoint {

@@ -32,13 +32,16 @@ extension Server {
     }
 
     /// Stops applying before something that does not continue what was applied: nothing wrong was applied.
-    /// Housekeeping subscribes again (`retryIntegrityRepair`) until a copy continues it.
-    func halt(_ cluster: ClusterReplicator, _ reason: String) {
+    /// Housekeeping subscribes again (`retryIntegrityRepair`) until a copy continues it. `escalates`: whether
+    /// halting there again and again makes the node install a snapshot (a position that no copy continues);
+    /// not for an entry no node can apply (one that does not decode, of an unknown version: a snapshot taken
+    /// before it would bring the node back to it).
+    func halt(_ cluster: ClusterReplicator, _ reason: String, escalates: Bool = true) {
         cluster.awaitingContinuity = false
         cluster.lastRepairAttempt = uv_now(loop.raw)
         let times = cluster.halts?.sequence == cluster.appliedSequence ? cluster.halts!.times + 1 : 1
         cluster.halts = (cluster.appliedSequence, times)
-        if times > ClusterReplicator.haltsBeforeSnapshot {
+        if escalates, times > ClusterReplicator.haltsBeforeSnapshot, cluster.installedSnapshot != cluster.appliedSequence {
             cluster.halts = nil
             cluster.health = .applying
             diverge(cluster, .diverged("\(reason), \(times) times in a row at sequence \(cluster.appliedSequence): no copy of the stream continues what this node applied"))
@@ -55,6 +58,12 @@ extension Server {
     /// taking writes, and installs the newest snapshot the majority agrees with (`snapshotFetched`).
     func diverge(_ cluster: ClusterReplicator, _ health: ClusterHealth) {
         guard !cluster.health.needsSnapshot else { return }
+        // A node that installed a snapshot and is at once behind again finds entries missing that no snapshot
+        // covers (messages on other subjects in the stream, a trim by hand): another snapshot would not help.
+        if case let .behind(reason) = health, cluster.installedSnapshot == cluster.appliedSequence {
+            halt(cluster, "\(reason), right after installing the snapshot of that sequence: no snapshot covers them", escalates: false)
+            return
+        }
         cluster.health = health
         cluster.lastRepairAttempt = uv_now(loop.raw)
         metrics.clusterIntegrityFailed()
@@ -147,6 +156,7 @@ extension Server {
         uncommittedUsers.removeAll()
         cluster.appliedSequence = snapshot.sequence
         cluster.committedSequence = snapshot.sequence
+        cluster.installedSnapshot = snapshot.sequence
         cluster.integrity.reset(to: integrity)
         cluster.health = .applying
         resubscribe(cluster)
