@@ -102,7 +102,7 @@ enum SnapshotBootstrap {
         do throws(JetStreamSessionError) {
             session = try JetStreamSession(servers: configuration.servers, timeoutMilliseconds: 1500, persistent: false)
         } catch {
-            log("cluster: \(error) at start-up; starting from sequence \(applied + 1) without checking for a snapshot (if the stream was trimmed past it, this node stops at the gap and bootstraps when restarted)", true)
+            log("cluster: \(error) at start-up; starting from sequence \(applied + 1) without checking for a snapshot (if the stream was trimmed past it, this node installs a snapshot in place when it finds the gap)", true)
             return .replay
         }
         defer { session.close() }
@@ -119,7 +119,7 @@ enum SnapshotBootstrap {
             case let .refuse(reason): return .refuse(reason)
             }
         } catch {
-            log("cluster: \(error) at start-up; starting from sequence \(applied + 1) without a snapshot (if the stream was trimmed past it, this node stops at the gap and bootstraps when restarted)", true)
+            log("cluster: \(error) at start-up; starting from sequence \(applied + 1) without a snapshot (if the stream was trimmed past it, this node installs a snapshot in place when it finds the gap)", true)
             return .replay
         }
     }
