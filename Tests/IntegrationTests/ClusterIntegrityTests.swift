@@ -29,7 +29,7 @@ extension ClusterTests {
 
     @Test("a batch present twice at two sequences is skipped by its identity on every node: nothing applied twice")
     func duplicateEntrySkipped() throws {
-        let cluster = try LocalCluster(label: "dup", kvodArguments: ["--cluster-checkpoint-every", "16"])
+        let cluster = try LocalCluster(label: "dup", kvodArguments: ["--cluster-checkpoint-every", "16", "--http-port", "0"])
         try cluster.waitUntilReady()
         let writer = try cluster.connect(0)
         try writer.call("create", ["object": "w", "values": ["log": []]])
@@ -50,6 +50,9 @@ extension ClusterTests {
             #expect(node.waitForLog("is batch \(inserted.batch) again"), "n\(index + 1) did not say it skipped the duplicate")
             let log = try cluster.connect(index).call("get", ["object": "w", "keyPath": "log"])["value"]
             #expect(log == .array((1...6).map { .int(Int64($0)) }), "n\(index + 1): \(String(describing: log))")
+            let metrics = LocalCluster.httpGet(port: node.httpPort, path: "/metrics") ?? ""
+            #expect(metrics.contains("kvod_cluster_duplicates_skipped_total 1") && metrics.contains("kvod_cluster_integrity_state 0"),
+                    "n\(index + 1): \(metrics.suffix(1200))")
         }
     }
 
@@ -83,7 +86,7 @@ extension ClusterTests {
     @Test("a node whose running hash is the minority's stops taking writes, says why, installs a snapshot in place and converges")
     func minorityNodeRebootstraps() throws {
         let cluster = try LocalCluster(label: "minority", kvodArguments: ["--cluster-checkpoint-every", "16",
-                                                                         "--cluster-snapshot-every", "64"])
+                                                                         "--cluster-snapshot-every", "64", "--http-port", "0"])
         try cluster.waitUntilReady()
         let writer = try cluster.connect(0)
         var value = 0
@@ -110,6 +113,14 @@ extension ClusterTests {
         #expect(refused["error"]?["message"]?.stringValue?.contains("diverged") == true, "\(refused)")
         let status = try cluster.nodes[2].connect().call("digest")
         #expect(status["integrity"]?.stringValue?.hasPrefix("diverged") == true, "\(status)")
+        // Not ready, and why; the metrics say so too. The majority nodes stay ready.
+        let readiness = LocalCluster.httpGet(port: cluster.nodes[2].httpPort, path: "/readyz") ?? ""
+        #expect(readiness.hasPrefix("diverged: its running hash after stream sequence 16"), "\(readiness)")
+        let metrics = LocalCluster.httpGet(port: cluster.nodes[2].httpPort, path: "/metrics") ?? ""
+        #expect(metrics.contains("kvod_cluster_integrity_state 2"), "\(metrics.suffix(1500))")
+        #expect(metrics.contains("kvod_cluster_integrity_failures_total 1"), "\(metrics.suffix(1500))")
+        #expect(metrics.contains("kvod_cluster_checkpoint_disagreements_total"), "\(metrics.suffix(1500))")
+        #expect(LocalCluster.httpGet(port: cluster.nodes[0].httpPort, path: "/readyz") == "ready\n")
         // n1 and n2 heard one forged claim each, against two agreeing hashes: they go on.
         try write(until: 70)
         #expect(cluster.nodes[2].waitForLog("in place", timeout: 20), "n3 did not install the snapshot of 64:\n\(cluster.nodes[2].log.suffix(2000))")
@@ -119,6 +130,9 @@ extension ClusterTests {
         #expect(digests.allSatisfy { $0["integrity"] == "applying" }, "\(digests)")
         let accepted = try cluster.nodes[2].connect().request("create", ["object": "on-n3"], timeout: 10)
         #expect(accepted["ok"] == true, "\(accepted)")
+        #expect(LocalCluster.httpGet(port: cluster.nodes[2].httpPort, path: "/readyz") == "ready\n")
+        let healed = LocalCluster.httpGet(port: cluster.nodes[2].httpPort, path: "/metrics") ?? ""
+        #expect(healed.contains("kvod_cluster_integrity_state 0") && healed.contains("kvod_cluster_rebootstraps_total 1"), "\(healed.suffix(1500))")
         for node in cluster.nodes[0...1] { #expect(!node.log.contains("diverged"), "a majority node diverged:\n\(node.log.suffix(1500))") }
     }
 }

@@ -58,6 +58,8 @@ final class KVODProcess: @unchecked Sendable {
     let port: Int
     /// The TLS port, when kvod was started with `--tls-port` (kvod prints it on a second stdout line); 0 otherwise.
     let tlsPort: Int
+    /// The HTTP listener's port (`--http-port`); 0 without one.
+    let httpPort: Int
     let storage: Storage
     /// The flags after the standard ones (host, port, log level, storage).
     let extraArguments: [String]
@@ -123,6 +125,8 @@ final class KVODProcess: @unchecked Sendable {
             self.port = first.port
             self.tlsPort = extraArguments.contains("--tls-port") ? try readBannerPort().port : 0
         }
+        // Then, with --http-port: "kvod listening for HTTP on 127.0.0.1:PORT".
+        self.httpPort = extraArguments.contains("--http-port") ? try readBannerPort().port : 0
         // Collect the log from here on (self is fully initialized now).
         let stderrHandle = stderrPipe.fileHandleForReading
         stderrHandle.readabilityHandler = { [weak self] handle in
