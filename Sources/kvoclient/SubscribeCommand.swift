@@ -35,7 +35,11 @@ struct SubscribeCommand: AsyncParsableCommand {
             `todo.items  valueChanged  rev=3  kind=insertion  indexes=[1]  new=["milk"]`. \
             Stops after --count events, on Ctrl-C, or once every subscription has ended (sourceDeleted or forbidden).
 
-            With --pattern (`user:*`: an exact id or a glob, `*` standing for any run of characters) the             positional arguments are key paths, observed on every object whose id matches, present and             future (`user:2.address.city  created  rev=5  new="Oslo"`); with none, the creations and             deletions of matching ids (`user:2  created  rev=5`; with --options initial, first one line             listing the matching ids). A pattern subscription goes on after a sourceDeleted.
+            With --pattern (`user:*`: an exact id or a glob, `*` standing for any run of characters) the \
+            positional arguments are key paths, observed on every object whose id matches, present and \
+            future (`user:2.address.city  created  rev=5  new="Oslo"`); with none, the creations and \
+            deletions of matching ids (`user:2  created  rev=5`; with --options initial, first one line \
+            listing the matching ids). A pattern subscription goes on after a sourceDeleted.
 
             If the connection drops, subscribe reconnects with backoff and resumes after the last \
             revision it printed: no change is lost or printed twice. When the server's history no \

@@ -200,12 +200,14 @@ struct KVOD: ParsableCommand {
     var inMemory = false
 
     @Option(help: ArgumentHelp("""
-        With --in-memory: the users file (made by `kvod user add --users FILE`); with users, clients must         authenticate (auth) before anything but hello and ping.
+        With --in-memory: the users file (made by `kvod user add --users FILE`); with users, clients must \
+        authenticate (auth) before anything but hello and ping.
         """, valueName: "file"))
     var users: String?
 
     @Flag(help: """
-        Serve without authentication on a non-loopback address when no users are defined (anyone who can         connect may read and change everything). Without it kvod refuses to start there.
+        Serve without authentication on a non-loopback address when no users are defined (anyone who can \
+        connect may read and change everything). Without it kvod refuses to start there.
         """)
     var insecureOpen = false
 
@@ -248,7 +250,8 @@ struct KVOD: ParsableCommand {
     var clusterWriteTimeout: Double = 5
 
     @Option(help: """
-        With --cluster: snapshot the state after every N stream entries (0: never), kept in the stream         <stream>_SNAP; new nodes start from the newest one, and the stream is trimmed behind them.
+        With --cluster: snapshot the state after every N stream entries (0: never), kept in the stream \
+        <stream>_SNAP; new nodes start from the newest one, and the stream is trimmed behind them.
         """)
     var clusterSnapshotEvery: Int = Int(ClusterConfiguration.defaultSnapshotEvery)
 
