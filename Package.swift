@@ -116,6 +116,7 @@ let package = Package(
                 "KVOEngine",
                 "KVOJSON",
                 "KVOModel",
+                "KVOVersion",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["HTTP/Assets"],
@@ -124,6 +125,9 @@ let package = Package(
         ),
         // Command-line argument parsing shared by kvod and kvoclient (numbers with clear messages). No dependencies.
         .target(name: "KVOCommandLine"),
+        // kvod's version, the one place it is written (`--version` of kvod and kvoclient, `hello`, the start-up log
+        // line, `kvod_build_info`). No dependencies.
+        .target(name: "KVOVersion"),
         // The Swift client library: async requests and observations as AsyncSequences over one shared,
         // pipelined connection, with reconnection, heartbeat, TLS and credentials. Also the one client TLS
         // implementation (KVOWireProbe uses it).
@@ -138,6 +142,7 @@ let package = Package(
                 "KVOCommandLine",
                 "KVOEngine",
                 "KVOJSON",
+                "KVOVersion",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -148,6 +153,7 @@ let package = Package(
                 "KVOClient",
                 "KVOCommandLine",
                 "KVOJSON",
+                "KVOVersion",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KVOClient
+import KVOVersion
 
 /// `kvoclient`: a command-line client for kvod.
 ///
@@ -21,6 +22,7 @@ struct KVOClientCommand: AsyncParsableCommand {
             Exit codes: 0 success, 1 the server answered with an error, 2 usage error, \
             3 connection problem.
             """,
+        version: KVODVersion.version,
         subcommands: [
             CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self, IncrementCommand.self,
             InsertCommand.self, RemoveCommand.self, ReplaceCommand.self,

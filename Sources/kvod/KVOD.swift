@@ -2,6 +2,7 @@ import ArgumentParser
 import KVOCommandLine
 import KVOEngine
 import KVOServer
+import KVOVersion
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -13,7 +14,8 @@ struct KVOD: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kvod",
         abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.",
-        discussion: "Users: `kvod user add|remove|list|passwd|grant|revoke …` (see `kvod user --help`).")
+        discussion: "Users: `kvod user add|remove|list|passwd|grant|revoke …` (see `kvod user --help`).",
+        version: KVODVersion.version)
 
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
@@ -408,6 +410,7 @@ struct KVOD: ParsableCommand {
         // Every line escaped and bounded: log lines quote ids, key paths and values clients sent.
         LoggingSystem.bootstrap { label in PrintableLogHandler(label: label, level: level) }
         let logger = Logger(label: "kvod")
+        logger.info("starting", metadata: ["version": "\(KVODVersion.version)", "pid": "\(getpid())"])
         checkDescriptorLimit(logger)
         var settings = ServerConfiguration()
         settings.host = host

@@ -1,6 +1,7 @@
 import KVOEngine
 import KVOJSON
 import KVOModel
+import KVOVersion
 
 /// Carries out one decoded request against the engine and shapes its reply.
 ///
@@ -20,7 +21,8 @@ final class RequestHandler {
     }
 
     static let serverName = "kvod"
-    static let serverVersion = "0.1.0"
+    /// `KVODVersion.version`: the one place the version is written.
+    static let serverVersion = KVODVersion.version
     static let protocolVersion: Int64 = 1
 
     /// Replaced only when a cluster node installs a snapshot while it serves (`Server.installSnapshotInPlace`).
