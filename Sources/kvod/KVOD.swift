@@ -378,31 +378,36 @@ struct KVOD: ParsableCommand {
     /// Parses the flags and runs, with usage errors as one `kvod: error:` line and the usage, exit 2.
     static func main() {
         if CommandLine.arguments.count > 1, CommandLine.arguments[1] == "user" {
-            // `kvod user …`: usage errors exit 2 here too, as `kvod user: error: …` and the usage.
+            // `kvod user …`: every error is `kvod user: error: …` (usage errors with the usage, exit 2;
+            // failures such as an unknown user, exit 1), never ArgumentParser's bare `Error: …`.
             do {
                 var command = try UserCommand.parseAsRoot(Array(CommandLine.arguments.dropFirst(2)))
                 try command.run()
                 exitProcess(0)
             } catch {
-                guard UserCommand.exitCode(for: error) == .validationFailure else { UserCommand.exit(withError: error) }
-                var message = UserCommand.fullMessage(for: error)
-                if message.hasPrefix("Error: ") { message = "kvod user: error: " + message.dropFirst("Error: ".count) }
-                let line = Array((message + "\n").utf8)
-                _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-                exitProcess(usageExitCode)
+                exitReporting(error, of: UserCommand.self, program: "kvod user")
             }
         }
         do {
             var command = try parseAsRoot()
             try command.run()
         } catch {
-            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
-            var message = fullMessage(for: error)
-            if message.hasPrefix("Error: ") { message = "kvod: error: " + message.dropFirst("Error: ".count) }
-            let line = Array((message + "\n").utf8)
-            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-            exitProcess(usageExitCode)
+            exitReporting(error, of: KVOD.self, program: "kvod")
         }
+    }
+
+    /// Exits for `error` as `command` (kvod or `kvod user`) parsed or ran: help and `--version` (exit 0) and a
+    /// bare exit status (no message) as ArgumentParser does them; every other error as one
+    /// `<program>: error: <message>` (ArgumentParser's `Error: ` prefix replaced), usage errors followed by the
+    /// usage and exit 2, failures exit 1.
+    private static func exitReporting(_ error: any Error, of command: any ParsableCommand.Type, program: String) -> Never {
+        let code = command.exitCode(for: error)
+        let message = command.fullMessage(for: error)
+        guard code != .success, !message.isEmpty else { command.exit(withError: error) }
+        let text = message.hasPrefix("Error: ") ? String(message.dropFirst("Error: ".count)) : message
+        let line = Array("\(program): error: \(text)\n".utf8)
+        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        exitProcess(code == .validationFailure ? usageExitCode : code.rawValue)
     }
 
     func run() throws {

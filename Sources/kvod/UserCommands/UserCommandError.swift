@@ -6,7 +6,7 @@ import KVOServer
 import Glibc
 #endif
 
-/// A `kvod user` failure: printed as "Error: <message>", exit status 1.
+/// A `kvod user` failure: printed as "kvod user: error: <message>" (`KVOD.main`), exit status 1.
 struct UserCommandError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
