@@ -4,7 +4,7 @@ import KVOJSON
 import Testing
 
 /// Issue 10 item 2: every value kvod reads from its SQLite file is range-checked. A damaged row makes
-/// kvod refuse to start with one message naming the row and the problem (exit status 1, never a Swift
+/// kvod refuse to start with one message naming the file (issue 27), the row and the problem (exit status 1, never a Swift
 /// runtime trap), and an existing database that lacks a table never starts as an empty store.
 @Suite("corrupt store over TCP")
 struct CorruptStoreTests {
@@ -107,6 +107,7 @@ struct CorruptStoreTests {
             #expect(status == 1, "exit status \(status): \(log)")
             #expect(!log.contains("Fatal error"), "\(log)")
             #expect(log.contains("cannot start: storage:"), "\(log)")
+            #expect(log.contains("'\(store.database)'"), "the refusal names the file: \(log)")
             for text in damage.expected {
                 #expect(log.contains(text), "missing '\(text)' in: \(log)")
             }

@@ -49,7 +49,7 @@ struct ServerStartup {
             store = try configuration.openStore()
             restored = try Self.restore(from: store, configuration)
         } catch {
-            throw .storage(error)
+            throw .storage(Self.namingDatabase(error, configuration.storage))
         }
         let engine: KVOEngine
         if store.keepsWrites || restored.bootstrapSnapshot != nil {
@@ -94,6 +94,16 @@ struct ServerStartup {
         self.appliedSequence = restored.appliedSequence
         self.bootstrapSnapshot = restored.bootstrapSnapshot
         self.streamIntegrity = restored.streamIntegrity
+    }
+
+    /// Every start-up refusal of a data directory names the file: a damaged row (`.corrupt`, which names the
+    /// row) as a refusal of the database that holds it, and a SQLite error from anywhere in the opening (the
+    /// background checkpoint's connection included) as `SQLiteStore.describingOpenFailure` words it.
+    private static func namingDatabase(_ error: StorageError, _ storage: StorageConfiguration?) -> StorageError {
+        guard let storage else { return error }
+        let path = SQLiteStore.databasePath(inDirectory: storage.directory)
+        if case .corrupt = error { return .unusableDatabase(path: path, reason: "\(error)") }
+        return SQLiteStore.describingOpenFailure(error, databasePath: path)
     }
 
     /// What `store` holds, checked against the cluster configuration (`Server.clusterDirectoryProblem`); a

@@ -131,10 +131,11 @@ extension SQLiteStore {
         ledger.removeFirst(drop)
     }
 
-    /// Names the file in what went wrong while opening: `SQLITE_BUSY` means another connection holds
-    /// the lock; a read-only file, an I/O error, a full disk, a file that cannot be opened or is not a
-    /// database become `.unusableDatabase` saying so in words (SQLite's own message, "disk I/O error",
-    /// names neither the file nor the likely cause).
+    /// Names the file in what went wrong while opening or restoring: `SQLITE_BUSY` means another connection
+    /// holds the lock; a read-only file, an I/O error, a full disk, a file that cannot be opened, is not a
+    /// database or is damaged, and any other SQLite error, become `.unusableDatabase` saying so in words
+    /// (SQLite's own message, "disk I/O error", "database disk image is malformed", names neither the file
+    /// nor the likely cause). The store's own refusals (`.corrupt` naming a row, `.missingTable`, ...) pass.
     static func describingOpenFailure(_ error: StorageError, databasePath: String) -> StorageError {
         guard case let .sqlite(code, message, during) = error else { return error }
         let detail = "SQLite error \(code) while \(during): \(message)"
@@ -151,8 +152,12 @@ extension SQLiteStore {
             return .unusableDatabase(path: databasePath, reason: "the disk is full (\(detail))")
         case SQLITE_NOTADB:
             return .unusableDatabase(path: databasePath, reason: "it is not a SQLite database: move it away or point --data elsewhere (\(detail))")
+        case SQLITE_CORRUPT:
+            return .unusableDatabase(path: databasePath, reason: "it is damaged (malformed: truncated or overwritten): restore it from a backup, or move it away to start with an empty store (\(detail))")
+        case SQLITE_NOMEM:
+            return .unusableDatabase(path: databasePath, reason: "SQLite ran out of memory reading it (\(detail))")
         default:
-            return error
+            return .unusableDatabase(path: databasePath, reason: "SQLite refused it (\(detail))")
         }
     }
 

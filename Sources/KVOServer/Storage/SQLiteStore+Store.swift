@@ -9,13 +9,19 @@ import KVOModel
 extension SQLiteStore: Store {
     var keepsWrites: Bool { true }
 
+    /// SQLite's errors name the file and the cause (`describingOpenFailure`): a database damaged past its
+    /// first pages is found only here, reading the rows.
     func restore() throws(StorageError) -> StoreContents {
-        let state = try load()
-        let users = try loadUsers()
-        let clusterStream = try readClusterStream()
-        let streamSequence = try readStreamSequence()
-        return StoreContents(state: state, users: users, clusterStream: clusterStream, streamSequence: streamSequence,
-                             streamIntegrity: try readStreamIntegrity())
+        do throws(StorageError) {
+            let state = try load()
+            let users = try loadUsers()
+            let clusterStream = try readClusterStream()
+            let streamSequence = try readStreamSequence()
+            return StoreContents(state: state, users: users, clusterStream: clusterStream, streamSequence: streamSequence,
+                                 streamIntegrity: try readStreamIntegrity())
+        } catch {
+            throw SQLiteStore.describingOpenFailure(error, databasePath: databasePath)
+        }
     }
 
     var openingNotes: [String] { permissionNotes }

@@ -221,7 +221,7 @@ package final class SQLiteStore {
         self.historyByteLimit = max(historyByteLimit, 0)
         self.walLimitBytes = max(walLimitBytes, SQLiteStore.minimumWALLimitBytes)
         try SQLiteStore.makeDirectory(directory)
-        databasePath = directory.hasSuffix("/") ? directory + SQLiteStore.fileName : directory + "/" + SQLiteStore.fileName
+        databasePath = SQLiteStore.databasePath(inDirectory: directory)
         try SQLiteStore.checkWritable(directory: directory, databasePath: databasePath)
         guard let lock = try StoreLock(path: databasePath + ".lock") else { throw .locked(path: databasePath) }
         self.lock = lock
@@ -253,6 +253,11 @@ package final class SQLiteStore {
 
     deinit {
         close()
+    }
+
+    /// The database file of the data directory `directory`.
+    package static func databasePath(inDirectory directory: String) -> String {
+        directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
     }
 
     /// Finalizes the statements and closes the database, which checkpoints the WAL into the database
