@@ -28,7 +28,7 @@ class KVOD:
         self.stderr_path = tmp_path / "kvod.stderr"
         self.stderr = open(self.stderr_path, "w")
         self.process = subprocess.Popen(args + list(extra_args), stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        self.port = self.http_port = None
+        self.port = self.http_port = self.tls_port = None
         deadline = time.time() + 30
         while self.port is None or self.http_port is None:
             line = self.process.stdout.readline()
@@ -36,6 +36,8 @@ class KVOD:
                 raise RuntimeError(f"kvod exited before listening: {self.stderr_path.read_text()}")
             if "listening for HTTP on" in line:
                 self.http_port = int(line.rsplit(":", 1)[1])
+            elif "listening for TLS on" in line:
+                self.tls_port = int(line.rsplit(":", 1)[1])
             elif "listening on" in line:
                 self.port = int(line.rsplit(":", 1)[1])
             if time.time() > deadline:

@@ -85,3 +85,102 @@ def test_a_slow_consumer_disconnect_is_counted(kvod_factory):
         time.sleep(0.2)
     assert value(scrape(kvod), "kvod_slow_consumer_disconnects_total", limit="connection") == 1
     slow.close()
+
+
+def test_build_info_and_process_metrics(kvod_factory):
+    import os
+    import time
+    before = time.time()
+    kvod = kvod_factory()
+    version = kvod.tcp_call({"op": "hello", "id": 1})["version"]
+    samples = scrape(kvod)
+    assert value(samples, "kvod_build_info", version=version) == 1
+    assert [key for key in samples if key[0] == "kvod_build_info"] == [("kvod_build_info", (("version", version),))]
+    assert before - 1 <= value(samples, "process_start_time_seconds") <= time.time()
+    cpu = value(samples, "process_cpu_seconds_total")
+    assert cpu > 0
+    pid = kvod.process.pid
+    with open(f"/proc/{pid}/limits") as limits:
+        soft = next(line for line in limits if line.startswith("Max open files")).split()[3]
+    assert value(samples, "process_max_fds") == int(soft)
+    # Open descriptors follow the connections: ten more held open, ten more counted (the scrape's own
+    # connection is open in both scrapes).
+    import socket
+    held = [socket.create_connection(("127.0.0.1", kvod.port)) for _ in range(10)]
+    for sock in held:
+        sock.sendall(b'{"op":"ping"}\n')
+        assert b'"ok":true' in sock.recv(4096)
+    during = scrape(kvod)
+    assert 10 <= value(during, "process_open_fds") - value(samples, "process_open_fds") <= 11
+    assert abs(value(during, "process_open_fds") - len(os.listdir(f"/proc/{pid}/fd"))) <= 2
+    assert value(during, "process_open_fds") < value(during, "process_max_fds")
+    for sock in held:
+        sock.close()
+    for i in range(50):
+        kvod.tcp_call({"op": "ping", "id": i})
+    assert value(scrape(kvod), "process_cpu_seconds_total") >= cpu
+
+
+def test_refused_connections_are_counted_by_reason(kvod_factory):
+    import socket
+    kvod = kvod_factory("--max-connections", "2")
+    assert value(scrape(kvod), "kvod_connections_refused_total", reason="max_connections") == 0
+    assert ("kvod_connections_refused_total", (("reason", "file_descriptors"),)) in scrape(kvod)
+    held = [socket.create_connection(("127.0.0.1", kvod.port), timeout=10) for _ in range(2)]
+    for sock in held:
+        sock.sendall(b'{"op":"ping"}\n')
+        assert b'"ok":true' in sock.recv(4096)
+    refused = kvod.tcp_call({"op": "ping"})
+    assert refused["error"]["code"] == "too_many_connections"
+    status, _, _ = kvod.http_get("/metrics")
+    assert status == 503
+    held.pop().close()
+    import time
+    deadline = time.time() + 10
+    while True:
+        status, _, _ = kvod.http_get("/healthz")
+        if status == 200 or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    samples = scrape(kvod)
+    # The TCP refusal, the 503 and any /healthz refused while the closed connection was still counted.
+    assert value(samples, "kvod_connections_refused_total", reason="max_connections") >= 2
+    assert value(samples, "kvod_connections_refused_total", reason="file_descriptors") == 0
+    for sock in held:
+        sock.close()
+
+
+def test_tls_handshake_failures_are_counted(kvod_factory, tmp_path):
+    import socket
+    import subprocess
+    import time
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem"), "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    kvod = kvod_factory("--tls-port", "0", "--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem"),
+                        "--tls-handshake-timeout", "0.5")
+    assert kvod.tls_port
+    samples = scrape(kvod)
+    assert value(samples, "kvod_tls_handshake_failures_total", reason="error") == 0
+    assert ("kvod_tls_handshake_failures_total", (("reason", "timeout"),)) in samples
+    # Plaintext on the TLS port: the handshake fails.
+    with socket.create_connection(("127.0.0.1", kvod.tls_port), timeout=10) as sock:
+        sock.sendall(b'{"op":"ping"}\n')
+        try:
+            while sock.recv(4096):
+                pass
+        except ConnectionResetError:
+            pass
+    # Silence: the handshake times out.
+    with socket.create_connection(("127.0.0.1", kvod.tls_port), timeout=10) as sock:
+        try:
+            while sock.recv(4096):
+                pass
+        except ConnectionResetError:
+            pass
+    deadline = time.time() + 10
+    while time.time() < deadline and value(scrape(kvod), "kvod_tls_handshake_failures_total", reason="timeout") < 1:
+        time.sleep(0.1)
+    samples = scrape(kvod)
+    assert value(samples, "kvod_tls_handshake_failures_total", reason="error") == 1
+    assert value(samples, "kvod_tls_handshake_failures_total", reason="timeout") == 1

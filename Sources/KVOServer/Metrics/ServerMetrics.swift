@@ -1,13 +1,15 @@
 import CLibUV
 import KVOJSON
 import KVOModel
+import KVOVersion
 #if canImport(Glibc)
 import Glibc
 import KVOEngine
 #endif
 
 /// What `GET /metrics` reports about one server: counters the server bumps as it works, histograms of
-/// group-commit and loop-iteration times, and gauges read from the engine and the loop when scraped.
+/// group-commit and loop-iteration times, gauges read from the engine and the loop when scraped, the build's
+/// version, and the process's figures (`ProcessStatistics`).
 ///
 /// Owned by `Server`; loop thread only. Every update and every rendering run on the loop thread (the
 /// HTTP connection asking for `/metrics` is served by the same loop), so the counters are plain
@@ -29,7 +31,43 @@ final class ServerMetrics {
         }
     }
 
+    /// Why a connection was refused at accept time (the `reason` label of `kvod_connections_refused_total`).
+    enum RefusalReason: Int, CaseIterable {
+        /// Over `--max-connections`.
+        case maxConnections
+        /// Out of file descriptors: past what the open-file limit leaves room for, or `accept` itself
+        /// failing with EMFILE or ENFILE.
+        case fileDescriptors
+
+        var label: String {
+            switch self {
+            case .maxConnections: "max_connections"
+            case .fileDescriptors: "file_descriptors"
+            }
+        }
+    }
+
+    /// How a TLS handshake failed (the `reason` label of `kvod_tls_handshake_failures_total`).
+    enum HandshakeFailure: Int, CaseIterable {
+        /// OpenSSL refused it: garbage or plaintext instead of a ClientHello, no shared version, a client
+        /// certificate that did not verify, ...
+        case error
+        /// Not finished within `--tls-handshake-timeout`.
+        case timeout
+
+        var label: String {
+            switch self {
+            case .error: "error"
+            case .timeout: "timeout"
+            }
+        }
+    }
+
+    /// When the server was made (start-up), in seconds since the Unix epoch.
+    let startTime = ProcessStatistics.now()
     private(set) var connectionsAccepted = [UInt64](repeating: 0, count: ConnectionKind.allCases.count)
+    private(set) var connectionsRefused = [UInt64](repeating: 0, count: RefusalReason.allCases.count)
+    private(set) var tlsHandshakeFailures = [UInt64](repeating: 0, count: HandshakeFailure.allCases.count)
     private(set) var connectionsOpen = [Int](repeating: 0, count: ConnectionKind.allCases.count)
     private(set) var slowConsumerDisconnects = [UInt64](repeating: 0, count: SlowConsumerLimit.allCases.count)
     /// Requests answered, by operation and outcome: index `operation * outcomeCount + outcome`, where
@@ -61,14 +99,25 @@ final class ServerMetrics {
         connectionsAccepted[new.rawValue] &+= 1
     }
 
-    /// A connection accepted on `transport` closed for `reason`.
+    /// A connection accepted on `transport` closed for `reason`. Refusals at accept time and failed TLS
+    /// handshakes are counted here, by their close reason.
     func connectionClosed(_ transport: ConnectionKind, reason: CloseReason) {
         connectionsOpen[transport.rawValue] -= 1
         switch reason {
         case .outputLimitExceeded: slowConsumerDisconnects[SlowConsumerLimit.connection.rawValue] &+= 1
         case .totalOutputLimitExceeded: slowConsumerDisconnects[SlowConsumerLimit.total.rawValue] &+= 1
+        case .rejected: connectionRefused(.maxConnections)
+        case .outOfDescriptors: connectionRefused(.fileDescriptors)
+        case .tlsHandshakeFailed: tlsHandshakeFailures[HandshakeFailure.error.rawValue] &+= 1
+        case .tlsHandshakeTimeout: tlsHandshakeFailures[HandshakeFailure.timeout.rawValue] &+= 1
         default: break
         }
+    }
+
+    /// A connection refused for `reason`: closed at accept time (`connectionClosed`), or never made (`accept`
+    /// failing with EMFILE: libuv closes the waiting connections itself, so this counts at least one).
+    func connectionRefused(_ reason: RefusalReason) {
+        connectionsRefused[reason.rawValue] &+= 1
     }
 
     /// One request answered: with success when `error` is nil.
@@ -159,6 +208,16 @@ final class ServerMetrics {
             out.sample("kvod_connections_accepted_total", labels: [("transport", transport.label)],
                        connectionsAccepted[transport.rawValue])
         }
+        out.family("kvod_connections_refused_total", type: .counter,
+                   help: "Client connections refused at accept time, by reason (max_connections: over --max-connections; file_descriptors: out of file descriptors).")
+        for reason in RefusalReason.allCases {
+            out.sample("kvod_connections_refused_total", labels: [("reason", reason.label)], connectionsRefused[reason.rawValue])
+        }
+        out.family("kvod_tls_handshake_failures_total", type: .counter,
+                   help: "TLS connections closed before their handshake finished, by reason (error: refused by OpenSSL; timeout: --tls-handshake-timeout).")
+        for failure in HandshakeFailure.allCases {
+            out.sample("kvod_tls_handshake_failures_total", labels: [("reason", failure.label)], tlsHandshakeFailures[failure.rawValue])
+        }
         out.family("kvod_slow_consumer_disconnects_total", type: .counter,
                    help: "Connections closed because their queued output passed an output limit, by limit.")
         for limit in SlowConsumerLimit.allCases {
@@ -221,24 +280,30 @@ final class ServerMetrics {
                        help: "Other nodes' checkpoint claims whose running hash differed from this node's.")
             out.sample("kvod_cluster_checkpoint_disagreements_total", cluster.checkpointDisagreements)
         }
-        if let resident = ServerMetrics.residentMemoryBytes() {
-            out.family("process_resident_memory_bytes", type: .gauge, help: "Resident memory size in bytes.")
-            out.sample("process_resident_memory_bytes", resident)
-        }
+        out.family("kvod_build_info", type: .gauge, help: "Always 1; the version label is this kvod's.")
+        out.sample("kvod_build_info", labels: [("version", KVODVersion.version)], 1 as Int)
+        renderProcess(into: &out)
         return out.bytes
     }
 
-    /// Resident set size from /proc/self/statm (its second field, in pages); nil where there is no procfs.
-    private static func residentMemoryBytes() -> Int? {
-        guard let file = fopen("/proc/self/statm", "r") else { return nil }
-        defer { fclose(file) }
-        var line = [UInt8](repeating: 0, count: 128)
-        let read = line.withUnsafeMutableBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { fgets($0.baseAddress, Int32($0.count - 1), file) != nil }
+    /// The `process_*` families (`ProcessStatistics`), with Prometheus' client libraries' names.
+    private func renderProcess(into out: inout PrometheusExposition) {
+        let process = ProcessStatistics.read()
+        out.family("process_start_time_seconds", type: .gauge, help: "Start time of the process since unix epoch in seconds.")
+        out.sample("process_start_time_seconds", startTime)
+        out.family("process_cpu_seconds_total", type: .counter, help: "Total user and system CPU time spent in seconds.")
+        out.sample("process_cpu_seconds_total", process.cpuSeconds)
+        if let open = process.openDescriptors {
+            out.family("process_open_fds", type: .gauge, help: "Number of open file descriptors.")
+            out.sample("process_open_fds", open)
         }
-        guard read else { return nil }
-        let fields = line.prefix { $0 != 0 && $0 != 0x0A }.split(separator: 0x20)
-        guard fields.count >= 2, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return nil }
-        return pages * sysconf(Int32(_SC_PAGESIZE))
+        if let maximum = process.maximumDescriptors {
+            out.family("process_max_fds", type: .gauge, help: "Maximum number of open file descriptors.")
+            out.sample("process_max_fds", maximum)
+        }
+        if let resident = process.residentMemoryBytes {
+            out.family("process_resident_memory_bytes", type: .gauge, help: "Resident memory size in bytes.")
+            out.sample("process_resident_memory_bytes", resident)
+        }
     }
 }

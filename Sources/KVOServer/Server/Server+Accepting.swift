@@ -14,6 +14,7 @@ extension Server {
     func accept(from listener: Listener, status: Int32) {
         guard status == 0 else {
             if status == UV_EMFILE.rawValue || status == UV_ENFILE.rawValue {
+                metrics.connectionRefused(.fileDescriptors)
                 logRefusalForDescriptors(uvErrorDescription(status))
             } else {
                 logger.warning("accept failed: \(uvErrorDescription(status))")
