@@ -415,7 +415,6 @@ struct KVOD: ParsableCommand {
         // Every line escaped and bounded: log lines quote ids, key paths and values clients sent.
         LoggingSystem.bootstrap { label in PrintableLogHandler(label: label, level: level) }
         let logger = Logger(label: "kvod")
-        logger.info("starting", metadata: ["version": "\(KVODVersion.version)", "pid": "\(getpid())"])
         checkDescriptorLimit(logger)
         var settings = ServerConfiguration()
         settings.host = host

@@ -4,7 +4,7 @@ import KVOJSON
 import Testing
 
 /// Issue 27, run as the real binaries: `kvod --version` and `kvoclient --version` print the version the
-/// server answers in `hello` (one source of truth), kvod's first log line carries it, every help text of kvod
+/// server answers in `hello` (one source of truth), kvod's first `listening` log line carries it, every help text of kvod
 /// and kvoclient reads without stray runs of spaces inside its sentences, and every `kvod user` error has
 /// kvod's `<program>: error:` style.
 @Suite("version, help texts and error style")
@@ -40,7 +40,7 @@ struct CLIVersionAndHelpTests {
         return Result(status: result.status, stdout: result.stdout, stderr: result.stderr)
     }
 
-    @Test("kvod --version and kvoclient --version print the version hello answers; kvod logs it as it starts")
+    @Test("kvod --version and kvoclient --version print the version hello answers; kvod logs it as it starts listening")
     func versions() throws {
         let server = try KVODProcess()
         let hello = try server.connect().call("hello")
@@ -52,8 +52,10 @@ struct CLIVersionAndHelpTests {
         let client = try Self.runKVOClient(["--version"])
         #expect(client.status == 0, "\(client.stderr)")
         #expect(client.stdout == version + "\n", "\(client.stdout)")
-        let starting = server.log.split(separator: "\n").first { $0.contains("starting") }
-        #expect(starting?.contains("version=\(version)") == true, "\(server.log)")
+        // kvod's first "listening" log line says which kvod it is; a refusal at start-up stays one line.
+        let listening = server.log.split(separator: "\n").first { $0.contains("] listening") }
+        #expect(listening?.contains("version=\(version)") == true, "\(server.log)")
+        #expect(listening?.contains("pid=\(server.process.processIdentifier)") == true, "\(server.log)")
     }
 
     /// Runs of two or more spaces inside the sentences of a help screen: each option's or subcommand's help

@@ -1,6 +1,7 @@
 import CLibUV
 import KVOEngine
 import KVOJSON
+import KVOVersion
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -208,14 +209,20 @@ public final class Server {
     public func run() -> ShutdownReport {
         // A peer that vanishes mid-write must give EPIPE, not kill the process.
         signal(SIGPIPE, SIG_IGN)
-        for listener in listeners {
+        for (index, listener) in listeners.enumerated() {
             let what = switch listener.role {
             case .plain: "listening"
             case .tls: "listening for TLS"
             case .http: "listening for HTTP and WebSocket"
             case .unix: "listening on a Unix socket"
             }
-            logger.info("\(what)", metadata: ["address": "\(listener.addressDescription)"])
+            var metadata: Logger.Metadata = ["address": "\(listener.addressDescription)"]
+            // The first line says which kvod this is (`KVODVersion`, the one place the version is written).
+            if index == 0 {
+                metadata["version"] = "\(KVODVersion.version)"
+                metadata["pid"] = "\(getpid())"
+            }
+            logger.info("\(what)", metadata: metadata)
         }
         if let cluster, let clusterBridge {
             logger.info("cluster node", metadata: [
