@@ -328,6 +328,10 @@ struct NATSFaultRelaySocketTests {
         defer { second.close() }
         let secondUpstream = try #require(NATSFaultRelaySocketTests.accept(listener))
         defer { close(secondUpstream) }
+        // The relay counts the pair once both sockets are connected, on its accept thread: it may come just
+        // after the upstream side was accepted here.
+        let counted = Date().addingTimeInterval(5)
+        while relay?.stats.connections != 2, Date() < counted { usleep(10_000) }
         #expect(relay?.stats.connections == 2)
         relay = nil
         let stopped = #expect(throws: KVOClientError.self) { try NATSFaultRelaySocketTests.line(second) }
