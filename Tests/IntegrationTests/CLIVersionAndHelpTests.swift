@@ -19,20 +19,8 @@ struct CLIVersionAndHelpTests {
     /// Runs the built `kvod` with `arguments` to completion, with `COLUMNS` wide enough that ArgumentParser
     /// wraps no help line (a run of spaces at a wrap would be hidden in the line break).
     static func runKVOD(_ arguments: [String]) throws -> Result {
-        let process = Process()
-        process.executableURL = BuiltProducts.executable("kvod")
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["COLUMNS": "10000"]) { $1 }
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-                      stderr: String(decoding: err, as: UTF8.self))
+        let result = try KVODUserTool.runKVOD(arguments, environment: ProcessInfo.processInfo.environment.merging(["COLUMNS": "10000"]) { $1 })
+        return Result(status: result.status, stdout: result.stdout, stderr: result.stderr)
     }
 
     static func runKVOClient(_ arguments: [String]) throws -> Result {

@@ -103,6 +103,15 @@ struct StreamIntegrityTests {
         #expect(late.claim(.init(sequence: 32, hash: other), from: "n2", node: "n1") == nil)
         #expect(late.claim(.init(sequence: 32, hash: other), from: "n3", node: "n1") == nil)
         #expect(late.recordCheckpoint(at: 32, node: "n1") != nil)
+        // Claims from ever more names are bounded: past 64 claimants a checkpoint hears no new one.
+        let flooded = StreamIntegrity()
+        _ = feed(flooded, [entry("a.x.1", 1)])
+        #expect(flooded.recordCheckpoint(at: 16, node: "n1") == nil)
+        for index in 0..<1000 { _ = flooded.claim(.init(sequence: 16, hash: other), from: "forged\(index)", node: "n1") }
+        #expect(flooded.checkpointDisagreements == UInt64(StreamIntegrity.maximumClaimants))
+        // --cluster-checkpoint-every below 16 is refused (a checkpoint round must not fill the interval).
+        #expect(ClusterConfiguration(servers: ["nats://127.0.0.1:4222"], node: "a", checkpointEvery: 15).problem != nil)
+        #expect(ClusterConfiguration(servers: ["nats://127.0.0.1:4222"], node: "a", checkpointEvery: 16).problem == nil)
         // Agreement is counted.
         let agreeing = StreamIntegrity()
         _ = feed(agreeing, [entry("a.x.1", 1)])

@@ -75,8 +75,9 @@ package final class StreamIntegrity {
     /// This node's chain at its recent checkpoints, and the claims heard for them (node → hash).
     private var ownHashes: [(sequence: UInt64, hash: String)] = []
     private var claims: [UInt64: [String: String]] = [:]
-    /// Checkpoints remembered (own hashes and claims).
+    /// Checkpoints remembered (own hashes and claims), and claimants heard per checkpoint at most.
     static let rememberedCheckpoints = 16
+    static let maximumClaimants = 64
 
     /// This node's own batches: the sequence the publish acknowledgement gave, or the one it was delivered
     /// at, whichever came first (the other is compared with it when it comes).
@@ -200,6 +201,8 @@ package final class StreamIntegrity {
     /// now disagrees with the majority of the claims heard for that sequence (this node's included).
     func claim(_ checkpoint: ReplicationEntry.Checkpoint, from claimant: String, node: String) -> String? {
         guard claimant != node else { return nil }
+        // Claimants are nodes: a stream holding claims from ever more names (forged) is not allowed to grow this.
+        if let heard = claims[checkpoint.sequence], heard.count >= StreamIntegrity.maximumClaimants, heard[claimant] == nil { return nil }
         claims[checkpoint.sequence, default: [:]][claimant] = checkpoint.hash
         if claims.count > StreamIntegrity.rememberedCheckpoints, let oldest = claims.keys.min() { claims[oldest] = nil }
         guard let own = ownHashes.last(where: { $0.sequence == checkpoint.sequence }) else { return nil }

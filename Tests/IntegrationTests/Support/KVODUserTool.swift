@@ -13,13 +13,18 @@ enum KVODUserTool {
     /// `kvod user <arguments>` with KVOD_PASSWORD set to `password` (unset when nil).
     @discardableResult
     static func run(_ arguments: [String], password: String? = nil, environment extra: [String: String] = [:]) throws -> Result {
-        let process = Process()
-        process.executableURL = BuiltProducts.executable("kvod")
-        process.arguments = ["user"] + arguments
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "KVOD_PASSWORD")
         if let password { environment["KVOD_PASSWORD"] = password }
         environment.merge(extra) { $1 }
+        return try runKVOD(["user"] + arguments, environment: environment)
+    }
+
+    /// The built `kvod` with `arguments` and `environment`, run to completion, standard input not a terminal.
+    static func runKVOD(_ arguments: [String], environment: [String: String]) throws -> Result {
+        let process = Process()
+        process.executableURL = BuiltProducts.executable("kvod")
+        process.arguments = arguments
         process.environment = environment
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
