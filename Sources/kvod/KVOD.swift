@@ -233,6 +233,19 @@ struct KVOD: ParsableCommand {
         """, transform: NumberArgument.positive)
     var walLimit = SQLiteStore.defaultWALLimitBytes
 
+    @Option(parsing: .unconditional, help: """
+        Most bytes the database and its WAL may take on disk (--data); past it writes are refused (storage_full) \
+        while reads and observations go on, until the files are below it again (0: no limit).
+        """, transform: NumberArgument.nonNegative)
+    var maxDisk = 0
+
+    @Option(parsing: .unconditional, help: """
+        Bytes held in reserve on the data directory's file system (the file kvod.reserve), given back when the \
+        disk fills so that the writes in progress are still stored; writes are then refused (storage_full) until \
+        the reserve can be made again (default: 64 MiB, at most 1/20 of the file system; 0: none).
+        """, transform: NumberArgument.nonNegative)
+    var diskReserve: Int?
+
     @Option(help: ArgumentHelp("""
         Cluster mode: the NATS servers (JetStream), comma-separated (nats://127.0.0.1:4222,nats://...). \
         Writes are appended to a stream that every node applies in order; reads and observations stay local.
@@ -444,6 +457,8 @@ struct KVOD: ParsableCommand {
             let checkpointDelay = getenv("KVOD_TEST_CHECKPOINT_DELAY_MS").flatMap { Int(String(cString: $0)) } ?? 0
             settings.storage = StorageConfiguration(directory: data ?? KVOD.defaultDataDirectory, sync: SyncMode(rawValue: sync)!,
                                                     walLimitBytes: walLimit, checkpointTestDelayMilliseconds: checkpointDelay)
+            settings.storage?.reserveBytes = diskReserve
+            settings.storage?.maximumDiskBytes = maxDisk
         }
         settings.usersFile = users
         settings.cluster = clusterConfiguration

@@ -1,5 +1,6 @@
 import CLibUV
 import KVOEngine
+import KVOModel
 import KVOJSON
 import KVOVersion
 import Logging
@@ -83,6 +84,12 @@ public final class Server {
     /// `store.keepsWrites`, read once: whether writes wait for a group commit before any output about them
     /// (`mayWriteImmediately`, on the hot path, reads this, not the store).
     let storeKeepsWrites: Bool
+    /// Whether the store takes writes (`Server+StorageHealth`), and the error a write gets while it does
+    /// not (nil while writable: the one check `handleLine` makes per write).
+    var storageHealth = StorageHealth.writable
+    var storageRefusal: KVOError?
+    /// When the housekeeping tick last ran `checkStorage()` (every second).
+    var lastStorageCheck: UInt64 = 0
     /// Scratch space reused by every request (no allocation per request once warm).
     var notifications: [ChangeNotification] = []
     var replyBuffer: [UInt8] = []
@@ -188,6 +195,7 @@ public final class Server {
             self.passwordCheckFinished(verification)
         }
         startOwnHandles()
+        checkStorageAtStart()
         try startListening()
         if !users.isEmpty {
             configuration.logger.info("authentication required", metadata: ["users": "\(users.count)"])
