@@ -23,6 +23,9 @@ struct ConfigurationLayers {
     /// The config file read, if any.
     let configPath: String?
 
+    /// Options a config file cannot give: the file itself, and what kvod does with its settings.
+    static let commandLineOnly: Set<String> = ["config", "check-config"]
+
     /// Words on the command line after which nothing is read from the file or environment: ArgumentParser
     /// answers them without running kvod, and a broken file must not hide the help.
     static let answeredWithoutRunning: Set<String> = ["-h", "--help", "--version", "--experimental-dump-help"]
@@ -36,7 +39,8 @@ struct ConfigurationLayers {
         }
         let given = ConfigurationLayers.optionsGiven(in: commandLine, catalog: catalog)
         var fromEnvironment: [String: Setting] = [:]
-        for option in catalog.options where !given.names.contains(option.name) {
+        // KVOD_CONFIG names the file; --check-config is a command, not a setting.
+        for option in catalog.options where !given.names.contains(option.name) && option.name != "check-config" {
             guard let text = environment[option.environmentName], !text.isEmpty else { continue }
             let source = SettingSource.environment(variable: option.environmentName)
             let values = option.isRepeating ? text.split(separator: ",").map(String.init) : [text]
@@ -52,8 +56,8 @@ struct ConfigurationLayers {
                 guard let option = catalog[entry.key] else {
                     throw .unknownKey(path: configPath, line: entry.line, key: entry.key, suggestion: catalog.suggestion(for: entry.key))
                 }
-                if option.name == "config" {
-                    throw .badValue(source: source, key: entry.key, problem: "a config file cannot name another (give --config or KVOD_CONFIG)")
+                if ConfigurationLayers.commandLineOnly.contains(option.name) {
+                    throw .badValue(source: source, key: entry.key, problem: "is given on the command line (or, for config, as KVOD_CONFIG), not in a config file")
                 }
                 if entry.isList, !option.isRepeating {
                     throw .badValue(source: source, key: entry.key, problem: "takes one value, not a list")
@@ -80,6 +84,15 @@ struct ConfigurationLayers {
         self.settings = settings
         self.arguments = arguments + commandLine
         self.configPath = configPath
+    }
+
+    /// `--check-config`'s report: each setting from the file and the environment, with where it came from.
+    var report: String {
+        var text = ""
+        for setting in settings {
+            text += "\(setting.name) = \(setting.values.joined(separator: ", "))  (\(setting.source))\n"
+        }
+        return text + "configuration OK: \(settings.count) setting\(settings.count == 1 ? "" : "s") from \(configPath ?? "no config file") and the environment\n"
     }
 
     /// The settings (from the file or the environment) whose flag `message` names, as `--name`: where an error

@@ -134,6 +134,13 @@ struct KVOD: ParsableCommand {
         """, valueName: "file"))
     var config: String?
 
+    @Flag(help: """
+        Check the settings and exit: print those from the config file and the environment, with where each came \
+        from, and exit 0 when kvod would start with them (64 for a mistake in the file or environment, 2 on the \
+        command line).
+        """)
+    var checkConfig = false
+
     @Option(parsing: .unconditional, help: "Longest request line in bytes; longer lines are answered too_large.",
             transform: NumberArgument.positive)
     var maxLine = 1 << 20
@@ -410,6 +417,7 @@ struct KVOD: ParsableCommand {
         do {
             var command = try parseAsRoot(layers.arguments)
             guard let kvod = command as? KVOD else { return try command.run() }
+            if kvod.checkConfig { return print(layers.report, terminator: "") }
             try kvod.run(commandLine: commandLine, layers: layers)
         } catch {
             let sources = layers.sources(mentionedIn: message(for: error))
