@@ -16,7 +16,8 @@ import Glibc
 /// `flushEarlyIfOutputIsLarge()`). The loop thread, the one that calls `run()`,
 /// owns all of it: no locks on the hot path. Only `stopHandle` may be used from another thread.
 public final class Server {
-    public let configuration: ServerConfiguration
+    /// Made at start-up; SIGHUP changes only what can change while the server runs (`Server+Reload`).
+    public internal(set) var configuration: ServerConfiguration
     var logger: Logger { configuration.logger }
     let loop: EventLoop
     /// Every listener (`--port`, `--tls-port`, `--http-port`, `--unix`), each knowing what its connections
