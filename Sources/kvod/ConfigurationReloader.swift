@@ -22,7 +22,7 @@ final class ConfigurationReloader: @unchecked Sendable {
     static let liveSettings: Set<String> = [
         "log-level", "max-connections", "max-total-output", "max-total-input", "max-line", "max-pending-requests",
         "first-request-timeout", "login-timeout", "max-observations-per-connection",
-        "tls-cert", "tls-key", "tls-ca", "tls-client-auth", "tls-handshake-timeout",
+        "tls-cert", "tls-key", "tls-ca", "tls-client-auth", "tls-handshake-timeout", "max-disk",
     ]
 
     private let commandLine: [String]

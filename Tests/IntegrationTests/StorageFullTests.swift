@@ -143,10 +143,12 @@ struct StorageFullTests {
         }
     }
 
-    @Test("--max-disk refuses writes past it (storage_full) and keeps reads; a restart with a larger limit takes them again")
+    @Test("--max-disk refuses writes past it (storage_full) and keeps reads; raised by a SIGHUP reload, writes are taken again")
     func maxDiskRefusesWrites() throws {
         let directory = try TemporaryDirectory("max-disk")
-        var server = try KVODProcess(["--max-disk", "400000", "--http-port", "0"], dataDirectory: directory.path)
+        let config = directory.appending("kvod.conf")
+        try "max-disk = 400000\n".write(toFile: config, atomically: true, encoding: .utf8)
+        var server = try KVODProcess(["--config", config, "--http-port", "0"], dataDirectory: directory.appending("data"))
         defer { server.stop() }
         let writer = try server.connect()
         let (acknowledged, refusal) = try Self.createUntilRefused(writer, prefix: "q")
@@ -158,11 +160,13 @@ struct StorageFullTests {
         let metrics = Self.httpBody(server, "/metrics")
         #expect(metrics.contains("kvod_storage_state 1"), "\(metrics)")
         #expect(metrics.contains("kvod_storage_max_disk_bytes 400000"), "\(metrics)")
-        server.stop()
-        server = try KVODProcess(["--max-disk", "0"], dataDirectory: directory.path)
+
+        try "max-disk = 0\n".write(toFile: config, atomically: true, encoding: .utf8)
+        server.send(signal: SIGHUP)
+        #expect(try Self.waitUntilWritable(writer, object: "later"), "\(server.log)")
+        server = try server.restart()
         let again = try server.connect()
-        try again.call("create", ["object": "later"])
-        for id in acknowledged {
+        for id in acknowledged + ["later"] {
             #expect(try again.request("get", ["object": .string(id)])["ok"] == true, "acknowledged '\(id)' is gone")
         }
     }

@@ -43,6 +43,11 @@ extension Server {
         configuration.loginTimeout = fresh.loginTimeout
         configuration.maximumObservationsPerConnection = fresh.maximumObservationsPerConnection
         handler.engine.maximumObservationsPerConnection = fresh.maximumObservationsPerConnection
+        // `--max-disk`: raising it (or 0) takes writes again at the next storage check, within a second.
+        if configuration.storage != nil {
+            configuration.storage?.maximumDiskBytes = fresh.storage?.maximumDiskBytes ?? 0
+            lastStorageCheck = 0
+        }
         // The files, client certificates and handshake timeout of the TLS listener; never its port, and never
         // a TLS listener added or removed.
         if let running = configuration.tls, var tls = fresh.tls {
