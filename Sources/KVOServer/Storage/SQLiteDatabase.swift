@@ -95,10 +95,17 @@ final class SQLiteDatabase {
         return (code, Int(walFrames), Int(checkpointed))
     }
 
-    /// The error for a failed call: `code` with the connection's current `sqlite3_errmsg`.
+    /// The error for a failed call: `code` with the connection's current `sqlite3_errmsg`, and its extended
+    /// code when the connection's is one of it (SQLITE_IOERR_FSYNC rather than SQLITE_IOERR: what a failure
+    /// left depends on it, `SQLiteStore.assess`). Readers of the code compare `code & 0xFF` with the primary codes.
     func error(_ code: Int32, during: String) -> StorageError {
         let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
-        return .sqlite(code: code, message: message, during: during)
+        var reported = code
+        if let handle {
+            let extended = sqlite3_extended_errcode(handle)
+            if extended & 0xFF == code & 0xFF { reported = extended }
+        }
+        return .sqlite(code: reported, message: message, during: during)
     }
 
     private func openHandle(during: String) throws(StorageError) -> OpaquePointer {

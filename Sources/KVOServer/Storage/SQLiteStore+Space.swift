@@ -31,14 +31,24 @@ extension SQLiteStore {
     }
 
     /// What a failed `commit` or `writeUsers` left. A transaction still open (its rollback failed) is
-    /// `.unknown`; so are I/O errors (SQLITE_IOERR: a failed write or fsync may have left frames in the
-    /// WAL that a restart would take as committed), corruption and a file that is no database.
+    /// `.unknown`; so are a failed sync (SQLITE_IOERR_FSYNC, _DIR_FSYNC: the kernel may have dropped or may
+    /// still write back pages a restart would take as committed, PostgreSQL's fsync lesson), other I/O errors
+    /// SQLite does not name, corruption and a file that is no database. A failed read or write of the WAL
+    /// (SQLITE_IOERR_READ, _WRITE, _SHORT_READ: a read-only remount, a failing device) leaves no commit frame
+    /// that checks out (WAL frames carry checksums), so the database is as the last commit left it.
     func assess(_ error: StorageError) -> StorageFailure {
         if database?.isInTransaction == true {
             return .unknown("\(error) (and the transaction could not be rolled back)")
         }
         guard case let .sqlite(code, _, _) = error else {
             return error == .closed ? .consistent("\(error)") : .unknown("\(error)")
+        }
+        switch code {
+        // SQLITE_IOERR_READ, _SHORT_READ, _WRITE and _TRUNCATE (the C macros are expressions Swift does not import).
+        case SQLITE_IOERR | (1 << 8), SQLITE_IOERR | (2 << 8), SQLITE_IOERR | (3 << 8), SQLITE_IOERR | (6 << 8):
+            return .consistent("\(error)")
+        default:
+            break
         }
         switch code & 0xFF {
         case SQLITE_FULL:
