@@ -27,17 +27,8 @@ import Testing
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.usersFile = usersFile
-        let server = try Server(configuration: configuration)
-        let port = server.port
-        let stop = server.stopHandle
-        let done = DispatchSemaphore(value: 0)
-        // The server belongs to its thread until `run()` returns; this thread reads its metrics only after.
-        let handOff = ServerHandOff(server)
-        Thread {
-            _ = handOff.server.run()
-            done.signal()
-        }.start()
-        defer { stop.requestStop() }
+        let running = try ServerThread(configuration)
+        let port = running.port
 
         var expectedCounts: [MetricsOperation: UInt64] = [:]
         func line(_ operation: ProtocolOperation) -> [UInt8] {
@@ -74,18 +65,11 @@ import Testing
             expectedCounts[operation.declaration.metrics, default: 0] += 1
         }
 
-        stop.requestStop()
-        #expect(done.wait(timeout: .now() + 10) == .success, "the server did not stop")
+        let server = try #require(running.stop(), "the server did not stop").server
         for (label, count) in expectedCounts {
             let counted = server.metrics.requests(label, outcome: "ok") + server.metrics.requests(label, outcome: "unauthenticated")
                 + server.metrics.requests(label, outcome: "forbidden") + server.metrics.requests(label, outcome: "bad_request")
             #expect(counted == count, "\(label.name): counted \(counted), expected \(count)")
         }
     }
-}
-
-/// Hands the server to the thread that runs it (it is not Sendable: one thread at a time owns it).
-private final class ServerHandOff: @unchecked Sendable {
-    let server: Server
-    init(_ server: Server) { self.server = server }
 }

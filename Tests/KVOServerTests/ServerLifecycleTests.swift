@@ -16,20 +16,9 @@ import Testing
         var configuration = ServerConfiguration()
         configuration.port = 0
         configure(&configuration)
-        let server = try Server(configuration: configuration)
-        let port = server.port
-        let stop = server.stopHandle
-        let box = ReportBox()
-        // Ownership of the server passes to its thread here; this thread never touches it again.
-        let handOff = HandOff(server)
-        let thread = Thread {
-            box.set(handOff.value.run())
-        }
-        thread.start()
-        defer { stop.requestStop() }
-        try body(port)
-        stop.requestStop()
-        return try #require(box.wait(timeout: 10), "the server did not stop")
+        let running = try ServerThread(configuration)
+        try body(running.port)
+        return try #require(running.stop(), "the server did not stop").report
     }
 
     @Test func stoppingWithLiveConnectionsAndSubscriptionsClosesEveryHandle() throws {
@@ -79,32 +68,5 @@ import Testing
         })
         first.stopHandle.requestStop()
         #expect(first.run().loopClosedCleanly)
-    }
-}
-
-/// Moves a non-Sendable value to another thread that becomes its only user.
-private struct HandOff<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
-/// Hands the report from the server thread to the test.
-private final class ReportBox: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var report: ShutdownReport?
-
-    func set(_ report: ShutdownReport) {
-        condition.lock()
-        self.report = report
-        condition.signal()
-        condition.unlock()
-    }
-
-    func wait(timeout: Double) -> ShutdownReport? {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while report == nil, condition.wait(until: deadline) {}
-        return report
     }
 }

@@ -21,16 +21,8 @@ import Testing
         var storage = StorageConfiguration(directory: scratch.path)
         storage.maximumDiskBytes = 1
         configuration.storage = storage
-        let server = try Server(configuration: configuration)
-        let port = server.port
-        let stop = server.stopHandle
-        let done = DispatchSemaphore(value: 0)
-        let handOff = RefusalServerHandOff(server)
-        Thread {
-            _ = handOff.server.run()
-            done.signal()
-        }.start()
-        defer { stop.requestStop() }
+        let running = try ServerThread(configuration)
+        let port = running.port
 
         let client = try KVOConnection(port: port)
         var writeRows = 0
@@ -46,16 +38,9 @@ import Testing
             }
         }
         #expect(writeRows >= 10, "only \(writeRows) write rows walked")
-        stop.requestStop()
-        #expect(done.wait(timeout: .now() + 10) == .success, "the server did not stop")
+        let server = try #require(running.stop(), "the server did not stop").server
         // Read after the loop thread is done with it: nothing was written, nothing was stored.
         #expect(server.engine.revision == 0, "a refused write moved the revision")
         #expect(server.engine.objectCount == 0)
     }
-}
-
-/// Hands the server to the thread that runs it (it is not Sendable: one thread at a time owns it).
-private final class RefusalServerHandOff: @unchecked Sendable {
-    let server: Server
-    init(_ server: Server) { self.server = server }
 }
