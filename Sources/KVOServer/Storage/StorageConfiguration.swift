@@ -12,6 +12,9 @@ public struct StorageConfiguration: Sendable {
     /// Tests only (`KVOD_TEST_CHECKPOINT_DELAY_MS`): a pause before each background checkpoint, so that
     /// they fall behind and the blocking fallback runs. 0 otherwise.
     public var checkpointTestDelayMilliseconds: Int
+    /// `--init`: where the directory held a database whose file is now missing or empty, start with a new,
+    /// empty one instead of refusing (`LostDatabaseCheck`). Changes nothing where the database is there.
+    public var replacesLostDatabase = false
 
     /// The default `walLimitBytes` (`kvod --wal-limit`): 64 MiB.
     public static let defaultWALLimitBytes = 64 << 20
