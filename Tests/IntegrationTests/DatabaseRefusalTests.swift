@@ -100,13 +100,17 @@ struct DatabaseRefusalTests {
         #expect(first.stop() == 0)
     }
 
-    @Test("kvod user words a damaged database as kvod does")
+    @Test("kvod user words its refusals as kvod does: a newer schema, a damaged file")
     func userCommandNamesTheFile() throws {
         let scratch = try TemporaryDirectory("refusal-user")
         let store = try Self.usedDirectory(scratch)
+        try SQLiteFile.execute("UPDATE meta SET value = 99 WHERE key = 'schema_version'", at: store.database)
+        let newer = try KVODUserTool.run(["list", "--data", store.data])
+        #expect(newer.status == 1)
+        #expect(newer.stderr.contains("kvod user: error: cannot use the database '\(store.database)': it has schema version 99, written by a newer kvod"), "\(newer.stderr)")
         try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: store.database))
-        let result = try KVODUserTool.run(["list", "--data", store.data])
-        #expect(result.status == 1)
-        #expect(result.stderr.contains("kvod user: error: cannot use the database '\(store.database)': it is not a SQLite database"), "\(result.stderr)")
+        let damaged = try KVODUserTool.run(["list", "--data", store.data])
+        #expect(damaged.status == 1)
+        #expect(damaged.stderr.contains("kvod user: error: cannot use the database '\(store.database)': it is not a SQLite database"), "\(damaged.stderr)")
     }
 }
