@@ -4,7 +4,7 @@ import KVOJSON
 import Testing
 
 /// Issue 27: a data directory that held a database whose file is now missing or empty (a failed restore, a
-/// volume mounted empty, a deleted file) refuses the start, naming the file and what shows that a database
+/// copy cut short, a deleted file) refuses the start, naming the file and what shows that a database
 /// lived there, instead of starting as a healthy, empty server; `--init` starts empty on purpose. A new
 /// directory still just works. The real kvod and `kvod user`.
 @Suite("lost database file")

@@ -9,8 +9,9 @@ import Darwin
 /// directory holds a kvod database, with an id and the time it was written.
 ///
 /// It exists so that a later start can tell a new, empty directory (where kvod creates a database) from
-/// one that held a database which is now missing or empty: a failed restore, a volume mounted empty, a
-/// file deleted by mistake. `LostDatabaseCheck` refuses those unless `--init` says to start empty.
+/// one that held a database which is now missing or empty: a failed restore, a copy cut short, a file
+/// deleted by mistake. `LostDatabaseCheck` refuses those unless `--init` says to start empty. A directory
+/// emptied whole, marker included (a volume that was not mounted), is new again: nothing is left to tell.
 /// kvod never reads the id; it is for operators telling directories (and their backups) apart.
 ///
 /// Stateless; blocking file calls (start-up, `SQLiteStore.init`). Any thread.
@@ -36,7 +37,7 @@ enum DataDirectoryMarker {
         created: \(created)
 
         kvod wrote this file when it created the database kvod.sqlite3 here. While it is here, kvod refuses to
-        start when kvod.sqlite3 is missing or empty (a failed restore, a volume mounted empty) instead of
+        start when kvod.sqlite3 is missing or empty (a failed restore, a file deleted by mistake) instead of
         starting with an empty store; `kvod --init` starts empty anyway. Keep it with the database.
 
         """

@@ -11,7 +11,7 @@ import Darwin
 /// of a kvod older than the marker gets the marker at its first start with this one.
 ///
 /// SQLite would take a missing or empty file for a new database, and kvod would start as a healthy,
-/// empty server: a failed restore, a volume mounted empty or a deleted file would look like a
+/// empty server: a failed restore, a copy cut short or a deleted file would look like a
 /// deliberate wipe, and clients would write over the loss. `SQLiteStore.init` refuses such a directory
 /// (`StorageError.lostDatabase`) unless told to start empty (`--init`), and then sets the lost
 /// database's leftover `-wal` and `-shm` aside (`setAsideLeftovers()`) so that SQLite does not apply them
