@@ -1,11 +1,18 @@
 #!/bin/sh
 # The kvod image's ENTRYPOINT. Runs as the image's user kvod (uid 7420), then replaces itself with
 #
-#     kvod --host 0.0.0.0 --port 7420 --data /var/lib/kvod [TLS flags] "$@"
+#     kvod --host 0.0.0.0 --port 7420 --http-port 7480 --http-host 0.0.0.0 --data /var/lib/kvod [TLS flags] "$@"
 #
 # so kvod is PID 1: it gets SIGTERM (clean stop) and SIGHUP (TLS certificate reload) itself. Arguments
 # given to the container (compose `command:`) are appended; a later flag overrides an earlier one.
 # The users live in /var/lib/kvod with the data: do not move it with --data.
+#
+# The HTTP listener on 7480 serves /healthz and /readyz (the image's HEALTHCHECK, docker/healthcheck.sh),
+# /metrics (with users defined, off loopback: only with a server admin's API token, `Authorization: Bearer`),
+# the WebSocket /ws (logging in as on 7420) and the inspector at /.
+#
+# --init among the arguments (a database lost from the volume, started empty on purpose: README,
+# "Operations") also goes to the `kvod user` commands below, which open the same database first.
 #
 # Environment (all optional):
 #   KVOD_ADMIN_USER           create this user with the rules *=read,write,admin on the first start, when it
@@ -29,9 +36,14 @@ data=/var/lib/kvod
 say() { printf 'kvod-entrypoint: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 
+init=
+case " $* " in *" --init "*) init=--init ;; esac
+
 admin_user=${KVOD_ADMIN_USER:-}
 if [ -n "$admin_user" ]; then
-    if kvod user list --data "$data" | awk -v name="$admin_user" '$1 == name { found = 1 } END { exit !found }'; then
+    # kvod user's own line says what is wrong with the data directory (a lost database, permissions, …).
+    users=$(kvod user list --data "$data" $init) || die "cannot read the users in $data (see the line above)"
+    if printf '%s\n' "$users" | awk -v name="$admin_user" '$1 == name { found = 1 } END { exit !found }'; then
         say "user '$admin_user' exists already in $data; KVOD_ADMIN_PASSWORD(_FILE) not applied"
     else
         if [ -n "${KVOD_ADMIN_PASSWORD_FILE:-}" ]; then
@@ -44,14 +56,14 @@ if [ -n "$admin_user" ]; then
         fi
         [ -n "$admin_password" ] ||
             die "KVOD_ADMIN_USER=$admin_user is set but there is no password: set KVOD_ADMIN_PASSWORD_FILE (a secret) or KVOD_ADMIN_PASSWORD"
-        KVOD_PASSWORD=$admin_password kvod user add --data "$data" "$admin_user" '*=read,write,admin' >&2 ||
+        KVOD_PASSWORD=$admin_password kvod user add --data "$data" $init "$admin_user" '*=read,write,admin' >&2 ||
             die "could not add user '$admin_user' (see the line above)"
         unset admin_password
     fi
 fi
 unset KVOD_ADMIN_PASSWORD KVOD_PASSWORD
 
-set -- --host 0.0.0.0 --port 7420 --data "$data" "$@"
+set -- --host 0.0.0.0 --port 7420 --http-port 7480 --http-host 0.0.0.0 --data "$data" "$@"
 cert=${KVOD_TLS_CERT_FILE:-}
 key=${KVOD_TLS_KEY_FILE:-}
 if [ -n "$cert" ] || [ -n "$key" ]; then
@@ -67,7 +79,8 @@ fi
 case " $* " in
     *" --insecure-open "* | *" --in-memory "* | *" --users "* | *" --users="*) ;;
     *)
-        if [ -z "$(kvod user list --data "$data" 2>/dev/null)" ]; then
+        # Only when the list could be read: kvod itself reports a data directory it cannot use.
+        if users=$(kvod user list --data "$data" $init 2>/dev/null) && [ -z "$users" ]; then
             say "no users in $data: set KVOD_ADMIN_USER and KVOD_ADMIN_PASSWORD_FILE (or KVOD_ADMIN_PASSWORD) to create an admin on this start, or pass --insecure-open to serve without authentication"
         fi
         ;;

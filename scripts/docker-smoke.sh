@@ -4,16 +4,20 @@
 # scripts/make-dev-certs.sh mounted read-only. Checks: a start with no users and no --insecure-open is
 # refused (kvod's protected-mode line and the entrypoint's guidance); ping (inside the container and through
 # the published port, without logging in); an unauthenticated request through the published port is refused
-# (`unauthenticated`); TLS through the published TLS port with `openssl s_client` from the host (certificate
+# (`unauthenticated`); the HTTP listener through its published port (/healthz and /readyz answer, /metrics
+# refuses a request without a token and serves a server admin's); TLS through the published TLS port with `openssl s_client` from the host (certificate
 # verified against the throwaway CA, auth, get); a create/subscribe/set round trip as the admin (kvoclient
-# --user, KVOD_PASSWORD through `podman exec -e`); the HEALTHCHECK (`podman healthcheck run`); the fixed
-# non-root user (uid/gid 7420); data and the user kept across a container restart (the user is not added
-# twice); a bind-mounted host directory owned by 7420:7420; and a clean exit on SIGTERM (exit code 0 and the
-# "stopped; event loop closed cleanly" log line).
+# --user, KVOD_PASSWORD through `podman exec -e`); the HEALTHCHECK (`podman healthcheck run`: GET /healthz);
+# the fixed non-root user (uid/gid 7420); data and the user kept across a container restart (the user is not
+# added twice); a bind-mounted host directory owned by 7420:7420; its database deleted: the container stops
+# with kvod's refusal naming the file, and starts empty with --init; and a clean exit on SIGTERM (exit code 0
+# and the "stopped; event loop closed cleanly" log line). It prints the image's size, the base's and the
+# binaries' (stripped, with a .gnu_debuglink to their symbols), and fails past KVOD_IMAGE_LIMIT_MB (130).
 #
 # Works on a machine with no Docker engine and no container registry (README.md, "Docker"): it installs podman, buildah, runc, debootstrap and openssl (the test certificates, `openssl s_client`) with apt-get when they are missing, and makes
 # local stand-ins for the two base images the Dockerfile names, `debian:bookworm-slim` (debootstrap from
-# the host's Debian mirror) and `swift:<version>-bookworm` (that plus the official Swift image's build
+# the host's Debian mirror, slimmed as the official image is: no documentation, manual pages or
+# translations; a cached stand-in made before that is made again) and `swift:<version>-bookworm` (that plus the official Swift image's build
 # packages and the host's own Swift toolchain). The base images are cached in podman's storage: a second
 # run skips them. Swift packages come from the host's package mirror when git rewrites github.com to a
 # local directory (`git config url.<dir>.insteadOf`).
@@ -44,7 +48,7 @@ fail() {
 
 # --- Tools -------------------------------------------------------------------------------------------
 missing=()
-for tool in podman buildah runc debootstrap openssl; do
+for tool in podman buildah runc debootstrap openssl readelf; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -53,7 +57,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt_options=(-o DPkg::Lock::Timeout=300 -o Acquire::Retries=2)
     if ! apt-get "${apt_options[@]}" update -qq >&2 ||
         ! DEBIAN_FRONTEND=noninteractive apt-get "${apt_options[@]}" install -y -qq \
-            --no-install-recommends podman buildah runc debootstrap openssl >&2; then
+            --no-install-recommends podman buildah runc debootstrap openssl binutils >&2; then
         skip "could not install ${missing[*]} with apt-get (no network for the package mirror?)"
     fi
 fi
@@ -90,6 +94,23 @@ apt_mirror() {
         awk -v want="$want" '(want == "security") == ($0 ~ /security/) && !found { print; found = 1 }' || true
 }
 
+# The official -slim images exclude these from every package (debuerreotype's slimify), and keep
+# /etc/dpkg/dpkg.cfg.d/docker saying so, so that apt-get in a later layer adds none either. Without them
+# the stand-in weighs about 46 MB more than the official image and the image's reported size with it.
+slim_config='# The "slim" variant: files normally unnecessary in containers are excluded (as in the official image).
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/lintian/overrides/*
+path-exclude /usr/share/locale/*
+path-exclude /usr/share/man/*'
+if podman image exists "localhost/$debian_image" &&
+    ! podman run --rm --entrypoint test "localhost/$debian_image" -e /etc/dpkg/dpkg.cfg.d/docker >/dev/null 2>&1; then
+    say "base image localhost/$debian_image was made without the -slim exclusions: making it again"
+    podman rmi "localhost/$debian_image" >/dev/null 2>&1 || podman untag "localhost/$debian_image" >/dev/null 2>&1 || true
+fi
 if podman image exists "localhost/$debian_image"; then
     say "base image localhost/$debian_image: cached"
 else
@@ -128,6 +149,11 @@ Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 EOF
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    printf '%s\n' "$slim_config" >"$rootfs/etc/dpkg/dpkg.cfg.d/docker"
+    find "$rootfs/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+    find "$rootfs/usr/share/doc" -mindepth 1 -type d -empty -delete
+    rm -rf "$rootfs"/usr/share/groff/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/linda/* \
+        "$rootfs"/usr/share/lintian/overrides/* "$rootfs"/usr/share/locale/* "$rootfs"/usr/share/man/*
     tar -C "$rootfs" -c . | podman import --change 'CMD ["bash"]' - "localhost/$debian_image" >/dev/null ||
         fail "podman import of the debootstrap tree failed"
     rm -rf "$rootfs"
@@ -187,15 +213,41 @@ while read -r key value; do
 done < <(git config --get-regexp '^url\.' || true)
 [ -s "$gitconfig" ] && build_mounts+=(-v "$gitconfig:/etc/gitconfig:ro")
 
-image=localhost/kvod:smoke
-say "building $image from docker/Dockerfile"
+tag=localhost/kvod:smoke
+say "building $tag from docker/Dockerfile"
 build_started=$SECONDS
-if ! podman build --format docker --pull=never ${build_mounts[@]+"${build_mounts[@]}"} \
-    -f docker/Dockerfile -t "$image" . >"$cache/kvod-image.log" 2>&1; then
+# Its id, not the tag, from here on: another run building at the same time moves the tag.
+if ! podman build --format docker --pull=never ${build_mounts[@]+"${build_mounts[@]}"} --iidfile "$cache/iid.$$" \
+    -f docker/Dockerfile -t "$tag" . >"$cache/kvod-image.log" 2>&1; then
     tail -n 30 "$cache/kvod-image.log" >&2
     fail "building the image from docker/Dockerfile failed: see $cache/kvod-image.log"
 fi
-say "image built in $((SECONDS - build_started)) s ($(podman image inspect --format '{{.Size}}' "$image" | awk '{ printf "%d MB", $1 / 1000000 }'))"
+image=$(cat "$cache/iid.$$")
+rm -f "$cache/iid.$$"
+say "image built in $((SECONDS - build_started)) s"
+
+# --- Size --------------------------------------------------------------------------------------------
+megabytes() { awk '{ printf "%.1f MB", $1 / 1000000 }'; }
+image_bytes=$(podman image inspect --format '{{.Size}}' "$image")
+base_bytes=$(podman image inspect --format '{{.Size}}' "localhost/$debian_image")
+binaries=$(mktemp -d /var/tmp/kvod-smoke-binaries.XXXXXX)
+sizes_container=$(podman create "$image" 2>/dev/null) || fail "podman create $image failed"
+for binary in kvod kvoclient; do
+    podman cp "$sizes_container:/usr/local/bin/$binary" "$binaries/$binary" || fail "podman cp $binary out of the image failed"
+done
+podman rm -f "$sizes_container" >/dev/null 2>&1 || true
+binary_sizes=
+for binary in kvod kvoclient; do
+    sections=$(readelf -S --wide "$binaries/$binary")
+    case $sections in *" .symtab "*) fail "/usr/local/bin/$binary in the image is not stripped (it has a .symtab)" ;; esac
+    case $sections in *" .gnu_debuglink "*) ;; *) fail "/usr/local/bin/$binary has no .gnu_debuglink to its debug symbols" ;; esac
+    binary_sizes="$binary_sizes, $binary $(stat -c %s "$binaries/$binary" | megabytes)"
+done
+rm -rf "$binaries"
+image_limit=${KVOD_IMAGE_LIMIT_MB:-130}
+say "image size: $(megabytes <<<"$image_bytes") (base $debian_image $(megabytes <<<"$base_bytes")$binary_sizes, stripped)"
+[ "$image_bytes" -le $((image_limit * 1000000)) ] ||
+    fail "the image is $(megabytes <<<"$image_bytes"), over KVOD_IMAGE_LIMIT_MB=$image_limit: see what grew with podman history $tag"
 
 # --- Smoke test --------------------------------------------------------------------------------------
 container=kvod-smoke-$$
@@ -248,7 +300,7 @@ done
 say "ok: the runtime stage has every library kvod and kvoclient link"
 
 healthcheck=$(podman image inspect --format '{{json .Config.Healthcheck}}' "$image")
-case $healthcheck in *kvoclient*) ;; *) fail "the image has no HEALTHCHECK (built in OCI format?): $healthcheck" ;; esac
+case $healthcheck in *kvod-healthcheck*) ;; *) fail "the image has no HEALTHCHECK (built in OCI format?): $healthcheck" ;; esac
 
 # Protected mode: no users, no --insecure-open, a listener on 0.0.0.0: kvod refuses to start, with its own
 # line and the entrypoint's guidance in the container's log.
@@ -266,14 +318,15 @@ say "ok: a start with no users and no --insecure-open is refused (exit $open_sta
 
 # Without systemd podman cannot schedule health checks and says so on every start; they run on demand
 # here (`podman healthcheck run`), so that complaint goes to a file.
-podman run -d --name "$container" -p 127.0.0.1::7420 -p 127.0.0.1::7421 "${run_secure[@]}" \
+podman run -d --name "$container" -p 127.0.0.1::7420 -p 127.0.0.1::7421 -p 127.0.0.1::7480 "${run_secure[@]}" \
     -v "$volume:/var/lib/kvod" "$image" >/dev/null 2>"$cache/run.err" ||
     fail "podman run failed: $(cat "$cache/run.err")"
 wait_ready "$container"
 logs=$(podman logs "$container" 2>&1)
 grep -q "added user 'admin'" <<<"$logs" || fail "the entrypoint did not add the admin user: $logs"
 grep -q 'listening for TLS on 0.0.0.0:7421' <<<"$logs" || fail "kvod does not listen for TLS on 7421: $logs"
-say "ok: ping inside the container (admin user added, TLS listener on 7421)"
+grep -q 'listening for HTTP on 0.0.0.0:7480' <<<"$logs" || fail "kvod does not listen for HTTP on 7480: $logs"
+say "ok: ping inside the container (admin user added, TLS listener on 7421, HTTP on 7480)"
 
 # Ping through the published port, with the protocol itself.
 port=$(podman port "$container" 7420/tcp | sed 's/.*://' | head -n 1)
@@ -287,6 +340,32 @@ IFS= read -r -t 10 reply <&3 || fail "no reply to an unauthenticated list on 127
 exec 3<&-
 case $reply in *'"ok":false'*'"unauthenticated"'*) ;; *) fail "an unauthenticated list answered: $reply" ;; esac
 say "ok: an unauthenticated request is refused (unauthenticated)"
+
+# HTTP through the published port, as a probe or Prometheus outside the container would ask. Sets
+# http_status (the status line) and http_body.
+http_get() {
+    local port=$1 path=$2 token=${3:-} line headers=
+    [ -n "$token" ] && headers="Authorization: Bearer $token"$'\r\n'
+    exec 4<>"/dev/tcp/127.0.0.1/$port" || fail "cannot connect to the published HTTP port 127.0.0.1:$port"
+    printf 'GET %s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n%sConnection: close\r\n\r\n' "$path" "$port" "$headers" >&4
+    IFS= read -r -t 10 http_status <&4 || fail "no answer to GET $path on 127.0.0.1:$port"
+    http_status=${http_status%$'\r'}
+    while IFS= read -r -t 10 line <&4 && [ -n "${line%$'\r'}" ]; do :; done
+    http_body=$(timeout 10 cat <&4) || true
+    exec 4<&-
+}
+http_port=$(podman port "$container" 7480/tcp | sed 's/.*://' | head -n 1)
+http_get "$http_port" /healthz
+[ "$http_status" = "HTTP/1.1 200 OK" ] && [ "$http_body" = ok ] || fail "GET /healthz answered $http_status: $http_body"
+http_get "$http_port" /readyz
+[ "$http_status" = "HTTP/1.1 200 OK" ] || fail "GET /readyz answered $http_status: $http_body"
+http_get "$http_port" /metrics
+case $http_status in "HTTP/1.1 401 "*) ;; *) fail "GET /metrics without a token answered $http_status (users are defined: 401 expected)" ;; esac
+metrics_token=$(client user token add admin) || fail "kvoclient user token add admin failed"
+http_get "$http_port" /metrics "$metrics_token"
+[ "$http_status" = "HTTP/1.1 200 OK" ] || fail "GET /metrics with the admin's token answered $http_status: $http_body"
+grep -q '^kvod_build_info{' <<<"$http_body" || fail "GET /metrics has no kvod_build_info: $(head -c 300 <<<"$http_body")"
+say "ok: HTTP on the published port 127.0.0.1:$http_port (/healthz, /readyz; /metrics 401 without a token, served with the admin's)"
 
 # TLS through the published TLS port, from the host: the certificate must verify against the throwaway CA
 # for the name localhost; then auth and a request over the encrypted connection.
@@ -355,7 +434,23 @@ podman run -d --name "$container-bind" "${run_secure[@]}" -v "$bind_dir:/var/lib
     fail "podman run with a bind mount failed: $(cat "$cache/run.err")"
 wait_ready "$container-bind"
 podman exec -e KVOD_PASSWORD="$password" "$container-bind" kvoclient --user admin create bound >/dev/null || fail "create in a bind-mounted data directory failed"
-[ -f "$bind_dir/kvod.sqlite3" ] || fail "no kvod.sqlite3 in the bind-mounted directory"
+[ -f "$bind_dir/kvod.sqlite3" ] && [ -f "$bind_dir/kvod.id" ] || fail "no kvod.sqlite3 and kvod.id in the bind-mounted directory"
 say "ok: bind-mounted data directory owned by 7420:7420"
+
+# Its database lost (a failed restore): the container stops with kvod's refusal naming the file, not an
+# empty server; --init (appended to the container's arguments) starts it empty on purpose.
+podman stop -t 10 "$container-bind" >/dev/null || fail "podman stop $container-bind failed"
+rm -f "$bind_dir/kvod.sqlite3"
+podman start "$container-bind" >/dev/null 2>"$cache/run.err" || true
+lost_status=$(timeout 30 podman wait "$container-bind") || fail "the container on a lost database did not stop within 30 s"
+lost_log=$(podman logs "$container-bind" 2>&1)
+[ "$lost_status" != 0 ] && grep -q "cannot use the database '/var/lib/kvod/kvod.sqlite3': it is missing, but this data directory held one" <<<"$lost_log" ||
+    fail "a lost database did not stop the container (status $lost_status) with kvod's refusal: $lost_log"
+podman rm -f -v "$container-bind" >/dev/null 2>&1 || true
+podman run -d --name "$container-bind" "${run_secure[@]}" -v "$bind_dir:/var/lib/kvod" "$image" --init >/dev/null 2>"$cache/run.err" ||
+    fail "podman run with --init failed: $(cat "$cache/run.err")"
+wait_ready "$container-bind"
+[ -s "$bind_dir/kvod.sqlite3" ] || fail "--init did not start a new database"
+say "ok: a lost database stops the container with kvod's refusal; --init starts it empty"
 
 say "PASSED in $((SECONDS - started)) s"

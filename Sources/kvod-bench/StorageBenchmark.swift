@@ -203,6 +203,7 @@ enum StorageBenchmark {
         for suffix in ["", "-wal", "-shm", "-journal", ".lock"] {
             unlink(directory + "/" + SQLiteStore.fileName + suffix)
         }
+        unlink(directory + "/" + SQLiteStore.markerFileName)
         rmdir(directory)
     }
 

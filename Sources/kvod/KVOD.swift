@@ -215,6 +215,12 @@ struct KVOD: ParsableCommand {
     /// The data directory when `--data` is not given.
     static let defaultDataDirectory = "kvod-data"
 
+    @Flag(name: .customLong("init"), help: """
+        Start with a new, empty database where the data directory held one that is now missing or empty (without \
+        it kvod refuses: a failed restore must not look like an empty server). Changes nothing otherwise.
+        """)
+    var replacesLostDatabase = false
+
     @Flag(help: "Keep everything in memory: nothing is written to disk and all state is lost on exit.")
     var inMemory = false
 
@@ -351,6 +357,7 @@ struct KVOD: ParsableCommand {
         if let users, !inMemory {
             throw ValidationError("--users '\(users)' goes with --in-memory; with --data the users live in the store (kvod user add --data DIR)")
         }
+        if inMemory, replacesLostDatabase { throw ValidationError("--init goes with a data directory, not --in-memory") }
         if inMemory, let data {
             throw ValidationError("--data '\(data)' and --in-memory cannot be used together: --in-memory keeps nothing on disk")
         }
@@ -520,6 +527,7 @@ struct KVOD: ParsableCommand {
                                                     walLimitBytes: walLimit, checkpointTestDelayMilliseconds: checkpointDelay)
             settings.storage?.reserveBytes = diskReserve
             settings.storage?.maximumDiskBytes = maxDisk
+            settings.storage?.replacesLostDatabase = replacesLostDatabase
         }
         settings.usersFile = users
         settings.cluster = clusterConfiguration

@@ -161,7 +161,8 @@ extension ServerConfiguration {
     func openStore() throws(StorageError) -> any Store {
         guard let storage else { return MemoryStore() }
         let store = try SQLiteStore(directory: storage.directory, sync: storage.sync, historyLimit: historyLimit,
-                                    historyByteLimit: historyByteLimit, walLimitBytes: storage.walLimitBytes)
+                                    historyByteLimit: historyByteLimit, walLimitBytes: storage.walLimitBytes,
+                                    replacesLostDatabase: storage.replacesLostDatabase)
         try store.startBackgroundCheckpoints(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
         store.useReserve(bytes: storage.reserveBytes)
         return store

@@ -170,11 +170,36 @@ extension SQLiteStore {
     static func checkWritable(directory: String, databasePath: String) throws(StorageError) {
         if access(directory, W_OK | X_OK) != 0 {
             let reason = String(cString: strerror(errno))
-            throw .directory(path: directory, reason: "it is not writable (\(reason)): kvod creates \(fileName) and its -wal file there")
+            var info = stat()
+            let owner = stat(directory, &info) == 0
+                ? " (it is owned by uid \(info.st_uid) gid \(info.st_gid) with mode 0\(String(info.st_mode & 0o777, radix: 8)); kvod runs as uid \(geteuid()) gid \(getegid()))"
+                : ""
+            throw .directory(path: directory, reason: "it is not writable (\(reason)): kvod creates \(fileName) and its -wal file there\(owner)")
         }
-        if access(databasePath, F_OK) == 0, access(databasePath, R_OK | W_OK) != 0 {
+        var info = stat()
+        guard stat(databasePath, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw .unusableDatabase(path: databasePath, reason: "it is not a regular file (\(fileKind(info.st_mode))): move it away or point --data elsewhere")
+        }
+        if access(databasePath, R_OK | W_OK) != 0 {
             let reason = String(cString: strerror(errno))
-            throw .unusableDatabase(path: databasePath, reason: "it cannot be read and written (\(reason))")
+            let mode = String(info.st_mode & 0o777, radix: 8)
+            throw .unusableDatabase(path: databasePath, reason: """
+                it cannot be read and written by kvod, which runs as uid \(geteuid()) gid \(getegid()) (\(reason)): \
+                the file is owned by uid \(info.st_uid) gid \(info.st_gid) with mode 0\(mode); give it to kvod's user \
+                (chown) or make it readable and writable by it, and check that the file system is not read-only
+                """)
+        }
+    }
+
+    /// A file type in words, for a database path that is not a regular file.
+    static func fileKind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFDIR: "a directory"
+        case S_IFIFO: "a FIFO"
+        case S_IFSOCK: "a socket"
+        case S_IFCHR, S_IFBLK: "a device"
+        default: "not a regular file"
         }
     }
 

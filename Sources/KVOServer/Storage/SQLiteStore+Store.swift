@@ -24,8 +24,6 @@ extension SQLiteStore: Store {
         }
     }
 
-    var openingNotes: [String] { permissionNotes }
-
     var logMetadata: Logger.Metadata { ["database": "\(databasePath)", "sync": "\(sync.rawValue)"] }
 
     /// Opens the second connection that background checkpoints use (`WALCheckpointJob`), so that

@@ -68,6 +68,8 @@ package final class SQLiteStore {
     package static let schemaVersion: Int64 = 4
     /// The database file's name inside the data directory.
     package static let fileName = "kvod.sqlite3"
+    /// The data directory's marker file's name (`DataDirectoryMarker`).
+    package static let markerFileName = DataDirectoryMarker.fileName
     /// Cap on the `-wal` file kept after a checkpoint (SQLite's `journal_size_limit`), so one large
     /// commit does not leave a large WAL behind.
     static let walSizeLimit = 64 << 20
@@ -116,9 +118,10 @@ package final class SQLiteStore {
     /// Blocking checkpoints (the WAL past `walLimitBytes`), reported by `afterCommit(on:)` at most once a
     /// second, the rest counted.
     var blockingCheckpointLog = RateLimitedCount()
-    /// Files of the store that `init` found readable or writable by others and made 0600 (or could
-    /// not), one line each, for the server to log as warnings (`StoreFileModes`).
-    package internal(set) var permissionNotes: [String] = []
+    /// What `init` changed for the server to log as warnings, one line each: the lost database `--init`
+    /// replaced (`LostDatabaseCheck`), and files of the store it found readable or writable by others and
+    /// made 0600, or could not (`StoreFileModes`). The `Store`'s `openingNotes`.
+    package internal(set) var openingNotes: [String] = []
     /// Frames in the WAL after the last commit (the WAL hook's count). Loop thread.
     let walFrames = WALFrameCounter()
     /// The database's page size (a WAL frame is a page and a 24-byte header).
@@ -218,9 +221,13 @@ package final class SQLiteStore {
     /// directory cannot be created or is not writable, `.unusableDatabase` (naming the file) when the
     /// database cannot be opened or written (read-only, unreadable, an I/O error, not a database),
     /// `.missingTable` for an existing database without one of its tables (only a file with no table at
-    /// all is initialised), `.corrupt` for a counter, schema version or history row out of range.
+    /// all is initialised), `.corrupt` for a counter, schema version or history row out of range, and
+    /// `.lostDatabase` when the database file is missing or empty in a directory that held one
+    /// (`LostDatabaseCheck`), unless `replacesLostDatabase` (`--init`): then a new, empty database replaces
+    /// it, said in `openingNotes`. Writes the directory's marker (`DataDirectoryMarker`) once the
+    /// database is open, when it has none.
     package init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int,
-                walLimitBytes: Int = SQLiteStore.defaultWALLimitBytes) throws(StorageError) {
+                walLimitBytes: Int = SQLiteStore.defaultWALLimitBytes, replacesLostDatabase: Bool = false) throws(StorageError) {
         self.sync = sync
         self.historyLimit = max(historyLimit, 0)
         self.historyByteLimit = max(historyByteLimit, 0)
@@ -230,8 +237,24 @@ package final class SQLiteStore {
         try SQLiteStore.checkWritable(directory: directory, databasePath: databasePath)
         guard let lock = try StoreLock(path: databasePath + ".lock") else { throw .locked(path: databasePath) }
         self.lock = lock
+        // Under the lock: another kvod that held it has finished writing.
+        let loss = LostDatabaseCheck(directory: directory, databasePath: databasePath)
+        var lossNotes: [String] = []
+        if let refusal = loss.refusal {
+            guard replacesLostDatabase else {
+                lock.release()
+                throw refusal
+            }
+            do {
+                lossNotes = try loss.setAsideLeftovers()
+            } catch {
+                lock.release()
+                throw error
+            }
+        }
         StoreFileModes.createPrivately(databasePath)
-        permissionNotes = StoreFileModes.tighten([databasePath, databasePath + "-wal", databasePath + "-shm", databasePath + ".lock"])
+        openingNotes = lossNotes
+            + StoreFileModes.tighten([databasePath, databasePath + "-wal", databasePath + "-shm", databasePath + ".lock"])
         let database: SQLiteDatabase
         do {
             database = try SQLiteDatabase(path: databasePath)
@@ -246,6 +269,9 @@ package final class SQLiteStore {
             try loadLedger()
             knowsEveryRedoRow = try queryText("SELECT count(*) FROM (SELECT 1 FROM redo LIMIT 1)") == "0"
             try trimToLimits()
+            if loss.isLost || !DataDirectoryMarker.exists(inDirectory: directory) {
+                try DataDirectoryMarker.record(inDirectory: directory)
+            }
             openedFile = FileIdentity(path: databasePath)
         } catch {
             statements?.finalize()

@@ -18,6 +18,9 @@ public struct StorageConfiguration: Sendable {
     /// Most bytes the database and its WAL may take on disk (`--max-disk`); past it writes are refused
     /// (`storage_full`). 0: no limit.
     public var maximumDiskBytes = 0
+    /// `--init`: where the directory held a database whose file is now missing or empty, start with a new,
+    /// empty one instead of refusing (`LostDatabaseCheck`). Changes nothing where the database is there.
+    public var replacesLostDatabase = false
 
     /// The default `walLimitBytes` (`kvod --wal-limit`): 64 MiB.
     public static let defaultWALLimitBytes = 64 << 20

@@ -26,25 +26,33 @@ public enum StorageError: Error, Equatable, CustomStringConvertible {
     /// read-only file system, a full disk, an I/O error, a file that is not a SQLite database.
     /// `reason` says which in words, followed by SQLite's code and message.
     case unusableDatabase(path: String, reason: String)
+    /// The database file is missing (`missing`) or empty in a data directory that held one: `traces` names
+    /// the files that show it (`LostDatabaseCheck`). kvod refuses to start empty over it unless `--init`.
+    case lostDatabase(path: String, missing: Bool, traces: [String])
 
     public var description: String {
         switch self {
         case let .directory(path, reason):
             return "cannot use data directory '\(path)': \(reason)"
         case let .locked(path):
-            return "the database '\(path)' is in use by another process (is another kvod running with the same --data?)"
+            return "cannot use the database '\(path)': it is in use by another process (is another kvod running with the same --data?)"
         case let .unsupportedSchema(path, found, supported):
-            return "the database '\(path)' has schema version \(found), newer than this kvod supports (\(supported)); use a newer kvod"
+            return "cannot use the database '\(path)': it has schema version \(found), written by a newer kvod (this one reads versions 1 to \(supported)): run that kvod or a newer one"
         case let .corrupt(row, reason):
             return "corrupt database row (\(row)): \(reason)"
         case let .missingTable(path, table):
-            return "the database '\(path)' has no '\(table)' table: it is damaged or was not written by kvod (move it away to start with an empty store)"
+            return "cannot use the database '\(path)': it has no '\(table)' table: it is damaged or was not written by kvod (move it away to start with an empty store)"
         case let .sqlite(code, message, during):
             return "SQLite error \(code) while \(during): \(message)"
         case .closed:
             return "the persistent store is closed"
         case let .unusableDatabase(path, reason):
             return "cannot use the database '\(path)': \(reason)"
+        case let .lostDatabase(path, missing, traces):
+            let state = missing ? "it is missing" : "it is empty (0 bytes)"
+            let evidence = traces.joined(separator: ", ") + (traces.count == 1 ? " is" : " are")
+            return "cannot use the database '\(path)': \(state), but this data directory held one (\(evidence) there): "
+                + "was it deleted, or did a restore fail? Restore it from a backup, or pass --init to start with an empty store"
         }
     }
 }

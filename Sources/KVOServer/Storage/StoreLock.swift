@@ -36,7 +36,9 @@ final class StoreLock {
             self.lock = lock
         } catch let failure {
             let verb = if case .cannotOpen = failure { "opened" } else { "locked" }
-            throw .directory(path: path, reason: "the lock file cannot be \(verb) (\(failure.reason))")
+            let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            throw .directory(path: directory.isEmpty ? (path.hasPrefix("/") ? "/" : ".") : directory,
+                             reason: "the lock file '\(path)' cannot be \(verb) (\(failure.reason))")
         }
     }
 

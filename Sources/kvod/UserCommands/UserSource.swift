@@ -15,9 +15,18 @@ struct UserSource: ParsableArguments {
     @Option(help: ArgumentHelp("The users file of `kvod --in-memory --users FILE` instead (created if missing).", valueName: "file"))
     var users: String?
 
+    @Flag(name: .customLong("init"), help: """
+        Start a new, empty store where the data directory held a database that is now missing or empty (as \
+        `kvod --init`; without it the command refuses).
+        """)
+    var replacesLostDatabase = false
+
     func validate() throws {
         if let data, let users {
             throw ValidationError("--data '\(data)' and --users '\(users)' cannot be used together")
+        }
+        if replacesLostDatabase, let users {
+            throw ValidationError("--init goes with --data, not --users '\(users)'")
         }
     }
 
@@ -62,9 +71,10 @@ struct UserSource: ParsableArguments {
     private func openStore() throws -> SQLiteStore {
         let directory = data ?? KVOD.defaultDataDirectory
         do {
-            let store = try SQLiteStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max)
+            let store = try SQLiteStore(directory: directory, sync: .full, historyLimit: .max, historyByteLimit: .max,
+                                        replacesLostDatabase: replacesLostDatabase)
             // Store files that were open to others and have been made private: said, as kvod says it.
-            for note in store.permissionNotes { FileHandleStandardError.write("warning: \(note)\n") }
+            for note in store.openingNotes { FileHandleStandardError.write("warning: \(note)\n") }
             return store
         } catch .locked {
             throw UserCommandError("""
