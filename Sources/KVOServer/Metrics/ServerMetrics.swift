@@ -82,6 +82,12 @@ final class ServerMetrics {
     private(set) var loopIterations = MetricsHistogram(boundsNanoseconds: MetricsHistogram.latencyBoundsNanoseconds)
     private var lastIterationEnd: UInt64 = 0
     private var lastIdleTime: UInt64 = 0
+    /// How long requests took to answer, by operation (`RequestDurations`).
+    private(set) var requestDurations = RequestDurations()
+    /// The git commit of this build (`kvod_build_info{commit}`): `ServerConfiguration.buildCommit`.
+    var buildCommit = "unknown"
+    /// Reads the store's usage when scraped (set by the server, which sees the store; nil: no store files).
+    var storageUsage: () -> StorageUsageGauges? = { nil }
 
     private static let outcomeCount = 1 + KVOError.Code.allCases.count
 
@@ -126,6 +132,12 @@ final class ServerMetrics {
         var outcome = 0
         if let error { outcome = 1 + (KVOError.Code.allCases.firstIndex(of: error) ?? 0) }
         requestCounts[operation.rawValue &* ServerMetrics.outcomeCount &+ outcome] &+= 1
+    }
+
+    /// One request of `operation` answered `nanoseconds` after its handling began (`RequestDurations`).
+    @inline(__always)
+    func requestAnswered(_ operation: MetricsOperation, nanoseconds: UInt64) {
+        requestDurations.observe(operation, nanoseconds: nanoseconds)
     }
 
     /// Requests answered with `operation` and `outcome` ("ok" or an error code); for tests and rendering.
@@ -259,6 +271,8 @@ final class ServerMetrics {
         out.family("kvod_loop_iteration_seconds", type: .histogram,
                    help: "Time the event loop worked per iteration (not counting the wait for I/O).")
         out.histogram("kvod_loop_iteration_seconds", loopIterations)
+        requestDurations.render(into: &out)
+        storageUsage()?.render(into: &out)
         if let cluster = gauges.cluster {
             out.family("kvod_cluster_integrity_state", type: .gauge,
                        help: "0 applying the stream; 1 halted (the stream delivered does not continue what was applied); 2 diverged (a minority running hash, or a publisher's batches missing); 3 behind a trimmed stream. Not 0: writes refused, /readyz 503.")
@@ -281,7 +295,7 @@ final class ServerMetrics {
             out.sample("kvod_cluster_checkpoint_disagreements_total", cluster.checkpointDisagreements)
         }
         out.family("kvod_build_info", type: .gauge, help: "Always 1; the version label is this kvod's.")
-        out.sample("kvod_build_info", labels: [("version", KVODVersion.version)], 1 as Int)
+        out.sample("kvod_build_info", labels: [("version", KVODVersion.version), ("commit", buildCommit)], 1 as Int)
         renderProcess(into: &out)
         return out.bytes
     }
@@ -304,6 +318,10 @@ final class ServerMetrics {
         if let resident = process.residentMemoryBytes {
             out.family("process_resident_memory_bytes", type: .gauge, help: "Resident memory size in bytes.")
             out.sample("process_resident_memory_bytes", resident)
+        }
+        if let virtual = process.virtualMemoryBytes {
+            out.family("process_virtual_memory_bytes", type: .gauge, help: "Virtual memory size in bytes.")
+            out.sample("process_virtual_memory_bytes", virtual)
         }
     }
 }

@@ -47,5 +47,7 @@ final class MemoryStore: Store {
 
     var logMetadata: Logger.Metadata { ["store": "memory"] }
 
+    func usage() -> StorageUsage? { nil }
+
     func close() { isClosed = true }
 }
