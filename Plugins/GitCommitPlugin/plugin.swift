@@ -5,12 +5,13 @@ import PackagePlugin
 /// --version`): `git-commit-file` writes GitCommit.swift into the plugin's work directory from the checkout's
 /// HEAD, and SwiftPM compiles it with the target.
 ///
-/// The command's inputs are the files HEAD is resolved from (HEAD, the loose ref it names and its directory,
-/// packed-refs, in the worktree's and the common git directory), found here each time the build is planned: the command runs
-/// again when one of them changes (a commit, a checkout), and not otherwise. The tool rewrites the file only
-/// when the commit changed, and only KVOBuildCommit (a type with one constant, imported by the executables
-/// alone, never by KVOServer) is compiled again: the server's modules are not rebuilt for a new commit. Without
-/// a .git (a Docker build context, a tarball) there are no inputs; the file says "unknown".
+/// The command's inputs are the files that change when HEAD's commit does (`headFiles`): the command runs again
+/// when one of them changes (a commit, a checkout), and not otherwise. SwiftPM asks the plugin for them only
+/// when it plans the build again (after a change to Package.swift), not at every build, so they must be files
+/// that stay: a declared input that disappears fails the build. The tool rewrites the file only when the commit
+/// changed, and then only KVOBuildCommit (one constant, imported by the executables alone, never by KVOServer)
+/// is compiled again and kvod relinked: the server's modules are not rebuilt for a new commit. Without a .git
+/// (a Docker build context, a tarball) there are no inputs; the file says "unknown".
 @main
 struct GitCommitPlugin: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
@@ -26,7 +27,7 @@ struct GitCommitPlugin: BuildToolPlugin {
         ]
     }
 
-    /// The files that decide what HEAD names (those that exist), as `git-commit-file` reads them.
+    /// The files that change when HEAD's commit does, of those that exist now.
     static func headFiles(package: String) -> [String] {
         let manager = FileManager.default
         func read(_ path: String) -> String? {
@@ -44,17 +45,13 @@ struct GitCommitPlugin: BuildToolPlugin {
             gitDirectory = resolve(link.dropFirst("gitdir:".count).trimmingCharacters(in: .whitespaces), against: package)
         }
         let commonDirectory = read(gitDirectory + "/commondir").map { resolve($0, against: gitDirectory) } ?? gitDirectory
-        files.append(gitDirectory + "/HEAD")
-        if let head = read(gitDirectory + "/HEAD"), head.hasPrefix("ref:") {
-            let ref = head.dropFirst("ref:".count).trimmingCharacters(in: .whitespaces)
-            // The ref's directory too: a commit on a branch that was only in packed-refs creates its loose
-            // file there (the directory changes; the files known so far do not).
-            for directory in [gitDirectory, commonDirectory] {
-                let path = directory + "/" + ref
-                files += [path, String(path[..<path.lastIndex(of: "/")!])]
-            }
-        }
-        files.append(commonDirectory + "/packed-refs")
+        // HEAD (a checkout of another branch or commit) and its reflog, to which git appends whenever HEAD's
+        // commit moves (commit, reset, merge, pull, checkout), whatever ref holds it. Not the loose ref file
+        // itself: `git gc` packs and deletes it, and a declared input that is gone fails the build.
+        files += [gitDirectory + "/HEAD", gitDirectory + "/logs/HEAD"]
+        // Without a reflog (core.logAllRefUpdates off): the branches' directory, which a ref update changes
+        // (git writes `<ref>.lock` and renames it), and packed-refs.
+        files += [commonDirectory + "/refs/heads", commonDirectory + "/packed-refs"]
         var seen = Set<String>()
         return files.filter { manager.fileExists(atPath: $0) && seen.insert($0).inserted }
     }
