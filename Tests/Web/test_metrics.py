@@ -285,3 +285,23 @@ def test_storage_gauges_are_absent_in_memory(kvod_factory):
     samples = scrape(kvod_factory())
     usage = {f"kvod_storage_{name}_bytes" for name in ("database", "wal", "free", "size")}
     assert not [key for key in samples if key[0] in usage]
+
+
+def test_a_password_check_is_timed_to_its_answer(kvod_factory, tmp_path):
+    """`auth` is answered after the check on the thread pool, outside the request's dispatch: it carries its
+    start, so each one is timed (and the histogram's count stays equal to the requests counted)."""
+    import subprocess
+    from conftest import KVOD_BIN
+    users = tmp_path / "users.json"
+    subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), "ann", "*=read,write", "--hash-cost", "minimal"],
+                   check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
+    kvod = kvod_factory("--users", str(users))
+    replies = pipelined(kvod, [{"op": "auth", "user": "ann", "password": "wrong"},
+                               {"op": "auth", "user": "ann", "password": "correct horse battery"},
+                               {"op": "ping"}])
+    assert [reply["ok"] for reply in replies] == [False, True, True]
+    samples = scrape(kvod)
+    assert histogram(samples, "kvod_request_duration_seconds", op="auth")[2] == 2
+    assert value(samples, "kvod_requests_total", op="auth", outcome="ok") == 1
+    assert value(samples, "kvod_requests_total", op="auth", outcome="unauthenticated") == 1
+    assert histogram(samples, "kvod_request_duration_seconds", op="ping")[2] == 1
