@@ -8,13 +8,14 @@ import KVOEngine
 #endif
 
 /// What `GET /metrics` reports about one server: counters the server bumps as it works, histograms of
-/// group-commit and loop-iteration times, gauges read from the engine and the loop when scraped, the build's
-/// version, and the process's figures (`ProcessStatistics`).
+/// request (`RequestDurations`), group-commit and loop-iteration times, gauges read from the engine, the loop
+/// and the store's files (`storageUsage`) when scraped, the build's version and commit, and the process's
+/// figures (`ProcessStatistics`).
 ///
 /// Owned by `Server`; loop thread only. Every update and every rendering run on the loop thread (the
 /// HTTP connection asking for `/metrics` is served by the same loop), so the counters are plain
-/// integers: no atomics, no locks, one addition per update on the request and event paths
-/// (docs/design.md, "Metrics").
+/// integers: no atomics, no locks, one addition per update on the request and event paths, and per
+/// request one histogram observation (docs/design.md, "Metrics").
 final class ServerMetrics {
     /// Which output limit closed a slow consumer (the `limit` label).
     enum SlowConsumerLimit: Int, CaseIterable {
