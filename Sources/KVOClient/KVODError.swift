@@ -58,6 +58,12 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         case invalidExpression
         /// `quota_exceeded`: the store's memory quota (`Details.limit`, `Details.used`).
         case quotaExceeded
+        /// `storage_full`: the server's disk (or `--max-disk`) is full; writes are refused until space
+        /// returns, reads and observations keep working. Retry later.
+        case storageFull
+        /// `storage_unavailable`: the server cannot store writes (its data files were lost, or its store
+        /// failed); reads and observations keep working.
+        case storageUnavailable
         /// A code this client does not know, as sent.
         case other(String)
 
@@ -68,6 +74,7 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
             "invalid_value": .invalidValue, "read_only": .readOnly, "cycle": .cycle,
             "unauthenticated": .unauthenticated, "forbidden": .forbidden,
             "invalid_expression": .invalidExpression, "quota_exceeded": .quotaExceeded,
+            "storage_full": .storageFull, "storage_unavailable": .storageUnavailable,
         ]
 
         /// The code named `name` on the wire (`not_found` is `.notFound`).

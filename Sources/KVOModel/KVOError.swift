@@ -31,6 +31,12 @@ public struct KVOError: Error, Equatable, Sendable {
         case unavailable = "unavailable"
         /// Cluster mode: an operation the cluster does not replicate yet (user management).
         case unsupported = "unsupported"
+        /// The store ran out of space (the disk, or `--max-disk`): writes are refused until a commit can
+        /// succeed again; reads, observations and resumes keep working.
+        case storageFull = "storage_full"
+        /// The store cannot take writes for another reason (its files were deleted or replaced, or it
+        /// failed in a way that left it consistent): writes are refused; reads keep working.
+        case storageUnavailable = "storage_unavailable"
     }
 
     public let code: Code

@@ -130,6 +130,23 @@ struct KVOD: ParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(help: "Log format on standard error: text (one line a record) or json (one JSON object a line, for log shippers).")
+    var logFormat = "text"
+
+    @Option(help: ArgumentHelp("""
+        Settings file: one 'name = value' a line, each name a flag of kvod's without the leading --; \
+        KVOD_<NAME> environment variables (KVOD_MAX_CONNECTIONS) set flags too. Flags win over the environment, \
+        the environment over the file. SIGHUP reads it again and applies limits, log level and TLS files.
+        """, valueName: "file"))
+    var config: String?
+
+    @Flag(help: """
+        Check the settings and exit: print those from the config file and the environment, with where each came \
+        from, and exit 0 when kvod would start with them (64 for a mistake in the file or environment, 2 on the \
+        command line).
+        """)
+    var checkConfig = false
+
     @Option(parsing: .unconditional, help: "Longest request line in bytes; longer lines are answered too_large.",
             transform: NumberArgument.positive)
     var maxLine = 1 << 20
@@ -239,6 +256,19 @@ struct KVOD: ParsableCommand {
         """, transform: NumberArgument.positive)
     var walLimit = SQLiteStore.defaultWALLimitBytes
 
+    @Option(parsing: .unconditional, help: """
+        Most bytes the database and its WAL may take on disk (--data); past it writes are refused (storage_full) \
+        while reads and observations go on, until the files are below it again (0: no limit).
+        """, transform: NumberArgument.nonNegative)
+    var maxDisk = 0
+
+    @Option(parsing: .unconditional, help: """
+        Bytes held in reserve on the data directory's file system (the file kvod.reserve), given back when the \
+        disk fills so that the writes in progress are still stored; writes are then refused (storage_full) until \
+        the reserve can be made again (default: 64 MiB, at most 1/20 of the file system; 0: none).
+        """, transform: NumberArgument.nonNegative)
+    var diskReserve: Int?
+
     @Option(help: ArgumentHelp("""
         Cluster mode: the NATS servers (JetStream), comma-separated (nats://127.0.0.1:4222,nats://...). \
         Writes are appended to a stream that every node applies in order; reads and observations stay local.
@@ -304,6 +334,7 @@ struct KVOD: ParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
+        guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
         guard maxLine > 0 else { throw ValidationError("--max-line must be positive") }
         guard maxOutputBuffer > 0 else { throw ValidationError("--max-output-buffer must be positive") }
         guard maxTotalOutput > 0 else { throw ValidationError("--max-total-output must be positive") }
@@ -394,12 +425,34 @@ struct KVOD: ParsableCommand {
                 exitReporting(error, of: UserCommand.self, program: "kvod user")
             }
         }
+        // The config file and KVOD_… variables, as arguments before the command line's (ConfigurationLayers).
+        let commandLine = Array(CommandLine.arguments.dropFirst())
+        let layers: ConfigurationLayers
         do {
-            var command = try parseAsRoot()
-            try command.run()
+            layers = try ConfigurationLayers(commandLine: commandLine, environment: ConfigurationReloader.processEnvironment())
         } catch {
+            exitReporting(configurationError: error)
+        }
+        do {
+            var command = try parseAsRoot(layers.arguments)
+            guard let kvod = command as? KVOD else { return try command.run() }
+            if kvod.checkConfig { return print(layers.report, terminator: "") }
+            try kvod.run(commandLine: commandLine, layers: layers)
+        } catch {
+            let sources = layers.sources(mentionedIn: message(for: error))
+            if !sources.isEmpty, exitCode(for: error) != .success {
+                exitReporting(configurationError: .refused(message: message(for: error), sources: sources))
+            }
             exitReporting(error, of: KVOD.self, program: "kvod")
         }
+    }
+
+    /// Exits for a setting of the config file or the environment that cannot be used: one `kvod: error:` line
+    /// naming where it came from, exit 64.
+    private static func exitReporting(configurationError error: ConfigurationError) -> Never {
+        let line = Array("kvod: error: \(error)\n".utf8)
+        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        exitProcess(ConfigurationError.exitCode)
     }
 
     /// Exits for `error` as `command` (kvod or `kvod user`) parsed or ran: help and `--version` (exit 0) and a
@@ -417,11 +470,32 @@ struct KVOD: ParsableCommand {
     }
 
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel)!
+        try run(commandLine: [], layers: nil)
+    }
+
+    /// Runs with the settings `layers` added to `commandLine`; a SIGHUP reads them again (`ConfigurationReloader`).
+    func run(commandLine: [String], layers: ConfigurationLayers?) throws {
+        let level = LogLevelSetting(Logger.Level(rawValue: logLevel)!)
         // Every line escaped and bounded: log lines quote ids, key paths and values clients sent.
-        LoggingSystem.bootstrap { label in PrintableLogHandler(label: label, level: level) }
+        let json = logFormat == "json"
+        LoggingSystem.bootstrap { label -> any LogHandler in
+            json ? JSONLogHandler(label: label, level: level) : PrintableLogHandler(label: label, level: level)
+        }
         let logger = Logger(label: "kvod")
+        if let path = layers?.configPath {
+            logger.info("configuration", metadata: ["file": "\(path)", "settings": "\(layers?.settings.count ?? 0)"])
+        }
         checkDescriptorLimit(logger)
+        var settings = serverConfiguration(logger: logger)
+        if let layers {
+            let reloader = ConfigurationReloader(commandLine: commandLine, layers: layers, level: level, logger: logger)
+            settings.reload = { try reloader.reload() }
+        }
+        try serve(settings)
+    }
+
+    /// The server's settings from the flags.
+    func serverConfiguration(logger: Logger) -> ServerConfiguration {
         var settings = ServerConfiguration()
         settings.buildCommit = KVODBuildCommit.hash
         settings.host = host
@@ -451,12 +525,18 @@ struct KVOD: ParsableCommand {
             let checkpointDelay = getenv("KVOD_TEST_CHECKPOINT_DELAY_MS").flatMap { Int(String(cString: $0)) } ?? 0
             settings.storage = StorageConfiguration(directory: data ?? KVOD.defaultDataDirectory, sync: SyncMode(rawValue: sync)!,
                                                     walLimitBytes: walLimit, checkpointTestDelayMilliseconds: checkpointDelay)
+            settings.storage?.reserveBytes = diskReserve
+            settings.storage?.maximumDiskBytes = maxDisk
         }
         settings.usersFile = users
         settings.cluster = clusterConfiguration
         settings.allowsInsecureOpen = insecureOpen
         settings.logger = logger
+        return settings
+    }
 
+    /// Starts the server, prints where it listens and serves until it stops.
+    private func serve(_ settings: ServerConfiguration) throws {
         let server: Server
         do {
             server = try Server(configuration: settings)

@@ -4,7 +4,7 @@ import Logging
 /// kvod's log handler: swift-log's `StreamLogHandler` on standard error, with every message and
 /// metadata value passed through `PrintableText.escaped`, so that no log line holds a raw control
 /// character (a client's `"evil\nroot"` id cannot forge a second line, an ESC sequence cannot repaint the
-/// operator's terminal) and no line repeats megabytes a client sent.
+/// operator's terminal) and no line repeats megabytes a client sent. `--log-format text`, the default.
 ///
 /// The server already escapes what it quotes from clients at the source (binding events, restore
 /// problems); this closes the class for every line kvod logs, present or future. A value; any thread.
@@ -15,15 +15,17 @@ struct PrintableLogHandler: LogHandler {
     static let metadataValueLimit = 512
 
     private var stream: StreamLogHandler
+    /// The level every handler of kvod's shares (changed by a SIGHUP reload).
+    private let level: LogLevelSetting
 
-    init(label: String, level: Logger.Level) {
+    init(label: String, level: LogLevelSetting) {
         stream = StreamLogHandler.standardError(label: label)
-        stream.logLevel = level
+        self.level = level
     }
 
     var logLevel: Logger.Level {
-        get { stream.logLevel }
-        set { stream.logLevel = newValue }
+        get { level.level }
+        set { level.level = newValue }
     }
 
     var metadata: Logger.Metadata {

@@ -67,6 +67,10 @@ final class ClusterReplicator {
     /// The sequence of the snapshot this node last installed in place (a second one at the same place would
     /// not help: `Server.diverge`).
     var installedSnapshot: UInt64?
+    /// The node's store could not take writes (`StorageHealth`): deliveries are ignored, nothing past the
+    /// committed sequence is applied, and the node subscribes again once the store writes
+    /// (`Server.checkStorage`).
+    var awaitingStorage = false
     /// Writes not yet handed to the bridge, with their writers (same indexes).
     private var queued: [ReplicationEntry.Operation] = []
     private var queuedWriters: [Writer] = []

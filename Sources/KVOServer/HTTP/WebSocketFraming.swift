@@ -92,7 +92,7 @@ final class WebSocketFraming: MessageFraming, WebSocketSessionOwner {
         let code: UInt16
         switch reason {
         case .clientClosed, .socketError, .webSocketFailed, .webSocketClosed: return nil
-        case .serverStopping, .clusterStateReplaced: code = 1001
+        case .serverStopping, .clusterStateReplaced, .storageRolledBack: code = 1001
         case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout,
              .notLoggedInBeforeTimeout, .authenticationFailures, .userRemoved, .rejected, .outOfDescriptors:
             code = 1008

@@ -162,6 +162,8 @@ final class ServerMetrics {
     private(set) var clusterDuplicatesSkipped: UInt64 = 0
     private(set) var clusterIntegrityFailures: UInt64 = 0
     private(set) var clusterRebootstraps: UInt64 = 0
+    /// The store's health, failures and `--max-disk` count (`Server+StorageHealth`).
+    var storage = StorageMetrics()
 
     func clusterDuplicateSkipped() { clusterDuplicatesSkipped += 1 }
     func clusterIntegrityFailed() { clusterIntegrityFailures += 1 }
@@ -198,6 +200,8 @@ final class ServerMetrics {
         var inputBufferedBytes: Int
         /// Cluster mode only.
         var cluster: ClusterGauges? = nil
+        /// `--max-disk` (0: none).
+        var maximumDiskBytes = 0
     }
 
     /// A cluster node's integrity, read when `/metrics` is served.
@@ -295,6 +299,7 @@ final class ServerMetrics {
                        help: "Other nodes' checkpoint claims whose running hash differed from this node's.")
             out.sample("kvod_cluster_checkpoint_disagreements_total", cluster.checkpointDisagreements)
         }
+        storage.render(into: &out, maximumDiskBytes: gauges.maximumDiskBytes)
         out.family("kvod_build_info", type: .gauge, help: "Always 1; the version label is this kvod's.")
         out.sample("kvod_build_info", labels: [("version", KVODVersion.version), ("commit", buildCommit)], 1 as Int)
         renderProcess(into: &out)

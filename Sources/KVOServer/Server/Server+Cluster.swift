@@ -147,6 +147,12 @@ extension Server {
         // first delivery (the continuity check), one waiting for a snapshot takes none.
         guard generation == cluster.subscriptionGeneration, !cluster.health.needsSnapshot,
               cluster.health == .applying || cluster.awaitingContinuity else { return }
+        // A node whose store cannot write applies nothing it could not commit; it subscribes again from
+        // what it committed once the store writes (`checkStorage`).
+        guard storageRefusal == nil else {
+            cluster.awaitingStorage = true
+            return
+        }
         let applied = cluster.appliedSequence
         if cluster.awaitingContinuity {
             cluster.awaitingContinuity = false

@@ -42,6 +42,12 @@ extension Server {
             send(.failure(Server.notAuthenticated), id: decoded.id, to: connection, counting: declaration.metrics)
             return
         }
+        // The one door for the store's health: while it cannot take writes (`StorageHealth`), every row
+        // that writes is refused here, whatever its route; reads and observations go on.
+        if declaration.isWrite, let refusal = storageRefusal {
+            send(.failure(refusal), id: decoded.id, to: connection, counting: declaration.metrics)
+            return
+        }
         switch declaration.route {
         case .engine:
             break

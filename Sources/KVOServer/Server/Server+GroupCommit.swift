@@ -11,8 +11,9 @@ import KVOModel
 /// Loop thread only, like the rest of `Server`.
 extension Server {
     /// Group commit: makes every write accepted during this loop iteration durable, in one
-    /// transaction, before any reply or event about it leaves the server. If the disk refuses, kvod
-    /// stops at once without sending them: nothing is acknowledged that is not stored.
+    /// transaction, before any reply or event about it leaves the server. When the store refuses, the
+    /// writes are stored after all (the reserve given back) or undone, and later writes are refused
+    /// (`commitOrRollBack`, `StorageHealth`): nothing is acknowledged that is not stored.
     func commitPendingWrites() {
         guard storeKeepsWrites else { return }
         var batch = handler.engine.takeCommitBatch()
@@ -25,17 +26,7 @@ extension Server {
             uncommittedUsers.removeAll()
         }
         guard !batch.isEmpty || batch.streamSequence != nil else { return }
-        do {
-            let started = uv_hrtime()
-            try store.commit(batch)
-            if let sequence = batch.streamSequence { cluster?.committedSequence = sequence }
-            metrics.groupCommitted(nanoseconds: uv_hrtime() &- started)
-            if let notice = store.afterCommit(on: loop.raw) { logger.log(level: notice.level, "\(notice.message)") }
-        } catch {
-            let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
-            logger.critical("cannot persist \(revisions): \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging them")
-            exit(74)  // EX_IOERR
-        }
+        commitOrRollBack(batch)
     }
 
     /// Closes the store, with its background work (after the loop has run dry: nothing of it is queued).

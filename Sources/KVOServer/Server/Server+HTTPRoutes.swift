@@ -44,8 +44,9 @@ extension Server {
         case "/healthz":
             answer(connection, HTTPResponse.text(.ok, "ok", keepAlive: keepAlive), keepAlive: keepAlive)
         case "/readyz":
-            // A cluster node that does not apply the stream is not ready: it refuses writes (its reason).
-            let notReady = isStopping ? "stopping" : cluster?.health.reason
+            // A server whose store cannot write, or a cluster node that does not apply the stream, is not
+            // ready: it refuses writes (its reason).
+            let notReady = isStopping ? "stopping" : storageHealth.reason ?? cluster?.health.reason
             answer(connection, HTTPResponse.text(notReady == nil ? .ok : .serviceUnavailable, notReady ?? "ready",
                                                  keepAlive: keepAlive), keepAlive: keepAlive)
         case "/metrics":
@@ -130,6 +131,7 @@ extension Server {
                 ServerMetrics.ClusterGauges(state: $0.health.gauge, appliedSequence: $0.appliedSequence,
                                             checkpointsAgreed: $0.integrity.checkpointsAgreed,
                                             checkpointDisagreements: $0.integrity.checkpointDisagreements)
-            }))
+            },
+            maximumDiskBytes: configuration.storage?.maximumDiskBytes ?? 0))
     }
 }

@@ -14,6 +14,10 @@ extension Server {
     /// returns memory to the system once the buffers have drained after a burst.
     func housekeep() {
         let now = uv_now(loop.raw)
+        if now &- lastStorageCheck >= 1000 {
+            lastStorageCheck = now
+            checkStorage()
+        }
         if let cluster {
             expireClusterWrites(cluster, now: now)
             expireRevisionWaits(cluster, now: now)

@@ -38,8 +38,7 @@ extension Server {
     static let signalCallback: uv_signal_cb = { handle, signal in
         let server = owner(of: asHandle(handle!), as: Server.self)
         if signal == SIGHUP {
-            server.logger.info("received signal SIGHUP: reloading the TLS certificate and key")
-            server.reloadTLS()
+            server.reloadOnHangup()
             return
         }
         server.logger.info("received signal \(signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : String(signal))")

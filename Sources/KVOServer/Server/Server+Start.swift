@@ -71,7 +71,8 @@ extension Server {
         }
     }
 
-    /// SIGINT and SIGTERM stop the server; SIGHUP reloads the TLS certificate and key (only with a TLS listener).
+    /// SIGINT and SIGTERM stop the server; SIGHUP reloads (`reloadOnHangup()`) whenever there is something to
+    /// reload: a configuration (`ServerConfiguration.reload`), a TLS listener or a users file.
     func installSignalHandlers() {
         // A parent may have left these blocked (process launchers often do): unblock them, or
         // the handlers below would never run.
@@ -81,8 +82,8 @@ extension Server {
         sigaddset(&unblock, SIGTERM)
         sigaddset(&unblock, SIGHUP)
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-        // SIGHUP reloads the TLS certificate, key and CA (only with a TLS listener).
-        for signal in configuration.tls == nil ? [SIGINT, SIGTERM] : [SIGINT, SIGTERM, SIGHUP] {
+        let reloads = configuration.reload != nil || configuration.tls != nil || configuration.usersFile != nil
+        for signal in reloads ? [SIGINT, SIGTERM, SIGHUP] : [SIGINT, SIGTERM] {
             let handle = allocateHandle(uv_signal_t.self, kind: UV_SIGNAL)
             uv_signal_init(loop.raw, handle)
             retainOwner(self, in: handle)

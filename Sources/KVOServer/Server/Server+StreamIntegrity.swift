@@ -127,15 +127,11 @@ extension Server {
     /// snapshot's sequence.
     func installSnapshotInPlace(_ cluster: ClusterReplicator, _ snapshot: ClusterSnapshot) {
         let state = snapshot.persistedState
-        let engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
-                               historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: storeKeepsWrites)
+        let engine = makeEngine(restoring: state)
         if let problem = engine.restoreProblems.first {
             logger.error("cluster: the snapshot of sequence \(snapshot.sequence) could not be installed whole (\(problem)); waiting for another")
             return
         }
-        engine.sizeLimits = configuration.sizeLimits
-        engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
-        engine.creatorPolicy = handler.engine.creatorPolicy
         let integrity = snapshot.integrity ?? .unknown(applied: snapshot.sequence)
         do throws(StorageError) {
             try store.replaceAll(with: state, streamSequence: snapshot.sequence,
@@ -144,10 +140,7 @@ extension Server {
             logger.critical("cluster: cannot store the snapshot of sequence \(snapshot.sequence): \(PrintableText.escaped("\(error)", limit: 1000)); stopping")
             exit(74)  // EX_IOERR
         }
-        let closed = openConnections
-        for connection in slots.compactMap({ $0?.takeUnretainedValue() }) where !connection.isClosing {
-            connection.close(reason: .clusterStateReplaced)
-        }
+        let closed = closeClientConnections(reason: .clusterStateReplaced)
         handler.engine = engine
         if let replicated = snapshot.users {
             users.replaceAll(with: replicated)

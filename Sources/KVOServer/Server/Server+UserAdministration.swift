@@ -100,6 +100,7 @@ extension Server {
     /// bindings; the reply. The same on every node for the same users (cluster mode); only the reply's
     /// counts of this node's connections differ.
     func apply(_ change: UserChange, tokenText: String?) -> Result<[(String, JSONValue)], KVOError> {
+        let before = users.user(named: change.user)
         do throws(UserDirectoryError) {
             try change.apply(to: users)
         } catch {
@@ -110,14 +111,19 @@ extension Server {
             }
         }
         let name = change.user
+        // Stored before anything else follows from it: a change the store refuses is undone and refused.
+        let removes: Bool
+        if case .remove = change { removes = true } else { removes = false }
+        if let refusal = persistUsers(changed: removes ? [] : [name], removed: removes ? [name] : []) {
+            users.replaceAll(with: users.records.values.filter { $0.name != name } + (before.map { [$0] } ?? []))
+            return .failure(refusal)
+        }
         switch change {
         case .add:
-            persistUsers(changed: [name])
             logger.notice("user '\(name)' added")
             if users.count == 1 { endOpenMode() }
             return .success([("user", .string(name))])
         case .remove:
-            persistUsers(removed: [name])
             let closed = connections(of: name)
             for connection in closed { connection.close(reason: .userRemoved(name)) }
             // The user's bindings stop (no rights any more).
@@ -127,30 +133,26 @@ extension Server {
             logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
             return .success([("user", .string(name)), ("closedConnections", .int(Int64(closed.count)))])
         case .setPassword:
-            persistUsers(changed: [name])
             logger.notice("password of user '\(name)' changed")
             return .success([("user", .string(name))])
         case .grant, .revoke:
             return rulesChanged(of: name)
         case let .addToken(_, token):
-            persistUsers(changed: [name])
             logger.notice("API token '\(token.id)' created for user '\(name)'")
             var reply: [(String, JSONValue)] = [("user", .string(name))]
             if let tokenText { reply.append(("token", .string(tokenText))) }
             reply.append(("tokenID", .string(token.id)))
             return .success(reply)
         case let .revokeToken(_, tokenID):
-            persistUsers(changed: [name])
             logger.notice("API token '\(PrintableText.escaped(tokenID, limit: 64))' of user '\(name)' revoked")
             return .success([("user", .string(name)), ("revoked", .string(tokenID))])
         }
     }
 
-    /// A user's rules changed: persisted, and every open connection of the user gets a new
+    /// A user's rules changed (and persisted, by `apply`): every open connection of the user gets a new
     /// `Principal` at once (then `principalDidChange(of:)`).
     func rulesChanged(of name: String) -> Result<[(String, JSONValue)], KVOError> {
         guard let user = users.user(named: name) else { return .failure(KVOError(.notFound, UserDirectory.noSuchUser(name))) }
-        persistUsers(changed: [name])
         compiledPolicies[name] = nil
         let policy = self.policy(ofUser: name) ?? AccessPolicy(rules: user.rules)
         let open = connections(of: name)
@@ -172,26 +174,43 @@ extension Server {
     }
 
     /// Writes the users that changed (or were removed) where they live: the store, when it keeps writes,
-    /// or else the users file. A failure stops kvod without acknowledging the change, like a failed commit.
+    /// or else the users file. Nil when written; otherwise the refusal for the change, which the caller
+    /// undoes: a store out of space or failing consistently refuses writes from then on
+    /// (`StorageHealth`), like a failed commit; an unknown failure stops kvod without acknowledging it.
     ///
     /// Cluster mode: a node whose store keeps writes writes them with the next group commit, in the
     /// transaction that records the stream sequence applied, so a restarted node never applies a user
     /// change twice or misses one; an in-memory node keeps them in memory only (its users file is the
     /// users it starts from: on a restart it applies the stream again from the start).
-    func persistUsers(changed: [String] = [], removed: [String] = []) {
+    func persistUsers(changed: [String] = [], removed: [String] = []) -> KVOError? {
         if cluster != nil {
             if storeKeepsWrites { uncommittedUsers.formUnion(changed + removed) }
-            return
+            return nil
         }
-        do {
-            if storeKeepsWrites {
+        if storeKeepsWrites {
+            do throws(StorageError) {
                 try store.writeUsers(upserting: changed.compactMap { users.user(named: $0) }, deleting: removed)
-            } else if let path = configuration.usersFile {
-                try UsersFile.save(users, to: path)
+                return nil
+            } catch {
+                let failure = store.assess(error)
+                metrics.storage.failed(StorageMetrics.ErrorKind(failure))
+                switch failure {
+                case let .outOfSpace(why): enterStorageHealth(.full(why), level: .error)
+                case let .consistent(why): enterStorageHealth(.failing(why), level: .error)
+                case let .unknown(why):
+                    logger.critical("cannot persist a user change: \(PrintableText.escaped(why, limit: 1000)); stopping without acknowledging it")
+                    exit(74)  // EX_IOERR
+                }
+                return storageRefusal ?? KVOError(.storageUnavailable, "the user change could not be stored")
             }
+        }
+        guard let path = configuration.usersFile else { return nil }
+        do {
+            try UsersFile.save(users, to: path)
+            return nil
         } catch {
-            logger.critical("cannot persist a user change: \(PrintableText.escaped("\(error)", limit: 1000)); stopping without acknowledging it")
-            exit(74)  // EX_IOERR
+            logger.error("cannot write the users file: \(PrintableText.escaped("\(error)", limit: 1000)); the change is refused")
+            return KVOError(.storageUnavailable, "the users file could not be written: \(PrintableText.escaped("\(error)", limit: 300))")
         }
     }
 }

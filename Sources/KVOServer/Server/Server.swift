@@ -1,5 +1,6 @@
 import CLibUV
 import KVOEngine
+import KVOModel
 import KVOJSON
 import KVOVersion
 import Logging
@@ -15,7 +16,8 @@ import Glibc
 /// `flushEarlyIfOutputIsLarge()`). The loop thread, the one that calls `run()`,
 /// owns all of it: no locks on the hot path. Only `stopHandle` may be used from another thread.
 public final class Server {
-    public let configuration: ServerConfiguration
+    /// Made at start-up; SIGHUP changes only what can change while the server runs (`Server+Reload`).
+    public internal(set) var configuration: ServerConfiguration
     var logger: Logger { configuration.logger }
     let loop: EventLoop
     /// Every listener (`--port`, `--tls-port`, `--http-port`, `--unix`), each knowing what its connections
@@ -83,6 +85,12 @@ public final class Server {
     /// `store.keepsWrites`, read once: whether writes wait for a group commit before any output about them
     /// (`mayWriteImmediately`, on the hot path, reads this, not the store).
     let storeKeepsWrites: Bool
+    /// Whether the store takes writes (`Server+StorageHealth`), and the error a write gets while it does
+    /// not (nil while writable: the one check `handleLine` makes per write).
+    var storageHealth = StorageHealth.writable
+    var storageRefusal: KVOError?
+    /// When the housekeeping tick last ran `checkStorage()` (every second).
+    var lastStorageCheck: UInt64 = 0
     /// Scratch space reused by every request (no allocation per request once warm).
     var notifications: [ChangeNotification] = []
     var replyBuffer: [UInt8] = []
@@ -199,6 +207,7 @@ public final class Server {
             self.passwordCheckFinished(verification)
         }
         startOwnHandles()
+        checkStorageAtStart()
         try startListening()
         if !users.isEmpty {
             configuration.logger.info("authentication required", metadata: ["users": "\(users.count)"])

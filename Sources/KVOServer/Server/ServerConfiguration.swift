@@ -68,8 +68,13 @@ public struct ServerConfiguration: Sendable {
     /// Cluster mode (`--cluster`): writes go through a NATS JetStream stream that every node applies;
     /// nil: a single node (docs/design.md, "Cluster").
     public var cluster: ClusterConfiguration? = nil
-    /// Stop on SIGINT and SIGTERM (the daemon does; tests running a server in-process do not).
+    /// Stop on SIGINT and SIGTERM, reload on SIGHUP (the daemon does; tests running a server in-process do not).
     public var handlesSignals = false
+    /// SIGHUP: reads the configuration again (kvod's config file and environment under its command line) and
+    /// returns it, or throws, with a message for the log, to keep the running one. The server then takes
+    /// from it only what can change while it runs (`Server.applyLiveSettings(from:)`). Called on the loop
+    /// thread. nil: SIGHUP reloads only the TLS files and the users file.
+    public var reload: (@Sendable () throws -> ServerConfiguration)? = nil
     public var logger = Logger(label: "kvod")
     /// The git commit this build is from, for `kvod_build_info{commit}` and the first "listening" log line: the
     /// daemon passes `KVODBuildCommit.hash` (generated at build time); "unknown" when not told.

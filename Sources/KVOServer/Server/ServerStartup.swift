@@ -163,6 +163,7 @@ extension ServerConfiguration {
         let store = try SQLiteStore(directory: storage.directory, sync: storage.sync, historyLimit: historyLimit,
                                     historyByteLimit: historyByteLimit, walLimitBytes: storage.walLimitBytes)
         try store.startBackgroundCheckpoints(delayMilliseconds: storage.checkpointTestDelayMilliseconds)
+        store.useReserve(bytes: storage.reserveBytes)
         return store
     }
 }

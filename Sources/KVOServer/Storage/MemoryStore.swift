@@ -43,6 +43,18 @@ final class MemoryStore: Store {
         guard !isClosed else { throw .closed }
     }
 
+    func assess(_ error: StorageError) -> StorageFailure { .consistent("\(error)") }
+
+    func releaseReserve() -> Bool { false }
+
+    func probeWritable() throws(StorageError) {
+        guard !isClosed else { throw .closed }
+    }
+
+    func filesProblem() -> String? { nil }
+
+    func bytesOnDisk() -> Int { 0 }
+
     var openingNotes: [String] { [] }
 
     var logMetadata: Logger.Metadata { ["store": "memory"] }

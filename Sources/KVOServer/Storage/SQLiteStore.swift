@@ -143,6 +143,11 @@ package final class SQLiteStore {
     var storedRevision: UInt64 = 0
     /// The binding id counter stored in `meta` (0 when none is).
     var storedLastBindingID: UInt64 = 0
+    /// The server's store only (`startReserve`): the space held back for a full disk (`--disk-reserve`).
+    var reserve: DiskReserve?
+    /// The database file's device and inode when it was opened: `filesProblem()` compares its path's with
+    /// them to notice the file deleted or replaced under the store.
+    var openedFile: FileIdentity?
     /// Reused encoding buffers: a commit allocates none once they have grown.
     var valueText: [UInt8] = []
     var changeText: [UInt8] = []
@@ -241,6 +246,7 @@ package final class SQLiteStore {
             try loadLedger()
             knowsEveryRedoRow = try queryText("SELECT count(*) FROM (SELECT 1 FROM redo LIMIT 1)") == "0"
             try trimToLimits()
+            openedFile = FileIdentity(path: databasePath)
         } catch {
             statements?.finalize()
             statements = nil

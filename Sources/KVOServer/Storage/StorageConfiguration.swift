@@ -12,6 +12,12 @@ public struct StorageConfiguration: Sendable {
     /// Tests only (`KVOD_TEST_CHECKPOINT_DELAY_MS`): a pause before each background checkpoint, so that
     /// they fall behind and the blocking fallback runs. 0 otherwise.
     public var checkpointTestDelayMilliseconds: Int
+    /// Bytes held in reserve for a full disk (`--disk-reserve`, `DiskReserve`); nil: 64 MiB, at most 1/20 of
+    /// the file system; 0: none.
+    public var reserveBytes: Int? = nil
+    /// Most bytes the database and its WAL may take on disk (`--max-disk`); past it writes are refused
+    /// (`storage_full`). 0: no limit.
+    public var maximumDiskBytes = 0
 
     /// The default `walLimitBytes` (`kvod --wal-limit`): 64 MiB.
     public static let defaultWALLimitBytes = 64 << 20

@@ -16,8 +16,10 @@ import KVOModel
 /// run dry. A store may do work of its own on the loop's thread pool (`afterCommit(on:)`), on connections
 /// or buffers the loop thread does not touch meanwhile. Not Sendable.
 ///
-/// Errors are `StorageError`; the server stops (exit 74) when `commit` or `writeUsers` throws, without
-/// acknowledging what was not stored.
+/// Errors are `StorageError`. When `commit` or `writeUsers` throws, the server asks `assess` what the failure
+/// left: out of space (it frees the reserve and tries once more, then refuses writes), a consistent store
+/// (it rolls its state back to the last commit and refuses writes), or unknown (it stops, exit 74). Nothing
+/// is acknowledged that was not stored (docs/design.md, "When the store cannot write").
 protocol Store: AnyObject {
     /// Whether what is committed outlives the process. False (`MemoryStore`): the engine collects no
     /// commit batches, the server never commits and never waits for a commit before it writes output.
@@ -49,6 +51,24 @@ protocol Store: AnyObject {
     /// `streamIntegrity`: what the node knows of the stream at that sequence (`StreamIntegrity`'s state, encoded).
     func replaceAll(with state: PersistedState, streamSequence: UInt64, streamIntegrity: [UInt8]?,
                     users: [UserRecord]?) throws(StorageError)
+
+    /// What a failed `commit` or `writeUsers` left (`StorageFailure`).
+    func assess(_ error: StorageError) -> StorageFailure
+
+    /// Out of space: gives back the space the store holds in reserve, so that the failed commit can be
+    /// tried once more. Whether any was freed.
+    func releaseReserve() -> Bool
+
+    /// While the server refuses writes: throws unless writes can be taken again (the reserve made again, a
+    /// probe write stored).
+    func probeWritable() throws(StorageError)
+
+    /// Nil while the store's files are where it writes them; otherwise why not (deleted, replaced). Cheap
+    /// (a `stat`): the server asks before each commit and every second.
+    func filesProblem() -> String?
+
+    /// The bytes the store's files take on disk, for `--max-disk` (0 for a store without files).
+    func bytesOnDisk() -> Int
 
     /// Problems the store found and mended while opening (files others could read), one line each, for
     /// the server to log as warnings.

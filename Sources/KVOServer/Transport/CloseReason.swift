@@ -53,6 +53,11 @@ enum CloseReason: CustomStringConvertible {
     /// A cluster node replaced its state with a snapshot while serving (`ClusterHealth.diverged`): its
     /// observations are gone; a client reconnects and observes again, resuming with `sinceRev`.
     case clusterStateReplaced
+    /// A group commit failed and the server rolled its state back to the last commit
+    /// (`Server.rollBackToLastCommit`): the replies and events of the writes undone are dropped with the
+    /// connection; a client reconnects (writes are refused while the store cannot take them) and observes
+    /// again, resuming with `sinceRev`.
+    case storageRolledBack
 
     var description: String {
         switch self {
@@ -86,6 +91,7 @@ enum CloseReason: CustomStringConvertible {
         case let .webSocketClosed(code): return "WebSocket closed with code \(code)"
         case .webSocketFailed: return "WebSocket framing failed"
         case .clusterStateReplaced: return "this cluster node replaced its state with a snapshot of the cluster's: reconnect and observe again"
+        case .storageRolledBack: return "a commit failed and the server rolled back to the last one: reconnect and observe again"
         }
     }
 

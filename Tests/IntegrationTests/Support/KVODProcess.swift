@@ -72,15 +72,18 @@ final class KVODProcess: @unchecked Sendable {
 
     /// Starts kvod with extra flags and waits until it listens: on `port` (0: a free one), in
     /// `workingDirectory` (nil: the test's). With `shellPrefix`, kvod is started by `/bin/sh`, which
-    /// runs that first (`ulimit -n 64`, say) and then execs kvod.
+    /// runs that first (`ulimit -n 64`, say) and then execs kvod. `environment` adds variables to the test's
+    /// (`KVOD_…` settings); an empty `logLevel` leaves `--log-level` to them or to a config file.
     init(_ extraArguments: [String] = [], storage: Storage = .inMemory, port: Int = 0,
-         workingDirectory: String? = nil, logLevel: String = "info", shellPrefix: String? = nil) throws {
+         workingDirectory: String? = nil, logLevel: String = "info", shellPrefix: String? = nil,
+         environment: [String: String] = [:]) throws {
         self.storage = storage
         self.extraArguments = extraArguments
         self.workingDirectory = workingDirectory
         self.logLevel = logLevel
-        let arguments = ["--host", "127.0.0.1", "--port", String(port), "--log-level", logLevel]
+        let arguments = ["--host", "127.0.0.1", "--port", String(port)] + (logLevel.isEmpty ? [] : ["--log-level", logLevel])
             + storage.arguments + extraArguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         if let shellPrefix {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", shellPrefix + #"; exec "$0" "$@""#, BuiltProducts.executable("kvod").path] + arguments

@@ -67,6 +67,9 @@ final class LocalCluster: @unchecked Sendable {
     /// `heldBackNATS`: the index of a NATS server not started now (`restartNATS` starts it later), as when an
     /// operator brings a cluster's servers up one by one.
     ///
+    /// `dataDirectories`: a node's data directory elsewhere than the cluster's scratch directory (a small
+    /// file system, for a node whose disk fills), by node index.
+    ///
     /// `relayedNode`: the index of a node whose `--cluster` URLs are those of `relays`, one relay in front of
     /// each NATS server, so a test can inject faults into what that node reads. `proxiedNode`: the index of a
     /// kvod node whose `--cluster` URLs are `TCPProxy`s in front of the NATS servers, so that
@@ -74,7 +77,8 @@ final class LocalCluster: @unchecked Sendable {
     /// servers run with `--no_advertise`: libnats adds the client URLs a server advertises to its pool and,
     /// after a reconnect, could reach a server directly.
     init(label: String, kvodArguments: [String] = [], admin: (user: String, password: String)? = nil,
-         heldBackNATS: Int? = nil, relayedNode: Int? = nil, proxiedNode: Int? = nil) throws {
+         heldBackNATS: Int? = nil, relayedNode: Int? = nil, proxiedNode: Int? = nil,
+         dataDirectories: [Int: String] = [:]) throws {
         directory = try TemporaryDirectory("cluster-\(label)")
         stream = "test_\(label.filter { $0.isLetter || $0.isNumber })"
         self.admin = admin
@@ -100,7 +104,7 @@ final class LocalCluster: @unchecked Sendable {
                 : index == proxiedNode ? proxiedURLs : natsURLs
             nodes.append(try KVODProcess(
                 ["--cluster", urls, "--cluster-stream", stream, "--node", "n\(index + 1)"] + kvodArguments,
-                dataDirectory: directory.appending("kvod-\(index + 1)")))
+                dataDirectory: dataDirectories[index] ?? directory.appending("kvod-\(index + 1)")))
         }
     }
 

@@ -1,0 +1,228 @@
+import CLibUV
+import KVOEngine
+import KVOJSON
+import KVOModel
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// When the store cannot write (docs/design.md, "When the store cannot write"): a failed group commit,
+/// a lost database file or `--max-disk` puts the server in a `StorageHealth` other than `.writable`
+/// instead of stopping it. Writes are then refused at the operations table's door (`storageRefusal`,
+/// read by `handleLine`), reads, observations and resumes go on, and every second the housekeeping tick
+/// asks the store whether writes can be taken again. Nothing is acknowledged that is not stored: output
+/// about an iteration's writes waits for its commit, and a commit that cannot be made is either made
+/// after all (the reserve given back) or undone (`rollBackToLastCommit`). Loop thread only, like the rest
+/// of `Server`.
+extension Server {
+    /// Group commit of `batch`, with what a failure leads to. Returns normally when the batch is stored, or
+    /// when it could not be and the server's state was rolled back to the last commit (the iteration's
+    /// writes undone, their writers and observers disconnected without a word about them). Stops the
+    /// server only when the store may hold something unknown (`StorageFailure.unknown`).
+    func commitOrRollBack(_ batch: CommitBatch) {
+        if let problem = store.filesProblem() {
+            // A commit into a deleted or replaced file would be acknowledged and lost.
+            metrics.storage.failed(.lost)
+            enterStorageHealth(.lost(problem), level: .critical)
+            rollBackToLastCommit(because: problem)
+            return
+        }
+        var attempt = 0
+        while true {
+            do throws(StorageError) {
+                let started = uv_hrtime()
+                try store.commit(batch)
+                if let sequence = batch.streamSequence { cluster?.committedSequence = sequence }
+                metrics.groupCommitted(nanoseconds: uv_hrtime() &- started)
+                if let notice = store.afterCommit(on: loop.raw) { logger.log(level: notice.level, "\(notice.message)") }
+                checkDiskLimit()
+                return
+            } catch {
+                let failure = store.assess(error)
+                metrics.storage.failed(StorageMetrics.ErrorKind(failure))
+                switch failure {
+                case let .outOfSpace(why):
+                    // The reserve given back, the same batch once more: stored, it is acknowledged, and
+                    // the writes after it are refused until the reserve can be made again.
+                    if attempt == 0, store.releaseReserve() {
+                        attempt += 1
+                        enterStorageHealth(.full(why), level: .error, detail: "the reserve was released to store the writes in progress")
+                        continue
+                    }
+                    enterStorageHealth(.full(why), level: .error)
+                    rollBackToLastCommit(because: why)
+                case let .consistent(why):
+                    enterStorageHealth(.failing(why), level: .error)
+                    rollBackToLastCommit(because: why)
+                case let .unknown(why):
+                    let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
+                    logger.critical("cannot persist \(revisions): \(PrintableText.escaped(why, limit: 1000)); the database may hold part of them, so kvod stops without acknowledging them (restart it to recover)")
+                    exit(74)  // EX_IOERR
+                }
+                return
+            }
+        }
+    }
+
+    /// Moves to `health` (from `.writable`, or from one refusal to a graver one) and says so once.
+    func enterStorageHealth(_ health: StorageHealth, level: Logger.Level, detail: String? = nil) {
+        guard health != storageHealth else { return }
+        if case .lost = storageHealth { return }  // only a restart ends it
+        let wasWritable = storageHealth == .writable
+        storageHealth = health
+        storageRefusal = health.refusal
+        metrics.storage.health = health.gaugeValue
+        guard let reason = health.reason else { return }
+        let then = detail.map { "; \($0)" } ?? ""
+        let recovery: String
+        switch health {
+        case .full: recovery = "free space on the data directory's file system (or raise --max-disk); writes resume by themselves"
+        case .failing: recovery = "writes resume by themselves once a probe write succeeds"
+        case .lost, .writable: recovery = "restore the data directory and restart kvod"
+        }
+        logger.log(level: level, "\(PrintableText.escaped(reason, limit: 1000))\(then); \(wasWritable ? "refusing writes" : "still refusing writes") (reads and observations go on): \(recovery)")
+    }
+
+    /// Undoes what the engine accepted since the last commit: the state restored from the store (which
+    /// holds exactly the last commit), every client connection closed with what it had queued (replies
+    /// and events about the undone writes never leave), and in cluster mode the stream position and users
+    /// of the last commit. Clients reconnect, and observers resume from their last revision: nothing they
+    /// were told is undone. Rare (a commit that failed even with the reserve given back); the price is one
+    /// reconnection of every client.
+    func rollBackToLastCommit(because reason: String) {
+        let contents: StoreContents
+        do throws(StorageError) {
+            contents = try store.restore()
+        } catch {
+            logger.critical("cannot read back the last commit after a failed one (\(PrintableText.escaped("\(error)", limit: 1000))); stopping")
+            exit(74)  // EX_IOERR
+        }
+        let engine = makeEngine(restoring: contents.state)
+        let closed = closeClientConnections(reason: .storageRolledBack)
+        handler.engine = engine
+        if let cluster {
+            users.replaceAll(with: Array(contents.users.records.values))
+            compiledPolicies.removeAll()
+            cluster.appliedSequence = contents.streamSequence
+            cluster.committedSequence = contents.streamSequence
+            cluster.integrity.reset(to: contents.streamIntegrity.flatMap(StreamIntegrity.decodeState)
+                                        ?? .unknown(applied: contents.streamSequence))
+            cluster.awaitingStorage = true
+        }
+        uncommittedUsers.removeAll()
+        metrics.storage.rolledBack()
+        logger.error("rolled back to the last commit (revision \(engine.revision)) after a failed one: \(closed) connection\(closed == 1 ? "" : "s") closed without the replies and events of the writes undone")
+    }
+
+    /// An engine restored from `state`, with the server's limits and its bindings' rules (start-up's,
+    /// a cluster snapshot's install and a roll-back's).
+    func makeEngine(restoring state: PersistedState) -> KVOEngine {
+        let engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
+                               historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: storeKeepsWrites)
+        engine.sizeLimits = configuration.sizeLimits
+        engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
+        engine.creatorPolicy = handler.engine.creatorPolicy
+        return engine
+    }
+
+    /// Closes every client connection for `reason` (HTTP requests and WebSocket sessions too), dropping
+    /// what each had queued. How many.
+    @discardableResult
+    func closeClientConnections(reason: CloseReason) -> Int {
+        let open = openConnections
+        for connection in slots.compactMap({ $0?.takeUnretainedValue() }) where !connection.isClosing {
+            connection.close(reason: reason)
+        }
+        return open
+    }
+
+    /// After a commit: past `--max-disk`, writes are refused (the batch just stored is acknowledged).
+    func checkDiskLimit() {
+        guard let limit = configuration.storage?.maximumDiskBytes, limit > 0 else { return }
+        let used = store.bytesOnDisk()
+        metrics.storage.bytesOnDisk = used
+        if used >= limit {
+            if case .full = storageHealth {} else { metrics.storage.failed(.full) }
+            enterStorageHealth(.full("the database and its WAL take \(used) bytes, --max-disk is \(limit)"), level: .error)
+        }
+    }
+
+    /// Start-up: a probe write (which also makes the reserve). A store without room starts refusing
+    /// writes (a restart on a full disk serves reads instead of dying at its first write).
+    func checkStorageAtStart() {
+        guard storeKeepsWrites else { return }
+        do throws(StorageError) {
+            try store.probeWritable()
+        } catch {
+            switch store.assess(error) {
+            case let .outOfSpace(why):
+                metrics.storage.failed(.full)
+                enterStorageHealth(.full(why), level: .error)
+            case let .consistent(why):
+                metrics.storage.failed(.io)
+                enterStorageHealth(.failing(why), level: .error)
+            case let .unknown(why):
+                logger.critical("the start-up probe write failed: \(PrintableText.escaped(why, limit: 1000)); stopping")
+                exit(74)  // EX_IOERR
+            }
+        }
+        checkDiskLimit()
+    }
+
+    /// Start-up, and the housekeeping tick while writes are refused: asks the store whether writes can be
+    /// taken again (its reserve made, a probe write stored, the files below `--max-disk`), and takes them
+    /// again if so. While writable, the tick only checks that the database file is still there.
+    func checkStorage() {
+        guard storeKeepsWrites else { return }
+        if let problem = store.filesProblem() {
+            if storageHealth != .lost(problem) { metrics.storage.failed(.lost) }
+            enterStorageHealth(.lost(problem), level: .critical)
+            return
+        }
+        let limit = configuration.storage?.maximumDiskBytes ?? 0
+        if limit > 0 { metrics.storage.bytesOnDisk = store.bytesOnDisk() }
+        switch storageHealth {
+        case .writable, .lost:
+            return
+        case .full, .failing:
+            break
+        }
+        if limit > 0, metrics.storage.bytesOnDisk >= limit {
+            enterStorageHealth(.full("the database and its WAL take \(metrics.storage.bytesOnDisk) bytes, --max-disk is \(limit)"), level: .error)
+            return
+        }
+        do throws(StorageError) {
+            try store.probeWritable()
+        } catch {
+            switch store.assess(error) {
+            case let .outOfSpace(why): enterStorageHealth(.full(why), level: .error)
+            case let .consistent(why): enterStorageHealth(.failing(why), level: .error)
+            case let .unknown(why):
+                logger.critical("the probe write failed: \(PrintableText.escaped(why, limit: 1000)); stopping")
+                exit(74)  // EX_IOERR
+            }
+            return
+        }
+        let was = storageHealth.reason ?? ""
+        storageHealth = .writable
+        storageRefusal = nil
+        metrics.storage.health = 0
+        logger.notice("storage writable again (was \(PrintableText.escaped(was, limit: 300))): taking writes")
+        if let cluster, cluster.awaitingStorage {
+            cluster.awaitingStorage = false
+            resubscribe(cluster)
+        }
+    }
+}
+
+extension StorageMetrics.ErrorKind {
+    /// The kind a failed commit or probe counts as.
+    init(_ failure: StorageFailure) {
+        switch failure {
+        case .outOfSpace: self = .full
+        case .consistent: self = .io
+        case .unknown: self = .unknown
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import KVOWireProbe
+import KVOJSON
+import Testing
+
+@testable import KVOEngine
+@testable import KVOModel
+@testable import KVOServer
+
+/// Issue 27: the store's health is read at one door, the operations table's. With the store refusing writes
+/// (`--max-disk` 1 byte: full from the start), every row whose effect is `.writes` is answered `storage_full`,
+/// whatever its route (engine, bindings, user administration), and no other row is; the state does not move.
+/// Walks the rows as declared, so a new write operation is covered without a line added here.
+@Suite struct StorageRefusalOverServerTests {
+    @Test("with the store full, every write row is refused with storage_full and every other row is not")
+    func everyWriteRowIsRefused() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("storage-refusal-\(getpid())-\(UInt64.random(in: 0...UInt64.max))")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        var storage = StorageConfiguration(directory: scratch.path)
+        storage.maximumDiskBytes = 1
+        configuration.storage = storage
+        let server = try Server(configuration: configuration)
+        let port = server.port
+        let stop = server.stopHandle
+        let done = DispatchSemaphore(value: 0)
+        let handOff = RefusalServerHandOff(server)
+        Thread {
+            _ = handOff.server.run()
+            done.signal()
+        }.start()
+        defer { stop.requestStop() }
+
+        let client = try KVOConnection(port: port)
+        var writeRows = 0
+        for operation in ProtocolOperation.allCases where operation != .auth {
+            try client.send(raw: Array(operation.declaration.example.utf8) + [0x0A])
+            var reply = try client.readMessage()
+            while reply["event"] != nil { reply = try client.readMessage() }
+            if operation.declaration.isWrite {
+                writeRows += 1
+                #expect(reply["error"]?["code"] == "storage_full", "\(operation.name) with the store full: \(reply)")
+            } else {
+                #expect(reply["error"]?["code"] != "storage_full", "\(operation.name) is not a write: \(reply)")
+            }
+        }
+        #expect(writeRows >= 10, "only \(writeRows) write rows walked")
+        stop.requestStop()
+        #expect(done.wait(timeout: .now() + 10) == .success, "the server did not stop")
+        // Read after the loop thread is done with it: nothing was written, nothing was stored.
+        #expect(server.engine.revision == 0, "a refused write moved the revision")
+        #expect(server.engine.objectCount == 0)
+    }
+}
+
+/// Hands the server to the thread that runs it (it is not Sendable: one thread at a time owns it).
+private final class RefusalServerHandOff: @unchecked Sendable {
+    let server: Server
+    init(_ server: Server) { self.server = server }
+}
