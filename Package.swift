@@ -128,6 +128,12 @@ let package = Package(
         // kvod's version, the one place it is written (`--version` of kvod and kvoclient, `hello`, the start-up log
         // line, `kvod_build_info`). No dependencies.
         .target(name: "KVOVersion"),
+        // The git commit kvod is built from (`kvod_build_info{commit}`, `kvod --version`), generated from the
+        // checkout's HEAD by GitCommitPlugin; "unknown" without a .git. Imported by the executables only, so that
+        // a new commit recompiles this target and relinks them, never the server's modules.
+        .target(name: "KVOBuildCommit", plugins: ["GitCommitPlugin"]),
+        .executableTarget(name: "git-commit-file", path: "Plugins/GitCommitFile"),
+        .plugin(name: "GitCommitPlugin", capability: .buildTool(), dependencies: ["git-commit-file"]),
         // The Swift client library: async requests and observations as AsyncSequences over one shared,
         // pipelined connection, with reconnection, heartbeat, TLS and credentials. Also the one client TLS
         // implementation (KVOWireProbe uses it).
@@ -139,6 +145,7 @@ let package = Package(
             name: "kvod",
             dependencies: [
                 "KVOServer",
+                "KVOBuildCommit",
                 "KVOCommandLine",
                 "KVOEngine",
                 "KVOJSON",

@@ -1,6 +1,7 @@
 import ArgumentParser
 import KVOCommandLine
 import KVOEngine
+import KVOBuildCommit
 import KVOServer
 import KVOVersion
 import Logging
@@ -15,7 +16,12 @@ struct KVOD: ParsableCommand {
         commandName: "kvod",
         abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.",
         discussion: "Users: `kvod user add|remove|list|passwd|grant|revoke …` (see `kvod user --help`).",
-        version: KVODVersion.version)
+        version: KVOD.version)
+
+    /// `kvod --version`: the release and, when the build knows it, the commit (`0.1.0 (abc1234)`).
+    static var version: String {
+        KVODBuildCommit.hash == KVODBuildCommit.unknown ? KVODVersion.version : "\(KVODVersion.version) (\(KVODBuildCommit.short))"
+    }
 
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
@@ -498,6 +504,7 @@ struct KVOD: ParsableCommand {
     /// The server's settings from the flags.
     func serverConfiguration(logger: Logger) -> ServerConfiguration {
         var settings = ServerConfiguration()
+        settings.buildCommit = KVODBuildCommit.hash
         settings.host = host
         settings.port = max(port, 0)
         settings.listensForPlaintext = port != KVOD.portOff

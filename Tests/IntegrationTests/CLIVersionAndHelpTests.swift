@@ -28,7 +28,7 @@ struct CLIVersionAndHelpTests {
         return Result(status: result.status, stdout: result.stdout, stderr: result.stderr)
     }
 
-    @Test("kvod --version and kvoclient --version print the version hello answers; kvod logs it as it starts listening")
+    @Test("kvod --version and kvoclient --version print the version hello answers (kvod with its commit when the build knows it); kvod logs both as it starts listening")
     func versions() throws {
         let server = try KVODProcess()
         let hello = try server.connect().call("hello")
@@ -36,13 +36,21 @@ struct CLIVersionAndHelpTests {
         #expect(!version.isEmpty)
         let kvod = try Self.runKVOD(["--version"])
         #expect(kvod.status == 0, "\(kvod.stderr)")
-        #expect(kvod.stdout == version + "\n", "\(kvod.stdout)")
         let client = try Self.runKVOClient(["--version"])
         #expect(client.status == 0, "\(client.stderr)")
         #expect(client.stdout == version + "\n", "\(client.stdout)")
-        // kvod's first "listening" log line says which kvod it is; a refusal at start-up stays one line.
+        // kvod's first "listening" log line says which kvod it is (version and commit); a refusal at start-up
+        // stays one line.
         let listening = server.log.split(separator: "\n").first { $0.contains("] listening") }
         #expect(listening?.contains("version=\(version)") == true, "\(server.log)")
+        // The commit: 40 hex digits from a git checkout, "unknown" from a build without .git. kvod --version
+        // says `0.1.0 (abc1234)`, or only the version when the commit is unknown.
+        let field = listening?.split(separator: " ").first { $0.hasPrefix("commit=") }
+        let commit = try #require(field.map { String($0.dropFirst("commit=".count)) }, "\(server.log)")
+        let isHex = commit.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        #expect(commit == "unknown" || (commit.utf8.count == 40 && isHex), "\(commit)")
+        let expected = commit == "unknown" ? version : "\(version) (\(commit.prefix(7)))"
+        #expect(kvod.stdout == expected + "\n", "\(kvod.stdout)")
         #expect(listening?.contains("pid=\(server.process.processIdentifier)") == true, "\(server.log)")
     }
 

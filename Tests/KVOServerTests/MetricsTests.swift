@@ -69,6 +69,42 @@ struct MetricsTests {
         ])
     }
 
+    @Test("request durations: one histogram per operation answered, labelled op then le; the build's version and commit")
+    func requestDurationsAndBuildInfo() {
+        let metrics = ServerMetrics()
+        metrics.buildCommit = "0123456789abcdef0123456789abcdef01234567"
+        metrics.requestAnswered(.set, nanoseconds: 3_000)
+        metrics.requestAnswered(.set, nanoseconds: 40_000)
+        metrics.requestAnswered(.invalid, nanoseconds: 2_000_000_000)
+        #expect(metrics.requestDurations.histogram(.set).count == 2)
+        #expect(metrics.requestDurations.histogram(.get).count == 0)
+        let rendered = lines(text(metrics)).filter { $0.hasPrefix("kvod_request_duration_seconds") }
+        #expect(rendered.contains(#"kvod_request_duration_seconds_bucket{op="set",le="5e-06"} 1"#))
+        #expect(rendered.contains(#"kvod_request_duration_seconds_bucket{op="set",le="5e-05"} 2"#))
+        #expect(rendered.contains(#"kvod_request_duration_seconds_bucket{op="set",le="+Inf"} 2"#))
+        #expect(rendered.contains(#"kvod_request_duration_seconds_sum{op="set"} 4.3e-05"#))
+        #expect(rendered.contains(#"kvod_request_duration_seconds_count{op="set"} 2"#))
+        #expect(rendered.contains(#"kvod_request_duration_seconds_bucket{op="invalid",le="1.0"} 0"#))
+        #expect(rendered.contains(#"kvod_request_duration_seconds_bucket{op="invalid",le="+Inf"} 1"#))
+        #expect(!rendered.contains { $0.contains(#"op="get""#) })
+        // Per operation: the bounds, +Inf, sum and count.
+        #expect(rendered.count == 2 * (RequestDurations.boundsNanoseconds.count + 3))
+        let info = lines(text(metrics)).filter { $0.hasPrefix("kvod_build_info{") }
+        #expect(info.count == 1 && info[0].hasSuffix(#"",commit="0123456789abcdef0123456789abcdef01234567"} 1"#), "\(info)")
+    }
+
+    @Test("storage usage gauges: rendered when the server reads some, each figure only when known")
+    func storageUsage() {
+        let metrics = ServerMetrics()
+        #expect(!text(metrics).contains("kvod_storage_database_bytes"))
+        metrics.storageUsage = { StorageUsageGauges(databaseBytes: 4096, walBytes: 0, freeBytes: nil, sizeBytes: 1 << 30) }
+        let rendered = lines(text(metrics))
+        #expect(rendered.contains("kvod_storage_database_bytes 4096"))
+        #expect(rendered.contains("kvod_storage_wal_bytes 0"))
+        #expect(rendered.contains("kvod_storage_size_bytes 1073741824"))
+        #expect(!rendered.contains { $0.contains("kvod_storage_free_bytes") })
+    }
+
     @Test("connections by transport, and slow consumers by the limit that closed them")
     func connectionsAndSlowConsumers() {
         let metrics = ServerMetrics()

@@ -2,6 +2,9 @@
 activity the test caused."""
 import asyncio
 import json
+import os
+import re
+import socket
 
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
@@ -94,8 +97,18 @@ def test_build_info_and_process_metrics(kvod_factory):
     kvod = kvod_factory()
     version = kvod.tcp_call({"op": "hello", "id": 1})["version"]
     samples = scrape(kvod)
-    assert value(samples, "kvod_build_info", version=version) == 1
-    assert [key for key in samples if key[0] == "kvod_build_info"] == [("kvod_build_info", (("version", version),))]
+    info = [dict(key[1]) for key in samples if key[0] == "kvod_build_info"]
+    assert len(info) == 1 and set(info[0]) == {"version", "commit"}
+    assert info[0]["version"] == version
+    # The commit the binary was built from (the checkout's HEAD), or "unknown" from a build without .git;
+    # kvod --version shows its first 7 digits.
+    commit = info[0]["commit"]
+    assert commit == "unknown" or re.fullmatch(r"[0-9a-f]{40}", commit), commit
+    assert value(samples, "kvod_build_info", version=version, commit=commit) == 1
+    import subprocess
+    printed = subprocess.run([kvod.process.args[0], "--version"], capture_output=True, text=True, check=True).stdout
+    assert printed == (f"{version}\n" if commit == "unknown" else f"{version} ({commit[:7]})\n")
+    assert value(samples, "process_virtual_memory_bytes") >= value(samples, "process_resident_memory_bytes") > 1e6
     assert before - 1 <= value(samples, "process_start_time_seconds") <= time.time()
     cpu = value(samples, "process_cpu_seconds_total")
     assert cpu > 0
@@ -184,3 +197,111 @@ def test_tls_handshake_failures_are_counted(kvod_factory, tmp_path):
     samples = scrape(kvod)
     assert value(samples, "kvod_tls_handshake_failures_total", reason="error") == 1
     assert value(samples, "kvod_tls_handshake_failures_total", reason="timeout") == 1
+
+
+OPERATIONS = {"hello", "auth", "admin", "create", "delete", "get", "set", "increment", "insert", "remove", "replace",
+              "observe", "unobserve", "list", "info", "ping", "defineClass", "classes", "bind", "unbind", "bindings",
+              "digest", "invalid"}
+
+
+def pipelined(kvod, requests):
+    """Sends the requests on one TCP connection at once; returns the replies."""
+    with socket.create_connection(("127.0.0.1", kvod.port), timeout=10) as sock:
+        sock.sendall(b"".join((json.dumps(request) + "\n").encode() for request in requests))
+        received = b""
+        while received.count(b"\n") < len(requests):
+            chunk = sock.recv(65536)
+            assert chunk, "kvod closed the connection"
+            received += chunk
+    return [json.loads(line) for line in received.splitlines()]
+
+
+def histogram(samples, name, **labels):
+    """(cumulative buckets by bound, sum, count) of one labelled histogram series."""
+    buckets = {}
+    for (sample, sample_labels), number in samples.items():
+        sample_labels = dict(sample_labels)
+        if sample == name + "_bucket" and {k: v for k, v in sample_labels.items() if k != "le"} == labels:
+            buckets[float(sample_labels["le"])] = number
+    return buckets, value(samples, name + "_sum", **labels), value(samples, name + "_count", **labels)
+
+
+def test_request_durations_by_operation(kvod_factory):
+    kvod = kvod_factory()
+    kvod.tcp_call({"op": "create", "object": "m", "values": {"v": 0}})
+    before = scrape(kvod)
+    n = 50
+    replies = pipelined(kvod, [{"op": "set", "object": "m", "keyPath": "v", "value": i} for i in range(n)]
+                        + [{"op": "get", "object": "missing"}, {"op": "no-such-op"}])
+    assert all(reply["ok"] for reply in replies[:n])
+
+    async def over_websocket():
+        async with connect(kvod.ws_url) as client:
+            for i in range(3):
+                await client.send(json.dumps({"op": "set", "id": i, "object": "m", "keyPath": "v", "value": -i}))
+                assert json.loads(await client.recv())["ok"]
+
+    asyncio.run(asyncio.wait_for(over_websocket(), 30))
+    after = scrape(kvod)
+    name = "kvod_request_duration_seconds"
+    _, sum_before, count_before = histogram(before, name, op="set")
+    buckets, sum_after, count_after = histogram(after, name, op="set")
+    # Every set counted once, whichever door it came in by (TCP, WebSocket), and as many as were answered.
+    assert count_after - count_before == n + 3
+    assert count_after == sum(number for (sample, labels), number in after.items()
+                              if sample == "kvod_requests_total" and dict(labels)["op"] == "set")
+    assert 0 < sum_after - sum_before < (n + 3) * 1.0
+    bounds = sorted(buckets)
+    assert bounds[0] <= 10e-6 and 1.0 <= bounds[-2] and bounds[-1] == float("inf")
+    cumulative = [buckets[bound] for bound in bounds]
+    assert cumulative == sorted(cumulative) and cumulative[-1] == count_after
+    # A failed request and an undecodable one are timed too, under their operation and under `invalid`.
+    assert histogram(after, name, op="get")[2] == 1
+    assert histogram(after, name, op="invalid")[2] == 1
+    # Only the operations' names are labels (a closed set), and only those answered appear.
+    ops = {dict(labels)["op"] for (sample, labels) in after if sample == name + "_count"}
+    assert ops <= OPERATIONS and {"create", "set", "get", "invalid"} <= ops and "delete" not in ops
+
+
+def test_storage_gauges_follow_the_data_directory(kvod_factory, tmp_path):
+    data = tmp_path / "data"
+    kvod = kvod_factory("--data", str(data))
+    database = data / "kvod.sqlite3"
+    first = scrape(kvod)
+    assert value(first, "kvod_storage_database_bytes") == os.path.getsize(database) > 0
+    wal = data / "kvod.sqlite3-wal"
+    assert value(first, "kvod_storage_wal_bytes") == (os.path.getsize(wal) if wal.exists() else 0)
+    filesystem = os.statvfs(data)
+    assert value(first, "kvod_storage_size_bytes") == filesystem.f_blocks * filesystem.f_frsize
+    assert 0 < value(first, "kvod_storage_free_bytes") <= value(first, "kvod_storage_size_bytes")
+    pipelined(kvod, [{"op": "create", "object": f"o{i}", "values": {"text": "x" * 2000}} for i in range(100)])
+    second = scrape(kvod)
+    stored = lambda samples: value(samples, "kvod_storage_database_bytes") + value(samples, "kvod_storage_wal_bytes")
+    assert stored(second) >= stored(first) + 100 * 2000
+    assert value(second, "kvod_storage_wal_bytes") == (os.path.getsize(wal) if wal.exists() else 0)
+
+
+def test_storage_gauges_are_absent_in_memory(kvod_factory):
+    samples = scrape(kvod_factory())
+    usage = {f"kvod_storage_{name}_bytes" for name in ("database", "wal", "free", "size")}
+    assert not [key for key in samples if key[0] in usage]
+
+
+def test_a_password_check_is_timed_to_its_answer(kvod_factory, tmp_path):
+    """`auth` is answered after the check on the thread pool, outside the request's dispatch: it carries its
+    start, so each one is timed (and the histogram's count stays equal to the requests counted)."""
+    import subprocess
+    from conftest import KVOD_BIN
+    users = tmp_path / "users.json"
+    subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), "ann", "*=read,write", "--hash-cost", "minimal"],
+                   check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
+    kvod = kvod_factory("--users", str(users))
+    replies = pipelined(kvod, [{"op": "auth", "user": "ann", "password": "wrong"},
+                               {"op": "auth", "user": "ann", "password": "correct horse battery"},
+                               {"op": "ping"}])
+    assert [reply["ok"] for reply in replies] == [False, True, True]
+    samples = scrape(kvod)
+    assert histogram(samples, "kvod_request_duration_seconds", op="auth")[2] == 2
+    assert value(samples, "kvod_requests_total", op="auth", outcome="ok") == 1
+    assert value(samples, "kvod_requests_total", op="auth", outcome="unauthenticated") == 1
+    assert histogram(samples, "kvod_request_duration_seconds", op="ping")[2] == 1

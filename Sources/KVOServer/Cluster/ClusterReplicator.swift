@@ -22,6 +22,8 @@ final class ClusterReplicator {
         var deadline: UInt64
         /// A `tokenCreate`'s new token text, for its reply only: the stream carries the token's hash.
         var tokenText: String? = nil
+        /// `uv_hrtime()` when the loop began handling the request (`kvod_request_duration_seconds`); 0: unknown.
+        var started: UInt64 = 0
     }
 
     /// A writer answered `unavailable` by `expire` or a failed append.

@@ -18,6 +18,8 @@ struct RevisionWaits {
         var valueText: [UInt8]?
         /// `uv_now` milliseconds after which it is answered `unavailable`.
         var deadline: UInt64
+        /// `uv_hrtime()` when the loop began handling the request (`kvod_request_duration_seconds`); 0: unknown.
+        var started: UInt64 = 0
     }
 
     private var waiting: [Waiting] = []

@@ -4,11 +4,11 @@ import Glibc
 
 /// The process figures `GET /metrics` reports beside kvod's own (the names Prometheus' client libraries
 /// use: `process_start_time_seconds`, `process_cpu_seconds_total`, `process_open_fds`, `process_max_fds`,
-/// `process_resident_memory_bytes`), read from the kernel when scraped.
+/// `process_resident_memory_bytes`, `process_virtual_memory_bytes`), read from the kernel when scraped.
 ///
 /// A value; `read()` and `now()` may run on any thread (the server calls it on the loop thread, once per
-/// scrape: a getrusage, a getrlimit, and one directory listing of /proc/self/fd, about a microsecond per
-/// open descriptor).
+/// scrape: a getrusage, a getrlimit, one read of /proc/self/statm, and one directory listing of /proc/self/fd,
+/// about a microsecond per open descriptor).
 struct ProcessStatistics {
     /// User plus system CPU time the process has used, in seconds.
     var cpuSeconds: Double
@@ -18,11 +18,14 @@ struct ProcessStatistics {
     var maximumDescriptors: Int?
     /// Resident set size in bytes (/proc/self/statm); nil where there is no procfs.
     var residentMemoryBytes: Int?
+    /// Virtual memory size in bytes (/proc/self/statm, VmSize); nil where there is no procfs.
+    var virtualMemoryBytes: Int?
 
     /// The figures now.
     static func read() -> ProcessStatistics {
-        ProcessStatistics(cpuSeconds: cpuSeconds(), openDescriptors: openDescriptors(), maximumDescriptors: maximumDescriptors(),
-                          residentMemoryBytes: residentMemoryBytes())
+        let memory = memoryBytes()
+        return ProcessStatistics(cpuSeconds: cpuSeconds(), openDescriptors: openDescriptors(), maximumDescriptors: maximumDescriptors(),
+                                 residentMemoryBytes: memory?.resident, virtualMemoryBytes: memory?.virtual)
     }
 
     /// The wall-clock time now, in seconds since the Unix epoch (`process_start_time_seconds` is this, taken
@@ -62,8 +65,8 @@ struct ProcessStatistics {
         return Int(limit.rlim_cur)
     }
 
-    /// Resident set size from /proc/self/statm (its second field, in pages).
-    private static func residentMemoryBytes() -> Int? {
+    /// Virtual and resident size from /proc/self/statm (its first and second fields, in pages).
+    private static func memoryBytes() -> (virtual: Int, resident: Int)? {
         guard let file = fopen("/proc/self/statm", "r") else { return nil }
         defer { fclose(file) }
         var line = [UInt8](repeating: 0, count: 128)
@@ -72,7 +75,9 @@ struct ProcessStatistics {
         }
         guard read else { return nil }
         let fields = line.prefix { $0 != 0 && $0 != 0x0A }.split(separator: 0x20)
-        guard fields.count >= 2, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return nil }
-        return pages * sysconf(Int32(_SC_PAGESIZE))
+        guard fields.count >= 2, let virtualPages = Int(String(decoding: fields[0], as: UTF8.self)),
+              let residentPages = Int(String(decoding: fields[1], as: UTF8.self)) else { return nil }
+        let pageSize = sysconf(Int32(_SC_PAGESIZE))
+        return (virtualPages * pageSize, residentPages * pageSize)
     }
 }

@@ -38,15 +38,15 @@ struct PrometheusExposition {
         append("\n")
     }
 
-    /// `name_bucket{le="…"}` per bound (cumulative) and `+Inf`, `name_sum` in seconds, `name_count`.
-    mutating func histogram(_ name: String, _ histogram: MetricsHistogram) {
+    /// `name_bucket{labels…,le="…"}` per bound (cumulative) and `+Inf`, `name_sum` in seconds, `name_count`.
+    mutating func histogram(_ name: String, labels: [(String, String)] = [], _ histogram: MetricsHistogram) {
         let cumulative = histogram.cumulativeCounts
         for (index, bound) in histogram.boundsNanoseconds.enumerated() {
-            sample("\(name)_bucket", labels: [("le", PrometheusExposition.format(Double(bound) / 1e9))], cumulative[index])
+            sample("\(name)_bucket", labels: labels + [("le", PrometheusExposition.format(Double(bound) / 1e9))], cumulative[index])
         }
-        sample("\(name)_bucket", labels: [("le", "+Inf")], histogram.count)
-        sample("\(name)_sum", Double(histogram.sumNanoseconds) / 1e9)
-        sample("\(name)_count", histogram.count)
+        sample("\(name)_bucket", labels: labels + [("le", "+Inf")], histogram.count)
+        sample("\(name)_sum", labels: labels, Double(histogram.sumNanoseconds) / 1e9)
+        sample("\(name)_count", labels: labels, histogram.count)
     }
 
     private mutating func appendLabels(_ labels: [(String, String)]) {

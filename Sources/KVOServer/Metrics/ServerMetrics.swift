@@ -8,13 +8,14 @@ import KVOEngine
 #endif
 
 /// What `GET /metrics` reports about one server: counters the server bumps as it works, histograms of
-/// group-commit and loop-iteration times, gauges read from the engine and the loop when scraped, the build's
-/// version, and the process's figures (`ProcessStatistics`).
+/// request (`RequestDurations`), group-commit and loop-iteration times, gauges read from the engine, the loop
+/// and the store's files (`storageUsage`) when scraped, the build's version and commit, and the process's
+/// figures (`ProcessStatistics`).
 ///
 /// Owned by `Server`; loop thread only. Every update and every rendering run on the loop thread (the
 /// HTTP connection asking for `/metrics` is served by the same loop), so the counters are plain
-/// integers: no atomics, no locks, one addition per update on the request and event paths
-/// (docs/design.md, "Metrics").
+/// integers: no atomics, no locks, one addition per update on the request and event paths, and per
+/// request one histogram observation (docs/design.md, "Metrics").
 final class ServerMetrics {
     /// Which output limit closed a slow consumer (the `limit` label).
     enum SlowConsumerLimit: Int, CaseIterable {
@@ -82,6 +83,12 @@ final class ServerMetrics {
     private(set) var loopIterations = MetricsHistogram(boundsNanoseconds: MetricsHistogram.latencyBoundsNanoseconds)
     private var lastIterationEnd: UInt64 = 0
     private var lastIdleTime: UInt64 = 0
+    /// How long requests took to answer, by operation (`RequestDurations`).
+    private(set) var requestDurations = RequestDurations()
+    /// The git commit of this build (`kvod_build_info{commit}`): `ServerConfiguration.buildCommit`.
+    var buildCommit = "unknown"
+    /// Reads the store's usage when scraped (set by the server, which sees the store; nil: no store files).
+    var storageUsage: () -> StorageUsageGauges? = { nil }
 
     private static let outcomeCount = 1 + KVOError.Code.allCases.count
 
@@ -126,6 +133,12 @@ final class ServerMetrics {
         var outcome = 0
         if let error { outcome = 1 + (KVOError.Code.allCases.firstIndex(of: error) ?? 0) }
         requestCounts[operation.rawValue &* ServerMetrics.outcomeCount &+ outcome] &+= 1
+    }
+
+    /// One request of `operation` answered `nanoseconds` after its handling began (`RequestDurations`).
+    @inline(__always)
+    func requestAnswered(_ operation: MetricsOperation, nanoseconds: UInt64) {
+        requestDurations.observe(operation, nanoseconds: nanoseconds)
     }
 
     /// Requests answered with `operation` and `outcome` ("ok" or an error code); for tests and rendering.
@@ -263,6 +276,8 @@ final class ServerMetrics {
         out.family("kvod_loop_iteration_seconds", type: .histogram,
                    help: "Time the event loop worked per iteration (not counting the wait for I/O).")
         out.histogram("kvod_loop_iteration_seconds", loopIterations)
+        requestDurations.render(into: &out)
+        storageUsage()?.render(into: &out)
         if let cluster = gauges.cluster {
             out.family("kvod_cluster_integrity_state", type: .gauge,
                        help: "0 applying the stream; 1 halted (the stream delivered does not continue what was applied); 2 diverged (a minority running hash, or a publisher's batches missing); 3 behind a trimmed stream. Not 0: writes refused, /readyz 503.")
@@ -286,7 +301,7 @@ final class ServerMetrics {
         }
         storage.render(into: &out, maximumDiskBytes: gauges.maximumDiskBytes)
         out.family("kvod_build_info", type: .gauge, help: "Always 1; the version label is this kvod's.")
-        out.sample("kvod_build_info", labels: [("version", KVODVersion.version)], 1 as Int)
+        out.sample("kvod_build_info", labels: [("version", KVODVersion.version), ("commit", buildCommit)], 1 as Int)
         renderProcess(into: &out)
         return out.bytes
     }
@@ -309,6 +324,10 @@ final class ServerMetrics {
         if let resident = process.residentMemoryBytes {
             out.family("process_resident_memory_bytes", type: .gauge, help: "Resident memory size in bytes.")
             out.sample("process_resident_memory_bytes", resident)
+        }
+        if let virtual = process.virtualMemoryBytes {
+            out.family("process_virtual_memory_bytes", type: .gauge, help: "Virtual memory size in bytes.")
+            out.sample("process_virtual_memory_bytes", virtual)
         }
     }
 }

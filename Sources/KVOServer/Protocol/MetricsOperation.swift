@@ -1,7 +1,7 @@
 import KVOEngine
 import KVOModel
 
-/// The `op` label of `kvod_requests_total`: the protocol's operation names, `admin` for the user
+/// The `op` label of `kvod_requests_total` and `kvod_request_duration_seconds`: the protocol's operation names, `admin` for the user
 /// administration operations and `invalid` for a request kvod could not decode (malformed JSON, a
 /// missing or unknown `op`, a mistyped field). A small closed set, so the series stay few.
 enum MetricsOperation: Int, CaseIterable {

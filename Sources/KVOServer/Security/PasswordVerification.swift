@@ -35,9 +35,12 @@ final class PasswordVerification: @unchecked Sendable {
     private(set) var matched = false
     /// libuv's work request while running (nil while waiting in the queue).
     var work: UnsafeMutablePointer<uv_work_t>?
+    /// `uv_hrtime()` when the loop began handling the `auth` request (`Server.requestStarted`), for its
+    /// duration once answered; 0: unknown.
+    let requestStarted: UInt64
 
     init(connection: ConnectionID, peerHost: String, userName: String, userExists: Bool, requestID: JSONValue?,
-         connectionFailures: Int, sequence: UInt64, hash: String?, password: String) {
+         connectionFailures: Int, sequence: UInt64, hash: String?, password: String, requestStarted: UInt64 = 0) {
         self.connection = connection
         self.peerHost = peerHost
         self.userName = userName
@@ -48,6 +51,7 @@ final class PasswordVerification: @unchecked Sendable {
         self.hash = hash.map { Array($0.utf8CString) } ?? []
         self.checkedHash = userExists ? hash : nil
         self.password = Array(password.utf8)
+        self.requestStarted = requestStarted
     }
 
     deinit { wipePassword() }

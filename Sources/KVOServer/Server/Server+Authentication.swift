@@ -27,7 +27,7 @@ extension Server {
                 connection: connection.id, peerHost: Server.host(ofPeer: connection.peer), userName: userName,
                 userExists: user != nil, requestID: id, connectionFailures: connection.authenticationFailures,
                 sequence: passwordChecks.takeSequence(), hash: user?.passwordHash ?? users.unknownUserHash,
-                password: password)
+                password: password, requestStarted: requestStarted)
             connection.pauseReading(.verification)
             if let turnedAway = passwordChecks.submit(verification, now: uv_now(loop.raw)) {
                 turnAway(turnedAway)
@@ -48,20 +48,23 @@ extension Server {
         verification.wipePassword()
         guard let connection = connection(verification.connection)?.takeUnretainedValue() else { return }
         let error = KVOError(.unauthenticated, "too many logins are waiting to be checked; try again shortly")
-        send(.failure(error), id: verification.requestID, to: connection, counting: .auth)
+        send(.failure(error), id: verification.requestID, to: connection, counting: .auth,
+             startedAt: verification.requestStarted)
         connection.resumeReading(.verification)
     }
 
     /// A password check is back (loop thread): log the connection in, or count a failure.
     func passwordCheckFinished(_ verification: PasswordVerification) {
         guard let connection = connection(verification.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
-        // The user may have been removed, or its password changed, while the check ran.
-        if verification.matched, let user = users.user(named: verification.userName),
-           user.passwordHash == verification.checkedHash {
-            logIn(connection, as: user, id: verification.requestID)
-        } else {
-            authenticationFailed(connection, userName: verification.userName, id: verification.requestID)
-            passwordChecks.peerFailures.recordFailure(of: verification.peerHost, now: uv_now(loop.raw))
+        continuingRequest(startedAt: verification.requestStarted) {
+            // The user may have been removed, or its password changed, while the check ran.
+            if verification.matched, let user = users.user(named: verification.userName),
+               user.passwordHash == verification.checkedHash {
+                logIn(connection, as: user, id: verification.requestID)
+            } else {
+                authenticationFailed(connection, userName: verification.userName, id: verification.requestID)
+                passwordChecks.peerFailures.recordFailure(of: verification.peerHost, now: uv_now(loop.raw))
+            }
         }
         connection.resumeReading(.verification)
     }
@@ -83,6 +86,7 @@ extension Server {
     func authenticationFailed(_ connection: Connection, userName: String?, id: JSONValue?) {
         connection.authenticationFailures += 1
         metrics.countRequest(.auth, error: .unauthenticated)
+        requestAnswered(.auth, startedAt: requestStarted)
         if let count = authenticationFailureLog.record(at: uv_now(loop.raw)) {
             let others = count > 1 ? " (and \(count - 1) more since the last line)" : ""
             let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "an API token"

@@ -61,7 +61,7 @@ extension Server {
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
         cluster.submit(line: Array(line), user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
-                                                        deadline: deadline))
+                                                        deadline: deadline, started: requestStarted))
         if pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
             connection.pauseReading(.replication)
         }
@@ -77,7 +77,7 @@ extension Server {
             if remaining == 0 { _ = pipelinedWrites.takeHeld(writer.connection) }
             return nil
         }
-        send(reply, id: writer.requestID, to: connection, counting: writer.operation)
+        send(reply, id: writer.requestID, to: connection, counting: writer.operation, startedAt: writer.started)
         if pipelinedWrites.isHolding(writer.connection) { return remaining == 0 ? connection : nil }
         if remaining < configuration.maximumPendingRequests { connection.resumeReading(.replication) }
         return nil
@@ -295,7 +295,8 @@ extension Server {
         }
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
         revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id, requestID: decoded.id,
-                                                request: request, valueText: decoded.valueText, deadline: deadline))
+                                                request: request, valueText: decoded.valueText, deadline: deadline,
+                                                started: requestStarted))
         connection.pauseReading(.revision)
     }
 
@@ -305,7 +306,9 @@ extension Server {
         guard !revisionWaits.isEmpty else { return }
         for item in revisionWaits.takeReady(revision: handler.engine.revision) {
             guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
-            perform(item.request, id: item.requestID, valueText: item.valueText, connection: connection)
+            continuingRequest(startedAt: item.started) {
+                perform(item.request, id: item.requestID, valueText: item.valueText, connection: connection)
+            }
             connection.resumeReading(.revision)
         }
     }
@@ -317,7 +320,7 @@ extension Server {
             guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
             let message = cluster.refusal ?? "this node had not applied revision \(item.revision) within \(cluster.configuration.writeTimeout) s (it is at \(handler.engine.revision): behind, or cut off from the stream)"
             send(.failure(KVOError(.unavailable, message)), id: item.requestID, to: connection,
-                 counting: MetricsOperation(item.request))
+                 counting: MetricsOperation(item.request), startedAt: item.started)
             connection.resumeReading(.revision)
         }
     }

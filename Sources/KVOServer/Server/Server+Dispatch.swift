@@ -12,6 +12,10 @@ import KVOEngine
 extension Server {
     func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        // The request's clock (`kvod_request_duration_seconds`): read here and when its reply is queued.
+        let outer = requestStarted
+        requestStarted = uv_hrtime()
+        defer { requestStarted = outer }
         connection.hasSentRequest = true
         // Before a login (users defined) only hello, auth and ping are looked at: docs/protocol.md.
         let decoded = connection.principal == nil ? RequestDecoder.decodeBeforeLogin(line) : RequestDecoder.decode(line)
@@ -99,15 +103,18 @@ extension Server {
         }
     }
 
-    /// Queues a reply; `counting` names the request's operation for `kvod_requests_total` (nil: not a
-    /// request's answer, or counted elsewhere).
+    /// Queues a reply; `counting` names the request's operation for `kvod_requests_total` and
+    /// `kvod_request_duration_seconds` (nil: not a request's answer, or counted elsewhere). The duration runs
+    /// from `startedAt` (nil: `requestStarted`, the request being handled) to now; none is counted without
+    /// a start.
     func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection,
-                      counting operation: MetricsOperation? = nil) {
+                      counting operation: MetricsOperation? = nil, startedAt: UInt64? = nil) {
         if let operation {
             switch reply {
             case .success: metrics.countRequest(operation, error: nil)
             case let .failure(error): metrics.countRequest(operation, error: error.code)
             }
+            requestAnswered(operation, startedAt: startedAt ?? requestStarted)
         }
         Server.empty(&replyBuffer)
         switch reply {
@@ -116,5 +123,21 @@ extension Server {
         }
         connection.enqueueReply(replyBuffer)
         if loop.outputChunks.bytesInUse > configuration.maximumTotalOutputBytes { enforceTotalOutputLimit() }
+    }
+
+    /// Counts a request of `operation` answered now in `kvod_request_duration_seconds`, its handling having
+    /// begun at `started` (`uv_hrtime`; 0: unknown, not counted).
+    @inline(__always)
+    func requestAnswered(_ operation: MetricsOperation, startedAt started: UInt64) {
+        if started != 0 { metrics.requestAnswered(operation, nanoseconds: uv_hrtime() &- started) }
+    }
+
+    /// Runs `body` as the continuation of a request whose handling began at `started` (a password check
+    /// back, a hash made, an `atLeastRev` reached): what it answers is timed from there.
+    func continuingRequest(startedAt started: UInt64, _ body: () -> Void) {
+        let outer = requestStarted
+        requestStarted = started
+        defer { requestStarted = outer }
+        body()
     }
 }

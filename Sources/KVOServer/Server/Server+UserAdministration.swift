@@ -59,12 +59,15 @@ extension Server {
     func hashThenCommit(password: String, cost: PasswordHasher.Cost, id: JSONValue?, connection: Connection,
                                 change: @escaping (String) -> UserChange) {
         connection.pauseReading(.verification)
+        let started = requestStarted
         let job = PasswordHashJob(requestID: id, connection: connection.id, password: password, cost: cost) {
             [unowned self] job in
             guard let connection = self.connection(job.connection)?.takeUnretainedValue(), !connection.isClosing else { return }
-            switch job.result {
-            case let .success(hash): self.commit(change(hash), id: job.requestID, connection: connection)
-            case let .failure(error): self.send(.failure(KVOError(.badRequest, "\(error)")), id: job.requestID, to: connection, counting: .admin)
+            self.continuingRequest(startedAt: started) {
+                switch job.result {
+                case let .success(hash): self.commit(change(hash), id: job.requestID, connection: connection)
+                case let .failure(error): self.send(.failure(KVOError(.badRequest, "\(error)")), id: job.requestID, to: connection, counting: .admin)
+                }
             }
             connection.resumeReading(.verification)
         }
@@ -86,7 +89,7 @@ extension Server {
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
         cluster.submit(userChange: change, user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: .admin,
-                                                        deadline: deadline, tokenText: tokenText))
+                                                        deadline: deadline, tokenText: tokenText, started: requestStarted))
         // Counted with the connection's writes in flight: what it sends next is answered after this change.
         if pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
             connection.pauseReading(.replication)

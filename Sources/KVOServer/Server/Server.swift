@@ -124,6 +124,10 @@ public final class Server {
     public let stopHandle: StopHandle
     /// Counters and histograms for `GET /metrics` (loop thread only).
     let metrics = ServerMetrics()
+    /// `uv_hrtime()` when the loop began handling the request being handled (`handleLine`), for
+    /// `kvod_request_duration_seconds`; 0 outside any. A request answered later (a password check, a cluster
+    /// write, an `atLeastRev` wait) keeps its own start and sets this again around its answer. Loop thread.
+    var requestStarted: UInt64 = 0
 
     /// Each user's rules compiled (`AccessPolicy`), made at the first login or binding application
     /// that needs them and kept until `policyDidChange(forUser:)`: rules are compiled once per user,
@@ -162,6 +166,13 @@ public final class Server {
         let bootstrapSnapshot = startup.bootstrapSnapshot
         store = startup.store
         storeKeepsWrites = startup.store.keepsWrites
+        metrics.buildCommit = configuration.buildCommit
+        metrics.storageUsage = { [store] in
+            store.usage().map {
+                StorageUsageGauges(databaseBytes: $0.databaseBytes, walBytes: $0.walBytes, freeBytes: $0.freeBytes,
+                                   sizeBytes: $0.sizeBytes)
+            }
+        }
         usersFileLock = startup.usersFileLock
         users = startup.users
         self.handler = RequestHandler(engine: engine)
@@ -229,6 +240,7 @@ public final class Server {
             // The first line says which kvod this is (`KVODVersion`, the one place the version is written).
             if index == 0 {
                 metadata["version"] = "\(KVODVersion.version)"
+                metadata["commit"] = "\(configuration.buildCommit)"
                 metadata["pid"] = "\(getpid())"
             }
             logger.info("\(what)", metadata: metadata)

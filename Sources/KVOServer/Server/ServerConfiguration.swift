@@ -76,6 +76,9 @@ public struct ServerConfiguration: Sendable {
     /// thread. nil: SIGHUP reloads only the TLS files and the users file.
     public var reload: (@Sendable () throws -> ServerConfiguration)? = nil
     public var logger = Logger(label: "kvod")
+    /// The git commit this build is from, for `kvod_build_info{commit}` and the first "listening" log line: the
+    /// daemon passes `KVODBuildCommit.hash` (generated at build time); "unknown" when not told.
+    public var buildCommit = "unknown"
     /// Tests: the server needs no listener, its connections being made in-process (`EmbeddedConnection`).
     var isEmbedded = false
 

@@ -59,5 +59,7 @@ final class MemoryStore: Store {
 
     var logMetadata: Logger.Metadata { ["store": "memory"] }
 
+    func usage() -> StorageUsage? { nil }
+
     func close() { isClosed = true }
 }

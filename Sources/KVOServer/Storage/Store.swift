@@ -77,6 +77,10 @@ protocol Store: AnyObject {
     /// What the server's "restored" log line says of the store (e.g. its file and sync mode).
     var logMetadata: Logger.Metadata { get }
 
+    /// The sizes of the store's files and the room left on their file system (`StorageUsage`), read when
+    /// `/metrics` is scraped; nil for a store without files (`MemoryStore`).
+    func usage() -> StorageUsage?
+
     /// Ends the store's background work and releases what it holds (files, locks). Idempotent; later
     /// calls of the rest throw `.closed` (or return nothing).
     func close()
