@@ -217,8 +217,9 @@ tag=localhost/kvod:smoke
 say "building $tag from docker/Dockerfile"
 build_started=$SECONDS
 # Its id, not the tag, from here on: another run building at the same time moves the tag.
+commit=$(git rev-parse HEAD 2>/dev/null || true)
 if ! podman build --format docker --pull=never ${build_mounts[@]+"${build_mounts[@]}"} --iidfile "$cache/iid.$$" \
-    -f docker/Dockerfile -t "$tag" . >"$cache/kvod-image.log" 2>&1; then
+    --build-arg "KVOD_COMMIT=$commit" -f docker/Dockerfile -t "$tag" . >"$cache/kvod-image.log" 2>&1; then
     tail -n 30 "$cache/kvod-image.log" >&2
     fail "building the image from docker/Dockerfile failed: see $cache/kvod-image.log"
 fi
@@ -298,6 +299,13 @@ for binary in kvod kvoclient; do
     case $libraries in *"not found"*) fail "the runtime stage lacks libraries of $binary: $(grep 'not found' <<<"$libraries")" ;; esac
 done
 say "ok: the runtime stage has every library kvod and kvoclient link"
+
+# The commit the image was built from, as kvod reports it (the build argument standing in for .git).
+version=$(podman run --rm --entrypoint kvod "$image" --version 2>&1) || fail "kvod --version in the image: $version"
+if [ -n "$commit" ]; then
+    [[ "$version" == *"(${commit:0:7})"* ]] || fail "kvod --version in the image says '$version', not commit ${commit:0:7}"
+fi
+say "ok: kvod --version in the image: $version"
 
 healthcheck=$(podman image inspect --format '{{json .Config.Healthcheck}}' "$image")
 case $healthcheck in *kvod-healthcheck*) ;; *) fail "the image has no HEALTHCHECK (built in OCI format?): $healthcheck" ;; esac
