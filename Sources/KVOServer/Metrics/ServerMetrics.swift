@@ -300,7 +300,7 @@ final class ServerMetrics {
             out.sample("kvod_cluster_checkpoint_disagreements_total", cluster.checkpointDisagreements)
         }
         storage.render(into: &out, maximumDiskBytes: gauges.maximumDiskBytes)
-        out.family("kvod_build_info", type: .gauge, help: "Always 1; the version label is this kvod's.")
+        out.family("kvod_build_info", type: .gauge, help: "Always 1; the labels are this kvod's version and the git commit it was built from (unknown without one).")
         out.sample("kvod_build_info", labels: [("version", KVODVersion.version), ("commit", buildCommit)], 1 as Int)
         renderProcess(into: &out)
         return out.bytes
