@@ -301,7 +301,8 @@ done
 say "ok: the runtime stage has every library kvod and kvoclient link"
 
 # The commit the image was built from, as kvod reports it (the build argument standing in for .git).
-version=$(podman run --rm --entrypoint kvod "$image" --version 2>&1) || fail "kvod --version in the image: $version"
+version=$(podman run --rm --entrypoint kvod "$image" --version 2>"$cache/version.err") ||
+    fail "kvod --version in the image: $(cat "$cache/version.err")"
 if [ -n "$commit" ]; then
     [[ "$version" == *"(${commit:0:7})"* ]] || fail "kvod --version in the image says '$version', not commit ${commit:0:7}"
 fi
