@@ -24,11 +24,15 @@ public struct ChangeNotification: Sendable {
     /// A prior ("will change") notification.
     public let isPrior: Bool
     /// The value before the change (unused for `initial`). For kinds 2-4: the removed or replaced
-    /// elements, as an array.
-    public let old: JSONValue
+    /// elements, as an array. Decoded on each call when held as text (`heldOld`).
+    public var old: JSONValue { heldOld.value }
     /// The value after the change (unused for prior notifications). For kinds 2-4: the inserted or
-    /// new elements, as an array.
-    public let new: JSONValue
+    /// new elements, as an array. Decoded on each call when held as text (`heldNew`).
+    public var new: JSONValue { heldNew.value }
+    /// `old` and `new` as the engine held them: decoded, or as canonical text after a `set` that kept its
+    /// value as text (then `encodedOld`/`encodedNew` are that text, and nothing decodes it to send it).
+    package let heldOld: HeldValue
+    package let heldNew: HeldValue
     /// For kinds 2-4: the affected indexes, ascending.
     public let indexes: [Int]?
     public var recipients: [Recipient]
@@ -36,6 +40,8 @@ public struct ChangeNotification: Sendable {
     /// (a `set` whose request carried its value in that form); nil otherwise. `EventEncoder` sends
     /// these bytes instead of encoding `new` again.
     public var encodedNew: [UInt8]?
+    /// `old` as `JSONWriter` encodes it, when it is held as text; nil otherwise.
+    package var encodedOld: [UInt8]? { heldOld.text?.bytes }
     /// A pattern observation's event: the compact encoding names the object too (`"t"`), since its
     /// subscription alone does not. The full encoding always names it.
     public var namesObject = false
@@ -45,16 +51,25 @@ public struct ChangeNotification: Sendable {
 
     public init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
                 old: JSONValue, new: JSONValue, indexes: [Int]? = nil, recipients: [Recipient]) {
+        self.init(object: object, keyPath: keyPath, reason: reason, rev: rev, kind: kind, isPrior: isPrior,
+                  held: .decoded(old), .decoded(new), indexes: indexes, recipients: recipients)
+    }
+
+    /// A notification whose old and new values are held as given (text or decoded); a new value held as
+    /// text is also its `encodedNew`.
+    package init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
+                 held old: HeldValue, _ new: HeldValue, indexes: [Int]? = nil, recipients: [Recipient]) {
         self.object = object
         self.keyPath = keyPath
         self.reason = reason
         self.rev = rev
         self.kind = kind
         self.isPrior = isPrior
-        self.old = old
-        self.new = new
+        heldOld = old
+        heldNew = new
         self.indexes = indexes
         self.recipients = recipients
+        encodedNew = new.text?.bytes
     }
 
     /// Whether the change dictionary carries `new` (for a recipient that asked for it).

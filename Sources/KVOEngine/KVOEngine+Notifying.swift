@@ -8,28 +8,49 @@ extension KVOEngine {
     /// `encodedWrite`: for a `set`, its value's `JSONWriter` bytes when already known.
     func commit(at location: StoredLocation, encodedWrite: [UInt8]? = nil, notifications: inout [ChangeNotification],
                         _ write: () throws(KVOError) -> RecordedChange) throws(KVOError) -> UInt64 {
+        try commit(at: location, encodedWrite: encodedWrite, notifications: &notifications) { () throws(KVOError) in
+            AppliedWrite.change(try write())
+        }
+    }
+
+    /// What a write did, for `commit` to record: a change held decoded, or a `set` of a top-level key whose
+    /// new value is held as text (`writeText`).
+    enum AppliedWrite {
+        case change(RecordedChange)
+        case textSet(path: [String], old: HeldValue?, new: CanonicalText)
+    }
+
+    func commit(at location: StoredLocation, encodedWrite: [UInt8]? = nil, notifications: inout [ChangeNotification],
+                _ write: () throws(KVOError) -> AppliedWrite) throws(KVOError) -> UInt64 {
         try checkRevisionRoom()
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
         // Pattern observations matching the object: one check when there are none.
         let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
-        let recorded = try write()
+        let applied = try write()
         computedMemo.invalidate()
         revision += 1
         var change: CollectionChange?
-        var written: JSONValue?
+        var written: HeldValue?
         var created = false
-        switch recorded {
-        case let .array(array):
-            change = CollectionChange(kind: array.kind, indexes: array.indexes, old: array.old, new: array.new)
-        case let .set(_, _, new):
-            written = new
-        case .created:
-            created = true
-        case .deleted:
-            break
+        switch applied {
+        case let .change(recorded):
+            switch recorded {
+            case let .array(array):
+                change = CollectionChange(kind: array.kind, indexes: array.indexes, old: array.old, new: array.new)
+            case let .set(_, _, new):
+                written = .decoded(new)
+            case .created:
+                created = true
+            case .deleted:
+                break
+            }
+            record(location.object, recorded)
+        case let .textSet(path, old, new):
+            written = .text(new)
+            record(location.object, HistoryEntry(rev: revision, object: location.object, setAt: path, old: old, new: new,
+                                                 changeSize: takeMeasuredChangeSize()))
         }
-        record(location.object, recorded)
         guard !candidates.isEmpty || patternWatch != nil else { return revision }
         // Ordinary notifications go straight to the caller's array (no array of their own per write);
         // prior ones, rarely asked for, are collected apart and put before them.
@@ -60,19 +81,21 @@ extension KVOEngine {
     /// to is the value just written, at the same location, with the same dependencies and binding
     /// (nothing on the way changed), so the last reading is updated in place instead of walking the
     /// object again, and the path is never re-registered or re-bound.
-    func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, encoded: [UInt8]?,
+    /// A value written as text stays text in the reading and the notification (compared, sent and kept
+    /// without decoding it).
+    func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: HeldValue, encoded: [UInt8]?,
                              at location: StoredLocation, priors: inout [ChangeNotification],
                              changes: inout [ChangeNotification]) {
-        path.lastReading!.value = written
+        path.lastReading!.held = written
         path.lastReading!.location = location
-        guard written != old.value else { return }
+        guard !written.hasSameValue(as: old.held) else { return }
         if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
         guard !path.subscribers.isEmpty else { return }
-        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .valueChanged, to: &priors)
+        appendPrior(for: path, kind: .setting, old: old.held, indexes: nil, reason: .valueChanged, to: &priors)
         var notification = ChangeNotification(
             object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision, kind: .setting,
-            isPrior: false, old: old.value, new: written, recipients: path.recipients)
-        notification.encodedNew = encoded
+            isPrior: false, held: old.held, written, recipients: path.recipients)
+        if case .decoded = written { notification.encodedNew = encoded }
         changes.append(notification)
     }
 
@@ -138,11 +161,16 @@ extension KVOEngine {
     /// Appends a prior notification for `path`'s subscribers that asked for one.
     func appendPrior(for path: WatchedPath, kind: ChangeKind, old: JSONValue, indexes: [Int]?,
                              reason: ChangeReason, to priors: inout [ChangeNotification]) {
+        appendPrior(for: path, kind: kind, old: .decoded(old), indexes: indexes, reason: reason, to: &priors)
+    }
+
+    func appendPrior(for path: WatchedPath, kind: ChangeKind, old: HeldValue, indexes: [Int]?,
+                     reason: ChangeReason, to priors: inout [ChangeNotification]) {
         let recipients = path.priorRecipients
         guard !recipients.isEmpty else { return }
         priors.append(ChangeNotification(
             object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: kind,
-            isPrior: true, old: old, new: .null, indexes: indexes, recipients: recipients))
+            isPrior: true, held: old, .decoded(.null), indexes: indexes, recipients: recipients))
     }
 
     /// What `path` reads now: its cached aggregate when it keeps one, else a fresh reading.

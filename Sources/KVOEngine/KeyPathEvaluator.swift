@@ -9,7 +9,14 @@ struct Evaluation: Equatable {
         let exists: Bool
     }
 
-    var value: JSONValue
+    /// The value read: decoded, or, after a `set` that kept its value as text (`KVOEngine.rereadPlain`),
+    /// that text.
+    var held: HeldValue
+    /// The value read (decoded from `held` when it is text).
+    var value: JSONValue {
+        get { held.value }
+        set { held = .decoded(newValue) }
+    }
     /// Where the reading looked, minimal (no location inside another): a write at, above or below
     /// any of them may change `value`. Observations are registered at these.
     var dependencies: [StoredLocation]
@@ -25,6 +32,20 @@ struct Evaluation: Equatable {
     /// whether it exists): the reading stopped there and `value` is `null`. Nil when nothing was denied
     /// (and always for unrestricted readings).
     var deniedObject: String? = nil
+
+    init(value: JSONValue, dependencies: [StoredLocation], location: StoredLocation?, binding: [BindingStep],
+         deniedObject: String? = nil) {
+        held = .decoded(value)
+        self.dependencies = dependencies
+        self.location = location
+        self.binding = binding
+        self.deniedObject = deniedObject
+    }
+
+    static func == (left: Evaluation, right: Evaluation) -> Bool {
+        left.held.hasSameValue(as: right.held) && left.dependencies == right.dependencies && left.location == right.location
+            && left.binding == right.binding && left.deniedObject == right.deniedObject
+    }
 }
 
 /// Reads key paths over the object store, following references, indexing and mapping arrays and

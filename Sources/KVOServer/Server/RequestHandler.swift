@@ -85,8 +85,14 @@ final class RequestHandler {
             try requireFit(value, budget, "the value of \(keyPath.map { "'\(PrintableText.escaped($0.string, limit: 64))' of " } ?? "")object '\(PrintableText.escaped(object, limit: 64))'")
             return reply([("rev", revision(engine.revision)), ("value", value)])
         case let .set(object, keyPath, value):
-            let rev = try engine.set(object, keyPath: keyPath, value: value, encoded: valueText, access: access,
-                                     notifications: &notifications)
+            let rev: UInt64
+            if let valueText {
+                // The request carried the value in canonical form: the engine may keep it as text.
+                rev = try engine.set(object, keyPath: keyPath, text: CanonicalText(trusting: valueText), decoded: value,
+                                     access: access, notifications: &notifications)
+            } else {
+                rev = try engine.set(object, keyPath: keyPath, value: value, access: access, notifications: &notifications)
+            }
             return reply([("rev", revision(rev))])
         case let .increment(object, keyPath, by):
             let (rev, value) = try engine.increment(object, keyPath: keyPath, by: by, access: access,
