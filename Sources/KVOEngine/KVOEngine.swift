@@ -140,7 +140,19 @@ public final class KVOEngine {
     /// Records an accepted write (revision already advanced). The change is consumed, so that the
     /// entry moves into history rather than being copied (a retain and a release per value it holds).
     func record(_ object: String, _ change: consuming RecordedChange) {
-        record(object, HistoryEntry(rev: revision, object: object, change: change, changeSize: takeMeasuredChangeSize()))
+        let changeSize = measuredChangeSize
+        measuredChangeSize = nil
+        let entry = HistoryEntry(rev: revision, object: object, change: change, changeSize: changeSize)
+        if recordsCommitBatches {
+            pendingEntries.append(entry)
+            // Runs of writes to one object (the common case) hash its id once.
+            if pendingEntries.count < 2 || pendingEntries[pendingEntries.count - 2].object != object {
+                touchedObjects.insert(object)
+            }
+        }
+        history.append(consume entry)
+        // The write is applied: bound the live objects (a comparison unless there are too many).
+        if objects.liveCount > objects.maximumLiveObjects { objects.packExcessLive() }
     }
 
     /// `measuredChangeSize`, which it clears.
@@ -149,7 +161,7 @@ public final class KVOEngine {
         return measuredChangeSize
     }
 
-    /// Records `entry`, an accepted write's (revision already advanced) to `object`.
+    /// Records `entry`, an accepted write's (revision already advanced) to `object` (a `set` held as text).
     func record(_ object: String, _ entry: consuming HistoryEntry) {
         if recordsCommitBatches {
             pendingEntries.append(copy entry)
@@ -310,8 +322,8 @@ public final class KVOEngine {
         try checkValueSize(valueBytes, in: location.object)
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
         let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
-        return try commit(at: location, notifications: &notifications) { () throws(KVOError) -> AppliedWrite in
-            let old = try objects.setMemberText(at: target.objectIndex, key: key, text) {
+        return try commitText(at: location, text: text, notifications: &notifications) { () throws(KVOError) -> HeldValue? in
+            try objects.setMemberText(at: target.objectIndex, key: key, text) {
                 (old: HeldValue?, sizeBefore: Int, memberCount: Int) throws(KVOError) -> Int in
                 // As `write(at:value:)` measures it: from the old value's size, or that of a new member.
                 let oldBytes = old?.encodedLength
@@ -325,7 +337,6 @@ public final class KVOEngine {
                 measuredChangeSize = key.utf8.count + 3 + valueBytes + (oldBytes ?? 0)
                 return growth
             }
-            return .textSet(path: location.path, old: old, new: text)
         }
     }
 
