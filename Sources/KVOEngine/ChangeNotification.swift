@@ -24,11 +24,35 @@ public struct ChangeNotification: Sendable {
     /// A prior ("will change") notification.
     public let isPrior: Bool
     /// The value before the change (unused for `initial`). For kinds 2-4: the removed or replaced
-    /// elements, as an array.
-    public let old: JSONValue
+    /// elements, as an array. Decoded on each call when held as text (`encodedOld`).
+    public var old: JSONValue {
+        if let encodedOld { return CanonicalText(trusting: encodedOld).value }
+        return decodedOld
+    }
     /// The value after the change (unused for prior notifications). For kinds 2-4: the inserted or
-    /// new elements, as an array.
-    public let new: JSONValue
+    /// new elements, as an array. Decoded on each call when held as text (`newIsText`).
+    public var new: JSONValue {
+        if newIsText, let encodedNew { return CanonicalText(trusting: encodedNew).value }
+        return decodedNew
+    }
+    /// `old` and `new` when held decoded (`.null` when held as text). Kept as plain `JSONValue`s and byte
+    /// arrays rather than as `HeldValue`s: a notification is copied several times on its way to the
+    /// connections, and a field of a two-payload enum costs an outlined copy and destroy each time
+    /// (measured, docs/performance.md, issue 28).
+    private let decodedOld: JSONValue
+    private let decodedNew: JSONValue
+    /// Whether `new` is held as text only (then `encodedNew` is that text).
+    private let newIsText: Bool
+    /// `old` and `new` as the engine held them: decoded, or as canonical text after a `set` that kept its
+    /// value as text (then `encodedOld`/`encodedNew` are that text, and nothing decodes it to send it).
+    package var heldOld: HeldValue {
+        if let encodedOld { return .text(CanonicalText(trusting: encodedOld)) }
+        return .decoded(decodedOld)
+    }
+    package var heldNew: HeldValue {
+        if newIsText, let encodedNew { return .text(CanonicalText(trusting: encodedNew)) }
+        return .decoded(decodedNew)
+    }
     /// For kinds 2-4: the affected indexes, ascending.
     public let indexes: [Int]?
     public var recipients: [Recipient]
@@ -36,6 +60,8 @@ public struct ChangeNotification: Sendable {
     /// (a `set` whose request carried its value in that form); nil otherwise. `EventEncoder` sends
     /// these bytes instead of encoding `new` again.
     public var encodedNew: [UInt8]?
+    /// `old` as `JSONWriter` encodes it, when it is held as text; nil otherwise.
+    package let encodedOld: [UInt8]?
     /// A pattern observation's event: the compact encoding names the object too (`"t"`), since its
     /// subscription alone does not. The full encoding always names it.
     public var namesObject = false
@@ -51,8 +77,48 @@ public struct ChangeNotification: Sendable {
         self.rev = rev
         self.kind = kind
         self.isPrior = isPrior
-        self.old = old
-        self.new = new
+        decodedOld = old
+        decodedNew = new
+        newIsText = false
+        encodedOld = nil
+        encodedNew = nil
+        self.indexes = indexes
+        self.recipients = recipients
+    }
+
+    /// A notification whose old and new values are held as given (text or decoded); a new value held as
+    /// text is also its `encodedNew`, a decoded one has `encodedNew` as given.
+    package init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
+                 held old: HeldValue, _ new: HeldValue, encodedNew: [UInt8]? = nil, indexes: [Int]? = nil,
+                 recipients: [Recipient]) {
+        self.init(object: object, keyPath: keyPath, reason: reason, rev: rev, kind: kind, isPrior: isPrior,
+                  old: old.text == nil ? old.value : .null, encodedOld: old.text?.bytes,
+                  new: new.text == nil ? new.value : .null, newText: new.text?.bytes, encodedNew: encodedNew,
+                  indexes: indexes, recipients: recipients)
+    }
+
+    /// A notification whose old value is `encodedOld` when given (canonical text; `old` is then `.null`), else
+    /// `old`, and whose new value is `newText` when given (also its `encodedNew`; `new` is then `.null`), else
+    /// `new`, with `encodedNew` as given.
+    package init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
+                 old: JSONValue, encodedOld: [UInt8]?, new: JSONValue, newText: [UInt8]?, encodedNew: [UInt8]?,
+                 indexes: [Int]? = nil, recipients: [Recipient]) {
+        self.object = object
+        self.keyPath = keyPath
+        self.reason = reason
+        self.rev = rev
+        self.kind = kind
+        self.isPrior = isPrior
+        decodedOld = old
+        self.encodedOld = encodedOld
+        decodedNew = new
+        if let newText {
+            newIsText = true
+            self.encodedNew = newText
+        } else {
+            newIsText = false
+            self.encodedNew = encodedNew
+        }
         self.indexes = indexes
         self.recipients = recipients
     }

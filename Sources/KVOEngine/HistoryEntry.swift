@@ -12,7 +12,8 @@ import KVOModel
 /// An entry holds its change either decoded (a write of this process: `init(rev:object:change:)`) or
 /// packed, as the compact JSON text of its history row (`RecordedChange.json` in a `PackedObject`):
 /// what the store's `load()` restores, a few bytes beyond the text instead of the decoded values. `change`
-/// decodes a packed entry on each call, to exactly the change that was packed (the loader checked the row
+/// decodes a packed entry on each call, to exactly the change that was packed; a `set` whose value the engine held
+/// as text (`KVOEngine.writeText`) keeps its path, old value and text as they were, decoded only by `change` (the loader checked the row
 /// decodes, so a packed entry never fails to). Either way the entry carries the size history's byte limit
 /// counts for its change (`changeSize`), so that `ChangeHistory` keeps one array of entries. Equality
 /// compares revision, object and change (not `changeSize`), however the change is held. A value type; any thread.
@@ -30,6 +31,9 @@ public struct HistoryEntry: Equatable, Sendable {
     private enum Storage: @unchecked Sendable {
         case decoded(RecordedChange)
         case packed(PackedObject)
+        /// A `set` whose new value (and perhaps its old one) was held as text (`KVOEngine.writeText`):
+        /// kept as it was, decoded only when `change` is asked for.
+        case textSet(path: [String], old: HeldValue?, new: CanonicalText)
     }
 
     public init(rev: UInt64, object: String, change: RecordedChange) {
@@ -43,6 +47,14 @@ public struct HistoryEntry: Equatable, Sendable {
         self.object = object
         self.changeSize = changeSize ?? change.estimatedSize
         storage = .decoded(change)
+    }
+
+    /// An entry for a `set` at `path` whose new value is held as text, counted as `changeSize`.
+    init(rev: UInt64, object: String, setAt path: [String], old: HeldValue?, new: CanonicalText, changeSize: Int?) {
+        self.rev = rev
+        self.object = object
+        self.changeSize = changeSize ?? path.reduce(new.count + (old?.encodedLength ?? 0)) { $0 + $1.utf8.count + 3 }
+        storage = .textSet(path: path, old: old, new: new)
     }
 
     /// An entry holding `text`, which must be `JSONWriter`'s encoding of a change's `json`
@@ -73,6 +85,30 @@ public struct HistoryEntry: Equatable, Sendable {
             } catch {
                 preconditionFailure("a packed history entry does not decode: \(error.reason)")
             }
+        case let .textSet(path, old, new):
+            return .set(path: path, old: old?.value, new: new.value)
+        }
+    }
+
+    /// Appends the change's JSON text (`RecordedChange.writeJSON` of `change`) to `buffer`, without decoding
+    /// a change held packed or as text.
+    package func writeChangeJSON(into buffer: inout [UInt8]) {
+        switch storage {
+        case let .decoded(change): change.writeJSON(into: &buffer)
+        case let .packed(packed): packed.appendText(to: &buffer)
+        case let .textSet(path, old, new):
+            JSONWriter.append("{\"set\":{\"new\":", to: &buffer)
+            buffer.append(contentsOf: new.bytes)
+            if let old {
+                JSONWriter.append(",\"old\":", to: &buffer)
+                old.write(into: &buffer)
+            }
+            JSONWriter.append(",\"path\":[", to: &buffer)
+            for (index, key) in path.enumerated() {
+                if index > 0 { buffer.append(UInt8(ascii: ",")) }
+                JSONWriter.writeString(key, into: &buffer)
+            }
+            JSONWriter.append("]}}", to: &buffer)
         }
     }
 
@@ -83,10 +119,10 @@ public struct HistoryEntry: Equatable, Sendable {
     }
 
     /// Whether the write created its object (`.created`), without decoding a packed entry.
-    var isCreation: Bool { kindByte == UInt8(ascii: "c") }
+    package var isCreation: Bool { kindByte == UInt8(ascii: "c") }
 
     /// Whether the write deleted its object (`.deleted`), without decoding a packed entry.
-    var isDeletion: Bool { kindByte == UInt8(ascii: "d") }
+    package var isDeletion: Bool { kindByte == UInt8(ascii: "d") }
 
     /// The first letter of the change's kind (`created`, `deleted`, `set`, `array`): in a packed entry the
     /// byte after `{"`, its text's only key.
@@ -100,6 +136,7 @@ public struct HistoryEntry: Equatable, Sendable {
             case .array: return UInt8(ascii: "a")
             }
         case let .packed(packed): return packed.withText { $0.count > 2 ? $0[2] : 0 }
+        case .textSet: return UInt8(ascii: "s")
         }
     }
 

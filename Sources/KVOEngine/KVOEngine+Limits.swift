@@ -33,7 +33,12 @@ extension KVOEngine {
         if value.isScalar, room >= 0 { return }
         if let encodedBytes, room >= 0, encodedBytes <= 2 * room { return }
         guard room < 0 || value.nestingDepth(upTo: room) > room else { return }
-        throw KVOError(.tooLarge, """
+        throw tooDeep(object)
+    }
+
+    /// The refusal of a value that would make `object` nest deeper than `StoredDepth.maximum`.
+    func tooDeep(_ object: String) -> KVOError {
+        KVOError(.tooLarge, """
             the value would make object '\(PrintableText.escaped(object))' nest deeper than \(StoredDepth.maximum) \
             levels (the object, the key path to the value and the value's own nesting count together); \
             the limit is \(StoredDepth.maximum)

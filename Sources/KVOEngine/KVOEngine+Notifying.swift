@@ -31,6 +31,38 @@ extension KVOEngine {
         }
         record(location.object, recorded)
         guard !candidates.isEmpty || patternWatch != nil else { return revision }
+        notify(candidates, before: before, patternWatch: patternWatch, at: location, written: written, writtenText: nil,
+               change: change, created: created, encodedWrite: encodedWrite, notifications: &notifications)
+        return revision
+    }
+
+    /// `commit` of a `set` of a top-level key whose new value is held as text (`writeText`): `write` applies it
+    /// and returns the value it replaced; history keeps the text (`HistoryEntry(setAt:)`). Apart from the
+    /// decoded `commit` so that the common write does not carry the text case through its closure and
+    /// result (copies and outlined destroys of a wrapping enum, measured: docs/performance.md, issue 28).
+    func commitText(at location: StoredLocation, text: CanonicalText, notifications: inout [ChangeNotification],
+                    _ write: () throws(KVOError) -> HeldValue?) throws(KVOError) -> UInt64 {
+        try checkRevisionRoom()
+        let candidates = registry.watchers(affectedBy: location)
+        let before = candidates.map(currentReading)
+        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
+        let old = try write()
+        computedMemo.invalidate()
+        revision += 1
+        record(location.object, HistoryEntry(rev: revision, object: location.object, setAt: location.path, old: old,
+                                             new: text, changeSize: takeMeasuredChangeSize()))
+        guard !candidates.isEmpty || patternWatch != nil else { return revision }
+        notify(candidates, before: before, patternWatch: patternWatch, at: location, written: .null, writtenText: text,
+               change: nil, created: false, encodedWrite: nil, notifications: &notifications)
+        return revision
+    }
+
+    /// The notifications of a committed write: each candidate re-read (`rereadPlain` for a plain reading
+    /// of the key written), then pattern observations.
+    private func notify(_ candidates: [WatchedPath], before: [Evaluation], patternWatch: PatternWatch?,
+                        at location: StoredLocation, written: JSONValue?, writtenText: CanonicalText?,
+                        change: CollectionChange?, created: Bool,
+                        encodedWrite: [UInt8]?, notifications: inout [ChangeNotification]) {
         // Ordinary notifications go straight to the caller's array (no array of their own per write);
         // prior ones, rarely asked for, are collected apart and put before them.
         let start = notifications.count
@@ -38,8 +70,8 @@ extension KVOEngine {
         let pendingStart = bindingTable.pending.count
         for (path, old) in zip(candidates, before) {
             if let written, path.readsOnlyStoredValue(at: location) {
-                rereadPlain(path, before: old, written: written, encoded: encodedWrite, at: location, priors: &priors,
-                            changes: &notifications)
+                rereadPlain(path, before: old, written: written, text: writtenText, encoded: encodedWrite, at: location,
+                            priors: &priors, changes: &notifications)
             } else {
                 reread(path, before: old, change: change, at: location, priors: &priors, changes: &notifications)
             }
@@ -52,7 +84,6 @@ extension KVOEngine {
                            priors: &priors, changes: &notifications)
         }
         if !priors.isEmpty { notifications.insert(contentsOf: priors, at: start) }
-        return revision
     }
 
     /// `reread` for the common observation (`v`, `address.city` of its own object) after a `set` of
@@ -60,20 +91,31 @@ extension KVOEngine {
     /// to is the value just written, at the same location, with the same dependencies and binding
     /// (nothing on the way changed), so the last reading is updated in place instead of walking the
     /// object again, and the path is never re-registered or re-bound.
-    func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, encoded: [UInt8]?,
-                             at location: StoredLocation, priors: inout [ChangeNotification],
-                             changes: inout [ChangeNotification]) {
-        path.lastReading!.value = written
+    /// A value written as text stays text in the reading and the notification (compared, sent and kept
+    /// without decoding it).
+    func rereadPlain(_ path: WatchedPath, before old: Evaluation, written: JSONValue, text: CanonicalText?,
+                     encoded: [UInt8]?, at location: StoredLocation, priors: inout [ChangeNotification],
+                     changes: inout [ChangeNotification]) {
+        path.lastReading!.decoded = written
+        path.lastReading!.text = text
         path.lastReading!.location = location
-        guard written != old.value else { return }
+        let unchanged: Bool
+        switch (text, old.text) {
+        case (nil, nil): unchanged = written == old.decoded
+        case let (new?, before?): unchanged = new.hasSameValue(as: before)
+        case let (new?, nil): unchanged = new.hasSameValue(as: old.decoded)
+        case let (nil, before?): unchanged = before.hasSameValue(as: written)
+        }
+        guard !unchanged else { return }
         if !path.bindings.isEmpty { bindingTable.pending.append(contentsOf: path.bindings) }
         guard !path.subscribers.isEmpty else { return }
-        appendPrior(for: path, kind: .setting, old: old.value, indexes: nil, reason: .valueChanged, to: &priors)
-        var notification = ChangeNotification(
+        appendPrior(for: path, kind: .setting, old: old.decoded, text: old.text, indexes: nil, reason: .valueChanged,
+                    to: &priors)
+        // Built in place in the array (a `var` changed after `init` costs a copy of the whole notification).
+        changes.append(ChangeNotification(
             object: path.object, keyPath: path.keyPath.string, reason: .valueChanged, rev: revision, kind: .setting,
-            isPrior: false, old: old.value, new: written, recipients: path.recipients)
-        notification.encodedNew = encoded
-        changes.append(notification)
+            isPrior: false, old: old.decoded, encodedOld: old.text?.bytes, new: written, newText: text?.bytes,
+            encodedNew: encoded, recipients: path.recipients))
     }
 
     /// Reads `path` again after a write, re-registers it if what it reads moved, and appends its
@@ -136,13 +178,14 @@ extension KVOEngine {
     }
 
     /// Appends a prior notification for `path`'s subscribers that asked for one.
-    func appendPrior(for path: WatchedPath, kind: ChangeKind, old: JSONValue, indexes: [Int]?,
-                             reason: ChangeReason, to priors: inout [ChangeNotification]) {
+    func appendPrior(for path: WatchedPath, kind: ChangeKind, old: JSONValue, text: CanonicalText? = nil,
+                     indexes: [Int]?, reason: ChangeReason, to priors: inout [ChangeNotification]) {
         let recipients = path.priorRecipients
         guard !recipients.isEmpty else { return }
         priors.append(ChangeNotification(
             object: path.object, keyPath: path.keyPath.string, reason: reason, rev: revision, kind: kind,
-            isPrior: true, old: old, new: .null, indexes: indexes, recipients: recipients))
+            isPrior: true, old: old, encodedOld: text?.bytes, new: .null, newText: nil, encodedNew: nil,
+            indexes: indexes, recipients: recipients))
     }
 
     /// What `path` reads now: its cached aggregate when it keeps one, else a fresh reading.

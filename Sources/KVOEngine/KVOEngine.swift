@@ -155,6 +155,26 @@ public final class KVOEngine {
         if objects.liveCount > objects.maximumLiveObjects { objects.packExcessLive() }
     }
 
+    /// `measuredChangeSize`, which it clears.
+    func takeMeasuredChangeSize() -> Int? {
+        defer { measuredChangeSize = nil }
+        return measuredChangeSize
+    }
+
+    /// Records `entry`, an accepted write's (revision already advanced) to `object` (a `set` held as text).
+    func record(_ object: String, _ entry: consuming HistoryEntry) {
+        if recordsCommitBatches {
+            pendingEntries.append(copy entry)
+            // Runs of writes to one object (the common case) hash its id once.
+            if pendingEntries.count < 2 || pendingEntries[pendingEntries.count - 2].object != object {
+                touchedObjects.insert(object)
+            }
+        }
+        history.append(consume entry)
+        // The write is applied: bound the live objects (a comparison unless there are too many).
+        if objects.liveCount > objects.maximumLiveObjects { objects.packExcessLive() }
+    }
+
     // MARK: - Objects
 
     /// Creates `object` with `values`; `exists` if it is already there. With `className`, the values
@@ -263,6 +283,66 @@ public final class KVOEngine {
     func write(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
                access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         let target = try resolveWrite(keyPath, of: object, access: access)
+        return try write(at: target, value: newValue, encoded: encoded, access: access, notifications: &notifications)
+    }
+
+    /// `set` of a value given only as its canonical text (a request's `value`, `RequestDecoder.Decoded.valueText`,
+    /// which the decoder did not decode). Same checks, replies, notifications and history as `set` of the
+    /// decoded value; a top-level key of an object of no class is stored as the text (`writeText`), anything
+    /// else decodes it.
+    /// `decoded`: the value, when the caller has it decoded already (used where the text path does not apply).
+    package func set(_ object: String, keyPath: KeyPath, text: CanonicalText, decoded: JSONValue? = nil,
+                     access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let rev = try writeText(object, keyPath: keyPath, text: text, decoded: decoded, access: access,
+                                notifications: &notifications)
+        applyPendingBindings(notifications: &notifications)
+        return rev
+    }
+
+    /// The value held as text (docs/design.md, "Values held as text"): stored in the object's `texts`
+    /// (`ObjectTable.setMemberText`), compared with the replaced value by its bytes, sent as they are and
+    /// kept so in history; nothing builds its tree unless something reads inside it. Only for a key of the
+    /// object itself (one component, no array element) in an object of no class (validation reads the tree);
+    /// other writes decode the text and go through `write(at:value:)`.
+    func writeText(_ object: String, keyPath: KeyPath, text: CanonicalText, decoded: JSONValue? = nil,
+                   access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        let target = try resolveWrite(keyPath, of: object, access: access)
+        let location = target.location
+        guard target.arrayIndex == nil, location.path.count == 1, classes.isEmpty,
+              location.path[0] != ClassCatalog.classKey else {
+            return try write(at: target, value: decoded ?? text.value, encoded: text.bytes, access: access,
+                             notifications: &notifications)
+        }
+        let key = location.path[0]
+        let valueBytes = text.count
+        if !text.isScalar {
+            let room = StoredDepth.maximum - 1
+            if valueBytes > 2 * room, text.nestingDepth(upTo: room) > room { throw tooDeep(location.object) }
+        }
+        try checkValueSize(valueBytes, in: location.object)
+        let maximumObjectBytes = sizeLimits.maximumObjectBytes
+        let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
+        return try commitText(at: location, text: text, notifications: &notifications) { () throws(KVOError) -> HeldValue? in
+            try objects.setMemberText(at: target.objectIndex, key: key, text) {
+                (old: HeldValue?, sizeBefore: Int, memberCount: Int) throws(KVOError) -> Int in
+                // As `write(at:value:)` measures it: from the old value's size, or that of a new member.
+                let oldBytes = old?.encodedLength
+                let growth = oldBytes.map { valueBytes - $0 }
+                    ?? JSONWriter.encodedLength(ofString: key) + 1 + valueBytes + (memberCount > 1 ? 1 : 0)
+                if growth > 0, sizeBefore + growth > maximumObjectBytes || growth > quotaRoom {
+                    if sizeBefore + growth > maximumObjectBytes { throw objectTooLarge(location.object, size: sizeBefore + growth) }
+                    throw quotaExceeded(growth: growth)
+                }
+                storedBytes += growth
+                measuredChangeSize = key.utf8.count + 3 + valueBytes + (oldBytes ?? 0)
+                return growth
+            }
+        }
+    }
+
+    /// `write` at a resolved target.
+    func write(at target: WriteTarget, value newValue: JSONValue, encoded: [UInt8]? = nil,
+               access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         if let array = target.containingArray, let index = target.arrayIndex {
             // Setting one element is a replacement, as NSMutableArray's replaceObjectAtIndex: is.
             return try mutate(at: array, .replace(indexes: [index], values: [newValue]), access: access,
@@ -275,7 +355,7 @@ public final class KVOEngine {
         try checkValueSize(valueBytes, in: location.object)
         let maximumObjectBytes = sizeLimits.maximumObjectBytes
         let quotaRoom = sizeLimits.maximumStoredBytes - storedBytes
-        return try commit(at: location, encodedWrite: encoded, notifications: &notifications) { () throws(KVOError) in
+        return try commit(at: location, encodedWrite: encoded, notifications: &notifications) { () throws(KVOError) -> RecordedChange in
             // The store has not changed since `resolve`: its index reaches the object without a lookup.
             let key = location.path.last!
             let old = try objects.modifyObject(at: target.objectIndex) {

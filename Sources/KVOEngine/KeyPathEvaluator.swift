@@ -9,7 +9,33 @@ struct Evaluation: Equatable {
         let exists: Bool
     }
 
-    var value: JSONValue
+    /// The value read when it is held decoded (`.null` when `text` holds it).
+    var decoded: JSONValue
+    /// The value read as canonical text, after a `set` that kept its value as text (`KVOEngine.rereadPlain`);
+    /// nil when it is held decoded. Two plain fields rather than a `HeldValue`: a reading is copied on every
+    /// write that may change it, and a field of a two-payload enum costs an outlined copy and destroy each
+    /// time (measured, docs/performance.md, issue 28).
+    var text: CanonicalText?
+    /// The value read (decoded from `text` when it is held so).
+    var value: JSONValue {
+        get {
+            if let text { return text.value }
+            return decoded
+        }
+        set {
+            decoded = newValue
+            text = nil
+        }
+    }
+    /// Whether the value read equals `other` (`JSONValue ==`), decoding neither text when both are ASCII.
+    func hasSameValue(as other: Evaluation) -> Bool {
+        switch (text, other.text) {
+        case (nil, nil): return decoded == other.decoded
+        case let (left?, right?): return left.hasSameValue(as: right)
+        case let (left?, nil): return left.hasSameValue(as: other.decoded)
+        case let (nil, right?): return right.hasSameValue(as: decoded)
+        }
+    }
     /// Where the reading looked, minimal (no location inside another): a write at, above or below
     /// any of them may change `value`. Observations are registered at these.
     var dependencies: [StoredLocation]
@@ -25,6 +51,21 @@ struct Evaluation: Equatable {
     /// whether it exists): the reading stopped there and `value` is `null`. Nil when nothing was denied
     /// (and always for unrestricted readings).
     var deniedObject: String? = nil
+
+    init(value: JSONValue, dependencies: [StoredLocation], location: StoredLocation?, binding: [BindingStep],
+         deniedObject: String? = nil) {
+        decoded = value
+        text = nil
+        self.dependencies = dependencies
+        self.location = location
+        self.binding = binding
+        self.deniedObject = deniedObject
+    }
+
+    static func == (left: Evaluation, right: Evaluation) -> Bool {
+        left.hasSameValue(as: right) && left.dependencies == right.dependencies && left.location == right.location
+            && left.binding == right.binding && left.deniedObject == right.deniedObject
+    }
 }
 
 /// Reads key paths over the object store, following references, indexing and mapping arrays and

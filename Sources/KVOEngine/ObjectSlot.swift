@@ -16,7 +16,7 @@ package enum ObjectSlot: @unchecked Sendable {
     var value: JSONValue {
         switch self {
         case let .packed(packed): return .object(packed.decodedMembers())
-        case let .live(live): return .object(live.members)
+        case let .live(live): return .object(live.decodedMembers)
         case .vacant: preconditionFailure("a vacant object slot was read")
         }
     }

@@ -113,7 +113,7 @@ public struct ObjectTable: Sendable {
         switch slots[id] {
         case nil: return false
         case let .packed(packed)?: packed.appendText(to: &buffer)
-        case let .live(live)?: JSONWriter.write(.object(live.members), into: &buffer)
+        case let .live(live)?: JSONWriter.write(.object(live.decodedMembers), into: &buffer)
         case .vacant?: preconditionFailure("a vacant object slot was read")
         }
         return true
@@ -164,6 +164,60 @@ public struct ObjectTable: Sendable {
     mutating func modifyObject<Result, Failure: Error>(
         at index: Index, _ body: (inout JSONValue, _ sizeBefore: Int) throws(Failure) -> (Result, growth: Int)
     ) throws(Failure) -> Result {
+        let live = takeLive(at: index)
+        live.decodeTexts()
+        var value = JSONValue.object(live.members)
+        live.members = [:]
+        defer {
+            guard case let .object(changed) = value else { preconditionFailure("object '\(slots.keys[index])' is no longer an object") }
+            // Release `value`'s reference before storing, so that the members stay uniquely referenced.
+            value = .null
+            live.members = changed
+            slots.values[index] = .live(live)
+        }
+        let (result, growth) = try body(&value, live.size)
+        live.size += growth
+        return result
+    }
+
+    /// Stores `text` as the member `key` of the object at `index` (making it live if it was packed), held as
+    /// text (`LiveObject.texts`), and returns the member it replaced (nil when the key was new). `admit`
+    /// gets that member, the object's size as compact JSON before the change and its number of members after
+    /// it, and returns how many bytes
+    /// the change adds to that size, or throws, and then nothing changes.
+    mutating func setMemberText<Failure: Error>(
+        at index: Index, key: String, _ text: CanonicalText,
+        admit: (_ old: HeldValue?, _ sizeBefore: Int, _ memberCount: Int) throws(Failure) -> Int
+    ) throws(Failure) -> HeldValue? {
+        let live = takeLive(at: index)
+        defer { slots.values[index] = .live(live) }
+        // One look-up in the usual case (the key held as text already).
+        let old: HeldValue?
+        if let previous = live.texts.updateValue(text, forKey: key) {
+            old = .text(previous)
+        } else if let previous = live.members.removeValue(forKey: key) {
+            old = .decoded(previous)
+        } else {
+            old = nil
+        }
+        do {
+            live.size += try admit(old, live.size, live.members.count + live.texts.count)
+        } catch {
+            switch old {
+            case let .text(previous)?: live.texts[key] = previous
+            case let .decoded(previous)?:
+                live.texts.removeValue(forKey: key)
+                live.members[key] = previous
+            case nil: live.texts.removeValue(forKey: key)
+            }
+            throw error
+        }
+        return old
+    }
+
+    /// Takes the live object at `index` out of its slot (leaving it vacant until the caller puts it back),
+    /// made live first if it was packed, copied if another table shares it, and marked written.
+    private mutating func takeLive(at index: Index) -> LiveObject {
         // Take the payload out of the slot, so that the table's reference is the only one when no copy
         // of the table shares it (then the members are changed in place).
         var live: LiveObject
@@ -183,18 +237,21 @@ public struct ObjectTable: Sendable {
         case .vacant:
             preconditionFailure("object '\(slots.keys[index])' is being modified already")
         }
-        var value = JSONValue.object(live.members)
-        live.members = [:]
-        defer {
-            guard case let .object(changed) = value else { preconditionFailure("object '\(slots.keys[index])' is no longer an object") }
-            // Release `value`'s reference before storing, so that the members stay uniquely referenced.
-            value = .null
-            live.members = changed
-            slots.values[index] = .live(live)
-        }
-        let (result, growth) = try body(&value, live.size)
-        live.size += growth
-        return result
+        return live
+    }
+
+    /// Decodes object `id`'s members held as text (`LiveObject.texts`), so that reading it again costs no
+    /// decoding (for readers that will read it often: `get`, a new observation).
+    mutating func decodeTexts(of id: String) {
+        guard let index = slots.index(forKey: id), holdsTexts(at: index) else { return }
+        let live = takeLive(at: index)
+        live.decodeTexts()
+        slots.values[index] = .live(live)
+    }
+
+    private func holdsTexts(at index: Index) -> Bool {
+        if case let .live(live) = slots.values[index] { return !live.texts.isEmpty }
+        return false
     }
 
     /// Packs live objects again until at most `maximumLiveObjects` are live: each in the clock's order,
@@ -212,7 +269,7 @@ public struct ObjectTable: Sendable {
                 clock.append(id)
                 continue
             }
-            slots.values[slotIndex] = .packed(PackedObject.make(encoding: live.members))
+            slots.values[slotIndex] = .packed(PackedObject.make(encoding: live.decodedMembers))
             liveCount -= 1
         }
         compactClock()

@@ -28,12 +28,18 @@ struct WriteTarget {
         guard var objectIndex = objects.index(forKey: object) else {
             throw KVOError(.notFound, "object '\(object)' does not exist")
         }
+        let components = keyPath.components
+        if components.count == 1, classes?.isEmpty ?? true {
+            // A key of the object itself (a stored object is always a JSON object): nothing to read, so its
+            // members held as text are not decoded.
+            return WriteTarget(location: StoredLocation(object: object, path: components), arrayIndex: nil,
+                               objectIndex: objectIndex)
+        }
         var value = objects.value(at: objectIndex)
         // The object the walk is in, and where its part of the key path starts: the path inside it is
         // `components[pathStart..<depth]`, made into an array only once, at the end (none per level).
         var current = object
         var pathStart = 0
-        let components = keyPath.components
         /// The path inside `current` up to and including the key at `depth`: the key path's own
         /// components array when no reference was followed (shared, no copy: the location goes into
         /// history and is compared with watched paths' dependencies, which share it too).

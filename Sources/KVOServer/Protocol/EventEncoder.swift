@@ -56,9 +56,11 @@ package struct EventEncoder {
         var old: [UInt8]?
         var new: [UInt8]?
 
-        /// Starts with the notification's `encodedNew` (the text a `set` request carried), if any.
+        /// Starts with the notification's `encodedNew` (the text a `set` request carried) and `encodedOld`
+        /// (the replaced value's, when held as text), if any.
         package init(_ notification: borrowing ChangeNotification) {
             new = notification.encodedNew
+            old = notification.encodedOld
             assert(new == nil || new! == JSONWriter.bytes(notification.new),
                    "a notification's encodedNew must be exactly its new value's encoding")
         }

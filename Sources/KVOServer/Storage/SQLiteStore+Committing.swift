@@ -37,7 +37,7 @@ extension SQLiteStore {
             var lastLog = ObjectLog(snapshotBytes: 0, redoBytes: 0)
             for entry in batch.entries {
                 changeText.removeAll(keepingCapacity: true)
-                entry.change.writeJSON(into: &changeText)
+                entry.writeChangeJSON(into: &changeText)
                 if keepHistory {
                     let insert = statements.insertHistory
                     try insert.bind(1, Int64(bitPattern: entry.rev))
@@ -59,19 +59,15 @@ extension SQLiteStore {
                     }
                 }
                 guard !lastLog.takesSnapshot else { continue }
-                switch entry.change {
-                case .created, .deleted:
+                // A creation or deletion replaces the object: a snapshot (decided without decoding the change).
+                if entry.isCreation || entry.isDeletion || lastLog.redoBytes + changeText.count > lastLog.snapshotBytes {
                     lastLog.takesSnapshot = true
-                case .set, .array:
-                    if lastLog.redoBytes + changeText.count > lastLog.snapshotBytes {
-                        lastLog.takesSnapshot = true
-                    } else {
-                        try statements.insertRedo.bind(1, text: entry.object)
-                        try statements.insertRedo.bind(2, Int64(bitPattern: entry.rev))
-                        try statements.insertRedo.bind(3, text: changeText)
-                        try statements.insertRedo.run()
-                        lastLog.redoBytes += changeText.count
-                    }
+                } else {
+                    try statements.insertRedo.bind(1, text: entry.object)
+                    try statements.insertRedo.bind(2, Int64(bitPattern: entry.rev))
+                    try statements.insertRedo.bind(3, text: changeText)
+                    try statements.insertRedo.run()
+                    lastLog.redoBytes += changeText.count
                 }
             }
             if let lastObject { logs[lastObject] = lastLog }
