@@ -30,6 +30,50 @@ final class KVOClientAppModel: @unchecked Sendable {
         #expect(seen.isSet)
         kvod.close()
     }
+
+    @Test("a request while kvod is down fails with timedOut within requestTimeout")
+    func requestTimeoutWhileDown() async throws {
+        let server = try KVODProcess()
+        var configuration = server.clientConfiguration(reconnection: .init(initialDelay: 0.05, maximumDelay: 0.5))
+        configuration.requestTimeout = 2
+        let kvod = try await KVOClient.connect(to: configuration)
+        try await kvod.ping()
+        _ = server.stop()
+        let started = Date()
+        let error = await kvodError { try await kvod.set("o", "n", to: 1) }
+        let elapsed = Date().timeIntervalSince(started)
+        guard case let .timedOut(operation)? = error else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+        #expect(operation == "set")
+        #expect(elapsed < 3.5, "took \(elapsed) s")
+        kvod.close()
+    }
+
+    @Test("cancelling a request's task while kvod is down ends it at once with CancellationError")
+    func cancellationWhileDown() async throws {
+        let server = try KVODProcess()
+        var configuration = server.clientConfiguration()
+        configuration.requestTimeout = nil
+        let kvod = try await KVOClient.connect(to: configuration)
+        try await kvod.ping()
+        _ = server.stop()
+        let task = Task { try await kvod.set("o", "n", to: 1) }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let started = Date()
+        task.cancel()
+        let result = await task.result
+        let elapsed = Date().timeIntervalSince(started)
+        switch result {
+        case .success: Issue.record("the set succeeded with kvod stopped")
+        case let .failure(error): #expect(error is CancellationError, "got \(error)")
+        }
+        #expect(elapsed < 0.5, "took \(elapsed) s")
+        // The client still works for other requests (none is left pending behind the cancelled one).
+        #expect(kvod.liveObservationCount == 0)
+        kvod.close()
+    }
 }
 
 /// Set once from `withObservationTracking`'s `onChange` (any thread).
