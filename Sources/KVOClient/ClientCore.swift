@@ -122,19 +122,47 @@ final class ClientCore: Sendable {
     // MARK: - Requests
 
     /// Sends `op` with `params` and returns the reply (without `id` and `ok`), or throws the server's error.
+    /// Cancelling the calling task ends the request at once with `CancellationError` (connected or not; a
+    /// request already written may still take effect on the server, its late reply is ignored), and
+    /// `requestTimeout` bounds it in every connection state (the I/O thread checks deadlines while
+    /// connected and while waiting to reconnect).
     func request(_ op: String, _ params: [String: JSONValue], isWrite: Bool) async throws -> JSONValue {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<JSONValue, any Error>) in
-            enqueue(op, params, isWrite: isWrite, purpose: .caller(continuation))
+        let id = reserveID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<JSONValue, any Error>) in
+                enqueue(op, params, isWrite: isWrite, purpose: .caller(continuation), id: id)
+                // Cancelled before the request was registered: the handler found nothing to end.
+                if Task.isCancelled { cancelRequest(id) }
+            }
+        } onCancel: {
+            cancelRequest(id)
+        }
+    }
+
+    /// A request id, taken before the request is registered (so that a cancellation handler can name it).
+    private func reserveID() -> Int64 {
+        state.withLock { state -> Int64 in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+    }
+
+    /// Ends the caller's request `id` with `CancellationError` if it is still pending; a later reply to it is ignored.
+    func cancelRequest(_ id: Int64) {
+        let request = state.withLock { state -> Pending? in
+            guard let request = state.pending[id], case .caller = request.purpose else { return nil }
+            state.pending[id] = nil
+            return request
+        }
+        if let request, case let .caller(continuation) = request.purpose {
+            continuation.resume(throwing: CancellationError())
         }
     }
 
     /// Registers a request and writes it (or holds it until the next connection).
     func enqueue(_ op: String, _ params: [String: JSONValue], isWrite: Bool, purpose: Purpose,
-                 onlyOnGeneration requiredGeneration: Int? = nil) {
-        let id = state.withLock { state -> Int64 in
-            defer { state.nextID += 1 }
-            return state.nextID
-        }
+                 onlyOnGeneration requiredGeneration: Int? = nil, id reservedID: Int64? = nil) {
+        let id = reservedID ?? reserveID()
         let line = RequestLine.encode(op: op, id: id, params: params)
         let deadline: Double? = switch purpose {
         case .caller: configuration.requestTimeout.map { Socket.now() + $0 }

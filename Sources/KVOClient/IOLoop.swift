@@ -123,14 +123,17 @@ final class IOLoop: @unchecked Sendable {
         core.connectionLost(reason: reason)
     }
 
-    /// Sleeps `seconds`, waking early when the client is closed.
+    /// Sleeps `seconds`, waking early when the client is closed; requests held for the next connection
+    /// still time out meanwhile (checked every 0.25 s, as while connected).
     private func sleep(_ seconds: Double) {
         let deadline = Socket.now() + seconds
         while !core.isClosed {
-            let remaining = deadline - Socket.now()
+            let now = Socket.now()
+            core.expireRequests(now: now)
+            let remaining = deadline - now
             if remaining <= 0 { return }
             var entry = pollfd(fd: core.wakeDescriptor, events: Int16(POLLIN), revents: 0)
-            _ = poll(&entry, 1, Int32(min(remaining, 1) * 1000) + 1)
+            _ = poll(&entry, 1, Int32(min(remaining, 0.25) * 1000) + 1)
             drainWakePipe()
         }
     }

@@ -58,16 +58,16 @@ public final class KVOClient: Sendable {
 
     /// The changes of `keyPath` on `object`, decoded as `Value`, as an `AsyncSequence` (lazy: the
     /// server observation is made when the iteration starts; errors such as `not_found` are thrown by
-    /// the iteration). See `Observation` for ending and cancelling.
+    /// the iteration). See `KVOObservation` for ending and cancelling.
     public func observe<Value: Decodable & Sendable>(
         _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type
-    ) -> Observation<Value> {
-        Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(nil),
+    ) -> KVOObservation<Value> {
+        KVOObservation(client: self, object: object, keyPath: keyPath, options: options, started: .init(nil),
                     subscribedRevision: nil)
     }
 
     /// The changes of `keyPath` on `object` with their values as `JSONValue`.
-    public func observe(_ object: String, _ keyPath: String, options: ObservationOptions = [.new]) -> Observation<JSONValue> {
+    public func observe(_ object: String, _ keyPath: String, options: ObservationOptions = [.new]) -> KVOObservation<JSONValue> {
         observe(object, keyPath, options: options, as: JSONValue.self)
     }
 
@@ -81,10 +81,10 @@ public final class KVOClient: Sendable {
     public func subscribe<Value: Decodable & Sendable>(
         _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type = JSONValue.self,
         sinceRev: Int64? = nil
-    ) async throws -> Observation<Value> {
+    ) async throws -> KVOObservation<Value> {
         let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, sinceRev: sinceRev)
         try await Self.subscribed(core)
-        return Observation(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
+        return KVOObservation(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
                            subscribedRevision: core.resumeRevision)
     }
 
@@ -98,13 +98,13 @@ public final class KVOClient: Sendable {
     /// `observe`; resumes after a reconnection like any observation. Any thread.
     public func observe<Value: Decodable & Sendable>(
         pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new], as type: Value.Type
-    ) -> Observation<Value> {
-        Observation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(nil),
+    ) -> KVOObservation<Value> {
+        KVOObservation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(nil),
                     subscribedRevision: nil, isPattern: true)
     }
 
     /// `observe(pattern:keyPath:options:as:)` with values as `JSONValue`. Any thread.
-    public func observe(pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new]) -> Observation<JSONValue> {
+    public func observe(pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new]) -> KVOObservation<JSONValue> {
         observe(pattern: pattern, keyPath: keyPath, options: options, as: JSONValue.self)
     }
 
@@ -114,11 +114,11 @@ public final class KVOClient: Sendable {
     public func subscribe<Value: Decodable & Sendable>(
         pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new],
         as type: Value.Type = JSONValue.self, sinceRev: Int64? = nil
-    ) async throws -> Observation<Value> {
+    ) async throws -> KVOObservation<Value> {
         let core = ObservationCore(client: self.core, object: pattern, keyPath: keyPath ?? "", options: options,
                                    sinceRev: sinceRev, isPattern: true)
         try await Self.subscribed(core)
-        return Observation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(core),
+        return KVOObservation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(core),
                            subscribedRevision: core.resumeRevision, isPattern: true)
     }
 

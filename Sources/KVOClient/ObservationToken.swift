@@ -71,7 +71,7 @@ extension KVOClient {
     ) -> ObservationToken {
         let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options)
         core.start()
-        let changes = Observation<Value>(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
+        let changes = KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
                                          subscribedRevision: nil)
         let delivery = Task {
             // Capturing the isolated parameter isolates this task to the same actor (SE-0420), so the

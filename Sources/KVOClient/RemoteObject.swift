@@ -15,10 +15,10 @@ import Observation
 /// and its properties change only there. Lifetime like an `ObservationToken`: `cancel()` or dropping the
 /// last reference unobserves every key on the server.
 ///
-/// `Observable` (the Observation module) is written out here rather than with the `@Observable` macro:
-/// the macro's expansion names `Observation.ObservationRegistrar`, which in this module means the
-/// `Observation` sequence type. It is what the macro generates: every read goes through `access`, every
-/// write through `withMutation`.
+/// `Observable` (the Observation module) is written out here rather than with the `@Observable` macro
+/// (kept from when this module had a public type named `Observation`, which the macro's expansion
+/// `Observation.ObservationRegistrar` then resolved to; it is `KVOObservation` now).
+/// It is what the macro generates: every read goes through `access`, every write through `withMutation`.
 public final class RemoteObject<Value: Decodable & Sendable>: Observable {
     private let registrar = ObservationRegistrar()
 

@@ -11,7 +11,7 @@ import KVOJSON
 /// `--json` prints each event message as compact JSON instead). It stops with exit 0 after `--count`
 /// events, on Ctrl-C (SIGINT) or SIGTERM, or when every subscription has ended with `sourceDeleted`.
 ///
-/// Built on the `KVOClient` library: one `Observation` per key path (made with `subscribe`, so that a
+/// Built on the `KVOClient` library: one `KVOObservation` per key path (made with `subscribe`, so that a
 /// refusal such as `not_found` ends the command before anything is printed), each iterated by a task
 /// of its own; their changes, the client's connection states and the interrupt meet in one
 /// `AsyncStream` that a single loop prints from. Reconnection, resumption and the heartbeat are the
@@ -112,7 +112,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         defer { client.close() }
         // Taken before the first observation, so that no transition after it is missed.
         let states = client.states
-        var observations: [Observation<JSONValue>] = []
+        var observations: [KVOObservation<JSONValue>] = []
         // Labels for the notes: a pattern's key paths as `pattern keyPath`, its id set as the pattern.
         var labels: [String] = []
         if let pattern {

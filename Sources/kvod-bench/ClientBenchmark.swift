@@ -75,7 +75,7 @@ enum ClientBenchmark {
 
             // Memory per idle observation.
             let before = ProcessStats.residentBytes(pid: getpid())
-            var held: [Observation<JSONValue>] = []
+            var held: [KVOObservation<JSONValue>] = []
             held.reserveCapacity(idle)
             for _ in 0..<idle { held.append(try await kvod.subscribe("s", "v")) }
             let after = ProcessStats.residentBytes(pid: getpid())

@@ -9,7 +9,7 @@ import Testing
 /// connection and a stopped kvod, in-flight requests failing with a clear error, and the state sequence.
 @Suite(.timeLimit(.minutes(1))) struct KVOClientResilienceTests {
     /// Reads `observation` until a change with `rev` at least `lastRev`; returns the changes.
-    private func collect<Value>(_ iterator: inout Observation<Value>.Iterator, until lastRev: Int64) async throws -> [Change<Value>] {
+    private func collect<Value>(_ iterator: inout KVOObservation<Value>.Iterator, until lastRev: Int64) async throws -> [Change<Value>] {
         var changes: [Change<Value>] = []
         while let change = try await iterator.next() {
             changes.append(change)

@@ -9,7 +9,7 @@ import KVOJSON
 /// server's error when it refuses the `observe` (`not_found`, `forbidden`, ...) or `KVODError.closed`
 /// when the client is closed. Changes are delivered exactly once and in order across reconnections.
 /// A value; any thread may make iterators, one task iterates each.
-public struct Observation<Value: Decodable & Sendable>: AsyncSequence, Sendable {
+public struct KVOObservation<Value: Decodable & Sendable>: AsyncSequence, Sendable {
     /// Each change, decoded as `Value`.
     public typealias Element = Change<Value>
 
