@@ -40,28 +40,42 @@ extension Server {
                 return
             } catch {
                 let failure = store.assess(error)
-                metrics.storage.failed(StorageMetrics.ErrorKind(failure))
-                switch failure {
-                case let .outOfSpace(why):
-                    // The reserve given back, the same batch once more: stored, it is acknowledged, and
-                    // the writes after it are refused until the reserve can be made again.
-                    if attempt == 0, store.releaseReserve() {
-                        attempt += 1
-                        enterStorageHealth(.full(why), level: .error, detail: "the reserve was released to store the writes in progress")
-                        continue
-                    }
-                    enterStorageHealth(.full(why), level: .error)
-                    rollBackToLastCommit(because: why)
-                case let .consistent(why):
-                    enterStorageHealth(.failing(why), level: .error)
-                    rollBackToLastCommit(because: why)
-                case let .unknown(why):
-                    let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
-                    logger.critical("cannot persist \(revisions): \(PrintableText.escaped(why, limit: 1000)); the database may hold part of them, so kvod stops without acknowledging them (restart it to recover)")
-                    exit(74)  // EX_IOERR
+                // Out of space, the reserve given back, the same batch once more: stored, it is acknowledged,
+                // and the writes after it are refused until the reserve can be made again.
+                let retries: Bool
+                if case .outOfSpace = failure, attempt == 0 { retries = store.releaseReserve() } else { retries = false }
+                let revisions = batch.entries.first.map { "revisions \($0.rev)...\(batch.revision)" } ?? "class or binding definitions"
+                let why = refuseWrites(after: failure, persisting: revisions,
+                                       detail: retries ? "the reserve was released to store the writes in progress" : nil)
+                if retries {
+                    attempt += 1
+                    continue
                 }
+                rollBackToLastCommit(because: why)
                 return
             }
+        }
+    }
+
+    /// A failed commit, user write or probe (`failure`, as `Store.assess` judged it): counted, and writes
+    /// refused from now on (`.full` out of space, `.failing` otherwise), or, when the store may hold part of
+    /// a transaction (`.unknown`), kvod stops (exit 74) with `what` it was persisting and the reason logged,
+    /// acknowledging nothing. Returns the reason, for the caller's rollback. `counts`: false for the probe
+    /// repeated every second while writes are refused (the failure was counted when they started to be).
+    @discardableResult
+    func refuseWrites(after failure: StorageFailure, persisting what: String, detail: String? = nil,
+                      counts: Bool = true) -> String {
+        if counts { metrics.storage.failed(StorageMetrics.ErrorKind(failure)) }
+        switch failure {
+        case let .outOfSpace(why):
+            enterStorageHealth(.full(why), level: .error, detail: detail)
+            return why
+        case let .consistent(why):
+            enterStorageHealth(.failing(why), level: .error, detail: detail)
+            return why
+        case let .unknown(why):
+            logger.critical("cannot persist \(what): \(PrintableText.escaped(why, limit: 1000)); the database may hold part of it, so kvod stops without acknowledging it (restart it to recover)")
+            exit(74)  // EX_IOERR
         }
     }
 
@@ -155,17 +169,7 @@ extension Server {
         do throws(StorageError) {
             try store.probeWritable()
         } catch {
-            switch store.assess(error) {
-            case let .outOfSpace(why):
-                metrics.storage.failed(.full)
-                enterStorageHealth(.full(why), level: .error)
-            case let .consistent(why):
-                metrics.storage.failed(.io)
-                enterStorageHealth(.failing(why), level: .error)
-            case let .unknown(why):
-                logger.critical("the start-up probe write failed: \(PrintableText.escaped(why, limit: 1000)); stopping")
-                exit(74)  // EX_IOERR
-            }
+            refuseWrites(after: store.assess(error), persisting: "the start-up probe write")
         }
         checkDiskLimit()
     }
@@ -195,13 +199,7 @@ extension Server {
         do throws(StorageError) {
             try store.probeWritable()
         } catch {
-            switch store.assess(error) {
-            case let .outOfSpace(why): enterStorageHealth(.full(why), level: .error)
-            case let .consistent(why): enterStorageHealth(.failing(why), level: .error)
-            case let .unknown(why):
-                logger.critical("the probe write failed: \(PrintableText.escaped(why, limit: 1000)); stopping")
-                exit(74)  // EX_IOERR
-            }
+            refuseWrites(after: store.assess(error), persisting: "the probe write", counts: false)
             return
         }
         let was = storageHealth.reason ?? ""

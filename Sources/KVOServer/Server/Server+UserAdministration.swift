@@ -192,15 +192,7 @@ extension Server {
                 try store.writeUsers(upserting: changed.compactMap { users.user(named: $0) }, deleting: removed)
                 return nil
             } catch {
-                let failure = store.assess(error)
-                metrics.storage.failed(StorageMetrics.ErrorKind(failure))
-                switch failure {
-                case let .outOfSpace(why): enterStorageHealth(.full(why), level: .error)
-                case let .consistent(why): enterStorageHealth(.failing(why), level: .error)
-                case let .unknown(why):
-                    logger.critical("cannot persist a user change: \(PrintableText.escaped(why, limit: 1000)); stopping without acknowledging it")
-                    exit(74)  // EX_IOERR
-                }
+                refuseWrites(after: store.assess(error), persisting: "a user change")
                 return storageRefusal ?? KVOError(.storageUnavailable, "the user change could not be stored")
             }
         }
