@@ -71,19 +71,8 @@ public struct ChangeNotification: Sendable {
 
     public init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
                 old: JSONValue, new: JSONValue, indexes: [Int]? = nil, recipients: [Recipient]) {
-        self.object = object
-        self.keyPath = keyPath
-        self.reason = reason
-        self.rev = rev
-        self.kind = kind
-        self.isPrior = isPrior
-        decodedOld = old
-        decodedNew = new
-        newIsText = false
-        encodedOld = nil
-        encodedNew = nil
-        self.indexes = indexes
-        self.recipients = recipients
+        self.init(object: object, keyPath: keyPath, reason: reason, rev: rev, kind: kind, isPrior: isPrior,
+                  old: old, encodedOld: nil, new: new, newText: nil, encodedNew: nil, indexes: indexes, recipients: recipients)
     }
 
     /// A notification whose old and new values are held as given (text or decoded); a new value held as
