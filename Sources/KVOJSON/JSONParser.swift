@@ -71,7 +71,7 @@ public struct JSONParser {
         }
 
         /// The name of `length` bytes packed into `word` (first byte lowest), if there is one.
-        fileprivate func name(word: UInt64, length: Int) -> String? {
+        func name(word: UInt64, length: Int) -> String? {
             for position in words.indices where words[position] == word && lengths[position] == length {
                 return names[position]
             }
@@ -79,17 +79,17 @@ public struct JSONParser {
         }
     }
 
-    private let bytes: UnsafeBufferPointer<UInt8>
-    private var index = 0
-    private var depth = 0
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+    var depth = 0
     /// Keys of the top-level object to take from here (`parseMembers(_:keys:)`).
-    private let keys: KeyTable?
+    let keys: KeyTable?
     /// False once the value being read (a top-level member's, see `Member.compactText`) contains
     /// anything `JSONWriter` would write differently: white space, an escape, a key not after the
     /// previous one, a non-integral number or `-0`.
-    private var compact = true
+    var compact = true
 
-    private init(bytes: UnsafeBufferPointer<UInt8>, keys: KeyTable? = nil) {
+    init(bytes: UnsafeBufferPointer<UInt8>, keys: KeyTable? = nil) {
         self.bytes = bytes
         self.keys = keys
     }
@@ -140,13 +140,13 @@ public struct JSONParser {
 
     // MARK: - Values
 
-    private func error(_ reason: JSONParseError.Reason) -> JSONParseError {
+    func error(_ reason: JSONParseError.Reason) -> JSONParseError {
         JSONParseError(reason: reason, offset: index)
     }
 
     /// The error for an unexpected byte where structure was expected: `.invalidUTF8` when the byte
     /// starts no valid UTF-8 sequence, else a syntax error with `message`.
-    private func unexpected(_ message: String) -> JSONParseError {
+    func unexpected(_ message: String) -> JSONParseError {
         if index < bytes.count, bytes[index] >= 0x80, validUTF8SequenceLength(at: index) == nil {
             return error(.invalidUTF8)
         }
@@ -155,7 +155,7 @@ public struct JSONParser {
 
     /// Skips white space (usually none: one test); skipping any makes the value being read not compact.
     @inline(__always)
-    private mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         guard index < bytes.count, bytes[index] <= 0x20 else { return }
         skipWhitespaceRun()
     }
@@ -192,7 +192,7 @@ public struct JSONParser {
         }
     }
 
-    private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
         let count = literal.utf8CodeUnitCount
         guard index + count <= bytes.count else { throw error(.syntax("invalid literal")) }
         let start = literal.utf8Start
@@ -202,7 +202,7 @@ public struct JSONParser {
         index += count
     }
 
-    private mutating func enterContainer() throws(JSONParseError) {
+    mutating func enterContainer() throws(JSONParseError) {
         depth += 1
         if depth > JSONParser.maximumDepth { throw error(.tooDeep) }
     }
@@ -360,7 +360,7 @@ public struct JSONParser {
 
     /// Length of the valid UTF-8 sequence starting at `position`, or nil (RFC 3629: no overlongs,
     /// no surrogates, nothing above U+10FFFF).
-    private func validUTF8SequenceLength(at position: Int) -> Int? {
+    func validUTF8SequenceLength(at position: Int) -> Int? {
         let lead = bytes[position]
         let count: Int
         var lower: UInt8 = 0x80
@@ -388,7 +388,7 @@ public struct JSONParser {
     /// At a string's opening quote: when the string is at most eight bytes of plain ASCII (no
     /// escape, no control character) and one of `table`'s names, that name, with the string consumed;
     /// otherwise nil, with nothing consumed.
-    private mutating func knownKey(in table: KeyTable) -> String? {
+    mutating func knownKey(in table: KeyTable) -> String? {
         let start = index + 1
         var end = start
         var word: UInt64 = 0
@@ -406,7 +406,7 @@ public struct JSONParser {
         return nil
     }
 
-    private mutating func parseString() throws(JSONParseError) -> String {
+    mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
         // Fast path: no escapes, so the string is a slice of the input. Eight bytes that are all
@@ -482,7 +482,7 @@ public struct JSONParser {
         throw error(.syntax("unterminated string"))
     }
 
-    private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
         guard index + 4 <= bytes.count else { throw error(.syntax("truncated \\u escape")) }
         var value: UInt32 = 0
         for _ in 0..<4 {
@@ -500,7 +500,7 @@ public struct JSONParser {
         return value
     }
 
-    private mutating func parseUnicodeEscape() throws(JSONParseError) -> Unicode.Scalar {
+    mutating func parseUnicodeEscape() throws(JSONParseError) -> Unicode.Scalar {
         let first = try parseHex4()
         if first >= 0xD800, first <= 0xDBFF {
             guard index + 2 <= bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
@@ -521,7 +521,7 @@ public struct JSONParser {
 
     // MARK: - Numbers
 
-    private mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
         var isInteger = true
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -561,11 +561,11 @@ public struct JSONParser {
         return .double(value)
     }
 
-    private func isDigit(_ byte: UInt8) -> Bool {
+    func isDigit(_ byte: UInt8) -> Bool {
         byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
     }
 
-    private func parseInt64(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
+    func parseInt64(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
         var negative = false
         var position = 0
         if text[0] == UInt8(ascii: "-") {

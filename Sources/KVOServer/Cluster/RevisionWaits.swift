@@ -15,7 +15,6 @@ struct RevisionWaits {
         var connection: ConnectionID
         var requestID: JSONValue?
         var request: Request
-        var valueText: [UInt8]?
         /// `uv_now` milliseconds after which it is answered `unavailable`.
         var deadline: UInt64
         /// `uv_hrtime()` when the loop began handling the request (`kvod_request_duration_seconds`); 0: unknown.

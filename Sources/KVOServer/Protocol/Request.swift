@@ -15,7 +15,8 @@ package enum Request: Equatable, Sendable {
     case create(object: String, values: [String: JSONValue], className: String? = nil)
     case delete(object: String)
     case get(object: String, keyPath: KeyPath?)
-    case set(object: String, keyPath: KeyPath, value: JSONValue)
+    /// `value`: as text when the request carried it in canonical form (not decoded until something reads it).
+    case set(object: String, keyPath: KeyPath, value: RequestValue)
     /// Adds `by` (an integer or a finite number) to the number at `keyPath` (a missing or null value
     /// counts as 0); replies with the new value.
     case increment(object: String, keyPath: KeyPath, by: JSONValue)

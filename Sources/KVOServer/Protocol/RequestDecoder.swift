@@ -23,20 +23,25 @@ package enum RequestDecoder {
     package struct Decoded {
         package let id: JSONValue?
         package let request: Result<Request, KVOError>
-        /// For a `set`: its `value` exactly as `JSONWriter` encodes it, when the request carried it in
-        /// that form (`JSONParser.Member.compactText`), so that the value's size and its events need not
-        /// encode it again; nil otherwise (the value is then encoded where needed).
-        package var valueText: [UInt8]? = nil
         /// `atLeastRev` of a `get`, `list`, `info` or `observe`: the revision the server must have reached
         /// before it answers (read-your-writes across cluster nodes; docs/protocol.md, "Cluster"); nil when absent.
         package var atLeastRev: UInt64? = nil
+
+        /// A `set`'s value exactly as `JSONWriter` encodes it, when the request carried it in that form
+        /// (`RequestValue.text`); nil otherwise.
+        package var valueText: [UInt8]? {
+            guard case let .success(.set(_, _, value)) = request else { return nil }
+            return value.text?.bytes
+        }
     }
 
-    /// Decodes a line (without its newline).
+    /// Decodes a line (without its newline). The line is checked whole (`JSONParser.scanMembers`, as strict
+    /// as parsing it), but only the fields the operation reads are decoded, and a `set`'s value sent in
+    /// canonical form not at all (issue 28).
     package static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
-        let members: [JSONParser.Member]?
+        let members: [JSONParser.MemberText]?
         do {
-            members = try JSONParser.parseMembers(line, keys: fieldNames)
+            members = try JSONParser.scanMembers(line, keys: fieldNames)
         } catch {
             switch error.reason {
             case .invalidUTF8: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid UTF-8: \(error)")))
@@ -47,22 +52,18 @@ package enum RequestDecoder {
             let typeName = (try? JSONParser.parse(line))?.typeName ?? "a JSON object"
             return Decoded(id: nil, request: .failure(KVOError(.badRequest, "a request must be a JSON object, not \(typeName)")))
         }
-        let fields = RequestFields(members: members)
+        let fields = RequestFields(line: line, members: members)
         let id = fields["id"]
         if let id, !id.isScalar {
             return Decoded(id: nil, request: .failure(KVOError(.badRequest, "'id' must be a string, number, boolean or null")))
         }
         do throws(KVOError) {
             let (operation, request) = try decode(fields)
-            var valueText: [UInt8]?
-            if case .set = request, let range = fields.compactText(of: "value") {
-                valueText = Array(UnsafeBufferPointer(rebasing: line[range]))
-            }
             let atLeastRev = try FieldReader(fields: fields).optionalRevision("atLeastRev")
             if atLeastRev != nil, !operation.declaration.acceptsAtLeastRev {
                 throw KVOError(.badRequest, "'atLeastRev' goes with \(RequestDecoder.atLeastRevOperations) only")
             }
-            return Decoded(id: id, request: .success(request), valueText: valueText, atLeastRev: atLeastRev)
+            return Decoded(id: id, request: .success(request), atLeastRev: atLeastRev)
         } catch {
             return Decoded(id: id, request: .failure(error))
         }
@@ -85,10 +86,10 @@ package enum RequestDecoder {
     /// `id` when it has a readable one, so that nothing about the protocol's shapes is told before a
     /// login.
     package static func decodeBeforeLogin(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
-        guard let members = try? JSONParser.parseMembers(line, keys: fieldNames) else {
+        guard let members = try? JSONParser.scanMembers(line, keys: fieldNames) else {
             return Decoded(id: nil, request: .failure(loginRequired))
         }
-        let fields = RequestFields(members: members)
+        let fields = RequestFields(line: line, members: members)
         let id = fields["id"].flatMap { $0.isScalar ? $0 : nil }
         // Only the operations whose row allows it are decoded before a login.
         guard case let .string(op)? = fields["op"], let operation = ProtocolOperation(named: op), operation.declaration.beforeLogin else {
@@ -104,8 +105,14 @@ package enum RequestDecoder {
 
     /// The operation named by `op` and its row's decoder. Unknown fields are ignored.
     private static func decode(_ fields: RequestFields) throws(KVOError) -> (ProtocolOperation, Request) {
-        guard let opValue = fields["op"] else { throw KVOError(.badRequest, "missing 'op'") }
-        guard case let .string(op) = opValue else { throw KVOError(.badRequest, "'op' must be a string") }
+        let op: String
+        if let plain = fields.plainString("op") {
+            op = plain
+        } else {
+            guard let opValue = fields["op"] else { throw KVOError(.badRequest, "missing 'op'") }
+            guard case let .string(text) = opValue else { throw KVOError(.badRequest, "'op' must be a string") }
+            op = text
+        }
         guard let operation = ProtocolOperation(named: op) else {
             throw KVOError(.unknownOp, "unknown op '\(op)'")
         }
@@ -125,7 +132,7 @@ package enum RequestDecoder {
 
     static func auth(_ reader: FieldReader) throws(KVOError) -> Request {
         if let token = try reader.optionalString("token") {
-            guard reader.fields["user"] == nil, reader.fields["password"] == nil else {
+            guard !reader.fields.contains("user"), !reader.fields.contains("password") else {
                 throw KVOError(.badRequest, "auth takes either 'token' or 'user' and 'password', not both")
             }
             return .auth(.token(token))
@@ -144,7 +151,7 @@ package enum RequestDecoder {
     }
 
     static func set(_ reader: FieldReader) throws(KVOError) -> Request {
-        guard let value = reader.fields["value"] else { throw KVOError(.badRequest, "missing 'value'") }
+        guard let value = reader.fields.requestValue(of: "value") else { throw KVOError(.badRequest, "missing 'value'") }
         return .set(object: try reader.objectID(), keyPath: try reader.keyPath(), value: value)
     }
 
@@ -198,8 +205,8 @@ package enum RequestDecoder {
     }
 
     static func observe(_ reader: FieldReader) throws(KVOError) -> Request {
-        if reader.fields["pattern"] != nil {
-            guard reader.fields["object"] == nil else {
+        if reader.fields.contains("pattern") {
+            guard !reader.fields.contains("object") else {
                 throw KVOError(.badRequest, "observe takes either 'object' or 'pattern', not both")
             }
             return .observePattern(pattern: try reader.pattern(), keyPath: try reader.optionalKeyPath(),
@@ -234,19 +241,58 @@ package enum RequestDecoder {
     }
 }
 
-/// Typed access to a request's fields, with protocol error messages.
-/// A request's members, looked up by a linear scan: a request has a handful, so this beats hashing.
-/// When a name repeats, the last one counts (as it would in a dictionary built in order).
+/// A request's members as `JSONParser.scanMembers` found them in its line: checked, not yet decoded. A
+/// member's value is decoded when an operation's decoder reads it, so that a request pays only for the
+/// fields it uses and a `set`'s canonical value stays text (`requestValue(of:)`).
+///
+/// Looked up by a linear scan: a request has a handful of members, so this beats hashing. When a name
+/// repeats, the last one counts (as it would in a dictionary built in order). Holds the line's bytes
+/// unowned: lives only while the line is being decoded (`RequestDecoder.decode`), on the caller's thread.
 struct RequestFields {
-    let members: [JSONParser.Member]
+    let line: UnsafeBufferPointer<UInt8>
+    let members: [JSONParser.MemberText]
 
+    /// The (last) member called `name`, decoded.
     subscript(name: String) -> JSONValue? {
-        position(of: name).map { members[$0].value }
+        position(of: name).map(value(at:))
     }
 
-    /// `JSONParser.Member.compactText` of the member called `name` (the last one when it repeats).
-    func compactText(of name: String) -> Range<Int>? {
-        position(of: name).flatMap { members[$0].compactText }
+    /// Whether the request has a member called `name` (null or not), without decoding it.
+    func contains(_ name: String) -> Bool {
+        position(of: name) != nil
+    }
+
+    /// Whether the member called `name` is absent or null, without decoding it.
+    func isAbsentOrNull(_ name: String) -> Bool {
+        guard let position = position(of: name) else { return true }
+        return line[members[position].range.lowerBound] == UInt8(ascii: "n")
+    }
+
+    /// The member called `name` as a `set` carries it: its canonical text when the request wrote it so,
+    /// else decoded.
+    func requestValue(of name: String) -> RequestValue? {
+        guard let position = position(of: name) else { return nil }
+        let member = members[position]
+        guard member.isCompact else { return .decoded(value(at: position)) }
+        return .text(CanonicalText(trusting: Array(UnsafeBufferPointer(rebasing: line[member.range]))))
+    }
+
+    /// The member called `name` when it is a string written without escapes, read straight from the line
+    /// (no `JSONValue` built); nil when absent, not a string or escaped (then decode it with the subscript).
+    func plainString(_ name: String) -> String? {
+        guard let position = position(of: name) else { return nil }
+        let member = members[position]
+        guard member.isCompact, line[member.range.lowerBound] == UInt8(ascii: "\"") else { return nil }
+        let text = (member.range.lowerBound + 1)..<(member.range.upperBound - 1)
+        return String(decoding: UnsafeBufferPointer(rebasing: line[text]), as: UTF8.self)
+    }
+
+    private func value(at position: Int) -> JSONValue {
+        do {
+            return try JSONParser.parse(UnsafeBufferPointer(rebasing: line[members[position].range]))
+        } catch {
+            preconditionFailure("a member checked by scanMembers does not parse: \(error)")
+        }
     }
 
     /// Where the (last) member called `name` is. Lengths are compared first: the names of a request
@@ -269,13 +315,14 @@ struct FieldReader {
     let fields: RequestFields
 
     func string(_ name: String) throws(KVOError) -> String {
+        if let text = fields.plainString(name) { return text }
         guard let value = fields[name] else { throw KVOError(.badRequest, "missing '\(name)'") }
         guard case let .string(text) = value else { throw KVOError(.badRequest, "'\(name)' must be a string, not \(value.typeName)") }
         return text
     }
 
     func optionalString(_ name: String) throws(KVOError) -> String? {
-        guard let value = fields[name], value != .null else { return nil }
+        if fields.isAbsentOrNull(name) { return nil }
         return try string(name)
     }
 
@@ -381,7 +428,7 @@ struct FieldReader {
     }
 
     /// Whether the request gave `values` (a list) rather than `value`.
-    var gaveValueList: Bool { fields["values"] != nil }
+    var gaveValueList: Bool { fields.contains("values") }
 
     /// `value` (one element) or `values` (a non-empty array of elements).
     func elementValues() throws(KVOError) -> [JSONValue] {

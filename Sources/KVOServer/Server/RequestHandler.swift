@@ -42,16 +42,15 @@ final class RequestHandler {
     /// docs/protocol.md, "Permissions"; a denial is `forbidden` and changes nothing). Its operation's row
     /// admits `access` first (`OperationDeclaration.admit`): live requests and replicated ones pass here. A reply that could
     /// be large is measured against `budget` first and refused with `too_large` when it would not fit
-    /// (see `ReplyBudget`). `valueText`: a `set`'s value as `JSONWriter` encodes it, when the request
-    /// carried it so (`RequestDecoder.Decoded.valueText`). `eventEncoding` is the connection's (after this
+    /// (see `ReplyBudget`). `eventEncoding` is the connection's (after this
     /// request, when it is a `hello` choosing one): `hello` reports it, and an `observe` makes its
     /// observation with it.
-    func handle(_ request: Request, valueText: [UInt8]? = nil, from connection: ConnectionID, access: ConnectionAccess,
+    func handle(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
                 budget: ReplyBudget = .unlimited, eventEncoding: EventEncoding = .full,
                 notifications: inout [ChangeNotification]) -> Outcome {
         do {
             try request.operation.declaration.admit(access)
-            return try perform(request, valueText: valueText, from: connection, access: access, budget: budget,
+            return try perform(request, from: connection, access: access, budget: budget,
                                eventEncoding: eventEncoding,
                                notifications: &notifications)
         } catch {
@@ -59,7 +58,7 @@ final class RequestHandler {
         }
     }
 
-    private func perform(_ request: Request, valueText: [UInt8]?, from connection: ConnectionID, access: ConnectionAccess,
+    private func perform(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
                          budget: ReplyBudget, eventEncoding: EventEncoding,
                          notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         switch request {
@@ -86,16 +85,18 @@ final class RequestHandler {
             return reply([("rev", revision(engine.revision)), ("value", value)])
         case let .set(object, keyPath, value):
             let rev: UInt64
-            if let valueText, keyPath.components.count == 1 {
+            switch value {
+            case let .text(text) where keyPath.components.count == 1:
                 // The request carried the value in canonical form, for a key of the object itself: the engine
-                // may keep it as text.
-                rev = try engine.set(object, keyPath: keyPath, text: CanonicalText(trusting: valueText), decoded: value,
-                                     access: access, notifications: &notifications)
-            } else {
+                // may keep it as text, and decodes it only where something reads inside it.
+                rev = try engine.set(object, keyPath: keyPath, text: text, access: access, notifications: &notifications)
+            case let .text(text):
                 // A longer path is never held as text: the decoded `set`, with the request's text for the event
                 // (no optional value or text wrapper on the way, measured: docs/performance.md, issue 28).
-                rev = try engine.set(object, keyPath: keyPath, value: value, encoded: valueText, access: access,
+                rev = try engine.set(object, keyPath: keyPath, value: text.value, encoded: text.bytes, access: access,
                                      notifications: &notifications)
+            case let .decoded(decoded):
+                rev = try engine.set(object, keyPath: keyPath, value: decoded, access: access, notifications: &notifications)
             }
             return reply([("rev", revision(rev))])
         case let .increment(object, keyPath, by):

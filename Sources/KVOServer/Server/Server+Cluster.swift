@@ -240,7 +240,7 @@ extension Server {
             notifications.removeAll(keepingCapacity: true)
             switch decoded.request {
             case let .success(request) where request.isWrite:
-                outcome = handler.handle(request, valueText: decoded.valueText,
+                outcome = handler.handle(request,
                                          from: writer?.connection ?? Server.clusterConnection,
                                          access: clusterAccess(forUser: operation.user), notifications: &notifications)
             case .success:
@@ -295,7 +295,7 @@ extension Server {
         }
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
         revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id, requestID: decoded.id,
-                                                request: request, valueText: decoded.valueText, deadline: deadline,
+                                                request: request, deadline: deadline,
                                                 started: requestStarted))
         connection.pauseReading(.revision)
     }
@@ -307,7 +307,7 @@ extension Server {
         for item in revisionWaits.takeReady(revision: handler.engine.revision) {
             guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
             continuingRequest(startedAt: item.started) {
-                perform(item.request, id: item.requestID, valueText: item.valueText, connection: connection)
+                perform(item.request, id: item.requestID, connection: connection)
             }
             connection.resumeReading(.revision)
         }

@@ -68,7 +68,7 @@ extension Server {
             holdForRevision(atLeastRev, request, decoded: decoded, connection: connection)
             return
         }
-        perform(request, id: decoded.id, valueText: decoded.valueText, connection: connection)
+        perform(request, id: decoded.id, connection: connection)
     }
 
     /// Whether a request is a write that may be submitted to the cluster behind this connection's writes in
@@ -82,12 +82,12 @@ extension Server {
     }
 
     /// Carries out a request that is not a cluster write, replies and delivers its events. Loop thread.
-    func perform(_ request: Request, id: JSONValue?, valueText: [UInt8]?, connection: Connection) {
+    func perform(_ request: Request, id: JSONValue?, connection: Connection) {
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: id)
         if case let .hello(_, events?) = request { connection.eventEncoding = events }
-        let outcome = handler.handle(request, valueText: valueText, from: connection.id,
+        let outcome = handler.handle(request, from: connection.id,
                                      access: connection.access, budget: budget,
                                      eventEncoding: connection.eventEncoding, notifications: &notifications)
         let operation = MetricsOperation(request)
