@@ -152,46 +152,49 @@ package struct EventEncoder {
             appendCompactTail(of: notification, encodedNew: encodedNew, encodedOld: encodedOld, to: &buffer)
             return
         }
-        // The fixed part is at most about 100 bytes plus the strings: reserve once, not per append.
-        buffer.reserveCapacity(buffer.count + 128 + notification.object.utf8.count + notification.keyPath.utf8.count
-                               + 12 * (notification.indexes?.count ?? 0)
-                               + (encodedNew?.count ?? 0) + (encodedOld?.count ?? 0))
-        // An id-set pattern observation's initial and resync events are about no one object, and its
-        // events follow no key path: those members are left out (every other event has both).
-        if !notification.object.isEmpty {
-            JSONWriter.append(",\"object\":", to: &buffer)
-            JSONWriter.writeString(notification.object, into: &buffer)
-        }
-        if !notification.keyPath.isEmpty {
-            JSONWriter.append(",\"keyPath\":", to: &buffer)
-            JSONWriter.writeString(notification.keyPath, into: &buffer)
-        }
-        JSONWriter.append(",\"reason\":\"", to: &buffer)
-        buffer.append(contentsOf: notification.reason.rawValue.utf8)
-        JSONWriter.append("\",\"rev\":", to: &buffer)
-        JSONWriter.writeInteger(notification.rev, into: &buffer)
-        JSONWriter.append(",\"change\":{\"kind\":", to: &buffer)
-        JSONWriter.writeInteger(notification.kind.rawValue, into: &buffer)
-        if let indexes = notification.indexes {
-            JSONWriter.append(",\"indexes\":[", to: &buffer)
-            for (position, index) in indexes.enumerated() {
-                if position > 0 { buffer.append(UInt8(ascii: ",")) }
-                JSONWriter.writeInteger(index, into: &buffer)
+        // Written into one scratch and appended in one copy (`ByteScratch`): the fixed part is at most 240
+        // bytes (members' names, the reason, three integers), plus the strings escaped, the indexes and the values.
+        let bound = 240 + ByteScratch.quotedBound(utf8Count: notification.object.utf8.count)
+            + ByteScratch.quotedBound(utf8Count: notification.keyPath.utf8.count)
+            + 22 * (notification.indexes?.count ?? 0) + (encodedNew?.count ?? 0) + (encodedOld?.count ?? 0)
+        ByteScratch.append(atMost: bound, to: &buffer) { line in
+            // An id-set pattern observation's initial and resync events are about no one object, and its
+            // events follow no key path: those members are left out (every other event has both).
+            if !notification.object.isEmpty {
+                line.append(",\"object\":")
+                line.appendString(notification.object)
             }
-            buffer.append(UInt8(ascii: "]"))
+            if !notification.keyPath.isEmpty {
+                line.append(",\"keyPath\":")
+                line.appendString(notification.keyPath)
+            }
+            line.append(",\"reason\":\"")
+            line.appendRaw(notification.reason.rawValue)
+            line.append("\",\"rev\":")
+            line.appendInteger(notification.rev)
+            line.append(",\"change\":{\"kind\":")
+            line.appendInteger(notification.kind.rawValue)
+            if let indexes = notification.indexes {
+                line.append(",\"indexes\":[")
+                for (position, index) in indexes.enumerated() {
+                    if position > 0 { line.append(UInt8(ascii: ",")) }
+                    line.appendInteger(index)
+                }
+                line.append(UInt8(ascii: "]"))
+            }
+            if notification.isPrior {
+                line.append(",\"notificationIsPrior\":true")
+            }
+            if let encodedNew {
+                line.append(",\"new\":")
+                line.append(encodedNew)
+            }
+            if let encodedOld {
+                line.append(",\"old\":")
+                line.append(encodedOld)
+            }
+            line.append("}}\n")
         }
-        if notification.isPrior {
-            JSONWriter.append(",\"notificationIsPrior\":true", to: &buffer)
-        }
-        if let encodedNew {
-            JSONWriter.append(",\"new\":", to: &buffer)
-            buffer.append(contentsOf: encodedNew)
-        }
-        if let encodedOld {
-            JSONWriter.append(",\"old\":", to: &buffer)
-            buffer.append(contentsOf: encodedOld)
-        }
-        JSONWriter.append("}}\n", to: &buffer)
     }
 
     /// The compact tail (docs/protocol.md, "Compact events"): `,"r":REV`, `"t"` (the object, for a
@@ -203,54 +206,58 @@ package struct EventEncoder {
     /// the digits of sub, rev and indexes) is at most 30 bytes, 35 with a pattern event's `t`.
     private static func appendCompactTail(of notification: borrowing ChangeNotification, encodedNew: [UInt8]?,
                                           encodedOld: [UInt8]?, to buffer: inout [UInt8]) {
-        buffer.reserveCapacity(buffer.count + 64 + 12 * (notification.indexes?.count ?? 0)
-                               + (encodedNew?.count ?? 0) + (encodedOld?.count ?? 0))
-        JSONWriter.append(",\"r\":", to: &buffer)
-        JSONWriter.writeInteger(notification.rev, into: &buffer)
-        if notification.namesObject && !notification.object.isEmpty {
-            // A pattern observation's event: which object it is about ("t", target: "o" is old).
-            JSONWriter.append(",\"t\":", to: &buffer)
-            JSONWriter.writeString(notification.object, into: &buffer)
-        }
-        if notification.isPrior {
-            JSONWriter.append(",\"p\":", to: &buffer)
-            appendCompactReason(of: notification, orOne: true, to: &buffer)
-        } else if notification.reason != .valueChanged {
-            JSONWriter.append(",\"w\":", to: &buffer)
-            appendCompactReason(of: notification, orOne: false, to: &buffer)
-        }
-        if notification.kind != .setting {
-            // Kinds 2-4 always have indexes; an empty list keeps the kind if one ever comes without.
-            JSONWriter.append(",\"", to: &buffer)
-            JSONWriter.writeInteger(notification.kind.rawValue, into: &buffer)
-            JSONWriter.append("\":[", to: &buffer)
-            for (position, index) in (notification.indexes ?? []).enumerated() {
-                if position > 0 { buffer.append(UInt8(ascii: ",")) }
-                JSONWriter.writeInteger(index, into: &buffer)
+        // One scratch, one copy (`ByteScratch`): at most 120 fixed bytes, plus the object escaped, the indexes
+        // and the values.
+        let bound = 120 + ByteScratch.quotedBound(utf8Count: notification.object.utf8.count)
+            + 22 * (notification.indexes?.count ?? 0) + (encodedNew?.count ?? 0) + (encodedOld?.count ?? 0)
+        ByteScratch.append(atMost: bound, to: &buffer) { line in
+            line.append(",\"r\":")
+            line.appendInteger(notification.rev)
+            if notification.namesObject && !notification.object.isEmpty {
+                // A pattern observation's event: which object it is about ("t", target: "o" is old).
+                line.append(",\"t\":")
+                line.appendString(notification.object)
             }
-            buffer.append(UInt8(ascii: "]"))
+            if notification.isPrior {
+                line.append(",\"p\":")
+                appendCompactReason(of: notification, orOne: true, to: &line)
+            } else if notification.reason != .valueChanged {
+                line.append(",\"w\":")
+                appendCompactReason(of: notification, orOne: false, to: &line)
+            }
+            if notification.kind != .setting {
+                // Kinds 2-4 always have indexes; an empty list keeps the kind if one ever comes without.
+                line.append(",\"")
+                line.appendInteger(notification.kind.rawValue)
+                line.append("\":[")
+                for (position, index) in (notification.indexes ?? []).enumerated() {
+                    if position > 0 { line.append(UInt8(ascii: ",")) }
+                    line.appendInteger(index)
+                }
+                line.append(UInt8(ascii: "]"))
+            }
+            if let encodedNew {
+                line.append(",\"n\":")
+                line.append(encodedNew)
+            }
+            if let encodedOld {
+                line.append(",\"o\":")
+                line.append(encodedOld)
+            }
+            line.append("}\n")
         }
-        if let encodedNew {
-            JSONWriter.append(",\"n\":", to: &buffer)
-            buffer.append(contentsOf: encodedNew)
-        }
-        if let encodedOld {
-            JSONWriter.append(",\"o\":", to: &buffer)
-            buffer.append(contentsOf: encodedOld)
-        }
-        JSONWriter.append("}\n", to: &buffer)
     }
 
     /// Appends the reason's compact code as a JSON string (`"p"` for `pathChanged`, …), or `1` for
     /// `valueChanged` when `orOne` (a prior notification's `p`).
     private static func appendCompactReason(of notification: borrowing ChangeNotification, orOne: Bool,
-                                            to buffer: inout [UInt8]) {
+                                            to line: inout ByteScratch) {
         if orOne && notification.reason == .valueChanged {
-            buffer.append(UInt8(ascii: "1"))
+            line.append(UInt8(ascii: "1"))
             return
         }
-        buffer.append(UInt8(ascii: "\""))
-        buffer.append(contentsOf: notification.reason.compactCode.utf8)
-        buffer.append(UInt8(ascii: "\""))
+        line.append(UInt8(ascii: "\""))
+        line.appendRaw(String(notification.reason.compactCode))
+        line.append(UInt8(ascii: "\""))
     }
 }

@@ -8,15 +8,23 @@ import KVOEngine
 package enum ReplyEncoder {
     /// Appends a success reply; `fields` are written in the order given, after `id` and `ok`.
     package static func success(id: JSONValue?, fields: [(String, JSONValue)], into buffer: inout [UInt8]) {
-        begin(id: id, into: &buffer)
-        // The reply to every write, `{"id":N,"ok":true,"rev":R}`: its fixed text in one piece, and
-        // the revision written directly (the same bytes as the general loop below).
+        // The reply to every write, `{"id":N,"ok":true,"rev":R}`: written into one scratch and appended in one
+        // copy (`ByteScratch`), the same bytes as the general loop below.
         if fields.count == 1, fields[0].0 == "rev", case let .int(rev) = fields[0].1 {
-            JSONWriter.append("\"ok\":true,\"rev\":", to: &buffer)
-            JSONWriter.writeInteger(rev, into: &buffer)
-            JSONWriter.append("}\n", to: &buffer)
+            ByteScratch.append(atMost: 64 + idBound(id), to: &buffer) { line in
+                line.append(UInt8(ascii: "{"))
+                if let id {
+                    line.append("\"id\":")
+                    appendID(id, to: &line)
+                    line.append(UInt8(ascii: ","))
+                }
+                line.append("\"ok\":true,\"rev\":")
+                line.appendInteger(rev)
+                line.append("}\n")
+            }
             return
         }
+        begin(id: id, into: &buffer)
         JSONWriter.append("\"ok\":true", to: &buffer)
         for (name, value) in fields {
             buffer.append(UInt8(ascii: ","))
@@ -41,6 +49,25 @@ package enum ReplyEncoder {
             JSONWriter.write(value, into: &buffer)
         }
         JSONWriter.append("}}\n", to: &buffer)
+    }
+
+    /// The most `appendID` writes for `id`.
+    private static func idBound(_ id: JSONValue?) -> Int {
+        guard let id else { return 0 }
+        switch id {
+        case .int: return 21
+        case let .string(text): return ByteScratch.quotedBound(utf8Count: text.utf8.count)
+        default: return JSONWriter.encodedLength(of: id)
+        }
+    }
+
+    /// Writes a request's `id` (a scalar), as `JSONWriter.write` does.
+    private static func appendID(_ id: JSONValue, to line: inout ByteScratch) {
+        switch id {
+        case let .int(number): line.appendInteger(number)
+        case let .string(text): line.appendString(text)
+        default: line.append(JSONWriter.bytes(id))
+        }
     }
 
     private static func begin(id: JSONValue?, into buffer: inout [UInt8]) {
