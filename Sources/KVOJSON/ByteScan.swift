@@ -32,4 +32,23 @@ enum ByteScan {
     static func hasNonASCII(_ word: UInt64) -> Bool {
         word & highBits != 0
     }
+
+    /// The eight bytes at `pointer` with the first byte lowest, whatever the machine's byte order (for
+    /// `firstSpecialByte`).
+    @inline(__always)
+    static func littleEndianWord(at pointer: UnsafePointer<UInt8>) -> UInt64 {
+        UInt64(littleEndian: UnsafeRawPointer(pointer).loadUnaligned(as: UInt64.self))
+    }
+
+    /// Where the first byte of `word` (from `littleEndianWord`) that a JSON string cannot hold as it is
+    /// (a quote, a backslash or a control character) or that is above 0x7F sits: 0 to 7, or 8 when there is
+    /// none. Exact: the tests can flag a byte wrongly only above a byte truly flagged (a borrow carries upwards).
+    @inline(__always)
+    static func firstSpecialByte(_ word: UInt64) -> Int {
+        let quotes = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslashes = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        let found = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
+            | ((word &- ones &* 0x20) & ~word) | word
+        return (found & highBits).trailingZeroBitCount >> 3
+    }
 }

@@ -193,10 +193,11 @@ extension JSONParser {
         index += 1  // opening quote
         let start = index
         while index < bytes.count {
-            if index + 8 <= bytes.count, case let word = ByteScan.word(at: bytes.baseAddress! + index),
-               !ByteScan.needsEscaping(word), !ByteScan.hasNonASCII(word) {
-                index += 8
-                continue
+            if index + 8 <= bytes.count {
+                // Eight bytes at once, to the first one that is not plain ASCII.
+                let special = ByteScan.firstSpecialByte(ByteScan.littleEndianWord(at: bytes.baseAddress! + index))
+                index += special
+                if special == 8 { continue }
             }
             let byte = bytes[index]
             switch byte {

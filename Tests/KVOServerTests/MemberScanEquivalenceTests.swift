@@ -8,7 +8,7 @@ import KVOJSON
 /// order, the same compact ranges, and values that parse to exactly what `parseMembers` built.
 @Suite("Scanning a request's members without building them")
 struct MemberScanEquivalenceTests {
-    private static let keys = JSONParser.KeyTable(["op", "id", "object", "keyPath", "value", "values"])
+    private static let keys = JSONParser.KeyTable(["op", "id", "object", "keyPath", "value", "values", "sinceRev", "abcdefghi", "o"])
 
     @Test("scanMembers and parseMembers agree on random texts and their corruptions", arguments: [1, 2, 3, 4, 5, 6] as [UInt64])
     func agreeOnRandomTexts(seed: UInt64) {
@@ -72,7 +72,7 @@ struct MemberScanEquivalenceTests {
 enum RandomJSONText {
     static func object(depth: Int, random: inout SplitMix64) -> String {
         let count = Int.random(in: 0...(depth == 0 ? 6 : 3), using: &random)
-        let names = ["op", "id", "value", "a", "b", "é", "keyPath", "zz", "object", "values", "a\\u0062", ""]
+        let names = ["op", "id", "value", "a", "b", "é", "keyPath", "zz", "object", "values", "a\\u0062", "", "sinceRev", "sinceRevs", "abcdefghi", "o", "o\\\"", "sinceRe\\u0076"]
         let members = (0..<count).map { _ in
             let name = names.randomElement(using: &random)!
             return space(&random) + "\"" + name + "\"" + space(&random) + ":" + space(&random) + value(depth: depth + 1, random: &random)
