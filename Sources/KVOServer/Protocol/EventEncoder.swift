@@ -157,43 +157,46 @@ package struct EventEncoder {
         let bound = 240 + ByteScratch.quotedBound(utf8Count: notification.object.utf8.count)
             + ByteScratch.quotedBound(utf8Count: notification.keyPath.utf8.count)
             + 22 * (notification.indexes?.count ?? 0) + (encodedNew?.count ?? 0) + (encodedOld?.count ?? 0)
-        ByteScratch.append(atMost: bound, to: &buffer) { line in
-            // An id-set pattern observation's initial and resync events are about no one object, and its
-            // events follow no key path: those members are left out (every other event has both).
-            if !notification.object.isEmpty {
-                line.append(",\"object\":")
-                line.appendString(notification.object)
-            }
-            if !notification.keyPath.isEmpty {
-                line.append(",\"keyPath\":")
-                line.appendString(notification.keyPath)
-            }
-            line.append(",\"reason\":\"")
-            line.appendRaw(notification.reason.rawValue)
-            line.append("\",\"rev\":")
-            line.appendInteger(notification.rev)
-            line.append(",\"change\":{\"kind\":")
-            line.appendInteger(notification.kind.rawValue)
-            if let indexes = notification.indexes {
-                line.append(",\"indexes\":[")
-                for (position, index) in indexes.enumerated() {
-                    if position > 0 { line.append(UInt8(ascii: ",")) }
-                    line.appendInteger(index)
+        // The closure reaches the notification through a pointer: capturing the borrowed value would copy it.
+        withUnsafePointer(to: notification) { event in
+            ByteScratch.append(atMost: bound, to: &buffer) { line in
+                // An id-set pattern observation's initial and resync events are about no one object, and its
+                // events follow no key path: those members are left out (every other event has both).
+                if !event.pointee.object.isEmpty {
+                    line.append(",\"object\":")
+                    line.appendString(event.pointee.object)
                 }
-                line.append(UInt8(ascii: "]"))
+                if !event.pointee.keyPath.isEmpty {
+                    line.append(",\"keyPath\":")
+                    line.appendString(event.pointee.keyPath)
+                }
+                line.append(",\"reason\":\"")
+                line.appendRaw(event.pointee.reason.rawValue)
+                line.append("\",\"rev\":")
+                line.appendInteger(event.pointee.rev)
+                line.append(",\"change\":{\"kind\":")
+                line.appendInteger(event.pointee.kind.rawValue)
+                if let indexes = event.pointee.indexes {
+                    line.append(",\"indexes\":[")
+                    for (position, index) in indexes.enumerated() {
+                        if position > 0 { line.append(UInt8(ascii: ",")) }
+                        line.appendInteger(index)
+                    }
+                    line.append(UInt8(ascii: "]"))
+                }
+                if event.pointee.isPrior {
+                    line.append(",\"notificationIsPrior\":true")
+                }
+                if let encodedNew {
+                    line.append(",\"new\":")
+                    line.append(encodedNew)
+                }
+                if let encodedOld {
+                    line.append(",\"old\":")
+                    line.append(encodedOld)
+                }
+                line.append("}}\n")
             }
-            if notification.isPrior {
-                line.append(",\"notificationIsPrior\":true")
-            }
-            if let encodedNew {
-                line.append(",\"new\":")
-                line.append(encodedNew)
-            }
-            if let encodedOld {
-                line.append(",\"old\":")
-                line.append(encodedOld)
-            }
-            line.append("}}\n")
         }
     }
 
@@ -207,44 +210,46 @@ package struct EventEncoder {
     private static func appendCompactTail(of notification: borrowing ChangeNotification, encodedNew: [UInt8]?,
                                           encodedOld: [UInt8]?, to buffer: inout [UInt8]) {
         // One scratch, one copy (`ByteScratch`): at most 120 fixed bytes, plus the object escaped, the indexes
-        // and the values.
+        // and the values. The closure reaches the notification through a pointer (capturing it would copy it).
         let bound = 120 + ByteScratch.quotedBound(utf8Count: notification.object.utf8.count)
             + 22 * (notification.indexes?.count ?? 0) + (encodedNew?.count ?? 0) + (encodedOld?.count ?? 0)
-        ByteScratch.append(atMost: bound, to: &buffer) { line in
-            line.append(",\"r\":")
-            line.appendInteger(notification.rev)
-            if notification.namesObject && !notification.object.isEmpty {
-                // A pattern observation's event: which object it is about ("t", target: "o" is old).
-                line.append(",\"t\":")
-                line.appendString(notification.object)
-            }
-            if notification.isPrior {
-                line.append(",\"p\":")
-                appendCompactReason(of: notification, orOne: true, to: &line)
-            } else if notification.reason != .valueChanged {
-                line.append(",\"w\":")
-                appendCompactReason(of: notification, orOne: false, to: &line)
-            }
-            if notification.kind != .setting {
-                // Kinds 2-4 always have indexes; an empty list keeps the kind if one ever comes without.
-                line.append(",\"")
-                line.appendInteger(notification.kind.rawValue)
-                line.append("\":[")
-                for (position, index) in (notification.indexes ?? []).enumerated() {
-                    if position > 0 { line.append(UInt8(ascii: ",")) }
-                    line.appendInteger(index)
+        withUnsafePointer(to: notification) { event in
+            ByteScratch.append(atMost: bound, to: &buffer) { line in
+                line.append(",\"r\":")
+                line.appendInteger(event.pointee.rev)
+                if event.pointee.namesObject && !event.pointee.object.isEmpty {
+                    // A pattern observation's event: which object it is about ("t", target: "o" is old).
+                    line.append(",\"t\":")
+                    line.appendString(event.pointee.object)
                 }
-                line.append(UInt8(ascii: "]"))
+                if event.pointee.isPrior {
+                    line.append(",\"p\":")
+                    appendCompactReason(of: event.pointee, orOne: true, to: &line)
+                } else if event.pointee.reason != .valueChanged {
+                    line.append(",\"w\":")
+                    appendCompactReason(of: event.pointee, orOne: false, to: &line)
+                }
+                if event.pointee.kind != .setting {
+                    // Kinds 2-4 always have indexes; an empty list keeps the kind if one ever comes without.
+                    line.append(",\"")
+                    line.appendInteger(event.pointee.kind.rawValue)
+                    line.append("\":[")
+                    for (position, index) in (event.pointee.indexes ?? []).enumerated() {
+                        if position > 0 { line.append(UInt8(ascii: ",")) }
+                        line.appendInteger(index)
+                    }
+                    line.append(UInt8(ascii: "]"))
+                }
+                if let encodedNew {
+                    line.append(",\"n\":")
+                    line.append(encodedNew)
+                }
+                if let encodedOld {
+                    line.append(",\"o\":")
+                    line.append(encodedOld)
+                }
+                line.append("}\n")
             }
-            if let encodedNew {
-                line.append(",\"n\":")
-                line.append(encodedNew)
-            }
-            if let encodedOld {
-                line.append(",\"o\":")
-                line.append(encodedOld)
-            }
-            line.append("}\n")
         }
     }
 

@@ -49,8 +49,9 @@ extension Server {
     func deliverNotifications() {
         let fullHead = EventEncoder.headWords
         let compactHead = EventEncoder.compactHeadWords
-        for notification in notifications {
-            deliver(notification, fullHead: fullHead, compactHead: compactHead)
+        // By index: the array's element is lent to `deliver`; a `for in` loop would copy each one.
+        for index in notifications.indices {
+            deliver(notifications[index], fullHead: fullHead, compactHead: compactHead)
         }
         if tailArena.capacity > Server.retainedScratchBytes { tailArena = [] }
     }
