@@ -58,16 +58,20 @@ public struct JSONParser {
     /// Immutable; any thread. A class: the parser passes it along by one reference count, not one per array.
     public final class KeyTable: Sendable {
         /// Slot `i` holds a name's word (first byte lowest; 0 for an empty slot: a name has no NUL) and its
-        /// position in `names`.
+        /// position in `names` (the names kept, in the order given).
         private let words: [UInt64]
         private let positions: [Int]
         private let names: [String]
+        /// For each name kept, its index in the list given to `init`.
+        private let given: [Int]
         /// log2 of the slot count.
         private let bits: Int
 
         public init(_ names: [String]) {
-            let short = names.filter { !$0.isEmpty && $0.utf8.count <= 8 && !$0.utf8.contains(0) }
+            let kept = names.indices.filter { !names[$0].isEmpty && names[$0].utf8.count <= 8 && !names[$0].utf8.contains(0) }
+            let short = kept.map { names[$0] }
             self.names = short
+            given = kept
             var bits = 4
             while 1 << bits < 4 * short.count { bits += 1 }
             self.bits = bits
@@ -91,11 +95,27 @@ public struct JSONParser {
 
         /// The name whose bytes packed into a word (first byte lowest, the rest zero) are `word`, if there is one.
         func name(word: UInt64) -> String? {
+            position(word: word).map { names[$0] }
+        }
+
+        /// Where the name spelled by `text` is in the list given to `init`, if the table kept it (names of at
+        /// most eight bytes); no `String` is made.
+        public func index(of text: UnsafeBufferPointer<UInt8>) -> Int? {
+            guard !text.isEmpty, text.count <= 8 else { return nil }
+            var word: UInt64 = 0
+            for (offset, byte) in text.enumerated() {
+                if byte == 0 { return nil }
+                word |= UInt64(byte) << (8 * UInt64(offset))
+            }
+            return position(word: word).map { given[$0] }
+        }
+
+        private func position(word: UInt64) -> Int? {
             let mask = (1 << bits) - 1
             var slot = KeyTable.slot(of: word, bits: bits)
             while true {
                 let stored = words[slot]
-                if stored == word { return names[positions[slot]] }
+                if stored == word { return positions[slot] }
                 if stored == 0 { return nil }
                 slot = (slot + 1) & mask
             }

@@ -91,6 +91,18 @@ struct RequestDecoderTests {
         }
     }
 
+    @Test("every operation is found by its name's bytes as by its name; other names are not")
+    func operationsByNameText() {
+        for operation in ProtocolOperation.allCases {
+            let name = Array(operation.declaration.name.utf8)
+            #expect(name.withUnsafeBufferPointer { ProtocolOperation(nameText: $0) } == operation, "\(operation.declaration.name)")
+            #expect(ProtocolOperation(named: operation.declaration.name) == operation)
+        }
+        for unknown in ["", "s", "sett", "se", "SET", "unobservex", "observe\u{0}", "defineClas"] {
+            #expect(Array(unknown.utf8).withUnsafeBufferPointer { ProtocolOperation(nameText: $0) } == nil, "\(unknown)")
+        }
+    }
+
     @Test("set, including to null, objects and arrays")
     func set() {
         #expect(request(#"{"op":"set","object":"person","keyPath":"address.city","value":"Paris"}"#)

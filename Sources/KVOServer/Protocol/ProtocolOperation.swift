@@ -30,6 +30,17 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
 
     /// The operation named `op` on the wire, nil for an unknown name. Looks at the names of `op`'s
     /// length only (one or two comparisons for the common operations), never hashes.
+    /// The operation named by `text` (an `op` string's bytes, without escapes), looked up without making a
+    /// `String` when the name has at most eight bytes; nil when no operation has that name.
+    init?(nameText text: UnsafeBufferPointer<UInt8>) {
+        if let index = OperationTable.shortNames.index(of: text) {
+            self = ProtocolOperation.allCases[index]
+            return
+        }
+        guard text.count > 8 else { return nil }
+        self.init(named: String(decoding: text, as: UTF8.self))
+    }
+
     package init?(named op: String) {
         let length = op.utf8.count
         guard length < OperationTable.byLength.count else { return nil }
@@ -136,6 +147,9 @@ package struct OperationDeclaration: Sendable {
 /// The rows, in `ProtocolOperation` order, and the lookup by name.
 enum OperationTable {
     static let rows: [OperationDeclaration] = ProtocolOperation.allCases.map(declaration(of:))
+
+    /// The names of at most eight bytes, for `ProtocolOperation(nameText:)` (indexes are `allCases` positions).
+    static let shortNames = JSONParser.KeyTable(ProtocolOperation.allCases.map { rows[$0.rawValue].name })
 
     /// Operations by the length of their name (index), for `ProtocolOperation(named:)`.
     static let byLength: [[ProtocolOperation]] = {

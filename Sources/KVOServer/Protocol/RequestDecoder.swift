@@ -105,14 +105,12 @@ package enum RequestDecoder {
 
     /// The operation named by `op` and its row's decoder. Unknown fields are ignored.
     private static func decode(_ fields: RequestFields) throws(KVOError) -> (ProtocolOperation, Request) {
-        let op: String
-        if let plain = fields.plainString("op") {
-            op = plain
-        } else {
-            guard let opValue = fields["op"] else { throw KVOError(.badRequest, "missing 'op'") }
-            guard case let .string(text) = opValue else { throw KVOError(.badRequest, "'op' must be a string") }
-            op = text
+        // The usual case, an `op` written plainly: looked up by its bytes, no `String` made.
+        if let text = fields.plainText("op"), let operation = ProtocolOperation(nameText: text) {
+            return (operation, try operation.declaration.decode(FieldReader(fields: fields)))
         }
+        guard let opValue = fields["op"] else { throw KVOError(.badRequest, "missing 'op'") }
+        guard case let .string(op) = opValue else { throw KVOError(.badRequest, "'op' must be a string") }
         guard let operation = ProtocolOperation(named: op) else {
             throw KVOError(.unknownOp, "unknown op '\(op)'")
         }
@@ -280,11 +278,15 @@ struct RequestFields {
     /// The member called `name` when it is a string written without escapes, read straight from the line
     /// (no `JSONValue` built); nil when absent, not a string or escaped (then decode it with the subscript).
     func plainString(_ name: String) -> String? {
+        plainText(name).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The bytes between the quotes of `plainString(name)`, in the line.
+    func plainText(_ name: String) -> UnsafeBufferPointer<UInt8>? {
         guard let position = position(of: name) else { return nil }
         let member = members[position]
         guard member.isCompact, line[member.range.lowerBound] == UInt8(ascii: "\"") else { return nil }
-        let text = (member.range.lowerBound + 1)..<(member.range.upperBound - 1)
-        return String(decoding: UnsafeBufferPointer(rebasing: line[text]), as: UTF8.self)
+        return UnsafeBufferPointer(rebasing: line[(member.range.lowerBound + 1)..<(member.range.upperBound - 1)])
     }
 
     private func value(at position: Int) -> JSONValue {
