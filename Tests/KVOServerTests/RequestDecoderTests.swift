@@ -91,6 +91,20 @@ struct RequestDecoderTests {
         }
     }
 
+    @Test("integer fields read from their digits equal what the parser makes of them")
+    func integerFields() {
+        for text in ["0", "7", "-7", "10", "9223372036854775807", "-9223372036854775808", "-0", "1.0", "1e2",
+                     "9223372036854775808", "-9223372036854775809", "00"] {
+            let line = Array(#"{"op":"ping","id":\#(text)}"#.utf8)
+            let decoded = RequestDecoder.decode(line)
+            guard let parsed = try? JSONParser.parse(Array(text.utf8)) else {
+                #expect(decoded.id == nil, "\(text)")
+                continue
+            }
+            #expect(decoded.id.map { strictlyEqual($0, parsed) } == true, "\(text): \(String(describing: decoded.id))")
+        }
+    }
+
     @Test("every operation is found by its name's bytes as by its name; other names are not")
     func operationsByNameText() {
         for operation in ProtocolOperation.allCases {

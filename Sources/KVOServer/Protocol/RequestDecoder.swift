@@ -290,6 +290,18 @@ struct RequestFields {
     }
 
     private func value(at position: Int) -> JSONValue {
+        let member = members[position]
+        let first = line[member.range.lowerBound]
+        if member.isCompact, first == UInt8(ascii: "-") || (first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9")) {
+            // A compact number is an integer in its shortest form that fits Int64 (the scan proved it): its
+            // digits are read here, without a parser (most requests' `id`).
+            let negative = first == UInt8(ascii: "-")
+            var magnitude: UInt64 = 0
+            for digit in line[(member.range.lowerBound + (negative ? 1 : 0))..<member.range.upperBound] {
+                magnitude = magnitude &* 10 &+ UInt64(digit &- UInt8(ascii: "0"))
+            }
+            return .int(negative ? Int64(truncatingIfNeeded: 0 &- magnitude) : Int64(truncatingIfNeeded: magnitude))
+        }
         do {
             return try JSONParser.parse(UnsafeBufferPointer(rebasing: line[members[position].range]))
         } catch {
