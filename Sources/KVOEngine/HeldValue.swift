@@ -3,8 +3,10 @@ import KVOJSON
 /// A value where a `set` may have left it as canonical text (`CanonicalText`) instead of decoded: a live
 /// object's member, a watched path's last reading, a notification's old and new value. `value` decodes text
 /// on each call; the write path itself only compares (`hasSameValue`), measures and forwards the text.
+/// A `set` request carries its value as one too (`Request.set`): as text when the request wrote it in
+/// canonical form, so that the decoder need not build it. Equality is the value's (`hasSameValue`).
 /// A value type; any thread.
-package enum HeldValue: Sendable {
+package enum HeldValue: Sendable, Equatable {
     case decoded(JSONValue)
     case text(CanonicalText)
 
@@ -30,6 +32,10 @@ package enum HeldValue: Sendable {
         case let (.text(left), .text(right)): return left.hasSameValue(as: right)
         case let (.text(text), .decoded(value)), let (.decoded(value), .text(text)): return text.hasSameValue(as: value)
         }
+    }
+
+    package static func == (left: HeldValue, right: HeldValue) -> Bool {
+        left.hasSameValue(as: right)
     }
 
     /// Bytes of the value as compact JSON.

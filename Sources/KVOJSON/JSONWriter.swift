@@ -66,21 +66,10 @@ public enum JSONWriter {
         }
     }
 
-    /// Appends a decimal integer (the concrete fast path: no generic arithmetic).
+    /// Appends a decimal integer (the concrete fast path: no generic arithmetic; the digits written by
+    /// `ByteScratch` and appended in one copy).
     public static func writeInteger(_ value: Int64, into buffer: inout [UInt8]) {
-        var magnitude = value.magnitude
-        if value < 0 { buffer.append(UInt8(ascii: "-")) }
-        // Digits are written backwards into a typed stack buffer (20 is enough for UInt64), then
-        // appended in one copy (a typed buffer takes Array's memcpy path).
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { digits in
-            var start = digits.count
-            repeat {
-                start -= 1
-                digits[start] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            buffer.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
-        }
+        ByteScratch.append(atMost: 21, to: &buffer) { $0.appendInteger(value) }
     }
 
     /// Appends a decimal integer.

@@ -86,7 +86,7 @@ struct CompactValueTextTests {
                 Issue.record("\(text) did not decode")
                 continue
             }
-            let value = requestValue.decoded
+            let value = requestValue.value
             notifications.removeAll()
             _ = try engine.set(object, keyPath: keyPath, value: value, encoded: decoded.valueText, notifications: &notifications)
             let notification = try #require(notifications.first)

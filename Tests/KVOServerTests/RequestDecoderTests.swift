@@ -136,7 +136,7 @@ struct RequestDecoderTests {
                 Issue.record("\(json) did not decode to a set")
                 continue
             }
-            #expect(strictlyEqual(value.decoded, expected), "\(json)")
+            #expect(strictlyEqual(value.value, expected), "\(json)")
         }
     }
 

@@ -16,7 +16,7 @@ package enum Request: Equatable, Sendable {
     case delete(object: String)
     case get(object: String, keyPath: KeyPath?)
     /// `value`: as text when the request carried it in canonical form (not decoded until something reads it).
-    case set(object: String, keyPath: KeyPath, value: RequestValue)
+    case set(object: String, keyPath: KeyPath, value: HeldValue)
     /// Adds `by` (an integer or a finite number) to the number at `keyPath` (a missing or null value
     /// counts as 0); replies with the new value.
     case increment(object: String, keyPath: KeyPath, by: JSONValue)

@@ -28,7 +28,7 @@ package enum RequestDecoder {
         package var atLeastRev: UInt64? = nil
 
         /// A `set`'s value exactly as `JSONWriter` encodes it, when the request carried it in that form
-        /// (`RequestValue.text`); nil otherwise.
+        /// (`HeldValue.text`); nil otherwise.
         package var valueText: [UInt8]? {
             guard case let .success(.set(_, _, value)) = request else { return nil }
             return value.text?.bytes
@@ -149,7 +149,7 @@ package enum RequestDecoder {
     }
 
     static func set(_ reader: FieldReader) throws(KVOError) -> Request {
-        guard let value = reader.fields.requestValue(of: "value") else { throw KVOError(.badRequest, "missing 'value'") }
+        guard let value = reader.fields.heldValue(of: "value") else { throw KVOError(.badRequest, "missing 'value'") }
         return .set(object: try reader.objectID(), keyPath: try reader.keyPath(), value: value)
     }
 
@@ -241,7 +241,7 @@ package enum RequestDecoder {
 
 /// A request's members as `JSONParser.scanMembers` found them in its line: checked, not yet decoded. A
 /// member's value is decoded when an operation's decoder reads it, so that a request pays only for the
-/// fields it uses and a `set`'s canonical value stays text (`requestValue(of:)`).
+/// fields it uses and a `set`'s canonical value stays text (`heldValue(of:)`).
 ///
 /// Looked up by a linear scan: a request has a handful of members, so this beats hashing. When a name
 /// repeats, the last one counts (as it would in a dictionary built in order). Holds the line's bytes
@@ -268,7 +268,7 @@ struct RequestFields {
 
     /// The member called `name` as a `set` carries it: its canonical text when the request wrote it so,
     /// else decoded.
-    func requestValue(of name: String) -> RequestValue? {
+    func heldValue(of name: String) -> HeldValue? {
         guard let position = position(of: name) else { return nil }
         let member = members[position]
         guard member.isCompact else { return .decoded(value(at: position)) }
