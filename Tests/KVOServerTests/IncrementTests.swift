@@ -19,7 +19,7 @@ import Testing
     }
 
     private func increment(_ handler: RequestHandler, _ line: String, access: ConnectionAccess = .open(),
-                           notifications: inout [ChangeNotification]) -> Result<[(String, JSONValue)], KVOError> {
+                           notifications: inout [ChangeNotification]) -> Result<ReplyFields, KVOError> {
         let decoded = RequestDecoder.decode(Array(line.utf8))
         guard case let .success(request) = decoded.request else {
             if case let .failure(error) = decoded.request { return .failure(error) }
@@ -28,7 +28,7 @@ import Testing
         return handler.handle(request, from: ConnectionID(1), access: access, notifications: &notifications).reply
     }
 
-    private func value(_ reply: Result<[(String, JSONValue)], KVOError>) -> JSONValue? {
+    private func value(_ reply: Result<ReplyFields, KVOError>) -> JSONValue? {
         guard case let .success(fields) = reply else { return nil }
         return fields.first { $0.0 == "value" }?.1
     }

@@ -8,9 +8,14 @@ import KVOEngine
 package enum ReplyEncoder {
     /// Appends a success reply; `fields` are written in the order given, after `id` and `ok`.
     package static func success(id: JSONValue?, fields: [(String, JSONValue)], into buffer: inout [UInt8]) {
+        success(id: id, fields: ReplyFields(fields), into: &buffer)
+    }
+
+    /// Appends a success reply; `fields` are written in the order given, after `id` and `ok`.
+    package static func success(id: JSONValue?, fields: ReplyFields, into buffer: inout [UInt8]) {
         // The reply to every write, `{"id":N,"ok":true,"rev":R}`: written into one scratch and appended in one
         // copy (`ByteScratch`), the same bytes as the general loop below.
-        if fields.count == 1, fields[0].0 == "rev", case let .int(rev) = fields[0].1 {
+        if let rev = fields.onlyRevision {
             ByteScratch.append(atMost: 64 + idBound(id), to: &buffer) { line in
                 line.append(UInt8(ascii: "{"))
                 if let id {

@@ -16,7 +16,7 @@ final class RequestHandler {
     }
 
     struct Outcome {
-        var reply: Result<[(String, JSONValue)], KVOError>
+        var reply: Result<ReplyFields, KVOError>
         var order: ReplyOrder
     }
 
@@ -76,9 +76,9 @@ final class RequestHandler {
         case let .create(object, values, className):
             let rev = try engine.create(object, values: values, className: className, access: access,
                                         notifications: &notifications)
-            return reply([("rev", revision(rev))])
+            return replyRevision(rev)
         case let .delete(object):
-            return reply([("rev", revision(try engine.delete(object, access: access, notifications: &notifications)))])
+            return replyRevision(try engine.delete(object, access: access, notifications: &notifications))
         case let .get(object, keyPath):
             let value = try engine.get(object, keyPath: keyPath, access: access)
             try requireFit(value, budget, "the value of \(keyPath.map { "'\(PrintableText.escaped($0.string, limit: 64))' of " } ?? "")object '\(PrintableText.escaped(object, limit: 64))'")
@@ -98,7 +98,7 @@ final class RequestHandler {
             case let .decoded(decoded):
                 rev = try engine.set(object, keyPath: keyPath, value: decoded, access: access, notifications: &notifications)
             }
-            return reply([("rev", revision(rev))])
+            return replyRevision(rev)
         case let .increment(object, keyPath, by):
             let (rev, value) = try engine.increment(object, keyPath: keyPath, by: by, access: access,
                                                     notifications: &notifications)
@@ -106,7 +106,7 @@ final class RequestHandler {
         case let .mutateArray(object, keyPath, mutation):
             let rev = try engine.mutateArray(object, keyPath: keyPath, mutation, access: access,
                                              notifications: &notifications)
-            return reply([("rev", revision(rev))])
+            return replyRevision(rev)
         case let .observe(object, keyPath, requestedOptions, sinceRev):
             let options = eventEncoding == .compact ? requestedOptions.union(.compactEvents) : requestedOptions
             let sub = try engine.observe(object, keyPath: keyPath, options: options, connection: connection,
@@ -118,7 +118,7 @@ final class RequestHandler {
                 let what = sinceRev == nil ? "the initial value" : "the resync value or the changes to replay"
                 throw budget.refusal(what + " of '\(PrintableText.escaped(keyPath.string, limit: 64))' (nothing was subscribed)")
             }
-            return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))]),
+            return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))] as ReplyFields),
                            order: .beforeNotifications)
         case let .observePattern(pattern, keyPath, requestedOptions, sinceRev):
             let options = eventEncoding == .compact ? requestedOptions.union(.compactEvents) : requestedOptions
@@ -130,7 +130,7 @@ final class RequestHandler {
                 let what = sinceRev == nil ? "the initial events" : "the resync events or the changes to replay"
                 throw budget.refusal(what + " of pattern '\(PrintableText.escaped(pattern.text, limit: 64))' (nothing was subscribed)")
             }
-            return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))]),
+            return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))] as ReplyFields),
                            order: .beforeNotifications)
         case let .unobserve(subscription):
             return reply([("removed", .bool(engine.unobserve(subscription, connection: connection)))])
@@ -238,7 +238,12 @@ final class RequestHandler {
     }
 
     private func reply(_ fields: [(String, JSONValue)]) -> Outcome {
-        Outcome(reply: .success(fields), order: .afterNotifications)
+        Outcome(reply: .success(ReplyFields(fields)), order: .afterNotifications)
+    }
+
+    /// The reply to a write: `{"rev":R}`, held as the number (`ReplyFields.revision`).
+    private func replyRevision(_ rev: UInt64) -> Outcome {
+        Outcome(reply: .success(.revision(rev)), order: .afterNotifications)
     }
 
     private func revision(_ rev: UInt64) -> JSONValue {

@@ -71,7 +71,7 @@ extension Server {
     /// the connection when this was its last write in flight and a request is held behind it: the caller
     /// hands it to `releaseHeldRequest` once it may handle a request (not in the middle of an entry).
     func answerClusterWrite(_ writer: ClusterReplicator.Writer,
-                                    _ reply: Result<[(String, JSONValue)], KVOError>) -> Connection? {
+                                    _ reply: Result<ReplyFields, KVOError>) -> Connection? {
         let remaining = pipelinedWrites.answered(writer.connection)
         guard let connection = connection(writer.connection)?.takeUnretainedValue() else {
             if remaining == 0 { _ = pipelinedWrites.takeHeld(writer.connection) }
@@ -328,7 +328,7 @@ extension Server {
     /// A user change from the stream: applied when its sender is, at this point of the stream, a user
     /// with admin on every object (checked again here, as every node does, since the sender's rights may
     /// have changed since the node that took it checked them).
-    func applyReplicated(_ change: UserChange, by sender: String?, tokenText: String?) -> Result<[(String, JSONValue)], KVOError> {
+    func applyReplicated(_ change: UserChange, by sender: String?, tokenText: String?) -> Result<ReplyFields, KVOError> {
         guard let sender else {
             return .failure(KVOError(.forbidden, "user management needs a user with 'admin' on every object ('*')"))
         }

@@ -107,7 +107,7 @@ extension Server {
     /// `kvod_request_duration_seconds` (nil: not a request's answer, or counted elsewhere). The duration runs
     /// from `startedAt` (nil: `requestStarted`, the request being handled) to now; none is counted without
     /// a start.
-    func send(_ reply: Result<[(String, JSONValue)], KVOError>, id: JSONValue?, to connection: Connection,
+    func send(_ reply: Result<ReplyFields, KVOError>, id: JSONValue?, to connection: Connection,
                       counting operation: MetricsOperation? = nil, startedAt: UInt64? = nil) {
         if let operation {
             switch reply {

@@ -99,7 +99,7 @@ extension Server {
     /// Applies a user change to the users, persists it, and updates the affected connections and
     /// bindings; the reply. The same on every node for the same users (cluster mode); only the reply's
     /// counts of this node's connections differ.
-    func apply(_ change: UserChange, tokenText: String?) -> Result<[(String, JSONValue)], KVOError> {
+    func apply(_ change: UserChange, tokenText: String?) -> Result<ReplyFields, KVOError> {
         let before = users.user(named: change.user)
         do throws(UserDirectoryError) {
             try change.apply(to: users)
@@ -142,7 +142,7 @@ extension Server {
             var reply: [(String, JSONValue)] = [("user", .string(name))]
             if let tokenText { reply.append(("token", .string(tokenText))) }
             reply.append(("tokenID", .string(token.id)))
-            return .success(reply)
+            return .success(ReplyFields(reply))
         case let .revokeToken(_, tokenID):
             logger.notice("API token '\(PrintableText.escaped(tokenID, limit: 64))' of user '\(name)' revoked")
             return .success([("user", .string(name)), ("revoked", .string(tokenID))])
@@ -151,7 +151,7 @@ extension Server {
 
     /// A user's rules changed (and persisted, by `apply`): every open connection of the user gets a new
     /// `Principal` at once (then `principalDidChange(of:)`).
-    func rulesChanged(of name: String) -> Result<[(String, JSONValue)], KVOError> {
+    func rulesChanged(of name: String) -> Result<ReplyFields, KVOError> {
         guard let user = users.user(named: name) else { return .failure(KVOError(.notFound, UserDirectory.noSuchUser(name))) }
         compiledPolicies[name] = nil
         let policy = self.policy(ofUser: name) ?? AccessPolicy(rules: user.rules)

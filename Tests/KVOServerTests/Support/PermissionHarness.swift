@@ -25,7 +25,7 @@ final class PermissionHarness {
 
     /// What one request did.
     struct Outcome {
-        let reply: Result<[(String, JSONValue)], KVOError>
+        let reply: Result<ReplyFields, KVOError>
         let notifications: [ChangeNotification]
 
         var error: KVOError? {
