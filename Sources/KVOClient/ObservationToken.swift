@@ -67,12 +67,13 @@ extension KVOClient {
     /// ```
     public func observe<Value: Decodable & Sendable>(
         _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        buffering: ObservationBuffering = .default,
         isolation: isolated (any Actor)? = #isolation, _ handler: @escaping (Change<Value>) -> Void
     ) -> ObservationToken {
-        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options)
+        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, buffering: buffering)
         core.start()
-        let changes = KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
-                                         subscribedRevision: nil)
+        let changes = KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options, buffering: buffering,
+                                            started: core, subscribedRevision: nil)
         let delivery = Task {
             // Capturing the isolated parameter isolates this task to the same actor (SE-0420), so the
             // handler, which may be non-Sendable and actor-bound, runs where it was made.
@@ -88,9 +89,9 @@ extension KVOClient {
 
     /// Like `observe(_:_:options:as:isolation:_:)`, with the values as `JSONValue`.
     public func observe(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new],
+        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], buffering: ObservationBuffering = .default,
         isolation: isolated (any Actor)? = #isolation, _ handler: @escaping (Change<JSONValue>) -> Void
     ) -> ObservationToken {
-        observe(object, keyPath, options: options, as: JSONValue.self, isolation: isolation, handler)
+        observe(object, keyPath, options: options, as: JSONValue.self, buffering: buffering, isolation: isolation, handler)
     }
 }
