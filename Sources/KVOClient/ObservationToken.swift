@@ -5,7 +5,7 @@
 /// The token owns the observation and the task that delivers its changes to the handler, one at a time
 /// and in order, on the actor the observation was made on. `Sendable`: any thread may cancel it, and
 /// `cancel()` is safe to call twice (and after the observation ended by itself).
-public final class ObservationToken: Sendable {
+public final class ObservationToken: Sendable, Hashable {
     /// The observation, made on the server when the token is made.
     private let core: ObservationCore
     /// Iterates the observation and calls the handler; its value is how the observation ended.
@@ -29,6 +29,22 @@ public final class ObservationToken: Sendable {
     /// True once `cancel()` was called or the observation ended (`sourceDeleted`, `forbidden`, an
     /// `observe` refused, the client closed).
     public var isCancelled: Bool { delivery.isCancelled || core.isFinished }
+
+    /// Keeps the token in `set` (as Combine's `AnyCancellable.store(in:)`): the observation lives as long as
+    /// the set holds it. The usual place is a property of the observer.
+    public func store(in set: inout Set<ObservationToken>) {
+        set.insert(self)
+    }
+
+    /// Keeps the token in `array`.
+    public func store(in array: inout [ObservationToken]) {
+        array.append(self)
+    }
+
+    /// Tokens are equal when they are the same token.
+    public static func == (lhs: ObservationToken, rhs: ObservationToken) -> Bool { lhs === rhs }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// Waits until the server accepted the observation; throws its refusal (`KVODError.server` with
     /// `notFound`, `forbidden`, ...), `KVODError.closed`, or `CancellationError` when cancelled first.
