@@ -5,8 +5,11 @@
 ///
 /// ```swift
 /// let kvod = try await KVOClient.connect(to: .init(host: "127.0.0.1", port: 7420))
-/// for try await change in kvod.observe("clock", "date", options: [.initial, .new, .old], as: String.self) {
-///     print(change.reason, change.old as Any, change.new as Any, change.rev)
+/// try await kvod.withObservation("clock", "date", options: [.initial, .new, .old], as: String.self) { changes in
+///     for try await change in changes {
+///         print(change.reason, change.old as Any, change.new as Any, change.rev)
+///         if change.new == "Friday" { break }   // unobserves as the closure returns
+///     }
 /// }
 /// ```
 ///

@@ -70,13 +70,18 @@ extension KVOClient {
     /// server's acceptance). Keep the returned token: dropping it unobserves. A value that does not decode
     /// arrives as a change with `decodingError` set, like in the `AsyncSequence` form.
     ///
+    /// The closure holds what it captures for as long as the token lives: a closure that uses `self`, kept
+    /// in a token that `self` stores, is a cycle (neither is freed, and the server observation stays). Use
+    /// the observer form `observe(_:_:options:as:buffering:observer:isolation:_:)`, which passes the observer
+    /// (held weakly) to the handler, or `[weak self]`:
+    ///
     /// ```swift
     /// @MainActor final class ClockLabel {
     ///     var text = ""
     ///     var token: ObservationToken?
     ///     func start(_ kvod: KVOClient) {
-    ///         token = kvod.observe("clock", "date", options: [.initial, .new], as: String.self) { change in
-    ///             self.text = change.new ?? ""   // on the main actor
+    ///         token = kvod.observe("clock", "date", options: [.initial, .new], as: String.self) { [weak self] change in
+    ///             self?.text = change.new ?? ""   // on the main actor
     ///         }
     ///     }
     /// }
