@@ -47,6 +47,31 @@ extension KVOClient {
         return ObservationToken(core: core, delivery: delivery)
     }
 
+    /// The observer form for an actor: the handler runs isolated to `observer` (held weakly, as above), one
+    /// change at a time and in order, so it may use the actor's state directly (`{ actor, change in
+    /// actor.count += 1 }`).
+    public func observe<Observer: Actor, Value: Decodable & Sendable>(
+        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        buffering: ObservationBuffering = .default, observer: Observer,
+        _ handler: @escaping @Sendable (isolated Observer, Change<Value>) -> Void
+    ) -> ObservationToken {
+        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, buffering: buffering)
+        core.start()
+        let changes = KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options, buffering: buffering,
+                                            started: core, subscribedRevision: nil)
+        let delivery = Task { [weak observer] in
+            for try await change in changes {
+                if Task.isCancelled { return }
+                guard let observer else {
+                    core.cancel()
+                    return
+                }
+                await handler(observer, change)
+            }
+        }
+        return ObservationToken(core: core, delivery: delivery)
+    }
+
     /// Like `observe(_:_:options:as:buffering:observer:isolation:_:)`, with the values as `JSONValue`.
     public func observe<Observer: AnyObject>(
         _ object: String, _ keyPath: String, options: ObservationOptions = [.new], buffering: ObservationBuffering = .default,

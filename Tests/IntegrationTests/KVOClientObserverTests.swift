@@ -31,6 +31,20 @@ import Testing
         }
     }
 
+    /// An actor observer: its handler runs isolated to it.
+    actor Tally {
+        var values: [Int] = []
+        var tokens: Set<ObservationToken> = []
+
+        func start(_ kvod: KVOClient) {
+            kvod.observe("o", "n", as: Int.self, observer: self) { tally, change in
+                tally.values.append(change.new ?? -1)
+            }.store(in: &tokens)
+        }
+
+        func subscribed() async throws { try await tokens.first?.subscribed() }
+    }
+
     /// An observer that keeps no token.
     @MainActor final class Counter {
         var count = 0
@@ -82,5 +96,25 @@ import Testing
         try await token.finished()
         #expect(token.isCancelled)
         #expect(calls == 1)
+    }
+
+    @Test("an actor observer gets its changes isolated to it, in order, and ends its observation when freed")
+    func actorObserver() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let probe = try server.connect()
+        try await kvod.create("o", values: ["n": 0] as JSONValue)
+        var tally: Tally? = Tally()
+        await tally?.start(kvod)
+        try await tally?.subscribed()
+        for value in 1...20 { try await kvod.set("o", "n", to: value) }
+        let deadline = Date().addingTimeInterval(10)
+        while (await tally?.values.count ?? 0) < 20, Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
+        #expect(await tally?.values == Array(1...20))
+
+        weak var weakTally = tally
+        tally = nil
+        #expect(weakTally == nil)
+        try await eventuallyObservers(probe, "o", count: 0)
     }
 }
