@@ -2,6 +2,10 @@
 /// (the `buffering:` parameter of `KVOClient.observe`, `subscribe` and `withObservation`), in the spirit of
 /// `AsyncStream`'s buffering policies. A value; any thread.
 ///
+/// The limits bound what waits unread while the reader is busy or gone: a reader waiting for changes takes
+/// each socket read's changes whole (at most 64 KiB of events), so one that keeps up is never paused, and
+/// its iterator holds at most one such batch, or one buffer's worth, besides what waits.
+///
 /// Whatever the policy, the reader is never left to guess: a change after dropped or coalesced ones carries
 /// `Change.gap`, and so does the first change after a paused observation resumed. The bound counts changes
 /// (not bytes): a change holds its values as received, so the memory is at most the limit times the largest

@@ -273,6 +273,10 @@ final class ObservationCore: Sendable {
         let resumption = state.withLock { state -> (CheckedContinuation<[ChangeEvent], any Error>, [ChangeEvent])? in
             // Paused: what is still in flight for the old sub comes again with the resume's replay.
             if state.finished || state.paused { return nil }
+            // A consumer waiting takes the whole batch (one socket read, at most 64 KiB of events, in memory
+            // already): the limit bounds what waits unread, and pausing a reader that keeps up would only make
+            // kvod replay what it sent again.
+            let consumerWaits = state.waiter != nil
             for var event in events {
                 if event.reason == .initial && state.resyncing {
                     event.reason = .resync
@@ -282,7 +286,7 @@ final class ObservationCore: Sendable {
                     if let last = state.lastRev, event.rev <= last { continue }
                     if event.isPrior && state.lastPriorRev == event.rev { continue }
                 }
-                if let limit = buffering.limit, state.buffer.count - state.bufferStart >= limit {
+                if !consumerWaits, let limit = buffering.limit, state.buffer.count - state.bufferStart >= limit {
                     switch buffering {
                     case .pausing:
                         state.paused = true
