@@ -53,7 +53,7 @@ public struct KVOObservation<Value: Decodable & Sendable>: AsyncSequence, Sendab
             ObservationCore(client: client.core, object: object, keyPath: keyPath, options: options, isPattern: isPattern,
                             buffering: buffering)
         }
-        return Iterator(handle: Handle(core: core, control: control))
+        return Iterator(handle: Handle(core: core, control: control, client: client))
     }
 
     /// Ends every iteration of this sequence (and of its copies) now: `unobserve` on the server, and each
@@ -136,9 +136,12 @@ public struct KVOObservation<Value: Decodable & Sendable>: AsyncSequence, Sendab
     final class Handle: Sendable {
         let core: ObservationCore
         let control: Control
-        init(core: ObservationCore, control: Control) {
+        /// Keeps the client open while it is iterated (dropping the last `KVOClient` closes it).
+        let client: KVOClient
+        init(core: ObservationCore, control: Control, client: KVOClient) {
             self.core = core
             self.control = control
+            self.client = client
         }
         deinit {
             core.cancel()

@@ -124,4 +124,15 @@ import Testing
         #expect(refusal?.code == .notFound)
         #expect(kvod.liveObservationCount == 0)
     }
+
+    @Test("an iteration keeps its client open after the last other reference to the client is dropped")
+    func iterationKeepsClient() async throws {
+        let server = try KVODProcess()
+        let writer = try await server.client()
+        try await writer.create("o", values: ["n": 0] as JSONValue)
+        // Neither the client nor the sequence is kept: only the iterator.
+        var iterator = try await server.client().subscribe("o", "n", as: Int.self).makeAsyncIterator()
+        try await writer.set("o", "n", to: 1)
+        #expect(try await iterator.next()?.new == 1)
+    }
 }
