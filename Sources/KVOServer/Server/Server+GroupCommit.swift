@@ -41,7 +41,7 @@ extension Server {
         commitOrRollBack(batch)
     }
 
-    /// How long holds pause after a hold no writer used, in intervals: 50 (50 ms at the default 1 ms), so
+    /// How long holds pause after a hold no writer used, in intervals: 50 (25 ms at the default 0.5 ms), so
     /// that a writer that waits for each reply loses at most one interval in 51 to the next probing hold.
     static let groupCommitHoldPauseIntervals: UInt64 = 50
 

@@ -31,7 +31,7 @@ public struct StorageConfiguration: Sendable {
     /// The default `walLimitBytes` (`kvod --wal-limit`): 64 MiB.
     public static let defaultWALLimitBytes = 64 << 20
     /// The default `groupCommitIntervalMicroseconds` (docs/performance.md, issue 28, "The durable tail").
-    public static let defaultGroupCommitIntervalMicroseconds = 1_000
+    public static let defaultGroupCommitIntervalMicroseconds = 500
 
     public init(directory: String, sync: SyncMode = .normal, walLimitBytes: Int = StorageConfiguration.defaultWALLimitBytes,
                 checkpointTestDelayMilliseconds: Int = 0) {
