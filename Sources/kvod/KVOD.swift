@@ -535,6 +535,10 @@ struct KVOD: ParsableCommand {
             settings.storage?.reserveBytes = diskReserve
             settings.storage?.maximumDiskBytes = maxDisk
             settings.storage?.replacesLostDatabase = replacesLostDatabase
+            // KVOD_GROUP_COMMIT_INTERVAL_US: measurements of the group commit cadence (docs/performance.md, issue 28).
+            if let interval = getenv("KVOD_GROUP_COMMIT_INTERVAL_US").flatMap({ Int(String(cString: $0)) }), interval >= 0 {
+                settings.storage?.groupCommitIntervalMicroseconds = interval
+            }
         }
         settings.usersFile = users
         settings.cluster = clusterConfiguration

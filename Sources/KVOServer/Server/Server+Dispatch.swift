@@ -64,6 +64,7 @@ extension Server {
             submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection)
             return
         }
+        if declaration.isWrite, groupCommitIntervalNanoseconds > 0 { noteWriterForGroupCommit(connection.id) }
         if let atLeastRev = decoded.atLeastRev, atLeastRev > handler.engine.revision {
             holdForRevision(atLeastRev, request, decoded: decoded, connection: connection)
             return

@@ -17,6 +17,13 @@ extension Server {
         server.metrics.iterationEnded(loop: server.loop.raw)
     }
 
+    /// A held group commit is due (`holdsGroupCommit`) and no input woke the loop first: commit and flush now.
+    static let groupCommitCallback: uv_timer_cb = { handle in
+        let server = owner(of: asHandle(handle!), as: Server.self)
+        server.groupCommitTimerArmed = false
+        server.flushConnections(holding: false)
+    }
+
     /// Does nothing: an active idle handle only keeps the loop from blocking in poll.
     static let idleCallback: uv_idle_cb = { _ in }
 

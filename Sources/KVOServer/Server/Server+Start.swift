@@ -21,6 +21,8 @@ extension Server {
         retainOwner(self, in: checkHandle)
         retainOwner(self, in: asyncHandle)
         uv_check_start(checkHandle, Server.checkCallback)
+        uv_timer_init(loop.raw, groupCommitTimer)
+        retainOwner(self, in: groupCommitTimer)
         uv_timer_init(loop.raw, housekeepingHandle)
         retainOwner(self, in: housekeepingHandle)
         uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)

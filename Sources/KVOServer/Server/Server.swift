@@ -60,6 +60,25 @@ public final class Server {
     /// Fires every `housekeepingInterval`: closes connections past their first-request deadline and
     /// gives memory back after a burst. Never on the request path.
     let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
+    /// Group commit cadence (`Server+GroupCommit`): the least time between the starts of two group commits
+    /// while writes keep arriving, in nanoseconds (0: every iteration that wrote commits).
+    let groupCommitIntervalNanoseconds: UInt64
+    /// When the last group commit of writes started (`uv_hrtime`).
+    var lastGroupCommitStart: UInt64 = 0
+    /// Fires when a held group commit is due, for the case where no more input wakes the loop first.
+    let groupCommitTimer: UnsafeMutablePointer<uv_timer_t>
+    /// Whether `groupCommitTimer` is running.
+    var groupCommitTimerArmed = false
+    /// The connections that wrote since the last group commit, and whether one of them wrote again before
+    /// its write was committed (it does not wait for each reply: holding the commit costs it nothing).
+    /// Kept only with a cadence (`groupCommitIntervalNanoseconds` > 0).
+    var writersSinceCommit = Set<ConnectionID>()
+    var writerRepeatedSinceCommit = false
+    /// Whether the writes waiting for the next group commit were held (`holdsGroupCommit`).
+    var groupCommitWasHeld = false
+    /// After a hold that no writer used (writers that each wait for their reply), no hold until then
+    /// (`uv_hrtime`), unless a writer sends another write before its last is committed.
+    var groupCommitHoldsPausedUntil: UInt64 = 0
     /// New connections' first-request deadlines, in accept order.
     var firstRequestDeadlines = FirstRequestDeadlines()
     /// With users defined, new connections' login deadlines (`--login-timeout`), in accept order.
@@ -199,6 +218,9 @@ public final class Server {
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
         replayIdleHandle = allocateHandle(uv_idle_t.self, kind: UV_IDLE)
         housekeepingHandle = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
+        groupCommitTimer = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
+        groupCommitIntervalNanoseconds = storeKeepsWrites && configuration.cluster == nil
+            ? UInt64(max(0, configuration.storage?.groupCommitIntervalMicroseconds ?? 0)) * 1000 : 0
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         stopHandle = StopHandle(asyncHandle)
         passwordChecks = PasswordVerificationQueue(
@@ -312,6 +334,7 @@ public final class Server {
         closeHandle(checkHandle)
         closeHandle(replayIdleHandle)
         closeHandle(housekeepingHandle)
+        closeHandle(groupCommitTimer)
         for handle in signalHandles { closeHandle(handle) }
         signalHandles.removeAll()
     }

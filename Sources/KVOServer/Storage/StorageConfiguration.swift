@@ -21,9 +21,17 @@ public struct StorageConfiguration: Sendable {
     /// `--init`: where the directory held a database whose file is now missing or empty, start with a new,
     /// empty one instead of refusing (`LostDatabaseCheck`). Changes nothing where the database is there.
     public var replacesLostDatabase = false
+    /// The least time between the starts of two group commits while writes keep arriving, in microseconds
+    /// (`KVOD_GROUP_COMMIT_INTERVAL_US`; 0: one group commit every loop iteration that wrote, as before).
+    /// A write after a quieter spell is committed at the end of its own iteration; under a steady stream
+    /// the writes of the next `groupCommitIntervalMicroseconds` wait for one commit together, and so does
+    /// every reply and event about them (docs/design.md, "Durability").
+    public var groupCommitIntervalMicroseconds = StorageConfiguration.defaultGroupCommitIntervalMicroseconds
 
     /// The default `walLimitBytes` (`kvod --wal-limit`): 64 MiB.
     public static let defaultWALLimitBytes = 64 << 20
+    /// The default `groupCommitIntervalMicroseconds` (docs/performance.md, issue 28, "The durable tail").
+    public static let defaultGroupCommitIntervalMicroseconds = 500
 
     public init(directory: String, sync: SyncMode = .normal, walLimitBytes: Int = StorageConfiguration.defaultWALLimitBytes,
                 checkpointTestDelayMilliseconds: Int = 0) {
