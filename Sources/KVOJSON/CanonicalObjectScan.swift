@@ -61,6 +61,7 @@ public enum CanonicalObjectScan {
         var objects: UInt64 = 0
         var keyStart = 0
         var keyEnd = 0
+        var inObject = false  // whether the innermost open container is an object
         while true {
             // A value at `i`.
             guard i < count else { return nil }
@@ -71,15 +72,17 @@ public enum CanonicalObjectScan {
                 savedKeys[depth] = keyStart
                 let bit: UInt64 = 1 << UInt64(depth)
                 depth += 1
-                i += 1
+                inObject = isObject
+                i &+= 1
                 guard i < count else { return nil }
                 if isObject {
                     objects |= bit
                     keyStart = 0
                     if p[i] == UInt8(ascii: "}") {
-                        i += 1
+                        i &+= 1
                         depth -= 1
                         keyStart = savedKeys[depth]
+                        inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
                         break
                     }
                     counts.nonEmptyContainers += 1
@@ -88,15 +91,16 @@ public enum CanonicalObjectScan {
                 }
                 objects &= ~bit
                 if p[i] == UInt8(ascii: "]") {
-                    i += 1
+                    i &+= 1
                     depth -= 1
                     keyStart = savedKeys[depth]
+                    inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
                     break
                 }
                 counts.nonEmptyContainers += 1
                 continue
             case UInt8(ascii: "\""):
-                i += 1
+                i &+= 1
                 guard string(p, count: count, at: &i, asciiOnly: false) else { return nil }
             case UInt8(ascii: "t"):
                 guard literal(p, count: count, at: &i, "true") else { return nil }
@@ -111,9 +115,9 @@ public enum CanonicalObjectScan {
                 // exponent; at most 18 digits, so that it surely fits.
                 let numberStart = i
                 let negative = p[i] == UInt8(ascii: "-")
-                if negative { i += 1 }
+                if negative { i &+= 1 }
                 let digitsStart = i
-                while i < count, p[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+                while i < count, p[i] &- UInt8(ascii: "0") < 10 { i &+= 1 }
                 let digits = i - digitsStart
                 guard digits >= 1, digits <= 18 else { return nil }
                 if p[digitsStart] == UInt8(ascii: "0") && (digits > 1 || negative) { return nil }
@@ -132,8 +136,7 @@ public enum CanonicalObjectScan {
                 guard depth > 0 else { return i == count ? counts : nil }
                 guard i < count else { return nil }
                 let byte = p[i]
-                let inObject = objects & (1 << UInt64(depth - 1)) != 0
-                i += 1
+                i &+= 1
                 if byte == UInt8(ascii: ",") {
                     if inObject {
                         guard key(p, count: count, at: &i, keyStart: &keyStart, keyEnd: &keyEnd) else { return nil }
@@ -143,6 +146,7 @@ public enum CanonicalObjectScan {
                 guard byte == (inObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) else { return nil }
                 depth -= 1
                 keyStart = savedKeys[depth]
+                inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
                 if keyStart != 0 {
                     // The key ends at its closing quote (a key has no escapes).
                     keyEnd = keyStart
@@ -159,7 +163,7 @@ public enum CanonicalObjectScan {
     private static func key(_ p: UnsafePointer<UInt8>, count: Int, at i: inout Int,
                             keyStart: inout Int, keyEnd: inout Int) -> Bool {
         guard i < count, p[i] == UInt8(ascii: "\"") else { return false }
-        i += 1
+        i &+= 1
         let start = i
         guard string(p, count: count, at: &i, asciiOnly: true) else { return false }
         let end = i - 1
@@ -178,7 +182,7 @@ public enum CanonicalObjectScan {
         keyStart = start
         keyEnd = end
         guard i < count, p[i] == UInt8(ascii: ":") else { return false }
-        i += 1
+        i &+= 1
         return true
     }
 
