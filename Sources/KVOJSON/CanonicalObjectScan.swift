@@ -37,9 +37,12 @@ public enum CanonicalObjectScan {
     /// it (as `isCanonicalObject`).
     public static func scanObject(_ bytes: UnsafeBufferPointer<UInt8>) -> Counts? {
         guard let base = bytes.baseAddress, bytes.count >= 2, base[0] == UInt8(ascii: "{") else { return nil }
-        var scanner = Scanner(bytes: base, count: bytes.count)
-        guard scanner.value(), scanner.index == bytes.count else { return nil }
-        return scanner.counts
+        // For each open container, where the key before it in the object that holds it starts, restored when
+        // it closes. On the stack (a constant capacity of at most 1,024 bytes, or it would be allocated).
+        assert(maximumDepth <= 64)
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: 64) { savedKeys in
+            scan(base, count: bytes.count, savedKeys: savedKeys.baseAddress!)
+        }
     }
 
     /// Whether `bytes` is `JSONWriter`'s encoding of an object (see the type's note).
@@ -47,174 +50,201 @@ public enum CanonicalObjectScan {
         bytes.withUnsafeBufferPointer { isCanonicalObject($0) }
     }
 
-    /// One pass over the text; every method returns false as soon as the text leaves the canonical form.
-    private struct Scanner {
-        let bytes: UnsafePointer<UInt8>
-        let count: Int
-        var index = 0
-        var depth = 0
+    /// One loop over the text, without recursion: `depth` open containers, bit `d - 1` of `objects` set when
+    /// the container at depth `d` is an object; `keyStart..<keyEnd` the current object's last key (`keyStart`
+    /// 0: none yet; position 0 is the outer `{`, never a key). Returns nil as soon as the text leaves the
+    /// canonical form.
+    private static func scan(_ p: UnsafePointer<UInt8>, count: Int, savedKeys: UnsafeMutablePointer<Int>) -> Counts? {
         var counts = Counts()
-
-        init(bytes: UnsafePointer<UInt8>, count: Int) {
-            self.bytes = bytes
-            self.count = count
-        }
-
-        /// The byte at `index`, or 0 (never valid where a byte is expected) past the end.
-        private func peek() -> UInt8 {
-            index < count ? bytes[index] : 0
-        }
-
-        mutating func value() -> Bool {
-            switch peek() {
-            case UInt8(ascii: "{"): return object()
-            case UInt8(ascii: "["): return array()
-            case UInt8(ascii: "\""): return string(asciiOnly: false)
-            case UInt8(ascii: "t"):
-                counts.nullsAndTrues += 1
-                return literal("true")
-            case UInt8(ascii: "f"): return literal("false")
-            case UInt8(ascii: "n"):
-                counts.nullsAndTrues += 1
-                return literal("null")
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return number()
-            default: return false
-            }
-        }
-
-        private mutating func literal(_ text: StaticString) -> Bool {
-            let length = text.utf8CodeUnitCount
-            guard index + length <= count else { return false }
-            for offset in 0..<length where bytes[index + offset] != text.utf8Start[offset] { return false }
-            index += length
-            return true
-        }
-
-        private mutating func object() -> Bool {
-            depth += 1
-            guard depth <= CanonicalObjectScan.maximumDepth else { return false }
-            index += 1
-            if peek() == UInt8(ascii: "}") {
-                index += 1
-                depth -= 1
-                return true
-            }
-            counts.nonEmptyContainers += 1
-            var previousKey: Range<Int>?
-            while true {
-                guard peek() == UInt8(ascii: "\"") else { return false }
-                let keyStart = index + 1
-                guard string(asciiOnly: true) else { return false }
-                let key = keyStart..<(index - 1)
-                if let previousKey, !isLess(previousKey, key) { return false }
-                previousKey = key
-                guard peek() == UInt8(ascii: ":") else { return false }
-                index += 1
-                guard value() else { return false }
-                switch peek() {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "}"):
-                    index += 1
-                    depth -= 1
-                    return true
-                default: return false
-                }
-            }
-        }
-
-        private mutating func array() -> Bool {
-            depth += 1
-            guard depth <= CanonicalObjectScan.maximumDepth else { return false }
-            index += 1
-            if peek() == UInt8(ascii: "]") {
-                index += 1
-                depth -= 1
-                return true
-            }
-            counts.nonEmptyContainers += 1
-            while true {
-                guard value() else { return false }
-                switch peek() {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "]"):
-                    index += 1
-                    depth -= 1
-                    return true
-                default: return false
-                }
-            }
-        }
-
-        /// Byte order of two ASCII keys (the order of Swift `String` comparison for ASCII text).
-        private func isLess(_ left: Range<Int>, _ right: Range<Int>) -> Bool {
-            let common = min(left.count, right.count)
-            for offset in 0..<common {
-                let a = bytes[left.lowerBound + offset]
-                let b = bytes[right.lowerBound + offset]
-                if a != b { return a < b }
-            }
-            return left.count < right.count
-        }
-
-        /// A string without escapes or control characters; with `asciiOnly`, without bytes above 0x7F;
-        /// otherwise those must form valid UTF-8 (which `JSONWriter` writes as they are).
-        private mutating func string(asciiOnly: Bool) -> Bool {
-            index += 1
-            while index < count {
-                let byte = bytes[index]
-                if byte == UInt8(ascii: "\"") {
-                    index += 1
-                    return true
-                }
-                if byte == UInt8(ascii: "\\") || byte < 0x20 { return false }
-                if byte < 0x80 {
-                    index += 1
+        var i = 0
+        var depth = 0
+        var objects: UInt64 = 0
+        var keyStart = 0
+        var keyEnd = 0
+        var inObject = false  // whether the innermost open container is an object
+        while true {
+            // A value at `i`.
+            guard i < count else { return nil }
+            switch p[i] {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let isObject = p[i] == UInt8(ascii: "{")
+                guard depth < maximumDepth else { return nil }
+                savedKeys[depth] = keyStart
+                let bit: UInt64 = 1 << UInt64(depth)
+                depth += 1
+                inObject = isObject
+                i &+= 1
+                guard i < count else { return nil }
+                if isObject {
+                    objects |= bit
+                    keyStart = 0
+                    if p[i] == UInt8(ascii: "}") {
+                        i &+= 1
+                        depth -= 1
+                        keyStart = savedKeys[depth]
+                        inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
+                        break
+                    }
+                    counts.nonEmptyContainers += 1
+                    guard key(p, count: count, at: &i, keyStart: &keyStart, keyEnd: &keyEnd) else { return nil }
                     continue
                 }
-                guard !asciiOnly, let length = utf8SequenceLength() else { return false }
-                index += length
+                objects &= ~bit
+                if p[i] == UInt8(ascii: "]") {
+                    i &+= 1
+                    depth -= 1
+                    keyStart = savedKeys[depth]
+                    inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
+                    break
+                }
+                counts.nonEmptyContainers += 1
+                continue
+            case UInt8(ascii: "\""):
+                i &+= 1
+                guard string(p, count: count, at: &i, asciiOnly: false) else { return nil }
+            case UInt8(ascii: "t"):
+                guard literal(p, count: count, at: &i, "true") else { return nil }
+                counts.nullsAndTrues += 1
+            case UInt8(ascii: "n"):
+                guard literal(p, count: count, at: &i, "null") else { return nil }
+                counts.nullsAndTrues += 1
+            case UInt8(ascii: "f"):
+                guard literal(p, count: count, at: &i, "false") else { return nil }
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                // An integer as `JSONWriter` writes an `Int64`: no leading zero, no `-0`, no fraction or
+                // exponent; at most 18 digits, so that it surely fits.
+                let numberStart = i
+                let negative = p[i] == UInt8(ascii: "-")
+                if negative { i &+= 1 }
+                let digitsStart = i
+                while i < count, p[i] &- UInt8(ascii: "0") < 10 { i &+= 1 }
+                let digits = i - digitsStart
+                guard digits >= 1, digits <= 18 else { return nil }
+                if p[digitsStart] == UInt8(ascii: "0") && (digits > 1 || negative) { return nil }
+                if i < count {
+                    let next = p[i]
+                    if next == UInt8(ascii: ".") || next == UInt8(ascii: "e") || next == UInt8(ascii: "E") { return nil }
+                }
+                counts.integers += 1
+                counts.integerBytes += i - numberStart
+            default:
+                return nil
             }
-            return false
-        }
-
-        /// The length of the valid UTF-8 sequence starting at `index` (a byte above 0x7F), or nil.
-        private func utf8SequenceLength() -> Int? {
-            let first = bytes[index]
-            let length: Int
-            var low: UInt8 = 0x80
-            var high: UInt8 = 0xBF
-            switch first {
-            case 0xC2...0xDF: length = 2
-            case 0xE0: length = 3; low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED: length = 3; high = 0x9F
-            case 0xF0: length = 4; low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4: length = 4; high = 0x8F
-            default: return nil
+            // After a value: a comma and the next member or element, or the container's end (and then after
+            // that container's value, again).
+            while true {
+                guard depth > 0 else { return i == count ? counts : nil }
+                guard i < count else { return nil }
+                let byte = p[i]
+                i &+= 1
+                if byte == UInt8(ascii: ",") {
+                    if inObject {
+                        guard key(p, count: count, at: &i, keyStart: &keyStart, keyEnd: &keyEnd) else { return nil }
+                    }
+                    break
+                }
+                guard byte == (inObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) else { return nil }
+                depth -= 1
+                keyStart = savedKeys[depth]
+                inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
+                if keyStart != 0 {
+                    // The key ends at its closing quote (a key has no escapes).
+                    keyEnd = keyStart
+                    while p[keyEnd] != UInt8(ascii: "\"") { keyEnd &+= 1 }
+                }
             }
-            guard index + length <= count else { return nil }
-            let second = bytes[index + 1]
-            guard second >= low && second <= high else { return nil }
-            for offset in 2..<length where bytes[index + offset] & 0xC0 != 0x80 { return nil }
-            return length
         }
+    }
 
-        /// An integer as `JSONWriter` writes an `Int64`: no leading zero, no `-0`, no fraction or exponent;
-        /// at most 18 digits, so that it surely fits.
-        private mutating func number() -> Bool {
-            let negative = peek() == UInt8(ascii: "-")
-            let numberStart = index
-            if negative { index += 1 }
-            let start = index
-            while index < count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
-            let digits = index - start
-            guard digits >= 1, digits <= 18 else { return false }
-            if bytes[start] == UInt8(ascii: "0") && (digits > 1 || negative) { return false }
-            let next = peek()
-            counts.integers += 1
-            counts.integerBytes += index - numberStart
-            return next != UInt8(ascii: ".") && next != UInt8(ascii: "e") && next != UInt8(ascii: "E")
+    /// An object's key at `i` and its colon: an ASCII string without escapes, after the object's previous key
+    /// (`keyStart..<keyEnd`, none when `keyStart` is 0) in byte order (the order of Swift `String`
+    /// comparison for ASCII text), which it then replaces; `i` past the colon.
+    @inline(__always)
+    private static func key(_ p: UnsafePointer<UInt8>, count: Int, at i: inout Int,
+                            keyStart: inout Int, keyEnd: inout Int) -> Bool {
+        guard i < count, p[i] == UInt8(ascii: "\"") else { return false }
+        i &+= 1
+        let start = i
+        guard string(p, count: count, at: &i, asciiOnly: true) else { return false }
+        let end = i - 1
+        if keyStart != 0 {
+            let previousCount = keyEnd - keyStart
+            let currentCount = end - start
+            let common = min(previousCount, currentCount)
+            var offset = 0
+            while offset < common, p[keyStart + offset] == p[start + offset] { offset += 1 }
+            if offset < common {
+                guard p[keyStart + offset] < p[start + offset] else { return false }
+            } else {
+                guard previousCount < currentCount else { return false }
+            }
         }
+        keyStart = start
+        keyEnd = end
+        guard i < count, p[i] == UInt8(ascii: ":") else { return false }
+        i &+= 1
+        return true
+    }
+
+    /// The rest of a string from `i` (past its opening quote) to past its closing quote: without escapes
+    /// or control characters; with `asciiOnly`, without bytes above 0x7F; otherwise those must form valid
+    /// UTF-8 (which `JSONWriter` writes as they are). Eight bytes at a time while eight remain.
+    @inline(__always)
+    private static func string(_ p: UnsafePointer<UInt8>, count: Int, at i: inout Int, asciiOnly: Bool) -> Bool {
+        while true {
+            if i &+ 8 <= count {
+                let skip = ByteScan.firstSpecialByte(ByteScan.littleEndianWord(at: p + i))
+                i &+= skip
+                if skip == 8 { continue }
+            } else {
+                guard i < count else { return false }
+                let byte = p[i]
+                if byte >= 0x20 && byte < 0x80 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                    i &+= 1
+                    continue
+                }
+            }
+            // A quote, a backslash, a control character or a byte above 0x7F.
+            let byte = p[i]
+            if byte == UInt8(ascii: "\"") {
+                i &+= 1
+                return true
+            }
+            guard byte >= 0x80, !asciiOnly, let length = utf8SequenceLength(p, count: count, at: i) else { return false }
+            i &+= length
+        }
+    }
+
+    /// `text` at `i` (its first byte already seen there), and `i` past it.
+    @inline(__always)
+    private static func literal(_ p: UnsafePointer<UInt8>, count: Int, at i: inout Int, _ text: StaticString) -> Bool {
+        let length = text.utf8CodeUnitCount
+        guard i + length <= count else { return false }
+        for offset in 1..<length where p[i + offset] != text.utf8Start[offset] { return false }
+        i += length
+        return true
+    }
+
+    /// The length of the valid UTF-8 sequence starting at `i` (a byte above 0x7F), or nil.
+    private static func utf8SequenceLength(_ p: UnsafePointer<UInt8>, count: Int, at i: Int) -> Int? {
+        let first = p[i]
+        let length: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch first {
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; high = 0x9F
+        case 0xF0: length = 4; low = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; high = 0x8F
+        default: return nil
+        }
+        guard i + length <= count else { return nil }
+        let second = p[i + 1]
+        guard second >= low && second <= high else { return nil }
+        for offset in 2..<length where p[i + offset] & 0xC0 != 0x80 { return nil }
+        return length
     }
 }
