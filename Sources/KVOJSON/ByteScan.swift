@@ -51,4 +51,32 @@ enum ByteScan {
             | ((word &- ones &* 0x20) & ~word) | word
         return (found & highBits).trailingZeroBitCount >> 3
     }
+
+    /// Length of the valid UTF-8 sequence starting at `position` (`position < count`), or nil: RFC 3629, no
+    /// overlong forms, no surrogates, nothing above U+10FFFF. 1 for an ASCII byte. The one definition the
+    /// parser, the scanner and the canonical-object check share.
+    static func utf8SequenceLength(_ bytes: UnsafePointer<UInt8>, count: Int, at position: Int) -> Int? {
+        let lead = bytes[position]
+        let length: Int
+        var lower: UInt8 = 0x80
+        var upper: UInt8 = 0xBF
+        switch lead {
+        case 0x00...0x7F: return 1
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; lower = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; upper = 0x9F
+        case 0xF0: length = 4; lower = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; upper = 0x8F
+        default: return nil
+        }
+        guard position + length <= count else { return nil }
+        let second = bytes[position + 1]
+        guard second >= lower, second <= upper else { return nil }
+        for offset in 2..<max(length, 2) where bytes[position + offset] & 0xC0 != 0x80 {
+            return nil
+        }
+        return length
+    }
 }

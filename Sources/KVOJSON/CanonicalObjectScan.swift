@@ -210,7 +210,7 @@ public enum CanonicalObjectScan {
                 i &+= 1
                 return true
             }
-            guard byte >= 0x80, !asciiOnly, let length = utf8SequenceLength(p, count: count, at: i) else { return false }
+            guard byte >= 0x80, !asciiOnly, let length = ByteScan.utf8SequenceLength(p, count: count, at: i) else { return false }
             i &+= length
         }
     }
@@ -223,28 +223,5 @@ public enum CanonicalObjectScan {
         for offset in 1..<length where p[i + offset] != text.utf8Start[offset] { return false }
         i += length
         return true
-    }
-
-    /// The length of the valid UTF-8 sequence starting at `i` (a byte above 0x7F), or nil.
-    private static func utf8SequenceLength(_ p: UnsafePointer<UInt8>, count: Int, at i: Int) -> Int? {
-        let first = p[i]
-        let length: Int
-        var low: UInt8 = 0x80
-        var high: UInt8 = 0xBF
-        switch first {
-        case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; low = 0xA0
-        case 0xE1...0xEC, 0xEE...0xEF: length = 3
-        case 0xED: length = 3; high = 0x9F
-        case 0xF0: length = 4; low = 0x90
-        case 0xF1...0xF3: length = 4
-        case 0xF4: length = 4; high = 0x8F
-        default: return nil
-        }
-        guard i + length <= count else { return nil }
-        let second = p[i + 1]
-        guard second >= low && second <= high else { return nil }
-        for offset in 2..<length where p[i + offset] & 0xC0 != 0x80 { return nil }
-        return length
     }
 }

@@ -401,31 +401,10 @@ public struct JSONParser {
 
     // MARK: - Strings
 
-    /// Length of the valid UTF-8 sequence starting at `position`, or nil (RFC 3629: no overlongs,
-    /// no surrogates, nothing above U+10FFFF).
+    /// Length of the valid UTF-8 sequence starting at `position` (within the input), or nil
+    /// (`ByteScan.utf8SequenceLength`).
     func validUTF8SequenceLength(at position: Int) -> Int? {
-        let lead = bytes[position]
-        let count: Int
-        var lower: UInt8 = 0x80
-        var upper: UInt8 = 0xBF
-        switch lead {
-        case 0x00...0x7F: return 1
-        case 0xC2...0xDF: count = 2
-        case 0xE0: count = 3; lower = 0xA0
-        case 0xE1...0xEC, 0xEE...0xEF: count = 3
-        case 0xED: count = 3; upper = 0x9F
-        case 0xF0: count = 4; lower = 0x90
-        case 0xF1...0xF3: count = 4
-        case 0xF4: count = 4; upper = 0x8F
-        default: return nil
-        }
-        guard position + count <= bytes.count else { return nil }
-        let second = bytes[position + 1]
-        guard second >= lower, second <= upper else { return nil }
-        for offset in 2..<max(count, 2) where bytes[position + offset] & 0xC0 != 0x80 {
-            return nil
-        }
-        return count
+        ByteScan.utf8SequenceLength(bytes.baseAddress!, count: bytes.count, at: position)
     }
 
     /// At a string's opening quote: when the string is at most eight bytes of plain ASCII (no
