@@ -67,8 +67,8 @@ final class KVODProcess: @unchecked Sendable {
     let logLevel: String
     private let stderrPipe = ChildPipe()
     private let stdoutPipe = ChildPipe()
-    private let logLock = NSLock()
-    private var logData = Data()
+    /// kvod's stderr (its log), collected from the banner on (nil until then).
+    private var logCollector: PipeCollector?
 
     /// Starts kvod with extra flags and waits until it listens: on `port` (0: a free one), in
     /// `workingDirectory` (nil: the test's). With `shellPrefix`, kvod is started by `/bin/sh`, which
@@ -130,15 +130,8 @@ final class KVODProcess: @unchecked Sendable {
         }
         // Then, with --http-port: "kvod listening for HTTP on 127.0.0.1:PORT".
         self.httpPort = extraArguments.contains("--http-port") ? try readBannerPort().port : 0
-        // Collect the log from here on (self is fully initialized now).
-        let stderrHandle = stderrPipe.fileHandleForReading
-        stderrHandle.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            guard let self, !chunk.isEmpty else { return }
-            self.logLock.lock()
-            self.logData.append(chunk)
-            self.logLock.unlock()
-        }
+        // Collect the log from here on.
+        logCollector = PipeCollector(reading: stderrPipe.fileHandleForReading)
     }
 
     /// Starts kvod persisting into `dataDirectory` (`--data`), with extra flags.
@@ -167,7 +160,6 @@ final class KVODProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-        stderrPipe.fileHandleForReading.readabilityHandler = nil
     }
 
     /// A new client connection to this server.
@@ -197,20 +189,14 @@ final class KVODProcess: @unchecked Sendable {
             return -1
         }
         process.waitUntilExit()
-        // Let the log reader drain what is left.
-        if let rest = try? stderrPipe.fileHandleForReading.readToEnd() {
-            logLock.lock()
-            logData.append(rest)
-            logLock.unlock()
-        }
+        // Let the log collector read what is left.
+        logCollector?.waitForEnd(timeout: 5)
         return process.terminationStatus
     }
 
     /// Everything kvod logged so far.
     var log: String {
-        logLock.lock()
-        defer { logLock.unlock() }
-        return String(decoding: logData, as: UTF8.self)
+        String(decoding: logCollector?.bytes ?? Data(), as: UTF8.self)
     }
 
     /// Waits until the log contains `text` (or `timeout` passes).

@@ -9,8 +9,7 @@ final class OpenSSLClient: @unchecked Sendable {
     /// Our copy of its stdin's read end stays open, so writing after s_client exited never raises SIGPIPE.
     private let input = ChildPipe()
     private let output = ChildPipe()
-    private let lock = NSLock()
-    private var collected = Data()
+    private var collector: PipeCollector?
 
     /// Starts `openssl s_client -connect 127.0.0.1:PORT` with `arguments` added.
     init(port: Int, arguments: [String]) throws {
@@ -19,15 +18,9 @@ final class OpenSSLClient: @unchecked Sendable {
         process.standardInput = input.fileHandleForReading
         process.standardOutput = output.fileHandleForWriting
         process.standardError = output.fileHandleForWriting
-        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            guard let self, !chunk.isEmpty else { return }
-            self.lock.lock()
-            self.collected.append(chunk)
-            self.lock.unlock()
-        }
         try process.run()
         output.closeWritingEnd()
+        collector = PipeCollector(reading: output.fileHandleForReading)
     }
 
     deinit {
@@ -35,14 +28,11 @@ final class OpenSSLClient: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-        output.fileHandleForReading.readabilityHandler = nil
     }
 
     /// Everything printed so far.
     var text: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return String(decoding: collected, as: UTF8.self)
+        String(decoding: collector?.bytes ?? Data(), as: UTF8.self)
     }
 
     /// Sends one line (a request, or an s_client command such as "K").
