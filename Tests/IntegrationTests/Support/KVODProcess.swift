@@ -160,6 +160,20 @@ final class KVODProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        reportSanitizerFindings()
+    }
+
+    /// A kvod built with a sanitizer (scripts/test-tsan.sh builds every target with ThreadSanitizer) writes
+    /// its reports to its stderr, which only this object reads: a kvod that halted on a race would otherwise
+    /// show only as "the server closed the connection" in some client test. Its whole log goes to the test
+    /// process's stderr instead.
+    private func reportSanitizerFindings() {
+        logCollector?.waitForEnd(timeout: 2)
+        let log = self.log
+        guard log.contains("ThreadSanitizer") || log.contains("AddressSanitizer") else { return }
+        let report = "==== kvod (pid \(process.processIdentifier), port \(port)) reported a sanitizer finding; its log:\n"
+            + log + "\n==== end of kvod's log\n"
+        FileHandle.standardError.write(Data(report.utf8))
     }
 
     /// A new client connection to this server.
