@@ -168,6 +168,9 @@ let package = Package(
         .executableTarget(name: "kvod-bench", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOWireProbe", "KVOClient"]),
         // Programs using the KVOClient library (examples/README.md), built by CI so that they keep compiling.
         .executableTarget(name: "kvod-mirror", dependencies: ["KVOClient"], path: "examples/mirror"),
+        // Top-level code breaking out of observation loops (withObservation, cancel(), a plain loop), run by
+        // KVOClientScopedObservationTests against a real kvod.
+        .executableTarget(name: "kvod-observe-break", dependencies: ["KVOClient"], path: "examples/observe-break"),
         .executableTarget(
             name: "kvod-combine",
             dependencies: ["KVOClient", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")],

@@ -60,11 +60,15 @@ public struct Change<Value: Sendable>: Sendable {
     }
     /// The `change` dictionary of a full-encoding event, as received.
     private let receivedChange: JSONValue?
+    /// What the observation's buffering policy did before this change (`ObservationBuffering`): changes
+    /// dropped or coalesced unread, or a pause resumed from kvod's history. Nil when the change follows the
+    /// previous one delivered with nothing in between left out or paused.
+    public let gap: ChangeGap?
 
     /// Makes a change (for tests and adapters; the client makes them from events).
     public init(reason: Reason, kind: Kind, old: Value?, new: Value?, indexes: [Int], isPrior: Bool, rev: Int64,
                 object: String, keyPath: String, rawOld: JSONValue?, rawNew: JSONValue?, decodingError: KVODError?,
-                sub: Int64? = nil, rawChange: JSONValue? = nil) {
+                sub: Int64? = nil, rawChange: JSONValue? = nil, gap: ChangeGap? = nil) {
         self.reason = reason
         self.kind = kind
         self.old = old
@@ -79,6 +83,7 @@ public struct Change<Value: Sendable>: Sendable {
         self.decodingError = decodingError
         self.sub = sub
         self.receivedChange = rawChange
+        self.gap = gap
     }
 }
 
@@ -89,6 +94,7 @@ extension Change: Equatable where Value: Equatable {
             && lhs.indexes == rhs.indexes && lhs.isPrior == rhs.isPrior && lhs.rev == rhs.rev
             && lhs.object == rhs.object && lhs.keyPath == rhs.keyPath && lhs.rawOld == rhs.rawOld
             && lhs.rawNew == rhs.rawNew && (lhs.decodingError == nil) == (rhs.decodingError == nil)
+            && lhs.gap == rhs.gap
     }
 }
 
@@ -175,7 +181,8 @@ public enum ChangeKind: Int, Sendable, Hashable {
 
 /// An event as the I/O thread parsed it, before decoding into a `Change`: what an observation buffers.
 struct ChangeEvent: Sendable {
-    let reason: ChangeReason
+    /// Variable for the one rewrite `ObservationCore.deliver` does: a fallback's `initial` delivered as `resync`.
+    var reason: ChangeReason
     let kind: Int
     let rev: Int64
     let old: JSONValue?
@@ -186,4 +193,6 @@ struct ChangeEvent: Sendable {
     let change: JSONValue?
     /// The object the event names (`object`, or compact `t`): a pattern observation's events carry it.
     var object: String? = nil
+    /// Set by the observation's buffering policy (`ObservationCore.deliver`).
+    var gap: ChangeGap? = nil
 }

@@ -288,10 +288,12 @@ final class ClientCore: Sendable {
         sendObserve(for: observation, resumeFrom: observation.sinceRev, resuming: observation.sinceRev != nil)
     }
 
-    /// Sends `observe` for `observation`, resuming after `resumeFrom` when `resuming`.
-    func sendObserve(for observation: ObservationCore, resumeFrom: Int64?, resuming: Bool) {
+    /// Sends `observe` for `observation`, resuming after `resumeFrom` when `resuming`; `resyncing` asks for
+    /// the current value (`initial` and `new`) instead (`ObservationCore.resumeRefused`).
+    func sendObserve(for observation: ObservationCore, resumeFrom: Int64?, resuming: Bool, resyncing: Bool = false) {
+        let options = resyncing ? observation.options.union([.initial, .new]) : observation.options
         var params: [String: JSONValue] = [
-            "options": .array(observation.options.wireNames(resuming: resuming)),
+            "options": .array(options.wireNames(resuming: resuming)),
         ]
         params[observation.isPattern ? "pattern" : "object"] = .string(observation.object)
         if !observation.keyPath.isEmpty || !observation.isPattern { params["keyPath"] = .string(observation.keyPath) }

@@ -360,6 +360,8 @@ final class IOLoop: @unchecked Sendable {
             if let failure { continuation.resume(throwing: failure) } else { continuation.resume(returning: .object(fields)) }
         case let .observe(observation):
             if let failure {
+                // A paused observation whose replay is too large for kvod resubscribes for a resync instead.
+                if observation.resumeRefused(failure) { return nil }
                 core.unregister(observation)
                 observation.failed(failure)
             } else if let sub = fields["sub"]?.intValue {

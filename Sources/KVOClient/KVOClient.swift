@@ -5,8 +5,11 @@
 ///
 /// ```swift
 /// let kvod = try await KVOClient.connect(to: .init(host: "127.0.0.1", port: 7420))
-/// for try await change in kvod.observe("clock", "date", options: [.initial, .new, .old], as: String.self) {
-///     print(change.reason, change.old as Any, change.new as Any, change.rev)
+/// try await kvod.withObservation("clock", "date", options: [.initial, .new, .old], as: String.self) { changes in
+///     for try await change in changes {
+///         print(change.reason, change.old as Any, change.new as Any, change.rev)
+///         if change.new == "Friday" { break }   // unobserves as the closure returns
+///     }
 /// }
 /// ```
 ///
@@ -58,17 +61,21 @@ public final class KVOClient: Sendable {
 
     /// The changes of `keyPath` on `object`, decoded as `Value`, as an `AsyncSequence` (lazy: the
     /// server observation is made when the iteration starts; errors such as `not_found` are thrown by
-    /// the iteration). See `KVOObservation` for ending and cancelling.
+    /// the iteration). See `KVOObservation` for ending and cancelling (in top-level code prefer
+    /// `withObservation`, which unobserves when its closure returns), and `ObservationBuffering` for what
+    /// happens to changes nobody reads (by default at most 1,000 wait; then the server observation pauses).
     public func observe<Value: Decodable & Sendable>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type
+        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        buffering: ObservationBuffering = .default
     ) -> KVOObservation<Value> {
-        KVOObservation(client: self, object: object, keyPath: keyPath, options: options, started: .init(nil),
-                    subscribedRevision: nil)
+        KVOObservation(client: self, object: object, keyPath: keyPath, options: options, buffering: buffering, started: nil,
+                       subscribedRevision: nil)
     }
 
     /// The changes of `keyPath` on `object` with their values as `JSONValue`.
-    public func observe(_ object: String, _ keyPath: String, options: ObservationOptions = [.new]) -> KVOObservation<JSONValue> {
-        observe(object, keyPath, options: options, as: JSONValue.self)
+    public func observe(_ object: String, _ keyPath: String, options: ObservationOptions = [.new],
+                        buffering: ObservationBuffering = .default) -> KVOObservation<JSONValue> {
+        observe(object, keyPath, options: options, as: JSONValue.self, buffering: buffering)
     }
 
     /// Like `observe`, but makes the server observation now and returns once the server accepted it:
@@ -80,12 +87,13 @@ public final class KVOClient: Sendable {
     /// reaches back), then live ones; `.initial` is not sent then.
     public func subscribe<Value: Decodable & Sendable>(
         _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type = JSONValue.self,
-        sinceRev: Int64? = nil
+        buffering: ObservationBuffering = .default, sinceRev: Int64? = nil
     ) async throws -> KVOObservation<Value> {
-        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, sinceRev: sinceRev)
+        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, sinceRev: sinceRev,
+                                   buffering: buffering)
         try await Self.subscribed(core)
-        return KVOObservation(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
-                           subscribedRevision: core.resumeRevision)
+        return KVOObservation(client: self, object: object, keyPath: keyPath, options: options, buffering: buffering,
+                              started: core, subscribedRevision: core.resumeRevision)
     }
 
     /// The objects whose ids match `pattern` (an exact id, or a glob where `*` stands for any run of
@@ -97,15 +105,17 @@ public final class KVOClient: Sendable {
     /// values, and with `.initial` one change whose `new` lists the matching ids, sorted. Lazy like
     /// `observe`; resumes after a reconnection like any observation. Any thread.
     public func observe<Value: Decodable & Sendable>(
-        pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new], as type: Value.Type
+        pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new], as type: Value.Type,
+        buffering: ObservationBuffering = .default
     ) -> KVOObservation<Value> {
-        KVOObservation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(nil),
-                    subscribedRevision: nil, isPattern: true)
+        KVOObservation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, buffering: buffering,
+                       started: nil, subscribedRevision: nil, isPattern: true)
     }
 
     /// `observe(pattern:keyPath:options:as:)` with values as `JSONValue`. Any thread.
-    public func observe(pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new]) -> KVOObservation<JSONValue> {
-        observe(pattern: pattern, keyPath: keyPath, options: options, as: JSONValue.self)
+    public func observe(pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new],
+                        buffering: ObservationBuffering = .default) -> KVOObservation<JSONValue> {
+        observe(pattern: pattern, keyPath: keyPath, options: options, as: JSONValue.self, buffering: buffering)
     }
 
     /// Like `observe(pattern:keyPath:options:as:)`, but makes the server observation now and returns once
@@ -113,17 +123,17 @@ public final class KVOClient: Sendable {
     /// `sinceRev` resumes as for `subscribe(_:_:options:as:sinceRev:)`. Any thread.
     public func subscribe<Value: Decodable & Sendable>(
         pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new],
-        as type: Value.Type = JSONValue.self, sinceRev: Int64? = nil
+        as type: Value.Type = JSONValue.self, buffering: ObservationBuffering = .default, sinceRev: Int64? = nil
     ) async throws -> KVOObservation<Value> {
         let core = ObservationCore(client: self.core, object: pattern, keyPath: keyPath ?? "", options: options,
-                                   sinceRev: sinceRev, isPattern: true)
+                                   sinceRev: sinceRev, isPattern: true, buffering: buffering)
         try await Self.subscribed(core)
-        return KVOObservation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, started: .init(core),
-                           subscribedRevision: core.resumeRevision, isPattern: true)
+        return KVOObservation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, buffering: buffering,
+                              started: core, subscribedRevision: core.resumeRevision, isPattern: true)
     }
 
     /// Starts `core`'s server observation and waits for the server's answer; a refusal cancels it and is thrown.
-    private static func subscribed(_ core: ObservationCore) async throws {
+    static func subscribed(_ core: ObservationCore) async throws {
         core.start()
         do {
             try await core.awaitSubscribed()

@@ -22,6 +22,11 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
     case malformedReply(String)
     /// A value could not be encoded to JSON, or a reply decoded to the type asked for.
     case coding(String)
+    /// An observation with `ObservationBuffering.endingWhenFull(limit:)` had `limit` unread changes when
+    /// another arrived: it was ended (`unobserve`) after the changes buffered. `resumeFrom` is the `rev` of
+    /// the last of them (nil if none had a revision yet): `subscribe(..., sinceRev: resumeFrom)` goes on
+    /// from there, with nothing missed while kvod's history reaches back.
+    case bufferFull(limit: Int, object: String, keyPath: String, resumeFrom: Int64?)
 
     /// The protocol's error codes (docs/protocol.md, "Requests and replies"); `other` for a code this
     /// client does not know.
@@ -139,6 +144,9 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         case .closed: return "the client is closed"
         case let .malformedReply(text): return "malformed message from the server: \(text)"
         case let .coding(reason): return reason
+        case let .bufferFull(limit, object, keyPath, resumeFrom):
+            let resume = resumeFrom.map { ", resume with sinceRev \($0)" } ?? ""
+            return "the observation of '\(PrintableText.escaped(keyPath, limit: 256))' on '\(PrintableText.escaped(object, limit: 256))' had \(limit) unread changes and was ended\(resume)"
         }
     }
 

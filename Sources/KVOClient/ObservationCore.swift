@@ -1,8 +1,8 @@
 import KVOJSON
 
 /// One observation's shared state: its place on the server (`sub` on the current connection), how far
-/// it has got (`lastRev`, `lastPriorRev`), the changes received and not yet taken by its consumer, and
-/// the consumer waiting for them.
+/// it has got (`lastRev`, `lastPriorRev`), the changes received and not yet taken by its consumer (bounded
+/// by its `ObservationBuffering`), and the consumer waiting for them.
 ///
 /// Owned by the client (while live) and by the iterator consuming it. The I/O thread calls `subscribed`,
 /// `deliver` and `connectionLost`; the consumer calls `next`; any thread may call `cancel`. Everything
@@ -17,10 +17,12 @@ final class ObservationCore: Sendable {
     let options: ObservationOptions
     /// Where the first `observe` resumes from (`sinceRev`): replayed history first; nil for now.
     let sinceRev: Int64?
+    /// What happens to changes nobody reads (applied by `deliver`, on the I/O thread).
+    let buffering: ObservationBuffering
     /// The client it belongs to (kept alive by it: an observation being consumed keeps its client).
     private let client: ClientCore
 
-    private struct State {
+    fileprivate struct State {
         /// The subscription on the current connection; nil before the reply and after a loss.
         var sub: Int64?
         /// The subscription the first connection's `observe` reply gave (`Change.sub`).
@@ -32,8 +34,21 @@ final class ObservationCore: Sendable {
         var lastRev: Int64?
         /// The revision of the last prior notification accepted, so a replay does not repeat it.
         var lastPriorRev: Int64?
-        /// Changes received, not yet taken by the consumer.
+        /// Changes received, not yet taken by the consumer: `buffer[bufferStart...]` (`bufferingNewest`
+        /// drops the oldest by moving `bufferStart`, compacting now and then).
         var buffer: [ChangeEvent] = []
+        var bufferStart = 0
+        /// `pausing`: the buffer filled and the server observation was stopped; the consumer's next call
+        /// after taking the buffer observes again with `sinceRev`.
+        var paused = false
+        /// After a pause, the revision resumed from: the first change accepted then carries the gap.
+        var resumedAfter: Int64?
+        /// A resume after a pause was refused `too_large` and the observation was made afresh with
+        /// `initial`: that initial change is delivered as a `resync`.
+        var resyncing = false
+        /// Changes dropped (`bufferingNewest` with nothing left buffered) that the next change accepted
+        /// reports in its gap.
+        var pendingGap: ChangeGap?
         /// The consumer waiting for changes.
         var waiter: CheckedContinuation<[ChangeEvent], any Error>?
         /// Waiters of `awaitSubscribed` (the eager form).
@@ -50,8 +65,9 @@ final class ObservationCore: Sendable {
     private let state = Locked(State())
 
     init(client: ClientCore, object: String, keyPath: String, options: ObservationOptions, sinceRev: Int64? = nil,
-         isPattern: Bool = false) {
+         isPattern: Bool = false, buffering: ObservationBuffering = .default) {
         self.client = client
+        self.buffering = buffering
         self.object = object
         self.keyPath = keyPath
         self.isPattern = isPattern
@@ -96,29 +112,41 @@ final class ObservationCore: Sendable {
     }
 
     /// The next changes in order: a non-empty batch, or an empty one at the end. Throws the error the
-    /// observation ended with. Cancelling the calling task cancels the observation.
+    /// observation ended with. Cancelling the calling task cancels the observation. A paused observation
+    /// (`pausing`, its buffer taken) is resumed here, with `sinceRev`.
     func nextBatch() async throws -> [ChangeEvent] {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[ChangeEvent], any Error>) in
+                var resumeFrom: Int64?
+                var resume = false
                 let outcome = state.withLock { state -> Result<[ChangeEvent], any Error>? in
-                    if !state.buffer.isEmpty {
-                        let batch = state.buffer
-                        state.buffer = []
-                        return .success(batch)
+                    if state.buffer.count > state.bufferStart {
+                        return .success(state.takeBuffer())
                     }
                     if state.finished {
                         if let failure = state.failure { return .failure(failure) }
                         return .success([])
                     }
+                    if state.paused {
+                        state.paused = false
+                        state.subscribing = true
+                        state.resumedAfter = state.lastRev
+                        resumeFrom = state.lastRev
+                        resume = true
+                    }
                     state.waiter = continuation
                     return nil
                 }
                 if let outcome { continuation.resume(with: outcome) }
+                if resume { client.sendObserve(for: self, resumeFrom: resumeFrom, resuming: resumeFrom != nil) }
             }
         } onCancel: {
             cancel()
         }
     }
+
+    /// How many changes wait for the consumer (at most the buffering policy's limit). Any thread.
+    var bufferedCount: Int { state.withLock { $0.buffer.count - $0.bufferStart } }
 
     /// Stops the observation: unobserves on the server (now, or when a pending `observe` is answered),
     /// ends the consumer's iteration. Safe to call twice and from any thread.
@@ -155,7 +183,8 @@ final class ObservationCore: Sendable {
     /// Marks it subscribing.
     func prepareSubscription() -> (resumeFrom: Int64?, resuming: Bool)? {
         state.withLock { state in
-            if state.finished || state.subscribing || state.sub != nil { return nil }
+            // A paused observation is resumed by its consumer (`nextBatch`), not by a reconnection.
+            if state.finished || state.subscribing || state.sub != nil || state.paused { return nil }
             state.subscribing = true
             return (state.lastRev, state.lastRev != nil)
         }
@@ -197,7 +226,7 @@ final class ObservationCore: Sendable {
             state.waiter = nil
             let waiters = state.subscribedWaiters
             state.subscribedWaiters = []
-            return (waiter, waiters, !state.buffer.isEmpty)
+            return (waiter, waiters, state.buffer.count > state.bufferStart)
         }
         if let waiter {
             if let failure, !hasBuffered { waiter.resume(throwing: failure) } else { waiter.resume(returning: []) }
@@ -210,46 +239,151 @@ final class ObservationCore: Sendable {
         state.withLock { state in
             state.sub = nil
             state.subscribing = false
+            state.resyncing = false
         }
+    }
+
+    /// The `observe` that resumed a paused observation was refused: with `too_large` (the replay would not
+    /// fit kvod's output buffer), observes afresh with `initial` and `new`, whose initial change is delivered
+    /// as one `resync` change with the current value (what kvod sends when its history no longer reaches
+    /// back; later changes then carry `new` even if not asked for). Returns false when this is not such a
+    /// refusal: the caller ends the observation with `error`. I/O thread.
+    func resumeRefused(_ error: KVODError) -> Bool {
+        guard error.code == .tooLarge else { return false }
+        let retry = state.withLock { state -> Bool in
+            guard state.resumedAfter != nil, !state.finished, !state.resyncing else { return false }
+            state.resyncing = true
+            state.subscribing = true
+            return true
+        }
+        if retry { client.sendObserve(for: self, resumeFrom: nil, resuming: false, resyncing: true) }
+        return retry
     }
 
     /// Adds the changes the I/O thread parsed for this observation, dropping those at or before the
     /// last revision accepted (a replay overlapping what was delivered), as `SubscriptionSet` does for
-    /// kvoclient. Returns true when the observation ended (a `sourceDeleted` or `forbidden` change):
-    /// the server no longer knows its `sub`.
+    /// kvoclient, and applying the buffering policy. Returns true when the I/O thread must stop routing
+    /// this `sub` here: the observation ended (a `sourceDeleted` or `forbidden` change: the server no
+    /// longer knows its `sub`; or `endingWhenFull` overflowed) or paused (`pausing` overflowed); in the
+    /// last two cases `unobserve` has been sent.
     func deliver(_ events: [ChangeEvent]) -> Bool {
         var ended = false
+        var stopRouting = false
+        var unobserveSub: Int64?
         let resumption = state.withLock { state -> (CheckedContinuation<[ChangeEvent], any Error>, [ChangeEvent])? in
-            if state.finished { return nil }
-            for event in events {
+            // Paused: what is still in flight for the old sub comes again with the resume's replay.
+            if state.finished || state.paused { return nil }
+            // A consumer waiting takes the whole batch (one socket read, at most 64 KiB of events, in memory
+            // already): the limit bounds what waits unread, and pausing a reader that keeps up would only make
+            // kvod replay what it sent again.
+            let consumerWaits = state.waiter != nil
+            for var event in events {
+                if event.reason == .initial && state.resyncing {
+                    event.reason = .resync
+                    state.resyncing = false
+                }
+                if event.reason != .initial && event.reason != .resync {
+                    if let last = state.lastRev, event.rev <= last { continue }
+                    if event.isPrior && state.lastPriorRev == event.rev { continue }
+                }
+                if !consumerWaits, let limit = buffering.limit, state.buffer.count - state.bufferStart >= limit {
+                    switch buffering {
+                    case .pausing:
+                        state.paused = true
+                    case .endingWhenFull:
+                        state.finished = true
+                        state.failure = .bufferFull(limit: limit, object: object, keyPath: keyPath, resumeFrom: state.lastRev)
+                        ended = true
+                    case .bufferingNewest, .latestOnly:
+                        state.dropOldest()
+                    }
+                    if state.paused || state.finished {
+                        unobserveSub = state.sub
+                        state.sub = nil
+                        stopRouting = true
+                        break
+                    }
+                }
                 if event.reason == .initial || event.reason == .resync {
                     state.lastRev = event.rev
                     state.lastPriorRev = nil
+                } else if event.isPrior {
+                    state.lastPriorRev = event.rev
                 } else {
-                    if let last = state.lastRev, event.rev <= last { continue }
-                    if event.isPrior {
-                        if state.lastPriorRev == event.rev { continue }
-                        state.lastPriorRev = event.rev
-                    } else {
-                        state.lastRev = event.rev
-                    }
+                    state.lastRev = event.rev
                 }
+                if let resumedAfter = state.resumedAfter {
+                    event.gap = .resumed(afterRev: resumedAfter)
+                    state.resumedAfter = nil
+                }
+                if let pendingGap = state.pendingGap {
+                    event.gap = pendingGap.merged(with: event.gap)
+                    state.pendingGap = nil
+                }
+                if case .latestOnly = buffering { state.coalesce(into: &event, object: object) }
                 state.buffer.append(event)
                 if event.reason.endsObservation && !event.isPrior && !(isPattern && event.reason == .sourceDeleted) {
                     state.finished = true
                     state.sub = nil
                     ended = true
+                    stopRouting = true
                     break
                 }
             }
-            guard let waiter = state.waiter, !state.buffer.isEmpty else { return nil }
+            guard let waiter = state.waiter, state.buffer.count > state.bufferStart else { return nil }
             state.waiter = nil
-            let batch = state.buffer
-            state.buffer = []
-            return (waiter, batch)
+            return (waiter, state.takeBuffer())
         }
+        if let unobserveSub { client.sendUnobserve(unobserveSub) }
         if let (waiter, batch) = resumption { waiter.resume(returning: batch) }
         if ended { client.unregister(self) }
-        return ended
+        return stopRouting
+    }
+}
+
+extension ObservationCore.State {
+    // Called under the observation's lock.
+    /// Takes every buffered change (for the consumer).
+    mutating func takeBuffer() -> [ChangeEvent] {
+        defer {
+            buffer = []
+            bufferStart = 0
+        }
+        return bufferStart == 0 ? buffer : Array(buffer[bufferStart...])
+    }
+
+    /// Drops the oldest buffered change (`bufferingNewest`); the next oldest, or the next change appended
+    /// when none is left, carries the count.
+    mutating func dropOldest() {
+        let dropped = buffer[bufferStart]
+        let gap = ChangeGap.dropped(count: 1).merged(with: dropped.gap)
+        bufferStart += 1
+        if bufferStart < buffer.count {
+            buffer[bufferStart].gap = gap.merged(with: buffer[bufferStart].gap)
+        } else {
+            buffer = []
+            bufferStart = 0
+            pendingGap = gap.merged(with: pendingGap)
+        }
+        // Compact once the dropped prefix is as long as what is kept: amortized O(1) per change.
+        if bufferStart > 0, bufferStart * 2 >= buffer.count {
+            buffer.removeFirst(bufferStart)
+            bufferStart = 0
+        }
+    }
+
+    /// `latestOnly`: removes the unread changes of `event`'s object and counts them in `event.gap`.
+    mutating func coalesce(into event: inout ChangeEvent, object observed: String) {
+        guard buffer.count > bufferStart else { return }
+        let key = event.object ?? observed
+        var replaced: ChangeGap?
+        buffer.removeAll { buffered in
+            guard (buffered.object ?? observed) == key else { return false }
+            // A prior notification replaced is not a change the reader missed; its own gap still counts.
+            let own = ChangeGap.dropped(count: buffered.isPrior ? 0 : 1)
+            replaced = own.merged(with: buffered.gap).merged(with: replaced)
+            return true
+        }
+        if let replaced, replaced != .dropped(count: 0) { event.gap = replaced.merged(with: event.gap) }
     }
 }

@@ -5,7 +5,7 @@
 /// The token owns the observation and the task that delivers its changes to the handler, one at a time
 /// and in order, on the actor the observation was made on. `Sendable`: any thread may cancel it, and
 /// `cancel()` is safe to call twice (and after the observation ended by itself).
-public final class ObservationToken: Sendable {
+public final class ObservationToken: Sendable, Hashable {
     /// The observation, made on the server when the token is made.
     private let core: ObservationCore
     /// Iterates the observation and calls the handler; its value is how the observation ended.
@@ -29,6 +29,22 @@ public final class ObservationToken: Sendable {
     /// True once `cancel()` was called or the observation ended (`sourceDeleted`, `forbidden`, an
     /// `observe` refused, the client closed).
     public var isCancelled: Bool { delivery.isCancelled || core.isFinished }
+
+    /// Keeps the token in `set` (as Combine's `AnyCancellable.store(in:)`): the observation lives as long as
+    /// the set holds it. The usual place is a property of the observer.
+    public func store(in set: inout Set<ObservationToken>) {
+        set.insert(self)
+    }
+
+    /// Keeps the token in `array`.
+    public func store(in array: inout [ObservationToken]) {
+        array.append(self)
+    }
+
+    /// Tokens are equal when they are the same token.
+    public static func == (lhs: ObservationToken, rhs: ObservationToken) -> Bool { lhs === rhs }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// Waits until the server accepted the observation; throws its refusal (`KVODError.server` with
     /// `notFound`, `forbidden`, ...), `KVODError.closed`, or `CancellationError` when cancelled first.
@@ -54,25 +70,31 @@ extension KVOClient {
     /// server's acceptance). Keep the returned token: dropping it unobserves. A value that does not decode
     /// arrives as a change with `decodingError` set, like in the `AsyncSequence` form.
     ///
+    /// The closure holds what it captures for as long as the token lives: a closure that uses `self`, kept
+    /// in a token that `self` stores, is a cycle (neither is freed, and the server observation stays). Use
+    /// the observer form `observe(_:_:options:as:buffering:observer:isolation:_:)`, which passes the observer
+    /// (held weakly) to the handler, or `[weak self]`:
+    ///
     /// ```swift
     /// @MainActor final class ClockLabel {
     ///     var text = ""
     ///     var token: ObservationToken?
     ///     func start(_ kvod: KVOClient) {
-    ///         token = kvod.observe("clock", "date", options: [.initial, .new], as: String.self) { change in
-    ///             self.text = change.new ?? ""   // on the main actor
+    ///         token = kvod.observe("clock", "date", options: [.initial, .new], as: String.self) { [weak self] change in
+    ///             self?.text = change.new ?? ""   // on the main actor
     ///         }
     ///     }
     /// }
     /// ```
     public func observe<Value: Decodable & Sendable>(
         _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        buffering: ObservationBuffering = .default,
         isolation: isolated (any Actor)? = #isolation, _ handler: @escaping (Change<Value>) -> Void
     ) -> ObservationToken {
-        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options)
+        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, buffering: buffering)
         core.start()
-        let changes = KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options, started: .init(core),
-                                         subscribedRevision: nil)
+        let changes = KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options, buffering: buffering,
+                                            started: core, subscribedRevision: nil)
         let delivery = Task {
             // Capturing the isolated parameter isolates this task to the same actor (SE-0420), so the
             // handler, which may be non-Sendable and actor-bound, runs where it was made.
@@ -88,9 +110,9 @@ extension KVOClient {
 
     /// Like `observe(_:_:options:as:isolation:_:)`, with the values as `JSONValue`.
     public func observe(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new],
+        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], buffering: ObservationBuffering = .default,
         isolation: isolated (any Actor)? = #isolation, _ handler: @escaping (Change<JSONValue>) -> Void
     ) -> ObservationToken {
-        observe(object, keyPath, options: options, as: JSONValue.self, isolation: isolation, handler)
+        observe(object, keyPath, options: options, as: JSONValue.self, buffering: buffering, isolation: isolation, handler)
     }
 }

@@ -31,6 +31,8 @@ final class KVOClientProcess: @unchecked Sendable {
     }
 
     let process = Process()
+    /// The child's stdin when started with `writableStandardInput` (`sendLine`); /dev/null otherwise.
+    private let stdinPipe: ChildPipe?
     private let stdoutPipe = ChildPipe()
     private let stderrPipe = ChildPipe()
     private var stdout: PipeLines
@@ -39,10 +41,14 @@ final class KVOClientProcess: @unchecked Sendable {
     /// Starts `kvoclient` with `arguments` (connection flags included by the caller). With
     /// `ignoringSIGPIPE`, it starts through `/bin/sh` with SIGPIPE ignored, as some parents do.
     /// `environment` is added to the test's own (KVOD_PASSWORD and KVOD_TOKEN are never inherited).
-    init(_ arguments: [String], ignoringSIGPIPE: Bool = false, environment: [String: String] = [:]) throws {
+    /// `executable` names another built product (the examples); with `writableStandardInput` the test
+    /// writes the child's stdin with `sendLine`.
+    init(_ arguments: [String], ignoringSIGPIPE: Bool = false, environment: [String: String] = [:],
+         executable name: String = "kvoclient", writableStandardInput: Bool = false) throws {
         stdout = PipeLines(stdoutPipe.fileHandleForReading)
         stderr = PipeLines(stderrPipe.fileHandleForReading)
-        let executable = BuiltProducts.executable("kvoclient")
+        stdinPipe = writableStandardInput ? ChildPipe() : nil
+        let executable = BuiltProducts.executable(name)
         if ignoringSIGPIPE {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", #"trap '' PIPE; exec "$0" "$@""#, executable.path] + arguments
@@ -52,7 +58,7 @@ final class KVOClientProcess: @unchecked Sendable {
         }
         process.standardOutput = stdoutPipe.fileHandleForWriting
         process.standardError = stderrPipe.fileHandleForWriting
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = stdinPipe?.fileHandleForReading ?? FileHandle.nullDevice
         var inherited = ProcessInfo.processInfo.environment
         inherited.removeValue(forKey: "KVOD_PASSWORD")
         inherited.removeValue(forKey: "KVOD_TOKEN")
@@ -60,6 +66,12 @@ final class KVOClientProcess: @unchecked Sendable {
         try process.run()
         stdoutPipe.closeWritingEnd()
         stderrPipe.closeWritingEnd()
+        try? stdinPipe?.fileHandleForReading.close()
+    }
+
+    /// Writes `line` and a newline to the child's stdin (started with `writableStandardInput`).
+    func sendLine(_ line: String = "") {
+        stdinPipe?.fileHandleForWriting.write(Data((line + "\n").utf8))
     }
 
     deinit {

@@ -1,0 +1,227 @@
+import Foundation
+import KVOClient
+import KVOWireProbe
+import Testing
+
+/// Issue 29, item 5: each observation's unread changes are bounded (`ObservationBuffering`) against the real
+/// kvod: thousands of changes nobody reads leave at most the limit buffered, and the reader is told of
+/// every pause, drop and coalescing (`Change.gap`, `resync`, `KVODError.bufferFull`), never silently.
+@Suite(.timeLimit(.minutes(3))) struct KVOClientBufferingTests {
+    /// Sets `keyPath` of `object` `count` times from 100 tasks (pipelined), values `make(i)`; returns the
+    /// revisions, ascending (consecutive when nothing else writes).
+    private func write(_ kvod: KVOClient, _ object: String, _ keyPath: String, count: Int,
+                       _ make: @escaping @Sendable (Int) -> String) async throws -> [Int64] {
+        try await withThrowingTaskGroup(of: [Int64].self) { group in
+            let tasks = 100
+            for task in 0..<tasks {
+                group.addTask {
+                    var revisions: [Int64] = []
+                    for index in stride(from: task, to: count, by: tasks) {
+                        revisions.append(try await kvod.set(object, keyPath, to: make(index)))
+                    }
+                    return revisions
+                }
+            }
+            var revisions: [Int64] = []
+            for try await part in group { revisions += part }
+            return revisions.sorted()
+        }
+    }
+
+    /// This process's resident set in MB (Linux `/proc/self/statm`), 0 elsewhere.
+    private static func residentMegabytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+              let pages = text.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
+    }
+
+    @Test("by default 20,000 unread 1 KB changes leave 1,000 buffered and the server observation paused; read again, it resumes with sinceRev and, the replay being too large for kvod, one resync marked as resumed")
+    func defaultPausesAndResyncs() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let writer = try await server.client()
+        let probe = try server.connect()
+        try await kvod.create("doc", values: ["v": ""] as JSONValue)
+        let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self)
+        #expect(changes.buffering == .pausing(limit: 1_000))
+        let kilobyte = String(repeating: "x", count: 1_000)
+        let residentBefore = Self.residentMegabytes()
+        let revisions = try await write(writer, "doc", "v", count: 20_000) { "\($0) \(kilobyte)" }
+        #expect(revisions.count == 20_000)
+        // The ping's reply follows every event kvod sent this connection before it.
+        try await kvod.ping()
+        #expect(changes.bufferedChangeCount == 1_000)
+        // For the record (the test process also holds the writer and other tests): issue 29 saw 13.8 -> 40 MB.
+        print("KVOClientBufferingTests: resident \(residentBefore) MB before the 20,000 writes, \(Self.residentMegabytes()) MB after, 1,000 changes buffered")
+        // Paused: kvod no longer sends this observation anything.
+        try await eventuallyObservers(probe, "doc", count: 0)
+        #expect(kvod.liveObservationCount == 1)
+
+        var iterator = changes.makeAsyncIterator()
+        var read: [Int64] = []
+        for _ in 0..<1_000 {
+            guard let change = try await iterator.next() else { break }
+            if change.gap != nil { Issue.record("unexpected gap \(String(describing: change.gap)) at \(change.rev)") }
+            read.append(change.rev)
+        }
+        #expect(read == Array(revisions[..<1_000]))
+        // 19,000 changes of 1 KB do not fit in kvod's 32 MiB output buffer as one replay: the client observes
+        // afresh and reports one resync with the current value.
+        let resync = try await iterator.next()
+        #expect(resync?.reason == .resync)
+        #expect(resync?.gap == .resumed(afterRev: revisions[999]))
+        #expect(resync?.rev == revisions.last)
+        #expect(resync?.new == (try await kvod.get("doc", "v", as: String.self).value))
+        try await eventuallyObservers(probe, "doc", count: 1)
+        // Live again.
+        let rev = try await writer.set("doc", "v", to: "live")
+        let live = try await iterator.next()
+        #expect(live?.rev == rev && live?.new == "live" && live?.gap == nil)
+        changes.cancel()
+        try await eventuallyObservers(probe, "doc", count: 0)
+        #expect(kvod.liveObservationCount == 0)
+    }
+
+    @Test("by default 20,000 unread small changes: read again, the paused observation replays from history, all 20,000 once and in order, each resume marked")
+    func defaultPausesAndReplays() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let writer = try await server.client()
+        let probe = try server.connect()
+        try await kvod.create("doc", values: ["v": ""] as JSONValue)
+        let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self)
+        let revisions = try await write(writer, "doc", "v", count: 20_000) { String($0) }
+        try await kvod.ping()
+        #expect(changes.bufferedChangeCount == 1_000)
+        try await eventuallyObservers(probe, "doc", count: 0)
+
+        var iterator = changes.makeAsyncIterator()
+        var expected = revisions.first!
+        var mismatches = 0
+        var resumes: [Int] = []
+        var largestBuffer = 0
+        for index in 0..<20_000 {
+            guard let change = try await iterator.next() else {
+                Issue.record("the observation ended after \(index) changes")
+                break
+            }
+            if change.rev != expected || change.reason != .valueChanged { mismatches += 1 }
+            if case let .resumed(afterRev)? = change.gap {
+                resumes.append(index)
+                #expect(afterRev == expected - 1)
+            } else if change.gap != nil {
+                Issue.record("unexpected gap \(String(describing: change.gap)) at \(index)")
+            }
+            expected += 1
+            largestBuffer = max(largestBuffer, changes.bufferedChangeCount)
+        }
+        #expect(mismatches == 0)
+        #expect(expected == revisions.last! + 1)
+        // The first resume comes after the 1,000 buffered; later ones wherever the reader fell 1,000 behind.
+        #expect(resumes.first == 1_000)
+        print("KVOClientBufferingTests: resumed at \(resumes) of 20,000 changes read")
+        #expect(largestBuffer <= 1_000)
+        changes.cancel()
+        try await eventuallyObservers(probe, "doc", count: 0)
+        #expect(kvod.liveObservationCount == 0)
+    }
+
+    @Test("bufferingNewest(100) keeps the newest 100 of 5,000 unread changes, observing on, the first kept one counting the dropped")
+    func bufferingNewest() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let probe = try server.connect()
+        try await kvod.create("o", values: ["n": ""] as JSONValue)
+        let changes = try await kvod.subscribe("o", "n", as: String.self, buffering: .bufferingNewest(100))
+        let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
+        try await kvod.ping()
+        #expect(changes.bufferedChangeCount == 100)
+        try await eventuallyObservers(probe, "o", count: 1)
+
+        var iterator = changes.makeAsyncIterator()
+        let first = try await iterator.next()
+        #expect(first?.rev == revisions[4_900])
+        #expect(first?.gap == .dropped(count: 4_900))
+        var rest: [Int64] = []
+        for _ in 0..<99 {
+            let change = try await iterator.next()
+            #expect(change?.gap == nil)
+            rest.append(change?.rev ?? -1)
+        }
+        #expect(rest == Array(revisions[4_901...]))
+        // A reader keeping up loses nothing.
+        let rev = try await kvod.set("o", "n", to: "last")
+        let last = try await iterator.next()
+        #expect(last?.rev == rev && last?.new == "last" && last?.gap == nil)
+    }
+
+    @Test("latestOnly keeps one unread change, the newest value, and says how many it replaced")
+    func latestOnly() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        try await kvod.create("o", values: ["n": ""] as JSONValue)
+        let changes = try await kvod.subscribe("o", "n", options: [.new, .old, .prior], as: String.self, buffering: .latestOnly)
+        let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
+        try await kvod.ping()
+        #expect(changes.bufferedChangeCount == 1)
+        let newest = try await kvod.get("o", "n", as: String.self).value
+
+        var iterator = changes.makeAsyncIterator()
+        let change = try await iterator.next()
+        #expect(change?.rev == revisions.last)
+        #expect(change?.new == newest)
+        #expect(change?.isPrior == false)
+        #expect(change?.gap == .dropped(count: 4_999))
+    }
+
+    @Test("endingWhenFull ends the observation after the limit with bufferFull, which says where to resume from")
+    func endingWhenFull() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let probe = try server.connect()
+        try await kvod.create("o", values: ["n": ""] as JSONValue)
+        let changes = try await kvod.subscribe("o", "n", as: String.self, buffering: .endingWhenFull(limit: 100))
+        let revisions = try await write(kvod, "o", "n", count: 500) { String($0) }
+        try await kvod.ping()
+        #expect(changes.bufferedChangeCount == 100)
+        try await eventuallyObservers(probe, "o", count: 0)
+
+        var read: [Int64] = []
+        var failure: KVODError?
+        do {
+            for try await change in changes { read.append(change.rev) }
+        } catch let error as KVODError {
+            failure = error
+        }
+        #expect(read == Array(revisions[..<100]))
+        guard case let .bufferFull(limit, object, keyPath, resumeFrom)? = failure else {
+            Issue.record("expected bufferFull, got \(String(describing: failure))")
+            return
+        }
+        #expect(limit == 100 && object == "o" && keyPath == "n" && resumeFrom == revisions[99])
+        #expect(kvod.liveObservationCount == 0)
+        // Resuming from there misses nothing.
+        let resumed = try await kvod.subscribe("o", "n", as: String.self, sinceRev: resumeFrom)
+        var next = resumed.makeAsyncIterator()
+        #expect(try await next.next()?.rev == revisions[100])
+    }
+
+    @Test("a pause longer than kvod's history resumes with one resync change carrying the current value, marked as resumed")
+    func pauseBeyondHistory() async throws {
+        let server = try KVODProcess(["--history", "50"])
+        let kvod = try await server.client()
+        try await kvod.create("o", values: ["n": ""] as JSONValue)
+        let changes = try await kvod.subscribe("o", "n", as: String.self, buffering: .pausing(limit: 10))
+        let revisions = try await write(kvod, "o", "n", count: 500) { String($0) }
+        try await kvod.ping()
+        #expect(changes.bufferedChangeCount == 10)
+
+        var iterator = changes.makeAsyncIterator()
+        for index in 0..<10 { #expect(try await iterator.next()?.rev == revisions[index]) }
+        let resync = try await iterator.next()
+        #expect(resync?.reason == .resync)
+        #expect(resync?.gap == .resumed(afterRev: revisions[9]))
+        #expect(resync?.new == (try await kvod.get("o", "n", as: String.self).value))
+        #expect(resync?.rev == revisions.last)
+    }
+}
