@@ -20,7 +20,7 @@ public enum ObservationBuffering: Sendable, Hashable {
     /// holds it, but every resume replays from history: a reader that never catches up costs kvod a replay per
     /// `limit` changes read (use `latestOnly` or `bufferingNewest` for those). A replay larger than the
     /// server's output buffer ends the observation with `too_large`. The default, with
-    /// `defaultLimit` (1,000).
+    /// `defaultLimit` (100,000).
     case pausing(limit: Int)
     /// At most `limit` unread changes, the newest: when full, the oldest unread change is dropped (the server
     /// observation goes on). The oldest change still buffered after a drop carries
@@ -37,10 +37,15 @@ public enum ObservationBuffering: Sendable, Hashable {
     /// the `rev` to resume from (`KVOClient.subscribe(..., sinceRev:)`).
     case endingWhenFull(limit: Int)
 
-    /// The default limit of `pausing`: 1,000 changes.
-    public static let defaultLimit = 1_000
+    /// The default limit of `pausing`: 100,000 changes, kvod's default history (`--history`), so that a replay
+    /// kvod can serve (a resume, a `sinceRev` after a reconnection) never fills the buffer by itself. With a
+    /// smaller default each resume's replay paused the observation again: a 50,000-change replay read at 1,000
+    /// took 50 replays of what was left (kvod encoding about 25 times the changes delivered) and ran at a third of
+    /// the speed (`kvod-bench client`, docs/performance.md, issue 29). Choose a smaller `pausing` limit, or
+    /// `latestOnly`, where memory matters more than that.
+    public static let defaultLimit = 100_000
 
-    /// `pausing(limit: 1_000)`: bounded, and lossless while kvod's history reaches back.
+    /// `pausing(limit: 100_000)`: bounded, and lossless while kvod's history reaches back.
     public static let `default`: ObservationBuffering = .pausing(limit: defaultLimit)
 
     /// The bound on the changes buffered (at least 1); nil for `latestOnly` (one per object).

@@ -35,14 +35,16 @@ import Testing
         return pages * Int(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
     }
 
-    @Test("by default 20,000 unread 1 KB changes leave 1,000 buffered and the server observation paused; read again, it resumes with sinceRev and, the replay being too large for kvod, one resync marked as resumed")
+    @Test("pausing at 1,000: 20,000 unread 1 KB changes leave 1,000 buffered and the server observation paused; read again, it resumes with sinceRev and, the replay being too large for kvod, one resync marked as resumed")
     func defaultPausesAndResyncs() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
         let writer = try await server.client()
         let probe = try server.connect()
         try await kvod.create("doc", values: ["v": ""] as JSONValue)
-        let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self)
+        #expect(try await kvod.subscribe("doc", "v", options: [.new], as: String.self).buffering == .pausing(limit: 100_000),
+                "the default")
+        let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
         #expect(changes.buffering == .pausing(limit: 1_000))
         let kilobyte = String(repeating: "x", count: 1_000)
         let residentBefore = Self.residentMegabytes()
@@ -82,14 +84,14 @@ import Testing
         #expect(kvod.liveObservationCount == 0)
     }
 
-    @Test("by default 20,000 unread small changes: read again, the paused observation replays from history, all 20,000 once and in order, each resume marked")
+    @Test("pausing at 1,000: 20,000 unread small changes: read again, the paused observation replays from history, all 20,000 once and in order, each resume marked")
     func defaultPausesAndReplays() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
         let writer = try await server.client()
         let probe = try server.connect()
         try await kvod.create("doc", values: ["v": ""] as JSONValue)
-        let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self)
+        let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
         let revisions = try await write(writer, "doc", "v", count: 20_000) { String($0) }
         try await kvod.ping()
         #expect(changes.bufferedChangeCount == 1_000)
