@@ -40,7 +40,7 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         let writer = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("doc", values: ["v": ""] as JSONValue)
         #expect(try await kvod.subscribe("doc", "v", options: [.new], as: String.self).buffering == .pausing(limit: 100_000),
                 "the default")
@@ -89,7 +89,7 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         let writer = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("doc", values: ["v": ""] as JSONValue)
         let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
         let revisions = try await write(writer, "doc", "v", count: 20_000) { String($0) }
@@ -132,7 +132,7 @@ import Testing
     func bufferingNewest() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": ""] as JSONValue)
         let changes = try await kvod.subscribe("o", "n", as: String.self, buffering: .bufferingNewest(100))
         let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
@@ -180,7 +180,7 @@ import Testing
     func endingWhenFull() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": ""] as JSONValue)
         let changes = try await kvod.subscribe("o", "n", as: String.self, buffering: .endingWhenFull(limit: 100))
         let revisions = try await write(kvod, "o", "n", count: 500) { String($0) }

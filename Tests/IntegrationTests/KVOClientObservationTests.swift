@@ -100,7 +100,7 @@ import Testing
     func endingTheIterationUnobserves() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
 
         // break
@@ -140,7 +140,7 @@ import Testing
     func thousandTasksObserveAndCancel() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         let writer = Task {
             var value = 0

@@ -54,7 +54,7 @@ import Testing
     func observerFreedUnobserves() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("clock", values: ["date": "Monday"] as JSONValue)
         var label: ClockLabel? = ClockLabel(kvod)
         try await label?.tokens.first?.subscribed()
@@ -74,7 +74,7 @@ import Testing
     func tokenKeptElsewhere() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         var counter: Counter? = Counter()
         var calls = 0
@@ -102,7 +102,7 @@ import Testing
     func actorObserver() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         var tally: Tally? = Tally()
         await tally?.start(kvod)

@@ -94,7 +94,7 @@ import Testing
     func errorsAndLifetime() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         let missing = try RemoteObject(kvod, "nobody", as: Person.self)
         try await eventually("the refusal") { missing.error != nil }
         #expect(missing.error?.code == .notFound)

@@ -121,7 +121,7 @@ import Testing
         let stored = try await kvod.get("counter")
         for task in [0, 1, 499, 999] { #expect(stored["k\(task)"] == .int(Int64(task))) }
         // One connection for all of them.
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         let hello = try probe.call("hello")
         #expect(hello["connection"]?.intValue == (try await kvod.hello()).connection + 1)
     }

@@ -20,7 +20,7 @@ import Testing
     @Test("top-level code: withObservation and cancel() unobserve when the loop breaks, while the program runs; a plain loop does not")
     func topLevelBreak() async throws {
         let server = try KVODProcess()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         _ = try probe.call("create", ["object": "clock", "values": ["date": "Monday"]])
         let child = try KVOClientProcess([String(server.port)], executable: "kvod-observe-break", writableStandardInput: true)
 
@@ -52,7 +52,7 @@ import Testing
     func cancelEndsIteration() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         let changes = kvod.observe("o", "n", options: [.initial, .new], as: Int.self)
         let loop = Task {
@@ -82,7 +82,7 @@ import Testing
     func cancelStarted() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         let changes = try await kvod.subscribe("o", "n", as: Int.self)
         try await eventuallyObservers(probe, "o", count: 1)
@@ -96,7 +96,7 @@ import Testing
         struct Stop: Error {}
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
 
         let first = try await kvod.withObservation("o", "n", options: [.initial, .new], as: Int.self) { changes in

@@ -88,7 +88,7 @@ import Testing
     func cancelTwice() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         let log = MainActorLog()
         log.start(kvod, "o", options: [.new])
@@ -117,7 +117,7 @@ import Testing
     func deinitUnobserves() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let probe = try server.connect()
+        let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         do {
             let token = kvod.observe("o", "n", options: [.initial]) { _ in }

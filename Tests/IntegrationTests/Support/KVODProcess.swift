@@ -181,6 +181,15 @@ final class KVODProcess: @unchecked Sendable {
         try KVOConnection(host: "127.0.0.1", port: port)
     }
 
+    /// A connection for a test to inspect the server with (`info`) later: it pings once at once, so that kvod's
+    /// `--first-request-timeout` (30 s by default) does not close it while a slow test (ThreadSanitizer, a
+    /// loaded machine) is still writing before its first look.
+    func connectProbe() throws -> KVOConnection {
+        let connection = try connect()
+        _ = try connection.call("ping")
+        return connection
+    }
+
     /// A new TLS client connection to this server's TLS port.
     func connectTLS(_ options: TLSClientOptions) throws -> KVOConnection {
         try KVOConnection(host: "127.0.0.1", port: tlsPort, tls: options)
