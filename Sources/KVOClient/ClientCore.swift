@@ -217,7 +217,7 @@ final class ClientCore: Sendable {
             var broken = false
             while sent < bytes.count {
                 let result = bytes.withUnsafeBytes { raw in
-                    send(descriptor, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                    send(descriptor, raw.baseAddress! + sent, raw.count - sent, Socket.sendFlags | Int32(MSG_DONTWAIT))
                 }
                 if result < 0 {
                     if errno == EINTR { continue }

@@ -19,6 +19,9 @@ import Observation
 /// (kept from when this module had a public type named `Observation`, which the macro's expansion
 /// `Observation.ObservationRegistrar` then resolved to; it is `KVOObservation` now).
 /// It is what the macro generates: every read goes through `access`, every write through `withMutation`.
+/// Needs the Observation module: macOS 14, iOS 17, tvOS 17, watchOS 10 or later on Apple platforms (the rest of
+/// KVOClient needs macOS 13).
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 public final class RemoteObject<Value: Decodable & Sendable>: Observable {
     private let registrar = ObservationRegistrar()
 

@@ -32,6 +32,11 @@ enum Socket {
                 continue
             }
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            #if canImport(Darwin)
+            // Darwin has no MSG_NOSIGNAL (`sendFlags`): the socket itself is told not to raise SIGPIPE.
+            var noSignal: Int32 = 1
+            setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &noSignal, socklen_t(MemoryLayout<Int32>.size))
+            #endif
             let flags = fcntl(descriptor, F_GETFL)
             _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK)
             var connected = Socket.connectDescriptor(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0
@@ -80,6 +85,17 @@ enum Socket {
 }
 
 extension Socket {
+    /// The flags every `send` on a kvod socket carries: writing to a connection the server closed must fail
+    /// with EPIPE, never raise SIGPIPE in the app. Linux says so per call (MSG_NOSIGNAL); Darwin has no such
+    /// flag and is told once per socket instead (SO_NOSIGPIPE, in `connect`).
+    static var sendFlags: Int32 {
+        #if canImport(Glibc)
+        Int32(MSG_NOSIGNAL)
+        #else
+        0
+        #endif
+    }
+
     /// `close(2)`, named apart from the methods called `close` in this module.
     static func closeDescriptor(_ descriptor: Int32) {
         #if canImport(Glibc)

@@ -1,13 +1,16 @@
 import COpenSSL
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// The client side of a TLS connection over a blocking socket. OpenSSL reads and writes the descriptor
 /// through a small BIO of ours (`socketMethod`) rather than `SSL_set_fd`, whose `write` would raise SIGPIPE
-/// in the calling process when the server has gone: ours sends with `MSG_NOSIGNAL`, as the plaintext
-/// connection does. The one client TLS implementation of the repository: made by `KVOClient`'s connection
-/// (and by KVOWireProbe's `KVOConnection`), which owns it and the descriptor; one thread at a time.
+/// in the calling process when the server has gone: ours sends with `Socket.sendFlags` (MSG_NOSIGNAL on
+/// Linux; on Darwin the socket has SO_NOSIGPIPE), as the plaintext connection does. The one client TLS
+/// implementation of the repository: made by `KVOClient`'s connection (and by KVOWireProbe's
+/// `KVOConnection`), which owns it and the descriptor; one thread at a time.
 package final class TLSClientSession {
     private let context: OpaquePointer
     private let ssl: OpaquePointer
@@ -134,7 +137,7 @@ package final class TLSClientSession {
             guard let bio, let data, length > 0 else { return 0 }
             kvod_BIO_clear_retry_flags(bio)
             let descriptor = Int32(Int(bitPattern: BIO_get_data(bio)) - 1)
-            let sent = send(descriptor, data, Int(length), Int32(MSG_NOSIGNAL))
+            let sent = send(descriptor, data, Int(length), Socket.sendFlags)
             if sent < 0, errno == EINTR || errno == EAGAIN { kvod_BIO_set_retry_write(bio) }
             return Int32(sent)
         }
