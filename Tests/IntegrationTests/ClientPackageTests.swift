@@ -53,8 +53,19 @@ import Testing
         """
 
     /// Runs `executable` with `arguments` in `directory`; returns its exit status and its output (stdout and
-    /// stderr together).
-    private static func run(_ executable: String, _ arguments: [String], in directory: URL) throws -> (status: Int32, output: String) {
+    /// stderr together). The waiting happens on a thread of its own: a `swift build` takes seconds, and a
+    /// cooperative thread blocked that long starves the other tests' tasks (two such threads on this machine:
+    /// a client test's 2-second request timeout was seen to fire after 13.7 s).
+    private static func run(_ executable: String, _ arguments: [String], in directory: URL) async throws -> (status: Int32, output: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(with: Result { try runBlocking(executable, arguments, in: directory) })
+            }
+            thread.start()
+        }
+    }
+
+    private static func runBlocking(_ executable: String, _ arguments: [String], in directory: URL) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [executable] + arguments
@@ -71,7 +82,7 @@ import Testing
     }
 
     @Test("an outside package depending on client/ builds KVOClient alone, fetching nothing, and its program talks to kvod")
-    func outsidePackageBuildsTheClientAlone() throws {
+    func outsidePackageBuildsTheClientAlone() async throws {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("kvod-client-package-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("Sources/forecast"),
@@ -83,7 +94,7 @@ import Testing
         try Self.program.write(to: directory.appendingPathComponent("Sources/forecast/main.swift"),
                                atomically: true, encoding: .utf8)
 
-        let build = try Self.run("swift", ["build", "--disable-automatic-resolution", "-v"], in: directory)
+        let build = try await Self.run("swift", ["build", "--disable-automatic-resolution", "-v"], in: directory)
         #expect(build.status == 0, "swift build failed:\n\(build.output.suffix(4_000))")
         guard build.status == 0 else { return }
 
@@ -103,7 +114,7 @@ import Testing
 
         let server = try KVODProcess()
         let program = directory.appendingPathComponent(".build/debug/forecast").path
-        let result = try Self.run(program, [String(server.port)], in: directory)
+        let result = try await Self.run(program, [String(server.port)], in: directory)
         #expect(result.status == 0, "forecast failed:\n\(result.output)")
         #expect(result.output.contains("city Paris"), "\(result.output)")
     }
