@@ -1,0 +1,79 @@
+import Foundation
+import KVOClient
+import Testing
+
+/// Issue 29, item 6: typed results for bindings, class definitions and user administration, against the real kvod.
+@Suite struct KVOClientAdministrationTests {
+    /// The shape a caller gives `defineClass`, decoded back by `classDefinitions(as:)`.
+    struct ClassDefinition: Codable, Sendable, Equatable {
+        struct Property: Codable, Sendable, Equatable {
+            var type: String
+            var maxLength: Int?
+        }
+
+        var name: String
+        var properties: [String: Property]
+    }
+
+    @Test("bindingDefinitions and classDefinitions decode what bind, combineLatest and defineClass made")
+    func bindingsAndClasses() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let tag = ClassDefinition(name: "Tag", properties: ["label": .init(type: "string", maxLength: 5)])
+        #expect(try await kvod.defineClass(tag) == "Tag")
+        #expect(try await kvod.classDefinitions(as: ClassDefinition.self) == [tag])
+        try await kvod.create("a", values: ["x": 1] as JSONValue)
+        try await kvod.create("b", values: JSONValue.object([:]))
+        let bound = try await kvod.bind(from: .init("a", "x"), to: .init("b", "y"), convert: "$value * 2", now: true)
+        let combined = try await kvod.combineLatest([.init("a", "x"), .init("b", "y")], to: .init("b", "sum"),
+                                                    reduce: "$0 + $1", filter: "$0 > 0", now: true)
+        let definitions = try await kvod.bindingDefinitions()
+        #expect(definitions.map(\.id) == [bound.binding, combined.binding])
+        #expect(definitions.first?.kind == .bind && definitions.first?.from == .init("a", "x")
+                && definitions.first?.to == .init("b", "y") && definitions.first?.convert == "$value * 2"
+                && definitions.first?.sources == [] && definitions.first?.creator == nil)
+        #expect(definitions.last?.kind == .combineLatest && definitions.last?.from == nil
+                && definitions.last?.sources == [.init("a", "x"), .init("b", "y")]
+                && definitions.last?.reduce == "$0 + $1" && definitions.last?.filter == "$0 > 0")
+    }
+
+    @Test("users: add, list, grant, revoke, tokens, password and removal through typed calls; the token logs in")
+    func users() async throws {
+        let scratch = try TemporaryDirectory("client-admin")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("root", password: "root password", usersFile: usersFile)
+        let server = try KVODProcess(["--users", usersFile])
+        var configuration = server.clientConfiguration()
+        configuration.credentials = .password(user: "root", password: "root password")
+        let admin = try await KVOClient.connect(to: configuration)
+
+        try await admin.addUser("feed", password: "feed password",
+                                rules: [.init(objects: "sensor-*", allow: [.read])], hashCost: .minimal)
+        var feed = try await admin.users().first { $0.name == "feed" }
+        #expect(feed?.rules == [.init(objects: "sensor-*", allow: [.read])] && feed?.tokens == [])
+        #expect(try await admin.grant([.init(objects: "sensor-*", allow: [.write])], to: "feed")
+                == [.init(objects: "sensor-*", allow: [.read, .write])])
+        let token = try await admin.createToken(for: "feed")
+        #expect(token.user == "feed" && token.token.hasPrefix("kvod_\(token.id)_"))
+        feed = try await admin.users().first { $0.name == "feed" }
+        #expect(feed?.tokens == [token.id])
+
+        configuration.credentials = .token(token.token)
+        let service = try await KVOClient.connect(to: configuration)
+        try await service.create("sensor-1", values: ["t": 20] as JSONValue)
+        service.close()
+
+        #expect(try await admin.revoke([.init(objects: "sensor-*", allow: [.write])], from: "feed")
+                == [.init(objects: "sensor-*", allow: [.read])])
+        try await admin.revokeToken(token.id, of: "feed")
+        #expect(try await admin.users().first { $0.name == "feed" }?.tokens == [])
+        let again = await kvodError { try await admin.revokeToken(token.id, of: "feed") }
+        #expect(again?.code == .notFound)
+        try await admin.setPassword("new password", for: "feed", hashCost: .minimal)
+        configuration.credentials = .password(user: "feed", password: "new password")
+        let renewed = try await KVOClient.connect(to: configuration)
+        #expect(try await renewed.get("sensor-1", "t") == 20)
+        #expect(try await admin.removeUser("feed") == 1)
+        #expect(try await admin.users().map(\.name) == ["root"])
+    }
+}
