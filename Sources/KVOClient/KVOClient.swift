@@ -63,7 +63,8 @@ public final class KVOClient: Sendable {
     /// server observation is made when the iteration starts; errors such as `not_found` are thrown by
     /// the iteration). See `KVOObservation` for ending and cancelling (in top-level code prefer
     /// `withObservation`, which unobserves when its closure returns), and `ObservationBuffering` for what
-    /// happens to changes nobody reads (by default at most 1,000 wait; then the server observation pauses).
+    /// happens to changes nobody reads (by default at most 100,000 wait, kvod's default history; then the
+    /// server observation pauses).
     public func observe<Value: Decodable & Sendable>(
         _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
         buffering: ObservationBuffering = .default
