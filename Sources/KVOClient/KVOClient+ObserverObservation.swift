@@ -28,10 +28,7 @@ extension KVOClient {
         buffering: ObservationBuffering = .default, observer: Observer,
         isolation: isolated (any Actor)? = #isolation, _ handler: @escaping (Observer, Change<Value>) -> Void
     ) -> ObservationToken {
-        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, buffering: buffering)
-        core.start()
-        let changes = KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options, buffering: buffering,
-                                            started: core, subscribedRevision: nil)
+        let (core, changes) = startedObservation(object, keyPath, options: options, as: Value.self, buffering: buffering)
         let delivery = Task { [weak observer] in
             // Capturing the isolated parameter isolates this task to the caller's actor (SE-0420).
             _ = isolation
@@ -55,10 +52,7 @@ extension KVOClient {
         buffering: ObservationBuffering = .default, observer: Observer,
         _ handler: @escaping @Sendable (isolated Observer, Change<Value>) -> Void
     ) -> ObservationToken {
-        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, buffering: buffering)
-        core.start()
-        let changes = KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options, buffering: buffering,
-                                            started: core, subscribedRevision: nil)
+        let (core, changes) = startedObservation(object, keyPath, options: options, as: Value.self, buffering: buffering)
         let delivery = Task { [weak observer] in
             for try await change in changes {
                 if Task.isCancelled { return }
@@ -70,6 +64,16 @@ extension KVOClient {
             }
         }
         return ObservationToken(core: core, delivery: delivery)
+    }
+
+    /// The server observation an observer form delivers from, started now, and the sequence reading it.
+    private func startedObservation<Value: Decodable & Sendable>(
+        _ object: String, _ keyPath: String, options: ObservationOptions, as type: Value.Type, buffering: ObservationBuffering
+    ) -> (ObservationCore, KVOObservation<Value>) {
+        let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, buffering: buffering)
+        core.start()
+        return (core, KVOObservation<Value>(client: self, object: object, keyPath: keyPath, options: options,
+                                            buffering: buffering, started: core, subscribedRevision: nil))
     }
 
     /// Like `observe(_:_:options:as:buffering:observer:isolation:_:)`, with the values as `JSONValue`.

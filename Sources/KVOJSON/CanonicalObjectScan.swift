@@ -80,9 +80,7 @@ public enum CanonicalObjectScan {
                     keyStart = 0
                     if p[i] == UInt8(ascii: "}") {
                         i &+= 1
-                        depth -= 1
-                        keyStart = savedKeys[depth]
-                        inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
+                        closeContainer(depth: &depth, keyStart: &keyStart, inObject: &inObject, savedKeys, objects)
                         break
                     }
                     counts.nonEmptyContainers += 1
@@ -92,9 +90,7 @@ public enum CanonicalObjectScan {
                 objects &= ~bit
                 if p[i] == UInt8(ascii: "]") {
                     i &+= 1
-                    depth -= 1
-                    keyStart = savedKeys[depth]
-                    inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
+                    closeContainer(depth: &depth, keyStart: &keyStart, inObject: &inObject, savedKeys, objects)
                     break
                 }
                 counts.nonEmptyContainers += 1
@@ -144,9 +140,7 @@ public enum CanonicalObjectScan {
                     break
                 }
                 guard byte == (inObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) else { return nil }
-                depth -= 1
-                keyStart = savedKeys[depth]
-                inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
+                closeContainer(depth: &depth, keyStart: &keyStart, inObject: &inObject, savedKeys, objects)
                 if keyStart != 0 {
                     // The key ends at its closing quote (a key has no escapes).
                     keyEnd = keyStart
@@ -154,6 +148,16 @@ public enum CanonicalObjectScan {
                 }
             }
         }
+    }
+
+    /// Closes the innermost container: one level up, that level's last key back (`keyStart`; 0 for none) and
+    /// whether the container now innermost is an object (bit `depth - 1` of `objects`).
+    @inline(__always)
+    private static func closeContainer(depth: inout Int, keyStart: inout Int, inObject: inout Bool,
+                                       _ savedKeys: UnsafeMutablePointer<Int>, _ objects: UInt64) {
+        depth -= 1
+        keyStart = savedKeys[depth]
+        inObject = depth > 0 && objects & (1 << UInt64(depth - 1)) != 0
     }
 
     /// An object's key at `i` and its colon: an ASCII string without escapes, after the object's previous key
