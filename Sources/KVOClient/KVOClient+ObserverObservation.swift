@@ -3,7 +3,7 @@ import KVOJSON
 extension KVOClient {
     /// Observes `keyPath` on `object` on behalf of `observer`, held weakly (the KVOController form): the
     /// handler gets the observer and each change, one at a time and in order, on `isolation` (the caller's
-    /// actor, as for `observe(_:_:options:as:buffering:isolation:_:)`). Use the `observer` argument in the
+    /// actor, as for `observe(_:of:options:as:buffering:isolation:_:)`). Use the `observer` argument in the
     /// handler instead of capturing `self`: nothing then keeps the observer alive, and storing the token in
     /// the observer makes no cycle.
     ///
@@ -17,18 +17,18 @@ extension KVOClient {
     ///     var text = ""
     ///     var tokens: Set<ObservationToken> = []
     ///     init(_ kvod: KVOClient) {
-    ///         kvod.observe("clock", "date", options: [.initial, .new], as: String.self, observer: self) { label, change in
+    ///         kvod.observe("date", of: "clock", options: [.initial, .new], as: String.self, observer: self) { label, change in
     ///             label.text = change.new ?? ""
     ///         }.store(in: &tokens)
     ///     }
     /// }   // a ClockLabel let go unobserves: no [weak self], no leak
     /// ```
     public func observe<Observer: AnyObject, Value: Decodable & Sendable>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        _ keyPath: String, of object: String, options: ObservationOptions = [.new], as type: Value.Type,
         buffering: ObservationBuffering = .default, observer: Observer,
         isolation: isolated (any Actor)? = #isolation, _ handler: @escaping (Observer, Change<Value>) -> Void
     ) -> ObservationToken {
-        let (core, changes) = startedObservation(object, keyPath, options: options, as: Value.self, buffering: buffering)
+        let (core, changes) = startedObservation(keyPath, of: object, options: options, as: Value.self, buffering: buffering)
         let delivery = Task { [weak observer] in
             // Capturing the isolated parameter isolates this task to the caller's actor (SE-0420).
             _ = isolation
@@ -48,11 +48,11 @@ extension KVOClient {
     /// change at a time and in order, so it may use the actor's state directly (`{ actor, change in
     /// actor.count += 1 }`).
     public func observe<Observer: Actor, Value: Decodable & Sendable>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        _ keyPath: String, of object: String, options: ObservationOptions = [.new], as type: Value.Type,
         buffering: ObservationBuffering = .default, observer: Observer,
         _ handler: @escaping @Sendable (isolated Observer, Change<Value>) -> Void
     ) -> ObservationToken {
-        let (core, changes) = startedObservation(object, keyPath, options: options, as: Value.self, buffering: buffering)
+        let (core, changes) = startedObservation(keyPath, of: object, options: options, as: Value.self, buffering: buffering)
         let delivery = Task { [weak observer] in
             for try await change in changes {
                 if Task.isCancelled { return }
@@ -68,7 +68,7 @@ extension KVOClient {
 
     /// The server observation an observer form delivers from, started now, and the sequence reading it.
     private func startedObservation<Value: Decodable & Sendable>(
-        _ object: String, _ keyPath: String, options: ObservationOptions, as type: Value.Type, buffering: ObservationBuffering
+        _ keyPath: String, of object: String, options: ObservationOptions, as type: Value.Type, buffering: ObservationBuffering
     ) -> (ObservationCore, KVOObservation<Value>) {
         let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, buffering: buffering)
         core.start()
@@ -76,13 +76,13 @@ extension KVOClient {
                                             buffering: buffering, started: core, subscribedRevision: nil))
     }
 
-    /// Like `observe(_:_:options:as:buffering:observer:isolation:_:)`, with the values as `JSONValue`.
+    /// Like `observe(_:of:options:as:buffering:observer:isolation:_:)`, with the values as `JSONValue`.
     public func observe<Observer: AnyObject>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], buffering: ObservationBuffering = .default,
+        _ keyPath: String, of object: String, options: ObservationOptions = [.new], buffering: ObservationBuffering = .default,
         observer: Observer, isolation: isolated (any Actor)? = #isolation,
         _ handler: @escaping (Observer, Change<JSONValue>) -> Void
     ) -> ObservationToken {
-        observe(object, keyPath, options: options, as: JSONValue.self, buffering: buffering, observer: observer,
+        observe(keyPath, of: object, options: options, as: JSONValue.self, buffering: buffering, observer: observer,
                 isolation: isolation, handler)
     }
 }

@@ -47,22 +47,35 @@ extension KVOClient {
         try await write("delete", ["object": .string(object)])
     }
 
-    /// The value at `keyPath` of `object` (the whole object for nil) decoded as `Value`, with the current revision.
-    public func get<Value: Decodable>(_ object: String, _ keyPath: String? = nil, as type: Value.Type) async throws -> (value: Value, rev: Int64) {
-        var params: [String: JSONValue] = ["object": .string(object)]
-        if let keyPath { params["keyPath"] = .string(keyPath) }
+    /// The whole of `object` decoded as `Value`, with the current revision. `not_found` if missing.
+    public func get<Value: Decodable>(_ object: String, as type: Value.Type) async throws -> (value: Value, rev: Int64) {
+        try await read(["object": .string(object)], as: Value.self)
+    }
+
+    /// The value at `keyPath` of `object` decoded as `Value`, with the current revision.
+    public func get<Value: Decodable>(_ keyPath: String, of object: String, as type: Value.Type) async throws -> (value: Value, rev: Int64) {
+        try await read(["object": .string(object), "keyPath": .string(keyPath)], as: Value.self)
+    }
+
+    /// The whole of `object` as JSON.
+    public func get(_ object: String) async throws -> JSONValue {
+        try await get(object, as: JSONValue.self).value
+    }
+
+    /// The value at `keyPath` of `object` as JSON.
+    public func get(_ keyPath: String, of object: String) async throws -> JSONValue {
+        try await get(keyPath, of: object, as: JSONValue.self).value
+    }
+
+    /// Sends `get` with `params` and decodes its value.
+    private func read<Value: Decodable>(_ params: [String: JSONValue], as type: Value.Type) async throws -> (value: Value, rev: Int64) {
         let reply = try await request("get", params)
         return (try ValueCoding.decode(Value.self, from: reply["value"] ?? .null), reply["rev"]?.intValue ?? 0)
     }
 
-    /// The value at `keyPath` of `object` (the whole object for nil) as JSON.
-    public func get(_ object: String, _ keyPath: String? = nil) async throws -> JSONValue {
-        try await get(object, keyPath, as: JSONValue.self).value
-    }
-
     /// Sets `keyPath` of `object` to `value`; returns the new revision.
     @discardableResult
-    public func set(_ object: String, _ keyPath: String, to value: some Encodable & Sendable) async throws -> Int64 {
+    public func set(_ keyPath: String, of object: String, to value: some Encodable & Sendable) async throws -> Int64 {
         try await write("set", ["object": .string(object), "keyPath": .string(keyPath), "value": try ValueCoding.encode(value)])
     }
 
@@ -70,17 +83,17 @@ extension KVOClient {
     /// value counts as 0; integers stay integers). Returns the new value and revision. `type_mismatch`
     /// when the value is not a number, `out_of_range` past 64-bit integers; needs read and write.
     @discardableResult
-    public func increment(_ object: String, _ keyPath: String, by step: Int64 = 1) async throws -> (value: JSONValue, rev: Int64) {
-        try await increment(object, keyPath, step: .int(step))
+    public func increment(_ keyPath: String, of object: String, by step: Int64 = 1) async throws -> (value: JSONValue, rev: Int64) {
+        try await increment(keyPath, of: object, step: .int(step))
     }
 
-    /// `increment(_:_:by:)` by a fractional step: the stored value becomes a double.
+    /// `increment(_:of:by:)` by a fractional step: the stored value becomes a double.
     @discardableResult
-    public func increment(_ object: String, _ keyPath: String, by step: Double) async throws -> (value: JSONValue, rev: Int64) {
-        try await increment(object, keyPath, step: .double(step))
+    public func increment(_ keyPath: String, of object: String, by step: Double) async throws -> (value: JSONValue, rev: Int64) {
+        try await increment(keyPath, of: object, step: .double(step))
     }
 
-    private func increment(_ object: String, _ keyPath: String, step: JSONValue) async throws -> (value: JSONValue, rev: Int64) {
+    private func increment(_ keyPath: String, of object: String, step: JSONValue) async throws -> (value: JSONValue, rev: Int64) {
         let reply = try await request("increment", ["object": .string(object), "keyPath": .string(keyPath), "by": step], isWrite: true)
         guard let value = reply["value"], let rev = reply["rev"]?.intValue else {
             throw KVODError.malformedReply("an 'increment' reply without value or rev")
@@ -91,7 +104,7 @@ extension KVOClient {
     /// Inserts `values` into the array at `keyPath`: at `indexes` (positions in the resulting array), one
     /// after another from `index`, or appended when both are nil. Returns the new revision.
     @discardableResult
-    public func insert<Element: Encodable & Sendable>(_ object: String, _ keyPath: String, values: [Element],
+    public func insert<Element: Encodable & Sendable>(_ keyPath: String, of object: String, values: [Element],
                                                        at index: Int? = nil, indexes: ArrayIndexes? = nil) async throws -> Int64 {
         var params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
@@ -104,14 +117,14 @@ extension KVOClient {
 
     /// Removes the elements at `indexes` (positions in the current array); returns the new revision.
     @discardableResult
-    public func remove(_ object: String, _ keyPath: String, indexes: ArrayIndexes) async throws -> Int64 {
+    public func remove(_ keyPath: String, of object: String, indexes: ArrayIndexes) async throws -> Int64 {
         try await write("remove", ["object": .string(object), "keyPath": .string(keyPath),
                                    "indexes": .array(indexes.map { .int(Int64($0)) })])
     }
 
     /// Replaces the elements at `indexes` with `values`, matched in order; returns the new revision.
     @discardableResult
-    public func replace<Element: Encodable & Sendable>(_ object: String, _ keyPath: String, indexes: ArrayIndexes,
+    public func replace<Element: Encodable & Sendable>(_ keyPath: String, of object: String, indexes: ArrayIndexes,
                                                         with values: [Element]) async throws -> Int64 {
         try await write("replace", [
             "object": .string(object), "keyPath": .string(keyPath), "indexes": .array(indexes.map { .int(Int64($0)) }),
@@ -197,7 +210,7 @@ extension KVOClient {
         /// The key path in it.
         public var keyPath: String
         /// The key path `keyPath` of `object`.
-        public init(_ object: String, _ keyPath: String) {
+        public init(_ keyPath: String, of object: String) {
             self.object = object
             self.keyPath = keyPath
         }

@@ -9,7 +9,7 @@ extension KVOClient {
     /// `for try await ... { break }` keeps its iterator, and the server observation, until the program ends.
     ///
     /// ```swift
-    /// try await kvod.withObservation("clock", "date", options: [.initial, .new], as: String.self) { changes in
+    /// try await kvod.withObservation("date", of: "clock", options: [.initial, .new], as: String.self) { changes in
     ///     for try await change in changes {
     ///         print(change.new ?? "")
     ///         if change.new == "Friday" { break }   // unobserves when the closure returns
@@ -20,17 +20,17 @@ extension KVOClient {
     /// `body` runs on the caller's actor (`isolation`). `sinceRev` and `buffering` are as for `subscribe`
     /// and `observe`. Returns what `body` returns.
     public func withObservation<Value: Decodable & Sendable, Result>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        _ keyPath: String, of object: String, options: ObservationOptions = [.new], as type: Value.Type,
         buffering: ObservationBuffering = .default, sinceRev: Int64? = nil,
         isolation: isolated (any Actor)? = #isolation,
         _ body: (KVOObservation<Value>) async throws -> Result
     ) async throws -> Result {
-        let changes = try await subscribe(object, keyPath, options: options, as: type, buffering: buffering, sinceRev: sinceRev)
+        let changes = try await subscribe(keyPath, of: object, options: options, as: type, buffering: buffering, sinceRev: sinceRev)
         defer { changes.cancel() }
         return try await body(changes)
     }
 
-    /// `withObservation(_:_:options:as:buffering:sinceRev:isolation:_:)` for a pattern observation
+    /// `withObservation(_:of:options:as:buffering:sinceRev:isolation:_:)` for a pattern observation
     /// (`observe(pattern:keyPath:options:as:)`): ends when `body` returns or throws.
     public func withObservation<Value: Decodable & Sendable, Result>(
         pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new], as type: Value.Type,

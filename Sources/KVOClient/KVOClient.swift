@@ -5,7 +5,7 @@
 ///
 /// ```swift
 /// let kvod = try await KVOClient.connect(to: .init(host: "127.0.0.1", port: 7420))
-/// try await kvod.withObservation("clock", "date", options: [.initial, .new, .old], as: String.self) { changes in
+/// try await kvod.withObservation("date", of: "clock", options: [.initial, .new, .old], as: String.self) { changes in
 ///     for try await change in changes {
 ///         print(change.reason, change.old as Any, change.new as Any, change.rev)
 ///         if change.new == "Friday" { break }   // unobserves as the closure returns
@@ -66,7 +66,7 @@ public final class KVOClient: Sendable {
     /// happens to changes nobody reads (by default at most 100,000 wait, kvod's default history; then the
     /// server observation pauses).
     public func observe<Value: Decodable & Sendable>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        _ keyPath: String, of object: String, options: ObservationOptions = [.new], as type: Value.Type,
         buffering: ObservationBuffering = .default
     ) -> KVOObservation<Value> {
         KVOObservation(client: self, object: object, keyPath: keyPath, options: options, buffering: buffering, started: nil,
@@ -74,9 +74,9 @@ public final class KVOClient: Sendable {
     }
 
     /// The changes of `keyPath` on `object` with their values as `JSONValue`.
-    public func observe(_ object: String, _ keyPath: String, options: ObservationOptions = [.new],
+    public func observe(_ keyPath: String, of object: String, options: ObservationOptions = [.new],
                         buffering: ObservationBuffering = .default) -> KVOObservation<JSONValue> {
-        observe(object, keyPath, options: options, as: JSONValue.self, buffering: buffering)
+        observe(keyPath, of: object, options: options, as: JSONValue.self, buffering: buffering)
     }
 
     /// Like `observe`, but makes the server observation now and returns once the server accepted it:
@@ -87,7 +87,7 @@ public final class KVOClient: Sendable {
     /// changes after it that history still holds come first (or one `resync` change when it no longer
     /// reaches back), then live ones; `.initial` is not sent then.
     public func subscribe<Value: Decodable & Sendable>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type = JSONValue.self,
+        _ keyPath: String, of object: String, options: ObservationOptions = [.new], as type: Value.Type = JSONValue.self,
         buffering: ObservationBuffering = .default, sinceRev: Int64? = nil
     ) async throws -> KVOObservation<Value> {
         let core = ObservationCore(client: self.core, object: object, keyPath: keyPath, options: options, sinceRev: sinceRev,
@@ -121,7 +121,7 @@ public final class KVOClient: Sendable {
 
     /// Like `observe(pattern:keyPath:options:as:)`, but makes the server observation now and returns once
     /// the server accepted it (throws its error, such as `bad_request` for a malformed pattern, here).
-    /// `sinceRev` resumes as for `subscribe(_:_:options:as:sinceRev:)`. Any thread.
+    /// `sinceRev` resumes as for `subscribe(_:of:options:as:sinceRev:)`. Any thread.
     public func subscribe<Value: Decodable & Sendable>(
         pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new],
         as type: Value.Type = JSONValue.self, buffering: ObservationBuffering = .default, sinceRev: Int64? = nil

@@ -1,4 +1,4 @@
-/// A closure-based observation (`KVOClient.observe(_:_:options:as:isolation:_:)`), alive as long as this
+/// A closure-based observation (`KVOClient.observe(_:of:options:as:isolation:_:)`), alive as long as this
 /// token: `cancel()` or dropping the last reference to the token unobserves on the server (the
 /// KVOController behaviour), so correct Swift code cannot leak a server-side observation.
 ///
@@ -72,7 +72,7 @@ extension KVOClient {
     ///
     /// The closure holds what it captures for as long as the token lives: a closure that uses `self`, kept
     /// in a token that `self` stores, is a cycle (neither is freed, and the server observation stays). Use
-    /// the observer form `observe(_:_:options:as:buffering:observer:isolation:_:)`, which passes the observer
+    /// the observer form `observe(_:of:options:as:buffering:observer:isolation:_:)`, which passes the observer
     /// (held weakly) to the handler, or `[weak self]`:
     ///
     /// ```swift
@@ -80,14 +80,14 @@ extension KVOClient {
     ///     var text = ""
     ///     var token: ObservationToken?
     ///     func start(_ kvod: KVOClient) {
-    ///         token = kvod.observe("clock", "date", options: [.initial, .new], as: String.self) { [weak self] change in
+    ///         token = kvod.observe("date", of: "clock", options: [.initial, .new], as: String.self) { [weak self] change in
     ///             self?.text = change.new ?? ""   // on the main actor
     ///         }
     ///     }
     /// }
     /// ```
     public func observe<Value: Decodable & Sendable>(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], as type: Value.Type,
+        _ keyPath: String, of object: String, options: ObservationOptions = [.new], as type: Value.Type,
         buffering: ObservationBuffering = .default,
         isolation: isolated (any Actor)? = #isolation, _ handler: @escaping (Change<Value>) -> Void
     ) -> ObservationToken {
@@ -108,11 +108,11 @@ extension KVOClient {
         return ObservationToken(core: core, delivery: delivery)
     }
 
-    /// Like `observe(_:_:options:as:isolation:_:)`, with the values as `JSONValue`.
+    /// Like `observe(_:of:options:as:isolation:_:)`, with the values as `JSONValue`.
     public func observe(
-        _ object: String, _ keyPath: String, options: ObservationOptions = [.new], buffering: ObservationBuffering = .default,
+        _ keyPath: String, of object: String, options: ObservationOptions = [.new], buffering: ObservationBuffering = .default,
         isolation: isolated (any Actor)? = #isolation, _ handler: @escaping (Change<JSONValue>) -> Void
     ) -> ObservationToken {
-        observe(object, keyPath, options: options, as: JSONValue.self, buffering: buffering, isolation: isolation, handler)
+        observe(keyPath, of: object, options: options, as: JSONValue.self, buffering: buffering, isolation: isolation, handler)
     }
 }

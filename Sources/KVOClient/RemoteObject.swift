@@ -70,7 +70,7 @@ public final class RemoteObject<Value: Decodable & Sendable>: Observable {
         self.object = object
         if let keys { self.keys = keys } else { self.keys = try TopLevelKeys.of(Value.self) }
         for key in self.keys {
-            let token = client.observe(object, key, options: [.initial, .new], as: JSONValue.self, isolation: isolation) { [weak self] change in
+            let token = client.observe(key, of: object, options: [.initial, .new], as: JSONValue.self, isolation: isolation) { [weak self] change in
                 self?.apply(change, to: key)
             }
             tokens.append(token)

@@ -94,6 +94,14 @@ struct ConnectionOptions: ParsableArguments {
         return try await Self.call(on: client, op, params)
     }
 
+    /// Connects, runs `body` with the client (the typed calls: `kvod.set(keyPath, of: object, to: value)`)
+    /// and closes the connection afterwards. `timeout` seconds per request (nil: no limit).
+    func withClient<Result>(timeout: Double? = 10, _ body: (KVOClient) async throws -> Result) async throws -> Result {
+        let client = try await connect(requestTimeout: timeout)
+        defer { client.close() }
+        return try await body(client)
+    }
+
     /// Sends one request on `client` and returns the reply's fields.
     static func call(on client: KVOClient, _ op: String, _ params: [String: JSONValue] = [:]) async throws -> [String: JSONValue] {
         let reply = try await client.request(op, params, isWrite: !readOperations.contains(op))

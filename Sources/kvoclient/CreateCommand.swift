@@ -35,10 +35,7 @@ struct CreateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var params: [String: JSONValue] = ["object": .string(object)]
-        if let values { params["values"] = try JSONParser.parse(values) }
-        if let className { params["class"] = .string(className) }
-        let reply = try await connection.call("create", params)
-        try RevisionLine.print(reply)
+        let values = try values.map { text throws(JSONParseError) in try JSONParser.parse(text) } ?? [:]
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.create(object, values: values, class: className) })
     }
 }

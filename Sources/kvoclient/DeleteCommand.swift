@@ -14,7 +14,6 @@ struct DeleteCommand: AsyncParsableCommand {
     var object: String
 
     func run() async throws {
-        let reply = try await connection.call("delete", ["object": .string(object)])
-        try RevisionLine.print(reply)
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.delete(object) })
     }
 }

@@ -17,10 +17,9 @@ struct GetCommand: AsyncParsableCommand {
     var keyPath: String?
 
     func run() async throws {
-        var params: [String: JSONValue] = ["object": .string(object)]
-        if let keyPath { params["keyPath"] = .string(keyPath) }
-        let reply = try await connection.call("get", params)
-        guard let value = reply["value"] else { throw CLIError.unexpectedReply(JSONValue.object(reply).description) }
+        let value = try await connection.withClient { kvod in
+            if let keyPath { try await kvod.get(keyPath, of: object) } else { try await kvod.get(object) }
+        }
         Terminal.printLine(DisplayText.json(value))
     }
 }

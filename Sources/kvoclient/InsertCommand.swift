@@ -46,13 +46,10 @@ struct InsertCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var params: [String: JSONValue] = [
-            "object": .string(object), "keyPath": .string(keyPath),
-            "values": .array(try ValueArgument.droppingTerminator(values).map { value throws(ValidationError) in try ValueArgument.parse(value) }),
-        ]
-        if let index { params["index"] = .int(Int64(index)) }
-        if let indexes { params["indexes"] = .array(try IndexList.parse(indexes).map { .int($0) }) }
-        let reply = try await connection.call("insert", params)
-        try RevisionLine.print(reply)
+        let elements = try ValueArgument.droppingTerminator(values).map { value throws(ValidationError) in try ValueArgument.parse(value) }
+        let positions = try indexes.map { text in try IndexList.parse(text).map { Int($0) } }
+        RevisionLine.print(try await connection.withClient { kvod in
+            try await kvod.insert(keyPath, of: object, values: elements, at: index, indexes: positions)
+        })
     }
 }

@@ -39,11 +39,7 @@ struct RemoveCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let params: [String: JSONValue] = [
-            "object": .string(object), "keyPath": .string(keyPath),
-            "indexes": .array(try parsedIndexes.map { .int($0) }),
-        ]
-        let reply = try await connection.call("remove", params)
-        try RevisionLine.print(reply)
+        let positions = try parsedIndexes.map { Int($0) }
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.remove(keyPath, of: object, indexes: positions) })
     }
 }

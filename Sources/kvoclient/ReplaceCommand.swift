@@ -54,12 +54,8 @@ struct ReplaceCommand: AsyncParsableCommand {
 
     func run() async throws {
         let pairs = try parsedPairs ?? []
-        let params: [String: JSONValue] = [
-            "object": .string(object), "keyPath": .string(keyPath),
-            "indexes": .array(pairs.map { .int($0.index) }),
-            "values": .array(pairs.map(\.value)),
-        ]
-        let reply = try await connection.call("replace", params)
-        try RevisionLine.print(reply)
+        RevisionLine.print(try await connection.withClient { kvod in
+            try await kvod.replace(keyPath, of: object, indexes: pairs.map { Int($0.index) }, with: pairs.map(\.value))
+        })
     }
 }

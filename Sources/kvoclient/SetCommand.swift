@@ -42,10 +42,7 @@ struct SetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let params: [String: JSONValue] = [
-            "object": .string(object), "keyPath": .string(keyPath), "value": try ValueArgument.parse(value ?? ""),
-        ]
-        let reply = try await connection.call("set", params)
-        try RevisionLine.print(reply)
+        let value = try ValueArgument.parse(value ?? "")
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.set(keyPath, of: object, to: value) })
     }
 }

@@ -123,7 +123,7 @@ struct SubscribeCommand: AsyncParsableCommand {
             }
         } else {
             for keyPath in keyPaths {
-                observations.append(try await client.subscribe(object!, keyPath, options: observationOptions, as: JSONValue.self))
+                observations.append(try await client.subscribe(keyPath, of: object!, options: observationOptions, as: JSONValue.self))
                 labels.append(keyPath)
             }
         }

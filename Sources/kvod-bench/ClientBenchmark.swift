@@ -77,7 +77,7 @@ enum ClientBenchmark {
             let before = ProcessStats.residentBytes(pid: getpid())
             var held: [KVOObservation<JSONValue>] = []
             held.reserveCapacity(idle)
-            for _ in 0..<idle { held.append(try await kvod.subscribe("s", "v")) }
+            for _ in 0..<idle { held.append(try await kvod.subscribe("v", of: "s")) }
             let after = ProcessStats.residentBytes(pid: getpid())
             lines.append("")
             lines.append("| idle observations | client RSS growth | per observation |")
@@ -168,7 +168,7 @@ enum ClientBenchmark {
 
     /// Events per second taken by one task iterating one `KVOClient` observation of `e.v`.
     static func clientReaderRate(_ kvod: KVOClient, port: Int, events: Int, bytes: Int, lag: Int) async throws -> Double {
-        let observation = try await kvod.subscribe("e", "v", options: [.new])
+        let observation = try await kvod.subscribe("v", of: "e", options: [.new])
         let received = Atomic<Int>(0)
         let start = monotonicNanoseconds()
         let publisher = Thread.start {
@@ -206,7 +206,7 @@ enum ClientBenchmark {
     static func clientReplayRate(_ kvod: KVOClient, sinceRev: Int64, count: Int) async throws -> Double {
         let start = monotonicNanoseconds()
         var received = 0
-        for try await change in try await kvod.subscribe("r", "v", options: [.new], sinceRev: sinceRev) {
+        for try await change in try await kvod.subscribe("v", of: "r", options: [.new], sinceRev: sinceRev) {
             if change.rawNew == nil || change.reason != .valueChanged { fail("client replay: unexpected change \(change.reason)") }
             received += 1
             if received == count { break }
@@ -265,7 +265,7 @@ enum ClientBenchmark {
                 group.addTask {
                     var index = task
                     while index < sets {
-                        _ = try await kvod.set("s", "v", to: value(index, bytes: bytes))
+                        _ = try await kvod.set("v", of: "s", to: value(index, bytes: bytes))
                         index += tasks
                     }
                 }

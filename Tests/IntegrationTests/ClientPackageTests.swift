@@ -5,7 +5,8 @@ import Testing
 /// package, written as README.md's "Use KVOClient in your package" says, is built against this checkout's
 /// `client/` manifest with `swift build`; nothing may be fetched (no package dependencies), no server module
 /// or dependency may be compiled, and the built program must talk to a real kvod (an `@Observable` model
-/// beside KVOClient in one file, a `withObservation`).
+/// beside KVOClient in one file, a `withObservation`); the same program with the object and key path given in the
+/// old unlabelled order must not compile.
 @Suite(.timeLimit(.minutes(10))) struct ClientPackageTests {
     /// The repository's root: this file is Tests/IntegrationTests/ClientPackageTests.swift.
     private static let repositoryRoot = URL(fileURLWithPath: #filePath)
@@ -41,7 +42,7 @@ import Testing
         let kvod = try await KVOClient.connect(to: .init(host: "127.0.0.1", port: port))
         try await kvod.create("forecast", values: ["city": "Paris"] as JSONValue)
         let model = Forecast()
-        try await kvod.withObservation("forecast", "city", options: [.initial, .new], as: String.self) { changes in
+        try await kvod.withObservation("city", of: "forecast", options: [.initial, .new], as: String.self) { changes in
             for try await change in changes {
                 model.city = change.new ?? ""
                 break
@@ -117,5 +118,14 @@ import Testing
         let result = try await Self.run(program, [String(server.port)], in: directory)
         #expect(result.status == 0, "forecast failed:\n\(result.output)")
         #expect(result.output.contains("city Paris"), "\(result.output)")
+
+        // Item 6: the object and the key path, both strings, cannot be swapped unnoticed. The old unlabelled
+        // order no longer compiles, and the compiler names the label to add.
+        let swapped = Self.program.replacingOccurrences(
+            of: "kvod.close()", with: "_ = try await kvod.set(\"forecast\", \"city\", to: \"Oslo\")\nkvod.close()")
+        try swapped.write(to: directory.appendingPathComponent("Sources/forecast/main.swift"), atomically: true, encoding: .utf8)
+        let refused = try await Self.run("swift", ["build", "--disable-automatic-resolution"], in: directory)
+        #expect(refused.status != 0, "the unlabelled (object, keyPath) order compiled")
+        #expect(refused.output.contains("of:"), "\(refused.output.suffix(2_000))")
     }
 }

@@ -24,16 +24,16 @@ import Testing
         #expect(try await kvod.classDefinitions(as: ClassDefinition.self) == [tag])
         try await kvod.create("a", values: ["x": 1] as JSONValue)
         try await kvod.create("b", values: JSONValue.object([:]))
-        let bound = try await kvod.bind(from: .init("a", "x"), to: .init("b", "y"), convert: "$value * 2", now: true)
-        let combined = try await kvod.combineLatest([.init("a", "x"), .init("b", "y")], to: .init("b", "sum"),
+        let bound = try await kvod.bind(from: .init("x", of: "a"), to: .init("y", of: "b"), convert: "$value * 2", now: true)
+        let combined = try await kvod.combineLatest([.init("x", of: "a"), .init("y", of: "b")], to: .init("sum", of: "b"),
                                                     reduce: "$0 + $1", filter: "$0 > 0", now: true)
         let definitions = try await kvod.bindingDefinitions()
         #expect(definitions.map(\.id) == [bound.binding, combined.binding])
-        #expect(definitions.first?.kind == .bind && definitions.first?.from == .init("a", "x")
-                && definitions.first?.to == .init("b", "y") && definitions.first?.convert == "$value * 2"
+        #expect(definitions.first?.kind == .bind && definitions.first?.from == .init("x", of: "a")
+                && definitions.first?.to == .init("y", of: "b") && definitions.first?.convert == "$value * 2"
                 && definitions.first?.sources == [] && definitions.first?.creator == nil)
         #expect(definitions.last?.kind == .combineLatest && definitions.last?.from == nil
-                && definitions.last?.sources == [.init("a", "x"), .init("b", "y")]
+                && definitions.last?.sources == [.init("x", of: "a"), .init("y", of: "b")]
                 && definitions.last?.reduce == "$0 + $1" && definitions.last?.filter == "$0 > 0")
     }
 
@@ -72,7 +72,7 @@ import Testing
         try await admin.setPassword("new password", for: "feed", hashCost: .minimal)
         configuration.credentials = .password(user: "feed", password: "new password")
         let renewed = try await KVOClient.connect(to: configuration)
-        #expect(try await renewed.get("sensor-1", "t") == 20)
+        #expect(try await renewed.get("t", of: "sensor-1") == 20)
         #expect(try await admin.removeUser("feed") == 1)
         #expect(try await admin.users().map(\.name) == ["root"])
     }

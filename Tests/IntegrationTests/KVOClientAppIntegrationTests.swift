@@ -19,7 +19,7 @@ final class KVOClientAppModel: @unchecked Sendable {
         let kvod = try await server.client()
         try await kvod.create("list", values: ["city": "Paris"] as JSONValue)
         let model = KVOClientAppModel()
-        let observation: KVOObservation<String> = kvod.observe("list", "city", options: [.initial, .new], as: String.self)
+        let observation: KVOObservation<String> = kvod.observe("city", of: "list", options: [.initial, .new], as: String.self)
         let seen = ChangeFlag()
         withObservationTracking { _ = model.city } onChange: { seen.set() }
         for try await change in observation {
@@ -40,7 +40,7 @@ final class KVOClientAppModel: @unchecked Sendable {
         try await kvod.ping()
         _ = server.stop()
         let started = Date()
-        let error = await kvodError { try await kvod.set("o", "n", to: 1) }
+        let error = await kvodError { try await kvod.set("n", of: "o", to: 1) }
         let elapsed = Date().timeIntervalSince(started)
         guard case let .timedOut(operation)? = error else {
             Issue.record("expected timedOut, got \(String(describing: error))")
@@ -60,7 +60,7 @@ final class KVOClientAppModel: @unchecked Sendable {
         let kvod = try await KVOClient.connect(to: configuration)
         try await kvod.ping()
         _ = server.stop()
-        let task = Task { try await kvod.set("o", "n", to: 1) }
+        let task = Task { try await kvod.set("n", of: "o", to: 1) }
         try await Task.sleep(nanoseconds: 300_000_000)
         let started = Date()
         task.cancel()

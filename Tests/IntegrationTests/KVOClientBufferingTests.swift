@@ -17,7 +17,7 @@ import Testing
                 group.addTask {
                     var revisions: [Int64] = []
                     for index in stride(from: task, to: count, by: tasks) {
-                        revisions.append(try await kvod.set(object, keyPath, to: make(index)))
+                        revisions.append(try await kvod.set(keyPath, of: object, to: make(index)))
                     }
                     return revisions
                 }
@@ -42,9 +42,9 @@ import Testing
         let writer = try await server.client()
         let probe = try server.connectProbe()
         try await kvod.create("doc", values: ["v": ""] as JSONValue)
-        #expect(try await kvod.subscribe("doc", "v", options: [.new], as: String.self).buffering == .pausing(limit: 100_000),
+        #expect(try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self).buffering == .pausing(limit: 100_000),
                 "the default")
-        let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
+        let changes = try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
         #expect(changes.buffering == .pausing(limit: 1_000))
         let kilobyte = String(repeating: "x", count: 1_000)
         let residentBefore = Self.residentMegabytes()
@@ -73,10 +73,10 @@ import Testing
         #expect(resync?.reason == .resync)
         #expect(resync?.gap == .resumed(afterRev: revisions[999]))
         #expect(resync?.rev == revisions.last)
-        #expect(resync?.new == (try await kvod.get("doc", "v", as: String.self).value))
+        #expect(resync?.new == (try await kvod.get("v", of: "doc", as: String.self).value))
         try await eventuallyObservers(probe, "doc", count: 1)
         // Live again.
-        let rev = try await writer.set("doc", "v", to: "live")
+        let rev = try await writer.set("v", of: "doc", to: "live")
         let live = try await iterator.next()
         #expect(live?.rev == rev && live?.new == "live" && live?.gap == nil)
         changes.cancel()
@@ -91,7 +91,7 @@ import Testing
         let writer = try await server.client()
         let probe = try server.connectProbe()
         try await kvod.create("doc", values: ["v": ""] as JSONValue)
-        let changes = try await kvod.subscribe("doc", "v", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
+        let changes = try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
         let revisions = try await write(writer, "doc", "v", count: 20_000) { String($0) }
         try await kvod.ping()
         #expect(changes.bufferedChangeCount == 1_000)
@@ -134,7 +134,7 @@ import Testing
         let kvod = try await server.client()
         let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": ""] as JSONValue)
-        let changes = try await kvod.subscribe("o", "n", as: String.self, buffering: .bufferingNewest(100))
+        let changes = try await kvod.subscribe("n", of: "o", as: String.self, buffering: .bufferingNewest(100))
         let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
         try await kvod.ping()
         #expect(changes.bufferedChangeCount == 100)
@@ -152,7 +152,7 @@ import Testing
         }
         #expect(rest == Array(revisions[4_901...]))
         // A reader keeping up loses nothing.
-        let rev = try await kvod.set("o", "n", to: "last")
+        let rev = try await kvod.set("n", of: "o", to: "last")
         let last = try await iterator.next()
         #expect(last?.rev == rev && last?.new == "last" && last?.gap == nil)
     }
@@ -162,11 +162,11 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         try await kvod.create("o", values: ["n": ""] as JSONValue)
-        let changes = try await kvod.subscribe("o", "n", options: [.new, .old, .prior], as: String.self, buffering: .latestOnly)
+        let changes = try await kvod.subscribe("n", of: "o", options: [.new, .old, .prior], as: String.self, buffering: .latestOnly)
         let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
         try await kvod.ping()
         #expect(changes.bufferedChangeCount == 1)
-        let newest = try await kvod.get("o", "n", as: String.self).value
+        let newest = try await kvod.get("n", of: "o", as: String.self).value
 
         var iterator = changes.makeAsyncIterator()
         let change = try await iterator.next()
@@ -182,7 +182,7 @@ import Testing
         let kvod = try await server.client()
         let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": ""] as JSONValue)
-        let changes = try await kvod.subscribe("o", "n", as: String.self, buffering: .endingWhenFull(limit: 100))
+        let changes = try await kvod.subscribe("n", of: "o", as: String.self, buffering: .endingWhenFull(limit: 100))
         let revisions = try await write(kvod, "o", "n", count: 500) { String($0) }
         try await kvod.ping()
         #expect(changes.bufferedChangeCount == 100)
@@ -203,7 +203,7 @@ import Testing
         #expect(limit == 100 && object == "o" && keyPath == "n" && resumeFrom == revisions[99])
         #expect(kvod.liveObservationCount == 0)
         // Resuming from there misses nothing.
-        let resumed = try await kvod.subscribe("o", "n", as: String.self, sinceRev: resumeFrom)
+        let resumed = try await kvod.subscribe("n", of: "o", as: String.self, sinceRev: resumeFrom)
         var next = resumed.makeAsyncIterator()
         #expect(try await next.next()?.rev == revisions[100])
     }
@@ -213,7 +213,7 @@ import Testing
         let server = try KVODProcess(["--history", "50"])
         let kvod = try await server.client()
         try await kvod.create("o", values: ["n": ""] as JSONValue)
-        let changes = try await kvod.subscribe("o", "n", as: String.self, buffering: .pausing(limit: 10))
+        let changes = try await kvod.subscribe("n", of: "o", as: String.self, buffering: .pausing(limit: 10))
         let revisions = try await write(kvod, "o", "n", count: 500) { String($0) }
         try await kvod.ping()
         #expect(changes.bufferedChangeCount == 10)
@@ -223,7 +223,7 @@ import Testing
         let resync = try await iterator.next()
         #expect(resync?.reason == .resync)
         #expect(resync?.gap == .resumed(afterRev: revisions[9]))
-        #expect(resync?.new == (try await kvod.get("o", "n", as: String.self).value))
+        #expect(resync?.new == (try await kvod.get("n", of: "o", as: String.self).value))
         #expect(resync?.rev == revisions.last)
     }
 }

@@ -16,9 +16,9 @@ import Testing
         _ = try writer.call("create", ["object": "doc", "values": ["items": ["a"], "title": "t"]])
         _ = try writer.call("set", ["object": "doc", "keyPath": "title", "value": "u"])
         let kvod = try await server.client()
-        let observation = try await kvod.subscribe("doc", "items", options: [.new, .old, .prior])
+        let observation = try await kvod.subscribe("items", of: "doc", options: [.new, .old, .prior])
         #expect(observation.subscribedRevision == 2)
-        #expect(kvod.observe("doc", "items").subscribedRevision == nil)
+        #expect(kvod.observe("items", of: "doc").subscribedRevision == nil)
         // A raw observer of the same key path sees the events as the server sends them.
         let raw = try server.connect()
         try raw.observe(object: "doc", keyPath: "items", options: ["new", "old", "prior"])
@@ -50,7 +50,7 @@ import Testing
         try early.observe(object: "o", keyPath: "n")
         try early.observe(object: "o", keyPath: "n")
         let kvod = try await KVOClient.connect(to: server.clientConfiguration())
-        let observation = try await kvod.subscribe("o", "n", as: Int.self)
+        let observation = try await kvod.subscribe("n", of: "o", as: Int.self)
         var iterator = observation.makeAsyncIterator()
         _ = try server.connect().call("set", ["object": "o", "keyPath": "n", "value": 1])
         let first = try #require(try await iterator.next())
@@ -72,7 +72,7 @@ import Testing
         let server = try KVODProcess()
         _ = try server.connect().call("create", ["object": "a", "values": ["n": 0]])
         let kvod = try await KVOClient.connect(to: server.clientConfiguration())
-        let observation = try await kvod.subscribe("a", "n")
+        let observation = try await kvod.subscribe("n", of: "a")
         #expect(kvod.liveObservationCount == 1)
         let states = kvod.states
         // An --in-memory kvod restarts empty: the resubscription gets not_found.

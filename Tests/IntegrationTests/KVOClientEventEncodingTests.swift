@@ -10,13 +10,13 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct KVOClientEventEncodingTests {
     /// Writes that produce every reason and kind on `list items` and `list ref.name` (through a reference).
     private static func writeEverything(_ kvod: KVOClient) async throws {
-        _ = try await kvod.set("list", "items", to: ["a", "b"] as JSONValue)
-        _ = try await kvod.insert("list", "items", values: ["c"], at: 1)
-        _ = try await kvod.replace("list", "items", indexes: [0], with: ["A"])
-        _ = try await kvod.remove("list", "items", indexes: [2])
+        _ = try await kvod.set("items", of: "list", to: ["a", "b"] as JSONValue)
+        _ = try await kvod.insert("items", of: "list", values: ["c"], at: 1)
+        _ = try await kvod.replace("items", of: "list", indexes: [0], with: ["A"])
+        _ = try await kvod.remove("items", of: "list", indexes: [2])
         _ = try await kvod.create("target", values: ["name": "T"] as JSONValue)
-        _ = try await kvod.set("list", "ref", to: ["$ref": "target"] as JSONValue)
-        _ = try await kvod.set("target", "name", to: "U")
+        _ = try await kvod.set("ref", of: "list", to: ["$ref": "target"] as JSONValue)
+        _ = try await kvod.set("name", of: "target", to: "U")
         _ = try await kvod.delete("list")
     }
 
@@ -24,7 +24,7 @@ import Testing
     private static func collect(_ kvod: KVOClient, _ keyPath: String, sinceRev: Int64? = nil) async throws -> [Change<JSONValue>] {
         var changes: [Change<JSONValue>] = []
         let options: ObservationOptions = sinceRev == nil ? [.initial, .new, .old, .prior] : [.new, .old, .prior]
-        let observation = try await kvod.subscribe("list", keyPath, options: options, sinceRev: sinceRev)
+        let observation = try await kvod.subscribe(keyPath, of: "list", options: options, sinceRev: sinceRev)
         for try await change in observation { changes.append(change) }
         return changes
     }
@@ -81,10 +81,10 @@ import Testing
             configuration.port = proxy.port
             configuration.compactEvents = compactEvents
             let reader = try await KVOClient.connect(to: configuration)
-            let observation = try await reader.subscribe("counter", "n", options: [.new])
+            let observation = try await reader.subscribe("n", of: "counter", options: [.new])
             let before = proxy.bytesFromServer
             var iterator = observation.makeAsyncIterator()
-            for value in 1...200 { _ = try await writer.set("counter", "n", to: value) }
+            for value in 1...200 { _ = try await writer.set("n", of: "counter", to: value) }
             for _ in 1...200 { _ = try await iterator.next() }
             received[compactEvents] = proxy.bytesFromServer - before
             reader.close()
@@ -114,7 +114,7 @@ import Testing
                                                                            clientName: "tests", reconnection: nil))
         defer { kvod.close() }
         var changes: [Change<JSONValue>] = []
-        for try await change in try await kvod.subscribe("o", "v", options: [.new, .old, .prior]) { changes.append(change) }
+        for try await change in try await kvod.subscribe("v", of: "o", options: [.new, .old, .prior]) { changes.append(change) }
         let summary = changes.map { "\($0.reason.wireName) \($0.kind.rawValue) \($0.isPrior ? "prior " : "")\($0.indexes)" }
         #expect(summary == [
             "z 1 []", "q 1 prior []", "pathChanged 1 []", "valueChanged 4 prior [0]", "valueChanged 4 [0]",

@@ -15,11 +15,11 @@ import Testing
         try await kvod.create("clock", values: ["date": "Monday"] as JSONValue)
         let writer = Task {
             var revisions: [Int64] = []
-            for day in ["Tuesday", "Wednesday", "Thursday"] { revisions.append(try await kvod.set("clock", "date", to: day)) }
+            for day in ["Tuesday", "Wednesday", "Thursday"] { revisions.append(try await kvod.set("date", of: "clock", to: day)) }
             return revisions
         }
         var changes: [Change<String>] = []
-        for try await change in kvod.observe("clock", "date", options: [.initial, .new, .old], as: String.self) {
+        for try await change in kvod.observe("date", of: "clock", options: [.initial, .new, .old], as: String.self) {
             print(change.reason, change.old as Any, change.new as Any, change.rev)
             changes.append(change)
             if changes.count == 4 { break }
@@ -39,9 +39,9 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
-        let observation = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
+        let observation = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
         let revisions = try await withThrowingTaskGroup(of: Int64.self) { group in
-            for value in 1...300 { group.addTask { try await kvod.set("o", "n", to: value) } }
+            for value in 1...300 { group.addTask { try await kvod.set("n", of: "o", to: value) } }
             var revisions: [Int64] = []
             for try await rev in group { revisions.append(rev) }
             return revisions.sorted()
@@ -53,8 +53,8 @@ import Testing
         }
         #expect(seen == revisions)
         // A write's events come before its reply: once `set` returned, its change is already delivered.
-        let next = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
-        let rev = try await kvod.set("o", "n", to: 1000)
+        let next = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
+        let rev = try await kvod.set("n", of: "o", to: 1000)
         var iterator = next.makeAsyncIterator()
         #expect(try await iterator.next()?.rev == rev)
     }
@@ -64,9 +64,9 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         try await kvod.create("l", values: ["items": ["a", "b"]] as JSONValue)
-        let observation = try await kvod.subscribe("l", "items", options: [.new, .old, .prior], as: [String].self)
-        try await kvod.insert("l", "items", values: ["c"], at: 1)
-        try await kvod.remove("l", "items", indexes: [0])
+        let observation = try await kvod.subscribe("items", of: "l", options: [.new, .old, .prior], as: [String].self)
+        try await kvod.insert("items", of: "l", values: ["c"], at: 1)
+        try await kvod.remove("items", of: "l", indexes: [0])
         var iterator = observation.makeAsyncIterator()
         let prior = try await iterator.next()
         #expect(prior?.isPrior == true && prior?.kind == .insertion && prior?.indexes == [1])
@@ -82,16 +82,16 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         try await kvod.create("doomed", values: ["v": 1] as JSONValue)
-        let observation = try await kvod.subscribe("doomed", "v", options: [.new, .old], as: Int.self)
+        let observation = try await kvod.subscribe("v", of: "doomed", options: [.new, .old], as: Int.self)
         try await kvod.delete("doomed")
         var reasons: [Change<Int>.Reason] = []
         for try await change in observation { reasons.append(change.reason) }
         #expect(reasons == [.sourceDeleted])
         let lazy = await kvodError {
-            for try await _ in kvod.observe("nowhere", "v") {}
+            for try await _ in kvod.observe("v", of: "nowhere") {}
         }
         #expect(lazy?.code == .notFound)
-        let eager = await kvodError { _ = try await kvod.subscribe("nowhere", "v") }
+        let eager = await kvodError { _ = try await kvod.subscribe("v", of: "nowhere") }
         #expect(eager?.code == .notFound)
         try await kvod.ping()
     }
@@ -104,13 +104,13 @@ import Testing
         try await kvod.create("o", values: ["n": 0] as JSONValue)
 
         // break
-        for try await _ in kvod.observe("o", "n", options: [.initial]) { break }
+        for try await _ in kvod.observe("n", of: "o", options: [.initial]) { break }
         try await eventuallyObservers(probe, "o", count: 0)
 
         // task cancellation, twice, while waiting for a change
         let observing = Task {
             var count = 0
-            for try await _ in kvod.observe("o", "n", options: [.new]) { count += 1 }
+            for try await _ in kvod.observe("n", of: "o", options: [.new]) { count += 1 }
             return count
         }
         try await eventuallyObservers(probe, "o", count: 1)
@@ -121,7 +121,7 @@ import Testing
 
         // a dropped iterator (after one change)
         do {
-            var iterator = kvod.observe("o", "n", options: [.initial]).makeAsyncIterator()
+            var iterator = kvod.observe("n", of: "o", options: [.initial]).makeAsyncIterator()
             _ = try await iterator.next()
             try await eventuallyObservers(probe, "o", count: 1)
         }
@@ -129,11 +129,11 @@ import Testing
 
         // a subscribed sequence dropped without being iterated
         do {
-            _ = try await kvod.subscribe("o", "n")
+            _ = try await kvod.subscribe("n", of: "o")
         }
         try await eventuallyObservers(probe, "o", count: 0)
         // The client still serves.
-        #expect(try await kvod.set("o", "n", to: 1) > 0)
+        #expect(try await kvod.set("n", of: "o", to: 1) > 0)
     }
 
     @Test("a thousand tasks observe and cancel at random: no observation leaks on the server")
@@ -146,7 +146,7 @@ import Testing
             var value = 0
             while !Task.isCancelled {
                 value += 1
-                _ = try? await kvod.set("o", "n", to: value)
+                _ = try? await kvod.set("n", of: "o", to: value)
                 try? await Task.sleep(nanoseconds: 1_000_000)
             }
         }
@@ -155,7 +155,7 @@ import Testing
                 group.addTask {
                     let observer = Task {
                         var seen = 0
-                        for try await _ in kvod.observe("o", "n", options: [.initial, .new]) {
+                        for try await _ in kvod.observe("n", of: "o", options: [.initial, .new]) {
                             seen += 1
                             if task % 3 == 0, seen >= 2 { break }
                         }
@@ -178,10 +178,10 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         try await kvod.create("o", values: ["n": 1] as JSONValue)
-        let typed = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
-        let untyped = try await kvod.subscribe("o", "n", options: [.new])
-        try await kvod.set("o", "n", to: "not a number")
-        try await kvod.set("o", "n", to: 5)
+        let typed = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
+        let untyped = try await kvod.subscribe("n", of: "o", options: [.new])
+        try await kvod.set("n", of: "o", to: "not a number")
+        try await kvod.set("n", of: "o", to: 5)
         var typedIterator = typed.makeAsyncIterator()
         let bad = try await typedIterator.next()
         #expect(bad?.new == nil && bad?.rawNew == "not a number")
@@ -201,7 +201,7 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         try await kvod.create("o", values: ["n": 1] as JSONValue)
-        let observation = try await kvod.subscribe("o", "n")
+        let observation = try await kvod.subscribe("n", of: "o")
         let consumer = Task {
             await kvodError { for try await _ in observation {} }
         }

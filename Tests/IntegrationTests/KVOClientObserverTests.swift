@@ -13,7 +13,7 @@ import Testing
         var tokens: Set<ObservationToken> = []
 
         init(_ kvod: KVOClient) {
-            kvod.observe("clock", "date", options: [.initial, .new], as: String.self, observer: self) { label, change in
+            kvod.observe("date", of: "clock", options: [.initial, .new], as: String.self, observer: self) { label, change in
                 MainActor.preconditionIsolated()
                 label.text = change.new ?? ""
             }.store(in: &tokens)
@@ -37,7 +37,7 @@ import Testing
         var tokens: Set<ObservationToken> = []
 
         func start(_ kvod: KVOClient) {
-            kvod.observe("o", "n", as: Int.self, observer: self) { tally, change in
+            kvod.observe("n", of: "o", as: Int.self, observer: self) { tally, change in
                 tally.values.append(change.new ?? -1)
             }.store(in: &tokens)
         }
@@ -59,7 +59,7 @@ import Testing
         var label: ClockLabel? = ClockLabel(kvod)
         try await label?.tokens.first?.subscribed()
         try await label?.waitFor("Monday")
-        try await kvod.set("clock", "date", to: "Tuesday")
+        try await kvod.set("date", of: "clock", to: "Tuesday")
         try await label?.waitFor("Tuesday")
         try await eventuallyObservers(probe, "clock", count: 1)
 
@@ -78,12 +78,12 @@ import Testing
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         var counter: Counter? = Counter()
         var calls = 0
-        let token = kvod.observe("o", "n", as: Int.self, observer: counter!) { counter, _ in
+        let token = kvod.observe("n", of: "o", as: Int.self, observer: counter!) { counter, _ in
             counter.count += 1
             calls += 1
         }
         try await token.subscribed()
-        try await kvod.set("o", "n", to: 1)
+        try await kvod.set("n", of: "o", to: 1)
         let deadline = Date().addingTimeInterval(10)
         while calls < 1, Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
         #expect(counter?.count == 1)
@@ -91,7 +91,7 @@ import Testing
         weak var weakCounter = counter
         counter = nil
         #expect(weakCounter == nil)
-        try await kvod.set("o", "n", to: 2)
+        try await kvod.set("n", of: "o", to: 2)
         try await eventuallyObservers(probe, "o", count: 0)
         try await token.finished()
         #expect(token.isCancelled)
@@ -107,7 +107,7 @@ import Testing
         var tally: Tally? = Tally()
         await tally?.start(kvod)
         try await tally?.subscribed()
-        for value in 1...20 { try await kvod.set("o", "n", to: value) }
+        for value in 1...20 { try await kvod.set("n", of: "o", to: value) }
         let deadline = Date().addingTimeInterval(10)
         while (await tally?.values.count ?? 0) < 20, Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
         #expect(await tally?.values == Array(1...20))

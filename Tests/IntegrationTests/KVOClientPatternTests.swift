@@ -29,9 +29,9 @@ import Testing
                                                    options: [.initial, .new, .old], as: JSONValue.self)
         try await kvod.create("order:1", values: ["address": ["city": "Rome"]] as JSONValue)
         try await kvod.create("user:2", values: ["address": ["city": "Oslo"]] as JSONValue)
-        try await kvod.set("user:1", "address.city", to: "Paris")
+        try await kvod.set("address.city", of: "user:1", to: "Paris")
         try await kvod.delete("user:1")
-        try await kvod.set("user:2", "address.city", to: "Bergen")
+        try await kvod.set("address.city", of: "user:2", to: "Bergen")
         var changes: [Change<JSONValue>] = []
         for try await change in observation {
             changes.append(change)
@@ -66,9 +66,9 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         try await kvod.create("s-1", values: ["v": 0] as JSONValue)
-        let since = try await kvod.set("s-1", "v", to: 1)
+        let since = try await kvod.set("v", of: "s-1", to: 1)
         try await kvod.create("s-2", values: ["v": 5] as JSONValue)
-        try await kvod.set("s-1", "v", to: 2)
+        try await kvod.set("v", of: "s-1", to: 2)
         let observation = try await kvod.subscribe(pattern: "s-*", keyPath: "v", options: [.new], sinceRev: since)
         var changes: [Change<JSONValue>] = []
         for try await change in observation {

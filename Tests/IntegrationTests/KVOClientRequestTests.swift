@@ -22,14 +22,14 @@ import Testing
         try await kvod.ping()
         #expect(try await kvod.create("ada", values: Person(name: "Ada", age: 36, tags: ["math"])) == 1)
         #expect(try await kvod.get("ada", as: Person.self) == (Person(name: "Ada", age: 36, tags: ["math"]), 1))
-        #expect(try await kvod.set("ada", "age", to: 37) == 2)
-        #expect(try await kvod.get("ada", "age", as: Int.self).value == 37)
-        #expect(try await kvod.insert("ada", "tags", values: ["poetry", "engines"]) == 3)
-        #expect(try await kvod.remove("ada", "tags", indexes: [0]) == 4)
-        #expect(try await kvod.replace("ada", "tags", indexes: [1], with: ["looms"]) == 5)
-        #expect(try await kvod.insert("ada", "tags", values: ["first"], at: 0) == 6)
-        #expect(try await kvod.get("ada", "tags", as: [String].self).value == ["first", "poetry", "looms"])
-        #expect(try await kvod.get("ada", "name") == "Ada")
+        #expect(try await kvod.set("age", of: "ada", to: 37) == 2)
+        #expect(try await kvod.get("age", of: "ada", as: Int.self).value == 37)
+        #expect(try await kvod.insert("tags", of: "ada", values: ["poetry", "engines"]) == 3)
+        #expect(try await kvod.remove("tags", of: "ada", indexes: [0]) == 4)
+        #expect(try await kvod.replace("tags", of: "ada", indexes: [1], with: ["looms"]) == 5)
+        #expect(try await kvod.insert("tags", of: "ada", values: ["first"], at: 0) == 6)
+        #expect(try await kvod.get("tags", of: "ada", as: [String].self).value == ["first", "poetry", "looms"])
+        #expect(try await kvod.get("name", of: "ada") == "Ada")
         #expect(try await kvod.create("b") == 7)
         #expect(try await kvod.list() == .init(objects: ["ada", "b"], more: false))
         #expect(try await kvod.list(limit: 1) == .init(objects: ["ada"], more: true))
@@ -68,12 +68,12 @@ import Testing
         #expect(stored["id"] == .int(9_007_199_254_740_993) && stored["status"] == "shipped" && stored["note"] == nil)
         #expect(stored["lines"]?.arrayValue?.first?["quantity"] == 3)
         // A value that does not fit the type asked for is a coding error, not a crash.
-        let wrong = await kvodError { _ = try await kvod.get("order", "lines", as: [UInt8].self) }
+        let wrong = await kvodError { _ = try await kvod.get("lines", of: "order", as: [UInt8].self) }
         guard case .coding? = wrong else {
             Issue.record("expected a coding error, got \(String(describing: wrong))")
             return
         }
-        let overflow = await kvodError { _ = try await kvod.get("order", "id", as: Int8.self) }
+        let overflow = await kvodError { _ = try await kvod.get("id", of: "order", as: Int8.self) }
         guard case .coding? = overflow else {
             Issue.record("expected a coding error, got \(String(describing: overflow))")
             return
@@ -89,15 +89,15 @@ import Testing
         #expect(try await kvod.classes().count == 1)
         try await kvod.create("a", values: ["x": 1] as JSONValue)
         try await kvod.create("b", values: JSONValue.object([:]))
-        let binding = try await kvod.bind(from: .init("a", "x"), to: .init("b", "y"), convert: "$value * 2", now: true)
-        #expect(try await kvod.get("b", "y") == 2)
-        let combined = try await kvod.combineLatest([.init("a", "x"), .init("b", "y")], to: .init("b", "sum"), reduce: "$0 + $1", now: true)
-        #expect(try await kvod.get("b", "sum") == 3)
+        let binding = try await kvod.bind(from: .init("x", of: "a"), to: .init("y", of: "b"), convert: "$value * 2", now: true)
+        #expect(try await kvod.get("y", of: "b") == 2)
+        let combined = try await kvod.combineLatest([.init("x", of: "a"), .init("y", of: "b")], to: .init("sum", of: "b"), reduce: "$0 + $1", now: true)
+        #expect(try await kvod.get("sum", of: "b") == 3)
         #expect(try await kvod.bindings().count == 2)
         #expect(try await kvod.unbind(binding.binding))
         #expect(try await kvod.unbind(combined.binding))
         #expect(try await !kvod.unbind(combined.binding))
-        let observation = try await kvod.subscribe("a", "x", options: [.new, .old])
+        let observation = try await kvod.subscribe("x", of: "a", options: [.new, .old])
         let observers = try await kvod.info("a")
         #expect(observers.count == 1 && observers.first?.keyPath == "x" && observers.first?.options == ["new", "old"])
         _ = observation
@@ -110,7 +110,7 @@ import Testing
         try await kvod.create("counter", values: JSONValue.object([:]))
         let revisions = try await withThrowingTaskGroup(of: (Int, Int64).self) { group in
             for task in 0..<1000 {
-                group.addTask { (task, try await kvod.set("counter", "k\(task)", to: task)) }
+                group.addTask { (task, try await kvod.set("k\(task)", of: "counter", to: task)) }
             }
             var revisions: [Int: Int64] = [:]
             for try await (task, rev) in group { revisions[task] = rev }
@@ -144,28 +144,28 @@ import Testing
         await _ = expectCode(.notFound) { _ = try await kvod.get("missing") }
         try await kvod.create("o", values: ["n": 1, "list": [1, 2]] as JSONValue)
         await _ = expectCode(.exists) { try await kvod.create("o") }
-        await _ = expectCode(.typeMismatch) { try await kvod.set("o", "n.x", to: 1) }
-        await _ = expectCode(.outOfRange) { try await kvod.remove("o", "list", indexes: [5]) }
+        await _ = expectCode(.typeMismatch) { try await kvod.set("n.x", of: "o", to: 1) }
+        await _ = expectCode(.outOfRange) { try await kvod.remove("list", of: "o", indexes: [5]) }
         await _ = expectCode(.badRequest) { _ = try await kvod.request("set", ["object": "o"]) }
         await _ = expectCode(.unknownOp) { _ = try await kvod.request("frobnicate") }
-        let tooLarge = await expectCode(.tooLarge) { try await kvod.set("o", "n", to: String(repeating: "x", count: 100)) }
+        let tooLarge = await expectCode(.tooLarge) { try await kvod.set("n", of: "o", to: String(repeating: "x", count: 100)) }
         #expect(tooLarge?.limit == 64)
         try await kvod.defineClass(["name": "Tag", "properties": ["label": ["type": "string", "maxLength": 3]],
                                     "computed": ["size": "label"]] as JSONValue)
         try await kvod.create("t", values: ["label": "abc"] as JSONValue, class: "Tag")
-        let invalid = await expectCode(.invalidValue) { try await kvod.set("t", "label", to: "abcdef") }
+        let invalid = await expectCode(.invalidValue) { try await kvod.set("label", of: "t", to: "abcdef") }
         #expect(invalid?.property == "label" && invalid?.rule == "maxLength")
-        let readOnly = await expectCode(.readOnly) { try await kvod.set("t", "size", to: "x") }
+        let readOnly = await expectCode(.readOnly) { try await kvod.set("size", of: "t", to: "x") }
         #expect(readOnly?.property == "size")
         let expression = await expectCode(.invalidExpression) {
-            _ = try await kvod.bind(from: .init("o", "n"), to: .init("t", "label"), convert: "$value +")
+            _ = try await kvod.bind(from: .init("n", of: "o"), to: .init("label", of: "t"), convert: "$value +")
         }
         #expect(expression?.column != nil)
         try await kvod.create("p", values: JSONValue.object([:]))
-        _ = try await kvod.bind(from: .init("o", "n"), to: .init("p", "m"))
-        await _ = expectCode(.cycle) { _ = try await kvod.bind(from: .init("p", "m"), to: .init("o", "n")) }
-        let first = try await kvod.subscribe("o", "n")
-        let tooMany = await expectCode(.tooManyObservations) { _ = try await kvod.subscribe("o", "list") }
+        _ = try await kvod.bind(from: .init("n", of: "o"), to: .init("m", of: "p"))
+        await _ = expectCode(.cycle) { _ = try await kvod.bind(from: .init("m", of: "p"), to: .init("n", of: "o")) }
+        let first = try await kvod.subscribe("n", of: "o")
+        let tooMany = await expectCode(.tooManyObservations) { _ = try await kvod.subscribe("list", of: "o") }
         #expect(tooMany?.limit == 1)
         _ = first
         let quota = await expectCode(.quotaExceeded) {

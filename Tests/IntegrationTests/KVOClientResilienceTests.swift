@@ -43,7 +43,7 @@ import Testing
         let kvod = try await KVOClient.connect(to: configuration)
         let writer = try server.connect()
         _ = try writer.call("create", ["object": "o", "values": ["n": 0]])
-        let observation = try await kvod.subscribe("o", "n", options: [.new, .old, .prior], as: Int.self)
+        let observation = try await kvod.subscribe("n", of: "o", options: [.new, .old, .prior], as: Int.self)
         var iterator = observation.makeAsyncIterator()
         var revisions: [Int64] = []
         for value in 1...30 {
@@ -54,7 +54,7 @@ import Testing
         expectExactlyOnce(changes, revisions: revisions)
         #expect(proxy.connectionCount >= 2)
         // Writes through the reconnected client work, and its changes follow.
-        let rev = try await kvod.set("o", "n", to: 31)
+        let rev = try await kvod.set("n", of: "o", to: 31)
         #expect(try await iterator.next()?.rev == rev)
     }
 
@@ -64,10 +64,10 @@ import Testing
         var server = try KVODProcess(dataDirectory: data.path)
         let kvod = try await server.client()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
-        let observation = try await kvod.subscribe("o", "n", options: [.new, .prior], as: Int.self)
+        let observation = try await kvod.subscribe("n", of: "o", options: [.new, .prior], as: Int.self)
         var iterator = observation.makeAsyncIterator()
         var revisions: [Int64] = []
-        for value in 1...10 { revisions.append(try await kvod.set("o", "n", to: value)) }
+        for value in 1...10 { revisions.append(try await kvod.set("n", of: "o", to: value)) }
         server = try server.restart(after: SIGKILL)
         // Written while the client is away (or reconnecting): replayed from history.
         let writer = try server.connect()
@@ -75,7 +75,7 @@ import Testing
             revisions.append(try writer.call("set", ["object": "o", "keyPath": "n", "value": .int(Int64(value))])["rev"]!.intValue!)
         }
         // Written through the client once it is back.
-        for value in 21...30 { revisions.append(try await kvod.set("o", "n", to: value)) }
+        for value in 21...30 { revisions.append(try await kvod.set("n", of: "o", to: value)) }
         let changes = try await collect(&iterator, until: revisions.last!)
         expectExactlyOnce(changes, revisions: revisions)
     }
@@ -95,7 +95,7 @@ import Testing
         let proxy = try TCPProxy(targetPort: server.port)
         let kvod = try await clientThroughProxy(server, proxy)
         try await kvod.create("o", values: ["n": 0] as JSONValue)
-        let observation = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
+        let observation = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
         var iterator = observation.makeAsyncIterator()
         // The client hears nothing of these: its connection is half-open, then cut.
         proxy.blackhole()
@@ -105,7 +105,7 @@ import Testing
         proxy.cut()
         let resync = try await iterator.next()
         #expect(resync?.reason == .resync && resync?.new == 10 && resync?.rev == last)
-        let rev = try await kvod.set("o", "n", to: 11)
+        let rev = try await kvod.set("n", of: "o", to: 11)
         let live = try await iterator.next()
         #expect(live?.reason == .valueChanged && live?.rev == rev && live?.new == 11)
     }
@@ -124,7 +124,7 @@ import Testing
             return seen
         }
         try await kvod.create("o", values: ["n": 0] as JSONValue)
-        let observation = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
+        let observation = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
         var iterator = observation.makeAsyncIterator()
         proxy.blackhole()
         let writer = try server.connect()
@@ -150,7 +150,7 @@ import Testing
         configuration.heartbeatTimeout = 0.3
         let kvod = try await KVOClient.connect(to: configuration)
         try await kvod.create("o", values: ["n": 0] as JSONValue)
-        let observation = try await kvod.subscribe("o", "n", options: [.new], as: Int.self)
+        let observation = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
         var iterator = observation.makeAsyncIterator()
         let states = Task {
             for await state in kvod.states {
@@ -162,7 +162,7 @@ import Testing
         let noticed = await states.value
         server.send(signal: SIGCONT)
         #expect(noticed)
-        let rev = try await kvod.set("o", "n", to: 2)
+        let rev = try await kvod.set("n", of: "o", to: 2)
         #expect(try await iterator.next()?.rev == rev)
     }
 
@@ -173,7 +173,7 @@ import Testing
         let kvod = try await clientThroughProxy(server, proxy)
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         proxy.blackhole()
-        let write = Task { await kvodError { try await kvod.set("o", "n", to: 1) } }
+        let write = Task { await kvodError { try await kvod.set("n", of: "o", to: 1) } }
         let read = Task { await kvodError { _ = try await kvod.get("o") } }
         try await Task.sleep(nanoseconds: 200_000_000)
         proxy.cut()
@@ -189,7 +189,7 @@ import Testing
         }
         #expect(readOperation == "get" && !readWasWrite)
         // The client reconnected; the write was not retried behind the caller's back.
-        #expect(try await kvod.get("o", "n") == 0)
+        #expect(try await kvod.get("n", of: "o") == 0)
     }
 
     @Test("a request unanswered within requestTimeout fails with timedOut; the client keeps serving")
@@ -229,7 +229,7 @@ import Testing
         configuration.port = proxy.port
         let kvod = try await KVOClient.connect(to: configuration)
         try await kvod.create("o", values: ["n": 0] as JSONValue)
-        let observation = try await kvod.subscribe("o", "n")
+        let observation = try await kvod.subscribe("n", of: "o")
         proxy.cut()
         let ending = await kvodError { for try await _ in observation {} }
         guard case .closed? = ending else {

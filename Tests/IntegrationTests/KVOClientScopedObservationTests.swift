@@ -54,14 +54,14 @@ import Testing
         let kvod = try await server.client()
         let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
-        let changes = kvod.observe("o", "n", options: [.initial, .new], as: Int.self)
+        let changes = kvod.observe("n", of: "o", options: [.initial, .new], as: Int.self)
         let loop = Task {
             var seen: [Int] = []
             for try await change in changes { seen.append(change.new ?? -1) }
             return seen
         }
         try await eventuallyObservers(probe, "o", count: 1)
-        try await kvod.set("o", "n", to: 1)
+        try await kvod.set("n", of: "o", to: 1)
         // A copy of the sequence cancels the same iterations.
         let copy = changes
         copy.cancel()
@@ -84,7 +84,7 @@ import Testing
         let kvod = try await server.client()
         let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
-        let changes = try await kvod.subscribe("o", "n", as: Int.self)
+        let changes = try await kvod.subscribe("n", of: "o", as: Int.self)
         try await eventuallyObservers(probe, "o", count: 1)
         changes.cancel()
         try await eventuallyObservers(probe, "o", count: 0)
@@ -99,7 +99,7 @@ import Testing
         let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
 
-        let first = try await kvod.withObservation("o", "n", options: [.initial, .new], as: Int.self) { changes in
+        let first = try await kvod.withObservation("n", of: "o", options: [.initial, .new], as: Int.self) { changes in
             // Observing already: the server counts it before the first change is read.
             #expect(try probe.call("info", ["object": "o"])["observers"]?.arrayValue?.count == 1)
             for try await change in changes { return change.new }
@@ -109,15 +109,15 @@ import Testing
         try await eventuallyObservers(probe, "o", count: 0)
 
         await #expect(throws: Stop.self) {
-            try await kvod.withObservation("o", "n", as: Int.self) { changes in
-                try await kvod.set("o", "n", to: 5)
+            try await kvod.withObservation("n", of: "o", as: Int.self) { changes in
+                try await kvod.set("n", of: "o", to: 5)
                 for try await _ in changes { throw Stop() }
             }
         }
         try await eventuallyObservers(probe, "o", count: 0)
 
         let refusal = await kvodError {
-            try await kvod.withObservation("missing", "n", as: Int.self) { _ -> Void in
+            try await kvod.withObservation("n", of: "missing", as: Int.self) { _ -> Void in
                 Issue.record("the closure ran for a refused observation")
             }
         }
@@ -131,8 +131,8 @@ import Testing
         let writer = try await server.client()
         try await writer.create("o", values: ["n": 0] as JSONValue)
         // Neither the client nor the sequence is kept: only the iterator.
-        var iterator = try await server.client().subscribe("o", "n", as: Int.self).makeAsyncIterator()
-        try await writer.set("o", "n", to: 1)
+        var iterator = try await server.client().subscribe("n", of: "o", as: Int.self).makeAsyncIterator()
+        try await writer.set("n", of: "o", to: 1)
         #expect(try await iterator.next()?.new == 1)
     }
 }

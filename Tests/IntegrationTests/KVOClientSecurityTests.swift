@@ -15,8 +15,8 @@ import Testing
         configuration.tls = certificates.clientOptions()
         let kvod = try await KVOClient.connect(to: configuration)
         try await kvod.create("o", values: ["n": 1] as JSONValue)
-        let observation = try await kvod.subscribe("o", "n", options: [.initial, .new], as: Int.self)
-        try await kvod.set("o", "n", to: 2)
+        let observation = try await kvod.subscribe("n", of: "o", options: [.initial, .new], as: Int.self)
+        try await kvod.set("n", of: "o", to: 2)
         var values: [Int?] = []
         for try await change in observation {
             values.append(change.new)
@@ -50,7 +50,7 @@ import Testing
 
         configuration.credentials = .token(token)
         let service = try await KVOClient.connect(to: configuration)
-        #expect(try await service.get("pub-1", "v") == 1)
+        #expect(try await service.get("v", of: "pub-1") == 1)
 
         configuration.credentials = .password(user: "alice", password: "wrong")
         let wrong = await kvodError { _ = try await KVOClient.connect(to: configuration) }
@@ -62,8 +62,8 @@ import Testing
 
         configuration.credentials = .password(user: "reader", password: "secret words")
         let reader = try await KVOClient.connect(to: configuration)
-        #expect(try await reader.get("pub-1", "v") == 1)
-        let forbidden = await kvodError { try await reader.set("pub-1", "v", to: 2) }
+        #expect(try await reader.get("v", of: "pub-1") == 1)
+        let forbidden = await kvodError { try await reader.set("v", of: "pub-1", to: 2) }
         guard case let .server(code, _, details)? = forbidden else {
             Issue.record("expected forbidden, got \(String(describing: forbidden))")
             return

@@ -11,9 +11,9 @@ import Testing
         let kvod = try await server.client()
         let base = try await kvod.create("o", values: ["n": 0] as JSONValue)
         var revisions: [Int64] = []
-        for value in 1...3 { revisions.append(try await kvod.set("o", "n", to: value)) }
-        let observation = try await kvod.subscribe("o", "n", options: [.new, .initial], as: Int.self, sinceRev: base)
-        revisions.append(try await kvod.set("o", "n", to: 4))
+        for value in 1...3 { revisions.append(try await kvod.set("n", of: "o", to: value)) }
+        let observation = try await kvod.subscribe("n", of: "o", options: [.new, .initial], as: Int.self, sinceRev: base)
+        revisions.append(try await kvod.set("n", of: "o", to: 4))
         var changes: [Change<Int>] = []
         for try await change in observation {
             changes.append(change)

@@ -14,7 +14,7 @@ import Testing
         var token: ObservationToken?
 
         func start(_ kvod: KVOClient, _ object: String, options: ObservationOptions) {
-            token = kvod.observe(object, "n", options: options, as: Int.self) { change in
+            token = kvod.observe("n", of: object, options: options, as: Int.self) { change in
                 // Traps (failing the run) if the handler is not on the main actor.
                 MainActor.preconditionIsolated()
                 self.changes.append(change)
@@ -40,7 +40,7 @@ import Testing
         var token: ObservationToken?
 
         func start(_ kvod: KVOClient) {
-            token = kvod.observe("o", "n", options: [.new], as: Int.self) { change in
+            token = kvod.observe("n", of: "o", options: [.new], as: Int.self) { change in
                 self.preconditionIsolated()
                 self.values.append(change.new ?? -1)
             }
@@ -59,7 +59,7 @@ import Testing
         log.start(kvod, "o", options: [.initial, .new])
         try await log.token?.subscribed()
         let revisions = try await withThrowingTaskGroup(of: Int64.self) { group in
-            for value in 1...300 { group.addTask { try await kvod.set("o", "n", to: value) } }
+            for value in 1...300 { group.addTask { try await kvod.set("n", of: "o", to: value) } }
             var revisions: [Int64] = []
             for try await rev in group { revisions.append(rev) }
             return revisions.sorted()
@@ -78,7 +78,7 @@ import Testing
         let log = ActorLog()
         await log.start(kvod)
         try await log.subscribed()
-        for value in 1...50 { try await kvod.set("o", "n", to: value) }
+        for value in 1...50 { try await kvod.set("n", of: "o", to: value) }
         let deadline = Date().addingTimeInterval(10)
         while await log.count() < 50, Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
         #expect(await log.values == Array(1...50))
@@ -94,23 +94,23 @@ import Testing
         log.start(kvod, "o", options: [.new])
         try await log.token?.subscribed()
         try await eventuallyObservers(probe, "o", count: 1)
-        try await kvod.set("o", "n", to: 1)
+        try await kvod.set("n", of: "o", to: 1)
         try await log.waitFor(1)
         // A burst of writes whose changes are in flight while the token is cancelled.
-        for value in 2...20 { _ = try await kvod.set("o", "n", to: value) }
+        for value in 2...20 { _ = try await kvod.set("n", of: "o", to: value) }
         log.token?.cancel()
         let seenAtCancel = log.changes.count
         log.token?.cancel()
         #expect(log.token?.isCancelled == true)
         try await eventuallyObservers(probe, "o", count: 0)
-        try await kvod.set("o", "n", to: 100)
+        try await kvod.set("n", of: "o", to: 100)
         try await kvod.ping()
         try await Task.sleep(nanoseconds: 100_000_000)
         #expect(log.changes.count == seenAtCancel)
         #expect(log.changes.allSatisfy { ($0.new ?? 0) < 100 })
         try await log.token?.finished()
         // The client still serves.
-        #expect(try await kvod.get("o", "n", as: Int.self).value == 100)
+        #expect(try await kvod.get("n", of: "o", as: Int.self).value == 100)
     }
 
     @Test("dropping the last reference to a token unobserves on the server (the KVOController behaviour)")
@@ -120,7 +120,7 @@ import Testing
         let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         do {
-            let token = kvod.observe("o", "n", options: [.initial]) { _ in }
+            let token = kvod.observe("n", of: "o", options: [.initial]) { _ in }
             try await token.subscribed()
             try await eventuallyObservers(probe, "o", count: 1)
             withExtendedLifetime(token) {}
@@ -129,7 +129,7 @@ import Testing
 
         // Many tokens made and dropped at once, some before the server answered.
         for round in 0..<100 {
-            let token = kvod.observe("o", "n", options: [.new]) { _ in }
+            let token = kvod.observe("n", of: "o", options: [.new]) { _ in }
             if round.isMultiple(of: 2) { try await token.subscribed() }
         }
         try await eventuallyObservers(probe, "o", count: 0)
@@ -140,15 +140,15 @@ import Testing
     func refusalAndEnd() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
-        let missing = kvod.observe("missing", "n") { _ in Issue.record("no change expected") }
+        let missing = kvod.observe("n", of: "missing") { _ in Issue.record("no change expected") }
         #expect(await kvodError { try await missing.subscribed() }?.code == .notFound)
         #expect(await kvodError { try await missing.finished() }?.code == .notFound)
 
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         let reasons = ReasonLog()
-        let token = kvod.observe("o", "n", options: [.new]) { change in reasons.append(change.reason) }
+        let token = kvod.observe("n", of: "o", options: [.new]) { change in reasons.append(change.reason) }
         try await token.subscribed()
-        try await kvod.set("o", "n", to: 1)
+        try await kvod.set("n", of: "o", to: 1)
         try await kvod.delete("o")
         try await token.finished()
         #expect(reasons.all == [.valueChanged, .sourceDeleted])

@@ -128,12 +128,12 @@ import Testing
         let change = try await iterator.next()
         #expect(change?.new == "Lyon" && change?.rev == rev)
         // The renamed key is what the server holds.
-        #expect(try await kvod.get("list-1", "owned_by.address.city", as: String.self).value == "Lyon")
+        #expect(try await kvod.get("owned_by.address.city", of: "list-1", as: String.self).value == "Lyon")
         try await kvod.set(\TodoList.status, of: "list-1", to: .closed)
         #expect(try await kvod.get(\TodoList.status, of: "list-1").value == .closed)
         #expect(try await kvod.get(\TodoList.owner, of: "list-1").value.address.zip == 75001)
         // The whole list still decodes as the model.
-        #expect(try await kvod.get("list-1", nil, as: TodoList.self).value.owner.address.city == "Lyon")
+        #expect(try await kvod.get("list-1", as: TodoList.self).value.owner.address.city == "Lyon")
         changes.cancel()
     }
 }

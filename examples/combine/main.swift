@@ -30,11 +30,11 @@ try await kvod.create("hall", values: ["temperature": 17.0] as JSONValue)
 
 // combineLatest: each observation asks for its initial value, so the pair exists from the start.
 print("-- combineLatest(temperature, target)")
-let temperature = try await kvod.subscribe("thermostat", "temperature", options: [.initial, .new], as: Double.self)
-let target = try await kvod.subscribe("thermostat", "target", options: [.initial, .new], as: Double.self)
+let temperature = try await kvod.subscribe("temperature", of: "thermostat", options: [.initial, .new], as: Double.self)
+let target = try await kvod.subscribe("target", of: "thermostat", options: [.initial, .new], as: Double.self)
 let writer = Task {
-    for reading in [19.0, 20.5, 21.0] { try await kvod.set("thermostat", "temperature", to: reading) }
-    try await kvod.set("thermostat", "target", to: 22.0)
+    for reading in [19.0, 20.5, 21.0] { try await kvod.set("temperature", of: "thermostat", to: reading) }
+    try await kvod.set("target", of: "thermostat", to: 22.0)
 }
 var pairs = 0
 for try await (reading, wanted) in combineLatest(temperature, target) {
@@ -47,11 +47,11 @@ try await writer.value
 
 // merge: two rooms' changes in one loop.
 print("-- merge(kitchen, hall)")
-let kitchen = try await kvod.subscribe("kitchen", "temperature", options: [.new], as: Double.self)
-let hall = try await kvod.subscribe("hall", "temperature", options: [.new], as: Double.self)
-try await kvod.set("kitchen", "temperature", to: 22.0)
-try await kvod.set("hall", "temperature", to: 17.5)
-try await kvod.set("kitchen", "temperature", to: 22.5)
+let kitchen = try await kvod.subscribe("temperature", of: "kitchen", options: [.new], as: Double.self)
+let hall = try await kvod.subscribe("temperature", of: "hall", options: [.new], as: Double.self)
+try await kvod.set("temperature", of: "kitchen", to: 22.0)
+try await kvod.set("temperature", of: "hall", to: 17.5)
+try await kvod.set("temperature", of: "kitchen", to: 22.5)
 var merged = 0
 for try await change in merge(kitchen, hall) {
     print("\(change.object) \(change.new ?? .nan) (rev \(change.rev))")
@@ -61,10 +61,10 @@ for try await change in merge(kitchen, hall) {
 
 // debounce: ten quick writes to the target; only the value that stays 200 ms comes out.
 print("-- debounce(target, 200 ms)")
-let targets = try await kvod.subscribe("thermostat", "target", options: [.new], as: Double.self)
+let targets = try await kvod.subscribe("target", of: "thermostat", options: [.new], as: Double.self)
 let burst = Task {
     for step in 1...10 {
-        try await kvod.set("thermostat", "target", to: 20.0 + Double(step) / 10)
+        try await kvod.set("target", of: "thermostat", to: 20.0 + Double(step) / 10)
         try await Task.sleep(for: .milliseconds(10))
     }
 }

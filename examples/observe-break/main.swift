@@ -19,7 +19,7 @@ let port = Int(CommandLine.arguments.dropFirst().first ?? "") ?? 7420
 let kvod = try await KVOClient.connect(to: .init(host: "127.0.0.1", port: port))
 
 // The README's first example: the observation ends when the closure returns.
-try await kvod.withObservation("clock", "date", options: [.initial, .new, .old], as: String.self) { changes in
+try await kvod.withObservation("date", of: "clock", options: [.initial, .new, .old], as: String.self) { changes in
     for try await change in changes {
         print(change.reason, change.old as Any, change.new as Any, change.rev)
         break
@@ -28,7 +28,7 @@ try await kvod.withObservation("clock", "date", options: [.initial, .new, .old],
 pause(after: "withObservation")
 
 // The sequence's cancel() after the loop.
-let clock = kvod.observe("clock", "date", options: [.initial, .new], as: String.self)
+let clock = kvod.observe("date", of: "clock", options: [.initial, .new], as: String.self)
 for try await change in clock {
     print(change.reason, change.new as Any, change.rev)
     break
@@ -37,7 +37,7 @@ clock.cancel()
 pause(after: "cancel")
 
 // A plain loop: in top-level code the compiler keeps its iterator until the program ends.
-for try await change in kvod.observe("clock", "date", options: [.initial, .new], as: String.self) {
+for try await change in kvod.observe("date", of: "clock", options: [.initial, .new], as: String.self) {
     print(change.reason, change.new as Any, change.rev)
     break
 }
