@@ -50,13 +50,17 @@ final class ClientCore: Sendable {
         var isTLS = false
         /// Bytes for the current connection not yet written.
         var output: [UInt8] = []
-        /// A thread is writing (`flush`); others leave their bytes in `output`.
+        /// The I/O thread is writing (`flush`, or a TLS write); requests leave their bytes in `output`.
         var flushing = false
         /// A lost connection's descriptor that a flush was still writing to: the flusher closes it when
         /// done (so that no descriptor is closed, and its number reused, under a running `send`); -1: none.
         var descriptorToCloseAfterFlush: Int32 = -1
         /// The I/O thread was woken and has not looked yet.
         var woken = false
+        /// The I/O thread is handing out a chunk of replies and events, and flushes `output` when it is done:
+        /// a request made meanwhile (typically by a task its replies resumed) only appends its line, so the
+        /// requests of many tasks leave in one `send` instead of one each (`enqueue`, `endDispatch`).
+        var dispatching = false
         /// Live observations, to resubscribe after a reconnection.
         var live: [ObjectIdentifier: ObservationCore] = [:]
         var connectionState: ConnectionState = .connecting
@@ -168,10 +172,10 @@ final class ClientCore: Sendable {
         case .caller: configuration.requestTimeout.map { Socket.now() + $0 }
         default: nil
         }
-        let refusal = state.withLock { state -> KVODError? in
-            if state.closed { return .closed }
+        let outcome = state.withLock { state -> (refusal: KVODError?, corked: Bool) in
+            if state.closed { return (.closed, false) }
             if let requiredGeneration, requiredGeneration != state.generation {
-                return .connectionLost(operation: op, wasWrite: isWrite, reason: "reconnected")
+                return (.connectionLost(operation: op, wasWrite: isWrite, reason: "reconnected"), false)
             }
             var request = Pending(op: op, isWrite: isWrite, purpose: purpose, deadline: deadline, generation: state.generation)
             if state.generation == 0 {
@@ -180,12 +184,26 @@ final class ClientCore: Sendable {
                 state.output.append(contentsOf: line)
             }
             state.pending[id] = request
-            return nil
+            return (nil, state.dispatching)
         }
-        if let refusal {
+        if let refusal = outcome.refusal {
             fail(Pending(op: op, isWrite: isWrite, purpose: purpose, deadline: nil, generation: 0), with: refusal)
             return
         }
+        // The I/O thread is dispatching and flushes when it is done (`endDispatch`): leave the line for it.
+        if outcome.corked { return }
+        wake()
+    }
+
+    /// The I/O thread starts handing out a chunk of received lines: requests made until `endDispatch`
+    /// wait in `output` and leave together.
+    func beginDispatch() {
+        state.withLock { $0.dispatching = true }
+    }
+
+    /// The I/O thread handed out its chunk: writes what requests made meanwhile left in `output`.
+    func endDispatch() {
+        state.withLock { $0.dispatching = false }
         flush()
     }
 
@@ -194,61 +212,45 @@ final class ClientCore: Sendable {
         enqueue("unobserve", ["sub": .int(sub)], isWrite: false, purpose: .unobserve(sub))
     }
 
-    /// Writes what `output` holds: on a plaintext connection from the calling thread without blocking
-    /// (what the socket does not take now is left for the I/O thread); on TLS the I/O thread writes.
+    /// Writes what `output` holds with one non-blocking `send`. The I/O thread's alone: it flushes after each
+    /// chunk of replies it handed out (`endDispatch`), when woken by a new request, and when the socket takes
+    /// bytes again. Requests made meanwhile, and what the socket did not take, wait for the loop's next pass
+    /// (its `poll` asks for POLLOUT while plaintext output waits), so the lines of many tasks leave together.
+    /// On TLS the loop writes through the session instead (`takeOutputForTLS`).
     func flush() {
-        while true {
-            let taken = state.withLock { state -> (Int32, [UInt8], Int)? in
-                guard !state.flushing, !state.output.isEmpty, state.descriptor >= 0 else { return nil }
-                if state.isTLS {
-                    return nil
-                }
-                state.flushing = true
-                let bytes = state.output
-                state.output = []
-                return (state.descriptor, bytes, state.generation)
-            }
-            guard let (descriptor, bytes, generation) = taken else {
-                let needsWake = state.withLock { state in state.isTLS && !state.output.isEmpty }
-                if needsWake { wake() }
-                return
-            }
-            var sent = 0
-            var broken = false
-            while sent < bytes.count {
-                let result = bytes.withUnsafeBytes { raw in
-                    send(descriptor, raw.baseAddress! + sent, raw.count - sent, Socket.sendFlags | Int32(MSG_DONTWAIT))
-                }
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    if errno != EAGAIN && errno != EWOULDBLOCK { broken = true }
-                    break
-                }
-                sent += result
-            }
-            let (again, closeNow) = state.withLock { state -> (Bool, Bool) in
-                state.flushing = false
-                // Bytes of a connection lost meanwhile are dropped (their requests failed with it).
-                if sent < bytes.count && !broken && state.generation == generation {
-                    state.output = Array(bytes[sent...]) + state.output
-                }
-                if state.descriptorToCloseAfterFlush == descriptor {
-                    state.descriptorToCloseAfterFlush = -1
-                    return (!state.output.isEmpty, true)
-                }
-                return (sent == bytes.count && !state.output.isEmpty, false)
-            }
-            if closeNow {
-                Socket.closeDescriptor(descriptor)
-                if again { continue }
-                return
-            }
-            if sent < bytes.count || broken {
-                wake()
-                return
-            }
-            if !again { return }
+        let taken = state.withLock { state -> (Int32, [UInt8], Int)? in
+            guard !state.flushing, !state.output.isEmpty, state.descriptor >= 0, !state.isTLS else { return nil }
+            state.flushing = true
+            let bytes = state.output
+            state.output = []
+            return (state.descriptor, bytes, state.generation)
         }
+        guard let (descriptor, bytes, generation) = taken else { return }
+        var sent = 0
+        var broken = false
+        while sent < bytes.count {
+            let result = bytes.withUnsafeBytes { raw in
+                send(descriptor, raw.baseAddress! + sent, raw.count - sent, Socket.sendFlags | Int32(MSG_DONTWAIT))
+            }
+            if result < 0 {
+                if errno == EINTR { continue }
+                if errno != EAGAIN && errno != EWOULDBLOCK { broken = true }
+                break
+            }
+            sent += result
+        }
+        let closeNow = state.withLock { state -> Bool in
+            state.flushing = false
+            // Bytes of a connection lost meanwhile are dropped (their requests failed with it); a broken
+            // socket's are too (the loop's next poll or read ends the connection).
+            if sent < bytes.count && !broken && state.generation == generation {
+                state.output = Array(bytes[sent...]) + state.output
+            }
+            guard state.descriptorToCloseAfterFlush == descriptor else { return false }
+            state.descriptorToCloseAfterFlush = -1
+            return true
+        }
+        if closeNow { Socket.closeDescriptor(descriptor) }
     }
 
     /// Wakes the I/O thread (once until it looks).

@@ -184,7 +184,10 @@ final class IOLoop: @unchecked Sendable {
                     if errno == EINTR { continue }
                     return "poll failed: \(String(cString: strerror(errno)))"
                 }
-                if entries[1].revents != 0 { drainWakePipe() }
+                if entries[1].revents != 0 {
+                    drainWakePipe()
+                    core.flush()
+                }
                 if entries[0].revents & Int16(POLLOUT) != 0 { core.flush() }
                 readable = entries[0].revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0
             }
@@ -207,7 +210,10 @@ final class IOLoop: @unchecked Sendable {
             if count == 0 { return "the server closed the connection" }
             lastReceived = Socket.now()
             pingSentAt = nil
-            if let loss = consume(chunk, count: count) { return loss }
+            core.beginDispatch()
+            let loss = consume(chunk, count: count)
+            core.endDispatch()
+            if let loss { return loss }
         }
     }
 

@@ -15,6 +15,8 @@ import Glibc
 ///   iterating one `KVOClient` observation (values as `JSONValue`). Events per second each, and the ratio;
 /// - sets: `--sets` sets with `--tasks` in flight: first one raw connection pipelining them (a window of
 ///   `--tasks`), then one `KVOClient` used by `--tasks` tasks each awaiting its sets one after another;
+/// - round trips: up to 20,000 sets one at a time, a raw connection blocking on each reply against one task
+///   awaiting each `set` (the latency the client's write batching must not add to);
 /// - memory: the benchmark's own RSS growth over `--idle` idle observations made by one client, per observation.
 ///
 ///     kvod-bench client [--events 300000] [--bytes 64] [--lag 10000] [--sets 200000] [--tasks 100] [--idle 10000]
@@ -72,6 +74,12 @@ enum ClientBenchmark {
             let rawSets = rawSetRate(port: port, sets: sets, bytes: bytes, window: tasks)
             let clientSets = try await clientSetRate(kvod, sets: sets, bytes: bytes, tasks: tasks)
             lines.append("| sets/s, \(tasks) in flight, \(bytes)-byte values | \(Int(rawSets)) | \(Int(clientSets)) | \(format2(clientSets / rawSets)) |")
+
+            // One set at a time: round trips, where batching the client's writes must not add latency.
+            let roundTrips = max(1, min(sets, 20_000))
+            let rawTrips = rawRoundTripRate(port: port, sets: roundTrips, bytes: bytes)
+            let clientTrips = try await clientSetRate(kvod, sets: roundTrips, bytes: bytes, tasks: 1)
+            lines.append("| sets/s, one at a time (µs per round trip), \(bytes)-byte values | \(Int(rawTrips)) (\(format2(1e6 / rawTrips))) | \(Int(clientTrips)) (\(format2(1e6 / clientTrips))) | \(format2(clientTrips / rawTrips)) |")
 
             // Memory per idle observation.
             let before = ProcessStats.residentBytes(pid: getpid())
@@ -255,6 +263,25 @@ enum ClientBenchmark {
             BlockingSocket.writeAll(fd, output)
         }
         Thread.join(reader)
+    }
+
+    /// Sets per second from one raw connection sending a set and blocking until its reply, `sets` times.
+    static func rawRoundTripRate(port: Int, sets: Int, bytes: Int) -> Double {
+        let fd = BlockingSocket.connect(port: port)
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        let begin = monotonicNanoseconds()
+        for sent in 0..<sets {
+            let line = Array(#"{"op":"set","id":\#(sent + 1),"object":"s","keyPath":"v","value":"\#(value(sent, bytes: bytes))"}"#.utf8) + [0x0A]
+            BlockingSocket.writeAll(fd, line)
+            var seen = 0
+            while seen == 0 {
+                let got = BlockingSocket.read(fd, &buffer)
+                if got <= 0 { return 0 }
+                seen = BlockingSocket.newlines(buffer, got)
+            }
+        }
+        return Double(sets) / (Double(monotonicNanoseconds() - begin) / 1e9)
     }
 
     /// Sets per second from `tasks` tasks sharing one client, each awaiting its sets one after another.
