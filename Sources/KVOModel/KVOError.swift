@@ -37,6 +37,10 @@ public struct KVOError: Error, Equatable, Sendable {
         /// The store cannot take writes for another reason (its files were deleted or replaced, or it
         /// failed in a way that left it consistent): writes are refused; reads keep working.
         case storageUnavailable = "storage_unavailable"
+        /// A conditional write's condition (`ifExists`, `ifAbsent`, `ifEquals`) did not hold when it would have
+        /// applied: nothing was written. `details` say which condition, the current revision and, for
+        /// `ifEquals`, the current value.
+        case conflict = "conflict"
     }
 
     public let code: Code

@@ -59,6 +59,55 @@ import Testing
         }
     }
 
+    /// `line` (a row's example) with `fields` (`"name":value,…`) added before its closing brace.
+    private static func adding(_ fields: String, to line: String) -> String {
+        var line = line
+        line.removeLast()
+        return line + "," + fields + "}"
+    }
+
+    @Test("write conditions are accepted exactly by the rows that say so, and only rows that write one object say so",
+          arguments: ProtocolOperation.allCases)
+    func conditionsAccepted(operation: ProtocolOperation) {
+        let declaration = operation.declaration
+        let decoded = RequestDecoder.decode(Array(Self.adding(#""ifExists":true"#, to: declaration.example).utf8))
+        if declaration.acceptsConditions {
+            #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine)
+            guard case let .success(.conditional(conditions, request)) = decoded.request else {
+                Issue.record("\(operation.name): \(decoded.request)")
+                return
+            }
+            #expect(conditions.existence == .mustExist && request.operation == operation && request.writtenObject != nil)
+        } else if case let .failure(error) = decoded.request {
+            #expect(error.code == .badRequest && error.message.hasPrefix("'ifExists', 'ifAbsent' and 'ifEquals' go with"), "\(error)")
+        } else {
+            Issue.record("\(operation.name) took a write condition")
+        }
+    }
+
+    @Test("on every conditional row, a condition that fails refuses the write with conflict and changes nothing; one that holds lets it apply",
+          arguments: ProtocolOperation.allCases.filter { $0.declaration.acceptsConditions })
+    func conditionsGuardEveryConditionalRow(operation: ProtocolOperation) throws {
+        let example = operation.declaration.example
+        let holding = operation == .create ? #""ifAbsent":true"# : #""ifEquals":{"keyPath":"n","value":1.0}"#
+        let failing = operation == .create ? #""ifExists":true"# : #""ifEquals":{"keyPath":"n","value":2}"#
+        let (engine, handler) = try Self.preparedEngine()
+        var notifications: [ChangeNotification] = []
+        let before = StateDigest.of(engine, users: nil)
+        let refused = handler.handle(try Self.request(Self.adding(failing, to: example)), from: ConnectionID(1), access: .open(),
+                                     notifications: &notifications)
+        guard case let .failure(error) = refused.reply else {
+            Issue.record("\(operation.name) applied although its condition failed")
+            return
+        }
+        #expect(error.code == .conflict && error.details["rev"] == .int(Int64(engine.revision)), "\(error)")
+        #expect(StateDigest.of(engine, users: nil) == before && notifications.isEmpty)
+        let applied = handler.handle(try Self.request(Self.adding(holding, to: example)), from: ConnectionID(1), access: .open(),
+                                     notifications: &notifications)
+        if case let .failure(error) = applied.reply { Issue.record("\(operation.name): \(error)") }
+        #expect(StateDigest.of(engine, users: nil) != before)
+    }
+
     /// The rows the engine answers (`route == .engine`): the others are the server's (auth, user administration).
     static let engineOperations = ProtocolOperation.allCases.filter { $0.declaration.route == .engine }
 

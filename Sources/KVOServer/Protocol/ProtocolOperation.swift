@@ -105,6 +105,8 @@ package struct OperationDeclaration: Sendable {
     package let beforeLogin: Bool
     /// Whether it may carry `atLeastRev` (read-your-writes across cluster nodes).
     package let acceptsAtLeastRev: Bool
+    /// Whether it may carry write conditions (`ifExists`, `ifAbsent`, `ifEquals`): the writes of one object.
+    package let acceptsConditions: Bool
     /// Its `op` label in `kvod_requests_total`.
     let metrics: MetricsOperation
     package let route: OperationRoute
@@ -117,13 +119,14 @@ package struct OperationDeclaration: Sendable {
     /// `effect` and `requirement` have no default: every row says whether it writes and what it needs. Most
     /// operations need a login and take no `atLeastRev`, so those two say so only when they differ.
     init(name: String, effect: OperationEffect, requirement: OperationRequirement, beforeLogin: Bool = false,
-         acceptsAtLeastRev: Bool = false, metrics: MetricsOperation, route: OperationRoute,
+         acceptsAtLeastRev: Bool = false, acceptsConditions: Bool = false, metrics: MetricsOperation, route: OperationRoute,
          decode: @escaping @Sendable (FieldReader) throws(KVOError) -> Request, example: String) {
         self.name = name
         self.effect = effect
         self.requirement = requirement
         self.beforeLogin = beforeLogin
         self.acceptsAtLeastRev = acceptsAtLeastRev
+        self.acceptsConditions = acceptsConditions
         self.metrics = metrics
         self.route = route
         self.decode = decode
@@ -179,12 +182,12 @@ enum OperationTable {
                 example: #"{"op":"ping"}"#)
         case .create:
             return OperationDeclaration(
-                name: "create", effect: .writes, requirement: .writeObjects,
+                name: "create", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
                 metrics: .create, route: .engine, decode: RequestDecoder.create,
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
             return OperationDeclaration(
-                name: "delete", effect: .writes, requirement: .writeObjects,
+                name: "delete", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
                 metrics: .delete, route: .engine, decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
                 example: #"{"op":"delete","object":"o"}"#)
         case .get:
@@ -195,27 +198,27 @@ enum OperationTable {
                 example: #"{"op":"get","object":"o","keyPath":"n"}"#)
         case .set:
             return OperationDeclaration(
-                name: "set", effect: .writes, requirement: .writeObjects,
+                name: "set", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
                 metrics: .set, route: .engine, decode: RequestDecoder.set,
                 example: #"{"op":"set","object":"o","keyPath":"n","value":2}"#)
         case .increment:
             return OperationDeclaration(
-                name: "increment", effect: .writes, requirement: .writeObjects,
+                name: "increment", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
                 metrics: .increment, route: .engine, decode: RequestDecoder.increment,
                 example: #"{"op":"increment","object":"o","keyPath":"n","by":5}"#)
         case .insert:
             return OperationDeclaration(
-                name: "insert", effect: .writes, requirement: .writeObjects,
+                name: "insert", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
                 metrics: .insert, route: .engine, decode: RequestDecoder.insert,
                 example: #"{"op":"insert","object":"o","keyPath":"list","index":0,"value":"x"}"#)
         case .remove:
             return OperationDeclaration(
-                name: "remove", effect: .writes, requirement: .writeObjects,
+                name: "remove", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
                 metrics: .remove, route: .engine, decode: RequestDecoder.remove,
                 example: #"{"op":"remove","object":"o","keyPath":"list","index":0}"#)
         case .replace:
             return OperationDeclaration(
-                name: "replace", effect: .writes, requirement: .writeObjects,
+                name: "replace", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
                 metrics: .replace, route: .engine, decode: RequestDecoder.replace,
                 example: #"{"op":"replace","object":"o","keyPath":"list","index":0,"value":"y"}"#)
         case .observe:
@@ -341,6 +344,7 @@ extension Request {
         case .unbind: .unbind
         case .bindings: .bindings
         case .digest: .digest
+        case let .conditional(_, request): request.operation
         case let .admin(request):
             switch request {
             case .userAdd: .userAdd

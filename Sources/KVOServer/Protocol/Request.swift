@@ -40,5 +40,25 @@ package enum Request: Equatable, Sendable {
     case bindings
     /// `digest`: a SHA-256 of the stored state (`StateDigest`), to compare cluster nodes.
     case digest
+    /// A write that carried conditions (`ifExists`, `ifAbsent`, `ifEquals`): `RequestHandler` checks them
+    /// on the write's object in the same turn as it performs the write, and refuses it with `conflict` when
+    /// one does not hold. Made by the decoder, so every path that hands a decoded line to the handler (a
+    /// live request, a replicated one, a batch part) carries them. Never empty, never nested.
+    indirect case conditional(WriteConditions, Request)
 
+}
+
+extension Request {
+    /// The object a write names (`object`), nil for requests that name none.
+    var writtenObject: String? {
+        switch self {
+        case let .create(object, _, _), let .delete(object), let .set(object, _, _), let .increment(object, _, _),
+             let .mutateArray(object, _, _):
+            object
+        case let .conditional(_, request):
+            request.writtenObject
+        default:
+            nil
+        }
+    }
 }

@@ -15,7 +15,7 @@ package enum RequestDecoder {
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
-        "atLeastRev", "by",
+        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -58,10 +58,17 @@ package enum RequestDecoder {
             return Decoded(id: nil, request: .failure(KVOError(.badRequest, "'id' must be a string, number, boolean or null")))
         }
         do throws(KVOError) {
-            let (operation, request) = try decode(fields)
-            let atLeastRev = try FieldReader(fields: fields).optionalRevision("atLeastRev")
+            var (operation, request) = try decode(fields)
+            let reader = FieldReader(fields: fields)
+            let atLeastRev = try reader.optionalRevision("atLeastRev")
             if atLeastRev != nil, !operation.declaration.acceptsAtLeastRev {
                 throw KVOError(.badRequest, "'atLeastRev' goes with \(RequestDecoder.atLeastRevOperations) only")
+            }
+            if let conditions = try reader.writeConditions() {
+                guard operation.declaration.acceptsConditions else {
+                    throw KVOError(.badRequest, "'ifExists', 'ifAbsent' and 'ifEquals' go with \(RequestDecoder.conditionalOperations) only")
+                }
+                request = .conditional(conditions, request)
             }
             return Decoded(id: id, request: .success(request), atLeastRev: atLeastRev)
         } catch {
@@ -77,6 +84,12 @@ package enum RequestDecoder {
     /// "get, list, info and observe": the operations whose row accepts `atLeastRev`, for its error message.
     static let atLeastRevOperations: String = {
         let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsAtLeastRev }.map(\.name)
+        return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
+    }()
+
+    /// "create, delete, set, …": the operations whose row accepts write conditions, for its error message.
+    static let conditionalOperations: String = {
+        let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsConditions }.map(\.name)
         return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
     }()
 
@@ -350,6 +363,40 @@ struct FieldReader {
         guard let value = fields[name], value != .null else { return nil }
         guard case let .object(members) = value else { throw KVOError(.badRequest, "'\(name)' must be an object, not \(value.typeName)") }
         return members
+    }
+
+    /// `ifExists`, `ifAbsent` and `ifEquals` (docs/protocol.md, "Conditional writes"); nil when the request
+    /// carries none. `ifRev` is refused rather than ignored (unknown fields are ignored, and a condition
+    /// silently dropped would be a lost update).
+    func writeConditions() throws(KVOError) -> WriteConditions? {
+        if fields["ifRev"] != nil {
+            throw KVOError(.badRequest, "'ifRev' is not supported by this server yet: use 'ifEquals' with the value read")
+        }
+        var conditions = WriteConditions()
+        let mustExist = try optionalBool("ifExists")
+        let mustBeAbsent = try optionalBool("ifAbsent")
+        if mustExist == false || mustBeAbsent == false {
+            throw KVOError(.badRequest, "'ifExists' and 'ifAbsent' take true only (leave the field out for no condition)")
+        }
+        switch (mustExist, mustBeAbsent) {
+        case (true?, true?): throw KVOError(.badRequest, "'ifExists' and 'ifAbsent' cannot both hold")
+        case (true?, _): conditions.existence = .mustExist
+        case (_, true?): conditions.existence = .mustBeAbsent
+        default: break
+        }
+        if let equals = try optionalObject("ifEquals") {
+            guard case let .string(keyPath)? = equals["keyPath"] else {
+                throw KVOError(.badRequest, "'ifEquals' needs a 'keyPath' string and a 'value': {\"keyPath\":\"n\",\"value\":1}")
+            }
+            guard let value = equals["value"] else {
+                throw KVOError(.badRequest, "'ifEquals' needs a 'value' (null for a missing key)")
+            }
+            if let unknown = equals.keys.first(where: { $0 != "keyPath" && $0 != "value" }) {
+                throw KVOError(.badRequest, "'ifEquals' has an unknown field '\(PrintableText.escaped(unknown, limit: 64))'")
+            }
+            conditions.equals = WriteConditions.ValueCondition(keyPath: try KeyPath(keyPath), value: value)
+        }
+        return conditions.isEmpty ? nil : conditions
     }
 
     func objectID() throws(KVOError) -> String {

@@ -170,6 +170,12 @@ final class RequestHandler {
             return reply([("binding", .int(Int64(id))), ("rev", revision(engine.revision))])
         case let .unbind(binding):
             return reply([("removed", .bool(try engine.unbind(binding, access: access)))])
+        case let .conditional(conditions, write):
+            // The one door for conditions: checked on the write's object in this turn, then the write itself.
+            guard let object = write.writtenObject else { throw KVOError(.badRequest, "conditions go with writes of one object") }
+            try engine.check(conditions, on: object, access: access)
+            return try perform(write, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
+                               notifications: &notifications)
         case .digest:
             var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine, users: users)))]
             if let status = clusterStatus?() {

@@ -1,0 +1,132 @@
+import Foundation
+import KVOWireProbe
+import KVOJSON
+import Testing
+
+/// Conditional writes over TCP against the real kvod (issue 30): `ifEquals`, `ifExists` and `ifAbsent` on
+/// every write of one object; a condition that does not hold is `conflict` with its details, and changes
+/// nothing (no revision, no event); conditions read with the writer's rights; malformed or misplaced
+/// conditions, and `ifRev`, are `bad_request` rather than ignored.
+@Suite struct ConditionalWritesOverTCPTests {
+    private func code(_ reply: JSONValue) -> String? { reply["error"]?["code"]?.stringValue }
+
+    @Test("ifEquals: the write applies when the value is the expected one, else conflict with the current value and nothing changes")
+    func ifEqualsGuardsTheWrite() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        let observer = try server.connect()
+        try client.call("create", ["object": "acct", "values": ["balance": 100, "owner": ["name": "Ada"]]])
+        try observer.call("observe", ["object": "acct", "keyPath": "balance"])
+
+        let applied = try client.call("set", ["object": "acct", "keyPath": "balance", "value": 90,
+                                              "ifEquals": ["keyPath": "balance", "value": 100.0]])
+        #expect(applied["rev"] == 2, "3 == 3.0: numbers compare by value")
+        let event = try #require(try observer.nextEvent())
+        #expect(event["change"]?["new"] == 90)
+
+        let refused = try client.request("set", ["object": "acct", "keyPath": "balance", "value": 80,
+                                                 "ifEquals": ["keyPath": "balance", "value": 100]])
+        #expect(code(refused) == "conflict", "\(refused)")
+        #expect(refused["error"]?["condition"] == "ifEquals")
+        #expect(refused["error"]?["value"] == 90, "the current value, for the retry")
+        #expect(refused["error"]?["rev"] == 2, "the current revision")
+        #expect(try client.call("get", ["object": "acct", "keyPath": "balance"])["value"] == 90)
+        #expect(try client.call("get", ["object": "acct"])["rev"] == 2, "no revision for a refused write")
+        try expectNoEvents(observer, "a refused conditional write notifies nobody")
+
+        // Another key path than the one written, through nesting; a missing key reads as null.
+        #expect(try client.call("increment", ["object": "acct", "keyPath": "balance", "by": 5,
+                                              "ifEquals": ["keyPath": "owner.name", "value": "Ada"]])["value"] == 95)
+        #expect(code(try client.request("set", ["object": "acct", "keyPath": "owner.name", "value": "Bo",
+                                                "ifEquals": ["keyPath": "owner.name", "value": "Eve"]])) == "conflict")
+        #expect(try client.call("set", ["object": "acct", "keyPath": "note", "value": "first",
+                                        "ifEquals": ["keyPath": "note", "value": .null]])["rev"] == 4)
+        #expect(code(try client.request("set", ["object": "acct", "keyPath": "note", "value": "second",
+                                                "ifEquals": ["keyPath": "note", "value": .null]])) == "conflict")
+        // Array operations take conditions too.
+        try client.call("set", ["object": "acct", "keyPath": "log", "value": [1]])
+        #expect(try client.call("insert", ["object": "acct", "keyPath": "log", "value": 2,
+                                           "ifEquals": ["keyPath": "log", "value": [1]]])["rev"] == 6)
+        let stale = try client.request("remove", ["object": "acct", "keyPath": "log", "index": 0,
+                                                  "ifEquals": ["keyPath": "log", "value": [1]]])
+        #expect(code(stale) == "conflict" && stale["error"]?["value"] == [1, 2], "\(stale)")
+        // A condition on a missing object is a conflict (not `not_found`): the condition is what failed.
+        let missing = try client.request("set", ["object": "nobody", "keyPath": "n", "value": 1,
+                                                 "ifEquals": ["keyPath": "n", "value": 1]])
+        #expect(code(missing) == "conflict" && missing["error"]?["exists"] == false, "\(missing)")
+    }
+
+    @Test("ifExists and ifAbsent: create-if-absent and delete-if-present, refused as conflict otherwise")
+    func existenceConditions() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        #expect(try client.call("create", ["object": "lock", "values": ["holder": "a"], "ifAbsent": true])["rev"] == 1)
+        let second = try client.request("delete", ["object": "lock", "ifAbsent": true])
+        #expect(code(second) == "conflict" && second["error"]?["condition"] == "ifAbsent"
+                && second["error"]?["exists"] == true, "\(second)")
+        #expect(try client.call("delete", ["object": "lock", "ifExists": true])["rev"] == 2)
+        let gone = try client.request("create", ["object": "lock", "ifExists": true])
+        #expect(code(gone) == "conflict" && gone["error"]?["exists"] == false, "\(gone)")
+        #expect(code(try client.request("get", ["object": "lock"])) == "not_found", "the refused create made nothing")
+        // Both conditions together: the write applies only if both hold.
+        try client.call("create", ["object": "doc", "values": ["v": 1]])
+        #expect(code(try client.request("set", ["object": "doc", "keyPath": "v", "value": 2, "ifExists": true,
+                                                "ifEquals": ["keyPath": "v", "value": 0]])) == "conflict")
+        #expect(try client.call("set", ["object": "doc", "keyPath": "v", "value": 2, "ifExists": true,
+                                        "ifEquals": ["keyPath": "v", "value": 1]])["rev"] == 4)
+    }
+
+    @Test("malformed, misplaced or unsupported conditions are bad_request, never ignored, and change nothing")
+    func malformedConditions() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        try client.call("create", ["object": "doc", "values": ["v": 1]])
+        let refusals: [[String: JSONValue]] = [
+            ["op": "get", "object": "doc", "ifExists": true],
+            ["op": "observe", "object": "doc", "keyPath": "v", "ifEquals": ["keyPath": "v", "value": 1]],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifRev": 1],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifExists": false],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifExists": true, "ifAbsent": true],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifExists": "yes"],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifEquals": 1],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifEquals": ["keyPath": "v"]],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifEquals": ["value": 1]],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifEquals": ["keyPath": "", "value": 1]],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifEquals": ["keyPath": "v", "value": 1, "valeu": 2]],
+        ]
+        for params in refusals {
+            var fields = params
+            let op = fields.removeValue(forKey: "op")!.stringValue!
+            let reply = try client.request(op, fields)
+            #expect(code(reply) == "bad_request", "\(params): \(reply)")
+        }
+        #expect(try client.call("get", ["object": "doc"])["rev"] == 1, "nothing was written")
+        #expect(try client.call("get", ["object": "doc", "keyPath": "v"])["value"] == 1)
+    }
+
+    @Test("conditions read with the writer's rights: a writer without read gets forbidden, not what a conflict would tell")
+    func conditionsNeedRead() throws {
+        let scratch = try TemporaryDirectory("conditions")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("root", password: "pw", rules: ["*=read,write,admin"], usersFile: usersFile)
+        try KVODUserTool.addUser("drop", password: "pw", rules: ["box-*=write"], usersFile: usersFile)
+        let server = try KVODProcess(["--users", usersFile])
+        let root = try server.connect()
+        try root.call("auth", ["user": "root", "password": "pw"])
+        try root.call("create", ["object": "box-1", "values": ["secret": 42]])
+        let drop = try server.connect()
+        try drop.call("auth", ["user": "drop", "password": "pw"])
+        // Without conditions the write-only user may write.
+        try drop.call("set", ["object": "box-1", "keyPath": "note", "value": "hi"])
+        for condition: (String, JSONValue) in [("ifEquals", ["keyPath": "secret", "value": 41]), ("ifExists", true),
+                                               ("ifAbsent", true)] {
+            for object in ["box-1", "box-2"] {
+                let reply = try drop.request("set", ["object": .string(object), "keyPath": "note", "value": "x",
+                                                     condition.0: condition.1])
+                #expect(code(reply) == "forbidden" && reply["error"]?["value"] == nil && reply["error"]?["exists"] == nil,
+                        "\(condition.0) on \(object): \(reply)")
+            }
+        }
+        #expect(try root.call("get", ["object": "box-1", "keyPath": "note"])["value"] == "hi")
+    }
+}
