@@ -35,16 +35,17 @@ extension KVOClient {
     /// Creates `object` with `values` (an `Encodable` that encodes as a JSON object), optionally of
     /// `class`; returns the new revision. `exists` if present.
     @discardableResult
-    public func create(_ object: String, values: some Encodable & Sendable = [String: JSONValue](), class className: String? = nil) async throws -> Int64 {
+    public func create(_ object: String, values: some Encodable & Sendable = [String: JSONValue](), class className: String? = nil,
+                       if conditions: [WriteCondition] = []) async throws -> Int64 {
         var params: [String: JSONValue] = ["object": .string(object), "values": try ValueCoding.encode(values)]
         if let className { params["class"] = .string(className) }
-        return try await write("create", params)
+        return try await write("create", params, conditions)
     }
 
     /// Deletes `object`; returns the new revision. `not_found` if missing.
     @discardableResult
-    public func delete(_ object: String) async throws -> Int64 {
-        try await write("delete", ["object": .string(object)])
+    public func delete(_ object: String, if conditions: [WriteCondition] = []) async throws -> Int64 {
+        try await write("delete", ["object": .string(object)], conditions)
     }
 
     /// The whole of `object` decoded as `Value`, with the current revision. `not_found` if missing.
@@ -75,26 +76,33 @@ extension KVOClient {
 
     /// Sets `keyPath` of `object` to `value`; returns the new revision.
     @discardableResult
-    public func set(_ keyPath: String, of object: String, to value: some Encodable & Sendable) async throws -> Int64 {
-        try await write("set", ["object": .string(object), "keyPath": .string(keyPath), "value": try ValueCoding.encode(value)])
+    public func set(_ keyPath: String, of object: String, to value: some Encodable & Sendable,
+                    if conditions: [WriteCondition] = []) async throws -> Int64 {
+        try await write("set", ["object": .string(object), "keyPath": .string(keyPath), "value": try ValueCoding.encode(value)],
+                        conditions)
     }
 
     /// Adds `step` to the number at `keyPath` of `object`, atomically on the server (a missing or null
     /// value counts as 0; integers stay integers). Returns the new value and revision. `type_mismatch`
     /// when the value is not a number, `out_of_range` past 64-bit integers; needs read and write.
     @discardableResult
-    public func increment(_ keyPath: String, of object: String, by step: Int64 = 1) async throws -> (value: JSONValue, rev: Int64) {
-        try await increment(keyPath, of: object, step: .int(step))
+    public func increment(_ keyPath: String, of object: String, by step: Int64 = 1,
+                          if conditions: [WriteCondition] = []) async throws -> (value: JSONValue, rev: Int64) {
+        try await increment(keyPath, of: object, step: .int(step), conditions)
     }
 
     /// `increment(_:of:by:)` by a fractional step: the stored value becomes a double.
     @discardableResult
-    public func increment(_ keyPath: String, of object: String, by step: Double) async throws -> (value: JSONValue, rev: Int64) {
-        try await increment(keyPath, of: object, step: .double(step))
+    public func increment(_ keyPath: String, of object: String, by step: Double,
+                          if conditions: [WriteCondition] = []) async throws -> (value: JSONValue, rev: Int64) {
+        try await increment(keyPath, of: object, step: .double(step), conditions)
     }
 
-    private func increment(_ keyPath: String, of object: String, step: JSONValue) async throws -> (value: JSONValue, rev: Int64) {
-        let reply = try await request("increment", ["object": .string(object), "keyPath": .string(keyPath), "by": step], isWrite: true)
+    private func increment(_ keyPath: String, of object: String, step: JSONValue,
+                           _ conditions: [WriteCondition]) async throws -> (value: JSONValue, rev: Int64) {
+        var params: [String: JSONValue] = ["object": .string(object), "keyPath": .string(keyPath), "by": step]
+        WriteCondition.add(conditions, to: &params)
+        let reply = try await request("increment", params, isWrite: true)
         guard let value = reply["value"], let rev = reply["rev"]?.intValue else {
             throw KVODError.malformedReply("an 'increment' reply without value or rev")
         }
@@ -105,31 +113,33 @@ extension KVOClient {
     /// after another from `index`, or appended when both are nil. Returns the new revision.
     @discardableResult
     public func insert<Element: Encodable & Sendable>(_ keyPath: String, of object: String, values: [Element],
-                                                       at index: Int? = nil, indexes: ArrayIndexes? = nil) async throws -> Int64 {
+                                                       at index: Int? = nil, indexes: ArrayIndexes? = nil,
+                                                       if conditions: [WriteCondition] = []) async throws -> Int64 {
         var params: [String: JSONValue] = [
             "object": .string(object), "keyPath": .string(keyPath),
             "values": .array(try values.map { value throws(KVODError) in try ValueCoding.encode(value) }),
         ]
         if let index { params["index"] = .int(Int64(index)) }
         if let indexes { params["indexes"] = .array(indexes.map { .int(Int64($0)) }) }
-        return try await write("insert", params)
+        return try await write("insert", params, conditions)
     }
 
     /// Removes the elements at `indexes` (positions in the current array); returns the new revision.
     @discardableResult
-    public func remove(_ keyPath: String, of object: String, indexes: ArrayIndexes) async throws -> Int64 {
+    public func remove(_ keyPath: String, of object: String, indexes: ArrayIndexes,
+                       if conditions: [WriteCondition] = []) async throws -> Int64 {
         try await write("remove", ["object": .string(object), "keyPath": .string(keyPath),
-                                   "indexes": .array(indexes.map { .int(Int64($0)) })])
+                                   "indexes": .array(indexes.map { .int(Int64($0)) })], conditions)
     }
 
     /// Replaces the elements at `indexes` with `values`, matched in order; returns the new revision.
     @discardableResult
     public func replace<Element: Encodable & Sendable>(_ keyPath: String, of object: String, indexes: ArrayIndexes,
-                                                        with values: [Element]) async throws -> Int64 {
+                                                        with values: [Element], if conditions: [WriteCondition] = []) async throws -> Int64 {
         try await write("replace", [
             "object": .string(object), "keyPath": .string(keyPath), "indexes": .array(indexes.map { .int(Int64($0)) }),
             "values": .array(try values.map { value throws(KVODError) in try ValueCoding.encode(value) }),
-        ])
+        ], conditions)
     }
 
     /// One page of object ids.
@@ -264,7 +274,9 @@ extension KVOClient {
 
     // MARK: - Helpers
 
-    private func write(_ op: String, _ params: [String: JSONValue]) async throws -> Int64 {
+    private func write(_ op: String, _ params: [String: JSONValue], _ conditions: [WriteCondition] = []) async throws -> Int64 {
+        var params = params
+        WriteCondition.add(conditions, to: &params)
         let reply = try await request(op, params, isWrite: true)
         guard let rev = reply["rev"]?.intValue else { throw KVODError.malformedReply("a '\(op)' reply without rev") }
         return rev

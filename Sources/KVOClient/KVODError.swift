@@ -69,6 +69,9 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         /// `storage_unavailable`: the server cannot store writes (its data files were lost, or its store
         /// failed); reads and observations keep working.
         case storageUnavailable
+        /// `conflict`: a conditional write's condition did not hold, nothing was written
+        /// (`Details.condition`, `Details.value`, `Details.exists`, `Details.rev`); see `WriteCondition`.
+        case conflict
         /// A code this client does not know, as sent.
         case other(String)
 
@@ -79,7 +82,7 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
             "invalid_value": .invalidValue, "read_only": .readOnly, "cycle": .cycle,
             "unauthenticated": .unauthenticated, "forbidden": .forbidden,
             "invalid_expression": .invalidExpression, "quota_exceeded": .quotaExceeded,
-            "storage_full": .storageFull, "storage_unavailable": .storageUnavailable,
+            "storage_full": .storageFull, "storage_unavailable": .storageUnavailable, "conflict": .conflict,
         ]
 
         /// The code named `name` on the wire (`not_found` is `.notFound`).
@@ -122,6 +125,14 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         public var column: Int64? { fields["column"]?.intValue }
         /// `invalid_expression`: the binding field concerned.
         public var field: String? { fields["field"]?.stringValue }
+        /// `conflict`: the condition that did not hold (`ifExists`, `ifAbsent`, `ifEquals`).
+        public var condition: String? { fields["condition"]?.stringValue }
+        /// `conflict` of `ifEquals`: the value at its key path now (`.null` for a missing key).
+        public var value: JSONValue? { fields["value"] }
+        /// `conflict` of `ifExists`/`ifAbsent` (or of `ifEquals` on a missing object): whether the object exists.
+        public var exists: Bool? { fields["exists"]?.boolValue }
+        /// `conflict`: the server's revision when the condition was checked.
+        public var rev: Int64? { fields["rev"]?.intValue }
     }
 
     /// The server error's code, or nil for other failures.

@@ -12,6 +12,8 @@ struct CreateCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
+    @OptionGroup var conditions: ConditionOptions
+
     @Argument(help: "The object id.")
     var object: String
 
@@ -22,6 +24,7 @@ struct CreateCommand: AsyncParsableCommand {
     var className: String?
 
     func validate() throws {
+        try conditions.validate(keyPath: nil)
         guard let values else { return }
         let parsed: JSONValue
         do {
@@ -36,6 +39,7 @@ struct CreateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let values = try values.map { text throws(JSONParseError) in try JSONParser.parse(text) } ?? [:]
-        RevisionLine.print(try await connection.withClient { kvod in try await kvod.create(object, values: values, class: className) })
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.create(object, values: values, class: className, if: try conditions.conditions(keyPath: nil))
+        })
     }
 }

@@ -10,10 +10,16 @@ struct DeleteCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
+    @OptionGroup var conditions: ConditionOptions
+
     @Argument(help: "The object id.")
     var object: String
 
+    func validate() throws {
+        try conditions.validate(keyPath: nil)
+    }
+
     func run() async throws {
-        RevisionLine.print(try await connection.withClient { kvod in try await kvod.delete(object) })
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.delete(object, if: try conditions.conditions(keyPath: nil)) })
     }
 }

@@ -10,6 +10,8 @@ struct IncrementCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
+    @OptionGroup var conditions: ConditionOptions
+
     @Argument(help: "The object id.")
     var object: String
 
@@ -33,15 +35,20 @@ struct IncrementCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        try conditions.validate(keyPath: keyPath)
         _ = try step()
     }
 
     func run() async throws {
-        var params: [String: JSONValue] = ["object": .string(object), "keyPath": .string(keyPath)]
-        if let by = try step() { params["by"] = by }
-        let reply = try await connection.call("increment", params)
-        guard let value = reply["value"] else { throw CLIError.unexpectedReply(JSONValue.object(reply).description) }
+        let step = try step()
+        let conditions = try conditions.conditions(keyPath: keyPath)
+        let (value, rev) = try await connection.withClient { kvod in
+            switch step {
+            case let .double(by)?: try await kvod.increment(keyPath, of: object, by: by, if: conditions)
+            default: try await kvod.increment(keyPath, of: object, by: step?.intValue ?? 1, if: conditions)
+            }
+        }
         Terminal.printLine(DisplayText.json(value))
-        try RevisionLine.print(reply)
+        RevisionLine.print(rev)
     }
 }

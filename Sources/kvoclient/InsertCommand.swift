@@ -17,6 +17,8 @@ struct InsertCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
+    @OptionGroup var conditions: ConditionOptions
+
     @Argument(help: "The object id.")
     var object: String
 
@@ -37,6 +39,7 @@ struct InsertCommand: AsyncParsableCommand {
     var indexes: String?
 
     func validate() throws {
+        try conditions.validate(keyPath: keyPath)
         if ValueArgument.droppingTerminator(values).isEmpty {
             throw ValidationError("Missing expected argument '<value>'")
         }
@@ -49,7 +52,8 @@ struct InsertCommand: AsyncParsableCommand {
         let elements = try ValueArgument.droppingTerminator(values).map { value throws(ValidationError) in try ValueArgument.parse(value) }
         let positions = try indexes.map { text in try IndexList.parse(text).map { Int($0) } }
         RevisionLine.print(try await connection.withClient { kvod in
-            try await kvod.insert(keyPath, of: object, values: elements, at: index, indexes: positions)
+            try await kvod.insert(keyPath, of: object, values: elements, at: index, indexes: positions,
+                                  if: try conditions.conditions(keyPath: keyPath))
         })
     }
 }

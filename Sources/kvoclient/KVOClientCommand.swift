@@ -92,6 +92,13 @@ struct KVOClientCommand: AsyncParsableCommand {
         if code == .invalidValue, let property = details.property, let rule = details.rule {
             text += " (property '\(property)', rule '\(rule)')"
         }
+        if code == .conflict {
+            if let value = details.value {
+                text += " (now: \(DisplayText.json(value)))"
+            } else if let exists = details.exists {
+                text += exists ? " (the object exists)" : " (the object does not exist)"
+            }
+        }
         return text
     }
 

@@ -13,6 +13,8 @@ struct RemoveCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
+    @OptionGroup var conditions: ConditionOptions
+
     @Argument(help: "The object id.")
     var object: String
 
@@ -32,6 +34,7 @@ struct RemoveCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        try conditions.validate(keyPath: keyPath)
         guard !ValueArgument.droppingTerminator(indexes).isEmpty else {
             throw ValidationError("Missing expected argument '<indexes>'")
         }
@@ -40,6 +43,7 @@ struct RemoveCommand: AsyncParsableCommand {
 
     func run() async throws {
         let positions = try parsedIndexes.map { Int($0) }
-        RevisionLine.print(try await connection.withClient { kvod in try await kvod.remove(keyPath, of: object, indexes: positions) })
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.remove(keyPath, of: object, indexes: positions, if: try conditions.conditions(keyPath: keyPath))
+        })
     }
 }

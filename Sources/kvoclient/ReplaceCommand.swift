@@ -16,6 +16,8 @@ struct ReplaceCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
+    @OptionGroup var conditions: ConditionOptions
+
     @Argument(help: "The object id.")
     var object: String
 
@@ -47,6 +49,7 @@ struct ReplaceCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        try conditions.validate(keyPath: keyPath)
         guard try parsedPairs != nil else {
             throw ValidationError("expected pairs of an index and a value, such as `0 10 2 30`, not '\(pairs.joined(separator: " "))'")
         }
@@ -55,7 +58,8 @@ struct ReplaceCommand: AsyncParsableCommand {
     func run() async throws {
         let pairs = try parsedPairs ?? []
         RevisionLine.print(try await connection.withClient { kvod in
-            try await kvod.replace(keyPath, of: object, indexes: pairs.map { Int($0.index) }, with: pairs.map(\.value))
+            try await kvod.replace(keyPath, of: object, indexes: pairs.map { Int($0.index) }, with: pairs.map(\.value),
+                                   if: try conditions.conditions(keyPath: keyPath))
         })
     }
 }

@@ -10,6 +10,8 @@ struct SetCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
+    @OptionGroup var conditions: ConditionOptions
+
     @Argument(help: "The object id.")
     var object: String
 
@@ -31,6 +33,7 @@ struct SetCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        try conditions.validate(keyPath: keyPath)
         if let value {
             _ = try ValueArgument.parse(value)
             return
@@ -43,6 +46,6 @@ struct SetCommand: AsyncParsableCommand {
 
     func run() async throws {
         let value = try ValueArgument.parse(value ?? "")
-        RevisionLine.print(try await connection.withClient { kvod in try await kvod.set(keyPath, of: object, to: value) })
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.set(keyPath, of: object, to: value, if: try conditions.conditions(keyPath: keyPath)) })
     }
 }

@@ -206,6 +206,26 @@ struct CLITests {
         #expect(result.stderr.hasPrefix("kvoclient: error: \(code): "), "\(result.stderr)")
     }
 
+    @Test("--if-equals, --if-exists and --if-absent: a write that holds prints rev N; one that does not is conflict, exit 1, with what is there now")
+    func conditionalWrites() throws {
+        let server = try KVODProcess()
+        expectSuccess(try KVOClientProcess.run(server, ["create", "acct", #"{"balance":100}"#, "--if-absent"]), lines: ["rev 1"])
+        expectSuccess(try KVOClientProcess.run(server, ["set", "acct", "balance", "90", "--if-equals", "100"]), lines: ["rev 2"])
+        let stale = try KVOClientProcess.run(server, ["set", "acct", "balance", "80", "--if-equals", "100"])
+        #expect(stale.status == 1 && stale.stdout.isEmpty)
+        #expect(stale.stderr.hasPrefix("kvoclient: error: conflict: ") && stale.stderr.contains("(now: 90)"), "\(stale.stderr)")
+        let again = try KVOClientProcess.run(server, ["create", "acct", "--if-absent"])
+        #expect(again.status == 1 && again.stderr.contains("(the object exists)"), "\(again.stderr)")
+        expectSuccess(try KVOClientProcess.run(server, ["increment", "acct", "balance", "5", "--if-equals", "90"]), lines: ["95", "rev 3"])
+        expectSuccess(try KVOClientProcess.run(server, ["delete", "acct", "--if-exists"]), lines: ["rev 4"])
+        let gone = try KVOClientProcess.run(server, ["delete", "acct", "--if-exists"])
+        #expect(gone.status == 1 && gone.stderr.contains("conflict") && gone.stderr.contains("(the object does not exist)"), "\(gone.stderr)")
+        // Usage errors, before connecting.
+        for arguments in [["create", "x", "--if-equals", "1"], ["delete", "x", "--if-exists", "--if-absent"]] {
+            #expect(try KVOClientProcess.run(server, arguments).status == 2, "\(arguments)")
+        }
+    }
+
     @Test("a refused connection names host and port and exits 3")
     func refusedConnectionNamesHostAndPort() throws {
         let server = try KVODProcess()

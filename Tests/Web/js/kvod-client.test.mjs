@@ -90,6 +90,28 @@ test("increment adds atomically, by 1 by default, and refuses what is not a numb
   }
 });
 
+test("conditional writes reject with conflict and its details; two clients racing update lose no update", async () => {
+  const first = await connect(WS, { heartbeat: 0 });
+  const second = await connect(WS, { heartbeat: 0 });
+  try {
+    const id = objectId("account");
+    await first.create(id, { balance: 0 }, undefined, { ifAbsent: true });
+    await assert.rejects(first.create(id, {}, undefined, { ifAbsent: true }), { code: "conflict" });
+    await assert.rejects(first.set(id, "balance", 5, { ifEquals: { keyPath: "balance", value: 1 } }),
+                         (error) => error.code === "conflict" && error.details.condition === "ifEquals" && error.details.value === 0);
+    const rounds = 300;
+    const race = (kvod) => (async () => { for (let i = 0; i < rounds; i++) await kvod.update(id, "balance", (n) => (n ?? 0) + 1); })();
+    await Promise.all([race(first), race(second)]);
+    assert.equal(await first.get(id, "balance"), 2 * rounds);
+    assert.deepEqual((await second.update(id, "visits", (n) => (n ?? 0) + 1)).value, 1);
+    await first.delete(id, { ifExists: true });
+    await assert.rejects(first.update(id, "balance", (n) => n + 1), { code: "not_found" });
+  } finally {
+    first.close();
+    second.close();
+  }
+});
+
 for (const events of ["compact", "full"]) {
   test(`observations as async iterators decode every reason and kind (${events} events)`, async () => {
     const kvod = await connect(WS, { events, heartbeat: 0 });

@@ -111,18 +111,44 @@ export class KVODClient {
     return reply;
   }
   ping() { return this.request("ping"); }
-  create(object, values = {}, className) {
-    return this.request("create", className === undefined ? { object, values } : { object, values, class: className });
+  /**
+   * The writes take `conditions` last (docs/protocol.md "Conditional writes"): `{ ifExists: true }`,
+   * `{ ifAbsent: true }`, `{ ifEquals: { keyPath, value } }`, together or alone. One that does not hold
+   * rejects with a KVODError of code `conflict` whose details say which and what is there now.
+   */
+  create(object, values = {}, className, conditions = {}) {
+    const params = className === undefined ? { object, values } : { object, values, class: className };
+    return this.request("create", { ...params, ...conditions });
   }
-  delete(object) { return this.request("delete", { object }); }
+  delete(object, conditions = {}) { return this.request("delete", { object, ...conditions }); }
   /** The value at `keyPath` (the whole object without one). */
   async get(object, keyPath) {
     const reply = await this.request("get", keyPath === undefined ? { object } : { object, keyPath });
     return reply.value;
   }
-  set(object, keyPath, value) { return this.request("set", { object, keyPath, value }); }
+  set(object, keyPath, value, conditions = {}) { return this.request("set", { object, keyPath, value, ...conditions }); }
+  /**
+   * Read-modify-write without losing a concurrent writer's update: reads the value at `keyPath`, sets
+   * `transform(value)` (`undefined` for a missing key or null) with `ifEquals` on what was read, and on
+   * `conflict` calls `transform` again with the value the conflict reports, at most `maxAttempts` times.
+   * Resolves to `{ value, rev }`; `transform` may run more than once, and throwing from it writes nothing.
+   */
+  async update(object, keyPath, transform, { maxAttempts = 64 } = {}) {
+    let current = await this.get(object, keyPath);
+    for (let attempt = 1; ; attempt++) {
+      const value = transform(current === null ? undefined : current);
+      try {
+        const reply = await this.set(object, keyPath, value, { ifEquals: { keyPath, value: current } });
+        return { value, rev: reply.rev };
+      } catch (error) {
+        if (!(error instanceof KVODError) || error.code !== "conflict" || attempt >= maxAttempts
+            || error.details.exists === false || !("value" in error.details)) throw error;
+        current = error.details.value;
+      }
+    }
+  }
   /** Adds `by` (default 1) to the number at `keyPath`, atomically; resolves to `{ value, rev }`. */
-  increment(object, keyPath, by = 1) { return this.request("increment", { object, keyPath, by }); }
+  increment(object, keyPath, by = 1, conditions = {}) { return this.request("increment", { object, keyPath, by, ...conditions }); }
   /** Inserts `values` (an array) at `index` (appends without one). */
   insert(object, keyPath, values, index) {
     return this.request("insert", index === undefined ? { object, keyPath, values } : { object, keyPath, values, index });

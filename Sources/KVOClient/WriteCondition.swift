@@ -1,0 +1,43 @@
+import KVOJSON
+
+/// A condition a write carries (docs/protocol.md, "Conditional writes"): the server applies the write only
+/// if every condition holds at that moment, and otherwise refuses it with `KVODError.server(.conflict, …)`,
+/// whose details say which condition failed and what is there now. The building block of `update`.
+///
+/// ```swift
+/// try await kvod.create("lock", values: ["holder": me], if: [.absent])
+/// try await kvod.set("balance", of: "acct", to: 90, if: [.equals("balance", 100)])
+/// ```
+///
+/// A value; any thread.
+public struct WriteCondition: Sendable, Equatable {
+    enum Kind: Sendable, Equatable {
+        case exists
+        case absent
+        case equals(keyPath: String, value: JSONValue)
+    }
+
+    let kind: Kind
+
+    /// The object exists (`ifExists`).
+    public static let exists = WriteCondition(kind: .exists)
+    /// The object does not exist (`ifAbsent`).
+    public static let absent = WriteCondition(kind: .absent)
+
+    /// The value at `keyPath` of the object equals `value` (`ifEquals`), as kvod compares values: numbers by
+    /// value (`3 == 3.0`), a missing key as null. Throws `KVODError.coding` when `value` does not encode.
+    public static func equals(_ keyPath: String, _ value: some Encodable) throws(KVODError) -> WriteCondition {
+        WriteCondition(kind: .equals(keyPath: keyPath, value: try ValueCoding.encode(value)))
+    }
+
+    /// Adds `conditions` to a write's parameters (several `equals` are not expressible: the last one wins).
+    static func add(_ conditions: [WriteCondition], to params: inout [String: JSONValue]) {
+        for condition in conditions {
+            switch condition.kind {
+            case .exists: params["ifExists"] = true
+            case .absent: params["ifAbsent"] = true
+            case let .equals(keyPath, value): params["ifEquals"] = ["keyPath": .string(keyPath), "value": value]
+            }
+        }
+    }
+}

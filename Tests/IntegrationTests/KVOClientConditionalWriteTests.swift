@@ -1,0 +1,70 @@
+import Foundation
+import KVOClient
+import KVOWireProbe
+import Testing
+
+/// KVOClient's conditional writes and `update` (issue 30) against the real kvod: two clients racing a
+/// read-modify-write lose no update; a failed condition is a typed `conflict` with its details.
+@Suite struct KVOClientConditionalWriteTests {
+    struct Account: Codable, Sendable {
+        var balance: Int
+        var owner: String
+    }
+
+    @Test("two clients racing update 1,000 times each on one counter lose no update")
+    func racingUpdatesLoseNothing() async throws {
+        let server = try KVODProcess()
+        let first = try await server.client()
+        let second = try await server.client()
+        defer {
+            first.close()
+            second.close()
+        }
+        try await first.create("acct", values: Account(balance: 0, owner: "Ada"))
+        let rounds = 1_000
+        async let a: Void = Self.increments(first, rounds)
+        async let b: Void = Self.increments(second, rounds)
+        _ = try await (a, b)
+        #expect(try await first.get("balance", of: "acct", as: Int.self).value == 2 * rounds)
+        // Through a typed key path too.
+        let (value, _) = try await second.update(\Account.balance, of: "acct") { ($0 ?? 0) - 5 }
+        #expect(value == 2 * rounds - 5)
+        #expect(try await first.get("balance", of: "acct", as: Int.self).value == 2 * rounds - 5)
+    }
+
+    /// `rounds` read-modify-writes adding 1, each through `update`.
+    private static func increments(_ kvod: KVOClient, _ rounds: Int) async throws {
+        for _ in 0..<rounds {
+            try await kvod.update("balance", of: "acct", as: Int.self) { ($0 ?? 0) + 1 }
+        }
+    }
+
+    @Test("a condition that does not hold is a typed conflict with the current value; the helper's transform may end it")
+    func conflictDetails() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        defer { kvod.close() }
+        #expect(try await kvod.create("acct", values: Account(balance: 100, owner: "Ada"), if: [.absent]) == 1)
+        let again = await kvodError { try await kvod.create("acct", if: [.absent]) }
+        #expect(again?.code == .conflict)
+        #expect(try await kvod.set("balance", of: "acct", to: 90, if: [.exists, .equals("balance", 100)]) == 2)
+        let stale = await kvodError { try await kvod.set("balance", of: "acct", to: 80, if: [.equals("balance", 100)]) }
+        guard case let .server(code, _, details)? = stale else {
+            Issue.record("expected a server error, got \(String(describing: stale))")
+            return
+        }
+        #expect(code == .conflict && details.condition == "ifEquals" && details.value == 90 && details.rev == 2)
+        #expect(try await kvod.get("balance", of: "acct", as: Int.self) == (90, 2))
+        // A missing key is nil to the transform; throwing from it writes nothing.
+        #expect(try await kvod.update("visits", of: "acct", as: Int.self) { ($0 ?? 0) + 1 } == (1, 3))
+        struct Refused: Error {}
+        await #expect(throws: Refused.self) {
+            try await kvod.update("visits", of: "acct", as: Int.self) { _ in throw Refused() }
+        }
+        #expect(try await kvod.get("visits", of: "acct", as: Int.self) == (1, 3))
+        // The object deleted: not retried.
+        try await kvod.delete("acct", if: [.exists])
+        let gone = await kvodError { try await kvod.update("visits", of: "acct", as: Int.self) { ($0 ?? 0) + 1 } }
+        #expect(gone?.code == .notFound)
+    }
+}
