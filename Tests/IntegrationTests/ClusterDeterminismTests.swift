@@ -51,11 +51,13 @@ extension ClusterTests {
         let seconds = Date().timeIntervalSince(started)
         print("determinism: \(count) operations in \(String(format: "%.1f", seconds)) s: \(outcomes.all.sorted { $0.key < $1.key })")
         let counted = outcomes.all
-        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch", "cycle"]
+        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch", "cycle",
+                                          "conflict"]
         #expect(Set(counted.keys).isSubset(of: expectedCodes), "unexpected replies: \(counted)")
         #expect(counted.values.reduce(0, +) == count)
         #expect((counted["ok"] ?? 0) > count / 3, "\(counted)")
         #expect((counted["invalid_value"] ?? 0) > 0 && (counted["read_only"] ?? 0) > 0, "the class refused nothing: \(counted)")
+        #expect((counted["conflict"] ?? 0) > 0, "no condition failed: \(counted)")
         // The sentinel: once an observer has its event, it has every earlier revision's.
         try setup.call("set", ["object": "end", "keyPath": "done", "value": true])
         let endIndex = ClusterDeterminismSupport.subscriptions.count - 1

@@ -146,7 +146,7 @@ extension ClusterTests {
         let second = try send(log.operations[half...], toPorts: nodes.map(\.port))
         outcomes.merge(second, uniquingKeysWith: +)
         print("snapshot determinism: stream from \(first), n4 from the snapshot of \(snapshot) (rev \(joined["rev"] ?? .null)); replies \(outcomes.sorted { $0.key < $1.key })")
-        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch", "cycle"]
+        let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch", "cycle", "conflict"]
         #expect(Set(outcomes.keys).isSubset(of: expectedCodes), "unexpected replies: \(outcomes)")
         #expect(outcomes.values.reduce(0, +) == log.operations.count)
 

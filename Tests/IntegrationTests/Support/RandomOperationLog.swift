@@ -6,7 +6,8 @@ import KVOJSON
 /// class refuses (levels over its maximum, tags too long, sets of its computed properties), and bindings:
 /// `bind` (with and without a `convert` expression and `now`, some into the class's validated `level`),
 /// `combineLatest` and `unbind` of ids that may or may not exist (bindings whose objects are deleted go too,
-/// and a binding write the target refuses is a `refused` notice). The same seed gives the same log. A
+/// and a binding write the target refuses is a `refused` notice), one write in five with a condition (`ifExists`,
+/// `ifAbsent`, `ifEquals`: applied or refused with `conflict` alike on every node). The same seed gives the same log. A
 /// value; any thread.
 struct RandomOperationLog {
     /// The class the log's `c…` objects belong to: validated properties and two computed ones.
@@ -23,7 +24,11 @@ struct RandomOperationLog {
         var random = SplitMix64(state: seed)
         var operations: [(op: String, params: [String: JSONValue])] = []
         operations.reserveCapacity(count)
-        for _ in 0..<count { operations.append(RandomOperationLog.operation(&random)) }
+        for _ in 0..<count {
+            var operation = RandomOperationLog.operation(&random)
+            RandomOperationLog.addCondition(to: &operation, &random)
+            operations.append(operation)
+        }
         self.operations = operations
     }
 
@@ -77,6 +82,22 @@ struct RandomOperationLog {
             return binding(&random)
         default:
             return ("delete", ["object": object])
+        }
+    }
+
+    /// One write in five of one object carries a condition (issue 30), which every node must decide alike:
+    /// `ifExists`, `ifAbsent`, or `ifEquals` on a key path that often holds (`counter`, missing until an
+    /// increment: null) or sometimes does (`a.b`, `level`: small numbers).
+    private static func addCondition(to operation: inout (op: String, params: [String: JSONValue]), _ random: inout SplitMix64) {
+        guard ["create", "delete", "set", "increment", "insert", "remove", "replace"].contains(operation.op),
+              random.below(5) == 0 else { return }
+        switch random.below(4) {
+        case 0: operation.params["ifExists"] = true
+        case 1: operation.params["ifAbsent"] = true
+        case 2: operation.params["ifEquals"] = ["keyPath": "counter", "value": .null]
+        default:
+            let keyPath: JSONValue = operation.params["object"]?.stringValue?.hasPrefix("c") == true ? "level" : "a.b"
+            operation.params["ifEquals"] = ["keyPath": keyPath, "value": .int(Int64(random.below(5)))]
         }
     }
 
