@@ -131,6 +131,8 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         public var value: JSONValue? { fields["value"] }
         /// `conflict` of `ifExists`/`ifAbsent` (or of `ifEquals` on a missing object): whether the object exists.
         public var exists: Bool? { fields["exists"]?.boolValue }
+        /// `conflict` of `ifRev`: the revision of the object's last change.
+        public var changedRev: Int64? { fields["changedRev"]?.intValue }
         /// `conflict`: the server's revision when the condition was checked.
         public var rev: Int64? { fields["rev"]?.intValue }
     }

@@ -15,6 +15,7 @@ public struct WriteCondition: Sendable, Equatable {
         case exists
         case absent
         case equals(keyPath: String, value: JSONValue)
+        case unchangedSince(Int64)
     }
 
     let kind: Kind
@@ -23,6 +24,12 @@ public struct WriteCondition: Sendable, Equatable {
     public static let exists = WriteCondition(kind: .exists)
     /// The object does not exist (`ifAbsent`).
     public static let absent = WriteCondition(kind: .absent)
+
+    /// The object exists and has not changed after revision `rev` (`ifRev`): any `rev` the caller saw when
+    /// it read (a `get`'s, a write's or an event's) guards a whole-object read-modify-write.
+    public static func unchangedSince(_ rev: Int64) -> WriteCondition {
+        WriteCondition(kind: .unchangedSince(rev))
+    }
 
     /// The value at `keyPath` of the object equals `value` (`ifEquals`), as kvod compares values: numbers by
     /// value (`3 == 3.0`), a missing key as null. Throws `KVODError.coding` when `value` does not encode.
@@ -37,6 +44,7 @@ public struct WriteCondition: Sendable, Equatable {
             case .exists: params["ifExists"] = true
             case .absent: params["ifAbsent"] = true
             case let .equals(keyPath, value): params["ifEquals"] = ["keyPath": .string(keyPath), "value": value]
+            case let .unchangedSince(rev): params["ifRev"] = .int(rev)
             }
         }
     }

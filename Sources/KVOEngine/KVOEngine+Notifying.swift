@@ -13,6 +13,7 @@ extension KVOEngine {
         let before = candidates.map(currentReading)
         // Pattern observations matching the object: one check when there are none.
         let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
+        stampNextWrite()
         let recorded = try write()
         computedMemo.invalidate()
         revision += 1
@@ -46,6 +47,7 @@ extension KVOEngine {
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
         let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
+        stampNextWrite()
         let old = try write()
         computedMemo.invalidate()
         revision += 1

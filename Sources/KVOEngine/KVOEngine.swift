@@ -155,6 +155,17 @@ public final class KVOEngine {
         if objects.liveCount > objects.maximumLiveObjects { objects.packExcessLive() }
     }
 
+    /// Tells the object table the revision the write about to be applied will have: it stamps it as the
+    /// written object's last change (`ObjectTable.changedRevision(of:)`, what `ifRev` compares).
+    func stampNextWrite() {
+        objects.writeRevision = revision + 1
+    }
+
+    /// The revision of `object`'s last change (its creation or a write to it), nil when it does not exist.
+    public func changedRevision(of object: String) -> UInt64? {
+        objects.changedRevision(of: object)
+    }
+
     /// `measuredChangeSize`, which it clears.
     func takeMeasuredChangeSize() -> Int? {
         defer { measuredChangeSize = nil }

@@ -3,7 +3,7 @@ import KVOJSON
 /// How `ObjectTable` holds one object: packed (its compact JSON text, `PackedObject`) until something
 /// writes it, then live (`LiveObject`: its members, changed in place by each write) until the table
 /// packs it again. Both payloads are one reference, so a slot is one word (the table's buckets are the
-/// 16-byte id and 8 bytes). `vacant` only stands in for a slot whose payload is out being modified.
+/// 16-byte id and an `ObjectEntry`: the slot and the object's last-change revision, 16 bytes). `vacant` only stands in for a slot whose payload is out being modified.
 /// A value type owned by `ObjectTable`; loop thread. `@unchecked Sendable` because a `PackedObject` is
 /// immutable once made (the compiler cannot see it through `ManagedBuffer`), and a `LiveObject` is only
 /// changed by the table that holds it alone (copied first otherwise), on the loop thread.
@@ -20,4 +20,13 @@ package enum ObjectSlot: @unchecked Sendable {
         case .vacant: preconditionFailure("a vacant object slot was read")
         }
     }
+}
+
+/// One id's entry in `ObjectTable`: how the object is held, and the revision of its last change (its
+/// creation or a write to it), which `ifRev` conditions compare (docs/protocol.md, "Conditional writes").
+/// 16 bytes, as the slot alone was 8: the revision is the object's, whatever the slot holds, so packing and
+/// unpacking never touch it. A value; loop thread, like the table.
+package struct ObjectEntry: @unchecked Sendable {
+    var slot: ObjectSlot
+    var changed: UInt64
 }

@@ -29,9 +29,13 @@ public struct ObjectTable: Sendable {
     /// Default of `maximumLiveObjects`: 65,536 objects (about 30 MiB of live three-member objects).
     public static let defaultMaximumLiveObjects = 65_536
 
-    typealias Index = [String: ObjectSlot].Index
+    typealias Index = [String: ObjectEntry].Index
 
-    private(set) var slots: [String: ObjectSlot] = [:]
+    /// Every object: how it is held, and the revision of its last change (`changedRevision(of:)`).
+    private(set) var slots: [String: ObjectEntry] = [:]
+    /// The revision the write being applied will have: `insertLive`, `modifyObject` and `setMemberText`
+    /// stamp it as the object's last change. Set by the engine before each write (`KVOEngine.commit`).
+    var writeRevision: UInt64 = 0
     /// Number of `.live` slots.
     private(set) var liveCount = 0
     /// The clock: ids in the order they became live (or got their second chance); may hold ids no
@@ -49,7 +53,7 @@ public struct ObjectTable: Sendable {
         slots.reserveCapacity(values.count)
         for (id, value) in values {
             guard case let .object(members) = value else { preconditionFailure("object '\(id)' is not a JSON object") }
-            slots[id] = .packed(PackedObject.make(encoding: members))
+            slots[id] = ObjectEntry(slot: .packed(PackedObject.make(encoding: members)), changed: 0)
         }
     }
 
@@ -59,7 +63,7 @@ public struct ObjectTable: Sendable {
     public var count: Int { slots.count }
     public var isEmpty: Bool { slots.isEmpty }
     /// Every id, in no particular order.
-    package var keys: Dictionary<String, ObjectSlot>.Keys { slots.keys }
+    package var keys: Dictionary<String, ObjectEntry>.Keys { slots.keys }
 
     /// Whether object `id` exists (no decoding).
     public func contains(_ id: String) -> Bool {
@@ -68,7 +72,7 @@ public struct ObjectTable: Sendable {
 
     /// Object `id`'s value (decoded when packed), nil when there is none.
     public subscript(id: String) -> JSONValue? {
-        slots[id]?.value
+        slots[id]?.slot.value
     }
 
     func index(forKey id: String) -> Index? {
@@ -77,18 +81,30 @@ public struct ObjectTable: Sendable {
 
     /// The value at `index` (decoded when packed).
     func value(at index: Index) -> JSONValue {
-        slots.values[index].value
+        slots.values[index].slot.value
+    }
+
+    /// The revision of object `id`'s last change (its creation, or a write to it; 0 when unknown: a table
+    /// built by hand, or a store from before kvod kept it), nil when there is no such object.
+    public func changedRevision(of id: String) -> UInt64? {
+        slots[id]?.changed
+    }
+
+    /// Sets object `id`'s last-change revision (the loader, after replaying a redo row of that revision).
+    package mutating func setChangedRevision(_ id: String, _ revision: UInt64) {
+        guard let index = slots.index(forKey: id) else { return }
+        slots.values[index].changed = revision
     }
 
     /// Whether object `id` is held live (for tests).
     func isLive(_ id: String) -> Bool {
-        if case .live? = slots[id] { return true }
+        if case .live? = slots[id]?.slot { return true }
         return false
     }
 
     /// Object `id`'s size as compact JSON, nil when there is none.
     func size(of id: String) -> Int? {
-        slots[id].map(ObjectTable.size)
+        slots[id].map { ObjectTable.size(of: $0.slot) }
     }
 
     private static func size(of slot: ObjectSlot) -> Int {
@@ -103,14 +119,14 @@ public struct ObjectTable: Sendable {
     /// O(objects): for a restore only.
     var storedBytes: Int {
         var total = 0
-        for (id, slot) in slots { total += id.utf8.count + ObjectTable.size(of: slot) }
+        for (id, entry) in slots { total += id.utf8.count + ObjectTable.size(of: entry.slot) }
         return total
     }
 
     /// Appends object `id`'s compact JSON (exactly `JSONWriter.write` of its value) to `buffer`;
     /// false, appending nothing, when there is no such object. A packed object is copied, not decoded.
     func writeCompactJSON(of id: String, into buffer: inout [UInt8]) -> Bool {
-        switch slots[id] {
+        switch slots[id]?.slot {
         case nil: return false
         case let .packed(packed)?: packed.appendText(to: &buffer)
         case let .live(live)?: JSONWriter.write(.object(live.decodedMembers), into: &buffer)
@@ -127,7 +143,8 @@ public struct ObjectTable: Sendable {
 
     /// Adds object `id` (which must not exist) as live, with its size as compact JSON.
     mutating func insertLive(_ id: String, members: [String: JSONValue], size: Int) {
-        let previous = slots.updateValue(.live(LiveObject(members: members, size: size, written: false)), forKey: id)
+        let previous = slots.updateValue(ObjectEntry(slot: .live(LiveObject(members: members, size: size, written: false)),
+                                                     changed: writeRevision), forKey: id)
         precondition(previous == nil, "object '\(id)' already exists")
         liveCount += 1
         enqueue(id)
@@ -136,25 +153,25 @@ public struct ObjectTable: Sendable {
     /// Stores `members` as object `id`'s value, packed (replacing whatever was there). For the loader.
     /// Returns whether `id` is new to the table.
     @discardableResult
-    package mutating func setPacked(_ id: String, members: [String: JSONValue]) -> Bool {
-        setPacked(id, PackedObject.make(encoding: members))
+    package mutating func setPacked(_ id: String, members: [String: JSONValue], changed: UInt64 = 0) -> Bool {
+        setPacked(id, PackedObject.make(encoding: members), changed: changed)
     }
 
     /// Stores `packed` as object `id`'s value (replacing whatever was there). Returns whether `id` is
     /// new to the table.
     @discardableResult
-    package mutating func setPacked(_ id: String, _ packed: PackedObject) -> Bool {
-        let previous = slots.updateValue(.packed(packed), forKey: id)
-        if case .live? = previous { liveCount -= 1 }
+    package mutating func setPacked(_ id: String, _ packed: PackedObject, changed: UInt64 = 0) -> Bool {
+        let previous = slots.updateValue(ObjectEntry(slot: .packed(packed), changed: changed), forKey: id)
+        if case .live? = previous?.slot { liveCount -= 1 }
         return previous == nil
     }
 
     /// Removes object `id`; returns its value (decoded when packed), nil when there was none.
     @discardableResult
     mutating func removeValue(forKey id: String) -> JSONValue? {
-        guard let slot = slots.removeValue(forKey: id) else { return nil }
-        if case .live = slot { liveCount -= 1 }
-        return slot.value
+        guard let entry = slots.removeValue(forKey: id) else { return nil }
+        if case .live = entry.slot { liveCount -= 1 }
+        return entry.slot.value
     }
 
     /// Changes the object at `index` in place (making it live if it was packed). `body` gets the value
@@ -173,10 +190,11 @@ public struct ObjectTable: Sendable {
             // Release `value`'s reference before storing, so that the members stay uniquely referenced.
             value = .null
             live.members = changed
-            slots.values[index] = .live(live)
+            slots.values[index].slot = .live(live)
         }
         let (result, growth) = try body(&value, live.size)
         live.size += growth
+        slots.values[index].changed = writeRevision
         return result
     }
 
@@ -190,7 +208,7 @@ public struct ObjectTable: Sendable {
         admit: (_ old: HeldValue?, _ sizeBefore: Int, _ memberCount: Int) throws(Failure) -> Int
     ) throws(Failure) -> HeldValue? {
         let live = takeLive(at: index)
-        defer { slots.values[index] = .live(live) }
+        defer { slots.values[index].slot = .live(live) }
         // One look-up in the usual case (the key held as text already).
         let old: HeldValue?
         if let previous = live.texts.updateValue(text, forKey: key) {
@@ -202,6 +220,7 @@ public struct ObjectTable: Sendable {
         }
         do {
             live.size += try admit(old, live.size, live.members.count + live.texts.count)
+            slots.values[index].changed = writeRevision
         } catch {
             switch old {
             case let .text(previous)?: live.texts[key] = previous
@@ -222,7 +241,7 @@ public struct ObjectTable: Sendable {
         // of the table shares it (then the members are changed in place).
         var live: LiveObject
         var taken = ObjectSlot.vacant
-        swap(&taken, &slots.values[index])
+        swap(&taken, &slots.values[index].slot)
         switch taken {
         case let .live(current):
             taken = .vacant
@@ -246,11 +265,11 @@ public struct ObjectTable: Sendable {
         guard let index = slots.index(forKey: id), holdsTexts(at: index) else { return }
         let live = takeLive(at: index)
         live.decodeTexts()
-        slots.values[index] = .live(live)
+        slots.values[index].slot = .live(live)
     }
 
     private func holdsTexts(at index: Index) -> Bool {
-        if case let .live(live) = slots.values[index] { return !live.texts.isEmpty }
+        if case let .live(live) = slots.values[index].slot { return !live.texts.isEmpty }
         return false
     }
 
@@ -261,7 +280,7 @@ public struct ObjectTable: Sendable {
         while liveCount > maximumLiveObjects, clockHead < clock.count {
             let id = clock[clockHead]
             clockHead += 1
-            guard let slotIndex = slots.index(forKey: id), case let .live(live) = slots.values[slotIndex] else {
+            guard let slotIndex = slots.index(forKey: id), case let .live(live) = slots.values[slotIndex].slot else {
                 continue  // deleted or packed since
             }
             if live.written {
@@ -269,7 +288,7 @@ public struct ObjectTable: Sendable {
                 clock.append(id)
                 continue
             }
-            slots.values[slotIndex] = .packed(PackedObject.make(encoding: live.decodedMembers))
+            slots.values[slotIndex].slot = .packed(PackedObject.make(encoding: live.decodedMembers))
             liveCount -= 1
         }
         compactClock()

@@ -2,8 +2,9 @@ import KVOJSON
 import KVOModel
 
 /// What must hold when a write applies (docs/protocol.md, "Conditional writes"), or nothing applies and
-/// the reply is `conflict`: the optimistic-concurrency half of etcd's `Txn` compares and Firebase's
-/// `transaction()`. Every condition is about the write's own object.
+/// the reply is `conflict`: the optimistic-concurrency half of etcd's `Txn` compares (`ifRev` is its
+/// `mod_revision` compare), NATS KV's `update` and Firebase's `transaction()`. Every condition is about the
+/// write's own object.
 ///
 /// Checked by `KVOEngine.check(_:on:access:)` in the same loop turn as the write it guards, so nothing can
 /// change between the check and the write; in cluster mode every node checks it at the same stream position
@@ -30,14 +31,18 @@ public struct WriteConditions: Equatable, Sendable {
 
     public var existence: Existence?
     public var equals: ValueCondition?
+    /// `ifRev: R`: the object exists and has not changed after revision R (its last change, creation
+    /// included, is at R or before: `KVOEngine.changedRevision(of:)`, `changedRev` in `get`'s reply).
+    public var unchangedSince: UInt64?
 
-    public init(existence: Existence? = nil, equals: ValueCondition? = nil) {
+    public init(existence: Existence? = nil, equals: ValueCondition? = nil, unchangedSince: UInt64? = nil) {
         self.existence = existence
         self.equals = equals
+        self.unchangedSince = unchangedSince
     }
 
     /// Whether no condition is set.
-    public var isEmpty: Bool { existence == nil && equals == nil }
+    public var isEmpty: Bool { existence == nil && equals == nil && unchangedSince == nil }
 }
 
 extension KVOEngine {
@@ -56,6 +61,15 @@ extension KVOEngine {
             throw conflict("ifAbsent", "object '\(PrintableText.escaped(object, limit: 64))' exists", ["exists": true])
         default:
             break
+        }
+        if let since = conditions.unchangedSince {
+            guard let changed = objects.changedRevision(of: object) else {
+                throw conflict("ifRev", "object '\(PrintableText.escaped(object, limit: 64))' does not exist", ["exists": false])
+            }
+            guard changed <= since else {
+                throw conflict("ifRev", "object '\(PrintableText.escaped(object, limit: 64))' changed at revision \(changed), after \(since)",
+                               ["changedRev": .int(Int64(changed))])
+            }
         }
         guard let equals = conditions.equals else { return }
         let keyPathText = PrintableText.escaped(equals.keyPath.string, limit: 64)

@@ -2,7 +2,7 @@ import ArgumentParser
 import KVOClient
 import KVOJSON
 
-/// `--if-exists`, `--if-absent` and `--if-equals VALUE`: the conditions a write carries (docs/protocol.md,
+/// `--if-exists`, `--if-absent`, `--if-rev N` and `--if-equals VALUE`: the conditions a write carries (docs/protocol.md,
 /// "Conditional writes"). A condition that does not hold is the server's `conflict`: exit 1, nothing written.
 struct ConditionOptions: ParsableArguments {
     @Flag(help: "Write only if the object exists (else `conflict`).")
@@ -10,6 +10,11 @@ struct ConditionOptions: ParsableArguments {
 
     @Flag(help: "Write only if the object does not exist (else `conflict`).")
     var ifAbsent = false
+
+    @Option(help: ArgumentHelp(
+        "Write only if the object exists and has not changed after this revision (a `rev` read before); else `conflict`.",
+        valueName: "rev"))
+    var ifRev: Int64?
 
     @Option(help: ArgumentHelp(
         "Write only if the value at the command's key path is this one now (JSON, or a plain string); else `conflict`, which prints the value there now.",
@@ -20,6 +25,7 @@ struct ConditionOptions: ParsableArguments {
     /// the command has a key path.
     func validate(keyPath: String?) throws {
         if ifExists && ifAbsent { throw ValidationError("--if-exists and --if-absent cannot both hold") }
+        if let ifRev, ifRev < 0 { throw ValidationError("--if-rev must be a revision (0 or more)") }
         if let ifEquals {
             guard keyPath != nil else { throw ValidationError("--if-equals needs a command with a key path") }
             _ = try ValueArgument.parse(ifEquals)
@@ -31,6 +37,7 @@ struct ConditionOptions: ParsableArguments {
         var conditions: [WriteCondition] = []
         if ifExists { conditions.append(.exists) }
         if ifAbsent { conditions.append(.absent) }
+        if let ifRev { conditions.append(.unchangedSince(ifRev)) }
         if let ifEquals, let keyPath { conditions.append(try .equals(keyPath, try ValueArgument.parse(ifEquals))) }
         return conditions
     }

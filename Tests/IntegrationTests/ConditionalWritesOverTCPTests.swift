@@ -5,8 +5,9 @@ import Testing
 
 /// Conditional writes over TCP against the real kvod (issue 30): `ifEquals`, `ifExists` and `ifAbsent` on
 /// every write of one object; a condition that does not hold is `conflict` with its details, and changes
-/// nothing (no revision, no event); conditions read with the writer's rights; malformed or misplaced
-/// conditions, and `ifRev`, are `bad_request` rather than ignored.
+/// nothing (no revision, no event); `ifRev` against each object's last-change revision (`changedRev` in
+/// `get`), kept across a restart; conditions read with the writer's rights; malformed or misplaced conditions
+/// are `bad_request`.
 @Suite struct ConditionalWritesOverTCPTests {
     private func code(_ reply: JSONValue) -> String? { reply["error"]?["code"]?.stringValue }
 
@@ -76,6 +77,54 @@ import Testing
                                         "ifEquals": ["keyPath": "v", "value": 1]])["rev"] == 4)
     }
 
+    @Test("ifRev: a write applies while the object is unchanged since the revision read, else conflict with its changedRev")
+    func ifRevGuardsTheWrite() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        try client.call("create", ["object": "a", "values": ["n": 1]])
+        try client.call("create", ["object": "b", "values": ["n": 1]])
+        let read = try client.call("get", ["object": "a"])
+        #expect(read["changedRev"] == 1 && read["rev"] == 2, "\(read)")
+        #expect(try client.call("get", ["object": "b", "keyPath": "n"])["changedRev"] == 2)
+        // Writes to other objects do not move a's changedRev: a write guarded by the global rev read still applies.
+        try client.call("set", ["object": "b", "keyPath": "n", "value": 2])
+        #expect(try client.call("set", ["object": "a", "keyPath": "n", "value": 2, "ifRev": 2])["rev"] == 4)
+        #expect(try client.call("get", ["object": "a"])["changedRev"] == 4)
+        let stale = try client.request("set", ["object": "a", "keyPath": "n", "value": 3, "ifRev": 2])
+        #expect(code(stale) == "conflict" && stale["error"]?["condition"] == "ifRev" && stale["error"]?["changedRev"] == 4
+                && stale["error"]?["rev"] == 4, "\(stale)")
+        #expect(try client.call("get", ["object": "a", "keyPath": "n"])["value"] == 2)
+        // Every kind of write moves it: an array operation, an increment, a set held as text.
+        try client.call("set", ["object": "a", "keyPath": "list", "value": [1]])
+        try client.call("insert", ["object": "a", "keyPath": "list", "value": 2])
+        #expect(try client.call("get", ["object": "a"])["changedRev"] == 6)
+        try client.call("increment", ["object": "a", "keyPath": "n"])
+        #expect(try client.call("get", ["object": "a"])["changedRev"] == 7)
+        #expect(try client.call("delete", ["object": "a", "ifRev": 7])["rev"] == 8)
+        let gone = try client.request("set", ["object": "a", "keyPath": "n", "value": 1, "ifRev": 100])
+        #expect(code(gone) == "conflict" && gone["error"]?["exists"] == false, "\(gone)")
+    }
+
+    @Test("changedRev survives a restart, from snapshots and from redo rows alike, and ifRev is judged the same after it")
+    func changedRevisionsAreDurable() throws {
+        let directory = try TemporaryDirectory("changed-rev")
+        let server = try KVODProcess(dataDirectory: directory.appending("data"))
+        let client = try server.connect()
+        try client.call("create", ["object": "small", "values": ["n": 1, "pad": .string(String(repeating: "x", count: 400))]])
+        try client.call("create", ["object": "other", "values": ["n": 1]])
+        for value in 2...4 { try client.call("set", ["object": "small", "keyPath": "n", "value": .int(Int64(value))]) }
+        try client.call("set", ["object": "other", "keyPath": "n", "value": ["big": .string(String(repeating: "y", count: 200))]])
+        try client.call("create", ["object": "untouched"])
+        let before = try ["small", "other", "untouched"].map { try client.call("get", ["object": .string($0)])["changedRev"] }
+        #expect(before == [5, 6, 7], "\(before)")
+        let restarted = try server.restart(after: SIGTERM)
+        let again = try restarted.connect()
+        let after = try ["small", "other", "untouched"].map { try again.call("get", ["object": .string($0)])["changedRev"] }
+        #expect(after == before)
+        #expect(try again.request("set", ["object": "small", "keyPath": "n", "value": 0, "ifRev": 4])["error"]?["code"] == "conflict")
+        #expect(try again.call("set", ["object": "small", "keyPath": "n", "value": 0, "ifRev": 5])["rev"] == 8)
+    }
+
     @Test("malformed, misplaced or unsupported conditions are bad_request, never ignored, and change nothing")
     func malformedConditions() throws {
         let server = try KVODProcess()
@@ -84,7 +133,9 @@ import Testing
         let refusals: [[String: JSONValue]] = [
             ["op": "get", "object": "doc", "ifExists": true],
             ["op": "observe", "object": "doc", "keyPath": "v", "ifEquals": ["keyPath": "v", "value": 1]],
-            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifRev": 1],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifRev": -1],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifRev": "1"],
+            ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifRev": 1.5],
             ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifExists": false],
             ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifExists": true, "ifAbsent": true],
             ["op": "set", "object": "doc", "keyPath": "v", "value": 2, "ifExists": "yes"],

@@ -55,13 +55,22 @@ import Testing
         }
         #expect(code == .conflict && details.condition == "ifEquals" && details.value == 90 && details.rev == 2)
         #expect(try await kvod.get("balance", of: "acct", as: Int.self) == (90, 2))
+        // ifRev: any revision read guards a whole-object write; a later change makes it a conflict.
+        let (_, read) = try await kvod.get("acct", as: Account.self)
+        #expect(try await kvod.set("owner", of: "acct", to: "Bo", if: [.unchangedSince(read)]) == 3)
+        let late = await kvodError { try await kvod.set("owner", of: "acct", to: "Cy", if: [.unchangedSince(read)]) }
+        guard case let .server(.conflict, _, lateDetails)? = late else {
+            Issue.record("expected conflict, got \(String(describing: late))")
+            return
+        }
+        #expect(lateDetails.condition == "ifRev" && lateDetails.changedRev == 3)
         // A missing key is nil to the transform; throwing from it writes nothing.
-        #expect(try await kvod.update("visits", of: "acct", as: Int.self) { ($0 ?? 0) + 1 } == (1, 3))
+        #expect(try await kvod.update("visits", of: "acct", as: Int.self) { ($0 ?? 0) + 1 } == (1, 4))
         struct Refused: Error {}
         await #expect(throws: Refused.self) {
             try await kvod.update("visits", of: "acct", as: Int.self) { _ in throw Refused() }
         }
-        #expect(try await kvod.get("visits", of: "acct", as: Int.self) == (1, 3))
+        #expect(try await kvod.get("visits", of: "acct", as: Int.self) == (1, 4))
         // The object deleted: not retried.
         try await kvod.delete("acct", if: [.exists])
         let gone = await kvodError { try await kvod.update("visits", of: "acct", as: Int.self) { ($0 ?? 0) + 1 } }

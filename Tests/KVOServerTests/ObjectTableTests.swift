@@ -153,7 +153,10 @@ struct ObjectTableTests {
     @Test func aRestoredEngineBehavesAsOneThatWroteItsObjects() throws {
         let written = KVOEngine()
         for id in Self.awkward.keys.sorted() { try written.create(id, Self.awkward[id]!.objectValue!) }
-        let restored = KVOEngine(restoring: PersistedState(objects: ObjectTable(packing: Self.awkward), revision: written.revision))
+        // Restored as a store restores it: the values packed, each with its last-change revision.
+        var table = ObjectTable(packing: Self.awkward)
+        for id in Self.awkward.keys { table.setChangedRevision(id, written.changedRevision(of: id)!) }
+        let restored = KVOEngine(restoring: PersistedState(objects: table, revision: written.revision))
         #expect(StateDigest.of(restored) == StateDigest.of(written))
         #expect(restored.storedBytes == written.storedBytes)
         #expect(restored.objectIDs() == written.objectIDs())

@@ -79,7 +79,7 @@ import Testing
             }
             #expect(conditions.existence == .mustExist && request.operation == operation && request.writtenObject != nil)
         } else if case let .failure(error) = decoded.request {
-            #expect(error.code == .badRequest && error.message.hasPrefix("'ifExists', 'ifAbsent' and 'ifEquals' go with"), "\(error)")
+            #expect(error.code == .badRequest && error.message.hasPrefix("'ifExists', 'ifAbsent', 'ifEquals' and 'ifRev' go with"), "\(error)")
         } else {
             Issue.record("\(operation.name) took a write condition")
         }

@@ -429,9 +429,10 @@ import Testing
                 (2, 'a', '\(JSONWriter.string(set.change.json))', 9);
             """)
         let store = try open(directory)
-        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "4")
+        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "5")
         let migrated = try store.load()
         #expect(migrated.objects == ["a": ["v": 2]])
+        #expect(migrated.objects.changedRevision(of: "a") == 0, "an older row's last change is unknown")
         #expect(migrated.revision == 2)
         #expect(migrated.history == [created.entry, set])
         #expect(migrated.classes.isEmpty)
@@ -445,11 +446,12 @@ import Testing
         try store.commit(batch)
         let state = try reload(directory, closing: store)
         #expect(state.objects == ["a": ["v": 3]])
+        #expect(state.objects.changedRevision(of: "a") == 3, "written again: known")
         #expect(state.history.map(\.rev) == [1, 2, 3])
         #expect(state.classes == ["LabColor": Self.labColor])
         #expect(state.bindings == [1: Self.bindAtoB])
         #expect(state.lastBindingID == 1)
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "4")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "5")
     }
 
     // MARK: - Locking, closing, reopening
@@ -664,11 +666,11 @@ import Testing
     @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
         let directory = TemporaryDirectory()
         try seed(directory, [F.entry(1, "a", ["v": 1])])
-        try tamper(directory, "UPDATE meta SET value = 5 WHERE key = 'schema_version'")
+        try tamper(directory, "UPDATE meta SET value = 6 WHERE key = 'schema_version'")
         let error = #expect(throws: StorageError.self) { _ = try open(directory) }
-        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 5, supported: 4))
+        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 6, supported: 5))
         // Refusing did not rewrite the version or anything else.
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "5")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "6")
         #expect(try peek(directory, "SELECT value FROM objects WHERE id = 'a'") == #"{"v":1}"#)
     }
 

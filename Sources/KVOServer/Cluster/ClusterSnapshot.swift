@@ -11,7 +11,8 @@ import KVOJSON
 /// Encoded as lines of compact JSON (`JSONWriter` sorts object keys, so equal states give equal bytes):
 ///
 ///     {"kvodSnapshot":1,"v":3,"seq":S,"rev":R,"lastBindingID":B,"objects":n,"classes":c,"bindings":b,"users":u}
-///     ["o","id",{…}]          one per object, by id
+///     ["o","id",{…},R]        one per object, by id, with the revision of its last change (absent when 0:
+///                             unknown, and in snapshots of kvod before it kept one)
 ///     ["c","Name",{…}]        one per class, by name
 ///     ["b",7,{…}]             one per binding, by id
 ///     ["u","name",{…}]        one per user (its stored form: hash, rules, tokens), by name
@@ -36,6 +37,8 @@ struct ClusterSnapshot: Sendable, Equatable {
     var revision: UInt64
     var lastBindingID: UInt64
     var objects: [String: JSONValue]
+    /// Each object's last-change revision (`ifRev`), when known (not 0).
+    var changedRevisions: [String: UInt64] = [:]
     var classes: [String: JSONValue]
     var bindings: [UInt64: JSONValue]
     /// Every user, sorted by name (replicated state since engine version 3); nil in an older snapshot.
@@ -62,18 +65,23 @@ struct ClusterSnapshot: Sendable, Equatable {
     init(engine: KVOEngine, users: UserDirectory, sequence: UInt64, integrity: StreamIntegrity.State? = nil) {
         var objects: [String: JSONValue] = [:]
         objects.reserveCapacity(engine.objectCount)
+        var changed: [String: UInt64] = [:]
         for id in engine.objectIDs() {
             if let value = try? engine.get(id, keyPath: nil) { objects[id] = value }
+            if let revision = engine.changedRevision(of: id), revision > 0 { changed[id] = revision }
         }
         self.init(sequence: sequence, revision: engine.revision, lastBindingID: engine.lastBindingID,
                   objects: objects, classes: engine.classDefinitionsByName(), bindings: engine.bindingDefinitionsByID(),
                   users: users.users, integrity: integrity)
+        changedRevisions = changed
     }
 
     /// The state as `KVOEngine(restoring:)` and `SQLiteStore.replaceAll` take it (no history).
     var persistedState: PersistedState {
-        PersistedState(objects: ObjectTable(packing: objects), revision: revision, history: [], classes: classes, bindings: bindings,
-                       lastBindingID: lastBindingID)
+        var table = ObjectTable(packing: objects)
+        for (id, changed) in changedRevisions { table.setChangedRevision(id, changed) }
+        return PersistedState(objects: table, revision: revision, history: [], classes: classes, bindings: bindings,
+                              lastBindingID: lastBindingID)
     }
 
     func encoded() -> [UInt8] {
@@ -89,7 +97,9 @@ struct ClusterSnapshot: Sendable, Equatable {
         JSONWriter.write(header, into: &bytes)
         bytes.append(0x0A)
         for id in objects.keys.sorted() {
-            JSONWriter.write(.array([.string("o"), .string(id), objects[id]!]), into: &bytes)
+            var record: [JSONValue] = [.string("o"), .string(id), objects[id]!]
+            if let changed = changedRevisions[id] { record.append(.int(Int64(bitPattern: changed))) }
+            JSONWriter.write(.array(record), into: &bytes)
             bytes.append(0x0A)
         }
         for name in classes.keys.sorted() {
@@ -145,13 +155,20 @@ struct ClusterSnapshot: Sendable, Equatable {
         snapshot.objects.reserveCapacity(Int(objectCount))
         for (offset, line) in lines.dropFirst().enumerated() {
             let number = offset + 2
-            guard case let .array(record) = try parse(line, line: number), record.count == 3, case let .string(kind) = record[0] else {
+            guard case let .array(record) = try parse(line, line: number), record.count == 3 || record.count == 4,
+                  case let .string(kind) = record[0], record.count == 3 || kind == "o" else {
                 throw .malformed("line \(number) is not a record")
             }
             switch (kind, record[1], record[2]) {
             case let ("o", .string(id), value):
                 guard case .object = value, snapshot.objects.updateValue(value, forKey: id) == nil else {
                     throw .malformed("line \(number): object '\(id)' is repeated or not a JSON object")
+                }
+                if record.count == 4 {
+                    guard case let .int(changed) = record[3], changed > 0 else {
+                        throw .malformed("line \(number): object '\(id)' has a revision that is not a positive integer")
+                    }
+                    snapshot.changedRevisions[id] = UInt64(changed)
                 }
             case let ("c", .string(name), definition):
                 guard snapshot.classes.updateValue(definition, forKey: name) == nil else { throw .malformed("line \(number): class '\(name)' is repeated") }

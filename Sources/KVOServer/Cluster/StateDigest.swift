@@ -3,7 +3,8 @@ import KVOEngine
 import KVOJSON
 
 /// A SHA-256 digest of everything the engine stores that replication must make equal on every node:
-/// the revision, every object (sorted by id, as compact JSON with sorted keys), every class
+/// the revision, every object (sorted by id, as compact JSON with sorted keys, and the revision of its last
+/// change), every class
 /// definition (sorted by name), every binding (by id, with the last binding id given) and every user
 /// (sorted by name, with hash, rules and tokens). Two nodes that applied the same stream have the same digest; the
 /// tests compare nodes with it (the `digest` operation). Loop thread (it reads the engine).
@@ -23,6 +24,9 @@ enum StateDigest {
             JSONWriter.writeString(id, into: &buffer)
             buffer.append(0x20)
             JSONWriter.write(engine.objects[id]!, into: &buffer)
+            // Its last-change revision: what `ifRev` compares, so nodes must agree on it too.
+            buffer.append(0x20)
+            JSONWriter.writeInteger(Int64(bitPattern: engine.changedRevision(of: id) ?? 0), into: &buffer)
             buffer.append(0x0A)
             feed(buffer)
         }

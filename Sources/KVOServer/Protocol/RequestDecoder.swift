@@ -66,7 +66,7 @@ package enum RequestDecoder {
             }
             if let conditions = try reader.writeConditions() {
                 guard operation.declaration.acceptsConditions else {
-                    throw KVOError(.badRequest, "'ifExists', 'ifAbsent' and 'ifEquals' go with \(RequestDecoder.conditionalOperations) only")
+                    throw KVOError(.badRequest, "'ifExists', 'ifAbsent', 'ifEquals' and 'ifRev' go with \(RequestDecoder.conditionalOperations) only")
                 }
                 request = .conditional(conditions, request)
             }
@@ -365,14 +365,11 @@ struct FieldReader {
         return members
     }
 
-    /// `ifExists`, `ifAbsent` and `ifEquals` (docs/protocol.md, "Conditional writes"); nil when the request
-    /// carries none. `ifRev` is refused rather than ignored (unknown fields are ignored, and a condition
-    /// silently dropped would be a lost update).
+    /// `ifExists`, `ifAbsent`, `ifEquals` and `ifRev` (docs/protocol.md, "Conditional writes"); nil when the
+    /// request carries none.
     func writeConditions() throws(KVOError) -> WriteConditions? {
-        if fields["ifRev"] != nil {
-            throw KVOError(.badRequest, "'ifRev' is not supported by this server yet: use 'ifEquals' with the value read")
-        }
         var conditions = WriteConditions()
+        conditions.unchangedSince = try optionalRevision("ifRev")
         let mustExist = try optionalBool("ifExists")
         let mustBeAbsent = try optionalBool("ifAbsent")
         if mustExist == false || mustBeAbsent == false {

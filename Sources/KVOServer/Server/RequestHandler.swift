@@ -82,7 +82,8 @@ final class RequestHandler {
         case let .get(object, keyPath):
             let value = try engine.get(object, keyPath: keyPath, access: access)
             try requireFit(value, budget, "the value of \(keyPath.map { "'\(PrintableText.escaped($0.string, limit: 64))' of " } ?? "")object '\(PrintableText.escaped(object, limit: 64))'")
-            return reply([("rev", revision(engine.revision)), ("value", value)])
+            return reply([("changedRev", revision(engine.changedRevision(of: object) ?? 0)), ("rev", revision(engine.revision)),
+                          ("value", value)])
         case let .set(object, keyPath, value):
             let rev: UInt64
             switch value {

@@ -30,11 +30,15 @@ extension SQLiteStore {
         var appended = 0
         // What this batch does to each object's log; merged into `objectLogs` once the batch is committed.
         var logs: [String: ObjectLog] = [:]
+        // Each object's last change in this batch: its snapshot's `rev` if it gets one. An object given
+        // without a write of its own keeps 0 (unknown), as a store of an older version has it.
+        var lastChange: [String: UInt64] = [:]
         do {
             try statements.begin.run()
             // Each change once as text: a history row, and a redo row unless its object gets a new snapshot.
             var lastObject: String?
             var lastLog = ObjectLog(snapshotBytes: 0, redoBytes: 0)
+            var runRev: UInt64 = 0
             for entry in batch.entries {
                 changeText.removeAll(keepingCapacity: true)
                 entry.writeChangeJSON(into: &changeText)
@@ -50,7 +54,10 @@ extension SQLiteStore {
                 }
                 // Runs of writes to one object (the common case) look its log up once.
                 if lastObject != entry.object {
-                    if let lastObject { logs[lastObject] = lastLog }
+                    if let lastObject {
+                        logs[lastObject] = lastLog
+                        lastChange[lastObject] = runRev
+                    }
                     lastObject = entry.object
                     if let log = logs[entry.object] ?? objectLogs[entry.object] {
                         lastLog = log
@@ -58,6 +65,7 @@ extension SQLiteStore {
                         lastLog = try storedLog(of: entry.object)
                     }
                 }
+                runRev = entry.rev
                 guard !lastLog.takesSnapshot else { continue }
                 // A creation or deletion replaces the object: a snapshot (decided without decoding the change).
                 if entry.isCreation || entry.isDeletion || lastLog.redoBytes + changeText.count > lastLog.snapshotBytes {
@@ -70,7 +78,10 @@ extension SQLiteStore {
                     lastLog.redoBytes += changeText.count
                 }
             }
-            if let lastObject { logs[lastObject] = lastLog }
+            if let lastObject {
+                logs[lastObject] = lastLog
+                lastChange[lastObject] = runRev
+            }
             // An object given without a write of its own (callers other than the engine) is stored whole.
             for id in batch.objects.keys where logs[id] == nil {
                 var log: ObjectLog
@@ -95,6 +106,7 @@ extension SQLiteStore {
                     JSONWriter.write(value, into: &valueText)
                     try statements.upsertObject.bind(1, text: id)
                     try statements.upsertObject.bind(2, text: valueText)
+                    try statements.upsertObject.bind(3, Int64(bitPattern: lastChange[id] ?? 0))
                     try statements.upsertObject.run()
                     logs[id] = ObjectLog(snapshotBytes: valueText.count, redoBytes: 0)
                 case .deleted:

@@ -106,13 +106,18 @@ extension SQLiteStore {
     /// own text copied as it is, any other text parsed (a corrupt row throws `.corrupt` naming it) and
     /// encoded again.
     func readObjectRows(_ database: SQLiteDatabase, into filler: ObjectTableFiller) throws(StorageError) {
-        let objects = try database.prepare("SELECT id, value FROM objects")
+        let objects = try database.prepare("SELECT id, value, rev FROM objects")
         defer { objects.finalize() }
         while try objects.step() {
             // Types first: reading a column as text or as a number may convert it in place.
             let idIsText = objects.isText(0)
+            let revIsInteger = objects.isInteger(2)
             let id = objects.string(0)
             guard idIsText else { throw .corrupt(row: "object '\(id)'", reason: "the id is not text") }
+            let changed = objects.int64(2)
+            guard revIsInteger, changed >= 0 else {
+                throw .corrupt(row: "object '\(id)'", reason: "its revision '\(objects.string(2))' is not a non-negative integer")
+            }
             let text = objects.textBytes(1)
             let packed: PackedObject
             if CanonicalObjectScan.isCanonicalObject(text) {
@@ -124,7 +129,7 @@ extension SQLiteStore {
                 }
                 packed = PackedObject.make(encoding: members)
             }
-            filler.add(id, packed)
+            filler.add(id, packed, changed: UInt64(changed))
         }
     }
 
@@ -138,9 +143,11 @@ extension SQLiteStore {
         var current: JSONValue?
         var snapshotBytes = 0
         var redoBytes = 0
+        var lastRev: UInt64 = 0
         func finish() {
             guard let id = currentID, case let .object(members)? = current else { return }
-            state.objects.setPacked(id, members: members)
+            // The last redo row is the object's last change (a snapshot is older than its redo rows).
+            state.objects.setPacked(id, members: members, changed: lastRev)
             objectLogs[id] = ObjectLog(snapshotBytes: snapshotBytes, redoBytes: redoBytes)
         }
         while try redo.step() {
@@ -163,6 +170,7 @@ extension SQLiteStore {
                 snapshotBytes = try storedSnapshotBytes(of: id) ?? 0
                 redoBytes = 0
             }
+            lastRev = UInt64(rev)
             let text = redo.textBytes(2)
             redoBytes += text.count
             let change = try decodeChange(text, row: row)

@@ -62,10 +62,14 @@ extension SQLiteStore {
                     throw .missingTable(path: databasePath, table: table)
                 }
             }
-            // Every version only added tables, so creating the missing ones and then recording the
-            // current version is the whole migration.
+            // Every version only added tables, and version 5 a column, so creating the missing ones and then
+            // recording the current version is the whole migration.
+            if tables.contains("objects"), try !columnNames(database, of: "objects").contains("rev") {
+                try database.exec("ALTER TABLE objects ADD COLUMN rev INTEGER NOT NULL DEFAULT 0")
+            }
             try database.exec("""
-                CREATE TABLE IF NOT EXISTS objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS objects(id TEXT PRIMARY KEY, value TEXT NOT NULL, rev INTEGER NOT NULL DEFAULT 0)
+                    WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL,
                                                    bytes INTEGER NOT NULL);
@@ -83,6 +87,15 @@ extension SQLiteStore {
             if database.isInTransaction { try? database.exec("ROLLBACK") }
             throw error
         }
+    }
+
+    /// The names of `table`'s columns.
+    func columnNames(_ database: SQLiteDatabase, of table: String) throws(StorageError) -> Set<String> {
+        let query = try database.prepare("SELECT name FROM pragma_table_info('\(table)')")
+        defer { query.finalize() }
+        var names = Set<String>()
+        while try query.step() { names.insert(query.string(0)) }
+        return names
     }
 
     /// The names of the tables in the database.

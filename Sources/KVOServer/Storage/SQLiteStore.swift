@@ -18,9 +18,11 @@ import Darwin
 /// commit is one transaction, so durability costs at most one fsync per iteration (`SyncMode.full`),
 /// not one per request.
 ///
-/// On disk (schema version 4):
+/// On disk (schema version 5):
 ///
-///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID   -- a snapshot, as compact JSON
+///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL,
+///             rev INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID             -- a snapshot, as compact JSON, and the
+///                                                                       -- revision of the object's last change then
 ///     redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
 ///          PRIMARY KEY(object, rev)) WITHOUT ROWID                      -- the changes since the snapshot
 ///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id, stream_sequence, stream_integrity and cluster_stream (cluster)
@@ -30,10 +32,12 @@ import Darwin
 ///     users(name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID  -- `UserRecord.json`, compact
 ///
 /// Version 2 added `classes`, `bindings` and `meta.last_binding_id`; version 3 added `redo`; version 4
-/// added `users` (written by `kvod user` and the admin operations, not by commits). An older
-/// database is migrated in place when opened: the new tables are created and the version bumped in one
-/// transaction (the existing rows are untouched: an object row of an older version is a snapshot with
-/// no changes after it; a missing `last_binding_id` reads as 0).
+/// added `users` (written by `kvod user` and the admin operations, not by commits); version 5 added
+/// `objects.rev` (what `ifRev` compares; an object's last change is its last redo row's revision, or its
+/// snapshot's `rev` without one). An older database is migrated in place when opened: the new tables and
+/// column are created and the version bumped in one transaction (the existing rows are untouched: an object
+/// row of an older version is a snapshot with no changes after it, whose last change is unknown, 0, until it
+/// is written again; a missing `last_binding_id` reads as 0).
 ///
 /// An object is its snapshot plus its `redo` rows replayed in revision order, so that the cost of a
 /// write follows the size of the change, not of the object: a commit appends each write's change (the
@@ -65,7 +69,7 @@ import Darwin
 /// Not Sendable.
 package final class SQLiteStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
-    package static let schemaVersion: Int64 = 4
+    package static let schemaVersion: Int64 = 5
     /// The database file's name inside the data directory.
     package static let fileName = "kvod.sqlite3"
     /// The data directory's marker file's name (`DataDirectoryMarker`).
@@ -181,7 +185,7 @@ package final class SQLiteStore {
             commit = try database.prepare("COMMIT")
             rollback = try database.prepare("ROLLBACK")
             upsertObject = try database.prepare(
-                "INSERT INTO objects(id, value) VALUES(?1, ?2) ON CONFLICT(id) DO UPDATE SET value = excluded.value")
+                "INSERT INTO objects(id, value, rev) VALUES(?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET value = excluded.value, rev = excluded.rev")
             deleteObject = try database.prepare("DELETE FROM objects WHERE id = ?1")
             insertRedo = try database.prepare("INSERT INTO redo(object, rev, change) VALUES(?1, ?2, ?3)")
             deleteRedo = try database.prepare("DELETE FROM redo WHERE object = ?1")
@@ -390,6 +394,7 @@ extension SQLiteStore {
                 JSONWriter.write(state.objects[id]!, into: &valueText)
                 try statements.upsertObject.bind(1, text: id)
                 try statements.upsertObject.bind(2, text: valueText)
+                try statements.upsertObject.bind(3, Int64(bitPattern: state.objects.changedRevision(of: id) ?? 0))
                 try statements.upsertObject.run()
                 logs[id] = ObjectLog(snapshotBytes: valueText.count, redoBytes: 0)
             }

@@ -113,7 +113,7 @@ export class KVODClient {
   ping() { return this.request("ping"); }
   /**
    * The writes take `conditions` last (docs/protocol.md "Conditional writes"): `{ ifExists: true }`,
-   * `{ ifAbsent: true }`, `{ ifEquals: { keyPath, value } }`, together or alone. One that does not hold
+   * `{ ifAbsent: true }`, `{ ifRev: rev }`, `{ ifEquals: { keyPath, value } }`, together or alone. One that does not hold
    * rejects with a KVODError of code `conflict` whose details say which and what is there now.
    */
   create(object, values = {}, className, conditions = {}) {
