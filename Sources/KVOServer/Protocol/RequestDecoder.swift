@@ -64,7 +64,9 @@ package enum RequestDecoder {
             if atLeastRev != nil, !operation.declaration.acceptsAtLeastRev {
                 throw KVOError(.badRequest, "'atLeastRev' goes with \(RequestDecoder.atLeastRevOperations) only")
             }
-            if let conditions = try reader.writeConditions() {
+            // One pass over the names for the rare conditions (`if…`) before looking any of them up: a plain
+            // write must not pay four lookups (issue 30: a `set`'s cost must not grow).
+            if fields.hasConditionMember, let conditions = try reader.writeConditions() {
                 guard operation.declaration.acceptsConditions else {
                     throw KVOError(.badRequest, "'ifExists', 'ifAbsent', 'ifEquals' and 'ifRev' go with \(RequestDecoder.conditionalOperations) only")
                 }
@@ -266,6 +268,21 @@ struct RequestFields {
     /// The (last) member called `name`, decoded.
     subscript(name: String) -> JSONValue? {
         position(of: name).map(value(at:))
+    }
+
+    /// Whether the request names a write condition (`ifRev`, `ifExists`, `ifAbsent`, `ifEquals`): one pass
+    /// over the names by length (5 or 8 bytes; a plain `set`'s only such member is `value`), comparing
+    /// whole names only at those lengths.
+    var hasConditionMember: Bool {
+        for member in members {
+            let key = member.key
+            switch key.utf8.count {
+            case 5: if key == "ifRev" { return true }
+            case 8: if key == "ifExists" || key == "ifAbsent" || key == "ifEquals" { return true }
+            default: continue
+            }
+        }
+        return false
     }
 
     /// Whether the request has a member called `name` (null or not), without decoding it.
