@@ -19,17 +19,21 @@ package final class LiveObject {
     var texts: [String: CanonicalText]
     var size: Int
     var written: Bool
+    /// The revision of the object's last change (its creation or a write to it; 0: unknown), what `ifRev`
+    /// compares: set by the table's writing functions, kept when the object is packed again.
+    var changed: UInt64
 
-    init(members: [String: JSONValue], texts: [String: CanonicalText] = [:], size: Int, written: Bool) {
+    init(members: [String: JSONValue], texts: [String: CanonicalText] = [:], size: Int, written: Bool, changed: UInt64) {
         self.members = members
         self.texts = texts
         self.size = size
         self.written = written
+        self.changed = changed
     }
 
     /// A separate copy (the members are copy-on-write).
     func copy() -> LiveObject {
-        LiveObject(members: members, texts: texts, size: size, written: written)
+        LiveObject(members: members, texts: texts, size: size, written: written, changed: changed)
     }
 
     /// Every member decoded (a new dictionary when some are held as text; `members` itself otherwise).

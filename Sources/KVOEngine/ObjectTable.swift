@@ -29,10 +29,9 @@ public struct ObjectTable: Sendable {
     /// Default of `maximumLiveObjects`: 65,536 objects (about 30 MiB of live three-member objects).
     public static let defaultMaximumLiveObjects = 65_536
 
-    typealias Index = [String: ObjectEntry].Index
+    typealias Index = [String: ObjectSlot].Index
 
-    /// Every object: how it is held, and the revision of its last change (`changedRevision(of:)`).
-    private(set) var slots: [String: ObjectEntry] = [:]
+    private(set) var slots: [String: ObjectSlot] = [:]
     /// The revision the write being applied will have: `insertLive`, `modifyObject` and `setMemberText`
     /// stamp it as the object's last change. Set by the engine before each write (`KVOEngine.commit`).
     var writeRevision: UInt64 = 0
@@ -53,7 +52,7 @@ public struct ObjectTable: Sendable {
         slots.reserveCapacity(values.count)
         for (id, value) in values {
             guard case let .object(members) = value else { preconditionFailure("object '\(id)' is not a JSON object") }
-            slots[id] = ObjectEntry(slot: .packed(PackedObject.make(encoding: members)), changed: 0)
+            slots[id] = .packed(PackedObject.make(encoding: members))
         }
     }
 
@@ -63,7 +62,7 @@ public struct ObjectTable: Sendable {
     public var count: Int { slots.count }
     public var isEmpty: Bool { slots.isEmpty }
     /// Every id, in no particular order.
-    package var keys: Dictionary<String, ObjectEntry>.Keys { slots.keys }
+    package var keys: Dictionary<String, ObjectSlot>.Keys { slots.keys }
 
     /// Whether object `id` exists (no decoding).
     public func contains(_ id: String) -> Bool {
@@ -72,7 +71,7 @@ public struct ObjectTable: Sendable {
 
     /// Object `id`'s value (decoded when packed), nil when there is none.
     public subscript(id: String) -> JSONValue? {
-        slots[id]?.slot.value
+        slots[id]?.value
     }
 
     func index(forKey id: String) -> Index? {
@@ -81,7 +80,7 @@ public struct ObjectTable: Sendable {
 
     /// The value at `index` (decoded when packed).
     func value(at index: Index) -> JSONValue {
-        slots.values[index].slot.value
+        slots.values[index].value
     }
 
     /// The revision of object `id`'s last change (its creation, or a write to it; 0 when unknown: a table
@@ -90,21 +89,29 @@ public struct ObjectTable: Sendable {
         slots[id]?.changed
     }
 
-    /// Sets object `id`'s last-change revision (the loader, after replaying a redo row of that revision).
+    /// Sets object `id`'s last-change revision (a restore that knows it: a cluster snapshot, tests). A packed
+    /// object is packed anew (its buffer is immutable and may be shared).
     package mutating func setChangedRevision(_ id: String, _ revision: UInt64) {
         guard let index = slots.index(forKey: id) else { return }
-        slots.values[index].changed = revision
+        switch slots.values[index] {
+        case let .packed(packed): slots.values[index] = .packed(packed.withChanged(revision))
+        case .live:
+            let live = takeLive(at: index)
+            live.changed = revision
+            slots.values[index] = .live(live)
+        case .vacant: preconditionFailure("object '\(id)' is being modified")
+        }
     }
 
     /// Whether object `id` is held live (for tests).
     func isLive(_ id: String) -> Bool {
-        if case .live? = slots[id]?.slot { return true }
+        if case .live? = slots[id] { return true }
         return false
     }
 
     /// Object `id`'s size as compact JSON, nil when there is none.
     func size(of id: String) -> Int? {
-        slots[id].map { ObjectTable.size(of: $0.slot) }
+        slots[id].map(ObjectTable.size)
     }
 
     private static func size(of slot: ObjectSlot) -> Int {
@@ -119,14 +126,14 @@ public struct ObjectTable: Sendable {
     /// O(objects): for a restore only.
     var storedBytes: Int {
         var total = 0
-        for (id, entry) in slots { total += id.utf8.count + ObjectTable.size(of: entry.slot) }
+        for (id, slot) in slots { total += id.utf8.count + ObjectTable.size(of: slot) }
         return total
     }
 
     /// Appends object `id`'s compact JSON (exactly `JSONWriter.write` of its value) to `buffer`;
     /// false, appending nothing, when there is no such object. A packed object is copied, not decoded.
     func writeCompactJSON(of id: String, into buffer: inout [UInt8]) -> Bool {
-        switch slots[id]?.slot {
+        switch slots[id] {
         case nil: return false
         case let .packed(packed)?: packed.appendText(to: &buffer)
         case let .live(live)?: JSONWriter.write(.object(live.decodedMembers), into: &buffer)
@@ -143,8 +150,8 @@ public struct ObjectTable: Sendable {
 
     /// Adds object `id` (which must not exist) as live, with its size as compact JSON.
     mutating func insertLive(_ id: String, members: [String: JSONValue], size: Int) {
-        let previous = slots.updateValue(ObjectEntry(slot: .live(LiveObject(members: members, size: size, written: false)),
-                                                     changed: writeRevision), forKey: id)
+        let previous = slots.updateValue(.live(LiveObject(members: members, size: size, written: false, changed: writeRevision)),
+                                         forKey: id)
         precondition(previous == nil, "object '\(id)' already exists")
         liveCount += 1
         enqueue(id)
@@ -154,24 +161,24 @@ public struct ObjectTable: Sendable {
     /// Returns whether `id` is new to the table.
     @discardableResult
     package mutating func setPacked(_ id: String, members: [String: JSONValue], changed: UInt64 = 0) -> Bool {
-        setPacked(id, PackedObject.make(encoding: members), changed: changed)
+        setPacked(id, PackedObject.make(encoding: members, changed: changed))
     }
 
     /// Stores `packed` as object `id`'s value (replacing whatever was there). Returns whether `id` is
     /// new to the table.
     @discardableResult
-    package mutating func setPacked(_ id: String, _ packed: PackedObject, changed: UInt64 = 0) -> Bool {
-        let previous = slots.updateValue(ObjectEntry(slot: .packed(packed), changed: changed), forKey: id)
-        if case .live? = previous?.slot { liveCount -= 1 }
+    package mutating func setPacked(_ id: String, _ packed: PackedObject) -> Bool {
+        let previous = slots.updateValue(.packed(packed), forKey: id)
+        if case .live? = previous { liveCount -= 1 }
         return previous == nil
     }
 
     /// Removes object `id`; returns its value (decoded when packed), nil when there was none.
     @discardableResult
     mutating func removeValue(forKey id: String) -> JSONValue? {
-        guard let entry = slots.removeValue(forKey: id) else { return nil }
-        if case .live = entry.slot { liveCount -= 1 }
-        return entry.slot.value
+        guard let slot = slots.removeValue(forKey: id) else { return nil }
+        if case .live = slot { liveCount -= 1 }
+        return slot.value
     }
 
     /// Changes the object at `index` in place (making it live if it was packed). `body` gets the value
@@ -190,11 +197,11 @@ public struct ObjectTable: Sendable {
             // Release `value`'s reference before storing, so that the members stay uniquely referenced.
             value = .null
             live.members = changed
-            slots.values[index].slot = .live(live)
+            slots.values[index] = .live(live)
         }
         let (result, growth) = try body(&value, live.size)
         live.size += growth
-        slots.values[index].changed = writeRevision
+        live.changed = writeRevision
         return result
     }
 
@@ -208,7 +215,7 @@ public struct ObjectTable: Sendable {
         admit: (_ old: HeldValue?, _ sizeBefore: Int, _ memberCount: Int) throws(Failure) -> Int
     ) throws(Failure) -> HeldValue? {
         let live = takeLive(at: index)
-        defer { slots.values[index].slot = .live(live) }
+        defer { slots.values[index] = .live(live) }
         // One look-up in the usual case (the key held as text already).
         let old: HeldValue?
         if let previous = live.texts.updateValue(text, forKey: key) {
@@ -220,7 +227,7 @@ public struct ObjectTable: Sendable {
         }
         do {
             live.size += try admit(old, live.size, live.members.count + live.texts.count)
-            slots.values[index].changed = writeRevision
+            live.changed = writeRevision
         } catch {
             switch old {
             case let .text(previous)?: live.texts[key] = previous
@@ -241,7 +248,7 @@ public struct ObjectTable: Sendable {
         // of the table shares it (then the members are changed in place).
         var live: LiveObject
         var taken = ObjectSlot.vacant
-        swap(&taken, &slots.values[index].slot)
+        swap(&taken, &slots.values[index])
         switch taken {
         case let .live(current):
             taken = .vacant
@@ -250,7 +257,7 @@ public struct ObjectTable: Sendable {
             // Written again while live: the clock passes over it once more.
             live.written = true
         case let .packed(packed):
-            live = LiveObject(members: packed.decodedMembers(), size: packed.count, written: false)
+            live = LiveObject(members: packed.decodedMembers(), size: packed.count, written: false, changed: packed.changed)
             liveCount += 1
             enqueue(slots.keys[index])
         case .vacant:
@@ -265,11 +272,11 @@ public struct ObjectTable: Sendable {
         guard let index = slots.index(forKey: id), holdsTexts(at: index) else { return }
         let live = takeLive(at: index)
         live.decodeTexts()
-        slots.values[index].slot = .live(live)
+        slots.values[index] = .live(live)
     }
 
     private func holdsTexts(at index: Index) -> Bool {
-        if case let .live(live) = slots.values[index].slot { return !live.texts.isEmpty }
+        if case let .live(live) = slots.values[index] { return !live.texts.isEmpty }
         return false
     }
 
@@ -280,7 +287,7 @@ public struct ObjectTable: Sendable {
         while liveCount > maximumLiveObjects, clockHead < clock.count {
             let id = clock[clockHead]
             clockHead += 1
-            guard let slotIndex = slots.index(forKey: id), case let .live(live) = slots.values[slotIndex].slot else {
+            guard let slotIndex = slots.index(forKey: id), case let .live(live) = slots.values[slotIndex] else {
                 continue  // deleted or packed since
             }
             if live.written {
@@ -288,7 +295,7 @@ public struct ObjectTable: Sendable {
                 clock.append(id)
                 continue
             }
-            slots.values[slotIndex].slot = .packed(PackedObject.make(encoding: live.decodedMembers))
+            slots.values[slotIndex] = .packed(PackedObject.make(encoding: live.decodedMembers, changed: live.changed))
             liveCount -= 1
         }
         compactClock()

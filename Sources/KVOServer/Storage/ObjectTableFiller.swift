@@ -24,7 +24,7 @@ final class ObjectTableFiller: @unchecked Sendable {
     /// Most batches queued for the inserting thread; `add` waits while this many are.
     static let maximumQueuedBatches = 4
 
-    typealias Row = (id: String, packed: PackedObject, changed: UInt64)
+    typealias Row = (id: String, packed: PackedObject)
 
     /// Up to `batchSize` rows in memory of their own: initialized by the loader, moved out and deallocated
     /// by the inserting thread.
@@ -55,11 +55,10 @@ final class ObjectTableFiller: @unchecked Sendable {
         thread.start("the object loader's inserting thread") { [self] in insertUntilFinished() }
     }
 
-    /// Queues object `id` with `packed` as its value and `changed` as its last-change revision, to be stored
-    /// after every row added before it.
+    /// Queues object `id` with `packed` as its value, to be stored after every row added before it.
     /// Loader thread.
-    func add(_ id: String, _ packed: PackedObject, changed: UInt64 = 0) {
-        (filling.rows + filling.count).initialize(to: (id, packed, changed))
+    func add(_ id: String, _ packed: PackedObject) {
+        (filling.rows + filling.count).initialize(to: (id, packed))
         filling.count += 1
         if filling.count == ObjectTableFiller.batchSize { queueFillingBatch() }
     }
@@ -107,8 +106,8 @@ final class ObjectTableFiller: @unchecked Sendable {
             lock.signal {}
             for batch in batches {
                 for index in 0..<batch.count {
-                    let (id, packed, changed) = (batch.rows + index).move()
-                    if table.setPacked(id, packed, changed: changed) { newIDs.append(id) }
+                    let (id, packed) = (batch.rows + index).move()
+                    if table.setPacked(id, packed) { newIDs.append(id) }
                 }
                 batch.rows.deallocate()
             }

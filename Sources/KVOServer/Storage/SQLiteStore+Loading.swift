@@ -121,15 +121,15 @@ extension SQLiteStore {
             let text = objects.textBytes(1)
             let packed: PackedObject
             if CanonicalObjectScan.isCanonicalObject(text) {
-                packed = PackedObject.make(copying: text)
+                packed = PackedObject.make(copying: text, changed: UInt64(changed))
             } else {
                 let value = try decode(text, row: "object '\(id)'")
                 guard case let .object(members) = value else {
                     throw .corrupt(row: "object '\(id)'", reason: "the value is not a JSON object")
                 }
-                packed = PackedObject.make(encoding: members)
+                packed = PackedObject.make(encoding: members, changed: UInt64(changed))
             }
-            filler.add(id, packed, changed: UInt64(changed))
+            filler.add(id, packed)
         }
     }
 
