@@ -104,6 +104,10 @@ test("conditional writes reject with conflict and its details; two clients racin
     await Promise.all([race(first), race(second)]);
     assert.equal(await first.get(id, "balance"), 2 * rounds);
     assert.deepEqual((await second.update(id, "visits", (n) => (n ?? 0) + 1)).value, 1);
+    const { rev } = await first.set(id, "note", "read at this rev");
+    await assert.rejects(first.set(id, "note", "stale", { ifRev: rev - 1 }),
+                         (error) => error.code === "conflict" && error.details.changedRev === rev);
+    await first.set(id, "note", "fresh", { ifRev: rev });
     await first.delete(id, { ifExists: true });
     await assert.rejects(first.update(id, "balance", (n) => n + 1), { code: "not_found" });
   } finally {
