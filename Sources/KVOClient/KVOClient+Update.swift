@@ -12,11 +12,14 @@ extension KVOClient {
     /// ```
     ///
     /// `transform` gets nil for a missing key or null, may run more than once (keep it free of side
-    /// effects), and ends the update by throwing (nothing written then). Throws the last `conflict` when
-    /// every attempt lost, `not_found` for a missing object, and what any write would.
+    /// effects), and ends the update by throwing (nothing written then). The first retries follow at once,
+    /// with the value the conflict reported; from the fifth attempt on, each first waits a random moment (up
+    /// to 2 ms) and reads the value again, so that a writer losing to another in step falls out of step
+    /// instead of retrying with a value already stale. Throws the last `conflict` when every attempt lost,
+    /// `not_found` for a missing object, cancellation, and what any write would.
     @discardableResult
     public func update<Value: Codable & Sendable>(
-        _ keyPath: String, of object: String, as type: Value.Type, maxAttempts: Int = 64,
+        _ keyPath: String, of object: String, as type: Value.Type, maxAttempts: Int = 100,
         _ transform: (Value?) throws -> Value
     ) async throws -> (value: Value, rev: Int64) {
         var current = try await get(keyPath, of: object)
@@ -31,8 +34,13 @@ extension KVOClient {
             } catch let error as KVODError {
                 guard case let .server(.conflict, _, details) = error, attempt < maxAttempts, details.exists != false,
                       let now = details.value else { throw error }
-                current = now
                 attempt += 1
+                if attempt <= 4 {
+                    current = now
+                } else {
+                    try await Task.sleep(nanoseconds: UInt64.random(in: 0...2_000_000))
+                    current = try await get(keyPath, of: object)
+                }
             }
         }
     }
@@ -40,7 +48,7 @@ extension KVOClient {
     /// `update(_:of:as:maxAttempts:_:)` with a typed key path over the model (`\Account.balance`).
     @discardableResult
     public func update<Root: Decodable, Value: Codable & Sendable>(
-        _ keyPath: KeyPath<Root, Value>, of object: String, maxAttempts: Int = 64, _ transform: (Value?) throws -> Value
+        _ keyPath: KeyPath<Root, Value>, of object: String, maxAttempts: Int = 100, _ transform: (Value?) throws -> Value
     ) async throws -> (value: Value, rev: Int64) {
         try await update(try KeyPathNaming.name(of: keyPath), of: object, as: Value.self, maxAttempts: maxAttempts, transform)
     }

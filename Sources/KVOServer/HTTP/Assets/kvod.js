@@ -130,10 +130,12 @@ export class KVODClient {
   /**
    * Read-modify-write without losing a concurrent writer's update: reads the value at `keyPath`, sets
    * `transform(value)` (`undefined` for a missing key or null) with `ifEquals` on what was read, and on
-   * `conflict` calls `transform` again with the value the conflict reports, at most `maxAttempts` times.
-   * Resolves to `{ value, rev }`; `transform` may run more than once, and throwing from it writes nothing.
+   * `conflict` calls `transform` again, at most `maxAttempts` times: at once with the value the conflict
+   * reports for the first retries, then after a random pause (up to 2 ms) with the value read again, so that
+   * a writer losing to another in step falls out of step. Resolves to `{ value, rev }`; `transform` may run
+   * more than once, and throwing from it writes nothing.
    */
-  async update(object, keyPath, transform, { maxAttempts = 64 } = {}) {
+  async update(object, keyPath, transform, { maxAttempts = 100 } = {}) {
     let current = await this.get(object, keyPath);
     for (let attempt = 1; ; attempt++) {
       const value = transform(current === null ? undefined : current);
@@ -143,7 +145,12 @@ export class KVODClient {
       } catch (error) {
         if (!(error instanceof KVODError) || error.code !== "conflict" || attempt >= maxAttempts
             || error.details.exists === false || !("value" in error.details)) throw error;
-        current = error.details.value;
+        if (attempt < 4) {
+          current = error.details.value;
+        } else {
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 2));
+          current = await this.get(object, keyPath);
+        }
       }
     }
   }
