@@ -48,13 +48,10 @@ final class ClientCore: Sendable {
         /// The socket and TLS session of the current connection.
         var descriptor: Int32 = -1
         var isTLS = false
-        /// Bytes for the current connection not yet written.
+        /// Bytes for the current connection not yet written: requests append, the I/O thread alone takes
+        /// and writes them (`flush`, `takeOutputForTLS`), so no write ever runs beside another or beside the
+        /// descriptor's closing (`connectionLost`, also the I/O thread's).
         var output: [UInt8] = []
-        /// The I/O thread is writing (`flush`, or a TLS write); requests leave their bytes in `output`.
-        var flushing = false
-        /// A lost connection's descriptor that a flush was still writing to: the flusher closes it when
-        /// done (so that no descriptor is closed, and its number reused, under a running `send`); -1: none.
-        var descriptorToCloseAfterFlush: Int32 = -1
         /// The I/O thread was woken and has not looked yet.
         var woken = false
         /// The I/O thread is handing out a chunk of replies and events, and flushes `output` when it is done:
@@ -219,8 +216,7 @@ final class ClientCore: Sendable {
     /// On TLS the loop writes through the session instead (`takeOutputForTLS`).
     func flush() {
         let taken = state.withLock { state -> (Int32, [UInt8], Int)? in
-            guard !state.flushing, !state.output.isEmpty, state.descriptor >= 0, !state.isTLS else { return nil }
-            state.flushing = true
+            guard !state.output.isEmpty, state.descriptor >= 0, !state.isTLS else { return nil }
             let bytes = state.output
             state.output = []
             return (state.descriptor, bytes, state.generation)
@@ -239,18 +235,12 @@ final class ClientCore: Sendable {
             }
             sent += result
         }
-        let closeNow = state.withLock { state -> Bool in
-            state.flushing = false
-            // Bytes of a connection lost meanwhile are dropped (their requests failed with it); a broken
-            // socket's are too (the loop's next poll or read ends the connection).
-            if sent < bytes.count && !broken && state.generation == generation {
-                state.output = Array(bytes[sent...]) + state.output
-            }
-            guard state.descriptorToCloseAfterFlush == descriptor else { return false }
-            state.descriptorToCloseAfterFlush = -1
-            return true
+        // What the socket did not take goes back in front; a broken socket's bytes are dropped (the loop's
+        // next poll or read ends the connection, failing their requests).
+        guard sent < bytes.count, !broken else { return }
+        state.withLock { state in
+            if state.generation == generation { state.output = Array(bytes[sent...]) + state.output }
         }
-        if closeNow { Socket.closeDescriptor(descriptor) }
     }
 
     /// Wakes the I/O thread (once until it looks).
@@ -379,7 +369,7 @@ extension ClientCore {
 
     /// The current connection is gone: every request written on it fails with `connectionLost` (the held
     /// ones wait for the next connection), `observe`/`unobserve` in flight are dropped (observations are
-    /// resubscribed), and the descriptor is closed (by a flush still running, if any). Called by the I/O thread.
+    /// resubscribed), and the descriptor is closed. Called by the I/O thread, which alone writes to it.
     func connectionLost(reason: String) {
         let (failed, live, descriptor) = state.withLock { state -> ([Pending], [ObservationCore], Int32) in
             var failed: [Pending] = []
@@ -397,11 +387,6 @@ extension ClientCore {
             let descriptor = state.descriptor
             state.descriptor = -1
             state.output = []
-            if state.flushing && !state.isTLS {
-                state.descriptorToCloseAfterFlush = descriptor
-                return (failed, Array(state.live.values), -1)
-            }
-            state.flushing = false
             return (failed, Array(state.live.values), descriptor)
         }
         if descriptor >= 0 { Socket.closeDescriptor(descriptor) }
@@ -459,24 +444,18 @@ extension ClientCore {
     /// Whether `connect` is still waiting (the first connection).
     var isFirstConnection: Bool { state.withLock { $0.connectWaiter != nil } }
 
-    /// Takes the output for the I/O thread to write over TLS; nil when there is none or a write runs.
+    /// Takes the output for the I/O thread to write over TLS; nil when there is none.
     func takeOutputForTLS() -> [UInt8]? {
         state.withLock { state in
-            guard !state.flushing, !state.output.isEmpty else { return nil }
-            state.flushing = true
+            guard !state.output.isEmpty else { return nil }
             defer { state.output = [] }
             return state.output
         }
     }
 
-    /// The TLS write finished.
-    func finishedTLSWrite() {
-        state.withLock { $0.flushing = false }
-    }
-
     /// Whether plaintext output waits for the socket to take it (the I/O thread then polls for POLLOUT).
     var hasPlaintextBacklog: Bool {
-        state.withLock { !$0.isTLS && !$0.output.isEmpty && !$0.flushing }
+        state.withLock { !$0.isTLS && !$0.output.isEmpty }
     }
 
     /// The I/O thread drained the wake pipe.

@@ -151,7 +151,6 @@ final class IOLoop: @unchecked Sendable {
             if core.isClosed { return "closed" }
             if let tls, let bytes = core.takeOutputForTLS() {
                 let result = bytes.withUnsafeBytes { raw in Result { () throws(TLSSessionError) in try tls.write(raw) } }
-                core.finishedTLSWrite()
                 if case let .failure(error) = result { return describe(error) }
             }
             let now = Socket.now()

@@ -101,7 +101,7 @@ extension KVOClient {
     private func increment(_ keyPath: String, of object: String, step: JSONValue,
                            _ conditions: [WriteCondition]) async throws -> (value: JSONValue, rev: Int64) {
         var params: [String: JSONValue] = ["object": .string(object), "keyPath": .string(keyPath), "by": step]
-        WriteCondition.add(conditions, to: &params)
+        try WriteCondition.add(conditions, to: &params)
         let reply = try await request("increment", params, isWrite: true)
         guard let value = reply["value"], let rev = reply["rev"]?.intValue else {
             throw KVODError.malformedReply("an 'increment' reply without value or rev")
@@ -276,7 +276,7 @@ extension KVOClient {
 
     private func write(_ op: String, _ params: [String: JSONValue], _ conditions: [WriteCondition] = []) async throws -> Int64 {
         var params = params
-        WriteCondition.add(conditions, to: &params)
+        try WriteCondition.add(conditions, to: &params)
         let reply = try await request(op, params, isWrite: true)
         guard let rev = reply["rev"]?.intValue else { throw KVODError.malformedReply("a '\(op)' reply without rev") }
         return rev

@@ -127,8 +127,11 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         public var field: String? { fields["field"]?.stringValue }
         /// `conflict`: the condition that did not hold (`ifExists`, `ifAbsent`, `ifEquals`).
         public var condition: String? { fields["condition"]?.stringValue }
-        /// `conflict` of `ifEquals`: the value at its key path now (`.null` for a missing key).
+        /// `conflict` of `ifEquals`: the value at its key path now (`.null` for a missing key); nil, with
+        /// `valueTooLarge`, when it would not fit in the reply.
         public var value: JSONValue? { fields["value"] }
+        /// `conflict` of `ifEquals`: the current value was left out of the reply, being too large for it.
+        public var valueTooLarge: Bool { fields["valueTooLarge"]?.boolValue ?? false }
         /// `conflict` of `ifExists`/`ifAbsent` (or of `ifEquals` on a missing object): whether the object exists.
         public var exists: Bool? { fields["exists"]?.boolValue }
         /// `conflict` of `ifRev`: the revision of the object's last change.

@@ -37,14 +37,20 @@ public struct WriteCondition: Sendable, Equatable {
         WriteCondition(kind: .equals(keyPath: keyPath, value: try ValueCoding.encode(value)))
     }
 
-    /// Adds `conditions` to a write's parameters (several `equals` are not expressible: the last one wins).
-    static func add(_ conditions: [WriteCondition], to params: inout [String: JSONValue]) {
+    /// Adds `conditions` to a write's parameters. The protocol takes one of each field, so a second `equals`
+    /// or `unchangedSince` would silently replace the first: it is refused instead (`KVODError.coding`).
+    static func add(_ conditions: [WriteCondition], to params: inout [String: JSONValue]) throws(KVODError) {
         for condition in conditions {
+            let field: String
+            let value: JSONValue
             switch condition.kind {
-            case .exists: params["ifExists"] = true
-            case .absent: params["ifAbsent"] = true
-            case let .equals(keyPath, value): params["ifEquals"] = ["keyPath": .string(keyPath), "value": value]
-            case let .unchangedSince(rev): params["ifRev"] = .int(rev)
+            case .exists: (field, value) = ("ifExists", true)
+            case .absent: (field, value) = ("ifAbsent", true)
+            case let .equals(keyPath, expected): (field, value) = ("ifEquals", ["keyPath": .string(keyPath), "value": expected])
+            case let .unchangedSince(rev): (field, value) = ("ifRev", .int(rev))
+            }
+            guard params.updateValue(value, forKey: field) == nil else {
+                throw .coding("a write takes one '\(field)' condition (docs/protocol.md, \"Conditional writes\")")
             }
         }
     }

@@ -6,8 +6,8 @@ import Testing
 /// Conditional writes over TCP against the real kvod (issue 30): `ifEquals`, `ifExists` and `ifAbsent` on
 /// every write of one object; a condition that does not hold is `conflict` with its details, and changes
 /// nothing (no revision, no event); `ifRev` against each object's last-change revision (`changedRev` in
-/// `get`), kept across a restart; conditions read with the writer's rights; malformed or misplaced conditions
-/// are `bad_request`.
+/// `get`), kept across a restart; conditions read with the writer's rights; malformed, misplaced or hostile
+/// conditions are `bad_request`, and a conflict's reply never outgrows the connection's output buffer.
 @Suite struct ConditionalWritesOverTCPTests {
     private func code(_ reply: JSONValue) -> String? { reply["error"]?["code"]?.stringValue }
 
@@ -153,6 +153,43 @@ import Testing
         }
         #expect(try client.call("get", ["object": "doc"])["rev"] == 1, "nothing was written")
         #expect(try client.call("get", ["object": "doc", "keyPath": "v"])["value"] == 1)
+    }
+
+    @Test("hostile conditions: a value nested too deep is bad_request; a huge expected value or a huge current value never makes a huge reply")
+    func hostileConditions() throws {
+        let server = try KVODProcess(["--max-output-buffer", "262144"])
+        let client = try server.connect()
+        try client.call("create", ["object": "doc", "values": ["small": 1]])
+        // Deeper than the parser allows: refused before anything is read.
+        var deep: JSONValue = 1
+        for _ in 0..<600 { deep = .array([deep]) }
+        // The line does not parse, so its reply has no id: read it as the next message.
+        try client.send(["op": "set", "id": 2, "object": "doc", "keyPath": "small", "value": 2,
+                         "ifEquals": ["keyPath": "small", "value": deep]])
+        let tooDeep = try client.readMessage()
+        #expect(tooDeep["error"]?["code"] == "bad_request", "\(tooDeep["error"] ?? .null)")
+        // A 400 KB expected value: compared, refused, and the reply carries the small current value only.
+        let huge = JSONValue.string(String(repeating: "h", count: 400_000))
+        let mismatch = try client.request("set", ["object": "doc", "keyPath": "small", "value": 2,
+                                                  "ifEquals": ["keyPath": "small", "value": huge]])
+        #expect(code(mismatch) == "conflict" && mismatch["error"]?["value"] == 1)
+        // A current value larger than the reply may be (the connection's output buffer is 256 KiB): the
+        // conflict says so instead of carrying it, as a `get` of it is too_large; the connection keeps serving.
+        // One object holds at most (256 KiB - 64 KiB) / 2 here, but a key path through references and a
+        // collection operator reads several: `parts.@unionOfObjects.v` is three 90 KB strings.
+        var references: [JSONValue] = []
+        for part in ["a", "b", "c"] {
+            try client.call("create", ["object": .string("part-\(part)"), "values": ["v": .string(String(repeating: "b", count: 90_000))]])
+            references.append(["$ref": .string("part-\(part)")])
+        }
+        try client.call("set", ["object": "doc", "keyPath": "parts", "value": .array(references)])
+        #expect(try client.request("get", ["object": "doc", "keyPath": "parts.@unionOfObjects.v"])["error"]?["code"] == "too_large")
+        let bigConflict = try client.request("set", ["object": "doc", "keyPath": "small", "value": 3,
+                                                     "ifEquals": ["keyPath": "parts.@unionOfObjects.v", "value": "y"]])
+        #expect(code(bigConflict) == "conflict" && bigConflict["error"]?["value"] == nil
+                && bigConflict["error"]?["valueTooLarge"] == true, "\(bigConflict["error"]?["message"] ?? .null)")
+        #expect(try client.call("ping")["ok"] == true)
+        #expect(try client.call("get", ["object": "doc", "keyPath": "small"])["value"] == 1, "nothing was written")
     }
 
     @Test("conditions read with the writer's rights: a writer without read gets forbidden, not what a conflict would tell")

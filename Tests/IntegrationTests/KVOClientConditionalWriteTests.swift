@@ -64,6 +64,12 @@ import Testing
             return
         }
         #expect(lateDetails.condition == "ifRev" && lateDetails.changedRev == 3)
+        // Two conditions of one kind would leave one of them unsaid: refused before anything is sent.
+        let twice = await kvodError { try await kvod.set("owner", of: "acct", to: "Di", if: [.equals("owner", "Bo"), .equals("balance", 90)]) }
+        guard case .coding? = twice else {
+            Issue.record("expected a coding error, got \(String(describing: twice))")
+            return
+        }
         // A missing key is nil to the transform; throwing from it writes nothing.
         #expect(try await kvod.update("visits", of: "acct", as: Int.self) { ($0 ?? 0) + 1 } == (1, 4))
         struct Refused: Error {}

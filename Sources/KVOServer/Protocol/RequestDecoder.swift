@@ -270,21 +270,6 @@ struct RequestFields {
         position(of: name).map(value(at:))
     }
 
-    /// Whether the request names a write condition (`ifRev`, `ifExists`, `ifAbsent`, `ifEquals`): one pass
-    /// over the names by length (5 or 8 bytes; a plain `set`'s only such member is `value`), comparing
-    /// whole names only at those lengths.
-    var hasConditionMember: Bool {
-        for member in members {
-            let key = member.key
-            switch key.utf8.count {
-            case 5: if key == "ifRev" { return true }
-            case 8: if key == "ifExists" || key == "ifAbsent" || key == "ifEquals" { return true }
-            default: continue
-            }
-        }
-        return false
-    }
-
     /// Whether the request has a member called `name` (null or not), without decoding it.
     func contains(_ name: String) -> Bool {
         position(of: name) != nil
@@ -380,37 +365,6 @@ struct FieldReader {
         guard let value = fields[name], value != .null else { return nil }
         guard case let .object(members) = value else { throw KVOError(.badRequest, "'\(name)' must be an object, not \(value.typeName)") }
         return members
-    }
-
-    /// `ifExists`, `ifAbsent`, `ifEquals` and `ifRev` (docs/protocol.md, "Conditional writes"); nil when the
-    /// request carries none.
-    func writeConditions() throws(KVOError) -> WriteConditions? {
-        var conditions = WriteConditions()
-        conditions.unchangedSince = try optionalRevision("ifRev")
-        let mustExist = try optionalBool("ifExists")
-        let mustBeAbsent = try optionalBool("ifAbsent")
-        if mustExist == false || mustBeAbsent == false {
-            throw KVOError(.badRequest, "'ifExists' and 'ifAbsent' take true only (leave the field out for no condition)")
-        }
-        switch (mustExist, mustBeAbsent) {
-        case (true?, true?): throw KVOError(.badRequest, "'ifExists' and 'ifAbsent' cannot both hold")
-        case (true?, _): conditions.existence = .mustExist
-        case (_, true?): conditions.existence = .mustBeAbsent
-        default: break
-        }
-        if let equals = try optionalObject("ifEquals") {
-            guard case let .string(keyPath)? = equals["keyPath"] else {
-                throw KVOError(.badRequest, "'ifEquals' needs a 'keyPath' string and a 'value': {\"keyPath\":\"n\",\"value\":1}")
-            }
-            guard let value = equals["value"] else {
-                throw KVOError(.badRequest, "'ifEquals' needs a 'value' (null for a missing key)")
-            }
-            if let unknown = equals.keys.first(where: { $0 != "keyPath" && $0 != "value" }) {
-                throw KVOError(.badRequest, "'ifEquals' has an unknown field '\(PrintableText.escaped(unknown, limit: 64))'")
-            }
-            conditions.equals = WriteConditions.ValueCondition(keyPath: try KeyPath(keyPath), value: value)
-        }
-        return conditions.isEmpty ? nil : conditions
     }
 
     func objectID() throws(KVOError) -> String {

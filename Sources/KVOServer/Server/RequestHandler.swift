@@ -174,7 +174,11 @@ final class RequestHandler {
         case let .conditional(conditions, write):
             // The one door for conditions: checked on the write's object in this turn, then the write itself.
             guard let object = write.writtenObject else { throw KVOError(.badRequest, "conditions go with writes of one object") }
-            try engine.check(conditions, on: object, access: access)
+            do {
+                try engine.check(conditions, on: object, access: access)
+            } catch where error.code == .conflict {
+                throw Self.fitted(error, budget)
+            }
             return try perform(write, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
                                notifications: &notifications)
         case .digest:
@@ -195,6 +199,18 @@ final class RequestHandler {
             try requireFit(listing, budget, "the \(bindings.count) bindings")
             return reply([("bindings", listing)])
         }
+    }
+
+    /// A `conflict` whose current `value` would not fit in `budget` (an `ifEquals` on a key path holding
+    /// megabytes) without that value: `valueTooLarge: true` instead, as a `get` of it would be `too_large`.
+    /// The reply stays as small as the request's own error.
+    private static func fitted(_ conflict: KVOError, _ budget: ReplyBudget) -> KVOError {
+        // 1 KiB kept for the message and the other details.
+        guard let value = conflict.details["value"], JSONSizeBound.of(value, limit: budget.bytes - 1024) == nil else { return conflict }
+        var details = conflict.details
+        details["value"] = nil
+        details["valueTooLarge"] = true
+        return KVOError(.conflict, conflict.message + " (the current value is too large for this reply)", details: details)
     }
 
     /// Refuses with `too_large` when `value` would not fit in `budget` (measured with an early stop,

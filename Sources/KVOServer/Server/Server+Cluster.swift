@@ -240,9 +240,17 @@ extension Server {
             notifications.removeAll(keepingCapacity: true)
             switch decoded.request {
             case let .success(request) where request.isWrite:
+                // The writer's connection bounds what its reply may carry (a conflict's current value).
+                let budget = writer.flatMap { writer in
+                    connection(writer.connection).map {
+                        ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: $0.takeUnretainedValue().outputBytes,
+                                    id: writer.requestID)
+                    }
+                } ?? .unlimited
                 outcome = handler.handle(request,
                                          from: writer?.connection ?? Server.clusterConnection,
-                                         access: clusterAccess(forUser: operation.user), notifications: &notifications)
+                                         access: clusterAccess(forUser: operation.user), budget: budget,
+                                         notifications: &notifications)
             case .success:
                 outcome = .init(reply: .failure(KVOError(.badRequest, "not a write")), order: .afterNotifications)
             case let .failure(error):
