@@ -55,7 +55,15 @@ final class ChangeHistory {
 
     @inline(__always)
     private func dropPastLimits() {
+        guard count > limit || (bytes > byteLimit && count > 1) else { return }
         while count > limit || (bytes > byteLimit && count > 1) {
+            bytes -= ChangeHistory.size(of: records[head])
+            head += 1
+        }
+        // A batch's entries share one revision: history keeps all of them or none (a replay from before
+        // it must not see half of it).
+        let dropped = records[head - 1].rev
+        while head < records.count, records[head].rev == dropped {
             bytes -= ChangeHistory.size(of: records[head])
             head += 1
         }
@@ -67,13 +75,20 @@ final class ChangeHistory {
 
     /// The entries after `revision`, oldest first, when history still reaches back that far (every
     /// write after `revision` up to `current` is kept); nil otherwise.
+    ///
+    /// A revision has one entry or, for a batch, several (kept or dropped together): the first entry after
+    /// `revision` is found by a binary search.
     func entries(after revision: UInt64, current: UInt64) -> ArraySlice<HistoryEntry>? {
         guard revision <= current else { return nil }
         if revision == current { return records[records.count...] }
         guard let oldest = oldestRevision, oldest <= revision + 1 else { return nil }
-        // Revisions are consecutive, so the position follows from the difference.
-        let start = head + Int(revision + 1 - oldest)
-        return records[start...]
+        var low = head
+        var high = records.count
+        while low < high {
+            let middle = low + (high - low) / 2
+            if records[middle].rev <= revision { low = middle + 1 } else { high = middle }
+        }
+        return records[low...]
     }
 }
 

@@ -14,7 +14,7 @@ struct HistoryReplay {
     /// The observed object was deleted in the replayed span: the observation has ended.
     var endedBySourceDeletion = false
 
-    /// Replays `entries` (oldest first, consecutive revisions after the resume point). With
+    /// Replays `entries` (oldest first, consecutive revisions after the resume point; a batch's entries share one, and replay as one step). With
     /// `readable` (a restricted connection's permission check), nil when any reading of the span
     /// passed through an object the connection may not read: nothing of it may be sent.
     init?(_ entries: ArraySlice<HistoryEntry>, object: String, keyPath: KeyPath, options: ObservationOptions,
@@ -25,14 +25,24 @@ struct HistoryReplay {
         var overlay = HistoryReplay.valuesBefore(entries, changes: changes, objects: objects)
         var reading = HistoryReplay.read(keyPath, of: object, objects, overlay, classes)
         if let readable, !readable(reading) { return nil }
-        for (entry, change) in zip(entries, changes) {
-            let written = entry.object
-            var value = overlay[written]!
-            change.apply(to: &value, forward: true)
-            overlay.updateValue(value, forKey: written)
-            guard written == object || reading.dependencies.contains(where: { $0.object == written }) else { continue }
-            let rev = entry.rev
-            if written == object, case .deleted = change {
+        // One step per revision: a batch's entries share theirs, and its observers saw it as one change.
+        let list = Array(entries)
+        var next = 0
+        while next < list.count {
+            let rev = list[next].rev
+            let first = next
+            var touchesReading = false
+            while next < list.count, list[next].rev == rev {
+                let written = list[next].object
+                var value = overlay[written]!
+                changes[next].apply(to: &value, forward: true)
+                overlay.updateValue(value, forKey: written)
+                if written == object || reading.dependencies.contains(where: { $0.object == written }) { touchesReading = true }
+                next += 1
+            }
+            guard touchesReading else { continue }
+            if case .some(.none) = overlay[object] {
+                // The observed object is gone after this revision: the observation ends.
                 if options.contains(.prior) {
                     notifications.append(ChangeNotification(
                         object: object, keyPath: keyPath.string, reason: .sourceDeleted, rev: rev, kind: .setting,
@@ -49,14 +59,15 @@ struct HistoryReplay {
             defer { reading = new }
             let rebound = new.binding != reading.binding
             guard rebound || new.value != reading.value else { continue }
-            if case let .array(change) = change, !rebound {
-                let array = StoredLocation(object: written, path: change.path)
-                if reading.location == array, new.location == array {
-                    append(kind: change.kind, indexes: change.indexes, old: .array(change.old), new: .array(change.new),
-                           reason: .valueChanged, rev: rev, object: object, keyPath: keyPath, options: options,
-                           recipient: recipient)
-                    continue
-                }
+            // The array the reading reads, changed by its object's only write of the revision, keeps its indexes
+            // (as live delivery kept them: `BatchWrite.onlyArrayChange`).
+            if !rebound, let array = reading.location, new.location == array,
+               let only = HistoryReplay.onlyWrite(to: array.object, in: list[first..<next]),
+               case let .array(change) = changes[only], StoredLocation(object: array.object, path: change.path) == array {
+                append(kind: change.kind, indexes: change.indexes, old: .array(change.old), new: .array(change.new),
+                       reason: .valueChanged, rev: rev, object: object, keyPath: keyPath, options: options,
+                       recipient: recipient)
+                continue
             }
             append(kind: .setting, indexes: nil, old: reading.value, new: new.value,
                    reason: rebound ? .pathChanged : .valueChanged, rev: rev, object: object, keyPath: keyPath,
@@ -75,6 +86,16 @@ struct HistoryReplay {
         notifications.append(ChangeNotification(
             object: object, keyPath: keyPath.string, reason: reason, rev: rev, kind: kind, isPrior: false,
             old: old, new: new, indexes: indexes, recipients: [recipient]))
+    }
+
+    /// The index of the only entry of `entries` that writes `object`, nil when none or several do.
+    static func onlyWrite(to object: String, in entries: ArraySlice<HistoryEntry>) -> Int? {
+        var found: Int?
+        for index in entries.indices where entries[index].object == object {
+            guard found == nil else { return nil }
+            found = index
+        }
+        return found
     }
 
     /// The store as it was before `entries` (oldest first), as an overlay on `objects`: every object the

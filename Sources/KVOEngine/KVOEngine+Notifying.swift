@@ -9,6 +9,7 @@ extension KVOEngine {
     func commit(at location: StoredLocation, encodedWrite: [UInt8]? = nil, notifications: inout [ChangeNotification],
                         _ write: () throws(KVOError) -> RecordedChange) throws(KVOError) -> UInt64 {
         try checkRevisionRoom()
+        if let batch { return try commitInBatch(batch, at: location, write) }
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
         // Pattern observations matching the object: one check when there are none.
@@ -44,6 +45,7 @@ extension KVOEngine {
     func commitText(at location: StoredLocation, text: CanonicalText, notifications: inout [ChangeNotification],
                     _ write: () throws(KVOError) -> HeldValue?) throws(KVOError) -> UInt64 {
         try checkRevisionRoom()
+        if let batch { return try commitTextInBatch(batch, at: location, text: text, write) }
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
         let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)

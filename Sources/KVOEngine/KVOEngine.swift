@@ -64,6 +64,9 @@ public final class KVOEngine {
     /// limit instead of walking both values again (`RecordedChange.estimatedSize`). Loop thread.
     var measuredChangeSize: Int?
     var touchedObjects = Set<String>()
+    /// The batch being applied (`beginBatch` to `commitBatch` or `abortBatch`), nil between batches: its
+    /// parts' writes are applied and undoable, and notify nobody until it commits (`KVOEngine+Batch`).
+    var batch: BatchWrite?
     /// Whether writes are collected for a persistent store.
     public let recordsCommitBatches: Bool
 
@@ -158,7 +161,24 @@ public final class KVOEngine {
     /// Tells the object table the revision the write about to be applied will have: it stamps it as the
     /// written object's last change (`ObjectTable.changedRevision(of:)`, what `ifRev` compares).
     func stampNextWrite() {
-        objects.writeRevision = revision + 1
+        objects.writeRevision = batch?.revision ?? revision + 1
+    }
+
+    /// Puts `object` back as `slot` held it before a batch touched it (nil: it did not exist, so it goes):
+    /// a failed batch's undo (`abortBatch`). Keeps `sortedIDs` in step, as every change of the ids here does.
+    func restore(_ object: String, slot: ObjectSlot?) {
+        let existsNow = objects.contains(object)
+        objects.restore(object, slot: slot)
+        if slot == nil, existsNow { sortedIDs.remove(object) }
+        if slot != nil, !existsNow { sortedIDs.insert(object) }
+    }
+
+    /// Removes `object` (which exists and takes `size` bytes) with its id and bytes; returns its value.
+    func removeObject(_ object: String, size: Int) -> JSONValue {
+        let previous = objects.removeValue(forKey: object)!
+        sortedIDs.remove(object)
+        storedBytes -= object.utf8.count + size
+        return previous
     }
 
     /// The revision of `object`'s last change (its creation or a write to it), nil when it does not exist.
@@ -230,12 +250,11 @@ public final class KVOEngine {
         try access?.require(.write, on: object)
         guard let size = objects.size(of: object) else { throw notFound(object) }
         try checkRevisionRoom()
+        if let batch { return deleteInBatch(batch, object, size: size) }
         let candidates = registry.watchers(affectedBy: StoredLocation(object: object, path: []))
         let before = candidates.map(currentReading)
         let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: object)
-        let previous = objects.removeValue(forKey: object)!
-        sortedIDs.remove(object)
-        storedBytes -= object.utf8.count + size
+        let previous = removeObject(object, size: size)
         computedMemo.invalidate()
         revision += 1
         record(object, .deleted(previous))

@@ -173,6 +173,27 @@ public struct ObjectTable: Sendable {
         return previous == nil
     }
 
+    /// Object `id`'s slot as it is (nil: absent), for a batch's undo (`BatchWrite`): holding it keeps it as it
+    /// is, since a write copies a live object another holder shares (`takeLive`).
+    func slot(of id: String) -> ObjectSlot? {
+        slots[id]
+    }
+
+    /// Puts back a slot `slot(of:)` returned (nil: removes the object): a failed batch's undo.
+    mutating func restore(_ id: String, slot: ObjectSlot?) {
+        let previous: ObjectSlot?
+        if let slot {
+            previous = slots.updateValue(slot, forKey: id)
+            if case .live = slot {
+                liveCount += 1
+                enqueue(id)
+            }
+        } else {
+            previous = slots.removeValue(forKey: id)
+        }
+        if case .live? = previous { liveCount -= 1 }
+    }
+
     /// Removes object `id`; returns its value (decoded when packed), nil when there was none.
     @discardableResult
     mutating func removeValue(forKey id: String) -> JSONValue? {

@@ -2,8 +2,8 @@ import KVOJSON
 import KVOModel
 
 /// Replays history for a pattern observation resuming from a revision (`observe` with `pattern` and
-/// `sinceRev`): every entry whose object matches the pattern, in order, makes exactly the events live
-/// delivery made (`PatternEvents`), with the entry's original revision; entries of other objects make
+/// `sinceRev`): every entry whose object matches the pattern, in order (a batch's entries, which share a revision,
+/// as one step), makes exactly the events live delivery made (`PatternEvents`), with the entry's original revision; entries of other objects make
 /// none. For a key path, the store is rolled back on an overlay as `HistoryReplay` does (no copy of the
 /// store), and the key path is read on it before and after each matching entry. Events for objects the
 /// observer may not read (or readings passing through such objects) are left out, as they are live.
@@ -14,52 +14,91 @@ struct PatternReplay {
     init(_ entries: ArraySlice<HistoryEntry>, observation: PatternObservation,
          objects: ObjectTable, classes: ClassCatalog?) {
         let pattern = observation.pattern
+        let list = Array(entries)
+        // One step per revision: a batch's entries share theirs, and each object it touched makes at most
+        // one event, from its state before the batch to its state after it, as live delivery made it.
         guard let keyPath = observation.keyPath else {
-            for entry in entries where pattern.matches(entry.object) {
-                // Only creations and deletions make events without a key path: no need to decode the change.
-                let write: PatternEvents.Write
-                if entry.isCreation {
-                    write = .created
-                } else if entry.isDeletion {
-                    write = .deleted
-                } else {
-                    continue
+            var next = 0
+            while next < list.count {
+                let rev = list[next].rev
+                // Per matching object, in first-touch order: whether it existed before the revision, and after.
+                var touched: [(object: String, existed: Bool, exists: Bool)] = []
+                var position: [String: Int] = [:]
+                while next < list.count, list[next].rev == rev {
+                    let entry = list[next]
+                    next += 1
+                    guard pattern.matches(entry.object) else { continue }
+                    // Only creations and deletions decide existence: no need to decode the change.
+                    if let index = position[entry.object] {
+                        if entry.isCreation { touched[index].exists = true } else if entry.isDeletion { touched[index].exists = false }
+                    } else {
+                        position[entry.object] = touched.count
+                        touched.append((entry.object, !entry.isCreation, !entry.isDeletion))
+                    }
                 }
-                var priors: [ChangeNotification] = []
-                PatternEvents.append(write, object: entry.object, keyPath: nil, before: nil, after: nil,
-                                     rev: entry.rev, observers: [observation], priors: &priors,
-                                     changes: &notifications)
+                for object in touched where object.existed != object.exists {
+                    var priors: [ChangeNotification] = []
+                    PatternEvents.append(object.exists ? .created : .deleted, object: object.object, keyPath: nil,
+                                         before: nil, after: nil, rev: rev, observers: [observation], priors: &priors,
+                                         changes: &notifications)
+                }
             }
             return
         }
-        let changes = entries.map(\.change)
+        let changes = list.map(\.change)
         var overlay = HistoryReplay.valuesBefore(entries, changes: changes, objects: objects)
-        for (entry, change) in zip(entries, changes) {
-            let written = entry.object
-            var value = overlay[written]!
-            let matches = pattern.matches(written)
-            let before = matches && value != nil
-                ? HistoryReplay.read(keyPath, of: written, objects, overlay, classes) : nil
-            change.apply(to: &value, forward: true)
-            overlay.updateValue(value, forKey: written)
-            guard matches else { continue }
-            let write: PatternEvents.Write
-            switch change {
-            case .created: write = .created
-            case .deleted: write = .deleted
-            case let .set(path, _, _): write = .changed(nil, at: StoredLocation(object: written, path: path))
-            case let .array(change):
-                write = .changed(CollectionChange(kind: change.kind, indexes: change.indexes, old: change.old,
-                                                  new: change.new),
-                                 at: StoredLocation(object: written, path: change.path))
+        var next = 0
+        while next < list.count {
+            let rev = list[next].rev
+            // Per matching object, in first-touch order: its reading before the revision, whether it existed,
+            // and its writes in the revision.
+            var touched: [(object: String, before: Evaluation?, existed: Bool, writes: Int, last: Int)] = []
+            var position: [String: Int] = [:]
+            while next < list.count, list[next].rev == rev {
+                let written = list[next].object
+                var value = overlay[written]!
+                if pattern.matches(written) {
+                    if let index = position[written] {
+                        touched[index].writes += 1
+                        touched[index].last = next
+                    } else {
+                        let before = value != nil ? HistoryReplay.read(keyPath, of: written, objects, overlay, classes) : nil
+                        position[written] = touched.count
+                        touched.append((written, before, value != nil, 1, next))
+                    }
+                }
+                changes[next].apply(to: &value, forward: true)
+                overlay.updateValue(value, forKey: written)
+                next += 1
             }
-            let after = value != nil ? HistoryReplay.read(keyPath, of: written, objects, overlay, classes) : nil
-            var priors: [ChangeNotification] = []
-            var changes: [ChangeNotification] = []
-            PatternEvents.append(write, object: written, keyPath: keyPath, before: before, after: after,
-                                 rev: entry.rev, observers: [observation], priors: &priors, changes: &changes)
-            notifications.append(contentsOf: priors)
-            notifications.append(contentsOf: changes)
+            for object in touched {
+                let exists = overlay[object.object]! != nil
+                let write: PatternEvents.Write
+                switch (object.existed, exists) {
+                case (false, true): write = .created
+                case (true, false): write = .deleted
+                case (false, false): continue
+                case (true, true):
+                    // An object's only write in the revision keeps its location (and an array change its indexes).
+                    let root = StoredLocation(object: object.object, path: [])
+                    guard object.writes == 1 else { write = .changed(nil, at: root); break }
+                    switch changes[object.last] {
+                    case let .set(path, _, _): write = .changed(nil, at: StoredLocation(object: object.object, path: path))
+                    case let .array(change):
+                        write = .changed(CollectionChange(kind: change.kind, indexes: change.indexes, old: change.old,
+                                                          new: change.new),
+                                         at: StoredLocation(object: object.object, path: change.path))
+                    case .created, .deleted: write = .changed(nil, at: root)
+                    }
+                }
+                let after = exists ? HistoryReplay.read(keyPath, of: object.object, objects, overlay, classes) : nil
+                var priors: [ChangeNotification] = []
+                var changes: [ChangeNotification] = []
+                PatternEvents.append(write, object: object.object, keyPath: keyPath, before: object.before, after: after,
+                                     rev: rev, observers: [observation], priors: &priors, changes: &changes)
+                notifications.append(contentsOf: priors)
+                notifications.append(contentsOf: changes)
+            }
         }
     }
 }

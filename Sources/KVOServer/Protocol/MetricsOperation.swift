@@ -5,7 +5,7 @@ import KVOModel
 /// administration operations and `invalid` for a request kvod could not decode (malformed JSON, a
 /// missing or unknown `op`, a mistyped field). A small closed set, so the series stay few.
 enum MetricsOperation: Int, CaseIterable {
-    case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, observe, unobserve, list, info, ping
+    case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, batch, observe, unobserve, list, info, ping
     case defineClass, classes, bind, unbind, bindings, digest
     case invalid
 
@@ -29,6 +29,7 @@ enum MetricsOperation: Int, CaseIterable {
         case .insert: "insert"
         case .remove: "remove"
         case .replace: "replace"
+        case .batch: "batch"
         case .observe: "observe"
         case .unobserve: "unobserve"
         case .list: "list"

@@ -14,7 +14,7 @@ import KVOModel
 /// A value; any thread.
 package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case hello, auth, ping
-    case create, delete, get, set, increment, insert, remove, replace
+    case create, delete, get, set, increment, insert, remove, replace, batch
     case list, info, observe, unobserve
     case defineClass, classes
     case bind, combineLatest, unbind, bindings
@@ -107,6 +107,8 @@ package struct OperationDeclaration: Sendable {
     package let acceptsAtLeastRev: Bool
     /// Whether it may carry write conditions (`ifExists`, `ifAbsent`, `ifEquals`): the writes of one object.
     package let acceptsConditions: Bool
+    /// Whether a `batch` may hold it: the writes of one object, applied all or nothing with the batch's other parts.
+    package let batchable: Bool
     /// Its `op` label in `kvod_requests_total`.
     let metrics: MetricsOperation
     package let route: OperationRoute
@@ -119,7 +121,7 @@ package struct OperationDeclaration: Sendable {
     /// `effect` and `requirement` have no default: every row says whether it writes and what it needs. Most
     /// operations need a login and take no `atLeastRev`, so those two say so only when they differ.
     init(name: String, effect: OperationEffect, requirement: OperationRequirement, beforeLogin: Bool = false,
-         acceptsAtLeastRev: Bool = false, acceptsConditions: Bool = false, metrics: MetricsOperation, route: OperationRoute,
+         acceptsAtLeastRev: Bool = false, acceptsConditions: Bool = false, batchable: Bool = false, metrics: MetricsOperation, route: OperationRoute,
          decode: @escaping @Sendable (FieldReader) throws(KVOError) -> Request, example: String) {
         self.name = name
         self.effect = effect
@@ -127,6 +129,7 @@ package struct OperationDeclaration: Sendable {
         self.beforeLogin = beforeLogin
         self.acceptsAtLeastRev = acceptsAtLeastRev
         self.acceptsConditions = acceptsConditions
+        self.batchable = batchable
         self.metrics = metrics
         self.route = route
         self.decode = decode
@@ -182,12 +185,12 @@ enum OperationTable {
                 example: #"{"op":"ping"}"#)
         case .create:
             return OperationDeclaration(
-                name: "create", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
+                name: "create", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
                 metrics: .create, route: .engine, decode: RequestDecoder.create,
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
             return OperationDeclaration(
-                name: "delete", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
+                name: "delete", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
                 metrics: .delete, route: .engine, decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
                 example: #"{"op":"delete","object":"o"}"#)
         case .get:
@@ -198,29 +201,34 @@ enum OperationTable {
                 example: #"{"op":"get","object":"o","keyPath":"n"}"#)
         case .set:
             return OperationDeclaration(
-                name: "set", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
+                name: "set", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
                 metrics: .set, route: .engine, decode: RequestDecoder.set,
                 example: #"{"op":"set","object":"o","keyPath":"n","value":2}"#)
         case .increment:
             return OperationDeclaration(
-                name: "increment", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
+                name: "increment", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
                 metrics: .increment, route: .engine, decode: RequestDecoder.increment,
                 example: #"{"op":"increment","object":"o","keyPath":"n","by":5}"#)
         case .insert:
             return OperationDeclaration(
-                name: "insert", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
+                name: "insert", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
                 metrics: .insert, route: .engine, decode: RequestDecoder.insert,
                 example: #"{"op":"insert","object":"o","keyPath":"list","index":0,"value":"x"}"#)
         case .remove:
             return OperationDeclaration(
-                name: "remove", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
+                name: "remove", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
                 metrics: .remove, route: .engine, decode: RequestDecoder.remove,
                 example: #"{"op":"remove","object":"o","keyPath":"list","index":0}"#)
         case .replace:
             return OperationDeclaration(
-                name: "replace", effect: .writes, requirement: .writeObjects, acceptsConditions: true,
+                name: "replace", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
                 metrics: .replace, route: .engine, decode: RequestDecoder.replace,
                 example: #"{"op":"replace","object":"o","keyPath":"list","index":0,"value":"y"}"#)
+        case .batch:
+            return OperationDeclaration(
+                name: "batch", effect: .writes, requirement: .writeObjects,
+                metrics: .batch, route: .engine, decode: RequestDecoder.batch,
+                example: #"{"op":"batch","ops":[{"op":"set","object":"o","keyPath":"n","value":3},{"op":"create","object":"o3"}]}"#)
         case .observe:
             return OperationDeclaration(
                 name: "observe", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
@@ -324,6 +332,7 @@ extension Request {
         case .get: .get
         case .set: .set
         case .increment: .increment
+        case .batch: .batch
         case let .mutateArray(_, _, mutation):
             switch mutation {
             case .insert: .insert

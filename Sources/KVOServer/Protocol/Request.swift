@@ -40,6 +40,10 @@ package enum Request: Equatable, Sendable {
     case bindings
     /// `digest`: a SHA-256 of the stored state (`StateDigest`), to compare cluster nodes.
     case digest
+    /// `batch`: writes of objects applied all or nothing with one revision (`KVOEngine+Batch`). Each part
+    /// was decoded as a request line of its own (so it carries its conditions), is a row with
+    /// `batchable`, and there is at least one and at most `KVOEngine.maximumBatchParts`.
+    case batch([Request])
     /// A write that carried conditions (`ifExists`, `ifAbsent`, `ifEquals`): `RequestHandler` checks them
     /// on the write's object in the same turn as it performs the write, and refuses it with `conflict` when
     /// one does not hold. Made by the decoder, so every path that hands a decoded line to the handler (a

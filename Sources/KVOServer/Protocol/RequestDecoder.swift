@@ -15,7 +15,7 @@ package enum RequestDecoder {
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
-        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev",
+        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev", "ops",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -179,6 +179,51 @@ package enum RequestDecoder {
         }
         return .increment(object: try reader.objectID(), keyPath: try reader.keyPath(), by: by)
     }
+
+    /// `ops`: a list of request objects, each a write of one object (a row with `batchable`), decoded
+    /// exactly as a line of its own would be (its conditions included) but without an `id`. A part that
+    /// does not decode makes the batch `bad_request` naming the part.
+    static func batch(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let ops = reader.fields["ops"] else { throw KVOError(.badRequest, "missing 'ops'") }
+        guard case let .array(parts) = ops else { throw KVOError(.badRequest, "'ops' must be an array, not \(ops.typeName)") }
+        guard !parts.isEmpty else { throw KVOError(.badRequest, "'ops' must hold at least one write") }
+        guard parts.count <= KVOEngine.maximumBatchParts else {
+            throw KVOError(.tooLarge, "a batch holds at most \(KVOEngine.maximumBatchParts) writes, not \(parts.count)",
+                           details: ["limit": .int(Int64(KVOEngine.maximumBatchParts))])
+        }
+        var requests: [Request] = []
+        requests.reserveCapacity(parts.count)
+        for (index, part) in parts.enumerated() {
+            func refused(_ error: KVOError) -> KVOError {
+                var details = error.details
+                details["part"] = .int(Int64(index))
+                return KVOError(error.code, "part \(index): \(error.message)", details: details)
+            }
+            guard case let .object(members) = part else {
+                throw refused(KVOError(.badRequest, "a part must be a request object, not \(part.typeName)"))
+            }
+            guard members["id"] == nil else {
+                throw refused(KVOError(.badRequest, "a part carries no 'id' (the batch's reply answers for all of them)"))
+            }
+            let decoded = decode(JSONWriter.bytes(part))
+            let request: Request
+            switch decoded.request {
+            case let .success(success): request = success
+            case let .failure(error): throw refused(error)
+            }
+            guard request.operation.declaration.batchable else {
+                throw refused(KVOError(.badRequest, "'\(request.operation.name)' cannot be part of a batch: \(RequestDecoder.batchOperations) can"))
+            }
+            requests.append(request)
+        }
+        return .batch(requests)
+    }
+
+    /// "create, delete, set, …": the operations a batch may hold, for its error message.
+    static let batchOperations: String = {
+        let names = ProtocolOperation.allCases.filter { $0.declaration.batchable }.map(\.name)
+        return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
+    }()
 
     static func insert(_ reader: FieldReader) throws(KVOError) -> Request {
         let values = try reader.elementValues()

@@ -171,6 +171,9 @@ final class RequestHandler {
             return reply([("binding", .int(Int64(id))), ("rev", revision(engine.revision))])
         case let .unbind(binding):
             return reply([("removed", .bool(try engine.unbind(binding, access: access)))])
+        case let .batch(parts):
+            return try performBatch(parts, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
+                                    notifications: &notifications)
         case let .conditional(conditions, write):
             // The one door for conditions: checked on the write's object in this turn, then the write itself.
             guard let object = write.writtenObject else { throw KVOError(.badRequest, "conditions go with writes of one object") }
@@ -204,6 +207,37 @@ final class RequestHandler {
     /// A `conflict` whose current `value` would not fit in `budget` (an `ifEquals` on a key path holding
     /// megabytes) without that value: `valueTooLarge: true` instead, as a `get` of it would be `too_large`.
     /// The reply stays as small as the request's own error.
+    /// `batch`: every part performed as a request of its own would be (admitted by its row, its conditions
+    /// checked in turn, so each sees the parts before it), inside the engine's batch; the first refusal undoes
+    /// them all and is the reply, with `part` (its index) in its details. The reply: the batch's revision and
+    /// each part's own reply without its `rev` (`{}` for most, `{"value":…}` for an `increment`).
+    private func performBatch(_ parts: [Request], from connection: ConnectionID, access: ConnectionAccess,
+                              budget: ReplyBudget, eventEncoding: EventEncoding,
+                              notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
+        try engine.beginBatch()
+        var results: [JSONValue] = []
+        results.reserveCapacity(parts.count)
+        for (index, part) in parts.enumerated() {
+            do throws(KVOError) {
+                try part.operation.declaration.admit(access)
+                let outcome = try perform(part, from: connection, access: access, budget: budget,
+                                          eventEncoding: eventEncoding, notifications: &notifications)
+                var fields: [String: JSONValue] = [:]
+                if case let .success(reply) = outcome.reply {
+                    for (name, value) in reply where name != "rev" { fields[name] = value }
+                }
+                results.append(.object(fields))
+            } catch {
+                engine.abortBatch()
+                var details = error.details
+                details["part"] = .int(Int64(index))
+                throw KVOError(error.code, "part \(index) (\(part.operation.name)): \(error.message)", details: details)
+            }
+        }
+        let rev = engine.commitBatch(notifications: &notifications)
+        return reply([("results", .array(results)), ("rev", revision(rev))])
+    }
+
     private static func fitted(_ conflict: KVOError, _ budget: ReplyBudget) -> KVOError {
         // 1 KiB kept for the message and the other details.
         guard let value = conflict.details["value"], JSONSizeBound.of(value, limit: budget.bytes - 1024) == nil else { return conflict }

@@ -33,23 +33,35 @@ extension SQLiteStore {
         // Each object's last change in this batch: its snapshot's `rev` if it gets one. An object given
         // without a write of its own keeps 0 (unknown), as a store of an older version has it.
         var lastChange: [String: UInt64] = [:]
-        do {
+        do throws(StorageError) {
             try statements.begin.run()
             // Each change once as text: a history row, and a redo row unless its object gets a new snapshot.
             var lastObject: String?
             var lastLog = ObjectLog(snapshotBytes: 0, redoBytes: 0)
             var runRev: UInt64 = 0
-            for entry in batch.entries {
+            // The objects written so far in the current revision, kept only for a revision of several entries
+            // (a batch's): a second write to one of them would repeat its redo row's key (object, rev).
+            var objectsInRevision = Set<String>()
+            let entries = batch.entries
+            for index in entries.indices {
+                let entry = entries[index]
                 changeText.removeAll(keepingCapacity: true)
                 entry.writeChangeJSON(into: &changeText)
                 if keepHistory {
+                    // History goes forward: a revision's rows together, after every row kept (what `load` checks).
+                    if let newest = ledger.newestRevision, entry.rev < newest || (entry.rev == newest && index == 0) {
+                        throw StorageError.corrupt(row: "history rev \(entry.rev)",
+                                                   reason: "a commit's revision must come after the stored history's \(newest)")
+                    }
                     let insert = statements.insertHistory
                     try insert.bind(1, Int64(bitPattern: entry.rev))
                     try insert.bind(2, text: entry.object)
                     try insert.bind(3, text: changeText)
                     try insert.bind(4, Int64(changeText.count))
+                    let sequence = ledger.nextSequence()
+                    try insert.bind(5, sequence)
                     try insert.run()
-                    ledger.append(revision: entry.rev, bytes: changeText.count)
+                    ledger.append(sequence: sequence, revision: entry.rev, bytes: changeText.count)
                     appended += 1
                 }
                 // Runs of writes to one object (the common case) look its log up once.
@@ -65,10 +77,16 @@ extension SQLiteStore {
                         lastLog = try storedLog(of: entry.object)
                     }
                 }
+                var writtenInRevision = false
+                if (index > 0 && entries[index - 1].rev == entry.rev) || (index + 1 < entries.count && entries[index + 1].rev == entry.rev) {
+                    if index == 0 || entries[index - 1].rev != entry.rev { objectsInRevision.removeAll(keepingCapacity: true) }
+                    writtenInRevision = !objectsInRevision.insert(entry.object).inserted
+                }
                 runRev = entry.rev
                 guard !lastLog.takesSnapshot else { continue }
                 // A creation or deletion replaces the object: a snapshot (decided without decoding the change).
-                if entry.isCreation || entry.isDeletion || lastLog.redoBytes + changeText.count > lastLog.snapshotBytes {
+                if entry.isCreation || entry.isDeletion || writtenInRevision
+                    || lastLog.redoBytes + changeText.count > lastLog.snapshotBytes {
                     lastLog.takesSnapshot = true
                 } else {
                     try statements.insertRedo.bind(1, text: entry.object)
@@ -139,7 +157,7 @@ extension SQLiteStore {
             }
             let drop = ledger.rowsToDrop(limit: historyLimit, byteLimit: historyByteLimit)
             if drop > 0 {
-                try statements.trimHistory.bind(1, Int64(bitPattern: ledger.revision(at: drop - 1)))
+                try statements.trimHistory.bind(1, ledger.sequence(at: drop - 1))
                 try statements.trimHistory.run()
             }
             try statements.commit.run()

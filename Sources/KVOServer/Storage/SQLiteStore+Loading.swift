@@ -55,7 +55,7 @@ extension SQLiteStore {
         knowsEveryRedoRow = true
         snapshotsLoaded = true
 
-        let history = try database.prepare("SELECT rev, object, change FROM history ORDER BY rev")
+        let history = try database.prepare("SELECT rev, object, change FROM history ORDER BY seq")
         defer { history.finalize() }
         state.history.reserveCapacity(ledger.count)
         while try history.step() {

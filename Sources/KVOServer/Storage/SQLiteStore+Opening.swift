@@ -62,17 +62,27 @@ extension SQLiteStore {
                     throw .missingTable(path: databasePath, table: table)
                 }
             }
-            // Every version only added tables, and version 5 a column, so creating the missing ones and then
-            // recording the current version is the whole migration.
+            // Every version only added tables, version 5 a column, and version 6 a key to history (a batch's rows
+            // share a revision), so creating what is missing, rebuilding history with its rows numbered in
+            // revision order, and then recording the current version is the whole migration.
             if tables.contains("objects"), try !columnNames(database, of: "objects").contains("rev") {
                 try database.exec("ALTER TABLE objects ADD COLUMN rev INTEGER NOT NULL DEFAULT 0")
+            }
+            if tables.contains("history"), try !columnNames(database, of: "history").contains("seq") {
+                try database.exec("""
+                    CREATE TABLE history_v6(seq INTEGER PRIMARY KEY, rev INTEGER NOT NULL, object TEXT NOT NULL,
+                                            change TEXT NOT NULL, bytes INTEGER NOT NULL);
+                    INSERT INTO history_v6(seq, rev, object, change, bytes) SELECT rev, rev, object, change, bytes FROM history;
+                    DROP TABLE history;
+                    ALTER TABLE history_v6 RENAME TO history;
+                    """)
             }
             try database.exec("""
                 CREATE TABLE IF NOT EXISTS objects(id TEXT PRIMARY KEY, value TEXT NOT NULL, rev INTEGER NOT NULL DEFAULT 0)
                     WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
-                CREATE TABLE IF NOT EXISTS history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL,
-                                                   bytes INTEGER NOT NULL);
+                CREATE TABLE IF NOT EXISTS history(seq INTEGER PRIMARY KEY, rev INTEGER NOT NULL, object TEXT NOT NULL,
+                                                   change TEXT NOT NULL, bytes INTEGER NOT NULL);
                 CREATE TABLE IF NOT EXISTS classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
@@ -113,8 +123,9 @@ extension SQLiteStore {
         guard let database else { throw .closed }
         storedRevision = try readRevision(database) ?? 0
         storedLastBindingID = try readLastBindingID(database) ?? 0
-        let rows = try database.prepare("SELECT rev, bytes FROM history ORDER BY rev")
+        let rows = try database.prepare("SELECT rev, bytes, seq FROM history ORDER BY seq")
         defer { rows.finalize() }
+        var previousRevision: Int64 = 0
         while try rows.step() {
             let revIsInteger = rows.isInteger(0)
             let bytesAreInteger = rows.isInteger(1)
@@ -124,11 +135,15 @@ extension SQLiteStore {
                 throw .corrupt(row: "history rev \(rows.string(0))",
                                reason: "the revision is not an integer from 1 to the stored revision \(storedRevision)")
             }
+            guard rev >= previousRevision else {
+                throw .corrupt(row: "history rev \(rev)", reason: "it follows a row of the later revision \(previousRevision)")
+            }
+            previousRevision = rev
             guard bytesAreInteger, (0...SQLiteStore.maximumHistoryRowBytes).contains(bytes) else {
                 throw .corrupt(row: "history rev \(rev)",
                                reason: "bytes '\(rows.string(1))' is not an integer from 0 to \(SQLiteStore.maximumHistoryRowBytes)")
             }
-            ledger.append(revision: UInt64(rev), bytes: Int(bytes))
+            ledger.append(sequence: rows.int64(2), revision: UInt64(rev), bytes: Int(bytes))
         }
     }
 
@@ -137,9 +152,9 @@ extension SQLiteStore {
         guard let database else { throw .closed }
         let drop = ledger.rowsToDrop(limit: historyLimit, byteLimit: historyByteLimit)
         guard drop > 0 else { return }
-        let trim = try database.prepare("DELETE FROM history WHERE rev <= ?1")
+        let trim = try database.prepare("DELETE FROM history WHERE seq <= ?1")
         defer { trim.finalize() }
-        try trim.bind(1, Int64(bitPattern: ledger.revision(at: drop - 1)))
+        try trim.bind(1, ledger.sequence(at: drop - 1))
         try trim.run()
         ledger.removeFirst(drop)
     }

@@ -18,15 +18,18 @@ import Darwin
 /// commit is one transaction, so durability costs at most one fsync per iteration (`SyncMode.full`),
 /// not one per request.
 ///
-/// On disk (schema version 5):
+/// On disk (schema version 6):
 ///
 ///     objects(id TEXT PRIMARY KEY, value TEXT NOT NULL,
 ///             rev INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID             -- a snapshot, as compact JSON, and the
 ///                                                                       -- revision of the object's last change then
 ///     redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
-///          PRIMARY KEY(object, rev)) WITHOUT ROWID                      -- the changes since the snapshot
+///          PRIMARY KEY(object, rev)) WITHOUT ROWID                      -- the changes since the snapshot (an
+///                                                                       -- object written twice in one batch
+///                                                                       -- gets a snapshot instead)
 ///     meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID                   -- schema_version, revision, last_binding_id, stream_sequence, stream_integrity and cluster_stream (cluster)
-///     history(rev INTEGER PRIMARY KEY, object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)
+///     history(seq INTEGER PRIMARY KEY, rev INTEGER NOT NULL,             -- oldest first; a batch's rows
+///             object TEXT NOT NULL, change TEXT NOT NULL, bytes INTEGER NOT NULL)  -- share its revision
 ///     classes(name TEXT PRIMARY KEY, definition TEXT NOT NULL)          -- the definition as compact JSON
 ///     bindings(id INTEGER PRIMARY KEY, definition TEXT NOT NULL)        -- the definition as compact JSON
 ///     users(name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID  -- `UserRecord.json`, compact
@@ -37,7 +40,8 @@ import Darwin
 /// snapshot's `rev` without one). An older database is migrated in place when opened: the new tables and
 /// column are created and the version bumped in one transaction (the existing rows are untouched: an object
 /// row of an older version is a snapshot with no changes after it, whose last change is unknown, 0, until it
-/// is written again; a missing `last_binding_id` reads as 0).
+/// is written again; a missing `last_binding_id` reads as 0). Version 6 keys history by `seq`, so that a batch's
+/// rows can share their revision: the rows of an older version are copied with `seq` = `rev`.
 ///
 /// An object is its snapshot plus its `redo` rows replayed in revision order, so that the cost of a
 /// write follows the size of the change, not of the object: a commit appends each write's change (the
@@ -69,7 +73,7 @@ import Darwin
 /// Not Sendable.
 package final class SQLiteStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
-    package static let schemaVersion: Int64 = 5
+    package static let schemaVersion: Int64 = 6
     /// The database file's name inside the data directory.
     package static let fileName = "kvod.sqlite3"
     /// The data directory's marker file's name (`DataDirectoryMarker`).
@@ -190,10 +194,10 @@ package final class SQLiteStore {
             insertRedo = try database.prepare("INSERT INTO redo(object, rev, change) VALUES(?1, ?2, ?3)")
             deleteRedo = try database.prepare("DELETE FROM redo WHERE object = ?1")
             insertHistory = try database.prepare(
-                "INSERT INTO history(rev, object, change, bytes) VALUES(?1, ?2, ?3, ?4)")
+                "INSERT INTO history(rev, object, change, bytes, seq) VALUES(?1, ?2, ?3, ?4, ?5)")
             setRevision = try database.prepare(
                 "INSERT INTO meta(key, value) VALUES('revision', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-            trimHistory = try database.prepare("DELETE FROM history WHERE rev <= ?1")
+            trimHistory = try database.prepare("DELETE FROM history WHERE seq <= ?1")
             upsertClass = try database.prepare(
                 "INSERT INTO classes(name, definition) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET definition = excluded.definition")
             upsertBinding = try database.prepare(
