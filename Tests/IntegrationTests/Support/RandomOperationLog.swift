@@ -7,7 +7,8 @@ import KVOJSON
 /// `bind` (with and without a `convert` expression and `now`, some into the class's validated `level`),
 /// `combineLatest` and `unbind` of ids that may or may not exist (bindings whose objects are deleted go too,
 /// and a binding write the target refuses is a `refused` notice), one write in five with a condition (`ifExists`,
-/// `ifAbsent`, `ifEquals`: applied or refused with `conflict` alike on every node). The same seed gives the same log. A
+/// `ifAbsent`, `ifEquals`: applied or refused with `conflict` alike on every node), and one request in twelve a
+/// `batch` of such writes. The same seed gives the same log. A
 /// value; any thread.
 struct RandomOperationLog {
     /// The class the log's `c…` objects belong to: validated properties and two computed ones.
@@ -25,6 +26,10 @@ struct RandomOperationLog {
         var operations: [(op: String, params: [String: JSONValue])] = []
         operations.reserveCapacity(count)
         for _ in 0..<count {
+            if random.below(12) == 0 {
+                operations.append(RandomOperationLog.batch(&random))
+                continue
+            }
             var operation = RandomOperationLog.operation(&random)
             RandomOperationLog.addCondition(to: &operation, &random)
             operations.append(operation)
@@ -83,6 +88,22 @@ struct RandomOperationLog {
         default:
             return ("delete", ["object": object])
         }
+    }
+
+    /// A `batch` of two to four writes of objects (conditions included), applied all or nothing alike on
+    /// every node: often refused as a whole by one part (a missing object, a class's limit, a condition).
+    private static func batch(_ random: inout SplitMix64) -> (op: String, params: [String: JSONValue]) {
+        var parts: [JSONValue] = []
+        let count = 2 + random.below(3)
+        while parts.count < count {
+            var operation = operation(&random)
+            guard ["create", "delete", "set", "increment", "insert", "remove", "replace"].contains(operation.op) else { continue }
+            addCondition(to: &operation, &random)
+            var part = operation.params
+            part["op"] = .string(operation.op)
+            parts.append(.object(part))
+        }
+        return ("batch", ["ops": .array(parts)])
     }
 
     /// One write in five of one object carries a condition (issue 30), which every node must decide alike:
