@@ -37,15 +37,13 @@ extension KVOClient {
     @discardableResult
     public func create(_ object: String, values: some Encodable & Sendable = [String: JSONValue](), class className: String? = nil,
                        if conditions: [WriteCondition] = []) async throws -> Int64 {
-        var params: [String: JSONValue] = ["object": .string(object), "values": try ValueCoding.encode(values)]
-        if let className { params["class"] = .string(className) }
-        return try await write("create", params, conditions)
+        try await write(.create(object, values: values, class: className, if: conditions))
     }
 
     /// Deletes `object`; returns the new revision. `not_found` if missing.
     @discardableResult
     public func delete(_ object: String, if conditions: [WriteCondition] = []) async throws -> Int64 {
-        try await write("delete", ["object": .string(object)], conditions)
+        try await write(.delete(object, if: conditions))
     }
 
     /// The whole of `object` decoded as `Value`, with the current revision. `not_found` if missing.
@@ -78,8 +76,7 @@ extension KVOClient {
     @discardableResult
     public func set(_ keyPath: String, of object: String, to value: some Encodable & Sendable,
                     if conditions: [WriteCondition] = []) async throws -> Int64 {
-        try await write("set", ["object": .string(object), "keyPath": .string(keyPath), "value": try ValueCoding.encode(value)],
-                        conditions)
+        try await write(.set(keyPath, of: object, to: value, if: conditions))
     }
 
     /// Adds `step` to the number at `keyPath` of `object`, atomically on the server (a missing or null
@@ -93,6 +90,8 @@ extension KVOClient {
 
     /// `increment(_:of:by:)` by a fractional step: the stored value becomes a double.
     @discardableResult
+    /// Disfavoured, so that an integer literal (`by: -30`) takes the integer step.
+    @_disfavoredOverload
     public func increment(_ keyPath: String, of object: String, by step: Double,
                           if conditions: [WriteCondition] = []) async throws -> (value: JSONValue, rev: Int64) {
         try await increment(keyPath, of: object, step: .double(step), conditions)
@@ -100,9 +99,8 @@ extension KVOClient {
 
     private func increment(_ keyPath: String, of object: String, step: JSONValue,
                            _ conditions: [WriteCondition]) async throws -> (value: JSONValue, rev: Int64) {
-        var params: [String: JSONValue] = ["object": .string(object), "keyPath": .string(keyPath), "by": step]
-        try WriteCondition.add(conditions, to: &params)
-        let reply = try await request("increment", params, isWrite: true)
+        let operation = try WriteOperation.increment(keyPath, of: object, step: step, if: conditions)
+        let reply = try await request(operation.op, operation.params, isWrite: true)
         guard let value = reply["value"], let rev = reply["rev"]?.intValue else {
             throw KVODError.malformedReply("an 'increment' reply without value or rev")
         }
@@ -115,31 +113,21 @@ extension KVOClient {
     public func insert<Element: Encodable & Sendable>(_ keyPath: String, of object: String, values: [Element],
                                                        at index: Int? = nil, indexes: ArrayIndexes? = nil,
                                                        if conditions: [WriteCondition] = []) async throws -> Int64 {
-        var params: [String: JSONValue] = [
-            "object": .string(object), "keyPath": .string(keyPath),
-            "values": .array(try values.map { value throws(KVODError) in try ValueCoding.encode(value) }),
-        ]
-        if let index { params["index"] = .int(Int64(index)) }
-        if let indexes { params["indexes"] = .array(indexes.map { .int(Int64($0)) }) }
-        return try await write("insert", params, conditions)
+        try await write(.insert(keyPath, of: object, values: values, at: index, indexes: indexes, if: conditions))
     }
 
     /// Removes the elements at `indexes` (positions in the current array); returns the new revision.
     @discardableResult
     public func remove(_ keyPath: String, of object: String, indexes: ArrayIndexes,
                        if conditions: [WriteCondition] = []) async throws -> Int64 {
-        try await write("remove", ["object": .string(object), "keyPath": .string(keyPath),
-                                   "indexes": .array(indexes.map { .int(Int64($0)) })], conditions)
+        try await write(.remove(keyPath, of: object, indexes: indexes, if: conditions))
     }
 
     /// Replaces the elements at `indexes` with `values`, matched in order; returns the new revision.
     @discardableResult
     public func replace<Element: Encodable & Sendable>(_ keyPath: String, of object: String, indexes: ArrayIndexes,
                                                         with values: [Element], if conditions: [WriteCondition] = []) async throws -> Int64 {
-        try await write("replace", [
-            "object": .string(object), "keyPath": .string(keyPath), "indexes": .array(indexes.map { .int(Int64($0)) }),
-            "values": .array(try values.map { value throws(KVODError) in try ValueCoding.encode(value) }),
-        ], conditions)
+        try await write(.replace(keyPath, of: object, indexes: indexes, with: values, if: conditions))
     }
 
     /// One page of object ids.
@@ -274,11 +262,9 @@ extension KVOClient {
 
     // MARK: - Helpers
 
-    private func write(_ op: String, _ params: [String: JSONValue], _ conditions: [WriteCondition] = []) async throws -> Int64 {
-        var params = params
-        try WriteCondition.add(conditions, to: &params)
-        let reply = try await request(op, params, isWrite: true)
-        guard let rev = reply["rev"]?.intValue else { throw KVODError.malformedReply("a '\(op)' reply without rev") }
+    private func write(_ operation: WriteOperation) async throws -> Int64 {
+        let reply = try await request(operation.op, operation.params, isWrite: true)
+        guard let rev = reply["rev"]?.intValue else { throw KVODError.malformedReply("a '\(operation.op)' reply without rev") }
         return rev
     }
 

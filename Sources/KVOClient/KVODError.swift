@@ -136,6 +136,8 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         public var exists: Bool? { fields["exists"]?.boolValue }
         /// `conflict` of `ifRev`: the revision of the object's last change.
         public var changedRev: Int64? { fields["changedRev"]?.intValue }
+        /// A refused `batch`: the index of the part refused (the rest of the details are that part's error's).
+        public var part: Int? { fields["part"]?.intValue.map(Int.init) }
         /// `conflict`: the server's revision when the condition was checked.
         public var rev: Int64? { fields["rev"]?.intValue }
     }

@@ -21,7 +21,7 @@ struct DefineClassCommand: AsyncParsableCommand {
     func run() async throws {
         let definition: [String: JSONValue]
         do throws(ValidationError) {
-            definition = try ClassDefinitionFile.load(file)
+            definition = try JSONFileArgument.object(file, what: "class definition")
         } catch {
             // A usage error, but about the file's contents: no usage line (it would be the root command's).
             Terminal.printError(error.message)

@@ -228,6 +228,34 @@ struct CLITests {
         }
     }
 
+    @Test("batch FILE applies the file's writes with one revision; a refused part exits 1 naming it; a bad file exits 2")
+    func batchFromAFile() throws {
+        let server = try KVODProcess()
+        let scratch = try TemporaryDirectory("cli-batch")
+        let file = scratch.appending("transfer.json")
+        try #"""
+            [{"op":"create","object":"a","values":{"balance":100}},
+             {"op":"create","object":"b","values":{"balance":0}},
+             {"op":"increment","object":"a","keyPath":"balance","by":-30},
+             {"op":"increment","object":"b","keyPath":"balance","by":30}]
+            """#.write(toFile: file, atomically: true, encoding: .utf8)
+        expectSuccess(try KVOClientProcess.run(server, ["batch", file]),
+                      lines: ["part 2 value 70", "part 3 value 30", "rev 1"])
+        let conflict = scratch.appending("conflict.json")
+        try #"[{"op":"set","object":"a","keyPath":"balance","value":0},{"op":"delete","object":"b","ifAbsent":true}]"#
+            .write(toFile: conflict, atomically: true, encoding: .utf8)
+        let refused = try KVOClientProcess.run(server, ["batch", conflict])
+        #expect(refused.status == 1 && refused.stdout.isEmpty)
+        #expect(refused.stderr.hasPrefix("kvoclient: error: conflict: part 1 (delete): "), "\(refused.stderr)")
+        expectSuccess(try KVOClientProcess.run(server, ["get", "a", "balance"]), lines: ["70"])
+        let notArray = scratch.appending("object.json")
+        try #"{"op":"set"}"#.write(toFile: notArray, atomically: true, encoding: .utf8)
+        for arguments in [["batch", notArray], ["batch", scratch.appending("missing.json")]] {
+            let result = try KVOClientProcess.run(server, arguments)
+            #expect(result.status == 2 && result.stderr.contains("batch"), "\(arguments): \(result.stderr)")
+        }
+    }
+
     @Test("a refused connection names host and port and exits 3")
     func refusedConnectionNamesHostAndPort() throws {
         let server = try KVODProcess()
