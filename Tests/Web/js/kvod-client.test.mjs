@@ -116,6 +116,36 @@ test("conditional writes reject with conflict and its details; two clients racin
   }
 });
 
+test("batch applies every part with one revision or none, and a refused part names its index", async () => {
+  const kvod = await connect(WS, { heartbeat: 0 });
+  const observer = await connect(WS, { heartbeat: 0 });
+  try {
+    const alice = objectId("alice");
+    const bob = objectId("bob");
+    await kvod.create(alice, { balance: 100 });
+    await kvod.create(bob, { balance: 0 });
+    const seen = observer.observe(bob, "balance");
+    await seen.ready;
+    const { rev, results } = await kvod.batch([
+      { op: "increment", object: alice, keyPath: "balance", by: -30, ifEquals: { keyPath: "balance", value: 100 } },
+      { op: "set", object: bob, keyPath: "balance", value: 30 },
+    ]);
+    assert.deepEqual(results, [{ value: 70 }, {}]);
+    const change = (await seen[Symbol.asyncIterator]().next()).value;
+    assert.equal(change.rev, rev);
+    assert.equal(change.new, 30);
+    await assert.rejects(kvod.batch([
+      { op: "set", object: alice, keyPath: "balance", value: 0 },
+      { op: "delete", object: bob, ifAbsent: true },
+    ]), (error) => error.code === "conflict" && error.details.part === 1);
+    assert.equal(await kvod.get(alice, "balance"), 70);
+    await assert.rejects(kvod.batch([{ op: "get", object: alice }]), { code: "bad_request" });
+  } finally {
+    kvod.close();
+    observer.close();
+  }
+});
+
 for (const events of ["compact", "full"]) {
   test(`observations as async iterators decode every reason and kind (${events} events)`, async () => {
     const kvod = await connect(WS, { events, heartbeat: 0 });

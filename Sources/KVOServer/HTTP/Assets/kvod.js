@@ -156,6 +156,13 @@ export class KVODClient {
   }
   /** Adds `by` (default 1) to the number at `keyPath`, atomically; resolves to `{ value, rev }`. */
   increment(object, keyPath, by = 1, conditions = {}) { return this.request("increment", { object, keyPath, by, ...conditions }); }
+  /**
+   * Applies `ops` all or nothing with one revision (docs/protocol.md "Batches"): each an object as its request
+   * would be sent alone, without `id` (`{ op: "set", object, keyPath, value, ifEquals }`). Resolves to
+   * `{ rev, results }` (each part's reply without `rev`: `{}`, or `{ value }` for an increment); a refused part
+   * rejects with that part's KVODError, whose `details.part` is its index, and nothing was written.
+   */
+  batch(ops) { return this.request("batch", { ops }); }
   /** Inserts `values` (an array) at `index` (appends without one). */
   insert(object, keyPath, values, index) {
     return this.request("insert", index === undefined ? { object, keyPath, values } : { object, keyPath, values, index });
