@@ -108,6 +108,41 @@ import Testing
         #expect(StateDigest.of(engine, users: nil) != before)
     }
 
+    @Test("a batch holds exactly the rows that say so: each applies inside one, and undoes with it when a later part is refused",
+          arguments: ProtocolOperation.allCases)
+    func batchHoldsExactlyTheBatchableRows(operation: ProtocolOperation) throws {
+        let declaration = operation.declaration
+        let part = declaration.example
+        let decoded = RequestDecoder.decode(Array(#"{"op":"batch","ops":[\#(part)]}"#.utf8))
+        guard declaration.batchable else {
+            guard case let .failure(error) = decoded.request else {
+                Issue.record("\(operation.name) was taken into a batch")
+                return
+            }
+            #expect(error.code == .badRequest && error.details["part"] == 0, "\(error)")
+            return
+        }
+        #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine
+                && declaration.acceptsConditions)
+        let (engine, handler) = try Self.preparedEngine()
+        var notifications: [ChangeNotification] = []
+        let before = StateDigest.of(engine, users: nil)
+        let revision = engine.revision
+        // The row's write, then one that fails: nothing of the first stays.
+        let refused = handler.handle(try Self.request(#"{"op":"batch","ops":[\#(part),{"op":"delete","object":"missing"}]}"#),
+                                     from: ConnectionID(1), access: .open(), notifications: &notifications)
+        guard case let .failure(error) = refused.reply else {
+            Issue.record("\(operation.name): a batch with a refused part applied")
+            return
+        }
+        #expect(error.code == .notFound && error.details["part"] == 1, "\(error)")
+        #expect(StateDigest.of(engine, users: nil) == before && notifications.isEmpty && engine.revision == revision)
+        let applied = handler.handle(try Self.request(#"{"op":"batch","ops":[\#(part)]}"#), from: ConnectionID(1), access: .open(),
+                                     notifications: &notifications)
+        if case let .failure(error) = applied.reply { Issue.record("\(operation.name): \(error)") }
+        #expect(StateDigest.of(engine, users: nil) != before && engine.history.entries(after: revision, current: engine.revision)?.first?.rev == revision + 1)
+    }
+
     /// The rows the engine answers (`route == .engine`): the others are the server's (auth, user administration).
     static let engineOperations = ProtocolOperation.allCases.filter { $0.declaration.route == .engine }
 
