@@ -36,6 +36,7 @@ extension KVOEngine {
             restore(object, slot: batch.savedSlots[object]!)
         }
         storedBytes = batch.storedBytesBefore
+        measuredChangeSize = nil
         computedMemo.invalidate()
     }
 

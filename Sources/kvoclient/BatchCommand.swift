@@ -22,13 +22,7 @@ struct BatchCommand: AsyncParsableCommand {
     var file: String
 
     func run() async throws {
-        let parts: [JSONValue]
-        do throws(ValidationError) {
-            parts = try JSONFileArgument.array(file, what: "batch")
-        } catch {
-            Terminal.printError(error.message)
-            throw ExitCode(KVOClientCommand.usageExitCode)
-        }
+        let parts = try JSONFileArgument.orExit { () throws(ValidationError) in try JSONFileArgument.array(file, what: "batch") }
         let reply = try await connection.call("batch", ["ops": .array(parts)])
         if case let .array(results)? = reply["results"] {
             for (index, result) in results.enumerated() {

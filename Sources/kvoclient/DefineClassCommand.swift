@@ -19,13 +19,8 @@ struct DefineClassCommand: AsyncParsableCommand {
     var file: String
 
     func run() async throws {
-        let definition: [String: JSONValue]
-        do throws(ValidationError) {
-            definition = try JSONFileArgument.object(file, what: "class definition")
-        } catch {
-            // A usage error, but about the file's contents: no usage line (it would be the root command's).
-            Terminal.printError(error.message)
-            throw ExitCode(KVOClientCommand.usageExitCode)
+        let definition = try JSONFileArgument.orExit { () throws(ValidationError) in
+            try JSONFileArgument.object(file, what: "class definition")
         }
         let reply = try await connection.call("defineClass", ["class": .object(definition)])
         guard let name = reply["name"]?.stringValue else { throw CLIError.unexpectedReply(JSONValue.object(reply).description) }

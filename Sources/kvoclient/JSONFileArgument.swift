@@ -45,6 +45,17 @@ enum JSONFileArgument {
         return elements
     }
 
+    /// `load` for a command's `run()`: a file that cannot be read or is not of the shape asked for is a usage
+    /// error about its contents, printed without a usage line (it would be the root command's), exit 2.
+    static func orExit<Value>(_ load: () throws(ValidationError) -> Value) throws -> Value {
+        do throws(ValidationError) {
+            return try load()
+        } catch {
+            Terminal.printError(error.message)
+            throw ExitCode(KVOClientCommand.usageExitCode)
+        }
+    }
+
     private static func name(of path: String) -> String {
         path == standardInput ? "standard input" : "'\(path)'"
     }

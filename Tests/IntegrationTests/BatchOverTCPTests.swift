@@ -84,7 +84,7 @@ import Testing
         let subB = try #require(try observer.call("observe", ["object": "b", "keyPath": "balance"])["sub"]?.intValue)
         let subTotal = try #require(try observer.call("observe", ["object": "bank", "keyPath": "accounts.@sum.balance"])["sub"]?.intValue)
         let transfers = 150
-        let results = BatchWriterResults()
+        let results = OutcomeCounter()
         let port = server.port
         DispatchQueue.concurrentPerform(iterations: 2) { index in
             do {
@@ -227,23 +227,5 @@ import Testing
                                                   Self.part("delete", ["object": "a"])]])["rev"] == 3)
         #expect(code(try client.request("get", ["object": "a"])) == "not_found")
         #expect(try client.call("ping")["ok"] == true)
-    }
-}
-
-/// Reply codes counted from writer threads.
-private final class BatchWriterResults: @unchecked Sendable {
-    private let lock = NSLock()
-    private var counts: [String: Int] = [:]
-
-    func add(_ outcome: String) {
-        lock.lock()
-        counts[outcome, default: 0] += 1
-        lock.unlock()
-    }
-
-    var all: [String: Int] {
-        lock.lock()
-        defer { lock.unlock() }
-        return counts
     }
 }

@@ -158,9 +158,26 @@ final class KVODProcess: @unchecked Sendable {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            if !awaitExit(timeout: 10) { reapUnnoticedChild() }
         }
         reportSanitizerFindings()
+    }
+
+    /// Waits up to `timeout` seconds for Foundation to see the child exit; never for ever. `waitUntilExit()`
+    /// spins until Foundation has reaped the child, and under ThreadSanitizer a SIGKILLed kvod once stayed a
+    /// zombie Foundation never reaped: the wait spun on every cooperative thread and starved the whole run.
+    private func awaitExit(timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        return !process.isRunning
+    }
+
+    /// Reaps a child that was killed but that Foundation did not notice exiting, so that it does not stay a
+    /// zombie (`Process` then still says it runs; nothing asks it again).
+    private func reapUnnoticedChild() {
+        var status: Int32 = 0
+        let reaped = waitpid(process.processIdentifier, &status, WNOHANG)
+        FileHandle.standardError.write(Data("KVODProcess: kvod pid \(process.processIdentifier) was not seen exiting; waitpid returned \(reaped)\n".utf8))
     }
 
     /// A kvod built with a sanitizer (scripts/test-tsan.sh builds every target with ThreadSanitizer) writes
@@ -208,10 +225,9 @@ final class KVODProcess: @unchecked Sendable {
         while process.isRunning, Date() < deadline { usleep(10_000) }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            if !awaitExit(timeout: 10) { reapUnnoticedChild() }
             return -1
         }
-        process.waitUntilExit()
         // Let the log collector read what is left.
         logCollector?.waitForEnd(timeout: 5)
         return process.terminationStatus
