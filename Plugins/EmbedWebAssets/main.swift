@@ -12,6 +12,10 @@ let table: [(path: String, file: String, contentType: String)] = [
     ("/inspector.js", "inspector.js", "text/javascript; charset=utf-8"),
     ("/inspector.css", "inspector.css", "text/css; charset=utf-8"),
     ("/kvod.js", "kvod.js", "text/javascript; charset=utf-8"),
+    // The page names /favicon.svg; /favicon.ico is what browsers ask for without being told (a 404 there is
+    // an error in their console on every page load).
+    ("/favicon.svg", "favicon.svg", "image/svg+xml"),
+    ("/favicon.ico", "favicon.svg", "image/svg+xml"),
 ]
 let delimiter = "####"
 

@@ -7,7 +7,7 @@ import PackagePlugin
 @main
 struct WebAssetsPlugin: BuildToolPlugin {
     /// The files embedded, under the target's HTTP/Assets (the tool's table lists the same ones).
-    static let files = ["index.html", "inspector.js", "inspector.css", "kvod.js"]
+    static let files = ["index.html", "inspector.js", "inspector.css", "kvod.js", "favicon.svg"]
 
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         let assets = target.directoryURL.appending(path: "HTTP/Assets")

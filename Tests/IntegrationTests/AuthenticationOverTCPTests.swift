@@ -61,6 +61,10 @@ struct AuthenticationOverTCPTests {
         var unknownUser = try client.request("auth", ["user": "mallory", "password": "nope"]).objectValue!
         wrongPassword["id"] = nil
         unknownUser["id"] = nil
+        // The attempts left count down with the connection's failures, whatever was wrong; the rest is equal.
+        #expect(JSONValue.object(wrongPassword)["error"]?["attemptsLeft"] == 4 && JSONValue.object(unknownUser)["error"]?["attemptsLeft"] == 3)
+        wrongPassword["error"] = JSONValue.object((wrongPassword["error"]?.objectValue ?? [:]).filter { $0.key != "attemptsLeft" })
+        unknownUser["error"] = JSONValue.object((unknownUser["error"]?.objectValue ?? [:]).filter { $0.key != "attemptsLeft" })
         #expect(wrongPassword == unknownUser)
         #expect(JSONValue.object(wrongPassword)["error"]?["code"] == "unauthenticated")
         #expect(errorCode(try client.request("auth", ["token": "kvod-nothing"])) == "unauthenticated")
@@ -73,10 +77,12 @@ struct AuthenticationOverTCPTests {
         try bystander.call("auth", ["user": "alice", "password": "correct horse"])
         let client = try server.connect()
         for attempt in 1...4 {
-            #expect(errorCode(try client.request("auth", ["user": "alice", "password": .string("guess\(attempt)")])) == "unauthenticated")
+            let reply = try client.request("auth", ["user": "alice", "password": .string("guess\(attempt)")])
+            #expect(errorCode(reply) == "unauthenticated" && reply["error"]?["attemptsLeft"] == .int(Int64(5 - attempt)), "\(reply)")
         }
         try client.call("ping")  // still open after four
-        #expect(errorCode(try client.request("auth", ["user": "alice", "password": "guess5"])) == "unauthenticated")
+        let last = try client.request("auth", ["user": "alice", "password": "guess5"])
+        #expect(errorCode(last) == "unauthenticated" && last["error"]?["attemptsLeft"] == 0, "the last reply says none are left: \(last)")
         #expect(throws: KVOClientError.self) { _ = try client.readLine(timeout: 5) }  // closed
         #expect(server.waitForLog("authentication failed for user 'alice' from 127.0.0.1:"), "\(server.log)")
         #expect(server.waitForLog("5 failed authentication attempts"), "\(server.log)")

@@ -94,7 +94,13 @@ extension Server {
                            metadata: ["connection": "\(connection.id)"])
         }
         Server.empty(&replyBuffer)
-        ReplyEncoder.failure(id: id, error: Server.wrongCredentials, into: &replyBuffer)
+        // How many more failures this connection may have before it is closed: the client can say so (the
+        // inspector's "too many failed attempts") instead of seeing its connection drop unexplained. It depends
+        // only on the count, so the reply still reads the same whatever was wrong.
+        let attemptsLeft = max(configuration.maximumAuthenticationFailures - connection.authenticationFailures, 0)
+        let refusal = KVOError(.unauthenticated, Server.wrongCredentials.message,
+                               details: ["attemptsLeft": .int(Int64(attemptsLeft))])
+        ReplyEncoder.failure(id: id, error: refusal, into: &replyBuffer)
         if connection.authenticationFailures >= configuration.maximumAuthenticationFailures {
             connection.sendAndClose(replyBuffer, reason: .authenticationFailures(connection.authenticationFailures))
         } else {

@@ -11,7 +11,7 @@ const POLL_INTERVAL = 2000;     // list polling, when the server cannot observe 
 
 const state = {
   client: null,
-  revision: 0,
+  revision: null,          // the server's revision as last seen (null: not yet)
   ids: new Set(),          // object ids known to the list
   listMore: false,
   selected: null,          // the selected object's id
@@ -52,10 +52,18 @@ function showStatus(status) {
   const element = $("status");
   element.className = `status ${status}`;
   element.textContent = { open: "connected", connecting: "connecting…", reconnecting: "reconnecting…", closed: "disconnected" }[status] ?? status;
+  // While the page is not connected what it shows may be stale, and nothing it sends would arrive: say so and
+  // turn the forms off (a disabled fieldset disables every control in it, and gives each back as it was).
+  const stale = status !== "open" && status !== "connecting";
+  $("stale").hidden = !stale;
+  $("app").classList.toggle("stale", stale);
+  for (const fieldset of document.querySelectorAll("#app fieldset")) fieldset.disabled = stale;
+  $("delete-object").disabled = stale;
+  $("refresh-schema").disabled = stale;
 }
 
 function noteRevision(rev) {
-  if (typeof rev === "number" && rev > state.revision) {
+  if (typeof rev === "number" && (state.revision === null || rev > state.revision)) {
     state.revision = rev;
     $("revision").textContent = `rev ${rev}`;
   }
@@ -74,10 +82,21 @@ $("login").addEventListener("submit", async (event) => {
     const reply = await state.client.auth(credentials);
     $("login").hidden = true;
     $("whoami").textContent = reply.user;
+    $("log-out").hidden = false;
     startApp();
   } catch (error) {
-    $("login-error").textContent = describe(error);
+    // The server says how many attempts this connection has left; at none it closes the connection.
+    const left = error instanceof KVODError ? error.details.attemptsLeft : undefined;
+    $("login-error").textContent = left === 0
+      ? "Too many failed attempts: kvod closed the connection. Check the user and password, then try again."
+      : describe(error);
   }
+});
+
+// Logging out forgets the credentials (they are only in this page's memory) by loading the page again.
+$("log-out").addEventListener("click", () => {
+  state.client.close();
+  location.reload();
 });
 
 function startApp() {
@@ -101,6 +120,8 @@ async function startObjectList() {
   }
   $("list-mode").textContent = "live";
   $("list-mode").title = "kept current by an object-set observation";
+  noteRevision(observation.rev);
+  renderObjectList();
   for await (const change of observation) {
     noteRevision(change.rev);
     if (Array.isArray(change.ids)) {
@@ -143,6 +164,11 @@ function renderObjectList(justAdded) {
     if (id === justAdded) item.classList.add("added");
     return item;
   });
+  if (items.length === 0) {
+    // Say why the list is empty and what to do, rather than show nothing.
+    items.push(emptyItem(state.ids.size === 0 ? "No objects yet: create one with the form below."
+                                              : `No id contains “${filter}”: ${state.ids.size} objects listed in all.`));
+  }
   list.replaceChildren(...items);
   $("object-count").textContent = `${state.ids.size}${state.listMore ? "+" : ""}`;
   $("object-list-more").textContent = ids.length > MAX_LISTED ? `… and ${ids.length - MAX_LISTED} more: filter to find them`
@@ -160,7 +186,7 @@ $("object-list").addEventListener("click", (event) => {
 
 $("create-form").addEventListener("submit", async (event) => {
   event.preventDefault();
-  $("create-error").textContent = "";
+  clearMessages();
   const id = $("create-id").value;
   let values = {};
   try {
@@ -186,11 +212,11 @@ $("create-form").addEventListener("submit", async (event) => {
 
 async function select(id) {
   unselect();
+  clearMessages();
   state.selected = id;
   $("object-title").textContent = id;
   for (const item of $("object-list").children) item.classList.toggle("selected", item.dataset.id === id);
-  for (const form of ["edit-form", "subscribe-form"]) $(form).hidden = false;
-  $("delete-object").hidden = false;
+  showObjectControls(true);
   let reply;
   try {
     reply = await state.client.request("get", { object: id });
@@ -205,6 +231,27 @@ async function select(id) {
   for (const key of Object.keys(reply.value)) observeKey(id, key);
   // A key added later is found by reading the object again (kvod observes key paths, not whole objects).
   state.keyCheckTimer = setInterval(() => checkKeys(id), POLL_INTERVAL);
+}
+
+/** The Delete button and the forms that act on the selected object: shown only while one is selected. */
+function showObjectControls(shown) {
+  for (const form of ["edit-form", "subscribe-form"]) $(form).hidden = !shown;
+  $("delete-object").hidden = !shown;
+}
+
+/** Clears every error and result line: a message belongs to the action that produced it, not to the next one. */
+function clearMessages() {
+  for (const element of document.querySelectorAll("#app .error, #app .result")) element.textContent = "";
+}
+
+/** The selected object is gone: say so, and take away what could act on it. */
+function showDeleted(id) {
+  showTreeMessage(`'${id}' was deleted`);
+  $("object-title").textContent = `${id} (deleted)`;
+  showObjectControls(false);
+  state.ids.delete(id);
+  renderObjectList();
+  unselect();
 }
 
 function unselect() {
@@ -225,10 +272,7 @@ function observeKey(id, key) {
       if (state.selected !== id) return;
       noteRevision(change.rev);
       if (change.reason === "sourceDeleted") {
-        showTreeMessage("this object was deleted");
-        state.ids.delete(id);
-        renderObjectList();
-        unselect();
+        showDeleted(id);
         return;
       }
       if (change.isPrior) continue;
@@ -260,10 +304,7 @@ async function checkKeys(id) {
   try {
     reply = await state.client.request("get", { object: id });
   } catch (error) {
-    if (error.code === "not_found" && state.selected === id) {
-      showTreeMessage("this object was deleted");
-      unselect();
-    }
+    if (error.code === "not_found" && state.selected === id) showDeleted(id);
     return;
   }
   if (state.selected !== id) return;
@@ -284,8 +325,10 @@ async function checkKeys(id) {
 $("delete-object").addEventListener("click", async () => {
   const id = state.selected;
   if (id === null || !confirm(`Delete '${id}'?`)) return;
+  clearMessages();
   try {
     noteRevision((await state.client.delete(id)).rev);
+    if (state.selected === id) showDeleted(id);
   } catch (error) {
     $("edit-error").textContent = describe(error);
   }
@@ -392,8 +435,7 @@ $("edit-op").dispatchEvent(new Event("change"));
 
 $("edit-form").addEventListener("submit", async (event) => {
   event.preventDefault();
-  $("edit-error").textContent = "";
-  $("edit-result").textContent = "";
+  clearMessages();
   const op = $("edit-op").value;
   const keyPath = $("edit-keypath").value;
   let value;
@@ -429,7 +471,7 @@ $("edit-form").addEventListener("submit", async (event) => {
 
 $("subscribe-form").addEventListener("submit", async (event) => {
   event.preventDefault();
-  $("subscribe-error").textContent = "";
+  clearMessages();
   const object = state.selected;
   const keyPath = $("subscribe-keypath").value;
   const options = [...document.querySelectorAll("#subscribe-form input[name=option]:checked")].map((box) => box.value);
