@@ -315,6 +315,80 @@ def test_exhausted_login_attempts_are_explained_and_logging_out_asks_again(kvod_
     browser.get_log("browser")  # the closed connection's error, expected
 
 
+def test_the_tree_folds_clips_long_strings_fills_key_paths_and_copies_json(kvod, browser):
+    long_text = "x" * 2000
+    values = {"big": list(range(300)), "small": {"a": 1, "b": [True, None]}, "long": long_text}
+    kvoclient(kvod, "create", "shapes", json.dumps(values))
+    open_inspector(browser, kvod)
+    select_object(browser, "shapes")
+    # A 300-element array starts folded; a small object unfolded; both fold and unfold on a click.
+    big = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="big"] > .summary')
+    assert big.text == "▸ [300]" and not browser.find_elements(By.CSS_SELECTOR, '#tree li[data-path="big.0"]')
+    big.click()
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, '#tree li[data-path="big.0"]'), 3, "did not unfold")
+    # Unfolded, it shows 200 elements and pages the rest.
+    assert not browser.find_elements(By.CSS_SELECTOR, '#tree li[data-path="big.200"]')
+    more = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="big"] .more')
+    assert more.text == "show 100 more of 100"
+    browser.execute_script("arguments[0].click()", more)
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, '#tree li[data-path="big.299"]'), 3, "no next page")
+    small = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="small"] > .summary')
+    assert small.text == "▾ {2}"
+    small.click()
+    wait(browser, lambda: not browser.find_elements(By.CSS_SELECTOR, '#tree li[data-path="small.a"]'), 3, "did not fold")
+    # A 2,000-character string is clipped, shown whole on a click, and never widens the page.
+    text = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="long"] > .value')
+    assert "(2000 characters: click to show all)" in text.text
+    text.click()
+    wait(browser, lambda: long_text in text.text, 3, "not shown whole")
+    assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways"
+    assert browser.find_element(By.ID, "schema-panel").location["x"] < browser.execute_script("return window.innerWidth")
+    # A click on a key fills its key path into the forms.
+    browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="big"] > .key').click()
+    browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="big.7"] > .index').click()
+    assert browser.find_element(By.ID, "edit-keypath").get_attribute("value") == "big.7"
+    assert browser.find_element(By.ID, "subscribe-keypath").get_attribute("value") == "big.7"
+    # Copy as JSON (the clipboard is observed through a stand-in for this test).
+    browser.execute_script("window.copied = []; navigator.clipboard.writeText = async (text) => { window.copied.push(text); };")
+    small = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="small"]')
+    browser.execute_script("arguments[0].click()", small.find_element(By.CSS_SELECTOR, ":scope > .copy"))
+    wait(browser, lambda: browser.execute_script("return window.copied.length") == 1, 3, "nothing copied")
+    assert json.loads(browser.execute_script("return window.copied[0]")) == values["small"]
+
+
+def test_the_event_log_has_times_a_filter_and_pause_and_counts_what_it_drops(kvod, browser):
+    kvoclient(kvod, "create", "ticker", '{"a": 0, "b": 0}')
+    open_inspector(browser, kvod)
+    select_object(browser, "ticker")
+    for key_path in ("a", "b"):
+        field = browser.find_element(By.ID, "subscribe-keypath")
+        field.clear()
+        field.send_keys(key_path)
+        browser.find_element(By.CSS_SELECTOR, "#subscribe-form button[type=submit]").click()
+        wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, "#subscriptions li")) == "ab".index(key_path) + 1, 3)
+    lines = lambda: browser.find_elements(By.CSS_SELECTOR, "#events li")
+    wait(browser, lambda: len(lines()) == 2, 3, "no initial events")
+    assert all(len(line.find_element(By.TAG_NAME, "time").text) == 12 for line in lines()), "no time of arrival"
+    # Filter: only the lines about key path b stay visible.
+    browser.find_element(By.ID, "event-filter").send_keys("ticker b")
+    wait(browser, lambda: [line.is_displayed() for line in lines()].count(True) == 1, 3, "the filter did not apply")
+    browser.find_element(By.ID, "event-filter").clear()
+    browser.execute_script("document.getElementById('event-filter').dispatchEvent(new Event('input'))")
+    # Pause: events are held and counted, then shown on resume.
+    browser.find_element(By.ID, "pause-events").click()
+    kvoclient(kvod, "set", "ticker", "a", "1")
+    count = browser.find_element(By.ID, "event-count")
+    wait(browser, lambda: count.text == "3 (1 held)", 3, count.text)
+    assert len(lines()) == 2
+    browser.find_element(By.ID, "pause-events").click()
+    wait(browser, lambda: len(lines()) == 3 and count.text == "3", 3, count.text)
+    # Past 500 lines the oldest go, and the count says how many.
+    for value in range(2, 502):
+        kvod.tcp_call({"op": "set", "object": "ticker", "keyPath": "a", "value": value})
+    wait(browser, lambda: count.text == "503 (3 dropped past 500)", 10, count.text)
+    assert len(lines()) == 500
+
+
 def test_the_page_is_served_with_a_content_security_policy(kvod):
     status, headers, body = kvod.http_get("/")
     assert status == 200 and headers["content-type"].startswith("text/html")

@@ -7,6 +7,7 @@ const MAX_LISTED = 1000;        // object ids shown in the list
 const MAX_CHILDREN = 200;       // members or elements shown per tree node
 const MAX_STRING = 400;         // characters of a string shown in the tree
 const MAX_EVENTS = 500;         // event lines kept
+const FOLDED_CHILDREN = 50;     // a container with more members or elements than this starts folded
 const POLL_INTERVAL = 2000;     // list polling, when the server cannot observe object sets
 
 const state = {
@@ -20,6 +21,11 @@ const state = {
   keyCheckTimer: null,
   subscriptions: new Set(),
   eventCount: 0,
+  eventsDropped: 0,        // event lines removed past MAX_EVENTS
+  eventsHeld: [],          // events received while the log is paused, shown on resume
+  eventsPaused: false,
+  folded: new Map(),       // tree path -> folded (true) or unfolded (false) by the user; others by size
+  shown: new Map(),        // tree path -> how many members or elements are shown (MAX_CHILDREN more per click)
 };
 
 // ---- Start-up --------------------------------------------------------------------------------------------
@@ -255,6 +261,8 @@ function showDeleted(id) {
 }
 
 function unselect() {
+  state.folded.clear();
+  state.shown.clear();
   for (const observation of state.keyObservations.values()) observation.unsubscribe();
   state.keyObservations.clear();
   clearInterval(state.keyCheckTimer);
@@ -353,7 +361,8 @@ function renderTree(changedPaths) {
   $("tree").replaceChildren(list);
 }
 
-/** One member or element: its label, its value (scalars) or its children (objects and arrays). */
+/** One member or element: its label, its value (scalars) or its children (objects and arrays). A label is a
+ * button that puts its key path (without the object) into the forms that ask for one. */
 function treeNode(label, labelClass, value, path, changedPaths) {
   const item = document.createElement("li");
   item.dataset.path = path;
@@ -361,6 +370,8 @@ function treeNode(label, labelClass, value, path, changedPaths) {
   const name = document.createElement("span");
   name.className = labelClass;
   name.textContent = label;
+  name.title = `use the key path ${path}`;
+  name.addEventListener("click", () => useKeyPath(path));
   item.append(name);
   if (isReference(value)) {
     const link = valueSpan(`→ ${value.$ref}`, "ref");
@@ -369,18 +380,30 @@ function treeNode(label, labelClass, value, path, changedPaths) {
     item.append(link);
   } else if (Array.isArray(value) || (value !== null && typeof value === "object")) {
     const entries = Array.isArray(value) ? value.map((element, index) => [String(index), element]) : Object.entries(value).sort(([a], [b]) => compareIds(a, b));
-    const summary = document.createElement("span");
+    const folded = state.folded.get(path) ?? entries.length > FOLDED_CHILDREN;
+    const summary = document.createElement("button");
+    summary.type = "button";
     summary.className = "summary";
-    summary.textContent = Array.isArray(value) ? `[${value.length}]` : `{${entries.length}}`;
-    item.append(summary);
+    summary.textContent = `${folded ? "▸" : "▾"} ${Array.isArray(value) ? `[${value.length}]` : `{${entries.length}}`}`;
+    summary.title = folded ? "unfold" : "fold";
+    summary.setAttribute("aria-expanded", String(!folded));
+    summary.addEventListener("click", () => { state.folded.set(path, !folded); renderTree(new Set()); });
+    item.append(summary, copyButton(value));
+    if (folded) return item;
     const children = document.createElement("ul");
-    for (const [childLabel, child] of entries.slice(0, MAX_CHILDREN)) {
+    const shown = state.shown.get(path) ?? MAX_CHILDREN;
+    for (const [childLabel, child] of entries.slice(0, shown)) {
       children.append(treeNode(childLabel, Array.isArray(value) ? "index" : "key", child, `${path}.${childLabel}`, changedPaths));
     }
-    if (entries.length > MAX_CHILDREN) {
+    if (entries.length > shown) {
+      // Paged: the next MAX_CHILDREN on a click.
       const more = document.createElement("li");
-      more.className = "empty";
-      more.textContent = `… ${entries.length - MAX_CHILDREN} more (read them with get and a key path)`;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "more";
+      button.textContent = `show ${Math.min(MAX_CHILDREN, entries.length - shown)} more of ${entries.length - shown}`;
+      button.addEventListener("click", () => { state.shown.set(path, shown + MAX_CHILDREN); renderTree(new Set()); });
+      more.append(button);
       children.append(more);
     }
     item.append(children);
@@ -388,6 +411,30 @@ function treeNode(label, labelClass, value, path, changedPaths) {
     item.append(scalarSpan(value));
   }
   return item;
+}
+
+/** A button that copies `value` as JSON (pretty-printed) to the clipboard. */
+function copyButton(value) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "copy";
+  button.textContent = "copy";
+  button.title = "copy as JSON";
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(JSON.stringify(value, null, 2));
+      button.textContent = "copied";
+    } catch (error) {
+      button.textContent = "copy refused";
+    }
+    setTimeout(() => { button.textContent = "copy"; }, 1500);
+  });
+  return button;
+}
+
+/** Puts `path` (a key path of the selected object) into every form that asks for one. */
+function useKeyPath(path) {
+  for (const id of ["edit-keypath", "subscribe-keypath"]) $(id).value = path;
 }
 
 function isReference(value) {
@@ -398,10 +445,22 @@ function isReference(value) {
 function scalarSpan(value) {
   if (value === null) return valueSpan("null", "null");
   if (typeof value === "string") {
-    const shown = value.length > MAX_STRING ? `${value.slice(0, MAX_STRING)}… (${value.length} characters)` : value;
-    return valueSpan(JSON.stringify(shown), "string");
+    if (value.length <= MAX_STRING) return valueSpan(JSON.stringify(value), "string");
+    // A long string is clipped; a click shows it whole (wrapped: it never widens the page), and clips it again.
+    const span = valueSpan(clipped(value), "string clipped");
+    span.title = "show it whole";
+    span.addEventListener("click", () => {
+      const whole = span.classList.toggle("whole");
+      span.textContent = whole ? JSON.stringify(value) : clipped(value);
+      span.title = whole ? "clip it" : "show it whole";
+    });
+    return span;
   }
   return valueSpan(String(value), typeof value);
+}
+
+function clipped(text) {
+  return `${JSON.stringify(text.slice(0, MAX_STRING))}… (${text.length} characters: click to show all)`;
 }
 
 function valueSpan(text, kind) {
@@ -500,7 +559,31 @@ $("subscribe-form").addEventListener("submit", async (event) => {
 });
 
 function showEvent(change) {
+  state.eventCount += 1;
+  if (state.eventsPaused) {
+    state.eventsHeld.push({ change, at: new Date() });
+    showEventCount();
+    return;
+  }
+  appendEvent(change, new Date());
+  showEventCount();
+}
+
+/** The count of events received, with those held while paused and those dropped past the cap. */
+function showEventCount() {
+  const notes = [];
+  if (state.eventsHeld.length > 0) notes.push(`${state.eventsHeld.length} held`);
+  if (state.eventsDropped > 0) notes.push(`${state.eventsDropped} dropped past ${MAX_EVENTS}`);
+  $("event-count").textContent = state.eventCount === 0 ? "" : `${state.eventCount}${notes.length ? ` (${notes.join(", ")})` : ""}`;
+}
+
+function appendEvent(change, at) {
   const line = document.createElement("li");
+  line.dataset.text = `${change.object} ${change.keyPath} ${change.reason}`;
+  const time = document.createElement("time");
+  time.dateTime = at.toISOString();
+  time.textContent = at.toTimeString().slice(0, 8) + "." + String(at.getMilliseconds()).padStart(3, "0");
+  line.append(time, " ");
   const parts = [`rev ${change.rev}`, `${change.object} ${change.keyPath}`];
   const reason = document.createElement("span");
   reason.className = `reason ${change.reason}`;
@@ -517,17 +600,43 @@ function showEvent(change) {
     prior.textContent = " · prior";
     line.append(prior);
   }
+  line.hidden = !matchesEventFilter(line);
   const list = $("events");
   list.prepend(line);
-  while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();
-  state.eventCount += 1;
-  $("event-count").textContent = String(state.eventCount);
+  while (list.children.length > MAX_EVENTS) {
+    list.lastElementChild.remove();
+    state.eventsDropped += 1;
+  }
 }
+
+/** Whether an event line matches the filter (every word, in its object, key path or reason). */
+function matchesEventFilter(line) {
+  const words = $("event-filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+  const text = line.dataset.text.toLowerCase();
+  return words.every((word) => text.includes(word));
+}
+
+$("event-filter").addEventListener("input", () => {
+  for (const line of $("events").children) line.hidden = !matchesEventFilter(line);
+});
+
+$("pause-events").addEventListener("click", () => {
+  state.eventsPaused = !state.eventsPaused;
+  $("pause-events").textContent = state.eventsPaused ? "Resume" : "Pause";
+  $("pause-events").setAttribute("aria-pressed", String(state.eventsPaused));
+  if (!state.eventsPaused) {
+    for (const { change, at } of state.eventsHeld) appendEvent(change, at);
+    state.eventsHeld = [];
+  }
+  showEventCount();
+});
 
 $("clear-events").addEventListener("click", () => {
   $("events").replaceChildren();
   state.eventCount = 0;
-  $("event-count").textContent = "";
+  state.eventsDropped = 0;
+  state.eventsHeld = [];
+  showEventCount();
 });
 
 function abbreviate(value) {
