@@ -112,6 +112,25 @@ import Testing
         #expect(listed == .array(readable.filter(existing.contains).map(JSONValue.string)))
     }
 
+    @Test("access tells a user its own rights on the ids asked about and anywhere, and nothing else")
+    func accessTellsOwnRights() throws {
+        let (server, _) = try server([("root", ["*=read,write,admin"]), ("ann", ["ann-*=read,write", "shared=read"])])
+        let ann = try login(server, "ann")
+        let reply = try ann.call("access", ["objects": ["ann-1", "shared", "secret"]])
+        #expect(JSONValue.object(reply) == ["ok": true, "id": reply["id"] ?? .null, "user": "ann", "serverAdmin": false,
+                                            "anywhere": ["read", "write"],
+                                            "rights": ["ann-1": ["read", "write"], "shared": ["read"], "secret": []]], "\(reply)")
+        let root = try login(server, "root")
+        #expect(try root.call("access")["serverAdmin"] == true)
+        #expect(try root.call("access")["anywhere"] == ["read", "write", "admin"])
+        // Before a login it is refused like everything else; malformed or too many ids are refused.
+        let stranger = try server.connect()
+        #expect(errorCode(try stranger.request("access")) == "unauthenticated")
+        #expect(errorCode(try ann.request("access", ["objects": "ann-1"])) == "bad_request")
+        #expect(errorCode(try ann.request("access", ["objects": [""]])) == "bad_request")
+        #expect(errorCode(try ann.request("access", ["objects": .array((0...1000).map { .string("x\($0)") })])) == "too_large")
+    }
+
     @Test("through a reference: forbidden to read; re-pointed mid-observation: one final forbidden event, never the value")
     func references() throws {
         let (server, _) = try server([("root", ["*=read,write,admin"]), ("clerk", ["order-*=read", "cust-*=read"])])

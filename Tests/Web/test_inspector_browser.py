@@ -9,13 +9,14 @@ docs/inspector.png (the one the README shows).
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import KVOD_BIN, ROOT
+from conftest import KVOD_BIN, ROOT, read_line
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -387,6 +388,30 @@ def test_the_event_log_has_times_a_filter_and_pause_and_counts_what_it_drops(kvo
         kvod.tcp_call({"op": "set", "object": "ticker", "keyPath": "a", "value": value})
     wait(browser, lambda: count.text == "503 (3 dropped past 500)", 10, count.text)
     assert len(lines()) == 500
+
+
+def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):
+    users = tmp_path / "users.json"
+    for name, rule in (("root", "*=read,write,admin"), ("reader", "*=read")):
+        subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), name, rule, "--hash-cost", "minimal"],
+                       check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
+    kvod = kvod_factory("--users", str(users))
+    with socket.create_connection(("127.0.0.1", kvod.port), timeout=10) as sock:
+        for request in ({"op": "auth", "user": "root", "password": "correct horse battery"},
+                        {"op": "create", "object": "doc", "values": {"n": 1}}):
+            sock.sendall((json.dumps(request) + "\n").encode())
+            assert json.loads(read_line(sock))["ok"] is True
+    browser.get(f"http://127.0.0.1:{kvod.http_port}/")
+    wait(browser, lambda: browser.find_element(By.ID, "login").is_displayed(), 10, "no login form")
+    browser.find_element(By.ID, "login-user").send_keys("reader")
+    browser.find_element(By.ID, "login-password").send_keys("correct horse battery")
+    browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+    wait(browser, lambda: browser.find_element(By.ID, "app").is_displayed(), 5, "login did not open the app")
+    wait(browser, lambda: not browser.find_element(By.ID, "create-form").is_displayed(), 5, "a reader was offered Create")
+    select_object(browser, "doc")
+    wait(browser, lambda: not browser.find_element(By.ID, "edit-form").is_displayed(), 5, "a reader was offered Change")
+    assert not browser.find_element(By.ID, "delete-object").is_displayed()
+    assert browser.find_element(By.ID, "subscribe-form").is_displayed(), "a reader may observe"
 
 
 def test_the_page_is_served_with_a_content_security_policy(kvod):

@@ -55,6 +55,11 @@ public final class AccessPolicy: Sendable {
         return allowed
     }
 
+    /// Every permission some rule allows on some object (the union of the rules).
+    public var permissionsAnywhere: Permission {
+        isUnrestricted ? .all : rules.reduce(into: Permission()) { $0.formUnion($1.allow) }
+    }
+
     /// Whether `permission` is allowed on `objectID`.
     public func allows(_ permission: Permission, on objectID: String) -> Bool {
         permissions(for: objectID).isSuperset(of: permission)

@@ -53,6 +53,8 @@ public final class ConnectionAccess {
 
     /// Whether the user administers the whole server (`admin` on `*`, or open mode).
     public var isServerAdmin: Bool { isUnrestricted || principal.policy.isServerAdmin }
+    /// Every permission the user has on some object (`AccessPolicy.permissionsAnywhere`).
+    public var permissionsAnywhere: Permission { isUnrestricted ? .all : principal.policy.permissionsAnywhere }
 
     /// What the connection may do to `object` (cached).
     public func permissions(on object: String) -> Permission {

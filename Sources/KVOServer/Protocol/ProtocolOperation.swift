@@ -18,7 +18,7 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case list, info, observe, unobserve
     case defineClass, classes
     case bind, combineLatest, unbind, bindings
-    case digest
+    case digest, access
     case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
 
     /// This operation's row of the table.
@@ -289,6 +289,11 @@ enum OperationTable {
                 name: "digest", effect: .reads, requirement: .serverAdmin,
                 metrics: .digest, route: .engine, decode: { _ throws(KVOError) in .digest },
                 example: #"{"op":"digest"}"#)
+        case .access:
+            return OperationDeclaration(
+                name: "access", effect: .connection, requirement: .nothing,
+                metrics: .access, route: .engine, decode: RequestDecoder.access,
+                example: #"{"op":"access","objects":["o"]}"#)
         case .userAdd:
             return administration("userAdd", .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
         case .userRemove:
@@ -353,6 +358,7 @@ extension Request {
         case .unbind: .unbind
         case .bindings: .bindings
         case .digest: .digest
+        case .access: .access
         case let .conditional(_, request): request.operation
         case let .admin(request):
             switch request {

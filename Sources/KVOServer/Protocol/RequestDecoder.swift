@@ -15,7 +15,7 @@ package enum RequestDecoder {
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
-        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev", "ops",
+        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev", "ops", "objects",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -217,6 +217,27 @@ package enum RequestDecoder {
             requests.append(request)
         }
         return .batch(requests)
+    }
+
+    /// Most ids one `access` asks about.
+    package static let maximumAccessObjects = 1_000
+
+    /// `objects`: optional, an array of at most `maximumAccessObjects` object ids.
+    static func access(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let value = reader.fields["objects"], value != .null else { return .access(objects: []) }
+        guard case let .array(elements) = value else { throw KVOError(.badRequest, "'objects' must be an array, not \(value.typeName)") }
+        guard elements.count <= maximumAccessObjects else {
+            throw KVOError(.tooLarge, "'objects' holds at most \(maximumAccessObjects) ids, not \(elements.count)",
+                           details: ["limit": .int(Int64(maximumAccessObjects))])
+        }
+        var ids: [String] = []
+        for element in elements {
+            guard case let .string(id) = element, !id.isEmpty, id.utf8.count <= maximumObjectIDLength else {
+                throw KVOError(.badRequest, "'objects' must hold object ids (non-empty strings of at most \(maximumObjectIDLength) bytes)")
+            }
+            ids.append(id)
+        }
+        return .access(objects: ids)
     }
 
     /// "create, delete, set, …": the operations a batch may hold, for its error message.

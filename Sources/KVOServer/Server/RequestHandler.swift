@@ -196,6 +196,13 @@ final class RequestHandler {
             fields.append(("objects", .int(Int64(engine.objectCount))))
             fields.append(("rev", revision(engine.revision)))
             return reply(fields)
+        case let .access(objects):
+            // Only the caller's own rules, applied: what it would learn by trying, without trying.
+            var rights: [String: JSONValue] = [:]
+            for object in objects { rights[object] = .array(access.permissions(on: object).nameList.map(JSONValue.string)) }
+            return reply([("anywhere", .array(access.permissionsAnywhere.nameList.map(JSONValue.string))),
+                          ("rights", .object(rights)), ("serverAdmin", .bool(access.isServerAdmin)),
+                          ("user", access.user.map(JSONValue.string) ?? .null)])
         case .bindings:
             let bindings = engine.bindingListings(access: access)
             let listing = JSONValue.array(bindings)

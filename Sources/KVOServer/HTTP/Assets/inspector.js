@@ -109,6 +109,24 @@ function startApp() {
   $("app").hidden = false;
   startObjectList();
   loadSchema();
+  showCreateControls();
+}
+
+/** What the user may do on `objects` and anywhere, as the server says (`access`); everything for an older
+ * server that does not know the operation (the server still refuses what the user may not do). */
+async function rights(objects = []) {
+  try {
+    return await state.client.request("access", { objects });
+  } catch (error) {
+    if (error.code !== "unknown_op") throw error;
+    return { anywhere: ["read", "write", "admin"], rights: Object.fromEntries(objects.map((id) => [id, ["read", "write", "admin"]])) };
+  }
+}
+
+/** The New object form only for a user who may write some object. */
+async function showCreateControls() {
+  const answer = await rights().catch(() => null);
+  $("create-form").hidden = answer !== null && !answer.anywhere.includes("write");
 }
 
 // ---- The object list -------------------------------------------------------------------------------------
@@ -223,6 +241,13 @@ async function select(id) {
   $("object-title").textContent = id;
   for (const item of $("object-list").children) item.classList.toggle("selected", item.dataset.id === id);
   showObjectControls(true);
+  // Write controls only where the user may write: the server says, the page does not guess.
+  rights([id]).then((answer) => {
+    if (state.selected !== id) return;
+    const allowed = answer.rights[id] ?? [];
+    $("edit-form").hidden = !allowed.includes("write");
+    $("delete-object").hidden = !allowed.includes("write");
+  }).catch(() => {});
   let reply;
   try {
     reply = await state.client.request("get", { object: id });
