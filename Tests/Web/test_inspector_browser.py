@@ -390,6 +390,54 @@ def test_the_event_log_has_times_a_filter_and_pause_and_counts_what_it_drops(kvo
     assert len(lines()) == 500
 
 
+def test_values_edit_inline_typed_with_refusals_at_the_field_and_arrays_grow_and_shrink_from_the_tree(kvod, browser):
+    kvod.tcp_call({"op": "defineClass", "class": {"name": "Temp", "properties": {
+        "celsius": {"type": "number", "max": 100}, "list": {"type": "array"}, "name": {"type": "string"}}}})
+    kvoclient(kvod, "create", "probe", '{"celsius": 20, "list": [1, 2, 3], "name": "x"}', "--class", "Temp")
+    open_inspector(browser, kvod)
+    select_object(browser, "probe")
+
+    def open_editor(path):
+        value = browser.find_element(By.CSS_SELECTOR, f'#tree li[data-path="{path}"] > .value')
+        webdriver.ActionChains(browser).double_click(value).perform()
+        return wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, f'#tree li[data-path="{path}"] > .inline-edit'), 3)
+
+    def fill(editor, type_name, text):
+        Select(editor.find_element(By.TAG_NAME, "select")).select_by_value(type_name)
+        field = editor.find_element(By.TAG_NAME, "input")
+        field.clear()
+        field.send_keys(text)
+        editor.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+    # Checked before sending: not a number.
+    editor = open_editor("celsius")
+    assert Select(editor.find_element(By.TAG_NAME, "select")).first_selected_option.text == "number"
+    fill(editor, "number", "warm")
+    error = editor.find_element(By.CLASS_NAME, "error")
+    wait(browser, lambda: "is not a number" in error.text, 3, error.text)
+    # Refused by the class: the server's error at the field, cleared when the user types again.
+    fill(editor, "number", "500")
+    wait(browser, lambda: error.text.startswith("invalid_value"), 3, error.text)
+    editor.find_element(By.TAG_NAME, "input").send_keys("0")
+    assert error.text == ""
+    fill(editor, "number", "42")
+    wait(browser, lambda: tree_value(browser, "celsius") == "42", 3, "the edit was not applied")
+    assert json.loads(kvoclient(kvod, "get", "probe", "celsius")) == 42
+    # A string stays a string, whatever it looks like.
+    fill(open_editor("name"), "string", "true")
+    wait(browser, lambda: tree_value(browser, "name") == '"true"', 3)
+    # Arrays: append and remove from the tree.
+    append = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list"] > .tree-action')
+    browser.execute_script("arguments[0].click()", append)
+    editor = wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list"] > .inline-edit'), 3)
+    fill(editor, "number", "4")
+    wait(browser, lambda: tree_value(browser, "list.3") == "4", 3, "not appended")
+    remove = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list.0"] > .tree-action')
+    browser.execute_script("arguments[0].click()", remove)
+    wait(browser, lambda: tree_value(browser, "list.0") == "2", 3, "not removed")
+    assert json.loads(kvoclient(kvod, "get", "probe", "list")) == [2, 3, 4]
+
+
 def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):
     users = tmp_path / "users.json"
     for name, rule in (("root", "*=read,write,admin"), ("reader", "*=read")):
@@ -411,6 +459,7 @@ def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):
     select_object(browser, "doc")
     wait(browser, lambda: not browser.find_element(By.ID, "edit-form").is_displayed(), 5, "a reader was offered Change")
     assert not browser.find_element(By.ID, "delete-object").is_displayed()
+    assert not browser.find_elements(By.CSS_SELECTOR, "#tree .tree-action"), "a reader was offered tree edits"
     assert browser.find_element(By.ID, "subscribe-form").is_displayed(), "a reader may observe"
 
 

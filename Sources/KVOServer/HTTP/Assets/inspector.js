@@ -26,6 +26,7 @@ const state = {
   eventsPaused: false,
   folded: new Map(),       // tree path -> folded (true) or unfolded (false) by the user; others by size
   shown: new Map(),        // tree path -> how many members or elements are shown (MAX_CHILDREN more per click)
+  writable: false,         // whether the user may write the selected object (the server's `access`)
 };
 
 // ---- Start-up --------------------------------------------------------------------------------------------
@@ -245,8 +246,10 @@ async function select(id) {
   rights([id]).then((answer) => {
     if (state.selected !== id) return;
     const allowed = answer.rights[id] ?? [];
-    $("edit-form").hidden = !allowed.includes("write");
-    $("delete-object").hidden = !allowed.includes("write");
+    state.writable = allowed.includes("write");
+    $("edit-form").hidden = !state.writable;
+    $("delete-object").hidden = !state.writable;
+    renderTree(new Set());
   }).catch(() => {});
   let reply;
   try {
@@ -286,6 +289,7 @@ function showDeleted(id) {
 }
 
 function unselect() {
+  state.writable = false;
   state.folded.clear();
   state.shown.clear();
   for (const observation of state.keyObservations.values()) observation.unsubscribe();
@@ -414,11 +418,16 @@ function treeNode(label, labelClass, value, path, changedPaths) {
     summary.setAttribute("aria-expanded", String(!folded));
     summary.addEventListener("click", () => { state.folded.set(path, !folded); renderTree(new Set()); });
     item.append(summary, copyButton(value));
+    if (Array.isArray(value) && state.writable) item.append(treeAction("+ append", "append an element", () => editInline(item, path, undefined, "insert")));
     if (folded) return item;
     const children = document.createElement("ul");
     const shown = state.shown.get(path) ?? MAX_CHILDREN;
     for (const [childLabel, child] of entries.slice(0, shown)) {
-      children.append(treeNode(childLabel, Array.isArray(value) ? "index" : "key", child, `${path}.${childLabel}`, changedPaths));
+      const node = treeNode(childLabel, Array.isArray(value) ? "index" : "key", child, `${path}.${childLabel}`, changedPaths);
+      if (Array.isArray(value) && state.writable) {
+        node.append(treeAction("×", "remove this element", () => writeFromTree(node, () => state.client.remove(state.selected, path, [Number(childLabel)]))));
+      }
+      children.append(node);
     }
     if (entries.length > shown) {
       // Paged: the next MAX_CHILDREN on a click.
@@ -433,9 +442,109 @@ function treeNode(label, labelClass, value, path, changedPaths) {
     }
     item.append(children);
   } else {
-    item.append(scalarSpan(value));
+    const span = scalarSpan(value);
+    if (state.writable) {
+      span.title = `${span.title ? `${span.title}; ` : ""}double-click to edit`;
+      span.addEventListener("dblclick", () => editInline(item, path, value, "set"));
+    }
+    item.append(span);
   }
   return item;
+}
+
+/** A small button in the tree. */
+function treeAction(text, title, action) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "tree-action";
+  button.textContent = text;
+  button.title = title;
+  button.addEventListener("click", action);
+  return button;
+}
+
+/** The JSON types an inline editor offers, and how each reads its text. */
+const EDIT_TYPES = {
+  string: (text) => text,
+  number: (text) => {
+    const number = Number(text);
+    if (text.trim() === "" || !Number.isFinite(number)) throw new Error(`“${text}” is not a number`);
+    return number;
+  },
+  boolean: (text) => {
+    if (text !== "true" && text !== "false") throw new Error("a boolean is true or false");
+    return text === "true";
+  },
+  null: () => null,
+  JSON: (text) => JSON.parse(text),
+};
+
+function typeOf(value) {
+  if (value === null) return "null";
+  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") return typeof value;
+  return "JSON";
+}
+
+/** An editor in place of a tree node's value: a type and a text, checked before anything is sent. `set`
+ * writes the value at `path`; `insert` appends it to the array at `path`. The server's refusal stays at
+ * the field until the user acts again; Escape cancels. */
+function editInline(item, path, value, op) {
+  if (item.querySelector(":scope > .inline-edit")) return;
+  const form = document.createElement("form");
+  form.className = "inline-edit";
+  const type = document.createElement("select");
+  type.setAttribute("aria-label", "type");
+  for (const name of Object.keys(EDIT_TYPES)) type.append(new Option(name, name));
+  type.value = value === undefined ? "string" : typeOf(value);
+  const input = document.createElement("input");
+  input.setAttribute("aria-label", "value");
+  input.value = value === undefined ? "" : type.value === "string" ? value : JSON.stringify(value);
+  const save = document.createElement("button");
+  save.type = "submit";
+  save.textContent = op === "insert" ? "Append" : "Save";
+  const cancel = treeAction("Cancel", "leave it as it is", () => form.remove());
+  const error = document.createElement("p");
+  error.className = "error";
+  error.setAttribute("role", "alert");
+  form.append(type, input, save, cancel, error);
+  const clearError = () => { error.textContent = ""; };
+  input.addEventListener("input", clearError);
+  type.addEventListener("change", clearError);
+  form.addEventListener("keydown", (event) => { if (event.key === "Escape") form.remove(); });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let parsed;
+    try {
+      parsed = EDIT_TYPES[type.value](input.value);
+    } catch (problem) {
+      error.textContent = problem.message;
+      return;
+    }
+    try {
+      const reply = op === "insert" ? await state.client.insert(state.selected, path, [parsed])
+                                    : await state.client.set(state.selected, path, parsed);
+      noteRevision(reply.rev);
+      form.remove();
+    } catch (refusal) {
+      error.textContent = describe(refusal);
+    }
+  });
+  item.append(form);
+  input.focus();
+}
+
+/** Runs a write a tree button asked for; a refusal is shown at that node. */
+async function writeFromTree(node, write) {
+  node.querySelector(":scope > .error")?.remove();
+  try {
+    noteRevision((await write()).rev);
+  } catch (refusal) {
+    const error = document.createElement("p");
+    error.className = "error";
+    error.setAttribute("role", "alert");
+    error.textContent = describe(refusal);
+    node.append(error);
+  }
 }
 
 /** A button that copies `value` as JSON (pretty-printed) to the clipboard. */
