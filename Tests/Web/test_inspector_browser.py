@@ -21,6 +21,7 @@ from conftest import KVOD_BIN, ROOT, read_line
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 KVOCLIENT_BIN = os.environ.get("KVOCLIENT_BIN", str(Path(KVOD_BIN).parent / "kvoclient"))
@@ -65,7 +66,10 @@ def kvoclient(kvod, *arguments):
 
 
 def wait(driver, condition, seconds=5, message=""):
-    return WebDriverWait(driver, seconds, poll_frequency=0.05).until(lambda _: condition(), message)
+    # The page draws its tree again on every change: an element found a moment ago may be gone; try again.
+    return WebDriverWait(driver, seconds, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
+        lambda _: condition(), message)
 
 
 def open_inspector(driver, kvod):
@@ -86,11 +90,12 @@ def select_object(driver, object_id):
 
 
 def tree_value(driver, path):
-    items = driver.find_elements(By.CSS_SELECTOR, f'#tree li[data-path="{path}"]')
-    if not items:
-        return None
-    values = items[0].find_elements(By.XPATH, "./span[contains(@class, 'value')]")
-    return values[0].text if values else None
+    """The text of the value shown at `path`, read in one step (the tree is drawn again on every change, so
+    an element found in one call may be gone by the next)."""
+    return driver.execute_script(
+        """const item = [...document.querySelectorAll('#tree li[data-path]')].find((node) => node.dataset.path === arguments[0]);
+           const value = item && item.querySelector(':scope > span.value');
+           return value ? value.innerText : null;""", path)
 
 
 def test_objects_created_by_kvoclient_appear_and_disappear_live(kvod, browser):
@@ -396,46 +401,101 @@ def test_values_edit_inline_typed_with_refusals_at_the_field_and_arrays_grow_and
     kvoclient(kvod, "create", "probe", '{"celsius": 20, "list": [1, 2, 3], "name": "x"}', "--class", "Temp")
     open_inspector(browser, kvod)
     select_object(browser, "probe")
+    # The write controls come with the server's answer about the user's rights.
+    wait(browser, lambda: browser.find_element(By.ID, "edit-json").is_displayed(), 3, "no write controls")
+
+    def editor(path):
+        """The open editor of `path`, found afresh (the tree is drawn again on every change)."""
+        return browser.find_element(By.CSS_SELECTOR, f'#tree li[data-path="{path}"] > .inline-edit')
 
     def open_editor(path):
         value = browser.find_element(By.CSS_SELECTOR, f'#tree li[data-path="{path}"] > .value')
         webdriver.ActionChains(browser).double_click(value).perform()
-        return wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, f'#tree li[data-path="{path}"] > .inline-edit'), 3)
+        wait(browser, lambda: editor(path), 3)
 
-    def fill(editor, type_name, text):
-        Select(editor.find_element(By.TAG_NAME, "select")).select_by_value(type_name)
-        field = editor.find_element(By.TAG_NAME, "input")
+    def fill(path, type_name, text):
+        Select(editor(path).find_element(By.TAG_NAME, "select")).select_by_value(type_name)
+        field = editor(path).find_element(By.TAG_NAME, "input")
         field.clear()
         field.send_keys(text)
-        editor.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        editor(path).find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+    def error_of(path):
+        return editor(path).find_element(By.CLASS_NAME, "error").text
 
     # Checked before sending: not a number.
-    editor = open_editor("celsius")
-    assert Select(editor.find_element(By.TAG_NAME, "select")).first_selected_option.text == "number"
-    fill(editor, "number", "warm")
-    error = editor.find_element(By.CLASS_NAME, "error")
-    wait(browser, lambda: "is not a number" in error.text, 3, error.text)
+    open_editor("celsius")
+    assert Select(editor("celsius").find_element(By.TAG_NAME, "select")).first_selected_option.text == "number"
+    fill("celsius", "number", "warm")
+    wait(browser, lambda: "is not a number" in error_of("celsius"), 3)
     # Refused by the class: the server's error at the field, cleared when the user types again.
-    fill(editor, "number", "500")
-    wait(browser, lambda: error.text.startswith("invalid_value"), 3, error.text)
-    editor.find_element(By.TAG_NAME, "input").send_keys("0")
-    assert error.text == ""
-    fill(editor, "number", "42")
+    fill("celsius", "number", "500")
+    wait(browser, lambda: error_of("celsius").startswith("invalid_value"), 3)
+    # Another client's change elsewhere draws the tree again: the open editor stays, text and error kept.
+    kvoclient(kvod, "set", "probe", "name", '"elsewhere"')
+    wait(browser, lambda: tree_value(browser, "name") == '"elsewhere"', 3)
+    assert editor("celsius").find_element(By.TAG_NAME, "input").get_attribute("value") == "500"
+    assert error_of("celsius").startswith("invalid_value")
+    editor("celsius").find_element(By.TAG_NAME, "input").send_keys("0")
+    assert error_of("celsius") == ""
+    fill("celsius", "number", "42")
     wait(browser, lambda: tree_value(browser, "celsius") == "42", 3, "the edit was not applied")
     assert json.loads(kvoclient(kvod, "get", "probe", "celsius")) == 42
+    assert not browser.find_elements(By.CSS_SELECTOR, "#tree .inline-edit"), "the editor stayed open"
     # A string stays a string, whatever it looks like.
-    fill(open_editor("name"), "string", "true")
+    open_editor("name")
+    fill("name", "string", "true")
     wait(browser, lambda: tree_value(browser, "name") == '"true"', 3)
     # Arrays: append and remove from the tree.
     append = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list"] > .tree-action')
     browser.execute_script("arguments[0].click()", append)
-    editor = wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list"] > .inline-edit'), 3)
-    fill(editor, "number", "4")
+    wait(browser, lambda: editor("list"), 3)
+    fill("list", "number", "4")
     wait(browser, lambda: tree_value(browser, "list.3") == "4", 3, "not appended")
     remove = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list.0"] > .tree-action')
     browser.execute_script("arguments[0].click()", remove)
     wait(browser, lambda: tree_value(browser, "list.0") == "2", 3, "not removed")
     assert json.loads(kvoclient(kvod, "get", "probe", "list")) == [2, 3, 4]
+
+
+def test_a_whole_object_is_edited_as_json_and_saved_in_one_batch_unless_it_changed_meanwhile(kvod, browser):
+    kvoclient(kvod, "create", "doc", '{"a": 1, "b": [1]}')
+    open_inspector(browser, kvod)
+    select_object(browser, "doc")
+    subscribe = browser.find_element(By.ID, "subscribe-keypath")
+    subscribe.send_keys("a")
+    browser.find_element(By.CSS_SELECTOR, "#subscribe-form button[type=submit]").click()
+    wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, "#events li")) == 1, 3, "no initial event")
+    wait(browser, lambda: browser.find_element(By.ID, "edit-json").is_displayed(), 3)
+    browser.find_element(By.ID, "edit-json").click()
+    text = browser.find_element(By.ID, "json-text")
+    wait(browser, lambda: json.loads(text.get_attribute("value") or "null") == {"a": 1, "b": [1]}, 3)
+    error = browser.find_element(By.ID, "json-error")
+    save = browser.find_element(By.CSS_SELECTOR, "#json-form button[type=submit]")
+    for wrong, message in (("{nope", "not JSON"), ("[1, 2]", "a JSON object")):
+        text.clear()
+        text.send_keys(wrong)
+        save.click()
+        wait(browser, lambda: message in error.text, 3, error.text)
+    text.clear()
+    text.send_keys('{"a": 2, "c": "new"}')
+    save.click()
+    wait(browser, lambda: not browser.find_element(By.ID, "json-form").is_displayed(), 3, error.text)
+    assert json.loads(kvoclient(kvod, "get", "doc")) == {"a": 2, "c": "new"}
+    wait(browser, lambda: tree_value(browser, "c") == '"new"', 3, "the tree did not follow")
+    # The observation of a went on: one change, not a deletion.
+    wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, "#events li")) == 2, 3)
+    assert "valueChanged" in browser.find_elements(By.CSS_SELECTOR, "#events li")[0].text
+    # Changed by someone else after it was opened: refused, nothing written.
+    browser.find_element(By.ID, "edit-json").click()
+    wait(browser, lambda: browser.find_element(By.ID, "json-form").is_displayed(), 3)
+    kvoclient(kvod, "set", "doc", "a", "3")
+    text = browser.find_element(By.ID, "json-text")
+    text.clear()
+    text.send_keys('{"a": 9}')
+    browser.find_element(By.CSS_SELECTOR, "#json-form button[type=submit]").click()
+    wait(browser, lambda: "changed since it was opened" in error.text, 3, error.text)
+    assert json.loads(kvoclient(kvod, "get", "doc")) == {"a": 3, "c": "new"}
 
 
 def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):

@@ -27,6 +27,7 @@ const state = {
   folded: new Map(),       // tree path -> folded (true) or unfolded (false) by the user; others by size
   shown: new Map(),        // tree path -> how many members or elements are shown (MAX_CHILDREN more per click)
   writable: false,         // whether the user may write the selected object (the server's `access`)
+  inline: null,            // the open inline editor {path, op, value, type, text, error}: kept across re-renders
 };
 
 // ---- Start-up --------------------------------------------------------------------------------------------
@@ -66,6 +67,7 @@ function showStatus(status) {
   $("app").classList.toggle("stale", stale);
   for (const fieldset of document.querySelectorAll("#app fieldset")) fieldset.disabled = stale;
   $("delete-object").disabled = stale;
+  $("edit-json").disabled = stale;
   $("refresh-schema").disabled = stale;
 }
 
@@ -249,6 +251,7 @@ async function select(id) {
     state.writable = allowed.includes("write");
     $("edit-form").hidden = !state.writable;
     $("delete-object").hidden = !state.writable;
+    $("edit-json").hidden = !state.writable;
     renderTree(new Set());
   }).catch(() => {});
   let reply;
@@ -261,6 +264,7 @@ async function select(id) {
   if (state.selected !== id) return;
   noteRevision(reply.rev);
   state.value = reply.value;
+  state.changedRev = reply.changedRev;
   renderTree(new Set());
   for (const key of Object.keys(reply.value)) observeKey(id, key);
   // A key added later is found by reading the object again (kvod observes key paths, not whole objects).
@@ -271,6 +275,8 @@ async function select(id) {
 function showObjectControls(shown) {
   for (const form of ["edit-form", "subscribe-form"]) $(form).hidden = !shown;
   $("delete-object").hidden = !shown;
+  $("edit-json").hidden = !shown;
+  $("json-form").hidden = true;
 }
 
 /** Clears every error and result line: a message belongs to the action that produced it, not to the next one. */
@@ -290,6 +296,7 @@ function showDeleted(id) {
 
 function unselect() {
   state.writable = false;
+  state.inline = null;
   state.folded.clear();
   state.shown.clear();
   for (const observation of state.keyObservations.values()) observation.unsubscribe();
@@ -371,6 +378,58 @@ $("delete-object").addEventListener("click", async () => {
   }
 });
 
+// ---- The whole object as JSON ------------------------------------------------------------------------------
+
+/** Opens the selected object as JSON (its class kept apart), read afresh with the revision of its last change. */
+$("edit-json").addEventListener("click", async () => {
+  const id = state.selected;
+  clearMessages();
+  try {
+    const reply = await state.client.request("get", { object: id });
+    const { $class: className, ...values } = reply.value;
+    state.jsonEdit = { id, className, changedRev: reply.changedRev };
+    $("json-text").value = JSON.stringify(values, null, 2);
+    $("json-form").hidden = false;
+    $("json-text").focus();
+  } catch (error) {
+    $("edit-error").textContent = describe(error);
+  }
+});
+
+$("json-cancel").addEventListener("click", () => { $("json-form").hidden = true; });
+$("json-text").addEventListener("input", () => { $("json-error").textContent = ""; });
+
+/** Saves the edited object in one batch: the object deleted and created again with the new values (its class
+ * kept), only if it did not change since it was opened (`ifRev`): one revision, and observers of it see one
+ * change, not a deletion. */
+$("json-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const edit = state.jsonEdit;
+  let values;
+  try {
+    values = JSON.parse($("json-text").value);
+  } catch (error) {
+    $("json-error").textContent = `not JSON: ${error.message}`;
+    return;
+  }
+  if (values === null || typeof values !== "object" || Array.isArray(values)) {
+    $("json-error").textContent = "an object's value is a JSON object: { … }";
+    return;
+  }
+  const create = { op: "create", object: edit.id, values };
+  if (edit.className !== undefined) create.class = edit.className;
+  try {
+    const reply = await state.client.batch([{ op: "delete", object: edit.id, ifRev: edit.changedRev }, create]);
+    noteRevision(reply.rev);
+    $("json-form").hidden = true;
+    if (state.selected === edit.id) select(edit.id);
+  } catch (error) {
+    $("json-error").textContent = error.code === "conflict" && error.details.part === 0
+      ? `'${edit.id}' changed since it was opened (at rev ${error.details.changedRev ?? "?"}): cancel and open it again`
+      : describe(error);
+  }
+});
+
 // ---- The tree ----------------------------------------------------------------------------------------------
 
 function showTreeMessage(text) {
@@ -388,6 +447,12 @@ function renderTree(changedPaths) {
   const list = document.createElement("ul");
   for (const key of keys.sort()) list.append(treeNode(key, "key", value[key], key, changedPaths));
   $("tree").replaceChildren(list);
+  // An editor the user has open survives a change elsewhere in the object (its text and error kept).
+  const open = state.inline;
+  if (open !== null) {
+    const item = [...$("tree").querySelectorAll("li[data-path]")].find((node) => node.dataset.path === open.path);
+    if (item && state.writable) editInline(item, open.path, open.value, open.op, open); else state.inline = null;
+  }
 }
 
 /** One member or element: its label, its value (scalars) or its children (objects and arrays). A label is a
@@ -488,8 +553,10 @@ function typeOf(value) {
 /** An editor in place of a tree node's value: a type and a text, checked before anything is sent. `set`
  * writes the value at `path`; `insert` appends it to the array at `path`. The server's refusal stays at
  * the field until the user acts again; Escape cancels. */
-function editInline(item, path, value, op) {
+function editInline(item, path, value, op, restored = null) {
   if (item.querySelector(":scope > .inline-edit")) return;
+  const open = restored ?? { path, op, value, type: null, text: null, error: "" };
+  state.inline = open;
   const form = document.createElement("form");
   form.className = "inline-edit";
   const type = document.createElement("select");
@@ -502,31 +569,43 @@ function editInline(item, path, value, op) {
   const save = document.createElement("button");
   save.type = "submit";
   save.textContent = op === "insert" ? "Append" : "Save";
-  const cancel = treeAction("Cancel", "leave it as it is", () => form.remove());
+  const close = () => { form.remove(); if (state.inline === open) state.inline = null; };
+  const cancel = treeAction("Cancel", "leave it as it is", close);
   const error = document.createElement("p");
   error.className = "error";
   error.setAttribute("role", "alert");
+  if (open.type !== null) type.value = open.type;
+  if (open.text !== null) input.value = open.text;
+  error.textContent = open.error;
   form.append(type, input, save, cancel, error);
-  const clearError = () => { error.textContent = ""; };
-  input.addEventListener("input", clearError);
-  type.addEventListener("change", clearError);
-  form.addEventListener("keydown", (event) => { if (event.key === "Escape") form.remove(); });
+  const showError = (text) => { error.textContent = text; open.error = text; };
+  const edited = () => { showError(""); open.type = type.value; open.text = input.value; };
+  input.addEventListener("input", edited);
+  type.addEventListener("change", edited);
+  form.addEventListener("keydown", (event) => { if (event.key === "Escape") close(); });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     let parsed;
+    open.type = type.value;
+    open.text = input.value;
     try {
       parsed = EDIT_TYPES[type.value](input.value);
     } catch (problem) {
-      error.textContent = problem.message;
+      showError(problem.message);
       return;
     }
     try {
+      // Closed first: the change's own event re-renders the tree, and must not bring the editor back.
+      if (state.inline === open) state.inline = null;
       const reply = op === "insert" ? await state.client.insert(state.selected, path, [parsed])
                                     : await state.client.set(state.selected, path, parsed);
       noteRevision(reply.rev);
       form.remove();
     } catch (refusal) {
-      error.textContent = describe(refusal);
+      state.inline = open;
+      showError(describe(refusal));
+      // The tree may have been drawn again meanwhile: show the refusal in the editor that is on screen.
+      if (!form.isConnected) renderTree(new Set());
     }
   });
   item.append(form);
