@@ -65,6 +65,12 @@ def kvoclient(kvod, *arguments):
     return result.stdout
 
 
+def capture_for_docs(driver, name):
+    """With KVOD_UPDATE_SCREENSHOT=1, the page as it is now becomes docs/<name>.png (shown by the docs)."""
+    if os.environ.get("KVOD_UPDATE_SCREENSHOT") == "1":
+        driver.save_screenshot(str(ROOT / "docs" / f"{name}.png"))
+
+
 def wait(driver, condition, seconds=5, message=""):
     # The page draws its tree again on every change: an element found a moment ago may be gone; try again.
     return WebDriverWait(driver, seconds, poll_frequency=0.05,
@@ -217,8 +223,7 @@ def test_classes_and_bindings_are_listed_and_the_page_is_captured(kvod, browser)
     kvoclient(kvod, "set", "ada", "address.city", '"Paris"')
     wait(browser, lambda: tree_value(browser, "address.city") == '"Paris"', 2)
     assert kvod.tcp_call({"op": "get", "object": "badge", "keyPath": "text"})["value"] == "Hello, Ada Lovelace"
-    if os.environ.get("KVOD_UPDATE_SCREENSHOT") == "1":
-        browser.save_screenshot(str(ROOT / "docs" / "inspector.png"))
+    capture_for_docs(browser, "inspector")
 
 
 def test_login_with_users_defined(kvod_factory, tmp_path, browser):
@@ -249,6 +254,7 @@ def test_empty_states_say_what_to_do_and_the_revision_is_known_at_once(kvod, bro
     kvoclient(kvod, "create", "alpha", '{"n":1}')
     wait(browser, lambda: listed_ids(browser) == ["alpha"], 5)
     assert browser.find_element(By.ID, "revision").text == "rev 1"
+    capture_for_docs(browser, "inspector-list")
     browser.find_element(By.ID, "object-filter").send_keys("zzz")
     wait(browser, lambda: objects.text.startswith("No id contains “zzz”"), 5, objects.text)
     # The favicon is served (the fixture fails the test on any SEVERE browser log entry, a 404 included).
@@ -393,6 +399,7 @@ def test_the_event_log_has_times_a_filter_and_pause_and_counts_what_it_drops(kvo
         kvod.tcp_call({"op": "set", "object": "ticker", "keyPath": "a", "value": value})
     wait(browser, lambda: count.text == "503 (3 dropped past 500)", 10, count.text)
     assert len(lines()) == 500
+    capture_for_docs(browser, "inspector-events")
 
 
 def test_values_edit_inline_typed_with_refusals_at_the_field_and_arrays_grow_and_shrink_from_the_tree(kvod, browser):
@@ -431,6 +438,7 @@ def test_values_edit_inline_typed_with_refusals_at_the_field_and_arrays_grow_and
     # Refused by the class: the server's error at the field, cleared when the user types again.
     fill("celsius", "number", "500")
     wait(browser, lambda: error_of("celsius").startswith("invalid_value"), 3)
+    capture_for_docs(browser, "inspector-inline-edit")
     # Another client's change elsewhere draws the tree again: the open editor stays, text and error kept.
     kvoclient(kvod, "set", "probe", "name", '"elsewhere"')
     wait(browser, lambda: tree_value(browser, "name") == '"elsewhere"', 3)
@@ -496,6 +504,26 @@ def test_a_whole_object_is_edited_as_json_and_saved_in_one_batch_unless_it_chang
     browser.find_element(By.CSS_SELECTOR, "#json-form button[type=submit]").click()
     wait(browser, lambda: "changed since it was opened" in error.text, 3, error.text)
     assert json.loads(kvoclient(kvod, "get", "doc")) == {"a": 3, "c": "new"}
+
+
+def test_the_dashboard_draws_the_servers_figures_from_metrics_live(kvod, browser):
+    kvoclient(kvod, "create", "counter", '{"n": 0}')
+    open_inspector(browser, kvod)
+    tile = lambda name: browser.find_element(By.CSS_SELECTOR, f'#tiles [data-tile="{name}"] .tile-value').text
+    wait(browser, lambda: tile("objects") == "1", 5, "no objects figure")
+    assert tile("storage") == "writable"
+    assert tile("memory").endswith("MiB")
+    # Rates need two samples: write for a while, then requests/s shows a figure above zero, with a line drawn.
+    for value in range(60):
+        kvod.tcp_call({"op": "set", "object": "counter", "keyPath": "n", "value": value})
+    wait(browser, lambda: tile("requests") not in ("–", "0.0"), 8, f"requests/s: {tile('requests')}")
+    wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, '#tiles [data-tile="requests"] polyline').get_attribute("points"),
+         8, "no line drawn")
+    kvoclient(kvod, "create", "second")
+    wait(browser, lambda: tile("objects") == "2", 6, "the figures are not live")
+    capture_for_docs(browser, "inspector-dashboard")
+    browser.find_element(By.ID, "toggle-dashboard").click()
+    assert not browser.find_element(By.ID, "tiles").is_displayed()
 
 
 def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):
