@@ -85,7 +85,9 @@ def open_inspector(driver, kvod):
 
 
 def listed_ids(driver):
-    return [item.get_attribute("data-id") for item in driver.find_elements(By.CSS_SELECTOR, "#object-list li[data-id]")]
+    """The ids listed, read in one step (the list is drawn again on every creation and deletion)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#object-list li[data-id]')].map((item) => item.dataset.id)")
 
 
 def select_object(driver, object_id):
@@ -260,6 +262,42 @@ def test_empty_states_say_what_to_do_and_the_revision_is_known_at_once(kvod, bro
     # The favicon is served (the fixture fails the test on any SEVERE browser log entry, a 404 included).
     status, headers, _ = kvod.http_get("/favicon.ico")
     assert status == 200 and headers["content-type"] == "image/svg+xml"
+
+
+def test_ids_are_paged_and_searched_by_the_server_and_stay_live(kvod, browser):
+    created = kvod.tcp_call({"op": "batch", "ops": [{"op": "create", "object": f"obj-{n:03}"} for n in range(450)]})
+    assert created["ok"] is True, created
+    open_inspector(browser, kvod)
+    wait(browser, lambda: len(listed_ids(browser)) == 200, 5, "no first page")
+    assert listed_ids(browser)[0] == "obj-000" and listed_ids(browser)[-1] == "obj-199"
+    assert browser.find_element(By.ID, "object-count").text == "page 1"
+    assert not browser.find_element(By.ID, "page-prev").is_enabled()
+    browser.find_element(By.ID, "page-next").click()
+    wait(browser, lambda: listed_ids(browser)[:1] == ["obj-200"], 5, "no second page")
+    browser.find_element(By.ID, "page-next").click()
+    wait(browser, lambda: listed_ids(browser)[-1:] == ["obj-449"] and len(listed_ids(browser)) == 50, 5, "no last page")
+    assert not browser.find_element(By.ID, "page-next").is_enabled()
+    # A creation within the page shows at once; one on another page does not disturb it.
+    kvoclient(kvod, "create", "obj-449b")
+    kvoclient(kvod, "create", "obj-000a")
+    wait(browser, lambda: listed_ids(browser)[-1:] == ["obj-449b"], 5, "a creation in the page was not shown")
+    assert "obj-000a" not in listed_ids(browser)
+    browser.find_element(By.ID, "page-prev").click()
+    wait(browser, lambda: listed_ids(browser)[:1] == ["obj-200"], 5, "no way back")
+    # Search: answered by the server (text: ids containing it; with * a pattern), and live.
+    search = browser.find_element(By.ID, "object-filter")
+    search.send_keys("obj-44")
+    wait(browser, lambda: listed_ids(browser) == [f"obj-44{n}" for n in range(10)] + ["obj-449b"], 5, str(listed_ids(browser)))
+    assert browser.find_element(By.ID, "object-count").text == "11 found"
+    assert not browser.find_element(By.ID, "pager").is_displayed()
+    kvoclient(kvod, "create", "xobj-441")
+    wait(browser, lambda: "xobj-441" in listed_ids(browser), 5, "a new match was not shown")
+    search.clear()
+    search.send_keys("obj-1*")
+    wait(browser, lambda: len(listed_ids(browser)) == 100 and listed_ids(browser)[0] == "obj-100", 5, str(listed_ids(browser)[:3]))
+    search.clear()
+    browser.execute_script("document.getElementById('object-filter').dispatchEvent(new Event('input'))")
+    wait(browser, lambda: listed_ids(browser)[:1] == ["obj-200"], 5, "the page did not come back")
 
 
 def test_a_deleted_object_takes_its_controls_with_it_and_errors_do_not_outlive_their_action(kvod, browser):

@@ -3,7 +3,8 @@
 import { KVODClient, KVODError } from "/kvod.js";
 
 const $ = (id) => document.getElementById(id);
-const MAX_LISTED = 1000;        // object ids shown in the list
+const MAX_LISTED = 1000;        // object ids shown for a search
+const PAGE_SIZE = 200;          // object ids per page of the list
 const MAX_CHILDREN = 200;       // members or elements shown per tree node
 const MAX_STRING = 400;         // characters of a string shown in the tree
 const MAX_EVENTS = 500;         // event lines kept
@@ -15,8 +16,8 @@ const METRICS_KEPT = 60;        // dashboard: samples drawn per tile (two minute
 const state = {
   client: null,
   revision: null,          // the server's revision as last seen (null: not yet)
-  ids: new Set(),          // object ids known to the list
-  listMore: false,
+  page: { after: null, ids: [], more: false, cursors: [] },  // the page of ids shown, and the cursors of those before
+  search: null,            // the search being shown: its pattern observation and the ids matching
   selected: null,          // the selected object's id
   value: null,             // its value, as last read or changed
   keyObservations: new Map(),   // top-level key -> Observation that keeps `value` current
@@ -136,56 +137,142 @@ async function showCreateControls() {
 }
 
 // ---- The object list -------------------------------------------------------------------------------------
+//
+// Ids are read a page at a time with `list` (`limit` and `after`: the server pages them, so a store of millions
+// is browsable), and kept current by one object-set observation of every id without its initial list (no
+// cost up front, whatever the store's size): a creation or deletion within the page shows at once. A search
+// is a pattern observation of its own, answered by the server (`order-*`; text without `*` matches ids that
+// contain it), with its initial list and live changes.
 
 async function startObjectList() {
-  // Live: an object-set observation (creations and deletions of every id). Older servers: polling `list`.
-  const observation = state.client.observe({ pattern: "*" }, undefined, { options: ["initial"] });
+  const observation = state.client.observe({ pattern: "*" }, undefined, { options: ["new"] });
   try {
     await observation.ready;
   } catch (error) {
     $("list-mode").textContent = "polling";
     $("list-mode").title = `live list unavailable (${describe(error)}); listing every ${POLL_INTERVAL / 1000} s`;
+    await loadPage(state.page.after);
     pollObjectList();
     return;
   }
   $("list-mode").textContent = "live";
   $("list-mode").title = "kept current by an object-set observation";
   noteRevision(observation.rev);
-  renderObjectList();
+  await loadPage(null);
   for await (const change of observation) {
     noteRevision(change.rev);
+    if (change.reason === "created") noteCreated(change.object);
+    else if (change.reason === "sourceDeleted") noteDeleted(change.object);
+  }
+}
+
+async function pollObjectList() {
+  if (state.search === null) await loadPage(state.page.after).catch(() => {});
+  setTimeout(pollObjectList, POLL_INTERVAL);
+}
+
+/** Reads the page of ids after `after` (from the first with null). */
+async function loadPage(after) {
+  try {
+    const reply = await state.client.request("list", after === null ? { limit: PAGE_SIZE } : { limit: PAGE_SIZE, after });
+    state.page = { ...state.page, after, ids: reply.objects, more: reply.more };
+    renderObjectList();
+  } catch (error) {
+    if (error.code !== "connection_lost") $("object-list-more").textContent = describe(error);
+  }
+}
+
+/** Whether `id` falls within the page shown (between its cursor and its last id, or anywhere after the cursor
+ * on the last page). */
+function inPage(id) {
+  const { after, ids, more } = state.page;
+  return (after === null || compareIds(id, after) > 0) && (!more || ids.length === 0 || compareIds(id, ids[ids.length - 1]) < 0);
+}
+
+function noteCreated(id) {
+  if (state.search !== null) {
+    if (state.search.matches(id)) { state.search.ids.add(id); renderObjectList(id); }
+    return;
+  }
+  if (inPage(id) && !state.page.ids.includes(id)) {
+    state.page.ids = [...state.page.ids, id].sort(compareIds);
+    renderObjectList(id);
+  }
+}
+
+function noteDeleted(id) {
+  state.search?.ids.delete(id);
+  state.page.ids = state.page.ids.filter((listed) => listed !== id);
+  renderObjectList();
+}
+
+$("page-next").addEventListener("click", () => {
+  const { ids } = state.page;
+  if (ids.length === 0) return;
+  state.page.cursors.push(state.page.after);
+  loadPage(ids[ids.length - 1]);
+});
+
+$("page-prev").addEventListener("click", () => {
+  if (state.page.cursors.length > 0) loadPage(state.page.cursors.pop());
+});
+
+/** The search: a pattern observation answered by the server, started 300 ms after the last keystroke. */
+let searchTimer = null;
+$("object-filter").addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(startSearch, 300);
+});
+
+async function startSearch() {
+  const text = $("object-filter").value.trim();
+  state.search?.observation.unsubscribe();
+  state.search = null;
+  if (text === "") { renderObjectList(); return; }
+  const pattern = text.includes("*") ? text : `*${text}*`;
+  const observation = state.client.observe({ pattern }, undefined, { options: ["initial"] });
+  const search = { text, pattern, observation, ids: new Set(), ready: false, error: null,
+                   matches: (id) => globMatches(pattern, id) };
+  state.search = search;
+  renderObjectList();
+  try {
+    await observation.ready;
+  } catch (error) {
+    if (state.search !== search) return;
+    search.error = error.code === "too_large"
+      ? `too many ids match “${pattern}” to list at once: narrow the search`
+      : describe(error);
+    renderObjectList();
+    return;
+  }
+  for await (const change of observation) {
+    if (state.search !== search) return;
     if (Array.isArray(change.ids)) {
-      state.ids = new Set(change.ids);
+      search.ids = new Set(change.ids);
+      search.ready = true;
       renderObjectList();
     } else if (change.reason === "created" || change.reason === "initial") {
-      state.ids.add(change.object);
+      search.ids.add(change.object);
+      search.ready = true;
       renderObjectList(change.object);
     } else if (change.reason === "sourceDeleted") {
-      state.ids.delete(change.object);
+      search.ids.delete(change.object);
       renderObjectList();
     }
   }
 }
 
-async function pollObjectList() {
-  try {
-    const reply = await state.client.request("list", { limit: MAX_LISTED });
-    const previous = state.ids;
-    state.ids = new Set(reply.objects);
-    state.listMore = reply.more;
-    const added = reply.objects.find((id) => !previous.has(id) && previous.size > 0);
-    renderObjectList(added);
-  } catch (error) {
-    if (error.code !== "connection_lost") $("list-mode").textContent = describe(error);
-  }
-  setTimeout(pollObjectList, POLL_INTERVAL);
+/** `*` matches any run of characters, as kvod's patterns do. */
+function globMatches(pattern, id) {
+  const parts = pattern.split("*").map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  return new RegExp(`^${parts.join(".*")}$`, "s").test(id);
 }
 
 function renderObjectList(justAdded) {
-  const filter = $("object-filter").value;
-  const ids = [...state.ids].filter((id) => id.includes(filter)).sort(compareIds);
+  const search = state.search;
+  const ids = search !== null ? [...search.ids].sort(compareIds).slice(0, MAX_LISTED) : state.page.ids;
   const list = $("object-list");
-  const items = ids.slice(0, MAX_LISTED).map((id) => {
+  const items = ids.map((id) => {
     const item = document.createElement("li");
     item.textContent = id;
     item.dataset.id = id;
@@ -196,19 +283,32 @@ function renderObjectList(justAdded) {
   });
   if (items.length === 0) {
     // Say why the list is empty and what to do, rather than show nothing.
-    items.push(emptyItem(state.ids.size === 0 ? "No objects yet: create one with the form below."
-                                              : `No id contains “${filter}”: ${state.ids.size} objects listed in all.`));
+    let text;
+    if (search !== null) {
+      text = search.error ?? (!search.ready ? "searching…"
+        : search.text.includes("*") ? `No id matches “${search.pattern}”.` : `No id contains “${search.text}”.`);
+    } else {
+      text = state.page.after === null ? "No objects yet: create one with the form below." : "No more ids.";
+    }
+    items.push(emptyItem(text));
   }
   list.replaceChildren(...items);
-  $("object-count").textContent = `${state.ids.size}${state.listMore ? "+" : ""}`;
-  $("object-list-more").textContent = ids.length > MAX_LISTED ? `… and ${ids.length - MAX_LISTED} more: filter to find them`
-    : (state.listMore ? "more ids on the server than listed: filter or open by id" : "");
+  const { after, more, cursors } = state.page;
+  if (search !== null) {
+    $("object-count").textContent = `${search.ids.size} found`;
+    $("object-list-more").textContent = search.ids.size > MAX_LISTED ? `the first ${MAX_LISTED} shown: narrow the search` : "";
+  } else {
+    $("object-count").textContent = after === null && !more ? String(ids.length) : `page ${cursors.length + 1}`;
+    $("object-list-more").textContent = "";
+  }
+  $("pager").hidden = search !== null || (after === null && !more);
+  $("page-prev").disabled = cursors.length === 0;
+  $("page-next").disabled = !more;
 }
 
 /** The protocol's order for ids (Swift String order, close to code point order). */
 function compareIds(a, b) { return a < b ? -1 : a > b ? 1 : 0; }
 
-$("object-filter").addEventListener("input", () => renderObjectList());
 $("object-list").addEventListener("click", (event) => {
   const id = event.target.closest("li")?.dataset.id;
   if (id !== undefined) select(id);
@@ -228,8 +328,7 @@ $("create-form").addEventListener("submit", async (event) => {
   try {
     const reply = await state.client.create(id, values, $("create-class").value || undefined);
     noteRevision(reply.rev);
-    state.ids.add(id);
-    renderObjectList(id);
+    noteCreated(id);
     $("create-id").value = "";
     $("create-values").value = "";
     select(id);
@@ -292,8 +391,7 @@ function showDeleted(id) {
   showTreeMessage(`'${id}' was deleted`);
   $("object-title").textContent = `${id} (deleted)`;
   showObjectControls(false);
-  state.ids.delete(id);
-  renderObjectList();
+  noteDeleted(id);
   unselect();
 }
 
