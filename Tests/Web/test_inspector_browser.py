@@ -564,6 +564,26 @@ def test_the_dashboard_draws_the_servers_figures_from_metrics_live(kvod, browser
     assert not browser.find_element(By.ID, "tiles").is_displayed()
 
 
+def test_a_server_admin_sees_the_users_and_the_nodes_state(kvod_factory, tmp_path, browser):
+    users = tmp_path / "users.json"
+    for name, rule in (("root", "*=read,write,admin"), ("ann", "ann-*=read,write")):
+        subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), name, rule, "--hash-cost", "minimal"],
+                       check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
+    kvod = kvod_factory("--users", str(users))
+    browser.get(f"http://127.0.0.1:{kvod.http_port}/")
+    wait(browser, lambda: browser.find_element(By.ID, "login").is_displayed(), 10, "no login form")
+    browser.find_element(By.ID, "login-user").send_keys("root")
+    browser.find_element(By.ID, "login-password").send_keys("correct horse battery")
+    browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+    wait(browser, lambda: browser.find_element(By.ID, "admin-views").is_displayed(), 5, "no admin views")
+    wait(browser, lambda: [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#users summary")]
+         == ["ann (1 rule)", "root (1 rule)"], 5, "the users were not listed")
+    facts = lambda: dict(zip([term.text for term in browser.find_elements(By.CSS_SELECTOR, "#node dt")],
+                             [detail.text for detail in browser.find_elements(By.CSS_SELECTOR, "#node dd")]))
+    wait(browser, lambda: facts().get("revision") == "0" and len(facts().get("digest", "")) == 64, 5, str(facts()))
+    assert "hash" not in browser.find_element(By.ID, "users").get_attribute("textContent")
+
+
 def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):
     users = tmp_path / "users.json"
     for name, rule in (("root", "*=read,write,admin"), ("reader", "*=read")):
@@ -582,6 +602,7 @@ def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):
     browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
     wait(browser, lambda: browser.find_element(By.ID, "app").is_displayed(), 5, "login did not open the app")
     wait(browser, lambda: not browser.find_element(By.ID, "create-form").is_displayed(), 5, "a reader was offered Create")
+    assert not browser.find_element(By.ID, "admin-views").is_displayed(), "a reader was shown the users"
     select_object(browser, "doc")
     wait(browser, lambda: not browser.find_element(By.ID, "edit-form").is_displayed(), 5, "a reader was offered Change")
     assert not browser.find_element(By.ID, "delete-object").is_displayed()

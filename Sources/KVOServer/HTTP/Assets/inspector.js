@@ -130,10 +130,44 @@ async function rights(objects = []) {
   }
 }
 
-/** The New object form only for a user who may write some object. */
+/** The New object form only for a user who may write some object; the users and the node's state only for a
+ * server admin. */
 async function showCreateControls() {
   const answer = await rights().catch(() => null);
   $("create-form").hidden = answer !== null && !answer.anywhere.includes("write");
+  state.serverAdmin = answer?.serverAdmin === true;
+  $("admin-views").hidden = !state.serverAdmin;
+  if (state.serverAdmin) loadAdminViews();
+}
+
+/** For a server admin: every user with their rules and token ids (`userList`: never a hash), and this node's
+ * state (`digest`: the revision, the digest of the stored state, and in cluster mode the stream position applied
+ * and the integrity state). */
+async function loadAdminViews() {
+  try {
+    const { users } = await state.client.request("userList");
+    renderDefinitions($("users"), users, (user) => `${user.name} (${user.rules.length} rule${user.rules.length === 1 ? "" : "s"})`,
+                      "no users: open mode (everything allowed, loopback only)");
+  } catch (error) {
+    $("users").replaceChildren(emptyItem(describe(error)));
+  }
+  try {
+    const digest = await state.client.request("digest");
+    const facts = [["revision", digest.rev], ["objects", digest.objects], ["digest", digest.digest]];
+    if (digest.node !== undefined) {
+      facts.unshift(["node", digest.node]);
+      facts.push(["applied", digest.applied], ["integrity", digest.integrity]);
+    }
+    $("node").replaceChildren(...facts.flatMap(([name, value]) => {
+      const term = document.createElement("dt");
+      term.textContent = name;
+      const detail = document.createElement("dd");
+      detail.textContent = String(value);
+      return [term, detail];
+    }));
+  } catch (error) {
+    $("node").replaceChildren(emptyItem(describe(error)));
+  }
 }
 
 // ---- The object list -------------------------------------------------------------------------------------
@@ -1133,7 +1167,10 @@ function emptyItem(text) {
   return item;
 }
 
-$("refresh-schema").addEventListener("click", loadSchema);
+$("refresh-schema").addEventListener("click", () => {
+  loadSchema();
+  if (state.serverAdmin) loadAdminViews();
+});
 
 /** An error as people read it: the code, the message, and the details kvod gave (property, rule, limit…). */
 function describe(error) {
