@@ -228,21 +228,44 @@ def test_classes_and_bindings_are_listed_and_the_page_is_captured(kvod, browser)
     capture_for_docs(browser, "inspector")
 
 
-def test_login_with_users_defined(kvod_factory, tmp_path, browser):
-    users = tmp_path / "users.json"
-    subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), "ann", "*=read,write", "--hash-cost", "minimal"],
-                   check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
-    kvod = kvod_factory("--users", str(users))
+PASSWORD = "correct horse battery"
+
+
+def kvod_with_users(kvod_factory, tmp_path, users):
+    """A kvod with `users` (name -> rule, each with PASSWORD) in a users file."""
+    users_file = tmp_path / "users.json"
+    for name, rule in users.items():
+        subprocess.run([KVOD_BIN, "user", "add", "--users", str(users_file), name, rule, "--hash-cost", "minimal"],
+                       check=True, capture_output=True, env={"KVOD_PASSWORD": PASSWORD})
+    return kvod_factory("--users", str(users_file))
+
+
+def open_login(browser, kvod):
+    """Opens the page of a kvod with users: the login card, not the app."""
     browser.get(f"http://127.0.0.1:{kvod.http_port}/")
     wait(browser, lambda: browser.find_element(By.ID, "login").is_displayed(), 10, "no login form")
     assert not browser.find_element(By.ID, "app").is_displayed()
+
+
+def log_in(browser, kvod, user):
+    """Opens the page and logs in as `user` with PASSWORD."""
+    open_login(browser, kvod)
+    browser.find_element(By.ID, "login-user").send_keys(user)
+    browser.find_element(By.ID, "login-password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+    wait(browser, lambda: browser.find_element(By.ID, "app").is_displayed(), 5, "login did not open the app")
+
+
+def test_login_with_users_defined(kvod_factory, tmp_path, browser):
+    kvod = kvod_with_users(kvod_factory, tmp_path, {"ann": "*=read,write"})
+    open_login(browser, kvod)
     browser.find_element(By.ID, "login-user").send_keys("ann")
     browser.find_element(By.ID, "login-password").send_keys("wrong")
     browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
     wait(browser, lambda: browser.find_element(By.ID, "login-error").text.startswith("unauthenticated:"), 5)
     password = browser.find_element(By.ID, "login-password")
     password.clear()
-    password.send_keys("correct horse battery")
+    password.send_keys(PASSWORD)
     browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
     wait(browser, lambda: browser.find_element(By.ID, "app").is_displayed(), 5, "login did not open the app")
     assert browser.find_element(By.ID, "whoami").text == "ann"
@@ -256,7 +279,6 @@ def test_empty_states_say_what_to_do_and_the_revision_is_known_at_once(kvod, bro
     kvoclient(kvod, "create", "alpha", '{"n":1}')
     wait(browser, lambda: listed_ids(browser) == ["alpha"], 5)
     assert browser.find_element(By.ID, "revision").text == "rev 1"
-    capture_for_docs(browser, "inspector-list")
     browser.find_element(By.ID, "object-filter").send_keys("zzz")
     wait(browser, lambda: objects.text.startswith("No id contains “zzz”"), 5, objects.text)
     # The favicon is served (the fixture fails the test on any SEVERE browser log entry, a 404 included).
@@ -289,6 +311,7 @@ def test_ids_are_paged_and_searched_by_the_server_and_stay_live(kvod, browser):
     search.send_keys("obj-44")
     wait(browser, lambda: listed_ids(browser) == [f"obj-44{n}" for n in range(10)] + ["obj-449b"], 5, str(listed_ids(browser)))
     assert browser.find_element(By.ID, "object-count").text == "11 found"
+    capture_for_docs(browser, "inspector-list")
     assert not browser.find_element(By.ID, "pager").is_displayed()
     kvoclient(kvod, "create", "xobj-441")
     wait(browser, lambda: "xobj-441" in listed_ids(browser), 5, "a new match was not shown")
@@ -337,12 +360,8 @@ def test_while_disconnected_the_page_is_marked_stale_and_its_forms_are_off(kvod,
 
 
 def test_exhausted_login_attempts_are_explained_and_logging_out_asks_again(kvod_factory, tmp_path, browser):
-    users = tmp_path / "users.json"
-    subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), "ann", "*=read,write", "--hash-cost", "minimal"],
-                   check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
-    kvod = kvod_factory("--users", str(users))
-    browser.get(f"http://127.0.0.1:{kvod.http_port}/")
-    wait(browser, lambda: browser.find_element(By.ID, "login").is_displayed(), 10, "no login form")
+    kvod = kvod_with_users(kvod_factory, tmp_path, {"ann": "*=read,write"})
+    open_login(browser, kvod)
     browser.find_element(By.ID, "login-user").send_keys("ann")
     error = browser.find_element(By.ID, "login-error")
     for attempt in range(1, 6):
@@ -355,7 +374,7 @@ def test_exhausted_login_attempts_are_explained_and_logging_out_asks_again(kvod_
     # The page reconnects; a right password then logs in, and logging out asks again.
     password = browser.find_element(By.ID, "login-password")
     password.clear()
-    password.send_keys("correct horse battery")
+    password.send_keys(PASSWORD)
     wait(browser, lambda: browser.find_element(By.ID, "status").text == "connected", 10, "no reconnection")
     browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
     wait(browser, lambda: browser.find_element(By.ID, "app").is_displayed(), 5, "login did not open the app")
@@ -565,16 +584,8 @@ def test_the_dashboard_draws_the_servers_figures_from_metrics_live(kvod, browser
 
 
 def test_a_server_admin_sees_the_users_and_the_nodes_state(kvod_factory, tmp_path, browser):
-    users = tmp_path / "users.json"
-    for name, rule in (("root", "*=read,write,admin"), ("ann", "ann-*=read,write")):
-        subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), name, rule, "--hash-cost", "minimal"],
-                       check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
-    kvod = kvod_factory("--users", str(users))
-    browser.get(f"http://127.0.0.1:{kvod.http_port}/")
-    wait(browser, lambda: browser.find_element(By.ID, "login").is_displayed(), 10, "no login form")
-    browser.find_element(By.ID, "login-user").send_keys("root")
-    browser.find_element(By.ID, "login-password").send_keys("correct horse battery")
-    browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+    kvod = kvod_with_users(kvod_factory, tmp_path, {"root": "*=read,write,admin", "ann": "ann-*=read,write"})
+    log_in(browser, kvod, "root")
     wait(browser, lambda: browser.find_element(By.ID, "admin-views").is_displayed(), 5, "no admin views")
     wait(browser, lambda: [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#users summary")]
          == ["ann (1 rule)", "root (1 rule)"], 5, "the users were not listed")
@@ -585,22 +596,13 @@ def test_a_server_admin_sees_the_users_and_the_nodes_state(kvod_factory, tmp_pat
 
 
 def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):
-    users = tmp_path / "users.json"
-    for name, rule in (("root", "*=read,write,admin"), ("reader", "*=read")):
-        subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), name, rule, "--hash-cost", "minimal"],
-                       check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
-    kvod = kvod_factory("--users", str(users))
+    kvod = kvod_with_users(kvod_factory, tmp_path, {"root": "*=read,write,admin", "reader": "*=read"})
     with socket.create_connection(("127.0.0.1", kvod.port), timeout=10) as sock:
-        for request in ({"op": "auth", "user": "root", "password": "correct horse battery"},
+        for request in ({"op": "auth", "user": "root", "password": PASSWORD},
                         {"op": "create", "object": "doc", "values": {"n": 1}}):
             sock.sendall((json.dumps(request) + "\n").encode())
             assert json.loads(read_line(sock))["ok"] is True
-    browser.get(f"http://127.0.0.1:{kvod.http_port}/")
-    wait(browser, lambda: browser.find_element(By.ID, "login").is_displayed(), 10, "no login form")
-    browser.find_element(By.ID, "login-user").send_keys("reader")
-    browser.find_element(By.ID, "login-password").send_keys("correct horse battery")
-    browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
-    wait(browser, lambda: browser.find_element(By.ID, "app").is_displayed(), 5, "login did not open the app")
+    log_in(browser, kvod, "reader")
     wait(browser, lambda: not browser.find_element(By.ID, "create-form").is_displayed(), 5, "a reader was offered Create")
     assert not browser.find_element(By.ID, "admin-views").is_displayed(), "a reader was shown the users"
     select_object(browser, "doc")
