@@ -517,10 +517,18 @@ def test_values_edit_inline_typed_with_refusals_at_the_field_and_arrays_grow_and
     wait(browser, lambda: editor("list"), 3)
     fill("list", "number", "4")
     wait(browser, lambda: tree_value(browser, "list.3") == "4", 3, "not appended")
-    remove = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list.0"] > .tree-action')
+    remove = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list.0"] > .tree-action[title="remove this element"]')
     browser.execute_script("arguments[0].click()", remove)
     wait(browser, lambda: tree_value(browser, "list.0") == "2", 3, "not removed")
     assert json.loads(kvoclient(kvod, "get", "probe", "list")) == [2, 3, 4]
+    # Insert before an element: at its position.
+    before = browser.find_element(By.CSS_SELECTOR, '#tree li[data-path="list.1"] > .tree-action[title="insert an element before this one"]')
+    browser.execute_script("arguments[0].click()", before)
+    wait(browser, lambda: editor("list.1"), 3)
+    assert editor("list.1").find_element(By.CSS_SELECTOR, "button[type=submit]").text == "Insert"
+    fill("list.1", "number", "2.5")
+    wait(browser, lambda: tree_value(browser, "list.1") == "2.5", 3, "not inserted")
+    assert json.loads(kvoclient(kvod, "get", "probe", "list")) == [2, 2.5, 3, 4]
 
 
 def test_a_whole_object_is_edited_as_json_and_saved_in_one_batch_unless_it_changed_meanwhile(kvod, browser):

@@ -585,8 +585,8 @@ function renderTree(changedPaths) {
   // An editor the user has open survives a change elsewhere in the object (its text and error kept).
   const open = state.inline;
   if (open !== null) {
-    const item = [...$("tree").querySelectorAll("li[data-path]")].find((node) => node.dataset.path === open.path);
-    if (item && state.writable) editInline(item, open.path, open.value, open.op, open); else state.inline = null;
+    const item = [...$("tree").querySelectorAll("li[data-path]")].find((node) => node.dataset.path === open.node);
+    if (item && state.writable) editInline(item, open.path, open.value, open.op, { restored: open }); else state.inline = null;
   }
 }
 
@@ -625,7 +625,10 @@ function treeNode(label, labelClass, value, path, changedPaths) {
     for (const [childLabel, child] of entries.slice(0, shown)) {
       const node = treeNode(childLabel, Array.isArray(value) ? "index" : "key", child, `${path}.${childLabel}`, changedPaths);
       if (Array.isArray(value) && state.writable) {
-        node.append(treeAction("×", "remove this element", () => writeFromTree(node, () => state.client.remove(state.selected, path, [Number(childLabel)]))));
+        const index = Number(childLabel);
+        node.append(treeAction("+ before", "insert an element before this one",
+                               () => editInline(node, path, undefined, "insert", { index })));
+        node.append(treeAction("×", "remove this element", () => writeFromTree(node, () => state.client.remove(state.selected, path, [index]))));
       }
       children.append(node);
     }
@@ -686,11 +689,11 @@ function typeOf(value) {
 }
 
 /** An editor in place of a tree node's value: a type and a text, checked before anything is sent. `set`
- * writes the value at `path`; `insert` appends it to the array at `path`. The server's refusal stays at
- * the field until the user acts again; Escape cancels. */
-function editInline(item, path, value, op, restored = null) {
+ * writes the value at `path`; `insert` puts it into the array at `path`, at `index` (before that element) or
+ * at the end. The server's refusal stays at the field until the user acts again; Escape cancels. */
+function editInline(item, path, value, op, { index, restored = null } = {}) {
   if (item.querySelector(":scope > .inline-edit")) return;
-  const open = restored ?? { path, op, value, type: null, text: null, error: "" };
+  const open = restored ?? { node: item.dataset.path, path, op, value, index, type: null, text: null, error: "" };
   state.inline = open;
   const form = document.createElement("form");
   form.className = "inline-edit";
@@ -703,7 +706,7 @@ function editInline(item, path, value, op, restored = null) {
   input.value = value === undefined ? "" : type.value === "string" ? value : JSON.stringify(value);
   const save = document.createElement("button");
   save.type = "submit";
-  save.textContent = op === "insert" ? "Append" : "Save";
+  save.textContent = op !== "insert" ? "Save" : open.index === undefined ? "Append" : "Insert";
   const close = () => { form.remove(); if (state.inline === open) state.inline = null; };
   const cancel = treeAction("Cancel", "leave it as it is", close);
   const error = document.createElement("p");
@@ -732,7 +735,7 @@ function editInline(item, path, value, op, restored = null) {
     try {
       // Closed first: the change's own event re-renders the tree, and must not bring the editor back.
       if (state.inline === open) state.inline = null;
-      const reply = op === "insert" ? await state.client.insert(state.selected, path, [parsed])
+      const reply = op === "insert" ? await state.client.insert(state.selected, path, [parsed], open.index)
                                     : await state.client.set(state.selected, path, parsed);
       noteRevision(reply.rev);
       form.remove();
