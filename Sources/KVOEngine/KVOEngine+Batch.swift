@@ -17,9 +17,6 @@ extension KVOEngine {
     /// Most parts a batch may have (`too_large` beyond).
     public static let maximumBatchParts = 1_000
 
-    /// Whether a batch is being applied.
-    public var isInBatch: Bool { batch != nil }
-
     /// Starts a batch. The revision counter must have room for one more revision.
     public func beginBatch() throws(KVOError) {
         precondition(batch == nil, "a batch is being applied already")
