@@ -298,9 +298,14 @@ final class LocalCluster: @unchecked Sendable {
     func waitUntilReady(creating object: String = "ready", timeout: Double = 30) throws {
         let deadline = Date().addingTimeInterval(timeout)
         let client = try connect(0)
+        // An `unavailable` answer may say the create was sent and "may still be applied": JetStream can
+        // commit it after the deadline, and the next attempt then finds the object (`exists`).
+        var sentBefore = false
         while true {
             let reply = try client.request("create", ["object": .string(object)], timeout: 15)
             if reply["ok"] == true { break }
+            if sentBefore, reply["error"]?["code"] == "exists" { break }
+            sentBefore = sentBefore || (reply["error"]?["message"]?.stringValue ?? "").contains("may still be applied")
             guard reply["error"]?["code"] == "unavailable", Date() < deadline else {
                 throw LocalClusterError.notReady("n1: \(reply)\n\(diagnostics())")
             }
