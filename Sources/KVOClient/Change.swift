@@ -115,6 +115,10 @@ public enum ChangeReason: Sendable, Hashable {
     case resync
     /// An object matching a pattern observation's pattern was created (pattern observations only).
     case created
+    /// An object entered a live query's set (`observe(pattern:where:)`): the filter now holds on it.
+    case entered
+    /// An object left a live query's set: the filter no longer holds on it, or it was deleted.
+    case left
     /// A reason this client does not know, as sent.
     case other(String)
 
@@ -127,6 +131,8 @@ public enum ChangeReason: Sendable, Hashable {
         case "forbidden": self = .forbidden
         case "resync": self = .resync
         case "created": self = .created
+        case "entered": self = .entered
+        case "left": self = .left
         default: self = .other(wireName)
         }
     }
@@ -143,6 +149,8 @@ public enum ChangeReason: Sendable, Hashable {
         case "f": self = .forbidden
         case "r": self = .resync
         case "c": self = .created
+        case "e": self = .entered
+        case "l": self = .left
         default: self.init(wireName: code)
         }
     }
@@ -157,6 +165,8 @@ public enum ChangeReason: Sendable, Hashable {
         case .forbidden: "forbidden"
         case .resync: "resync"
         case .created: "created"
+        case .entered: "entered"
+        case .left: "left"
         case let .other(name): name
         }
     }

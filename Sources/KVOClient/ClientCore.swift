@@ -289,6 +289,7 @@ final class ClientCore: Sendable {
         ]
         params[observation.isPattern ? "pattern" : "object"] = .string(observation.object)
         if !observation.keyPath.isEmpty || !observation.isPattern { params["keyPath"] = .string(observation.keyPath) }
+        if let filter = observation.filter { params["where"] = .string(filter) }
         if resuming, let resumeFrom { params["sinceRev"] = .int(resumeFrom) }
         enqueue("observe", params, isWrite: false, purpose: .observe(observation))
     }

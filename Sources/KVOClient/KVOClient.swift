@@ -104,33 +104,42 @@ public final class KVOClient: Sendable {
     /// object is created with a value there, `sourceDeleted` when one is deleted, which does not end the
     /// sequence); without it (nil or empty), the id set: `created` and `sourceDeleted` changes without
     /// values, and with `.initial` one change whose `new` lists the matching ids, sorted. Lazy like
-    /// `observe`; resumes after a reconnection like any observation. Any thread.
+    /// `observe`; resumes after a reconnection like any observation.
+    ///
+    /// With `filter` it is a live query (docs/protocol.md, "Live queries"): an expression over each
+    /// object's key paths (`"status == 'open' && total > 100"`); only the objects on which it holds are in
+    /// the set, `.initial` lists those, and an object gives `entered` when it comes into the set (with its
+    /// value at `keyPath`), ordinary changes while in it, and `left` when it goes (also when deleted). After
+    /// a reconnection a live query resumes with `resync` changes: the set as it is then. Any thread.
     public func observe<Value: Decodable & Sendable>(
-        pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new], as type: Value.Type,
-        buffering: ObservationBuffering = .default
+        pattern: String, keyPath: String? = nil, where filter: String? = nil, options: ObservationOptions = [.new],
+        as type: Value.Type, buffering: ObservationBuffering = .default
     ) -> KVOObservation<Value> {
         KVOObservation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, buffering: buffering,
-                       started: nil, subscribedRevision: nil, isPattern: true)
+                       started: nil, subscribedRevision: nil, isPattern: true, filter: filter)
     }
 
-    /// `observe(pattern:keyPath:options:as:)` with values as `JSONValue`. Any thread.
-    public func observe(pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new],
+    /// `observe(pattern:keyPath:where:options:as:)` with values as `JSONValue`. Any thread.
+    public func observe(pattern: String, keyPath: String? = nil, where filter: String? = nil,
+                        options: ObservationOptions = [.new],
                         buffering: ObservationBuffering = .default) -> KVOObservation<JSONValue> {
-        observe(pattern: pattern, keyPath: keyPath, options: options, as: JSONValue.self, buffering: buffering)
+        observe(pattern: pattern, keyPath: keyPath, where: filter, options: options, as: JSONValue.self,
+                buffering: buffering)
     }
 
-    /// Like `observe(pattern:keyPath:options:as:)`, but makes the server observation now and returns once
-    /// the server accepted it (throws its error, such as `bad_request` for a malformed pattern, here).
-    /// `sinceRev` resumes as for `subscribe(_:of:options:as:sinceRev:)`. Any thread.
+    /// Like `observe(pattern:keyPath:where:options:as:)`, but makes the server observation now and returns
+    /// once the server accepted it (throws its error, such as `bad_request` for a malformed pattern or
+    /// `invalid_expression` for a malformed `filter`, here). `sinceRev` resumes as for
+    /// `subscribe(_:of:options:as:sinceRev:)`. Any thread.
     public func subscribe<Value: Decodable & Sendable>(
-        pattern: String, keyPath: String? = nil, options: ObservationOptions = [.new],
+        pattern: String, keyPath: String? = nil, where filter: String? = nil, options: ObservationOptions = [.new],
         as type: Value.Type = JSONValue.self, buffering: ObservationBuffering = .default, sinceRev: Int64? = nil
     ) async throws -> KVOObservation<Value> {
         let core = ObservationCore(client: self.core, object: pattern, keyPath: keyPath ?? "", options: options,
-                                   sinceRev: sinceRev, isPattern: true, buffering: buffering)
+                                   sinceRev: sinceRev, isPattern: true, filter: filter, buffering: buffering)
         try await Self.subscribed(core)
         return KVOObservation(client: self, object: pattern, keyPath: keyPath ?? "", options: options, buffering: buffering,
-                              started: core, subscribedRevision: core.resumeRevision, isPattern: true)
+                              started: core, subscribedRevision: core.resumeRevision, isPattern: true, filter: filter)
     }
 
     /// Starts `core`'s server observation and waits for the server's answer; a refusal cancels it and is thrown.

@@ -33,9 +33,12 @@ public struct KVOObservation<Value: Decodable & Sendable>: AsyncSequence, Sendab
     public let subscribedRevision: Int64?
     /// Whether `object` is a pattern (`KVOClient.observe(pattern:keyPath:options:)`).
     let isPattern: Bool
+    /// A live query's `where` (`KVOClient.observe(pattern:keyPath:where:options:)`).
+    let filter: String?
 
     init(client: KVOClient, object: String, keyPath: String, options: ObservationOptions,
-         buffering: ObservationBuffering, started: ObservationCore?, subscribedRevision: Int64?, isPattern: Bool = false) {
+         buffering: ObservationBuffering, started: ObservationCore?, subscribedRevision: Int64?, isPattern: Bool = false,
+         filter: String? = nil) {
         self.client = client
         self.object = object
         self.keyPath = keyPath
@@ -44,6 +47,7 @@ public struct KVOObservation<Value: Decodable & Sendable>: AsyncSequence, Sendab
         self.control = Control(started: started)
         self.subscribedRevision = subscribedRevision
         self.isPattern = isPattern
+        self.filter = filter
     }
 
     /// Makes an iterator: a server observation of its own (or the one `subscribe` started). After
@@ -51,7 +55,7 @@ public struct KVOObservation<Value: Decodable & Sendable>: AsyncSequence, Sendab
     public func makeAsyncIterator() -> Iterator {
         let core = control.take {
             ObservationCore(client: client.core, object: object, keyPath: keyPath, options: options, isPattern: isPattern,
-                            buffering: buffering)
+                            filter: filter, buffering: buffering)
         }
         return Iterator(handle: Handle(core: core, control: control, client: client))
     }

@@ -14,6 +14,8 @@ final class ObservationCore: Sendable {
     let keyPath: String
     /// Whether `object` is a pattern (`observe` with `pattern`): a `sourceDeleted` then ends nothing.
     let isPattern: Bool
+    /// A live query's `where` (pattern observations only); nil for every matching object.
+    let filter: String?
     let options: ObservationOptions
     /// Where the first `observe` resumes from (`sinceRev`): replayed history first; nil for now.
     let sinceRev: Int64?
@@ -65,8 +67,9 @@ final class ObservationCore: Sendable {
     private let state = Locked(State())
 
     init(client: ClientCore, object: String, keyPath: String, options: ObservationOptions, sinceRev: Int64? = nil,
-         isPattern: Bool = false, buffering: ObservationBuffering = .default) {
+         isPattern: Bool = false, filter: String? = nil, buffering: ObservationBuffering = .default) {
         self.client = client
+        self.filter = filter
         self.buffering = buffering
         self.object = object
         self.keyPath = keyPath

@@ -13,7 +13,7 @@ extension KVOEngine {
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
         // Pattern observations matching the object: one check when there are none.
-        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
+        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object, writing: location.path)
         stampNextWrite()
         let recorded = try write()
         computedMemo.invalidate()
@@ -48,7 +48,7 @@ extension KVOEngine {
         if let batch { return try commitTextInBatch(batch, at: location, text: text, write) }
         let candidates = registry.watchers(affectedBy: location)
         let before = candidates.map(currentReading)
-        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object)
+        let patternWatch = registry.patterns.isEmpty ? nil : patternWatch(for: location.object, writing: location.path)
         stampNextWrite()
         let old = try write()
         computedMemo.invalidate()

@@ -8,10 +8,12 @@ import KVOModel
 /// none. Loop thread only, as the engine.
 extension KVOEngine {
     /// The pattern observations a write to `object` concerns, grouped by key path, with each key path's
-    /// reading before the write (nil for the id-set group, and when the object does not exist).
+    /// reading before the write (nil for the id-set group, and when the object does not exist), and the
+    /// live queries it may concern, each with what it was before the write.
     struct PatternWatch {
         var groups: [(keyPath: KeyPath?, observers: [PatternObservation])]
         var before: [Evaluation?]
+        var queries: [LiveQueryWatch] = []
     }
 
     /// Number of pattern observations (they are also counted in `observationCount`).
@@ -24,16 +26,24 @@ extension KVOEngine {
     /// its value for a key path. With `sinceRev`, resumes instead: appends every event of the span
     /// after that revision, or, past the history kept, a `resync` (the ids, or one per object).
     /// Objects the connection may not read are left out of every event.
-    public func observe(pattern: ObjectIDPattern, keyPath: KeyPath?, options requested: ObservationOptions,
-                        connection: ConnectionID, sinceRev: UInt64? = nil, access: ConnectionAccess? = nil,
+    ///
+    /// With `filter` it is a live query: only the matching objects on which the filter holds are in the
+    /// set, `initial` lists those, objects entering and leaving the set give `entered` and `left`, and
+    /// `sinceRev` always answers with `resync` (history does not keep what the filter read).
+    public func observe(pattern: ObjectIDPattern, keyPath: KeyPath?, filter: LiveQuery? = nil,
+                        options requested: ObservationOptions, connection: ConnectionID, sinceRev: UInt64? = nil,
+                        access: ConnectionAccess? = nil,
                         notifications: inout [ChangeNotification]) throws(KVOError) -> SubscriptionID {
         try checkObservationRoom(for: connection)
         // An id set's only value is its initial (or resync) list of ids, which it always carries.
         let options = keyPath == nil ? requested.union(.new).subtracting([.old, .prior]) : requested
         let observation = PatternObservation(id: registry.nextSubscriptionID(), connection: connection,
-                                             options: options, access: access, pattern: pattern, keyPath: keyPath)
+                                             options: options, access: access, pattern: pattern, keyPath: keyPath,
+                                             filter: filter)
         registry.patterns.add(observation)
-        if let sinceRev {
+        if sinceRev != nil, filter != nil {
+            appendCurrent(of: observation, reason: .resync, to: &notifications)
+        } else if let sinceRev {
             resume(observation, sinceRev: sinceRev, notifications: &notifications)
         } else if options.contains(.initial) {
             appendCurrent(of: observation, reason: .initial, to: &notifications)
@@ -45,7 +55,7 @@ extension KVOEngine {
     /// event per object (in id order) for a key path.
     private func appendCurrent(of observation: PatternObservation, reason: ChangeReason,
                                to notifications: inout [ChangeNotification]) {
-        let ids = matchingObjects(observation.pattern).filter { observation.mayRead($0) }
+        let ids = matchingObjects(observation.pattern).filter { isInSet($0, of: observation) }
         guard let keyPath = observation.keyPath else {
             var notification = ChangeNotification(
                 object: "", keyPath: "", reason: reason, rev: revision, kind: .setting, isPrior: false, old: .null,
@@ -111,25 +121,35 @@ extension KVOEngine {
     /// The pattern observations that match `object`, as `info` lists them.
     func patternObservers(of object: String) -> [ObserverInfo] {
         guard !registry.patterns.isEmpty else { return [] }
-        return registry.patterns.matching(object).map {
+        return registry.patterns.allMatching(object).map {
             ObserverInfo(subscription: $0.id, keyPath: $0.keyPath?.string ?? "", options: $0.options,
-                         connection: $0.connection, user: $0.access?.user, pattern: $0.pattern.text)
+                         connection: $0.connection, user: $0.access?.user, pattern: $0.pattern.text,
+                         filter: $0.filter?.source)
         }
     }
 
     // MARK: - Writes
 
-    /// Before a write to `object`: the pattern observations that match it and their key paths' readings;
-    /// nil when none match. Callers check `registry.patterns.isEmpty` first (no call at all then).
-    func patternWatch(for object: String) -> PatternWatch? {
+    /// Before a write to `object` at `path` inside it (nil: anywhere, as a creation, a deletion or a
+    /// batch): the pattern observations that match it and their key paths' readings, and the live
+    /// queries that may concern it; nil when none do. Callers check `registry.patterns.isEmpty` first
+    /// (no call at all then).
+    func patternWatch(for object: String, writing path: [String]? = nil) -> PatternWatch? {
         let matches = registry.patterns.matching(object)
-        guard !matches.isEmpty else { return nil }
-        let groups = PatternEvents.grouped(matches)
         let exists = objects.contains(object)
+        var plain: [PatternObservation] = []
+        var queries: [PatternObservation] = []
+        for observation in matches {
+            if observation.filter == nil { plain.append(observation) } else { queries.append(observation) }
+        }
+        if exists { queries += indexedQueries(of: object) }
+        // The write may move the object into an equality bucket: then its queries are found after it.
+        guard !plain.isEmpty || !queries.isEmpty || mayMoveBetweenBuckets(writing: path) else { return nil }
+        let groups = PatternEvents.grouped(plain)
         return PatternWatch(groups: groups, before: groups.map { group in
             guard exists, let keyPath = group.keyPath else { return nil }
             return read(object, keyPath)
-        })
+        }, queries: queries.map { liveQueryWatch($0, object: object, exists: exists, writing: path) })
     }
 
     /// After the write: the events of `watch`'s pattern observations (priors to `priors`).
@@ -140,6 +160,9 @@ extension KVOEngine {
             let after = exists ? group.keyPath.map { read(object, $0) } : nil
             PatternEvents.append(write, object: object, keyPath: group.keyPath, before: before, after: after,
                                  rev: revision, observers: group.observers, priors: &priors, changes: &changes)
+        }
+        if !watch.queries.isEmpty || !registry.patterns.equalityKeyPaths.isEmpty {
+            notifyLiveQueries(watch.queries, of: write, to: object, exists: exists, priors: &priors, changes: &changes)
         }
     }
 }

@@ -44,6 +44,8 @@ public final class KVOEngine {
     let classes = ClassCatalog()
     /// Computed values of the store as it is now (emptied by every change).
     let computedMemo = ComputedMemo()
+    /// Live query filters evaluated since start (`liveQueryEvaluations`).
+    var liveQueryEvaluationCount = 0
     /// Bindings (`bind`, `combineLatest`) and their pending work.
     let bindingTable = BindingTable()
     /// Classes defined since the last `takeCommitBatch()` (only when `recordsCommitBatches`).
@@ -528,6 +530,8 @@ public struct ObserverInfo: Equatable, Sendable {
     public var user: String? = nil
     /// For a pattern observation matching the object: its pattern (`keyPath` is then empty for an id set).
     public var pattern: String? = nil
+    /// For a live query: its `where` expression.
+    public var filter: String? = nil
 }
 
 extension JSONValue {

@@ -18,7 +18,11 @@ final class PatternObservation {
     let pattern: ObjectIDPattern
     /// The key path followed on every matching object; nil for an id-set observation.
     let keyPath: KeyPath?
-    /// Position in its `PatternIndex` node's list.
+    /// A live query's `where`: only the matching objects on which it holds are in the set (events
+    /// `entered` and `left` as objects come and go); nil for every matching object.
+    let filter: LiveQuery?
+    /// Position in its `PatternIndex` node's list, or in its equality bucket's (a filter with an
+    /// `indexTerm`).
     var nodeIndex = 0
     /// Position in the index's list of its connection's pattern observations.
     var connectionIndex = 0
@@ -26,13 +30,14 @@ final class PatternObservation {
     unowned(unsafe) var node: PatternIndexNode?
 
     init(id: SubscriptionID, connection: ConnectionID, options: ObservationOptions, access: ConnectionAccess?,
-         pattern: ObjectIDPattern, keyPath: KeyPath?) {
+         pattern: ObjectIDPattern, keyPath: KeyPath?, filter: LiveQuery? = nil) {
         self.id = id
         self.connection = connection
         self.options = options
         self.access = access
         self.pattern = pattern
         self.keyPath = keyPath
+        self.filter = filter
     }
 
     /// Whether this observer may read `object` (the one an event would name).

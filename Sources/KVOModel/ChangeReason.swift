@@ -19,6 +19,12 @@ public enum ChangeReason: String, Sendable {
     /// An object whose id matches a pattern observation's pattern was created (docs/protocol.md,
     /// "Observing object sets (patterns)"). Pattern observations only.
     case created
+    /// An object entered a live query's set: its filter (`where`) now holds on it, or it was created
+    /// with values on which it holds (docs/protocol.md, "Live queries"). Live queries only.
+    case entered
+    /// An object left a live query's set: its filter no longer holds on it, or it was deleted. Live
+    /// queries only.
+    case left
 
     /// The reason's code in the compact encoding (docs/protocol.md, "Compact events"): its name's first
     /// letter, distinct for every reason. `valueChanged` (`v`) is the default and never sent.
@@ -31,6 +37,8 @@ public enum ChangeReason: String, Sendable {
         case .resync: "r"
         case .forbidden: "f"
         case .created: "c"
+        case .entered: "e"
+        case .left: "l"
         }
     }
 }

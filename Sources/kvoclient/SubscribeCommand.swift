@@ -41,6 +41,11 @@ struct SubscribeCommand: AsyncParsableCommand {
             deletions of matching ids (`user:2  created  rev=5`; with --options initial, first one line \
             listing the matching ids). A pattern subscription goes on after a sourceDeleted.
 
+            With --where (`--pattern 'order:*' --where "status == 'open' && total > 100"`) it is a live \
+            query: only the matching objects on which the expression holds are in the set; an object \
+            coming in prints `entered` (`order:7  entered  rev=9`, with its value for a key path), one going \
+            out (or deleted) prints `left`, and --options initial first lists the objects in the set.
+
             If the connection drops, subscribe reconnects with backoff and resumes after the last \
             revision it printed: no change is lost or printed twice. When the server's history no \
             longer reaches back that far, one `resync` line carries the current value instead. \
@@ -53,6 +58,10 @@ struct SubscribeCommand: AsyncParsableCommand {
 
     @Option(help: "Observe the objects whose ids match this pattern (`user:*`) instead of one object: the arguments are then key paths (none: creations and deletions).")
     var pattern: String?
+
+    @Option(name: .customLong("where"),
+            help: "With --pattern: a live query, only the objects on which this expression of their key paths holds (`status == 'open' && total > 100`).")
+    var filter: String?
 
     @Argument(help: "The object id (with --pattern, the first key path, if any).")
     var object: String?
@@ -87,6 +96,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     private static let interruptPollInterval = 0.05
 
     func validate() throws {
+        if pattern == nil, filter != nil { throw ValidationError("--where goes with --pattern (a live query is over a set of objects)") }
         if pattern == nil {
             guard object != nil else { throw ValidationError("Missing expected argument '<object>'") }
             guard !keyPaths.isEmpty else { throw ValidationError("give at least one key path to observe") }
@@ -117,7 +127,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         var labels: [String] = []
         if let pattern {
             for keyPath in observedKeyPaths.isEmpty ? [nil] : observedKeyPaths.map(Optional.some) {
-                observations.append(try await client.subscribe(pattern: pattern, keyPath: keyPath,
+                observations.append(try await client.subscribe(pattern: pattern, keyPath: keyPath, where: filter,
                                                                options: observationOptions, as: JSONValue.self))
                 labels.append(keyPath.map { "\(pattern) \($0)" } ?? pattern)
             }

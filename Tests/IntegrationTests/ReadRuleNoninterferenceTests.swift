@@ -5,8 +5,8 @@ import Testing
 
 /// The read rule as non-interference, over two real kvods (issue 24): both get the same users, the same
 /// readable objects and the same random operations from alice and bob (get, observe of objects and
-/// patterns with every option, resumes, sets, array changes, creates with classes whose `ref` rules and
-/// computed properties read through references, bindings, info, list), but their unreadable objects
+/// patterns with every option, live queries whose filters read through references, resumes, sets, array
+/// changes, creates with classes whose `ref` rules and computed properties read through references, bindings, info, list), but their unreadable objects
 /// (`secret-*`) differ: other values, types, lengths, keys, classes, or no object at all, changed by root
 /// between steps in each world's own way. Whatever alice and bob receive (every reply and event, byte for
 /// byte) must be the same in both worlds: anything that differs is something of an unreadable object that
@@ -137,6 +137,12 @@ import Testing
                                                "options": options(&random)]
             if random.below(4) != 0 { params["keyPath"] = path }
             if random.below(3) == 0 { params["sinceRev"] = .int(max(0, rev - Int64(random.below(12)))) }
+            if random.below(2) == 0 {
+                // A live query whose filter reads through references (an equality goes to the bucket index).
+                let read = keyPath(&random)
+                params["where"] = .string(["\(read) != null", "\(read) == 'SECRETWORD'", "\(read) == 'a' && name != null",
+                                           "\(read) > 0", "!\(read)"][random.below(5)])
+            }
             return (reader, "observe", params)
         case 10...14:
             // Root, who reads everything, writes only free-form objects: a class's `ref` check would give

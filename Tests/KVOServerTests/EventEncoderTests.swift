@@ -33,7 +33,8 @@ struct EventCase: Sendable, CustomTestStringConvertible {
         case .valueChanged, .pathChanged, .resync: makeNotification(reason: reason, isPrior: isPrior)
         case .sourceDeleted: makeNotification(reason: reason, isPrior: isPrior, new: .null)
         case .forbidden: makeNotification(reason: reason, isPrior: isPrior, old: .null, new: .null)
-        case .created: makeNotification(reason: reason, isPrior: isPrior, old: .null)
+        case .created, .entered: makeNotification(reason: reason, isPrior: isPrior, old: .null)
+        case .left: makeNotification(reason: reason, isPrior: isPrior, new: .null)
         }
     }
 }

@@ -26,15 +26,22 @@ final class ExpressionBudget {
 
     /// Steps taken so far.
     private(set) var spent = 0
+    /// Steps this evaluation may take: `maximumSteps`, or less for an evaluation that runs on many
+    /// writes for one client (a live query's filter).
+    let limit: Int
+
+    init(limit: Int = ExpressionBudget.maximumSteps) {
+        self.limit = limit
+    }
 
     /// Whether the steps ran out.
-    var isExhausted: Bool { spent > ExpressionBudget.maximumSteps }
+    var isExhausted: Bool { spent > limit }
 
     /// Takes `steps`; a `limit` error pointing at `column` when that exceeds the budget.
     func spend(_ steps: Int, column: Int) throws(ExpressionError) {
         spent += steps
-        if spent > ExpressionBudget.maximumSteps {
-            throw .limit("the evaluation exceeded its work limit of \(ExpressionBudget.maximumSteps) steps", at: column)
+        if spent > limit {
+            throw .limit("the evaluation exceeded its work limit of \(limit) steps", at: column)
         }
     }
 

@@ -24,8 +24,9 @@ package enum Request: Equatable, Sendable {
     case mutateArray(object: String, keyPath: KeyPath, mutation: CollectionMutation)
     case observe(object: String, keyPath: KeyPath, options: ObservationOptions, sinceRev: UInt64?)
     /// `observe` with `pattern` (no `object`): the ids matching it (`keyPath` nil), or a key path on
-    /// each matching object, present and future.
-    case observePattern(pattern: ObjectIDPattern, keyPath: KeyPath?, options: ObservationOptions, sinceRev: UInt64?)
+    /// each matching object, present and future; with `filter` (`where`), a live query.
+    case observePattern(pattern: ObjectIDPattern, keyPath: KeyPath?, filter: LiveQuery?, options: ObservationOptions,
+                        sinceRev: UInt64?)
     case unobserve(subscription: SubscriptionID)
     /// `list`: at most `limit` ids (all when nil) after `after` (from the first when nil), in sorted order.
     case list(limit: Int?, after: String?)

@@ -15,7 +15,7 @@ package enum RequestDecoder {
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
-        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev", "ops", "objects",
+        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev", "ops", "objects", "where",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -288,8 +288,12 @@ package enum RequestDecoder {
             guard !reader.fields.contains("object") else {
                 throw KVOError(.badRequest, "observe takes either 'object' or 'pattern', not both")
             }
-            return .observePattern(pattern: try reader.pattern(), keyPath: try reader.optionalKeyPath(),
+            let filter = try reader.optionalString("where").map { text throws(KVOError) in try LiveQuery.compile(text) }
+            return .observePattern(pattern: try reader.pattern(), keyPath: try reader.optionalKeyPath(), filter: filter,
                                    options: try reader.options(), sinceRev: try reader.optionalRevision("sinceRev"))
+        }
+        guard !reader.fields.contains("where") else {
+            throw KVOError(.badRequest, "'where' makes a live query of a pattern observation: it goes with 'pattern', not 'object'")
         }
         return .observe(object: try reader.objectID(), keyPath: try reader.keyPath(), options: try reader.options(),
                         sinceRev: try reader.optionalRevision("sinceRev"))

@@ -121,9 +121,10 @@ final class RequestHandler {
             }
             return Outcome(reply: .success([("rev", revision(engine.revision)), ("sub", .int(sub))] as ReplyFields),
                            order: .beforeNotifications)
-        case let .observePattern(pattern, keyPath, requestedOptions, sinceRev):
+        case let .observePattern(pattern, keyPath, filter, requestedOptions, sinceRev):
             let options = eventEncoding == .compact ? requestedOptions.union(.compactEvents) : requestedOptions
-            let sub = try engine.observe(pattern: pattern, keyPath: keyPath, options: options, connection: connection,
+            let sub = try engine.observe(pattern: pattern, keyPath: keyPath, filter: filter, options: options,
+                                         connection: connection,
                                          sinceRev: sinceRev, access: access, notifications: &notifications)
             if !EventSizeBound.fits(notifications, budget: budget.bytes) {
                 _ = engine.unobserve(sub, connection: connection)
@@ -149,6 +150,7 @@ final class RequestHandler {
                 // A pattern observation matching the object: its pattern, and its key path if it has one.
                 if !info.keyPath.isEmpty { fields["keyPath"] = .string(info.keyPath) }
                 if let pattern = info.pattern { fields["pattern"] = .string(pattern) }
+                if let filter = info.filter { fields["where"] = .string(filter) }
                 if showsEveryConnection || (info.user != nil && info.user == access.user) {
                     fields["connection"] = .int(Int64(info.connection.rawValue))
                 }

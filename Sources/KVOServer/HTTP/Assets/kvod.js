@@ -28,7 +28,7 @@ export class KVODError extends Error {
 const COMPACT_REASON_DEFAULT = "valueChanged";
 /** Compact events' reason codes (`w`, and a prior notification's `p`): docs/protocol.md "Compact events". */
 const COMPACT_REASONS = {
-  i: "initial", v: "valueChanged", p: "pathChanged", s: "sourceDeleted", f: "forbidden", r: "resync", c: "created",
+  i: "initial", v: "valueChanged", p: "pathChanged", s: "sourceDeleted", f: "forbidden", r: "resync", c: "created", e: "entered", l: "left",
 };
 const DEFAULT_OPTIONS = {
   events: "compact",         // the event encoding asked for in hello: "compact" or "full"
@@ -197,7 +197,10 @@ export class KVODClient {
 
   /**
    * Observes `keyPath` on `target`: an object id, or `{pattern: "prefix*"}` for every object whose id
-   * matches (without a key path: their creations and deletions). Returns an Observation, an async iterable
+   * matches (without a key path: their creations and deletions), or `{pattern, where: "status == 'open'"}`
+   * for a live query: only the matching objects on which the expression holds, with `entered` and `left`
+   * changes as objects come into the set and go (a resumed live query answers with `resync`: the set as it
+   * is then). Returns an Observation, an async iterable
    * of changes; `await observation.ready` for the reply (it rejects with the server's refusal).
    * @param {object} [params] `options` (array of "new", "old", "initial", "prior"; default ["new"]),
    *   `sinceRev` (resume after that revision).
@@ -409,6 +412,7 @@ export class Observation {
     this.target = target;
     this.object = typeof target === "string" ? target : null;
     this.pattern = typeof target === "object" && target !== null ? target.pattern : null;
+    this.where = typeof target === "object" && target !== null ? target.where ?? null : null;
     this.keyPath = keyPath ?? null;
     this.options = params.options ?? ["new"];
     this.sub = null;
@@ -442,6 +446,7 @@ export class Observation {
   _params(sinceRev) {
     const params = this.pattern !== null ? { pattern: this.pattern } : { object: this.object };
     if (this.keyPath !== null) params.keyPath = this.keyPath;
+    if (this.where !== null) params.where = this.where;
     params.options = sinceRev == null ? this.options : this.options.filter((option) => option !== "initial");
     if (sinceRev != null) params.sinceRev = sinceRev;
     return params;
