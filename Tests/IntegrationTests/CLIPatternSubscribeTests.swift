@@ -4,7 +4,8 @@ import KVOJSON
 import Testing
 
 /// `kvoclient subscribe --pattern` (the real CLI against the real kvod): the id set's lines, a key path on
-/// present and future objects, `--json`, and a malformed pattern refused before anything is printed.
+/// present and future objects, `--json`, live queries (`--where`), and a malformed pattern or filter refused
+/// before anything is printed.
 @Suite("kvoclient subscribe --pattern")
 struct CLIPatternSubscribeTests {
     @Test func idSetAndKeyPathLines() throws {
@@ -50,5 +51,39 @@ struct CLIPatternSubscribeTests {
         let missing = try KVOClientProcess.run(server, ["subscribe"])
         #expect(missing.status != 0)
         #expect(missing.stderr.contains("<object>"), "\(missing.stderr)")
+    }
+
+    @Test func liveQueryLines() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "order:1", "values": ["status": "open", "total": 150]])
+        let ids = try KVOClientProcess.start(server, ["subscribe", "--pattern", "order:*", "--where", "status == 'open'",
+                                                      "--options", "initial", "--count", "3"])
+        let totals = try KVOClientProcess.start(server, ["subscribe", "--pattern", "order:*", "total", "--where",
+                                                         "status == 'open'", "--options", "new,old", "--count", "2"])
+        _ = try waitForObservers(writer, object: "order:1", count: 2)
+        try writer.call("create", ["object": "order:2", "values": ["status": "open", "total": 120]])
+        try writer.call("set", ["object": "order:1", "keyPath": "status", "value": "closed"])
+        let idLines = ids.finish()
+        #expect(idLines.status == 0, "\(idLines.stderr)")
+        #expect(idLines.stdout.split(separator: "\n") == [
+            #"order:*  initial  rev=1  new=["order:1"]"#, "order:2  entered  rev=2", "order:1  left  rev=3",
+        ])
+        let totalLines = totals.finish()
+        #expect(totalLines.status == 0, "\(totalLines.stderr)")
+        #expect(totalLines.stdout.split(separator: "\n") == [
+            "order:2.total  entered  rev=2  old=null  new=120", "order:1.total  left  rev=3  old=150  new=null",
+        ])
+    }
+
+    @Test func malformedFilterIsRefused() throws {
+        let server = try KVODProcess()
+        let result = try KVOClientProcess.run(server, ["subscribe", "--pattern", "x:*", "--where", "a =="])
+        #expect(result.status != 0)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.contains("'where'"), "\(result.stderr)")
+        let withoutPattern = try KVOClientProcess.run(server, ["subscribe", "x", "a", "--where", "a"])
+        #expect(withoutPattern.status != 0)
+        #expect(withoutPattern.stderr.contains("--where goes with --pattern"), "\(withoutPattern.stderr)")
     }
 }

@@ -85,4 +85,35 @@ import Testing
         #expect(error?.code == .badRequest, "\(String(describing: error))")
         try await kvod.ping()
     }
+
+    @Test(arguments: [true, false])
+    func liveQueryEntersAndLeavesWithTypedValues(compact: Bool) async throws {
+        let server = try KVODProcess()
+        var configuration = server.clientConfiguration()
+        configuration.compactEvents = compact
+        let kvod = try await KVOClient.connect(to: configuration)
+        try await kvod.create("order:1", values: ["status": "open", "total": 150] as JSONValue)
+        try await kvod.create("order:2", values: ["status": "open", "total": 50] as JSONValue)
+        let totals = try await kvod.subscribe(pattern: "order:*", keyPath: "total",
+                                              where: "status == 'open' && total > 100",
+                                              options: [.initial, .new, .old], as: Int.self)
+        try await kvod.set("total", of: "order:2", to: 120)
+        try await kvod.set("status", of: "order:1", to: "closed")
+        try await kvod.delete("order:2")
+        var changes: [String] = []
+        for try await change in totals {
+            changes.append("\(change.reason.wireName) \(change.object) \(change.old.map(String.init) ?? "-") \(change.new.map(String.init) ?? "-")")
+            if changes.count == 4 { break }
+        }
+        #expect(changes == ["initial order:1 - 150", "entered order:2 - 120", "left order:1 150 -", "left order:2 120 -"])
+    }
+
+    @Test func malformedFilterIsThrownBySubscribe() async throws {
+        let server = try KVODProcess()
+        let kvod = try await server.client()
+        let error = await kvodError { _ = try await kvod.subscribe(pattern: "x:*", where: "a ==") }
+        #expect(error?.code == .invalidExpression, "\(String(describing: error))")
+        #expect(kvod.liveObservationCount == 0)
+        try await kvod.ping()
+    }
 }

@@ -292,6 +292,64 @@ for (const events of ["compact", "full"]) {
   });
 }
 
+for (const events of ["compact", "full"]) {
+  test(`live queries: {pattern, where} gives entered, changes inside and left (${events} events)`, async () => {
+    const kvod = await connect(WS, { events, heartbeat: 0 });
+    try {
+      const prefix = `lq${process.pid}-${events}:`;
+      await kvod.create(`${prefix}1`, { status: "open", total: 150 });
+      await kvod.create(`${prefix}2`, { status: "open", total: 50 });
+      const query = { pattern: `${prefix}*`, where: "status == 'open' && total > 100" };
+      const ids = kvod.observe(query, undefined, { options: ["initial"] });
+      const totals = kvod.observe(query, "total", { options: ["new", "old"] });
+      await Promise.all([ids.ready, totals.ready]);
+      await kvod.set(`${prefix}2`, "total", 120);
+      await kvod.set(`${prefix}1`, "total", 160);
+      await kvod.set(`${prefix}1`, "status", "closed");
+      await kvod.delete(`${prefix}2`);
+      const idChanges = await take(ids[Symbol.asyncIterator](), 4);
+      assert.deepEqual(idChanges[0].ids, [`${prefix}1`]);
+      assert.deepEqual(idChanges.slice(1).map((change) => [change.reason, change.object]),
+        [["entered", `${prefix}2`], ["left", `${prefix}1`], ["left", `${prefix}2`]]);
+      const totalChanges = await take(totals[Symbol.asyncIterator](), 4);
+      assert.deepEqual(totalChanges.map((change) => [change.object, change.reason, change.old, change.new]), [
+        [`${prefix}2`, "entered", null, 120],
+        [`${prefix}1`, "valueChanged", 150, 160],
+        [`${prefix}1`, "left", 160, null],
+        [`${prefix}2`, "left", 120, null],
+      ]);
+      await assert.rejects(kvod.observe({ pattern: `${prefix}*`, where: "total >" }).ready, { code: "invalid_expression" });
+    } finally {
+      kvod.close();
+    }
+  });
+}
+
+test("a live query resumes after a dropped connection with the set as it is then (resync)", async () => {
+  const proxy = await startProxy();
+  const writer = await connect(WS, { heartbeat: 0 });
+  const kvod = await connect(proxy.url, { heartbeat: 0, minimumDelay: 50, maximumDelay: 200 });
+  try {
+    const prefix = `${objectId("lqresume")}:`;
+    await writer.create(`${prefix}1`, { open: true });
+    const ids = kvod.observe({ pattern: `${prefix}*`, where: "open" });
+    await ids.ready;
+    const iterator = ids[Symbol.asyncIterator]();
+    proxy.cut();
+    await writer.create(`${prefix}2`, { open: true });
+    await writer.set(`${prefix}1`, "open", false);
+    await eventually(() => kvod.state === "open");
+    await writer.create(`${prefix}3`, { open: true });
+    const changes = await take(iterator, 2);
+    assert.deepEqual([changes[0].reason, changes[0].ids], ["resync", [`${prefix}2`]]);
+    assert.deepEqual([changes[1].reason, changes[1].object], ["entered", `${prefix}3`]);
+  } finally {
+    kvod.close();
+    writer.close();
+    proxy.close();
+  }
+});
+
 /** A TCP proxy in front of kvod's HTTP port whose connections the test can cut. */
 async function startProxy() {
   const sockets = new Set();
