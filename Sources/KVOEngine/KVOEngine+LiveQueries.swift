@@ -11,6 +11,30 @@ struct LiveQueryWatch {
     let before: Evaluation?
 }
 
+/// The readings of one object's key paths in one state (before a write, or after it), so that the index
+/// lookups, the filters and the observed key paths of a write's live queries read each key path once. A
+/// handful of entries: a linear search. Lives for one `patternWatch` or one `notifyLiveQueries`; loop thread.
+final class ObjectReadings {
+    let object: String
+    /// The key paths read (as text) and their readings, at the same positions.
+    private var keyPaths: [String] = []
+    private var readings: [Evaluation] = []
+
+    init(of object: String) { self.object = object }
+
+    func reading(_ keyPath: KeyPath, in engine: KVOEngine) -> Evaluation {
+        var index = 0
+        while index < keyPaths.count {
+            if keyPaths[index] == keyPath.string { return readings[index] }
+            index += 1
+        }
+        let reading = engine.read(object, keyPath)
+        keyPaths.append(keyPath.string)
+        readings.append(reading)
+        return reading
+    }
+}
+
 /// Live queries (docs/protocol.md, "Live queries"): pattern observations with a `where` filter. Nothing
 /// about the set is kept between writes: a write to object X evaluates, before and after it, the filters
 /// of the queries that can concern X (the ones in the pattern trie whose pattern matches X, and the ones
@@ -22,12 +46,12 @@ extension KVOEngine {
     /// Filters evaluated so far (what `kvod-bench live-queries` and the tests count).
     public var liveQueryEvaluations: Int { liveQueryEvaluationCount }
 
-    /// The live queries in the equality buckets that `object`'s current values fall in.
-    func indexedQueries(of object: String) -> [PatternObservation] {
+    /// The live queries in the equality buckets that the object's current values fall in.
+    func indexedQueries(_ readings: ObjectReadings) -> [PatternObservation] {
         var result: [PatternObservation] = []
         for keyPath in registry.patterns.equalityKeyPaths {
-            guard case let .string(text) = read(object, keyPath).value else { continue }
-            result += registry.patterns.candidates(at: keyPath, equalTo: text, object: object)
+            guard case let .string(text) = readings.reading(keyPath, in: self).value else { continue }
+            result += registry.patterns.candidates(at: keyPath, equalTo: text, object: readings.object)
         }
         return result
     }
@@ -43,24 +67,25 @@ extension KVOEngine {
 
     /// Whether `object` (which exists) is in `observation`'s set now: the observer may read it, and the
     /// filter (if any) holds on the observer's readings.
-    func isInSet(_ object: String, of observation: PatternObservation) -> Bool {
+    func isInSet(_ object: String, of observation: PatternObservation, readings: ObjectReadings? = nil) -> Bool {
         guard observation.mayRead(object) else { return false }
         guard let filter = observation.filter else { return true }
         liveQueryEvaluationCount += 1
+        let readings = readings ?? ObjectReadings(of: object)
         return filter.holds { keyPath in
-            let reading = read(object, keyPath)
+            let reading = readings.reading(keyPath, in: self)
             return observation.mayRead(reading.dependencies) ? reading.value : .null
         }
     }
 
-    func liveQueryWatch(_ observation: PatternObservation, object: String, exists: Bool,
+    func liveQueryWatch(_ observation: PatternObservation, readings: ObjectReadings, exists: Bool,
                         writing path: [String]?) -> LiveQueryWatch {
         guard exists else { return LiveQueryWatch(observation: observation, wasMember: false, before: nil) }
-        let before = observation.keyPath.map { read(object, $0) }
+        let before = observation.keyPath.map { readings.reading($0, in: self) }
         guard canChangeMembership(observation, writing: path) else {
             return LiveQueryWatch(observation: observation, wasMember: nil, before: before)
         }
-        let member = isInSet(object, of: observation)
+        let member = isInSet(readings.object, of: observation, readings: readings)
         return LiveQueryWatch(observation: observation, wasMember: member, before: member ? before : nil)
     }
 
@@ -75,10 +100,10 @@ extension KVOEngine {
     /// `watches`, and `entered` for queries whose equality bucket the object moved into.
     func notifyLiveQueries(_ watches: [LiveQueryWatch], of write: PatternEvents.Write, to object: String,
                            exists: Bool, priors: inout [ChangeNotification], changes: inout [ChangeNotification]) {
-        var seen = Set(watches.map { ObjectIdentifier($0.observation) })
+        let readings = ObjectReadings(of: object)
         var all = watches
         if exists {
-            for observation in indexedQueries(of: object) where seen.insert(ObjectIdentifier(observation)).inserted {
+            for observation in indexedQueries(readings) where !watches.contains(where: { $0.observation === observation }) {
                 all.append(LiveQueryWatch(observation: observation, wasMember: false, before: nil))
             }
         }
@@ -88,24 +113,24 @@ extension KVOEngine {
             guard let wasMember = watch.wasMember else {
                 // The write cannot move the object in or out: a change at the key path if it is in.
                 guard let keyPath = observation.keyPath, let before = watch.before else { continue }
-                let after = read(object, keyPath)
+                let after = readings.reading(keyPath, in: self)
                 guard after.value != before.value || after.binding != before.binding,
-                      isInSet(object, of: observation) else { continue }
+                      isInSet(object, of: observation, readings: readings) else { continue }
                 PatternEvents.append(write, object: object, keyPath: keyPath, before: before, after: after,
                                      rev: revision, observers: [observation], priors: &priors, changes: &changes)
                 continue
             }
-            let isMember = exists && isInSet(object, of: observation)
+            let isMember = exists && isInSet(object, of: observation, readings: readings)
             switch (wasMember, isMember) {
             case (false, false):
                 continue
             case (true, true):
                 guard let keyPath = observation.keyPath else { continue }
                 PatternEvents.append(write, object: object, keyPath: keyPath, before: watch.before,
-                                     after: read(object, keyPath), rev: revision, observers: [observation],
+                                     after: readings.reading(keyPath, in: self), rev: revision, observers: [observation],
                                      priors: &priors, changes: &changes)
             case (false, true):
-                let value = observation.keyPath.map { visibleValue(read(object, $0), to: observation) }
+                let value = observation.keyPath.map { visibleValue(readings.reading($0, in: self), to: observation) }
                 changes.append(membershipEvent(.entered, object: object, observation: observation, old: .null,
                                                new: value ?? .null))
             case (true, false):

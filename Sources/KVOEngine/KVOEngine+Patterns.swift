@@ -137,19 +137,32 @@ extension KVOEngine {
     func patternWatch(for object: String, writing path: [String]? = nil) -> PatternWatch? {
         let matches = registry.patterns.matching(object)
         let exists = objects.contains(object)
+        guard registry.patterns.liveQueryCount > 0 else {
+            // No live query anywhere: the plain path, with nothing allocated for queries.
+            guard !matches.isEmpty else { return nil }
+            return plainWatch(matches, of: object, exists: exists)
+        }
         var plain: [PatternObservation] = []
         var queries: [PatternObservation] = []
         for observation in matches {
             if observation.filter == nil { plain.append(observation) } else { queries.append(observation) }
         }
-        if exists { queries += indexedQueries(of: object) }
+        let readings = ObjectReadings(of: object)
+        if exists { queries += indexedQueries(readings) }
         // The write may move the object into an equality bucket: then its queries are found after it.
         guard !plain.isEmpty || !queries.isEmpty || mayMoveBetweenBuckets(writing: path) else { return nil }
-        let groups = PatternEvents.grouped(plain)
+        var watch = plainWatch(plain, of: object, exists: exists)
+        watch.queries = queries.map { liveQueryWatch($0, readings: readings, exists: exists, writing: path) }
+        return watch
+    }
+
+    /// The watch of the pattern observations without a filter: grouped by key path, each key path read.
+    private func plainWatch(_ observations: [PatternObservation], of object: String, exists: Bool) -> PatternWatch {
+        let groups = PatternEvents.grouped(observations)
         return PatternWatch(groups: groups, before: groups.map { group in
             guard exists, let keyPath = group.keyPath else { return nil }
             return read(object, keyPath)
-        }, queries: queries.map { liveQueryWatch($0, object: object, exists: exists, writing: path) })
+        })
     }
 
     /// After the write: the events of `watch`'s pattern observations (priors to `priors`).

@@ -16,8 +16,9 @@ import KVOModel
 ///   them names cannot change what the expression reads in that object (unless a class's computed
 ///   property reads it: objects with a class are always evaluated), so it is not evaluated again.
 ///
-/// An immutable value; any thread.
-public struct LiveQuery: Equatable, Sendable, CustomStringConvertible {
+/// Immutable (a class so that a write's many `observation.filter` reads retain one reference, not each
+/// field); any thread.
+public final class LiveQuery: Equatable, Sendable, CustomStringConvertible {
     /// The expression as the client wrote it.
     public let source: String
     let expression: Expression
@@ -25,6 +26,14 @@ public struct LiveQuery: Equatable, Sendable, CustomStringConvertible {
     let indexTerm: (keyPath: KeyPath, value: String)?
     /// The first key of each key path the expression reads.
     let firstKeys: Set<String>
+
+    private init(source: String, expression: Expression, indexTerm: (keyPath: KeyPath, value: String)?,
+                 firstKeys: Set<String>) {
+        self.source = source
+        self.expression = expression
+        self.indexTerm = indexTerm
+        self.firstKeys = firstKeys
+    }
 
     /// Parses `text`: `invalid_expression` (with `field` `where` and the `column`) for a syntax error, a
     /// variable (a query reads only key paths) or an expression over the size limits.

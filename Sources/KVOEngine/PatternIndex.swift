@@ -26,6 +26,8 @@ final class PatternIndex {
 
     /// Number of pattern observations.
     var count: Int { byID.count }
+    /// Number of them that are live queries (with a filter).
+    private(set) var liveQueryCount = 0
     var isEmpty: Bool { byID.isEmpty }
 
     /// Number of pattern observations of `connection`.
@@ -39,6 +41,7 @@ final class PatternIndex {
     /// Adds `observation` at the node of its literal prefix, or in its equality bucket.
     func add(_ observation: PatternObservation) {
         byID[observation.id] = observation
+        if observation.filter != nil { liveQueryCount += 1 }
         observation.connectionIndex = byConnection[observation.connection]?.count ?? 0
         byConnection[observation.connection, default: []].append(observation)
         if let term = observation.filter?.indexTerm {
@@ -78,6 +81,7 @@ final class PatternIndex {
     @discardableResult
     func remove(_ id: SubscriptionID) -> Bool {
         guard let observation = byID.removeValue(forKey: id) else { return false }
+        if observation.filter != nil { liveQueryCount -= 1 }
         if var list = byConnection.removeValue(forKey: observation.connection) {
             list.removeIndexed(observation, position: \.connectionIndex)
             if !list.isEmpty { byConnection[observation.connection] = list }

@@ -13,6 +13,7 @@ import Glibc
 ///     kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]   (ClientBenchmark)
 ///     kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]   (WebSocketBenchmark)
 ///     kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]   (PatternBenchmark)
+///     kvod-bench live-queries [--queries N] [--seconds N] [--rounds N]   (LiveQueryBenchmark)
 ///     kvod-bench cluster [--clients N] [--seconds N] [--writes N] [--sync-always 1|0]   (ClusterBenchmark)
 ///     kvod-bench integrity [--entries N]                             (IntegrityBenchmark)
 @main
@@ -36,6 +37,10 @@ struct KVODBench {
         if command == "patterns" {
             // Sets/s with and without non-matching pattern observations, one kvod (PatternBenchmark.swift).
             PatternBenchmark.main(arguments: arguments)
+        }
+        if command == "live-queries" {
+            // Sets/s and ns per set with 10,000 live queries of which one matches (LiveQueryBenchmark.swift).
+            LiveQueryBenchmark.main(arguments: arguments)
         }
         if command == "cluster" {
             // Sets/s and write latency: single mode, one node with JetStream, three nodes (ClusterBenchmark.swift).
@@ -85,6 +90,7 @@ struct KVODBench {
         print("       kvod-bench tls [--subscribers N] [--bytes N] [--seconds N] [--idle N]")
         print("       kvod-bench websocket [--subscribers N] [--bytes N] [--seconds N] [--runs N]")
         print("       kvod-bench patterns [--patterns N] [--seconds N] [--rounds N]")
+        print("       kvod-bench live-queries [--queries N] [--seconds N] [--rounds N]")
         print("       kvod-bench cluster [--clients N] [--seconds N] [--writes N] [--sync-always 1|0]")
         print("       kvod-bench client [--events N] [--bytes N] [--lag N] [--sets N] [--tasks N] [--idle N]")
         exit(2)

@@ -157,7 +157,7 @@ enum PatternBenchmark {
         }
     }
 
-    private static func connect(_ port: Int) -> KVOConnection {
+    static func connect(_ port: Int) -> KVOConnection {
         do {
             return try KVOConnection(host: "127.0.0.1", port: port)
         } catch {
@@ -166,12 +166,12 @@ enum PatternBenchmark {
     }
 
     /// kvod in memory on a free port, from its stdout line.
-    private static func start() -> (pid: pid_t, port: Int) {
+    static func start() -> (pid: pid_t, port: Int) {
         let (pid, ports) = ListeningKVOD.start(["--port", "0", "--in-memory"])
         return (pid, ports[0])
     }
 
-    private static func format2(_ value: Double) -> String {
+    static func format2(_ value: Double) -> String {
         let hundredths = Int((value * 100).rounded())
         return "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
     }
