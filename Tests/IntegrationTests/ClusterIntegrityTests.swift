@@ -121,6 +121,11 @@ extension ClusterTests {
         #expect(metrics.contains("kvod_cluster_integrity_failures_total 1"), "\(metrics.suffix(1500))")
         #expect(metrics.contains("kvod_cluster_checkpoint_disagreements_total"), "\(metrics.suffix(1500))")
         #expect(LocalCluster.httpGet(port: cluster.nodes[0].httpPort, path: "/readyz") == "ready\n")
+        // What operators see of the other nodes (`digest`'s `peers`, the inspector's nodes view): n1 heard
+        // n2's forged claim last, and says it does not agree with its own chain there.
+        let heard = try cluster.connect(0).call("digest")["peers"]?.arrayValue ?? []
+        let n2 = heard.first { $0["node"] == "n2" }
+        #expect(n2?["applied"] == 16 && n2?["chain"] == .string(forgedHash) && n2?["agrees"] == false, "\(heard)")
         // n1 and n2 heard one forged claim each, against two agreeing hashes: they go on.
         try write(until: 70)
         #expect(cluster.nodes[2].waitForLog("in place", timeout: 20), "n3 did not install the snapshot of 64:\n\(cluster.nodes[2].log.suffix(2000))")
@@ -134,5 +139,9 @@ extension ClusterTests {
         let healed = LocalCluster.httpGet(port: cluster.nodes[2].httpPort, path: "/metrics") ?? ""
         #expect(healed.contains("kvod_cluster_integrity_state 0") && healed.contains("kvod_cluster_rebootstraps_total 1"), "\(healed.suffix(1500))")
         for node in cluster.nodes[0...1] { #expect(!node.log.contains("diverged"), "a majority node diverged:\n\(node.log.suffix(1500))") }
+        // Later checkpoints are real again: n1 sees n2 at 64 agreeing, with the revision n2 had there.
+        let n1 = try cluster.connect(0).call("digest")
+        let later = (n1["peers"]?.arrayValue ?? []).first { $0["node"] == "n2" }
+        #expect(later?["applied"] == 64 && later?["agrees"] == true && later?["rev"]?.intValue != nil, "\(n1)")
     }
 }

@@ -133,3 +133,85 @@ def kvod_factory(tmp_path):
 @pytest.fixture
 def kvod(kvod_factory):
     return kvod_factory()
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class NATSCluster:
+    """Three nats-server processes with JetStream, routed into one NATS cluster (as scripts/cluster.sh starts
+    them, on free ports), for the kvod cluster fixture."""
+
+    def __init__(self, tmp_path):
+        server = os.environ.get("KVOD_NATS_SERVER")
+        if not server:
+            pytest.skip("KVOD_NATS_SERVER is not set (scripts/setup-python.sh sets it): no NATS for a cluster")
+        config = tmp_path / "nats.conf"
+        config.write_text("jetstream {\n    sync_interval: always\n}\n")
+        self.client_ports = [free_port() for _ in range(3)]
+        route_ports = [free_port() for _ in range(3)]
+        routes = ",".join(f"nats://127.0.0.1:{port}" for port in route_ports)
+        self.processes = []
+        for index in range(3):
+            store = tmp_path / f"nats-{index + 1}"
+            store.mkdir()
+            log = open(tmp_path / f"nats-{index + 1}.log", "w")
+            self.processes.append(subprocess.Popen(
+                [server, "-c", str(config), "-a", "127.0.0.1", "-p", str(self.client_ports[index]), "-js",
+                 "-sd", str(store), "-n", f"nats-{index + 1}", "--cluster_name", "kvodweb",
+                 "--cluster", f"nats://127.0.0.1:{route_ports[index]}", "--routes", routes],
+                stdout=log, stderr=subprocess.STDOUT))
+        deadline = time.time() + 15
+        for port in self.client_ports:
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.time() > deadline:
+                        raise RuntimeError("nats-server did not start")
+                    time.sleep(0.1)
+
+    @property
+    def urls(self):
+        return ",".join(f"nats://127.0.0.1:{port}" for port in self.client_ports)
+
+    def stop(self):
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.fixture
+def kvod_cluster(tmp_path):
+    """Three kvod nodes (n1-n3) replicating through NATS JetStream, each with its HTTP port, checkpoints every
+    16 stream entries; ready (a write went through every node) when the test starts."""
+    nats = NATSCluster(tmp_path)
+    nodes = []
+    try:
+        for index in range(3):
+            directory = tmp_path / f"n{index + 1}"
+            directory.mkdir()
+            nodes.append(KVOD(["--cluster", nats.urls, "--node", f"n{index + 1}", "--cluster-stream", "web",
+                               "--cluster-checkpoint-every", "16"], directory))
+        deadline = time.time() + 60
+        while True:
+            reply = nodes[0].tcp_call({"op": "create", "object": "ready"})
+            # `exists`: an earlier attempt answered `unavailable` ("it may still be applied") was applied later.
+            if reply.get("ok") is True or reply.get("error", {}).get("code") == "exists":
+                break
+            if time.time() > deadline:
+                raise RuntimeError("the cluster did not become ready")
+            time.sleep(0.2)
+        yield nodes
+    finally:
+        codes = [node.stop() for node in nodes]
+        nats.stop()
+    assert codes == [0] * len(nodes), f"a kvod node exited with {codes}"

@@ -582,6 +582,9 @@ def test_the_dashboard_draws_the_servers_figures_from_metrics_live(kvod, browser
     for value in range(60):
         kvod.tcp_call({"op": "set", "object": "counter", "keyPath": "n", "value": value})
     wait(browser, lambda: tile("requests") not in ("–", "0.0"), 8, f"requests/s: {tile('requests')}")
+    # The header's revision follows the server's, through the figures, though the page observes none of these sets.
+    wait(browser, lambda: browser.find_element(By.ID, "revision").text == "rev 61", 6,
+         browser.find_element(By.ID, "revision").text)
     wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, '#tiles [data-tile="requests"] polyline').get_attribute("points"),
          8, "no line drawn")
     kvoclient(kvod, "create", "second")
@@ -601,6 +604,47 @@ def test_a_server_admin_sees_the_users_and_the_nodes_state(kvod_factory, tmp_pat
                              [detail.text for detail in browser.find_elements(By.CSS_SELECTOR, "#node dd")]))
     wait(browser, lambda: facts().get("revision") == "0" and len(facts().get("digest", "")) == 64, 5, str(facts()))
     assert "hash" not in browser.find_element(By.ID, "users").get_attribute("textContent")
+
+
+def test_in_cluster_mode_the_admin_view_lists_the_other_nodes_with_their_position_and_chain(kvod_cluster, browser):
+    first = kvod_cluster[0]
+    open_inspector(browser, first)
+    wait(browser, lambda: browser.find_element(By.ID, "admin-views").is_displayed(), 10, "no admin views (open mode)")
+    # Past two checkpoints (every 16 stream entries): each node has claimed its chain at 16 and 32.
+    for value in range(40):
+        assert first.tcp_call({"op": "set", "object": "ready", "keyPath": "n", "value": value})["ok"] is True
+    deadline = time.time() + 20
+    while len(first.tcp_call({"op": "digest"}).get("peers", [])) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    digest = first.tcp_call({"op": "digest"})
+    browser.find_element(By.ID, "refresh-schema").click()
+    rows = lambda: [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+                    for row in browser.find_elements(By.CSS_SELECTOR, "#peers tbody tr")]
+    wait(browser, lambda: [row[0] for row in rows()] == ["n2", "n3"], 10, f"peers: {rows()} (digest {digest})")
+    for row, peer in zip(rows(), digest["peers"]):
+        assert row[1] == str(peer["applied"]) and int(row[1]) >= 32, row
+        assert row[2] == str(peer["rev"]), row
+        assert row[3] == peer["chain"][:12] + "…", row
+        assert row[4] == "same chain", row
+    facts = dict(zip([term.text for term in browser.find_elements(By.CSS_SELECTOR, "#node dt")],
+                     [detail.text for detail in browser.find_elements(By.CSS_SELECTOR, "#node dd")]))
+    assert facts.get("node") == "n1" and facts.get("integrity") == "applying" and len(facts.get("chain", "")) == 64, facts
+    capture_for_docs(browser, "inspector-cluster")
+
+
+def test_a_single_server_shows_no_other_nodes(kvod, browser):
+    open_inspector(browser, kvod)
+    wait(browser, lambda: browser.find_element(By.ID, "admin-views").is_displayed(), 5, "no admin views (open mode)")
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#node dd"), 5, "no node facts")
+    assert not browser.find_element(By.ID, "peers-view").is_displayed()
+
+
+def test_a_user_who_is_not_a_server_admin_is_told_the_figures_are_for_admins(kvod_factory, tmp_path, browser):
+    kvod = kvod_with_users(kvod_factory, tmp_path, {"ann": "ann-*=read,write,admin"})
+    log_in(browser, kvod, "ann")
+    wait(browser, lambda: browser.find_element(By.ID, "dashboard-note").text
+         == "the server's figures are for server admins (admin on *)", 5, browser.find_element(By.ID, "dashboard-note").text)
+    assert [tile.text for tile in browser.find_elements(By.CSS_SELECTOR, "#tiles .tile-value")] == ["–"] * 9
 
 
 def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):

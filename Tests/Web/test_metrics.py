@@ -305,3 +305,30 @@ def test_a_password_check_is_timed_to_its_answer(kvod_factory, tmp_path):
     assert value(samples, "kvod_requests_total", op="auth", outcome="ok") == 1
     assert value(samples, "kvod_requests_total", op="auth", outcome="unauthenticated") == 1
     assert histogram(samples, "kvod_request_duration_seconds", op="ping")[2] == 1
+
+
+def test_the_metrics_operation_serves_the_same_text_to_server_admins_only(kvod_factory, tmp_path):
+    """`{"op":"metrics"}` answers with what GET /metrics serves (the inspector's dashboard reads it this way:
+    no token to ask for, and no refused HTTP request in the browser's log); it needs a server admin."""
+    import subprocess
+    from conftest import KVOD_BIN
+    open_mode = kvod_factory()
+    open_mode.tcp_call({"op": "create", "object": "m"})
+    reply = open_mode.tcp_call({"op": "metrics", "id": 1})
+    assert reply["ok"] is True and reply["id"] == 1
+    families = {family.name: family for family in text_string_to_metric_families(reply["text"])}
+    assert families["kvod_revision"].samples[0].value == 1
+    assert set(families) == {family.name for family in text_string_to_metric_families(open_mode.http_get("/metrics")[2].decode())}
+    users = tmp_path / "users.json"
+    for name, rule in (("root", "*=read,write,admin"), ("ann", "ann-*=read,write,admin")):
+        subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), name, rule, "--hash-cost", "minimal"],
+                       check=True, capture_output=True, env={"KVOD_PASSWORD": "pw"})
+    kvod = kvod_factory("--users", str(users))
+    ann = pipelined(kvod, [{"op": "auth", "user": "ann", "password": "pw"}, {"op": "metrics"}, {"op": "ping"}])
+    assert ann[0]["ok"] is True
+    assert ann[1]["ok"] is False and ann[1]["error"]["code"] == "forbidden", ann[1]
+    assert ann[2]["ok"] is True
+    root = pipelined(kvod, [{"op": "auth", "user": "root", "password": "pw"}, {"op": "metrics"}])
+    assert root[1]["ok"] is True and "kvod_connections" in root[1]["text"]
+    anonymous = kvod.tcp_call({"op": "metrics"})
+    assert anonymous["ok"] is False and anonymous["error"]["code"] == "unauthenticated", anonymous

@@ -157,10 +157,12 @@ final class ClusterReplicator {
     }
 
     /// A checkpoint of this node's running hash after `sequence`, to append (message id `check.<node>.<sequence>`).
-    func checkpointJob(after sequence: UInt64, deadline: UInt64) -> PublishJob {
+    /// `revision`: this node's revision then, which operators see in the other nodes' `digest`.
+    func checkpointJob(after sequence: UInt64, revision: UInt64, deadline: UInt64) -> PublishJob {
         let batch = "check.\(configuration.node).\(sequence)"
         let entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: configuration.node, batch: batch,
-                                     operations: [], checkpoint: .init(sequence: sequence, hash: integrity.chainHex))
+                                     operations: [], checkpoint: .init(sequence: sequence, hash: integrity.chainHex,
+                                                                        revision: revision))
         return PublishJob(batch: batch, data: entry.encoded(), deadline: deadline)
     }
 

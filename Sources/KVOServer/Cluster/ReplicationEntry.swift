@@ -63,6 +63,9 @@ package struct ReplicationEntry: Sendable, Equatable {
         var sequence: UInt64
         /// 64 lowercase hex digits.
         var hash: String
+        /// The node's revision after that sequence (nil from a kvod that did not say): shown to operators
+        /// (`digest`'s `peers`), never compared.
+        var revision: UInt64? = nil
     }
 
     /// The publisher of a batch id `node.incarnation.counter`: `node.incarnation` (nil: not of that form).
@@ -87,7 +90,9 @@ package struct ReplicationEntry: Sendable, Equatable {
         ]
         if let publisherSequence { members["pseq"] = .int(Int64(bitPattern: publisherSequence)) }
         if let checkpoint {
-            members["check"] = .object(["seq": .int(Int64(bitPattern: checkpoint.sequence)), "hash": .string(checkpoint.hash)])
+            var check: [String: JSONValue] = ["seq": .int(Int64(bitPattern: checkpoint.sequence)), "hash": .string(checkpoint.hash)]
+            if let revision = checkpoint.revision { check["rev"] = .int(Int64(bitPattern: revision)) }
+            members["check"] = .object(check)
         }
         let value = JSONValue.object(members)
         var bytes: [UInt8] = []
@@ -117,7 +122,12 @@ package struct ReplicationEntry: Sendable, Equatable {
             guard case let .int(sequence)? = check["seq"], sequence > 0, case let .string(hash)? = check["hash"] else {
                 throw .malformed("'check' needs a positive 'seq' and a 'hash'")
             }
-            checkpoint = Checkpoint(sequence: UInt64(sequence), hash: hash)
+            var revision: UInt64?
+            if let stated = check["rev"] {
+                guard case let .int(rev) = stated, rev >= 0 else { throw .malformed("'check' has a 'rev' that is not a revision") }
+                revision = UInt64(rev)
+            }
+            checkpoint = Checkpoint(sequence: UInt64(sequence), hash: hash, revision: revision)
         }
         var operations: [Operation] = []
         operations.reserveCapacity(ops.count)

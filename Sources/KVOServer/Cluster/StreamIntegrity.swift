@@ -75,6 +75,9 @@ package final class StreamIntegrity {
     /// This node's chain at its recent checkpoints, and the claims heard for them (node → hash).
     private var ownHashes: [(sequence: UInt64, hash: String)] = []
     private var claims: [UInt64: [String: String]] = [:]
+    /// Each other node's latest checkpoint claim, by node (at most `maximumClaimants` nodes): what
+    /// `digest`'s `peers` shows operators.
+    private var latestClaims: [String: ReplicationEntry.Checkpoint] = [:]
     /// Checkpoints remembered (own hashes and claims), and claimants heard per checkpoint at most.
     static let rememberedCheckpoints = 16
     static let maximumClaimants = 64
@@ -204,10 +207,34 @@ package final class StreamIntegrity {
         // Claimants are nodes: a stream holding claims from ever more names (forged) is not allowed to grow this.
         if let heard = claims[checkpoint.sequence], heard.count >= StreamIntegrity.maximumClaimants, heard[claimant] == nil { return nil }
         claims[checkpoint.sequence, default: [:]][claimant] = checkpoint.hash
+        if latestClaims[claimant] != nil || latestClaims.count < StreamIntegrity.maximumClaimants,
+           checkpoint.sequence >= latestClaims[claimant]?.sequence ?? 0 {
+            latestClaims[claimant] = checkpoint
+        }
         if claims.count > StreamIntegrity.rememberedCheckpoints, let oldest = claims.keys.min() { claims[oldest] = nil }
         guard let own = ownHashes.last(where: { $0.sequence == checkpoint.sequence }) else { return nil }
         if own.hash == checkpoint.hash { checkpointsAgreed += 1 } else { checkpointDisagreements += 1 }
         return verdict(at: checkpoint.sequence, node: node)
+    }
+
+    /// What another node said at its latest checkpoint, and whether this node's chain there was the same.
+    package struct Peer: Equatable {
+        package let node: String
+        package let sequence: UInt64
+        package let hash: String
+        package let revision: UInt64?
+        /// Nil when this node no longer remembers (or never had) its own chain at that sequence.
+        package let agrees: Bool?
+    }
+
+    /// Every other node heard from, by name.
+    package var peers: [Peer] {
+        latestClaims.keys.sorted().map { node in
+            let claim = latestClaims[node]!
+            let own = ownHashes.last(where: { $0.sequence == claim.sequence })?.hash
+            return Peer(node: node, sequence: claim.sequence, hash: claim.hash, revision: claim.revision,
+                        agrees: own.map { $0 == claim.hash })
+        }
     }
 
     /// Whether the claims for `sequence`, with this node's own, leave it in a minority.
@@ -236,6 +263,7 @@ package final class StreamIntegrity {
         self.state = state
         ownHashes.removeAll()
         claims.removeAll()
+        latestClaims.removeAll()
         acknowledgedOwn.removeAll()
         deliveredOwn.removeAll()
     }

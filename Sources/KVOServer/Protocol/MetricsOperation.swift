@@ -6,7 +6,7 @@ import KVOModel
 /// missing or unknown `op`, a mistyped field). A small closed set, so the series stay few.
 enum MetricsOperation: Int, CaseIterable {
     case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, batch, observe, unobserve, list, info, ping
-    case defineClass, classes, bind, unbind, bindings, digest, access
+    case defineClass, classes, bind, unbind, bindings, digest, access, metrics
     case invalid
 
     /// The operation of a decoded request: its row's label (`OperationDeclaration.metrics`).
@@ -41,6 +41,7 @@ enum MetricsOperation: Int, CaseIterable {
         case .unbind: "unbind"
         case .bindings: "bindings"
         case .digest: "digest"
+        case .metrics: "metrics"
         case .access: "access"
         case .invalid: "invalid"
         }

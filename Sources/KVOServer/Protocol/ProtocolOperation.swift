@@ -18,7 +18,7 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case list, info, observe, unobserve
     case defineClass, classes
     case bind, combineLatest, unbind, bindings
-    case digest, access
+    case digest, access, metrics
     case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
 
     /// This operation's row of the table.
@@ -294,6 +294,11 @@ enum OperationTable {
                 name: "access", effect: .connection, requirement: .nothing,
                 metrics: .access, route: .engine, decode: RequestDecoder.access,
                 example: #"{"op":"access","objects":["o"]}"#)
+        case .metrics:
+            return OperationDeclaration(
+                name: "metrics", effect: .reads, requirement: .serverAdmin,
+                metrics: .metrics, route: .engine, decode: { _ throws(KVOError) in .metrics },
+                example: #"{"op":"metrics"}"#)
         case .userAdd:
             return administration("userAdd", .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
         case .userRemove:
@@ -359,6 +364,7 @@ extension Request {
         case .bindings: .bindings
         case .digest: .digest
         case .access: .access
+        case .metrics: .metrics
         case let .conditional(_, request): request.operation
         case let .admin(request):
             switch request {

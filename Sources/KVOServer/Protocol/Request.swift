@@ -44,6 +44,8 @@ package enum Request: Equatable, Sendable {
     /// `access`: what the connection's user may do, on each of `objects` and anywhere (for a client that shows
     /// only the controls the user may use, such as the inspector).
     case access(objects: [String])
+    /// `metrics`: what `GET /metrics` serves (the Prometheus text), over the protocol, for a server admin.
+    case metrics
     /// `batch`: writes of objects applied all or nothing with one revision (`KVOEngine+Batch`). Each part
     /// was decoded as a request line of its own (so it carries its conditions), is a row with
     /// `batchable`, and there is at least one and at most `KVOEngine.maximumBatchParts`.

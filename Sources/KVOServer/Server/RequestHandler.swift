@@ -27,10 +27,10 @@ final class RequestHandler {
 
     /// Replaced only when a cluster node installs a snapshot while it serves (`Server.installSnapshotInPlace`).
     var engine: KVOEngine
-    /// In cluster mode: this node's name, the last stream sequence it applied, the sequence of the
-    /// snapshot it bootstrapped from at start-up (nil: none), its running hash over what it applied
-    /// (`StreamIntegrity`; "" when unknown) and its health (`ClusterHealth.reason`, nil: applying), for `digest`'s reply.
-    var clusterStatus: (() -> (node: String, applied: UInt64, snapshot: UInt64?, chain: String, health: String?))?
+    /// In cluster mode: this node's place in the cluster (`ClusterStatus`), for `digest`'s reply.
+    var clusterStatus: (() -> ClusterStatus)?
+    /// What `GET /metrics` serves now (set by the server), for the `metrics` operation.
+    var metricsText: (() -> [UInt8])?
     /// The server's users, for `digest` (replicated state in a cluster). Set by the server before it serves.
     var users: UserDirectory?
 
@@ -194,10 +194,20 @@ final class RequestHandler {
                 fields.append(("node", .string(status.node)))
                 fields.append(("chain", .string(status.chain)))
                 fields.append(("integrity", .string(status.health ?? "applying")))
+                fields.append(("peers", .array(status.peers.map { peer in
+                    var members: [String: JSONValue] = [
+                        "node": .string(peer.node), "applied": .int(Int64(bitPattern: peer.sequence)), "chain": .string(peer.hash),
+                        "agrees": peer.agrees.map(JSONValue.bool) ?? .null,
+                    ]
+                    if let revision = peer.revision { members["rev"] = .int(Int64(bitPattern: revision)) }
+                    return .object(members)
+                })))
             }
             fields.append(("objects", .int(Int64(engine.objectCount))))
             fields.append(("rev", revision(engine.revision)))
             return reply(fields)
+        case .metrics:
+            return reply([("text", .string(String(decoding: metricsText?() ?? [], as: UTF8.self)))])
         case let .access(objects):
             // Only the caller's own rules, applied: what it would learn by trying, without trying.
             var rights: [String: JSONValue] = [:]

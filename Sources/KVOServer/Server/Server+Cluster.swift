@@ -277,7 +277,8 @@ extension Server {
                 diverge(cluster, .diverged(minority))
                 return
             }
-            clusterBridge?.enqueue(cluster.checkpointJob(after: sequence, deadline: uv_hrtime() &+ UInt64(configuration.writeTimeout * 1e9)))
+            clusterBridge?.enqueue(cluster.checkpointJob(after: sequence, revision: handler.engine.revision,
+                                                         deadline: uv_hrtime() &+ UInt64(configuration.writeTimeout * 1e9)))
         }
         if let snapshotPublisher, configuration.snapshotEvery > 0, sequence % configuration.snapshotEvery == 0 {
             snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence,

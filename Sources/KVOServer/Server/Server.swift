@@ -211,8 +211,9 @@ public final class Server {
         snapshotPublisher = clusterParts?.snapshotPublisher
         if let replicator = clusterParts?.replicator, let node = configuration.cluster?.node {
             handler.clusterStatus = { [unowned replicator] in
-                (node, replicator.appliedSequence, bootstrapSnapshot,
-                 replicator.integrity.state.knowsChain ? replicator.integrity.chainHex : "", replicator.health.reason)
+                ClusterStatus(node: node, applied: replicator.appliedSequence, snapshot: bootstrapSnapshot,
+                              chain: replicator.integrity.state.knowsChain ? replicator.integrity.chainHex : "",
+                              health: replicator.health.reason, peers: replicator.integrity.peers)
             }
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
@@ -243,6 +244,7 @@ public final class Server {
             guard let user else { return self.users.isEmpty ? .unrestricted : nil }
             return self.policy(ofUser: user)
         }
+        handler.metricsText = { [unowned self] in self.renderMetrics() }
         if configuration.handlesSignals { installSignalHandlers() }
     }
 

@@ -142,7 +142,7 @@ async function showCreateControls() {
 
 /** For a server admin: every user with their rules and token ids (`userList`: never a hash), and this node's
  * state (`digest`: the revision, the digest of the stored state, and in cluster mode the stream position applied
- * and the integrity state). */
+ * and the integrity state, with the other nodes as their latest checkpoints describe them: `peers`). */
 async function loadAdminViews() {
   try {
     const { users } = await state.client.request("userList");
@@ -158,6 +158,7 @@ async function loadAdminViews() {
       facts.unshift(["node", digest.node]);
       facts.push(["applied", digest.applied], ["integrity", digest.integrity]);
     }
+    if (digest.chain) facts.push(["chain", digest.chain]);
     $("node").replaceChildren(...facts.flatMap(([name, value]) => {
       const term = document.createElement("dt");
       term.textContent = name;
@@ -165,9 +166,39 @@ async function loadAdminViews() {
       detail.textContent = String(value);
       return [term, detail];
     }));
+    renderPeers(digest.peers);
   } catch (error) {
     $("node").replaceChildren(emptyItem(describe(error)));
   }
+}
+
+/** The other cluster nodes (`digest`'s `peers`): hidden in single mode; "no checkpoint heard yet" until one is. */
+function renderPeers(peers) {
+  $("peers-view").hidden = peers === undefined;
+  if (peers === undefined) return;
+  const rows = peers.map((peer) => {
+    const row = document.createElement("tr");
+    row.dataset.node = peer.node;
+    const verdict = peer.agrees === true ? "same chain" : peer.agrees === false ? "differs" : "not comparable";
+    for (const [text, title] of [[peer.node], [String(peer.applied)], [peer.rev === undefined ? "–" : String(peer.rev)],
+                                 [`${peer.chain.slice(0, 12)}…`, peer.chain], [verdict]]) {
+      const cell = document.createElement("td");
+      cell.textContent = text;
+      if (title) cell.title = title;
+      row.append(cell);
+    }
+    if (peer.agrees === false) row.lastChild.classList.add("differs");
+    return row;
+  });
+  if (rows.length === 0) {
+    const row = document.createElement("tr");
+    const cell = document.createElement("td");
+    cell.colSpan = 5;
+    cell.textContent = "no checkpoint heard from another node yet";
+    row.append(cell);
+    rows.push(row);
+  }
+  $("peers").tBodies[0].replaceChildren(...rows);
 }
 
 // ---- The object list -------------------------------------------------------------------------------------
@@ -1084,20 +1115,21 @@ async function readMetrics() {
   if (dashboard.hidden) return;
   let sample;
   try {
-    const response = await fetch("/metrics", { cache: "no-store" });
-    if (response.status === 401 || response.status === 403) {
-      // On a listener others can reach, with users defined, /metrics needs an admin's API token: the page
-      // does not ask for one, and stops asking.
-      $("dashboard-note").textContent = "metrics need a server admin's API token on this listener (see /metrics)";
+    // The `metrics` operation serves what GET /metrics does, to the logged-in user if a server admin: no
+    // token to ask for, and no refused HTTP request for the browser to log.
+    const { text } = await state.client.request("metrics");
+    sample = new MetricsSample(text, performance.now() / 1000);
+  } catch (error) {
+    if (error.code === "forbidden") {
+      $("dashboard-note").textContent = "the server's figures are for server admins (admin on *)";
       clearTimeout(dashboard.timer);
       return;
     }
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    sample = new MetricsSample(await response.text(), performance.now() / 1000);
-  } catch (error) {
-    $("dashboard-note").textContent = `metrics unavailable: ${error.message}`;
+    $("dashboard-note").textContent = `metrics unavailable: ${describe(error)}`;
     return;
   }
+  const revision = sample.sum("kvod_revision");
+  if (revision !== null) noteRevision(revision);
   $("dashboard-note").textContent = `every ${METRICS_INTERVAL / 1000} s`;
   const previous = dashboard.previous;
   const dt = previous === null ? 0 : sample.at - previous.at;
