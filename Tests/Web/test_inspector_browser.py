@@ -323,6 +323,32 @@ def test_ids_are_paged_and_searched_by_the_server_and_stay_live(kvod, browser):
     wait(browser, lambda: listed_ids(browser)[:1] == ["obj-200"], 5, "the page did not come back")
 
 
+def test_a_where_expression_makes_the_list_a_live_query(kvod, browser):
+    for n in range(6):
+        kvod.tcp_call({"op": "create", "object": f"order-{n}", "values": {"status": "open" if n % 2 else "closed", "total": n * 50}})
+    kvod.tcp_call({"op": "create", "object": "note-1", "values": {"status": "open", "total": 999}})
+    open_inspector(browser, kvod)
+    wait(browser, lambda: len(listed_ids(browser)) == 7, 5, "no list")
+    browser.find_element(By.ID, "object-filter").send_keys("order-*")
+    where = browser.find_element(By.ID, "object-where")
+    where.send_keys("status == 'open' && total > 60")
+    wait(browser, lambda: listed_ids(browser) == ["order-3", "order-5"], 5, str(listed_ids(browser)))
+    assert browser.find_element(By.ID, "object-count").text == "2 found"
+    # Live: objects enter and leave as the expression starts or stops holding on them.
+    kvod.tcp_call({"op": "set", "object": "order-1", "keyPath": "total", "value": 70})
+    kvod.tcp_call({"op": "set", "object": "order-5", "keyPath": "status", "value": "closed"})
+    kvod.tcp_call({"op": "create", "object": "order-9", "values": {"status": "closed", "total": 500}})
+    wait(browser, lambda: listed_ids(browser) == ["order-1", "order-3"], 5, str(listed_ids(browser)))
+    # Every id with an empty search; a malformed expression is explained where the list was.
+    browser.find_element(By.ID, "object-filter").clear()
+    where.clear()
+    where.send_keys("total > 400")
+    wait(browser, lambda: listed_ids(browser) == ["note-1", "order-9"], 5, str(listed_ids(browser)))
+    where.send_keys(" &&")
+    wait(browser, lambda: "column" in browser.find_element(By.ID, "object-list").text
+         or "expected" in browser.find_element(By.ID, "object-list").text, 5, browser.find_element(By.ID, "object-list").text)
+
+
 def test_a_deleted_object_takes_its_controls_with_it_and_errors_do_not_outlive_their_action(kvod, browser):
     kvoclient(kvod, "create", "doomed", '{"n":1}')
     open_inspector(browser, kvod)

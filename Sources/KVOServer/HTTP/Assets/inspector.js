@@ -282,22 +282,28 @@ $("page-prev").addEventListener("click", () => {
   if (state.page.cursors.length > 0) loadPage(state.page.cursors.pop());
 });
 
-/** The search: a pattern observation answered by the server, started 300 ms after the last keystroke. */
+/** The search: a pattern observation answered by the server, started 300 ms after the last keystroke; with a
+ * `where` expression, a live query (objects come and go as the expression starts or stops holding on them). */
 let searchTimer = null;
-$("object-filter").addEventListener("input", () => {
-  clearTimeout(searchTimer);
-  searchTimer = setTimeout(startSearch, 300);
-});
+for (const input of ["object-filter", "object-where"]) {
+  $(input).addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(startSearch, 300);
+  });
+}
 
 async function startSearch() {
   const text = $("object-filter").value.trim();
+  const where = $("object-where").value.trim();
   state.search?.observation.unsubscribe();
   state.search = null;
-  if (text === "") { renderObjectList(); return; }
-  const pattern = text.includes("*") ? text : `*${text}*`;
-  const observation = state.client.observe({ pattern }, undefined, { options: ["initial"] });
-  const search = { text, pattern, observation, ids: new Set(), ready: false, error: null,
-                   matches: (id) => globMatches(pattern, id) };
+  if (text === "" && where === "") { renderObjectList(); return; }
+  const pattern = text === "" ? "*" : text.includes("*") ? text : `*${text}*`;
+  const target = where === "" ? { pattern } : { pattern, where };
+  const observation = state.client.observe(target, undefined, { options: ["initial"] });
+  // A live query's set changes by `entered` and `left`: a created id is in it only when the server says so.
+  const search = { text, pattern, where, observation, ids: new Set(), ready: false, error: null,
+                   matches: (id) => where === "" && globMatches(pattern, id) };
   state.search = search;
   renderObjectList();
   try {
@@ -316,11 +322,11 @@ async function startSearch() {
       search.ids = new Set(change.ids);
       search.ready = true;
       renderObjectList();
-    } else if (change.reason === "created" || change.reason === "initial") {
+    } else if (change.reason === "created" || change.reason === "initial" || change.reason === "entered") {
       search.ids.add(change.object);
       search.ready = true;
       renderObjectList(change.object);
-    } else if (change.reason === "sourceDeleted") {
+    } else if (change.reason === "sourceDeleted" || change.reason === "left") {
       search.ids.delete(change.object);
       renderObjectList();
     }
@@ -351,6 +357,7 @@ function renderObjectList(justAdded) {
     let text;
     if (search !== null) {
       text = search.error ?? (!search.ready ? "searching…"
+        : search.where !== "" ? `No object${search.text === "" ? "" : ` matching “${search.pattern}”`} where ${search.where}.`
         : search.text.includes("*") ? `No id matches “${search.pattern}”.` : `No id contains “${search.text}”.`);
     } else {
       text = state.page.after === null ? "No objects yet: create one with the form below." : "No more ids.";
