@@ -47,8 +47,9 @@ final class KVOClientAppModel: @unchecked Sendable {
             return
         }
         #expect(operation == "set")
-        // requestTimeout is 2 s; before the fix it was still pending after 39 s. Room for a loaded machine.
-        #expect(elapsed < 8, "took \(elapsed) s")
+        // requestTimeout is 2 s; before the fix it was still pending after 39 s. Room for a loaded machine under
+        // TSan (11.9 s seen in CI with both cores busy).
+        #expect(elapsed < 25, "took \(elapsed) s")
         kvod.close()
     }
 
