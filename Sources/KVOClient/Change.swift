@@ -64,11 +64,14 @@ public struct Change<Value: Sendable>: Sendable {
     /// dropped or coalesced unread, or a pause resumed from kvod's history. Nil when the change follows the
     /// previous one delivered with nothing in between left out or paused.
     public let gap: ChangeGap?
+    /// Why the object went, beyond `reason`: `"expired"` on the `sourceDeleted` (or live query `left`) of an
+    /// object whose time to live ended (docs/protocol.md, "Expiry"); nil otherwise.
+    public let cause: String?
 
     /// Makes a change (for tests and adapters; the client makes them from events).
     public init(reason: Reason, kind: Kind, old: Value?, new: Value?, indexes: [Int], isPrior: Bool, rev: Int64,
                 object: String, keyPath: String, rawOld: JSONValue?, rawNew: JSONValue?, decodingError: KVODError?,
-                sub: Int64? = nil, rawChange: JSONValue? = nil, gap: ChangeGap? = nil) {
+                sub: Int64? = nil, rawChange: JSONValue? = nil, gap: ChangeGap? = nil, cause: String? = nil) {
         self.reason = reason
         self.kind = kind
         self.old = old
@@ -84,6 +87,7 @@ public struct Change<Value: Sendable>: Sendable {
         self.sub = sub
         self.receivedChange = rawChange
         self.gap = gap
+        self.cause = cause
     }
 }
 
@@ -203,6 +207,8 @@ struct ChangeEvent: Sendable {
     let change: JSONValue?
     /// The object the event names (`object`, or compact `t`): a pattern observation's events carry it.
     var object: String? = nil
+    /// Why an ending happened beyond its reason (`cause`, or compact `x`): `"expired"`.
+    var cause: String? = nil
     /// Set by the observation's buffering policy (`ObservationCore.deliver`).
     var gap: ChangeGap? = nil
 }

@@ -31,7 +31,7 @@ final class IOLoop: @unchecked Sendable {
 
     /// The top-level keys of replies and events, matched without building strings.
     private static let keys = JSONParser.KeyTable(
-        ["event", "sub", "id", "ok", "error", "reason", "rev", "change", "object", "s", "r", "t", "w", "p", "2", "3", "4", "n", "o"])
+        ["event", "sub", "id", "ok", "error", "reason", "rev", "change", "object", "s", "r", "t", "w", "p", "2", "3", "4", "n", "o", "cause", "x"])
 
     init(core: ClientCore) {
         self.core = core
@@ -278,6 +278,7 @@ final class IOLoop: @unchecked Sendable {
         var compactNew: JSONValue?
         var compactOld: JSONValue?
         var object: String?
+        var cause: String?
         for member in members {
             switch member.key {
             case "event": event = member.value.stringValue
@@ -289,6 +290,9 @@ final class IOLoop: @unchecked Sendable {
             case "rev": rev = member.value.intValue ?? 0
             case "change": change = member.value
             case "object", "t": object = member.value.stringValue
+            case "cause": cause = member.value.stringValue
+            // Compact: an ending because the object's time to live ended.
+            case "x": if member.value == .int(1) { cause = "expired" }
             // A compact event (docs/protocol.md, "Compact events"): the same change, one-letter members.
             case "s": sub = member.value.intValue; isCompact = true
             case "r": rev = member.value.intValue ?? 0
@@ -311,7 +315,8 @@ final class IOLoop: @unchecked Sendable {
             let indexes = compactIndexes?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
             let changeEvent = ChangeEvent(
                 reason: compactReason.map(ChangeReason.init(compactCode:)) ?? .valueChanged, kind: compactKind, rev: rev,
-                old: compactOld, new: compactNew, indexes: indexes, isPrior: compactIsPrior, change: nil, object: object)
+                old: compactOld, new: compactNew, indexes: indexes, isPrior: compactIsPrior, change: nil, object: object,
+                cause: cause)
             enqueue(changeEvent, for: observation, sub: sub)
             return nil
         }
@@ -321,7 +326,7 @@ final class IOLoop: @unchecked Sendable {
             let changeEvent = ChangeEvent(
                 reason: ChangeReason(wireName: reason ?? "valueChanged"), kind: Int(change?["kind"]?.intValue ?? 1),
                 rev: rev, old: change?["old"], new: change?["new"], indexes: indexes,
-                isPrior: change?["notificationIsPrior"] == .bool(true), change: change, object: object)
+                isPrior: change?["notificationIsPrior"] == .bool(true), change: change, object: object, cause: cause)
             enqueue(changeEvent, for: observation, sub: sub)
             return nil
         }

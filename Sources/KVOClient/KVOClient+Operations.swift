@@ -33,11 +33,21 @@ extension KVOClient {
     // MARK: - Objects
 
     /// Creates `object` with `values` (an `Encodable` that encodes as a JSON object), optionally of
-    /// `class`; returns the new revision. `exists` if present.
+    /// `class`, and with `ttl` a time to live: the server deletes it once `ttl` passes without a write to it
+    /// or a `touch` (its observers get `sourceDeleted` with `Change.cause` `"expired"`). Returns the new
+    /// revision. `exists` if present.
     @discardableResult
     public func create(_ object: String, values: some Encodable & Sendable = [String: JSONValue](), class className: String? = nil,
-                       if conditions: [WriteCondition] = []) async throws -> Int64 {
-        try await write(.create(object, values: values, class: className, if: conditions))
+                       ttl: Duration? = nil, if conditions: [WriteCondition] = []) async throws -> Int64 {
+        try await write(.create(object, values: values, class: className, ttl: ttl, if: conditions))
+    }
+
+    /// Starts `object`'s time to live again from now without writing a value; returns when it now expires (ms
+    /// since 1970; nil for an object without a ttl) and the current revision. `not_found` if missing.
+    @discardableResult
+    public func touch(_ object: String) async throws -> (expiresAt: Int64?, rev: Int64) {
+        let reply = try await request("touch", ["object": .string(object)])
+        return (reply["expiresAt"]?.intValue, reply["rev"]?.intValue ?? 0)
     }
 
     /// Deletes `object`; returns the new revision. `not_found` if missing.
@@ -72,11 +82,12 @@ extension KVOClient {
         return (try ValueCoding.decode(Value.self, from: reply["value"] ?? .null), reply["rev"]?.intValue ?? 0)
     }
 
-    /// Sets `keyPath` of `object` to `value`; returns the new revision.
+    /// Sets `keyPath` of `object` to `value`; with `ttl`, the object's time to live becomes `ttl` from now
+    /// (`.zero`: it no longer expires). Returns the new revision.
     @discardableResult
-    public func set(_ keyPath: String, of object: String, to value: some Encodable & Sendable,
+    public func set(_ keyPath: String, of object: String, to value: some Encodable & Sendable, ttl: Duration? = nil,
                     if conditions: [WriteCondition] = []) async throws -> Int64 {
-        try await write(.set(keyPath, of: object, to: value, if: conditions))
+        try await write(.set(keyPath, of: object, to: value, ttl: ttl, if: conditions))
     }
 
     /// Adds `step` to the number at `keyPath` of `object`, atomically on the server (a missing or null

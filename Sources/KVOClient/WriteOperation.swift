@@ -23,12 +23,20 @@ public struct WriteOperation: Sendable, Equatable {
         return .object(fields)
     }
 
-    /// `create`: `values` (an `Encodable` that encodes as a JSON object), optionally of `class`.
+    /// `create`: `values` (an `Encodable` that encodes as a JSON object), optionally of `class`, and with
+    /// `ttl` a time to live (docs/protocol.md, "Expiry": deleted once it passes without a write or `touch`).
     public static func create(_ object: String, values: some Encodable = [String: JSONValue](), class className: String? = nil,
-                              if conditions: [WriteCondition] = []) throws(KVODError) -> WriteOperation {
+                              ttl: Duration? = nil, if conditions: [WriteCondition] = []) throws(KVODError) -> WriteOperation {
         var params: [String: JSONValue] = ["object": .string(object), "values": try ValueCoding.encode(values)]
         if let className { params["class"] = .string(className) }
+        if let ttl { params["ttl"] = WriteOperation.seconds(ttl) }
         return try WriteOperation("create", params, conditions)
+    }
+
+    /// A duration as the protocol's `ttl`: seconds, an integer when whole.
+    static func seconds(_ duration: Duration) -> JSONValue {
+        let (seconds, attoseconds) = duration.components
+        return attoseconds == 0 ? .int(seconds) : .double(Double(seconds) + Double(attoseconds) / 1e18)
     }
 
     /// `delete`.
@@ -36,11 +44,17 @@ public struct WriteOperation: Sendable, Equatable {
         try WriteOperation("delete", ["object": .string(object)], conditions)
     }
 
-    /// `set` of `keyPath` to `value`.
-    public static func set(_ keyPath: String, of object: String, to value: some Encodable,
+    /// `set` of `keyPath` to `value`; with `ttl`, the object's time to live becomes `ttl` (`.zero`: none).
+    public static func set(_ keyPath: String, of object: String, to value: some Encodable, ttl: Duration? = nil,
                            if conditions: [WriteCondition] = []) throws(KVODError) -> WriteOperation {
-        try WriteOperation("set", ["object": .string(object), "keyPath": .string(keyPath), "value": try ValueCoding.encode(value)],
-                           conditions)
+        var params: [String: JSONValue] = ["object": .string(object), "keyPath": .string(keyPath), "value": try ValueCoding.encode(value)]
+        if let ttl { params["ttl"] = WriteOperation.seconds(ttl) }
+        return try WriteOperation("set", params, conditions)
+    }
+
+    /// `touch`: the object's time to live starts again now, no value written.
+    public static func touch(_ object: String) throws(KVODError) -> WriteOperation {
+        try WriteOperation("touch", ["object": .string(object)], [])
     }
 
     /// `increment` of the number at `keyPath` by `step` (`.int` or `.double`).

@@ -23,4 +23,6 @@ package struct AcceptedChanges: Sendable {
     package var bindings: [UInt64: JSONValue?]
     /// The highest binding id ever handed out.
     public var lastBindingID: UInt64
+    /// Expiries set, moved or removed (nil) since the last call, by object.
+    package var expiries: [String: Expiry?] = [:]
 }

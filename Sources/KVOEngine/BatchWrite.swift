@@ -32,6 +32,8 @@ final class BatchWrite {
     /// `insert`'s indexes precise in the batch's events).
     private var writeCounts: [String: Int] = [:]
     private var arrayChanges: [String: (change: CollectionChange, location: StoredLocation)] = [:]
+    /// Each object's expiry before the batch first changed it (nil: none), for the undo.
+    private(set) var savedExpiries: [String: Expiry?] = [:]
 
     init(revision: UInt64, storedBytes: Int) {
         self.revision = revision
@@ -50,6 +52,11 @@ final class BatchWrite {
         savedSlots[object] = .some(slot)
         touchOrder.append(object)
         return true
+    }
+
+    /// Saves `object`'s expiry as it was unless an earlier part changed it.
+    func saveExpiry(_ object: String, _ expiry: Expiry?) {
+        if savedExpiries[object] == nil { savedExpiries[object] = .some(expiry) }
     }
 
     /// Adds `path` with its reading `before` unless it was captured already.

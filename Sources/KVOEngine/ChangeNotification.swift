@@ -68,6 +68,9 @@ public struct ChangeNotification: Sendable {
     /// False for an id-set pattern observation's `created` and `sourceDeleted` events, which carry no
     /// value (neither `new` nor `old`, whatever the options).
     public var carriesValues = true
+    /// A `sourceDeleted` (or a live query's `left`) because the object's time to live ended (`expire`):
+    /// the event says `"cause":"expired"`.
+    public var expired = false
 
     public init(object: String, keyPath: String, reason: ChangeReason, rev: UInt64, kind: ChangeKind, isPrior: Bool,
                 old: JSONValue, new: JSONValue, indexes: [Int]? = nil, recipients: [Recipient]) {

@@ -32,6 +32,7 @@ extension KVOEngine {
         for object in batch.touchOrder.reversed() {
             restore(object, slot: batch.savedSlots[object]!)
         }
+        restoreExpiries(batch.savedExpiries)
         storedBytes = batch.storedBytesBefore
         measuredChangeSize = nil
         computedMemo.invalidate()
@@ -119,6 +120,7 @@ extension KVOEngine {
         batch.noteWrite(to: location.object, recorded)
         batch.entries.append(HistoryEntry(rev: batch.revision, object: location.object, change: recorded,
                                           changeSize: takeMeasuredChangeSize()))
+        if !expiries.isEmpty { refreshExpiry(of: location.object) }
         return batch.revision
     }
 
@@ -132,6 +134,7 @@ extension KVOEngine {
         batch.noteTextWrite(to: location.object)
         batch.entries.append(HistoryEntry(rev: batch.revision, object: location.object, setAt: location.path, old: old,
                                           new: text, changeSize: takeMeasuredChangeSize()))
+        if !expiries.isEmpty { refreshExpiry(of: location.object) }
         return batch.revision
     }
 

@@ -32,6 +32,7 @@ extension KVOEngine {
             break
         }
         record(location.object, recorded)
+        if !expiries.isEmpty { refreshExpiry(of: location.object) }
         guard !candidates.isEmpty || patternWatch != nil else { return revision }
         notify(candidates, before: before, patternWatch: patternWatch, at: location, written: written, writtenText: nil,
                change: change, created: created, encodedWrite: encodedWrite, notifications: &notifications)
@@ -55,6 +56,7 @@ extension KVOEngine {
         revision += 1
         record(location.object, HistoryEntry(rev: revision, object: location.object, setAt: location.path, old: old,
                                              new: text, changeSize: takeMeasuredChangeSize()))
+        if !expiries.isEmpty { refreshExpiry(of: location.object) }
         guard !candidates.isEmpty || patternWatch != nil else { return revision }
         notify(candidates, before: before, patternWatch: patternWatch, at: location, written: .null, writtenText: text,
                change: nil, created: false, encodedWrite: nil, notifications: &notifications)

@@ -46,6 +46,13 @@ public final class KVOEngine {
     let computedMemo = ComputedMemo()
     /// Live query filters evaluated since start (`liveQueryEvaluations`).
     var liveQueryEvaluationCount = 0
+    /// The wall-clock time (ms since 1970) of the write being applied, set by the server before each request
+    /// (`KVOEngine+Expiry`): the engine reads no clock.
+    public var writeTime: Int64 = 0
+    /// The objects with a time to live (`KVOEngine+Expiry`).
+    let expiries = ExpiryTable()
+    /// Objects whose expiry changed since the last `takeAcceptedChanges()` (only when `recordsCommitBatches`).
+    var uncommittedExpiries: Set<String> = []
     /// Bindings (`bind`, `combineLatest`) and their pending work.
     let bindingTable = BindingTable()
     /// Classes defined since the last `takeCommitBatch()` (only when `recordsCommitBatches`).
@@ -103,6 +110,7 @@ public final class KVOEngine {
         revision = state.revision
         history.append(contentsOf: state.history)
         restoreDefinitions(classes: state.classes, bindings: state.bindings, lastBindingID: state.lastBindingID)
+        restoreExpiries(state.expiries)
     }
 
     /// Number of objects.
@@ -122,6 +130,7 @@ public final class KVOEngine {
     /// Whether writes (or class or binding definitions) were accepted since the last `takeCommitBatch()`.
     public var hasUncommittedWrites: Bool {
         !pendingEntries.isEmpty || !uncommittedClasses.isEmpty || !bindingTable.uncommitted.isEmpty
+            || !uncommittedExpiries.isEmpty
     }
 
     /// The writes accepted since the last call, with the final value of every object they touched, and
@@ -133,13 +142,16 @@ public final class KVOEngine {
             touchedObjects.removeAll(keepingCapacity: true)
             uncommittedClasses.removeAll()
             bindingTable.uncommitted.removeAll()
+            uncommittedExpiries.removeAll()
         }
         var finalValues: [String: StoredObject] = [:]
         finalValues.reserveCapacity(touchedObjects.count)
         for id in touchedObjects { finalValues[id] = objects[id].map(StoredObject.present) ?? .deleted }
+        var expiryChanges: [String: Expiry?] = [:]
+        for object in uncommittedExpiries { expiryChanges[object] = .some(expiries[object]) }
         return AcceptedChanges(revision: revision, entries: pendingEntries, objects: finalValues,
                                classes: uncommittedClasses, bindings: bindingTable.uncommitted,
-                               lastBindingID: bindingTable.lastID)
+                               lastBindingID: bindingTable.lastID, expiries: expiryChanges)
     }
 
     /// Records an accepted write (revision already advanced). The change is consumed, so that the
@@ -179,6 +191,7 @@ public final class KVOEngine {
     func removeObject(_ object: String, size: Int) -> JSONValue {
         let previous = objects.removeValue(forKey: object)!
         sortedIDs.remove(object)
+        if !expiries.isEmpty { dropExpiry(of: object) }
         storedBytes -= object.utf8.count + size
         return previous
     }

@@ -15,6 +15,8 @@ public struct PersistedState: Sendable {
     public var bindings: [UInt64: JSONValue]
     /// The highest binding id ever handed out; never lower than the highest id in `bindings`.
     public var lastBindingID: UInt64
+    /// The objects' times to live (`KVOEngine+Expiry`), by object.
+    public var expiries: [String: Expiry] = [:]
 
     public init(objects: ObjectTable = [:], revision: UInt64 = 0, history: [HistoryEntry] = [],
                 classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue] = [:], lastBindingID: UInt64 = 0) {

@@ -14,6 +14,8 @@ struct CreateCommand: AsyncParsableCommand {
 
     @OptionGroup var conditions: ConditionOptions
 
+    @OptionGroup var ttl: TTLOption
+
     @Argument(help: "The object id.")
     var object: String
 
@@ -39,7 +41,8 @@ struct CreateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let values = try values.map { text throws(JSONParseError) in try JSONParser.parse(text) } ?? [:]
-        RevisionLine.print(try await connection.withClient { kvod in try await kvod.create(object, values: values, class: className, if: try conditions.conditions(keyPath: nil))
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.create(object, values: values, class: className, ttl: ttl.duration,
+                                                                                       if: try conditions.conditions(keyPath: nil))
         })
     }
 }

@@ -12,6 +12,8 @@ struct SetCommand: AsyncParsableCommand {
 
     @OptionGroup var conditions: ConditionOptions
 
+    @OptionGroup var ttl: TTLOption
+
     @Argument(help: "The object id.")
     var object: String
 
@@ -46,6 +48,7 @@ struct SetCommand: AsyncParsableCommand {
 
     func run() async throws {
         let value = try ValueArgument.parse(value ?? "")
-        RevisionLine.print(try await connection.withClient { kvod in try await kvod.set(keyPath, of: object, to: value, if: try conditions.conditions(keyPath: keyPath)) })
+        RevisionLine.print(try await connection.withClient { kvod in try await kvod.set(keyPath, of: object, to: value, ttl: ttl.duration,
+                                                                                    if: try conditions.conditions(keyPath: keyPath)) })
     }
 }

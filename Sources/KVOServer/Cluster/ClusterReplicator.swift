@@ -115,7 +115,8 @@ final class ClusterReplicator {
 
     /// The next batch to append, unless one is in flight or nothing is queued. `deadline` in `uv_hrtime`
     /// nanoseconds.
-    func takeBatch(deadline: UInt64) -> PublishJob? {
+    /// `time`: the wall-clock time (ms) every node applies the batch's writes at (`ReplicationEntry.time`).
+    func takeBatch(deadline: UInt64, time: Int64? = nil) -> PublishJob? {
         guard batchInFlight == nil, !queued.isEmpty else { return nil }
         batchCounter += 1
         let batch = "\(configuration.node).\(incarnation).\(batchCounter)"
@@ -125,8 +126,9 @@ final class ClusterReplicator {
             bytes += queued[count].line.count
             count += 1
         }
-        let entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: configuration.node, batch: batch,
+        var entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: configuration.node, batch: batch,
                                      operations: Array(queued[..<count]), publisherSequence: batchCounter)
+        entry.time = time
         awaiting.append((batch, queuedWriters[..<count].map { $0 }))
         if count == queued.count {
             queued.removeAll(keepingCapacity: true)

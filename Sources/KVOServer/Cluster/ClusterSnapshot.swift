@@ -16,6 +16,8 @@ import KVOJSON
 ///     ["c","Name",{…}]        one per class, by name
 ///     ["b",7,{…}]             one per binding, by id
 ///     ["u","name",{…}]        one per user (its stored form: hash, rules, tokens), by name
+///     ["x","id",[ttl,deadline]] one per object with a time to live (ms), by id; the header's `expiries`
+///                             counts them (absent: none, as in snapshots of kvod before expiry)
 ///
 /// The header's `integrity` is what the node knew of the stream at S (`StreamIntegrity.State`: the id of the
 /// entry at S, the running hash, the publishers' last batches), the same on every node that applied the same
@@ -45,6 +47,8 @@ struct ClusterSnapshot: Sendable, Equatable {
     var users: [UserRecord]?
     /// What the node knew of the stream at `sequence`; nil in an older snapshot.
     var integrity: StreamIntegrity.State?
+    /// The objects' times to live (`KVOEngine+Expiry`), by object.
+    var expiries: [String: Expiry] = [:]
 
     init(version: Int64 = KVOEngine.replicationVersion, sequence: UInt64, revision: UInt64, lastBindingID: UInt64,
          objects: [String: JSONValue], classes: [String: JSONValue], bindings: [UInt64: JSONValue],
@@ -74,14 +78,17 @@ struct ClusterSnapshot: Sendable, Equatable {
                   objects: objects, classes: engine.classDefinitionsByName(), bindings: engine.bindingDefinitionsByID(),
                   users: users.users, integrity: integrity)
         changedRevisions = changed
+        expiries = engine.expiryEntries
     }
 
     /// The state as `KVOEngine(restoring:)` and `SQLiteStore.replaceAll` take it (no history).
     var persistedState: PersistedState {
         var table = ObjectTable(packing: objects)
         for (id, changed) in changedRevisions { table.setChangedRevision(id, changed) }
-        return PersistedState(objects: table, revision: revision, history: [], classes: classes, bindings: bindings,
-                              lastBindingID: lastBindingID)
+        var state = PersistedState(objects: table, revision: revision, history: [], classes: classes, bindings: bindings,
+                                   lastBindingID: lastBindingID)
+        state.expiries = expiries
+        return state
     }
 
     func encoded() -> [UInt8] {
@@ -93,6 +100,7 @@ struct ClusterSnapshot: Sendable, Equatable {
             "objects": .int(Int64(objects.count)), "classes": .int(Int64(classes.count)),
             "bindings": .int(Int64(bindings.count)),
         ].merging(users.map { ["users": .int(Int64($0.count))] } ?? [:]) { $1 }
+         .merging(expiries.isEmpty ? [:] : ["expiries": .int(Int64(expiries.count))]) { $1 }
          .merging(integrity.map { ["integrity": StreamIntegrity.json($0)] } ?? [:]) { $1 })
         JSONWriter.write(header, into: &bytes)
         bytes.append(0x0A)
@@ -112,6 +120,11 @@ struct ClusterSnapshot: Sendable, Equatable {
         }
         for user in users ?? [] {
             JSONWriter.write(.array([.string("u"), .string(user.name), user.json]), into: &bytes)
+            bytes.append(0x0A)
+        }
+        for id in expiries.keys.sorted() {
+            let expiry = expiries[id]!
+            JSONWriter.write(.array([.string("x"), .string(id), .array([.int(expiry.ttl), .int(expiry.deadline)])]), into: &bytes)
             bytes.append(0x0A)
         }
         return bytes
@@ -141,8 +154,15 @@ struct ClusterSnapshot: Sendable, Equatable {
         case let .int(count)?: userCount = count
         default: throw .malformed("the header's 'users' is not a count")
         }
-        guard objectCount + classCount + bindingCount + (userCount ?? 0) == Int64(lines.count - 1) else {
-            throw .malformed("the header counts \(objectCount + classCount + bindingCount + (userCount ?? 0)) records, the snapshot holds \(lines.count - 1)")
+        var expiryCount: Int64 = 0
+        switch header["expiries"] {
+        case nil: break
+        case let .int(count)? where count >= 0: expiryCount = count
+        default: throw .malformed("the header's 'expiries' is not a count")
+        }
+        let records = objectCount + classCount + bindingCount + (userCount ?? 0) + expiryCount
+        guard records == Int64(lines.count - 1) else {
+            throw .malformed("the header counts \(records) records, the snapshot holds \(lines.count - 1)")
         }
         var integrity: StreamIntegrity.State?
         if let stated = header["integrity"] {
@@ -181,12 +201,19 @@ struct ClusterSnapshot: Sendable, Equatable {
                     throw .malformed("line \(number): user '\(name)' is repeated, out of order or misnamed")
                 }
                 snapshot.users!.append(user)
+            case let ("x", .string(id), .array(times)):
+                guard times.count == 2, case let .int(ttl) = times[0], case let .int(deadline) = times[1],
+                      (1...KVOEngine.maximumTTL).contains(ttl), snapshot.objects[id] != nil,
+                      snapshot.expiries.updateValue(Expiry(ttl: ttl, deadline: deadline), forKey: id) == nil else {
+                    throw .malformed("line \(number): the expiry of '\(id)' is repeated, invalid or of no object")
+                }
             default:
                 throw .malformed("line \(number) is not an object, class, binding or user record")
             }
         }
         guard snapshot.objects.count == Int(objectCount), snapshot.classes.count == Int(classCount),
-              snapshot.bindings.count == Int(bindingCount), (snapshot.users?.count ?? 0) == Int(userCount ?? 0)
+              snapshot.bindings.count == Int(bindingCount), (snapshot.users?.count ?? 0) == Int(userCount ?? 0),
+              snapshot.expiries.count == Int(expiryCount)
         else { throw .malformed("the records do not match the header's counts") }
         return snapshot
     }

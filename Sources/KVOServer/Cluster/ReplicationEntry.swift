@@ -47,6 +47,9 @@ package struct ReplicationEntry: Sendable, Equatable {
     package var publisherSequence: UInt64? = nil
     /// A checkpoint's claim instead of writes.
     package var checkpoint: Checkpoint? = nil
+    /// The wall-clock time (ms since 1970) every node applies the writes at (deadlines of `ttl`); nil in an
+    /// entry of a kvod before expiry.
+    package var time: Int64? = nil
 
     package init(version: Int64, node: String, batch: String, operations: [Operation], publisherSequence: UInt64? = nil,
                  checkpoint: Checkpoint? = nil) {
@@ -89,6 +92,7 @@ package struct ReplicationEntry: Sendable, Equatable {
             "v": .int(version), "node": .string(node), "batch": .string(batch), "ops": .array(ops),
         ]
         if let publisherSequence { members["pseq"] = .int(Int64(bitPattern: publisherSequence)) }
+        if let time { members["time"] = .int(time) }
         if let checkpoint {
             var check: [String: JSONValue] = ["seq": .int(Int64(bitPattern: checkpoint.sequence)), "hash": .string(checkpoint.hash)]
             if let revision = checkpoint.revision { check["rev"] = .int(Int64(bitPattern: revision)) }
@@ -129,6 +133,11 @@ package struct ReplicationEntry: Sendable, Equatable {
             }
             checkpoint = Checkpoint(sequence: UInt64(sequence), hash: hash, revision: revision)
         }
+        var time: Int64?
+        if let stated = value["time"] {
+            guard case let .int(milliseconds) = stated else { throw .malformed("'time' is not an integer") }
+            time = milliseconds
+        }
         var operations: [Operation] = []
         operations.reserveCapacity(ops.count)
         for op in ops {
@@ -148,8 +157,10 @@ package struct ReplicationEntry: Sendable, Equatable {
             guard case let .string(line)? = op["line"] else { throw .malformed("an operation without 'line'") }
             operations.append(Operation(line: Array(line.utf8), user: user))
         }
-        return ReplicationEntry(version: version, node: node, batch: batch, operations: operations,
-                                publisherSequence: publisherSequence, checkpoint: checkpoint)
+        var entry = ReplicationEntry(version: version, node: node, batch: batch, operations: operations,
+                                     publisherSequence: publisherSequence, checkpoint: checkpoint)
+        entry.time = time
+        return entry
     }
 }
 
@@ -174,7 +185,9 @@ extension KVOEngine {
     /// applying it in its own order.
     /// 3: changes to the users are replicated (`UserChange`); a node of version 2, which has no users
     /// in its digest and refused user management in cluster mode, stops at such an entry.
-    package static let replicationVersion: Int64 = 3
+    /// 4: expiry (`ttl` on writes, `touch`, `expire`; each entry carries the publishing node's write `time`,
+    /// which deadlines are computed from). A node of version 3 stops at such an entry.
+    package static let replicationVersion: Int64 = 4
 
     /// The oldest version this engine still applies as it was computed: version 1 entries hold no binding
     /// requests (version 1 refused them before they reached the stream), and versions 1 and 2 hold no

@@ -45,6 +45,11 @@ enum StateDigest {
         for listing in engine.bindingListings() { feedLine("binding", listing) }
         // Users are replicated state in a cluster: names, hashes, rules and tokens.
         for user in users?.users ?? [] { feedLine("user", user.json) }
+        // Expiries are replicated state: each deadline was computed from a replicated write time.
+        let expiries = engine.expiryEntries
+        for id in expiries.keys.sorted() {
+            feedLine("expiry", .array([.string(id), .int(expiries[id]!.ttl), .int(expiries[id]!.deadline)]))
+        }
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context, &digest, &length)

@@ -172,6 +172,7 @@ package struct EventEncoder {
                 }
                 line.append(",\"reason\":\"")
                 line.appendRaw(event.pointee.reason.rawValue)
+                if event.pointee.expired { line.append("\",\"cause\":\"expired") }
                 line.append("\",\"rev\":")
                 line.appendInteger(event.pointee.rev)
                 line.append(",\"change\":{\"kind\":")
@@ -229,6 +230,8 @@ package struct EventEncoder {
                     line.append(",\"w\":")
                     appendCompactReason(of: event.pointee, orOne: false, to: &line)
                 }
+                // An ending because the object's time to live ended (`"cause":"expired"` in the full form).
+                if event.pointee.expired { line.append(",\"x\":1") }
                 if event.pointee.kind != .setting {
                     // Kinds 2-4 always have indexes; an empty list keeps the kind if one ever comes without.
                     line.append(",\"")

@@ -5,7 +5,7 @@ import KVOModel
 /// administration operations and `invalid` for a request kvod could not decode (malformed JSON, a
 /// missing or unknown `op`, a mistyped field). A small closed set, so the series stay few.
 enum MetricsOperation: Int, CaseIterable {
-    case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, batch, observe, unobserve, list, info, ping
+    case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, batch, touch, expire, observe, unobserve, list, info, ping
     case defineClass, classes, bind, unbind, bindings, digest, access, metrics
     case invalid
 
@@ -30,6 +30,8 @@ enum MetricsOperation: Int, CaseIterable {
         case .remove: "remove"
         case .replace: "replace"
         case .batch: "batch"
+        case .touch: "touch"
+        case .expire: "expire"
         case .observe: "observe"
         case .unobserve: "unobserve"
         case .list: "list"

@@ -14,7 +14,7 @@ import KVOModel
 /// A value; any thread.
 package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case hello, auth, ping
-    case create, delete, get, set, increment, insert, remove, replace, batch
+    case create, delete, get, set, increment, insert, remove, replace, batch, touch, expire
     case list, info, observe, unobserve
     case defineClass, classes
     case bind, combineLatest, unbind, bindings
@@ -294,6 +294,18 @@ enum OperationTable {
                 name: "access", effect: .connection, requirement: .nothing,
                 metrics: .access, route: .engine, decode: RequestDecoder.access,
                 example: #"{"op":"access","objects":["o"]}"#)
+        case .touch:
+            return OperationDeclaration(
+                name: "touch", effect: .writes, requirement: .writeObjects, batchable: true,
+                metrics: .touch, route: .engine, decode: RequestDecoder.touch,
+                example: #"{"op":"touch","object":"o"}"#)
+        case .expire:
+            // Sent by the server itself when an object's time to live ends (`Server+Expiry`), as a write any
+            // node may submit: only a server admin may send it, and it deletes only what is due.
+            return OperationDeclaration(
+                name: "expire", effect: .writes, requirement: .serverAdmin,
+                metrics: .expire, route: .engine, decode: RequestDecoder.expire,
+                example: #"{"op":"expire","object":"o","changedRev":1}"#)
         case .metrics:
             return OperationDeclaration(
                 name: "metrics", effect: .reads, requirement: .serverAdmin,
@@ -365,7 +377,10 @@ extension Request {
         case .digest: .digest
         case .access: .access
         case .metrics: .metrics
+        case .touch: .touch
+        case .expire: .expire
         case let .conditional(_, request): request.operation
+        case let .expiring(_, request): request.operation
         case let .admin(request):
             switch request {
             case .userAdd: .userAdd

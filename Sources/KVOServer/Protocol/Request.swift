@@ -55,6 +55,13 @@ package enum Request: Equatable, Sendable {
     /// one does not hold. Made by the decoder, so every path that hands a decoded line to the handler (a
     /// live request, a replicated one, a batch part) carries them. Never empty, never nested.
     indirect case conditional(WriteConditions, Request)
+    /// A `create` or `set` with `ttl` (milliseconds; 0: no expiry): the write, then its object's time to live
+    /// set in the same turn (docs/protocol.md, "Expiry").
+    indirect case expiring(ttl: Int64, Request)
+    /// `touch`: the object's deadline moves to now plus its ttl.
+    case touch(object: String)
+    /// `expire`: the server deletes an object whose time to live ended, unless it changed after `changedRev`.
+    case expire(object: String, changedRev: UInt64)
 
 }
 
@@ -63,9 +70,9 @@ extension Request {
     var writtenObject: String? {
         switch self {
         case let .create(object, _, _), let .delete(object), let .set(object, _, _), let .increment(object, _, _),
-             let .mutateArray(object, _, _):
+             let .mutateArray(object, _, _), let .touch(object), let .expire(object, _):
             object
-        case let .conditional(_, request):
+        case let .conditional(_, request), let .expiring(_, request):
             request.writtenObject
         default:
             nil

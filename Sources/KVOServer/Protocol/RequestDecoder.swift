@@ -15,7 +15,7 @@ package enum RequestDecoder {
     private static let fieldNames = JSONParser.KeyTable([
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
-        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev", "ops", "objects", "where",
+        "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev", "ops", "objects", "where", "ttl", "changedRev",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -64,9 +64,14 @@ package enum RequestDecoder {
             if atLeastRev != nil, !operation.declaration.acceptsAtLeastRev {
                 throw KVOError(.badRequest, "'atLeastRev' goes with \(RequestDecoder.atLeastRevOperations) only")
             }
-            // One pass over the names for the rare conditions (`if…`) before looking any of them up: a plain
-            // write must not pay four lookups (issue 30: a `set`'s cost must not grow).
-            if fields.hasConditionMember, let conditions = try reader.writeConditions() {
+            // One pass over the names for the rare members (`if…`, `ttl`) before looking any of them up: a plain
+            // write must not pay five lookups (issue 30: a `set`'s cost must not grow).
+            let rare = fields.rareWriteMembers
+            if rare.ttl, let ttl = try reader.ttl() {
+                guard operation == .create || operation == .set else { throw KVOError(.badRequest, "'ttl' goes with create and set only") }
+                request = .expiring(ttl: ttl, request)
+            }
+            if rare.conditions, let conditions = try reader.writeConditions() {
                 guard operation.declaration.acceptsConditions else {
                     throw KVOError(.badRequest, "'ifExists', 'ifAbsent', 'ifEquals' and 'ifRev' go with \(RequestDecoder.conditionalOperations) only")
                 }
@@ -223,6 +228,15 @@ package enum RequestDecoder {
     package static let maximumAccessObjects = 1_000
 
     /// `objects`: optional, an array of at most `maximumAccessObjects` object ids.
+    static func touch(_ reader: FieldReader) throws(KVOError) -> Request {
+        .touch(object: try reader.objectID())
+    }
+
+    static func expire(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let changedRev = try reader.optionalRevision("changedRev") else { throw KVOError(.badRequest, "missing 'changedRev'") }
+        return .expire(object: try reader.objectID(), changedRev: changedRev)
+    }
+
     static func access(_ reader: FieldReader) throws(KVOError) -> Request {
         guard let value = reader.fields["objects"], value != .null else { return .access(objects: []) }
         guard case let .array(elements) = value else { throw KVOError(.badRequest, "'objects' must be an array, not \(value.typeName)") }
@@ -524,6 +538,23 @@ struct FieldReader {
             throw KVOError(.badRequest, "'\(name)' must be a non-negative integer revision")
         }
         return UInt64(integer)
+    }
+
+    /// `ttl` (docs/protocol.md, "Expiry"): seconds, an integer or a finite number, from 0 (no expiry) to ten
+    /// years, as whole milliseconds (a fraction rounded up: a positive ttl never becomes 0); nil when absent.
+    func ttl() throws(KVOError) -> Int64? {
+        guard let value = fields["ttl"], value != .null else { return nil }
+        let maximumSeconds = KVOEngine.maximumTTL / 1000
+        let milliseconds: Int64
+        switch value {
+        case let .int(seconds) where (0...maximumSeconds).contains(seconds):
+            milliseconds = seconds * 1000
+        case let .double(seconds) where seconds.isFinite && seconds >= 0 && seconds <= Double(maximumSeconds):
+            milliseconds = Int64((seconds * 1000).rounded(.up))
+        default:
+            throw KVOError(.badRequest, "'ttl' must be a number of seconds from 0 (no expiry) to \(maximumSeconds)")
+        }
+        return milliseconds
     }
 
     /// Whether the request gave `values` (a list) rather than `value`.

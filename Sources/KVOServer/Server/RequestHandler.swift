@@ -186,6 +186,18 @@ final class RequestHandler {
             }
             return try perform(write, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
                                notifications: &notifications)
+        case let .expiring(ttl, write):
+            // The time to live is part of the write: set in the same turn, on the object the write names.
+            guard let object = write.writtenObject else { throw KVOError(.badRequest, "'ttl' goes with writes of one object") }
+            let outcome = try perform(write, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
+                                      notifications: &notifications)
+            try engine.setTTL(object, milliseconds: ttl)
+            return outcome
+        case let .touch(object):
+            let expiry = try engine.touch(object, access: access)
+            return reply([("expiresAt", expiry.map { .int($0.deadline) } ?? .null), ("rev", revision(engine.revision))])
+        case let .expire(object, changedRev):
+            return replyRevision(try engine.expire(object, ifRev: changedRev, access: access, notifications: &notifications))
         case .digest:
             var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine, users: users)))]
             if let status = clusterStatus?() {

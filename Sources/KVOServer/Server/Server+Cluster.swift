@@ -99,7 +99,7 @@ extension Server {
     /// still being appended: they then go with the next one).
     func publishClusterBatch(_ cluster: ClusterReplicator) {
         let deadline = uv_hrtime() &+ UInt64(cluster.configuration.writeTimeout * 1e9)
-        if let job = cluster.takeBatch(deadline: deadline) { clusterBridge?.enqueue(job) }
+        if let job = cluster.takeBatch(deadline: deadline, time: loopWallClock) { clusterBridge?.enqueue(job) }
     }
 
     /// The bridge posted: apply stream entries in order, note appended batches, answer writes whose batch
@@ -226,6 +226,9 @@ extension Server {
             return
         }
         let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
+        // Every node applies the entry's writes at the time its publisher stamped (an older kvod's entry has
+        // none: its writes set no ttl, and this node's clock is as good as any).
+        handler.engine.writeTime = entry.time ?? loopWallClock
         var released: [Connection] = []
         for (index, operation) in entry.operations.enumerated() {
             let writer = writers.flatMap { index < $0.count ? $0[index] : nil }
@@ -352,6 +355,8 @@ extension Server {
     /// Who an operation from the stream acts as: its writer's user with this node's rules for the user
     /// (the users must be the same on every node), or open mode's rights for a write made in open mode.
     func clusterAccess(forUser user: String?) -> ConnectionAccess {
+        // The server's own writes (`expire`): unrestricted, as a single node applies them.
+        if user == Server.serverUser { return ConnectionAccess.open() }
         guard let user else { return users.isEmpty ? ConnectionAccess.open() : ConnectionAccess(ConnectionAccess.nobody) }
         guard let policy = policy(ofUser: user) else { return ConnectionAccess(ConnectionAccess.nobody) }
         return ConnectionAccess(Principal(user: user, policy: policy))

@@ -64,7 +64,11 @@ extension Server {
             submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection)
             return
         }
-        if declaration.isWrite, groupCommitIntervalNanoseconds > 0 { noteWriterForGroupCommit(connection.id) }
+        if declaration.isWrite {
+            // The write's time (`Server+Expiry`): the loop's, read once per iteration; no clock is read here.
+            handler.engine.writeTime = loopWallClock
+            if groupCommitIntervalNanoseconds > 0 { noteWriterForGroupCommit(connection.id) }
+        }
         if let atLeastRev = decoded.atLeastRev, atLeastRev > handler.engine.revision {
             holdForRevision(atLeastRev, request, decoded: decoded, connection: connection)
             return

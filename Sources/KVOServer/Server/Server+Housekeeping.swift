@@ -14,6 +14,8 @@ extension Server {
     /// returns memory to the system once the buffers have drained after a burst.
     func housekeep() {
         let now = uv_now(loop.raw)
+        refreshWallClockOffset()
+        expireDueObjects()
         if now &- lastStorageCheck >= 1000 {
             lastStorageCheck = now
             checkStorage()

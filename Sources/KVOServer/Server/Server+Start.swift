@@ -26,6 +26,7 @@ extension Server {
         uv_timer_init(loop.raw, housekeepingHandle)
         retainOwner(self, in: housekeepingHandle)
         uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
+        refreshWallClockOffset()
     }
 
     /// The TLS context and the listeners; refuses to start (closing what it opened) without a listener, or

@@ -69,6 +69,8 @@ public final class Server {
     let groupCommitTimer: UnsafeMutablePointer<uv_timer_t>
     /// Whether `groupCommitTimer` is running.
     var groupCommitTimerArmed = false
+    /// The wall clock minus the loop's clock, in ms (`Server+Expiry`); taken at start and every housekeeping tick.
+    var wallClockOffset: Int64 = 0
     /// The connections that wrote since the last group commit, and whether one of them wrote again before
     /// its write was committed (it does not wait for each reply: holding the commit costs it nothing).
     /// Kept only with a cadence (`groupCommitIntervalNanoseconds` > 0).

@@ -31,6 +31,8 @@ package struct CommitBatch: Sendable {
     /// stored in the same transaction as `streamSequence`. The server fills it; the engine knows no users.
     /// Same care as `bindings` when recording a removal.
     package var users: [String: UserRecord?] = [:]
+    /// Expiries set, moved or removed (nil) by the batch's writes, by object (`KVOEngine+Expiry`).
+    package var expiries: [String: Expiry?] = [:]
 
     package init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject],
                 classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue?] = [:], lastBindingID: UInt64 = 0) {
@@ -43,12 +45,13 @@ package struct CommitBatch: Sendable {
     }
 
     /// True when the batch holds no write, no class, no binding and no user change.
-    package var isEmpty: Bool { entries.isEmpty && classes.isEmpty && bindings.isEmpty && users.isEmpty }
+    package var isEmpty: Bool { entries.isEmpty && classes.isEmpty && bindings.isEmpty && users.isEmpty && expiries.isEmpty }
 
     /// The engine's accepted changes, with no stream sequence and no user change (the server adds those).
     init(_ changes: AcceptedChanges) {
         self.init(revision: changes.revision, entries: changes.entries, objects: changes.objects,
                   classes: changes.classes, bindings: changes.bindings, lastBindingID: changes.lastBindingID)
+        expiries = changes.expiries
     }
 }
 

@@ -25,7 +25,7 @@ extension SQLiteStore {
         let movesRevision = batch.revision != storedRevision
         let raisesLastBindingID = batch.lastBindingID > storedLastBindingID
         if batch.entries.isEmpty && batch.objects.isEmpty && batch.classes.isEmpty && batch.bindings.isEmpty
-            && batch.users.isEmpty && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
+            && batch.users.isEmpty && batch.expiries.isEmpty && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
         let keepHistory = historyLimit > 0
         var appended = 0
         // What this batch does to each object's log; merged into `objectLogs` once the batch is committed.
@@ -134,6 +134,17 @@ extension SQLiteStore {
                 }
             }
             try write(classes: batch.classes, bindings: batch.bindings, statements)
+            for (object, expiry) in batch.expiries {
+                if let expiry {
+                    try statements.upsertExpiry.bind(1, text: object)
+                    try statements.upsertExpiry.bind(2, expiry.ttl)
+                    try statements.upsertExpiry.bind(3, expiry.deadline)
+                    try statements.upsertExpiry.run()
+                } else {
+                    try statements.deleteExpiry.bind(1, text: object)
+                    try statements.deleteExpiry.run()
+                }
+            }
             if !batch.users.isEmpty {
                 let names = batch.users.keys.sorted()
                 try writeUserRows(upserting: names.compactMap { batch.users[$0] ?? nil },

@@ -99,6 +99,16 @@ extension SQLiteStore {
             // Never hand out a live binding's id again, even if the counter lags behind it.
             state.lastBindingID = max(state.lastBindingID, id)
         }
+
+        let expiries = try database.prepare("SELECT object, ttl, deadline FROM expiries")
+        defer { expiries.finalize() }
+        while try expiries.step() {
+            let object = expiries.string(0)
+            guard expiries.isInteger(1), expiries.isInteger(2), (1...KVOEngine.maximumTTL).contains(expiries.int64(1)) else {
+                throw .corrupt(row: "expiry of '\(object)'", reason: "the ttl and deadline must be integers, the ttl from 1 to \(KVOEngine.maximumTTL)")
+            }
+            state.expiries[object] = Expiry(ttl: expiries.int64(1), deadline: expiries.int64(2))
+        }
         return state
     }
 

@@ -88,6 +88,8 @@ extension SQLiteStore {
                 CREATE TABLE IF NOT EXISTS redo(object TEXT NOT NULL, rev INTEGER NOT NULL, change TEXT NOT NULL,
                                                 PRIMARY KEY(object, rev)) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS users(name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS expiries(object TEXT PRIMARY KEY, ttl INTEGER NOT NULL, deadline INTEGER NOT NULL)
+                    WITHOUT ROWID;
                 INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(SQLiteStore.schemaVersion));
                 UPDATE meta SET value = \(SQLiteStore.schemaVersion)
                     WHERE key = 'schema_version' AND value < \(SQLiteStore.schemaVersion);

@@ -73,7 +73,7 @@ import Darwin
 /// Not Sendable.
 package final class SQLiteStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
-    package static let schemaVersion: Int64 = 6
+    package static let schemaVersion: Int64 = 7
     /// The database file's name inside the data directory.
     package static let fileName = "kvod.sqlite3"
     /// The data directory's marker file's name (`DataDirectoryMarker`).
@@ -93,7 +93,7 @@ package final class SQLiteStore {
     /// The largest `history.bytes` a row may claim (SQLite's own maximum text length is 1 GB).
     static let maximumHistoryRowBytes: Int64 = Int64(Int32.max)
     /// The tables every database of the current schema has, in the order they are checked.
-    static let requiredTables = ["meta", "objects", "history", "classes", "bindings", "redo", "users"]
+    static let requiredTables = ["meta", "objects", "history", "classes", "bindings", "redo", "users", "expiries"]
 
     /// The tables a database of schema `version` has (version 1: no classes or bindings; 2: no redo).
     static func requiredTables(ofVersion version: Int64) -> [String] {
@@ -101,6 +101,7 @@ package final class SQLiteStore {
         case 1: return ["meta", "objects", "history"]
         case 2: return ["meta", "objects", "history", "classes", "bindings"]
         case 3: return ["meta", "objects", "history", "classes", "bindings", "redo"]
+        case 4, 5, 6: return ["meta", "objects", "history", "classes", "bindings", "redo", "users"]
         default: return requiredTables
         }
     }
@@ -181,6 +182,8 @@ package final class SQLiteStore {
         let setLastBindingID: SQLiteStatement
         let setStreamSequence: SQLiteStatement
         let setStreamIntegrity: SQLiteStatement
+        let upsertExpiry: SQLiteStatement
+        let deleteExpiry: SQLiteStatement
         /// The bytes of one object's snapshot (no row: the object is not stored).
         let snapshotBytes: SQLiteStatement
 
@@ -209,12 +212,15 @@ package final class SQLiteStore {
                 "INSERT INTO meta(key, value) VALUES('stream_sequence', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             setStreamIntegrity = try database.prepare(
                 "INSERT INTO meta(key, value) VALUES('stream_integrity', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            upsertExpiry = try database.prepare(
+                "INSERT INTO expiries(object, ttl, deadline) VALUES(?1, ?2, ?3) ON CONFLICT(object) DO UPDATE SET ttl = excluded.ttl, deadline = excluded.deadline")
+            deleteExpiry = try database.prepare("DELETE FROM expiries WHERE object = ?1")
             snapshotBytes = try database.prepare("SELECT length(CAST(value AS BLOB)) FROM objects WHERE id = ?1")
         }
 
         func finalize() {
             for statement in [begin, commit, rollback, upsertObject, deleteObject, insertRedo, deleteRedo, insertHistory, setRevision, trimHistory,
-                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence, setStreamIntegrity, snapshotBytes] {
+                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence, setStreamIntegrity, upsertExpiry, deleteExpiry, snapshotBytes] {
                 statement.finalize()
             }
         }
@@ -392,7 +398,7 @@ extension SQLiteStore {
         var logs: [String: ObjectLog] = [:]
         do {
             try statements.begin.run()
-            try database.exec("DELETE FROM objects; DELETE FROM redo; DELETE FROM history; DELETE FROM classes; DELETE FROM bindings")
+            try database.exec("DELETE FROM objects; DELETE FROM redo; DELETE FROM history; DELETE FROM classes; DELETE FROM bindings; DELETE FROM expiries")
             for id in state.objects.keys.sorted() {
                 valueText.removeAll(keepingCapacity: true)
                 JSONWriter.write(state.objects[id]!, into: &valueText)
@@ -403,6 +409,12 @@ extension SQLiteStore {
                 logs[id] = ObjectLog(snapshotBytes: valueText.count, redoBytes: 0)
             }
             try write(classes: state.classes, bindings: state.bindings.mapValues { Optional($0) }, statements)
+            for (object, expiry) in state.expiries {
+                try statements.upsertExpiry.bind(1, text: object)
+                try statements.upsertExpiry.bind(2, expiry.ttl)
+                try statements.upsertExpiry.bind(3, expiry.deadline)
+                try statements.upsertExpiry.run()
+            }
             try statements.setLastBindingID.bind(1, Int64(bitPattern: state.lastBindingID))
             try statements.setLastBindingID.run()
             try statements.setRevision.bind(1, Int64(bitPattern: state.revision))

@@ -114,13 +114,17 @@ export class KVODClient {
   /**
    * The writes take `conditions` last (docs/protocol.md "Conditional writes"): `{ ifExists: true }`,
    * `{ ifAbsent: true }`, `{ ifRev: rev }`, `{ ifEquals: { keyPath, value } }`, together or alone. One that does not hold
-   * rejects with a KVODError of code `conflict` whose details say which and what is there now.
+   * rejects with a KVODError of code `conflict` whose details say which and what is there now. `create` and `set`
+   * also take `{ ttl: seconds }` there (docs/protocol.md "Expiry"): the object is deleted once that time passes
+   * without a write or a `touch` (its observers get `sourceDeleted` with `cause: "expired"`); `ttl: 0` removes it.
    */
   create(object, values = {}, className, conditions = {}) {
     const params = className === undefined ? { object, values } : { object, values, class: className };
     return this.request("create", { ...params, ...conditions });
   }
   delete(object, conditions = {}) { return this.request("delete", { object, ...conditions }); }
+  /** Starts `object`'s time to live again from now; resolves with `{ expiresAt, rev }` (`expiresAt`: ms since 1970, null without a ttl). */
+  touch(object) { return this.request("touch", { object }); }
   /** The value at `keyPath` (the whole object without one). */
   async get(object, keyPath) {
     const reply = await this.request("get", keyPath === undefined ? { object } : { object, keyPath });
@@ -531,6 +535,7 @@ export function decodeChange(message, observation) {
     if ("new" in change) decoded.new = change.new;
     if ("old" in change) decoded.old = change.old;
     if (change.indexes) decoded.indexes = change.indexes;
+    if (message.cause !== undefined) decoded.cause = message.cause;
     return withIds(decoded, observation);
   }
   // A prior notification's `p` is 1 (valueChanged) or the reason's code; kinds 2-4 carry their indexes
@@ -544,6 +549,7 @@ export function decodeChange(message, observation) {
   };
   if ("n" in message) decoded.new = message.n;
   if ("o" in message) decoded.old = message.o;
+  if (message.x === 1) decoded.cause = "expired";
   if (kind !== 1) decoded.indexes = message[kind];
   return withIds(decoded, observation);
 }

@@ -1,0 +1,103 @@
+/// An object's time to live (docs/protocol.md, "Expiry"): its length and the moment it ends, both in
+/// milliseconds, the deadline on the wall clock (ms since 1970) of the write that set or refreshed it.
+public struct Expiry: Equatable, Sendable {
+    /// The time to live, refreshed by every write of the object: `deadline` = write time + `ttl`.
+    public var ttl: Int64
+    public var deadline: Int64
+
+    public init(ttl: Int64, deadline: Int64) {
+        self.ttl = ttl
+        self.deadline = deadline
+    }
+}
+
+/// The expiries of the objects that have one, and when to look at them again.
+///
+/// `entries` is the state (replicated, stored, hashed by `digest`). The queue is a binary min-heap of
+/// reminders `(at, object, deadline)` for the server's timer: a reminder is stale, and skipped, when the
+/// object's deadline is no longer the one it was made for (refreshed, removed); a refresh pushes a new one
+/// rather than searching the heap. `due(now:)` hands out the reminders whose time has come and remembers
+/// them again `retry` later, so an expiry the cluster did not apply yet is asked for again. Only objects with
+/// a ttl cost anything: a write of another object tests `isEmpty`. Owned by `KVOEngine`; loop thread only.
+final class ExpiryTable {
+    private(set) var entries: [String: Expiry] = [:]
+    private var queue: [(at: Int64, object: String, deadline: Int64)] = []
+
+    var isEmpty: Bool { entries.isEmpty }
+    var count: Int { entries.count }
+    /// Reminders queued, stale ones included.
+    var reminderCount: Int { queue.count }
+
+    subscript(object: String) -> Expiry? { entries[object] }
+
+    /// Sets (or replaces) `object`'s expiry.
+    func set(_ object: String, _ expiry: Expiry) {
+        entries[object] = expiry
+        push((expiry.deadline, object, expiry.deadline))
+    }
+
+    /// Removes `object`'s expiry (its reminders become stale).
+    @discardableResult
+    func remove(_ object: String) -> Expiry? {
+        entries.removeValue(forKey: object)
+    }
+
+    /// The earliest moment a reminder falls due, stale ones dropped first; nil when there is none.
+    func nextReminder() -> Int64? {
+        dropStale()
+        return queue.first?.at
+    }
+
+    /// The objects whose deadline is at or before `now` (each once per call), their reminders moved `retry`
+    /// milliseconds later.
+    func due(now: Int64, retry: Int64) -> [String] {
+        var result: [String] = []
+        while true {
+            dropStale()
+            guard let top = queue.first, top.at <= now else { break }
+            popTop()
+            result.append(top.object)
+            push((now + retry, top.object, top.deadline))
+        }
+        return result
+    }
+
+    private func rebuild() {
+        queue = entries.map { (at: $0.value.deadline, object: $0.key, deadline: $0.value.deadline) }
+        queue.sort { $0.at < $1.at }  // a sorted array is a valid min-heap
+    }
+
+    private func dropStale() {
+        while let top = queue.first, entries[top.object]?.deadline != top.deadline { popTop() }
+    }
+
+    private func push(_ reminder: (at: Int64, object: String, deadline: Int64)) {
+        // Refreshes leave stale reminders deep in the heap: rebuilt from the entries when they outnumber them.
+        if queue.count > 2 * entries.count + 64 { rebuild() }
+        queue.append(reminder)
+        var child = queue.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard queue[child].at < queue[parent].at else { break }
+            queue.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private func popTop() {
+        let last = queue.removeLast()
+        guard !queue.isEmpty else { return }
+        queue[0] = last
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < queue.count, queue[left].at < queue[smallest].at { smallest = left }
+            if right < queue.count, queue[right].at < queue[smallest].at { smallest = right }
+            guard smallest != parent else { return }
+            queue.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}

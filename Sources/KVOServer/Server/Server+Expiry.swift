@@ -1,0 +1,74 @@
+import CLibUV
+import KVOEngine
+import KVOJSON
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Expiry on the server's side (docs/protocol.md, "Expiry"; the engine's part is `KVOEngine+Expiry`): the
+/// write time each write is applied with, and the `expire` writes for objects whose time to live ended.
+///
+/// *Time.* A single node applies a write at `loopWallClock`: the loop's cached time (`uv_now`, read once per
+/// iteration) plus the wall clock's offset from it, taken again every housekeeping tick, so no write reads a
+/// clock. A cluster node applies each stream entry at the `time` its publisher stamped, so every node
+/// computes the same deadlines (`applyClusterEntry`).
+///
+/// *Expiring.* Every housekeeping tick (100 ms) asks the engine for the objects due now; for each it sends
+/// `{"op":"expire","object":…,"changedRev":R}` as the server: a single node applies it at once, a cluster node
+/// submits it to the stream like a client's write (every node that finds the object due does, and the first
+/// in the stream deletes it: the others are refused alike everywhere). An object still there a second later
+/// is asked for again. Nothing is sent while writes are refused (storage full, the stream unavailable).
+/// Loop thread only.
+extension Server {
+    /// The user an `expire` from the stream acts as: the server itself (no user can have this name).
+    static let serverUser = "$kvod"
+
+    /// Milliseconds before an object found due and still there is asked for again.
+    static let expiryRetry: Int64 = 1000
+
+    /// The wall clock (ms since 1970) as the loop sees it: `uv_now` plus `wallClockOffset`.
+    var loopWallClock: Int64 { Int64(bitPattern: uv_now(loop.raw)) &+ wallClockOffset }
+
+    /// Takes the wall clock's offset from the loop's clock again (every housekeeping tick).
+    func refreshWallClockOffset() {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let wall = Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+        wallClockOffset = wall &- Int64(bitPattern: uv_now(loop.raw))
+    }
+
+    /// Sends `expire` for every object due now (housekeeping).
+    func expireDueObjects() {
+        let engine = handler.engine
+        guard engine.expiringObjectCount > 0, storageRefusal == nil else { return }
+        if let cluster, cluster.refusal != nil { return }
+        let now = loopWallClock
+        for (object, changedRev) in engine.dueExpiries(now: now, retry: Server.expiryRetry) {
+            if let cluster {
+                var line: [UInt8] = []
+                JSONWriter.write(.object(["op": "expire", "object": .string(object), "changedRev": .int(Int64(changedRev))]),
+                                 into: &line)
+                // Its writer is no connection (`clusterConnection`): nobody is answered, but it leaves the queue
+                // at the deadline like any write, so an unreachable stream does not pile expiries up.
+                let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+                cluster.submit(line: line, user: Server.serverUser,
+                               writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
+                                                                operation: .expire, deadline: deadline, started: 0))
+                continue
+            }
+            engine.writeTime = now
+            notifications.removeAll(keepingCapacity: true)
+            let outcome = handler.handle(.expire(object: object, changedRev: changedRev), from: Server.clusterConnection,
+                                         access: ConnectionAccess.open(), budget: .unlimited,
+                                         eventEncoding: .full, notifications: &notifications)
+            deliverNotifications()
+            deliverBindingEvents()
+            switch outcome.reply {
+            case .success:
+                metrics.countRequest(.expire, error: nil)
+            case let .failure(error):
+                metrics.countRequest(.expire, error: error.code)
+            }
+        }
+    }
+}

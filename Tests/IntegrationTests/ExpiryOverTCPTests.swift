@@ -1,0 +1,128 @@
+import Foundation
+import KVOWireProbe
+import KVOJSON
+import Testing
+
+/// Expiry against the real kvod over TCP (docs/protocol.md, "Expiry"): `ttl` on create, set and in a batch,
+/// refreshed by writes and `touch`, the `sourceDeleted` with `"cause":"expired"` (full and compact), hostile
+/// values refused with nothing changed, `expire` kept for the server, and deadlines that survive a SIGKILL.
+@Suite struct ExpiryOverTCPTests {
+    /// Waits up to `timeout` for the next change event on `connection`.
+    private func nextChange(_ connection: KVOConnection, timeout: Double = 5) throws -> JSONValue? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            guard let event = try connection.nextEvent(timeout: max(0.05, deadline.timeIntervalSinceNow)) else { return nil }
+            if event["event"] == "change" || event["s"] != nil { return event }
+        }
+        return nil
+    }
+
+    @Test func anObjectGoesWhenItsTimeToLiveEndsAndItsObserversAreTold() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        let observer = try server.connect()
+        let compact = LineClient(try server.connect())
+        try compact.call("hello", ["events": "compact"])
+        let started = Date()
+        try writer.call("create", ["object": "sess:1", "values": ["user": "ada"], "ttl": 0.4])
+        let sub = try observer.call("observe", ["object": "sess:1", "keyPath": "user", "options": ["new", "old"]])["sub"]
+        let ids = try observer.call("observe", ["pattern": "sess:*"])["sub"]
+        let compactSub = try #require(try compact.call("observe", ["object": "sess:1", "keyPath": "user"])["sub"])
+        var heard: [JSONValue] = []
+        while heard.count < 2, let event = try nextChange(observer) { heard.append(event) }
+        let took = Date().timeIntervalSince(started)
+        #expect(took >= 0.35 && took < 3, "expired after \(took) s")
+        #expect(heard.map { $0["sub"] } == [sub, ids])
+        #expect(heard.allSatisfy { $0["reason"] == "sourceDeleted" && $0["cause"] == "expired" }, "\(heard)")
+        #expect(heard.first?["change"]?["old"] == "ada")
+        // The same ending, compact: `w` sourceDeleted, `x` expired.
+        let lines = try compact.takeEvents().map { String(decoding: $0, as: UTF8.self) }
+        #expect(lines == [#"{"s":\#(compactSub),"r":2,"w":"s","x":1,"n":null}"#], "\(lines)")
+        #expect(try writer.request("get", ["object": "sess:1"])["error"]?["code"] == "not_found")
+    }
+
+    @Test func writesAndTouchKeepAnObjectAliveAndTTLZeroEndsItsExpiry() throws {
+        let server = try KVODProcess()
+        let client = try server.connect()
+        try client.call("create", ["object": "kept", "values": ["n": 0], "ttl": 0.6])
+        try client.call("create", ["object": "touched", "values": [:], "ttl": 0.6])
+        try client.call("create", ["object": "forever", "values": [:], "ttl": 0.3])
+        try client.call("set", ["object": "forever", "keyPath": "n", "value": 1, "ttl": 0])
+        for step in 1...6 {
+            usleep(200_000)
+            try client.call("set", ["object": "kept", "keyPath": "n", "value": .int(Int64(step))])
+            let touched = try client.call("touch", ["object": "touched"])
+            #expect(touched["expiresAt"]?.intValue != nil)
+        }
+        #expect(try client.call("list")["objects"] == ["forever", "kept", "touched"], "1.2 s of writes and touches every 0.2 s")
+        #expect(try client.call("touch", ["object": "forever"])["expiresAt"] == .null)
+        let deadline = Date().addingTimeInterval(5)
+        while try client.call("list")["objects"] != ["forever"], Date() < deadline { usleep(50_000) }
+        #expect(try client.call("list")["objects"] == ["forever"], "left alone, kept and touched expire")
+        // In a batch: the ttl goes with its part, all or nothing.
+        let refused = try client.request("batch", ["ops": [
+            ["op": "create", "object": "b1", "values": [:], "ttl": 0.2],
+            ["op": "create", "object": "forever", "values": [:]],
+        ]])
+        #expect(refused["error"]?["code"] == "exists")
+        try client.call("batch", ["ops": [["op": "create", "object": "b1", "values": [:], "ttl": 0.2]]])
+        let gone = Date().addingTimeInterval(5)
+        while try client.call("list")["objects"] != ["forever"], Date() < gone { usleep(50_000) }
+        #expect(try client.call("list")["objects"] == ["forever"])
+    }
+
+    @Test("hostile ttl values and a client's expire are refused, nothing changes, the connection serves on")
+    func hostileValuesAreRefused() throws {
+        let scratch = try TemporaryDirectory("expiry-users")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("ann", password: "pw", rules: ["*=read,write"], usersFile: usersFile)
+        let server = try KVODProcess(["--users", usersFile])
+        let client = try server.connect()
+        try client.call("auth", ["user": "ann", "password": "pw"])
+        try client.call("create", ["object": "o", "values": ["n": 0]])
+        let cases: [(String, [String: JSONValue], String)] = [
+            ("create", ["object": "x", "ttl": -1], "bad_request"),
+            ("create", ["object": "x", "ttl": 1e300], "bad_request"),
+            ("create", ["object": "x", "ttl": "10"], "bad_request"),
+            ("create", ["object": "x", "ttl": [1]], "bad_request"),
+            ("set", ["object": "o", "keyPath": "n", "value": 1, "ttl": 400_000_000], "bad_request"),
+            ("insert", ["object": "o", "keyPath": "list", "value": 1, "ttl": 5], "bad_request"),
+            ("delete", ["object": "o", "ttl": 5], "bad_request"),
+            ("touch", ["object": "missing"], "not_found"),
+            ("touch", [:], "bad_request"),
+            ("expire", ["object": "o", "changedRev": 100], "forbidden"),
+            ("expire", ["object": "o"], "bad_request"),
+        ]
+        for (op, params, code) in cases {
+            let reply = try client.request(op, params)
+            #expect(reply["error"]?["code"] == .string(code), "\(op) \(params): \(reply)")
+        }
+        _ = try client.call("ping")
+        #expect(try client.call("list")["objects"] == ["o"])
+        #expect(try client.call("get", ["object": "o"])["value"] == ["n": 0])
+        #expect(try client.call("touch", ["object": "o"])["expiresAt"] == .null, "no refused request gave it a ttl")
+    }
+
+    @Test func aDeadlineSurvivesSIGKILLAndTheObjectExpiresAfterTheRestart() throws {
+        let directory = try TemporaryDirectory("expiry-restart")
+        let server = try KVODProcess(dataDirectory: directory.appending("data"))
+        let client = try server.connect()
+        try client.call("create", ["object": "soon", "values": [:], "ttl": 1.5])
+        try client.call("create", ["object": "later", "values": [:], "ttl": 3600])
+        let before = try client.call("touch", ["object": "later"])["expiresAt"]?.intValue
+        server.stop(signal: SIGKILL)
+        let restarted = try server.restart(after: SIGKILL)
+        let again = try restarted.connect()
+        // `soon` is still there at the restart (or already gone, on a slow machine); `later` kept its ttl.
+        let observer = try restarted.connect()
+        let sub = try observer.call("observe", ["pattern": "soon"])["sub"]
+        let after = try again.call("touch", ["object": "later"])["expiresAt"]?.intValue
+        #expect(before != nil && after != nil && after! >= before!, "the ttl survived: \(String(describing: before)) -> \(String(describing: after))")
+        let deadline = Date().addingTimeInterval(6)
+        while try again.call("list")["objects"] != ["later"], Date() < deadline { usleep(50_000) }
+        #expect(try again.call("list")["objects"] == ["later"], "soon expired after the restart")
+        if let event = try nextChange(observer, timeout: 1) {
+            #expect(event["sub"] == sub && event["cause"] == "expired", "\(event)")
+        }
+    }
+}
