@@ -15,17 +15,22 @@ public struct KVOBatch: Sendable {
     }
 
     public mutating func create(_ object: String, values: some Encodable = [String: JSONValue](), class className: String? = nil,
-                                if conditions: [WriteCondition] = []) throws(KVODError) {
-        add(try .create(object, values: values, class: className, if: conditions))
+                                ttl: Duration? = nil, if conditions: [WriteCondition] = []) throws(KVODError) {
+        add(try .create(object, values: values, class: className, ttl: ttl, if: conditions))
     }
 
     public mutating func delete(_ object: String, if conditions: [WriteCondition] = []) throws(KVODError) {
         add(try .delete(object, if: conditions))
     }
 
-    public mutating func set(_ keyPath: String, of object: String, to value: some Encodable,
+    public mutating func set(_ keyPath: String, of object: String, to value: some Encodable, ttl: Duration? = nil,
                              if conditions: [WriteCondition] = []) throws(KVODError) {
-        add(try .set(keyPath, of: object, to: value, if: conditions))
+        add(try .set(keyPath, of: object, to: value, ttl: ttl, if: conditions))
+    }
+
+    /// `touch`: the object's time to live starts again when the batch applies.
+    public mutating func touch(_ object: String) throws(KVODError) {
+        add(try .touch(object))
     }
 
     /// `set` through a typed key path (its name as `KVOClient.keyPathName` gives it).

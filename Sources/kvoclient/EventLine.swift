@@ -18,7 +18,10 @@ import KVOJSON
 /// clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21"
 /// todo.items  valueChanged  rev=3  kind=insertion  indexes=[1]  new=["milk"]
 /// clock.date  sourceDeleted  rev=4  old="2026-11-21"  new=null
+/// sess:1  sourceDeleted  expired  rev=7
 /// ```
+///
+/// An ending with a `cause` (an object whose time to live ended) names it after the reason.
 enum EventLine {
     /// The change-dictionary keys that have a fixed place in the line.
     private static let placedKeys: Set<String> = ["kind", "indexes", "new", "old", "notificationIsPrior"]
@@ -35,6 +38,7 @@ enum EventLine {
                 ? text(event["object"]) : "\(text(event["object"])).\(text(event["keyPath"]))",
             text(event["reason"]),
         ]
+        if let cause = event["cause"] { fields.append(text(cause)) }
         if change["notificationIsPrior"] == .bool(true) { fields.append("prior") }
         fields.append("rev=\(text(event["rev"]))")
         if let kind = change["kind"], kind != .int(1) {

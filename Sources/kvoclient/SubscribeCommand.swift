@@ -233,6 +233,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         ]
         // An id-set pattern observation follows no key path.
         if !change.keyPath.isEmpty { message["keyPath"] = .string(change.keyPath) }
+        if let cause = change.cause { message["cause"] = .string(cause) }
         return .object(message)
     }
 }

@@ -350,6 +350,27 @@ test("a live query resumes after a dropped connection with the set as it is then
   }
 });
 
+for (const events of ["compact", "full"]) {
+  test(`a ttl ends an object: touch keeps it, then sourceDeleted says cause expired (${events} events)`, async () => {
+    const kvod = await connect(WS, { events, heartbeat: 0 });
+    try {
+      const id = objectId(`ttl-${events}`);
+      await kvod.create(id, { user: "ada" }, undefined, { ttl: 0.5 });
+      const touched = await kvod.touch(id);
+      assert.equal(typeof touched.expiresAt, "number");
+      assert.equal((await kvod.touch(objectId("none")).catch((error) => error)).code, "not_found");
+      const observation = kvod.observe(id, "user", { options: ["new", "old"] });
+      await observation.ready;
+      const [ending] = await take(observation[Symbol.asyncIterator](), 1, 5000);
+      assert.deepEqual([ending.reason, ending.cause, ending.old], ["sourceDeleted", "expired", "ada"]);
+      await assert.rejects(kvod.set(id, "user", "x", { ttl: 5 }), { code: "not_found" });
+      await assert.rejects(kvod.create(id, {}, undefined, { ttl: -1 }), { code: "bad_request" });
+    } finally {
+      kvod.close();
+    }
+  });
+}
+
 /** A TCP proxy in front of kvod's HTTP port whose connections the test can cut. */
 async function startProxy() {
   const sockets = new Set();

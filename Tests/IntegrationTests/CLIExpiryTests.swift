@@ -1,0 +1,34 @@
+import Foundation
+import KVOWireProbe
+import KVOJSON
+import Testing
+
+/// `kvoclient create|set --ttl` and `kvoclient touch` (the real CLI against the real kvod), and the line a
+/// subscriber prints when an object's time to live ends.
+@Suite("kvoclient --ttl and touch")
+struct CLIExpiryTests {
+    @Test func ttlTouchAndTheExpiredLine() throws {
+        let server = try KVODProcess()
+        let writer = try server.connect()
+        try writer.call("create", ["object": "sess:probe", "values": [:]])
+        let ids = try KVOClientProcess.start(server, ["subscribe", "--pattern", "sess:*", "--count", "2"])
+        _ = try waitForObservers(writer, object: "sess:probe", count: 1)
+        let created = try KVOClientProcess.run(server, ["create", "sess:1", #"{"user":"ada"}"#, "--ttl", "0.8"])
+        #expect(created.status == 0 && created.stdout == "rev 2\n", "\(created)")
+        let touched = try KVOClientProcess.run(server, ["touch", "sess:1"])
+        let lines = touched.stdout.split(separator: "\n")
+        #expect(touched.status == 0 && lines.count == 2 && lines[0].hasPrefix("expires in ") && lines[1] == "rev 2", "\(touched)")
+        let untimed = try KVOClientProcess.run(server, ["touch", "sess:probe"])
+        #expect(untimed.status == 0 && untimed.stdout == "no ttl\nrev 2\n", "\(untimed)")
+        let set = try KVOClientProcess.run(server, ["set", "sess:probe", "n", "1", "--ttl", "0"])
+        #expect(set.status == 0 && set.stdout == "rev 3\n", "\(set)")
+        let result = ids.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n") == ["sess:1  created  rev=2", "sess:1  sourceDeleted  expired  rev=4"],
+                "\(result.stdout)")
+        for bad in [["create", "x", "--ttl", "-1"], ["create", "x", "--ttl", "soon"], ["touch", "missing"]] {
+            let refused = try KVOClientProcess.run(server, bad)
+            #expect(refused.status != 0 && refused.stdout.isEmpty, "\(bad): \(refused)")
+        }
+    }
+}

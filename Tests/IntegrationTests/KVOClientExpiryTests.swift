@@ -1,0 +1,31 @@
+import Foundation
+import KVOClient
+import KVOWireProbe
+import Testing
+
+/// KVOClient's expiry (docs/protocol.md, "Expiry") against the real kvod: `create`/`set` with a `Duration`
+/// ttl, `touch`, a ttl in a batch, and `Change.cause` `"expired"` on the ending, in both event encodings.
+@Suite(.timeLimit(.minutes(1))) struct KVOClientExpiryTests {
+    @Test(arguments: [true, false])
+    func aSessionExpiresAndItsObserverIsToldWhy(compact: Bool) async throws {
+        let server = try KVODProcess()
+        var configuration = server.clientConfiguration()
+        configuration.compactEvents = compact
+        let kvod = try await KVOClient.connect(to: configuration)
+        try await kvod.create("sess:1", values: ["user": "ada"] as JSONValue, ttl: .milliseconds(500))
+        let touched = try await kvod.touch("sess:1")
+        #expect(touched.expiresAt != nil)
+        try await kvod.create("plain", values: [:] as JSONValue)
+        #expect(try await kvod.touch("plain").expiresAt == nil)
+        try await kvod.batch([.set("n", of: "plain", to: 1, ttl: .seconds(3600))])
+        #expect(try await kvod.touch("plain").expiresAt != nil)
+        let observation = try await kvod.subscribe("user", of: "sess:1", options: [.new, .old])
+        var ending: Change<JSONValue>?
+        for try await change in observation {
+            ending = change
+            break
+        }
+        #expect(ending?.reason == .sourceDeleted && ending?.cause == "expired" && ending?.old == "ada", "\(String(describing: ending))")
+        kvod.close()
+    }
+}
