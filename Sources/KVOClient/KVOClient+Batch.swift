@@ -28,11 +28,6 @@ public struct KVOBatch: Sendable {
         add(try .set(keyPath, of: object, to: value, ttl: ttl, if: conditions))
     }
 
-    /// `touch`: the object's time to live starts again when the batch applies.
-    public mutating func touch(_ object: String) throws(KVODError) {
-        add(try .touch(object))
-    }
-
     /// `set` through a typed key path (its name as `KVOClient.keyPathName` gives it).
     public mutating func set<Root: Decodable, Value: Encodable>(_ keyPath: KeyPath<Root, Value>, of object: String, to value: Value,
                                                                  if conditions: [WriteCondition] = []) throws {

@@ -52,11 +52,6 @@ public struct WriteOperation: Sendable, Equatable {
         return try WriteOperation("set", params, conditions)
     }
 
-    /// `touch`: the object's time to live starts again now, no value written.
-    public static func touch(_ object: String) throws(KVODError) -> WriteOperation {
-        try WriteOperation("touch", ["object": .string(object)], [])
-    }
-
     /// `increment` of the number at `keyPath` by `step` (`.int` or `.double`).
     static func increment(_ keyPath: String, of object: String, step: JSONValue,
                           if conditions: [WriteCondition] = []) throws(KVODError) -> WriteOperation {

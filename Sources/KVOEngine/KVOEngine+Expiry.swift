@@ -52,9 +52,11 @@ extension KVOEngine {
     /// `expire`: deletes `object` because its time to live ended, when it is due at `writeTime` and has not
     /// changed after `ifRev`; otherwise `conflict` (`not_found` when it is gone) and nothing changes. Its
     /// observers get `sourceDeleted` with the cause `expired`.
-    public func expire(_ object: String, ifRev: UInt64, access: ConnectionAccess? = nil,
+    ///
+    /// Its operation's row admits only a server admin (the server itself, in practice), so no right on the
+    /// object is asked for here.
+    public func expire(_ object: String, ifRev: UInt64,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        try access?.require(.write, on: object)
         guard let changed = objects.changedRevision(of: object) else { throw notFound(object) }
         guard changed <= ifRev else {
             throw KVOError(.conflict, "object '\(object)' changed after revision \(ifRev): not expired",
@@ -65,7 +67,7 @@ extension KVOEngine {
                            details: ["condition": "due", "rev": .int(Int64(revision))])
         }
         let start = notifications.count
-        let rev = try delete(object, access: access, notifications: &notifications)
+        let rev = try delete(object, notifications: &notifications)
         // The deletion's endings say why: its observers', its pattern observers' and its live queries'.
         for index in start..<notifications.count
         where notifications[index].reason == .sourceDeleted || notifications[index].reason == .left {

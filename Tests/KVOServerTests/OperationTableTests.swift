@@ -219,13 +219,15 @@ import Testing
         let handler = RequestHandler(engine: engine)
         var notifications: [ChangeNotification] = []
         for line in [
-            #"{"op":"create","object":"o","values":{"n":1,"m":2,"list":["a"],"sum":0}}"#,
+            // With a time to live that is over by the time the examples run (`expire`'s and `touch`'s examples).
+            #"{"op":"create","object":"o","values":{"n":1,"m":2,"list":["a"],"sum":0},"ttl":1}"#,
             #"{"op":"bind","from":{"object":"o","keyPath":"m"},"to":{"object":"o","keyPath":"copy"}}"#,
             #"{"op":"observe","object":"o","keyPath":"n"}"#,
         ] {
             let outcome = handler.handle(try request(line), from: ConnectionID(1), access: .open(), notifications: &notifications)
             if case let .failure(error) = outcome.reply { throw error }
         }
+        engine.writeTime = 10_000
         return (engine, handler)
     }
 

@@ -349,6 +349,22 @@ def test_a_where_expression_makes_the_list_a_live_query(kvod, browser):
          or "expected" in browser.find_element(By.ID, "object-list").text, 5, browser.find_element(By.ID, "object-list").text)
 
 
+def test_an_object_with_a_ttl_counts_down_and_is_shown_expired(kvod, browser):
+    kvod.tcp_call({"op": "create", "object": "sess-1", "values": {"user": "ada"}, "ttl": 3})
+    kvod.tcp_call({"op": "create", "object": "plain", "values": {"n": 1}})
+    open_inspector(browser, kvod)
+    select_object(browser, "plain")
+    assert not browser.find_element(By.ID, "object-expiry").is_displayed()
+    select_object(browser, "sess-1")
+    expiry = browser.find_element(By.ID, "object-expiry")
+    wait(browser, lambda: expiry.is_displayed() and expiry.text in ("expires in 3 s", "expires in 2 s"), 5, expiry.text)
+    wait(browser, lambda: browser.find_element(By.ID, "object-title").text == "sess-1 (expired)", 8,
+         browser.find_element(By.ID, "object-title").text)
+    assert "expired (its time to live ended)" in browser.find_element(By.ID, "tree").text
+    assert not expiry.is_displayed()
+    wait(browser, lambda: "sess-1" not in listed_ids(browser), 5, "the expired object stayed in the list")
+
+
 def test_a_deleted_object_takes_its_controls_with_it_and_errors_do_not_outlive_their_action(kvod, browser):
     kvoclient(kvod, "create", "doomed", '{"n":1}')
     open_inspector(browser, kvod)

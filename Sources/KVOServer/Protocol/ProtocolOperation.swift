@@ -296,7 +296,8 @@ enum OperationTable {
                 example: #"{"op":"access","objects":["o"]}"#)
         case .touch:
             return OperationDeclaration(
-                name: "touch", effect: .writes, requirement: .writeObjects, batchable: true,
+                // Not in batches: a batch's parts each take its revision, and a touch takes none.
+                name: "touch", effect: .writes, requirement: .writeObjects,
                 metrics: .touch, route: .engine, decode: RequestDecoder.touch,
                 example: #"{"op":"touch","object":"o"}"#)
         case .expire:

@@ -82,8 +82,12 @@ final class RequestHandler {
         case let .get(object, keyPath):
             let value = try engine.get(object, keyPath: keyPath, access: access)
             try requireFit(value, budget, "the value of \(keyPath.map { "'\(PrintableText.escaped($0.string, limit: 64))' of " } ?? "")object '\(PrintableText.escaped(object, limit: 64))'")
-            return reply([("changedRev", revision(engine.changedRevision(of: object) ?? 0)), ("rev", revision(engine.revision)),
-                          ("value", value)])
+            var fields: [(String, JSONValue)] = [("changedRev", revision(engine.changedRevision(of: object) ?? 0))]
+            // An object with a time to live says when it ends (docs/protocol.md, "Expiry").
+            if let expiry = engine.expiry(of: object) { fields.append(("expiresAt", .int(expiry.deadline))) }
+            fields.append(("rev", revision(engine.revision)))
+            fields.append(("value", value))
+            return reply(fields)
         case let .set(object, keyPath, value):
             let rev: UInt64
             switch value {
@@ -197,7 +201,7 @@ final class RequestHandler {
             let expiry = try engine.touch(object, access: access)
             return reply([("expiresAt", expiry.map { .int($0.deadline) } ?? .null), ("rev", revision(engine.revision))])
         case let .expire(object, changedRev):
-            return replyRevision(try engine.expire(object, ifRev: changedRev, access: access, notifications: &notifications))
+            return replyRevision(try engine.expire(object, ifRev: changedRev, notifications: &notifications))
         case .digest:
             var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine, users: users)))]
             if let status = clusterStatus?() {

@@ -43,7 +43,12 @@ extension Server {
         guard engine.expiringObjectCount > 0, storageRefusal == nil else { return }
         if let cluster, cluster.refusal != nil { return }
         let now = loopWallClock
-        for (object, changedRev) in engine.dueExpiries(now: now, retry: Server.expiryRetry) {
+        let due = engine.dueExpiries(now: now, retry: Server.expiryRetry)
+        guard !due.isEmpty else { return }
+        // Committed and sent now (a cluster node's `expire`s published now), not at the next check phase, after a
+        // poll that may wait for the next tick.
+        defer { flushConnections() }
+        for (object, changedRev) in due {
             if let cluster {
                 var line: [UInt8] = []
                 JSONWriter.write(.object(["op": "expire", "object": .string(object), "changedRev": .int(Int64(changedRev))]),

@@ -439,6 +439,7 @@ async function select(id) {
   noteRevision(reply.rev);
   state.value = reply.value;
   state.changedRev = reply.changedRev;
+  showExpiry(reply.expiresAt);
   renderTree(new Set());
   for (const key of Object.keys(reply.value)) observeKey(id, key);
   // A key added later is found by reading the object again (kvod observes key paths, not whole objects).
@@ -458,10 +459,29 @@ function clearMessages() {
   for (const element of document.querySelectorAll("#app .error, #app .result")) element.textContent = "";
 }
 
-/** The selected object is gone: say so, and take away what could act on it. */
-function showDeleted(id) {
-  showTreeMessage(`'${id}' was deleted`);
-  $("object-title").textContent = `${id} (deleted)`;
+/** The selected object's time to live (`get`'s `expiresAt`, ms since 1970): a countdown beside its name, kept
+ * current every second; each read of the object (every few seconds) brings the deadline a write or touch moved. */
+function showExpiry(expiresAt) {
+  clearInterval(state.expiryTimer);
+  const element = $("object-expiry");
+  element.hidden = typeof expiresAt !== "number";
+  if (element.hidden) return;
+  const tick = () => {
+    const seconds = Math.max(0, Math.ceil((expiresAt - Date.now()) / 1000));
+    element.textContent = `expires in ${seconds} s`;
+    element.title = `time to live: deleted at ${new Date(expiresAt).toISOString()} unless written or touched`;
+  };
+  tick();
+  state.expiryTimer = setInterval(tick, 1000);
+}
+
+/** The selected object is gone (`cause`: "expired" when its time to live ended): say so, and take away what
+ * could act on it. */
+function showDeleted(id, cause) {
+  showExpiry(undefined);
+  const how = cause === "expired" ? "expired" : "deleted";
+  showTreeMessage(`'${id}' ${how === "expired" ? "expired (its time to live ended)" : "was deleted"}`);
+  $("object-title").textContent = `${id} (${how})`;
   showObjectControls(false);
   noteDeleted(id);
   unselect();
@@ -475,6 +495,8 @@ function unselect() {
   for (const observation of state.keyObservations.values()) observation.unsubscribe();
   state.keyObservations.clear();
   clearInterval(state.keyCheckTimer);
+  clearInterval(state.expiryTimer);
+  $("object-expiry").hidden = true;
   state.selected = null;
   state.value = null;
 }
@@ -489,7 +511,7 @@ function observeKey(id, key) {
       if (state.selected !== id) return;
       noteRevision(change.rev);
       if (change.reason === "sourceDeleted") {
-        showDeleted(id);
+        showDeleted(id, change.cause);
         return;
       }
       if (change.isPrior) continue;
@@ -525,6 +547,7 @@ async function checkKeys(id) {
     return;
   }
   if (state.selected !== id) return;
+  showExpiry(reply.expiresAt);
   const changed = new Set();
   for (const key of Object.keys(reply.value)) {
     if (!state.keyObservations.has(key)) {
