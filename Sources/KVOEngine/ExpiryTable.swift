@@ -48,11 +48,11 @@ final class ExpiryTable {
         return queue.first?.at
     }
 
-    /// The objects whose deadline is at or before `now` (each once per call), their reminders moved `retry`
-    /// milliseconds later.
-    func due(now: Int64, retry: Int64) -> [String] {
+    /// The objects whose deadline is at or before `now` (each once per call, at most `limit`, earliest first),
+    /// their reminders moved `retry` milliseconds later.
+    func due(now: Int64, retry: Int64, limit: Int) -> [String] {
         var result: [String] = []
-        while true {
+        while result.count < limit {
             dropStale()
             guard let top = queue.first, top.at <= now else { break }
             popTop()

@@ -76,11 +76,12 @@ extension KVOEngine {
         return rev
     }
 
-    /// The objects due at `now` (wall-clock ms) with the revision of their last change, for the server to
-    /// send `expire` for; each is asked for again `retry` ms later while it stays due.
-    public func dueExpiries(now: Int64, retry: Int64) -> [(object: String, changedRev: UInt64)] {
+    /// The objects due at `now` (wall-clock ms) with the revision of their last change, at most `limit` of
+    /// them (earliest first: the rest wait for the next call), for the server to send `expire` for; each is
+    /// asked for again `retry` ms later while it stays due.
+    public func dueExpiries(now: Int64, retry: Int64, limit: Int = .max) -> [(object: String, changedRev: UInt64)] {
         guard !expiries.isEmpty else { return [] }
-        return expiries.due(now: now, retry: retry).compactMap { object in
+        return expiries.due(now: now, retry: retry, limit: limit).compactMap { object in
             objects.changedRevision(of: object).map { (object, $0) }
         }
     }

@@ -94,6 +94,13 @@ import Testing
         #expect(engine.dueExpiries(now: 400, retry: 1_000).map(\.object) == ["a"], "c is due at 460 now")
         // c once (its reminder from before the refresh is stale), b asked for again after the retry.
         #expect(engine.dueExpiries(now: 1_250, retry: 1_000).map(\.object) == ["c", "b"])
+        // At most `limit` at a time, earliest first; the rest at the next call.
+        for index in 0..<5 {
+            try engine.create("bulk\(index)", [:])
+            try engine.setTTL("bulk\(index)", milliseconds: 1 + Int64(index))
+        }
+        #expect(engine.dueExpiries(now: 1_300, retry: 1_000, limit: 2).map(\.object) == ["bulk0", "bulk1"])
+        #expect(engine.dueExpiries(now: 1_300, retry: 1_000, limit: 10).map(\.object) == ["bulk2", "bulk3", "bulk4"])
         // Thousands of refreshes leave no pile of stale reminders behind.
         for step in 0..<5_000 {
             engine.writeTime = 2_000 + Int64(step)
