@@ -145,35 +145,11 @@ enum LiveQueryBenchmark {
             + "\(PatternBenchmark.format2(best[0] / best[1])) | \(PatternBenchmark.format2(evaluations)) |")
     }
 
-    /// Pipelines windows of 1,000 sets with ids for `seconds`; every reply is read (the publisher hears no
-    /// events: it observes nothing).
+    /// Pipelined sets of `order:7`'s total, with request ids, per second (`PipelinedSets`).
     private static func setsPerSecond(_ connection: KVOConnection, seconds: Double) -> Double {
-        var id = 10_000
-        let start = monotonicNanoseconds()
-        let deadline = start + UInt64(seconds * 1e9)
-        var sets = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        repeat {
-            var window: [UInt8] = []
-            for _ in 0..<1_000 {
-                id += 1
-                window += Array(#"{"op":"set","id":\#(id),"object":"order:7","keyPath":"total","value":\#(id)}"#.utf8)
-                window.append(0x0A)
-            }
-            do {
-                try connection.send(raw: window)
-                var replies = 0
-                while replies < 1_000 {
-                    let count = try buffer.withUnsafeMutableBytes { try connection.receiveRaw(into: $0) }
-                    guard count > 0 else { fail("kvod closed the publisher") }
-                    for byte in buffer[0..<count] where byte == 0x0A { replies += 1 }
-                }
-            } catch {
-                fail("sets: \(error)")
-            }
-            sets += 1_000
-        } while monotonicNanoseconds() < deadline
-        return Double(sets) / (Double(monotonicNanoseconds() - start) / 1e9)
+        PipelinedSets.perSecond(connection, seconds: seconds) { index in
+            #"{"op":"set","id":\#(10_000 + index),"object":"order:7","keyPath":"total","value":\#(index)}"#
+        }
     }
 
     /// A connection holding `count` indexed live queries on `total`, one per user (`u7`'s matches `order:7`).

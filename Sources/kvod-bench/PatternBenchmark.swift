@@ -94,32 +94,11 @@ enum PatternBenchmark {
             + "(ratio \(format2(best[0] / best[1])) in sets/s)")
     }
 
-    /// Pipelines windows of 1,000 sets (no `id`: every reply is read and counted) for `seconds`.
+    /// Pipelined sets of `bench`'s `v` (no `id`) per second (`PipelinedSets`).
     private static func setsPerSecond(_ connection: KVOConnection, seconds: Double) -> Double {
-        var window: [UInt8] = []
-        for index in 0..<1_000 {
-            window += Array(#"{"op":"set","object":"bench","keyPath":"v","value":\#(index)}"#.utf8)
-            window.append(0x0A)
+        PipelinedSets.perSecond(connection, seconds: seconds) { index in
+            #"{"op":"set","object":"bench","keyPath":"v","value":\#(index % 1_000)}"#
         }
-        let start = monotonicNanoseconds()
-        let deadline = start + UInt64(seconds * 1e9)
-        var sets = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        repeat {
-            do {
-                try connection.send(raw: window)
-                var replies = 0
-                while replies < 1_000 {
-                    let count = try buffer.withUnsafeMutableBytes { try connection.receiveRaw(into: $0) }
-                    guard count > 0 else { fail("kvod closed the publisher") }
-                    for byte in buffer[0..<count] where byte == 0x0A { replies += 1 }
-                }
-            } catch {
-                fail("sets: \(error)")
-            }
-            sets += 1_000
-        } while monotonicNanoseconds() < deadline
-        return Double(sets) / (Double(monotonicNanoseconds() - start) / 1e9)
     }
 
     /// A connection holding `count` pattern observations that do not match `bench`.

@@ -8,21 +8,9 @@ import Testing
 /// and resync, compact events naming their object, `unobserve` and disconnect cleanup seen through
 /// `info`, permissions, malformed patterns, the observation limit and a write that many patterns match.
 @Suite struct PatternObservationsOverTCPTests {
-    /// Every change event queued or arriving until a `ping` reply (so everything before it is in).
-    private func events(_ client: KVOConnection) throws -> [JSONValue] {
-        try client.call("ping")
-        var events: [JSONValue] = []
-        while let event = try client.nextEvent(timeout: 0.01) { events.append(event) }
-        return events
-    }
+    private func events(_ client: KVOConnection) throws -> [JSONValue] { try PatternEventSummary.events(client) }
 
-    private func summary(_ event: JSONValue) -> String {
-        let change = event["change"]
-        var text = "\(event["reason"]?.stringValue ?? "?") \(event["object"]?.stringValue ?? "-")"
-        if let new = change?["new"] { text += " new=\(new)" }
-        if let old = change?["old"] { text += " old=\(old)" }
-        return text
-    }
+    private func summary(_ event: JSONValue) -> String { PatternEventSummary.line(event) }
 
     @Test func idSetAndKeyPathOnPresentAndFutureObjects() throws {
         let server = try KVODProcess()
