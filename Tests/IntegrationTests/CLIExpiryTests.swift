@@ -13,7 +13,8 @@ struct CLIExpiryTests {
         try writer.call("create", ["object": "sess:probe", "values": [:]])
         let ids = try KVOClientProcess.start(server, ["subscribe", "--pattern", "sess:*", "--count", "2"])
         _ = try waitForObservers(writer, object: "sess:probe", count: 1)
-        let created = try KVOClientProcess.run(server, ["create", "sess:1", #"{"user":"ada"}"#, "--ttl", "0.8"])
+        // 3 s: room for the kvoclient processes below on a loaded machine.
+        let created = try KVOClientProcess.run(server, ["create", "sess:1", #"{"user":"ada"}"#, "--ttl", "3"])
         #expect(created.status == 0 && created.stdout == "rev 2\n", "\(created)")
         let touched = try KVOClientProcess.run(server, ["touch", "sess:1"])
         let lines = touched.stdout.split(separator: "\n")

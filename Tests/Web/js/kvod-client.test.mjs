@@ -355,13 +355,13 @@ for (const events of ["compact", "full"]) {
     const kvod = await connect(WS, { events, heartbeat: 0 });
     try {
       const id = objectId(`ttl-${events}`);
-      await kvod.create(id, { user: "ada" }, undefined, { ttl: 0.5 });
+      await kvod.create(id, { user: "ada" }, undefined, { ttl: 2 });
       const touched = await kvod.touch(id);
       assert.equal(typeof touched.expiresAt, "number");
       assert.equal((await kvod.touch(objectId("none")).catch((error) => error)).code, "not_found");
       const observation = kvod.observe(id, "user", { options: ["new", "old"] });
       await observation.ready;
-      const [ending] = await take(observation[Symbol.asyncIterator](), 1, 5000);
+      const [ending] = await take(observation[Symbol.asyncIterator](), 1, 15000);
       assert.deepEqual([ending.reason, ending.cause, ending.old], ["sourceDeleted", "expired", "ada"]);
       await assert.rejects(kvod.set(id, "user", "x", { ttl: 5 }), { code: "not_found" });
       await assert.rejects(kvod.create(id, {}, undefined, { ttl: -1 }), { code: "bad_request" });
