@@ -4,8 +4,9 @@ import KVOWireProbe
 import Testing
 
 /// KVOClient's expiry (docs/protocol.md, "Expiry") against the real kvod: `create`/`set` with a `Duration`
-/// ttl, `touch`, a ttl in a batch, and `Change.cause` `"expired"` on the ending, in both event encodings.
-@Suite(.timeLimit(.minutes(1))) struct KVOClientExpiryTests {
+/// ttl, `touch`, a ttl in a batch, and `Change.cause` `"expired"` on the ending, in both event encodings. A 6-minute
+/// hang guard, as `KVOClientBufferingTests`: beside the full run the cooperative threads can be held for a minute.
+@Suite(.timeLimit(.minutes(6))) struct KVOClientExpiryTests {
     @Test(arguments: [true, false])
     func aSessionExpiresAndItsObserverIsToldWhy(compact: Bool) async throws {
         let server = try KVODProcess()
