@@ -16,8 +16,8 @@ public struct Expiry: Equatable, Sendable {
 /// `entries` is the state (replicated, stored, hashed by `digest`). The queue is a binary min-heap of
 /// reminders `(at, object, deadline)` for the server's timer: a reminder is stale, and skipped, when the
 /// object's deadline is no longer the one it was made for (refreshed, removed); a refresh pushes a new one
-/// rather than searching the heap. `due(now:)` hands out the reminders whose time has come and remembers
-/// them again `retry` later, so an expiry the cluster did not apply yet is asked for again. Only objects with
+/// rather than searching the heap. `due(now:retry:limit:)` hands out the reminders whose time has come and
+/// remembers them again `retry` later, so an expiry the cluster did not apply yet is asked for again. Only objects with
 /// a ttl cost anything: a write of another object tests `isEmpty`. Owned by `KVOEngine`; loop thread only.
 final class ExpiryTable {
     private(set) var entries: [String: Expiry] = [:]

@@ -14,7 +14,7 @@ import KVOModel
 ///   write one reading of `owner` and one dictionary lookup, not ten thousand evaluations.
 /// - `firstKeys`: the first key of every key path it reads. A write inside the object at a key none of
 ///   them names cannot change what the expression reads in that object (unless a class's computed
-///   property reads it: objects with a class are always evaluated), so it is not evaluated again.
+///   property reads it: while any class is defined every write evaluates), so it is not evaluated again.
 ///
 /// Immutable (a class so that a write's many `observation.filter` reads retain one reference, not each
 /// field); any thread.

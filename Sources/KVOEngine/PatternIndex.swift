@@ -87,8 +87,12 @@ final class PatternIndex {
             if !list.isEmpty { byConnection[observation.connection] = list }
         }
         if let term = observation.filter?.indexTerm {
-            guard var values = buckets.removeValue(forKey: term.keyPath),
-                  var bucket = values.removeValue(forKey: term.value) else { return true }
+            // Taken out of `buckets` first, so that its changes do not copy it.
+            guard var values = buckets.removeValue(forKey: term.keyPath) else { return true }
+            guard var bucket = values.removeValue(forKey: term.value) else {
+                buckets[term.keyPath] = values
+                return true
+            }
             bucket.removeIndexed(observation, position: \.nodeIndex)
             if !bucket.isEmpty { values[term.value] = bucket }
             if values.isEmpty {
