@@ -85,6 +85,33 @@ import Testing
         }
     }
 
+    @Test("ttl is accepted exactly by the rows that say so, and on each of them gives the written object that time to live",
+          arguments: ProtocolOperation.allCases)
+    func ttlAccepted(operation: ProtocolOperation) throws {
+        let declaration = operation.declaration
+        let line = Self.adding(#""ttl":5"#, to: declaration.example)
+        let decoded = RequestDecoder.decode(Array(line.utf8))
+        guard declaration.acceptsTTL else {
+            guard case let .failure(error) = decoded.request else {
+                Issue.record("\(operation.name) took a ttl")
+                return
+            }
+            #expect(error.code == .badRequest, "\(error)")
+            return
+        }
+        #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine)
+        guard case let .success(.expiring(ttl, request)) = decoded.request, let object = request.writtenObject else {
+            Issue.record("\(operation.name): \(decoded.request)")
+            return
+        }
+        #expect(ttl == 5_000 && request.operation == operation)
+        let (engine, handler) = try Self.preparedEngine()
+        var notifications: [ChangeNotification] = []
+        let outcome = handler.handle(try Self.request(line), from: ConnectionID(1), access: .open(), notifications: &notifications)
+        if case let .failure(error) = outcome.reply { Issue.record("\(operation.name): \(error)") }
+        #expect(engine.expiry(of: object) == Expiry(ttl: 5_000, deadline: engine.writeTime + 5_000))
+    }
+
     @Test("on every conditional row, a condition that fails refuses the write with conflict and changes nothing; one that holds lets it apply",
           arguments: ProtocolOperation.allCases.filter { $0.declaration.acceptsConditions })
     func conditionsGuardEveryConditionalRow(operation: ProtocolOperation) throws {

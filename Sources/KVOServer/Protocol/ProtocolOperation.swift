@@ -107,6 +107,8 @@ package struct OperationDeclaration: Sendable {
     package let acceptsAtLeastRev: Bool
     /// Whether it may carry write conditions (`ifExists`, `ifAbsent`, `ifEquals`): the writes of one object.
     package let acceptsConditions: Bool
+    /// Whether it may carry `ttl` (docs/protocol.md, "Expiry"): the writes that give an object its value.
+    package let acceptsTTL: Bool
     /// Whether a `batch` may hold it: the writes of one object, applied all or nothing with the batch's other parts.
     package let batchable: Bool
     /// Its `op` label in `kvod_requests_total`.
@@ -121,7 +123,8 @@ package struct OperationDeclaration: Sendable {
     /// `effect` and `requirement` have no default: every row says whether it writes and what it needs. Most
     /// operations need a login and take no `atLeastRev`, so those two say so only when they differ.
     init(name: String, effect: OperationEffect, requirement: OperationRequirement, beforeLogin: Bool = false,
-         acceptsAtLeastRev: Bool = false, acceptsConditions: Bool = false, batchable: Bool = false, metrics: MetricsOperation, route: OperationRoute,
+         acceptsAtLeastRev: Bool = false, acceptsConditions: Bool = false, acceptsTTL: Bool = false, batchable: Bool = false,
+         metrics: MetricsOperation, route: OperationRoute,
          decode: @escaping @Sendable (FieldReader) throws(KVOError) -> Request, example: String) {
         self.name = name
         self.effect = effect
@@ -129,6 +132,7 @@ package struct OperationDeclaration: Sendable {
         self.beforeLogin = beforeLogin
         self.acceptsAtLeastRev = acceptsAtLeastRev
         self.acceptsConditions = acceptsConditions
+        self.acceptsTTL = acceptsTTL
         self.batchable = batchable
         self.metrics = metrics
         self.route = route
@@ -185,7 +189,8 @@ enum OperationTable {
                 example: #"{"op":"ping"}"#)
         case .create:
             return OperationDeclaration(
-                name: "create", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                name: "create", effect: .writes, requirement: .writeObjects, acceptsConditions: true, acceptsTTL: true,
+                batchable: true,
                 metrics: .create, route: .engine, decode: RequestDecoder.create,
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
@@ -201,7 +206,8 @@ enum OperationTable {
                 example: #"{"op":"get","object":"o","keyPath":"n"}"#)
         case .set:
             return OperationDeclaration(
-                name: "set", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                name: "set", effect: .writes, requirement: .writeObjects, acceptsConditions: true, acceptsTTL: true,
+                batchable: true,
                 metrics: .set, route: .engine, decode: RequestDecoder.set,
                 example: #"{"op":"set","object":"o","keyPath":"n","value":2}"#)
         case .increment:

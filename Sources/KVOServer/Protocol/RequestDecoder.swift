@@ -68,7 +68,9 @@ package enum RequestDecoder {
             // write must not pay five lookups (issue 30: a `set`'s cost must not grow).
             let rare = fields.rareWriteMembers
             if rare.ttl, let ttl = try reader.ttl() {
-                guard operation == .create || operation == .set else { throw KVOError(.badRequest, "'ttl' goes with create and set only") }
+                guard operation.declaration.acceptsTTL else {
+                    throw KVOError(.badRequest, "'ttl' goes with \(RequestDecoder.ttlOperations) only")
+                }
                 request = .expiring(ttl: ttl, request)
             }
             if rare.conditions, let conditions = try reader.writeConditions() {
@@ -91,6 +93,12 @@ package enum RequestDecoder {
     /// "get, list, info and observe": the operations whose row accepts `atLeastRev`, for its error message.
     static let atLeastRevOperations: String = {
         let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsAtLeastRev }.map(\.name)
+        return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
+    }()
+
+    /// "create and set": the operations whose row accepts `ttl`, for its error message.
+    static let ttlOperations: String = {
+        let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsTTL }.map(\.name)
         return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
     }()
 
