@@ -23,6 +23,8 @@ final class ClientCore: Sendable {
         case unobserve(Int64)
         /// The handshake on a new connection (`hello`, `auth`).
         case handshake(isLast: Bool)
+        /// The `session` with `resume` a reconnection sends for the client's session (docs/protocol.md, "Presence").
+        case sessionResume(String)
         /// The heartbeat's `ping`.
         case heartbeat
     }
@@ -66,6 +68,10 @@ final class ClientCore: Sendable {
         var closed = false
         /// The first connection's outcome is awaited by `KVOClient.connect`.
         var connectWaiter: CheckedContinuation<Void, any Error>?
+        /// The client's session (`KVOClient.startSession`), resumed on every reconnection; nil: none, or lost.
+        var session: KVOSession?
+        /// Told when a reconnection finds the session ended (`KVOClient.onSessionLost`).
+        var sessionLostHandler: (@Sendable (KVOSession) -> Void)?
     }
 
     let state = Locked(State())
@@ -358,6 +364,14 @@ extension ClientCore {
                 state.pending[id] = Pending(op: op, isWrite: false, purpose: .handshake(isLast: index == handshake.count - 1),
                                             deadline: nil, generation: state.generation)
             }
+            // The session goes on before any request held for this connection (one may depend on it).
+            if let session = state.session, state.lastGeneration ?? 0 > 1 {
+                let id = state.nextID
+                state.nextID += 1
+                state.output.append(contentsOf: RequestLine.encode(op: "session", id: id, params: ["resume": .string(session.id)]))
+                state.pending[id] = Pending(op: "session", isWrite: false, purpose: .sessionResume(session.id),
+                                            deadline: nil, generation: state.generation)
+            }
             for id in state.pending.keys.sorted() {
                 guard let line = state.pending[id]?.heldLine else { continue }
                 state.output.append(contentsOf: line)
@@ -366,6 +380,17 @@ extension ClientCore {
             }
             return state.generation
         }
+    }
+
+    /// A reconnection's `session` resume was refused (`not_found`: the session ended, its actions ran): the
+    /// client has no session from now on, and its handler is told.
+    func sessionLost(_ id: String) {
+        let (session, handler) = state.withLock { state -> (KVOSession?, (@Sendable (KVOSession) -> Void)?) in
+            guard let session = state.session, session.id == id else { return (nil, nil) }
+            state.session = nil
+            return (session, state.sessionLostHandler)
+        }
+        if let session, let handler { handler(session) }
     }
 
     /// The current connection is gone: every request written on it fails with `connectionLost` (the held

@@ -395,6 +395,12 @@ final class IOLoop: @unchecked Sendable {
                 attempt = 0
                 core.handshakeSucceeded()
             }
+        case let .sessionResume(id):
+            if let failure {
+                if case .server(.notFound, _, _) = failure { core.sessionLost(id) } else {
+                    return "the session could not be resumed: \(failure)"
+                }
+            }
         case .heartbeat:
             break
         }

@@ -35,11 +35,12 @@ extension KVOClient {
     /// Creates `object` with `values` (an `Encodable` that encodes as a JSON object), optionally of
     /// `class`, and with `ttl` a time to live: the server deletes it once `ttl` passes without a write to it
     /// or a `touch` (its observers get `sourceDeleted` with `Change.cause` `"expired"`). Returns the new
-    /// revision. `exists` if present.
+    /// revision. `exists` if present. `ephemeral`: the object is deleted when this client's session ends
+    /// (`startSession`; docs/protocol.md, "Presence"), refused without one.
     @discardableResult
     public func create(_ object: String, values: some Encodable & Sendable = [String: JSONValue](), class className: String? = nil,
-                       ttl: Duration? = nil, if conditions: [WriteCondition] = []) async throws -> Int64 {
-        try await write(.create(object, values: values, class: className, ttl: ttl, if: conditions))
+                       ttl: Duration? = nil, ephemeral: Bool = false, if conditions: [WriteCondition] = []) async throws -> Int64 {
+        try await write(.create(object, values: values, class: className, ttl: ttl, ephemeral: ephemeral, if: conditions))
     }
 
     /// Starts `object`'s time to live again from now without writing a value; returns when it now expires (ms

@@ -25,11 +25,14 @@ public struct WriteOperation: Sendable, Equatable {
 
     /// `create`: `values` (an `Encodable` that encodes as a JSON object), optionally of `class`, and with
     /// `ttl` a time to live (docs/protocol.md, "Expiry": deleted once it passes without a write or `touch`).
+    /// `ephemeral`: deleted when the client's session ends (docs/protocol.md, "Presence"; not in a batch).
     public static func create(_ object: String, values: some Encodable = [String: JSONValue](), class className: String? = nil,
-                              ttl: Duration? = nil, if conditions: [WriteCondition] = []) throws(KVODError) -> WriteOperation {
+                              ttl: Duration? = nil, ephemeral: Bool = false,
+                              if conditions: [WriteCondition] = []) throws(KVODError) -> WriteOperation {
         var params: [String: JSONValue] = ["object": .string(object), "values": try ValueCoding.encode(values)]
         if let className { params["class"] = .string(className) }
         if let ttl { params["ttl"] = WriteOperation.seconds(ttl) }
+        if ephemeral { params["ephemeral"] = .bool(true) }
         return try WriteOperation("create", params, conditions)
     }
 

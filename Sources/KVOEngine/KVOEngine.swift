@@ -51,6 +51,13 @@ public final class KVOEngine {
     public var writeTime: Int64 = 0
     /// The objects with a time to live (`KVOEngine+Expiry`).
     let expiries = ExpiryTable()
+    /// Objects whose removal the server must hear of (its sessions' ephemeral objects: docs/protocol.md,
+    /// "Presence"), set by the server. Removing one (a delete, an expiry, a batch's part, a replicated write)
+    /// appends it to `removedWatchedObjects`. Empty in most servers: a delete then pays one `isEmpty`.
+    public var removalWatch = Set<String>()
+    /// Watched objects removed since the server last took them (`takeRemovedWatchedObjects()`). A batch
+    /// that fails after removing one puts the object back but leaves it here: the taker checks `exists`.
+    public private(set) var removedWatchedObjects: [String] = []
     /// Objects whose expiry changed since the last `takeAcceptedChanges()` (only when `recordsCommitBatches`).
     var uncommittedExpiries: Set<String> = []
     /// Bindings (`bind`, `combineLatest`) and their pending work.
@@ -192,8 +199,15 @@ public final class KVOEngine {
         let previous = objects.removeValue(forKey: object)!
         sortedIDs.remove(object)
         if !expiries.isEmpty { dropExpiry(of: object) }
+        if !removalWatch.isEmpty, removalWatch.contains(object) { removedWatchedObjects.append(object) }
         storedBytes -= object.utf8.count + size
         return previous
+    }
+
+    /// The watched objects removed since the last call (`removalWatch`), in removal order.
+    public func takeRemovedWatchedObjects() -> [String] {
+        defer { removedWatchedObjects.removeAll() }
+        return removedWatchedObjects
     }
 
     /// The revision of `object`'s last change (its creation or a write to it), nil when it does not exist.

@@ -24,6 +24,9 @@ final class ClusterReplicator {
         var tokenText: String? = nil
         /// `uv_hrtime()` when the loop began handling the request (`kvod_request_duration_seconds`); 0: unknown.
         var started: UInt64 = 0
+        /// An ephemeral create's session (docs/protocol.md, "Presence"): the object joins it when this node
+        /// applies the create.
+        var ephemeralSession: String? = nil
     }
 
     /// A writer answered `unavailable` by `expire` or a failed append.

@@ -7,6 +7,7 @@ import KVOModel
 enum MetricsOperation: Int, CaseIterable {
     case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, batch, touch, expire, observe, unobserve, list, info, ping
     case defineClass, classes, bind, unbind, bindings, digest, access, metrics
+    case session, onDisconnect, cancelOnDisconnect, endSession
     case invalid
 
     /// The operation of a decoded request: its row's label (`OperationDeclaration.metrics`).
@@ -45,6 +46,10 @@ enum MetricsOperation: Int, CaseIterable {
         case .digest: "digest"
         case .metrics: "metrics"
         case .access: "access"
+        case .session: "session"
+        case .onDisconnect: "onDisconnect"
+        case .cancelOnDisconnect: "cancelOnDisconnect"
+        case .endSession: "endSession"
         case .invalid: "invalid"
         }
     }

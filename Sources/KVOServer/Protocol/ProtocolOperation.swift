@@ -19,6 +19,7 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case defineClass, classes
     case bind, combineLatest, unbind, bindings
     case digest, access, metrics
+    case session, onDisconnect, cancelOnDisconnect, endSession
     case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
 
     /// This operation's row of the table.
@@ -93,6 +94,9 @@ package enum OperationRoute: Sendable {
     /// The server's user administration (`Server.administer`): passwords hashed off the loop thread,
     /// changes replicated as user changes.
     case administration
+    /// The server's sessions (`Server+Presence`): node-local state; the actions a session runs when it ends
+    /// are ordinary writes, sent through the same door as a client's.
+    case presence
 }
 
 /// Everything the server needs to know about one operation: one row of `OperationTable`.
@@ -111,6 +115,8 @@ package struct OperationDeclaration: Sendable {
     package let acceptsTTL: Bool
     /// Whether a `batch` may hold it: the writes of one object, applied all or nothing with the batch's other parts.
     package let batchable: Bool
+    /// Whether it may carry `ephemeral: true` (docs/protocol.md, "Presence"): the write that makes an object.
+    package let acceptsEphemeral: Bool
     /// Its `op` label in `kvod_requests_total`.
     let metrics: MetricsOperation
     package let route: OperationRoute
@@ -124,7 +130,7 @@ package struct OperationDeclaration: Sendable {
     /// operations need a login and take no `atLeastRev`, so those two say so only when they differ.
     init(name: String, effect: OperationEffect, requirement: OperationRequirement, beforeLogin: Bool = false,
          acceptsAtLeastRev: Bool = false, acceptsConditions: Bool = false, acceptsTTL: Bool = false, batchable: Bool = false,
-         metrics: MetricsOperation, route: OperationRoute,
+         acceptsEphemeral: Bool = false, metrics: MetricsOperation, route: OperationRoute,
          decode: @escaping @Sendable (FieldReader) throws(KVOError) -> Request, example: String) {
         self.name = name
         self.effect = effect
@@ -134,6 +140,7 @@ package struct OperationDeclaration: Sendable {
         self.acceptsConditions = acceptsConditions
         self.acceptsTTL = acceptsTTL
         self.batchable = batchable
+        self.acceptsEphemeral = acceptsEphemeral
         self.metrics = metrics
         self.route = route
         self.decode = decode
@@ -190,7 +197,7 @@ enum OperationTable {
         case .create:
             return OperationDeclaration(
                 name: "create", effect: .writes, requirement: .writeObjects, acceptsConditions: true, acceptsTTL: true,
-                batchable: true,
+                batchable: true, acceptsEphemeral: true,
                 metrics: .create, route: .engine, decode: RequestDecoder.create,
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
@@ -318,6 +325,29 @@ enum OperationTable {
                 name: "metrics", effect: .reads, requirement: .serverAdmin,
                 metrics: .metrics, route: .engine, decode: { _ throws(KVOError) in .metrics },
                 example: #"{"op":"metrics"}"#)
+        case .session:
+            // Sessions are node-local, so not replicated: the writes they run when they end are (as writes).
+            return OperationDeclaration(
+                name: "session", effect: .connection, requirement: .nothing,
+                metrics: .session, route: .presence, decode: RequestDecoder.session,
+                example: #"{"op":"session","grace":10}"#)
+        case .onDisconnect:
+            // The write is checked with its registrant's rights when it runs, not now (docs/protocol.md, "Presence").
+            return OperationDeclaration(
+                name: "onDisconnect", effect: .connection, requirement: .nothing,
+                metrics: .onDisconnect, route: .presence, decode: RequestDecoder.onDisconnect,
+                example: #"{"op":"onDisconnect","request":{"op":"set","object":"o","keyPath":"n","value":0}}"#)
+        case .cancelOnDisconnect:
+            return OperationDeclaration(
+                name: "cancelOnDisconnect", effect: .connection, requirement: .nothing,
+                metrics: .cancelOnDisconnect, route: .presence,
+                decode: { reader throws(KVOError) in .cancelOnDisconnect(action: try reader.optionalRevision("action")) },
+                example: #"{"op":"cancelOnDisconnect","action":1}"#)
+        case .endSession:
+            return OperationDeclaration(
+                name: "endSession", effect: .connection, requirement: .nothing,
+                metrics: .endSession, route: .presence, decode: { _ throws(KVOError) in .endSession },
+                example: #"{"op":"endSession"}"#)
         case .userAdd:
             return administration("userAdd", .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
         case .userRemove:
@@ -388,6 +418,11 @@ extension Request {
         case .expire: .expire
         case let .conditional(_, request): request.operation
         case let .expiring(_, request): request.operation
+        case let .ephemeral(request): request.operation
+        case .session: .session
+        case .onDisconnect: .onDisconnect
+        case .cancelOnDisconnect: .cancelOnDisconnect
+        case .endSession: .endSession
         case let .admin(request):
             switch request {
             case .userAdd: .userAdd

@@ -62,7 +62,19 @@ package enum Request: Equatable, Sendable {
     case touch(object: String)
     /// `expire`: the server deletes an object whose time to live ended, unless it changed after `changedRev`.
     case expire(object: String, changedRev: UInt64)
-
+    /// A `create` with `ephemeral: true`: the object is deleted when the creating connection's session ends
+    /// (docs/protocol.md, "Presence"). The engine performs the create; the server ties it to the session.
+    indirect case ephemeral(Request)
+    /// `session`: begins a session for the connection (`resume` nil) or takes over the session `resume`
+    /// names; `grace` in milliseconds (nil: the server's default).
+    case session(resume: String?, grace: Int64?)
+    /// `onDisconnect`: `write` (decoded from `line`, the canonical JSON of the request object) runs when the
+    /// connection's session ends.
+    indirect case onDisconnect(line: [UInt8], write: Request)
+    /// `cancelOnDisconnect`: the action numbered `action` (nil: every action) is dropped.
+    case cancelOnDisconnect(action: UInt64?)
+    /// `endSession`: the session's actions run now and it ends.
+    case endSession
 }
 
 extension Request {
@@ -72,7 +84,7 @@ extension Request {
         case let .create(object, _, _), let .delete(object), let .set(object, _, _), let .increment(object, _, _),
              let .mutateArray(object, _, _), let .touch(object), let .expire(object, _):
             object
-        case let .conditional(_, request), let .expiring(_, request):
+        case let .conditional(_, request), let .expiring(_, request), let .ephemeral(request):
             request.writtenObject
         default:
             nil

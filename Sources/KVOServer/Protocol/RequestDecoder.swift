@@ -16,6 +16,7 @@ package enum RequestDecoder {
         "op", "id", "object", "keyPath", "value", "values", "index", "indexes", "options", "sinceRev", "sub", "pattern",
         "class", "client", "now", "binding", "from", "to", "limit", "after", "user", "password", "token", "rules", "hashCost",
         "atLeastRev", "by", "ifExists", "ifAbsent", "ifEquals", "ifRev", "ops", "objects", "where", "ttl", "changedRev",
+        "ephemeral", "resume", "grace", "request", "action",
     ])
 
     /// The outcome of decoding one line: the `id` to echo (nil when absent or unreadable) and the
@@ -79,6 +80,12 @@ package enum RequestDecoder {
                 }
                 request = .conditional(conditions, request)
             }
+            if rare.ephemeral, try reader.optionalBool("ephemeral") == true {
+                guard operation.declaration.acceptsEphemeral else {
+                    throw KVOError(.badRequest, "'ephemeral' goes with \(RequestDecoder.ephemeralOperations) only")
+                }
+                request = .ephemeral(request)
+            }
             return Decoded(id: id, request: .success(request), atLeastRev: atLeastRev)
         } catch {
             return Decoded(id: id, request: .failure(error))
@@ -99,6 +106,12 @@ package enum RequestDecoder {
     /// "create and set": the operations whose row accepts `ttl`, for its error message.
     static let ttlOperations: String = {
         let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsTTL }.map(\.name)
+        return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
+    }()
+
+    /// "create": the operations whose row accepts `ephemeral`, for its error message.
+    static let ephemeralOperations: String = {
+        let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsEphemeral }.map(\.name)
         return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
     }()
 
@@ -224,12 +237,71 @@ package enum RequestDecoder {
             case let .success(success): request = success
             case let .failure(error): throw refused(error)
             }
+            if case .ephemeral = request {
+                throw refused(KVOError(.badRequest, "'ephemeral' cannot be part of a batch: create an ephemeral object alone"))
+            }
             guard request.operation.declaration.batchable else {
                 throw refused(KVOError(.badRequest, "'\(request.operation.name)' cannot be part of a batch: \(RequestDecoder.batchOperations) can"))
             }
             requests.append(request)
         }
         return .batch(requests)
+    }
+
+    /// `session`: `resume` (a session id, as `session` gave it) and `grace` (seconds, 0 to
+    /// `SessionLimits.maximumGraceSeconds`), both optional.
+    static func session(_ reader: FieldReader) throws(KVOError) -> Request {
+        let resume = try reader.optionalString("resume")
+        if let resume, !PresenceSession.isWellFormedID(resume) {
+            throw KVOError(.badRequest, "'resume' must be a session id as 'session' gave it (32 hex digits)")
+        }
+        var grace: Int64?
+        switch reader.fields["grace"] {
+        case nil, .null?:
+            grace = nil
+        case let .int(seconds)? where (0...SessionLimits.maximumGraceSeconds).contains(seconds):
+            grace = seconds * 1000
+        case let .double(seconds)? where seconds.isFinite && seconds >= 0 && seconds <= Double(SessionLimits.maximumGraceSeconds):
+            grace = Int64((seconds * 1000).rounded(.up))
+        default:
+            throw KVOError(.badRequest, "'grace' must be a number of seconds from 0 to \(SessionLimits.maximumGraceSeconds)")
+        }
+        return .session(resume: resume, grace: grace)
+    }
+
+    /// `request`: one write, as a request object of its own (its conditions included, no `id`), of a row that
+    /// writes objects (`.engine` route, `isWrite`) or a `batch`; at most `SessionLimits.maximumActionBytes`
+    /// once encoded. Not `ephemeral` (the session it would belong to is ending).
+    static func onDisconnect(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let value = reader.fields["request"] else { throw KVOError(.badRequest, "missing 'request'") }
+        guard case let .object(members) = value else {
+            throw KVOError(.badRequest, "'request' must be a request object, not \(value.typeName)")
+        }
+        guard members["id"] == nil else {
+            throw KVOError(.badRequest, "'request' carries no 'id' (nobody is answered when it runs)")
+        }
+        let line = JSONWriter.bytes(value)
+        guard line.count <= SessionLimits.maximumActionBytes else {
+            throw KVOError(.tooLarge, "an onDisconnect request takes at most \(SessionLimits.maximumActionBytes) bytes, not \(line.count)",
+                           details: ["limit": .int(Int64(SessionLimits.maximumActionBytes))])
+        }
+        let write: Request
+        switch decode(line).request {
+        case let .success(decoded): write = decoded
+        case let .failure(error): throw KVOError(error.code, "'request': \(error.message)", details: error.details)
+        }
+        let declaration = write.operation.declaration
+        guard declaration.isWrite, declaration.route == .engine, declaration.requirement != .serverAdmin else {
+            throw KVOError(.badRequest, "'request' must be a write of objects (create, delete, set, increment, insert, remove, replace, touch or batch), not '\(declaration.name)'")
+        }
+        if case .ephemeral = write { throw KVOError(.badRequest, "'request' cannot be ephemeral: it runs when the session ends") }
+        switch write.operation {
+        case .bind, .combineLatest, .unbind:
+            throw KVOError(.badRequest, "'request' must be a write of objects, not '\(declaration.name)'")
+        default:
+            break
+        }
+        return .onDisconnect(line: line, write: write)
     }
 
     /// Most ids one `access` asks about.

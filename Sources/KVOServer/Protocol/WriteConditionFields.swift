@@ -7,17 +7,18 @@ import KVOModel
 // wraps the write with them (`Request.conditional`). Stateless; any thread.
 
 extension RequestFields {
-    /// Whether the request names a write condition (`ifRev`, `ifExists`, `ifAbsent`, `ifEquals`) and a
-    /// `ttl`: one pass over the names by length (3, 5 or 8 bytes; a plain `set`'s only such member is
-    /// `value`), comparing whole names only at those lengths.
-    var rareWriteMembers: (conditions: Bool, ttl: Bool) {
-        var found: (conditions: Bool, ttl: Bool) = (false, false)
+    /// Whether the request names a write condition (`ifRev`, `ifExists`, `ifAbsent`, `ifEquals`), a `ttl`
+    /// and `ephemeral`: one pass over the names by length (3, 5, 8 or 9 bytes; a plain `set`'s only such
+    /// member is `value`), comparing whole names only at those lengths.
+    var rareWriteMembers: (conditions: Bool, ttl: Bool, ephemeral: Bool) {
+        var found: (conditions: Bool, ttl: Bool, ephemeral: Bool) = (false, false, false)
         for member in members {
             let key = member.key
             switch key.utf8.count {
             case 3: if key == "ttl" { found.ttl = true }
             case 5: if key == "ifRev" { found.conditions = true }
             case 8: if key == "ifExists" || key == "ifAbsent" || key == "ifEquals" { found.conditions = true }
+            case 9: if key == "ephemeral" { found.ephemeral = true }
             default: continue
             }
         }

@@ -70,9 +70,14 @@ final class RequestHandler {
                 ("server", .string(RequestHandler.serverName)),
                 ("version", .string(RequestHandler.serverVersion)),
             ])
-        case .auth, .admin:
-            // The server answers these itself (passwords are checked and hashed off the loop thread).
+        case .auth, .admin, .session, .onDisconnect, .cancelOnDisconnect, .endSession:
+            // The server answers these itself (passwords are checked and hashed off the loop thread; sessions are
+            // the server's, not the engine's).
             throw KVOError(.badRequest, "answered by the server")
+        case let .ephemeral(create):
+            // The create itself; the server ties the object to the creator's session once it succeeded.
+            return try perform(create, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
+                               notifications: &notifications)
         case let .create(object, values, className):
             let rev = try engine.create(object, values: values, className: className, access: access,
                                         notifications: &notifications)

@@ -52,7 +52,7 @@ extension Server {
     /// `unbind` go the same way: every node creates the binding with the same id, and its `binding`
     /// events reach the creator's connection on this node only (`applyClusterEntry`). Loop thread.
     func submitToCluster(_ cluster: ClusterReplicator, _ request: Request, line: UnsafeBufferPointer<UInt8>,
-                                 id: JSONValue?, connection: Connection) {
+                                 id: JSONValue?, connection: Connection, ephemeralSession: String? = nil) {
         let operation = MetricsOperation(request)
         if let refusal = cluster.refusal {
             send(.failure(KVOError(.unavailable, refusal)), id: id, to: connection, counting: operation)
@@ -61,7 +61,8 @@ extension Server {
         let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
         cluster.submit(line: Array(line), user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
-                                                        deadline: deadline, started: requestStarted))
+                                                        deadline: deadline, started: requestStarted,
+                                                        ephemeralSession: ephemeralSession))
         if pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
             connection.pauseReading(.replication)
         }
@@ -254,6 +255,10 @@ extension Server {
                                          from: writer?.connection ?? Server.clusterConnection,
                                          access: clusterAccess(forUser: operation.user), budget: budget,
                                          notifications: &notifications)
+                // This node's ephemeral create: the object joins its session now, before any later entry can delete it.
+                if case .success = outcome.reply, let session = writer?.ephemeralSession, let object = request.writtenObject {
+                    registerEphemeral(object, session: session)
+                }
             case .success:
                 outcome = .init(reply: .failure(KVOError(.badRequest, "not a write")), order: .afterNotifications)
             case let .failure(error):

@@ -29,7 +29,8 @@ extension Server: ConnectionDelegate {
     }
 
     var mayWriteImmediately: Bool {
-        !storeKeepsWrites || (!handler.engine.hasUncommittedWrites && (cluster == nil || cluster!.appliedSequence == cluster!.committedSequence))
+        !storeKeepsWrites || (!handler.engine.hasUncommittedWrites && sessions.uncommitted.isEmpty
+            && (cluster == nil || cluster!.appliedSequence == cluster!.committedSequence))
     }
 
     func connectionsPassedTotalInputLimit(_ connection: Connection) {
@@ -69,6 +70,7 @@ extension Server: ConnectionDelegate {
             metrics.connectionClosed(connection.metricsTransport, reason: reason)
         }
         let removed = handler.engine.disconnect(connection.id)
+        detachSession(of: connection.id)
         if connection.pausedReasons.contains(.verification) { passwordChecks.cancelWaiting(of: connection.id) }
         let metadata: Logger.Metadata = [
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",

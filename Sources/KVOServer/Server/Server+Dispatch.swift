@@ -59,9 +59,24 @@ extension Server {
             guard case let .admin(adminRequest) = request else { preconditionFailure("\(declaration.name) is routed to administration") }
             administer(adminRequest, id: decoded.id, connection: connection)
             return
+        case .presence:
+            presence(request, id: decoded.id, connection: connection)
+            return
+        }
+        // An ephemeral create needs the connection's session (docs/protocol.md, "Presence"), which it joins once
+        // it succeeded.
+        var ephemeralSession: String?
+        if case .ephemeral = request {
+            do throws(KVOError) {
+                ephemeralSession = try self.ephemeralSession(for: connection)
+            } catch {
+                send(.failure(error), id: decoded.id, to: connection, counting: declaration.metrics)
+                return
+            }
         }
         if let cluster, declaration.isWrite {
-            submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection)
+            submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection,
+                            ephemeralSession: ephemeralSession)
             return
         }
         if declaration.isWrite {
@@ -73,7 +88,10 @@ extension Server {
             holdForRevision(atLeastRev, request, decoded: decoded, connection: connection)
             return
         }
-        perform(request, id: decoded.id, connection: connection)
+        let succeeded = perform(request, id: decoded.id, connection: connection)
+        if succeeded, let ephemeralSession, let object = request.writtenObject {
+            registerEphemeral(object, session: ephemeralSession)
+        }
     }
 
     /// Whether a request is a write that may be submitted to the cluster behind this connection's writes in
@@ -86,8 +104,10 @@ extension Server {
         return declaration.route == .engine && declaration.isWrite
     }
 
-    /// Carries out a request that is not a cluster write, replies and delivers its events. Loop thread.
-    func perform(_ request: Request, id: JSONValue?, connection: Connection) {
+    /// Carries out a request that is not a cluster write, replies and delivers its events; whether it
+    /// succeeded. Loop thread.
+    @discardableResult
+    func perform(_ request: Request, id: JSONValue?, connection: Connection) -> Bool {
         notifications.removeAll(keepingCapacity: true)
         let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                  id: id)
@@ -106,6 +126,8 @@ extension Server {
             deliverNotifications()
             deliverBindingEvents()
         }
+        if case .success = outcome.reply { return true }
+        return false
     }
 
     /// Queues a reply; `counting` names the request's operation for `kvod_requests_total` and

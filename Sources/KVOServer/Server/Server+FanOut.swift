@@ -47,6 +47,8 @@ extension Server {
     /// recipient list, and the encoder instance used before (holding a copy, and copied in turn) cost
     /// about 1,100 instructions per event.
     func deliverNotifications() {
+        // Every engine request is followed by this: the ephemeral objects it removed leave their sessions.
+        if !handler.engine.removedWatchedObjects.isEmpty { noteRemovedEphemeralObjects() }
         let fullHead = EventEncoder.headWords
         let compactHead = EventEncoder.compactHeadWords
         // By index: the array's element is lent to `deliver`; a `for in` loop would copy each one.

@@ -25,6 +25,10 @@ extension Server {
             for name in uncommittedUsers.sorted() { batch.users[name] = .some(users.user(named: name)) }
             uncommittedUsers.removeAll()
         }
+        if !sessions.uncommitted.isEmpty {
+            for id in sessions.uncommitted { batch.sessions[id] = .some(sessions.session(id)?.record) }
+            sessions.uncommitted.removeAll()
+        }
         guard !batch.isEmpty || batch.streamSequence != nil else { return }
         let now = uv_hrtime()
         lastGroupCommitStart = now

@@ -16,6 +16,7 @@ extension Server {
         let now = uv_now(loop.raw)
         refreshWallClockOffset()
         expireDueObjects()
+        endDueSessions()
         if now &- lastStorageCheck >= 1000 {
             lastStorageCheck = now
             checkStorage()

@@ -125,6 +125,8 @@ extension Server {
             cluster.awaitingStorage = true
         }
         uncommittedUsers.removeAll()
+        // The sessions as last committed (the connections are closed: every one is detached).
+        restoreSessions(contents.sessions)
         metrics.storage.rolledBack()
         logger.error("rolled back to the last commit (revision \(engine.revision)) after a failed one: \(closed) connection\(closed == 1 ? "" : "s") closed without the replies and events of the writes undone")
     }

@@ -142,6 +142,7 @@ extension Server {
         }
         let closed = closeClientConnections(reason: .clusterStateReplaced)
         handler.engine = engine
+        watchEphemeralObjects()
         if let replicated = snapshot.users {
             users.replaceAll(with: replicated)
             compiledPolicies.removeAll()

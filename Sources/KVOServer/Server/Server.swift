@@ -120,6 +120,8 @@ public final class Server {
     /// Cluster mode with a store that keeps writes: users changed by stream entries applied since the last
     /// group commit, written with it (`persistUsers`). Loop thread.
     var uncommittedUsers = Set<String>()
+    /// The sessions of this server's connections (`Server+Presence`): node-local, stored with the group commit.
+    var sessions = SessionTable(recordsChanges: false)
     /// `--users FILE` (in memory): the file's lock, held shared for the whole run (`UsersFileLock`).
     let usersFileLock: UsersFileLock?
     /// Password checks, on the thread pool (set once the loop exists).
@@ -232,6 +234,7 @@ public final class Server {
             self.passwordCheckFinished(verification)
         }
         startOwnHandles()
+        restoreSessions(startup.sessions)
         checkStorageAtStart()
         try startListening()
         if !users.isEmpty {

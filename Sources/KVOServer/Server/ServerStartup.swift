@@ -25,6 +25,8 @@ struct ServerStartup {
     let bootstrapSnapshot: UInt64?
     /// Cluster mode: what the node knew of the stream at `appliedSequence` (`StreamIntegrity`).
     let streamIntegrity: StreamIntegrity.State
+    /// The sessions the last run left (`Server+Presence`), to be ended after their grace unless resumed.
+    let sessions: [PresenceSession]
 
     /// What the store held, after the cluster's checks and a snapshot's install.
     private struct Restored {
@@ -32,6 +34,7 @@ struct ServerStartup {
         var users: UserDirectory
         var appliedSequence: UInt64 = 0
         var streamIntegrity = StreamIntegrity.State()
+        var sessions: [PresenceSession] = []
         var bootstrapSnapshot: UInt64?
         /// The users of the installed snapshot (nil: none installed, or a snapshot older than replicated users).
         var snapshotUsers: [UserRecord]?
@@ -94,6 +97,7 @@ struct ServerStartup {
         self.appliedSequence = restored.appliedSequence
         self.bootstrapSnapshot = restored.bootstrapSnapshot
         self.streamIntegrity = restored.streamIntegrity
+        self.sessions = restored.sessions
     }
 
     /// Every start-up refusal of a data directory names the file: a damaged row (`.corrupt`, which names the
@@ -112,6 +116,7 @@ struct ServerStartup {
     private static func restore(from store: any Store, _ configuration: ServerConfiguration) throws(StorageError) -> Restored {
         let stored = try store.restore()
         var restored = Restored(state: stored.state, users: stored.users)
+        restored.sessions = stored.sessions
         restored.directoryProblem = Server.clusterDirectoryProblem(
             recorded: stored.clusterStream, cluster: configuration.cluster,
             revision: stored.state.revision, classes: stored.state.classes.count)

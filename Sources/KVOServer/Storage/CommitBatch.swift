@@ -33,6 +33,9 @@ package struct CommitBatch: Sendable {
     package var users: [String: UserRecord?] = [:]
     /// Expiries set, moved or removed (nil) by the batch's writes, by object (`KVOEngine+Expiry`).
     package var expiries: [String: Expiry?] = [:]
+    /// Sessions made or changed (their record, `PresenceSession.record`) or ended (nil) since the last batch,
+    /// by id: node-local state the server fills in (`Server+Presence`). Same care as `bindings` for a removal.
+    package var sessions: [String: JSONValue?] = [:]
 
     package init(revision: UInt64, entries: [HistoryEntry], objects: [String: StoredObject],
                 classes: [String: JSONValue] = [:], bindings: [UInt64: JSONValue?] = [:], lastBindingID: UInt64 = 0) {
@@ -44,8 +47,10 @@ package struct CommitBatch: Sendable {
         self.lastBindingID = lastBindingID
     }
 
-    /// True when the batch holds no write, no class, no binding and no user change.
-    package var isEmpty: Bool { entries.isEmpty && classes.isEmpty && bindings.isEmpty && users.isEmpty && expiries.isEmpty }
+    /// True when the batch holds no write, no class, no binding, no user change and no session change.
+    package var isEmpty: Bool {
+        entries.isEmpty && classes.isEmpty && bindings.isEmpty && users.isEmpty && expiries.isEmpty && sessions.isEmpty
+    }
 
     /// The engine's accepted changes, with no stream sequence and no user change (the server adds those).
     init(_ changes: AcceptedChanges) {

@@ -25,7 +25,7 @@ extension SQLiteStore {
         let movesRevision = batch.revision != storedRevision
         let raisesLastBindingID = batch.lastBindingID > storedLastBindingID
         if batch.entries.isEmpty && batch.objects.isEmpty && batch.classes.isEmpty && batch.bindings.isEmpty
-            && batch.users.isEmpty && batch.expiries.isEmpty && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
+            && batch.users.isEmpty && batch.expiries.isEmpty && batch.sessions.isEmpty && !movesRevision && !raisesLastBindingID && batch.streamSequence == nil { return }
         let keepHistory = historyLimit > 0
         var appended = 0
         // What this batch does to each object's log; merged into `objectLogs` once the batch is committed.
@@ -143,6 +143,16 @@ extension SQLiteStore {
                 } else {
                     try statements.deleteExpiry.bind(1, text: object)
                     try statements.deleteExpiry.run()
+                }
+            }
+            for (id, record) in batch.sessions {
+                if let record {
+                    try statements.upsertSession.bind(1, text: id)
+                    try statements.upsertSession.bind(2, text: JSONWriter.bytes(record))
+                    try statements.upsertSession.run()
+                } else {
+                    try statements.deleteSession.bind(1, text: id)
+                    try statements.deleteSession.run()
                 }
             }
             if !batch.users.isEmpty {

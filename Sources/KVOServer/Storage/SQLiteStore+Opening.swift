@@ -90,6 +90,7 @@ extension SQLiteStore {
                 CREATE TABLE IF NOT EXISTS users(name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS expiries(object TEXT PRIMARY KEY, ttl INTEGER NOT NULL, deadline INTEGER NOT NULL)
                     WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS sessions(id TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
                 INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', \(SQLiteStore.schemaVersion));
                 UPDATE meta SET value = \(SQLiteStore.schemaVersion)
                     WHERE key = 'schema_version' AND value < \(SQLiteStore.schemaVersion);

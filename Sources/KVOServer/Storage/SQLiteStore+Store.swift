@@ -18,7 +18,7 @@ extension SQLiteStore: Store {
             let clusterStream = try readClusterStream()
             let streamSequence = try readStreamSequence()
             return StoreContents(state: state, users: users, clusterStream: clusterStream, streamSequence: streamSequence,
-                                 streamIntegrity: try readStreamIntegrity())
+                                 streamIntegrity: try readStreamIntegrity(), sessions: try loadSessions())
         } catch {
             throw SQLiteStore.describingOpenFailure(error, databasePath: databasePath)
         }

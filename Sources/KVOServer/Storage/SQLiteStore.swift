@@ -73,7 +73,7 @@ import Darwin
 /// Not Sendable.
 package final class SQLiteStore {
     /// The schema this version writes and reads. A database with a newer one is refused.
-    package static let schemaVersion: Int64 = 7
+    package static let schemaVersion: Int64 = 8
     /// The database file's name inside the data directory.
     package static let fileName = "kvod.sqlite3"
     /// The data directory's marker file's name (`DataDirectoryMarker`).
@@ -93,7 +93,7 @@ package final class SQLiteStore {
     /// The largest `history.bytes` a row may claim (SQLite's own maximum text length is 1 GB).
     static let maximumHistoryRowBytes: Int64 = Int64(Int32.max)
     /// The tables every database of the current schema has, in the order they are checked.
-    static let requiredTables = ["meta", "objects", "history", "classes", "bindings", "redo", "users", "expiries"]
+    static let requiredTables = ["meta", "objects", "history", "classes", "bindings", "redo", "users", "expiries", "sessions"]
 
     /// The tables a database of schema `version` has (version 1: no classes or bindings; 2: no redo).
     static func requiredTables(ofVersion version: Int64) -> [String] {
@@ -102,6 +102,7 @@ package final class SQLiteStore {
         case 2: return ["meta", "objects", "history", "classes", "bindings"]
         case 3: return ["meta", "objects", "history", "classes", "bindings", "redo"]
         case 4, 5, 6: return ["meta", "objects", "history", "classes", "bindings", "redo", "users"]
+        case 7: return ["meta", "objects", "history", "classes", "bindings", "redo", "users", "expiries"]
         default: return requiredTables
         }
     }
@@ -184,6 +185,8 @@ package final class SQLiteStore {
         let setStreamIntegrity: SQLiteStatement
         let upsertExpiry: SQLiteStatement
         let deleteExpiry: SQLiteStatement
+        let upsertSession: SQLiteStatement
+        let deleteSession: SQLiteStatement
         /// The bytes of one object's snapshot (no row: the object is not stored).
         let snapshotBytes: SQLiteStatement
 
@@ -215,12 +218,15 @@ package final class SQLiteStore {
             upsertExpiry = try database.prepare(
                 "INSERT INTO expiries(object, ttl, deadline) VALUES(?1, ?2, ?3) ON CONFLICT(object) DO UPDATE SET ttl = excluded.ttl, deadline = excluded.deadline")
             deleteExpiry = try database.prepare("DELETE FROM expiries WHERE object = ?1")
+            upsertSession = try database.prepare(
+                "INSERT INTO sessions(id, record) VALUES(?1, ?2) ON CONFLICT(id) DO UPDATE SET record = excluded.record")
+            deleteSession = try database.prepare("DELETE FROM sessions WHERE id = ?1")
             snapshotBytes = try database.prepare("SELECT length(CAST(value AS BLOB)) FROM objects WHERE id = ?1")
         }
 
         func finalize() {
             for statement in [begin, commit, rollback, upsertObject, deleteObject, insertRedo, deleteRedo, insertHistory, setRevision, trimHistory,
-                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence, setStreamIntegrity, upsertExpiry, deleteExpiry, snapshotBytes] {
+                              upsertClass, upsertBinding, deleteBinding, setLastBindingID, setStreamSequence, setStreamIntegrity, upsertExpiry, deleteExpiry, upsertSession, deleteSession, snapshotBytes] {
                 statement.finalize()
             }
         }

@@ -46,7 +46,7 @@ protocol Store: AnyObject {
     /// Single mode: stores `upserting` (by name) and deletes `deleting`, at once, outside any group commit.
     func writeUsers(upserting: [UserRecord], deleting: [String]) throws(StorageError)
 
-    /// Cluster mode, a node installing a snapshot: replaces everything stored by `state` and records
+    /// Cluster mode, a node installing a snapshot: replaces everything stored (but the node's own sessions) by `state` and records
     /// `streamSequence` as applied (and `users`, when given, as the users), at once or not at all.
     /// `streamIntegrity`: what the node knows of the stream at that sequence (`StreamIntegrity`'s state, encoded).
     func replaceAll(with state: PersistedState, streamSequence: UInt64, streamIntegrity: [UInt8]?,
@@ -98,6 +98,8 @@ struct StoreContents {
     var streamSequence: UInt64
     /// Cluster mode: `StreamIntegrity`'s state at `streamSequence`, encoded (nil: none stored).
     var streamIntegrity: [UInt8]? = nil
+    /// The sessions (`PresenceSession`) the last run left, with their pending actions.
+    var sessions: [PresenceSession] = []
 }
 
 /// A line a store's upkeep wants logged (`Store.afterCommit(on:)`).

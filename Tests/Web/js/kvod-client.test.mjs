@@ -451,3 +451,73 @@ test("connect fails with the server's refusal for wrong credentials and cannot r
   closed.close();
   await assert.rejects(connect(`ws://127.0.0.1:${port}/ws`, { heartbeat: 0 }), { code: "closed" });
 });
+
+test("presence: a blip within the grace resumes the session (nothing runs); a client gone longer runs onDisconnect and loses its ephemeral objects", async () => {
+  const proxy = await startProxy();
+  const observer = await connect(WS, { heartbeat: 0 });
+  const kvod = await connect(proxy.url, { heartbeat: 0, minimumDelay: 50, maximumDelay: 200 });
+  try {
+    const user = objectId("presence-user");
+    const cursor = objectId("presence-cursor");
+    await observer.create(user, { online: true });
+    await assert.rejects(kvod.create(cursor, {}, undefined, { ephemeral: true }), { code: "bad_request" });
+    const session = await kvod.startSession({ grace: 1.5 });
+    assert.match(session.id, /^[0-9a-f]{32}$/);
+    assert.equal(session.grace, 1.5);
+    assert.equal(await kvod.onDisconnect({ op: "set", object: user, keyPath: "online", value: false }), 1);
+    await kvod.create(cursor, { x: 1 }, undefined, { ephemeral: true });
+    await assert.rejects(kvod.onDisconnect({ op: "get", object: user }), { code: "bad_request" });
+    const online = observer.observe(user, "online", { options: ["new"] });
+    await online.ready;
+    const changes = online[Symbol.asyncIterator]();
+
+    // A cut shorter than the grace: the client resumes its session, and nothing runs.
+    proxy.cut();
+    await eventually(() => kvod.state === "open");
+    await wait(2000);
+    assert.equal(await observer.get(user, "online"), true);
+    assert.deepEqual(await observer.get(cursor), { x: 1 });
+    assert.equal(kvod.session.id, session.id);
+
+    // Gone for good: after the grace the action runs once and the ephemeral object is deleted.
+    kvod.close();
+    const [offline] = await take(changes, 1, 10000);
+    assert.deepEqual([offline.reason, offline.new], ["valueChanged", false]);
+    await eventually(async () => (await observer.get(cursor).catch((error) => error.code)) === "not_found");
+    await wait(500);
+    assert.equal(await observer.get(user, "online"), false);
+  } finally {
+    kvod.close();
+    observer.close();
+    proxy.close();
+  }
+});
+
+test("presence: endSession runs the actions at once; cancelOnDisconnect drops one; a lost session is reported", async () => {
+  const proxy = await startProxy();
+  const kvod = await connect(proxy.url, { heartbeat: 0, minimumDelay: 600, maximumDelay: 700 });
+  try {
+    const id = objectId("presence-end");
+    await kvod.create(id, { a: 0, b: 0 });
+    await kvod.startSession({ grace: 0 });
+    const first = await kvod.onDisconnect({ op: "set", object: id, keyPath: "a", value: 1 });
+    await kvod.onDisconnect({ op: "batch", ops: [{ op: "set", object: id, keyPath: "b", value: 2 }] });
+    assert.equal(await kvod.cancelOnDisconnect(first), 1);
+    assert.equal(await kvod.endSession(), 1);
+    assert.deepEqual(await kvod.get(id), { a: 0, b: 2 });
+    assert.equal(kvod.session, null);
+
+    // grace 0: a reconnection after the cut finds the session ended.
+    await kvod.startSession({ grace: 0 });
+    await kvod.onDisconnect({ op: "increment", object: id, keyPath: "a" });
+    const lost = new Promise((resolve) => { kvod.onsessionlost = resolve; });
+    proxy.cut();
+    const session = await lost;
+    assert.match(session.id, /^[0-9a-f]{32}$/);
+    assert.equal(kvod.session, null);
+    assert.equal(await kvod.get(id, "a"), 1);
+  } finally {
+    kvod.close();
+    proxy.close();
+  }
+});

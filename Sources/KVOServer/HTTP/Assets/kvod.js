@@ -65,6 +65,8 @@ export class KVODClient {
     this.options = { ...DEFAULT_OPTIONS, ...options };
     this.state = "connecting";     // connecting | open | reconnecting | closed
     this.connectionId = null;      // the server's connection id, from hello
+    this.session = null;           // {id, grace} once startSession() succeeded; resumed on every reconnection
+    this.onsessionlost = null;     // called with the session when a reconnection finds it ended
     this.server = null;            // {server, version, protocol}, from hello
     this.user = null;
     this._socket = null;
@@ -123,6 +125,31 @@ export class KVODClient {
     return this.request("create", { ...params, ...conditions });
   }
   delete(object, conditions = {}) { return this.request("delete", { object, ...conditions }); }
+  /**
+   * Presence (docs/protocol.md "Presence"). `startSession({ grace })` begins this client's session (grace in
+   * seconds; the server's default, 10, without one); every reconnection resumes it first, so a blip shorter
+   * than the grace runs nothing. When it ends (the client gone longer, or `endSession()`), kvod runs its
+   * `onDisconnect` writes with the user's rights at that moment and deletes the objects created with
+   * `create(object, values, className, { ephemeral: true })`. A reconnection that finds it ended calls
+   * `client.onsessionlost(session)`, and `client.session` is null until another begins.
+   */
+  async startSession({ grace } = {}) {
+    const reply = await this.request("session", grace === undefined ? {} : { grace });
+    this.session = { id: reply.session, grace: reply.grace };
+    return this.session;
+  }
+  /** Registers `request` (a write as it would be sent alone, without `id`) to run when the session ends; resolves to its number. */
+  async onDisconnect(request) { return (await this.request("onDisconnect", { request })).action; }
+  /** Drops the action numbered `action` (every action without one); resolves to how many went. */
+  async cancelOnDisconnect(action) {
+    return (await this.request("cancelOnDisconnect", action === undefined ? {} : { action })).cancelled;
+  }
+  /** Ends the session now: its actions run, its ephemeral objects go; resolves to how many writes ran. */
+  async endSession() {
+    const reply = await this.request("endSession");
+    this.session = null;
+    return reply.ran;
+  }
   /** Starts `object`'s time to live again from now; resolves with `{ expiresAt, rev }` (`expiresAt`: ms since 1970, null without a ttl). */
   touch(object) { return this.request("touch", { object }); }
   /** The value at `keyPath` (the whole object without one). */
@@ -277,6 +304,18 @@ export class KVODClient {
       const { user, password, token } = this.options;
       if (token !== undefined) this.user = (await this._direct("auth", { token })).user;
       else if (user !== undefined) this.user = (await this._direct("auth", { user, password })).user;
+      // The session goes on before anything queued (a queued request may depend on it). Not found: it ended
+      // while the client was away (its actions ran); the client has none until it begins another.
+      if (this.session) {
+        try {
+          await this._direct("session", { resume: this.session.id });
+        } catch (error) {
+          if (!(error instanceof KVODError) || error.code !== "not_found") throw error;
+          const lost = this.session;
+          this.session = null;
+          if (this.onsessionlost) this.onsessionlost(lost);
+        }
+      }
       // Resume live observations before anything queued, so that their replayed changes come first.
       await Promise.all([...this._observations].map((observation) => observation._resume()));
     } catch (error) {

@@ -1,0 +1,197 @@
+import CLibUV
+import KVOEngine
+import KVOJSON
+import KVOModel
+import Logging
+
+/// Presence (docs/protocol.md, "Presence"): sessions, the `onDisconnect` writes they run when they end, and
+/// their ephemeral objects. The table is `sessions` (`SessionTable`); this is what the server does with it.
+///
+/// *Lifetime.* `session` attaches one to the connection; when the connection closes for any reason the session
+/// is detached and ends once its grace is over, unless a connection resumes it first (the client libraries
+/// do on reconnection). `endSession` ends it at once. A restart reads the stored sessions back detached, so
+/// those whose clients do not come back within their grace end then.
+///
+/// *Ending.* Each action is a request line run through the same door as a client's write, with its
+/// registrant's rights as they are then (`clusterAccess(forUser:)`), in registration order, then each
+/// ephemeral object still the session's is deleted. A single node applies them at once; a cluster node
+/// submits them to the stream (the node that held the session decides; every node applies them at the same
+/// stream position). A session's record leaves the store with the group commit of its actions' writes.
+///
+/// *Ephemeral objects.* A `create` with `ephemeral: true` joins the creator's session once it succeeds (in
+/// cluster mode when this node applies it); the engine reports every removal of such an object by any path
+/// (`KVOEngine.removalWatch`), so that a session never deletes an object someone deleted and created again.
+///
+/// Loop thread only, like the rest of `Server`.
+extension Server {
+    /// Answers `session`, `onDisconnect`, `cancelOnDisconnect` and `endSession` (the `.presence` route).
+    func presence(_ request: Request, id: JSONValue?, connection: Connection) {
+        let operation = MetricsOperation(request)
+        let reply: Result<ReplyFields, KVOError>
+        do throws(KVOError) {
+            // Every change here is stored (actions must outlive a restart): refused while the store cannot write.
+            if let refusal = storageRefusal, request.operation != .session { throw refusal }
+            reply = .success(try presenceReply(request, connection: connection))
+        } catch {
+            reply = .failure(error)
+        }
+        send(reply, id: id, to: connection, counting: operation)
+    }
+
+    private func presenceReply(_ request: Request, connection: Connection) throws(KVOError) -> ReplyFields {
+        switch request {
+        case let .session(resume, grace):
+            let user = connection.principal?.user
+            guard let resume else {
+                let session = try sessions.begin(user: user, grace: grace ?? SessionLimits.defaultGraceSeconds * 1000,
+                                                 connection: connection.id)
+                return ReplyFields([("grace", Server.seconds(session.grace)), ("resumed", .bool(false)),
+                                    ("session", .string(session.id))])
+            }
+            let (session, takenFrom) = try sessions.resume(resume, user: user, connection: connection.id, grace: grace)
+            if let takenFrom {
+                logger.debug("session taken over by another connection", metadata: [
+                    "session": "\(session.id.prefix(8))", "from": "\(takenFrom)", "to": "\(connection.id)",
+                ])
+            }
+            return ReplyFields([("actions", .int(Int64(session.actions.count))),
+                                ("ephemeral", .int(Int64(session.ephemeralObjects.count))),
+                                ("grace", Server.seconds(session.grace)), ("resumed", .bool(true)),
+                                ("session", .string(session.id))])
+        case let .onDisconnect(line, _):
+            let number = try sessions.addAction(line, connection: connection.id)
+            return ReplyFields([("action", .int(Int64(number)))])
+        case let .cancelOnDisconnect(number):
+            return ReplyFields([("cancelled", .int(Int64(try sessions.cancelActions(number, connection: connection.id))))])
+        case .endSession:
+            guard let id = sessions.sessionID(of: connection.id), let session = sessions.end(id) else {
+                throw KVOError(.badRequest, "this connection has no session")
+            }
+            let ran = runEndingActions(of: session)
+            return ReplyFields([("ran", .int(Int64(ran)))])
+        default:
+            preconditionFailure("\(request.operation.name) is not routed to presence")
+        }
+    }
+
+    /// `ms` as seconds in a reply: an integer when whole.
+    static func seconds(_ ms: Int64) -> JSONValue {
+        ms % 1000 == 0 ? .int(ms / 1000) : .double(Double(ms) / 1000)
+    }
+
+    /// A create with `ephemeral` from `connection`: the id of its session (refused without one, or with no
+    /// room for another ephemeral object).
+    func ephemeralSession(for connection: Connection) throws(KVOError) -> String {
+        try sessions.admitEphemeral(from: connection.id)
+    }
+
+    /// An ephemeral create succeeded: `object` belongs to session `id` from now on, and the engine reports its
+    /// removal.
+    func registerEphemeral(_ object: String, session id: String) {
+        if sessions.addEphemeral(object, to: id) { handler.engine.removalWatch.insert(object) }
+    }
+
+    /// After the engine handled requests: the ephemeral objects removed meanwhile leave their sessions (an
+    /// object put back by a failed batch stays).
+    func noteRemovedEphemeralObjects() {
+        let engine = handler.engine
+        for object in engine.takeRemovedWatchedObjects() where engine.changedRevision(of: object) == nil {
+            sessions.objectRemoved(object)
+            engine.removalWatch.remove(object)
+        }
+    }
+
+    /// `connection` closed: its session, if it has one, ends after its grace unless resumed.
+    func detachSession(of connection: ConnectionID) {
+        guard !sessions.isEmpty else { return }
+        sessions.detach(connection, now: uv_now(loop.raw))
+    }
+
+    /// Housekeeping: ends the detached sessions whose grace is over (not while writes are refused: they end
+    /// once writes are taken again).
+    func endDueSessions() {
+        guard sessions.hasDetached, storageRefusal == nil else { return }
+        if let cluster, cluster.refusal != nil { return }
+        let due = sessions.due(now: uv_now(loop.raw))
+        guard !due.isEmpty else { return }
+        defer { flushConnections() }
+        for id in due {
+            guard let session = sessions.end(id) else { continue }
+            runEndingActions(of: session)
+        }
+    }
+
+    /// Runs an ended session's actions, then deletes its ephemeral objects; returns how many writes ran (or
+    /// were submitted). Each is refused or applied like a client's write, and a refusal is logged, not retried.
+    @discardableResult
+    func runEndingActions(of session: PresenceSession) -> Int {
+        var lines = session.actions.map(\.line)
+        for object in session.ephemeralObjects {
+            lines.append(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])))
+            handler.engine.removalWatch.remove(object)
+        }
+        let user = session.user
+        for (index, line) in lines.enumerated() {
+            let what = index < session.actions.count ? "onDisconnect action \(session.actions[index].id)" : "ephemeral object deletion"
+            if let cluster {
+                // Its writer is no connection: nobody is answered; the stream gives every node the same write.
+                let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+                let operation = RequestDecoder.decode(line).request.map { MetricsOperation($0) }
+                cluster.submit(line: line, user: user,
+                               writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
+                                                                operation: (try? operation.get()) ?? .invalid,
+                                                                deadline: deadline, started: 0))
+                continue
+            }
+            let request: Request
+            switch RequestDecoder.decode(line).request {
+            case let .success(decoded): request = decoded
+            case let .failure(error):
+                logger.warning("session ended: \(what) does not decode (\(error.code.rawValue)): not run", metadata: ["session": "\(session.id.prefix(8))"])
+                continue
+            }
+            handler.engine.writeTime = loopWallClock
+            notifications.removeAll(keepingCapacity: true)
+            let outcome = handler.handle(request, from: Server.clusterConnection, access: clusterAccess(forUser: user),
+                                         budget: .unlimited, eventEncoding: .full, notifications: &notifications)
+            deliverNotifications()
+            deliverBindingEvents()
+            switch outcome.reply {
+            case .success:
+                metrics.countRequest(MetricsOperation(request), error: nil)
+            case let .failure(error):
+                metrics.countRequest(MetricsOperation(request), error: error.code)
+                // A deletion of an ephemeral object already gone is not news.
+                let level: Logger.Level = error.code == .notFound && index >= session.actions.count ? .debug : .notice
+                logger.log(level: level, "session ended: \(what) refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))",
+                           metadata: ["session": "\(session.id.prefix(8))", "user": "\(user ?? "-")"])
+            }
+        }
+        return lines.count
+    }
+
+    /// The sessions read back from the store at start-up (or after a roll-back): detached, each ending after
+    /// its grace from now, their ephemeral objects watched (those that no longer exist dropped).
+    func restoreSessions(_ stored: [PresenceSession]) {
+        sessions = SessionTable(recordsChanges: storeKeepsWrites)
+        sessions.restore(stored, now: uv_now(loop.raw))
+        watchEphemeralObjects()
+        if !stored.isEmpty {
+            logger.info("restored \(stored.count) session\(stored.count == 1 ? "" : "s"), each ending after its grace unless its client resumes it")
+        }
+    }
+
+    /// Tells the engine (a new one: start-up, a snapshot installed, a roll-back) which objects are ephemeral,
+    /// and drops from the sessions those that no longer exist.
+    func watchEphemeralObjects() {
+        let engine = handler.engine
+        engine.removalWatch.removeAll()
+        for object in Array(sessions.ephemeralObjectIDs) {
+            if engine.changedRevision(of: object) == nil {
+                sessions.objectRemoved(object)
+            } else {
+                engine.removalWatch.insert(object)
+            }
+        }
+    }
+}
