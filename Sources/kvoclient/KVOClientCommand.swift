@@ -25,7 +25,7 @@ struct KVOClientCommand: AsyncParsableCommand {
         version: KVODVersion.version,
         subcommands: [
             CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self, IncrementCommand.self,
-            InsertCommand.self, RemoveCommand.self, ReplaceCommand.self, BatchCommand.self, TouchCommand.self,
+            InsertCommand.self, RemoveCommand.self, ReplaceCommand.self, BatchCommand.self, TouchCommand.self, PresenceCommand.self,
             SubscribeCommand.self, ListCommand.self, InfoCommand.self, PingCommand.self,
             DefineClassCommand.self,
             ClassesCommand.self,
