@@ -64,9 +64,10 @@ extension Server {
         case let .cancelOnDisconnect(number):
             return ReplyFields([("cancelled", .int(Int64(try sessions.cancelActions(number, connection: connection.id))))])
         case .endSession:
-            guard let id = sessions.sessionID(of: connection.id), let session = sessions.end(id) else {
-                throw KVOError(.badRequest, "this connection has no session")
-            }
+            guard let id = sessions.sessionID(of: connection.id) else { throw KVOError(.badRequest, "this connection has no session") }
+            // Its writes could not reach the stream now: the session stays, to be ended again (or when the client goes).
+            if let refusal = cluster?.refusal { throw KVOError(.unavailable, refusal) }
+            guard let session = sessions.end(id) else { throw KVOError(.badRequest, "this connection has no session") }
             let ran = runEndingActions(of: session)
             return ReplyFields([("ran", .int(Int64(ran)))])
         default:

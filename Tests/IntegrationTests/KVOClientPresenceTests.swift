@@ -1,0 +1,69 @@
+import Foundation
+import KVOClient
+import KVOJSON
+import KVOWireProbe
+import Testing
+
+/// KVOClient's presence (docs/protocol.md, "Presence") against the real kvod: a session resumed by the
+/// library across a cut connection (nothing runs), typed `onDisconnect` writes and an ephemeral create that run
+/// once the client is gone, and `onSessionLost` when a reconnection finds the session ended.
+@Suite struct KVOClientPresenceTests {
+    @Test func aSessionSurvivesACutAndEndsWhenTheClientIsGone() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        var configuration = server.clientConfiguration()
+        configuration.port = proxy.port
+        configuration.reconnection = KVOClient.ReconnectionPolicy(initialDelay: 0.05, maximumDelay: 0.2, jitter: 0)
+        let kvod = try await KVOClient.connect(to: configuration)
+        let observer = try server.connect()
+        try observer.call("create", ["object": "users.ada", "values": ["online": false, "visits": 0]])
+        let session = try await kvod.startSession(grace: .seconds(3))
+        #expect(session.grace == .seconds(3) && session.id.count == 32)
+        try await kvod.set("online", of: "users.ada", to: true)
+        #expect(try await kvod.onDisconnect(.set("online", of: "users.ada", to: false)) == 1)
+        #expect(try await kvod.onDisconnect(batch: [.increment("visits", of: "users.ada", by: 1)]) == 2)
+        try await kvod.create("cursors.ada", values: ["x": 1], ephemeral: true)
+        // Cut: the library reconnects and resumes the session before anything else; nothing runs.
+        proxy.cut()
+        try await kvod.ping()
+        #expect(proxy.connectionCount >= 2)
+        #expect(kvod.session == session)
+        try await Task.sleep(nanoseconds: 3_500_000_000)
+        #expect(try observer.call("get", ["object": "users.ada"])["value"] == ["online": true, "visits": 0])
+        // Gone for good: after the grace both actions and the ephemeral deletion run once.
+        try observer.call("observe", ["object": "users.ada", "keyPath": "online", "options": ["new"]])
+        kvod.close()
+        let event = try observer.nextEvent(timeout: 15)
+        #expect(event?["change"]?["new"] == false, "\(String(describing: event))")
+        #expect(try observer.call("get", ["object": "users.ada"])["value"] == ["online": false, "visits": 1])
+        #expect(try observer.request("get", ["object": "cursors.ada"])["error"]?["code"] == "not_found")
+    }
+
+    @Test func aReconnectionThatFindsTheSessionEndedCallsOnSessionLost() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        var configuration = server.clientConfiguration()
+        configuration.port = proxy.port
+        // Back after 0.6 s at the earliest: a session with no grace is over by then.
+        configuration.reconnection = KVOClient.ReconnectionPolicy(initialDelay: 0.6, maximumDelay: 0.7, jitter: 0)
+        let kvod = try await KVOClient.connect(to: configuration)
+        defer { kvod.close() }
+        try await kvod.create("counter", values: ["n": 0])
+        let session = try await kvod.startSession(grace: .zero)
+        try await kvod.onDisconnect(.increment("n", of: "counter"))
+        let (lost, sink) = AsyncStream<KVOSession>.makeStream()
+        kvod.onSessionLost { sink.yield($0) }
+        proxy.cut()
+        var iterator = lost.makeAsyncIterator()
+        #expect(await iterator.next() == session)
+        #expect(kvod.session == nil)
+        #expect(try await kvod.get("n", of: "counter", as: Int.self).value == 1)
+        do {
+            try await kvod.onDisconnect(.increment("n", of: "counter"))
+            Issue.record("no session: refused")
+        } catch let KVODError.server(code, _, _) {
+            #expect(code == .badRequest)
+        }
+        await #expect(throws: KVODError.self) { try await kvod.endSession() }
+    }
+}
