@@ -127,7 +127,7 @@ struct RedoLogStoreTests {
             """)
         database.close()
         let store = try open(directory)
-        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "7")
+        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "\(SQLiteStore.schemaVersion)")
         let state = try store.load()
         #expect(state.objects["a"]?["v"] == 1)
         #expect(state.objects["b"] == ["w": 2])

@@ -429,7 +429,7 @@ import Testing
                 (2, 'a', '\(JSONWriter.string(set.change.json))', 9);
             """)
         let store = try open(directory)
-        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "7")
+        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "\(SQLiteStore.schemaVersion)")
         let migrated = try store.load()
         #expect(migrated.objects == ["a": ["v": 2]])
         #expect(migrated.objects.changedRevision(of: "a") == 0, "an older row's last change is unknown")
@@ -452,7 +452,7 @@ import Testing
         #expect(state.classes == ["LabColor": Self.labColor])
         #expect(state.bindings == [1: Self.bindAtoB])
         #expect(state.lastBindingID == 1)
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "7")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "\(SQLiteStore.schemaVersion)")
     }
 
     // MARK: - Locking, closing, reopening
@@ -667,11 +667,12 @@ import Testing
     @Test func aNewerSchemaIsRefusedAndLeftAlone() throws {
         let directory = TemporaryDirectory()
         try seed(directory, [F.entry(1, "a", ["v": 1])])
-        try tamper(directory, "UPDATE meta SET value = 8 WHERE key = 'schema_version'")
+        let newer = SQLiteStore.schemaVersion + 1
+        try tamper(directory, "UPDATE meta SET value = \(newer) WHERE key = 'schema_version'")
         let error = #expect(throws: StorageError.self) { _ = try open(directory) }
-        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: 8, supported: 7))
+        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: newer, supported: SQLiteStore.schemaVersion))
         // Refusing did not rewrite the version or anything else.
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "8")
+        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "\(newer)")
         #expect(try peek(directory, "SELECT value FROM objects WHERE id = 'a'") == #"{"v":1}"#)
     }
 

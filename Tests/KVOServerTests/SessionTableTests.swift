@@ -60,6 +60,37 @@ import Testing
         #expect(try table.admitEphemeral(from: owner) == session.id, "a deleted ephemeral object frees its place")
     }
 
+    @Test func oneUserCannotFillTheServersRoomForActions() throws {
+        var table = SessionTable(recordsChanges: true)
+        let line = [UInt8](repeating: 0x20, count: SessionLimits.maximumActionBytes)
+        let perUser = SessionLimits.maximumActionBytesPerUser / line.count
+        var number: UInt64 = 0
+        var added = 0
+        var refusal: KVOError?
+        while refusal == nil {
+            number += 1
+            _ = try table.begin(user: "mallory", grace: 0, connection: connection(number))
+            for _ in 0..<SessionLimits.maximumActionsPerSession {
+                do {
+                    _ = try table.addAction(line, connection: connection(number))
+                    added += 1
+                } catch {
+                    refusal = error
+                    break
+                }
+            }
+        }
+        #expect(added == perUser && refusal?.details["limit"] == .int(Int64(SessionLimits.maximumActionBytesPerUser)))
+        #expect(table.totalActionBytes == perUser * line.count)
+        // Another user still has room; ending mallory's sessions gives the bytes back.
+        _ = try table.begin(user: "ann", grace: 0, connection: connection(100_000))
+        _ = try table.addAction(line, connection: connection(100_000))
+        for session in 1...number { if let id = table.sessionID(of: connection(session)) { _ = table.end(id) } }
+        #expect(table.totalActionBytes == line.count)
+        _ = try table.begin(user: "mallory", grace: 0, connection: connection(number + 1))
+        _ = try table.addAction(line, connection: connection(number + 1))
+    }
+
     @Test func detachingResumingAndEndingKeepTheIndexesStraight() throws {
         var table = SessionTable(recordsChanges: true)
         let session = try table.begin(user: "ann", grace: 500, connection: connection(1))

@@ -8,8 +8,9 @@ import Testing
 @testable import KVOServer
 
 /// Issue 27: the store's health is read at one door, the operations table's. With the store refusing writes
-/// (`--max-disk` 1 byte: full from the start), every row whose effect is `.writes` is answered `storage_full`,
-/// whatever its route (engine, bindings, user administration), and no other row is; the state does not move.
+/// (`--max-disk` 1 byte: full from the start), every row whose effect is stored (`.writes`, `.storesSession`) is
+/// answered `storage_full`, whatever its route (engine, bindings, user administration, presence), and no other
+/// row is; the state does not move.
 /// Walks the rows as declared, so a new write operation is covered without a line added here.
 @Suite struct StorageRefusalOverServerTests {
     @Test("with the store full, every write row is refused with storage_full and every other row is not")
@@ -30,7 +31,7 @@ import Testing
             try client.send(raw: Array(operation.declaration.example.utf8) + [0x0A])
             var reply = try client.readMessage()
             while reply["event"] != nil { reply = try client.readMessage() }
-            if operation.declaration.isWrite {
+            if operation.declaration.isStored {
                 writeRows += 1
                 #expect(reply["error"]?["code"] == "storage_full", "\(operation.name) with the store full: \(reply)")
             } else {

@@ -17,6 +17,9 @@ enum SessionLimits {
     static let maximumActionBytes = 16_384
     /// The bytes of every session's actions together: with the counts above, what sessions can hold in memory.
     static let maximumTotalActionBytes = 64 << 20
+    /// The bytes of one user's actions, all its sessions together (with users defined), so that one user
+    /// cannot fill `maximumTotalActionBytes` for everyone.
+    static let maximumActionBytesPerUser = 4 << 20
     /// Ephemeral objects one session holds.
     static let maximumEphemeralObjectsPerSession = 1_024
 }

@@ -14,6 +14,8 @@ struct SessionTable {
     /// The session each ephemeral object belongs to.
     private var ephemeralOwners: [String: String] = [:]
     private var sessionsByUser: [String: Int] = [:]
+    /// The bytes of each user's actions.
+    private var actionBytesByUser: [String: Int] = [:]
     /// The bytes of every session's actions.
     private(set) var totalActionBytes = 0
     /// Ids of the sessions whose stored record changed (made, changed or ended) since the last group commit;
@@ -101,10 +103,14 @@ struct SessionTable {
             throw KVOError(.tooLarge, "the server's sessions hold \(SessionLimits.maximumTotalActionBytes) bytes of onDisconnect actions, their most",
                            details: ["limit": .int(Int64(SessionLimits.maximumTotalActionBytes))])
         }
+        if let user = session.user, actionBytesByUser[user, default: 0] + line.count > SessionLimits.maximumActionBytesPerUser {
+            throw KVOError(.tooLarge, "user '\(user)' holds \(SessionLimits.maximumActionBytesPerUser) bytes of onDisconnect actions, the most one user may",
+                           details: ["limit": .int(Int64(SessionLimits.maximumActionBytesPerUser))])
+        }
         let number = session.nextActionID
         session.nextActionID += 1
         session.actions.append(PresenceSession.Action(id: number, line: line))
-        totalActionBytes += line.count
+        countActionBytes(line.count, of: session.user)
         sessions[id] = session
         changed(id)
         return number
@@ -119,7 +125,7 @@ struct SessionTable {
         if let number { session.actions.removeAll { $0.id == number } } else { session.actions.removeAll() }
         let removed = before - session.actions.count
         guard removed > 0 else { return 0 }
-        totalActionBytes -= bytesBefore - session.actionBytes
+        countActionBytes(session.actionBytes - bytesBefore, of: session.user)
         sessions[id] = session
         changed(id)
         return removed
@@ -185,7 +191,7 @@ struct SessionTable {
             let left = sessionsByUser[user, default: 1] - 1
             sessionsByUser[user] = left > 0 ? left : nil
         }
-        totalActionBytes -= session.actionBytes
+        countActionBytes(-session.actionBytes, of: session.user)
         changed(id)
         return session
     }
@@ -203,7 +209,14 @@ struct SessionTable {
     private mutating func insert(_ session: PresenceSession) {
         sessions[session.id] = session
         if let user = session.user { sessionsByUser[user, default: 0] += 1 }
-        totalActionBytes += session.actionBytes
+        countActionBytes(session.actionBytes, of: session.user)
+    }
+
+    private mutating func countActionBytes(_ change: Int, of user: String?) {
+        totalActionBytes += change
+        guard let user, change != 0 else { return }
+        let bytes = actionBytesByUser[user, default: 0] + change
+        actionBytesByUser[user] = bytes > 0 ? bytes : nil
     }
 
     private func attachedSession(of connection: ConnectionID) throws(KVOError) -> String {

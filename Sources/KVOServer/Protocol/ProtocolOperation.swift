@@ -65,6 +65,10 @@ package enum OperationEffect: Sendable {
     /// Changes replicated state: in cluster mode it goes through the stream and every node applies it in
     /// stream order; a single node applies it and makes it durable with the loop iteration's group commit.
     case writes
+    /// Changes this node's stored sessions (`onDisconnect` and the rest of Presence): never replicated (the
+    /// writes a session runs when it ends are, as writes), but stored with the group commit, so refused like a
+    /// write while the store cannot take writes.
+    case storesSession
 }
 
 /// What a caller must be allowed for an operation (docs/protocol.md, "Permissions").
@@ -150,6 +154,11 @@ package struct OperationDeclaration: Sendable {
     /// Whether it changes replicated state (`effect == .writes`): replicated in cluster mode.
     @inline(__always)
     package var isWrite: Bool { effect == .writes }
+
+    /// Whether it changes what the store keeps (a write, or a session's actions): refused while the store
+    /// cannot take writes (`Server.handleLine`, the one door for the store's health).
+    @inline(__always)
+    package var isStored: Bool { effect == .writes || effect == .storesSession }
 
     /// Refuses `access` when the row's requirement is one the table itself checks (`serverAdmin`); the
     /// object-level requirements are checked by the engine as it reaches each object. Every route passes
@@ -334,18 +343,18 @@ enum OperationTable {
         case .onDisconnect:
             // The write is checked with its registrant's rights when it runs, not now (docs/protocol.md, "Presence").
             return OperationDeclaration(
-                name: "onDisconnect", effect: .connection, requirement: .nothing,
+                name: "onDisconnect", effect: .storesSession, requirement: .nothing,
                 metrics: .onDisconnect, route: .presence, decode: RequestDecoder.onDisconnect,
                 example: #"{"op":"onDisconnect","request":{"op":"set","object":"o","keyPath":"n","value":0}}"#)
         case .cancelOnDisconnect:
             return OperationDeclaration(
-                name: "cancelOnDisconnect", effect: .connection, requirement: .nothing,
+                name: "cancelOnDisconnect", effect: .storesSession, requirement: .nothing,
                 metrics: .cancelOnDisconnect, route: .presence,
                 decode: { reader throws(KVOError) in .cancelOnDisconnect(action: try reader.optionalRevision("action")) },
                 example: #"{"op":"cancelOnDisconnect","action":1}"#)
         case .endSession:
             return OperationDeclaration(
-                name: "endSession", effect: .connection, requirement: .nothing,
+                name: "endSession", effect: .storesSession, requirement: .nothing,
                 metrics: .endSession, route: .presence, decode: { _ throws(KVOError) in .endSession },
                 example: #"{"op":"endSession"}"#)
         case .userAdd:

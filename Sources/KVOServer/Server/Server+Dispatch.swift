@@ -43,8 +43,8 @@ extension Server {
             return
         }
         // The one door for the store's health: while it cannot take writes (`StorageHealth`), every row
-        // that writes is refused here, whatever its route; reads and observations go on.
-        if declaration.isWrite, let refusal = storageRefusal {
+        // that changes what is stored is refused here, whatever its route; reads and observations go on.
+        if declaration.isStored, let refusal = storageRefusal {
             send(.failure(refusal), id: decoded.id, to: connection, counting: declaration.metrics)
             return
         }

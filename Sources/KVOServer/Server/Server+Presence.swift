@@ -29,8 +29,6 @@ extension Server {
         let operation = MetricsOperation(request)
         let reply: Result<ReplyFields, KVOError>
         do throws(KVOError) {
-            // Every change here is stored (actions must outlive a restart): refused while the store cannot write.
-            if let refusal = storageRefusal, request.operation != .session { throw refusal }
             reply = .success(try presenceReply(request, connection: connection))
         } catch {
             reply = .failure(error)
