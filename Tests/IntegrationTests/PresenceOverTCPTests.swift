@@ -69,6 +69,16 @@ import Testing
         #expect(begun["resumed"] == false && begun["grace"] == 2)
         #expect(try first.call("onDisconnect", ["request": ["op": "increment", "object": "p", "keyPath": "n"]])["action"] == 1)
         first.close()
+        // Detached, its action's bytes counted (`/metrics`, here through the `metrics` operation).
+        let observed = Date().addingTimeInterval(10)
+        var text = ""
+        while Date() < observed {
+            text = try observer.call("metrics")["text"]?.stringValue ?? ""
+            if text.contains(#"kvod_sessions{state="detached"} 1"#) { break }
+            usleep(20_000)
+        }
+        #expect(text.contains(#"kvod_sessions{state="attached"} 0"#) && text.contains(#"kvod_sessions{state="detached"} 1"#), "\(text)")
+        #expect(text.contains("kvod_session_action_bytes 45"), "\(text)")
         let second = try server.connect()
         let resumed = try second.call("session", ["resume": .string(id)])
         #expect(resumed["resumed"] == true && resumed["actions"] == 1 && resumed["ephemeral"] == 0, "\(resumed)")

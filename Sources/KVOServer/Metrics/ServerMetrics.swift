@@ -202,6 +202,11 @@ final class ServerMetrics {
         var cluster: ClusterGauges? = nil
         /// `--max-disk` (0: none).
         var maximumDiskBytes = 0
+        /// Presence: sessions held, those of them without a connection (ending after their grace), and the
+        /// bytes of their `onDisconnect` actions.
+        var sessions = 0
+        var detachedSessions = 0
+        var sessionActionBytes = 0
     }
 
     /// A cluster node's integrity, read when `/metrics` is served.
@@ -256,6 +261,12 @@ final class ServerMetrics {
         out.sample("kvod_event_bytes_sent_total", eventBytesSent)
         out.family("kvod_observations", type: .gauge, help: "Live observations, all connections together.")
         out.sample("kvod_observations", gauges.observations)
+        out.family("kvod_sessions", type: .gauge,
+                   help: "Presence sessions held, by state (attached: a connection holds it; detached: ending after its grace unless resumed).")
+        out.sample("kvod_sessions", labels: [("state", "attached")], gauges.sessions - gauges.detachedSessions)
+        out.sample("kvod_sessions", labels: [("state", "detached")], gauges.detachedSessions)
+        out.family("kvod_session_action_bytes", type: .gauge, help: "Bytes of the onDisconnect actions sessions hold (at most 64 MiB).")
+        out.sample("kvod_session_action_bytes", gauges.sessionActionBytes)
         out.family("kvod_objects", type: .gauge, help: "Stored objects.")
         out.sample("kvod_objects", gauges.objects)
         out.family("kvod_stored_bytes", type: .gauge, help: "Bytes the stored data counts against --max-memory.")

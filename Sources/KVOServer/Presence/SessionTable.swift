@@ -181,6 +181,9 @@ struct SessionTable {
     /// Whether any session is detached (the housekeeping tick looks for due ones only then).
     var hasDetached: Bool { byConnection.count < sessions.count }
 
+    /// Sessions no connection holds.
+    var detachedCount: Int { sessions.count - byConnection.count }
+
     /// Ends session `id`: it leaves the table (its record is deleted at the next group commit) and is
     /// returned, for its actions to run.
     mutating func end(_ id: String) -> PresenceSession? {

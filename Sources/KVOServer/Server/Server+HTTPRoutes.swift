@@ -132,6 +132,7 @@ extension Server {
                                             checkpointsAgreed: $0.integrity.checkpointsAgreed,
                                             checkpointDisagreements: $0.integrity.checkpointDisagreements)
             },
-            maximumDiskBytes: configuration.storage?.maximumDiskBytes ?? 0))
+            maximumDiskBytes: configuration.storage?.maximumDiskBytes ?? 0,
+            sessions: sessions.count, detachedSessions: sessions.detachedCount, sessionActionBytes: sessions.totalActionBytes))
     }
 }
