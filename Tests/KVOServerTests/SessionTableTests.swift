@@ -33,23 +33,23 @@ import Testing
         let owner = connection(1)
         let session = try table.begin(user: nil, grace: 1000, connection: owner)
         let line = Array(#"{"op":"delete","object":"o"}"#.utf8)
-        for _ in 0..<SessionLimits.maximumActionsPerSession { _ = try table.addAction(line, connection: owner) }
+        for _ in 0..<SessionLimits.maximumActionsPerSession { _ = try table.addAction(line, connection: owner, user: nil) }
         do {
-            _ = try table.addAction(line, connection: owner)
+            _ = try table.addAction(line, connection: owner, user: nil)
             Issue.record("past the limit of actions")
         } catch {
             #expect(error.code == .tooLarge)
         }
         #expect(table.totalActionBytes == SessionLimits.maximumActionsPerSession * line.count)
-        #expect(try table.cancelActions(nil, connection: owner) == SessionLimits.maximumActionsPerSession)
+        #expect(try table.cancelActions(nil, connection: owner, user: nil) == SessionLimits.maximumActionsPerSession)
         #expect(table.totalActionBytes == 0)
         for index in 0..<SessionLimits.maximumEphemeralObjectsPerSession {
-            _ = try table.admitEphemeral(from: owner)
+            _ = try table.admitEphemeral(from: owner, user: nil)
             let added = table.addEphemeral("e\(index)", to: session.id)
             #expect(added)
         }
         do {
-            _ = try table.admitEphemeral(from: owner)
+            _ = try table.admitEphemeral(from: owner, user: nil)
             Issue.record("past the limit of ephemeral objects")
         } catch {
             #expect(error.code == .tooLarge)
@@ -57,7 +57,7 @@ import Testing
         let again = table.addEphemeral("e0", to: session.id)
         #expect(!again, "an object belongs to one session once")
         table.objectRemoved("e0")
-        #expect(try table.admitEphemeral(from: owner) == session.id, "a deleted ephemeral object frees its place")
+        #expect(try table.admitEphemeral(from: owner, user: nil) == session.id, "a deleted ephemeral object frees its place")
     }
 
     @Test func oneUserCannotFillTheServersRoomForActions() throws {
@@ -72,7 +72,7 @@ import Testing
             _ = try table.begin(user: "mallory", grace: 0, connection: connection(number))
             for _ in 0..<SessionLimits.maximumActionsPerSession {
                 do {
-                    _ = try table.addAction(line, connection: connection(number))
+                    _ = try table.addAction(line, connection: connection(number), user: "mallory")
                     added += 1
                 } catch {
                     refusal = error
@@ -84,11 +84,11 @@ import Testing
         #expect(table.totalActionBytes == perUser * line.count)
         // Another user still has room; ending mallory's sessions gives the bytes back.
         _ = try table.begin(user: "ann", grace: 0, connection: connection(100_000))
-        _ = try table.addAction(line, connection: connection(100_000))
+        _ = try table.addAction(line, connection: connection(100_000), user: "ann")
         for session in 1...number { if let id = table.sessionID(of: connection(session)) { _ = table.end(id) } }
         #expect(table.totalActionBytes == line.count)
         _ = try table.begin(user: "mallory", grace: 0, connection: connection(number + 1))
-        _ = try table.addAction(line, connection: connection(number + 1))
+        _ = try table.addAction(line, connection: connection(number + 1), user: "mallory")
     }
 
     @Test func detachingResumingAndEndingKeepTheIndexesStraight() throws {
@@ -127,9 +127,9 @@ import Testing
         var table = SessionTable(recordsChanges: true)
         let owner = connection(1)
         let session = try table.begin(user: "ann", grace: 2500, connection: owner)
-        _ = try table.addAction(Array(#"{"keyPath":"n","object":"o","op":"set","value":{"a":[1,2.5,"x"]}}"#.utf8), connection: owner)
-        _ = try table.addAction(Array(#"{"object":"o","op":"delete"}"#.utf8), connection: owner)
-        _ = try table.cancelActions(1, connection: owner)
+        _ = try table.addAction(Array(#"{"keyPath":"n","object":"o","op":"set","value":{"a":[1,2.5,"x"]}}"#.utf8), connection: owner, user: "ann")
+        _ = try table.addAction(Array(#"{"object":"o","op":"delete"}"#.utf8), connection: owner, user: "ann")
+        _ = try table.cancelActions(1, connection: owner, user: "ann")
         _ = table.addEphemeral("cursor", to: session.id)
         let stored = try #require(table.session(session.id))
         let record = try JSONParser.parse(JSONWriter.bytes(stored.record))
@@ -148,7 +148,7 @@ import Testing
     @Test func anInMemoryServerCollectsNoChanges() throws {
         var table = SessionTable(recordsChanges: false)
         let session = try table.begin(user: nil, grace: 0, connection: connection(1))
-        _ = try table.addAction([0x7B, 0x7D], connection: connection(1))
+        _ = try table.addAction([0x7B, 0x7D], connection: connection(1), user: nil)
         _ = table.end(session.id)
         #expect(table.uncommitted.isEmpty)
     }

@@ -91,9 +91,9 @@ struct SessionTable {
         return (session, previous == connection ? nil : previous)
     }
 
-    /// Adds an `onDisconnect` action to the session of `connection`; returns its number.
-    mutating func addAction(_ line: [UInt8], connection: ConnectionID) throws(KVOError) -> UInt64 {
-        let id = try attachedSession(of: connection)
+    /// Adds an `onDisconnect` action to the session of `connection` (acting for `user`); returns its number.
+    mutating func addAction(_ line: [UInt8], connection: ConnectionID, user: String?) throws(KVOError) -> UInt64 {
+        let id = try attachedSession(of: connection, user: user)
         var session = sessions[id]!
         guard session.actions.count < SessionLimits.maximumActionsPerSession else {
             throw KVOError(.tooLarge, "a session holds at most \(SessionLimits.maximumActionsPerSession) onDisconnect actions",
@@ -117,8 +117,8 @@ struct SessionTable {
     }
 
     /// Drops action `number` (nil: all) of the session of `connection`; returns how many went.
-    mutating func cancelActions(_ number: UInt64?, connection: ConnectionID) throws(KVOError) -> Int {
-        let id = try attachedSession(of: connection)
+    mutating func cancelActions(_ number: UInt64?, connection: ConnectionID, user: String?) throws(KVOError) -> Int {
+        let id = try attachedSession(of: connection, user: user)
         var session = sessions[id]!
         let before = session.actions.count
         let bytesBefore = session.actionBytes
@@ -133,8 +133,8 @@ struct SessionTable {
 
     /// Refuses an ephemeral create from `connection` unless it has a session with room for one more
     /// ephemeral object; returns the session's id.
-    func admitEphemeral(from connection: ConnectionID) throws(KVOError) -> String {
-        let id = try attachedSession(of: connection)
+    func admitEphemeral(from connection: ConnectionID, user: String?) throws(KVOError) -> String {
+        let id = try attachedSession(of: connection, user: user)
         guard sessions[id]!.ephemeralObjects.count < SessionLimits.maximumEphemeralObjectsPerSession else {
             throw KVOError(.tooLarge, "a session holds at most \(SessionLimits.maximumEphemeralObjectsPerSession) ephemeral objects",
                            details: ["limit": .int(Int64(SessionLimits.maximumEphemeralObjectsPerSession))])
@@ -222,9 +222,14 @@ struct SessionTable {
         actionBytesByUser[user] = bytes > 0 ? bytes : nil
     }
 
-    private func attachedSession(of connection: ConnectionID) throws(KVOError) -> String {
+    /// The session `connection` holds, refused when there is none or when it is another user's (the connection
+    /// logged in again as someone else since it began the session: its actions would run with the first user's rights).
+    private func attachedSession(of connection: ConnectionID, user: String?) throws(KVOError) -> String {
         guard let id = byConnection[connection] else {
             throw KVOError(.badRequest, "this connection has no session: begin one with {\"op\":\"session\"}")
+        }
+        guard sessions[id]?.user == user else {
+            throw KVOError(.badRequest, "this connection's session was begun by another user: end it ('endSession') first")
         }
         return id
     }

@@ -57,10 +57,11 @@ extension Server {
                                 ("grace", Server.seconds(session.grace)), ("resumed", .bool(true)),
                                 ("session", .string(session.id))])
         case let .onDisconnect(line, _):
-            let number = try sessions.addAction(line, connection: connection.id)
+            let number = try sessions.addAction(line, connection: connection.id, user: connection.principal?.user)
             return ReplyFields([("action", .int(Int64(number)))])
         case let .cancelOnDisconnect(number):
-            return ReplyFields([("cancelled", .int(Int64(try sessions.cancelActions(number, connection: connection.id))))])
+            let cancelled = try sessions.cancelActions(number, connection: connection.id, user: connection.principal?.user)
+            return ReplyFields([("cancelled", .int(Int64(cancelled)))])
         case .endSession:
             guard let id = sessions.sessionID(of: connection.id) else { throw KVOError(.badRequest, "this connection has no session") }
             // Its writes could not reach the stream now: the session stays, to be ended again (or when the client goes).
@@ -81,7 +82,7 @@ extension Server {
     /// A create with `ephemeral` from `connection`: the id of its session (refused without one, or with no
     /// room for another ephemeral object).
     func ephemeralSession(for connection: Connection) throws(KVOError) -> String {
-        try sessions.admitEphemeral(from: connection.id)
+        try sessions.admitEphemeral(from: connection.id, user: connection.principal?.user)
     }
 
     /// An ephemeral create succeeded: `object` belongs to session `id` from now on, and the engine reports its
