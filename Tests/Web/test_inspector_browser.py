@@ -619,6 +619,7 @@ def test_the_dashboard_draws_the_servers_figures_from_metrics_live(kvod, browser
     tile = lambda name: browser.find_element(By.CSS_SELECTOR, f'#tiles [data-tile="{name}"] .tile-value').text
     wait(browser, lambda: tile("objects") == "1", 5, "no objects figure")
     assert tile("storage") == "writable"
+    assert tile("sessions") == "0"
     assert tile("memory").endswith("MiB")
     # Rates need two samples: write for a while, then requests/s shows a figure above zero, with a line drawn.
     for value in range(60):
@@ -631,6 +632,9 @@ def test_the_dashboard_draws_the_servers_figures_from_metrics_live(kvod, browser
          8, "no line drawn")
     kvoclient(kvod, "create", "second")
     wait(browser, lambda: tile("objects") == "2", 6, "the figures are not live")
+    # A session whose connection is gone is still held (for its grace): counted.
+    assert kvod.tcp_call({"op": "session", "grace": 60})["ok"] is True
+    wait(browser, lambda: tile("sessions") == "1", 6, f"sessions: {tile('sessions')}")
     capture_for_docs(browser, "inspector-dashboard")
     browser.find_element(By.ID, "toggle-dashboard").click()
     assert not browser.find_element(By.ID, "tiles").is_displayed()
@@ -686,7 +690,7 @@ def test_a_user_who_is_not_a_server_admin_is_told_the_figures_are_for_admins(kvo
     log_in(browser, kvod, "ann")
     wait(browser, lambda: browser.find_element(By.ID, "dashboard-note").text
          == "the server's figures are for server admins (admin on *)", 5, browser.find_element(By.ID, "dashboard-note").text)
-    assert [tile.text for tile in browser.find_elements(By.CSS_SELECTOR, "#tiles .tile-value")] == ["–"] * 9
+    assert [tile.text for tile in browser.find_elements(By.CSS_SELECTOR, "#tiles .tile-value")] == ["–"] * 10
 
 
 def test_a_reader_sees_no_write_controls(kvod_factory, tmp_path, browser):

@@ -1069,6 +1069,7 @@ const TILES = [
   { id: "memory", title: "memory (RSS)", read: (now) => now.sum("process_resident_memory_bytes"), show: bytes },
   { id: "stored", title: "stored", read: (now) => now.sum("kvod_stored_bytes"), show: bytes },
   { id: "objects", title: "objects", read: (now) => now.sum("kvod_objects"), show: String },
+  { id: "sessions", title: "presence sessions", read: (now) => now.sum("kvod_sessions"), show: String },
   { id: "storage", title: "storage", read: (now) => now.sum("kvod_storage_state"), show: (state) => ["writable", "full", "failing", "lost"][state] ?? String(state) },
 ];
 
