@@ -60,5 +60,30 @@ extension ClusterTests {
         }
         // The restarted node ran nothing again (its session was stored as ended with the actions' submission).
         #expect(try observers[0].nextEvent(timeout: 2) == nil)
+        // An ephemeral create still in the stream when its session ends (another connection takes the session
+        // over and ends it at once, while the create travels): the object does not outlive the session on any node.
+        for round in 0..<5 {
+            let hasty = try cluster.connect(1)
+            let id = try #require(try hasty.call("session", ["grace": 60])["session"]?.stringValue)
+            let ender = try cluster.connect(1)
+            try hasty.send(raw: Array(#"{"op":"create","object":"hasty.\#(round)","values":{},"ephemeral":true}"#.utf8) + [0x0A])
+            try ender.send(raw: Array(#"{"op":"session","resume":"\#(id)"}"#.utf8) + [0x0A] + Array(#"{"op":"endSession"}"#.utf8) + [0x0A])
+            _ = try ender.call("ping")
+            hasty.close()
+        }
+        let settled = Date().addingTimeInterval(20)
+        var left: [String] = []
+        repeat {
+            left = []
+            for index in 0..<3 {
+                let objects = try cluster.connect(index).call("list")["objects"]?.arrayValue ?? []
+                left += objects.compactMap { $0.stringValue }.filter { $0.hasPrefix("hasty.") }.map { "n\(index + 1):\($0)" }
+            }
+            if left.isEmpty { break }
+            usleep(100_000)
+        } while Date() < settled
+        #expect(left.isEmpty, "ephemeral objects that outlived their session: \(left)")
+        let after = try cluster.waitForConvergence(timeout: 30)
+        #expect(Set(after.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(after)")
     }
 }

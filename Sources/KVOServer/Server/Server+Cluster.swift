@@ -257,7 +257,7 @@ extension Server {
                                          notifications: &notifications)
                 // This node's ephemeral create: the object joins its session now, before any later entry can delete it.
                 if case .success = outcome.reply, let session = writer?.ephemeralSession, let object = request.writtenObject {
-                    registerEphemeral(object, session: session)
+                    registerEphemeral(object, session: session, user: operation.user)
                 }
             case .success:
                 outcome = .init(reply: .failure(KVOError(.badRequest, "not a write")), order: .afterNotifications)

@@ -86,9 +86,18 @@ extension Server {
     }
 
     /// An ephemeral create succeeded: `object` belongs to session `id` from now on, and the engine reports its
-    /// removal.
-    func registerEphemeral(_ object: String, session id: String) {
-        if sessions.addEphemeral(object, to: id) { handler.engine.removalWatch.insert(object) }
+    /// removal. In cluster mode the session may have ended while the create went through the stream: the object
+    /// is then deleted as its session's would have been (a delete submitted as `user`, the creator).
+    func registerEphemeral(_ object: String, session id: String, user: String? = nil) {
+        if sessions.addEphemeral(object, to: id) {
+            handler.engine.removalWatch.insert(object)
+            return
+        }
+        guard let cluster, sessions.session(id) == nil else { return }
+        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        cluster.submit(line: JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])), user: user,
+                       writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
+                                                        operation: .delete, deadline: deadline, started: 0))
     }
 
     /// After the engine handled requests: the ephemeral objects removed meanwhile leave their sessions (an
