@@ -23,13 +23,14 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Sources",
 ALLOWED = {
     "Support": set(),
     "Security": {"Support"},
-    "Protocol": {"Security", "Support"},
+    "Presence": {"Support"},
+    "Protocol": {"Presence", "Security", "Support"},
     "Transport": {"HTTP", "Protocol", "Security", "Support"},
     "HTTP": {"Transport", "Protocol", "Security", "Support"},
     "Metrics": {"Transport", "HTTP", "Protocol", "Support"},
-    "Storage": {"Security", "Support"},
+    "Storage": {"Presence", "Security", "Support"},
     "Cluster": {"Storage", "Protocol", "Security", "Support"},
-    "Server": {"Cluster", "Storage", "Metrics", "Transport", "HTTP", "Protocol", "Security", "Support"},
+    "Server": {"Cluster", "Storage", "Metrics", "Transport", "HTTP", "Protocol", "Presence", "Security", "Support"},
 }
 # Folders that count as one node when the allowed graph is checked for cycles.
 LAYERS = {"HTTP": "Transport"}

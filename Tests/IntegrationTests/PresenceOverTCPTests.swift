@@ -163,6 +163,34 @@ import Testing
         #expect(try check.call("get", ["object": "gone", "keyPath": "online"])["value"] == "again")
     }
 
+    @Test("sessions that all end at once after a restart run every action, over several ticks (2,000 writes each)")
+    func manySessionsEndingAtOnce() throws {
+        let directory = try TemporaryDirectory("presence-many")
+        let server = try KVODProcess(dataDirectory: directory.appending("data"))
+        let setup = try server.connect()
+        try setup.call("create", ["object": "counter", "values": ["n": 0]])
+        var clients: [KVOConnection] = []
+        for _ in 0..<40 {
+            let client = try server.connect()
+            try client.call("session", ["grace": 1])
+            for _ in 0..<SessionLimitsForTests.actionsPerSession {
+                try client.call("onDisconnect", ["request": ["op": "increment", "object": "counter", "keyPath": "n"]])
+            }
+            clients.append(client)
+        }
+        server.stop(signal: SIGKILL)
+        let restarted = try server.restart(after: SIGKILL)
+        let check = try restarted.connect()
+        let expected = Int64(40 * SessionLimitsForTests.actionsPerSession)
+        let deadline = Date().addingTimeInterval(30)
+        while try check.call("get", ["object": "counter", "keyPath": "n"])["value"] != .int(expected), Date() < deadline {
+            usleep(100_000)
+        }
+        #expect(try check.call("get", ["object": "counter", "keyPath": "n"])["value"] == .int(expected), "every action ran once")
+        let metrics = try check.call("metrics")["text"]?.stringValue ?? ""
+        #expect(metrics.contains(#"kvod_sessions{state="detached"} 0"#) && metrics.contains("kvod_session_action_bytes 0"), "\(metrics)")
+    }
+
     @Test("an action runs with its registrant's rights as they are when it runs; another user cannot resume the session")
     func actionsRunWithTheRightsOfTheirMoment() throws {
         let scratch = try TemporaryDirectory("presence-users")
@@ -250,4 +278,9 @@ import Testing
         #expect(try client.call("get", ["object": "o", "keyPath": "n"])["value"] == 64)
         _ = try client.call("ping")
     }
+}
+
+/// The per-session action limit of `SessionLimits` (64), as the protocol documents it.
+enum SessionLimitsForTests {
+    static let actionsPerSession = 64
 }

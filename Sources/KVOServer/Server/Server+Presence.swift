@@ -124,11 +124,18 @@ extension Server {
         let due = sessions.due(now: uv_now(loop.raw))
         guard !due.isEmpty else { return }
         defer { flushConnections() }
+        var writes = 0
         for id in due {
+            // Bounded per tick, as expiries are: sessions that all end at once (a restart after many clients went)
+            // end over several short steps, not in one stall of the loop. The rest are due again next tick.
+            if writes >= Server.maximumSessionWritesPerTick { break }
             guard let session = sessions.end(id) else { continue }
-            runEndingActions(of: session)
+            writes += runEndingActions(of: session)
         }
     }
+
+    /// Most writes that ending sessions run per housekeeping tick (a session's are never split): 20,000 a second.
+    static let maximumSessionWritesPerTick = 2_000
 
     /// Runs an ended session's actions, then deletes its ephemeral objects; returns how many writes ran (or
     /// were submitted). Each is refused or applied like a client's write, and a refusal is logged, not retried.
