@@ -8,13 +8,18 @@ import Testing
 /// library across a cut connection (nothing runs), typed `onDisconnect` writes and an ephemeral create that run
 /// once the client is gone, and `onSessionLost` when a reconnection finds the session ended.
 @Suite struct KVOClientPresenceTests {
+    /// A client of `server` through `proxy` (whose connections the test cuts) that reconnects after `delay` s.
+    private func client(of server: KVODProcess, through proxy: TCPProxy, reconnectingAfter delay: Double) async throws -> KVOClient {
+        var configuration = server.clientConfiguration()
+        configuration.port = proxy.port
+        configuration.reconnection = KVOClient.ReconnectionPolicy(initialDelay: delay, maximumDelay: delay + 0.15, jitter: 0)
+        return try await KVOClient.connect(to: configuration)
+    }
+
     @Test func aSessionSurvivesACutAndEndsWhenTheClientIsGone() async throws {
         let server = try KVODProcess()
         let proxy = try TCPProxy(targetPort: server.port)
-        var configuration = server.clientConfiguration()
-        configuration.port = proxy.port
-        configuration.reconnection = KVOClient.ReconnectionPolicy(initialDelay: 0.05, maximumDelay: 0.2, jitter: 0)
-        let kvod = try await KVOClient.connect(to: configuration)
+        let kvod = try await client(of: server, through: proxy, reconnectingAfter: 0.05)
         let observer = try server.connect()
         try observer.call("create", ["object": "users.ada", "values": ["online": false, "visits": 0]])
         let session = try await kvod.startSession(grace: .seconds(3))
@@ -47,11 +52,8 @@ import Testing
     @Test func aReconnectionThatFindsTheSessionEndedCallsOnSessionLost() async throws {
         let server = try KVODProcess()
         let proxy = try TCPProxy(targetPort: server.port)
-        var configuration = server.clientConfiguration()
-        configuration.port = proxy.port
         // Back after 0.6 s at the earliest: a session with no grace is over by then.
-        configuration.reconnection = KVOClient.ReconnectionPolicy(initialDelay: 0.6, maximumDelay: 0.7, jitter: 0)
-        let kvod = try await KVOClient.connect(to: configuration)
+        let kvod = try await client(of: server, through: proxy, reconnectingAfter: 0.6)
         defer { kvod.close() }
         try await kvod.create("counter", values: ["n": 0])
         let session = try await kvod.startSession(grace: .zero)

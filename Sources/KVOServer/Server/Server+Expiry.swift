@@ -45,40 +45,15 @@ extension Server {
     /// Sends `expire` for every object due now (housekeeping).
     func expireDueObjects() {
         let engine = handler.engine
-        guard engine.expiringObjectCount > 0, storageRefusal == nil else { return }
-        if let cluster, cluster.refusal != nil { return }
-        let now = loopWallClock
-        let due = engine.dueExpiries(now: now, retry: Server.expiryRetry, limit: Server.maximumExpiriesPerTick)
+        guard engine.expiringObjectCount > 0, takesServerWrites else { return }
+        let due = engine.dueExpiries(now: loopWallClock, retry: Server.expiryRetry, limit: Server.maximumExpiriesPerTick)
         guard !due.isEmpty else { return }
         // Committed and sent now (a cluster node's `expire`s published now), not at the next check phase, after a
         // poll that may wait for the next tick.
         defer { flushConnections() }
         for (object, changedRev) in due {
-            if let cluster {
-                var line: [UInt8] = []
-                JSONWriter.write(.object(["op": "expire", "object": .string(object), "changedRev": .int(Int64(changedRev))]),
-                                 into: &line)
-                // Its writer is no connection (`clusterConnection`): nobody is answered, but it leaves the queue
-                // at the deadline like any write, so an unreachable stream does not pile expiries up.
-                let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
-                cluster.submit(line: line, user: Server.serverUser,
-                               writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
-                                                                operation: .expire, deadline: deadline, started: 0))
-                continue
-            }
-            engine.writeTime = now
-            notifications.removeAll(keepingCapacity: true)
-            let outcome = handler.handle(.expire(object: object, changedRev: changedRev), from: Server.clusterConnection,
-                                         access: ConnectionAccess.open(), budget: .unlimited,
-                                         eventEncoding: .full, notifications: &notifications)
-            deliverNotifications()
-            deliverBindingEvents()
-            switch outcome.reply {
-            case .success:
-                metrics.countRequest(.expire, error: nil)
-            case let .failure(error):
-                metrics.countRequest(.expire, error: error.code)
-            }
+            serverWrite(JSONWriter.bytes(.object(["op": "expire", "object": .string(object), "changedRev": .int(Int64(changedRev))])),
+                        as: Server.serverUser)
         }
     }
 }

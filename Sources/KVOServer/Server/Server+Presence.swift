@@ -93,11 +93,8 @@ extension Server {
             handler.engine.removalWatch.insert(object)
             return
         }
-        guard let cluster, sessions.session(id) == nil else { return }
-        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
-        cluster.submit(line: JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])), user: user,
-                       writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
-                                                        operation: .delete, deadline: deadline, started: 0))
+        guard cluster != nil, sessions.session(id) == nil else { return }
+        serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])), as: user)
     }
 
     /// After the engine handled requests: the ephemeral objects removed meanwhile leave their sessions (an
@@ -119,8 +116,7 @@ extension Server {
     /// Housekeeping: ends the detached sessions whose grace is over (not while writes are refused: they end
     /// once writes are taken again).
     func endDueSessions() {
-        guard sessions.hasDetached, storageRefusal == nil else { return }
-        if let cluster, cluster.refusal != nil { return }
+        guard sessions.hasDetached, takesServerWrites else { return }
         let due = sessions.due(now: uv_now(loop.raw))
         guard !due.isEmpty else { return }
         defer { flushConnections() }
@@ -137,8 +133,8 @@ extension Server {
     /// Most writes that ending sessions run per housekeeping tick (a session's are never split): 20,000 a second.
     static let maximumSessionWritesPerTick = 2_000
 
-    /// Runs an ended session's actions, then deletes its ephemeral objects; returns how many writes ran (or
-    /// were submitted). Each is refused or applied like a client's write, and a refusal is logged, not retried.
+    /// Runs an ended session's actions, then deletes its ephemeral objects (`serverWrite`, as the registrant);
+    /// returns how many writes ran (or were submitted). A refusal is logged, not retried.
     @discardableResult
     func runEndingActions(of session: PresenceSession) -> Int {
         var lines = session.actions.map(\.line)
@@ -148,40 +144,13 @@ extension Server {
         }
         let user = session.user
         for (index, line) in lines.enumerated() {
+            // Applied now on a single node (the reply tells); submitted to the stream in cluster mode.
+            guard case let .failure(error)? = serverWrite(line, as: user) else { continue }
             let what = index < session.actions.count ? "onDisconnect action \(session.actions[index].id)" : "ephemeral object deletion"
-            if let cluster {
-                // Its writer is no connection: nobody is answered; the stream gives every node the same write.
-                let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
-                let operation = RequestDecoder.decode(line).request.map { MetricsOperation($0) }
-                cluster.submit(line: line, user: user,
-                               writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
-                                                                operation: (try? operation.get()) ?? .invalid,
-                                                                deadline: deadline, started: 0))
-                continue
-            }
-            let request: Request
-            switch RequestDecoder.decode(line).request {
-            case let .success(decoded): request = decoded
-            case let .failure(error):
-                logger.warning("session ended: \(what) does not decode (\(error.code.rawValue)): not run", metadata: ["session": "\(session.id.prefix(8))"])
-                continue
-            }
-            handler.engine.writeTime = loopWallClock
-            notifications.removeAll(keepingCapacity: true)
-            let outcome = handler.handle(request, from: Server.clusterConnection, access: clusterAccess(forUser: user),
-                                         budget: .unlimited, eventEncoding: .full, notifications: &notifications)
-            deliverNotifications()
-            deliverBindingEvents()
-            switch outcome.reply {
-            case .success:
-                metrics.countRequest(MetricsOperation(request), error: nil)
-            case let .failure(error):
-                metrics.countRequest(MetricsOperation(request), error: error.code)
-                // A deletion of an ephemeral object already gone is not news.
-                let level: Logger.Level = error.code == .notFound && index >= session.actions.count ? .debug : .notice
-                logger.log(level: level, "session ended: \(what) refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))",
-                           metadata: ["session": "\(session.id.prefix(8))", "user": "\(user ?? "-")"])
-            }
+            // A deletion of an ephemeral object already gone is not news.
+            let level: Logger.Level = error.code == .notFound && index >= session.actions.count ? .debug : .notice
+            logger.log(level: level, "session ended: \(what) refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))",
+                       metadata: ["session": "\(session.id.prefix(8))", "user": "\(user ?? "-")"])
         }
         return lines.count
     }
