@@ -129,8 +129,8 @@ final class KVOClientProcess: @unchecked Sendable {
         while !stdout.isClosed, deadline.timeIntervalSinceNow > 0 {
             stdout.read(waitingAtMost: deadline.timeIntervalSinceNow)
         }
-        while process.isRunning, deadline.timeIntervalSinceNow > 0 { usleep(5_000) }
-        if process.isRunning {
+        while !ChildExit.hasExited(process), deadline.timeIntervalSinceNow > 0 { usleep(5_000) }
+        if !ChildExit.hasExited(process) {
             Issue.record("kvoclient \(process.arguments ?? []) still running after \(timeout) s: killed", sourceLocation: sourceLocation)
             kill(process.processIdentifier, SIGKILL)
         }

@@ -156,7 +156,7 @@ final class KVODProcess: @unchecked Sendable {
     }
 
     deinit {
-        if process.isRunning {
+        if !ChildExit.hasExited(process) {
             kill(process.processIdentifier, SIGKILL)
             if !awaitExit(timeout: 10) { reapUnnoticedChild() }
         }
@@ -168,8 +168,8 @@ final class KVODProcess: @unchecked Sendable {
     /// zombie Foundation never reaped: the wait spun on every cooperative thread and starved the whole run.
     private func awaitExit(timeout: Double) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        return !process.isRunning
+        while !ChildExit.hasExited(process), Date() < deadline { usleep(10_000) }
+        return ChildExit.hasExited(process)
     }
 
     /// Reaps a child that was killed but that Foundation did not notice exiting, so that it does not stay a
@@ -214,23 +214,23 @@ final class KVODProcess: @unchecked Sendable {
 
     /// Sends `signal` (SIGSTOP, SIGCONT, …) without waiting.
     func send(signal: Int32) {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        if !ChildExit.hasExited(process) { kill(process.processIdentifier, signal) }
     }
 
     /// Sends `signal` and waits (up to `timeout` seconds) for the exit status.
     @discardableResult
+    /// Exit is judged by `ChildExit` (the kernel's word), not only by Foundation's `isRunning`, which a
+    /// starved test run updates late.
     func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32 {
-        if process.isRunning { kill(process.processIdentifier, signal) }
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        if process.isRunning {
+        if !ChildExit.hasExited(process) { kill(process.processIdentifier, signal) }
+        guard awaitExit(timeout: timeout), let status = ChildExit.terminationStatus(of: process) else {
             kill(process.processIdentifier, SIGKILL)
             if !awaitExit(timeout: 10) { reapUnnoticedChild() }
             return -1
         }
         // Let the log collector read what is left.
         logCollector?.waitForEnd(timeout: 5)
-        return process.terminationStatus
+        return status
     }
 
     /// Everything kvod logged so far.

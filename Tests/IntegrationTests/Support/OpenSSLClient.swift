@@ -53,8 +53,8 @@ final class OpenSSLClient: @unchecked Sendable {
     /// Waits for the process to exit (up to `timeout` seconds); true when it did.
     func waitForExit(timeout: Double = 10) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(20_000) }
-        return !process.isRunning
+        while !ChildExit.hasExited(process), Date() < deadline { usleep(20_000) }
+        return ChildExit.hasExited(process)
     }
 
     /// Kills the process: its TCP connection ends without a close_notify.
