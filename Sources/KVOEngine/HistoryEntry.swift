@@ -121,10 +121,13 @@ public struct HistoryEntry: Equatable, Sendable {
     /// Whether the write created its object (`.created`), without decoding a packed entry.
     package var isCreation: Bool { kindByte == UInt8(ascii: "c") }
 
-    /// Whether the write deleted its object (`.deleted`), without decoding a packed entry.
-    package var isDeletion: Bool { kindByte == UInt8(ascii: "d") }
+    /// Whether the write deleted its object (`.deleted`, or `.expired`), without decoding a packed entry.
+    package var isDeletion: Bool { kindByte == UInt8(ascii: "d") || kindByte == UInt8(ascii: "e") }
 
-    /// The first letter of the change's kind (`created`, `deleted`, `set`, `array`): in a packed entry the
+    /// Whether the write deleted its object because its time to live ended (`.expired`), without decoding.
+    package var isExpiry: Bool { kindByte == UInt8(ascii: "e") }
+
+    /// The first letter of the change's kind (`created`, `deleted`, `expired`, `set`, `array`): in a packed entry the
     /// byte after `{"`, its text's only key.
     private var kindByte: UInt8 {
         switch storage {
@@ -132,6 +135,7 @@ public struct HistoryEntry: Equatable, Sendable {
             switch change {
             case .created: return UInt8(ascii: "c")
             case .deleted: return UInt8(ascii: "d")
+            case .expired: return UInt8(ascii: "e")
             case .set: return UInt8(ascii: "s")
             case .array: return UInt8(ascii: "a")
             }
@@ -155,7 +159,7 @@ extension RecordedChange {
         // `.none` is the absent object.
         case let .created(created):
             value = forward ? .some(created) : .none
-        case let .deleted(deleted):
+        case let .deleted(deleted), let .expired(deleted):
             value = forward ? .none : .some(deleted)
         case let .set(path, old, new):
             guard var object = value, let key = path.last else { return }
@@ -180,17 +184,17 @@ extension RecordedChange {
     /// Roughly how many bytes the change holds (for history's byte limit).
     var estimatedSize: Int {
         switch self {
-        case let .created(value), let .deleted(value): return value.estimatedSize
+        case let .created(value), let .deleted(value), let .expired(value): return value.estimatedSize
         case let .set(path, old, new): return path.reduce(0) { $0 + $1.utf8.count + 3 } + (old?.estimatedSize ?? 0) + new.estimatedSize
         case let .array(record): return (record.old + record.new).reduce(8 * record.indexes.count) { $0 + $1.estimatedSize }
         }
     }
 
     /// The `estimatedSize` of the change stored as `text`, when `text` is `JSONWriter`'s encoding of a
-    /// `created` or `deleted` change of an object (`{"created":{…}}`); nil for any other text, which the
+    /// `created`, `deleted` or `expired` change of an object (`{"created":{…}}`); nil for any other text, which the
     /// caller must decode (it may still be a valid change). Scans the text once, builds nothing.
     package static func estimatedSize(ofCanonicalCreationOrDeletion text: UnsafeBufferPointer<UInt8>) -> Int? {
-        for prefix in ["{\"created\":", "{\"deleted\":"] as [StaticString] {
+        for prefix in ["{\"created\":", "{\"deleted\":", "{\"expired\":"] as [StaticString] {
             let length = prefix.utf8CodeUnitCount
             guard text.count > length + 1, text[text.count - 1] == UInt8(ascii: "}"),
                   UnsafeBufferPointer(start: prefix.utf8Start, count: length).elementsEqual(text[..<length])

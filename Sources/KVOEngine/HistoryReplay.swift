@@ -32,8 +32,10 @@ struct HistoryReplay {
             let rev = list[next].rev
             let first = next
             var touchesReading = false
+            var objectExpired = false
             while next < list.count, list[next].rev == rev {
                 let written = list[next].object
+                if written == object { objectExpired = list[next].isExpiry }
                 var value = overlay[written]!
                 changes[next].apply(to: &value, forward: true)
                 overlay.updateValue(value, forKey: written)
@@ -43,6 +45,8 @@ struct HistoryReplay {
             guard touchesReading else { continue }
             if case .some(.none) = overlay[object] {
                 // The observed object is gone after this revision: the observation ends.
+                // An expiry's ending says so, as it did live (`KVOEngine.expire`).
+                let start = notifications.count
                 if options.contains(.prior) {
                     notifications.append(ChangeNotification(
                         object: object, keyPath: keyPath.string, reason: .sourceDeleted, rev: rev, kind: .setting,
@@ -51,6 +55,7 @@ struct HistoryReplay {
                 notifications.append(ChangeNotification(
                     object: object, keyPath: keyPath.string, reason: .sourceDeleted, rev: rev, kind: .setting,
                     isPrior: false, old: reading.value, new: .null, recipients: [recipient]))
+                if objectExpired { PatternReplay.markExpired(&notifications, from: start) }
                 endedBySourceDeletion = true
                 return
             }

@@ -67,7 +67,7 @@ extension KVOEngine {
                            details: ["condition": "due", "rev": .int(Int64(revision))])
         }
         let start = notifications.count
-        let rev = try delete(object, notifications: &notifications)
+        let rev = try delete(object, access: nil, expired: true, notifications: &notifications)
         // The deletion's endings say why: its observers', its pattern observers' and its live queries'.
         for index in start..<notifications.count
         where notifications[index].reason == .sourceDeleted || notifications[index].reason == .left {

@@ -28,7 +28,7 @@ extension KVOEngine {
             written = new
         case .created:
             created = true
-        case .deleted:
+        case .deleted, .expired:
             break
         }
         record(location.object, recorded)

@@ -276,6 +276,12 @@ public final class KVOEngine {
     /// that reach it through a reference stay and are re-bound (`pathChanged`, new value `null`).
     public func delete(_ object: String, access: ConnectionAccess? = nil,
                        notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        try delete(object, access: access, expired: false, notifications: &notifications)
+    }
+
+    /// `delete`, recording the deletion as `expired` (its time to live ended) when `expired` is true.
+    func delete(_ object: String, access: ConnectionAccess?, expired: Bool,
+                notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
         try access?.require(.write, on: object)
         guard let size = objects.size(of: object) else { throw notFound(object) }
         try checkRevisionRoom()
@@ -286,7 +292,7 @@ public final class KVOEngine {
         let previous = removeObject(object, size: size)
         computedMemo.invalidate()
         revision += 1
-        record(object, .deleted(previous))
+        record(object, expired ? .expired(previous) : .deleted(previous))
         var ended: [WatchedPath] = []
         var priors: [ChangeNotification] = []
         var changes: [ChangeNotification] = []

@@ -22,7 +22,7 @@ struct PatternReplay {
             while next < list.count {
                 let rev = list[next].rev
                 // Per matching object, in first-touch order: whether it existed before the revision, and after.
-                var touched: [(object: String, existed: Bool, exists: Bool)] = []
+                var touched: [(object: String, existed: Bool, exists: Bool, expired: Bool)] = []
                 var position: [String: Int] = [:]
                 while next < list.count, list[next].rev == rev {
                     let entry = list[next]
@@ -31,16 +31,19 @@ struct PatternReplay {
                     // Only creations and deletions decide existence: no need to decode the change.
                     if let index = position[entry.object] {
                         if entry.isCreation { touched[index].exists = true } else if entry.isDeletion { touched[index].exists = false }
+                        touched[index].expired = entry.isExpiry
                     } else {
                         position[entry.object] = touched.count
-                        touched.append((entry.object, !entry.isCreation, !entry.isDeletion))
+                        touched.append((entry.object, !entry.isCreation, !entry.isDeletion, entry.isExpiry))
                     }
                 }
                 for object in touched where object.existed != object.exists {
                     var priors: [ChangeNotification] = []
+                    let start = notifications.count
                     PatternEvents.append(object.exists ? .created : .deleted, object: object.object, keyPath: nil,
                                          before: nil, after: nil, rev: rev, observers: [observation], priors: &priors,
                                          changes: &notifications)
+                    if object.expired { PatternReplay.markExpired(&notifications, from: start) }
                 }
             }
             return
@@ -52,7 +55,7 @@ struct PatternReplay {
             let rev = list[next].rev
             // Per matching object, in first-touch order: its reading before the revision, whether it existed,
             // and its writes in the revision.
-            var touched: [(object: String, before: Evaluation?, existed: Bool, writes: Int, last: Int)] = []
+            var touched: [(object: String, before: Evaluation?, existed: Bool, writes: Int, last: Int, expired: Bool)] = []
             var position: [String: Int] = [:]
             while next < list.count, list[next].rev == rev {
                 let written = list[next].object
@@ -61,10 +64,11 @@ struct PatternReplay {
                     if let index = position[written] {
                         touched[index].writes += 1
                         touched[index].last = next
+                        touched[index].expired = list[next].isExpiry
                     } else {
                         let before = value != nil ? HistoryReplay.read(keyPath, of: written, objects, overlay, classes) : nil
                         position[written] = touched.count
-                        touched.append((written, before, value != nil, 1, next))
+                        touched.append((written, before, value != nil, 1, next, list[next].isExpiry))
                     }
                 }
                 changes[next].apply(to: &value, forward: true)
@@ -88,7 +92,7 @@ struct PatternReplay {
                         write = .changed(CollectionChange(kind: change.kind, indexes: change.indexes, old: change.old,
                                                           new: change.new),
                                          at: StoredLocation(object: object.object, path: change.path))
-                    case .created, .deleted: write = .changed(nil, at: root)
+                    case .created, .deleted, .expired: write = .changed(nil, at: root)
                     }
                 }
                 let after = exists ? HistoryReplay.read(keyPath, of: object.object, objects, overlay, classes) : nil
@@ -96,9 +100,21 @@ struct PatternReplay {
                 var changes: [ChangeNotification] = []
                 PatternEvents.append(write, object: object.object, keyPath: keyPath, before: object.before, after: after,
                                      rev: rev, observers: [observation], priors: &priors, changes: &changes)
+                if object.expired, !exists {
+                    PatternReplay.markExpired(&priors, from: 0)
+                    PatternReplay.markExpired(&changes, from: 0)
+                }
                 notifications.append(contentsOf: priors)
                 notifications.append(contentsOf: changes)
             }
+        }
+    }
+
+    /// Marks the endings among `notifications[start...]` as `expired`, as `KVOEngine.expire` marked them live.
+    static func markExpired(_ notifications: inout [ChangeNotification], from start: Int) {
+        for index in start..<notifications.count
+        where notifications[index].reason == .sourceDeleted || notifications[index].reason == .left {
+            notifications[index].expired = true
         }
     }
 }

@@ -6,6 +6,7 @@ import KVOJSON
 ///
 ///     {"created":{"items":["bread"]}}
 ///     {"deleted":{"items":["bread"]}}
+///     {"expired":{"items":["bread"]}}                                      -- deleted when its ttl ended
 ///     {"set":{"path":["address","city"],"old":"Oslo","new":"Paris"}}        -- no "old": the key was new
 ///     {"array":{"path":["items"],"kind":2,"indexes":[1,2],"old":[],"new":["milk","eggs"]}}
 ///
@@ -17,6 +18,7 @@ extension RecordedChange {
         switch self {
         case let .created(value): return .object(["created": value])
         case let .deleted(value): return .object(["deleted": value])
+        case let .expired(value): return .object(["expired": value])
         case let .set(path, old, new):
             var members: [String: JSONValue] = ["path": .array(path.map { .string($0) }), "new": new]
             if let old { members["old"] = old }
@@ -55,6 +57,7 @@ extension RecordedChange {
         switch kind {
         case "created": self = .created(body)
         case "deleted": self = .deleted(body)
+        case "expired": self = .expired(body)
         case "set":
             guard case let .object(members) = body else { throw .init("'set' is not an object") }
             let path = try ChangeDecodingError.path(members["path"])

@@ -6,10 +6,21 @@ public enum RecordedChange: Equatable, Sendable {
     case created(JSONValue)
     /// The object, which had this value, was deleted.
     case deleted(JSONValue)
+    /// The object, which had this value, was deleted because its time to live ended (`expire`): a deletion
+    /// whose endings said `"cause":"expired"`, kept apart so that a replay (`sinceRev`) says it again.
+    case expired(JSONValue)
     /// The key at `path` went from `old` (nil: the key did not exist) to `new`.
     case set(path: [String], old: JSONValue?, new: JSONValue)
     /// An insertion, removal or replacement in the array at a path.
     case array(ArrayChangeRecord)
+
+    /// The value the object had, when the change deleted it (`deleted` or `expired`); nil otherwise.
+    public var deletedValue: JSONValue? {
+        switch self {
+        case let .deleted(value), let .expired(value): return value
+        case .created, .set, .array: return nil
+        }
+    }
 }
 
 /// A collection mutation as history records it.

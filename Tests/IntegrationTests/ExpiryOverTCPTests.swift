@@ -128,4 +128,39 @@ import Testing
             #expect(event["sub"] == sub && event["cause"] == "expired", "\(event)")
         }
     }
+
+    /// A client that was away when an object expired and resumes with `sinceRev` hears the same ending, cause
+    /// and all, from history: an ordinary observation and an id-set pattern, on the running kvod and after a
+    /// restart (history reloaded from the store), where a plain delete replays without a cause.
+    @Test func aResumedObservationHearsThatTheObjectExpired() throws {
+        let directory = try TemporaryDirectory("expiry-resume")
+        let server = try KVODProcess(dataDirectory: directory.appending("data"))
+        let client = try server.connect()
+        try client.call("create", ["object": "sess:1", "values": ["user": "ada"], "ttl": 0.5])
+        try client.call("create", ["object": "sess:2", "values": ["user": "bob"]])
+        let since = try #require(try client.call("get", ["object": "sess:1"])["rev"]?.intValue)
+        let deadline = Date().addingTimeInterval(15)
+        while try client.call("list")["objects"] != ["sess:2"], Date() < deadline { usleep(50_000) }
+        try client.call("delete", ["object": "sess:2"])
+
+        func resumed(_ server: KVODProcess) throws -> [JSONValue] {
+            let observer = try server.connect()
+            let sub = try observer.call("observe", ["object": "sess:1", "keyPath": "user", "options": ["new", "old"],
+                                                    "sinceRev": .int(since)])["sub"]
+            let ids = try observer.call("observe", ["pattern": "sess:*", "sinceRev": .int(since)])["sub"]
+            var heard: [JSONValue] = []
+            while heard.count < 3, let event = try nextChange(observer, timeout: 5) { heard.append(event) }
+            #expect(heard.map { $0["sub"] } == [sub, ids, ids], "\(heard)")
+            return heard
+        }
+        func check(_ heard: [JSONValue], _ name: String) {
+            #expect(heard.allSatisfy { $0["reason"] == "sourceDeleted" }, "\(name): \(heard)")
+            #expect(heard.map { $0["object"] } == ["sess:1", "sess:1", "sess:2"], "\(name): \(heard)")
+            #expect(heard.map { $0["cause"] } == ["expired", "expired", nil], "\(name): \(heard)")
+            #expect(heard.first?["change"]?["old"] == "ada", "\(name): \(heard)")
+        }
+        check(try resumed(server), "running")
+        let restarted = try server.restart()
+        check(try resumed(restarted), "restarted")
+    }
 }

@@ -20,6 +20,7 @@ import Testing
     private func summary(_ notification: ChangeNotification) -> String {
         "\(notification.rev) \(notification.reason) \(notification.kind) prior=\(notification.isPrior) "
             + "\(notification.indexes ?? []) old=\(notification.old) new=\(notification.new)"
+            + (notification.expired ? " expired" : "")
     }
 
     @Test func replaysEveryChangeAfterTheRevisionThenContinuesLive() throws {
@@ -74,9 +75,16 @@ import Testing
                 let count = try engine.value("p", "items.@count").intValue!
                 if count > 0 { notifications = try engine.set("p", "items.0.price", .int(Int64.random(in: 0...5, using: &random))) }
             case 6:
-                // Delete and re-create a referenced object.
-                if (try? engine.value("a2", "city")) != nil { notifications = try engine.delete("a2") }
-                else { notifications = try engine.create("a2", ["city": "Lyon"]) }
+                // Delete (or let expire) and re-create a referenced object.
+                if (try? engine.value("a2", "city")) == nil {
+                    notifications = try engine.create("a2", ["city": "Lyon"])
+                } else if Bool.random(using: &random) {
+                    notifications = try engine.delete("a2")
+                } else {
+                    try engine.setTTL("a2", milliseconds: 1)
+                    engine.writeTime += 1_000
+                    _ = try engine.expire("a2", ifRev: engine.revision, notifications: &notifications)
+                }
             default: notifications = try engine.set("a1", "zip", .int(Int64.random(in: 0...3, using: &random)))
             }
             for notification in notifications {
@@ -92,6 +100,57 @@ import Testing
         #expect(!seenLive["address.city", default: []].isEmpty)
         #expect(seenLive["items", default: []].contains { $0.contains("insertion") })
         #expect(seenLive["address.city", default: []].contains { $0.contains("pathChanged") })
+        #expect(seenLive["address.city", default: []].contains { $0.contains("pathChanged") && $0.contains("new=null") })
+    }
+
+    /// An expiry is kept in history as its own kind of deletion (`RecordedChange.expired`), so that a replay
+    /// says `expired` on every ending live delivery marked: an ordinary observation's (and its prior), an id-set
+    /// pattern's and a key path pattern's; a plain delete replays without it. Through the store too.
+    @Test func anExpiryReplaysAsAnExpiry() throws {
+        let engine = KVOEngine(recordsCommitBatches: true)
+        engine.writeTime = 1_000
+        try engine.create("s:1", ["user": "ada"])
+        try engine.create("s:2", ["user": "bob"])
+        try engine.setTTL("s:1", milliseconds: 10)
+        let start = engine.revision
+        let options: ObservationOptions = [.new, .old, .prior]
+        let ordinary = try engine.observe("s:1", "user", options, by: ConnectionID(1))
+        func observe(_ keyPath: KeyPath?, _ options: ObservationOptions, by connection: ConnectionID, sinceRev: UInt64? = nil,
+                     _ notifications: inout [ChangeNotification]) throws -> SubscriptionID {
+            try engine.observe(pattern: try ObjectIDPattern("s:*"), keyPath: keyPath, options: options, connection: connection,
+                               sinceRev: sinceRev, access: nil, notifications: &notifications)
+        }
+        var ignored: [ChangeNotification] = []
+        let idSet = try observe(nil, [.new], by: ConnectionID(1), &ignored)
+        let keyPathPattern = try observe(try KeyPath("user"), options, by: ConnectionID(1), &ignored)
+        engine.writeTime = 2_000
+        var live: [ChangeNotification] = []
+        _ = try engine.expire("s:1", ifRev: engine.revision, notifications: &live)
+        live += try engine.delete("s:2")
+        func seen(_ sub: SubscriptionID, in notifications: [ChangeNotification]) -> [String] {
+            notifications.filter { $0.recipients.contains { $0.subscription == sub } }.map(summary)
+        }
+        #expect(seen(ordinary, in: live).count == 2 && seen(ordinary, in: live).allSatisfy { $0.hasSuffix(" expired") })
+        #expect(seen(idSet, in: live).map { $0.hasSuffix(" expired") } == [true, false])
+        #expect(seen(keyPathPattern, in: live).map { $0.hasSuffix(" expired") } == [true, true, false, false])
+
+        let (_, replayed) = try resume(engine, "s:1", "user", since: start, options)
+        #expect(replayed.map(summary) == seen(ordinary, in: live))
+        var patternReplay: [ChangeNotification] = []
+        _ = try observe(nil, [.new], by: ConnectionID(2), sinceRev: start, &patternReplay)
+        #expect(patternReplay.map(summary) == seen(idSet, in: live))
+        patternReplay = []
+        _ = try observe(try KeyPath("user"), options, by: ConnectionID(2), sinceRev: start, &patternReplay)
+        #expect(patternReplay.map(summary) == seen(keyPathPattern, in: live))
+
+        // Stored and loaded (packed): the same kinds come back.
+        let directory = TemporaryDirectory()
+        let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 1000, historyByteLimit: 1 << 30)
+        try store.commit(engine.takeCommitBatch())
+        let restored = try store.load().history
+        store.close()
+        #expect(restored.filter(\.isDeletion).map(\.isExpiry) == [true, false])
+        #expect(restored.last(where: \.isExpiry)?.change == .expired(["user": "ada"]))
     }
 
     @Test func replayEndsWithSourceDeletedWhenTheObjectWasDeleted() throws {

@@ -39,6 +39,8 @@ import Testing
             .array(ArrayChangeRecord(path: ["items"], kind: .replacement, indexes: [0, 2], old: ["a", "c"], new: ["A", "C"])),
             .deleted(["date": ["nested": [1, 2.5, "ü"]], "address": ["city": "Oslo", "zip": .null]]),
             .deleted(["name": "object-1", "n": 1, "tags": ["a", "b"]]),
+            .expired(["user": "ada", "seen": ["at": 1.5e12]]),
+            .expired([:]),
         ]
         let entries = changes.enumerated().map { HistoryEntry(rev: UInt64($0.offset + 1), object: "o", change: $0.element) }
         for entry in entries {
@@ -47,9 +49,11 @@ import Testing
             #expect(packed == entry)
             #expect(packed.changeSize == entry.change.estimatedSize)
             #expect(packed.isCreation == entry.isCreation && packed.isDeletion == entry.isDeletion)
+            #expect(packed.isExpiry == entry.isExpiry)
         }
         #expect(entries.map(\.isCreation) == changes.map { if case .created = $0 { true } else { false } })
-        #expect(entries.map(\.isDeletion) == changes.map { if case .deleted = $0 { true } else { false } })
+        #expect(entries.map(\.isDeletion) == changes.map { $0.deletedValue != nil })
+        #expect(entries.map(\.isExpiry) == changes.map { if case .expired = $0 { true } else { false } })
 
         let directory = TemporaryDirectory()
         let store = try open(directory)
@@ -61,6 +65,7 @@ import Testing
         #expect(restored.map(\.changeSize) == entries.map { $0.change.estimatedSize })
         #expect(restored.map(\.isCreation) == entries.map(\.isCreation))
         #expect(restored.map(\.isDeletion) == entries.map(\.isDeletion))
+        #expect(restored.map(\.isExpiry) == entries.map(\.isExpiry))
     }
 
     /// Rows the loader's scan does not prove canonical (white space, keys out of order, a double) are

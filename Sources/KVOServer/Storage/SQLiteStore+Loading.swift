@@ -185,7 +185,7 @@ extension SQLiteStore {
             redoBytes += text.count
             let change = try decodeChange(text, row: row)
             switch change {
-            case .created, .deleted:
+            case .created, .deleted, .expired:
                 throw .corrupt(row: row, reason: "a redo row cannot create or delete its object")
             case .set, .array:
                 change.apply(to: &current, forward: true)

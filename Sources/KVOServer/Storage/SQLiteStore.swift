@@ -72,8 +72,9 @@ import Darwin
 /// Owned by the server; every method, `init` included, must be called from one thread, the loop thread.
 /// Not Sendable.
 package final class SQLiteStore {
-    /// The schema this version writes and reads. A database with a newer one is refused.
-    package static let schemaVersion: Int64 = 8
+    /// The schema this version writes and reads. A database with a newer one is refused. Version 9 added
+    /// no table: its history rows may hold `{"expired":…}` changes, which a kvod of version 8 could not read.
+    package static let schemaVersion: Int64 = 9
     /// The database file's name inside the data directory.
     package static let fileName = "kvod.sqlite3"
     /// The data directory's marker file's name (`DataDirectoryMarker`).
@@ -103,6 +104,7 @@ package final class SQLiteStore {
         case 3: return ["meta", "objects", "history", "classes", "bindings", "redo"]
         case 4, 5, 6: return ["meta", "objects", "history", "classes", "bindings", "redo", "users"]
         case 7: return ["meta", "objects", "history", "classes", "bindings", "redo", "users", "expiries"]
+        // 9 added no table (only a change kind in history rows).
         default: return requiredTables
         }
     }
