@@ -15,7 +15,10 @@ struct KVOD: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kvod",
         abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.",
-        discussion: "Users: `kvod user add|remove|list|passwd|grant|revoke …` (see `kvod user --help`).",
+        discussion: """
+            Users: `kvod user add|remove|list|passwd|grant|revoke …` (see `kvod user --help`). \
+            Backups: `kvod backup --data DIR FILE` (while kvod runs) and `kvod restore --data DIR FILE` (kvod stopped).
+            """,
         version: KVOD.version)
 
     /// `kvod --version`: the release and, when the build knows it, the commit (`0.1.0 (abc1234)`).
@@ -430,6 +433,18 @@ struct KVOD: ParsableCommand {
                 exitProcess(0)
             } catch {
                 exitReporting(error, of: UserCommand.self, program: "kvod user")
+            }
+        }
+        if CommandLine.arguments.count > 1, ["backup", "restore"].contains(CommandLine.arguments[1]) {
+            // `kvod backup …` and `kvod restore …`: errors as for `kvod user`.
+            let name = CommandLine.arguments[1]
+            let type: any ParsableCommand.Type = name == "backup" ? BackupCommand.self : RestoreCommand.self
+            do {
+                var command = try type.parseAsRoot(Array(CommandLine.arguments.dropFirst(2)))
+                try command.run()
+                exitProcess(0)
+            } catch {
+                exitReporting(error, of: type, program: "kvod \(name)")
             }
         }
         // The config file and KVOD_… variables, as arguments before the command line's (ConfigurationLayers).

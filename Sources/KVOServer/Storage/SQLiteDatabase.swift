@@ -14,11 +14,12 @@ final class SQLiteDatabase {
     let path: String
     private var handle: OpaquePointer?
 
-    /// Opens (creating if missing) the database file at `path`.
-    init(path: String) throws(StorageError) {
+    /// Opens the database file at `path`, creating it when missing unless `create` is false (then a missing
+    /// file is SQLite's `SQLITE_CANTOPEN`).
+    init(path: String, create: Bool = true) throws(StorageError) {
         self.path = path
         var opened: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &opened, flags, nil)
         guard code == SQLITE_OK, let opened else {
             let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))

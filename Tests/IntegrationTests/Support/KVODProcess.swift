@@ -223,14 +223,15 @@ final class KVODProcess: @unchecked Sendable {
     /// starved test run updates late.
     func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32 {
         if !ChildExit.hasExited(process) { kill(process.processIdentifier, signal) }
-        guard awaitExit(timeout: timeout), let status = ChildExit.terminationStatus(of: process) else {
+        guard awaitExit(timeout: timeout) else {
             kill(process.processIdentifier, SIGKILL)
             if !awaitExit(timeout: 10) { reapUnnoticedChild() }
             return -1
         }
         // Let the log collector read what is left.
         logCollector?.waitForEnd(timeout: 5)
-        return status
+        // Never a kill here: a child Foundation reaped may have left its pid to another process.
+        return ChildExit.terminationStatus(of: process) ?? -1
     }
 
     /// Everything kvod logged so far.
