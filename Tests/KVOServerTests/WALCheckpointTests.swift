@@ -169,6 +169,44 @@ import Testing
         store.close()
     }
 
+    /// Another process's read transaction (`kvod backup`'s copy) holds the WAL's frames: the blocking fallback
+    /// waits for it 100 ms, not 10 s, then commits go a second without trying (the WAL grows meanwhile), and
+    /// the first try after the reader ends empties the WAL. Nothing is lost.
+    @Test func readersHoldTheBlockingCheckpointBackBrieflyAndTheWALGrowsUntilTheyEnd() throws {
+        let directory = TemporaryDirectory()
+        let store = try open(directory)
+        var rev = try commit(store, from: 1) { $0.checkpointNeed == .background }
+        let reader = try SQLiteDatabase(path: store.databasePath, create: false)
+        try reader.exec("BEGIN")
+        let read = try reader.prepare("SELECT count(*) FROM objects")
+        #expect(try read.step())
+        let started = Date()
+        #expect(!store.checkpointBlocking(), "the reader holds the frames")
+        let waited = Date().timeIntervalSince(started)
+        #expect(waited < 5, "waited \(waited) s for a reader")
+        #expect(store.blockingCheckpointHeldByReaders)
+        // Commits past the limit go on without waiting: the WAL grows beyond it while the reader reads.
+        let paused = Date()
+        rev = try commit(store, from: rev) { $0.walBytes > Self.limit + Self.limit / 2 }
+        #expect(store.blockingCheckpoint?.emptied == false && store.blockingCheckpointHeldByReaders)
+        #expect(Date().timeIntervalSince(paused) < 30)
+        var loop = uv_loop_t()
+        #expect(uv_loop_init(&loop) == 0)
+        let notice = try #require(store.afterCommit(on: &loop))
+        #expect(notice.level == .warning && notice.message.contains("while another process reads the database"), "\(notice.message)")
+        read.finalize()
+        try reader.exec("COMMIT")
+        reader.close()
+        usleep(1_100_000)
+        try store.commit(F.batch([F.entry(rev, "after", ["n": 1])]))
+        #expect(store.blockingCheckpoint?.emptied == true, "the reader gone, the next try empties the WAL")
+        #expect(store.walBytes == 0)
+        #expect(uv_run(&loop, UV_RUN_DEFAULT) == 0)
+        #expect(uv_loop_close(&loop) == 0)
+        let state = try reopen(directory, closing: store)
+        #expect(state.revision == rev)
+    }
+
     private func reopen(_ directory: TemporaryDirectory, closing store: SQLiteStore) throws -> PersistedState {
         store.close()
         let reopened = try open(directory)

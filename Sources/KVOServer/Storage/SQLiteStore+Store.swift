@@ -45,8 +45,10 @@ extension SQLiteStore: Store {
             let what = count == 1 ? "a blocking checkpoint" : "\(count) blocking checkpoints"
             if fallback.emptied {
                 notice = StoreNotice(level: .warning, message: "the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(walLimitBytes)): \(what) on the event loop; background checkpoints are not keeping up with the writes")
+            } else if blockingCheckpointHeldByReaders {
+                notice = StoreNotice(level: .warning, message: "the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(walLimitBytes)) while another process reads the database (kvod backup?): not waiting for it; the WAL grows until it ends, trying again every second")
             } else {
-                notice = StoreNotice(level: .error, message: "the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(walLimitBytes)) and \(what) could not empty it within 10 s (another process reading the database?); trying again after the next commit")
+                notice = StoreNotice(level: .error, message: "the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(walLimitBytes)) and \(what) could not empty it within 10 s; trying again after the next commit")
             }
         }
         if checkpointNeed != .none {

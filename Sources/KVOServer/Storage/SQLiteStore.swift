@@ -86,8 +86,14 @@ package final class SQLiteStore {
     package static let defaultWALLimitBytes = StorageConfiguration.defaultWALLimitBytes
     /// The smallest `walLimitBytes` accepted (smaller values are raised to it).
     package static let minimumWALLimitBytes = 64 << 10
-    /// How long a blocking checkpoint waits for a lock (the background checkpoint's, or a reader's).
+    /// How long a blocking checkpoint waits for the checkpoint lock (the background checkpoint's).
     static let blockingCheckpointTimeoutMilliseconds: Int32 = 10_000
+    /// How long a blocking checkpoint waits for readers: another process's read transaction (`kvod backup`'s
+    /// copy, a `sqlite3` shell) may last minutes, and waiting for it would stall the event loop as long.
+    static let blockingCheckpointReaderWaitMilliseconds: Int32 = 100
+    /// After readers held a blocking checkpoint back, how long commits go without trying again (the WAL
+    /// grows past `walLimitBytes` meanwhile, as it must while a reader needs its frames).
+    static let blockingCheckpointReaderBackoffNanoseconds: UInt64 = 1_000_000_000
     /// The largest revision or binding id a database may hold (`KVOEngine.maximumCounter`, 2^62, which
     /// the engine never passes): a larger stored value is a damaged row, refused when the store opens.
     package static let maximumCounter = Int64(KVOEngine.maximumCounter)
@@ -122,6 +128,10 @@ package final class SQLiteStore {
     /// How long `checkpointBlocking()` waits for the locks it needs: `blockingCheckpointTimeoutMilliseconds`,
     /// shorter only in tests of a wait that runs out.
     var blockingCheckpointWaitMilliseconds = SQLiteStore.blockingCheckpointTimeoutMilliseconds
+    /// Until when (`uv_hrtime`) `checkpointBlocking()` does not try again, after readers held it back.
+    var blockingCheckpointPausedUntil: UInt64 = 0
+    /// Whether readers held the last blocking checkpoint back (or it was skipped during the pause after).
+    package internal(set) var blockingCheckpointHeldByReaders = false
     /// The data directory's lock, held until `close()`.
     var lock: StoreLock?
     /// The server's store only (`startBackgroundCheckpoints`): the passive checkpoint on the thread pool,
@@ -357,30 +367,45 @@ package final class SQLiteStore {
     }
 
     /// The blocking fallback: checkpoints the whole WAL on this (the loop) thread and truncates it,
-    /// waiting up to `blockingCheckpointWaitMilliseconds` for a running background checkpoint (or
-    /// another reader) to let go. Returns whether the WAL is now empty; when not (the wait ran out), the
-    /// WAL keeps its frames and commits go on: nothing is lost, and the next commit tries again.
+    /// waiting up to `blockingCheckpointWaitMilliseconds` for a running background checkpoint to let go,
+    /// and up to `blockingCheckpointReaderWaitMilliseconds` for readers. Returns whether the WAL is now
+    /// empty; when not, the WAL keeps its frames and commits go on: nothing is lost, and a later commit
+    /// tries again (the next one; after readers held it back, the first one a second later).
     ///
     /// SQLite's busy handler covers the writer lock and the readers, not the checkpoint lock: while
     /// another connection checkpoints (the background `WALCheckpointJob`, copying and syncing),
     /// `wal_checkpoint(TRUNCATE)` fails at once with `SQLITE_BUSY` ("even if there is a busy-handler
     /// configured, it will not be invoked in this case", sqlite.org/c3ref/wal_checkpoint_v2.html).
-    /// So this retries it every millisecond until the wait runs out.
+    /// So this retries it every millisecond until the wait runs out. A `SQLITE_BUSY` that comes back only
+    /// after the busy handler's whole wait is readers (kvod is the only writer): another process's read
+    /// transaction, such as `kvod backup`'s, which may last minutes. That one is not waited for.
     @discardableResult
     package func checkpointBlocking() -> Bool {
         guard let database else { return false }
+        if uv_hrtime() < blockingCheckpointPausedUntil { return false }
+        blockingCheckpointHeldByReaders = false
         let wait = blockingCheckpointWaitMilliseconds
-        database.setBusyTimeout(milliseconds: wait)
+        let readerWait = min(wait, SQLiteStore.blockingCheckpointReaderWaitMilliseconds)
+        database.setBusyTimeout(milliseconds: readerWait)
         defer { database.setBusyTimeout(milliseconds: 0) }
         let deadline = uv_hrtime() + UInt64(wait) * 1_000_000
-        var result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
-        while result.code == SQLITE_BUSY && uv_hrtime() < deadline {
+        while true {
+            let started = uv_hrtime()
+            let result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
+            if result.code == SQLITE_OK {
+                walFrames.frames = 0
+                return true
+            }
+            guard result.code == SQLITE_BUSY else { return false }
+            let now = uv_hrtime()
+            if now - started >= UInt64(readerWait) * 1_000_000 {
+                blockingCheckpointHeldByReaders = true
+                blockingCheckpointPausedUntil = now + SQLiteStore.blockingCheckpointReaderBackoffNanoseconds
+                return false
+            }
+            if now >= deadline { return false }
             usleep(1000)
-            result = database.checkpoint(mode: SQLITE_CHECKPOINT_TRUNCATE)
         }
-        guard result.code == SQLITE_OK else { return false }
-        walFrames.frames = 0
-        return true
     }
 
     /// A background checkpoint job with a second connection to this store's database, for the server
