@@ -7,7 +7,8 @@
 # (`unauthenticated`); the HTTP listener through its published port (/healthz and /readyz answer, /metrics
 # refuses a request without a token and serves a server admin's); TLS through the published TLS port with `openssl s_client` from the host (certificate
 # verified against the throwaway CA, auth, get); a create/subscribe/set round trip as the admin (kvoclient
-# --user, KVOD_PASSWORD through `podman exec -e`); the HEALTHCHECK (`podman healthcheck run`: GET /healthz);
+# --user, KVOD_PASSWORD through `podman exec -e`); `kvod backup` of the running server as the image's user (its
+# line, mode 0600); the HEALTHCHECK (`podman healthcheck run`: GET /healthz);
 # the fixed non-root user (uid/gid 7420); data and the user kept across a container restart (the user is not
 # added twice); a bind-mounted host directory owned by 7420:7420; its database deleted: the container stops
 # with kvod's refusal naming the file, and starts empty with --init; and a clean exit on SIGTERM (exit code 0
@@ -417,6 +418,14 @@ wait "$subscriber" || fail "subscribe failed: $(cat "$events")"
 grep -q 'smoke.greeting  valueChanged  rev=[0-9]*  new="world"' "$events" ||
     fail "subscribe did not print the change: $(cat "$events")"
 say "ok: create, subscribe, set round trip"
+
+# A backup of the running server, as the image's user, into its own volume (kvod backup: docs/protocol.md).
+backup=$(podman exec "$container" kvod backup --data /var/lib/kvod /var/lib/kvod/smoke-backup.sqlite3 2>&1) ||
+    fail "kvod backup inside the container failed: $backup"
+grep -q '^wrote /var/lib/kvod/smoke-backup.sqlite3: revision [0-9]*, 1 object' <<<"$backup" || fail "kvod backup printed: $backup"
+mode=$(podman exec "$container" stat -c %a /var/lib/kvod/smoke-backup.sqlite3) || fail "no backup file"
+[ "$mode" = 600 ] || fail "the backup is mode $mode, not 600"
+say "ok: kvod backup of the running server ($backup)"
 
 # SIGTERM: a clean exit with its log line.
 podman kill --signal TERM "$container" >/dev/null
