@@ -110,7 +110,8 @@ public final class KVOClient: Sendable {
     /// object's key paths (`"status == 'open' && total > 100"`); only the objects on which it holds are in
     /// the set, `.initial` lists those, and an object gives `entered` when it comes into the set (with its
     /// value at `keyPath`), ordinary changes while in it, and `left` when it goes (also when deleted). After
-    /// a reconnection a live query resumes with `resync` changes: the set as it is then. Any thread.
+    /// a reconnection a live query replays what it missed (or, past the server's history, `resync` changes:
+    /// the set as it is then). Any thread.
     public func observe<Value: Decodable & Sendable>(
         pattern: String, keyPath: String? = nil, where filter: String? = nil, options: ObservationOptions = [.new],
         as type: Value.Type, buffering: ObservationBuffering = .default

@@ -29,7 +29,8 @@ extension KVOEngine {
     ///
     /// With `filter` it is a live query: only the matching objects on which the filter holds are in the
     /// set, `initial` lists those, objects entering and leaving the set give `entered` and `left`, and
-    /// `sinceRev` always answers with `resync` (history does not keep what the filter read).
+    /// `sinceRev` replays them from history like any pattern observation (`PatternReplay`, which evaluates
+    /// the filter on the rolled-back store), or resyncs past it.
     public func observe(pattern: ObjectIDPattern, keyPath: KeyPath?, filter: LiveQuery? = nil,
                         options requested: ObservationOptions, connection: ConnectionID, sinceRev: UInt64? = nil,
                         access: ConnectionAccess? = nil,
@@ -41,9 +42,7 @@ extension KVOEngine {
                                              options: options, access: access, pattern: pattern, keyPath: keyPath,
                                              filter: filter)
         registry.patterns.add(observation)
-        if sinceRev != nil, filter != nil {
-            appendCurrent(of: observation, reason: .resync, to: &notifications)
-        } else if let sinceRev {
+        if let sinceRev {
             resume(observation, sinceRev: sinceRev, notifications: &notifications)
         } else if options.contains(.initial) {
             appendCurrent(of: observation, reason: .initial, to: &notifications)
@@ -106,7 +105,12 @@ extension KVOEngine {
             appendCurrent(of: observation, reason: .resync, to: &notifications)
             return
         }
-        let replay = PatternReplay(entries, observation: observation, objects: objects, classes: classes)
+        let replay = PatternReplay(entries, observation: observation, objects: objects, classes: classes,
+                                   filterStepLimit: liveQueryReplayStepLimit)
+        guard !replay.exceededFilterBudget else {
+            appendCurrent(of: observation, reason: .resync, to: &notifications)
+            return
+        }
         notifications.append(contentsOf: replay.notifications)
     }
 

@@ -46,6 +46,8 @@ public final class KVOEngine {
     let computedMemo = ComputedMemo()
     /// Live query filters evaluated since start (`liveQueryEvaluations`).
     var liveQueryEvaluationCount = 0
+    /// The steps a live query's replay may spend on its filter (`PatternReplay.maximumFilterSteps`; less in tests).
+    var liveQueryReplayStepLimit = PatternReplay.maximumFilterSteps
     /// The wall-clock time (ms since 1970) of the write being applied, set by the server before each request
     /// (`KVOEngine+Expiry`): the engine reads no clock.
     public var writeTime: Int64 = 0

@@ -82,7 +82,14 @@ public final class LiveQuery: Equatable, Sendable, CustomStringConvertible {
     /// Whether the expression is truthy with `read` giving each key path's value. A runtime error (a type
     /// error, overflow, more than `maximumSteps`) counts as false: the object is not in the set.
     func holds(_ read: (KeyPath) -> JSONValue) -> Bool {
+        var spent = 0
+        return holds(read, spent: &spent)
+    }
+
+    /// `holds`, adding the steps the evaluation took to `spent`: a replay bounds its many evaluations together.
+    func holds(_ read: (KeyPath) -> JSONValue, spent: inout Int) -> Bool {
         let budget = ExpressionBudget(limit: LiveQuery.maximumSteps)
+        defer { spent += budget.spent }
         guard let value = try? expression.evaluate(budget: budget, keyPath: read) else { return false }
         return Expression.isTruthy(value)
     }

@@ -7,14 +7,30 @@ import KVOModel
 /// none. For a key path, the store is rolled back on an overlay as `HistoryReplay` does (no copy of the
 /// store), and the key path is read on it before and after each matching entry. Events for objects the
 /// observer may not read (or readings passing through such objects) are left out, as they are live.
+/// A live query (`where`) replays the same way: its filter is evaluated on the overlay before and after each
+/// revision that touched a matching object, giving `entered`, `left` or the key path's change, as
+/// `KVOEngine.notifyLiveQueries` gave them live.
 /// Loop thread (it reads the engine's store).
 struct PatternReplay {
     var notifications: [ChangeNotification] = []
+    /// A live query's replay stopped: its filter's evaluations over the span took more than
+    /// `maximumFilterSteps`. Its caller answers with `resync` instead (no events of the span).
+    private(set) var exceededFilterBudget = false
+
+    /// The steps a live query's replay may spend on its filter, all evaluations together: 100 evaluations at
+    /// `LiveQuery.maximumSteps`, thousands of ordinary ones. One `observe` with `sinceRev` must not hold the
+    /// loop for long, whatever its filter and however far back it reaches.
+    static let maximumFilterSteps = 1_000_000
 
     init(_ entries: ArraySlice<HistoryEntry>, observation: PatternObservation,
-         objects: ObjectTable, classes: ClassCatalog?) {
+         objects: ObjectTable, classes: ClassCatalog?, filterStepLimit: Int = PatternReplay.maximumFilterSteps) {
         let pattern = observation.pattern
         let list = Array(entries)
+        if let filter = observation.filter {
+            replayLiveQuery(entries, filter: filter, observation: observation, objects: objects, classes: classes,
+                            stepLimit: filterStepLimit)
+            return
+        }
         // One step per revision: a batch's entries share theirs, and each object it touched makes at most
         // one event, from its state before the batch to its state after it, as live delivery made it.
         guard let keyPath = observation.keyPath else {
@@ -108,6 +124,108 @@ struct PatternReplay {
                 notifications.append(contentsOf: changes)
             }
         }
+    }
+
+    /// A live query's replay. Per revision, each matching object it touched, in first-touch order: whether it
+    /// was in the set before the revision and after it (it exists, the observer may read it, and the filter
+    /// holds on the observer's readings of the overlay), then `entered` (with the key path's value after),
+    /// `left` (with its value before; `expired` when the object expired) or, in the set before and after, the
+    /// key path's change (`PatternEvents`, with the revision's write to it as live delivery saw it).
+    private mutating func replayLiveQuery(_ entries: ArraySlice<HistoryEntry>, filter: LiveQuery,
+                                          observation: PatternObservation, objects: ObjectTable, classes: ClassCatalog?,
+                                          stepLimit: Int) {
+        let list = Array(entries)
+        let changes = list.map(\.change)
+        var overlay = HistoryReplay.valuesBefore(entries, changes: changes, objects: objects)
+        func visible(_ reading: Evaluation) -> JSONValue {
+            observation.mayRead(reading.dependencies) ? reading.value : .null
+        }
+        var steps = 0
+        func isMember(_ object: String) -> Bool {
+            guard overlay[object].map({ $0 != nil }) ?? objects.contains(object), observation.mayRead(object) else { return false }
+            return filter.holds({ keyPath in visible(HistoryReplay.read(keyPath, of: object, objects, overlay, classes)) },
+                                spent: &steps)
+        }
+        var next = 0
+        while next < list.count {
+            let rev = list[next].rev
+            var touched: [(object: String, before: Evaluation?, wasMember: Bool, existed: Bool, writes: Int, last: Int,
+                           expired: Bool)] = []
+            var position: [String: Int] = [:]
+            while next < list.count, list[next].rev == rev {
+                let written = list[next].object
+                if observation.pattern.matches(written) {
+                    if let index = position[written] {
+                        touched[index].writes += 1
+                        touched[index].last = next
+                        touched[index].expired = list[next].isExpiry
+                    } else {
+                        let existed = overlay[written]! != nil
+                        let wasMember = existed && isMember(written)
+                        let before = wasMember ? observation.keyPath.map { HistoryReplay.read($0, of: written, objects, overlay, classes) } : nil
+                        position[written] = touched.count
+                        touched.append((written, before, wasMember, existed, 1, next, list[next].isExpiry))
+                    }
+                }
+                var value = overlay[written]!
+                changes[next].apply(to: &value, forward: true)
+                overlay.updateValue(value, forKey: written)
+                next += 1
+            }
+            if steps > stepLimit {
+                exceededFilterBudget = true
+                notifications = []
+                return
+            }
+            for object in touched {
+                let exists = overlay[object.object]! != nil
+                let member = exists && isMember(object.object)
+                let after = member ? observation.keyPath.map { HistoryReplay.read($0, of: object.object, objects, overlay, classes) } : nil
+                switch (object.wasMember, member) {
+                case (false, false):
+                    continue
+                case (false, true):
+                    notifications.append(membershipEvent(.entered, object: object.object, observation: observation,
+                                                         old: .null, new: after.map(visible) ?? .null, rev: rev))
+                case (true, false):
+                    var event = membershipEvent(.left, object: object.object, observation: observation,
+                                                old: object.before.map(visible) ?? .null, new: .null, rev: rev)
+                    event.expired = object.expired && !exists
+                    notifications.append(event)
+                case (true, true):
+                    guard let keyPath = observation.keyPath else { continue }
+                    let root = StoredLocation(object: object.object, path: [])
+                    var write = PatternEvents.Write.changed(nil, at: root)
+                    if object.writes == 1, object.existed {
+                        switch changes[object.last] {
+                        case let .set(path, _, _): write = .changed(nil, at: StoredLocation(object: object.object, path: path))
+                        case let .array(change):
+                            write = .changed(CollectionChange(kind: change.kind, indexes: change.indexes, old: change.old,
+                                                              new: change.new),
+                                             at: StoredLocation(object: object.object, path: change.path))
+                        case .created, .deleted, .expired: break
+                        }
+                    }
+                    var priors: [ChangeNotification] = []
+                    var events: [ChangeNotification] = []
+                    PatternEvents.append(write, object: object.object, keyPath: keyPath, before: object.before, after: after,
+                                         rev: rev, observers: [observation], priors: &priors, changes: &events)
+                    notifications.append(contentsOf: priors)
+                    notifications.append(contentsOf: events)
+                }
+            }
+        }
+    }
+
+    /// An `entered` or `left` event, as `KVOEngine.notifyLiveQueries` makes it live.
+    private func membershipEvent(_ reason: ChangeReason, object: String, observation: PatternObservation,
+                                 old: JSONValue, new: JSONValue, rev: UInt64) -> ChangeNotification {
+        var notification = ChangeNotification(
+            object: object, keyPath: observation.keyPath?.string ?? "", reason: reason, rev: rev, kind: .setting,
+            isPrior: false, old: old, new: new, recipients: [observation.recipient])
+        notification.namesObject = true
+        notification.carriesValues = observation.keyPath != nil
+        return notification
     }
 
     /// Marks the endings among `notifications[start...]` as `expired`, as `KVOEngine.expire` marked them live.

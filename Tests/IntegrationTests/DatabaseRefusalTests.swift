@@ -39,7 +39,7 @@ struct DatabaseRefusalTests {
         let log = Self.refusal(data: store.data)
         #expect(log.contains("""
             cannot start: storage: cannot use the database '\(store.database)': it has schema version 99, written by a \
-            newer kvod (this one reads versions 1 to 8): run that kvod or a newer one
+            newer kvod (this one reads versions 1 to 9): run that kvod or a newer one
             """), "\(log)")
     }
 

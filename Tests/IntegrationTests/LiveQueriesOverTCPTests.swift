@@ -39,9 +39,17 @@ import Testing
         ])
         let observers = try writer.call("info", ["object": "order:3"])["observers"]?.arrayValue ?? []
         #expect(observers.map { $0["where"] } == [filter, filter])
-        // Resuming a live query answers with the set as it is now.
+        // Resuming a live query replays what it missed, as it was heard live.
         let resumed = try client.call("observe", ["pattern": "order:*", "where": filter, "sinceRev": 1])["sub"]
-        #expect(try events(client).filter { $0["sub"] == resumed }.map(summary) == [#"resync - new=["order:3"]"#])
+        #expect(try events(client).filter { $0["sub"] == resumed }.map(summary) == [
+            "entered order:2", "left order:1", "entered order:3", "left order:2",
+        ])
+        let resumedTotals = try client.call("observe", ["pattern": "order:*", "keyPath": "total", "where": filter,
+                                                        "options": ["new", "old"], "sinceRev": 1])["sub"]
+        #expect(try events(client).filter { $0["sub"] == resumedTotals }.map(summary) == [
+            "entered order:2 new=120 old=null", "valueChanged order:1 new=160 old=150",
+            "left order:1 new=null old=160", "entered order:3 new=500 old=null", "left order:2 new=null old=120",
+        ])
     }
 
     @Test func compactEventsCodeEnteredAndLeft() throws {

@@ -113,12 +113,27 @@ import Testing
         #expect(engine.liveQueryEvaluations == quiet)
     }
 
-    @Test func resumingAnswersWithTheCurrentSet() throws {
-        let engine = KVOEngine()
+    @Test func resumingReplaysTheSpanOrResyncsPastHistory() throws {
+        let engine = KVOEngine(historyLimit: 4)
         try engine.create("o:1", ["n": 1])
         try engine.create("o:2", ["n": 5])
         let (sub, events) = try observe(engine, "o:*", "n", where: "n > 2", sinceRev: 1)
-        #expect(lines(events, for: sub) == ["resync o:2 null 5"])
+        #expect(lines(events, for: sub) == ["entered o:2 null 5"], "revision 2, replayed")
+        try engine.set("o:1", "n", 3)
+        try engine.set("o:2", "n", 0)
+        try engine.set("o:1", "n", 4)
+        let (resumed, replayed) = try observe(engine, "o:*", "n", where: "n > 2", sinceRev: 2)
+        #expect(lines(replayed, for: resumed) == ["entered o:1 null 3", "left o:2 5 null", "valueChanged o:1 3 4"])
+        let (late, resync) = try observe(engine, "o:*", "n", where: "n > 2", sinceRev: 0)
+        #expect(lines(resync, for: late) == ["resync o:1 null 4"], "history (4 revisions) no longer reaches back")
+        // A replay whose filter evaluations pass the step budget resyncs instead: one `observe` never holds
+        // the loop for long, however far back it reaches and whatever its filter.
+        engine.liveQueryReplayStepLimit = 10
+        let (costly, fallback) = try observe(engine, "o:*", "n", where: "n > 2 && n * 3 - 1 > 2 * n - 9", sinceRev: 2)
+        #expect(lines(fallback, for: costly) == ["resync o:1 null 4"])
+        engine.liveQueryReplayStepLimit = 1_000
+        let (cheap, replay) = try observe(engine, "o:*", "n", where: "n > 2 && n * 3 - 1 > 2 * n - 9", sinceRev: 2)
+        #expect(lines(replay, for: cheap) == ["entered o:1 null 3", "left o:2 5 null", "valueChanged o:1 3 4"])
     }
 
     @Test func unobservingRemovesTheQueryFromItsBucket() throws {
@@ -144,6 +159,13 @@ import Testing
         let keyPath: String?
         let filter: String
         let holds: @Sendable ([String: JSONValue]) -> Bool
+    }
+
+    /// Everything an event says, for comparing replayed events with live ones.
+    private static func summary(_ event: ChangeNotification) -> String {
+        "\(event.rev) \(event.reason) \(event.object) \(event.keyPath) \(event.kind) prior=\(event.isPrior) "
+            + "\(event.indexes ?? []) old=\(event.old) new=\(event.new) values=\(event.carriesValues)"
+            + (event.expired ? " expired" : "")
     }
 
     private static func int(_ value: JSONValue?) -> Int64? {
@@ -176,6 +198,7 @@ import Testing
              "total": .int(Int64(random.next() % 200)), "owner": .string(["ada", "bob", "cy"][Int(random.next() % 3)])]
         }
         var subs: [SubscriptionID] = []
+        var live = Array(repeating: [String](), count: Self.queries.count)
         for query in Self.queries {
             subs.append(try observe(engine, query.pattern, query.keyPath, where: query.filter).0)
         }
@@ -202,7 +225,14 @@ import Testing
                     heard += try engine.create(id, values)
                     store[id] = values
                 } else if random.next() % 8 == 0 {
-                    heard += try engine.delete(id)
+                    if !inBatch, random.next() % 2 == 0 {
+                        // Its time to live ends: a deletion whose `left` says `expired`.
+                        try engine.setTTL(id, milliseconds: 1)
+                        engine.writeTime += 1_000
+                        _ = try engine.expire(id, ifRev: engine.revision, notifications: &heard)
+                    } else {
+                        heard += try engine.delete(id)
+                    }
                     store[id] = nil
                 } else {
                     let key = ["status", "total", "owner", "note"][Int(random.next() % 4)]
@@ -218,6 +248,7 @@ import Testing
             }
             touched = Array(Set(parts))
             for (q, sub) in subs.enumerated() {
+                live[q] += heard.filter { $0.recipients.contains { $0.subscription == sub } }.map(Self.summary)
                 var expected: [String] = []
                 for id in touched {
                     let was = before["\(q) \(id)"]!
@@ -232,6 +263,13 @@ import Testing
                 #expect(lines(heard, for: sub).sorted() == expected.sorted(), "seed \(seed) step \(step) query \(q): \(parts)")
             }
         }
+        // Resumed from the start, each query replays exactly what it heard live (`PatternReplay`).
+        for (q, query) in Self.queries.enumerated() {
+            let (sub, replayed) = try observe(engine, query.pattern, query.keyPath, where: query.filter, sinceRev: 0)
+            #expect(replayed.filter { $0.recipients.contains { $0.subscription == sub } }.map(Self.summary) == live[q],
+                    "seed \(seed) query \(q)")
+        }
+        #expect(live.joined().contains { $0.contains(" expired") } && live.joined().contains { $0.contains("entered") })
         // A new observation's `initial` lists exactly the reference's members.
         for (q, query) in Self.queries.enumerated() {
             let (sub, initial) = try observe(engine, query.pattern, query.keyPath, where: query.filter, [.initial, .new])
