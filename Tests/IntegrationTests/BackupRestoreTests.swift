@@ -127,6 +127,9 @@ struct BackupRestoreTests {
         sqlite.arguments = ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()", foreign]
         try sqlite.run()
         sqlite.waitUntilExit()
+        let own = try kvod(["restore", "--data", data, "--replace", database])
+        #expect(own.status == 1 && own.stderr.contains("the data directory's own database"), "\(own.stderr)")
+        #expect(bytes(database) == before)
         for file in [damaged, garbage, foreign, scratch.appending("missing.sqlite3")] {
             let refused = try kvod(["restore", "--data", data, "--replace", file])
             #expect(refused.status == 1 && refused.stderr.contains("is not a whole kvod database"), "\(file): \(refused.stderr)")

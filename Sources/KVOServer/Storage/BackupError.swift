@@ -17,6 +17,8 @@ package enum BackupError: Error, CustomStringConvertible {
     case databaseExists(String)
     /// `kvod restore`: the backup to restore is not a whole kvod database (its `integrity_check` verdict, or why).
     case notABackup(String, String)
+    /// `kvod restore`: the file given is the data directory's database itself.
+    case ownDatabase(String)
 
     package var description: String {
         switch self {
@@ -36,6 +38,8 @@ package enum BackupError: Error, CustomStringConvertible {
             return "'\(path)' holds a database: pass --replace to set it aside (renamed, never deleted) and restore over it"
         case let .notABackup(path, reason):
             return "'\(path)' is not a whole kvod database (\(reason)): nothing was restored"
+        case let .ownDatabase(path):
+            return "'\(path)' is the data directory's own database, not a backup: nothing was restored"
         }
     }
 }

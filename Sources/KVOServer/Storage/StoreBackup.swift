@@ -11,9 +11,9 @@ import Darwin
 /// commit), while kvod goes on writing (WAL mode: a reader never blocks the writer). It takes no lock of the
 /// data directory. The copy is written beside its destination as `<destination>.partial`, created 0600 first
 /// (it holds the users' password and token hashes, like the store), checked (`PRAGMA integrity_check`, the
-/// schema version, the revision), synced, and only then renamed into place, with its directory synced: a
-/// backup that fails or is interrupted leaves no file under the destination's name. An existing destination
-/// is never replaced.
+/// schema version, the revision), synced, and only then given the destination's name (a hard link, which
+/// never replaces a file, then the partial name removed), with its directory synced: a backup that fails or
+/// is interrupted leaves no file under the destination's name, and an existing destination is never replaced.
 ///
 /// Blocking file and SQLite calls; for the `kvod backup` command's thread (never kvod's loop).
 package enum StoreBackup {
@@ -45,7 +45,19 @@ package enum StoreBackup {
             try copyDatabase(source, into: partial)
             let summary = try check(partial)
             try syncFile(partial)
-            guard rename(partial, destination) == 0 else { throw .cannotWrite(destination, String(cString: strerror(errno))) }
+            // A hard link, not a rename: it fails if the destination appeared meanwhile, where a rename would
+            // replace it. A file system without hard links (vfat) gets the rename, after one more look.
+            if link(partial, destination) == 0 {
+                unlink(partial)
+            } else {
+                let linkError = errno
+                if linkError == EEXIST { throw .destinationExists(destination) }
+                guard linkError == EPERM || linkError == EOPNOTSUPP else {
+                    throw .cannotWrite(destination, String(cString: strerror(linkError)))
+                }
+                guard access(destination, F_OK) != 0 else { throw .destinationExists(destination) }
+                guard rename(partial, destination) == 0 else { throw .cannotWrite(destination, String(cString: strerror(errno))) }
+            }
             syncDirectory(of: destination)
             return summary
         } catch {

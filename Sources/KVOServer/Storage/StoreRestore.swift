@@ -12,8 +12,9 @@ import Darwin
 /// deleted: `kvod.sqlite3` and its `-wal` renamed together to `kvod.sqlite3.replaced-<UTC time>` and
 /// `…-wal` (still a database SQLite can open), its `-shm` removed. A `-wal` or `-shm` left without a database
 /// (a lost database) is set aside the same way, since SQLite would apply that log to the restored file. The
-/// copy is written as `kvod.sqlite3.restoring` (0600), synced and renamed into place, and the directory's
-/// marker written (`DataDirectoryMarker`), so kvod starts on it without `--init`.
+/// copy is written first, as `kvod.sqlite3.restoring` (0600) and synced (a copy that fails changes nothing),
+/// then renamed into place, and the directory's marker written (`DataDirectoryMarker`), so kvod starts on
+/// it without `--init`. The data directory's own database is refused as the backup to restore.
 ///
 /// Blocking file and SQLite calls; for the `kvod restore` command's thread.
 package enum StoreRestore {
@@ -53,7 +54,21 @@ package enum StoreRestore {
 
         var existing = stat()
         let hasDatabase = stat(database, &existing) == 0 && existing.st_size > 0
+        var given = stat()
+        if hasDatabase, stat(backup, &given) == 0, given.st_dev == existing.st_dev, given.st_ino == existing.st_ino {
+            throw .ownDatabase(backup)
+        }
         if hasDatabase, !replace { throw .databaseExists(database) }
+        // The copy first: a copy that fails (a full disk) leaves the directory as it was.
+        let restoring = database + ".restoring"
+        unlink(restoring)
+        try copyFile(backup, to: restoring)
+        do throws(BackupError) {
+            try StoreBackup.syncFile(restoring)
+        } catch {
+            unlink(restoring)
+            throw error
+        }
         let stamp = utcStamp()
         var setAside: [String] = []
         let aside = database + ".replaced-" + stamp
@@ -72,11 +87,6 @@ package enum StoreRestore {
             throw .cannotWrite(database + "-shm", String(cString: strerror(errno)))
         }
         if access(database, F_OK) == 0 { unlink(database) }  // an empty file
-
-        let restoring = database + ".restoring"
-        unlink(restoring)
-        try copyFile(backup, to: restoring)
-        try StoreBackup.syncFile(restoring)
         guard rename(restoring, database) == 0 else {
             let reason = String(cString: strerror(errno))
             unlink(restoring)
