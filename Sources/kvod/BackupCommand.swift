@@ -14,7 +14,7 @@ struct BackupCommand: ParsableCommand {
         discussion: """
             The copy is the database as one commit left it: every write kvod acknowledged before the backup began. \
             It is written as FILE.partial (mode 0600: it holds the users' hashes), read back whole, synced and only \
-            then renamed to FILE, which must not exist. To restore it: stop kvod, then `kvod restore --data DIR FILE`.
+            then given the name FILE, which must not exist. To restore it: stop kvod, then `kvod restore --data DIR FILE`.
             """)
 
     @Option(name: .long, help: ArgumentHelp("The data directory of the kvod to back up (kvod's --data).", valueName: "dir"))
