@@ -46,14 +46,20 @@ struct BackupRestoreTests {
             }
         }
         writer.start()
-        while writes.value < 200 { usleep(5_000) }
+        /// Waits (at most 120 s: a starved CI run) until `condition` holds; false if it never did.
+        func waitFor(_ condition: () -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(120)
+            while !condition(), Date() < deadline { usleep(5_000) }
+            return condition()
+        }
+        try #require(waitFor { writes.value >= 200 }, "the writer stopped at \(writes.value) sets")
         let backupFile = scratch.appending("kvod-backup.sqlite3")
         let backup = try kvod(["backup", "--data", data, backupFile])
         // Writes go on after the backup: it must hold none of them.
         let afterBackup = writes.value
-        while writes.value < afterBackup + 50 { usleep(5_000) }
+        try #require(waitFor { writes.value >= afterBackup + 50 }, "the writer stopped at \(writes.value) sets")
         stop.value = true
-        while !writer.isFinished { usleep(5_000) }
+        try #require(waitFor { writer.isFinished })
         #expect(backup.status == 0, "\(backup.stderr)")
         #expect(backup.stdout.hasPrefix("wrote \(backupFile): revision "), "\(backup.stdout)")
         let revision = try #require(revisionNumber(in: backup.stdout))

@@ -18,7 +18,7 @@ import Darwin
 ///
 /// Blocking file and SQLite calls; for the `kvod restore` command's thread.
 package enum StoreRestore {
-    /// What was restored, and where the database it replaced went (nil: there was none).
+    /// What was restored, and the files set aside (the database it replaced and its `-wal`; empty when none).
     package struct Outcome: Sendable {
         package let summary: StoreBackup.Summary
         package let setAside: [String]
