@@ -131,12 +131,12 @@ extension KVOEngine {
                                      priors: &priors, changes: &changes)
             case (false, true):
                 let value = observation.keyPath.map { visibleValue(readings.reading($0, in: self), to: observation) }
-                changes.append(membershipEvent(.entered, object: object, observation: observation, old: .null,
-                                               new: value ?? .null))
+                changes.append(KVOEngine.membershipEvent(.entered, object: object, observation: observation, old: .null,
+                                                         new: value ?? .null, rev: revision))
             case (true, false):
                 let value = watch.before.map { visibleValue($0, to: observation) }
-                changes.append(membershipEvent(.left, object: object, observation: observation, old: value ?? .null,
-                                               new: .null))
+                changes.append(KVOEngine.membershipEvent(.left, object: object, observation: observation, old: value ?? .null,
+                                                         new: .null, rev: revision))
             }
         }
     }
@@ -147,10 +147,11 @@ extension KVOEngine {
         observation.mayRead(reading.dependencies) ? reading.value : .null
     }
 
-    private func membershipEvent(_ reason: ChangeReason, object: String, observation: PatternObservation,
-                                 old: JSONValue, new: JSONValue) -> ChangeNotification {
+    /// An `entered` or `left` event for `observation` at revision `rev` (live, and in `PatternReplay`).
+    static func membershipEvent(_ reason: ChangeReason, object: String, observation: PatternObservation,
+                                old: JSONValue, new: JSONValue, rev: UInt64) -> ChangeNotification {
         var notification = ChangeNotification(
-            object: object, keyPath: observation.keyPath?.string ?? "", reason: reason, rev: revision, kind: .setting,
+            object: object, keyPath: observation.keyPath?.string ?? "", reason: reason, rev: rev, kind: .setting,
             isPrior: false, old: old, new: new, recipients: [observation.recipient])
         notification.namesObject = true
         notification.carriesValues = observation.keyPath != nil

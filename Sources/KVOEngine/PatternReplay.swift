@@ -99,17 +99,7 @@ struct PatternReplay {
                 case (true, false): write = .deleted
                 case (false, false): continue
                 case (true, true):
-                    // An object's only write in the revision keeps its location (and an array change its indexes).
-                    let root = StoredLocation(object: object.object, path: [])
-                    guard object.writes == 1 else { write = .changed(nil, at: root); break }
-                    switch changes[object.last] {
-                    case let .set(path, _, _): write = .changed(nil, at: StoredLocation(object: object.object, path: path))
-                    case let .array(change):
-                        write = .changed(CollectionChange(kind: change.kind, indexes: change.indexes, old: change.old,
-                                                          new: change.new),
-                                         at: StoredLocation(object: object.object, path: change.path))
-                    case .created, .deleted, .expired: write = .changed(nil, at: root)
-                    }
+                    write = PatternReplay.change(of: object.object, writes: object.writes, last: changes[object.last])
                 }
                 let after = exists ? HistoryReplay.read(keyPath, of: object.object, objects, overlay, classes) : nil
                 var priors: [ChangeNotification] = []
@@ -149,8 +139,7 @@ struct PatternReplay {
         var next = 0
         while next < list.count {
             let rev = list[next].rev
-            var touched: [(object: String, before: Evaluation?, wasMember: Bool, existed: Bool, writes: Int, last: Int,
-                           expired: Bool)] = []
+            var touched: [(object: String, before: Evaluation?, wasMember: Bool, writes: Int, last: Int, expired: Bool)] = []
             var position: [String: Int] = [:]
             while next < list.count, list[next].rev == rev {
                 let written = list[next].object
@@ -160,11 +149,10 @@ struct PatternReplay {
                         touched[index].last = next
                         touched[index].expired = list[next].isExpiry
                     } else {
-                        let existed = overlay[written]! != nil
-                        let wasMember = existed && isMember(written)
+                        let wasMember = overlay[written]! != nil && isMember(written)
                         let before = wasMember ? observation.keyPath.map { HistoryReplay.read($0, of: written, objects, overlay, classes) } : nil
                         position[written] = touched.count
-                        touched.append((written, before, wasMember, existed, 1, next, list[next].isExpiry))
+                        touched.append((written, before, wasMember, 1, next, list[next].isExpiry))
                     }
                 }
                 var value = overlay[written]!
@@ -185,27 +173,16 @@ struct PatternReplay {
                 case (false, false):
                     continue
                 case (false, true):
-                    notifications.append(membershipEvent(.entered, object: object.object, observation: observation,
-                                                         old: .null, new: after.map(visible) ?? .null, rev: rev))
+                    notifications.append(KVOEngine.membershipEvent(.entered, object: object.object, observation: observation,
+                                                                   old: .null, new: after.map(visible) ?? .null, rev: rev))
                 case (true, false):
-                    var event = membershipEvent(.left, object: object.object, observation: observation,
-                                                old: object.before.map(visible) ?? .null, new: .null, rev: rev)
+                    var event = KVOEngine.membershipEvent(.left, object: object.object, observation: observation,
+                                                          old: object.before.map(visible) ?? .null, new: .null, rev: rev)
                     event.expired = object.expired && !exists
                     notifications.append(event)
                 case (true, true):
                     guard let keyPath = observation.keyPath else { continue }
-                    let root = StoredLocation(object: object.object, path: [])
-                    var write = PatternEvents.Write.changed(nil, at: root)
-                    if object.writes == 1, object.existed {
-                        switch changes[object.last] {
-                        case let .set(path, _, _): write = .changed(nil, at: StoredLocation(object: object.object, path: path))
-                        case let .array(change):
-                            write = .changed(CollectionChange(kind: change.kind, indexes: change.indexes, old: change.old,
-                                                              new: change.new),
-                                             at: StoredLocation(object: object.object, path: change.path))
-                        case .created, .deleted, .expired: break
-                        }
-                    }
+                    let write = PatternReplay.change(of: object.object, writes: object.writes, last: changes[object.last])
                     var priors: [ChangeNotification] = []
                     var events: [ChangeNotification] = []
                     PatternEvents.append(write, object: object.object, keyPath: keyPath, before: object.before, after: after,
@@ -217,15 +194,19 @@ struct PatternReplay {
         }
     }
 
-    /// An `entered` or `left` event, as `KVOEngine.notifyLiveQueries` makes it live.
-    private func membershipEvent(_ reason: ChangeReason, object: String, observation: PatternObservation,
-                                 old: JSONValue, new: JSONValue, rev: UInt64) -> ChangeNotification {
-        var notification = ChangeNotification(
-            object: object, keyPath: observation.keyPath?.string ?? "", reason: reason, rev: rev, kind: .setting,
-            isPrior: false, old: old, new: new, recipients: [observation.recipient])
-        notification.namesObject = true
-        notification.carriesValues = observation.keyPath != nil
-        return notification
+    /// The write a revision made to an object that existed before and after it, as live delivery saw it: an
+    /// object's only write in the revision keeps its location (and an array change its indexes); several
+    /// writes (a batch) are a change of the whole object.
+    private static func change(of object: String, writes: Int, last: RecordedChange) -> PatternEvents.Write {
+        let root = StoredLocation(object: object, path: [])
+        guard writes == 1 else { return .changed(nil, at: root) }
+        switch last {
+        case let .set(path, _, _): return .changed(nil, at: StoredLocation(object: object, path: path))
+        case let .array(change):
+            return .changed(CollectionChange(kind: change.kind, indexes: change.indexes, old: change.old, new: change.new),
+                            at: StoredLocation(object: object, path: change.path))
+        case .created, .deleted, .expired: return .changed(nil, at: root)
+        }
     }
 
     /// Marks the endings among `notifications[start...]` as `expired`, as `KVOEngine.expire` marked them live.
