@@ -12,10 +12,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 # shellcheck source=scripts/setup-python.sh
 source scripts/setup-python.sh
 
+step_started=$SECONDS
 kvod_log "swift build"
 swift build
+kvod_log "swift build: $((SECONDS - step_started)) s"
+step_started=$SECONDS
 kvod_log "swift test $*"
 swift test "$@"
+kvod_log "swift test: $((SECONDS - step_started)) s"
 if [ "$#" -eq 0 ]; then
+    step_started=$SECONDS
     scripts/test-web.sh
+    kvod_log "web tests: $((SECONDS - step_started)) s"
 fi
