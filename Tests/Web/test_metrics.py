@@ -76,7 +76,13 @@ def test_a_slow_consumer_disconnect_is_counted(kvod_factory):
     slow = socket.create_connection(("127.0.0.1", kvod.port))
     slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     slow.sendall(b'{"op":"observe","object":"feed","keyPath":"v","options":["new"]}\n')
-    time.sleep(0.3)
+    # Wait for the observe's reply (not a fixed sleep: under load kvod may not have registered it in 0.3 s,
+    # and then no event ever reaches the slow reader), then read nothing more from this socket.
+    reply = b""
+    slow.settimeout(10)
+    while b"\n" not in reply:
+        reply += slow.recv(4096)
+    assert b'"ok":true' in reply, reply
     with socket.create_connection(("127.0.0.1", kvod.port)) as writer:
         for i in range(200):
             writer.sendall((json.dumps({"op": "set", "object": "feed", "keyPath": "v", "value": str(i) * 8000}) + "\n").encode())
