@@ -9,13 +9,15 @@ import Testing
 /// then walks every operation and event path at random.
 ///
 /// Users: alice has `alice-*=read,write,admin` and `pub-*=read,write`; bob has `pub-*=read`; root has
-/// everything. `secret-*` is readable by neither alice nor bob.
+/// everything. `secret-*` is readable by neither alice nor bob. Carol (`ReadRuleWriterNoninterferenceTests`) has
+/// `secret-*=write` and `pub-*=read,write`: she may write the secrets but not read them.
 @Suite struct ReadRuleOverTCPTests {
     static let password = "pw"
     static let users: [(String, [String])] = [
         ("root", ["*=read,write,admin"]),
         ("alice", ["alice-*=read,write,admin", "pub-*=read,write"]),
         ("bob", ["pub-*=read"]),
+        ("carol", ["secret-*=write", "pub-*=read,write"]),
     ]
 
     /// A kvod with the three users, in memory.
