@@ -44,7 +44,8 @@ extension KVOClient {
     }
 
     /// Starts `object`'s time to live again from now without writing a value; returns when it now expires (ms
-    /// since 1970; nil for an object without a ttl) and the current revision. `not_found` if missing.
+    /// since 1970; nil for an object without a ttl, and for a user who may write but not read the object, to whom
+    /// the server does not tell the deadline) and the current revision. `not_found` if missing.
     @discardableResult
     public func touch(_ object: String) async throws -> (expiresAt: Int64?, rev: Int64) {
         let reply = try await request("touch", ["object": .string(object)])

@@ -47,3 +47,23 @@ extension JSONValue {
         throw KVOError(.typeMismatch, "cannot write inside \(article) \(typeName)")
     }
 }
+
+extension JSONValue {
+    /// The value stored at `path` (object keys or array indexes), `null` where there is none.
+    func observedValue(at path: [String]) -> JSONValue {
+        var current = self
+        for key in path {
+            switch current {
+            case let .object(members):
+                guard let next = members[key] else { return .null }
+                current = next
+            case let .array(elements):
+                guard let index = key.arrayIndex, index < elements.count else { return .null }
+                current = elements[index]
+            default:
+                return .null
+            }
+        }
+        return current
+    }
+}

@@ -61,14 +61,17 @@ extension KVOEngine {
         }
     }
 
+    /// The refusal of any write to `$class` (`set`, `increment`, an array operation): it is set when the
+    /// object is created, whatever the object holds.
+    static let classKeyIsReadOnly = KVOError(
+        .readOnly, "'\(ClassCatalog.classKey)' is set when the object is created and cannot be written",
+        details: ["property": .string(ClassCatalog.classKey)])
+
     /// Checks a `set` of `value` at `location` (already resolved through references): the reserved
     /// `$class` key is read-only; on an object of a class, the property's rules apply.
     func checkWrite(at location: StoredLocation, value: JSONValue, access: ConnectionAccess?) throws(KVOError) {
         guard let property = location.path.first else { return }
-        if property == ClassCatalog.classKey {
-            throw KVOError(.readOnly, "'\(ClassCatalog.classKey)' is set when the object is created and cannot be written",
-                           details: ["property": .string(property)])
-        }
+        if property == ClassCatalog.classKey { throw KVOEngine.classKeyIsReadOnly }
         // Free-form objects (and servers without classes) pay no lookup on this path: it runs for every set.
         guard !classes.isEmpty, let stored = objects[location.object], let compiled = classes.classOf(stored) else { return }
         let definition = compiled.definition

@@ -11,12 +11,18 @@ extension KVOEngine {
     /// The value is read with `access` (`read` on every object the key path reaches: the reply carries
     /// the new value, and so tells the old one) and written as `set` writes it (`write` on the object
     /// written, the class's rules, size limits and quota), with the same notifications, history and
-    /// bindings. Loop thread.
+    /// bindings; `$class` and computed properties are `read_only` before anything is added. Loop thread.
     public func increment(_ object: String, keyPath: KeyPath, by step: JSONValue, access: ConnectionAccess? = nil,
                           notifications: inout [ChangeNotification]) throws(KVOError) -> (rev: UInt64, value: JSONValue) {
         let current = try get(object, keyPath: keyPath, access: access)
+        // Where it would write, before the sum: `$class` and a computed property are `read_only` as for `set`,
+        // whatever they hold (not `type_mismatch` for a class name that is not a number).
+        let target = try resolveWrite(keyPath, of: object, access: access)
+        if target.location.path.first == ClassCatalog.classKey { throw KVOEngine.classKeyIsReadOnly }
         let sum = try KVOEngine.sum(current, step, at: keyPath)
-        let rev = try set(object, keyPath: keyPath, value: sum, access: access, notifications: &notifications)
+        // Nothing changed the store since `resolveWrite`: the target is still valid.
+        let rev = try write(at: target, value: sum, access: access, notifications: &notifications)
+        applyPendingBindings(notifications: &notifications)
         return (rev, sum)
     }
 

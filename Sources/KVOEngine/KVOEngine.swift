@@ -337,8 +337,13 @@ public final class KVOEngine {
     /// changes; then nobody is notified.
     public func set(_ object: String, keyPath: KeyPath, value newValue: JSONValue, encoded: [UInt8]? = nil,
                     access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let rev = try write(object, keyPath: keyPath, value: newValue, encoded: encoded, access: access,
+        let rev: UInt64
+        do throws(KVOError) {
+            rev = try write(object, keyPath: keyPath, value: newValue, encoded: encoded, access: access,
                             notifications: &notifications)
+        } catch {
+            throw concealed(error, writing: keyPath, of: object, access: access)
+        }
         applyPendingBindings(notifications: &notifications)
         return rev
     }
@@ -360,8 +365,13 @@ public final class KVOEngine {
     /// `decoded`: the value, when the caller has it decoded already (used where the text path does not apply).
     package func set(_ object: String, keyPath: KeyPath, text: CanonicalText, decoded: JSONValue? = nil,
                      access: ConnectionAccess? = nil, notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let rev = try writeText(object, keyPath: keyPath, text: text, decoded: decoded, access: access,
+        let rev: UInt64
+        do throws(KVOError) {
+            rev = try writeText(object, keyPath: keyPath, text: text, decoded: decoded, access: access,
                                 notifications: &notifications)
+        } catch {
+            throw concealed(error, writing: keyPath, of: object, access: access)
+        }
         applyPendingBindings(notifications: &notifications)
         return rev
     }
@@ -463,8 +473,13 @@ public final class KVOEngine {
     public func mutateArray(_ object: String, keyPath: KeyPath, _ mutation: CollectionMutation,
                             access: ConnectionAccess? = nil,
                             notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
-        let target = try resolveWrite(keyPath, of: object, access: access)
-        let rev = try mutate(at: target.location, mutation, access: access, notifications: &notifications)
+        let rev: UInt64
+        do throws(KVOError) {
+            let target = try resolveWrite(keyPath, of: object, access: access)
+            rev = try mutate(at: target.location, mutation, access: access, notifications: &notifications)
+        } catch {
+            throw concealed(error, writing: keyPath, of: object, access: access)
+        }
         applyPendingBindings(notifications: &notifications)
         return rev
     }
@@ -494,6 +509,7 @@ public final class KVOEngine {
 
     func mutate(at location: StoredLocation, _ mutation: CollectionMutation, access: ConnectionAccess?,
                         notifications: inout [ChangeNotification]) throws(KVOError) -> UInt64 {
+        if location.path.first == ClassCatalog.classKey { throw KVOEngine.classKeyIsReadOnly }
         let current = objects[location.object]!.observedValue(at: location.path)
         guard case .array = current else {
             let name = location.path.joined(separator: ".")
@@ -567,24 +583,4 @@ public struct ObserverInfo: Equatable, Sendable {
     public var pattern: String? = nil
     /// For a live query: its `where` expression.
     public var filter: String? = nil
-}
-
-extension JSONValue {
-    /// The value stored at `path` (object keys or array indexes), `null` where there is none.
-    func observedValue(at path: [String]) -> JSONValue {
-        var current = self
-        for key in path {
-            switch current {
-            case let .object(members):
-                guard let next = members[key] else { return .null }
-                current = next
-            case let .array(elements):
-                guard let index = key.arrayIndex, index < elements.count else { return .null }
-                current = elements[index]
-            default:
-                return .null
-            }
-        }
-        return current
-    }
 }

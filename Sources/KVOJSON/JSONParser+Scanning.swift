@@ -39,6 +39,8 @@ extension JSONParser {
             }
             return members
         } catch {
+            // An integer past 64 bits: the scan's own error names the field it is in.
+            if case .integerOutOfRange = error.reason { throw error }
             // The scan rejects exactly what `parse` rejects; `parse` says why in its own words (rare: bad input).
             _ = try parse(bytes)
             throw error
@@ -70,7 +72,13 @@ extension JSONParser {
             skipWhitespace()
             compact = true
             let valueStart = index
-            try skipValue()
+            do throws(JSONParseError) {
+                try skipValue()
+            } catch {
+                // An integer past 64 bits is refused naming the request's field it is in.
+                guard case let .integerOutOfRange(literal, nil) = error.reason else { throw error }
+                throw JSONParseError(reason: .integerOutOfRange(literal: literal, field: key), offset: error.offset)
+            }
             members.append(MemberText(key: key, range: valueStart..<index, isCompact: compact))
             skipWhitespace()
             guard index < bytes.count else { throw error(.syntax("unexpected end of input in an object")) }

@@ -11,6 +11,10 @@ public struct JSONParseError: Error, Equatable, CustomStringConvertible {
         case invalidUTF8
         /// Nesting deeper than `JSONParser.maximumDepth`.
         case tooDeep
+        /// An integer literal (no fraction, no exponent) outside the 64-bit range: integers are kept exact or
+        /// refused, never rounded to a double (docs/protocol.md, "Numbers"). `field` is the top-level member
+        /// it was found in, when the scan of a request's members knows it.
+        case integerOutOfRange(literal: String, field: String?)
         /// Anything else: the message says what was expected.
         case syntax(String)
     }
@@ -23,6 +27,13 @@ public struct JSONParseError: Error, Equatable, CustomStringConvertible {
         switch reason {
         case .invalidUTF8: return "invalid UTF-8 at byte \(offset)"
         case .tooDeep: return "nesting deeper than \(JSONParser.maximumDepth) levels at byte \(offset)"
+        case let .integerOutOfRange(literal, field):
+            let prefix = field.map { "'\($0)': " } ?? ""
+            return """
+                \(prefix)the integer \(literal) is outside the 64-bit range (-9223372036854775808 to \
+                9223372036854775807) at byte \(offset); integers are kept exact, never rounded: write a fraction \
+                or an exponent (such as 1e19) to send a double
+                """
         case let .syntax(message): return "\(message) at byte \(offset)"
         }
     }
@@ -346,7 +357,14 @@ public struct JSONParser {
             if topLevel {
                 compact = true
                 let valueStart = index
-                let value = try parseValue()
+                let value: JSONValue
+                do throws(JSONParseError) {
+                    value = try parseValue()
+                } catch {
+                    // An integer past 64 bits is refused naming the member it is in (as `scanMembers` does).
+                    guard case let .integerOutOfRange(literal, nil) = error.reason else { throw error }
+                    throw JSONParseError(reason: .integerOutOfRange(literal: literal, field: key), offset: error.offset)
+                }
                 body(key, value, compact ? valueStart..<index : nil)
             } else {
                 // `JSONWriter` writes keys sorted: the text is compact only if they came that way.
@@ -556,75 +574,5 @@ public struct JSONParser {
 
     private func appendUTF8(_ scalar: Unicode.Scalar, to buffer: inout [UInt8]) {
         UTF8.encode(scalar) { buffer.append($0) }
-    }
-
-    // MARK: - Numbers
-
-    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
-        let start = index
-        var isInteger = true
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
-        if bytes[index] == UInt8(ascii: "0") {
-            index += 1
-            if index < bytes.count, isDigit(bytes[index]) { throw error(.syntax("leading zero in a number")) }
-        } else {
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-            isInteger = false
-            index += 1
-            guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
-            isInteger = false
-            index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
-        if isInteger, let integer = parseInt64(text) {
-            if integer == 0 && text.count != 1 { compact = false }  // -0 is written 0
-            return .int(integer)
-        }
-        compact = false  // written as `Double.description`, which need not be these bytes
-        // Out-of-range integers and decimals: strtod on a NUL-terminated copy (numbers are short).
-        var copy = Array(text)
-        copy.append(0)
-        let value = copy.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { strtod($0, nil) }
-        }
-        guard value.isFinite else { throw JSONParseError(reason: .syntax("number out of range"), offset: start) }
-        return .double(value)
-    }
-
-    func isDigit(_ byte: UInt8) -> Bool {
-        byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
-    }
-
-    func parseInt64(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
-        var negative = false
-        var position = 0
-        if text[0] == UInt8(ascii: "-") {
-            negative = true
-            position = 1
-        }
-        var magnitude: UInt64 = 0
-        while position < text.count {
-            let (shifted, overflow1) = magnitude.multipliedReportingOverflow(by: 10)
-            let (added, overflow2) = shifted.addingReportingOverflow(UInt64(text[position] - UInt8(ascii: "0")))
-            if overflow1 || overflow2 { return nil }
-            magnitude = added
-            position += 1
-        }
-        if negative {
-            if magnitude == UInt64(Int64.max) + 1 { return Int64.min }
-            guard magnitude <= UInt64(Int64.max) else { return nil }
-            return -Int64(magnitude)
-        }
-        guard magnitude <= UInt64(Int64.max) else { return nil }
-        return Int64(magnitude)
     }
 }

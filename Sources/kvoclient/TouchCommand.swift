@@ -26,6 +26,7 @@ struct TouchCommand: AsyncParsableCommand {
             let milliseconds = expiresAt - (Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000)
             Terminal.printLine("expires in \(Double(max(0, milliseconds)) / 1000) s")
         } else {
+            // (Also for a user who may not read the object: the server does not tell it the deadline.)
             Terminal.printLine("no ttl")
         }
         RevisionLine.print(rev)

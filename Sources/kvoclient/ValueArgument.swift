@@ -10,7 +10,7 @@ import KVOJSON
 ///
 /// An argument that looks like JSON but is not valid JSON by kvod's rules (the same parser, so the
 /// same nesting and number limits) is a usage error, not a string: one that starts with `{`, `[` or
-/// `"`, and one written as a JSON number that is out of range (`1e400`). Otherwise `1e400` or
+/// `"`, and one written as a JSON number that is out of range (`1e400`, or an integer past 64 bits). Otherwise `1e400` or
 /// `'[1e400]'` would silently be stored as the strings "1e400" and "[1e400]". Pure functions; any thread.
 enum ValueArgument {
     /// The JSON value an argument stands for; throws a usage error naming the argument when it looks
@@ -24,6 +24,12 @@ enum ValueArgument {
         }
         guard looksLikeJSON(text) else { return .string(text) }
         let shown = PrintableText.escaped(text, limit: 80)
+        if case .integerOutOfRange = parseError.reason {
+            throw ValidationError("""
+                the value '\(shown)' is an integer outside the 64-bit range (kvod keeps integers exact, never rounded): \
+                write it with an exponent (such as 1e19) for a double, or quote it as JSON ('\"\(shown)\"') to store it as a string
+                """)
+        }
         if isJSONNumber(trimmed(text)) {
             throw ValidationError("the value '\(shown)' is a number out of range: quote it as JSON ('\"\(shown)\"') to store it as a string")
         }

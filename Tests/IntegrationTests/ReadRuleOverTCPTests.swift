@@ -9,13 +9,15 @@ import Testing
 /// then walks every operation and event path at random.
 ///
 /// Users: alice has `alice-*=read,write,admin` and `pub-*=read,write`; bob has `pub-*=read`; root has
-/// everything. `secret-*` is readable by neither alice nor bob.
+/// everything. `secret-*` is readable by neither alice nor bob. Carol (`ReadRuleWriterNoninterferenceTests`) has
+/// `secret-*=write` and `pub-*=read,write`: she may write the secrets but not read them.
 @Suite struct ReadRuleOverTCPTests {
     static let password = "pw"
     static let users: [(String, [String])] = [
         ("root", ["*=read,write,admin"]),
         ("alice", ["alice-*=read,write,admin", "pub-*=read,write"]),
         ("bob", ["pub-*=read"]),
+        ("carol", ["secret-*=write", "pub-*=read,write"]),
     ]
 
     /// A kvod with the three users, in memory.
@@ -186,5 +188,34 @@ import Testing
         #expect(before["more"] == after["more"] && before["more"] == false, "\(before) \(after)")
         #expect(try bob.call("list", ["limit": 1, "after": "pub-2"])["more"] == false)
         #expect(try bob.call("list", ["limit": 2])["more"] == true)
+    }
+
+    @Test("issue 41: a writer who may not read gets one forbidden for what the object holds, and no deadline from touch")
+    func writerWhoMayNotRead() throws {
+        let (server, _) = try Self.server()
+        let root = try Self.login(server, "root")
+        try root.call("create", ["object": "secret-1", "values": ["s": "text", "list": [1, 2, 3]], "ttl": 600])
+        let carol = try Self.login(server, "carol")
+        let refusal = #"{"code":"forbidden","message":"'read' on object 'secret-1' is not allowed for user 'carol'","object":"secret-1","permission":"read"}"#
+        for (op, params) in [
+            ("insert", ["keyPath": "list", "index": 10, "value": 1]),  // was: "insertion index 10 is out of range (3 elements)"
+            ("set", ["keyPath": "s.x", "value": 1]),                   // was: "'s' is a string, not an object"
+            ("set", ["keyPath": "zz.x", "value": 1]),                  // was: "'zz' does not exist"
+            ("remove", ["keyPath": "s", "index": 0]),
+            ("replace", ["keyPath": "list.7", "index": 0, "value": 1]),
+        ] as [(String, [String: JSONValue])] {
+            let reply = try carol.request(op, params.merging(["object": "secret-1"]) { $1 })
+            #expect(reply["error"]?.description == refusal, "\(op) \(params): \(reply)")
+        }
+        // What she may know: her write was made (its revision), the object exists, `$class` is never writable.
+        let written = try carol.call("set", ["object": "secret-1", "keyPath": "s", "value": "mine"])
+        #expect(written["rev"] != nil)
+        #expect(try carol.request("set", ["object": "secret-9", "keyPath": "s.x", "value": 1])["error"]?["code"] == "not_found")
+        #expect(try carol.request("set", ["object": "secret-1", "keyPath": "$class", "value": "X"])["error"]?["code"] == "read_only")
+        // `touch` moves the deadline but does not tell it (root, who may read, is told).
+        let touched = try carol.call("touch", ["object": "secret-1"])
+        #expect(touched["expiresAt"] == nil && touched["rev"] != nil, "\(touched)")
+        #expect(try root.call("touch", ["object": "secret-1"])["expiresAt"]?.intValue != nil)
+        #expect(try root.call("get", ["object": "secret-1", "keyPath": "s"])["value"] == "mine")
     }
 }

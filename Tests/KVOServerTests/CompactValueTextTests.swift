@@ -50,13 +50,24 @@ struct CompactValueTextTests {
               #"{"a":1,"a":2}"#,            // a repeated key
               #"{"a": 1}"#, #"{ "a":1}"#, "[1, 2]", "[ ]", "{\n}",  // white space inside
               #""a\"b""#, #""a\/b""#, #""\u0041""#, #""line\nbreak""#,  // escapes
-              "1.5", "1.0", "1e2", "-0", "0.0", "12345678901234567890",  // non-integral or out-of-range numbers, -0
+              "1.5", "1.0", "1e2", "-0", "0.0",  // non-integral numbers, -0
               #"{"a":{"d":1,"c":2}}"#,      // out of order one level down
               #"[{"b":1,"a":2}]"#,          // inside an array
               #"{"a\u0062":1}"#,            // an escaped key
           ])
     func otherTextIsNotKept(_ text: String) {
         #expect(valueText(text) == nil, "\(text) must be encoded, not kept")
+    }
+
+    @Test("an integer past 64 bits is neither kept nor decoded: the request is refused (never rounded)")
+    func integerPast64Bits() {
+        let decoded = RequestDecoder.decode(Array(#"{"op":"set","object":"o","keyPath":"v","value":12345678901234567890}"#.utf8))
+        #expect(decoded.valueText == nil)
+        guard case let .failure(error) = decoded.request else {
+            Issue.record("accepted: \(decoded.request)")
+            return
+        }
+        #expect(error.code == .badRequest && error.message.hasPrefix("'value': the integer 12345678901234567890"), "\(error)")
     }
 
     @Test("white space around the value or between the request's members does not matter")

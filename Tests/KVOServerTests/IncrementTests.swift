@@ -130,6 +130,38 @@ import Testing
         #expect(value(increment(handler, #"{"op":"increment","object":"c","keyPath":"n"}"#, notifications: &notifications)) == .int(10))
     }
 
+    /// `set` of `$class` is `read_only`; so are `increment` (which read the class name, a string, and answered
+    /// `type_mismatch`) and the array operations, on an object of a class and on one without (no `$class` key).
+    @Test("$class is read_only for increment and the array operations as for set, whatever the object holds",
+          arguments: ["c", "o"])
+    func classKeyIsReadOnly(object: String) throws {
+        let (engine, handler) = try engine()
+        var notifications: [ChangeNotification] = []
+        for line in [#"{"op":"defineClass","class":{"name":"Counter","properties":{"n":{"type":"integer"}}}}"#,
+                     #"{"op":"create","object":"c","class":"Counter","values":{"n":1}}"#] {
+            if case let .failure(error) = increment(handler, line, notifications: &notifications) { throw error }
+        }
+        let before = StateDigest.of(engine, users: nil)
+        for line in [
+            #"{"op":"set","object":"\#(object)","keyPath":"$class","value":"Other"}"#,
+            #"{"op":"increment","object":"\#(object)","keyPath":"$class"}"#,
+            #"{"op":"increment","object":"\#(object)","keyPath":"$class","by":2.5}"#,
+            #"{"op":"insert","object":"\#(object)","keyPath":"$class","index":0,"value":1}"#,
+            #"{"op":"remove","object":"\#(object)","keyPath":"$class","index":0}"#,
+            #"{"op":"replace","object":"\#(object)","keyPath":"$class","index":0,"value":1}"#,
+        ] {
+            notifications.removeAll()
+            guard case let .failure(error) = increment(handler, line, notifications: &notifications) else {
+                Issue.record("\(line) was accepted")
+                continue
+            }
+            #expect(error.code == .readOnly, "\(line): \(error)")
+            #expect(error.details["property"] == "$class", "\(line)")
+            #expect(notifications.isEmpty)
+        }
+        #expect(StateDigest.of(engine, users: nil) == before)
+    }
+
     @Test("it needs read and write: a reader or a writer alone is forbidden and nothing changes",
           arguments: ["o=read", "o=write"])
     func needsReadAndWrite(rule: String) throws {

@@ -140,13 +140,11 @@ struct JSONParserTests {
         #expect(integer == expected)
     }
 
-    @Test("decimals, exponents and integers beyond Int64 are doubles", arguments: [
+    @Test("decimals and exponents are doubles, also past 64 bits", arguments: [
         ("3.0", 3.0), ("1e3", 1000.0), ("1E3", 1000.0), ("1e+3", 1000.0), ("25e-1", 2.5), ("-0.5", -0.5),
         ("0.1", 0.1), ("-0.0", -0.0), ("0e0", 0.0), ("1.5e2", 150.0), ("1e-05", 0.00001),
-        ("9223372036854775808", 9_223_372_036_854_775_808.0),
-        ("-9223372036854775809", -9_223_372_036_854_775_809.0),
-        ("18446744073709551616", 18_446_744_073_709_551_616.0),
-        ("100000000000000000000000", 1e23),
+        ("9223372036854775808.0", 9_223_372_036_854_775_808.0), ("9.223372036854776e18", 9_223_372_036_854_775_808.0),
+        ("1.8446744073709552e+19", 18_446_744_073_709_551_616.0), ("1e20", 1e20), ("1e23", 1e23),
         ("1.7976931348623157e308", Double.greatestFiniteMagnitude),
         ("5e-324", Double.leastNonzeroMagnitude),
     ])
@@ -157,6 +155,46 @@ struct JSONParserTests {
             return
         }
         #expect(number.bitPattern == expected.bitPattern, "\(text) -> \(number)")
+    }
+
+    /// Integers are exact or refused, never rounded (issue 41): 2^63 + 1 as a double would be 2^63; Python writes
+    /// big integers exactly, JavaScript writes 2**64 as 18446744073709552000 (not 2^64) and 1e20 with its digits.
+    @Test("integer literals past 64 bits are refused, never rounded to a double", arguments: [
+        "9223372036854775808", "-9223372036854775809", "9223372036854775809", "18446744073709551616",
+        "18446744073709552000", "100000000000000000000", "100000000000000000000000", "-100000000000000000000",
+        String(repeating: "9", count: 400),
+    ])
+    func integersPast64Bits(text: String) throws {
+        let error = parseError(text)
+        guard case let .integerOutOfRange(literal, field)? = error?.reason else {
+            Issue.record("\(text): \(String(describing: error))")
+            return
+        }
+        #expect(field == nil)
+        #expect(error?.offset == 0)
+        #expect(literal == (text.count > 64 ? String(text.prefix(64)) + "…" : text))
+        #expect(String(describing: error!).contains("outside the 64-bit range"))
+        // Inside arrays and objects alike, where it is: the offset of its first byte.
+        let nested = parseError("[1,{\"a\":\(text)}]")
+        #expect(nested?.offset == 8)
+        if case .integerOutOfRange? = nested?.reason {} else { Issue.record("nested \(text): \(String(describing: nested))") }
+    }
+
+    @Test("a request's member names the field an integer past 64 bits is in, scanned or parsed")
+    func integerPast64BitsNamesItsField() throws {
+        let line = Array(#"{"op":"increment","object":"o","keyPath":"n","by":9223372036854775808,"id":1}"#.utf8)
+        var errors: [JSONParseError?] = [nil, nil]
+        line.withUnsafeBufferPointer { bytes in
+            do throws(JSONParseError) { _ = try JSONParser.scanMembers(bytes) } catch { errors[0] = error }
+            do throws(JSONParseError) { _ = try JSONParser.parseMembers(bytes) } catch { errors[1] = error }
+        }
+        for error in errors {
+            #expect(error?.reason == .integerOutOfRange(literal: "9223372036854775808", field: "by"))
+            #expect(error?.offset == 50)
+            #expect(error.map(String.init(describing:))?.hasPrefix("'by': the integer 9223372036854775808 is outside") == true)
+        }
+        // Int64's own bounds are integers.
+        #expect(try JSONParser.parse("[9223372036854775807,-9223372036854775808]") == [.int(.max), .int(.min)])
     }
 
     @Test("numbers too large for a double are rejected, never infinity", arguments: ["1e400", "-1e400", "1e999999"])

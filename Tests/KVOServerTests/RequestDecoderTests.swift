@@ -194,7 +194,7 @@ struct RequestDecoderTests {
     @Test("a scalar id is echoed, on success and on failure", arguments: [
         (#""abc""#, JSONValue.string("abc")), ("1", .int(1)), ("-5", .int(-5)), ("1.5", .double(1.5)),
         ("true", .bool(true)), ("false", .bool(false)), ("null", .null), (#""""#, .string("")),
-        ("9223372036854775808", .double(9_223_372_036_854_775_808.0)),
+        ("9223372036854775807", .int(.max)), ("9.223372036854776e18", .double(9_223_372_036_854_775_808.0)),
     ] as [(String, JSONValue)])
     func idEcho(idText: String, expected: JSONValue) {
         let success = decode(#"{"op":"ping","id":\#(idText)}"#)

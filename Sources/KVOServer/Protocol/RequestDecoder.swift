@@ -46,6 +46,7 @@ package enum RequestDecoder {
         } catch {
             switch error.reason {
             case .invalidUTF8: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid UTF-8: \(error)")))
+            case .integerOutOfRange: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "\(error)")))
             default: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid JSON: \(error)")))
             }
         }

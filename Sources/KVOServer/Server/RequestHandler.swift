@@ -204,6 +204,8 @@ final class RequestHandler {
             return outcome
         case let .touch(object):
             let expiry = try engine.touch(object, access: access)
+            // The deadline is the object's (whether it has a ttl, and which): only for a caller that may read it.
+            guard access.allows(.read, on: object) else { return reply([("rev", revision(engine.revision))]) }
             return reply([("expiresAt", expiry.map { .int($0.deadline) } ?? .null), ("rev", revision(engine.revision))])
         case let .expire(object, changedRev):
             return replyRevision(try engine.expire(object, ifRev: changedRev, notifications: &notifications))

@@ -90,6 +90,20 @@ test("increment adds atomically, by 1 by default, and refuses what is not a numb
   }
 });
 
+test("numbers from 2^63 to 1e21 (integer literals in JSON.stringify) go as the doubles they are, never refused or rounded", async () => {
+  const kvod = await connect(WS, { heartbeat: 0 });
+  try {
+    const id = objectId("big");
+    // kvod refuses an integer literal past 64 bits; kvod.js writes these doubles with an exponent instead.
+    const values = { two64: 2 ** 64, e20: 1e20, minus: -(2 ** 63), e25: 1e25, small: 9007199254740991, text: "18446744073709552000" };
+    await kvod.create(id, values);
+    assert.deepEqual(await kvod.get(id), values);
+    assert.equal((await kvod.increment(id, "small", 2 ** 64)).value, 9007199254740991 + 2 ** 64);
+  } finally {
+    kvod.close();
+  }
+});
+
 test("conditional writes reject with conflict and its details; two clients racing update lose no update", async () => {
   const first = await connect(WS, { heartbeat: 0 });
   const second = await connect(WS, { heartbeat: 0 });

@@ -41,6 +41,20 @@ const DEFAULT_OPTIONS = {
 };
 
 /** The default endpoint: this page's host, `/ws`, wss on https pages. */
+/**
+ * A request's JSON text. JSON.stringify writes a number from 2^63 up to 1e21 as an integer literal
+ * ("18446744073709552000" for 2**64), which kvod refuses (an integer past 64 bits is kept exact or refused,
+ * never rounded); such a number is a double in JavaScript, so it is sent with an exponent, the same double.
+ */
+function requestText(request) {
+  const text = JSON.stringify(request);
+  if (!/\d{19}/.test(text)) return text;  // the usual case: no integer literal that long
+  const marker = "\u0000kvod-double:";
+  const marked = JSON.stringify(request, (key, value) =>
+    typeof value === "number" && Number.isInteger(value) && Math.abs(value) >= 2 ** 63 ? marker + value.toExponential() : value);
+  return marked.replace(/"\\u0000kvod-double:([^"]+)"/g, "$1");
+}
+
 function defaultURL() {
   if (typeof location === "undefined") throw new KVODError("closed", "connect(url): no page location to default to");
   return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
@@ -346,7 +360,7 @@ export class KVODClient {
     const id = this._nextId++;
     this._pending.set(id, entry);
     try {
-      this._socket.send(JSON.stringify({ ...entry.params, op: entry.op, id }));
+      this._socket.send(requestText({ ...entry.params, op: entry.op, id }));
     } catch (error) {
       this._pending.delete(id);
       entry.reject(new KVODError("connection_lost", `'${entry.op}' could not be sent: ${error.message}`));

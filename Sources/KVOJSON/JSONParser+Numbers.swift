@@ -1,0 +1,82 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Numbers: an integer literal is an `Int64` or refused (`integerOutOfRange`, never rounded to a double);
+/// a fraction or an exponent makes a double (strtod), and one too large for a double is refused.
+extension JSONParser {
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        var isInteger = true
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+            if index < bytes.count, isDigit(bytes[index]) { throw error(.syntax("leading zero in a number")) }
+        } else {
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count, isDigit(bytes[index]) else { throw error(.syntax("invalid number")) }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
+        if isInteger {
+            if let integer = parseInt64(text) {
+                if integer == 0 && text.count != 1 { compact = false }  // -0 is written 0
+                return .int(integer)
+            }
+            // Past 64 bits an integer would become a double, rounded (2^63 + 1 reads as 2^63): refused instead.
+            let literal = String(decoding: text.prefix(64), as: UTF8.self) + (text.count > 64 ? "…" : "")
+            throw JSONParseError(reason: .integerOutOfRange(literal: literal, field: nil), offset: start)
+        }
+        compact = false  // written as `Double.description`, which need not be these bytes
+        // Decimals and exponents: strtod on a NUL-terminated copy (numbers are short).
+        var copy = Array(text)
+        copy.append(0)
+        let value = copy.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { strtod($0, nil) }
+        }
+        guard value.isFinite else { throw JSONParseError(reason: .syntax("number out of range"), offset: start) }
+        return .double(value)
+    }
+
+    func isDigit(_ byte: UInt8) -> Bool {
+        byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+    }
+
+    func parseInt64(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
+        var negative = false
+        var position = 0
+        if text[0] == UInt8(ascii: "-") {
+            negative = true
+            position = 1
+        }
+        var magnitude: UInt64 = 0
+        while position < text.count {
+            let (shifted, overflow1) = magnitude.multipliedReportingOverflow(by: 10)
+            let (added, overflow2) = shifted.addingReportingOverflow(UInt64(text[position] - UInt8(ascii: "0")))
+            if overflow1 || overflow2 { return nil }
+            magnitude = added
+            position += 1
+        }
+        if negative {
+            if magnitude == UInt64(Int64.max) + 1 { return Int64.min }
+            guard magnitude <= UInt64(Int64.max) else { return nil }
+            return -Int64(magnitude)
+        }
+        guard magnitude <= UInt64(Int64.max) else { return nil }
+        return Int64(magnitude)
+    }
+}
