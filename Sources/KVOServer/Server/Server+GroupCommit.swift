@@ -80,6 +80,7 @@ extension Server {
         if !groupCommitTimerArmed && !clock.isManual {
             // libuv's timers count whole milliseconds: the timer may fire up to a millisecond late, and
             // only when no input wakes the loop before (under a steady stream the check phase commits first).
+            // A manual clock arms none: `advanceTime(by:)` commits once the interval has passed on it.
             let remaining = groupCommitIntervalNanoseconds - elapsed
             let milliseconds = (remaining + 999_999) / 1_000_000
             uv_timer_start(groupCommitTimer, Server.groupCommitCallback, milliseconds, 0)
