@@ -25,6 +25,9 @@ final class ExpiryTable {
 
     var isEmpty: Bool { entries.isEmpty }
     var count: Int { entries.count }
+    /// The earliest reminder queued, stale ones included (`Int64.max` with none): no object is due before it, so
+    /// the server's check before each request (`KVOEngine.expiryCheckAt`) is one comparison with this.
+    private(set) var earliestReminder = Int64.max
     /// Reminders queued, stale ones included.
     var reminderCount: Int { queue.count }
 
@@ -65,6 +68,7 @@ final class ExpiryTable {
     private func rebuild() {
         queue = entries.map { (at: $0.value.deadline, object: $0.key, deadline: $0.value.deadline) }
         queue.sort { $0.at < $1.at }  // a sorted array is a valid min-heap
+        earliestReminder = queue.first?.at ?? .max
     }
 
     private func dropStale() {
@@ -75,6 +79,7 @@ final class ExpiryTable {
         // Refreshes leave stale reminders deep in the heap: rebuilt from the entries when they outnumber them.
         if queue.count > 2 * entries.count + 64 { rebuild() }
         queue.append(reminder)
+        earliestReminder = min(earliestReminder, reminder.at)
         var child = queue.count - 1
         while child > 0 {
             let parent = (child - 1) / 2
@@ -85,6 +90,7 @@ final class ExpiryTable {
     }
 
     private func popTop() {
+        defer { earliestReminder = queue.first?.at ?? .max }
         let last = queue.removeLast()
         guard !queue.isEmpty else { return }
         queue[0] = last

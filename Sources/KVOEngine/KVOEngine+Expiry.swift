@@ -86,6 +86,11 @@ extension KVOEngine {
         }
     }
 
+    /// No object is due before this (wall-clock ms; `Int64.max` when none has a ttl): the server compares its clock
+    /// with it before each request and expires what is due first, so that no read sees an object past its deadline.
+    /// Earlier than needed at times (a refreshed deadline's old reminder), never later.
+    public var expiryCheckAt: Int64 { expiries.earliestReminder }
+
     /// When the server's timer should next look for due objects (wall-clock ms), nil when none has a ttl.
     public var nextExpiryCheck: Int64? { expiries.isEmpty ? nil : expiries.nextReminder() }
 

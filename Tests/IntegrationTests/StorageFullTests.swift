@@ -31,7 +31,7 @@ struct StorageFullTests {
         while Date() < deadline {
             let reply = try client.request("create", ["object": .string(object)])
             if reply["ok"] == true { return true }
-            Thread.sleep(forTimeInterval: 0.2)
+            Thread.sleep(forTimeInterval: 0.02)
         }
         return false
     }

@@ -84,10 +84,12 @@ import Testing
             try engine.setTTL(id, milliseconds: ttl)
         }
         #expect(engine.nextExpiryCheck == 100)
+        #expect(engine.expiryCheckAt == 100, "the server's one comparison before a request")
         #expect(engine.dueExpiries(now: 99, retry: 1_000).isEmpty)
         #expect(engine.dueExpiries(now: 250, retry: 1_000).map(\.object) == ["b", "c"])
         #expect(engine.dueExpiries(now: 250, retry: 1_000).isEmpty, "asked for once, then after the retry")
         #expect(engine.nextExpiryCheck == 300)
+        #expect(engine.expiryCheckAt == 300, "b and c were handed out: their reminders are a second later")
         // `c` refreshed meanwhile: its old reminder is stale.
         engine.writeTime = 260
         try engine.set("c", "v", 1)

@@ -95,6 +95,8 @@ import Testing
     @Test func afterCommitQueuesTheBackgroundCheckpointAndReportsTheBlockingFallbackOnceASecond() throws {
         let directory = TemporaryDirectory()
         let store = try open(directory)
+        // The pause and the report window are on the store's clock: turned here, not waited for.
+        store.clock = .manual()
         try store.startBackgroundCheckpoints(delayMilliseconds: 0)
         var loop = uv_loop_t()
         #expect(uv_loop_init(&loop) == 0)
@@ -114,11 +116,13 @@ import Testing
                 "\(notice.message)")
         rev = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
         #expect(store.afterCommit(on: &loop) == nil, "within the same second: counted, not reported")
-        usleep(1_100_000)
-        uv_update_time(&loop)
+        store.clock.advance(nanoseconds: 999_000_000)
+        rev = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
+        #expect(store.afterCommit(on: &loop) == nil, "999 ms after the report: still counted")
+        store.clock.advance(nanoseconds: 1_000_000)
         _ = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
         let next = try #require(store.afterCommit(on: &loop))
-        #expect(next.message.contains(": 2 blocking checkpoints on the event loop"), "\(next.message)")
+        #expect(next.message.contains(": 3 blocking checkpoints on the event loop"), "\(next.message)")
         #expect(uv_run(&loop, UV_RUN_DEFAULT) == 0)
         store.close()
         #expect(uv_loop_close(&loop) == 0)
@@ -175,6 +179,8 @@ import Testing
     @Test func readersHoldTheBlockingCheckpointBackBrieflyAndTheWALGrowsUntilTheyEnd() throws {
         let directory = TemporaryDirectory()
         let store = try open(directory)
+        // The pause and the report window are on the store's clock: turned here, not waited for.
+        store.clock = .manual()
         var rev = try commit(store, from: 1) { $0.checkpointNeed == .background }
         let reader = try SQLiteDatabase(path: store.databasePath, create: false)
         try reader.exec("BEGIN")
@@ -197,7 +203,7 @@ import Testing
         read.finalize()
         try reader.exec("COMMIT")
         reader.close()
-        usleep(1_100_000)
+        store.clock.advance(nanoseconds: SQLiteStore.blockingCheckpointReaderBackoffNanoseconds)
         try store.commit(F.batch([F.entry(rev, "after", ["n": 1])]))
         #expect(store.blockingCheckpoint?.emptied == true, "the reader gone, the next try empties the WAL")
         #expect(store.walBytes == 0)

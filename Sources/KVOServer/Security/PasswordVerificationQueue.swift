@@ -34,6 +34,8 @@ final class PasswordVerificationQueue {
     /// A proven address stops being treated as proven at this failure score (a few typos are fine).
     static let provenFailureLimit = 3.0
     private let loop: UnsafeMutablePointer<uv_loop_t>
+    /// The server's clock (`ServerClock`): failure scores and recent successes are counted on it.
+    private let clock: ServerClock
     private var waiting: [PasswordVerification] = []
     private(set) var running = 0
     private var nextSequence: UInt64 = 0
@@ -44,9 +46,10 @@ final class PasswordVerificationQueue {
     /// Called on the loop thread with each finished check.
     private let finished: (PasswordVerification) -> Void
 
-    init(loop: UnsafeMutablePointer<uv_loop_t>, concurrency: Int, capacity: Int, unprovenLimit: Int = 8,
+    init(loop: UnsafeMutablePointer<uv_loop_t>, clock: ServerClock, concurrency: Int, capacity: Int, unprovenLimit: Int = 8,
          finished: @escaping (PasswordVerification) -> Void) {
         self.loop = loop
+        self.clock = clock
         self.concurrency = max(1, concurrency)
         self.capacity = max(1, capacity)
         self.unprovenLimit = max(1, min(unprovenLimit, self.capacity))
@@ -168,7 +171,7 @@ final class PasswordVerificationQueue {
     private func complete(_ verification: PasswordVerification) {
         running -= 1
         finished(verification)
-        startWaiting(now: uv_now(loop))
+        startWaiting(now: clock.milliseconds)
     }
 
     /// What a work request carries: the check and the queue to report to.

@@ -126,6 +126,20 @@ extension Server {
         uv_run(loop.raw, UV_RUN_NOWAIT)
     }
 
+    /// Turns the server's manual clock (`ServerConfiguration.clock`, `ServerClock.manual()`) forward by `seconds` and
+    /// runs what became due, as the housekeeping tick and the group commit's timer do on real time: expiries, the
+    /// ends of presence graces, first-request, login and TLS-handshake deadlines, suppressed-log summaries, cluster
+    /// write deadlines, and a held group commit; then one loop iteration. Never sleeps. Loop thread (the caller's).
+    /// With a store and a group-commit interval, writes within the interval of the last commit wait (as on real time)
+    /// until the clock is turned past it: a test of something else sets the interval to 0.
+    func advanceTime(by seconds: Double) {
+        precondition(seconds >= 0, "time does not run backwards")
+        clock.advance(nanoseconds: UInt64(seconds * 1e9))
+        housekeep()
+        flushConnections()
+        step()
+    }
+
     /// Stops the server and runs its loop until every handle closed (as `run()` does after a stop).
     @discardableResult
     func stopEmbedded() -> ShutdownReport {

@@ -29,7 +29,7 @@ extension Server {
                 sequence: passwordChecks.takeSequence(), hash: user?.passwordHash ?? users.unknownUserHash,
                 password: password, requestStarted: requestStarted)
             connection.pauseReading(.verification)
-            if let turnedAway = passwordChecks.submit(verification, now: uv_now(loop.raw)) {
+            if let turnedAway = passwordChecks.submit(verification, now: clock.milliseconds) {
                 turnAway(turnedAway)
             }
         case let .token(text):
@@ -38,7 +38,7 @@ extension Server {
                 logIn(connection, as: user, id: id)
             } else {
                 authenticationFailed(connection, userName: nil, id: id)
-                passwordChecks.peerFailures.recordFailure(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
+                passwordChecks.peerFailures.recordFailure(of: Server.host(ofPeer: connection.peer), now: clock.milliseconds)
             }
         }
     }
@@ -63,7 +63,7 @@ extension Server {
                 logIn(connection, as: user, id: verification.requestID)
             } else {
                 authenticationFailed(connection, userName: verification.userName, id: verification.requestID)
-                passwordChecks.peerFailures.recordFailure(of: verification.peerHost, now: uv_now(loop.raw))
+                passwordChecks.peerFailures.recordFailure(of: verification.peerHost, now: clock.milliseconds)
             }
         }
         connection.resumeReading(.verification)
@@ -73,7 +73,7 @@ extension Server {
     func logIn(_ connection: Connection, as user: UserRecord, id: JSONValue?) {
         connection.principal = Principal(user: user.name, policy: policy(ofUser: user.name) ?? AccessPolicy(rules: user.rules))
         send(.success([("user", .string(user.name))]), id: id, to: connection, counting: .auth)
-        passwordChecks.recordSuccess(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
+        passwordChecks.recordSuccess(of: Server.host(ofPeer: connection.peer), now: clock.milliseconds)
         // A second login on a connection (as another user) re-checks what it observes.
         principalDidChange(of: connection)
         logger.debug("authenticated", metadata: [
@@ -87,7 +87,7 @@ extension Server {
         connection.authenticationFailures += 1
         metrics.countRequest(.auth, error: .unauthenticated)
         requestAnswered(.auth, startedAt: requestStarted)
-        if let count = authenticationFailureLog.record(at: uv_now(loop.raw)) {
+        if let count = authenticationFailureLog.record(at: clock.milliseconds) {
             let others = count > 1 ? " (and \(count - 1) more since the last line)" : ""
             let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "an API token"
             logger.warning("authentication failed for \(who) from \(connection.peer)\(others)",

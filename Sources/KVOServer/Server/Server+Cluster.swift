@@ -58,7 +58,7 @@ extension Server {
             send(.failure(KVOError(.unavailable, refusal)), id: id, to: connection, counting: operation)
             return
         }
-        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        let deadline = clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
         cluster.submit(line: Array(line), user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
                                                         deadline: deadline, started: requestStarted,
@@ -98,9 +98,11 @@ extension Server {
 
     /// Check phase: hands the writes queued this iteration to the bridge as one batch (unless a batch is
     /// still being appended: they then go with the next one).
+    /// The job's deadline is real time (`uv_hrtime`), not `clock`: the NATS bridge's thread compares it with the
+    /// real clock while it appends; the writes' own deadlines, on `clock`, are the loop's (`expireClusterWrites`).
     func publishClusterBatch(_ cluster: ClusterReplicator) {
         let deadline = uv_hrtime() &+ UInt64(cluster.configuration.writeTimeout * 1e9)
-        if let job = cluster.takeBatch(deadline: deadline, time: loopWallClock) { clusterBridge?.enqueue(job) }
+        if let job = cluster.takeBatch(deadline: deadline, time: clock.wallMilliseconds) { clusterBridge?.enqueue(job) }
     }
 
     /// The bridge posted: apply stream entries in order, note appended batches, answer writes whose batch
@@ -229,7 +231,7 @@ extension Server {
         let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
         // Every node applies the entry's writes at the time its publisher stamped (an older kvod's entry has
         // none: its writes set no ttl, and this node's clock is as good as any).
-        handler.engine.writeTime = entry.time ?? loopWallClock
+        handler.engine.writeTime = entry.time ?? clock.wallMilliseconds
         var released: [Connection] = []
         for (index, operation) in entry.operations.enumerated() {
             let writer = writers.flatMap { index < $0.count ? $0[index] : nil }
@@ -285,6 +287,7 @@ extension Server {
                 diverge(cluster, .diverged(minority))
                 return
             }
+            // Real time: the bridge's thread compares the deadline with `uv_hrtime` (`publishClusterBatch`).
             clusterBridge?.enqueue(cluster.checkpointJob(after: sequence, revision: handler.engine.revision,
                                                          deadline: uv_hrtime() &+ UInt64(configuration.writeTimeout * 1e9)))
         }
@@ -310,7 +313,7 @@ extension Server {
             send(.failure(KVOError(.unavailable, refusal)), id: decoded.id, to: connection, counting: MetricsOperation(request))
             return
         }
-        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        let deadline = clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
         revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id, requestID: decoded.id,
                                                 request: request, deadline: deadline,
                                                 started: requestStarted))

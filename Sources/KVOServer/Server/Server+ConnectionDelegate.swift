@@ -78,7 +78,7 @@ extension Server: ConnectionDelegate {
         if reason.isNoteworthy {
             if let slot = reason.rateLimitSlot {
                 // The count includes this closing: the others were held back since the last line.
-                guard let count = closingLogLimits[slot].record(at: uv_now(loop.raw)) else { return }
+                guard let count = closingLogLimits[slot].record(at: clock.milliseconds) else { return }
                 if count > 1 { logSuppressedClosings(count - 1, slot: slot) }
             }
             logger.warning("connection closed: \(reason)", metadata: metadata)

@@ -17,6 +17,10 @@ extension Server {
         requestStarted = uv_hrtime()
         defer { requestStarted = outer }
         connection.hasSentRequest = true
+        // The request's time (`Server+Expiry`): the loop's, read once per iteration (`ServerClock`); an object past
+        // its deadline is expired before the request can read it.
+        let now = clock.wallMilliseconds
+        if handler.engine.expiryCheckAt <= now { expireDueObjectsBeforeReads() }
         // Before a login (users defined) only hello, auth and ping are looked at: docs/protocol.md.
         let decoded = connection.principal == nil ? RequestDecoder.decodeBeforeLogin(line) : RequestDecoder.decode(line)
         // Cluster mode: after writes in flight on this connection, only more writes go on at once (they join
@@ -80,8 +84,8 @@ extension Server {
             return
         }
         if declaration.isWrite {
-            // The write's time (`Server+Expiry`): the loop's, read once per iteration; no clock is read here.
-            handler.engine.writeTime = loopWallClock
+            // The write's time (`Server+Expiry`): the request's, above; no clock is read here.
+            handler.engine.writeTime = now
             if groupCommitIntervalNanoseconds > 0 { noteWriterForGroupCommit(connection.id) }
         }
         if let atLeastRev = decoded.atLeastRev, atLeastRev > handler.engine.revision {

@@ -30,7 +30,7 @@ extension Server {
             sessions.uncommitted.removeAll()
         }
         guard !batch.isEmpty || batch.streamSequence != nil else { return }
-        let now = uv_hrtime()
+        let now = clock.nanoseconds
         lastGroupCommitStart = now
         if groupCommitIntervalNanoseconds > 0 {
             // A hold that no writer used (each waits for its reply before the next write) only delayed it:
@@ -70,16 +70,17 @@ extension Server {
     func holdsGroupCommit() -> Bool {
         guard groupCommitIntervalNanoseconds > 0, !isStopping, uncommittedUsers.isEmpty,
               handler.engine.hasUncommittedWrites else { return false }
-        let now = uv_hrtime()
+        let now = clock.nanoseconds
         let elapsed = now &- lastGroupCommitStart
         guard elapsed < groupCommitIntervalNanoseconds else { return false }
         if !groupCommitWasHeld {
             guard now >= groupCommitHoldsPausedUntil || writerRepeatedSinceCommit else { return false }
             groupCommitWasHeld = true
         }
-        if !groupCommitTimerArmed {
+        if !groupCommitTimerArmed && !clock.isManual {
             // libuv's timers count whole milliseconds: the timer may fire up to a millisecond late, and
             // only when no input wakes the loop before (under a steady stream the check phase commits first).
+            // A manual clock arms none: `advanceTime(by:)` commits once the interval has passed on it.
             let remaining = groupCommitIntervalNanoseconds - elapsed
             let milliseconds = (remaining + 999_999) / 1_000_000
             uv_timer_start(groupCommitTimer, Server.groupCommitCallback, milliseconds, 0)

@@ -79,7 +79,7 @@ extension Server {
         connection.sendHTTPResponse(response, keepAlive: keepAlive)
         guard keepAlive, !connection.isClosing, configuration.firstRequestTimeout > 0 else { return }
         connection.hasSentRequest = false
-        firstRequestDeadlines.add(connection.id, deadline: uv_now(loop.raw) &+ UInt64(configuration.firstRequestTimeout * 1000))
+        firstRequestDeadlines.add(connection.id, deadline: clock.milliseconds &+ UInt64(configuration.firstRequestTimeout * 1000))
     }
 
     /// `GET /metrics` on a non-loopback listener with users defined: why it is refused without a server
@@ -94,7 +94,7 @@ extension Server {
             users.user(presentingToken: token).flatMap { user in policy(ofUser: user.name).map { (user.name, $0) } }
         }
         if decision == .invalidToken {
-            passwordChecks.peerFailures.recordFailure(of: Server.host(ofPeer: connection.peer), now: uv_now(loop.raw))
+            passwordChecks.peerFailures.recordFailure(of: Server.host(ofPeer: connection.peer), now: clock.milliseconds)
         }
         return HTTPMetricsAccess.refusal(decision)
     }

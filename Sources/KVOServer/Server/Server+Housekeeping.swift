@@ -13,8 +13,8 @@ extension Server {
     /// The housekeeping tick: closes connections that sent no request before their deadline, and
     /// returns memory to the system once the buffers have drained after a burst.
     func housekeep() {
-        let now = uv_now(loop.raw)
-        refreshWallClockOffset()
+        let now = clock.milliseconds
+        clock.refreshWallClockOffset()
         expireDueObjects()
         endDueSessions()
         if now &- lastStorageCheck >= 1000 {

@@ -110,14 +110,14 @@ extension Server {
     /// `connection` closed: its session, if it has one, ends after its grace unless resumed.
     func detachSession(of connection: ConnectionID) {
         guard !sessions.isEmpty else { return }
-        sessions.detach(connection, now: uv_now(loop.raw))
+        sessions.detach(connection, now: clock.milliseconds)
     }
 
     /// Housekeeping: ends the detached sessions whose grace is over (not while writes are refused: they end
     /// once writes are taken again).
     func endDueSessions() {
         guard sessions.hasDetached, takesServerWrites else { return }
-        let due = sessions.due(now: uv_now(loop.raw))
+        let due = sessions.due(now: clock.milliseconds)
         guard !due.isEmpty else { return }
         defer { flushConnections() }
         var writes = 0
@@ -159,7 +159,7 @@ extension Server {
     /// its grace from now, their ephemeral objects watched (those that no longer exist dropped).
     func restoreSessions(_ stored: [PresenceSession]) {
         sessions = SessionTable(recordsChanges: storeKeepsWrites)
-        sessions.restore(stored, now: uv_now(loop.raw))
+        sessions.restore(stored, now: clock.milliseconds)
         watchEphemeralObjects()
         if !stored.isEmpty {
             logger.info("restored \(stored.count) session\(stored.count == 1 ? "" : "s"), each ending after its grace unless its client resumes it")

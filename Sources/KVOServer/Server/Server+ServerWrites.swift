@@ -22,7 +22,7 @@ extension Server {
         let decoded = RequestDecoder.decode(line).request
         if let cluster {
             let operation = (try? decoded.get()).map { MetricsOperation($0) } ?? .invalid
-            let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+            let deadline = clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
             cluster.submit(line: line, user: user,
                            writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
                                                             operation: operation, deadline: deadline, started: 0))
@@ -35,7 +35,7 @@ extension Server {
             metrics.countRequest(.invalid, error: error.code)
             return .failure(error)
         }
-        handler.engine.writeTime = loopWallClock
+        handler.engine.writeTime = clock.wallMilliseconds
         notifications.removeAll(keepingCapacity: true)
         let outcome = handler.handle(request, from: Server.clusterConnection, access: clusterAccess(forUser: user),
                                      budget: .unlimited, eventEncoding: .full, notifications: &notifications)

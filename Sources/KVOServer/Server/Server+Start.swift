@@ -25,8 +25,10 @@ extension Server {
         retainOwner(self, in: groupCommitTimer)
         uv_timer_init(loop.raw, housekeepingHandle)
         retainOwner(self, in: housekeepingHandle)
-        uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
-        refreshWallClockOffset()
+        // A manual clock's housekeeping runs when the test turns it (`advanceTime(by:)`), not on real time.
+        if !clock.isManual {
+            uv_timer_start(housekeepingHandle, Server.housekeepingCallback, Server.housekeepingInterval, Server.housekeepingInterval)
+        }
     }
 
     /// The TLS context and the listeners; refuses to start (closing what it opened) without a listener, or

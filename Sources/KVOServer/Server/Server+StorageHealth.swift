@@ -31,6 +31,7 @@ extension Server {
         var attempt = 0
         while true {
             do throws(StorageError) {
+                // Real time, not `clock`: the metric measures the real commit (docs/design.md, "The clock").
                 let started = uv_hrtime()
                 try store.commit(batch)
                 if let sequence = batch.streamSequence { cluster?.committedSequence = sequence }

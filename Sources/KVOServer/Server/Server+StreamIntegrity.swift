@@ -38,7 +38,7 @@ extension Server {
     /// before it would bring the node back to it).
     func halt(_ cluster: ClusterReplicator, _ reason: String, escalates: Bool = true) {
         cluster.awaitingContinuity = false
-        cluster.lastRepairAttempt = uv_now(loop.raw)
+        cluster.lastRepairAttempt = clock.milliseconds
         let times = cluster.halts?.sequence == cluster.appliedSequence ? cluster.halts!.times + 1 : 1
         cluster.halts = (cluster.appliedSequence, times)
         if escalates, times > ClusterReplicator.haltsBeforeSnapshot, cluster.installedSnapshot != cluster.appliedSequence {
@@ -65,7 +65,7 @@ extension Server {
             return
         }
         cluster.health = health
-        cluster.lastRepairAttempt = uv_now(loop.raw)
+        cluster.lastRepairAttempt = clock.milliseconds
         metrics.clusterIntegrityFailed()
         logger.critical("cluster: \(health.reason ?? ""); this node stops applying the stream and taking writes, and installs the newest snapshot the other nodes agree with")
         refuseWaiting(cluster)
@@ -82,7 +82,7 @@ extension Server {
     func resubscribe(_ cluster: ClusterReplicator) {
         cluster.subscriptionGeneration += 1
         cluster.awaitingContinuity = true
-        cluster.lastRepairAttempt = uv_now(loop.raw)
+        cluster.lastRepairAttempt = clock.milliseconds
         clusterBridge?.resubscribe(from: cluster.appliedSequence, generation: cluster.subscriptionGeneration)
     }
 

@@ -86,7 +86,7 @@ extension Server {
             send(.failure(KVOError(.unavailable, refusal)), id: id, to: connection, counting: .admin)
             return
         }
-        let deadline = uv_now(loop.raw) &+ UInt64(cluster.configuration.writeTimeout * 1000)
+        let deadline = clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
         cluster.submit(userChange: change, user: connection.principal?.user,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: .admin,
                                                         deadline: deadline, tokenText: tokenText, started: requestStarted))

@@ -20,6 +20,8 @@ public final class Server {
     public internal(set) var configuration: ServerConfiguration
     var logger: Logger { configuration.logger }
     let loop: EventLoop
+    /// Every time-based behaviour's clock (`ServerClock`): `configuration.clock`, or the system clock on `loop`.
+    let clock: ServerClock
     /// Every listener (`--port`, `--tls-port`, `--http-port`, `--unix`), each knowing what its connections
     /// speak (`Listener.stack`): accepting is the same for all of them.
     var listeners: [Listener] = []
@@ -63,14 +65,12 @@ public final class Server {
     /// Group commit cadence (`Server+GroupCommit`): the least time between the starts of two group commits
     /// while writes keep arriving, in nanoseconds (0: every iteration that wrote commits).
     let groupCommitIntervalNanoseconds: UInt64
-    /// When the last group commit of writes started (`uv_hrtime`).
+    /// When the last group commit of writes started (`clock.nanoseconds`).
     var lastGroupCommitStart: UInt64 = 0
     /// Fires when a held group commit is due, for the case where no more input wakes the loop first.
     let groupCommitTimer: UnsafeMutablePointer<uv_timer_t>
     /// Whether `groupCommitTimer` is running.
     var groupCommitTimerArmed = false
-    /// The wall clock minus the loop's clock, in ms (`Server+Expiry`); taken at start and every housekeeping tick.
-    var wallClockOffset: Int64 = 0
     /// The connections that wrote since the last group commit, and whether one of them wrote again before
     /// its write was committed (it does not wait for each reply: holding the commit costs it nothing).
     /// Kept only with a cadence (`groupCommitIntervalNanoseconds` > 0).
@@ -79,7 +79,7 @@ public final class Server {
     /// Whether the writes waiting for the next group commit were held (`holdsGroupCommit`).
     var groupCommitWasHeld = false
     /// After a hold that no writer used (writers that each wait for their reply), no hold until then
-    /// (`uv_hrtime`), unless a writer sends another write before its last is committed.
+    /// (`clock.nanoseconds`), unless a writer sends another write before its last is committed.
     var groupCommitHoldsPausedUntil: UInt64 = 0
     /// New connections' first-request deadlines, in accept order.
     var firstRequestDeadlines = FirstRequestDeadlines()
@@ -148,7 +148,8 @@ public final class Server {
     /// Counters and histograms for `GET /metrics` (loop thread only).
     let metrics = ServerMetrics()
     /// `uv_hrtime()` when the loop began handling the request being handled (`handleLine`), for
-    /// `kvod_request_duration_seconds`; 0 outside any. A request answered later (a password check, a cluster
+    /// `kvod_request_duration_seconds`; 0 outside any. Real time, not `clock`: the metric measures the real loop
+    /// (docs/design.md, "The clock"). A request answered later (a password check, a cluster
     /// write, an `atLeastRev` wait) keeps its own start and sets this again around its answer. Loop thread.
     var requestStarted: UInt64 = 0
 
@@ -205,6 +206,9 @@ public final class Server {
         } catch {
             throw .transport(error)
         }
+        clock = configuration.clock ?? .system()
+        if !clock.isManual { clock.attach(to: loop.raw) }
+        (store as? SQLiteStore)?.clock = clock
         let clusterParts = configuration.cluster.map {
             ClusterParts($0, appliedSequence: appliedSequence, integrity: startup.streamIntegrity)
         }
@@ -229,13 +233,16 @@ public final class Server {
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         stopHandle = StopHandle(asyncHandle)
         passwordChecks = PasswordVerificationQueue(
-            loop: loop.raw, concurrency: configuration.passwordCheckConcurrency,
+            loop: loop.raw, clock: clock, concurrency: configuration.passwordCheckConcurrency,
             capacity: configuration.passwordCheckQueueLimit) { [unowned self] verification in
             self.passwordCheckFinished(verification)
         }
         startOwnHandles()
         restoreSessions(startup.sessions)
         checkStorageAtStart()
+        // An object whose ttl ended while kvod was stopped is gone (and committed) before anything can read it. A
+        // cluster node first applies the stream from where it stopped; its requests' check does the rest.
+        if cluster == nil { expireDueObjects(limit: .max) }
         try startListening()
         if !users.isEmpty {
             configuration.logger.info("authentication required", metadata: ["users": "\(users.count)"])

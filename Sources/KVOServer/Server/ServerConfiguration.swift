@@ -79,6 +79,9 @@ public struct ServerConfiguration: Sendable {
     /// The git commit this build is from, for `kvod_build_info{commit}` and the first "listening" log line: the
     /// daemon passes `KVODBuildCommit.hash` (generated at build time); "unknown" when not told.
     public var buildCommit = "unknown"
+    /// The clock every time-based behaviour reads (`ServerClock`); nil: the system clock (kvod's). Tests running a
+    /// server in-process give `ServerClock.manual()` and turn it with `Server.advanceTime(by:)`.
+    public var clock: ServerClock? = nil
     /// Tests: the server needs no listener, its connections being made in-process (`EmbeddedConnection`).
     var isEmbedded = false
 

@@ -41,7 +41,7 @@ extension SQLiteStore: Store {
     /// second, the rest counted.
     func afterCommit(on loop: UnsafeMutablePointer<uv_loop_t>) -> StoreNotice? {
         var notice: StoreNotice?
-        if let fallback = blockingCheckpoint, let count = blockingCheckpointLog.record(at: uv_now(loop)) {
+        if let fallback = blockingCheckpoint, let count = blockingCheckpointLog.record(at: clock.nanoseconds / 1_000_000) {
             let what = count == 1 ? "a blocking checkpoint" : "\(count) blocking checkpoints"
             if fallback.emptied {
                 notice = StoreNotice(level: .warning, message: "the WAL passed --wal-limit (\(fallback.walBytes) bytes, limit \(walLimitBytes)): \(what) on the event loop; background checkpoints are not keeping up with the writes")

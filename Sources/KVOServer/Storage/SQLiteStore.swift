@@ -128,8 +128,12 @@ package final class SQLiteStore {
     /// How long `checkpointBlocking()` waits for the locks it needs: `blockingCheckpointTimeoutMilliseconds`,
     /// shorter only in tests of a wait that runs out.
     var blockingCheckpointWaitMilliseconds = SQLiteStore.blockingCheckpointTimeoutMilliseconds
-    /// Until when (`uv_hrtime`) `checkpointBlocking()` does not try again, after readers held it back.
+    /// Until when (`clock.nanoseconds`) `checkpointBlocking()` does not try again, after readers held it back.
     var blockingCheckpointPausedUntil: UInt64 = 0
+    /// The clock the pause after readers and the report's rate window are counted on: the server's (`ServerClock`,
+    /// set by the server that opened it), the system's otherwise. The waits for SQLite's locks within one
+    /// checkpoint stay on real time (another thread or process holds them).
+    var clock = ServerClock.system()
     /// Whether readers held the last blocking checkpoint back (or it was skipped during the pause after).
     package internal(set) var blockingCheckpointHeldByReaders = false
     /// The data directory's lock, held until `close()`.
@@ -382,7 +386,7 @@ package final class SQLiteStore {
     @discardableResult
     package func checkpointBlocking() -> Bool {
         guard let database else { return false }
-        if uv_hrtime() < blockingCheckpointPausedUntil { return false }
+        if clock.nanoseconds < blockingCheckpointPausedUntil { return false }
         blockingCheckpointHeldByReaders = false
         let wait = blockingCheckpointWaitMilliseconds
         let readerWait = min(wait, SQLiteStore.blockingCheckpointReaderWaitMilliseconds)
@@ -400,7 +404,7 @@ package final class SQLiteStore {
             let now = uv_hrtime()
             if now - started >= UInt64(readerWait) * 1_000_000 {
                 blockingCheckpointHeldByReaders = true
-                blockingCheckpointPausedUntil = now + SQLiteStore.blockingCheckpointReaderBackoffNanoseconds
+                blockingCheckpointPausedUntil = clock.nanoseconds + SQLiteStore.blockingCheckpointReaderBackoffNanoseconds
                 return false
             }
             if now >= deadline { return false }

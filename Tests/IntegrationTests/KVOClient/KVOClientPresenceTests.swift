@@ -38,7 +38,11 @@ import Testing
         }
         #expect(pinged && proxy.connectionCount >= 2)
         #expect(kvod.session == session)
-        try await Task.sleep(nanoseconds: 3_500_000_000)
+        // Resumed: the server holds the session attached (no grace running), so nothing can run; that a resumed
+        // session runs nothing when its grace would have ended is `ManualClockServerTests`' (no waiting for it here).
+        let metrics = try observer.call("metrics")["text"]?.stringValue ?? ""
+        #expect(metrics.contains(#"kvod_sessions{state="attached"} 1"#) && metrics.contains(#"kvod_sessions{state="detached"} 0"#),
+                "\(metrics)")
         #expect(try observer.call("get", ["object": "users.ada"])["value"] == ["online": true, "visits": 0])
         // Gone for good: after the grace both actions and the ephemeral deletion run once.
         try observer.call("observe", ["object": "users.ada", "keyPath": "online", "options": ["new"]])
