@@ -23,7 +23,7 @@ func strictlyEqual(_ a: JSONValue, _ b: JSONValue) -> Bool {
 }
 
 /// The error `JSONParser` throws for `bytes`, or nil when it parses.
-private func parseError(_ bytes: [UInt8]) -> JSONParseError? {
+func parseError(_ bytes: [UInt8]) -> JSONParseError? {
     do {
         _ = try JSONParser.parse(bytes)
         return nil
@@ -32,11 +32,11 @@ private func parseError(_ bytes: [UInt8]) -> JSONParseError? {
     }
 }
 
-private func parseError(_ text: String) -> JSONParseError? {
+func parseError(_ text: String) -> JSONParseError? {
     parseError(Array(text.utf8))
 }
 
-private func isSyntaxError(_ error: JSONParseError?) -> Bool {
+func isSyntaxError(_ error: JSONParseError?) -> Bool {
     if case .syntax = error?.reason { return true }
     return false
 }
@@ -508,106 +508,5 @@ struct JSONParserTests {
         #expect(parseError("[1,]")?.description.hasSuffix("at byte 3") == true)
         #expect(parseError([0xFF])?.description == "invalid UTF-8 at byte 0")
         #expect(parseError(Self.nestedArrays(300))?.description.contains("\(JSONParser.maximumDepth)") == true)
-    }
-}
-
-@Suite("JSONValue equality")
-struct JSONValueEqualityTests {
-    @Test("integers and doubles compare by value")
-    func numericEquality() {
-        #expect(JSONValue.int(3) == .double(3.0))
-        #expect(JSONValue.double(3.0) == .int(3))
-        #expect(JSONValue.int(0) == .double(-0.0))
-        #expect(JSONValue.int(-7) == .double(-7.0))
-        #expect(JSONValue.int(3) != .double(3.5))
-        #expect(JSONValue.double(3.5) != .int(3))
-        #expect(JSONValue.int(3) != .int(4))
-        #expect(JSONValue.double(0.1) == .double(0.1))
-        // 2^63 as a double is not Int64.max (it is out of Int64's range).
-        #expect(JSONValue.int(.max) != .double(9_223_372_036_854_775_808.0))
-        #expect(JSONValue.int(.min) == .double(-9_223_372_036_854_775_808.0))
-        // 2^53 + 1 is not representable as a double: the nearest double is 2^53.
-        #expect(JSONValue.int(9_007_199_254_740_993) != .double(9_007_199_254_740_992.0))
-        #expect(JSONValue.int(9_007_199_254_740_992) == .double(9_007_199_254_740_992.0))
-    }
-
-    @Test("numeric equality holds inside arrays and objects")
-    func nestedNumericEquality() throws {
-        #expect(JSONValue.array([.int(1), .double(2)]) == .array([.double(1.0), .int(2)]))
-        #expect(JSONValue.object(["a": .int(1)]) == .object(["a": .double(1.0)]))
-        #expect(try JSONParser.parse(#"{"a":[1,2]}"#) == JSONParser.parse(#"{"a":[1.0,2e0]}"#))
-        #expect(try JSONParser.parse(#"{"a":[1,2]}"#) != JSONParser.parse(#"{"a":[1.0,2.5]}"#))
-    }
-
-    @Test("different types are never equal")
-    func typesDiffer() {
-        #expect(JSONValue.string("1") != .int(1))
-        #expect(JSONValue.null != .bool(false))
-        #expect(JSONValue.bool(true) != .int(1))
-        #expect(JSONValue.array([]) != .object([:]))
-        #expect(JSONValue.null != .string("null"))
-        #expect(JSONValue.array([.int(1)]) != .array([.int(1), .int(1)]))
-        #expect(JSONValue.object(["a": .null]) != .object([:]))
-    }
-}
-
-/// The string scan skips eight plain ASCII bytes at a time: every special byte must still be found
-/// wherever it falls relative to those eight-byte steps, and in the last bytes before the end.
-@Suite("JSONParser string scan")
-struct JSONParserStringScanTests {
-    @Test func specialBytesAreFoundAtEveryOffset() throws {
-        for length in 0..<40 {
-            for position in 0...length {
-                let before = String(repeating: "a", count: position)
-                let after = String(repeating: "b", count: length - position)
-                // An escaped quote and backslash, a two-byte and a four-byte sequence.
-                for (encoded, decoded) in [(#"\""#, "\""), (#"\\"#, "\\"), ("é", "é"), ("🎈", "🎈"), ("~", "~"), ("\u{7F}", "\u{7F}")] {
-                    let value = try JSONParser.parse("\"\(before)\(encoded)\(after)\"")
-                    #expect(strictlyEqual(value, .string(before + decoded + after)), "length \(length) at \(position)")
-                }
-                // A raw control character, a lone continuation byte, and an unterminated string.
-                let control = Array("\"\(before)".utf8) + [0x1F] + Array("\(after)\"".utf8)
-                #expect(isSyntaxError(parseError(control)), "control at \(position) of \(length)")
-                let invalid = Array("\"\(before)".utf8) + [0x80] + Array("\(after)\"".utf8)
-                #expect(parseError(invalid)?.reason == .invalidUTF8, "0x80 at \(position) of \(length)")
-                #expect(isSyntaxError(parseError("\"\(before)\(after)")), "unterminated, \(length)")
-                // The closing quote ends the string, with more input after it.
-                let object = try JSONParser.parse("{\"k\":\"\(before)\",\"x\":\"\(after)\"}")
-                #expect(strictlyEqual(object, .object(["k": .string(before), "x": .string(after)])))
-            }
-        }
-    }
-}
-
-/// `parseMembers(_:keys:)` takes known keys from its table instead of building them: the members
-/// must be the same as without the table, whatever the key's length, escapes or bytes.
-@Suite("JSONParser key table")
-struct JSONParserKeyTableTests {
-    private static let table = JSONParser.KeyTable(["op", "id", "keyPath", "sinceRev", "x", "", "longerThan8"])
-
-    private func members(_ text: String, keys: JSONParser.KeyTable?) throws -> [String] {
-        let bytes = Array(text.utf8)
-        let parsed = try bytes.withUnsafeBufferPointer { buffer in try JSONParser.parseMembers(buffer, keys: keys) }
-        return try #require(parsed).map(\.key)
-    }
-
-    @Test func keysAreTheSameWithAndWithoutTheTable() throws {
-        let keys = ["op", "id", "keyPath", "sinceRev", "sinceRevs", "sinceRe", "x", "", "longerThan8", "o", "opp",
-                    #"o\u0070"#, #"\"op"#, "é", "op\u{7F}", "ke\\nyPath", "keyPatH"]
-        for key in keys {
-            let text = "{ \"\(key)\" : 1, \"\(key)\":[\"\(key)\"]}"
-            let expected = try members(text, keys: nil)
-            #expect(try members(text, keys: Self.table) == expected, "key \(key)")
-        }
-        #expect(try members(#"{"o\u0070":1}"#, keys: Self.table) == ["op"])
-    }
-
-    @Test func malformedKeysStillFail() {
-        for text in [#"{"op"#, #"{"op:1}"#, "{\"o\u{1}\":1}", #"{"keyPath"#, "{\"id\"\u{0}:1}"] {
-            let bytes = Array(text.utf8)
-            #expect(throws: JSONParseError.self, "\(text)") {
-                _ = try bytes.withUnsafeBufferPointer { try JSONParser.parseMembers($0, keys: Self.table) }
-            }
-        }
     }
 }

@@ -408,7 +408,7 @@ final class Connection {
         }
     }
 
-    private func writeCompleted(status: Int32) {
+    func writeCompleted(status: Int32) {
         writeInFlight = false
         inFlight.removeAll(returningTo: chunkPool)
         inFlightReplies = 0
@@ -479,7 +479,7 @@ final class Connection {
 
     // MARK: - Input
 
-    private func received(_ bytes: UnsafeBufferPointer<UInt8>) {
+    func received(_ bytes: UnsafeBufferPointer<UInt8>) {
         if let transform {
             receivedThroughTransform(bytes, transform)
             return
@@ -580,32 +580,5 @@ final class Connection {
         eventLoop.bufferedInputBytes += buffered - accountedInputBytes
         accountedInputBytes = buffered
         if eventLoop.bufferedInputBytes > maximumTotalInputBytes { delegate.connectionsPassedTotalInputLimit(self) }
-    }
-
-    // MARK: - libuv callbacks (no captures: state comes through handle->data)
-
-    private static let allocateCallback: uv_alloc_cb = { handle, _, buffer in
-        let loop = EventLoop.owner(of: handle!.pointee.loop)
-        buffer!.pointee = uv_buf_t(base: loop.readBuffer, len: EventLoop.readBufferSize)
-    }
-
-    private static let readCallback: uv_read_cb = { stream, count, _ in
-        let connection = owner(of: UnsafeMutableRawPointer(stream!).assumingMemoryBound(to: uv_handle_t.self),
-                               as: Connection.self)
-        if count > 0 {
-            let loop = EventLoop.owner(of: stream!.pointee.loop)
-            let bytes = UnsafeBufferPointer(
-                start: UnsafeRawPointer(loop.readBuffer).assumingMemoryBound(to: UInt8.self), count: count)
-            connection.received(bytes)
-        } else if count < 0 {
-            // count == 0 is "nothing this time" (EAGAIN), not end of stream.
-            let status = Int32(count)
-            connection.close(reason: status == UV_EOF.rawValue ? .clientClosed : .socketError(uvErrorDescription(status)))
-        }
-    }
-
-    private static let writeCallback: uv_write_cb = { request, status in
-        let connection = Unmanaged<Connection>.fromOpaque(request!.pointee.data).takeRetainedValue()
-        connection.writeCompleted(status: status)
     }
 }
