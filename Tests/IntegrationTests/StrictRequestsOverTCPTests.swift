@@ -115,4 +115,12 @@ import Testing
         try await current.create("o", values: ["n": 1])
         #expect(await refusal { _ = try await current.set("n", of: "o", to: 2, ttl: .seconds(5), if: [.exists]) } == nil)
     }
+
+    @Test("kvoclient does not send --ttl to a server that did not announce ttl")
+    func cliRefusesUnannouncedFields() throws {
+        let older = try ScriptedKVOD(events: [])
+        let refused = try KVOClientProcess.run(["--port", String(older.port), "set", "o", "n", "1", "--ttl", "5"])
+        #expect(refused.status != 0, "\(refused.stdout)")
+        #expect(refused.stderr.contains("the server does not announce the protocol feature 'ttl'"), "\(refused.stderr)")
+    }
 }

@@ -146,7 +146,7 @@ import Testing
         let hello = try call(server, #"{"op":"hello"}"#)
         let features = hello["features"]?.arrayValue?.compactMap(\.stringValue) ?? []
         #expect(features == ["atLeastRev", "compactEvents", "conditions", "ephemeral", "liveQueries", "sessions", "sinceRev", "ttl"])
-        #expect(ProtocolFeature.allCases.allSatisfy(\.isDeclared))
+        #expect(ProtocolFeature.allCases.allSatisfy { $0.isDeclared })
     }
 
     @Test("NameSuggestion: another case first, then a small edit distance, nothing when far")
