@@ -346,7 +346,7 @@ struct RequestDecoderTests {
 
     // MARK: - Options
 
-    @Test("options: omitted or null is [new]; each name; all together; duplicates")
+    @Test("options: omitted is [new]; null is refused; each name; all together; duplicates")
     func options() {
         func decodeOptions(_ json: String) -> ObservationOptions? {
             guard case let .observe(_, _, options, _)? = request(#"{"op":"observe","object":"o","keyPath":"k"\#(json)}"#)
@@ -355,7 +355,7 @@ struct RequestDecoderTests {
         }
         #expect(decodeOptions("") == [.new])
         #expect(decodeOptions("") == .default)
-        #expect(decodeOptions(#","options":null"#) == [.new])
+        #expect(failure(#"{"op":"observe","object":"o","keyPath":"k","options":null}"#)?.code == .badRequest, "null is no way to leave a field out")
         #expect(decodeOptions(#","options":[]"#) == [])
         #expect(decodeOptions(#","options":["new"]"#) == [.new])
         #expect(decodeOptions(#","options":["old"]"#) == [.old])
