@@ -72,6 +72,9 @@ final class ClientCore: Sendable {
         var session: KVOSession?
         /// Told when a reconnection finds the session ended (`KVOClient.onSessionLost`).
         var sessionLostHandler: (@Sendable (KVOSession) -> Void)?
+        /// The protocol features the server announced in its last `hello` reply (`features`); empty before the first
+        /// and from a server that announces none.
+        var features: Set<String> = []
     }
 
     let state = Locked(State())
@@ -134,6 +137,7 @@ final class ClientCore: Sendable {
     /// `requestTimeout` bounds it in every connection state (the I/O thread checks deadlines while
     /// connected and while waiting to reconnect).
     func request(_ op: String, _ params: [String: JSONValue], isWrite: Bool) async throws -> JSONValue {
+        try requireAnnounced(op, params)
         let id = reserveID()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<JSONValue, any Error>) in
@@ -281,6 +285,16 @@ final class ClientCore: Sendable {
         }
         if closed {
             observation.finish(failure: .closed)
+            return
+        }
+        var fields: [String: JSONValue] = [:]
+        if let filter = observation.filter { fields["where"] = .string(filter) }
+        if let sinceRev = observation.sinceRev { fields["sinceRev"] = .int(sinceRev) }
+        do throws(KVODError) {
+            try requireAnnounced("observe", fields)
+        } catch {
+            unregister(observation)
+            observation.finish(failure: error)
             return
         }
         sendObserve(for: observation, resumeFrom: observation.sinceRev, resuming: observation.sinceRev != nil)

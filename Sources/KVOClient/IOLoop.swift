@@ -384,6 +384,7 @@ final class IOLoop: @unchecked Sendable {
         case let .unobserve(sub):
             routes[sub] = nil
         case let .handshake(isLast):
+            if failure == nil, request.op == "hello" { core.announce(features: fields["features"]) }
             if let failure {
                 if core.isFirstConnection {
                     core.failStart(failure)

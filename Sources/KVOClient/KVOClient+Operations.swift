@@ -16,13 +16,16 @@ extension KVOClient {
         public let protocolVersion: Int64
         /// This connection's id on the server.
         public let connection: Int64
+        /// The protocol features the server announces (sorted; empty from a server that announces none).
+        public let features: [String]
     }
 
     /// Sends `hello` (the client already did on connecting; this asks again).
     public func hello() async throws -> ServerHello {
         let reply = try await request("hello", ["client": .string(configuration.clientName)])
         return ServerHello(server: reply["server"]?.stringValue ?? "", version: reply["version"]?.stringValue ?? "",
-                           protocolVersion: reply["protocol"]?.intValue ?? 0, connection: reply["connection"]?.intValue ?? 0)
+                           protocolVersion: reply["protocol"]?.intValue ?? 0, connection: reply["connection"]?.intValue ?? 0,
+                           features: reply["features"]?.arrayValue?.compactMap(\.stringValue) ?? [])
     }
 
     /// Round trip to the server.

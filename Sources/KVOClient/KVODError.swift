@@ -27,6 +27,9 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
     /// the last of them (nil if none had a revision yet): `subscribe(..., sinceRev: resumeFrom)` goes on
     /// from there, with nothing missed while kvod's history reaches back.
     case bufferFull(limit: Int, object: String, keyPath: String, resumeFrom: Int64?)
+    /// The request needs a protocol feature the server did not announce in `hello`'s `features` (a server
+    /// refuses a field it does not know): it was not sent. `KVOClient.serverFeatures` lists what the server takes.
+    case notAnnounced(feature: String, operation: String)
 
     /// The protocol's error codes (docs/protocol.md, "Requests and replies"); `other` for a code this
     /// client does not know.
@@ -165,6 +168,8 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         case let .bufferFull(limit, object, keyPath, resumeFrom):
             let resume = resumeFrom.map { ", resume with sinceRev \($0)" } ?? ""
             return "the observation of '\(PrintableText.escaped(keyPath, limit: 256))' on '\(PrintableText.escaped(object, limit: 256))' had \(limit) unread changes and was ended\(resume)"
+        case let .notAnnounced(feature, operation):
+            return "the server does not announce the protocol feature '\(feature)' (hello's features): '\(operation)' was not sent"
         }
     }
 

@@ -17,6 +17,9 @@ extension JSONParser {
         public let range: Range<Int>
         /// Whether those bytes are exactly what `JSONWriter.write` makes of the value (as `Member.compactText`).
         public let isCompact: Bool
+        /// The name's index in the list given to the `KeyTable`'s `init` when the table holds it; -1 otherwise
+        /// (no table, a name of more than eight bytes, an escaped name, or one the table does not know).
+        public let keyIndex: Int
     }
 
     /// Checks that `bytes` hold exactly one JSON value, accepting and rejecting exactly what `parse` does
@@ -65,7 +68,8 @@ extension JSONParser {
                 throw unexpected("expected a string key")
             }
             let key: String
-            if let keys, let known = knownKey(in: keys) { key = known } else { key = try parseString() }
+            var keyIndex = -1
+            if let keys, let known = knownKeyEntry(in: keys) { (key, keyIndex) = known } else { key = try parseString() }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw unexpected("expected ':'") }
             index += 1
@@ -79,7 +83,7 @@ extension JSONParser {
                 guard case let .integerOutOfRange(literal, nil) = error.reason else { throw error }
                 throw JSONParseError(reason: .integerOutOfRange(literal: literal, field: key), offset: error.offset)
             }
-            members.append(MemberText(key: key, range: valueStart..<index, isCompact: compact))
+            members.append(MemberText(key: key, range: valueStart..<index, isCompact: compact, keyIndex: keyIndex))
             skipWhitespace()
             guard index < bytes.count else { throw error(.syntax("unexpected end of input in an object")) }
             if bytes[index] == UInt8(ascii: ",") {

@@ -109,6 +109,11 @@ public struct JSONParser {
             position(word: word).map { names[$0] }
         }
 
+        /// The name whose bytes packed into a word are `word` and its index in the list given to `init`, if there is one.
+        func entry(word: UInt64) -> (name: String, index: Int)? {
+            position(word: word).map { (names[$0], given[$0]) }
+        }
+
         /// Where the name spelled by `text` is in the list given to `init`, if the table kept it (names of at
         /// most eight bytes); no `String` is made.
         public func index(of text: UnsafeBufferPointer<UInt8>) -> Int? {
@@ -429,6 +434,11 @@ public struct JSONParser {
     /// escape, no control character) and one of `table`'s names, that name, with the string consumed;
     /// otherwise nil, with nothing consumed.
     mutating func knownKey(in table: KeyTable) -> String? {
+        knownKeyEntry(in: table)?.name
+    }
+
+    /// `knownKey`, with the name's index in the list given to the table's `init`.
+    mutating func knownKeyEntry(in table: KeyTable) -> (name: String, index: Int)? {
         let start = index + 1
         let length: Int
         var word: UInt64
@@ -458,9 +468,9 @@ public struct JSONParser {
             }
             length = end - start
         }
-        guard length > 0, let name = table.name(word: word) else { return nil }
+        guard length > 0, let entry = table.entry(word: word) else { return nil }
         index = start + length + 1
-        return name
+        return entry
     }
 
     mutating func parseString() throws(JSONParseError) -> String {

@@ -22,6 +22,8 @@ struct ConfigurationLayers {
     let arguments: [String]
     /// The config file read, if any.
     let configPath: String?
+    /// The `KVOD_…` variables that are no setting (a warning at start-up, an error under `--check-config`).
+    let environmentCheck: EnvironmentCheck
 
     /// Options a config file cannot give: the file itself, and what kvod does with its settings.
     static let commandLineOnly: Set<String> = ["config", "check-config"]
@@ -35,6 +37,7 @@ struct ConfigurationLayers {
             self.settings = []
             self.arguments = commandLine
             self.configPath = nil
+            self.environmentCheck = EnvironmentCheck(environment: [:], catalog: catalog)
             return
         }
         let given = ConfigurationLayers.optionsGiven(in: commandLine, catalog: catalog)
@@ -84,6 +87,7 @@ struct ConfigurationLayers {
         self.settings = settings
         self.arguments = arguments + commandLine
         self.configPath = configPath
+        self.environmentCheck = EnvironmentCheck(environment: environment, catalog: catalog)
     }
 
     /// `--check-config`'s report: each setting from the file and the environment, with where it came from.

@@ -458,7 +458,11 @@ struct KVOD: ParsableCommand {
         do {
             var command = try parseAsRoot(layers.arguments)
             guard let kvod = command as? KVOD else { return try command.run() }
-            if kvod.checkConfig { return print(layers.report, terminator: "") }
+            if kvod.checkConfig {
+                // An unknown KVOD_… variable, only a warning at start-up, fails the check.
+                if let problem = layers.environmentCheck.problems.first { exitReporting(problem: problem) }
+                return print(layers.report, terminator: "")
+            }
             try kvod.run(commandLine: commandLine, layers: layers)
         } catch {
             let sources = layers.sources(mentionedIn: message(for: error))
@@ -472,7 +476,12 @@ struct KVOD: ParsableCommand {
     /// Exits for a setting of the config file or the environment that cannot be used: one `kvod: error:` line
     /// naming where it came from, exit 64.
     private static func exitReporting(configurationError error: ConfigurationError) -> Never {
-        let line = Array("kvod: error: \(error)\n".utf8)
+        exitReporting(problem: "\(error)")
+    }
+
+    /// Exits with one `kvod: error: <problem>` line, exit 64 (a configuration that cannot be used).
+    private static func exitReporting(problem: String) -> Never {
+        let line = Array("kvod: error: \(problem)\n".utf8)
         _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
         exitProcess(ConfigurationError.exitCode)
     }
@@ -504,6 +513,7 @@ struct KVOD: ParsableCommand {
             json ? JSONLogHandler(label: label, level: level) : PrintableLogHandler(label: label, level: level)
         }
         let logger = Logger(label: "kvod")
+        for problem in layers?.environmentCheck.problems ?? [] { logger.warning("\(problem)") }
         if let path = layers?.configPath {
             logger.info("configuration", metadata: ["file": "\(path)", "settings": "\(layers?.settings.count ?? 0)"])
         }

@@ -45,7 +45,7 @@ struct RequestDecoderTests {
     func hello() {
         #expect(request(#"{"op":"hello"}"#) == .hello(client: nil))
         #expect(request(#"{"op":"hello","client":"docs"}"#) == .hello(client: "docs"))
-        #expect(request(#"{"op":"hello","client":null}"#) == .hello(client: nil))
+        #expect(failure(#"{"op":"hello","client":null}"#)?.code == .badRequest, "null is no way to leave a field out")
         #expect(request(#"{"op":"hello","client":""}"#) == .hello(client: ""))
     }
 
@@ -65,7 +65,7 @@ struct RequestDecoderTests {
     @Test("create")
     func create() {
         #expect(request(#"{"op":"create","object":"person"}"#) == .create(object: "person", values: [:]))
-        #expect(request(#"{"op":"create","object":"person","values":null}"#) == .create(object: "person", values: [:]))
+        #expect(failure(#"{"op":"create","object":"person","values":null}"#)?.code == .badRequest)
         #expect(request(#"{"op":"create","object":"p","values":{}}"#) == .create(object: "p", values: [:]))
         let expected: [String: JSONValue] = ["name": .string("Ada"), "address": .object(["city": .string("London")]), "n": .int(1)]
         #expect(request(#"{"op":"create","object":"person","values":{"name":"Ada","address":{"city":"London"},"n":1}}"#)
@@ -80,7 +80,8 @@ struct RequestDecoderTests {
     @Test("get")
     func get() {
         #expect(request(#"{"op":"get","object":"person"}"#) == .get(object: "person", keyPath: nil))
-        #expect(request(#"{"op":"get","object":"person","keyPath":null}"#) == .get(object: "person", keyPath: nil))
+        #expect(failure(#"{"op":"get","object":"person","keyPath":null}"#)?.message
+            == "'keyPath' must be a key path, not null (leave the field out instead)")
         let decoded = request(#"{"op":"get","object":"person","keyPath":"address.city"}"#)
         #expect(decoded == .get(object: "person", keyPath: keyPath("address.city")))
         if case let .get(_, path?) = decoded {
@@ -173,12 +174,19 @@ struct RequestDecoderTests {
         #expect(request(#"{"op":"ping"}"#) == .ping)
     }
 
-    @Test("unknown fields are ignored")
-    func unknownFieldsIgnored() {
-        #expect(request(#"{"op":"ping","extra":[1,{"x":null}],"object":5}"#) == .ping)
-        #expect(request(#"{"op":"list","keyPath":".."}"#) == .list(limit: nil, after: nil))
-        #expect(request(#"{"op":"delete","object":"o","values":"nope","keyPath":""}"#) == .delete(object: "o"))
-        #expect(request(#"{"future":true,"op":"get","object":"o"}"#) == .get(object: "o", keyPath: nil))
+    @Test("unknown fields are refused, naming the first, with a suggestion when one is close")
+    func unknownFieldsRefused() {
+        #expect(failure(#"{"op":"ping","extra":[1,{"x":null}],"object":5}"#)?.message == "unknown field 'extra': ping takes op, id")
+        #expect(failure(#"{"op":"list","keyPath":".."}"#)?.message == "unknown field 'keyPath': list takes op, id, limit, after, atLeastRev")
+        #expect(failure(#"{"op":"delete","object":"o","values":"nope","keyPath":""}"#)?.message.hasPrefix("unknown field 'values'") == true)
+        #expect(failure(#"{"future":true,"op":"get","object":"o"}"#)?.message.hasPrefix("unknown field 'future'") == true)
+        #expect(failure(#"{"op":"get","objct":"o"}"#)?.message == "unknown field 'objct' (did you mean 'object'?)")
+        #expect(failure(#"{"op":"get","object":"o","KEYPATH":"n"}"#)?.message == "unknown field 'KEYPATH' (did you mean 'keyPath'?)")
+        // A long name, an escaped one, one of more than eight bytes: the same rule.
+        #expect(failure(#"{"op":"get","object":"o","changedRev":1}"#)?.message.hasPrefix("unknown field 'changedRev'") == true)
+        #expect(request(#"{"op":"expire","object":"o","changedRev":1}"#) == .expire(object: "o", changedRev: 1))
+        let long = String(repeating: "z", count: 10_000)
+        #expect((failure(#"{"op":"ping",""# + long + #"":1}"#)?.message.utf8.count ?? .max) < 300)
     }
 
     @Test("surrounding white space and escaped field values")
@@ -338,7 +346,7 @@ struct RequestDecoderTests {
 
     // MARK: - Options
 
-    @Test("options: omitted or null is [new]; each name; all together; duplicates")
+    @Test("options: omitted is [new]; null is refused; each name; all together; duplicates")
     func options() {
         func decodeOptions(_ json: String) -> ObservationOptions? {
             guard case let .observe(_, _, options, _)? = request(#"{"op":"observe","object":"o","keyPath":"k"\#(json)}"#)
@@ -347,7 +355,7 @@ struct RequestDecoderTests {
         }
         #expect(decodeOptions("") == [.new])
         #expect(decodeOptions("") == .default)
-        #expect(decodeOptions(#","options":null"#) == [.new])
+        #expect(failure(#"{"op":"observe","object":"o","keyPath":"k","options":null}"#)?.code == .badRequest, "null is no way to leave a field out")
         #expect(decodeOptions(#","options":[]"#) == [])
         #expect(decodeOptions(#","options":["new"]"#) == [.new])
         #expect(decodeOptions(#","options":["old"]"#) == [.old])

@@ -16,10 +16,15 @@ public struct BindingEndpoint: Equatable, Sendable, CustomStringConvertible {
         .object(["object": .string(object), "keyPath": .string(keyPath.string)])
     }
 
-    /// Reads `{"object": …, "keyPath": …}`; `name` is the field it came from, for messages.
+    /// Reads `{"object": …, "keyPath": …}`, nothing else (another member is `bad_request` naming it); `name` is the
+    /// field it came from, for messages.
     init(json: JSONValue, name: String) throws(KVOError) {
         guard case let .object(members) = json else {
             throw KVOError(.badRequest, "'\(name)' must be an object with 'object' and 'keyPath', not \(json.typeName)")
+        }
+        if let unknown = members.keys.sorted().first(where: { $0 != "object" && $0 != "keyPath" }) {
+            throw KVOError(.badRequest, NameSuggestion.unknownField(unknown, among: ["object", "keyPath"], where: " in '\(name)'"),
+                           details: ["field": .string("\(name).\(unknown)")])
         }
         guard case let .string(object)? = members["object"], !object.isEmpty else {
             throw KVOError(.badRequest, "'\(name).object' must be a non-empty string")

@@ -121,6 +121,14 @@ package struct OperationDeclaration: Sendable {
     package let batchable: Bool
     /// Whether it may carry `ephemeral: true` (docs/protocol.md, "Presence"): the write that makes an object.
     package let acceptsEphemeral: Bool
+    /// Every field it accepts (docs/protocol.md, "Operations"): `op` and `id`, the row's own, then the write
+    /// conditions, `ttl`, `ephemeral` and `atLeastRev` where the flags above accept them. Any other member is
+    /// `bad_request` naming it (`RequestDecoder.refuseFields`).
+    package let fields: [FieldDeclaration]
+    /// `fields` as bits (`RequestField.bit`): a member is accepted when its bit is here (one AND per request).
+    let acceptedFields: UInt64
+    /// The bits of the fields that accept `null` (`FieldDeclaration.acceptsNull`): any other `null` is `bad_request`.
+    let nullableFields: UInt64
     /// Its `op` label in `kvod_requests_total`.
     let metrics: MetricsOperation
     package let route: OperationRoute
@@ -134,7 +142,7 @@ package struct OperationDeclaration: Sendable {
     /// operations need a login and take no `atLeastRev`, so those two say so only when they differ.
     init(name: String, effect: OperationEffect, requirement: OperationRequirement, beforeLogin: Bool = false,
          acceptsAtLeastRev: Bool = false, acceptsConditions: Bool = false, acceptsTTL: Bool = false, batchable: Bool = false,
-         acceptsEphemeral: Bool = false, metrics: MetricsOperation, route: OperationRoute,
+         acceptsEphemeral: Bool = false, fields: [FieldDeclaration] = [], metrics: MetricsOperation, route: OperationRoute,
          decode: @escaping @Sendable (FieldReader) throws(KVOError) -> Request, example: String) {
         self.name = name
         self.effect = effect
@@ -145,6 +153,17 @@ package struct OperationDeclaration: Sendable {
         self.acceptsTTL = acceptsTTL
         self.batchable = batchable
         self.acceptsEphemeral = acceptsEphemeral
+        var all: [FieldDeclaration] = [.required(.op, .string), .optional(.id, .scalar)] + fields
+        if acceptsConditions {
+            all += [.optional(.ifExists, .onlyTrue), .optional(.ifAbsent, .onlyTrue), .optional(.ifEquals, .object),
+                    .optional(.ifRev, .integer)]
+        }
+        if acceptsTTL { all.append(.optional(.ttl, .seconds)) }
+        if acceptsEphemeral { all.append(.optional(.ephemeral, .boolean)) }
+        if acceptsAtLeastRev { all.append(.optional(.atLeastRev, .integer)) }
+        self.fields = all
+        acceptedFields = RequestField.mask(all.map(\.field))
+        nullableFields = RequestField.mask(all.filter(\.acceptsNull).map(\.field))
         self.metrics = metrics
         self.route = route
         self.decode = decode
@@ -191,11 +210,13 @@ enum OperationTable {
         case .hello:
             return OperationDeclaration(
                 name: "hello", effect: .connection, requirement: .nothing, beforeLogin: true,
+                fields: [.optional(.client, .string), .optional(.events, .string, nullMeansAbsent: true)],
                 metrics: .hello, route: .engine, decode: RequestDecoder.hello,
                 example: #"{"op":"hello","client":"example","events":"compact"}"#)
         case .auth:
             return OperationDeclaration(
                 name: "auth", effect: .connection, requirement: .nothing, beforeLogin: true,
+                fields: [.optional(.user, .string), .optional(.password, .string), .optional(.token, .string)],
                 metrics: .auth, route: .authentication, decode: RequestDecoder.auth,
                 example: #"{"op":"auth","user":"alice","password":"secret"}"#)
         case .ping:
@@ -207,16 +228,19 @@ enum OperationTable {
             return OperationDeclaration(
                 name: "create", effect: .writes, requirement: .writeObjects, acceptsConditions: true, acceptsTTL: true,
                 batchable: true, acceptsEphemeral: true,
+                fields: [.required(.object, .objectID), .optional(.values, .object), .optional(.class, .string)],
                 metrics: .create, route: .engine, decode: RequestDecoder.create,
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
             return OperationDeclaration(
                 name: "delete", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                fields: [.required(.object, .objectID)],
                 metrics: .delete, route: .engine, decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
                 example: #"{"op":"delete","object":"o"}"#)
         case .get:
             return OperationDeclaration(
                 name: "get", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
+                fields: [.required(.object, .objectID), .optional(.keyPath, .keyPath)],
                 metrics: .get, route: .engine,
                 decode: { reader throws(KVOError) in .get(object: try reader.objectID(), keyPath: try reader.optionalKeyPath()) },
                 example: #"{"op":"get","object":"o","keyPath":"n"}"#)
@@ -224,46 +248,58 @@ enum OperationTable {
             return OperationDeclaration(
                 name: "set", effect: .writes, requirement: .writeObjects, acceptsConditions: true, acceptsTTL: true,
                 batchable: true,
+                fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .required(.value, .any)],
                 metrics: .set, route: .engine, decode: RequestDecoder.set,
                 example: #"{"op":"set","object":"o","keyPath":"n","value":2}"#)
         case .increment:
             return OperationDeclaration(
                 name: "increment", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.by, .number)],
                 metrics: .increment, route: .engine, decode: RequestDecoder.increment,
                 example: #"{"op":"increment","object":"o","keyPath":"n","by":5}"#)
         case .insert:
             return OperationDeclaration(
                 name: "insert", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.value, .any), .optional(.values, .array),
+                         .optional(.index, .integer), .optional(.indexes, .array)],
                 metrics: .insert, route: .engine, decode: RequestDecoder.insert,
                 example: #"{"op":"insert","object":"o","keyPath":"list","index":0,"value":"x"}"#)
         case .remove:
             return OperationDeclaration(
                 name: "remove", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.index, .integer), .optional(.indexes, .array)],
                 metrics: .remove, route: .engine, decode: RequestDecoder.remove,
                 example: #"{"op":"remove","object":"o","keyPath":"list","index":0}"#)
         case .replace:
             return OperationDeclaration(
                 name: "replace", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.value, .any), .optional(.values, .array),
+                         .optional(.index, .integer), .optional(.indexes, .array)],
                 metrics: .replace, route: .engine, decode: RequestDecoder.replace,
                 example: #"{"op":"replace","object":"o","keyPath":"list","index":0,"value":"y"}"#)
         case .batch:
             return OperationDeclaration(
                 name: "batch", effect: .writes, requirement: .writeObjects,
+                fields: [.required(.ops, .array)],
                 metrics: .batch, route: .engine, decode: RequestDecoder.batch,
                 example: #"{"op":"batch","ops":[{"op":"set","object":"o","keyPath":"n","value":3},{"op":"create","object":"o3"}]}"#)
         case .observe:
             return OperationDeclaration(
                 name: "observe", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
+                fields: [.optional(.object, .objectID), .optional(.pattern, .pattern), .optional(.keyPath, .keyPath),
+                         .optional(.where, .expression), .optional(.options, .array), .optional(.sinceRev, .integer)],
                 metrics: .observe, route: .engine, decode: RequestDecoder.observe,
                 example: #"{"op":"observe","object":"o","keyPath":"n","options":["new","old"]}"#)
         case .unobserve:
             return OperationDeclaration(
                 name: "unobserve", effect: .connection, requirement: .nothing,
+                fields: [.required(.sub, .integer)],
                 metrics: .unobserve, route: .engine, decode: RequestDecoder.unobserve,
                 example: #"{"op":"unobserve","sub":1}"#)
         case .list:
             return OperationDeclaration(
                 name: "list", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
+                fields: [.optional(.limit, .integer), .optional(.after, .string)],
                 metrics: .list, route: .engine,
                 decode: { reader throws(KVOError) in
                     .list(limit: try reader.optionalPositiveInteger("limit"), after: try reader.optionalString("after"))
@@ -272,11 +308,13 @@ enum OperationTable {
         case .info:
             return OperationDeclaration(
                 name: "info", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
+                fields: [.required(.object, .objectID)],
                 metrics: .info, route: .engine, decode: { reader throws(KVOError) in .info(object: try reader.objectID()) },
                 example: #"{"op":"info","object":"o"}"#)
         case .defineClass:
             return OperationDeclaration(
                 name: "defineClass", effect: .writes, requirement: .serverAdmin,
+                fields: [.required(.class, .object)],
                 metrics: .defineClass, route: .engine, decode: RequestDecoder.defineClass,
                 example: #"{"op":"defineClass","class":{"name":"Counter","properties":{"n":{"type":"integer"}}}}"#)
         case .classes:
@@ -287,18 +325,23 @@ enum OperationTable {
         case .bind:
             return OperationDeclaration(
                 name: "bind", effect: .writes, requirement: .adminOnBindingTargets,
+                fields: [.required(.from, .object), .required(.to, .object), .optional(.filter, .expression), .optional(.convert, .expression),
+                         .optional(.now, .boolean)],
                 metrics: .bind, route: .engine,
                 decode: { reader throws(KVOError) in try RequestDecoder.binding(.bind, reader) },
                 example: #"{"op":"bind","from":{"object":"o","keyPath":"n"},"to":{"object":"o","keyPath":"m"}}"#)
         case .combineLatest:
             return OperationDeclaration(
                 name: "combineLatest", effect: .writes, requirement: .adminOnBindingTargets,
+                fields: [.required(.sources, .array), .required(.to, .object), .required(.reduce, .expression),
+                         .optional(.filter, .expression), .optional(.now, .boolean)],
                 metrics: .bind, route: .engine,
                 decode: { reader throws(KVOError) in try RequestDecoder.binding(.combineLatest, reader) },
                 example: #"{"op":"combineLatest","sources":[{"object":"o","keyPath":"n"},{"object":"o","keyPath":"m"}],"to":{"object":"o","keyPath":"sum"},"reduce":"$0 + $1"}"#)
         case .unbind:
             return OperationDeclaration(
                 name: "unbind", effect: .writes, requirement: .adminOnBindingTargets,
+                fields: [.required(.binding, .integer)],
                 metrics: .unbind, route: .engine, decode: RequestDecoder.unbind,
                 example: #"{"op":"unbind","binding":1}"#)
         case .bindings:
@@ -314,12 +357,14 @@ enum OperationTable {
         case .access:
             return OperationDeclaration(
                 name: "access", effect: .connection, requirement: .nothing,
+                fields: [.optional(.objects, .array)],
                 metrics: .access, route: .engine, decode: RequestDecoder.access,
                 example: #"{"op":"access","objects":["o"]}"#)
         case .touch:
             return OperationDeclaration(
                 // Not in batches: a batch's parts each take its revision, and a touch takes none.
                 name: "touch", effect: .writes, requirement: .writeObjects,
+                fields: [.required(.object, .objectID)],
                 metrics: .touch, route: .engine, decode: RequestDecoder.touch,
                 example: #"{"op":"touch","object":"o"}"#)
         case .expire:
@@ -327,6 +372,7 @@ enum OperationTable {
             // node may submit: only a server admin may send it, and it deletes only what is due.
             return OperationDeclaration(
                 name: "expire", effect: .writes, requirement: .serverAdmin,
+                fields: [.required(.object, .objectID), .required(.changedRev, .integer)],
                 metrics: .expire, route: .engine, decode: RequestDecoder.expire,
                 example: #"{"op":"expire","object":"o","changedRev":1}"#)
         case .metrics:
@@ -338,17 +384,20 @@ enum OperationTable {
             // Sessions are node-local, so not replicated: the writes they run when they end are (as writes).
             return OperationDeclaration(
                 name: "session", effect: .connection, requirement: .nothing,
+                fields: [.optional(.resume, .string), .optional(.grace, .seconds)],
                 metrics: .session, route: .presence, decode: RequestDecoder.session,
                 example: #"{"op":"session","grace":10}"#)
         case .onDisconnect:
             // The write is checked with its registrant's rights when it runs, not now (docs/protocol.md, "Presence").
             return OperationDeclaration(
                 name: "onDisconnect", effect: .storesSession, requirement: .nothing,
+                fields: [.required(.request, .object)],
                 metrics: .onDisconnect, route: .presence, decode: RequestDecoder.onDisconnect,
                 example: #"{"op":"onDisconnect","request":{"op":"set","object":"o","keyPath":"n","value":0}}"#)
         case .cancelOnDisconnect:
             return OperationDeclaration(
                 name: "cancelOnDisconnect", effect: .storesSession, requirement: .nothing,
+                fields: [.optional(.action, .integer)],
                 metrics: .cancelOnDisconnect, route: .presence,
                 decode: { reader throws(KVOError) in .cancelOnDisconnect(action: try reader.optionalRevision("action")) },
                 example: #"{"op":"cancelOnDisconnect","action":1}"#)
@@ -358,29 +407,30 @@ enum OperationTable {
                 metrics: .endSession, route: .presence, decode: { _ throws(KVOError) in .endSession },
                 example: #"{"op":"endSession"}"#)
         case .userAdd:
-            return administration("userAdd", .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
+            return administration("userAdd", fields: [.required(.user, .string), .required(.password, .string), .optional(.rules, .array), .optional(.hashCost, .string)], .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
         case .userRemove:
-            return administration("userRemove", .writes, example: #"{"op":"userRemove","user":"bob"}"#)
+            return administration("userRemove", fields: [.required(.user, .string)], .writes, example: #"{"op":"userRemove","user":"bob"}"#)
         case .userList:
-            return administration("userList", .reads, example: #"{"op":"userList"}"#)
+            return administration("userList", fields: [], .reads, example: #"{"op":"userList"}"#)
         case .userPasswd:
-            return administration("userPasswd", .writes, example: #"{"op":"userPasswd","user":"bob","password":"pw2"}"#)
+            return administration("userPasswd", fields: [.required(.user, .string), .required(.password, .string), .optional(.hashCost, .string)], .writes, example: #"{"op":"userPasswd","user":"bob","password":"pw2"}"#)
         case .userGrant:
-            return administration("userGrant", .writes, example: #"{"op":"userGrant","user":"bob","rules":[{"objects":"shared","allow":["read"]}]}"#)
+            return administration("userGrant", fields: [.required(.user, .string), .required(.rules, .array)], .writes, example: #"{"op":"userGrant","user":"bob","rules":[{"objects":"shared","allow":["read"]}]}"#)
         case .userRevoke:
-            return administration("userRevoke", .writes, example: #"{"op":"userRevoke","user":"bob","rules":[{"objects":"shared","allow":["read"]}]}"#)
+            return administration("userRevoke", fields: [.required(.user, .string), .required(.rules, .array)], .writes, example: #"{"op":"userRevoke","user":"bob","rules":[{"objects":"shared","allow":["read"]}]}"#)
         case .tokenCreate:
-            return administration("tokenCreate", .writes, example: #"{"op":"tokenCreate","user":"bob"}"#)
+            return administration("tokenCreate", fields: [.required(.user, .string)], .writes, example: #"{"op":"tokenCreate","user":"bob"}"#)
         case .tokenRevoke:
-            return administration("tokenRevoke", .writes, example: #"{"op":"tokenRevoke","user":"bob","token":"t1"}"#)
+            return administration("tokenRevoke", fields: [.required(.user, .string), .required(.token, .string)], .writes, example: #"{"op":"tokenRevoke","user":"bob","token":"t1"}"#)
         }
     }
 
     /// A user administration row: server admins only, answered by `Server.administer`, counted as `admin`.
     /// Its changes are replicated as user changes (`UserChange`), not as request lines.
-    private static func administration(_ name: String, _ effect: OperationEffect, example: String) -> OperationDeclaration {
+    private static func administration(_ name: String, fields: [FieldDeclaration], _ effect: OperationEffect,
+                                       example: String) -> OperationDeclaration {
         OperationDeclaration(
-            name: name, effect: effect, requirement: .serverAdmin,
+            name: name, effect: effect, requirement: .serverAdmin, fields: fields,
             metrics: .admin, route: .administration,
             decode: { reader throws(KVOError) in .admin(try AdminRequest.decode(op: name) { reader.fields[$0] }) },
             example: example)

@@ -66,6 +66,7 @@ final class RequestHandler {
             return reply([
                 ("connection", .int(Int64(connection.rawValue))),
                 ("events", .string(eventEncoding.rawValue)),
+                ("features", .array(ProtocolFeature.announced.map(JSONValue.string))),
                 ("protocol", .int(RequestHandler.protocolVersion)),
                 ("server", .string(RequestHandler.serverName)),
                 ("version", .string(RequestHandler.serverVersion)),

@@ -536,3 +536,25 @@ test("presence: endSession runs the actions at once; cancelOnDisconnect drops on
     proxy.close();
   }
 });
+
+test("strict requests over WebSocket: an unknown field is refused naming it; the client sends no unannounced field", async () => {
+  const kvod = await connect(WS, { heartbeat: 0 });
+  try {
+    assert.deepEqual(kvod.features, ["atLeastRev", "compactEvents", "conditions", "ephemeral", "liveQueries", "sessions", "sinceRev", "ttl"]);
+    const id = objectId("strict");
+    await kvod.create(id, { n: 1 });
+    await assert.rejects(kvod.request("set", { object: id, keyPath: "n", value: 2, ifequals: { keyPath: "n", value: 99 } }),
+      (error) => error.code === "bad_request" && error.message === "unknown field 'ifequals' (did you mean 'ifEquals'?)");
+    await assert.rejects(kvod.request("observe", { pattern: `${id}*`, where: null }), (error) => error.code === "bad_request");
+    // A server that announced fewer features (an older one): the field is not sent, the call fails locally.
+    kvod.features = kvod.features.filter((feature) => feature !== "ttl" && feature !== "sessions");
+    await assert.rejects(kvod.set(id, "n", 3, { ttl: 5 }), (error) => error.code === "not_announced" && error.details.feature === "ttl");
+    await assert.rejects(kvod.batch([{ op: "set", object: id, keyPath: "n", value: 4, ttl: 5 }]), (error) => error.code === "not_announced");
+    await assert.rejects(kvod.startSession(), (error) => error.code === "not_announced" && error.details.feature === "sessions");
+    assert.equal(await kvod.get(id, "n"), 1, "nothing was written");
+    await kvod.set(id, "n", 5, { ifExists: true });
+    assert.equal(await kvod.get(id, "n"), 5);
+  } finally {
+    kvod.close();
+  }
+});

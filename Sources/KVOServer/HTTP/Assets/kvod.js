@@ -25,6 +25,12 @@ export class KVODError extends Error {
   }
 }
 
+/** The optional request fields that need a protocol feature announced in hello's `features`, and its name. */
+const FEATURE_OF_FIELD = {
+  ttl: "ttl", ifExists: "conditions", ifAbsent: "conditions", ifEquals: "conditions", ifRev: "conditions",
+  ephemeral: "ephemeral", where: "liveQueries", sinceRev: "sinceRev", atLeastRev: "atLeastRev",
+};
+
 const COMPACT_REASON_DEFAULT = "valueChanged";
 /** Compact events' reason codes (`w`, and a prior notification's `p`): docs/protocol.md "Compact events". */
 const COMPACT_REASONS = {
@@ -82,6 +88,7 @@ export class KVODClient {
     this.session = null;           // {id, grace} once startSession() succeeded; resumed on every reconnection
     this.onsessionlost = null;     // called with the session when a reconnection finds it ended
     this.server = null;            // {server, version, protocol}, from hello
+    this.features = null;          // the protocol features the server announced in hello (`features`)
     this.user = null;
     this._socket = null;
     this._nextId = 1;
@@ -110,6 +117,11 @@ export class KVODClient {
   /** Sends `{op, ...params}` and resolves with the reply (without `id` and `ok`); rejects with KVODError. */
   request(op, params = {}, onReply = null) {
     if (this.state === "closed") return Promise.reject(new KVODError("closed", "the client is closed"));
+    const feature = this._unannounced(op, params);
+    if (feature !== null) {
+      return Promise.reject(new KVODError("not_announced",
+        `the server does not announce the protocol feature '${feature}' (hello's features): '${op}' was not sent`, { feature }));
+    }
     return new Promise((resolve, reject) => {
       const entry = { op, params, resolve, reject, onReply };
       if (this.state === "open") this._send(entry); else this._waiting.push(entry);
@@ -309,11 +321,36 @@ export class KVODClient {
     };
   }
 
+  /**
+   * The protocol feature `op` with `params` needs that the server did not announce in hello's `features`, or null
+   * (docs/protocol.md "Operations": kvod refuses a field it does not know, so an optional field is sent only when
+   * the server announced it). Looks into a batch's `ops` and an onDisconnect's `request` too.
+   */
+  _unannounced(op, params) {
+    const announced = this.features ?? [];
+    const byOp = { session: "sessions", onDisconnect: "sessions", cancelOnDisconnect: "sessions", endSession: "sessions" };
+    if (byOp[op] !== undefined && !announced.includes(byOp[op])) return byOp[op];
+    for (const [key, value] of Object.entries(params ?? {})) {
+      if (value === undefined) continue;
+      const feature = FEATURE_OF_FIELD[key];
+      if (feature !== undefined && !announced.includes(feature)) return feature;
+    }
+    const parts = [...(Array.isArray(params?.ops) ? params.ops : []), ...(params?.request ? [params.request] : [])];
+    for (const part of parts) {
+      if (part !== null && typeof part === "object") {
+        const missing = this._unannounced(part.op ?? op, part);
+        if (missing !== null) return missing;
+      }
+    }
+    return null;
+  }
+
   async _handshake(socket) {
     try {
       const hello = await this._direct("hello", { client: this.options.client, events: this.options.events });
       this.connectionId = hello.connection;
       this.server = { server: hello.server, version: hello.version, protocol: hello.protocol };
+      this.features = Array.isArray(hello.features) ? hello.features : [];  // what the server accepts beyond the basics
       this.events = hello.events ?? "full";
       const { user, password, token } = this.options;
       if (token !== undefined) this.user = (await this._direct("auth", { token })).user;
