@@ -26,7 +26,7 @@ struct EnvironmentCheck: Equatable {
     ]
 
     /// Families of variables of the scripts, benchmarks and tests.
-    static let toleratedPrefixes = ["KVOD_BENCH_", "KVOD_TEST_", "KVOD_FAULT_", "KVOD_DOCKER_SMOKE", "KVOD_READ_RULE_"]
+    static let toleratedPrefixes = ["KVOD_BENCH_", "KVOD_TEST_", "KVOD_FAULT_", "KVOD_DOCKER_", "KVOD_READ_RULE_"]
 
     init(environment: [String: String], catalog: OptionCatalog) {
         let settings = catalog.options.map(\.environmentName)
