@@ -4,8 +4,9 @@ import Glibc
 import Darwin
 #endif
 
-/// Numbers: an integer literal is an `Int64` or refused (`integerOutOfRange`, never rounded to a double);
-/// a fraction or an exponent makes a double (strtod), and one too large for a double is refused.
+/// Numbers: an integer literal is an `Int64`, or past 64 bits refused (`integerOutOfRange`, never rounded:
+/// `WideIntegers.refused`, requests) or the nearest double (`.nearestDouble`, other programs' JSON); a fraction
+/// or an exponent makes a double (strtod), and one too large for a double is refused.
 extension JSONParser {
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
@@ -37,10 +38,17 @@ extension JSONParser {
                 if integer == 0 && text.count != 1 { compact = false }  // -0 is written 0
                 return .int(integer)
             }
-            // Past 64 bits an integer would become a double, rounded (2^63 + 1 reads as 2^63): refused instead.
+            // Past 64 bits an integer would become a double, rounded (2^63 + 1 reads as 2^63): refused where
+            // asked (requests), else read as the nearest double below.
+            if wideIntegers == .nearestDouble { return try nearestDouble(text, at: start) }
             let literal = String(decoding: text.prefix(64), as: UTF8.self) + (text.count > 64 ? "…" : "")
             throw JSONParseError(reason: .integerOutOfRange(literal: literal, field: nil), offset: start)
         }
+        return try nearestDouble(text, at: start)
+    }
+
+    /// The double nearest to the number `text` (at `start`); one too large for a double is refused.
+    private mutating func nearestDouble(_ text: UnsafeBufferPointer<UInt8>, at start: Int) throws(JSONParseError) -> JSONValue {
         compact = false  // written as `Double.description`, which need not be these bytes
         // Decimals and exponents: strtod on a NUL-terminated copy (numbers are short).
         var copy = Array(text)

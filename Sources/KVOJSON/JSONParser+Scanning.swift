@@ -26,13 +26,13 @@ extension JSONParser {
     /// (the error thrown is the one `parse` throws), and when that value is an object returns its members in
     /// order, each with where its value's text is, without building any value; nil when the value is valid
     /// JSON but not an object. Keys found in `keys` are that table's strings.
-    public static func scanMembers(_ bytes: UnsafeBufferPointer<UInt8>,
-                                   keys: KeyTable? = nil) throws(JSONParseError) -> [MemberText]? {
-        var parser = JSONParser(bytes: bytes, keys: keys)
+    public static func scanMembers(_ bytes: UnsafeBufferPointer<UInt8>, keys: KeyTable? = nil,
+                                   wideIntegers: WideIntegers = .nearestDouble) throws(JSONParseError) -> [MemberText]? {
+        var parser = JSONParser(bytes: bytes, keys: keys, wideIntegers: wideIntegers)
         do throws(JSONParseError) {
             parser.skipWhitespace()
             guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") else {
-                _ = try parse(bytes)  // reports the syntax error, if any
+                _ = try parse(bytes, wideIntegers: wideIntegers)  // reports the syntax error, if any
                 return nil
             }
             let members = try parser.scanMemberList()
@@ -45,7 +45,7 @@ extension JSONParser {
             // An integer past 64 bits: the scan's own error names the field it is in.
             if case .integerOutOfRange = error.reason { throw error }
             // The scan rejects exactly what `parse` rejects; `parse` says why in its own words (rare: bad input).
-            _ = try parse(bytes)
+            _ = try parse(bytes, wideIntegers: wideIntegers)
             throw error
         }
     }

@@ -147,15 +147,29 @@ public struct JSONParser {
     /// anything `JSONWriter` would write differently: white space, an escape, a key not after the
     /// previous one, a non-integral number or `-0`.
     var compact = true
+    /// What an integer literal outside `Int64` becomes.
+    let wideIntegers: WideIntegers
 
-    init(bytes: UnsafeBufferPointer<UInt8>, keys: KeyTable? = nil) {
+    /// What the parser makes of an integer literal outside `Int64`.
+    public enum WideIntegers: Sendable {
+        /// Refused with `integerOutOfRange`, never rounded: what kvod reads from its clients (requests, and
+        /// kvoclient's value arguments; docs/protocol.md, "Numbers").
+        case refused
+        /// The nearest double, as JSON parsers commonly read it: JSON from other programs (NATS's API and
+        /// monitoring replies carry unsigned 64-bit counters), files, and replies kvod wrote itself.
+        case nearestDouble
+    }
+
+    init(bytes: UnsafeBufferPointer<UInt8>, keys: KeyTable? = nil, wideIntegers: WideIntegers = .nearestDouble) {
         self.bytes = bytes
         self.keys = keys
+        self.wideIntegers = wideIntegers
     }
 
     /// Parses exactly one JSON value from `bytes`.
-    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> JSONValue {
-        var parser = JSONParser(bytes: bytes)
+    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>,
+                             wideIntegers: WideIntegers = .nearestDouble) throws(JSONParseError) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, wideIntegers: wideIntegers)
         parser.skipWhitespace()
         let value = try parser.parseValue()
         parser.skipWhitespace()
@@ -168,12 +182,12 @@ public struct JSONParser {
     /// Parses exactly one JSON object and returns its members in order, without building a
     /// dictionary (no hashing): for small objects read once, such as requests. Returns nil when the
     /// value is valid JSON but not an object. Its keys found in `keys` are that table's strings.
-    public static func parseMembers(_ bytes: UnsafeBufferPointer<UInt8>,
-                                    keys: KeyTable? = nil) throws(JSONParseError) -> [Member]? {
-        var parser = JSONParser(bytes: bytes, keys: keys)
+    public static func parseMembers(_ bytes: UnsafeBufferPointer<UInt8>, keys: KeyTable? = nil,
+                                    wideIntegers: WideIntegers = .nearestDouble) throws(JSONParseError) -> [Member]? {
+        var parser = JSONParser(bytes: bytes, keys: keys, wideIntegers: wideIntegers)
         parser.skipWhitespace()
         guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") else {
-            _ = try parse(bytes)  // reports the syntax error, if any
+            _ = try parse(bytes, wideIntegers: wideIntegers)  // reports the syntax error, if any
             return nil
         }
         let members = try parser.parseMemberList()
@@ -185,16 +199,16 @@ public struct JSONParser {
     }
 
     /// Parses exactly one JSON value from a byte array.
-    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    public static func parse(_ bytes: [UInt8], wideIntegers: WideIntegers = .nearestDouble) throws(JSONParseError) -> JSONValue {
         let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
-            do throws(JSONParseError) { return .success(try parse(buffer)) } catch { return .failure(error) }
+            do throws(JSONParseError) { return .success(try parse(buffer, wideIntegers: wideIntegers)) } catch { return .failure(error) }
         }
         return try result.get()
     }
 
     /// Parses exactly one JSON value from text.
-    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
-        try parse(Array(text.utf8))
+    public static func parse(_ text: String, wideIntegers: WideIntegers = .nearestDouble) throws(JSONParseError) -> JSONValue {
+        try parse(Array(text.utf8), wideIntegers: wideIntegers)
     }
 
     // MARK: - Values

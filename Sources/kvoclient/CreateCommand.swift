@@ -30,7 +30,7 @@ struct CreateCommand: AsyncParsableCommand {
         guard let values else { return }
         let parsed: JSONValue
         do {
-            parsed = try JSONParser.parse(values)
+            parsed = try JSONParser.parse(values, wideIntegers: .refused)
         } catch {
             throw ValidationError("values must be a JSON object, such as '{\"date\":\"2026-11-20\"}': '\(PrintableText.escaped(values, limit: 80))' is not valid JSON (\(error))")
         }
@@ -40,7 +40,7 @@ struct CreateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let values = try values.map { text throws(JSONParseError) in try JSONParser.parse(text) } ?? [:]
+        let values = try values.map { text throws(JSONParseError) in try JSONParser.parse(text, wideIntegers: .refused) } ?? [:]
         RevisionLine.print(try await connection.withClient { kvod in try await kvod.create(object, values: values, class: className, ttl: ttl.duration,
                                                                                        if: try conditions.conditions(keyPath: nil))
         })

@@ -21,7 +21,7 @@ enum JSONFileArgument {
         let name = path == standardInput ? "standard input" : "'\(path)'"
         let bytes = try contents(of: path, name: name, what: what)
         do throws(JSONParseError) {
-            return try JSONParser.parse(bytes)
+            return try JSONParser.parse(bytes, wideIntegers: .refused)
         } catch {
             throw ValidationError("the \(what) in \(name) is not valid JSON: \(error)")
         }

@@ -18,7 +18,7 @@ enum ValueArgument {
     static func parse(_ text: String) throws(ValidationError) -> JSONValue {
         let parseError: JSONParseError
         do {
-            return try JSONParser.parse(text)
+            return try JSONParser.parse(text, wideIntegers: .refused)
         } catch {
             parseError = error
         }

@@ -165,7 +165,7 @@ struct JSONParserTests {
         String(repeating: "9", count: 400),
     ])
     func integersPast64Bits(text: String) throws {
-        let error = parseError(text)
+        let error = refusal(text)
         guard case let .integerOutOfRange(literal, field)? = error?.reason else {
             Issue.record("\(text): \(String(describing: error))")
             return
@@ -175,7 +175,7 @@ struct JSONParserTests {
         #expect(literal == (text.count > 64 ? String(text.prefix(64)) + "…" : text))
         #expect(String(describing: error!).contains("outside the 64-bit range"))
         // Inside arrays and objects alike, where it is: the offset of its first byte.
-        let nested = parseError("[1,{\"a\":\(text)}]")
+        let nested = refusal("[1,{\"a\":\(text)}]")
         #expect(nested?.offset == 8)
         if case .integerOutOfRange? = nested?.reason {} else { Issue.record("nested \(text): \(String(describing: nested))") }
     }
@@ -185,8 +185,8 @@ struct JSONParserTests {
         let line = Array(#"{"op":"increment","object":"o","keyPath":"n","by":9223372036854775808,"id":1}"#.utf8)
         var errors: [JSONParseError?] = [nil, nil]
         line.withUnsafeBufferPointer { bytes in
-            do throws(JSONParseError) { _ = try JSONParser.scanMembers(bytes) } catch { errors[0] = error }
-            do throws(JSONParseError) { _ = try JSONParser.parseMembers(bytes) } catch { errors[1] = error }
+            do throws(JSONParseError) { _ = try JSONParser.scanMembers(bytes, wideIntegers: .refused) } catch { errors[0] = error }
+            do throws(JSONParseError) { _ = try JSONParser.parseMembers(bytes, wideIntegers: .refused) } catch { errors[1] = error }
         }
         for error in errors {
             #expect(error?.reason == .integerOutOfRange(literal: "9223372036854775808", field: "by"))
@@ -195,6 +195,29 @@ struct JSONParserTests {
         }
         // Int64's own bounds are integers.
         #expect(try JSONParser.parse("[9223372036854775807,-9223372036854775808]") == [.int(.max), .int(.min)])
+    }
+
+    /// The error `JSONParser` throws for `text` when it refuses wide integers (what kvod does for requests).
+    private func refusal(_ text: String) -> JSONParseError? {
+        do throws(JSONParseError) {
+            _ = try JSONParser.parse(text, wideIntegers: .refused)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Other programs' JSON (NATS's API and monitoring replies hold unsigned 64-bit counters such as
+    /// 18446744073709551615) is read as JSON parsers commonly read it: a wide integer is the nearest double.
+    @Test("by default an integer past 64 bits is the nearest double, in values and in a scan of members")
+    func wideIntegersAreNearestDoublesByDefault() throws {
+        #expect(strictlyEqual(try JSONParser.parse("18446744073709551615"), .double(18_446_744_073_709_551_615.0)))
+        #expect(strictlyEqual(try JSONParser.parse(#"{"reserved":18446744073709551615,"n":1}"#),
+                              ["reserved": .double(18_446_744_073_709_551_615.0), "n": .int(1)]))
+        let line = Array(#"{"a":-9223372036854775809,"b":2}"#.utf8)
+        let members = try line.withUnsafeBufferPointer { bytes throws(JSONParseError) in try JSONParser.scanMembers(bytes) }
+        #expect(members?.map(\.key) == ["a", "b"])
+        #expect(members?.first?.isCompact == false)
     }
 
     @Test("numbers too large for a double are rejected, never infinity", arguments: ["1e400", "-1e400", "1e999999"])

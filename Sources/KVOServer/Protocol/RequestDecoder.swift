@@ -39,7 +39,7 @@ package enum RequestDecoder {
     package static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
         let members: [JSONParser.MemberText]?
         do {
-            members = try JSONParser.scanMembers(line, keys: fieldNames)
+            members = try JSONParser.scanMembers(line, keys: fieldNames, wideIntegers: .refused)
         } catch {
             switch error.reason {
             case .invalidUTF8: return Decoded(id: nil, request: .failure(KVOError(.badRequest, "invalid UTF-8: \(error)")))
@@ -159,7 +159,7 @@ package enum RequestDecoder {
     /// `id` when it has a readable one, so that nothing about the protocol's shapes is told before a
     /// login.
     package static func decodeBeforeLogin(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
-        guard let members = try? JSONParser.scanMembers(line, keys: fieldNames) else {
+        guard let members = try? JSONParser.scanMembers(line, keys: fieldNames, wideIntegers: .refused) else {
             return Decoded(id: nil, request: .failure(loginRequired))
         }
         let fields = RequestFields(line: line, members: members)
