@@ -184,7 +184,7 @@ let package = Package(
             path: "examples/combine"
         ),
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOWireProbe"],
-                    sources: tsanScope ? ["ObjectTableFillerTests.swift"] : nil),
+                    sources: tsanScope ? ["ObjectTableFillerTests.swift", "Support/SplitMix64.swift"] : nil),
         // The client library's tests are in IntegrationTests/KVOClient (they start the real kvod).
         .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOWireProbe", "KVOJSON", "CSQLite", "KVOServer"],
                     sources: tsanScope ? ["KVOClient", "Support"] : nil),
