@@ -226,8 +226,9 @@ done
 
 # Where the binaries come from. By default they are compiled on this host by docker/build-binaries.sh (the
 # recipe the Dockerfile's binaries-source stage runs, with the toolchain the stand-in Swift image copies),
-# sharing the release build the benchmark smoke made, and the image takes them (KVOD_BINARIES=prebuilt): CI
-# does not compile kvod a fourth time. KVOD_DOCKER_SOURCE_BUILD=1 builds exactly as a user's `docker build`
+# and the image takes them (KVOD_BINARIES=prebuilt): no compile inside the image. (They do not share the
+# benchmark smoke's release build: --static-swift-stdlib builds its modules again; making bench.sh build static
+# too would let them share one.) KVOD_DOCKER_SOURCE_BUILD=1 builds exactly as a user's `docker build`
 # does, compiling inside the Swift image (several minutes more).
 binaries_args=()
 if [ "${KVOD_DOCKER_SOURCE_BUILD:-0}" != 1 ]; then
