@@ -119,6 +119,47 @@ import Testing
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
+    @Test("a backlog of due objects is expired in bounded steps; a request waits for it rather than read one or stall the loop")
+    func anExpiryBacklogIsWorkedOffInSteps() throws {
+        let clock = ServerClock.manual()
+        let server = try makeServer(clock: clock)
+        let client = server.makeEmbeddedConnection()
+        let other = server.makeEmbeddedConnection()
+        // Four steps and a quarter of objects with one deadline (a client could make a million), made 500 at a time.
+        let step = Server.maximumExpiriesPerStep
+        let total = 4 * step + step / 4
+        for chunk in stride(from: 0, to: total, by: 500) {
+            let lines = (chunk..<min(chunk + 500, total)).map { #"{"op":"create","object":"o:\#($0)","values":{"i":\#($0)},"ttl":1}"# }
+            client.send(Array(lines.joined(separator: "\n").utf8) + [0x0A])
+            #expect(client.takeLines(atLeast: lines.count).count == lines.count)
+        }
+        try call(client, #"{"op":"create","object":"keep","values":{}}"#)
+        #expect(server.handler.engine.expiringObjectCount == total)
+        // The clock alone moves past the deadline (no housekeeping tick).
+        clock.advance(nanoseconds: 1_000_000_000)
+        client.send(line: #"{"op":"get","object":"o:\#(total - 1)","id":1}"#)
+        other.send(line: #"{"op":"ping","id":2}"#)
+        // One iteration: a step before each request, which is then held, and one in the check phase. Two steps'
+        // work per request at most, never the whole backlog in one stall; nothing is answered yet.
+        server.step()
+        #expect(server.handler.engine.expiringObjectCount == total - 3 * step,
+                "steps of \(step): \(server.handler.engine.expiringObjectCount) left")
+        #expect(server.expiryHolds.count == 2, "both requests wait for the backlog")
+        // The next iteration: one step in the check phase; they still wait.
+        server.step()
+        #expect(server.handler.engine.expiringObjectCount == total - 4 * step)
+        #expect(server.expiryHolds.count == 2)
+        // The next iteration expires the rest, then answers both: the object is gone.
+        let reply = try JSONParser.parse(try #require(client.takeLines().first))
+        #expect(reply["id"] == 1 && reply["error"]?["code"] == "not_found", "\(reply)")
+        #expect(try JSONParser.parse(try #require(other.takeLines().first))["id"] == 2)
+        #expect(server.handler.engine.expiringObjectCount == 0)
+        #expect(try objects(client) == ["keep"])
+        // Reading resumed on both connections.
+        #expect(try call(other, #"{"op":"get","object":"keep"}"#)["ok"] == true)
+        #expect(server.stopEmbedded().loopClosedCleanly)
+    }
+
     @Test("an object whose ttl ended while the server was stopped is gone before the first request")
     func expiredWhileStopped() throws {
         let scratch = TemporaryDirectory()

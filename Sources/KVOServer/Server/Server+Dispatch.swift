@@ -10,17 +10,21 @@ import KVOEngine
 /// One request line from a connection to its reply: gating before login, routing (engine, authentication, administration, cluster), and replies with their metrics.
 /// Loop thread only, like the rest of `Server`.
 extension Server {
-    func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection) {
+    /// `startedAt`: when the line was first received, for a request held and handled later (`ExpiryHolds`).
+    func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection, startedAt: UInt64? = nil) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
         // The request's clock (`kvod_request_duration_seconds`): read here and when its reply is queued.
         let outer = requestStarted
-        requestStarted = uv_hrtime()
+        requestStarted = startedAt ?? uv_hrtime()
         defer { requestStarted = outer }
         connection.hasSentRequest = true
         // The request's time (`Server+Expiry`): the loop's, read once per iteration (`ServerClock`); an object past
-        // its deadline is expired before the request can read it.
+        // its deadline is expired before the request can read it (or, behind a backlog, the request waits for it).
         let now = clock.wallMilliseconds
-        if handler.engine.expiryCheckAt <= now { expireDueObjectsBeforeReads() }
+        if handler.engine.expiryCheckAt <= now, !expireDueObjectsBeforeReads() {
+            holdForExpiryBacklog(line, from: connection, started: requestStarted)
+            return
+        }
         // Before a login (users defined) only hello, auth and ping are looked at: docs/protocol.md.
         let decoded = connection.principal == nil ? RequestDecoder.decodeBeforeLogin(line) : RequestDecoder.decode(line)
         // Cluster mode: after writes in flight on this connection, only more writes go on at once (they join

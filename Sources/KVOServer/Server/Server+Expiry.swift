@@ -32,19 +32,62 @@ extension Server {
     /// expiry works in time-bounded steps).
     static let maximumExpiriesPerTick = 2_000
 
-    /// Before a request is handled (one comparison per request, `handleLine`) and at start-up: when an object may be
-    /// due (`KVOEngine.expiryCheckAt` reached), expires what is due now, so that no read — get, list, info, an
+    /// Most objects expired in one step before a request or in one check phase of a backlog (`ExpiryHolds`): the
+    /// same bound as a housekeeping tick, so no request makes the loop stall for more than a tick's work.
+    static let maximumExpiriesPerStep = maximumExpiriesPerTick
+
+    /// Before a request is handled (one comparison per request, `handleLine`): when an object may be due
+    /// (`KVOEngine.expiryCheckAt` reached), expires what is due now, so that no read — get, list, info, an
     /// observation's initial value, a live query, a reference followed, a condition, the digest — sees an object past
-    /// its deadline, whatever the housekeeping tick has done. A single node applies every `expire` due at once (no
-    /// bound per call: a read must not see one of them), its events and commit going with the iteration's. A cluster
-    /// node submits them (each once a second at most): its reads may show the object until the stream applies the
+    /// its deadline, whatever the housekeeping tick has done. Returns whether the request may go on now.
+    ///
+    /// A single node expires at most `maximumExpiriesPerStep` here, its events and commit going with the
+    /// iteration's. When more are due (many objects with one deadline), it returns false: the caller holds the
+    /// request (`ExpiryHolds`) and each later check phase expires one more step (`continueExpiryBacklog`), so the
+    /// request still reads none of them and the loop never stalls for the whole backlog. A cluster node submits
+    /// them (each once a second at most) and goes on: its reads may show the object until the stream applies the
     /// `expire`, one stream round trip (docs/design.md, "The clock").
-    func expireDueObjectsBeforeReads() {
+    func expireDueObjectsBeforeReads() -> Bool {
         if cluster != nil {
             expireDueObjects(limit: Server.maximumExpiriesPerTick, flushing: false)
-        } else {
-            expireDueObjects(limit: .max, flushing: false)
+            return true
         }
+        expireDueObjects(limit: Server.maximumExpiriesPerStep, flushing: false)
+        return !hasUnexpiredDueObjects
+    }
+
+    /// Single node: whether an object is past its deadline and still there while the server may write (while the
+    /// store refuses writes, nothing can be expired, and requests are not held for it).
+    var hasUnexpiredDueObjects: Bool {
+        guard takesServerWrites, let next = handler.engine.nextExpiryCheck else { return false }
+        return next <= clock.wallMilliseconds
+    }
+
+    /// Holds `line` behind the expiry backlog (`expireDueObjectsBeforeReads` returned false): the connection stops
+    /// reading, and the check phase keeps the loop polling without blocking until the backlog is worked off.
+    func holdForExpiryBacklog(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection, started: UInt64) {
+        expiryHolds.hold(line, for: connection.id, started: started)
+        connection.pauseReading(.expiry)
+        uv_idle_start(replayIdleHandle, Server.idleCallback)
+    }
+
+    /// Check phase: while requests are held behind the expiry backlog, expires one more step; once none is due,
+    /// handles them in arrival order and lets their connections read again (their later lines follow in this
+    /// check phase's `replayHeldInput`).
+    func continueExpiryBacklog() {
+        guard !expiryHolds.isEmpty else { return }
+        if hasUnexpiredDueObjects {
+            expireDueObjects(limit: Server.maximumExpiriesPerStep, flushing: false)
+            if hasUnexpiredDueObjects { return }
+        }
+        for item in expiryHolds.takeAll() {
+            guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
+            // Resumed first: a request that is held again pauses it again; lines held behind this one are
+            // handed out after it (`replayHeldInput`).
+            connection.resumeReading(.expiry)
+            item.line.withUnsafeBufferPointer { handleLine($0, from: connection, startedAt: item.started) }
+        }
+        if heldInputQueue.isEmpty, expiryHolds.isEmpty { uv_idle_stop(replayIdleHandle) }
     }
 
     /// Sends `expire` for every object due now, at most `limit` (housekeeping: `maximumExpiriesPerTick`, flushed at

@@ -139,6 +139,6 @@ extension Server {
         let connections = heldInputQueue
         heldInputQueue.removeAll(keepingCapacity: true)
         for connection in connections { connection.replayHeldInput() }
-        if heldInputQueue.isEmpty { uv_idle_stop(replayIdleHandle) }
+        if heldInputQueue.isEmpty, expiryHolds.isEmpty { uv_idle_stop(replayIdleHandle) }
     }
 }

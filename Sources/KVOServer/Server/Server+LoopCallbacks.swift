@@ -12,6 +12,7 @@ import KVOModel
 extension Server {
     static let checkCallback: uv_check_cb = { handle in
         let server = owner(of: asHandle(handle!), as: Server.self)
+        server.continueExpiryBacklog()
         server.replayHeldInput()
         server.flushConnections()
         server.metrics.iterationEnded(loop: server.loop.raw)

@@ -56,8 +56,8 @@ public final class Server {
     /// Connections resumed with lines held from before their pause (`Connection.replayHeldInput()`),
     /// handed out at the start of the next check phase, when no request is being handled.
     var heldInputQueue: [Connection] = []
-    /// Active while `heldInputQueue` is not empty, so that the loop polls without blocking and the
-    /// check phase comes round at once.
+    /// Active while `heldInputQueue` or `expiryHolds` is not empty, so that the loop polls without blocking
+    /// and the check phase comes round at once.
     let replayIdleHandle: UnsafeMutablePointer<uv_idle_t>
     /// Fires every `housekeepingInterval`: closes connections past their first-request deadline and
     /// gives memory back after a burst. Never on the request path.
@@ -142,6 +142,8 @@ public final class Server {
     var revisionWaits = RevisionWaits()
     /// Cluster mode: each connection's writes in flight and the request held behind them.
     var pipelinedWrites = PipelinedWrites()
+    /// Requests waiting for the expiry backlog to be worked off (single node; `Server+Expiry`).
+    var expiryHolds = ExpiryHolds()
 
     /// Stops the server from any thread.
     public let stopHandle: StopHandle

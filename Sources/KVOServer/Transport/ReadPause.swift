@@ -28,4 +28,9 @@ struct ReadPause: OptionSet, Sendable {
     /// Cluster mode: the connection's read or observe waits for this node to apply its `atLeastRev`; its
     /// later requests wait, to be answered in order after that request's reply.
     static let revision = ReadPause(rawValue: 1 << 3)
+
+    /// A single node has more objects past their deadline than one step expires: the connection's request waits
+    /// until the next steps have expired them all (`ExpiryHolds`), so that it reads none of them and the loop never
+    /// stalls for the whole backlog.
+    static let expiry = ReadPause(rawValue: 1 << 4)
 }
