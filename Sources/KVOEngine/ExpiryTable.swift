@@ -65,9 +65,14 @@ final class ExpiryTable {
         return result
     }
 
+    /// Drops the stale reminders (and any second live one of an object), keeping each object's earliest live
+    /// reminder with its time: a reminder handed out by `due` keeps its retry time. (Rebuilding from `entries`, as
+    /// this once did, put handed-out objects back at their deadline, so one `due` call could hand out an object
+    /// twice and a cluster node could ask for it again before the retry.)
     private func rebuild() {
-        queue = entries.map { (at: $0.value.deadline, object: $0.key, deadline: $0.value.deadline) }
         queue.sort { $0.at < $1.at }  // a sorted array is a valid min-heap
+        var kept = Set<String>()
+        queue.removeAll { entries[$0.object]?.deadline != $0.deadline || !kept.insert($0.object).inserted }
         earliestReminder = queue.first?.at ?? .max
     }
 
@@ -76,7 +81,7 @@ final class ExpiryTable {
     }
 
     private func push(_ reminder: (at: Int64, object: String, deadline: Int64)) {
-        // Refreshes leave stale reminders deep in the heap: rebuilt from the entries when they outnumber them.
+        // Refreshes and handed-out reminders leave stale ones deep in the heap: dropped when they outnumber the entries.
         if queue.count > 2 * entries.count + 64 { rebuild() }
         queue.append(reminder)
         earliestReminder = min(earliestReminder, reminder.at)

@@ -111,6 +111,41 @@ import Testing
         #expect(engine.expiries.reminderCount < 2 * engine.expiringObjectCount + 70)
     }
 
+    /// The heap's clean-up (it drops stale reminders once they outnumber the objects) keeps the retry time of what
+    /// was handed out: a bounded call never hands out one object twice, as the server's steps of 2,000 ask (each
+    /// expired before the next call, so the handed-out reminders go stale and the clean-up comes mid-call).
+    @Test func aBoundedCallHandsOutEachObjectOnceThroughTheHeapsCleanUp() throws {
+        let engine = KVOEngine()
+        engine.writeTime = 0
+        for index in 0..<1_000 {
+            try engine.create("o\(index)", [:])
+            try engine.setTTL("o\(index)", milliseconds: 10)
+        }
+        engine.writeTime = 10
+        var expired = 0
+        for _ in 0..<10 {
+            let due = engine.dueExpiries(now: 10, retry: 1_000, limit: 100)
+            #expect(Set(due.map(\.object)).count == due.count, "an object handed out twice in one call")
+            for (object, changedRev) in due {
+                _ = try expire(engine, object, ifRev: changedRev)
+                expired += 1
+            }
+        }
+        #expect(expired == 1_000 && engine.expiringObjectCount == 0)
+        // An object handed out and still there waits for its retry, whatever the clean-up did meanwhile.
+        for index in 0..<100 {
+            try engine.create("p\(index)", [:])
+            try engine.setTTL("p\(index)", milliseconds: 10)
+        }
+        #expect(engine.dueExpiries(now: 20, retry: 1_000).count == 100)
+        for step in 0..<1_000 {  // refreshes of one object: stale reminders, and clean-ups
+            engine.writeTime = 20 + Int64(step)
+            try engine.setTTL("p0", milliseconds: 5_000)
+        }
+        #expect(engine.dueExpiries(now: 1_019, retry: 1_000).isEmpty, "none before its retry")
+        #expect(engine.dueExpiries(now: 1_020, retry: 1_000).count == 99, "p0's deadline moved")
+    }
+
     @Test func aBatchUndoesTheExpiriesItChanged() throws {
         let engine = KVOEngine(recordsCommitBatches: true)
         engine.writeTime = 0
