@@ -62,7 +62,7 @@ import Testing
         ("0.0 ? 1 : 2", "2"), ("'' ? 1 : 2", "2"), ("[] ? 1 : 2", "1"), ("address ? 1 : 2", "1"), ("'0' ? 1 : 2", "1"),
         // Literals and key paths.
         ("[x, name, [null]]", "[7,\"Ada\",[null]]"), ("items.@sum.price * 2", "11.0"), ("address.city + '!'", "\"Paris!\""),
-    ])
+    ] as [(String, String)])
     func operators(source: String, json: String) throws {
         #expect(try Self.evaluate(source).description == json, "\(source)")
     }
@@ -92,7 +92,7 @@ import Testing
         ("number(7)", "7"), ("number(true)", "null"), ("number(null)", "null"),
         ("contains('hello', 'ell')", "true"), ("contains('hello', 'z')", "false"), ("contains([1, 2, 3], 2.0)", "true"),
         ("contains([1, null], null)", "true"), ("contains([1], 'a')", "false"), ("contains(null, 1)", "null"), ("contains('a', null)", "null"),
-    ])
+    ] as [(String, String)])
     func functions(source: String, json: String) throws {
         #expect(try Self.evaluate(source).description == json, "\(source)")
     }
