@@ -53,8 +53,13 @@ for entry in table {
     lines.append("        WebAsset(path: \"\(entry.path)\", fileName: \"\(entry.file)\", contentType: \"\(entry.contentType)\", text: \(literal)),")
 }
 lines += ["    ]", "}", ""]
+// Unchanged bytes are not written again: SwiftPM runs this tool whenever the tool itself was relinked (each
+// `swift build --product …` of another product does), and a rewritten file, even identical, makes the whole
+// KVOServer module compile again, minutes in a release build (whole-module), for nothing.
+let generated = Data(lines.joined(separator: "\n").utf8)
+if FileManager.default.contents(atPath: output.path) == generated { exit(0) }
 do {
-    try Data(lines.joined(separator: "\n").utf8).write(to: output, options: .atomic)
+    try generated.write(to: output, options: .atomic)
 } catch {
     fail("cannot write \(output.path): \(error)")
 }
