@@ -6,7 +6,9 @@
 # scripts/docker-smoke.sh runs it on the CI host, whose toolchain is the one the stand-in Swift image copies,
 # then builds the image with KVOD_BINARIES=prebuilt (docs/design.md, "CI").
 #
-# Run from the repository root. SCRATCH (optional) is SwiftPM's build folder (default .build).
+# Run from the repository root. SCRATCH (optional) is SwiftPM's build folder (default .build). The flags are
+# scripts/setup.sh's kvod_release_build's (scripts/docker-smoke.sh checks that they agree), so on the CI host this
+# build reuses the benchmark smoke's.
 set -euo pipefail
 out=${1:-/out}
 scratch=${2:-.build}

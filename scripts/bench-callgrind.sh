@@ -21,7 +21,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends valgrind >&2
 fi
 
-kvod_log "swift build -c release (kvod, kvod-bench)"
-swift build -c release --product kvod >&2
-swift build -c release --product kvod-bench >&2
-exec .build/release/kvod-bench callgrind "$@"
+kvod_log "swift build -c release (kvod, kvod-bench; kvod_release_build)"
+kvod_release_build --product kvod
+kvod_release_build --product kvod-bench
+exec "$kvod_release_scratch/release/kvod-bench" callgrind "$@"

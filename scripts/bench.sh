@@ -24,9 +24,9 @@ if ! command -v redis-server >/dev/null 2>&1; then
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server >&2
 fi
 
-kvod_log "swift build -c release (kvod, kvod-bench)"
-swift build -c release --product kvod >&2
-swift build -c release --product kvod-bench >&2
+kvod_log "swift build -c release (kvod, kvod-bench; kvod_release_build)"
+kvod_release_build --product kvod
+kvod_release_build --product kvod-bench
 
 # 10,000 connections need more descriptors than the common default of 1024 (kvod-bench raises its own
 # soft limit to the hard one as well; the servers it starts inherit it).
@@ -41,4 +41,4 @@ revision=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || revision+=" with uncommitted changes"
 export KVOD_BENCH_REVISION=$revision
 kvod_log "kvod-bench ${command} $* (report: ${out}; load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-exec .build/release/kvod-bench "$command" "$@" --markdown "$out"
+exec "$kvod_release_scratch/release/kvod-bench" "$command" "$@" --markdown "$out"

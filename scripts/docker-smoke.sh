@@ -224,11 +224,18 @@ for package in $(grep -o 'kvod_missing+=([a-z0-9.-]*-dev)' scripts/setup.sh | se
         grep -qw -- "$package" || fail "docker/Dockerfile's binaries-source stage does not install $package (scripts/setup.sh does)"
 done
 
+# The image's release build and every other one (scripts/setup.sh's kvod_release_build) use the same flags: so the
+# host build below reuses .build/release, and the image's binaries are built as the benchmarks' are.
+release_flags=$(sed -n 's/^kvod_release_build() { swift build \(.*\) --scratch-path .*$/\1/p' scripts/setup.sh)
+[ -n "$release_flags" ] || fail "scripts/setup.sh has no kvod_release_build line this check understands"
+grep -qF "build=(swift build $release_flags --scratch-path" docker/build-binaries.sh ||
+    fail "docker/build-binaries.sh does not build with kvod_release_build's flags ($release_flags)"
+
 # Where the binaries come from. By default they are compiled on this host by docker/build-binaries.sh (the
 # recipe the Dockerfile's binaries-source stage runs, with the toolchain the stand-in Swift image copies),
-# and the image takes them (KVOD_BINARIES=prebuilt): no compile inside the image. (They do not share the
-# benchmark smoke's release build: --static-swift-stdlib builds its modules again; making bench.sh build static
-# too would let them share one.) KVOD_DOCKER_SOURCE_BUILD=1 builds exactly as a user's `docker build`
+# and the image takes them (KVOD_BINARIES=prebuilt): no compile inside the image. With the flags of every release
+# build (scripts/setup.sh's kvod_release_build, checked below), it reuses the benchmark smoke's modules in
+# .build/release and only links. KVOD_DOCKER_SOURCE_BUILD=1 builds exactly as a user's `docker build`
 # does, compiling inside the Swift image (several minutes more).
 binaries_args=()
 if [ "${KVOD_DOCKER_SOURCE_BUILD:-0}" != 1 ]; then
@@ -236,7 +243,7 @@ if [ "${KVOD_DOCKER_SOURCE_BUILD:-0}" != 1 ]; then
     say "compiling kvod and kvoclient on the host (docker/build-binaries.sh; KVOD_DOCKER_SOURCE_BUILD=1 compiles in the image instead)"
     rm -rf .build-docker
     binaries_started=$SECONDS
-    docker/build-binaries.sh .build-docker >"$cache/binaries.log" 2>&1 || {
+    docker/build-binaries.sh .build-docker "${KVOD_RELEASE_SCRATCH:-.build}" >"$cache/binaries.log" 2>&1 || {
         tail -n 30 "$cache/binaries.log" >&2
         fail "docker/build-binaries.sh failed: see $cache/binaries.log"
     }

@@ -7,7 +7,7 @@ set -euo pipefail
 # shellcheck source=scripts/setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
-kvod_log "swift build -c release"
-swift build -c release >&2
-kvod_log "starting kvod (kvoclient is at .build/release/kvoclient)"
-exec .build/release/kvod "$@"
+kvod_log "swift build -c release (kvod_release_build)"
+kvod_release_build
+kvod_log "starting kvod (kvoclient is at $kvod_release_scratch/release/kvoclient)"
+exec "$kvod_release_scratch/release/kvod" "$@"
