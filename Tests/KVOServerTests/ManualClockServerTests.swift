@@ -214,6 +214,29 @@ import Testing
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
+    @Test("an onDisconnect action an older kvod stored with a null member runs after a restart, as it was accepted")
+    func legacyStoredActionRuns() throws {
+        let scratch = TemporaryDirectory()
+        var storage = StorageConfiguration(directory: scratch.appending("data"))
+        storage.groupCommitIntervalMicroseconds = 0
+        let first = try makeServer(clock: .manual(), storage: storage)
+        let client = first.makeEmbeddedConnection()
+        try call(client, #"{"op":"create","object":"host","values":{"online":true}}"#)
+        try call(client, #"{"op":"session","grace":1}"#)
+        try call(client, #"{"op":"onDisconnect","request":{"op":"set","object":"host","keyPath":"online","value":false}}"#)
+        #expect(first.stopEmbedded().loopClosedCleanly)
+        // What a kvod from before strict requests stored for a client that sent `"ttl": null` (and a null condition).
+        let database = try SQLiteDatabase(path: SQLiteStore.databasePath(inDirectory: storage.directory), create: false)
+        try database.exec(#"UPDATE sessions SET record = replace(record, '"op":"set"', '"op":"set","ttl":null,"ifRev":null')"#)
+        let second = try makeServer(clock: .manual(), storage: storage)
+        let observer = second.makeEmbeddedConnection()
+        #expect(try call(observer, #"{"op":"get","object":"host","keyPath":"online"}"#)["value"] == true)
+        second.advanceTime(by: 1)
+        #expect(try call(observer, #"{"op":"get","object":"host","keyPath":"online"}"#)["value"] == false,
+                "the stored action ran when the restored session's grace ended")
+        #expect(second.stopEmbedded().loopClosedCleanly)
+    }
+
     @Test("a session resumed within its grace runs nothing; its next grace ends it once")
     func resumedWithinGrace() throws {
         let server = try makeServer(clock: .manual())

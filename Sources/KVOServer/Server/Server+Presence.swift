@@ -156,8 +156,22 @@ extension Server {
     }
 
     /// The sessions read back from the store at start-up (or after a roll-back): detached, each ending after
-    /// its grace from now, their ephemeral objects watched (those that no longer exist dropped).
+    /// its grace from now, their ephemeral objects watched (those that no longer exist dropped). An action an
+    /// older kvod accepted with `null` for an absent member is read as it was meant (`LegacyNullMembers`).
     func restoreSessions(_ stored: [PresenceSession]) {
+        var stored = stored
+        var rewritten = 0
+        for index in stored.indices {
+            for (position, action) in stored[index].actions.enumerated() {
+                guard case .failure = RequestDecoder.decode(action.line).request,
+                      let line = LegacyNullMembers.removed(from: action.line) else { continue }
+                stored[index].actions[position] = PresenceSession.Action(id: action.id, line: line)
+                rewritten += 1
+            }
+        }
+        if rewritten > 0 {
+            logger.notice("\(rewritten) stored onDisconnect action\(rewritten == 1 ? "" : "s") from an older kvod read with their null members as absent, as they were accepted")
+        }
         sessions = SessionTable(recordsChanges: storeKeepsWrites)
         sessions.restore(stored, now: clock.milliseconds)
         watchEphemeralObjects()
