@@ -48,17 +48,17 @@ public final class KVOClient: Sendable {
     /// The connection's states, starting with the current one and ending after `closed`.
     public var states: AsyncStream<ConnectionState> { core.states() }
 
-    // MARK: - Raw requests
-
-    /// Sends any operation with raw JSON parameters and returns the reply's fields (without `id` and
-    /// `ok`) as a JSON object; throws `KVODError.server` for `ok: false`. `isWrite` says whether the
-    /// operation may change state (it shapes the `connectionLost` error only).
     /// The protocol features the server announced in its last `hello` reply (`features`: `ttl`, `conditions`,
     /// `ephemeral`, `sessions`, `liveQueries`, `sinceRev`, `atLeastRev`, `compactEvents`, …). The client sends a
     /// request that needs one only when it is here, and throws `KVODError.notAnnounced` otherwise (docs/protocol.md,
     /// "Requests and replies": the server refuses a field it does not know).
     public var serverFeatures: Set<String> { core.features }
 
+    // MARK: - Raw requests
+
+    /// Sends any operation with raw JSON parameters and returns the reply's fields (without `id` and
+    /// `ok`) as a JSON object; throws `KVODError.server` for `ok: false`. `isWrite` says whether the
+    /// operation may change state (it shapes the `connectionLost` error only).
     public func request(_ op: String, _ params: [String: JSONValue] = [:], isWrite: Bool = false) async throws -> JSONValue {
         try await core.request(op, params, isWrite: isWrite)
     }

@@ -32,4 +32,26 @@ struct CLIExpiryTests {
             #expect(refused.status != 0 && refused.stdout.isEmpty, "\(bad): \(refused)")
         }
     }
+
+    @Test("a user who may write but not read is told the touch happened, not the deadline, and not 'no ttl'")
+    func touchByAWriteOnlyUser() throws {
+        let scratch = try TemporaryDirectory("cli-touch")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("root", password: "root pw", usersFile: usersFile)
+        try KVODUserTool.addUser("drop", password: "drop pw", rules: ["box-*=write"], usersFile: usersFile)
+        let server = try KVODProcess(["--users", usersFile])
+        let root = ["KVOD_PASSWORD": "root pw"], drop = ["KVOD_PASSWORD": "drop pw"]
+        for (object, ttl) in [("box-timed", ["--ttl", "60"]), ("box-plain", [])] {
+            let created = try KVOClientProcess.run(server, ["--user", "root", "create", object, "{}"] + ttl, environment: root)
+            #expect(created.status == 0, "\(created)")
+        }
+        // Both objects answer alike: what she cannot read includes whether either has a ttl.
+        for object in ["box-timed", "box-plain"] {
+            let touched = try KVOClientProcess.run(server, ["--user", "drop", "touch", object], environment: drop)
+            #expect(touched.status == 0 && touched.stdout.split(separator: "\n").first == "deadline not shown (no read right)",
+                    "\(object): \(touched)")
+        }
+        let owner = try KVOClientProcess.run(server, ["--user", "root", "touch", "box-plain"], environment: root)
+        #expect(owner.status == 0 && owner.stdout.hasPrefix("no ttl\n"), "\(owner)")
+    }
 }
