@@ -22,7 +22,7 @@ struct EnvironmentCheck: Equatable {
         "KVOD_GROUP_COMMIT_INTERVAL_US", "KVOD_TEST_CHECKPOINT_DELAY_MS",  // kvod's measurement and test hooks
         "KVOD_NATS_SERVER", "KVOD_BIN", "KVOD_BUILD", "KVOD_COMMIT", "KVOD_MANIFEST", "KVOD_JS", "KVOD_HTTP_PORT",
         "KVOD_LONG_TESTS", "KVOD_UPDATE_SCREENSHOT", "KVOD_IMAGE_LIMIT_MB", "KVOD_CLUSTER_DIR", "KVOD_AVAILABILITY_RUNS",
-        "KVOD_DISTRIBUTED_GUESSERS", "KVOD_BRUTE_FORCE_ATTEMPTS",  // scripts and tests
+        "KVOD_DISTRIBUTED_GUESSERS", "KVOD_BRUTE_FORCE_ATTEMPTS", "KVOD_RELEASE_SCRATCH", "KVOD_TSAN_STEP",  // scripts and tests
     ]
 
     /// Families of variables of the scripts, benchmarks and tests.
