@@ -325,12 +325,21 @@ final class LocalCluster: @unchecked Sendable {
         return connection
     }
 
-    /// Waits until every node has applied the same stream sequence; returns their digests then.
+    /// Waits until every node has applied the same stream sequence; returns their digests then. A node that closes
+    /// the connection meanwhile (one installing a snapshot in place closes its clients', and on a loaded machine a
+    /// node that fell behind a trimmed stream does so unannounced) is asked again, until the deadline.
     @discardableResult
     func waitForConvergence(timeout: Double = 20) throws -> [JSONValue] {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            let all = try digests()
+            let all: [JSONValue]
+            do {
+                all = try digests()
+            } catch {
+                guard Date() < deadline else { throw error }
+                usleep(50_000)
+                continue
+            }
             if Set(all.map { $0["applied"]?.intValue ?? -1 }).count == 1 { return all }
             guard Date() < deadline else { throw LocalClusterError.notReady("nodes did not converge: \(all)\n\(diagnostics())") }
             usleep(50_000)
