@@ -87,7 +87,7 @@ extension Server {
             connection.resumeReading(.expiry)
             item.line.withUnsafeBufferPointer { handleLine($0, from: connection, startedAt: item.started) }
         }
-        if heldInputQueue.isEmpty, expiryHolds.isEmpty { uv_idle_stop(replayIdleHandle) }
+        stopPollingWhenNothingIsHeld()
     }
 
     /// Sends `expire` for every object due now, at most `limit` (housekeeping: `maximumExpiriesPerTick`, flushed at

@@ -139,6 +139,12 @@ extension Server {
         let connections = heldInputQueue
         heldInputQueue.removeAll(keepingCapacity: true)
         for connection in connections { connection.replayHeldInput() }
+        stopPollingWhenNothingIsHeld()
+    }
+
+    /// Stops the idle handle once neither resumed connections' lines nor requests behind the expiry backlog wait
+    /// for a check phase (so the loop may block in poll again).
+    func stopPollingWhenNothingIsHeld() {
         if heldInputQueue.isEmpty, expiryHolds.isEmpty { uv_idle_stop(replayIdleHandle) }
     }
 }
