@@ -87,8 +87,8 @@ extension ReadRuleNoninterferenceTests {
                                                                      "value": .int(index)], request]])
                         }
                         guard case var .object(members) = request, path == target.paths[0] else { continue }
-                        if declaration.acceptsTTL { add(.object(members.merging(["ttl": 60_000]) { $1 })) }
-                        guard declaration.acceptsConditions else { continue }
+                        if declaration.modifiers.contains(.ttl) { add(.object(members.merging(["ttl": 60_000]) { $1 })) }
+                        guard declaration.modifiers.contains(.conditions) else { continue }
                         for condition: (String, JSONValue) in [("ifExists", true), ("ifAbsent", true), ("ifRev", 1),
                                                                ("ifEquals", ["keyPath": .string(path), "value": 1])] {
                             members[condition.0] = condition.1

@@ -13,81 +13,55 @@ import Testing
 /// moves only when a test turns it, so each deadline is checked to the millisecond on either side. The same
 /// behaviour over real time and TCP, a few end-to-end cases, is the `*OverTCPTests` suites'.
 @Suite struct ManualClockServerTests {
-    /// An in-memory (or `storage`) server with no listener, on `clock`.
-    private func makeServer(clock: ServerClock, storage: StorageConfiguration? = nil, usersFile: String? = nil,
-                            logger: Logger? = nil,
-                            _ configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> Server {
-        var configuration = ServerConfiguration()
-        configuration.isEmbedded = true
-        configuration.listensForPlaintext = false
-        configuration.firstRequestTimeout = 0
-        configuration.clock = clock
-        configuration.storage = storage
-        configuration.usersFile = usersFile
-        if let logger { configuration.logger = logger }
-        configure(&configuration)
-        return try Server(configuration: configuration)
-    }
-
-    /// Sends `request` and returns its reply (events before it are left out), parsed.
-    @discardableResult
-    private func call(_ client: EmbeddedConnection, _ request: String) throws -> JSONValue {
-        client.send(line: request)
-        let lines = client.takeLines()
-        let replies = try lines.map { try JSONParser.parse($0) }.filter { $0["event"] == nil && $0["s"] == nil }
-        try #require(replies.count == 1, "one reply to \(request): \(lines)")
-        return replies[0]
-    }
-
     /// The objects `list` answers.
-    private func objects(_ client: EmbeddedConnection) throws -> JSONValue? { try call(client, #"{"op":"list"}"#)["objects"] }
+    private func objects(_ client: EmbeddedConnection) throws -> JSONValue? { try client.call(#"{"op":"list"}"#)["objects"] }
 
     @Test("an object expires when the clock reaches its deadline, to the millisecond, and its observers hear why")
     func expiryAtTheDeadline() throws {
         let clock = ServerClock.manual()
-        let server = try makeServer(clock: clock)
+        let server = try EmbeddedServer.make(clock: clock)
         let writer = server.makeEmbeddedConnection()
         let observer = server.makeEmbeddedConnection()
-        try call(writer, #"{"op":"create","object":"sess:1","values":{"user":"ada"},"ttl":3}"#)
-        let sub = try call(observer, #"{"op":"observe","object":"sess:1","keyPath":"user","options":["new","old"]}"#)["sub"]
-        let ids = try call(observer, #"{"op":"observe","pattern":"sess:*"}"#)["sub"]
+        try writer.call(#"{"op":"create","object":"sess:1","values":{"user":"ada"},"ttl":3}"#)
+        let sub = try observer.call(#"{"op":"observe","object":"sess:1","keyPath":"user","options":["new","old"]}"#)["sub"]
+        let ids = try observer.call(#"{"op":"observe","pattern":"sess:*"}"#)["sub"]
         server.advanceTime(by: 2.999)
         #expect(observer.takeOutput().isEmpty, "nothing before the deadline")
-        #expect(try call(writer, #"{"op":"get","object":"sess:1","keyPath":"user"}"#)["value"] == "ada")
+        #expect(try writer.call(#"{"op":"get","object":"sess:1","keyPath":"user"}"#)["value"] == "ada")
         server.advanceTime(by: 0.001)
         let heard = try observer.takeLines(atLeast: 2).map { try JSONParser.parse($0) }
         #expect(heard.map { $0["sub"] } == [sub, ids], "\(heard)")
         #expect(heard.allSatisfy { $0["reason"] == "sourceDeleted" && $0["cause"] == "expired" }, "\(heard)")
         #expect(heard.first?["change"]?["old"] == "ada")
-        #expect(try call(writer, #"{"op":"get","object":"sess:1"}"#)["error"]?["code"] == "not_found")
+        #expect(try writer.call(#"{"op":"get","object":"sess:1"}"#)["error"]?["code"] == "not_found")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
     @Test("writes and touch move the deadline to the write's time plus the ttl; ttl 0 ends the expiry")
     func writesAndTouchKeepAnObjectAlive() throws {
         let clock = ServerClock.manual()
-        let server = try makeServer(clock: clock)
+        let server = try EmbeddedServer.make(clock: clock)
         let client = server.makeEmbeddedConnection()
-        try call(client, #"{"op":"create","object":"kept","values":{"n":0},"ttl":1.5}"#)
-        try call(client, #"{"op":"create","object":"touched","values":{},"ttl":1.5}"#)
-        try call(client, #"{"op":"create","object":"forever","values":{},"ttl":1.5}"#)
-        try call(client, #"{"op":"set","object":"forever","keyPath":"n","value":1,"ttl":0}"#)
+        try client.call(#"{"op":"create","object":"kept","values":{"n":0},"ttl":1.5}"#)
+        try client.call(#"{"op":"create","object":"touched","values":{},"ttl":1.5}"#)
+        try client.call(#"{"op":"create","object":"forever","values":{},"ttl":1.5}"#)
+        try client.call(#"{"op":"set","object":"forever","keyPath":"n","value":1,"ttl":0}"#)
         for step in 1...20 {
             server.advanceTime(by: 0.2)
-            try call(client, #"{"op":"set","object":"kept","keyPath":"n","value":\#(step)}"#)
-            let touched = try call(client, #"{"op":"touch","object":"touched"}"#)
+            try client.call(#"{"op":"set","object":"kept","keyPath":"n","value":\#(step)}"#)
+            let touched = try client.call(#"{"op":"touch","object":"touched"}"#)
             #expect(touched["expiresAt"] == .int(clock.wallMilliseconds + 1500), "the touch's time plus the ttl: \(touched)")
         }
         #expect(try objects(client) == ["forever", "kept", "touched"], "4 s of writes and touches every 0.2 s")
-        #expect(try call(client, #"{"op":"touch","object":"forever"}"#)["expiresAt"] == .null)
+        #expect(try client.call(#"{"op":"touch","object":"forever"}"#)["expiresAt"] == .null)
         server.advanceTime(by: 1.499)
         #expect(try objects(client) == ["forever", "kept", "touched"])
         server.advanceTime(by: 0.001)
         #expect(try objects(client) == ["forever"], "left alone, kept and touched expire 1.5 s after their last write")
         // In a batch: the ttl goes with its part, all or nothing.
-        let refused = try call(client, #"{"op":"batch","ops":[{"op":"create","object":"b1","values":{},"ttl":0.2},{"op":"create","object":"forever","values":{}}]}"#)
+        let refused = try client.call(#"{"op":"batch","ops":[{"op":"create","object":"b1","values":{},"ttl":0.2},{"op":"create","object":"forever","values":{}}]}"#)
         #expect(refused["error"]?["code"] == "exists")
-        try call(client, #"{"op":"batch","ops":[{"op":"create","object":"b1","values":{},"ttl":0.2}]}"#)
+        try client.call(#"{"op":"batch","ops":[{"op":"create","object":"b1","values":{},"ttl":0.2}]}"#)
         server.advanceTime(by: 0.199)
         #expect(try objects(client) == ["b1", "forever"])
         server.advanceTime(by: 0.001)
@@ -98,21 +72,21 @@ import Testing
     @Test("no read sees an object past its deadline, whether or not housekeeping ran since")
     func readsNeverSeeAnExpiredObject() throws {
         let clock = ServerClock.manual()
-        let server = try makeServer(clock: clock)
+        let server = try EmbeddedServer.make(clock: clock)
         let client = server.makeEmbeddedConnection()
         let observer = server.makeEmbeddedConnection()
-        try call(client, #"{"op":"create","object":"a","values":{"n":1},"ttl":1}"#)
-        try call(client, #"{"op":"create","object":"b","values":{"n":2},"ttl":1}"#)
-        try call(client, #"{"op":"create","object":"c","values":{"n":3},"ttl":1}"#)
-        try call(client, #"{"op":"create","object":"keep","values":{}}"#)
-        try call(observer, #"{"op":"observe","pattern":"*"}"#)
+        try client.call(#"{"op":"create","object":"a","values":{"n":1},"ttl":1}"#)
+        try client.call(#"{"op":"create","object":"b","values":{"n":2},"ttl":1}"#)
+        try client.call(#"{"op":"create","object":"c","values":{"n":3},"ttl":1}"#)
+        try client.call(#"{"op":"create","object":"keep","values":{}}"#)
+        try observer.call(#"{"op":"observe","pattern":"*"}"#)
         // The clock alone moves (no housekeeping tick, no loop iteration): the next request still finds them gone.
         clock.advance(nanoseconds: 1_000_000_000)
-        #expect(try call(client, #"{"op":"get","object":"a"}"#)["error"]?["code"] == "not_found")
+        #expect(try client.call(#"{"op":"get","object":"a"}"#)["error"]?["code"] == "not_found")
         #expect(try objects(client) == ["keep"])
         // Every object due went before that first request: a create finds the id free.
-        #expect(try call(client, #"{"op":"create","object":"b","values":{"n":20}}"#)["ok"] == true)
-        #expect(try call(client, #"{"op":"get","object":"b","keyPath":"n"}"#)["value"] == 20)
+        #expect(try client.call(#"{"op":"create","object":"b","values":{"n":20}}"#)["ok"] == true)
+        #expect(try client.call(#"{"op":"get","object":"b","keyPath":"n"}"#)["value"] == 20)
         let heard = try observer.takeLines(atLeast: 4).map { try JSONParser.parse($0) }
         #expect(heard.filter { $0["cause"] == "expired" }.compactMap { $0["object"]?.stringValue }.sorted() == ["a", "b", "c"],
                 "\(heard)")
@@ -122,7 +96,7 @@ import Testing
     @Test("a backlog of due objects is expired in bounded steps; a request waits for it rather than read one or stall the loop")
     func anExpiryBacklogIsWorkedOffInSteps() throws {
         let clock = ServerClock.manual()
-        let server = try makeServer(clock: clock)
+        let server = try EmbeddedServer.make(clock: clock)
         let client = server.makeEmbeddedConnection()
         let other = server.makeEmbeddedConnection()
         // Four steps and a quarter of objects with one deadline (a client could make a million), made 500 at a time.
@@ -133,7 +107,7 @@ import Testing
             client.send(Array(lines.joined(separator: "\n").utf8) + [0x0A])
             #expect(client.takeLines(atLeast: lines.count).count == lines.count)
         }
-        try call(client, #"{"op":"create","object":"keep","values":{}}"#)
+        try client.call(#"{"op":"create","object":"keep","values":{}}"#)
         #expect(server.handler.engine.expiringObjectCount == total)
         // The clock alone moves past the deadline (no housekeeping tick).
         clock.advance(nanoseconds: 1_000_000_000)
@@ -156,7 +130,7 @@ import Testing
         #expect(server.handler.engine.expiringObjectCount == 0)
         #expect(try objects(client) == ["keep"])
         // Reading resumed on both connections.
-        #expect(try call(other, #"{"op":"get","object":"keep"}"#)["ok"] == true)
+        #expect(try other.call(#"{"op":"get","object":"keep"}"#)["ok"] == true)
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -168,47 +142,47 @@ import Testing
         // the test to turn it (`groupCommitCadence` below).
         storage.groupCommitIntervalMicroseconds = 0
         let start: Int64 = 1_767_225_600_000
-        let first = try makeServer(clock: .manual(wallMilliseconds: start), storage: storage)
+        let first = try EmbeddedServer.make(clock: .manual(wallMilliseconds: start), storage: storage)
         let client = first.makeEmbeddedConnection()
-        try call(client, #"{"op":"create","object":"soon","values":{},"ttl":1.5}"#)
-        try call(client, #"{"op":"create","object":"later","values":{},"ttl":3600}"#)
-        let later = try call(client, #"{"op":"get","object":"later"}"#)["expiresAt"]
+        try client.call(#"{"op":"create","object":"soon","values":{},"ttl":1.5}"#)
+        try client.call(#"{"op":"create","object":"later","values":{},"ttl":3600}"#)
+        let later = try client.call(#"{"op":"get","object":"later"}"#)["expiresAt"]
         client.close()
         #expect(first.stopEmbedded().loopClosedCleanly)
 
         // Two seconds later by the wall clock: `soon` is gone as the server starts, before any housekeeping tick.
-        let second = try makeServer(clock: .manual(wallMilliseconds: start + 2000), storage: storage)
+        let second = try EmbeddedServer.make(clock: .manual(wallMilliseconds: start + 2000), storage: storage)
         #expect(second.engine.objectCount == 1, "expired at start-up")
         let again = second.makeEmbeddedConnection()
-        #expect(try call(again, #"{"op":"get","object":"soon"}"#)["error"]?["code"] == "not_found")
-        #expect(try call(again, #"{"op":"get","object":"later"}"#)["expiresAt"] == later, "the other deadline kept")
+        #expect(try again.call(#"{"op":"get","object":"soon"}"#)["error"]?["code"] == "not_found")
+        #expect(try again.call(#"{"op":"get","object":"later"}"#)["expiresAt"] == later, "the other deadline kept")
         again.close()
         #expect(second.stopEmbedded().loopClosedCleanly)
         // And the expiry was stored: a third start finds nothing to expire.
-        let third = try makeServer(clock: .manual(wallMilliseconds: start + 2000), storage: storage)
+        let third = try EmbeddedServer.make(clock: .manual(wallMilliseconds: start + 2000), storage: storage)
         #expect(third.engine.objectCount == 1)
         #expect(third.stopEmbedded().loopClosedCleanly)
     }
 
     @Test("a session's grace ends to the millisecond: its onDisconnect actions run and its ephemeral objects go")
     func presenceGraceEnds() throws {
-        let server = try makeServer(clock: .manual())
+        let server = try EmbeddedServer.make(clock: .manual())
         let observer = server.makeEmbeddedConnection()
-        try call(observer, #"{"op":"create","object":"host","values":{"online":true}}"#)
+        try observer.call(#"{"op":"create","object":"host","values":{"online":true}}"#)
         let client = server.makeEmbeddedConnection()
-        try call(client, #"{"op":"session","grace":1}"#)
-        try call(client, #"{"op":"onDisconnect","request":{"op":"set","object":"host","keyPath":"online","value":false}}"#)
-        try call(client, #"{"op":"create","object":"cursor","values":{"x":1},"ephemeral":true}"#)
-        try call(observer, #"{"op":"observe","object":"host","keyPath":"online","options":["new"]}"#)
+        try client.call(#"{"op":"session","grace":1}"#)
+        try client.call(#"{"op":"onDisconnect","request":{"op":"set","object":"host","keyPath":"online","value":false}}"#)
+        try client.call(#"{"op":"create","object":"cursor","values":{"x":1},"ephemeral":true}"#)
+        try observer.call(#"{"op":"observe","object":"host","keyPath":"online","options":["new"]}"#)
         client.close()
         server.step()
         server.advanceTime(by: 0.999)
         #expect(observer.takeOutput().isEmpty, "nothing before the grace")
-        #expect(try call(observer, #"{"op":"get","object":"cursor","keyPath":"x"}"#)["value"] == 1)
+        #expect(try observer.call(#"{"op":"get","object":"cursor","keyPath":"x"}"#)["value"] == 1)
         server.advanceTime(by: 0.001)
         let heard = try observer.takeLines().map { try JSONParser.parse($0) }
         #expect(heard.first?["change"]?["new"] == false, "\(heard)")
-        #expect(try call(observer, #"{"op":"get","object":"cursor"}"#)["error"]?["code"] == "not_found")
+        #expect(try observer.call(#"{"op":"get","object":"cursor"}"#)["error"]?["code"] == "not_found")
         server.advanceTime(by: 60)
         #expect(observer.takeOutput().isEmpty, "once")
         #expect(server.stopEmbedded().loopClosedCleanly)
@@ -219,66 +193,66 @@ import Testing
         let scratch = TemporaryDirectory()
         var storage = StorageConfiguration(directory: scratch.appending("data"))
         storage.groupCommitIntervalMicroseconds = 0
-        let first = try makeServer(clock: .manual(), storage: storage)
+        let first = try EmbeddedServer.make(clock: .manual(), storage: storage)
         let client = first.makeEmbeddedConnection()
-        try call(client, #"{"op":"create","object":"host","values":{"online":true}}"#)
-        try call(client, #"{"op":"session","grace":1}"#)
-        try call(client, #"{"op":"onDisconnect","request":{"op":"set","object":"host","keyPath":"online","value":false}}"#)
+        try client.call(#"{"op":"create","object":"host","values":{"online":true}}"#)
+        try client.call(#"{"op":"session","grace":1}"#)
+        try client.call(#"{"op":"onDisconnect","request":{"op":"set","object":"host","keyPath":"online","value":false}}"#)
         #expect(first.stopEmbedded().loopClosedCleanly)
         // What a kvod from before strict requests stored for a client that sent `"ttl": null` (and a null condition).
         let database = try SQLiteDatabase(path: SQLiteStore.databasePath(inDirectory: storage.directory), create: false)
         try database.exec(#"UPDATE sessions SET record = replace(record, '"op":"set"', '"op":"set","ttl":null,"ifRev":null')"#)
-        let second = try makeServer(clock: .manual(), storage: storage)
+        let second = try EmbeddedServer.make(clock: .manual(), storage: storage)
         let observer = second.makeEmbeddedConnection()
-        #expect(try call(observer, #"{"op":"get","object":"host","keyPath":"online"}"#)["value"] == true)
+        #expect(try observer.call(#"{"op":"get","object":"host","keyPath":"online"}"#)["value"] == true)
         second.advanceTime(by: 1)
-        #expect(try call(observer, #"{"op":"get","object":"host","keyPath":"online"}"#)["value"] == false,
+        #expect(try observer.call(#"{"op":"get","object":"host","keyPath":"online"}"#)["value"] == false,
                 "the stored action ran when the restored session's grace ended")
         #expect(second.stopEmbedded().loopClosedCleanly)
     }
 
     @Test("a session resumed within its grace runs nothing; its next grace ends it once")
     func resumedWithinGrace() throws {
-        let server = try makeServer(clock: .manual())
+        let server = try EmbeddedServer.make(clock: .manual())
         let observer = server.makeEmbeddedConnection()
-        try call(observer, #"{"op":"create","object":"p","values":{"n":0}}"#)
+        try observer.call(#"{"op":"create","object":"p","values":{"n":0}}"#)
         let first = server.makeEmbeddedConnection()
-        let id = try #require(try call(first, #"{"op":"session","grace":2}"#)["session"]?.stringValue)
-        try call(first, #"{"op":"onDisconnect","request":{"op":"increment","object":"p","keyPath":"n"}}"#)
+        let id = try #require(try first.call(#"{"op":"session","grace":2}"#)["session"]?.stringValue)
+        try first.call(#"{"op":"onDisconnect","request":{"op":"increment","object":"p","keyPath":"n"}}"#)
         first.close()
         server.step()
         server.advanceTime(by: 1.999)
         let second = server.makeEmbeddedConnection()
-        let resumed = try call(second, #"{"op":"session","resume":"\#(id)"}"#)
+        let resumed = try second.call(#"{"op":"session","resume":"\#(id)"}"#)
         #expect(resumed["resumed"] == true && resumed["actions"] == 1, "\(resumed)")
         server.advanceTime(by: 60)
-        #expect(try call(observer, #"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 0, "resumed: nothing ran")
+        #expect(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 0, "resumed: nothing ran")
         second.close()
         server.step()
         server.advanceTime(by: 1.999)
-        #expect(try call(observer, #"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 0)
+        #expect(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 0)
         server.advanceTime(by: 0.001)
-        #expect(try call(observer, #"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 1, "ran at the end of the grace")
+        #expect(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 1, "ran at the end of the grace")
         server.advanceTime(by: 60)
-        #expect(try call(observer, #"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 1, "once")
+        #expect(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 1, "once")
         let late = server.makeEmbeddedConnection()
-        #expect(try call(late, #"{"op":"session","resume":"\#(id)"}"#)["error"]?["code"] == "not_found")
+        #expect(try late.call(#"{"op":"session","resume":"\#(id)"}"#)["error"]?["code"] == "not_found")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
     @Test("the first-request timeout closes a silent connection at its deadline and spares one that spoke")
     func firstRequestTimeout() throws {
-        let server = try makeServer(clock: .manual()) { $0.firstRequestTimeout = 5 }
+        let server = try EmbeddedServer.make(clock: .manual()) { $0.firstRequestTimeout = 5 }
         let silent = server.makeEmbeddedConnection()
         let talker = server.makeEmbeddedConnection()
-        #expect(try call(talker, #"{"op":"ping"}"#)["ok"] == true)
+        #expect(try talker.call(#"{"op":"ping"}"#)["ok"] == true)
         server.advanceTime(by: 4.999)
         #expect(!silent.serverClosed && server.connectionCount == 2)
         server.advanceTime(by: 0.001)
         server.step()
         #expect(silent.serverClosed, "closed at 5 s")
         #expect(!talker.serverClosed && server.connectionCount == 1)
-        #expect(try call(talker, #"{"op":"ping"}"#)["ok"] == true)
+        #expect(try talker.call(#"{"op":"ping"}"#)["ok"] == true)
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -286,18 +260,18 @@ import Testing
     func loginTimeout() throws {
         let scratch = TemporaryDirectory()
         let usersFile = try Self.usersFile(in: scratch)
-        let server = try makeServer(clock: .manual(), usersFile: usersFile) { $0.loginTimeout = 10 }
+        let server = try EmbeddedServer.make(clock: .manual(), usersFile: usersFile) { $0.loginTimeout = 10 }
         let idle = server.makeEmbeddedConnection()
         let member = server.makeEmbeddedConnection()
-        #expect(try call(idle, #"{"op":"ping"}"#)["ok"] == true, "a ping is not a login")
-        #expect(try call(member, #"{"op":"auth","user":"alice","password":"correct horse"}"#)["ok"] == true)
+        #expect(try idle.call(#"{"op":"ping"}"#)["ok"] == true, "a ping is not a login")
+        #expect(try member.call(#"{"op":"auth","user":"alice","password":"correct horse"}"#)["ok"] == true)
         server.advanceTime(by: 9.999)
         #expect(!idle.serverClosed)
         server.advanceTime(by: 0.001)
         server.step()
         #expect(idle.serverClosed, "closed at 10 s")
         #expect(!member.serverClosed)
-        #expect(try call(member, #"{"op":"list"}"#)["ok"] == true)
+        #expect(try member.call(#"{"op":"list"}"#)["ok"] == true)
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -308,10 +282,10 @@ import Testing
         let log = CapturedLog()
         var logger = Logger(label: "kvod-test") { _ in CapturingLogHandler(log: log) }
         logger.logLevel = .debug
-        let server = try makeServer(clock: .manual(), usersFile: usersFile, logger: logger)
+        let server = try EmbeddedServer.make(clock: .manual(), usersFile: usersFile, logger: logger)
         let client = server.makeEmbeddedConnection()
         for _ in 0..<3 {
-            #expect(try call(client, #"{"op":"auth","user":"alice","password":"wrong"}"#)["error"]?["code"] == "unauthenticated")
+            #expect(try client.call(#"{"op":"auth","user":"alice","password":"wrong"}"#)["error"]?["code"] == "unauthenticated")
         }
         #expect(log.matching("authentication failed").count == 1, "\(log.messages)")
         server.advanceTime(by: 0.999)
@@ -320,7 +294,7 @@ import Testing
         #expect(log.matching("more authentication failures") == ["2 more authentication failures within a second of the last one logged; not logged one by one"],
                 "\(log.messages)")
         // The window has passed: the next failure is logged at once.
-        #expect(try call(client, #"{"op":"auth","user":"alice","password":"wrong"}"#)["error"]?["code"] == "unauthenticated")
+        #expect(try client.call(#"{"op":"auth","user":"alice","password":"wrong"}"#)["error"]?["code"] == "unauthenticated")
         #expect(log.matching("authentication failed").count == 2, "\(log.messages)")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
@@ -330,11 +304,11 @@ import Testing
         let scratch = TemporaryDirectory()
         var storage = StorageConfiguration(directory: scratch.appending("data"))
         storage.groupCommitIntervalMicroseconds = 1_000_000
-        let server = try makeServer(clock: .manual(), storage: storage)
+        let server = try EmbeddedServer.make(clock: .manual(), storage: storage)
         let writer = server.makeEmbeddedConnection()
-        try call(writer, #"{"op":"create","object":"doc","values":{"n":0}}"#)
+        try writer.call(#"{"op":"create","object":"doc","values":{"n":0}}"#)
         server.advanceTime(by: 2)
-        #expect(try call(writer, #"{"op":"set","object":"doc","keyPath":"n","value":1}"#)["ok"] == true,
+        #expect(try writer.call(#"{"op":"set","object":"doc","keyPath":"n","value":1}"#)["ok"] == true,
                 "a write after a quiet spell is committed and answered at once")
         writer.send(Array(#"{"op":"set","id":2,"object":"doc","keyPath":"n","value":2}"#.utf8) + [0x0A]
                     + Array(#"{"op":"set","id":3,"object":"doc","keyPath":"n","value":3}"#.utf8) + [0x0A])

@@ -71,9 +71,9 @@ import Testing
     func conditionsAccepted(operation: ProtocolOperation) {
         let declaration = operation.declaration
         let decoded = RequestDecoder.decode(Array(Self.adding(#""ifExists":true"#, to: declaration.example).utf8))
-        if declaration.acceptsConditions {
+        if declaration.modifiers.contains(.conditions) {
             #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine)
-            guard case let .success(.conditional(conditions, request)) = decoded.request else {
+            guard case let .success(.modified(modifiers, request)) = decoded.request, let conditions = modifiers.conditions else {
                 Issue.record("\(operation.name): \(decoded.request)")
                 return
             }
@@ -91,7 +91,7 @@ import Testing
         let declaration = operation.declaration
         let line = Self.adding(#""ttl":5"#, to: declaration.example)
         let decoded = RequestDecoder.decode(Array(line.utf8))
-        guard declaration.acceptsTTL else {
+        guard declaration.modifiers.contains(.ttl) else {
             guard case let .failure(error) = decoded.request else {
                 Issue.record("\(operation.name) took a ttl")
                 return
@@ -100,7 +100,8 @@ import Testing
             return
         }
         #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine)
-        guard case let .success(.expiring(ttl, request)) = decoded.request, let object = request.writtenObject else {
+        guard case let .success(.modified(modifiers, request)) = decoded.request, let ttl = modifiers.ttl,
+              let object = request.writtenObject else {
             Issue.record("\(operation.name): \(decoded.request)")
             return
         }
@@ -113,7 +114,7 @@ import Testing
     }
 
     @Test("on every conditional row, a condition that fails refuses the write with conflict and changes nothing; one that holds lets it apply",
-          arguments: ProtocolOperation.allCases.filter { $0.declaration.acceptsConditions })
+          arguments: ProtocolOperation.allCases.filter { $0.declaration.modifiers.contains(.conditions) })
     func conditionsGuardEveryConditionalRow(operation: ProtocolOperation) throws {
         let example = operation.declaration.example
         let holding = operation == .create ? #""ifAbsent":true"# : #""ifEquals":{"keyPath":"n","value":1.0}"#
@@ -150,7 +151,7 @@ import Testing
             return
         }
         #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine
-                && declaration.acceptsConditions)
+                && declaration.modifiers.contains(.conditions))
         let (engine, handler) = try Self.preparedEngine()
         var notifications: [ChangeNotification] = []
         let before = StateDigest.of(engine, users: nil)

@@ -113,17 +113,14 @@ package struct OperationDeclaration: Sendable {
     package let beforeLogin: Bool
     /// Whether it may carry `atLeastRev` (read-your-writes across cluster nodes).
     package let acceptsAtLeastRev: Bool
-    /// Whether it may carry write conditions (`ifExists`, `ifAbsent`, `ifEquals`): the writes of one object.
-    package let acceptsConditions: Bool
-    /// Whether it may carry `ttl` (docs/protocol.md, "Expiry"): the writes that give an object its value.
-    package let acceptsTTL: Bool
+    /// The write modifiers it may carry (`WriteModifiers`: conditions, `ttl`, `ephemeral`), decoded into one value
+    /// and applied in the write's turn by `RequestHandler`, whatever path the write took to the engine.
+    package let modifiers: WriteModifierKinds
     /// Whether a `batch` may hold it: the writes of one object, applied all or nothing with the batch's other parts.
     package let batchable: Bool
-    /// Whether it may carry `ephemeral: true` (docs/protocol.md, "Presence"): the write that makes an object.
-    package let acceptsEphemeral: Bool
-    /// Every field it accepts (docs/protocol.md, "Operations"): `op` and `id`, the row's own, then the write
-    /// conditions, `ttl`, `ephemeral` and `atLeastRev` where the flags above accept them. Any other member is
-    /// `bad_request` naming it (`RequestDecoder.refuseFields`).
+    /// Every field it accepts (docs/protocol.md, "Operations"): `op` and `id`, the row's own, then the fields of its
+    /// `modifiers` and `atLeastRev` where the flags above accept them. Any other member is `bad_request` naming it
+    /// (`RequestDecoder.refusal`).
     package let fields: [FieldDeclaration]
     /// `fields` as bits (`RequestField.bit`): a member is accepted when its bit is here (one AND per request).
     let acceptedFields: UInt64
@@ -141,25 +138,17 @@ package struct OperationDeclaration: Sendable {
     /// `effect` and `requirement` have no default: every row says whether it writes and what it needs. Most
     /// operations need a login and take no `atLeastRev`, so those two say so only when they differ.
     init(name: String, effect: OperationEffect, requirement: OperationRequirement, beforeLogin: Bool = false,
-         acceptsAtLeastRev: Bool = false, acceptsConditions: Bool = false, acceptsTTL: Bool = false, batchable: Bool = false,
-         acceptsEphemeral: Bool = false, fields: [FieldDeclaration] = [], metrics: MetricsOperation, route: OperationRoute,
+         acceptsAtLeastRev: Bool = false, modifiers: WriteModifierKinds = [], batchable: Bool = false,
+         fields: [FieldDeclaration] = [], metrics: MetricsOperation, route: OperationRoute,
          decode: @escaping @Sendable (FieldReader) throws(KVOError) -> Request, example: String) {
         self.name = name
         self.effect = effect
         self.requirement = requirement
         self.beforeLogin = beforeLogin
         self.acceptsAtLeastRev = acceptsAtLeastRev
-        self.acceptsConditions = acceptsConditions
-        self.acceptsTTL = acceptsTTL
+        self.modifiers = modifiers
         self.batchable = batchable
-        self.acceptsEphemeral = acceptsEphemeral
-        var all: [FieldDeclaration] = [.required(.op, .string), .optional(.id, .scalar)] + fields
-        if acceptsConditions {
-            all += [.optional(.ifExists, .onlyTrue), .optional(.ifAbsent, .onlyTrue), .optional(.ifEquals, .object),
-                    .optional(.ifRev, .integer)]
-        }
-        if acceptsTTL { all.append(.optional(.ttl, .seconds)) }
-        if acceptsEphemeral { all.append(.optional(.ephemeral, .boolean)) }
+        var all: [FieldDeclaration] = [.required(.op, .string), .optional(.id, .scalar)] + fields + modifiers.fields
         if acceptsAtLeastRev { all.append(.optional(.atLeastRev, .integer)) }
         self.fields = all
         acceptedFields = RequestField.mask(all.map(\.field))
@@ -226,14 +215,14 @@ enum OperationTable {
                 example: #"{"op":"ping"}"#)
         case .create:
             return OperationDeclaration(
-                name: "create", effect: .writes, requirement: .writeObjects, acceptsConditions: true, acceptsTTL: true,
-                batchable: true, acceptsEphemeral: true,
+                name: "create", effect: .writes, requirement: .writeObjects, modifiers: [.conditions, .ttl, .ephemeral],
+                batchable: true,
                 fields: [.required(.object, .objectID), .optional(.values, .object), .optional(.class, .string)],
                 metrics: .create, route: .engine, decode: RequestDecoder.create,
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
             return OperationDeclaration(
-                name: "delete", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                name: "delete", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID)],
                 metrics: .delete, route: .engine, decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
                 example: #"{"op":"delete","object":"o"}"#)
@@ -246,33 +235,33 @@ enum OperationTable {
                 example: #"{"op":"get","object":"o","keyPath":"n"}"#)
         case .set:
             return OperationDeclaration(
-                name: "set", effect: .writes, requirement: .writeObjects, acceptsConditions: true, acceptsTTL: true,
+                name: "set", effect: .writes, requirement: .writeObjects, modifiers: [.conditions, .ttl],
                 batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .required(.value, .any)],
                 metrics: .set, route: .engine, decode: RequestDecoder.set,
                 example: #"{"op":"set","object":"o","keyPath":"n","value":2}"#)
         case .increment:
             return OperationDeclaration(
-                name: "increment", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                name: "increment", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.by, .number)],
                 metrics: .increment, route: .engine, decode: RequestDecoder.increment,
                 example: #"{"op":"increment","object":"o","keyPath":"n","by":5}"#)
         case .insert:
             return OperationDeclaration(
-                name: "insert", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                name: "insert", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.value, .any), .optional(.values, .array),
                          .optional(.index, .integer), .optional(.indexes, .array)],
                 metrics: .insert, route: .engine, decode: RequestDecoder.insert,
                 example: #"{"op":"insert","object":"o","keyPath":"list","index":0,"value":"x"}"#)
         case .remove:
             return OperationDeclaration(
-                name: "remove", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                name: "remove", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.index, .integer), .optional(.indexes, .array)],
                 metrics: .remove, route: .engine, decode: RequestDecoder.remove,
                 example: #"{"op":"remove","object":"o","keyPath":"list","index":0}"#)
         case .replace:
             return OperationDeclaration(
-                name: "replace", effect: .writes, requirement: .writeObjects, acceptsConditions: true, batchable: true,
+                name: "replace", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.value, .any), .optional(.values, .array),
                          .optional(.index, .integer), .optional(.indexes, .array)],
                 metrics: .replace, route: .engine, decode: RequestDecoder.replace,
@@ -475,9 +464,7 @@ extension Request {
         case .metrics: .metrics
         case .touch: .touch
         case .expire: .expire
-        case let .conditional(_, request): request.operation
-        case let .expiring(_, request): request.operation
-        case let .ephemeral(request): request.operation
+        case let .modified(_, request): request.operation
         case .session: .session
         case .onDisconnect: .onDisconnect
         case .cancelOnDisconnect: .cancelOnDisconnect

@@ -50,21 +50,15 @@ package enum Request: Equatable, Sendable {
     /// was decoded as a request line of its own (so it carries its conditions), is a row with
     /// `batchable`, and there is at least one and at most `KVOEngine.maximumBatchParts`.
     case batch([Request])
-    /// A write that carried conditions (`ifExists`, `ifAbsent`, `ifEquals`): `RequestHandler` checks them
-    /// on the write's object in the same turn as it performs the write, and refuses it with `conflict` when
-    /// one does not hold. Made by the decoder, so every path that hands a decoded line to the handler (a
-    /// live request, a replicated one, a batch part) carries them. Never empty, never nested.
-    indirect case conditional(WriteConditions, Request)
-    /// A `create` or `set` with `ttl` (milliseconds; 0: no expiry): the write, then its object's time to live
-    /// set in the same turn (docs/protocol.md, "Expiry").
-    indirect case expiring(ttl: Int64, Request)
+    /// A write that carried modifiers (`WriteModifiers`: conditions, `ttl`, `ephemeral`), of a row that accepts
+    /// them. Made by the decoder, so every path that hands a decoded line to the engine (a live request, a
+    /// replicated one, a batch part, a session's action, the server's own write) carries them, and
+    /// `RequestHandler` applies them in the write's turn. Never empty, never nested.
+    indirect case modified(WriteModifiers, Request)
     /// `touch`: the object's deadline moves to now plus its ttl.
     case touch(object: String)
     /// `expire`: the server deletes an object whose time to live ended, unless it changed after `changedRev`.
     case expire(object: String, changedRev: UInt64)
-    /// A `create` with `ephemeral: true`: the object is deleted when the creating connection's session ends
-    /// (docs/protocol.md, "Presence"). The engine performs the create; the server ties it to the session.
-    indirect case ephemeral(Request)
     /// `session`: begins a session for the connection (`resume` nil) or takes over the session `resume`
     /// names; `grace` in milliseconds (nil: the server's default).
     case session(resume: String?, grace: Int64?)
@@ -84,10 +78,16 @@ extension Request {
         case let .create(object, _, _), let .delete(object), let .set(object, _, _), let .increment(object, _, _),
              let .mutateArray(object, _, _), let .touch(object), let .expire(object, _):
             object
-        case let .conditional(_, request), let .expiring(_, request), let .ephemeral(request):
+        case let .modified(_, request):
             request.writtenObject
         default:
             nil
         }
+    }
+
+    /// The modifiers the write carries (`none` for a plain write or a request that is not a write).
+    var modifiers: WriteModifiers {
+        if case let .modified(modifiers, _) = self { return modifiers }
+        return .none
     }
 }

@@ -68,18 +68,11 @@ package enum RequestDecoder {
             let reader = FieldReader(fields: fields)
             var request = try declaration.decode(reader)
             let atLeastRev = presence.fields & RequestField.atLeastRev.bit == 0 ? nil : try reader.optionalRevision("atLeastRev")
-            // The members that wrap a write (`if…`, `ttl`, `ephemeral`) are looked up only when their bits say they are
-            // there: a plain write pays one AND (issue 30: a `set`'s cost must not grow).
-            if presence.fields & RequestField.writeModifierBits != 0 {
-                if presence.fields & RequestField.ttl.bit != 0, let ttl = try reader.ttl() {
-                    request = .expiring(ttl: ttl, request)
-                }
-                if let conditions = try reader.writeConditions() {
-                    request = .conditional(conditions, request)
-                }
-                if presence.fields & RequestField.ephemeral.bit != 0, try reader.optionalBool("ephemeral") == true {
-                    request = .ephemeral(request)
-                }
+            // A write's modifiers (`if…`, `ttl`, `ephemeral`) are looked up only when their bits say they are there: a
+            // plain write pays one AND (issue 30: a `set`'s cost must not grow).
+            if presence.fields & RequestField.writeModifierBits != 0,
+               let modifiers = try WriteModifiers.read(from: reader, present: presence.fields) {
+                request = .modified(modifiers, request)
             }
             return Decoded(id: id, request: .success(request), atLeastRev: atLeastRev)
         } catch {
@@ -137,19 +130,19 @@ package enum RequestDecoder {
 
     /// "create and set": the operations whose row accepts `ttl`, for its error message.
     static let ttlOperations: String = {
-        let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsTTL }.map(\.name)
+        let names = ProtocolOperation.allCases.filter { $0.declaration.modifiers.contains(.ttl) }.map(\.name)
         return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
     }()
 
     /// "create": the operations whose row accepts `ephemeral`, for its error message.
     static let ephemeralOperations: String = {
-        let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsEphemeral }.map(\.name)
+        let names = ProtocolOperation.allCases.filter { $0.declaration.modifiers.contains(.ephemeral) }.map(\.name)
         return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
     }()
 
     /// "create, delete, set, …": the operations whose row accepts write conditions, for its error message.
     static let conditionalOperations: String = {
-        let names = ProtocolOperation.allCases.filter { $0.declaration.acceptsConditions }.map(\.name)
+        let names = ProtocolOperation.allCases.filter { $0.declaration.modifiers.contains(.conditions) }.map(\.name)
         return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
     }()
 

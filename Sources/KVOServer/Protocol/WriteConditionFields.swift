@@ -4,7 +4,7 @@ import KVOModel
 
 // The write conditions of a request line (docs/protocol.md, "Conditional writes"): looked up only when the
 // request's field bits name one (`RequestDecoder.decode`, so a plain write pays one AND), then read and checked.
-// The decoder wraps the write with them (`Request.conditional`). Stateless; any thread.
+// They are part of the write's `WriteModifiers` (`Request.modified`). Stateless; any thread.
 
 extension FieldReader {
     /// `ifExists`, `ifAbsent`, `ifEquals` and `ifRev` (docs/protocol.md, "Conditional writes"); nil when the

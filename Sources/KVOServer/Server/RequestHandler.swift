@@ -75,10 +75,6 @@ final class RequestHandler {
             // The server answers these itself (passwords are checked and hashed off the loop thread; sessions are
             // the server's, not the engine's).
             throw KVOError(.badRequest, "answered by the server")
-        case let .ephemeral(create):
-            // The create itself; the server ties the object to the creator's session once it succeeded.
-            return try perform(create, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
-                               notifications: &notifications)
         case let .create(object, values, className):
             let rev = try engine.create(object, values: values, className: className, access: access,
                                         notifications: &notifications)
@@ -186,23 +182,9 @@ final class RequestHandler {
         case let .batch(parts):
             return try performBatch(parts, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
                                     notifications: &notifications)
-        case let .conditional(conditions, write):
-            // The one door for conditions: checked on the write's object in this turn, then the write itself.
-            guard let object = write.writtenObject else { throw KVOError(.badRequest, "conditions go with writes of one object") }
-            do {
-                try engine.check(conditions, on: object, access: access)
-            } catch where error.code == .conflict {
-                throw Self.fitted(error, budget)
-            }
-            return try perform(write, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
-                               notifications: &notifications)
-        case let .expiring(ttl, write):
-            // The time to live is part of the write: set in the same turn, on the object the write names.
-            guard let object = write.writtenObject else { throw KVOError(.badRequest, "'ttl' goes with writes of one object") }
-            let outcome = try perform(write, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
-                                      notifications: &notifications)
-            try engine.setTTL(object, milliseconds: ttl)
-            return outcome
+        case let .modified(modifiers, write):
+            return try performModified(write, modifiers, from: connection, access: access, budget: budget,
+                                       eventEncoding: eventEncoding, notifications: &notifications)
         case let .touch(object):
             let expiry = try engine.touch(object, access: access)
             // The deadline is the object's (whether it has a ttl, and which): only for a caller that may read it.
@@ -247,9 +229,27 @@ final class RequestHandler {
         }
     }
 
-    /// A `conflict` whose current `value` would not fit in `budget` (an `ifEquals` on a key path holding
-    /// megabytes) without that value: `valueTooLarge: true` instead, as a `get` of it would be `too_large`.
-    /// The reply stays as small as the request's own error.
+    /// The one door for a write's modifiers (`WriteModifiers`), whatever path brought the write (a live request, a
+    /// replicated entry, a batch part, a session's action, the server's own write): its conditions checked on the
+    /// write's object in this turn, then the write, then its time to live set on that object in the same turn. An
+    /// ephemeral object joins its session in the server's write path (`Server.applyWrite`), once this succeeded.
+    private func performModified(_ write: Request, _ modifiers: WriteModifiers, from connection: ConnectionID,
+                                 access: ConnectionAccess, budget: ReplyBudget, eventEncoding: EventEncoding,
+                                 notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
+        guard let object = write.writtenObject else { throw KVOError(.badRequest, "write modifiers go with writes of one object") }
+        if let conditions = modifiers.conditions {
+            do {
+                try engine.check(conditions, on: object, access: access)
+            } catch where error.code == .conflict {
+                throw Self.fitted(error, budget)
+            }
+        }
+        let outcome = try perform(write, from: connection, access: access, budget: budget, eventEncoding: eventEncoding,
+                                  notifications: &notifications)
+        if let ttl = modifiers.ttl { try engine.setTTL(object, milliseconds: ttl) }
+        return outcome
+    }
+
     /// `batch`: every part performed as a request of its own would be (admitted by its row, its conditions
     /// checked in turn, so each sees the parts before it), inside the engine's batch; the first refusal undoes
     /// them all and is the reply, with `part` (its index) in its details. The reply: the batch's revision and
@@ -281,6 +281,9 @@ final class RequestHandler {
         return reply([("results", .array(results)), ("rev", revision(rev))])
     }
 
+    /// A `conflict` whose current `value` would not fit in `budget` (an `ifEquals` on a key path holding
+    /// megabytes) without that value: `valueTooLarge: true` instead, as a `get` of it would be `too_large`.
+    /// The reply stays as small as the request's own error.
     private static func fitted(_ conflict: KVOError, _ budget: ReplyBudget) -> KVOError {
         // 1 KiB kept for the message and the other details.
         guard let value = conflict.details["value"], JSONSizeBound.of(value, limit: budget.bytes - 1024) == nil else { return conflict }

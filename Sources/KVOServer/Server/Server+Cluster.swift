@@ -231,7 +231,7 @@ extension Server {
         let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
         // Every node applies the entry's writes at the time its publisher stamped (an older kvod's entry has
         // none: its writes set no ttl, and this node's clock is as good as any).
-        handler.engine.writeTime = entry.time ?? clock.wallMilliseconds
+        let time = entry.time ?? clock.wallMilliseconds
         var released: [Connection] = []
         for (index, operation) in entry.operations.enumerated() {
             let writer = writers.flatMap { index < $0.count ? $0[index] : nil }
@@ -241,10 +241,8 @@ extension Server {
                 if let connection = answerClusterWrite(writer, reply) { released.append(connection) }
                 continue
             }
-            let decoded = RequestDecoder.decode(operation.line)
-            let outcome: RequestHandler.Outcome
-            notifications.removeAll(keepingCapacity: true)
-            switch decoded.request {
+            let reply: Result<ReplyFields, KVOError>
+            switch RequestDecoder.decode(operation.line).request {
             case let .success(request) where request.isWrite:
                 // The writer's connection bounds what its reply may carry (a conflict's current value).
                 let budget = writer.flatMap { writer in
@@ -253,23 +251,17 @@ extension Server {
                                     id: writer.requestID)
                     }
                 } ?? .unlimited
-                outcome = handler.handle(request,
-                                         from: writer?.connection ?? Server.clusterConnection,
-                                         access: clusterAccess(forUser: operation.user), budget: budget,
-                                         notifications: &notifications)
-                // This node's ephemeral create: the object joins its session now, before any later entry can delete it.
-                if case .success = outcome.reply, let session = writer?.ephemeralSession, let object = request.writtenObject {
-                    registerEphemeral(object, session: session, user: operation.user)
-                }
+                // This node's ephemeral create joins its session now, before any later entry can delete it.
+                reply = applyWrite(request, from: writer?.connection ?? Server.clusterConnection,
+                                   access: clusterAccess(forUser: operation.user), budget: budget, time: time,
+                                   ephemeralSession: writer?.ephemeralSession, user: operation.user)
             case .success:
-                outcome = .init(reply: .failure(KVOError(.badRequest, "not a write")), order: .afterNotifications)
+                reply = .failure(KVOError(.badRequest, "not a write"))
             case let .failure(error):
-                outcome = .init(reply: .failure(error), order: .afterNotifications)
+                reply = .failure(error)
             }
-            deliverNotifications()
-            deliverBindingEvents()
             guard let writer else { continue }
-            if let connection = answerClusterWrite(writer, outcome.reply) { released.append(connection) }
+            if let connection = answerClusterWrite(writer, reply) { released.append(connection) }
         }
         cluster.integrity.applied(entry, data: data, at: sequence)
         cluster.halts = nil

@@ -74,7 +74,7 @@ extension Server {
         // An ephemeral create needs the connection's session (docs/protocol.md, "Presence"), which it joins once
         // it succeeded.
         var ephemeralSession: String?
-        if case .ephemeral = request {
+        if request.modifiers.ephemeral {
             do throws(KVOError) {
                 ephemeralSession = try self.ephemeralSession(for: connection)
             } catch {
@@ -82,24 +82,28 @@ extension Server {
                 return
             }
         }
-        if let cluster, declaration.isWrite {
-            submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection,
-                            ephemeralSession: ephemeralSession)
-            return
-        }
         if declaration.isWrite {
-            // The write's time (`Server+Expiry`): the request's, above; no clock is read here.
-            handler.engine.writeTime = now
+            if let cluster {
+                submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection,
+                                ephemeralSession: ephemeralSession)
+                return
+            }
             if groupCommitIntervalNanoseconds > 0 { noteWriterForGroupCommit(connection.id) }
+            // The write's time (`Server+Expiry`): the request's, above; no clock is read here.
+            let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
+                                     id: decoded.id)
+            // The writer's user only goes with an ephemeral create (a plain write does not read it).
+            let reply = applyWrite(request, from: connection.id, access: connection.access, budget: budget, time: now,
+                                   ephemeralSession: ephemeralSession,
+                                   user: ephemeralSession == nil ? nil : connection.principal?.user)
+            send(reply, id: decoded.id, to: connection, counting: MetricsOperation(request))
+            return
         }
         if let atLeastRev = decoded.atLeastRev, atLeastRev > handler.engine.revision {
             holdForRevision(atLeastRev, request, decoded: decoded, connection: connection)
             return
         }
-        let succeeded = perform(request, id: decoded.id, connection: connection)
-        if succeeded, let ephemeralSession, let object = request.writtenObject {
-            registerEphemeral(object, session: ephemeralSession)
-        }
+        perform(request, id: decoded.id, connection: connection)
     }
 
     /// Whether a request is a write that may be submitted to the cluster behind this connection's writes in
@@ -112,8 +116,8 @@ extension Server {
         return declaration.route == .engine && declaration.isWrite
     }
 
-    /// Carries out a request that is not a cluster write, replies and delivers its events; whether it
-    /// succeeded. Loop thread.
+    /// Carries out a request that is not a write (writes pass `applyWrite`), replies and delivers its events;
+    /// whether it succeeded. Loop thread.
     @discardableResult
     func perform(_ request: Request, id: JSONValue?, connection: Connection) -> Bool {
         notifications.removeAll(keepingCapacity: true)
