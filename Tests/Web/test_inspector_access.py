@@ -94,12 +94,19 @@ def test_the_page_is_served_with_a_content_security_policy(kvod):
     assert status == 200 and headers["content-type"].startswith("text/html")
     assert "script-src 'self'" in headers["content-security-policy"]
     assert b'<script type="module" src="/inspector.js">' in body
-    for path, content_type in (("/inspector.js", "text/javascript"), ("/inspector.css", "text/css"),
-                               ("/kvod.js", "text/javascript")):
+    assets = ROOT / "Sources" / "KVOServer" / "HTTP" / "Assets"
+    # Each of the inspector's modules at its own path; the client, one module, made of its parts in their names' order.
+    served = {f"/{path.relative_to(assets)}": [path] for path in [assets / "inspector.js", assets / "inspector.css",
+                                                                   *sorted((assets / "inspector").glob("*.js"))]}
+    served["/kvod.js"] = sorted((assets / "kvod").glob("*.js"))
+    assert len(served) > 4 and len(served["/kvod.js"]) > 1, served
+    for path, files in served.items():
         status, headers, body = kvod.http_get(path)
+        content_type = "text/css" if path.endswith(".css") else "text/javascript"
         assert status == 200 and headers["content-type"].startswith(content_type), path
-        asset = ROOT / "Sources" / "KVOServer" / "HTTP" / "Assets" / path.lstrip("/")
-        assert body == asset.read_bytes(), f"{path} served differs from {asset}"
+        assert "script-src 'self'" in headers["content-security-policy"], path
+        assert body == b"".join(file.read_bytes() for file in files), f"{path} served differs from {files}"
+    assert kvod.http_get("/kvod/client.js")[0] == 404
 
 
 REBIND_NAME = "rebind.attacker.test"
