@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The browser for the inspector's tests (Tests/Web/test_inspector_browser.py), sourced by scripts/test-web.sh
+# The browser for the inspector's tests (Tests/Web/test_inspector_*.py), sourced by scripts/test-web.sh
 # after scripts/setup.sh: Debian's chromium and chromium-driver, installed with apt-get when missing (selenium
 # drives the system driver; nothing is downloaded at test time). Where apt-get is not available and no
 # chromium is found, the browser tests skip themselves, saying so. Messages go to stderr.

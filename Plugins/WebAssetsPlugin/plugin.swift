@@ -6,8 +6,14 @@ import PackagePlugin
 /// the served bytes are always the files' bytes: no generated file is checked in.
 @main
 struct WebAssetsPlugin: BuildToolPlugin {
-    /// The files embedded, under the target's HTTP/Assets (the tool's table lists the same ones).
-    static let files = ["index.html", "inspector.js", "inspector.css", "kvod.js", "favicon.svg"]
+    /// The files embedded, under the target's HTTP/Assets: the tool's table must read the same ones (it checks,
+    /// and fails the build otherwise), so that a change to any of them embeds the assets again.
+    static let files = [
+        "index.html", "inspector.css", "favicon.svg",
+        "inspector.js", "inspector/dashboard.js", "inspector/definitions.js", "inspector/events.js",
+        "inspector/object-list.js", "inspector/object.js", "inspector/page.js", "inspector/tree.js",
+        "kvod/client.js", "kvod/observation.js", "kvod/protocol.js",
+    ]
 
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         let assets = target.directoryURL.appending(path: "HTTP/Assets")
@@ -16,7 +22,7 @@ struct WebAssetsPlugin: BuildToolPlugin {
             .buildCommand(
                 displayName: "Embedding the web assets of \(target.name)",
                 executable: try context.tool(named: "embed-web-assets").url,
-                arguments: [assets.path(percentEncoded: false), output.path(percentEncoded: false)],
+                arguments: [assets.path(percentEncoded: false), output.path(percentEncoded: false)] + Self.files,
                 inputFiles: Self.files.map { assets.appending(path: $0) },
                 outputFiles: [output])
         ]

@@ -14,23 +14,39 @@ struct WebAssetsTests {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Sources/KVOServer/HTTP/Assets")
 
-    @Test("every embedded asset is byte for byte the file it was generated from")
+    @Test("every embedded asset is byte for byte the files it was generated from, joined in order")
     func embeddedMatchesFiles() throws {
         for asset in WebAssets.all {
-            let file = try Data(contentsOf: Self.assetsFolder.appendingPathComponent(asset.fileName))
-            #expect(asset.body == Array(file), "\(asset.fileName) differs from its embedded copy")
+            var files: [UInt8] = []
+            for name in asset.fileNames {
+                files += try Data(contentsOf: Self.assetsFolder.appendingPathComponent(name))
+            }
+            #expect(asset.body == files, "\(asset.fileNames) differs from its embedded copy")
+            // A module made of parts joins them in their names' order, so that `cat` of its folder is what is served.
+            #expect(asset.fileNames == asset.fileNames.sorted(), "\(asset.path)'s parts are not in their names' order")
         }
     }
 
     @Test("every file in the assets folder is served, at the paths the page links to")
     func everyFileIsServed() throws {
-        let files = try FileManager.default.contentsOfDirectory(atPath: Self.assetsFolder.path).sorted()
-        #expect(Set(WebAssets.all.map(\.fileName)).sorted() == files)
-        #expect(WebAsset.named("/")?.fileName == "index.html")
+        let folder = Self.assetsFolder.path
+        let files = try #require(FileManager.default.subpaths(atPath: folder)).filter { path in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: folder + "/" + path, isDirectory: &isDirectory) && !isDirectory.boolValue
+        }
+        #expect(Set(WebAssets.all.flatMap(\.fileNames)).sorted() == files.sorted())
+        #expect(WebAsset.named("/")?.fileNames == ["index.html"])
         // The icon the page names, and the path browsers ask for unasked: one file at both.
         #expect(WebAsset.named("/favicon.svg")?.contentType == "image/svg+xml")
-        #expect(WebAsset.named("/favicon.ico")?.fileName == "favicon.svg")
+        #expect(WebAsset.named("/favicon.ico")?.fileNames == ["favicon.svg"])
+        // The client is one module, whatever it is made of; the inspector's modules each at their own path.
         #expect(WebAsset.named("/kvod.js")?.contentType == "text/javascript; charset=utf-8")
+        #expect(WebAsset.named("/kvod.js")?.fileNames.allSatisfy { $0.hasPrefix("kvod/") } == true)
+        for asset in WebAssets.all where asset.fileNames.contains(where: { $0.hasPrefix("inspector/") }) {
+            #expect(asset.fileNames.count == 1 && asset.path == "/" + asset.fileNames[0])
+            #expect(asset.contentType == "text/javascript; charset=utf-8")
+        }
         #expect(WebAsset.named("/nope.js") == nil)
+        #expect(WebAsset.named("/kvod/client.js") == nil)
     }
 }

@@ -135,6 +135,22 @@ def kvod(kvod_factory):
     return kvod_factory()
 
 
+@pytest.fixture
+def browser(request):
+    """Chromium for the inspector's browser tests (test_inspector_*.py, helpers in inspector_browser.py, which
+    imports selenium: only those tests ask for this). The test fails if the page logged an error (a CSP
+    violation, an exception, a failed request) while it drove it; a screenshot is left in .build/web-screenshots/."""
+    from inspector_browser import SCREENSHOTS, start_chromium
+    driver = start_chromium()
+    yield driver
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"{request.node.name}.png"))
+    # The page must not have logged errors (CSP violations, exceptions) while a test drove it.
+    errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    driver.quit()
+    assert errors == [], errors
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

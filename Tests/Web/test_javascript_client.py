@@ -3,7 +3,7 @@ run with node's own test runner (requests, observations in both event encodings,
 reconnection with sinceRev resume, connect failures). The module node imports is the one kvod serves.
 
 Needs node 20 or later (node 20 with --experimental-websocket for its global WebSocket); skipped, saying so,
-where there is none. The inspector's browser tests (test_inspector_browser.py) run the same module in chromium.
+where there is none. The inspector's browser tests (test_inspector_*.py) run the same module in chromium.
 """
 import os
 import re

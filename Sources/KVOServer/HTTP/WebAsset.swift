@@ -5,16 +5,17 @@ import KVOModel
 struct WebAsset: Sendable {
     /// The request path that answers with it (`/`, `/kvod.js`).
     let path: String
-    /// The file under Sources/KVOServer/HTTP/Assets it was generated from.
-    let fileName: String
+    /// The files under Sources/KVOServer/HTTP/Assets it was generated from: one, or the parts of one module
+    /// (`/kvod.js`), joined as they are in this order.
+    let fileNames: [String]
     /// Its `Content-Type`.
     let contentType: String
     /// Its bytes, UTF-8.
     let body: [UInt8]
 
-    init(path: String, fileName: String, contentType: String, text: String) {
+    init(path: String, fileNames: [String], contentType: String, text: String) {
         self.path = path
-        self.fileName = fileName
+        self.fileNames = fileNames
         self.contentType = contentType
         self.body = Array(text.utf8)
     }

@@ -11,7 +11,8 @@ import { join } from "node:path";
 
 const HTTP_PORT = Number(process.env.KVOD_HTTP_PORT);
 const BASE = `http://127.0.0.1:${HTTP_PORT}`;
-// KVOD_JS=path tests a file instead (while editing it, before kvod is rebuilt with it).
+// KVOD_JS=path tests a file instead (while editing the parts, before kvod is rebuilt with them: the module is
+// `cat Sources/KVOServer/HTTP/Assets/kvod/*.js > path`).
 const source = process.env.KVOD_JS ? await readFile(process.env.KVOD_JS, "utf8") : await (await fetch(`${BASE}/kvod.js`)).text();
 const modulePath = join(tmpdir(), `kvod-served-${process.pid}.mjs`);
 await writeFile(modulePath, source);

@@ -13,29 +13,10 @@
 // connection drops, the client reconnects with a jittered backoff, logs in again, and resumes every live
 // observation with `sinceRev`, so no change is lost or repeated; requests in flight when it dropped are
 // rejected with code "connection_lost" (never retried: a write may or may not have happened).
+//
+// Served as one file, made at build time from the parts in Sources/KVOServer/HTTP/Assets/kvod/ in the order of
+// their names (client.js, observation.js, protocol.js): one module, whatever loads it.
 
-/** An error reply from kvod (`code` is the protocol's error code) or a client-side failure
- *  (`connection_lost`, `closed`, `protocol`). `details` holds the error object's other members. */
-export class KVODError extends Error {
-  constructor(code, message, details = {}) {
-    super(message);
-    this.name = "KVODError";
-    this.code = code;
-    this.details = details;
-  }
-}
-
-/** The optional request fields that need a protocol feature announced in hello's `features`, and its name. */
-const FEATURE_OF_FIELD = {
-  ttl: "ttl", ifExists: "conditions", ifAbsent: "conditions", ifEquals: "conditions", ifRev: "conditions",
-  ephemeral: "ephemeral", where: "liveQueries", sinceRev: "sinceRev", atLeastRev: "atLeastRev",
-};
-
-const COMPACT_REASON_DEFAULT = "valueChanged";
-/** Compact events' reason codes (`w`, and a prior notification's `p`): docs/protocol.md "Compact events". */
-const COMPACT_REASONS = {
-  i: "initial", v: "valueChanged", p: "pathChanged", s: "sourceDeleted", f: "forbidden", r: "resync", c: "created", e: "entered", l: "left",
-};
 const DEFAULT_OPTIONS = {
   events: "compact",         // the event encoding asked for in hello: "compact" or "full"
   reconnect: true,           // reconnect and resume after a dropped connection
@@ -47,20 +28,6 @@ const DEFAULT_OPTIONS = {
 };
 
 /** The default endpoint: this page's host, `/ws`, wss on https pages. */
-/**
- * A request's JSON text. JSON.stringify writes a number from 2^63 up to 1e21 as an integer literal
- * ("18446744073709552000" for 2**64), which kvod refuses (an integer past 64 bits is kept exact or refused,
- * never rounded); such a number is a double in JavaScript, so it is sent with an exponent, the same double.
- */
-function requestText(request) {
-  const text = JSON.stringify(request);
-  if (!/\d{19}/.test(text)) return text;  // the usual case: no integer literal that long
-  const marker = "\u0000kvod-double:";
-  const marked = JSON.stringify(request, (key, value) =>
-    typeof value === "number" && Number.isInteger(value) && Math.abs(value) >= 2 ** 63 ? marker + value.toExponential() : value);
-  return marked.replace(/"\\u0000kvod-double:([^"]+)"/g, "$1");
-}
-
 function defaultURL() {
   if (typeof location === "undefined") throw new KVODError("closed", "connect(url): no page location to default to");
   return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
@@ -491,164 +458,4 @@ export class KVODClient {
     const observation = this._bySub.get(sub);
     if (observation) observation._deliver(message);
   }
-}
-
-/**
- * One observation: an async iterable of changes, also delivered to a callback when made with `subscribe`.
- * A change is `{reason, kind, new?, old?, indexes?, isPrior, rev, object, keyPath, sub}` (`new`/`old`
- * present exactly when the server sent them). The iteration ends after a `sourceDeleted` or `forbidden`
- * change (kvod ended the subscription) or `unsubscribe()`. `rev` is the revision it has seen up to, which
- * is where it resumes after a reconnection.
- */
-export class Observation {
-  constructor(client, target, keyPath, params) {
-    this.client = client;
-    this.target = target;
-    this.object = typeof target === "string" ? target : null;
-    this.pattern = typeof target === "object" && target !== null ? target.pattern : null;
-    this.where = typeof target === "object" && target !== null ? target.where ?? null : null;
-    this.keyPath = keyPath ?? null;
-    this.options = params.options ?? ["new"];
-    this.sub = null;
-    this.rev = null;
-    this.ended = false;
-    this._callback = null;
-    this._buffer = [];
-    this._waiters = [];
-    this.ready = new Promise((resolve, reject) => { this._readyResolve = resolve; this._readyReject = reject; });
-  }
-
-  /** Ends the observation (an `unobserve` when it is live); harmless twice. */
-  unsubscribe() {
-    if (this.ended) return;
-    const sub = this.sub;
-    this._finish(null);
-    if (sub !== null && this.client.state === "open") this.client.request("unobserve", { sub }).catch(() => {});
-  }
-
-  [Symbol.asyncIterator]() {
-    return {
-      next: () => {
-        if (this._buffer.length > 0) return Promise.resolve({ value: this._buffer.shift(), done: false });
-        if (this.ended) return Promise.resolve({ value: undefined, done: true });
-        return new Promise((resolve, reject) => this._waiters.push({ resolve, reject }));
-      },
-      return: () => { this.unsubscribe(); return Promise.resolve({ value: undefined, done: true }); },
-    };
-  }
-
-  _params(sinceRev) {
-    const params = this.pattern !== null ? { pattern: this.pattern } : { object: this.object };
-    if (this.keyPath !== null) params.keyPath = this.keyPath;
-    if (this.where !== null) params.where = this.where;
-    params.options = sinceRev == null ? this.options : this.options.filter((option) => option !== "initial");
-    if (sinceRev != null) params.sinceRev = sinceRev;
-    return params;
-  }
-
-  async _start(sinceRev) {
-    try {
-      const reply = await this.client.request("observe", this._params(sinceRev), (reply) => {
-        if (!this.ended) this._attach(reply);
-      });
-      if (this.ended) { this.client.request("unobserve", { sub: reply.sub }).catch(() => {}); return; }
-      this._readyResolve(this);
-    } catch (error) {
-      if (error.code === "connection_lost" && this.client.state === "reconnecting" && !this.ended) {
-        this._start(sinceRev);   // an observe that got no answer made nothing: ask again once reconnected
-        return;
-      }
-      this._readyReject(error);
-      this._finish(error);
-    }
-  }
-
-  /** After a reconnection: observe again from the last revision seen. Called by the client. */
-  async _resume() {
-    if (this.ended || this.rev === null) return;
-    try {
-      await this.client._direct("observe", this._params(this.rev), (reply) => { if (!this.ended) this._attach(reply); });
-    } catch (error) {
-      if (error.code === "connection_lost") throw error;
-      this._finish(error);   // the object is gone, or no longer readable: the observation ends with the reason
-    }
-  }
-
-  _attach(reply) {
-    this.sub = reply.sub;
-    if (this.rev === null) this.rev = reply.rev;
-    this.client._bySub.set(reply.sub, this);
-  }
-
-  _detach() {
-    if (this.sub !== null) this.client._bySub.delete(this.sub);
-  }
-
-  _deliver(message) {
-    const change = decodeChange(message, this);
-    // A prior notification's change is not delivered yet: resuming from its rev would skip the change itself.
-    if (!change.isPrior && change.rev > this.rev) this.rev = change.rev;
-    this._push(change);
-    if (change.isPrior) return;
-    if (change.reason === "sourceDeleted" && this.pattern === null) this._finish(null);
-    else if (change.reason === "forbidden") this._finish(null);
-  }
-
-  _push(change) {
-    if (this._callback) {
-      try { this._callback(change); } catch (error) { console.error("kvod.js: a subscriber's callback threw", error); }
-      return;
-    }
-    const waiter = this._waiters.shift();
-    if (waiter) waiter.resolve({ value: change, done: false }); else this._buffer.push(change);
-  }
-
-  _finish(error) {
-    if (this.ended) return;
-    this.ended = true;
-    this._detach();
-    this.client._observations.delete(this);
-    for (const waiter of this._waiters.splice(0)) {
-      if (error) waiter.reject(error); else waiter.resolve({ value: undefined, done: true });
-    }
-  }
-}
-
-/** One change event, full or compact encoding, as the same plain object. */
-export function decodeChange(message, observation) {
-  if (message.event === "change") {
-    const change = message.change ?? {};
-    const decoded = {
-      sub: message.sub, rev: message.rev, object: message.object, keyPath: message.keyPath ?? null,
-      reason: message.reason, kind: change.kind ?? 1, isPrior: change.notificationIsPrior === true,
-    };
-    if ("new" in change) decoded.new = change.new;
-    if ("old" in change) decoded.old = change.old;
-    if (change.indexes) decoded.indexes = change.indexes;
-    if (message.cause !== undefined) decoded.cause = message.cause;
-    return withIds(decoded, observation);
-  }
-  // A prior notification's `p` is 1 (valueChanged) or the reason's code; kinds 2-4 carry their indexes
-  // under the member named by the kind. An unknown code passes through as the reason, as sent.
-  const code = typeof message.p === "string" ? message.p : message.w;
-  const kind = [2, 3, 4].find((k) => Array.isArray(message[k])) ?? 1;
-  const decoded = {
-    sub: message.s, rev: message.r, object: message.t ?? observation.object, keyPath: observation.keyPath,
-    reason: code === undefined ? COMPACT_REASON_DEFAULT : COMPACT_REASONS[code] ?? code, kind,
-    isPrior: "p" in message,
-  };
-  if ("n" in message) decoded.new = message.n;
-  if ("o" in message) decoded.old = message.o;
-  if (message.x === 1) decoded.cause = "expired";
-  if (kind !== 1) decoded.indexes = message[kind];
-  return withIds(decoded, observation);
-}
-
-/** An id set's `initial` and `resync` changes list the matching ids in `new`; they are also `ids`. */
-function withIds(change, observation) {
-  if (observation.pattern !== null && observation.keyPath === null &&
-      (change.reason === "initial" || change.reason === "resync") && Array.isArray(change.new)) {
-    change.ids = change.new;
-  }
-  return change;
 }

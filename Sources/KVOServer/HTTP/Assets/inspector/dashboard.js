@@ -1,0 +1,143 @@
+// The inspector's dashboard: tiles of the server's figures, read from the `metrics` operation every few seconds.
+
+import { $, describe, noteRevision, state } from "./page.js";
+
+const METRICS_INTERVAL = 2000;  // dashboard: /metrics read this often
+const METRICS_KEPT = 60;        // dashboard: samples drawn per tile (two minutes)
+
+/** The tiles: a title, how to read a figure from two samples of /metrics (`now`, `before`, seconds between), and
+ * how to show it. Counters become rates; histograms' sums and counts become mean durations. */
+const TILES = [
+  { id: "connections", title: "connections", read: (now) => now.sum("kvod_connections"), show: String },
+  { id: "requests", title: "requests/s", read: (now, before, dt) => rate(now, before, dt, "kvod_requests_total"), show: perSecond },
+  { id: "events", title: "events/s", read: (now, before, dt) => rate(now, before, dt, "kvod_events_sent_total"), show: perSecond },
+  { id: "loop", title: "loop iteration", read: (now, before) => meanDuration(now, before, "kvod_loop_iteration_seconds"), show: duration },
+  { id: "commit", title: "group commit", read: (now, before) => meanDuration(now, before, "kvod_group_commit_seconds"), show: duration },
+  { id: "memory", title: "memory (RSS)", read: (now) => now.sum("process_resident_memory_bytes"), show: bytes },
+  { id: "stored", title: "stored", read: (now) => now.sum("kvod_stored_bytes"), show: bytes },
+  { id: "objects", title: "objects", read: (now) => now.sum("kvod_objects"), show: String },
+  { id: "sessions", title: "presence sessions", read: (now) => now.sum("kvod_sessions"), show: String },
+  { id: "storage", title: "storage", read: (now) => now.sum("kvod_storage_state"), show: (state) => ["writable", "full", "failing", "lost"][state] ?? String(state) },
+];
+
+/** One reading of /metrics: each metric's value summed over its labels. */
+class MetricsSample {
+  constructor(text, at) {
+    this.at = at;
+    this.values = new Map();
+    for (const line of text.split("\n")) {
+      if (line === "" || line.startsWith("#")) continue;
+      const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+      if (!match) continue;
+      const value = Number(match[3]);
+      if (Number.isFinite(value)) this.values.set(match[1], (this.values.get(match[1]) ?? 0) + value);
+    }
+  }
+  sum(name) { return this.values.get(name) ?? null; }
+}
+
+function rate(now, before, dt, name) {
+  if (before === null || now.sum(name) === null || before.sum(name) === null || dt <= 0) return null;
+  return Math.max(now.sum(name) - before.sum(name), 0) / dt;
+}
+
+function meanDuration(now, before, name) {
+  if (before === null) return null;
+  const count = (now.sum(`${name}_count`) ?? 0) - (before.sum(`${name}_count`) ?? 0);
+  const total = (now.sum(`${name}_sum`) ?? 0) - (before.sum(`${name}_sum`) ?? 0);
+  return count > 0 ? total / count : null;
+}
+
+function perSecond(value) { return value < 10 ? value.toFixed(1) : String(Math.round(value)); }
+function duration(seconds) { return seconds < 0.001 ? `${(seconds * 1e6).toFixed(0)} µs` : `${(seconds * 1000).toFixed(2)} ms`; }
+function bytes(count) {
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let value = count;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+  return `${value < 10 && unit > 0 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
+const dashboard = { previous: null, series: new Map(), timer: null, hidden: false };
+
+export function startDashboard() {
+  const tiles = TILES.map((tile) => {
+    const element = document.createElement("div");
+    element.className = "tile";
+    element.dataset.tile = tile.id;
+    const title = document.createElement("span");
+    title.className = "tile-title";
+    title.textContent = tile.title;
+    const figure = document.createElement("span");
+    figure.className = "tile-value";
+    figure.textContent = "–";
+    const chart = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    chart.setAttribute("viewBox", `0 0 ${METRICS_KEPT - 1} 30`);
+    chart.setAttribute("preserveAspectRatio", "none");
+    chart.setAttribute("class", "spark");
+    chart.setAttribute("aria-hidden", "true");
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    chart.append(line);
+    element.append(title, figure, chart);
+    dashboard.series.set(tile.id, []);
+    return element;
+  });
+  $("tiles").replaceChildren(...tiles);
+  readMetrics();
+}
+
+/** Reads /metrics, updates each tile's figure and its line of the last METRICS_KEPT figures, and reads again. */
+async function readMetrics() {
+  clearTimeout(dashboard.timer);
+  dashboard.timer = setTimeout(readMetrics, METRICS_INTERVAL);
+  if (dashboard.hidden) return;
+  let sample;
+  try {
+    // The `metrics` operation serves what GET /metrics does, to the logged-in user if a server admin: no
+    // token to ask for, and no refused HTTP request for the browser to log.
+    const { text } = await state.client.request("metrics");
+    sample = new MetricsSample(text, performance.now() / 1000);
+  } catch (error) {
+    if (error.code === "forbidden") {
+      $("dashboard-note").textContent = "the server's figures are for server admins (admin on *)";
+      clearTimeout(dashboard.timer);
+      return;
+    }
+    $("dashboard-note").textContent = `metrics unavailable: ${describe(error)}`;
+    return;
+  }
+  const revision = sample.sum("kvod_revision");
+  if (revision !== null) noteRevision(revision);
+  $("dashboard-note").textContent = `every ${METRICS_INTERVAL / 1000} s`;
+  const previous = dashboard.previous;
+  const dt = previous === null ? 0 : sample.at - previous.at;
+  for (const tile of TILES) {
+    const value = tile.read(sample, previous, dt);
+    const element = $("tiles").querySelector(`[data-tile="${tile.id}"]`);
+    if (element === null) continue;
+    element.querySelector(".tile-value").textContent = value === null ? "–" : tile.show(value);
+    if (value === null) continue;
+    const series = dashboard.series.get(tile.id);
+    series.push(value);
+    if (series.length > METRICS_KEPT) series.shift();
+    drawLine(element.querySelector("polyline"), series);
+  }
+  dashboard.previous = sample;
+}
+
+/** The series as a line scaled to the chart's height, newest at the right. */
+function drawLine(line, series) {
+  const top = Math.max(...series);
+  const bottom = Math.min(...series, 0);
+  const span = top - bottom || 1;
+  const start = METRICS_KEPT - series.length;
+  line.setAttribute("points", series.map((value, index) => `${start + index},${(29 - ((value - bottom) / span) * 28).toFixed(2)}`).join(" "));
+}
+
+$("toggle-dashboard").addEventListener("click", () => {
+  dashboard.hidden = !dashboard.hidden;
+  $("tiles").hidden = dashboard.hidden;
+  $("toggle-dashboard").textContent = dashboard.hidden ? "Show" : "Hide";
+  $("toggle-dashboard").setAttribute("aria-expanded", String(!dashboard.hidden));
+  if (!dashboard.hidden) readMetrics();
+});
