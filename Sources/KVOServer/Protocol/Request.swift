@@ -90,4 +90,12 @@ extension Request {
         if case let .modified(modifiers, _) = self { return modifiers }
         return .none
     }
+
+    /// Whether it is a write with `ephemeral: true`: read on every write's path, so a plain write answers from its case
+    /// alone (binding the payload of a case would copy the request: measured, docs/performance.md, issue 41).
+    @inline(__always)
+    var isEphemeralWrite: Bool {
+        guard case .modified = self, case let .modified(modifiers, _) = self else { return false }
+        return modifiers.ephemeral
+    }
 }

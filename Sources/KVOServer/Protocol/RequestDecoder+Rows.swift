@@ -83,7 +83,7 @@ extension RequestDecoder {
             case let .success(success): request = success
             case let .failure(error): throw refused(error)
             }
-            if request.modifiers.ephemeral {
+            if request.isEphemeralWrite {
                 throw refused(KVOError(.badRequest, "'ephemeral' cannot be part of a batch: create an ephemeral object alone"))
             }
             guard request.operation.declaration.batchable else {
@@ -140,7 +140,7 @@ extension RequestDecoder {
         guard declaration.isWrite, declaration.route.isEngine, declaration.requirement != .serverAdmin else {
             throw KVOError(.badRequest, "'request' must be a write of objects (create, delete, set, increment, insert, remove, replace, touch or batch), not '\(declaration.name)'")
         }
-        if write.modifiers.ephemeral { throw KVOError(.badRequest, "'request' cannot be ephemeral: it runs when the session ends") }
+        if write.isEphemeralWrite { throw KVOError(.badRequest, "'request' cannot be ephemeral: it runs when the session ends") }
         switch write.operation {
         case .bind, .combineLatest, .unbind:
             throw KVOError(.badRequest, "'request' must be a write of objects, not '\(declaration.name)'")

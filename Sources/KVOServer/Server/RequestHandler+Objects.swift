@@ -100,9 +100,9 @@ extension RequestHandler {
         results.reserveCapacity(parts.count)
         for (index, part) in parts.enumerated() {
             do throws(KVOError) {
-                let declaration = part.operation.declaration
-                try declaration.admit(call.access)
-                let outcome = try handler.perform(part, declaration, call, &notifications)
+                let operation = part.operation
+                try operation.declaration.admit(call.access)
+                let outcome = try handler.perform(part, operation, call, &notifications)
                 var fields: [String: JSONValue] = [:]
                 if case let .success(reply) = outcome.reply {
                     for (name, value) in reply where name != "rev" { fields[name] = value }

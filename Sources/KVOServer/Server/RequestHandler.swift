@@ -67,24 +67,26 @@ final class RequestHandler {
                 budget: ReplyBudget = .unlimited, eventEncoding: EventEncoding = .full,
                 notifications: inout [ChangeNotification]) -> Outcome {
         do {
-            let declaration = request.operation.declaration
-            try declaration.admit(access)
+            // The operation, not its row: a row is a large value, and reading one field of it in place costs nothing
+            // where a copy would retain every reference it holds (measured: docs/performance.md, issue 41).
+            let operation = request.operation
+            try operation.declaration.admit(access)
             let call = Call(connection: connection, access: access, budget: budget, eventEncoding: eventEncoding)
-            return try perform(request, declaration, call, &notifications)
+            return try perform(request, operation, call, &notifications)
         } catch {
             return Outcome(reply: .failure(error), order: .afterNotifications)
         }
     }
 
-    /// `request`, admitted, by the handler its row (`declaration`) names; a write with modifiers through
+    /// `request`, admitted, by the handler its row (`operation`'s) names; a write with modifiers through
     /// `performModified` first.
     @inline(__always)
-    func perform(_ request: Request, _ declaration: OperationDeclaration, _ call: Call,
+    func perform(_ request: Request, _ operation: ProtocolOperation, _ call: Call,
                  _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         if case let .modified(modifiers, write) = request {
-            return try performModified(write, declaration, modifiers, call, &notifications)
+            return try performModified(write, operation, modifiers, call, &notifications)
         }
-        guard case let .engine(handler) = declaration.route else {
+        guard case let .engine(handler) = operation.declaration.route else {
             // The server answers these itself (passwords are checked and hashed off the loop thread; sessions are
             // the server's, not the engine's).
             throw KVOError(.badRequest, "answered by the server")
@@ -96,7 +98,7 @@ final class RequestHandler {
     /// replicated entry, a batch part, a session's action, the server's own write): its conditions checked on the
     /// write's object in this turn, then the write, then its time to live set on that object in the same turn. An
     /// ephemeral object joins its session in the server's write path (`Server.applyWrite`), once this succeeded.
-    private func performModified(_ write: Request, _ declaration: OperationDeclaration, _ modifiers: WriteModifiers,
+    private func performModified(_ write: Request, _ operation: ProtocolOperation, _ modifiers: WriteModifiers,
                                  _ call: Call, _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         guard let object = write.writtenObject else { throw KVOError(.badRequest, "write modifiers go with writes of one object") }
         if let conditions = modifiers.conditions {
@@ -106,7 +108,7 @@ final class RequestHandler {
                 throw Self.fitted(error, call.budget)
             }
         }
-        let outcome = try perform(write, declaration, call, &notifications)
+        let outcome = try perform(write, operation, call, &notifications)
         if let ttl = modifiers.ttl { try engine.setTTL(object, milliseconds: ttl) }
         return outcome
     }

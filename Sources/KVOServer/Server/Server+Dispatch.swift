@@ -74,7 +74,7 @@ extension Server {
         // An ephemeral create needs the connection's session (docs/protocol.md, "Presence"), which it joins once
         // it succeeded.
         var ephemeralSession: String?
-        if request.modifiers.ephemeral {
+        if request.isEphemeralWrite {
             do throws(KVOError) {
                 ephemeralSession = try self.ephemeralSession(for: connection)
             } catch {

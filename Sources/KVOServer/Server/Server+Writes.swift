@@ -25,7 +25,7 @@ extension Server {
         notifications.removeAll(keepingCapacity: true)
         let outcome = handler.handle(request, from: connection, access: access, budget: budget,
                                      notifications: &notifications)
-        if case .success = outcome.reply, request.modifiers.ephemeral, let ephemeralSession,
+        if let ephemeralSession, case .success = outcome.reply, request.isEphemeralWrite,
            let object = request.writtenObject {
             registerEphemeral(object, session: ephemeralSession, user: user)
         }
