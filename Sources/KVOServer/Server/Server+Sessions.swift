@@ -31,7 +31,7 @@ extension Server {
     /// is being checked when its time is up is left to that check (a failure counts toward the limit of 5).
     func addLoginDeadline(for connection: Connection) {
         guard configuration.loginTimeout > 0 else { return }
-        loginDeadlines.add(connection.id, deadline: clock.milliseconds &+ UInt64(configuration.loginTimeout * 1000))
+        deadlines.login.add(connection.id, deadline: ConnectionDeadlines.deadline(configuration.loginTimeout, after: clock.milliseconds))
     }
 
     /// The first user was added online: open mode is over. Every connection that was let in without
