@@ -78,7 +78,7 @@ extension Server {
         let before = Dictionary(uniqueKeysWithValues: users.users.map { ($0.name, $0) })
         let wasOpen = users.isEmpty
         users.replaceAll(with: fresh.users)
-        compiledPolicies.removeAll()
+        compiledPolicies.forgetAll()
         let removed = before.keys.filter { fresh.user(named: $0) == nil }.sorted()
         let changedRules = fresh.users.filter { user in before[user.name].map { $0.rules != user.rules } ?? false }
         var closed = 0

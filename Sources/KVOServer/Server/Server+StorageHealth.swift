@@ -115,7 +115,7 @@ extension Server {
         handler.engine = engine
         if let cluster {
             users.replaceAll(with: Array(contents.users.records.values))
-            compiledPolicies.removeAll()
+            compiledPolicies.forgetAll()
             cluster.appliedSequence = contents.streamSequence
             cluster.committedSequence = contents.streamSequence
             cluster.integrity.reset(to: contents.streamIntegrity.flatMap(StreamIntegrity.decodeState)

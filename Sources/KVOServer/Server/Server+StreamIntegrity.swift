@@ -145,7 +145,7 @@ extension Server {
         watchEphemeralObjects()
         if let replicated = snapshot.users {
             users.replaceAll(with: replicated)
-            compiledPolicies.removeAll()
+            compiledPolicies.forgetAll()
         }
         uncommittedUsers.removeAll()
         cluster.appliedSequence = snapshot.sequence

@@ -127,7 +127,7 @@ extension Server {
             let closed = connections(of: name)
             for connection in closed { connection.close(reason: .userRemoved(name)) }
             // The user's bindings stop (no rights any more).
-            compiledPolicies[name] = nil
+            compiledPolicies.forget(name)
             handler.engine.recheckBindings(ofUser: name)
             deliverBindingEvents()
             logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
@@ -153,7 +153,7 @@ extension Server {
     /// `Principal` at once (then `principalDidChange(of:)`).
     func rulesChanged(of name: String) -> Result<ReplyFields, KVOError> {
         guard let user = users.user(named: name) else { return .failure(KVOError(.notFound, UserDirectory.noSuchUser(name))) }
-        compiledPolicies[name] = nil
+        compiledPolicies.forget(name)
         let policy = self.policy(ofUser: name) ?? AccessPolicy(rules: user.rules)
         let open = connections(of: name)
         for connection in open {

@@ -15,13 +15,39 @@ import Glibc
 /// written once per loop iteration by the check handle (sooner within a large burst: see
 /// `flushEarlyIfOutputIsLarge()`). The loop thread, the one that calls `run()`,
 /// owns all of it: no locks on the hot path. Only `stopHandle` may be used from another thread.
+///
+/// `Server` wires: what it holds below is the loop and its handles, the listeners, the hot path's arrays, the
+/// users, and its parts, each a type that owns one concern's state (the store's health, the group commit's
+/// cadence, held input, connection deadlines, sessions, compiled policies, rate-limited log lines, memory, the
+/// cluster node; docs/design.md, "Server's parts"). The `Server+*.swift` files are what the server does with them.
 public final class Server {
+    // The wiring: what every part and extension uses.
+
     /// Made at start-up; SIGHUP changes only what can change while the server runs (`Server+Reload`).
     public internal(set) var configuration: ServerConfiguration
     var logger: Logger { configuration.logger }
     let loop: EventLoop
     /// Every time-based behaviour's clock (`ServerClock`): `configuration.clock`, or the system clock on `loop`.
     let clock: ServerClock
+    /// The engine and the requests' handling (`RequestHandler`).
+    let handler: RequestHandler
+    /// Counters and histograms for `GET /metrics` (`ServerMetrics`; loop thread only).
+    let metrics = ServerMetrics()
+    /// Stops the server from any thread.
+    public let stopHandle: StopHandle
+    /// Wakes the loop for `stopHandle`.
+    let asyncHandle: UnsafeMutablePointer<uv_async_t>
+    /// Runs at the end of each loop iteration: the expiry backlog, held input, the group commit, flushing
+    /// (`Server+LoopCallbacks`).
+    let checkHandle: UnsafeMutablePointer<uv_check_t>
+    /// Fires every `housekeepingInterval`: expiries, ended sessions, the store's health, deadlines, suppressed-log
+    /// summaries, memory given back after a burst (`Server+Housekeeping`). Never on the request path.
+    let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
+    var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
+    var isStopping = false
+
+    // Listening (`Server+Listeners`, `Server+Accepting`).
+
     /// Every listener (`--port`, `--tls-port`, `--http-port`, `--unix`), each knowing what its connections
     /// speak (`Listener.stack`): accepting is the same for all of them.
     var listeners: [Listener] = []
@@ -30,7 +56,14 @@ public final class Server {
     /// The TLS context new TLS connections start from; replaced by `reloadTLS()`, while open connections
     /// keep the one they started with.
     var tlsContext: TLSContext?
-    let handler: RequestHandler
+    /// Connections that fit under the descriptor limit (`DescriptorLimit`), read at start-up; a
+    /// connection past it is refused, before libuv's accept runs out of descriptors and drops
+    /// connections silently.
+    let descriptorCapacity = DescriptorLimit.current().connectionCapacity
+
+    // Connections, requests and fan-out: the per-request and per-event hot path, kept as plain stored
+    // properties of the server (no part in between: `Server+FanOut`, `Server+Dispatch`).
+
     /// Open connections by slot (`ConnectionID.slot`): delivering an event finds its connection by
     /// array index, not by hashing. Freed slots are reused.
     /// Unretained: a connection is kept alive by its handle (`handle->data`) until its close
@@ -50,67 +83,55 @@ public final class Server {
     var flushing: [Connection] = []
     /// Event bytes queued since the last flush, for `flushEarlyIfOutputIsLarge()`.
     var eventBytesSinceFlush = 0
-    let checkHandle: UnsafeMutablePointer<uv_check_t>
-    /// Input that waits for the next check phase: resumed connections' held lines, requests behind the expiry
-    /// backlog (`HeldInput`).
-    var heldInput: HeldInput
-    /// Fires every `housekeepingInterval`: closes connections past their first-request deadline and
-    /// gives memory back after a burst. Never on the request path.
-    let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
-    /// When the next group commit may start (`GroupCommitCadence`).
-    var groupCommit: GroupCommitCadence
-    /// What new connections must have done by when: first request, login, TLS handshake (`ConnectionDeadlines`).
-    var deadlines = ConnectionDeadlines()
-    /// The log lines a flood could repeat, at most one a second per kind (`RateLimitedLog`).
-    var rateLimitedLog = RateLimitedLog()
-    /// Gives memory back to the system after a burst (`HeapTrimmer`).
-    var heapTrimmer = HeapTrimmer()
-    let asyncHandle: UnsafeMutablePointer<uv_async_t>
-    var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
-    var isStopping = false
-    /// Connections that fit under the descriptor limit (`DescriptorLimit`), read at start-up; a
-    /// connection past it is refused, before libuv's accept runs out of descriptors and drops
-    /// connections silently.
-    let descriptorCapacity = DescriptorLimit.current().connectionCapacity
-    /// Where the state is kept between runs (`Store`: SQLite with `--data`, a `MemoryStore` that keeps
-    /// nothing in memory). Written once per loop iteration (group commit) when it keeps writes.
-    let store: any Store
-    /// Whether writes can be stored now, and the refusal they get when not (`StorageStatus`, `Server+StorageHealth`).
-    var storage: StorageStatus
     /// Scratch space reused by every request (no allocation per request once warm).
     var notifications: [ChangeNotification] = []
     var replyBuffer: [UInt8] = []
-    /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
-    let users: UserDirectory
-    /// Cluster mode with a store that keeps writes: users changed by stream entries applied since the last
-    /// group commit, written with it (`persistUsers`). Loop thread.
-    var uncommittedUsers = Set<String>()
-    /// The sessions of this server's connections (`Server+Presence`): node-local, stored with the group commit.
-    var sessions = SessionTable(recordsChanges: false)
-    /// `--users FILE` (in memory): the file's lock, held shared for the whole run (`UsersFileLock`).
-    let usersFileLock: UsersFileLock?
-    /// Password checks, on the thread pool (set once the loop exists).
-    var passwordChecks: PasswordVerificationQueue!
-    /// Cluster mode's own state and threads (`ClusterNode`); nil on a single node, and then no cluster code runs on any
-    /// request path.
-    let clusterNode: ClusterNode?
-    /// `clusterNode`'s replicator, which most cluster code reads (nil on a single node).
-    var cluster: ClusterReplicator? { clusterNode?.replicator }
-
-    /// Stops the server from any thread.
-    public let stopHandle: StopHandle
-    /// Counters and histograms for `GET /metrics` (loop thread only).
-    let metrics = ServerMetrics()
     /// `uv_hrtime()` when the loop began handling the request being handled (`handleLine`), for
     /// `kvod_request_duration_seconds`; 0 outside any. Real time, not `clock`: the metric measures the real loop
     /// (docs/design.md, "The clock"). A request answered later (a password check, a cluster
     /// write, an `atLeastRev` wait) keeps its own start and sets this again around its answer. Loop thread.
     var requestStarted: UInt64 = 0
 
-    /// Each user's rules compiled (`AccessPolicy`), made at the first login or binding application
-    /// that needs them and kept until `policyDidChange(forUser:)`: rules are compiled once per user,
-    /// and every connection of the user shares the one policy. Loop thread only.
-    var compiledPolicies: [String: AccessPolicy] = [:]
+    // Users (`Server+Authentication`, `Server+Sessions`, `Server+UserAdministration`).
+
+    /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
+    let users: UserDirectory
+    /// `--users FILE` (in memory): the file's lock, held shared for the whole run (`UsersFileLock`).
+    let usersFileLock: UsersFileLock?
+    /// Password checks, on the thread pool (set once the loop exists).
+    var passwordChecks: PasswordVerificationQueue!
+    /// Cluster mode with a store that keeps writes: users changed by stream entries applied since the last
+    /// group commit, written with it (`persistUsers`). Loop thread.
+    var uncommittedUsers = Set<String>()
+
+    // The parts: each a type that owns its state, with its purpose in its file (docs/design.md, "Server's parts").
+
+    /// Where the state is kept between runs (`Store`: SQLite with `--data`, a `MemoryStore` that keeps
+    /// nothing in memory). Written once per loop iteration (group commit) when it keeps writes.
+    let store: any Store
+    /// Whether writes can be stored now, and the refusal they get when not (`StorageStatus`, `Server+StorageHealth`).
+    var storage: StorageStatus
+    /// When the next group commit may start (`GroupCommitCadence`, `Server+GroupCommit`).
+    var groupCommit: GroupCommitCadence
+    /// Input that waits for the next check phase: resumed connections' held lines, requests behind the expiry
+    /// backlog (`HeldInput`, `Server+Expiry`).
+    var heldInput: HeldInput
+    /// What new connections must have done by when: first request, login, TLS handshake (`ConnectionDeadlines`).
+    var deadlines = ConnectionDeadlines()
+    /// The sessions of this server's connections (`SessionTable`, `Server+Presence`): node-local, stored with the
+    /// group commit.
+    var sessions = SessionTable(recordsChanges: false)
+    /// Each user's rules compiled once, shared by the user's connections (`CompiledPolicies`).
+    var compiledPolicies = CompiledPolicies()
+    /// The log lines a flood could repeat, at most one a second per kind (`RateLimitedLog`).
+    var rateLimitedLog = RateLimitedLog()
+    /// Gives memory back to the system after a burst (`HeapTrimmer`).
+    var heapTrimmer = HeapTrimmer()
+    /// Cluster mode's own state and threads (`ClusterNode`, `Server+Cluster`); nil on a single node, and then no
+    /// cluster code runs on any request path.
+    let clusterNode: ClusterNode?
+    /// `clusterNode`'s replicator, which most cluster code reads (nil on a single node).
+    var cluster: ClusterReplicator? { clusterNode?.replicator }
 
     /// The listener `role` made, if any.
     func listener(_ role: ListenerRole) -> Listener? { listeners.first { $0.role == role } }
