@@ -291,9 +291,10 @@ extension Server {
             }
             // Real time: the bridge's thread compares the deadline with `uv_hrtime` (`publishClusterBatch`).
             clusterNode?.bridge.enqueue(cluster.checkpointJob(after: sequence, revision: handler.engine.revision,
-                                                         deadline: uv_hrtime() &+ UInt64(configuration.writeTimeout * 1e9)))
+                                                              deadline: uv_hrtime() &+ UInt64(configuration.writeTimeout * 1e9)))
         }
-        if let snapshotPublisher = clusterNode?.snapshotPublisher, configuration.snapshotEvery > 0, sequence % configuration.snapshotEvery == 0 {
+        if let snapshotPublisher = clusterNode?.snapshotPublisher, configuration.snapshotEvery > 0,
+           sequence % configuration.snapshotEvery == 0 {
             snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence,
                                                       integrity: cluster.integrity.state))
         }
@@ -317,8 +318,9 @@ extension Server {
             return
         }
         let deadline = clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
-        clusterNode.revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id, requestID: decoded.id,
-                                                            request: request, deadline: deadline, started: requestStarted))
+        clusterNode.revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id,
+                                                            requestID: decoded.id, request: request, deadline: deadline,
+                                                            started: requestStarted))
         connection.pauseReading(.revision)
     }
 
