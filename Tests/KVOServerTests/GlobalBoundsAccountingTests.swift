@@ -3,7 +3,7 @@ import Testing
 @testable import KVOModel
 @testable import KVOServer
 
-/// The bookkeeping behind the total bounds: the chunk pool's byte count and peak, and the first-request
+/// The bookkeeping behind the total bounds: the chunk pool's byte count and peak, and the connections'
 /// deadline queue.
 @Suite struct GlobalBoundsAccountingTests {
     @Test func thePoolCountsTheBytesOfTheChunksItLent() {
@@ -22,7 +22,7 @@ import Testing
     }
 
     @Test func deadlinesComeDueInOrder() {
-        var deadlines = FirstRequestDeadlines()
+        var deadlines = DeadlineQueue()
         for index in 0..<3000 {
             deadlines.add(ConnectionID(UInt64(index + 1), slot: UInt32(index)), deadline: UInt64(index))
         }

@@ -118,11 +118,11 @@ import Testing
         server.step()
         #expect(server.handler.engine.expiringObjectCount == total - 3 * step,
                 "steps of \(step): \(server.handler.engine.expiringObjectCount) left")
-        #expect(server.expiryHolds.count == 2, "both requests wait for the backlog")
+        #expect(server.heldInput.expiryHolds.count == 2, "both requests wait for the backlog")
         // The next iteration: one step in the check phase; they still wait.
         server.step()
         #expect(server.handler.engine.expiringObjectCount == total - 4 * step)
-        #expect(server.expiryHolds.count == 2)
+        #expect(server.heldInput.expiryHolds.count == 2)
         // The next iteration expires the rest, then answers both: the object is gone.
         let reply = try JSONParser.parse(try #require(client.takeLines().first))
         #expect(reply["id"] == 1 && reply["error"]?["code"] == "not_found", "\(reply)")

@@ -12,7 +12,7 @@ import KVOModel
 ///
 /// Called from the server's housekeeping timer, never on the request path, and at most once per
 /// `minimumInterval` (a trim walks the heap: milliseconds for a large one). Where the C library has no
-/// `malloc_trim` (not glibc), it does nothing. Loop thread only.
+/// `malloc_trim` (not glibc), it does nothing. Owned by `Server` (a value stored in it); loop thread only.
 struct HeapTrimmer {
     /// How far (bytes) the buffers must have fallen from their peak before a trim is worth it.
     static let minimumDrop = 8 << 20
@@ -26,13 +26,32 @@ struct HeapTrimmer {
     }()
 
     private var lastTrim: UInt64 = 0
+    /// The most bytes of unfinished lines held since the last trim (the output chunk pool keeps its own peak).
+    private var peakInputBytes = 0
     /// Trims done (for tests and the log).
     private(set) var trimCount = 0
+
+    /// The connections' unfinished lines hold `bytes` now (past `--max-total-input`, and every housekeeping tick).
+    mutating func noteInput(_ bytes: Int) {
+        peakInputBytes = max(peakInputBytes, bytes)
+    }
+
+    /// The housekeeping tick at `now` (milliseconds): trims when the output chunks in `pool` and the
+    /// `bufferedInputBytes` of unfinished lines have drained far enough below their peak, and then starts new
+    /// peaks. Returns whether it trimmed.
+    mutating func trimAfterBurst(pool: OutputChunkPool, bufferedInputBytes: Int, now: UInt64) -> Bool {
+        noteInput(bufferedInputBytes)
+        let current = pool.bytesInUse + bufferedInputBytes
+        guard trimIfWorthwhile(peak: pool.peakBytesInUse + peakInputBytes, current: current, now: now) else { return false }
+        pool.resetPeak()
+        peakInputBytes = bufferedInputBytes
+        return true
+    }
 
     /// Trims when the buffered bytes have fallen at least `minimumDrop` below `peak` and the last trim
     /// was `minimumInterval` ago or more (`now` in milliseconds). Returns true when it trimmed: the
     /// caller then starts a new peak.
-    mutating func trimIfWorthwhile(peak: Int, current: Int, now: UInt64) -> Bool {
+    private mutating func trimIfWorthwhile(peak: Int, current: Int, now: UInt64) -> Bool {
         guard peak - current >= HeapTrimmer.minimumDrop, now &- lastTrim >= HeapTrimmer.minimumInterval,
               let trim = HeapTrimmer.mallocTrim
         else { return false }

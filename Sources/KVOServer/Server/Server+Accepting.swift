@@ -63,7 +63,7 @@ extension Server {
         // Before the refusals below: a refused TLS connection's reply waits for its handshake, which must
         // not wait for ever.
         if connection.isAwaitingTLSHandshake, let seconds = configuration.tls?.handshakeTimeout, seconds > 0 {
-            tlsHandshakeDeadlines.add(connection.id, deadline: clock.milliseconds &+ UInt64(seconds * 1000))
+            deadlines.tlsHandshake.add(connection.id, deadline: ConnectionDeadlines.deadline(seconds, after: clock.milliseconds))
         }
         if tooMany, connection.isHTTP {
             connection.sendHTTPResponse(
@@ -90,8 +90,8 @@ extension Server {
             return connection
         }
         if configuration.firstRequestTimeout > 0 {
-            let timeout = UInt64(configuration.firstRequestTimeout * 1000)
-            firstRequestDeadlines.add(connection.id, deadline: clock.milliseconds &+ timeout)
+            deadlines.firstRequest.add(connection.id,
+                                       deadline: ConnectionDeadlines.deadline(configuration.firstRequestTimeout, after: clock.milliseconds))
         }
         // An HTTP connection needs a login only once it upgrades to WebSocket.
         if connection.principal == nil, !connection.isHTTP { addLoginDeadline(for: connection) }
@@ -102,7 +102,7 @@ extension Server {
     /// Logs connections refused for want of file descriptors, one line a second at most with the
     /// count since the last line (a flood of connections must not flood the log as well).
     func logRefusalForDescriptors(_ detail: String) {
-        guard let count = descriptorRefusals.record(at: clock.milliseconds) else { return }
+        guard let count = rateLimitedLog.descriptorRefusals.record(at: clock.milliseconds) else { return }
         let limit = DescriptorLimit.current()
         logger.warning("""
             refused \(count) connection\(count == 1 ? "" : "s") for want of file descriptors \

@@ -87,7 +87,7 @@ extension Server {
         connection.authenticationFailures += 1
         metrics.countRequest(.auth, error: .unauthenticated)
         requestAnswered(.auth, startedAt: requestStarted)
-        if let count = authenticationFailureLog.record(at: clock.milliseconds) {
+        if let count = rateLimitedLog.authenticationFailures.record(at: clock.milliseconds) {
             let others = count > 1 ? " (and \(count - 1) more since the last line)" : ""
             let who = userName.map { "user '\(PrintableText.escaped($0, limit: 64))'" } ?? "an API token"
             logger.warning("authentication failed for \(who) from \(connection.peer)\(others)",

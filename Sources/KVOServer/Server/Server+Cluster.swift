@@ -47,7 +47,7 @@ extension Server {
     /// Cluster mode: a write is not applied here and now but queued for the stream (the next check phase
     /// appends this iteration's writes as one batch). The connection goes on reading: more writes join the
     /// queue (answered in request order, as one node's batches apply in stream order), anything else is held
-    /// until they are answered (`pipelinedWrites`), and at `--max-pending-requests` writes in flight it
+    /// until they are answered (`ClusterNode.pipelinedWrites`), and at `--max-pending-requests` writes in flight it
     /// reads nothing more until one is answered. `bind`, `combineLatest` and
     /// `unbind` go the same way: every node creates the binding with the same id, and its `binding`
     /// events reach the creator's connection on this node only (`applyClusterEntry`). Loop thread.
@@ -63,7 +63,7 @@ extension Server {
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
                                                         deadline: deadline, started: requestStarted,
                                                         ephemeralSession: ephemeralSession))
-        if pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
+        if let clusterNode, clusterNode.pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
             connection.pauseReading(.replication)
         }
     }
@@ -73,20 +73,21 @@ extension Server {
     /// hands it to `releaseHeldRequest` once it may handle a request (not in the middle of an entry).
     func answerClusterWrite(_ writer: ClusterReplicator.Writer,
                                     _ reply: Result<ReplyFields, KVOError>) -> Connection? {
-        let remaining = pipelinedWrites.answered(writer.connection)
+        guard let clusterNode else { return nil }
+        let remaining = clusterNode.pipelinedWrites.answered(writer.connection)
         guard let connection = connection(writer.connection)?.takeUnretainedValue() else {
-            if remaining == 0 { _ = pipelinedWrites.takeHeld(writer.connection) }
+            if remaining == 0 { _ = clusterNode.pipelinedWrites.takeHeld(writer.connection) }
             return nil
         }
         send(reply, id: writer.requestID, to: connection, counting: writer.operation, startedAt: writer.started)
-        if pipelinedWrites.isHolding(writer.connection) { return remaining == 0 ? connection : nil }
+        if clusterNode.pipelinedWrites.isHolding(writer.connection) { return remaining == 0 ? connection : nil }
         if remaining < configuration.maximumPendingRequests { connection.resumeReading(.replication) }
         return nil
     }
 
     /// Handles the request `connection` held behind its writes, now all answered, and lets it read again.
     func releaseHeldRequest(_ connection: Connection) {
-        guard let held = pipelinedWrites.takeHeld(connection.id) else { return }
+        guard let held = clusterNode?.pipelinedWrites.takeHeld(connection.id) else { return }
         if !connection.isClosing {
             switch held {
             case let .line(line): line.withUnsafeBufferPointer { handleLine($0, from: connection) }
@@ -102,14 +103,15 @@ extension Server {
     /// real clock while it appends; the writes' own deadlines, on `clock`, are the loop's (`expireClusterWrites`).
     func publishClusterBatch(_ cluster: ClusterReplicator) {
         let deadline = uv_hrtime() &+ UInt64(cluster.configuration.writeTimeout * 1e9)
-        if let job = cluster.takeBatch(deadline: deadline, time: clock.wallMilliseconds) { clusterBridge?.enqueue(job) }
+        if let job = cluster.takeBatch(deadline: deadline, time: clock.wallMilliseconds) { clusterNode?.bridge.enqueue(job) }
     }
 
     /// The bridge posted: apply stream entries in order, note appended batches, answer writes whose batch
     /// could not be appended, install a snapshot read for a re-bootstrap. Loop thread (the cluster async handle).
     func drainClusterInbox() {
-        guard let cluster, let clusterInbox else { return }
-        for message in clusterInbox.takeAll() {
+        guard let clusterNode else { return }
+        let cluster = clusterNode.replicator
+        for message in clusterNode.inbox.takeAll() {
             switch message {
             case let .entry(sequence, data, generation):
                 applyClusterEntry(cluster, sequence: sequence, data: data, generation: generation)
@@ -152,7 +154,7 @@ extension Server {
               cluster.health == .applying || cluster.awaitingContinuity else { return }
         // A node whose store cannot write applies nothing it could not commit; it subscribes again from
         // what it committed once the store writes (`checkStorage`).
-        guard storageRefusal == nil else {
+        guard storage.refusal == nil else {
             cluster.awaitingStorage = true
             return
         }
@@ -280,10 +282,11 @@ extension Server {
                 return
             }
             // Real time: the bridge's thread compares the deadline with `uv_hrtime` (`publishClusterBatch`).
-            clusterBridge?.enqueue(cluster.checkpointJob(after: sequence, revision: handler.engine.revision,
-                                                         deadline: uv_hrtime() &+ UInt64(configuration.writeTimeout * 1e9)))
+            clusterNode?.bridge.enqueue(cluster.checkpointJob(after: sequence, revision: handler.engine.revision,
+                                                              deadline: uv_hrtime() &+ UInt64(configuration.writeTimeout * 1e9)))
         }
-        if let snapshotPublisher, configuration.snapshotEvery > 0, sequence % configuration.snapshotEvery == 0 {
+        if let snapshotPublisher = clusterNode?.snapshotPublisher, configuration.snapshotEvery > 0,
+           sequence % configuration.snapshotEvery == 0 {
             snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence,
                                                       integrity: cluster.integrity.state))
         }
@@ -296,27 +299,28 @@ extension Server {
     /// is refused at once (`bad_request`). Loop thread.
     func holdForRevision(_ revision: UInt64, _ request: Request, decoded: RequestDecoder.Decoded,
                                  connection: Connection) {
-        guard let cluster else {
+        guard let clusterNode else {
             let message = "'atLeastRev' \(revision) is beyond this server's revision \(handler.engine.revision) (a revision from another server, or from before an in-memory server restarted?)"
             send(.failure(KVOError(.badRequest, message)), id: decoded.id, to: connection, counting: MetricsOperation(request))
             return
         }
+        let cluster = clusterNode.replicator
         if let refusal = cluster.refusal {
             send(.failure(KVOError(.unavailable, refusal)), id: decoded.id, to: connection, counting: MetricsOperation(request))
             return
         }
         let deadline = clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
-        revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id, requestID: decoded.id,
-                                                request: request, deadline: deadline,
-                                                started: requestStarted))
+        clusterNode.revisionWaits.add(RevisionWaits.Waiting(revision: revision, connection: connection.id,
+                                                            requestID: decoded.id, request: request, deadline: deadline,
+                                                            started: requestStarted))
         connection.pauseReading(.revision)
     }
 
     /// After an entry was applied: carries out the held requests whose revision this node has reached,
     /// and lets their connections read again.
     func releaseRevisionWaits() {
-        guard !revisionWaits.isEmpty else { return }
-        for item in revisionWaits.takeReady(revision: handler.engine.revision) {
+        guard let clusterNode, !clusterNode.revisionWaits.isEmpty else { return }
+        for item in clusterNode.revisionWaits.takeReady(revision: handler.engine.revision) {
             guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
             continuingRequest(startedAt: item.started) {
                 perform(item.request, id: item.requestID, connection: connection)
@@ -327,8 +331,8 @@ extension Server {
 
     /// Held requests past `--cluster-write-timeout`: answered `unavailable`, their connections read again.
     func expireRevisionWaits(_ cluster: ClusterReplicator, now: UInt64) {
-        guard !revisionWaits.isEmpty else { return }
-        for item in revisionWaits.takeExpired(now: now) {
+        guard let clusterNode, !clusterNode.revisionWaits.isEmpty else { return }
+        for item in clusterNode.revisionWaits.takeExpired(now: now) {
             guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
             let message = cluster.refusal ?? "this node had not applied revision \(item.revision) within \(cluster.configuration.writeTimeout) s (it is at \(handler.engine.revision): behind, or cut off from the stream)"
             send(.failure(KVOError(.unavailable, message)), id: item.requestID, to: connection,

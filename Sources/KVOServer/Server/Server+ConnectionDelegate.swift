@@ -15,8 +15,8 @@ extension Server: ConnectionDelegate {
 
     func connectionDidReceiveOversizedLine(_ connection: Connection) {
         // Cluster mode: answered in order, after the connection's writes in flight.
-        if cluster != nil, pipelinedWrites.count(of: connection.id) > 0 {
-            pipelinedWrites.hold(.oversizedLine, for: connection.id)
+        if let clusterNode, clusterNode.pipelinedWrites.count(of: connection.id) > 0 {
+            clusterNode.pipelinedWrites.hold(.oversizedLine, for: connection.id)
             connection.pauseReading(.replication)
             return
         }
@@ -29,12 +29,12 @@ extension Server: ConnectionDelegate {
     }
 
     var mayWriteImmediately: Bool {
-        !storeKeepsWrites || (!handler.engine.hasUncommittedWrites && sessions.uncommitted.isEmpty
+        !storage.keepsWrites || (!handler.engine.hasUncommittedWrites && sessions.uncommitted.isEmpty
             && (cluster == nil || cluster!.appliedSequence == cluster!.committedSequence))
     }
 
     func connectionsPassedTotalInputLimit(_ connection: Connection) {
-        peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
+        heapTrimmer.noteInput(loop.bufferedInputBytes)
         enforceTotalInputLimit()
     }
 
@@ -57,8 +57,7 @@ extension Server: ConnectionDelegate {
     }
 
     func connectionHasHeldInput(_ connection: Connection) {
-        if heldInputQueue.isEmpty { uv_idle_start(replayIdleHandle, Server.idleCallback) }
-        heldInputQueue.append(connection)
+        heldInput.connectionResumed(connection)
     }
 
     func connectionDidClose(_ connection: Connection, reason: CloseReason) {
@@ -77,9 +76,7 @@ extension Server: ConnectionDelegate {
         ]
         if reason.isNoteworthy {
             if let slot = reason.rateLimitSlot {
-                // The count includes this closing: the others were held back since the last line.
-                guard let count = closingLogLimits[slot].record(at: clock.milliseconds) else { return }
-                if count > 1 { logSuppressedClosings(count - 1, slot: slot) }
+                guard rateLimitedLog.admitClosing(slot: slot, at: clock.milliseconds, logger: logger) else { return }
             }
             logger.warning("connection closed: \(reason)", metadata: metadata)
         } else {

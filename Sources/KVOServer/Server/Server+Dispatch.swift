@@ -29,8 +29,8 @@ extension Server {
         let decoded = connection.principal == nil ? RequestDecoder.decodeBeforeLogin(line) : RequestDecoder.decode(line)
         // Cluster mode: after writes in flight on this connection, only more writes go on at once (they join
         // the next batch); anything else waits until those writes are answered, to be answered after them.
-        if cluster != nil, pipelinedWrites.count(of: connection.id) > 0, !Server.joinsPipeline(decoded, connection) {
-            pipelinedWrites.hold(.line(Array(line)), for: connection.id)
+        if let clusterNode, clusterNode.pipelinedWrites.count(of: connection.id) > 0, !Server.joinsPipeline(decoded, connection) {
+            clusterNode.pipelinedWrites.hold(.line(Array(line)), for: connection.id)
             connection.pauseReading(.replication)
             return
         }
@@ -52,7 +52,7 @@ extension Server {
         }
         // The one door for the store's health: while it cannot take writes (`StorageHealth`), every row
         // that changes what is stored is refused here, whatever its route; reads and observations go on.
-        if declaration.isStored, let refusal = storageRefusal {
+        if declaration.isStored, let refusal = storage.refusal {
             send(.failure(refusal), id: decoded.id, to: connection, counting: declaration.metrics)
             return
         }
@@ -88,7 +88,7 @@ extension Server {
                                 ephemeralSession: ephemeralSession)
                 return
             }
-            if groupCommitIntervalNanoseconds > 0 { noteWriterForGroupCommit(connection.id) }
+            groupCommit.noteWriter(connection.id)
             // The write's time (`Server+Expiry`): the request's, above; no clock is read here.
             let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                      id: decoded.id)

@@ -66,28 +66,27 @@ extension Server {
     /// Holds `line` behind the expiry backlog (`expireDueObjectsBeforeReads` returned false): the connection stops
     /// reading, and the check phase keeps the loop polling without blocking until the backlog is worked off.
     func holdForExpiryBacklog(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection, started: UInt64) {
-        expiryHolds.hold(line, for: connection.id, started: started)
+        heldInput.holdForExpiry(line, for: connection.id, started: started)
         connection.pauseReading(.expiry)
-        uv_idle_start(replayIdleHandle, Server.idleCallback)
     }
 
     /// Check phase: while requests are held behind the expiry backlog, expires one more step; once none is due,
     /// handles them in arrival order and lets their connections read again (their later lines follow in this
     /// check phase's `replayHeldInput`).
     func continueExpiryBacklog() {
-        guard !expiryHolds.isEmpty else { return }
+        guard !heldInput.expiryHolds.isEmpty else { return }
         if hasUnexpiredDueObjects {
             expireDueObjects(limit: Server.maximumExpiriesPerStep, flushing: false)
             if hasUnexpiredDueObjects { return }
         }
-        for item in expiryHolds.takeAll() {
+        for item in heldInput.takeExpiryHolds() {
             guard let connection = connection(item.connection)?.takeUnretainedValue(), !connection.isClosing else { continue }
             // Resumed first: a request that is held again pauses it again; lines held behind this one are
             // handed out after it (`replayHeldInput`).
             connection.resumeReading(.expiry)
             item.line.withUnsafeBufferPointer { handleLine($0, from: connection, startedAt: item.started) }
         }
-        stopPollingWhenNothingIsHeld()
+        heldInput.stopPollingWhenNothingIsHeld()
     }
 
     /// Sends `expire` for every object due now, at most `limit` (housekeeping: `maximumExpiriesPerTick`, flushed at

@@ -46,7 +46,7 @@ extension Server {
         case "/readyz":
             // A server whose store cannot write, or a cluster node that does not apply the stream, is not
             // ready: it refuses writes (its reason).
-            let notReady = isStopping ? "stopping" : storageHealth.reason ?? cluster?.health.reason
+            let notReady = isStopping ? "stopping" : storage.health.reason ?? cluster?.health.reason
             answer(connection, HTTPResponse.text(notReady == nil ? .ok : .serviceUnavailable, notReady ?? "ready",
                                                  keepAlive: keepAlive), keepAlive: keepAlive)
         case "/metrics":
@@ -79,7 +79,8 @@ extension Server {
         connection.sendHTTPResponse(response, keepAlive: keepAlive)
         guard keepAlive, !connection.isClosing, configuration.firstRequestTimeout > 0 else { return }
         connection.hasSentRequest = false
-        firstRequestDeadlines.add(connection.id, deadline: clock.milliseconds &+ UInt64(configuration.firstRequestTimeout * 1000))
+        deadlines.firstRequest.add(connection.id,
+                                   deadline: ConnectionDeadlines.deadline(configuration.firstRequestTimeout, after: clock.milliseconds))
     }
 
     /// `GET /metrics` on a non-loopback listener with users defined: why it is refused without a server

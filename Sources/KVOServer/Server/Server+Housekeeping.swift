@@ -17,50 +17,44 @@ extension Server {
         clock.refreshWallClockOffset()
         expireDueObjects()
         endDueSessions()
-        if now &- lastStorageCheck >= 1000 {
-            lastStorageCheck = now
-            checkStorage()
-        }
+        if storage.checkIsDue(now: now) { checkStorage() }
         if let cluster {
             expireClusterWrites(cluster, now: now)
             expireRevisionWaits(cluster, now: now)
             retryIntegrityRepair(cluster, now: now)
         }
-        if !firstRequestDeadlines.isEmpty {
-            for due in firstRequestDeadlines.takeDue(now: now) {
+        closeConnectionsPastDeadlines(now: now)
+        rateLimitedLog.reportHeldBack(at: now, logger: logger)
+        if heapTrimmer.trimAfterBurst(pool: loop.outputChunks, bufferedInputBytes: loop.bufferedInputBytes, now: now) {
+            logger.debug("returned free memory to the system after a burst")
+        }
+    }
+
+    /// Closes the connections past a deadline (`ConnectionDeadlines`) that have not done what it was for.
+    func closeConnectionsPastDeadlines(now: UInt64) {
+        if !deadlines.firstRequest.isEmpty {
+            for due in deadlines.firstRequest.takeDue(now: now) {
                 guard let connection = connection(due.connection)?.takeUnretainedValue(), !connection.hasSentRequest,
                       !connection.isClosing
                 else { continue }
                 connection.close(reason: .noRequestBeforeTimeout(seconds: configuration.firstRequestTimeout))
             }
         }
-        if !loginDeadlines.isEmpty {
-            for due in loginDeadlines.takeDue(now: now) {
+        if !deadlines.login.isEmpty {
+            for due in deadlines.login.takeDue(now: now) {
                 guard let connection = connection(due.connection)?.takeUnretainedValue(), connection.principal == nil,
                       !connection.isClosing, !connection.pausedReasons.contains(.verification)
                 else { continue }
                 connection.close(reason: .notLoggedInBeforeTimeout(seconds: configuration.loginTimeout))
             }
         }
-        if !tlsHandshakeDeadlines.isEmpty {
-            for due in tlsHandshakeDeadlines.takeDue(now: now) {
+        if !deadlines.tlsHandshake.isEmpty {
+            for due in deadlines.tlsHandshake.takeDue(now: now) {
                 guard let connection = connection(due.connection)?.takeUnretainedValue(), connection.isAwaitingTLSHandshake,
                       !connection.isClosing
                 else { continue }
                 connection.close(reason: .tlsHandshakeTimeout(seconds: configuration.tls?.handshakeTimeout ?? 0))
             }
-        }
-        for slot in closingLogLimits.indices {
-            if let count = closingLogLimits[slot].takeUnreported(at: now) { logSuppressedClosings(count, slot: slot) }
-        }
-        if let count = authenticationFailureLog.takeUnreported(at: now) { logSuppressedAuthenticationFailures(count) }
-        let pool = loop.outputChunks
-        peakBufferedInputBytes = max(peakBufferedInputBytes, loop.bufferedInputBytes)
-        let current = pool.bytesInUse + loop.bufferedInputBytes
-        if heapTrimmer.trimIfWorthwhile(peak: pool.peakBytesInUse + peakBufferedInputBytes, current: current, now: now) {
-            pool.resetPeak()
-            peakBufferedInputBytes = loop.bufferedInputBytes
-            logger.debug("returned free memory to the system after a burst")
         }
     }
 }

@@ -7,7 +7,7 @@ import KVOEngine
 import KVOModel
 #endif
 
-/// Global bounds shared by all connections: total output and input, scratch buffers, rate-limited logging.
+/// Global bounds shared by all connections: total output and input, scratch buffers.
 /// Loop thread only, like the rest of `Server`.
 extension Server {
     /// Scratch buffers (reply, event tails) larger than this are freed after use rather than kept.
@@ -60,16 +60,5 @@ extension Server {
             largest.close(reason: .totalInputLimitExceeded(buffered: largest.accountedInputBytes,
                                                            total: loop.bufferedInputBytes, limit: limit))
         }
-    }
-
-    /// Logs the failed logins that were counted and not logged one by one.
-    func logSuppressedAuthenticationFailures(_ count: Int) {
-        logger.warning("\(count) more authentication failure\(count == 1 ? "" : "s") within a second of the last one logged; not logged one by one")
-    }
-
-    /// Logs the closings of one kind that were counted and not logged one by one.
-    func logSuppressedClosings(_ count: Int, slot: Int) {
-        let connections = count == 1 ? "connection" : "connections"
-        logger.warning("\(count) more \(connections) closed (\(CloseReason.rateLimitSummary(slot: slot))) within a second of the last one logged; not logged one by one")
     }
 }

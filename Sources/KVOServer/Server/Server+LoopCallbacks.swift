@@ -21,12 +21,9 @@ extension Server {
     /// A held group commit is due (`holdsGroupCommit`) and no input woke the loop first: commit and flush now.
     static let groupCommitCallback: uv_timer_cb = { handle in
         let server = owner(of: asHandle(handle!), as: Server.self)
-        server.groupCommitTimerArmed = false
+        server.groupCommit.timerFired()
         server.flushConnections(holding: false)
     }
-
-    /// Does nothing: an active idle handle only keeps the loop from blocking in poll.
-    static let idleCallback: uv_idle_cb = { _ in }
 
     /// Milliseconds between housekeeping ticks (Redis's `hz 10`).
     static let housekeepingInterval: UInt64 = 100

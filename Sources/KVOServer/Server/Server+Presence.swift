@@ -172,7 +172,7 @@ extension Server {
         if rewritten > 0 {
             logger.notice("\(rewritten) stored onDisconnect action\(rewritten == 1 ? "" : "s") from an older kvod read with their null members as absent, as they were accepted")
         }
-        sessions = SessionTable(recordsChanges: storeKeepsWrites)
+        sessions = SessionTable(recordsChanges: storage.keepsWrites)
         sessions.restore(stored, now: clock.milliseconds)
         watchEphemeralObjects()
         if !stored.isEmpty {

@@ -46,7 +46,7 @@ extension Server {
         // `--max-disk`: raising it (or 0) takes writes again at the next storage check, within a second.
         if configuration.storage != nil {
             configuration.storage?.maximumDiskBytes = fresh.storage?.maximumDiskBytes ?? 0
-            lastStorageCheck = 0
+            storage.checkAtNextTick()
         }
         // The files, client certificates and handshake timeout of the TLS listener; never its port, and never
         // a TLS listener added or removed.
@@ -63,7 +63,7 @@ extension Server {
     /// back to open mode while running) changes nothing: one error line.
     func reloadUsersFile() {
         // In cluster mode the users come from the stream (every node alike); with a store, from the store.
-        guard cluster == nil, !storeKeepsWrites, let path = configuration.usersFile else { return }
+        guard cluster == nil, !storage.keepsWrites, let path = configuration.usersFile else { return }
         let fresh: UserDirectory
         do {
             fresh = try UsersFile.load(path)
@@ -78,7 +78,7 @@ extension Server {
         let before = Dictionary(uniqueKeysWithValues: users.users.map { ($0.name, $0) })
         let wasOpen = users.isEmpty
         users.replaceAll(with: fresh.users)
-        compiledPolicies.removeAll()
+        compiledPolicies.forgetAll()
         let removed = before.keys.filter { fresh.user(named: $0) == nil }.sorted()
         let changedRules = fresh.users.filter { user in before[user.name].map { $0.rules != user.rules } ?? false }
         var closed = 0

@@ -31,7 +31,7 @@ extension Server {
     /// is being checked when its time is up is left to that check (a failure counts toward the limit of 5).
     func addLoginDeadline(for connection: Connection) {
         guard configuration.loginTimeout > 0 else { return }
-        loginDeadlines.add(connection.id, deadline: clock.milliseconds &+ UInt64(configuration.loginTimeout * 1000))
+        deadlines.login.add(connection.id, deadline: ConnectionDeadlines.deadline(configuration.loginTimeout, after: clock.milliseconds))
     }
 
     /// The first user was added online: open mode is over. Every connection that was let in without
@@ -53,11 +53,7 @@ extension Server {
 
     /// `user`'s current rules, compiled once (nil: no such user). Loop thread.
     package func policy(ofUser user: String) -> AccessPolicy? {
-        if let compiled = compiledPolicies[user] { return compiled }
-        guard let record = users.user(named: user) else { return nil }
-        let compiled = AccessPolicy(rules: record.rules)
-        compiledPolicies[user] = compiled
-        return compiled
+        compiledPolicies.policy(ofUser: user, in: users)
     }
 
     /// After `user`'s rules changed in the user store (or the user was removed): compiles them again,
@@ -66,7 +62,7 @@ extension Server {
     /// no connection of the user is open. O(open connections). Loop thread; for online grant, revoke
     /// and remove.
     package func policyDidChange(forUser user: String) {
-        compiledPolicies[user] = nil
+        compiledPolicies.forget(user)
         let policy = self.policy(ofUser: user)
         for case let entry? in slots {
             let connection = entry.takeUnretainedValue()

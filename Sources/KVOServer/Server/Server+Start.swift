@@ -11,18 +11,18 @@ extension Server {
     /// Initialises and starts the check, idle, async, housekeeping and cluster handles, each holding the server.
     func startOwnHandles() {
         uv_check_init(loop.raw, checkHandle)
-        uv_idle_init(loop.raw, replayIdleHandle)
-        retainOwner(self, in: replayIdleHandle)
+        uv_idle_init(loop.raw, heldInput.idleHandle)
+        retainOwner(self, in: heldInput.idleHandle)
         uv_async_init(loop.raw, asyncHandle, Server.asyncCallback)
-        if let clusterAsyncHandle {
-            uv_async_init(loop.raw, clusterAsyncHandle, Server.clusterCallback)
-            retainOwner(self, in: clusterAsyncHandle)
+        if let clusterNode {
+            uv_async_init(loop.raw, clusterNode.asyncHandle, Server.clusterCallback)
+            retainOwner(self, in: clusterNode.asyncHandle)
         }
         retainOwner(self, in: checkHandle)
         retainOwner(self, in: asyncHandle)
         uv_check_start(checkHandle, Server.checkCallback)
-        uv_timer_init(loop.raw, groupCommitTimer)
-        retainOwner(self, in: groupCommitTimer)
+        uv_timer_init(loop.raw, groupCommit.timer)
+        retainOwner(self, in: groupCommit.timer)
         uv_timer_init(loop.raw, housekeepingHandle)
         retainOwner(self, in: housekeepingHandle)
         // A manual clock's housekeeping runs when the test turns it (`advanceTime(by:)`), not on real time.
@@ -95,25 +95,5 @@ extension Server {
             uv_signal_start(handle, Server.signalCallback, signal)
             signalHandles.append(handle)
         }
-    }
-}
-
-/// The cluster's parts a server holds, made together from `--cluster`: the replicator, the NATS bridge (its own
-/// threads), the inbox it posts to and the async handle that wakes the loop to drain it, and the snapshot
-/// publisher (its own thread; only with `--cluster-snapshot-every` above 0).
-struct ClusterParts {
-    let replicator: ClusterReplicator
-    let asyncHandle: UnsafeMutablePointer<uv_async_t>
-    let inbox: BridgeInbox
-    let bridge: NATSBridge
-    let snapshotPublisher: SnapshotPublisher?
-
-    init(_ configuration: ClusterConfiguration, appliedSequence: UInt64, integrity: StreamIntegrity.State) {
-        replicator = ClusterReplicator(configuration: configuration, appliedSequence: appliedSequence, integrity: integrity)
-        asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
-        inbox = BridgeInbox(asyncHandle)
-        // One entry early: the loop checks that the stream still holds, at the applied sequence, the batch it applied there.
-        bridge = NATSBridge(configuration: configuration, inbox: inbox, startSequence: appliedSequence)
-        snapshotPublisher = configuration.snapshotEvery > 0 ? SnapshotPublisher(configuration: configuration, inbox: inbox) : nil
     }
 }

@@ -9,7 +9,7 @@ import Glibc
 
 /// When the store cannot write (docs/design.md, "When the store cannot write"): a failed group commit,
 /// a lost database file or `--max-disk` puts the server in a `StorageHealth` other than `.writable`
-/// instead of stopping it. Writes are then refused at the operations table's door (`storageRefusal`,
+/// instead of stopping it. Writes are then refused at the operations table's door (`StorageStatus.refusal`,
 /// read by `handleLine`), reads, observations and resumes go on, and every second the housekeeping tick
 /// asks the store whether writes can be taken again. Nothing is acknowledged that is not stored: output
 /// about an iteration's writes waits for its commit, and a commit that cannot be made is either made
@@ -82,11 +82,8 @@ extension Server {
 
     /// Moves to `health` (from `.writable`, or from one refusal to a graver one) and says so once.
     func enterStorageHealth(_ health: StorageHealth, level: Logger.Level, detail: String? = nil) {
-        guard health != storageHealth else { return }
-        if case .lost = storageHealth { return }  // only a restart ends it
-        let wasWritable = storageHealth == .writable
-        storageHealth = health
-        storageRefusal = health.refusal
+        let (moved, wasWritable) = storage.move(to: health)
+        guard moved else { return }
         metrics.storage.health = health.gaugeValue
         guard let reason = health.reason else { return }
         let then = detail.map { "; \($0)" } ?? ""
@@ -118,7 +115,7 @@ extension Server {
         handler.engine = engine
         if let cluster {
             users.replaceAll(with: Array(contents.users.records.values))
-            compiledPolicies.removeAll()
+            compiledPolicies.forgetAll()
             cluster.appliedSequence = contents.streamSequence
             cluster.committedSequence = contents.streamSequence
             cluster.integrity.reset(to: contents.streamIntegrity.flatMap(StreamIntegrity.decodeState)
@@ -136,7 +133,7 @@ extension Server {
     /// a cluster snapshot's install and a roll-back's).
     func makeEngine(restoring state: PersistedState) -> KVOEngine {
         let engine = KVOEngine(restoring: state, historyLimit: configuration.historyLimit,
-                               historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: storeKeepsWrites)
+                               historyByteLimit: configuration.historyByteLimit, recordsCommitBatches: storage.keepsWrites)
         engine.sizeLimits = configuration.sizeLimits
         engine.maximumObservationsPerConnection = configuration.maximumObservationsPerConnection
         engine.creatorPolicy = handler.engine.creatorPolicy
@@ -160,7 +157,7 @@ extension Server {
         let used = store.bytesOnDisk()
         metrics.storage.bytesOnDisk = used
         if used >= limit {
-            if case .full = storageHealth {} else { metrics.storage.failed(.full) }
+            if case .full = storage.health {} else { metrics.storage.failed(.full) }
             enterStorageHealth(.full("the database and its WAL take \(used) bytes, --max-disk is \(limit)"), level: .error)
         }
     }
@@ -168,7 +165,7 @@ extension Server {
     /// Start-up: a probe write (which also makes the reserve). A store without room starts refusing
     /// writes (a restart on a full disk serves reads instead of dying at its first write).
     func checkStorageAtStart() {
-        guard storeKeepsWrites else { return }
+        guard storage.keepsWrites else { return }
         do throws(StorageError) {
             try store.probeWritable()
         } catch {
@@ -181,15 +178,15 @@ extension Server {
     /// taken again (its reserve made, a probe write stored, the files below `--max-disk`), and takes them
     /// again if so. While writable, the tick only checks that the database file is still there.
     func checkStorage() {
-        guard storeKeepsWrites else { return }
+        guard storage.keepsWrites else { return }
         if let problem = store.filesProblem() {
-            if storageHealth != .lost(problem) { metrics.storage.failed(.lost) }
+            if storage.health != .lost(problem) { metrics.storage.failed(.lost) }
             enterStorageHealth(.lost(problem), level: .critical)
             return
         }
         let limit = configuration.storage?.maximumDiskBytes ?? 0
         if limit > 0 { metrics.storage.bytesOnDisk = store.bytesOnDisk() }
-        switch storageHealth {
+        switch storage.health {
         case .writable, .lost:
             return
         case .full, .failing:
@@ -205,9 +202,7 @@ extension Server {
             refuseWrites(after: store.assess(error), persisting: "the probe write", counts: false)
             return
         }
-        let was = storageHealth.reason ?? ""
-        storageHealth = .writable
-        storageRefusal = nil
+        let was = storage.becomeWritable()
         metrics.storage.health = 0
         logger.notice("storage writable again (was \(PrintableText.escaped(was, limit: 300))): taking writes")
         if let cluster, cluster.awaitingStorage {

@@ -70,7 +70,7 @@ extension Server {
         logger.critical("cluster: \(health.reason ?? ""); this node stops applying the stream and taking writes, and installs the newest snapshot the other nodes agree with")
         refuseWaiting(cluster)
         answerUnavailable(cluster.abandonAwaiting())
-        clusterBridge?.fetchSnapshot()
+        clusterNode?.bridge.fetchSnapshot()
     }
 
     /// Reads waiting for a revision are answered `unavailable` (the node may not reach it soon).
@@ -83,7 +83,7 @@ extension Server {
         cluster.subscriptionGeneration += 1
         cluster.awaitingContinuity = true
         cluster.lastRepairAttempt = clock.milliseconds
-        clusterBridge?.resubscribe(from: cluster.appliedSequence, generation: cluster.subscriptionGeneration)
+        clusterNode?.bridge.resubscribe(from: cluster.appliedSequence, generation: cluster.subscriptionGeneration)
     }
 
     /// Housekeeping: a halted node subscribes again every second; one waiting for a snapshot asks again
@@ -98,7 +98,7 @@ extension Server {
             if now &- cluster.lastRepairAttempt >= 5000, !cluster.snapshotRequested {
                 cluster.lastRepairAttempt = now
                 cluster.snapshotRequested = true
-                clusterBridge?.fetchSnapshot()
+                clusterNode?.bridge.fetchSnapshot()
             }
         }
     }
@@ -145,7 +145,7 @@ extension Server {
         watchEphemeralObjects()
         if let replicated = snapshot.users {
             users.replaceAll(with: replicated)
-            compiledPolicies.removeAll()
+            compiledPolicies.forgetAll()
         }
         uncommittedUsers.removeAll()
         cluster.appliedSequence = snapshot.sequence

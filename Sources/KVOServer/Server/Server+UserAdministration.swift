@@ -91,7 +91,7 @@ extension Server {
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: .admin,
                                                         deadline: deadline, tokenText: tokenText, started: requestStarted))
         // Counted with the connection's writes in flight: what it sends next is answered after this change.
-        if pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
+        if let clusterNode, clusterNode.pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
             connection.pauseReading(.replication)
         }
     }
@@ -127,7 +127,7 @@ extension Server {
             let closed = connections(of: name)
             for connection in closed { connection.close(reason: .userRemoved(name)) }
             // The user's bindings stop (no rights any more).
-            compiledPolicies[name] = nil
+            compiledPolicies.forget(name)
             handler.engine.recheckBindings(ofUser: name)
             deliverBindingEvents()
             logger.notice("user '\(name)' removed; \(closed.count) connection\(closed.count == 1 ? "" : "s") closed")
@@ -153,7 +153,7 @@ extension Server {
     /// `Principal` at once (then `principalDidChange(of:)`).
     func rulesChanged(of name: String) -> Result<ReplyFields, KVOError> {
         guard let user = users.user(named: name) else { return .failure(KVOError(.notFound, UserDirectory.noSuchUser(name))) }
-        compiledPolicies[name] = nil
+        compiledPolicies.forget(name)
         let policy = self.policy(ofUser: name) ?? AccessPolicy(rules: user.rules)
         let open = connections(of: name)
         for connection in open {
@@ -184,16 +184,16 @@ extension Server {
     /// users it starts from: on a restart it applies the stream again from the start).
     func persistUsers(changed: [String] = [], removed: [String] = []) -> KVOError? {
         if cluster != nil {
-            if storeKeepsWrites { uncommittedUsers.formUnion(changed + removed) }
+            if storage.keepsWrites { uncommittedUsers.formUnion(changed + removed) }
             return nil
         }
-        if storeKeepsWrites {
+        if storage.keepsWrites {
             do throws(StorageError) {
                 try store.writeUsers(upserting: changed.compactMap { users.user(named: $0) }, deleting: removed)
                 return nil
             } catch {
                 refuseWrites(after: store.assess(error), persisting: "a user change")
-                return storageRefusal ?? KVOError(.storageUnavailable, "the user change could not be stored")
+                return storage.refusal ?? KVOError(.storageUnavailable, "the user change could not be stored")
             }
         }
         guard let path = configuration.usersFile else { return nil }

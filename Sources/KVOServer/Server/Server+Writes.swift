@@ -36,7 +36,7 @@ extension Server {
 
     /// Whether the server may make its own writes now: not while the store refuses writes or the stream is
     /// unavailable (expiries and ending sessions wait, and are due again once writes are taken).
-    var takesServerWrites: Bool { storageRefusal == nil && cluster?.refusal == nil }
+    var takesServerWrites: Bool { storage.refusal == nil && cluster?.refusal == nil }
 
     /// Makes the write `line` (a request object without `id`) as `user` (`serverUser`: the server itself). A
     /// single node decodes it and applies it now (`applyWrite`), at the loop's time, with the user's rights as they

@@ -15,13 +15,39 @@ import Glibc
 /// written once per loop iteration by the check handle (sooner within a large burst: see
 /// `flushEarlyIfOutputIsLarge()`). The loop thread, the one that calls `run()`,
 /// owns all of it: no locks on the hot path. Only `stopHandle` may be used from another thread.
+///
+/// `Server` wires: what it holds below is the loop and its handles, the listeners, the hot path's arrays, the
+/// users, and its parts, each a type that owns one concern's state (the store's health, the group commit's
+/// cadence, held input, connection deadlines, sessions, compiled policies, rate-limited log lines, memory, the
+/// cluster node; docs/design.md, "Server's parts"). The `Server+*.swift` files are what the server does with them.
 public final class Server {
+    // The wiring: what every part and extension uses.
+
     /// Made at start-up; SIGHUP changes only what can change while the server runs (`Server+Reload`).
     public internal(set) var configuration: ServerConfiguration
     var logger: Logger { configuration.logger }
     let loop: EventLoop
     /// Every time-based behaviour's clock (`ServerClock`): `configuration.clock`, or the system clock on `loop`.
     let clock: ServerClock
+    /// The engine and the requests' handling (`RequestHandler`).
+    let handler: RequestHandler
+    /// Counters and histograms for `GET /metrics` (`ServerMetrics`; loop thread only).
+    let metrics = ServerMetrics()
+    /// Stops the server from any thread.
+    public let stopHandle: StopHandle
+    /// Wakes the loop for `stopHandle`.
+    let asyncHandle: UnsafeMutablePointer<uv_async_t>
+    /// Runs at the end of each loop iteration: the expiry backlog, held input, the group commit, flushing
+    /// (`Server+LoopCallbacks`).
+    let checkHandle: UnsafeMutablePointer<uv_check_t>
+    /// Fires every `housekeepingInterval`: expiries, ended sessions, the store's health, deadlines, suppressed-log
+    /// summaries, memory given back after a burst (`Server+Housekeeping`). Never on the request path.
+    let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
+    var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
+    var isStopping = false
+
+    // Listening (`Server+Listeners`, `Server+Accepting`).
+
     /// Every listener (`--port`, `--tls-port`, `--http-port`, `--unix`), each knowing what its connections
     /// speak (`Listener.stack`): accepting is the same for all of them.
     var listeners: [Listener] = []
@@ -30,9 +56,14 @@ public final class Server {
     /// The TLS context new TLS connections start from; replaced by `reloadTLS()`, while open connections
     /// keep the one they started with.
     var tlsContext: TLSContext?
-    /// TLS connections' handshake deadlines (`--tls-handshake-timeout`), in accept order.
-    var tlsHandshakeDeadlines = FirstRequestDeadlines()
-    let handler: RequestHandler
+    /// Connections that fit under the descriptor limit (`DescriptorLimit`), read at start-up; a
+    /// connection past it is refused, before libuv's accept runs out of descriptors and drops
+    /// connections silently.
+    let descriptorCapacity = DescriptorLimit.current().connectionCapacity
+
+    // Connections, requests and fan-out: the per-request and per-event hot path, kept as plain stored
+    // properties of the server (no part in between: `Server+FanOut`, `Server+Dispatch`).
+
     /// Open connections by slot (`ConnectionID.slot`): delivering an event finds its connection by
     /// array index, not by hashing. Freed slots are reused.
     /// Unretained: a connection is kept alive by its handle (`handle->data`) until its close
@@ -52,113 +83,55 @@ public final class Server {
     var flushing: [Connection] = []
     /// Event bytes queued since the last flush, for `flushEarlyIfOutputIsLarge()`.
     var eventBytesSinceFlush = 0
-    let checkHandle: UnsafeMutablePointer<uv_check_t>
-    /// Connections resumed with lines held from before their pause (`Connection.replayHeldInput()`),
-    /// handed out at the start of the next check phase, when no request is being handled.
-    var heldInputQueue: [Connection] = []
-    /// Active while `heldInputQueue` or `expiryHolds` is not empty, so that the loop polls without blocking
-    /// and the check phase comes round at once.
-    let replayIdleHandle: UnsafeMutablePointer<uv_idle_t>
-    /// Fires every `housekeepingInterval`: closes connections past their first-request deadline and
-    /// gives memory back after a burst. Never on the request path.
-    let housekeepingHandle: UnsafeMutablePointer<uv_timer_t>
-    /// Group commit cadence (`Server+GroupCommit`): the least time between the starts of two group commits
-    /// while writes keep arriving, in nanoseconds (0: every iteration that wrote commits).
-    let groupCommitIntervalNanoseconds: UInt64
-    /// When the last group commit of writes started (`clock.nanoseconds`).
-    var lastGroupCommitStart: UInt64 = 0
-    /// Fires when a held group commit is due, for the case where no more input wakes the loop first.
-    let groupCommitTimer: UnsafeMutablePointer<uv_timer_t>
-    /// Whether `groupCommitTimer` is running.
-    var groupCommitTimerArmed = false
-    /// The connections that wrote since the last group commit, and whether one of them wrote again before
-    /// its write was committed (it does not wait for each reply: holding the commit costs it nothing).
-    /// Kept only with a cadence (`groupCommitIntervalNanoseconds` > 0).
-    var writersSinceCommit = Set<ConnectionID>()
-    var writerRepeatedSinceCommit = false
-    /// Whether the writes waiting for the next group commit were held (`holdsGroupCommit`).
-    var groupCommitWasHeld = false
-    /// After a hold that no writer used (writers that each wait for their reply), no hold until then
-    /// (`clock.nanoseconds`), unless a writer sends another write before its last is committed.
-    var groupCommitHoldsPausedUntil: UInt64 = 0
-    /// New connections' first-request deadlines, in accept order.
-    var firstRequestDeadlines = FirstRequestDeadlines()
-    /// With users defined, new connections' login deadlines (`--login-timeout`), in accept order.
-    var loginDeadlines = FirstRequestDeadlines()
-    /// One per `CloseReason.rateLimitSlot`: noteworthy closings are logged at most once a second per
-    /// kind, the rest counted, so that a client opening many connections cannot flood the log.
-    var closingLogLimits = [RateLimitedCount](repeating: RateLimitedCount(), count: CloseReason.rateLimitSlots)
-    var heapTrimmer = HeapTrimmer()
-    /// The most bytes of unfinished lines held since the last trim (output has the pool's peak).
-    var peakBufferedInputBytes = 0
-    let asyncHandle: UnsafeMutablePointer<uv_async_t>
-    var signalHandles: [UnsafeMutablePointer<uv_signal_t>] = []
-    var isStopping = false
-    /// Connections that fit under the descriptor limit (`DescriptorLimit`), read at start-up; a
-    /// connection past it is refused, before libuv's accept runs out of descriptors and drops
-    /// connections silently.
-    let descriptorCapacity = DescriptorLimit.current().connectionCapacity
-    /// Connections refused for want of descriptors, logged once a second at most.
-    var descriptorRefusals = RateLimitedCount()
-    /// Where the state is kept between runs (`Store`: SQLite with `--data`, a `MemoryStore` that keeps
-    /// nothing in memory). Written once per loop iteration (group commit) when it keeps writes.
-    let store: any Store
-    /// `store.keepsWrites`, read once: whether writes wait for a group commit before any output about them
-    /// (`mayWriteImmediately`, on the hot path, reads this, not the store).
-    let storeKeepsWrites: Bool
-    /// Whether the store takes writes (`Server+StorageHealth`), and the error a write gets while it does
-    /// not (nil while writable: the one check `handleLine` makes per write).
-    var storageHealth = StorageHealth.writable
-    var storageRefusal: KVOError?
-    /// When the housekeeping tick last ran `checkStorage()` (every second).
-    var lastStorageCheck: UInt64 = 0
     /// Scratch space reused by every request (no allocation per request once warm).
     var notifications: [ChangeNotification] = []
     var replyBuffer: [UInt8] = []
-    /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
-    let users: UserDirectory
-    /// Cluster mode with a store that keeps writes: users changed by stream entries applied since the last
-    /// group commit, written with it (`persistUsers`). Loop thread.
-    var uncommittedUsers = Set<String>()
-    /// The sessions of this server's connections (`Server+Presence`): node-local, stored with the group commit.
-    var sessions = SessionTable(recordsChanges: false)
-    /// `--users FILE` (in memory): the file's lock, held shared for the whole run (`UsersFileLock`).
-    let usersFileLock: UsersFileLock?
-    /// Password checks, on the thread pool (set once the loop exists).
-    var passwordChecks: PasswordVerificationQueue!
-    /// Failed logins are logged at most once a second, the rest counted.
-    var authenticationFailureLog = RateLimitedCount()
-    /// Cluster mode: the writes waiting for the stream and the sequence applied (nil: a single node, and
-    /// then no cluster code runs on any request path).
-    let cluster: ClusterReplicator?
-    /// Cluster mode: the NATS bridge (its own threads) and the queue it hands stream messages back on,
-    /// drained by `clusterAsyncHandle`.
-    let clusterBridge: NATSBridge?
-    let clusterInbox: BridgeInbox?
-    let clusterAsyncHandle: UnsafeMutablePointer<uv_async_t>?
-    /// Cluster mode with `--cluster-snapshot-every` above 0: publishes this node's snapshots (its own thread).
-    let snapshotPublisher: SnapshotPublisher?
-    /// Cluster mode: reads and observes waiting for their `atLeastRev`.
-    var revisionWaits = RevisionWaits()
-    /// Cluster mode: each connection's writes in flight and the request held behind them.
-    var pipelinedWrites = PipelinedWrites()
-    /// Requests waiting for the expiry backlog to be worked off (single node; `Server+Expiry`).
-    var expiryHolds = ExpiryHolds()
-
-    /// Stops the server from any thread.
-    public let stopHandle: StopHandle
-    /// Counters and histograms for `GET /metrics` (loop thread only).
-    let metrics = ServerMetrics()
     /// `uv_hrtime()` when the loop began handling the request being handled (`handleLine`), for
     /// `kvod_request_duration_seconds`; 0 outside any. Real time, not `clock`: the metric measures the real loop
     /// (docs/design.md, "The clock"). A request answered later (a password check, a cluster
     /// write, an `atLeastRev` wait) keeps its own start and sets this again around its answer. Loop thread.
     var requestStarted: UInt64 = 0
 
-    /// Each user's rules compiled (`AccessPolicy`), made at the first login or binding application
-    /// that needs them and kept until `policyDidChange(forUser:)`: rules are compiled once per user,
-    /// and every connection of the user shares the one policy. Loop thread only.
-    var compiledPolicies: [String: AccessPolicy] = [:]
+    // Users (`Server+Authentication`, `Server+Sessions`, `Server+UserAdministration`).
+
+    /// The users; when there are any, connections must `auth` before anything but `hello` and `ping`.
+    let users: UserDirectory
+    /// `--users FILE` (in memory): the file's lock, held shared for the whole run (`UsersFileLock`).
+    let usersFileLock: UsersFileLock?
+    /// Password checks, on the thread pool (set once the loop exists).
+    var passwordChecks: PasswordVerificationQueue!
+    /// Cluster mode with a store that keeps writes: users changed by stream entries applied since the last
+    /// group commit, written with it (`persistUsers`). Loop thread.
+    var uncommittedUsers = Set<String>()
+
+    // The parts: each a type that owns its state, with its purpose in its file (docs/design.md, "Server's parts").
+
+    /// Where the state is kept between runs (`Store`: SQLite with `--data`, a `MemoryStore` that keeps
+    /// nothing in memory). Written once per loop iteration (group commit) when it keeps writes.
+    let store: any Store
+    /// Whether writes can be stored now, and the refusal they get when not (`StorageStatus`, `Server+StorageHealth`).
+    var storage: StorageStatus
+    /// When the next group commit may start (`GroupCommitCadence`, `Server+GroupCommit`).
+    var groupCommit: GroupCommitCadence
+    /// Input that waits for the next check phase: resumed connections' held lines, requests behind the expiry
+    /// backlog (`HeldInput`, `Server+Expiry`).
+    var heldInput: HeldInput
+    /// What new connections must have done by when: first request, login, TLS handshake (`ConnectionDeadlines`).
+    var deadlines = ConnectionDeadlines()
+    /// The sessions of this server's connections (`SessionTable`, `Server+Presence`): node-local, stored with the
+    /// group commit.
+    var sessions = SessionTable(recordsChanges: false)
+    /// Each user's rules compiled once, shared by the user's connections (`CompiledPolicies`).
+    var compiledPolicies = CompiledPolicies()
+    /// The log lines a flood could repeat, at most one a second per kind (`RateLimitedLog`).
+    var rateLimitedLog = RateLimitedLog()
+    /// Gives memory back to the system after a burst (`HeapTrimmer`).
+    var heapTrimmer = HeapTrimmer()
+    /// Cluster mode's own state and threads (`ClusterNode`, `Server+Cluster`); nil on a single node, and then no
+    /// cluster code runs on any request path.
+    let clusterNode: ClusterNode?
+    /// `clusterNode`'s replicator, which most cluster code reads (nil on a single node).
+    var cluster: ClusterReplicator? { clusterNode?.replicator }
 
     /// The listener `role` made, if any.
     func listener(_ role: ListenerRole) -> Listener? { listeners.first { $0.role == role } }
@@ -191,7 +164,7 @@ public final class Server {
         let appliedSequence = startup.appliedSequence
         let bootstrapSnapshot = startup.bootstrapSnapshot
         store = startup.store
-        storeKeepsWrites = startup.store.keepsWrites
+        storage = StorageStatus(keepsWrites: startup.store.keepsWrites)
         metrics.buildCommit = configuration.buildCommit
         metrics.storageUsage = { [store] in
             store.usage().map {
@@ -211,15 +184,10 @@ public final class Server {
         clock = configuration.clock ?? .system()
         if !clock.isManual { clock.attach(to: loop.raw) }
         (store as? SQLiteStore)?.clock = clock
-        let clusterParts = configuration.cluster.map {
-            ClusterParts($0, appliedSequence: appliedSequence, integrity: startup.streamIntegrity)
+        clusterNode = configuration.cluster.map {
+            ClusterNode($0, appliedSequence: appliedSequence, integrity: startup.streamIntegrity)
         }
-        cluster = clusterParts?.replicator
-        clusterAsyncHandle = clusterParts?.asyncHandle
-        clusterInbox = clusterParts?.inbox
-        clusterBridge = clusterParts?.bridge
-        snapshotPublisher = clusterParts?.snapshotPublisher
-        if let replicator = clusterParts?.replicator, let node = configuration.cluster?.node {
+        if let replicator = clusterNode?.replicator, let node = configuration.cluster?.node {
             handler.clusterStatus = { [unowned replicator] in
                 ClusterStatus(node: node, applied: replicator.appliedSequence, snapshot: bootstrapSnapshot,
                               chain: replicator.integrity.state.knowsChain ? replicator.integrity.chainHex : "",
@@ -227,11 +195,10 @@ public final class Server {
             }
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
-        replayIdleHandle = allocateHandle(uv_idle_t.self, kind: UV_IDLE)
+        heldInput = HeldInput()
         housekeepingHandle = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
-        groupCommitTimer = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
-        groupCommitIntervalNanoseconds = storeKeepsWrites && configuration.cluster == nil
-            ? UInt64(max(0, configuration.storage?.groupCommitIntervalMicroseconds ?? 0)) * 1000 : 0
+        groupCommit = GroupCommitCadence(intervalNanoseconds: storage.keepsWrites && configuration.cluster == nil
+            ? UInt64(max(0, configuration.storage?.groupCommitIntervalMicroseconds ?? 0)) * 1000 : 0)
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         stopHandle = StopHandle(asyncHandle)
         passwordChecks = PasswordVerificationQueue(
@@ -283,13 +250,13 @@ public final class Server {
             }
             logger.info("\(what)", metadata: metadata)
         }
-        if let cluster, let clusterBridge {
+        if let clusterNode {
+            let cluster = clusterNode.replicator
             logger.info("cluster node", metadata: [
                 "node": "\(cluster.configuration.node)", "stream": "\(cluster.configuration.stream)",
                 "nats": "\(cluster.configuration.servers.joined(separator: ","))", "applied": "\(cluster.appliedSequence)",
             ])
-            clusterBridge.start()
-            snapshotPublisher?.start()
+            clusterNode.start()
         }
         loop.run()
         closeStore()
@@ -309,15 +276,10 @@ public final class Server {
         precondition(loop.isOnLoopThread, "Server.stop() must be called on the loop thread")
         guard !isStopping else { return }
         isStopping = true
-        for slot in closingLogLimits.indices {
-            if let count = closingLogLimits[slot].takeUnreported() { logSuppressedClosings(count, slot: slot) }
-        }
-        if let count = authenticationFailureLog.takeUnreported() { logSuppressedAuthenticationFailures(count) }
+        rateLimitedLog.reportHeldBack(at: nil, logger: logger)
         passwordChecks.cancelAllWaiting()
         logger.info("stopping", metadata: ["connections": "\(openConnections)"])
-        if let unreported = descriptorRefusals.takeUnreported() {
-            logger.warning("refused \(unreported) more connection\(unreported == 1 ? "" : "s") for want of file descriptors")
-        }
+        rateLimitedLog.reportHeldBackDescriptorRefusals(logger: logger)
         commitPendingWrites()
         closeListeners()
         for connection in slots.compactMap({ $0?.takeUnretainedValue() }) {
@@ -326,31 +288,14 @@ public final class Server {
         closeOwnHandles()
     }
 
-    /// How long a stopping server waits for its cluster threads (the NATS bridge, the snapshot publisher), in
-    /// nanoseconds: half a second.
-    static let clusterStopWait: UInt64 = 500_000_000
-
     func closeOwnHandles() {
         stopHandle.invalidate()
-        if let clusterAsyncHandle, let clusterInbox, let clusterBridge {
-            clusterInbox.invalidate()
-            // The NATS threads get one deadline together: a thread still in a NATS call then (NATS cut off by a
-            // partition) is left to end on its own, so that SIGTERM stops a node within a second (docs/design.md,
-            // "Cluster", Threads).
-            let deadline = WorkerThread.now() &+ Server.clusterStopWait
-            let bridgeStopped = clusterBridge.stop(until: deadline)
-            let publisherStopped = snapshotPublisher?.stop(until: deadline) ?? true
-            if !bridgeStopped || !publisherStopped {
-                let which = [bridgeStopped ? nil : "bridge", publisherStopped ? nil : "snapshot publisher"].compactMap { $0 }
-                logger.warning("cluster: the NATS \(which.joined(separator: " and ")) had not stopped within \(Double(Server.clusterStopWait) / 1e9) s (a NATS server not answering); not waited for")
-            }
-            closeHandle(clusterAsyncHandle)
-        }
+        clusterNode?.close(logger: logger)
         closeHandle(asyncHandle)
         closeHandle(checkHandle)
-        closeHandle(replayIdleHandle)
+        closeHandle(heldInput.idleHandle)
         closeHandle(housekeepingHandle)
-        closeHandle(groupCommitTimer)
+        closeHandle(groupCommit.timer)
         for handle in signalHandles { closeHandle(handle) }
         signalHandles.removeAll()
     }

@@ -1,19 +1,20 @@
 import KVOModel
 import KVOEngine
 
-/// When each new connection must have sent its first complete request (`--first-request-timeout`).
+/// Connections' deadlines of one kind (`ConnectionDeadlines`: the first request, the login, the TLS handshake),
+/// in the order they were set.
 ///
-/// Every connection gets the same timeout, so deadlines arrive in accept order: a FIFO queue, checked
+/// Every connection gets the same timeout, so deadlines arrive in the order they were set: a FIFO queue, checked
 /// from the front by the housekeeping timer, costs O(1) per connection and nothing per request (a
-/// connection that has sent a request is simply skipped when its deadline comes up). Loop thread only.
-struct FirstRequestDeadlines {
+/// connection that has since done what it had to is simply skipped when its deadline comes up). Loop thread only.
+struct DeadlineQueue {
     private var entries: [(connection: ConnectionID, deadline: UInt64)] = []
     /// Index of the first entry not yet due.
     private var head = 0
 
     var isEmpty: Bool { head == entries.count }
 
-    /// Records that `connection` must send a request by `deadline` (milliseconds, loop time).
+    /// Records that `connection` must have done what it must by `deadline` (milliseconds, `ServerClock.milliseconds`).
     mutating func add(_ connection: ConnectionID, deadline: UInt64) {
         entries.append((connection, deadline))
     }
