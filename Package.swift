@@ -14,10 +14,10 @@ let serverSwiftSettings: [SwiftSetting] = [
 ]
 
 // `KVOD_TEST_SCOPE=tsan` (set by scripts/test-tsan.sh, nowhere else): the test targets hold only the tests the
-// ThreadSanitizer run runs, the client library's (Tests/IntegrationTests/KVOClient, with the support code
-// they share) and the server's one thread hand-over at start-up (ObjectTableFillerTests), so that its
-// separate build (.build-tsan) compiles about 50 test files instead of about 200: the test targets' compile
-// is most of a build's time. Every other build, `swift test` and CI's test stage included, sees every test.
+// ThreadSanitizer run runs, the client library's (KVOClientTests, with KVOTestSupport) and the server's one
+// thread hand-over at start-up (ObjectTableFillerTests in KVOServerTests; IntegrationTests is left out), so
+// that its separate build (.build-tsan) compiles about 35 test files instead of about 200: the test targets'
+// compile is most of a build's time. Every other build, `swift test` and CI's test stage included, sees every test.
 let tsanScope = Context.environment["KVOD_TEST_SCOPE"] == "tsan"
 
 let package = Package(
@@ -183,20 +183,35 @@ let package = Package(
             dependencies: ["KVOClient", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")],
             path: "examples/combine"
         ),
-        .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON", "KVOWireProbe"],
+        // Test targets follow the module targets (docs/design.md, "CI"): each tests one side and depends on that side
+        // only, so that a change to the client library rebuilds and reruns the client's tests and the integration
+        // tests, never the server's, and a change to the server's modules never rebuilds the client's.
+        // KVOServerTests: the server's modules in-process (engine, codec, operations table, stores, servers driven
+        // over EmbeddedConnection or loopback sockets); nothing of the client side.
+        .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON"],
                     sources: tsanScope ? ["ObjectTableFillerTests.swift", "Support/SplitMix64.swift"] : nil),
-        // The client library's tests are in IntegrationTests/KVOClient (they start the real kvod).
-        .testTarget(name: "IntegrationTests", dependencies: ["KVOClient", "KVOWireProbe", "KVOJSON", "CSQLite", "KVOServer"],
-                    sources: tsanScope ? ["KVOClient", "Support"] : nil),
+        // KVOClientTests: the Swift client library against the real kvod (started as a process); nothing of the
+        // server's modules.
+        .testTarget(name: "KVOClientTests", dependencies: ["KVOClient", "KVOJSON", "KVOWireProbe", "KVOTestSupport"]),
+        // IntegrationTests: the built kvod and kvoclient over TCP, TLS and Unix sockets: the protocol, storage,
+        // security, the CLI and the cluster.
+        .testTarget(name: "IntegrationTests",
+                    dependencies: ["KVOClient", "KVOWireProbe", "KVOJSON", "CSQLite", "KVOServer", "KVOTestSupport"]),
+        // The support code KVOClientTests and IntegrationTests share: starting the built kvod and kvoclient
+        // (KVODProcess, KVOClientProcess, KVODUserTool), stand-ins for a server and the network (ScriptedKVOD,
+        // TCPProxy), test certificates and JSON-lines helpers. A plain target (a test target cannot depend on
+        // another); the tests import it `@testable` (debug builds enable testing in every module), so it keeps
+        // internal access. The client side only: KVOServerTests does not use it.
+        .target(name: "KVOTestSupport", dependencies: ["KVOJSON", "KVOWireProbe"], path: "Tests/Support"),
     ]
 )
 
-// The ThreadSanitizer build (`KVOD_TEST_SCOPE=tsan`) also leaves out the programs its tests never start: kvoclient,
-// the benchmark and two examples (with examples/combine, swift-async-algorithms and swift-collections are not built:
-// they stay declared, so that Package.resolved is the same for every build). kvod and examples/observe-break stay
-// (the client's tests run them).
+// The ThreadSanitizer build (`KVOD_TEST_SCOPE=tsan`) also leaves out the integration tests and the programs its
+// tests never start: kvoclient, the benchmark and two examples (with examples/combine, swift-async-algorithms and
+// swift-collections are not built: they stay declared, so that Package.resolved is the same for every build). kvod
+// and examples/observe-break stay (the client's tests run them).
 if tsanScope {
-    let unused: Set<String> = ["kvoclient", "kvod-bench", "kvod-mirror", "kvod-combine"]
+    let unused: Set<String> = ["IntegrationTests", "kvoclient", "kvod-bench", "kvod-mirror", "kvod-combine"]
     package.targets.removeAll { unused.contains($0.name) }
     package.products.removeAll { unused.contains($0.name) }
 }

@@ -5,6 +5,10 @@
 # - Package.swift gives KVOModel or KVOEngine a dependency beyond what their layer allows (KVOModel:
 #   KVOJSON; KVOEngine: KVOModel, KVOJSON, CPCRE2). With such a dependency added, the imports below would
 #   compile: this is the check that stops the edge from appearing quietly;
+# - Package.swift gives a test target a dependency beyond the side it tests (docs/design.md, "CI": test targets
+#   follow the module targets): KVOServerTests only the server's modules (never KVOClient, KVOWireProbe or
+#   KVOTestSupport, so that a change to the client does not rebuild the server's tests), KVOClientTests and
+#   KVOTestSupport only the client side (never the server's modules);
 # - a file under Sources/KVOModel or Sources/KVOEngine imports a module of I/O, storage, transport, logging
 #   or time (CLibUV, CSQLite, COpenSSL, CSodium, CNATS, CHTTPParser, CWSLay, Logging, Foundation, Dispatch) or
 #   a layer above it (KVOServer, KVOClient, KVOWireProbe; KVOModel also KVOEngine and CPCRE2), in any form
@@ -50,6 +54,9 @@ import json, os, sys
 allowed = {
     "KVOModel": {"KVOJSON"},
     "KVOEngine": {"KVOModel", "KVOJSON", "CPCRE2"},
+    "KVOServerTests": {"KVOServer", "KVOEngine", "KVOModel", "KVOJSON"},
+    "KVOClientTests": {"KVOClient", "KVOJSON", "KVOWireProbe", "KVOTestSupport"},
+    "KVOTestSupport": {"KVOJSON", "KVOWireProbe"},
 }
 package = json.loads(os.environ["KVOD_MANIFEST"])
 targets = {target["name"]: target for target in package["targets"]}
@@ -74,6 +81,6 @@ PY
 python3 scripts/check-folder-layers.py || status=1
 
 if [ "$status" -eq 0 ]; then
-    printf 'check-layers: KVOModel and KVOEngine import and depend only on what their layers allow; the folders of KVOServer use only the folders below them\n' >&2
+    printf 'check-layers: KVOModel and KVOEngine import and depend only on what their layers allow; the test targets depend only on the side they test; the folders of KVOServer use only the folders below them\n' >&2
 fi
 exit "$status"

@@ -11,10 +11,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 # KVOD_TEST_SCOPE=tsan: Package.swift then gives the test targets only these tests' files (the client
-# library's, in Tests/IntegrationTests/KVOClient, and ObjectTableFillerTests), so this build compiles those
-# and not the other test files; the filter says the same for a build made without it.
+# library's test target, KVOClientTests, and ObjectTableFillerTests of KVOServerTests; no IntegrationTests), so
+# this build compiles those and not the other test files; the filter says the same for a build made without it.
 export KVOD_TEST_SCOPE=tsan
-filter=("--filter" "KVOClient|ObjectTableFiller")
+filter=("--filter" "KVOClientTests|ObjectTableFiller")
 if [ "$#" -gt 0 ]; then filter=("$@"); fi
 kvod_log "swift build --build-tests --sanitize=thread (.build-tsan)"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// User management on a running kvod (admin operations), over TCP and through kvoclient: admins only
 /// (`forbidden` otherwise), persisted (users file and store), rule changes applied at once to the
 /// user's open connections, removal closing them, a password change leaving them open.

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Multi-index `remove` and `insert` on a large array through the real kvod over TCP (issue 10, item 5):
 /// one pass over the array, not one pass per index. Removing 40,000 of 400,000 elements took 4.5 s in a
 /// release build (63 s, and the insertion 87 s, in this debug build on a loaded machine); the 10 s bound is

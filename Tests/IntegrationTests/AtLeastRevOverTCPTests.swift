@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `atLeastRev` on one kvod (single mode; the cluster's waiting is in `ClusterTests`): a revision the
 /// server has reached is answered as usual; one beyond it is refused at once with `bad_request` (no
 /// other node will bring it); the field goes with get, list, info and observe only.

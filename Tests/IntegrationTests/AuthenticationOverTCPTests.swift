@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Logging in, against the real kvod over TCP: with users defined (`--users FILE`), nothing but
 /// hello, auth and ping is answered before a successful auth; wrong credentials read the same
 /// whether the user exists or not; five failures close the connection; requests sent behind an

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `kvod backup` and `kvod restore` (the real kvod binary; docs/protocol.md, "Backups"): a backup taken while
 /// a client writes holds exactly the writes up to its revision and restores into a kvod that continues from
 /// it; refusals (an existing file, no database, a running kvod, a database in the way, a damaged or foreign

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `batch` over TCP against the real kvod (issue 30): writes of objects applied all or nothing with one
 /// revision; an observer never sees a state between two parts; a refused part refuses the batch, says
 /// which part and why, and changes nothing; history replays a batch as one revision, across a restart;

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Bindings through the real kvod over TCP: `bind` with filter, convert and now, `combineLatest`, the
 /// order of the events one request causes (the write's own, then each binding write's with its own
 /// revision, then the reply), equal values not written, cycle refusal (direct, through other bindings,

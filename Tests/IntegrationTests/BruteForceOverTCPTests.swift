@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Password guessing against the real kvod over TCP: a client from one address (127.0.0.2) sends wrong
 /// passwords, reconnecting each time kvod closes it after 5 failures, while a correct client (from
 /// 127.0.0.1) logs in at the same time. Checks are scheduled by fewest recent failures of connection

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// A pipelined burst fanned out to many subscribers: big enough that the server writes it in
 /// several rounds within one loop iteration (`Server.flushEarlyIfOutputIsLarge`, every 4 MiB of
 /// events) and spreads each connection's output over many output chunks. Nothing may be lost,

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Command-line arguments the built `kvoclient` and `kvod` must refuse as usage errors (exit 2, one
 /// message saying what is wrong with which argument) before anything is sent or started: negative and
 /// malformed numbers in every numeric option and argument, an empty `--host`, a missing value after

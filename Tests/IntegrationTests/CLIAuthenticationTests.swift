@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// kvoclient logging in (`--user` with KVOD_PASSWORD, `--token` with KVOD_TOKEN) before every command,
 /// against the real kvod with users.
 @Suite("kvoclient authentication")

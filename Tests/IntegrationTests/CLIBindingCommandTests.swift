@@ -2,6 +2,8 @@ import Foundation
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The built `kvoclient`'s class and binding commands (define-class, classes, create --class, bind,
 /// combine, unbind, bindings): usage errors found before connecting, and the commands against a real
 /// kvod.

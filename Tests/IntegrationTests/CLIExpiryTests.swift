@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `kvoclient create|set --ttl` and `kvoclient touch` (the real CLI against the real kvod), and the line a
 /// subscriber prints when an object's time to live ends.
 @Suite("kvoclient --ttl and touch")

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The built `kvoclient` printing server-supplied text with control characters in it (`"evil\nroot"`,
 /// ESC sequences, BEL, NUL, C1 controls, bidirectional overrides): every human-readable line shows
 /// them escaped, one id per line; the JSON outputs stay valid JSON of the same value with no raw

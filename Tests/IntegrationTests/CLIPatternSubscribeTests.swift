@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `kvoclient subscribe --pattern` (the real CLI against the real kvod): the id set's lines, a key path on
 /// present and future objects, `--json`, live queries (`--where`), and a malformed pattern or filter refused
 /// before anything is printed.

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `kvoclient presence` (the real CLI against the real kvod): a mark held while the command runs and taken away
 /// at once on Ctrl-C (`endSession`), an ephemeral mark, and usage errors refused before anything is sent. The
 /// SIGKILLed case, where kvod ends the session after its grace, is `PresenceOverTCPTests`'.

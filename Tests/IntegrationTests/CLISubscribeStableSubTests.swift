@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `kvoclient subscribe --json` across a kvod restart: the server numbers subscriptions anew on every
 /// connection, and the subscriber re-observes; each printed `sub` must still mean the key path it
 /// meant before (the first connection's number).

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The built `kvoclient` against a real `kvod`: every command's output, value parsing, array
 /// commands, subscribe (options, --json, --count, several key paths, array kinds, sourceDeleted,
 /// server shutdown with and without reconnecting, Ctrl-C, a closed stdout), error lines and exit

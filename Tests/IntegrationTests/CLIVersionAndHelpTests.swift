@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 27, run as the real binaries: `kvod --version` and `kvoclient --version` print the version the
 /// server answers in `hello` (one source of truth), kvod's first `listening` log line carries it, every help text of kvod
 /// and kvoclient reads without stray runs of spaces inside its sentences, and every `kvod user` error has

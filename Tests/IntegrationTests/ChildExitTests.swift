@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KVOTestSupport
+
 /// `ChildExit`, which `KVODProcess.stop()` trusts over Foundation's late `isRunning`: it must report a
 /// running child as running, an exited one with its exit code or signal, and never reap it (Foundation's
 /// `Process` reaps its own children; a child started here with posix_spawn shows that a second look still

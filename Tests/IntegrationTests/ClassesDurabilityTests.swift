@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Classes, computed properties and bindings across kvod restarts on the same data directory: the
 /// definitions come back (`classes`, `bindings`), validation, computed observation and binding
 /// application still work, a new binding never reuses an id (even one unbound before the restart), an

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Classes through the real kvod over TCP: `defineClass` and `classes`, `create` with a class (defaults,
 /// `$class`), and every validation rule refusing a write with the right `property` and `rule` while
 /// changing nothing (same value, same revision, no event to an observer), with the values at each

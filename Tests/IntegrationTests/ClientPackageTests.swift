@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 29, item 7: an app that depends on the client library builds it and nothing of the server. An outside
 /// package, written as README.md's "Use KVOClient in your package" says, is built against this checkout's
 /// `client/` manifest with `swift build`; nothing may be fetched (no package dependencies), no server module

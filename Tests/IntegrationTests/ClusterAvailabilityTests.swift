@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Availability figures (docs/design.md, "Availability under faults"), not a pass/fail test: with
 /// `KVOD_AVAILABILITY_RUNS=N` (and, for the figures docs/ quotes, `KVOD_TEST_BINARIES=.build/release` so the
 /// nodes are release builds) it measures, N times each, the time from a fault to the first write acknowledged

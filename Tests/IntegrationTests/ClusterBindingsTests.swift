@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Bindings in cluster mode (docs/design.md, "Cluster") with real processes (`LocalCluster`): `bind`,
 /// `combineLatest` and `unbind` go through the stream, so every node makes the same bindings with the
 /// same ids and every binding write gets the same revision everywhere; the creator's `binding` notices

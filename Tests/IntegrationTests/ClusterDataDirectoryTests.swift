@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// A cluster node's data directory holds the state of one stream: kvod refuses, at start-up and before it
 /// reaches NATS, to start a single node's data as a cluster node, a cluster node's data alone, or one
 /// stream's node in another stream's cluster (each would diverge from the other nodes unnoticed). The real

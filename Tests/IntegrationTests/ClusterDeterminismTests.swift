@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Determinism of the cluster (docs/design.md, "Cluster", "Determinism"): a seeded random log of writes
 /// (`RandomOperationLog`: creates, nested sets, array operations, deletes, a validated class whose
 /// refusals and computed properties must come out alike, bindings made, triggered and removed) sent from six connections, two per node, while

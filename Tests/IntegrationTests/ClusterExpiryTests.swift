@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Expiry in a cluster (docs/protocol.md, "Expiry"; docs/design.md, "Expiry"): deadlines come from the write
 /// time stamped in the stream, every node that finds an object due submits `expire`, the first in the stream
 /// deletes it and the others are refused alike. Killing the node that wrote (and that found it due and decided

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Faults under load (docs/design.md, "Cluster"): the NATS server leading the stream killed with SIGKILL
 /// while a client writes (writes pause for an election, none is lost or applied twice), and a kvod node
 /// frozen with SIGSTOP for 3 s along with a NATS server (a stand-in for a partition): its observers go on

@@ -3,6 +3,7 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 @testable import KVOServer
+@testable import KVOTestSupport
 
 /// The stream's integrity checks over real nats-server and kvod processes (docs/design.md, "Integrity of
 /// the stream"), with entries written into the stream by the test itself, as a NATS replica that misbehaved

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Faults under load from many clients (docs/design.md, "Cluster"; `ClusterWriteLoad`): six clients,
 /// two per node, half of them pipelining, append their own values to one array while a kvod node is
 /// killed with SIGKILL (no acknowledged write lost; its observer resumes on another node with

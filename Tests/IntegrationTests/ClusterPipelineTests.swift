@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Writes pipelined on one connection of a cluster node (docs/design.md, "Cluster"): they go to the stream
 /// together (a few entries for many writes, not one round trip each), their replies come in request order
 /// with consecutive revisions, and a request pipelined after them (a get, an unknown operation, another

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Presence in a cluster (docs/protocol.md, "Presence"; docs/design.md, "Presence"): a session lives on the
 /// node its client reached; when it ends, that node submits its actions to the stream, and every node applies
 /// them at the same stream position. The node that decided is killed right after: the writes are in the stream

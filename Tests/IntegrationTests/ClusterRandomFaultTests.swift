@@ -3,6 +3,8 @@ import KVOJSON
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// A long randomized fault test in the spirit of Jepsen's list-append workload (docs/cluster-fault-runs.md):
 /// writers on every node append unique values to lists and set registers (`ListAppendWorkload`), readers
 /// read acknowledged writes back on other nodes with `atLeastRev`, observers on every node follow every list

@@ -3,6 +3,7 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 @testable import KVOServer
+@testable import KVOTestSupport
 
 /// The failure modes seen in JetStream replicas that drifted (docs/design.md, "Integrity of the stream"),
 /// injected between one kvod node and its NATS servers by `NATSFaultRelay`: a copy numbered differently,

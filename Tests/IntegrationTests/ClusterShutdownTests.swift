@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// A cluster node that cannot reach any NATS server still stops promptly on SIGTERM: its NATS bridge
 /// connects asynchronously and `stop` closes the connection, ending any NATS call the bridge waits in
 /// (before, the first connect blocked for ever and the node never stopped: 10 s, then SIGKILL, in the

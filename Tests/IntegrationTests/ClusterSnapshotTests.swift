@@ -4,6 +4,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Snapshots and trimming (docs/design.md, "Cluster", "Snapshots and trimming") with real processes: the
 /// nodes snapshot every few stream entries (`--cluster-snapshot-every`) and trim the stream behind them; a
 /// fourth node started later on an empty data directory cannot replay the stream from sequence 1 (it is

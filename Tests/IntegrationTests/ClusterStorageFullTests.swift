@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 27 in cluster mode: a node whose disk fills stops applying the stream (it cannot store what it
 /// would apply), says why, refuses writes, keeps serving reads; when space returns it subscribes again
 /// from what it committed and catches up with the others. In the `cluster` suite so that it never runs

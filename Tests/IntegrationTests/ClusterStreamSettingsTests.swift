@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The stream's settings against real NATS servers (docs/design.md, "The stream's settings";
 /// `StreamRequirements`): kvod creates the stream with file storage, 3 replicas and an explicit duplicate window
 /// and finds nothing wrong with it; a node whose `--cluster-write-timeout` needs a longer window than the stream

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The cluster (docs/design.md, "Cluster") with real processes on loopback: three nats-server nodes with
 /// JetStream and three `kvod --cluster` nodes (`LocalCluster`). Writes on any node reach observers on
 /// every node with the same revisions in the same order; nodes end with equal state digests; a node

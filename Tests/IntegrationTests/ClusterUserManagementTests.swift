@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Online user management in cluster mode (docs/design.md, "Users in a cluster"), with real processes
 /// (`LocalCluster`): every admin operation but `userList` goes through the stream with its password
 /// hash or token made by the node that took it, so every node applies the same change at the same point

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// References, array operations and collection operators through the real kvod over TCP.
 @Suite struct CollectionsOverTCPTests {
     private func errorCode(_ reply: JSONValue) -> String? {

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The compact event encoding (issue 13; docs/protocol.md, "Compact events") against the real kvod over
 /// TCP: granted by `hello`, every reason and kind in both encodings (two twin observers make the same
 /// observations, one full and one compact, and each compact event must be the full one translated member

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Computed properties through the real kvod over TCP: read with `get` and `observe` like stored keys,
 /// chains of computed properties, dependencies through references (re-pointing and changing the
 /// referenced object both notify) and through collection operators (insert, remove, replace), no event

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Conditional writes over TCP against the real kvod (issue 30): `ifEquals`, `ifExists` and `ifAbsent` on
 /// every write of one object; a condition that does not hold is `conflict` with its details, and changes
 /// nothing (no revision, no event); `ifRev` against each object's last-change revision (`changedRev` in

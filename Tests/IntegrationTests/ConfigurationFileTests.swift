@@ -3,6 +3,8 @@ import KVOJSON
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 27, over the real kvod: `--config FILE` and `KVOD_<FLAG>` environment variables set every flag, flags
 /// over environment over file; a bad file is one `kvod: error:` line naming the file, line and setting (exit 64);
 /// SIGHUP re-reads the file, applies live limits and the log level, warns about what needs a restart, and keeps

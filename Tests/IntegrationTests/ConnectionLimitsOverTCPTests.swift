@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 11, per-connection limits: `--max-observations-per-connection` refuses `observe` past it with
 /// `too_many_observations`, and `--max-pending-requests` bounds what a client that pipelines requests
 /// without reading the replies makes kvod hold, by back-pressure: kvod stops reading the connection

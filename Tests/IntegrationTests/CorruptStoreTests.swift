@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 10 item 2: every value kvod reads from its SQLite file is range-checked. A damaged row makes
 /// kvod refuse to start with one message naming the file (issue 27), the row and the problem (exit status 1, never a Swift
 /// runtime trap), and an existing database that lacks a table never starts as an empty store.

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 27: a database file damaged as a file (not a row) refuses the start with the file's path and what is
 /// wrong with it, never SQLite's bare "database disk image is malformed" (SQLite error 11), which named neither.
 @Suite("damaged database file over TCP")

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 27: every start-up refusal of a data directory or database names the path and says in words what is
 /// wrong, as one `cannot use the database '…': …` (or `cannot use data directory '…': …`) line: a newer schema,
 /// another program's SQLite database, a file kvod's user cannot read, a database path that is a directory, a

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Password guesses spread over many addresses, against the real kvod over TCP: each address fails
 /// nowhere before its guess is checked, so scheduling by failures alone put a correct login from a
 /// new address behind every waiting guess (80 addresses: 4.7-9.7 s). Checks from addresses that have

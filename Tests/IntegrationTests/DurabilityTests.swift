@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Persistence, revisions and loss-free resume against the real kvod: acknowledged writes survive
 /// SIGKILL, a restart restores objects and the revision counter, `observe` with `sinceRev` replays
 /// exactly what a subscriber missed (after a dropped connection and across restarts) or sends one

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Expiry against the real kvod over TCP (docs/protocol.md, "Expiry"): `ttl` on create, set and in a batch,
 /// the `sourceDeleted` with `"cause":"expired"` (full and compact) over the real clock, hostile values refused with
 /// nothing changed, `expire` kept for the server, and deadlines that survive a SIGKILL. Refreshes by writes and

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Expression amplification through the real kvod over TCP (issue 10, item 4): computed properties that
 /// multiply a string (`c1 = s+s+…` 512 times, `c2 = c1+c1+…`, `len(c2)`) and a chain of bindings that each
 /// multiply their input. Every built value is bounded (1 MiB), every evaluation's work too; the outcome

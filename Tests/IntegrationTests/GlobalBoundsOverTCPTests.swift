@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Bounds across all connections, against the real kvod over TCP with small flag values (issue 10,
 /// item 7): the total output cap closes the slowest consumers largest first, the total input cap closes
 /// the connection holding the largest unfinished line, memory goes back to the system after a burst,

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The group commit's cadence (docs/design.md, "Durability"; `KVOD_GROUP_COMMIT_INTERVAL_US`, long here so
 /// that it shows on a loaded machine): under a stream of writes one group commit per interval, with every
 /// reply and event about a held write waiting for its commit; a write after a quieter spell, and writers

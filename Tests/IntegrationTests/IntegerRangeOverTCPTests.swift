@@ -3,6 +3,8 @@ import KVOJSON
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Integers are exact or refused, never rounded (issue 41; docs/protocol.md, "Numbers"), over the real kvod: an
 /// integer literal outside 64 bits anywhere in a request is `bad_request` naming the field, nothing changes and
 /// the connection keeps serving; the same number written as a double, and every 64-bit integer, go through exactly.

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The LabColor example end to end with the built `kvoclient`: `define-class` from
 /// examples/LabColor.json, `create --class`, `subscribe c1 color`, sets of the L, a and b components,
 /// the printed events and `get`, all compared with the example's formulas computed here in Swift (CIE

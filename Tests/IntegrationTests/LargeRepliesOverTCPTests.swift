@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Replies that would not fit in a connection's output buffer (`--max-output-buffer`) are refused with
 /// `too_large` before they are built, and `list` pages: against the real kvod over TCP (issue 10, item 8).
 @Suite struct LargeRepliesOverTCPTests {

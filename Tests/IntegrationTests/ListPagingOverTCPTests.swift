@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `list` pages come from an index kept sorted as objects come and go, not from a sort of every id
 /// per request: against the real kvod over TCP (issue 10, `list` paging as an amplification vector).
 @Suite struct ListPagingOverTCPTests {

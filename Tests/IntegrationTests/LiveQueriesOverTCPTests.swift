@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Live queries (pattern observations with `where`, docs/protocol.md "Live queries") against the real kvod
 /// over TCP: `entered`, changes inside, `left` (also on delete), `initial`, compact codes, `info`, resuming
 /// with `resync`, hostile filters (malformed, oversized, too deep, too much work per evaluation) refused or

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// kvod's log cannot be forged or flooded by what clients send: client text in log lines is escaped and
 /// cut short, and error messages quoting client text are bounded. Reads the real kvod's stderr
 /// (issue 10, item 12).

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 27: a data directory that held a database whose file is now missing or empty (a failed restore, a
 /// copy cut short, a deleted file) refuses the start, naming the file and what shows that a database
 /// lived there, instead of starting as a healthy, empty server; `--init` starts empty on purpose. A new

@@ -3,6 +3,8 @@ import KVOJSON
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// `NATSFaultRelay` in front of one node of a real cluster (`LocalCluster(relayedNode:)`): with nothing
 /// armed the node's NATS traffic goes through unchanged (writes on every node converge to equal digests);
 /// blackholed, the node gets nothing until the relays forward again; cut, it reconnects through a relay

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Collection operators and expression functions through the real kvod over TCP (issue 10, items 9, 10,
 /// 11 and 11b): integers compared and added exactly, `@unionOfArrays` over objects that hold arrays as
 /// Foundation reads it, binding variables refused in computed properties, `min`/`max` with a `null`

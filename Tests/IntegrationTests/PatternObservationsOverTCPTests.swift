@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Pattern (object-set) observations against the real kvod over TCP (docs/protocol.md, "Observing
 /// object sets (patterns)"): id sets and key paths on present and future objects, `initial`, resuming
 /// and resync, compact events naming their object, `unobserve` and disconnect cleanup seen through

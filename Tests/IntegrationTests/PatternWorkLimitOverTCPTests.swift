@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Class `pattern` rules through the real kvod over TCP (issue 10, item 3): a catastrophic regular
 /// expression cannot hold the loop. Each pathological match is answered within a generous bound (it used
 /// to take from seconds to minutes) while another connection's `ping` is answered meanwhile; a match that

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Permissions against the real kvod over TCP, with real users (`--users FILE` / `--data DIR`) who log
 /// in with `auth` (issue 11): every operation allowed and denied per rule, a denial `forbidden` with the
 /// store unchanged and no observer told; a key path through a reference into an unreadable object; a

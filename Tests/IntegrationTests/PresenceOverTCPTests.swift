@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Presence against the real kvod over TCP (docs/protocol.md, "Presence"): sessions that outlive their
 /// connection by a grace period, `onDisconnect` writes that run once when a session ends (a SIGKILLed client,
 /// `endSession`, a kvod restart the client did not come back from), ephemeral objects, the registrant's rights

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 11, quotas: `--max-memory` refuses every write that would grow the store past it with
 /// `quota_exceeded` (nothing changes, no event, no revision), on every write path, while reads,
 /// observations, deletes and writes that do not grow the store keep working; what was acknowledged

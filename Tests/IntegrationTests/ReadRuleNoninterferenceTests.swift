@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The read rule as non-interference, over two real kvods (issue 24): both get the same users, the same
 /// readable objects and the same random operations from alice and bob (get, observe of objects and
 /// patterns with every option, live queries whose filters read through references, resumes, sets, array

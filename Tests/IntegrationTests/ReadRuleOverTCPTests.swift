@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The read rule over the real kvod (issue 24, items 1–3): nothing of an object a user may not read
 /// (value, type, length, key names, existence, class) reaches that user, through any reply, event,
 /// replay or error. One test per path the outside review found leaking; `ReadRuleNoninterferenceTests`

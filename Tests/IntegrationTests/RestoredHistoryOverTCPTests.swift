@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// History restored from disk (kept packed, as its rows' JSON text, decoded when replayed) replays
 /// `observe` with `sinceRev` byte for byte as the history the running kvod recorded itself: every event
 /// line a resuming observer receives is the same before a restart as after it, and after a second restart

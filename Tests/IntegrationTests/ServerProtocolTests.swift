@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The wire protocol against the real kvod binary over real TCP: every op, every error code, every
 /// option, ordering and cleanup. Each test starts its own kvod on an ephemeral port.
 @Suite struct ServerProtocolTests {

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Bad input, framing, limits, slow consumers and shutdown, against the real kvod over TCP.
 @Suite struct ServerRobustnessTests {
     private func errorCode(_ reply: JSONValue) -> String? {

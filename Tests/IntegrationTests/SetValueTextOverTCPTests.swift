@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 13: a `set` whose value arrives exactly as kvod writes JSON (compact, keys sorted, no escapes,
 /// integers) has its text sent on in events instead of being encoded again. Whatever form the value
 /// came in, every observer's event must carry kvod's own encoding of it, and the stored value (`get`)

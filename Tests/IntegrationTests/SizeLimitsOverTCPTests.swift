@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 10 item 6, the limits: `--max-value-bytes` and `--max-object-bytes` refuse writes over them with
 /// `too_large` (nothing changes, no event, the store after a restart is what was acknowledged), and kvod
 /// refuses an object limit that an event could not carry within `--max-output-buffer`.

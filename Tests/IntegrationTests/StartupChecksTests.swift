@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// What kvod says at start-up about its environment, run as the real binary: a data directory it
 /// cannot write (named, in words, not as a raw SQLite error), `--data` with `--in-memory` (a usage
 /// error), and an open-file limit below what `--max-connections` needs (raised when the hard limit

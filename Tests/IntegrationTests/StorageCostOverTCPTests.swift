@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 10 item 6: with `--data`, what a write costs on disk follows the size of the change, not of
 /// the object (snapshot plus redo log), and a restart reproduces every acknowledged state exactly, in
 /// every sync mode, after redo replay and after snapshot rewrites.

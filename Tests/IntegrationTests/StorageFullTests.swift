@@ -3,6 +3,8 @@ import KVOJSON
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 27: a full disk is a state, not a crash. kvod's data directory on a small tmpfs fills for real;
 /// writes are refused (`storage_full`) while reads, observers and `/readyz` keep answering, nothing
 /// acknowledged is lost and nothing unacknowledged is kept (across a restart too), and writes are taken

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// The store holds the users' Argon2id and token hashes: against the real kvod started under umask 022,
 /// the data directory it creates is 0700 and its files (the database, its -wal and -shm, the lock) 0600;
 /// files of an existing store that others may read are made 0600 with a warning; the users file kvod

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 10 item 1: one depth limit for stored values (`StoredDepth.maximum`, 128 levels counting the
 /// object, the key path and the value), enforced on every write path with `too_large`, so that whatever
 /// kvod acknowledges it can also store, reload after a restart and send to every client it ships.

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 10 item 1, as a property: seeded random writes of values whose depth lands just under, at or
 /// just over the room left at a random key path (directly, through a reference, into an array element,
 /// by insert) are acknowledged exactly when the object stays within `StoredDepth.maximum`; after a

@@ -4,6 +4,8 @@ import KVOJSON
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Strict requests (issue 41) against the real kvod over real TCP: an unknown member is `bad_request` naming it,
 /// in a plain request, a batch part, an `onDisconnect` request and an `ifEquals` object, with nothing applied;
 /// `hello` announces the features; an unknown `KVOD_…` variable is a warning at start-up and an error under

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// TLS on kvod's listener (`--tls-port`), against the real kvod over real TCP, with certificates made by the
 /// `openssl` command for each test (`TestCertificates`), kvod's own client (`KVOConnection` with TLS options)
 /// and `openssl s_client` as an independent peer.

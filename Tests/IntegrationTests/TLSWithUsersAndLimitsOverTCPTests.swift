@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// Where TLS meets the other layers of issue 11, against the real kvod over real TCP: a verified client
 /// certificate logs its connection in as the user its CN names (identity), and a TLS client that pipelines
 /// requests without reading is held off by back-pressure (read pausing) and gets every reply in order,

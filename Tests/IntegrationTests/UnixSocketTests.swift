@@ -2,6 +2,8 @@ import Foundation
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `--unix PATH` against the real kvod binary over a real Unix-domain socket: the protocol works on it,
 /// the file is created 0600 (or `--unix-mode`), removed on SIGTERM, a stale file is replaced, and a
 /// second kvod on a live path is refused with a clear message.

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `kvod user …` on a stopped server's data directory, run as the real binary: each subcommand, the
 /// users kept in the store (schema version 4) and honoured by the next kvod, a store written by the
 /// previous schema (version 3) migrated in place, the password never taken from argv, and a refusal,

@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// `--wal-limit` against the real kvod over TCP (issue 13): checkpoints run off the event loop, and when
 /// they fall behind (made slow here with the test hook `KVOD_TEST_CHECKPOINT_DELAY_MS`) a blocking
 /// checkpoint on the loop keeps the WAL file within the limit plus one group commit; every acknowledged

@@ -1,5 +1,4 @@
 import Foundation
-import KVOWireProbe
 import KVOJSON
 import Testing
 
@@ -37,7 +36,7 @@ import Testing
 
         // Before login: every row but `auth` (its example's credentials are wrong, and failures close the
         // connection after five), on one connection.
-        let anonymous = try KVOConnection(port: port)
+        let anonymous = try LoopbackClient(port: port)
         for operation in ProtocolOperation.allCases where operation != .auth {
             try anonymous.send(raw: line(operation))
             let reply = try anonymous.readMessage()
@@ -53,7 +52,7 @@ import Testing
         }
 
         // A writer (read and write on everything, no admin): every server-admin row is forbidden by name.
-        let writer = try KVOConnection(port: port)
+        let writer = try LoopbackClient(port: port)
         try writer.call("auth", ["user": "writer", "password": .string(Self.password)])
         expectedCounts[.auth, default: 0] += 1
         for operation in ProtocolOperation.allCases where operation.declaration.requirement == .serverAdmin {

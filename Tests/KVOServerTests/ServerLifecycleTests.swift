@@ -1,5 +1,4 @@
 import Foundation
-import KVOWireProbe
 import KVOJSON
 import Testing
 
@@ -22,12 +21,12 @@ import Testing
     }
 
     @Test func stoppingWithLiveConnectionsAndSubscriptionsClosesEveryHandle() throws {
-        var clients: [KVOConnection] = []
+        var clients: [LoopbackClient] = []
         let report = try withRunningServer { port in
-            let writer = try KVOConnection(port: port)
+            let writer = try LoopbackClient(port: port)
             try writer.call("create", ["object": "o", "values": ["v": 0]])
             for _ in 0..<10 {
-                let client = try KVOConnection(port: port)
+                let client = try LoopbackClient(port: port)
                 try client.call("observe", ["object": "o", "keyPath": "v", "options": ["new", "old"]])
                 clients.append(client)
             }

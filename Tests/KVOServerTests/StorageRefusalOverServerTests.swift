@@ -1,5 +1,4 @@
 import Foundation
-import KVOWireProbe
 import KVOJSON
 import Testing
 
@@ -25,7 +24,7 @@ import Testing
         let running = try ServerThread(configuration)
         let port = running.port
 
-        let client = try KVOConnection(port: port)
+        let client = try LoopbackClient(port: port)
         var writeRows = 0
         for operation in ProtocolOperation.allCases where operation != .auth {
             try client.send(raw: Array(operation.declaration.example.utf8) + [0x0A])

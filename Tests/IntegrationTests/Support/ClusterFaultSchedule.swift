@@ -1,6 +1,8 @@
 import Foundation
 import KVOWireProbe
 
+@testable import KVOTestSupport
+
 /// One fault of a randomized schedule: what, when (seconds after the schedule starts) and for how long.
 struct ClusterFault: Sendable, CustomStringConvertible {
     enum Action: Sendable, Equatable {

@@ -4,6 +4,8 @@ import Synchronization
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// A real cluster on loopback for one test: 3 `nats-server` processes with JetStream (one NATS cluster,
 /// routes between them, HTTP monitoring on, data in a temporary directory) and 3 `kvod --cluster` nodes (`n1`…`n3`, each
 /// with its own data directory and ephemeral port). `nats-server` comes from scripts/setup.sh; the

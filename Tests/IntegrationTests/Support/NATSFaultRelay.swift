@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 
+@testable import KVOTestSupport
+
 /// A TCP relay on 127.0.0.1 between one kvod node and one nats-server, for tests of what a node does when
 /// the NATS copy it reads is wrong. Client→server bytes are forwarded untouched; server→client bytes are
 /// parsed into protocol frames (`NATSFrameParser`) and forwarded unchanged unless a fault is armed for a

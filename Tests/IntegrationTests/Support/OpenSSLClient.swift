@@ -1,5 +1,7 @@
 import Foundation
 
+@testable import KVOTestSupport
+
 /// An `openssl s_client` process connected to kvod's TLS port: an independent TLS implementation's client
 /// (interop), which can also send a TLS 1.3 KeyUpdate ("K" line), renegotiate ("R" line, TLS 1.2) and save
 /// or resume sessions. Lines written to its stdin go to the server; everything it prints (stdout and

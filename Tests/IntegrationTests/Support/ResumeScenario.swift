@@ -3,6 +3,8 @@ import KVOWireProbe
 import KVOJSON
 import Testing
 
+@testable import KVOTestSupport
+
 /// A subscriber that loses its stream part-way and resumes with `sinceRev`, checked against a
 /// subscriber that never lost it.
 ///

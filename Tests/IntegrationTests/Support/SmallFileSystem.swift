@@ -1,5 +1,7 @@
 import Foundation
 
+@testable import KVOTestSupport
+
 /// A tmpfs of a few MiB mounted on a fresh temporary directory, for the tests of a full disk: kvod's data
 /// directory inside it fills for real (SQLite gets ENOSPC). Needs the right to mount (root, as in CI);
 /// `canMount` tells the tests to skip, with a message, where it is missing. Unmounted when released.

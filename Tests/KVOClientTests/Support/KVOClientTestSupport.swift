@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Helpers for the KVOClient tests: connecting to a test kvod, and counting a server's observers from an
 /// independent connection (KVOWireProbe's blocking `KVOConnection`) without blocking the test's task for long.
 extension KVODProcess {

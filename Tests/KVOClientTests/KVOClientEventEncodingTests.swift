@@ -2,6 +2,8 @@ import Foundation
 import KVOClient
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient reads both event encodings (docs/protocol.md, "Events" and "Compact events") into the same
 /// changes: every reason (initial, valueChanged, pathChanged, sourceDeleted), every kind, prior
 /// notifications, old and new, and a `sinceRev` replay, observed at once by a client asking for compact

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// What `kvoclient subscribe` needs from KVOClient beyond typed changes, against the real kvod over TCP:
 /// each change's raw `change` dictionary and reason name (for `--json` and the event line), a `sub` that
 /// stays the first connection's across reconnections although the server renumbers, the `rev` an

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient's resilience against the real kvod over TCP: reconnection with resumed observations
 /// delivering every change exactly once and in order (across a dropped connection and across a kvod
 /// SIGKILL and restart), `resync` when history no longer reaches back, the heartbeat noticing a half-open

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient's `batch` (issue 30) against the real kvod: typed parts applied with one revision, each part's
 /// result in order, and a refused part a typed error naming it, with nothing written.
 @Suite struct KVOClientBatchTests {

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 29, item 5: each observation's unread changes are bounded (`ObservationBuffering`) against the real
 /// kvod: thousands of changes nobody reads leave at most the limit buffered, and the reader is told of
 /// every pause, drop and coalescing (`Change.gap`, `resync`, `KVODError.bufferFull`), never silently.

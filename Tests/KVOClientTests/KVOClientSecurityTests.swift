@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient with kvod's security features over real TCP: TLS (the shared client TLS session), password
 /// and token logins sent after `hello`, refused credentials and permission errors with their details.
 @Suite struct KVOClientSecurityTests {

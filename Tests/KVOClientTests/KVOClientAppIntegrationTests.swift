@@ -3,6 +3,8 @@ import KVOClient
 import Observation
 import Testing
 
+@testable import KVOTestSupport
+
 /// A model an app declares with the Observation module's `@Observable` macro, in a file that imports
 /// KVOClient too: this file compiles only while no public name of KVOClient shadows the Observation
 /// module (issue 29: a public `Observation<Value>` made the macro's `Observation.ObservationRegistrar` fail).

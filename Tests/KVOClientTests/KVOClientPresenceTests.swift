@@ -4,6 +4,8 @@ import KVOJSON
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient's presence (docs/protocol.md, "Presence") against the real kvod: a session resumed by the
 /// library across a cut connection (nothing runs), typed `onDisconnect` writes and an ephemeral create that run
 /// once the client is gone, and `onSessionLost` when a reconnection finds the session ended.

@@ -4,6 +4,8 @@ import KVOWireProbe
 import Observation
 import Testing
 
+@testable import KVOTestSupport
+
 /// `RemoteObject`, the `@Observable` mirror of a kvod object, against the real kvod over TCP: its keys
 /// found from the `Codable` type, writes by another connection showing in `value`, a
 /// `withObservationTracking` onChange firing when the value changes, deletion setting it nil, a

@@ -2,6 +2,8 @@ import Foundation
 import KVOClient
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 29, item 6: typed results for bindings, class definitions and user administration, against the real kvod.
 @Suite struct KVOClientAdministrationTests {
     /// The shape a caller gives `defineClass`, decoded back by `classDefinitions(as:)`.

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 29, item 4: the observer-weak form (`observe(..., observer: self) { observer, change in }`) against
 /// the real kvod: the observer is not kept alive by its observation, and when it is deallocated the server
 /// observation ends (`info` from an independent connection).

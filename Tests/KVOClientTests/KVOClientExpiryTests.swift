@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient's expiry (docs/protocol.md, "Expiry") against the real kvod: `create`/`set` with a `Duration`
 /// ttl, `touch`, a ttl in a batch, and `Change.cause` `"expired"` on the ending, in both event encodings. A 6-minute
 /// hang guard, as `KVOClientBufferingTests`: beside the full run the cooperative threads can be held for a minute.

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 29, item 3: ending an observation deterministically. `examples/observe-break` is top-level code
 /// (where the compiler keeps a `for try await` loop's iterator until the program ends) that breaks out of
 /// three loops against a real kvod and waits after each; the test asks kvod with `info` (from an independent

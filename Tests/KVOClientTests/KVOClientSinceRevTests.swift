@@ -2,6 +2,8 @@ import Foundation
 import KVOClient
 import Testing
 
+@testable import KVOTestSupport
+
 /// `KVOClient.subscribe(..., sinceRev:)` against the real kvod over TCP: the changes after a revision the
 /// caller saw come first, in order, then live ones.
 @Suite(.timeLimit(.minutes(1))) struct KVOClientSinceRevTests {

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient's typed requests and errors against the real kvod over TCP: every operation's encoding and
 /// decoding, revisions from writes, many tasks pipelining on one connection, and each error code with its
 /// details.

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// Token-style observations (`KVOClient.observe(...) { change in ... }`) against the real kvod over TCP:
 /// changes delivered in order on the caller's actor (the main actor, and an actor of the test's own),
 /// `cancel()` twice, the token's deinit unobserving (checked with `info` from an independent connection),

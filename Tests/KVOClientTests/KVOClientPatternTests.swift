@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient's pattern observations against the real kvod over TCP: `observe(pattern:keyPath:options:)`
 /// and `subscribe(pattern:…)` deliver changes that each name their object, in the compact encoding (the
 /// client's default) and the full one; a `sourceDeleted` does not end them; `sinceRev` resumes them.

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient's observations against the real kvod over TCP: typed changes in order, the sequence ending
 /// on `sourceDeleted`, errors from `observe`, unobserve on break, task cancellation and iterator deinit
 /// (checked with `info` from an independent KVOWireProbe connection), double cancellation, a thousand

@@ -3,6 +3,8 @@ import KVOClient
 import KVOWireProbe
 import Testing
 
+@testable import KVOTestSupport
+
 /// KVOClient's conditional writes and `update` (issue 30) against the real kvod: two clients racing a
 /// read-modify-write lose no update; a failed condition is a typed `conflict` with its details.
 @Suite struct KVOClientConditionalWriteTests {

@@ -2,6 +2,8 @@ import Foundation
 import KVOClient
 import Testing
 
+@testable import KVOTestSupport
+
 /// Issue 29, item 6: Swift key paths over the app's model name kvod's key paths from the model's coding keys,
 /// and the typed forms (`observe(\TodoList.owner.city, of:)`, `set(_:of:to:)`, `get(_:of:)`) work against the
 /// real kvod with the key path's value type.
