@@ -91,9 +91,10 @@ package enum OperationRequirement: Sendable, Equatable {
 
 /// Who answers an operation once it is decoded and admitted.
 enum OperationRoute: Sendable {
-    /// `RequestHandler` against the engine (in cluster mode, writes after the stream), with the handler the row names
-    /// (`RequestHandler.set`, …), as Redis's command table names each command's function.
-    case engine(RequestHandler.Perform)
+    /// `RequestHandler` against the engine (in cluster mode, writes after the stream), with the operation's handler
+    /// (`RequestHandler.set`, …), named in the server's handler table (`RequestHandler.perform`): this layer does not
+    /// see the server's types.
+    case engine
     /// The server's session code: `auth` checks credentials off the loop thread.
     case authentication
     /// The server's user administration (`Server.administer`): passwords hashed off the loop thread,
@@ -209,7 +210,7 @@ enum OperationTable {
             return OperationDeclaration(
                 name: "hello", effect: .connection, requirement: .nothing, beforeLogin: true,
                 fields: [.optional(.client, .string), .optional(.events, .string, nullMeansAbsent: true)],
-                metrics: .hello, route: .engine(RequestHandler.hello), decode: RequestDecoder.hello,
+                metrics: .hello, route: .engine, decode: RequestDecoder.hello,
                 example: #"{"op":"hello","client":"example","events":"compact"}"#)
         case .auth:
             return OperationDeclaration(
@@ -220,26 +221,26 @@ enum OperationTable {
         case .ping:
             return OperationDeclaration(
                 name: "ping", effect: .connection, requirement: .nothing, beforeLogin: true,
-                metrics: .ping, route: .engine(RequestHandler.ping), decode: { _ throws(KVOError) in .ping },
+                metrics: .ping, route: .engine, decode: { _ throws(KVOError) in .ping },
                 example: #"{"op":"ping"}"#)
         case .create:
             return OperationDeclaration(
                 name: "create", effect: .writes, requirement: .writeObjects, modifiers: [.conditions, .ttl, .ephemeral],
                 batchable: true,
                 fields: [.required(.object, .objectID), .optional(.values, .object), .optional(.class, .string)],
-                metrics: .create, route: .engine(RequestHandler.create), decode: RequestDecoder.create,
+                metrics: .create, route: .engine, decode: RequestDecoder.create,
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
             return OperationDeclaration(
                 name: "delete", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID)],
-                metrics: .delete, route: .engine(RequestHandler.delete), decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
+                metrics: .delete, route: .engine, decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
                 example: #"{"op":"delete","object":"o"}"#)
         case .get:
             return OperationDeclaration(
                 name: "get", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
                 fields: [.required(.object, .objectID), .optional(.keyPath, .keyPath)],
-                metrics: .get, route: .engine(RequestHandler.get),
+                metrics: .get, route: .engine,
                 decode: { reader throws(KVOError) in .get(object: try reader.objectID(), keyPath: try reader.optionalKeyPath()) },
                 example: #"{"op":"get","object":"o","keyPath":"n"}"#)
         case .set:
@@ -247,58 +248,58 @@ enum OperationTable {
                 name: "set", effect: .writes, requirement: .writeObjects, modifiers: [.conditions, .ttl],
                 batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .required(.value, .any)],
-                metrics: .set, route: .engine(RequestHandler.set), decode: RequestDecoder.set,
+                metrics: .set, route: .engine, decode: RequestDecoder.set,
                 example: #"{"op":"set","object":"o","keyPath":"n","value":2}"#)
         case .increment:
             return OperationDeclaration(
                 name: "increment", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.by, .number)],
-                metrics: .increment, route: .engine(RequestHandler.increment), decode: RequestDecoder.increment,
+                metrics: .increment, route: .engine, decode: RequestDecoder.increment,
                 example: #"{"op":"increment","object":"o","keyPath":"n","by":5}"#)
         case .insert:
             return OperationDeclaration(
                 name: "insert", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.value, .any), .optional(.values, .array),
                          .optional(.index, .integer), .optional(.indexes, .array)],
-                metrics: .insert, route: .engine(RequestHandler.mutateArray), decode: RequestDecoder.insert,
+                metrics: .insert, route: .engine, decode: RequestDecoder.insert,
                 example: #"{"op":"insert","object":"o","keyPath":"list","index":0,"value":"x"}"#)
         case .remove:
             return OperationDeclaration(
                 name: "remove", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.index, .integer), .optional(.indexes, .array)],
-                metrics: .remove, route: .engine(RequestHandler.mutateArray), decode: RequestDecoder.remove,
+                metrics: .remove, route: .engine, decode: RequestDecoder.remove,
                 example: #"{"op":"remove","object":"o","keyPath":"list","index":0}"#)
         case .replace:
             return OperationDeclaration(
                 name: "replace", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.value, .any), .optional(.values, .array),
                          .optional(.index, .integer), .optional(.indexes, .array)],
-                metrics: .replace, route: .engine(RequestHandler.mutateArray), decode: RequestDecoder.replace,
+                metrics: .replace, route: .engine, decode: RequestDecoder.replace,
                 example: #"{"op":"replace","object":"o","keyPath":"list","index":0,"value":"y"}"#)
         case .batch:
             return OperationDeclaration(
                 name: "batch", effect: .writes, requirement: .writeObjects,
                 fields: [.required(.ops, .array)],
-                metrics: .batch, route: .engine(RequestHandler.batch), decode: RequestDecoder.batch,
+                metrics: .batch, route: .engine, decode: RequestDecoder.batch,
                 example: #"{"op":"batch","ops":[{"op":"set","object":"o","keyPath":"n","value":3},{"op":"create","object":"o3"}]}"#)
         case .observe:
             return OperationDeclaration(
                 name: "observe", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
                 fields: [.optional(.object, .objectID), .optional(.pattern, .pattern), .optional(.keyPath, .keyPath),
                          .optional(.where, .expression), .optional(.options, .array), .optional(.sinceRev, .integer)],
-                metrics: .observe, route: .engine(RequestHandler.observe), decode: RequestDecoder.observe,
+                metrics: .observe, route: .engine, decode: RequestDecoder.observe,
                 example: #"{"op":"observe","object":"o","keyPath":"n","options":["new","old"]}"#)
         case .unobserve:
             return OperationDeclaration(
                 name: "unobserve", effect: .connection, requirement: .nothing,
                 fields: [.required(.sub, .integer)],
-                metrics: .unobserve, route: .engine(RequestHandler.unobserve), decode: RequestDecoder.unobserve,
+                metrics: .unobserve, route: .engine, decode: RequestDecoder.unobserve,
                 example: #"{"op":"unobserve","sub":1}"#)
         case .list:
             return OperationDeclaration(
                 name: "list", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
                 fields: [.optional(.limit, .integer), .optional(.after, .string)],
-                metrics: .list, route: .engine(RequestHandler.list),
+                metrics: .list, route: .engine,
                 decode: { reader throws(KVOError) in
                     .list(limit: try reader.optionalPositiveInteger("limit"), after: try reader.optionalString("after"))
                 },
@@ -307,25 +308,25 @@ enum OperationTable {
             return OperationDeclaration(
                 name: "info", effect: .reads, requirement: .readObjects, acceptsAtLeastRev: true,
                 fields: [.required(.object, .objectID)],
-                metrics: .info, route: .engine(RequestHandler.info), decode: { reader throws(KVOError) in .info(object: try reader.objectID()) },
+                metrics: .info, route: .engine, decode: { reader throws(KVOError) in .info(object: try reader.objectID()) },
                 example: #"{"op":"info","object":"o"}"#)
         case .defineClass:
             return OperationDeclaration(
                 name: "defineClass", effect: .writes, requirement: .serverAdmin,
                 fields: [.required(.class, .object)],
-                metrics: .defineClass, route: .engine(RequestHandler.defineClass), decode: RequestDecoder.defineClass,
+                metrics: .defineClass, route: .engine, decode: RequestDecoder.defineClass,
                 example: #"{"op":"defineClass","class":{"name":"Counter","properties":{"n":{"type":"integer"}}}}"#)
         case .classes:
             return OperationDeclaration(
                 name: "classes", effect: .reads, requirement: .nothing,
-                metrics: .classes, route: .engine(RequestHandler.classes), decode: { _ throws(KVOError) in .classes },
+                metrics: .classes, route: .engine, decode: { _ throws(KVOError) in .classes },
                 example: #"{"op":"classes"}"#)
         case .bind:
             return OperationDeclaration(
                 name: "bind", effect: .writes, requirement: .adminOnBindingTargets,
                 fields: [.required(.from, .object), .required(.to, .object), .optional(.filter, .expression), .optional(.convert, .expression),
                          .optional(.now, .boolean)],
-                metrics: .bind, route: .engine(RequestHandler.bind),
+                metrics: .bind, route: .engine,
                 decode: { reader throws(KVOError) in try RequestDecoder.binding(.bind, reader) },
                 example: #"{"op":"bind","from":{"object":"o","keyPath":"n"},"to":{"object":"o","keyPath":"m"}}"#)
         case .combineLatest:
@@ -333,37 +334,37 @@ enum OperationTable {
                 name: "combineLatest", effect: .writes, requirement: .adminOnBindingTargets,
                 fields: [.required(.sources, .array), .required(.to, .object), .required(.reduce, .expression),
                          .optional(.filter, .expression), .optional(.now, .boolean)],
-                metrics: .bind, route: .engine(RequestHandler.bind),
+                metrics: .bind, route: .engine,
                 decode: { reader throws(KVOError) in try RequestDecoder.binding(.combineLatest, reader) },
                 example: #"{"op":"combineLatest","sources":[{"object":"o","keyPath":"n"},{"object":"o","keyPath":"m"}],"to":{"object":"o","keyPath":"sum"},"reduce":"$0 + $1"}"#)
         case .unbind:
             return OperationDeclaration(
                 name: "unbind", effect: .writes, requirement: .adminOnBindingTargets,
                 fields: [.required(.binding, .integer)],
-                metrics: .unbind, route: .engine(RequestHandler.unbind), decode: RequestDecoder.unbind,
+                metrics: .unbind, route: .engine, decode: RequestDecoder.unbind,
                 example: #"{"op":"unbind","binding":1}"#)
         case .bindings:
             return OperationDeclaration(
                 name: "bindings", effect: .reads, requirement: .adminOnBindingTargets,
-                metrics: .bindings, route: .engine(RequestHandler.bindings), decode: { _ throws(KVOError) in .bindings },
+                metrics: .bindings, route: .engine, decode: { _ throws(KVOError) in .bindings },
                 example: #"{"op":"bindings"}"#)
         case .digest:
             return OperationDeclaration(
                 name: "digest", effect: .reads, requirement: .serverAdmin,
-                metrics: .digest, route: .engine(RequestHandler.digest), decode: { _ throws(KVOError) in .digest },
+                metrics: .digest, route: .engine, decode: { _ throws(KVOError) in .digest },
                 example: #"{"op":"digest"}"#)
         case .access:
             return OperationDeclaration(
                 name: "access", effect: .connection, requirement: .nothing,
                 fields: [.optional(.objects, .array)],
-                metrics: .access, route: .engine(RequestHandler.access), decode: RequestDecoder.access,
+                metrics: .access, route: .engine, decode: RequestDecoder.access,
                 example: #"{"op":"access","objects":["o"]}"#)
         case .touch:
             return OperationDeclaration(
                 // Not in batches: a batch's parts each take its revision, and a touch takes none.
                 name: "touch", effect: .writes, requirement: .writeObjects,
                 fields: [.required(.object, .objectID)],
-                metrics: .touch, route: .engine(RequestHandler.touch), decode: RequestDecoder.touch,
+                metrics: .touch, route: .engine, decode: RequestDecoder.touch,
                 example: #"{"op":"touch","object":"o"}"#)
         case .expire:
             // Sent by the server itself when an object's time to live ends (`Server+Expiry`), as a write any
@@ -371,12 +372,12 @@ enum OperationTable {
             return OperationDeclaration(
                 name: "expire", effect: .writes, requirement: .serverAdmin,
                 fields: [.required(.object, .objectID), .required(.changedRev, .integer)],
-                metrics: .expire, route: .engine(RequestHandler.expire), decode: RequestDecoder.expire,
+                metrics: .expire, route: .engine, decode: RequestDecoder.expire,
                 example: #"{"op":"expire","object":"o","changedRev":1}"#)
         case .metrics:
             return OperationDeclaration(
                 name: "metrics", effect: .reads, requirement: .serverAdmin,
-                metrics: .metrics, route: .engine(RequestHandler.metrics), decode: { _ throws(KVOError) in .metrics },
+                metrics: .metrics, route: .engine, decode: { _ throws(KVOError) in .metrics },
                 example: #"{"op":"metrics"}"#)
         case .session:
             // Sessions are node-local, so not replicated: the writes they run when they end are (as writes).

@@ -2,8 +2,8 @@ import KVOEngine
 import KVOJSON
 import KVOModel
 
-// The handlers of the rows that write and read objects (`OperationRoute.engine`, named by each row of
-// `OperationTable`): create, delete, get, set, increment, insert/remove/replace, touch, expire and batch. Each
+// The handlers of the rows that write and read objects (`OperationRoute.engine`, named in
+// `RequestHandler.handler(of:)`): create, delete, get, set, increment, insert/remove/replace, touch, expire and batch. Each
 // takes the request its row decoded and the call (`RequestHandler.Call`). Loop thread only.
 
 extension RequestHandler {

@@ -2,7 +2,7 @@ import KVOEngine
 import KVOJSON
 import KVOModel
 
-// The handlers of the observation and listing rows (`OperationRoute.engine`, named by each row of `OperationTable`):
+// The handlers of the observation and listing rows (`OperationRoute.engine`, named in `RequestHandler.handler(of:)`):
 // observe (of an object or of a pattern), unobserve, list and info. Loop thread only.
 
 extension RequestHandler {

@@ -3,7 +3,7 @@ import KVOJSON
 import KVOModel
 
 // The handlers of the rows about the server and the connection rather than one object (`OperationRoute.engine`,
-// named by each row of `OperationTable`): hello, ping, defineClass, classes, bind and combineLatest, unbind,
+// named in `RequestHandler.handler(of:)`): hello, ping, defineClass, classes, bind and combineLatest, unbind,
 // bindings, digest, metrics and access. Loop thread only.
 
 extension RequestHandler {

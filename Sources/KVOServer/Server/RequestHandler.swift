@@ -4,8 +4,8 @@ import KVOModel
 import KVOVersion
 
 /// Carries out one decoded request against the engine and shapes its reply: `handle` admits it by its row and calls
-/// the handler its row names (`OperationRoute.engine`, as Redis's command table names each command's function), after
-/// a write's modifiers (`performModified`). The handlers are in `RequestHandler+Objects` (writes and reads of
+/// the operation's handler (`handler(of:)`, as Redis's command table names each command's function), after a write's
+/// modifiers (`performModified`). The handlers are in `RequestHandler+Objects` (writes and reads of
 /// objects, batches), `RequestHandler+Observations` (observe, list, info) and `RequestHandler+ServerRows` (hello,
 /// classes, bindings, digest, access, metrics).
 ///
@@ -34,8 +34,8 @@ final class RequestHandler {
         let eventEncoding: EventEncoding
     }
 
-    /// A row's handler (`OperationRoute.engine`): carries out a request of that row (`request.operation` is the
-    /// row's), appending the changes it makes to `notifications`. A refusal is thrown, and changes nothing.
+    /// An operation's handler (`handler(of:)`): carries out a request of that operation, appending the changes it makes
+    /// to `notifications`. A refusal is thrown, and changes nothing.
     typealias Perform = @Sendable (RequestHandler, Request, Call, inout [ChangeNotification]) throws(KVOError) -> Outcome
 
     static let serverName = "kvod"
@@ -78,7 +78,7 @@ final class RequestHandler {
         }
     }
 
-    /// `request`, admitted, by the handler its row (`operation`'s) names; a write with modifiers through
+    /// `request`, admitted, by its operation's handler (`handler(of:)`); a write with modifiers through
     /// `performModified` first.
     @inline(__always)
     func perform(_ request: Request, _ operation: ProtocolOperation, _ call: Call,
@@ -86,12 +86,49 @@ final class RequestHandler {
         if case let .modified(modifiers, write) = request {
             return try performModified(write, operation, modifiers, call, &notifications)
         }
-        guard case let .engine(handler) = operation.declaration.route else {
-            // The server answers these itself (passwords are checked and hashed off the loop thread; sessions are
-            // the server's, not the engine's).
-            throw KVOError(.badRequest, "answered by the server")
+        return try Self.handler(of: operation)(self, request, call, &notifications)
+    }
+
+    /// The handler table: each operation the engine answers (`OperationRoute.engine`) names its function here, as
+    /// Redis's command table names each command's, once, with no `default:`, so that a new operation does not compile
+    /// until it names one. (The row itself, in Protocol/, cannot name it: that layer does not see the server's types.)
+    @inline(__always)
+    static func handler(of operation: ProtocolOperation) -> Perform {
+        switch operation {
+        case .hello: hello
+        case .ping: ping
+        case .create: create
+        case .delete: delete
+        case .get: get
+        case .set: set
+        case .increment: increment
+        case .insert, .remove, .replace: mutateArray
+        case .batch: batch
+        case .touch: touch
+        case .expire: expire
+        case .observe: observe
+        case .unobserve: unobserve
+        case .list: list
+        case .info: info
+        case .defineClass: defineClass
+        case .classes: classes
+        case .bind, .combineLatest: bind
+        case .unbind: unbind
+        case .bindings: bindings
+        case .digest: digest
+        case .access: access
+        case .metrics: metrics
+        case .auth, .session, .onDisconnect, .cancelOnDisconnect, .endSession, .userAdd, .userRemove, .userList,
+             .userPasswd, .userGrant, .userRevoke, .tokenCreate, .tokenRevoke:
+            answeredByTheServer
         }
-        return try handler(self, request, call, &notifications)
+    }
+
+    /// The operations the server answers itself (passwords are checked and hashed off the loop thread; sessions are
+    /// the server's, not the engine's): never handed to the engine.
+    static func answeredByTheServer(_ handler: RequestHandler, _ request: Request, _ call: Call,
+                                    _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
+        throw KVOError(.badRequest, "answered by the server")
     }
 
     /// The one door for a write's modifiers (`WriteModifiers`), whatever path brought the write (a live request, a
@@ -113,7 +150,7 @@ final class RequestHandler {
         return outcome
     }
 
-    /// A row's handler called for a request of another row: a mistake in the operations table, which
+    /// A handler called for a request of another operation: a mistake in the handler table, which
     /// `OperationTableTests` (every row's example handled) finds first.
     static func misrouted(_ request: Request, _ handler: StaticString) -> Never {
         preconditionFailure("\(handler) was named by the row of '\(request.operation.name)'")
