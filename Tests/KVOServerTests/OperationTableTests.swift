@@ -72,7 +72,7 @@ import Testing
         let declaration = operation.declaration
         let decoded = RequestDecoder.decode(Array(Self.adding(#""ifExists":true"#, to: declaration.example).utf8))
         if declaration.modifiers.contains(.conditions) {
-            #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route.isEngine)
+            #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine)
             guard case let .success(.modified(modifiers, request)) = decoded.request, let conditions = modifiers.conditions else {
                 Issue.record("\(operation.name): \(decoded.request)")
                 return
@@ -99,7 +99,7 @@ import Testing
             #expect(error.code == .badRequest, "\(error)")
             return
         }
-        #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route.isEngine)
+        #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine)
         guard case let .success(.modified(modifiers, request)) = decoded.request, let ttl = modifiers.ttl,
               let object = request.writtenObject else {
             Issue.record("\(operation.name): \(decoded.request)")
@@ -150,7 +150,7 @@ import Testing
             #expect(error.code == .badRequest && error.details["part"] == 0, "\(error)")
             return
         }
-        #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route.isEngine
+        #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine
                 && declaration.modifiers.contains(.conditions))
         let (engine, handler) = try Self.preparedEngine()
         var notifications: [ChangeNotification] = []
@@ -171,14 +171,8 @@ import Testing
         #expect(StateDigest.of(engine, users: nil) != before && engine.history.entries(after: revision, current: engine.revision)?.first?.rev == revision + 1)
     }
 
-    /// Whether the server's user administration answers `operation` (`OperationRoute.administration`).
-    static func isAdministration(_ operation: ProtocolOperation) -> Bool {
-        if case .administration = operation.declaration.route { return true }
-        return false
-    }
-
-    /// The rows the engine answers (`route` is `.engine`): the others are the server's (auth, user administration).
-    static let engineOperations = ProtocolOperation.allCases.filter { $0.declaration.route.isEngine }
+    /// The rows the engine answers (`route == .engine`): the others are the server's (auth, user administration).
+    static let engineOperations = ProtocolOperation.allCases.filter { $0.declaration.route == .engine }
 
     @Test("the write flag is the truth: a row's example changes the replicated state (the digest) exactly when the row says it writes",
           arguments: engineOperations)
@@ -226,9 +220,9 @@ import Testing
         ]
         for (change, operation) in changes {
             #expect(change.operation == operation)
-            #expect(Self.isAdministration(operation) && operation.declaration.isWrite)
+            #expect(operation.declaration.route == .administration && operation.declaration.isWrite)
         }
-        #expect(Self.isAdministration(.userList) && !ProtocolOperation.userList.declaration.isWrite)
+        #expect(ProtocolOperation.userList.declaration.route == .administration && !ProtocolOperation.userList.declaration.isWrite)
     }
 
     @Test("every row has its own metrics label or one it shares on purpose")

@@ -90,7 +90,7 @@ package enum OperationRequirement: Sendable, Equatable {
 }
 
 /// Who answers an operation once it is decoded and admitted.
-enum OperationRoute: Sendable {
+package enum OperationRoute: Sendable {
     /// `RequestHandler` against the engine (in cluster mode, writes after the stream), with the operation's handler
     /// (`RequestHandler.set`, …), named in the server's handler table (`RequestHandler.perform`): this layer does not
     /// see the server's types.
@@ -103,14 +103,6 @@ enum OperationRoute: Sendable {
     /// The server's sessions (`Server+Presence`): node-local state; the actions a session runs when it ends
     /// are ordinary writes, sent through the same door as a client's.
     case presence
-}
-
-extension OperationRoute {
-    /// Whether `RequestHandler` answers it (`engine`).
-    var isEngine: Bool {
-        if case .engine = self { return true }
-        return false
-    }
 }
 
 /// Everything the server needs to know about one operation: one row of `OperationTable`.
@@ -138,7 +130,7 @@ package struct OperationDeclaration: Sendable {
     let nullableFields: UInt64
     /// Its `op` label in `kvod_requests_total`.
     let metrics: MetricsOperation
-    let route: OperationRoute
+    package let route: OperationRoute
     /// Reads the request's fields (the line is a JSON object whose `op` named this operation).
     let decode: @Sendable (FieldReader) throws(KVOError) -> Request
     /// A well-formed request line, for the documentation and for the tests that walk every operation

@@ -85,12 +85,6 @@ extension Request {
         }
     }
 
-    /// The modifiers the write carries (`none` for a plain write or a request that is not a write).
-    var modifiers: WriteModifiers {
-        if case let .modified(modifiers, _) = self { return modifiers }
-        return .none
-    }
-
     /// Whether it is a write with `ephemeral: true`: read on every write's path, so a plain write answers from its case
     /// alone (binding the payload of a case would copy the request: measured, docs/performance.md, issue 41).
     @inline(__always)

@@ -137,7 +137,7 @@ extension RequestDecoder {
         case let .failure(error): throw KVOError(error.code, "'request': \(error.message)", details: error.details)
         }
         let declaration = write.operation.declaration
-        guard declaration.isWrite, declaration.route.isEngine, declaration.requirement != .serverAdmin else {
+        guard declaration.isWrite, declaration.route == .engine, declaration.requirement != .serverAdmin else {
             throw KVOError(.badRequest, "'request' must be a write of objects (create, delete, set, increment, insert, remove, replace, touch or batch), not '\(declaration.name)'")
         }
         if write.isEphemeralWrite { throw KVOError(.badRequest, "'request' cannot be ephemeral: it runs when the session ends") }

@@ -26,9 +26,6 @@ package struct WriteModifiers: Equatable, Sendable {
         self.ephemeral = ephemeral
     }
 
-    /// No modifier: what a plain write carries (the decoder makes no `Request.modified` for it).
-    package static let none = WriteModifiers()
-
     package var isEmpty: Bool { conditions == nil && ttl == nil && !ephemeral }
 
     /// The modifiers of a request line whose row accepts `kinds` (the row's field check has already refused any

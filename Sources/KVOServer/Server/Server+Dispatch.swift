@@ -113,7 +113,7 @@ extension Server {
     static func joinsPipeline(_ decoded: RequestDecoder.Decoded, _ connection: Connection) -> Bool {
         guard connection.principal != nil, case let .success(request) = decoded.request else { return false }
         let declaration = request.operation.declaration
-        return declaration.route.isEngine && declaration.isWrite
+        return declaration.route == .engine && declaration.isWrite
     }
 
     /// Carries out a request that is not a write (writes pass `applyWrite`), replies and delivers its events;
