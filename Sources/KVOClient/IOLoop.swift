@@ -158,10 +158,11 @@ final class IOLoop: @unchecked Sendable {
                 lastExpiry = now
                 core.expireRequests(now: now)
             }
+            // An expired heartbeat ends the connection only once a poll finds nothing to read: a client whose
+            // thread was not scheduled for a while (a loaded machine, a laptop waking) reads the pong first.
+            var heartbeatExpired = false
             if let sent = pingSentAt {
-                if now - sent > configuration.heartbeatTimeout {
-                    return ConnectionState.heartbeatTimeoutReason(after: configuration.heartbeatTimeout)
-                }
+                heartbeatExpired = now - sent > configuration.heartbeatTimeout
             } else if now - lastReceived > configuration.heartbeatInterval {
                 pingSentAt = now
                 core.enqueue("ping", [:], isWrite: false, purpose: .heartbeat)
@@ -177,8 +178,8 @@ final class IOLoop: @unchecked Sendable {
                 ]
                 let heartbeatDue = pingSentAt.map { $0 + configuration.heartbeatTimeout }
                     ?? lastReceived + configuration.heartbeatInterval
-                let wait = min(max(heartbeatDue - now, 0.001), 0.25)
-                let ready = poll(&entries, 2, Int32(wait * 1000) + 1)
+                let wait = heartbeatExpired ? 0 : Int32(min(max(heartbeatDue - now, 0.001), 0.25) * 1000) + 1
+                let ready = poll(&entries, 2, wait)
                 if ready < 0 {
                     if errno == EINTR { continue }
                     return "poll failed: \(String(cString: strerror(errno)))"
@@ -189,6 +190,9 @@ final class IOLoop: @unchecked Sendable {
                 }
                 if entries[0].revents & Int16(POLLOUT) != 0 { core.flush() }
                 readable = entries[0].revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0
+            }
+            if !readable && heartbeatExpired {
+                return ConnectionState.heartbeatTimeoutReason(after: configuration.heartbeatTimeout)
             }
             guard readable else { continue }
             let count: Int
