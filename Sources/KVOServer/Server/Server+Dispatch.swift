@@ -96,7 +96,7 @@ extension Server {
             let reply = applyWrite(request, from: connection.id, access: connection.access, budget: budget, time: now,
                                    ephemeralSession: ephemeralSession,
                                    user: ephemeralSession == nil ? nil : connection.principal?.user)
-            send(reply, id: decoded.id, to: connection, counting: MetricsOperation(request))
+            send(reply, id: decoded.id, to: connection, counting: declaration.metrics)
             return
         }
         if let atLeastRev = decoded.atLeastRev, atLeastRev > handler.engine.revision {
