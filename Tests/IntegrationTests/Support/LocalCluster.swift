@@ -256,6 +256,17 @@ final class LocalCluster: @unchecked Sendable {
         return nil
     }
 
+    /// `streamLeader()`, asked again until a server reports one (its monitoring port may refuse or not know the
+    /// stream yet) or `timeout` seconds have passed (then nil).
+    func waitForStreamLeader(timeout: Double = 10) -> Int? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let leader = streamLeader() { return leader }
+            guard Date() < deadline else { return nil }
+            usleep(50_000)
+        }
+    }
+
     /// This cluster's stream as NATS server monitoring endpoint `port` describes it (`/jsz`'s `stream_detail`:
     /// `state`, `cluster`, …); nil when the server does not answer or does not know the stream.
     func streamDetail(monitorPort port: Int) -> JSONValue? {
