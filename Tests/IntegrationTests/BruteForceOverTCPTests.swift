@@ -91,8 +91,9 @@ struct BruteForceOverTCPTests {
         // Sixteen guesses at once, from sixteen connections: two run, eight wait (the budget of checks from
         // addresses that have not logged in lately), six are turned away unchecked.
         let guessers = try guesses(16, at: server)
-        // Let them all arrive before the correct login does.
-        Thread.sleep(forTimeInterval: 0.1)
+        // They all arrive before the correct login does: a ping on a later connection is answered once kvod has
+        // read them (it accepts connections in order and reads them on one loop).
+        #expect(try KVOConnection(host: "127.0.0.1", port: server.port).call("ping")["ok"] == true)
         // Each guess's answer is timestamped by a thread blocked on it, so that how late this thread reads
         // them (a loaded machine can hold it back for longer than a check takes) does not count.
         let arrivals = GuessArrivals()

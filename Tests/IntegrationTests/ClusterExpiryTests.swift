@@ -28,6 +28,7 @@ extension ClusterTests {
         let created = Date()
         try writer.call("create", ["object": "sess:1", "values": ["user": "ada"], "ttl": 1])
         // n1 finds it due at about the same time as the others and submits its `expire`: killed right then.
+        // Time: the 1 s TTL runs on the real nodes' clocks.
         usleep(1_150_000)
         cluster.nodes[0].send(signal: SIGKILL)
         var endings: [JSONValue] = []

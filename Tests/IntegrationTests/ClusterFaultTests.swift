@@ -21,7 +21,7 @@ extension ClusterTests {
         let observer = try cluster.nodes[2].connect()
         try FaultTestSupport.waitForObject("w", on: cluster.nodes[2])
         try observer.call("observe", ["object": "w", "keyPath": "log.@count", "options": ["new"]])
-        let leader = try #require(cluster.streamLeader(), "no NATS server reports a leader for the stream")
+        let leader = try #require(cluster.waitForStreamLeader(), "no NATS server reports a leader for the stream")
         let total = 300
         var revisions: [Int64] = []
         var longest = 0.0
@@ -88,7 +88,7 @@ extension ClusterTests {
         let frozen = try cluster.nodes[2].connect()
         try frozen.call("observe", ["object": "s", "keyPath": "n", "options": ["new", "old"]])
         // A NATS server that does not lead the stream freezes too (the stream keeps its quorum).
-        let leader = cluster.streamLeader() ?? -1
+        let leader = cluster.waitForStreamLeader() ?? -1
         let natsIndex = leader == 2 ? 1 : 2
         let total = 120
         var longest = 0.0

@@ -95,7 +95,7 @@ extension ClusterTests {
             try observer.call("observe", ["object": "w", "keyPath": "log.@count", "options": ["new"]])
             return observer
         }
-        let leader = try #require(cluster.streamLeader(), "no NATS server reports a leader for the stream")
+        let leader = try #require(cluster.waitForStreamLeader(), "no NATS server reports a leader for the stream")
         let load = ClusterWriteLoad(clients: ClusterTests.sixClients(cluster.nodes.map(\.port), writes: 120), object: "w",
                                     keyPath: "log")
         let started = monotonicSeconds()

@@ -197,9 +197,15 @@ struct ClusterTests {
         try reader.send(.object(["op": "get", "id": 2, "object": "doc", "keyPath": "n"]))
         try resumed.send(.object(["op": "observe", "id": 1, "object": "doc", "keyPath": "n", "options": ["new", "old"],
                                   "sinceRev": .int(lastSeen), "atLeastRev": .int(lastRev + 1)]))
-        usleep(300_000)
         cluster.nodes[2].send(signal: SIGCONT)
-        #expect(throws: KVOClientError.self, "a reply came before the revision was written") { try reader.readMessage(timeout: 0.7) }
+        // The marker instead of waiting a while: a get for lastRev on a later connection is answered once n3 has
+        // read the requests above (it accepts connections in order, on one loop) and applied every write so far,
+        // and a ping after that answer comes after any reply they got. They must have got none.
+        let barrier = try cluster.nodes[2].connect()
+        #expect(try barrier.call("get", ["object": "doc", "keyPath": "n", "atLeastRev": .int(lastRev)], timeout: 20)["value"] == 10)
+        try barrier.call("ping")
+        #expect(throws: KVOClientError.self, "a reply came before the revision was written") { try reader.readMessage(timeout: 0.05) }
+        #expect(throws: KVOClientError.self, "an observe reply came before the revision was written") { try resumed.readMessage(timeout: 0.05) }
         let rev11 = try writer.call("set", ["object": "doc", "keyPath": "n", "value": 11])["rev"]?.intValue
         #expect(rev11 == lastRev + 1)
         let first = try reader.readMessage(timeout: 20)

@@ -59,6 +59,7 @@ struct ConnectionLimitsOverTCPTests {
         }
         let sender = client.sendInBackground(bytes)
         // The client reads nothing for a while: kvod must hold it off rather than buffer it all or close it.
+        // Time is what this proves: a span of real time without reading, against the real kvod.
         Thread.sleep(forTimeInterval: 1.5)
         var lastRevision: Int64 = 0
         for id in 1...requestCount {

@@ -20,7 +20,8 @@ struct GroupCommitCadenceTests {
         let writer = try server.connect()
         let observer = try server.connect()
         try writer.call("create", ["object": "doc", "values": ["n": 0]])
-        // A quiet spell longer than the interval: the next write is committed at once.
+        // A quiet spell longer than the interval: the next write is committed at once. (Time: the cadence runs
+        // on the real kvod's clock.)
         Thread.sleep(forTimeInterval: interval + 0.2)
         try observer.call("observe", ["object": "doc", "keyPath": "n", "options": ["new"]])
         let first = Date()

@@ -50,10 +50,13 @@ extension ClusterTests {
         #expect(passed.allSatisfy { $0.injected == 0 && $0.advertisingInfos == 0 && $0.parseFailures.isEmpty }, "\(passed)")
 
         // A partition: n1 and n3 apply a write, n2 does not until the relays forward again.
+        // The write's delivery reaching n2's relay, which holds it, is the marker: no waiting out a time.
+        let seen = cluster.relays.map(\.stats.deliveries).reduce(0, +)
         for relay in cluster.relays { relay.blackhole(true) }
         try clients[0].call("set", ["object": "w0", "keyPath": "n", "value": 50])
         #expect(waitUntil(timeout: 10) { [0, 2].allSatisfy { self.applied(cluster, $0) == applied + 1 } }, "\(cluster.diagnostics())")
-        usleep(500_000)
+        #expect(waitUntil(timeout: 10) { cluster.relays.map(\.stats.deliveries).reduce(0, +) > seen }, "\(cluster.relays.map(\.stats))")
+        #expect(cluster.relays.map(\.stats.held).reduce(0, +) > 0, "\(cluster.relays.map(\.stats))")
         #expect(self.applied(cluster, 1) == applied, "n2 applied a write while blackholed")
         for relay in cluster.relays { relay.blackhole(false) }
         digests = try cluster.waitForConvergence()
@@ -303,22 +306,30 @@ struct NATSFaultRelaySocketTests {
                                  headers: headers, payload: Array("entry".utf8))
         let stream = Array("INFO {\"headers\":true}\r\n".utf8) + delivery.bytes
         // In two pieces, cut inside the payload: the relay waits for the rest of the frame.
+        // The INFO frame coming through shows the relay read the first piece before the second is sent.
         NATSFaultRelaySocketTests.send(upstream, stream[..<(stream.count - 4)])
-        usleep(100_000)
-        NATSFaultRelaySocketTests.send(upstream, stream[(stream.count - 4)...])
         #expect(try NATSFaultRelaySocketTests.line(client) == "INFO {\"headers\":true}")
+        NATSFaultRelaySocketTests.send(upstream, stream[(stream.count - 4)...])
         #expect(try NATSFaultRelaySocketTests.line(client) == "HMSG kvod.s.log 1 $JS.ACK.s.c.1.8.3.1700000000000000000.0 \(headers.count) \(headers.count + 5)")
         for expected in ["NATS/1.0", "Nats-Msg-Id: a", "", "entry"] {
             #expect(try NATSFaultRelaySocketTests.line(client) == expected)
         }
         #expect(relay?.stats.injected == 1 && relay?.stats.renumbered == 1)
 
+        // Blackholed, the relay reads the PING and holds it: once it counts it held, the client has nothing.
         relay?.blackhole(true)
         NATSFaultRelaySocketTests.send(upstream, Array("PING\r\n".utf8))
-        let held = #expect(throws: KVOClientError.self) { try NATSFaultRelaySocketTests.line(client, timeout: 0.5) }
+        let heldBy = Date().addingTimeInterval(5)
+        while relay?.stats.held != 1, Date() < heldBy { usleep(10_000) }
+        #expect(relay?.stats.held == 1, "\(String(describing: relay?.stats))")
+        let held = #expect(throws: KVOClientError.self) { try NATSFaultRelaySocketTests.line(client, timeout: 0.05) }
         #expect(held.map { if case .timedOut = $0 { true } else { false } } == true, "\(String(describing: held))")
         relay?.blackhole(false)
         #expect(try NATSFaultRelaySocketTests.line(client) == "PING")
+        // The relay uncounts it just after sending it.
+        let released = Date().addingTimeInterval(5)
+        while relay?.stats.held != 0, Date() < released { usleep(10_000) }
+        #expect(relay?.stats.held == 0, "\(String(describing: relay?.stats))")
 
         relay?.cut()
         let cut = #expect(throws: KVOClientError.self) { try NATSFaultRelaySocketTests.line(client) }

@@ -287,13 +287,14 @@ import Testing
         #expect(server.waitForLog("TLS handshake failed: the client sent a TLS alert record (fatal unknown_ca) instead of a ClientHello"),
                 "\(server.log)")
         // An alert record cut short (its body not readable): still named. (One line a second per kind.)
+        // Time, not a marker: the log's one-second window runs on the real kvod's clock.
         Thread.sleep(forTimeInterval: 1.1)
         let short = try KVOConnection(host: "127.0.0.1", port: server.tlsPort)
         try short.send(raw: [0x15, 0x03, 0x01, 0x00, 0x20] + Array(repeating: 0xAB, count: 32))
         #expect(throws: KVOClientError.self) { _ = try short.readMessage(timeout: 10) }
         #expect(server.waitForLog("the client sent a TLS alert record instead of a ClientHello"), "\(server.log)")
         // A client that rejects kvod's certificate (it does not trust the test CA) sends its alert after
-        // its ClientHello: OpenSSL's reason names the alert.
+        // its ClientHello: OpenSSL's reason names the alert. (Again past the log's one-second window.)
         Thread.sleep(forTimeInterval: 1.1)
         let rejecting = try OpenSSLClient(port: server.tlsPort, arguments: ["-verify_return_error", "-tls1_3"])
         _ = rejecting.waitForExit(timeout: 10)

@@ -1,8 +1,8 @@
 import Foundation
-import KVOClient
 import Observation
 import Testing
 
+@testable import KVOClient
 @testable import KVOTestSupport
 
 /// A model an app declares with the Observation module's `@Observable` macro, in a file that imports
@@ -64,7 +64,11 @@ final class KVOClientAppModel: @unchecked Sendable {
         try await kvod.ping()
         _ = server.stop()
         let task = Task { try await kvod.set("n", of: "o", to: 1) }
-        try await Task.sleep(nanoseconds: 300_000_000)
+        // Cancelled once the client holds the set for the next connection (kvod is down), not after a while.
+        let isHeld = { kvod.core.state.withLock { $0.pending.values.contains { $0.op == "set" && $0.generation == 0 } } }
+        let deadline = Date().addingTimeInterval(10)
+        while !isHeld(), Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
+        #expect(isHeld(), "the set was not held for the next connection")
         let started = Date()
         task.cancel()
         let result = await task.result

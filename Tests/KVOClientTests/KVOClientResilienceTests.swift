@@ -187,7 +187,13 @@ import Testing
         proxy.blackhole()
         let write = Task { await kvodError { try await kvod.set("n", of: "o", to: 1) } }
         let read = Task { await kvodError { _ = try await kvod.get("o") } }
-        try await Task.sleep(nanoseconds: 200_000_000)
+        // Both requests are in flight once the proxy has read them (and held them back).
+        let sent = Date().addingTimeInterval(10)
+        while !(proxy.blackholedFromClients.contains(#""set""#) && proxy.blackholedFromClients.contains(#""get""#)), Date() < sent {
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        #expect(proxy.blackholedFromClients.contains(#""set""#) && proxy.blackholedFromClients.contains(#""get""#),
+                "\(proxy.blackholedFromClients)")
         proxy.cut()
         guard case let .connectionLost(operation, wasWrite, _)? = await write.value else {
             Issue.record("the write did not fail with connectionLost")

@@ -40,6 +40,7 @@ import Testing
         // iterator): why the README's first example uses withObservation. Should a compiler end the iterator's
         // lifetime at the `break`, this count becomes 0 and this expectation is the one to drop.
         readUntil("plain", from: child)
+        // Time: an unobserve would come from the child's own tasks, with nothing after it to wait for instead.
         try await Task.sleep(nanoseconds: 200_000_000)
         let plain = try probe.call("info", ["object": "clock"])["observers"]?.arrayValue ?? []
         #expect(plain.count == 1)

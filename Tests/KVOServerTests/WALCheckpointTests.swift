@@ -149,7 +149,8 @@ import Testing
         let store = try open(directory)
         let rev = try commit(store, from: 1) { $0.checkpointNeed == .background }
         let lock = try holdCheckpointLock(store)
-        // The other checkpoint finishes a little later, on another thread.
+        // The other checkpoint finishes a little later, on another thread. (Time: nothing shows that the
+        // blocking checkpoint is already waiting for the lock.)
         let released = Thread { usleep(200_000); close(lock) }
         released.start()
         #expect(store.checkpointBlocking(), "waited for the checkpoint lock instead of failing at once")

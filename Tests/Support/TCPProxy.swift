@@ -3,7 +3,7 @@ import Foundation
 /// A TCP proxy on 127.0.0.1 in front of a kvod, for tests of a client's resilience: `cut()` closes every
 /// connection through it (a dropped connection, kvod still running), `blackhole()` stops forwarding on
 /// the current connections while keeping them open (a half-open connection). New connections are
-/// forwarded normally; `bytesFromServer` counts what kvod sent. `partition()` stops all forwarding, on the
+/// forwarded normally; `bytesFromServer` counts what kvod sent, `blackholedFromClients` keeps what clients sent into a blackhole. `partition()` stops all forwarding, on the
 /// current connections and on new ones, without reading or dropping anything (a network partition: bytes
 /// wait in the sockets' buffers), until `heal()`. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
 final class TCPProxy: @unchecked Sendable {
@@ -17,6 +17,7 @@ final class TCPProxy: @unchecked Sendable {
     private var partitioned = false
     private var accepted = 0
     private var forwardedFromServer = 0
+    private var droppedFromClients: [UInt8] = []
 
     init(targetPort: Int) throws {
         self.targetPort = targetPort
@@ -85,6 +86,14 @@ final class TCPProxy: @unchecked Sendable {
         return forwardedFromServer
     }
 
+    /// What clients sent on blackholed connections (read and not forwarded), as text: a test waits for its
+    /// requests to be there instead of for a while.
+    var blackholedFromClients: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: droppedFromClients, as: UTF8.self)
+    }
+
     private func isBlackholed(_ client: Int32) -> Bool {
         lock.lock()
         defer { lock.unlock() }
@@ -136,7 +145,14 @@ final class TCPProxy: @unchecked Sendable {
             for (from, to) in [(0, 1), (1, 0)] where entries[from].revents != 0 {
                 let count = recv(entries[from].fd, &buffer, buffer.count, 0)
                 if count <= 0 { break loop }
-                if isBlackholed(client) { continue }
+                if isBlackholed(client) {
+                    if from == 0 {
+                        lock.lock()
+                        droppedFromClients += buffer[0..<count]
+                        lock.unlock()
+                    }
+                    continue
+                }
                 if from == 1 {
                     lock.lock()
                     forwardedFromServer += count

@@ -117,7 +117,11 @@ def test_a_slow_websocket_consumer_is_closed_and_everyone_else_is_served(kvod_fa
     slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     slow.send_text(json.dumps({"op": "create", "object": "feed", "values": {"v": ""}}))
     slow.send_text(json.dumps({"op": "observe", "object": "feed", "keyPath": "v", "options": ["new", "old"]}))
-    time.sleep(0.3)
+    # The writer starts once kvod has the observation (its info says so), not after a while.
+    deadline = time.time() + 10
+    while time.time() < deadline and not kvod.tcp_call({"op": "info", "object": "feed"}).get("observers"):
+        time.sleep(0.02)
+    assert len(kvod.tcp_call({"op": "info", "object": "feed"})["observers"]) == 1
     writer = upgraded(kvod)
     for i in range(400):  # 400 events of ~16 KB to a reader that never reads: far past 256 KiB
         writer.send_text(json.dumps({"op": "set", "object": "feed", "keyPath": "v", "value": str(i) * 8000}))

@@ -165,24 +165,28 @@ final class LocalCluster: @unchecked Sendable {
     }
 
     /// Waits until NATS server `index` answers `/varz` on its monitoring port as `nats-<index + 1>`
-    /// (so its client, route and monitoring ports are all its own); throws with its log when it exits
-    /// or does not answer within `timeout` seconds.
+    /// (so its client, route and monitoring ports are all its own) with JetStream syncing every write;
+    /// throws with its log when it exits or does not get there within `timeout` seconds. Until then any
+    /// answer is asked again: a refused connection, no or another server's `/varz`, and one without
+    /// `sync_always` (a server still starting JetStream shows no JetStream config yet, and nats-server
+    /// leaves the field out when false: only the deadline tells the two apart).
     func waitUntilServing(_ index: Int, timeout: Double = 20) throws {
         let deadline = Date().addingTimeInterval(timeout)
+        var lastAnswer = "no answer"
         while true {
             guard let server = natsServers[index], server.isRunning else {
                 throw LocalClusterError.notReady("nats-\(index + 1) exited: \(natsLog(index).suffix(600))")
             }
-            if let body = LocalCluster.httpGet(port: monitorPorts[index], path: "/varz"),
-               let varz = try? JSONParser.parse(Array(body.utf8)),
-               varz["server_name"]?.stringValue == "nats-\(index + 1)" {
-                guard varz["jetstream"]?["config"]?["sync_always"] == true else {
-                    throw LocalClusterError.notReady("nats-\(index + 1) does not sync every write (/varz: \(varz["jetstream"]?["config"] ?? .null))")
+            if let body = LocalCluster.httpGet(port: monitorPorts[index], path: "/varz") {
+                if let varz = try? JSONParser.parse(Array(body.utf8)), varz["server_name"]?.stringValue == "nats-\(index + 1)" {
+                    if varz["jetstream"]?["config"]?["sync_always"] == true { return }
+                    lastAnswer = "JetStream not (yet) syncing every write: /varz jetstream config \(varz["jetstream"]?["config"] ?? .null)"
+                } else {
+                    lastAnswer = "/varz: \(body.prefix(200))"
                 }
-                return
             }
             guard Date() < deadline else {
-                throw LocalClusterError.notReady("nats-\(index + 1) did not serve within \(timeout) s: \(natsLog(index).suffix(600))")
+                throw LocalClusterError.notReady("nats-\(index + 1) did not serve within \(timeout) s (last: \(lastAnswer)): \(natsLog(index).suffix(600))")
             }
             usleep(50_000)
         }
@@ -250,6 +254,17 @@ final class LocalCluster: @unchecked Sendable {
             }
         }
         return nil
+    }
+
+    /// `streamLeader()`, asked again until a server reports one (its monitoring port may refuse or not know the
+    /// stream yet) or `timeout` seconds have passed (then nil).
+    func waitForStreamLeader(timeout: Double = 10) -> Int? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let leader = streamLeader() { return leader }
+            guard Date() < deadline else { return nil }
+            usleep(50_000)
+        }
     }
 
     /// This cluster's stream as NATS server monitoring endpoint `port` describes it (`/jsz`'s `stream_detail`:

@@ -16,7 +16,7 @@ import Glibc
 ///   numbered one higher (an entry present twice);
 /// - `substitute(sequence:with:)`: a delivery's payload is replaced (another entry at that sequence);
 /// - `cut()` closes the current connections; `blackhole(_:)` stops forwarding both ways, connections kept
-///   open (a partition).
+///   open (a partition); what the server sends meanwhile is read, counted and held (`stats.held`) until it ends.
 ///
 /// A delivery is a MSG or HMSG whose subject is `subject` (a push consumer's deliveries keep the stream
 /// message's own subject; only its heartbeats and flow-control requests come on the deliver inbox) and
@@ -93,8 +93,9 @@ final class NATSFaultRelay: @unchecked Sendable {
         core.cutAll()
     }
 
-    /// `true`: stops forwarding both ways on every connection, current and later, keeping them open (no
-    /// bytes are read, so none is lost); `false`: forwards again.
+    /// `true`: stops forwarding both ways on every connection, current and later, keeping them open (the
+    /// client's bytes are left unread; the server's are read, counted and held, `stats.held`: none is lost
+    /// unless the connection is cut); `false`: forwards again.
     func blackhole(_ on: Bool) {
         core.setBlackholed(on)
     }
@@ -125,6 +126,9 @@ final class NATSFaultRelay: @unchecked Sendable {
         var heartbeatsRewritten = 0
         /// INFO frames advertising other servers' URLs (`connect_urls`): a client may bypass the relay.
         var advertisingInfos = 0
+        /// Frames read from the server during a blackhole and not forwarded yet (they are once it ends; a
+        /// cut drops them).
+        var held = 0
         /// Server→client streams that did not parse (forwarded raw from there on), with why.
         var parseFailures: [String] = []
         /// The server's stream sequence of the last delivery seen, and the one it was last forwarded as.
@@ -133,7 +137,7 @@ final class NATSFaultRelay: @unchecked Sendable {
 
         var description: String {
             "connections \(connections), deliveries \(deliveries), injected \(injected) (renumbered \(renumbered), dropped \(dropped), "
-                + "duplicated \(duplicated), substituted \(substituted)), heartbeats rewritten \(heartbeatsRewritten), "
+                + "duplicated \(duplicated), substituted \(substituted)), heartbeats rewritten \(heartbeatsRewritten), held \(held), "
                 + "advertising INFOs \(advertisingInfos), last \(lastStreamSequence.map(String.init) ?? "-") forwarded as "
                 + "\(lastForwardedSequence.map(String.init) ?? "-"), parse failures \(parseFailures)"
         }
@@ -267,6 +271,15 @@ final class NATSFaultRelay: @unchecked Sendable {
             }
         }
 
+        /// Whether bytes may be forwarded now (false during a blackhole); nil once the pair is closing or the
+        /// relay stopped.
+        private func passage(_ pair: Pair) -> Bool? {
+            lock.lock()
+            defer { lock.unlock() }
+            if pair.closing || stopped { return nil }
+            return !blackholed
+        }
+
         /// A forwarding thread: client→server, bytes untouched.
         private func clientToServer(_ pair: Pair) {
             var buffer = [UInt8](repeating: 0, count: 65536)
@@ -278,17 +291,37 @@ final class NATSFaultRelay: @unchecked Sendable {
             finish(pair)
         }
 
-        /// A forwarding thread: server→client, frame by frame through the faults.
+        /// A forwarding thread: server→client, frame by frame through the faults. It goes on reading during a
+        /// blackhole: what it reads is parsed and counted (`stats.deliveries`, `stats.held`) and held until the
+        /// blackhole ends, so that a test can see a delivery reach the relay and not the node.
         private func serverToClient(_ pair: Pair) {
             var buffer = [UInt8](repeating: 0, count: 65536)
             var parser = NATSFrameParser()
             var connection = NATSDeliveryFaults.Connection()
             var raw = false
-            while waitForPassage(pair) {
+            // Read but not forwarded yet (during a blackhole), and how many frames of it `stats.held` counts.
+            var pending: [UInt8] = []
+            var pendingFrames = 0
+            var countedHeld = 0
+            while let passes = passage(pair) {
+                if passes, !pending.isEmpty {
+                    guard Core.sendAll(pair.client, pending[...]) else { break }
+                    pending.removeAll(keepingCapacity: true)
+                    lock.lock()
+                    faults.stats.held -= countedHeld
+                    lock.unlock()
+                    (pendingFrames, countedHeld) = (0, 0)
+                }
+                // Held bytes wait for the blackhole's end: the poll wakes to look again.
+                var entry = pollfd(fd: pair.server, events: Int16(POLLIN), revents: 0)
+                let ready = poll(&entry, 1, pending.isEmpty ? -1 : 20)
+                if ready < 0, errno == EINTR { continue }
+                guard ready >= 0 else { break }
+                if ready == 0 { continue }
                 let count = recv(pair.server, &buffer, buffer.count, 0)
-                guard count > 0, waitForPassage(pair) else { break }
+                guard count > 0 else { break }
                 if raw {
-                    guard Core.sendAll(pair.client, buffer[0..<count]) else { break }
+                    pending += buffer[0..<count]
                     continue
                 }
                 parser.append(buffer[0..<count])
@@ -299,20 +332,28 @@ final class NATSFaultRelay: @unchecked Sendable {
                 } catch {
                     failure = "\(error)"
                 }
-                var output: [UInt8] = []
                 lock.lock()
                 for frame in frames {
-                    for forwarded in faults.process(frame, on: &connection) { output += forwarded.bytes }
+                    for forwarded in faults.process(frame, on: &connection) {
+                        pending += forwarded.bytes
+                        pendingFrames += 1
+                    }
                 }
                 if let failure { faults.stats.parseFailures.append(failure) }
+                if blackholed {
+                    faults.stats.held += pendingFrames - countedHeld
+                    countedHeld = pendingFrames
+                }
                 lock.unlock()
                 if failure != nil {
                     // Forward the rest as it comes, unparsed: the client decides what it makes of it.
-                    output += parser.takeRemainder()
+                    pending += parser.takeRemainder()
                     raw = true
                 }
-                guard Core.sendAll(pair.client, output[...]) else { break }
             }
+            lock.lock()
+            faults.stats.held -= countedHeld
+            lock.unlock()
             finish(pair)
         }
 
