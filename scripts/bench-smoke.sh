@@ -39,7 +39,7 @@ grep -qE '^\| kvod compact \| compact \| [0-9,]+ \| [0-9,]+( †)? \| x[0-9.]+ \
     || missing+=("compact events row")
 grep -qE '^\| redis \| [0-9.]+ ms' "$report" || missing+=("redis latency")
 # The Swift client library's cell (`kvod-bench client`), small (about a second): its rows must have figures.
-client=$("${KVOD_RELEASE_SCRATCH:-.build}/release/kvod-bench" client --events 20000 --sets 20000 --idle 1000)
+client=$("${KVOD_RELEASE_SCRATCH:-.build-release}/release/kvod-bench" client --events 20000 --sets 20000 --idle 1000)
 printf '%s\n' "$client" >>"$report"
 grep -qE '^\| events/s[^|]*\| [0-9]+ \| [0-9]+ \| [0-9.]+ \|' <<<"$client" || missing+=("client events row")
 grep -qE '^\| sets/s[^|]*\| [0-9]+ \| [0-9]+ \| [0-9.]+ \|' <<<"$client" || missing+=("client sets row")

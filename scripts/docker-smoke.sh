@@ -243,7 +243,7 @@ if [ "${KVOD_DOCKER_SOURCE_BUILD:-0}" != 1 ]; then
     say "compiling kvod and kvoclient on the host (docker/build-binaries.sh; KVOD_DOCKER_SOURCE_BUILD=1 compiles in the image instead)"
     rm -rf .build-docker
     binaries_started=$SECONDS
-    docker/build-binaries.sh .build-docker "${KVOD_RELEASE_SCRATCH:-.build}" >"$cache/binaries.log" 2>&1 || {
+    docker/build-binaries.sh .build-docker "${KVOD_RELEASE_SCRATCH:-.build-release}" >"$cache/binaries.log" 2>&1 || {
         tail -n 30 "$cache/binaries.log" >&2
         fail "docker/build-binaries.sh failed: see $cache/binaries.log"
     }

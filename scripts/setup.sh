@@ -17,9 +17,10 @@ kvod_fail() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # the benchmarks' and the image's (docker/build-binaries.sh spells the same flags: it runs where this file is not
 # sourced), so that they share one build. The Swift standard library is linked statically, as the image needs
 # (its runtime stage has no Swift); with other flags each would compile every module again. It goes to
-# $kvod_release_scratch/release: .build/release, unless KVOD_RELEASE_SCRATCH names another build folder (.ci/run
-# does, to compile it beside the debug build, which holds SwiftPM's lock on .build).
-kvod_release_scratch=${KVOD_RELEASE_SCRATCH:-.build}
+# $kvod_release_scratch/release: .build-release/release, unless KVOD_RELEASE_SCRATCH names another build folder. A
+# folder of its own, not .build: SwiftPM locks a build folder for a whole build, and scripts/test.sh compiles the
+# release kvod beside the debug tests.
+kvod_release_scratch=${KVOD_RELEASE_SCRATCH:-.build-release}
 kvod_release_build() { swift build -c release --static-swift-stdlib --scratch-path "$kvod_release_scratch" "$@" >&2; }
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || kvod_fail "cannot enter the repository root"
