@@ -151,6 +151,18 @@ struct BackupRestoreTests {
         #expect(replaced.status == 0, "\(replaced.stderr)")
         let aside = try #require(replaced.stdout.split(separator: "\n").first.map(String.init)).replacingOccurrences(of: "set aside ", with: "")
         #expect(aside.hasPrefix(database + ".replaced-") && bytes(aside) == before, "\(replaced.stdout)")
+        // Twice more at once (the same second, or the next): each set-aside database keeps a name of its own, and
+        // the first one is still whole (issue 42: the second rename replaced it).
+        let restored = bytes(database)
+        let second = try kvod(["restore", "--data", data, "--replace", backupFile])
+        let third = try kvod(["restore", "--data", data, "--replace", backupFile])
+        #expect(second.status == 0 && third.status == 0, "\(second.stderr) \(third.stderr)")
+        let asides: [String] = [second, third].compactMap { run in
+            run.stdout.split(separator: "\n").first.map { String($0).replacingOccurrences(of: "set aside ", with: "") }
+        }
+        #expect(Set(asides + [aside]).count == 3, "three set-aside names: \(asides) \(aside)")
+        #expect(bytes(aside) == before, "the first set-aside database is untouched")
+        for other in asides { #expect(bytes(other) == restored, "\(other)") }
         let restarted = try KVODProcess(dataDirectory: data)
         #expect(try restarted.connect().call("get", ["object": "o"])["value"] == ["v": 1])
         #expect(restarted.stop() == 0)

@@ -124,7 +124,25 @@ struct UnixSocketTests {
         if case let .exitedEarly(status, log) = missing {
             #expect(status == 1)
             #expect(log.contains("unix:\(nowhere)"), "\(log)")
+            #expect(log.contains("the directory '\(scratch.appending("missing"))' does not exist"), "\(log)")
+            #expect(!log.lowercased().contains("permission"), "a missing directory is not a permission problem: \(log)")
         }
+    }
+
+    @Test("a clean stop leaves alone a socket another kvod bound at the same path after this one's file was deleted")
+    func stopLeavesAnotherServersSocket() throws {
+        let scratch = try TemporaryDirectory("unixtwo")
+        let path = scratch.appending("kvod.sock")
+        let first = try KVODProcess(["--unix", path])
+        #expect(unlink(path) == 0)
+        let second = try KVODProcess(["--unix", path])
+        #expect(try UnixLineClient(path: path).call(#"{"op":"ping","id":1}"#)["ok"] == true)
+
+        #expect(first.stop() == 0)
+        #expect(FileManager.default.fileExists(atPath: path), "the first kvod's stop left the second one's socket")
+        #expect(try UnixLineClient(path: path).call(#"{"op":"ping","id":2}"#)["ok"] == true)
+        #expect(second.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: path), "the second kvod removed its own socket")
     }
 
     @Test("--unix alone (--port off) serves, with no users and no --insecure-open: a Unix socket counts as loopback")

@@ -53,8 +53,9 @@ struct LostDatabaseCheck {
         isLost ? .lostDatabase(path: databasePath, missing: !databaseExists, traces: traces) : nil
     }
 
-    /// `--init` over a lost database: moves its leftover `-wal` away (to `kvod.sqlite3-wal.lost`, replacing
-    /// an older one: it may hold the last commits, for an expert to look at) and removes its `-shm` (an
+    /// `--init` over a lost database: moves its leftover `-wal` away (to `kvod.sqlite3-wal.lost`, or `…lost-2`,
+    /// `-3`, … when that name is taken: it may hold the last commits, for an expert to look at; no file is
+    /// replaced, `SetAsideFile`) and removes its `-shm` (an
     /// index of that WAL), so that SQLite starts the new database clean. Returns one line for the log per
     /// file, and one saying that a new, empty database replaces the lost one. Throws `.unusableDatabase`
     /// when a leftover cannot be moved (SQLite would apply it to the new database).
@@ -64,10 +65,12 @@ struct LostDatabaseCheck {
             + "(\(traces.joined(separator: ", "))): starting with a new, empty database"]
         let wal = databasePath + "-wal"
         if access(wal, F_OK) == 0 {
-            guard rename(wal, wal + ".lost") == 0 else {
-                throw .unusableDatabase(path: databasePath, reason: "--init cannot move the lost database's '\(wal)' aside (\(String(cString: strerror(errno)))): move it away yourself")
+            let lost = SetAsideFile.freeName(wal + ".lost")
+            let failure = SetAsideFile.move(wal, to: lost)
+            guard failure == 0 else {
+                throw .unusableDatabase(path: databasePath, reason: "--init cannot move the lost database's '\(wal)' aside (\(String(cString: strerror(failure)))): move it away yourself")
             }
-            notes.append("--init: moved the lost database's write-ahead log '\(wal)' to '\(wal).lost'")
+            notes.append("--init: moved the lost database's write-ahead log '\(wal)' to '\(lost)'")
         }
         let shm = databasePath + "-shm"
         if access(shm, F_OK) == 0 {

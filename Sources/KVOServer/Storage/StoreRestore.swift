@@ -10,11 +10,12 @@ import Darwin
 /// backup is checked first (`integrity_check`, a kvod schema this kvod reads), so a damaged or foreign file
 /// changes nothing. A database already there is refused unless `replace`; then it is set aside, never
 /// deleted: `kvod.sqlite3` and its `-wal` renamed together to `kvod.sqlite3.replaced-<UTC time>` and
-/// `…-wal` (still a database SQLite can open), its `-shm` removed. A `-wal` or `-shm` left without a database
-/// (a lost database) is set aside the same way, since SQLite would apply that log to the restored file. The
-/// copy is written first, as `kvod.sqlite3.restoring` (0600) and synced (a copy that fails changes nothing),
-/// then renamed into place, and the directory's marker written (`DataDirectoryMarker`), so kvod starts on
-/// it without `--init`. The data directory's own database is refused as the backup to restore.
+/// `…-wal` (still a database SQLite can open), its `-shm` removed. A set-aside name is never reused and no
+/// file is replaced (`SetAsideFile`: `-2`, `-3`, … after the time when it is taken). A `-wal` or `-shm` left
+/// without a database (a lost database) is set aside the same way, since SQLite would apply that log to the
+/// restored file. The copy is written first, as `kvod.sqlite3.restoring` (0600) and synced (a copy that fails
+/// changes nothing), then renamed into place, and the directory's marker written (`DataDirectoryMarker`), so
+/// kvod starts on it without `--init`. The data directory's own database is refused as the backup to restore.
 ///
 /// Blocking file and SQLite calls; for the `kvod restore` command's thread.
 package enum StoreRestore {
@@ -69,17 +70,24 @@ package enum StoreRestore {
             unlink(restoring)
             throw error
         }
-        let stamp = utcStamp()
+        // A name no file has (with its `-wal`'s), and a move that never replaces one: a second restore in the
+        // same second keeps the first one's set-aside database (issue 42).
+        let aside = SetAsideFile.freeName(database + ".replaced-" + utcStamp(), suffixes: ["", "-wal"])
         var setAside: [String] = []
-        let aside = database + ".replaced-" + stamp
         if hasDatabase {
-            guard rename(database, aside) == 0 else { throw .cannotWrite(aside, String(cString: strerror(errno))) }
+            let failure = SetAsideFile.move(database, to: aside)
+            guard failure == 0 else {
+                unlink(restoring)
+                throw .cannotWrite(aside, String(cString: strerror(failure)) + "; nothing was replaced")
+            }
             setAside.append(aside)
         }
         if access(database + "-wal", F_OK) == 0 {
             // With its database, the pair stays openable; alone (a lost database), it is kept for an expert.
-            guard rename(database + "-wal", aside + "-wal") == 0 else {
-                throw .cannotWrite(aside + "-wal", String(cString: strerror(errno)))
+            let failure = SetAsideFile.move(database + "-wal", to: aside + "-wal")
+            guard failure == 0 else {
+                unlink(restoring)
+                throw .cannotWrite(aside + "-wal", String(cString: strerror(failure)) + "; nothing was replaced")
             }
             setAside.append(aside + "-wal")
         }

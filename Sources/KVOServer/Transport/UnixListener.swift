@@ -10,7 +10,9 @@ import KVOModel
 ///
 /// At start a socket file already at `path` is replaced only when nothing listens on it (a stale file from
 /// a crash); a live one, or a file that is no socket, is refused. The mode is set before `listen`, so no
-/// client connects while the file still has the umask's mode. `close()` removes the file (a clean stop).
+/// client connects while the file still has the umask's mode. `close()` removes the file (a clean stop), and only
+/// while it is still the socket this listener bound (its device and inode): a path deleted and bound again by
+/// another kvod belongs to that one (issue 42).
 /// The `uv_pipe_t` lives from `init` to its close callback, which releases this object. Loop thread only.
 final class UnixListener: Listener {
     let handle: UnsafeMutablePointer<uv_pipe_t>
@@ -19,8 +21,22 @@ final class UnixListener: Listener {
     var role: ListenerRole { .unix }
     private let onConnection: (Listener, Int32) -> Void
     private var isClosed = false
-    /// Whether this listener created the file at `path` (then `close()` removes it).
-    private var ownsFile = false
+    /// The socket file this listener created at `path` (device and inode), which `close()` removes if it is
+    /// still there; nil before the bind, after the close, or when it could not be read back.
+    private var boundFile: BoundFile?
+
+    /// A file's identity: its device and inode.
+    struct BoundFile: Equatable {
+        let device: UInt64
+        let inode: UInt64
+
+        /// The socket at `path` now, or nil when there is none (or no socket).
+        static func socket(at path: String) -> BoundFile? {
+            var status = stat()
+            guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
+            return BoundFile(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        }
+    }
 
     /// Binds `path` with `mode` (0o600: owner only) and listens.
     init(loop: EventLoop, path: String, mode: mode_t, backlog: Int32 = 511,
@@ -38,9 +54,27 @@ final class UnixListener: Listener {
                                      detail: "a Unix socket path has at most 107 bytes")
             }
             try UnixListener.removeStaleSocket(at: path, operation: operation)
-            var status = uv_pipe_bind(handle, path)
-            guard status == 0 else { throw TransportError(operation: operation, status: status) }
-            ownsFile = true
+            // Bound here, not with `uv_pipe_bind`: libuv would unlink the path when the handle closes, whatever
+            // file is there by then (another kvod's socket, bound after this one's was deleted).
+            let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard descriptor >= 0 else { throw TransportError(operation: operation, status: -errno) }
+            var address = UnixListener.address(path)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            guard bound == 0 else {
+                let error = UnixListener.bindError(errno, path: path, operation: operation)
+                Glibc.close(descriptor)
+                throw error
+            }
+            boundFile = BoundFile.socket(at: path)
+            var status = uv_pipe_open(handle, descriptor)
+            guard status == 0 else {
+                Glibc.close(descriptor)
+                throw TransportError(operation: operation, status: status)
+            }
             guard chmod(path, mode) == 0 else {
                 throw TransportError(operation: operation, status: -errno, detail: "cannot set the socket's mode")
             }
@@ -68,9 +102,9 @@ final class UnixListener: Listener {
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        if ownsFile {
-            unlink(path)
-            ownsFile = false
+        if let boundFile {
+            if BoundFile.socket(at: path) == boundFile { unlink(path) }
+            self.boundFile = nil
         }
         closeHandle(handle)
     }
@@ -87,11 +121,7 @@ final class UnixListener: Listener {
         let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard probe >= 0 else { throw TransportError(operation: operation, status: -errno) }
         defer { Glibc.close(probe) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            path.utf8CString.withUnsafeBytes { raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(raw.count - 1))) }
-        }
+        var address = address(path)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
@@ -108,6 +138,29 @@ final class UnixListener: Listener {
         guard unlink(path) == 0 || errno == ENOENT else {
             throw TransportError(operation: operation, status: -errno, detail: "cannot remove the stale socket '\(path)'")
         }
+    }
+
+    /// The error for a failed `bind` (`errno`): a path whose directory does not exist says so, so the operator
+    /// is not sent to look at permissions (libuv's own bind reported it as EACCES, as Windows does).
+    private static func bindError(_ reason: Int32, path: String, operation: String) -> TransportError {
+        guard reason == ENOENT || reason == ENOTDIR else { return TransportError(operation: operation, status: -reason) }
+        let directory: String
+        if let slash = path.lastIndex(of: "/") {
+            directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        } else {
+            directory = "."
+        }
+        return TransportError(operation: operation, status: -reason, detail: "the directory '\(directory)' does not exist")
+    }
+
+    /// The socket address of `path` (shorter than `sun_path`: checked in `init`).
+    private static func address(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            path.utf8CString.withUnsafeBytes { raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(raw.count - 1))) }
+        }
+        return address
     }
 
     private static let connectionCallback: uv_connection_cb = { stream, status in
