@@ -24,14 +24,17 @@ if ! command -v redis-server >/dev/null 2>&1; then
     kvod_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server >&2
 fi
 
-# KVOD_BENCH_BUILT=1: the caller has just built both (scripts/bench-smoke.sh, which calls this three times; a
-# build with nothing to do still takes SwiftPM about 7 s to plan).
+# KVOD_BENCH_BUILT=1: the caller has just built them (scripts/bench-smoke.sh, which calls this three times; a
+# build with nothing to do still takes SwiftPM about 7 s to plan). KVOD_BENCH_PROGRAM: the kvod-bench to run
+# instead of the release one (CI's smoke runs the debug one its tests stage built: it checks no figure); the kvod
+# it measures is always the release one.
+bench_program=${KVOD_BENCH_PROGRAM:-$kvod_release_scratch/release/kvod-bench}
 if [ "${KVOD_BENCH_BUILT:-0}" = 1 ]; then
-    kvod_log "kvod and kvod-bench as built in $kvod_release_scratch/release (KVOD_BENCH_BUILT=1)"
+    kvod_log "kvod as built in $kvod_release_scratch/release, $bench_program (KVOD_BENCH_BUILT=1)"
 else
-    kvod_log "swift build -c release (kvod, kvod-bench; kvod_release_build)"
+    kvod_log "swift build -c release (kvod$([ -n "${KVOD_BENCH_PROGRAM:-}" ] || echo ", kvod-bench"); kvod_release_build)"
     kvod_release_build --product kvod
-    kvod_release_build --product kvod-bench
+    [ -n "${KVOD_BENCH_PROGRAM:-}" ] || kvod_release_build --product kvod-bench
 fi
 
 # 10,000 connections need more descriptors than the common default of 1024 (kvod-bench raises its own
@@ -47,4 +50,4 @@ revision=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || revision+=" with uncommitted changes"
 export KVOD_BENCH_REVISION=$revision
 kvod_log "kvod-bench ${command} $* (report: ${out}; load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-exec "$kvod_release_scratch/release/kvod-bench" "$command" "$@" --markdown "$out"
+exec "$bench_program" "$command" "$@" --markdown "$out"

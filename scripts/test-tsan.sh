@@ -16,10 +16,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 export KVOD_TEST_SCOPE=tsan
 filter=("--filter" "KVOClientTests|ObjectTableFiller")
 if [ "$#" -gt 0 ]; then filter=("$@"); fi
-kvod_log "swift build --build-tests --sanitize=thread (.build-tsan)"
-swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+# Line tables only (-gline-tables-only): a race report still names each frame's file and line, and the build,
+# which CI makes beside its tests, has less to write. Its own folder, so no other build's flags change.
+kvod_log "swift build --build-tests --sanitize=thread -gline-tables-only (.build-tsan)"
+swift build --build-tests --sanitize=thread -Xswiftc -gline-tables-only --scratch-path .build-tsan
 # KVOD_TSAN_STEP=build: the build only (.ci/run makes it beside its tests stage, then runs this script again).
 [ "${KVOD_TSAN_STEP:-}" = build ] && exit 0
 kvod_log "swift test --sanitize=thread ${filter[*]}"
 TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" \
-    swift test --skip-build --sanitize=thread --scratch-path .build-tsan "${filter[@]}"
+    swift test --skip-build --sanitize=thread -Xswiftc -gline-tables-only --scratch-path .build-tsan "${filter[@]}"
