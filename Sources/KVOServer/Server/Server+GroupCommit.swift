@@ -46,9 +46,11 @@ extension Server {
         return groupCommit.holds(now: clock.nanoseconds, armsTimer: !clock.isManual)
     }
 
-    /// Closes the store, with its background work (after the loop has run dry: nothing of it is queued).
+    /// Closes the store, with its background work (after the loop has run dry: nothing of it is queued), and
+    /// logs what it did about its files (a lost database's write-ahead log set aside).
     func closeStore() {
         store.close()
+        for note in store.closingNotes { logger.warning("\(PrintableText.escaped(note, limit: 1000))") }
     }
 
     /// End of a loop iteration: commit this iteration's writes, then one write per connection with

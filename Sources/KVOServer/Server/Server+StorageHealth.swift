@@ -91,7 +91,10 @@ extension Server {
         switch health {
         case .full: recovery = "free space on the data directory's file system (or raise --max-disk); writes resume by themselves"
         case .failing: recovery = "writes resume by themselves once a probe write succeeds"
-        case .lost, .writable: recovery = "restore the data directory and restart kvod"
+        // True after issue 42: the stop sets this kvod's log aside, and no start applies a log to another file.
+        case .lost, .writable:
+            recovery = "stop kvod (it then sets its write-ahead log aside, so that no start applies it to another file), "
+                + "put the database to keep in place (the file there now, or a backup: kvod restore --replace) and start kvod again"
         }
         logger.log(level: level, "\(PrintableText.escaped(reason, limit: 1000))\(then); \(wasWritable ? "refusing writes" : "still refusing writes") (reads and observations go on): \(recovery)")
     }

@@ -10,11 +10,27 @@ struct FileIdentity: Equatable {
     let device: UInt64
     let inode: UInt64
 
+    init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+
     /// The identity of the file at `path` now; nil when there is none (or it cannot be looked at).
     init?(path: String) {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
+    }
+
+    /// `device 2049 inode 131090`: as the data directory's marker writes it (`DataDirectoryMarker`) and log lines say it.
+    var text: String { "device \(device) inode \(inode)" }
+
+    /// Reads `text`'s form back; nil for anything else.
+    init?(text: String) {
+        let words = text.split(separator: " ")
+        guard words.count == 4, words[0] == "device", words[2] == "inode",
+              let device = UInt64(words[1]), let inode = UInt64(words[3]) else { return nil }
+        self.init(device: device, inode: inode)
     }
 }

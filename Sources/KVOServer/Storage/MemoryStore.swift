@@ -57,6 +57,8 @@ final class MemoryStore: Store {
 
     var openingNotes: [String] { [] }
 
+    var closingNotes: [String] { [] }
+
     var logMetadata: Logger.Metadata { ["store": "memory"] }
 
     func usage() -> StorageUsage? { nil }

@@ -177,6 +177,15 @@ package final class SQLiteStore {
     /// The database file's device and inode when it was opened: `filesProblem()` compares its path's with
     /// them to notice the file deleted or replaced under the store.
     var openedFile: FileIdentity?
+    /// The `-wal` and `-shm` files SQLite opened with the database (it keeps both open, and the same files,
+    /// until `close()`): what `close()` may set aside when the database file was lost (`SQLiteStore+LostFiles`).
+    var openedLog: FileIdentity?
+    var openedIndex: FileIdentity?
+    /// The data directory.
+    let directory: String
+    /// What `close()` did for the server to log as warnings, one line each: the write-ahead log it set aside
+    /// because the database file was deleted or replaced (`SQLiteStore+LostFiles`). Empty otherwise.
+    package internal(set) var closingNotes: [String] = []
     /// Reused encoding buffers: a commit allocates none once they have grown.
     var valueText: [UInt8] = []
     var changeText: [UInt8] = []
@@ -260,8 +269,9 @@ package final class SQLiteStore {
     /// all is initialised), `.corrupt` for a counter, schema version or history row out of range, and
     /// `.lostDatabase` when the database file is missing or empty in a directory that held one
     /// (`LostDatabaseCheck`), unless `replacesLostDatabase` (`--init`): then a new, empty database replaces
-    /// it, said in `openingNotes`. Writes the directory's marker (`DataDirectoryMarker`) once the
-    /// database is open, when it has none.
+    /// it, said in `openingNotes`. A `-wal` written for another database file is set aside before SQLite opens
+    /// the database (`ForeignLogCheck`), said in `openingNotes` too. Writes the directory's marker
+    /// (`DataDirectoryMarker`) once the database is open, with the files it has open.
     package init(directory: String, sync: SyncMode, historyLimit: Int, historyByteLimit: Int,
                 walLimitBytes: Int = SQLiteStore.defaultWALLimitBytes, replacesLostDatabase: Bool = false) throws(StorageError) {
         self.sync = sync
@@ -269,6 +279,7 @@ package final class SQLiteStore {
         self.historyByteLimit = max(historyByteLimit, 0)
         self.walLimitBytes = max(walLimitBytes, SQLiteStore.minimumWALLimitBytes)
         try SQLiteStore.makeDirectory(directory)
+        self.directory = directory
         databasePath = SQLiteStore.databasePath(inDirectory: directory)
         try SQLiteStore.checkWritable(directory: directory, databasePath: databasePath)
         guard let lock = try StoreLock(path: databasePath + ".lock") else { throw .locked(path: databasePath) }
@@ -276,17 +287,18 @@ package final class SQLiteStore {
         // Under the lock: another kvod that held it has finished writing.
         let loss = LostDatabaseCheck(directory: directory, databasePath: databasePath)
         var lossNotes: [String] = []
-        if let refusal = loss.refusal {
-            guard replacesLostDatabase else {
-                lock.release()
-                throw refusal
-            }
-            do {
+        let marker = DataDirectoryMarker.load(inDirectory: directory)
+        do throws(StorageError) {
+            if let refusal = loss.refusal {
+                guard replacesLostDatabase else { throw refusal }
                 lossNotes = try loss.setAsideLeftovers()
-            } catch {
-                lock.release()
-                throw error
+            } else {
+                // Before SQLite opens the file: never apply a log written for another database file.
+                lossNotes = try ForeignLogCheck.setAsideForeignLog(databasePath: databasePath, marker: marker)
             }
+        } catch {
+            lock.release()
+            throw error
         }
         StoreFileModes.createPrivately(databasePath)
         openingNotes = lossNotes
@@ -305,10 +317,7 @@ package final class SQLiteStore {
             try loadLedger()
             knowsEveryRedoRow = try queryText("SELECT count(*) FROM (SELECT 1 FROM redo LIMIT 1)") == "0"
             try trimToLimits()
-            if loss.isLost || !DataDirectoryMarker.exists(inDirectory: directory) {
-                try DataDirectoryMarker.record(inDirectory: directory)
-            }
-            openedFile = FileIdentity(path: databasePath)
+            try recordOpenedFiles(marker: loss.isLost || !DataDirectoryMarker.exists(inDirectory: directory) ? nil : marker)
         } catch {
             statements?.finalize()
             statements = nil
@@ -329,8 +338,15 @@ package final class SQLiteStore {
     }
 
     /// Finalizes the statements and closes the database, which checkpoints the WAL into the database
-    /// file and releases the lock. Idempotent; later calls of `load` or `commit` throw `.closed`.
+    /// file and releases the lock. When the database file was deleted or replaced (`filesProblem()`), SQLite
+    /// leaves the WAL (and `-shm`) at their paths, beside whatever file is there now: this store's own are
+    /// set aside first (`setAsideOwnLogs`, said in `closingNotes`). After a clean close, the marker records
+    /// that no log is left. Idempotent; later calls of `load` or `commit` throw `.closed`.
     package func close() {
+        let wasOpen = database != nil
+        // While SQLite still holds the files open (their inodes cannot be reused): which are this store's.
+        let problem = wasOpen ? filesProblem() : nil
+        if let problem { closingNotes = setAsideOwnLogs(because: problem) }
         // The background checkpoint's connection first: the last connection to close checkpoints the
         // WAL into the database file and removes it.
         backgroundCheckpoint?.close()
@@ -339,6 +355,7 @@ package final class SQLiteStore {
         statements = nil
         database?.close()
         database = nil
+        if wasOpen, problem == nil, let note = recordLogRemoved() { closingNotes.append(note) }
         lock?.release()
         lock = nil
     }

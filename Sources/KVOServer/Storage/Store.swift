@@ -74,6 +74,10 @@ protocol Store: AnyObject {
     /// the server to log as warnings.
     var openingNotes: [String] { get }
 
+    /// What `close()` did about the store's files that the server should log as warnings, one line each (the
+    /// write-ahead log of a deleted or replaced database file set aside); empty before `close()`.
+    var closingNotes: [String] { get }
+
     /// What the server's "restored" log line says of the store (e.g. its file and sync mode).
     var logMetadata: Logger.Metadata { get }
 

@@ -101,8 +101,12 @@ package enum StoreRestore {
             throw .cannotWrite(database, reason)
         }
         StoreBackup.syncDirectory(of: database)
+        // The marker (its id kept, or a new one) names the restored file and no write-ahead log: whatever the
+        // replaced database's kvod recorded is of files no longer here (`ForeignLogCheck`).
         do {
-            if !DataDirectoryMarker.exists(inDirectory: dataDirectory) { try DataDirectoryMarker.record(inDirectory: dataDirectory) }
+            let restored = FileIdentity(path: database).map { DataDirectoryMarker.Files(database: $0, log: nil) }
+            try DataDirectoryMarker.record(inDirectory: dataDirectory, files: restored,
+                                           keeping: DataDirectoryMarker.load(inDirectory: dataDirectory))
         } catch {
             throw .storage(error)
         }
