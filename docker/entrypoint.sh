@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # The kvod image's ENTRYPOINT. Runs as the image's user kvod (uid 7420), then replaces itself with
 #
 #     kvod --host 0.0.0.0 --port 7420 --http-port 7480 --http-host 0.0.0.0 --data /var/lib/kvod [TLS flags] "$@"
@@ -43,14 +43,19 @@ admin_user=${KVOD_ADMIN_USER:-}
 if [ -n "$admin_user" ]; then
     # kvod user's own line says what is wrong with the data directory (a lost database, permissions, …).
     users=$(kvod user list --data "$data" $init) || die "cannot read the users in $data (see the line above)"
-    if printf '%s\n' "$users" | awk -v name="$admin_user" '$1 == name { found = 1 } END { exit !found }'; then
+    # The first word of each line of `kvod user list` is a user's name (bash only: the image has no awk).
+    found=
+    while read -r name _; do
+        if [ "$name" = "$admin_user" ]; then found=1; fi
+    done <<<"$users"
+    if [ -n "$found" ]; then
         say "user '$admin_user' exists already in $data; KVOD_ADMIN_PASSWORD(_FILE) not applied"
     else
         if [ -n "${KVOD_ADMIN_PASSWORD_FILE:-}" ]; then
             [ -r "$KVOD_ADMIN_PASSWORD_FILE" ] ||
-                die "cannot read KVOD_ADMIN_PASSWORD_FILE=$KVOD_ADMIN_PASSWORD_FILE (uid $(id -u) must be able to read it)"
-            # $(…) drops the file's trailing newline(s).
-            admin_password=$(cat "$KVOD_ADMIN_PASSWORD_FILE")
+                die "cannot read KVOD_ADMIN_PASSWORD_FILE=$KVOD_ADMIN_PASSWORD_FILE (uid $EUID must be able to read it)"
+            # $(<…) drops the file's trailing newline(s).
+            admin_password=$(<"$KVOD_ADMIN_PASSWORD_FILE")
         else
             admin_password=${KVOD_ADMIN_PASSWORD:-}
         fi
@@ -69,7 +74,7 @@ key=${KVOD_TLS_KEY_FILE:-}
 if [ -n "$cert" ] || [ -n "$key" ]; then
     [ -n "$cert" ] && [ -n "$key" ] || die "set both KVOD_TLS_CERT_FILE and KVOD_TLS_KEY_FILE, or neither"
     for file in "$cert" "$key"; do
-        [ -r "$file" ] || die "cannot read $file (uid $(id -u) must be able to read it)"
+        [ -r "$file" ] || die "cannot read $file (uid $EUID must be able to read it)"
     done
     set -- "$@" --tls-port 7421 --tls-cert "$cert" --tls-key "$key"
 fi
