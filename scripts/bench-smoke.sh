@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI smoke of the kvod-vs-Redis benchmark, so that it never rots: the checker self-test (kvod in both
-# event encodings), a half-second throughput cell with full and compact kvod subscribers, then a
+# event encodings), a quarter-second throughput cell with full and compact kvod subscribers, then a
 # sub-second version of the full run (`kvod-bench all --quick`: the throughput matrix, its set shapes at
 # S = 1 (request ids, object values, a nested key path), and latency against
 # kvod and redis-server, and smaller scale, spread and durable runs), and a small `kvod-bench client` run
@@ -26,10 +26,10 @@ kvod_release_build --product kvod
 export KVOD_BENCH_BUILT=1
 bench_program=${KVOD_BENCH_PROGRAM:-$kvod_release_scratch/release/kvod-bench}
 KVOD_BENCH_OUT=/dev/null scripts/bench.sh selftest
-KVOD_BENCH_OUT=$report scripts/bench.sh all --quick --seconds 0.5 "$@"
+KVOD_BENCH_OUT=$report scripts/bench.sh all --quick --seconds 0.25 "$@"
 # Compact events (issue 13): kvod's subscribers ask for them in hello; the row must have figures and event bytes.
 compact=$(mktemp "${TMPDIR:-/tmp}/kvod-bench-compact.XXXXXX")
-KVOD_BENCH_OUT=$compact scripts/bench.sh throughput --server kvod --subscribers 10 --bytes 64 --seconds 0.5 \
+KVOD_BENCH_OUT=$compact scripts/bench.sh throughput --server kvod --subscribers 10 --bytes 64 --seconds 0.25 \
     --events full,compact >/dev/null
 cat "$compact" >>"$report"
 rm -f "$compact"

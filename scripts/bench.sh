@@ -49,5 +49,14 @@ export KVOD_BENCH_COMMAND="scripts/bench.sh ${command}${*:+ $*}"
 revision=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || revision+=" with uncommitted changes"
 export KVOD_BENCH_REVISION=$revision
-kvod_log "kvod-bench ${command} $* (report: ${out}; load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-exec "$bench_program" "$command" "$@" --markdown "$out"
+# Another kvod-bench (KVOD_BENCH_PROGRAM) would start the kvod beside it (the debug one, for CI's): the network
+# commands are told the release one's path (a later --kvod among the arguments still wins).
+kvod_choice=()
+release_kvod=$kvod_release_scratch/release/kvod
+[[ $release_kvod == /* ]] || release_kvod=$PWD/$release_kvod
+case $command in
+    throughput | latency | scale | spread | durable | matrix | all | selftest | permissions)
+        [ -z "${KVOD_BENCH_PROGRAM:-}" ] || kvod_choice=(--kvod "$release_kvod") ;;
+esac
+kvod_log "kvod-bench ${command} ${kvod_choice[*]} $* (report: ${out}; load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+exec "$bench_program" "$command" "${kvod_choice[@]}" "$@" --markdown "$out"
