@@ -183,7 +183,7 @@ struct KVOD: ParsableCommand {
     @Option(parsing: .unconditional, help: """
         Milliseconds of the event loop's time (fractions allowed) from which a request's handling, or a loop \
         iteration's work, is kept in the slow-request log (kvoclient slow) and counted (kvod_slow_requests_total, \
-        kvod_loop_stalls_total); 0 keeps every request.
+        kvod_loop_stalls_total); 0 keeps every request (default: 10).
         """, transform: NumberArgument.milliseconds)
     var slowRequest: Double = ServerConfiguration.defaultSlowRequestMilliseconds
 

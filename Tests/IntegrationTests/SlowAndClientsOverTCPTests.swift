@@ -71,6 +71,25 @@ struct SlowAndClientsOverTCPTests {
         #expect(metrics.contains("kvod_loop_stalls_total "))
     }
 
+    @Test("--slow-request from the config file, changed by SIGHUP: from then on every request is kept")
+    func thresholdReloadedOnSIGHUP() throws {
+        let directory = try TemporaryDirectory("slow-config")
+        let file = directory.appending("kvod.conf")
+        try "slow-request = 60000\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let server = try KVODProcess(["--config", file])
+        let client = try server.connect()
+        try client.call("create", ["object": "o"])
+        let before = try client.call("slow")
+        #expect(before["thresholdMicros"] == 60_000_000 && before["requests"] == [], "\(before)")
+        try "slow-request = 0\n".write(toFile: file, atomically: true, encoding: .utf8)
+        server.send(signal: SIGHUP)
+        #expect(server.waitForLog("config reload: slow-request 60000 -> 0"), "\(server.log)")
+        try client.call("get", ["object": "o"])
+        let after = try client.call("slow")
+        #expect(after["thresholdMicros"] == 0)
+        #expect(after["requests"]?.arrayValue?.map { $0["op"] } == ["get"], "only what came after the reload: \(after)")
+    }
+
     @Test("slow, clients and kill: server admins only, refused to others alike whatever they ask; strict fields; hostile ids")
     func adminsOnlyStrictAndHostileInput() throws {
         let (server, scratch) = try server([])
@@ -147,6 +166,11 @@ struct SlowAndClientsOverTCPTests {
         #expect(listed.lines.contains { $0.hasPrefix("\(bobID)  kind=tcp  address=127.0.0.1:") && $0.contains("  user=bob  ")
                 && $0.contains("  observations=1  outputBytes=0  session=\(session)") }, "\(listed.lines)")
         #expect(listed.lines.filter { $0.hasSuffix("(this one)") }.count == 1)
+        // Ages in seconds with three decimals (the test's connections are seconds old at most, not thousands).
+        let ages = listed.lines.compactMap { line in
+            line.split(separator: " ").first { $0.hasPrefix("age=") }.flatMap { Double($0.dropFirst(4)) }
+        }
+        #expect(ages.count == 4 && ages.allSatisfy { $0 >= 0 && $0 < 120 }, "\(listed.lines)")
 
         // kill: bob is told why and closed; his observation is gone and his session's action ran (grace 0).
         let killed = try KVOClientProcess.run(server, ["--user", "alice", "kill", String(bobID)], environment: environment)

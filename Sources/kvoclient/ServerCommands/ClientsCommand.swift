@@ -46,6 +46,6 @@ struct ClientsCommand: AsyncParsableCommand {
     /// Seconds with millisecond precision, as the server sent them (`12.345`).
     private static func seconds(_ value: JSONValue?) -> String {
         guard let seconds = value?.doubleValue else { return "-" }
-        return WallClockText.milliseconds(micros: Int64((seconds * 1_000_000).rounded()))
+        return WallClockText.thousandths(Int64((seconds * 1000).rounded()))
     }
 }
