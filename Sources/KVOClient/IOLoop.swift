@@ -340,6 +340,9 @@ final class IOLoop: @unchecked Sendable {
             if let code = error?["code"]?.stringValue, code == "too_many_connections" {
                 return "the server refused the connection: too many connections"
             }
+            if let code = error?["code"]?.stringValue, code == "closed" {
+                return "the server closed the connection: \(error?["message"]?.stringValue ?? "closed")"
+            }
             return nil
         }
         guard let request = core.takePending(id) else { return nil }

@@ -75,6 +75,8 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         /// `conflict`: a conditional write's condition did not hold, nothing was written
         /// (`Details.condition`, `Details.value`, `Details.exists`, `Details.rev`); see `WriteCondition`.
         case conflict
+        /// `closed`: a server admin closed this connection (`kill`); sent once, without an id, before the close.
+        case closed
         /// A code this client does not know, as sent.
         case other(String)
 
@@ -86,6 +88,7 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
             "unauthenticated": .unauthenticated, "forbidden": .forbidden,
             "invalid_expression": .invalidExpression, "quota_exceeded": .quotaExceeded,
             "storage_full": .storageFull, "storage_unavailable": .storageUnavailable, "conflict": .conflict,
+            "closed": .closed,
         ]
 
         /// The code named `name` on the wire (`not_found` is `.notFound`).

@@ -59,6 +59,15 @@ public enum NumberArgument {
         return value
     }
 
+    /// A number of milliseconds, 0 or more (fractions allowed).
+    public static func milliseconds(_ text: String) throws(Invalid) -> Double {
+        guard let value = Double(text), value.isFinite else {
+            throw Invalid(description: "must be a number of milliseconds, 0 or more")
+        }
+        guard value >= 0 else { throw Invalid(description: "must be 0 or more") }
+        return value
+    }
+
     /// An array index in a positional argument (`remove t items 0 2`), named for the message:
     /// "index '-1' must be 0 or more".
     public static func index(_ text: String) throws(Invalid) -> Int64 {

@@ -136,6 +136,9 @@ public final class KVOEngine {
     /// Number of live observations (subscriptions).
     public var observationCount: Int { registry.count }
 
+    /// Live observations of `connection`, pattern observations included (the server's `clients`).
+    package func observationCount(of connection: ConnectionID) -> Int { registry.count(of: connection) }
+
     /// Whether writes (or class or binding definitions) were accepted since the last `takeCommitBatch()`.
     public var hasUncommittedWrites: Bool {
         !pendingEntries.isEmpty || !uncommittedClasses.isEmpty || !bindingTable.uncommitted.isEmpty

@@ -41,6 +41,8 @@ public struct KVOError: Error, Equatable, Sendable {
         /// applied: nothing was written. `details` say which condition, the current revision and, for
         /// `ifEquals`, the current value.
         case conflict = "conflict"
+        /// Sent once, without `id`, to a connection a server admin closes (`kill`), just before the server closes it.
+        case closed = "closed"
     }
 
     public let code: Code

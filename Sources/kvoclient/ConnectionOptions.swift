@@ -44,7 +44,8 @@ struct ConnectionOptions: ParsableArguments {
     nonisolated(unsafe) private static var credentials: KVOClient.Credentials?
 
     /// The operations that change nothing: a lost connection during one of them says so (`KVODError.connectionLost`).
-    private static let readOperations: Set<String> = ["get", "info", "list", "classes", "bindings", "ping", "userList"]
+    private static let readOperations: Set<String> = ["get", "info", "list", "classes", "bindings", "ping", "userList",
+                                                       "slow", "clients"]
 
     /// The TLS options from the flags; nil without --tls.
     var tlsOptions: TLSClientOptions? {

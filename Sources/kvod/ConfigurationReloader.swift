@@ -23,6 +23,7 @@ final class ConfigurationReloader: @unchecked Sendable {
         "log-level", "max-connections", "max-total-output", "max-total-input", "max-line", "max-pending-requests",
         "first-request-timeout", "login-timeout", "max-observations-per-connection",
         "tls-cert", "tls-key", "tls-ca", "tls-client-auth", "tls-handshake-timeout", "max-disk",
+        "slow-request",
     ]
 
     private let commandLine: [String]

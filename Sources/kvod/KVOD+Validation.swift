@@ -35,6 +35,9 @@ extension KVOD {
         guard loginTimeout >= 0, loginTimeout.isFinite, loginTimeout <= 1e9 else {
             throw ValidationError("--login-timeout must be 0 or more seconds")
         }
+        guard slowRequest >= 0, slowRequest.isFinite, slowRequest <= 1e9 else {
+            throw ValidationError("--slow-request must be 0 or more milliseconds, at most 1000000000")
+        }
         if let problem = sizeLimits.problem(outputBufferBytes: maxOutputBuffer) {
             throw ValidationError(problem)
         }

@@ -181,6 +181,13 @@ struct KVOD: ParsableCommand {
     var loginTimeout: Double = 60
 
     @Option(parsing: .unconditional, help: """
+        Milliseconds of the event loop's time (fractions allowed) from which a request's handling, or a loop \
+        iteration's work, is kept in the slow-request log (kvoclient slow) and counted (kvod_slow_requests_total, \
+        kvod_loop_stalls_total); 0 keeps every request (default: 10).
+        """, transform: NumberArgument.milliseconds)
+    var slowRequest: Double = ServerConfiguration.defaultSlowRequestMilliseconds
+
+    @Option(parsing: .unconditional, help: """
         Largest value one write may store, in bytes of compact JSON; larger ones are answered too_large \
         (default: 1 MiB, or --max-object-bytes if smaller).
         """, transform: NumberArgument.positive)
@@ -456,6 +463,7 @@ struct KVOD: ParsableCommand {
         settings.maximumTotalInputBytes = maxTotalInput
         settings.firstRequestTimeout = firstRequestTimeout
         settings.loginTimeout = loginTimeout
+        settings.slowRequestMilliseconds = slowRequest
         settings.sizeLimits = sizeLimits
         settings.handlesSignals = true
         settings.historyLimit = history

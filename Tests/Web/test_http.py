@@ -67,3 +67,20 @@ def test_connections_past_the_limit_get_503(kvod_factory):
     finally:
         for sock in held:
             sock.close()
+
+
+def test_kill_closes_a_kept_alive_http_connection_at_once(kvod):
+    """`kill` (issue 42) of an HTTP connection (not upgraded, listed by `clients` as `http`): closed at once, without
+    a JSON line it would not understand; kvod keeps serving. A listener has no connection id: `kill 0` is refused."""
+    with socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) as sock:
+        sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{kvod.http_port}\r\n\r\n".encode())
+        first = b""
+        while b"\r\n\r\nok" not in first:
+            first += sock.recv(65536)
+        http = [c for c in kvod.tcp_call({"op": "clients"})["clients"] if c["kind"] == "http"]
+        assert len(http) == 1 and http[0]["user"] is None
+        assert kvod.tcp_call({"op": "kill", "connection": http[0]["connection"]})["ok"] is True
+        assert read_until_closed(sock) == b""
+    refused = kvod.tcp_call({"op": "kill", "connection": 0})
+    assert refused["error"]["code"] == "bad_request"
+    kvod.assert_serving()

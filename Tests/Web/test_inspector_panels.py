@@ -100,6 +100,8 @@ def test_the_dashboard_draws_the_servers_figures_from_metrics_live(kvod, browser
     assert tile("storage") == "writable"
     assert tile("sessions") == "0"
     assert tile("memory").endswith("MiB")
+    # Counts since the start (a loaded machine's debug build may have a few over the default 10 ms).
+    assert tile("slow").isdigit() and tile("stalls").isdigit()
     # Rates need two samples: write for a while, then requests/s shows a figure above zero, with a line drawn.
     for value in range(60):
         kvod.tcp_call({"op": "set", "object": "counter", "keyPath": "n", "value": value})

@@ -141,3 +141,25 @@ def test_server_stop_closes_websockets_with_going_away(kvod_factory):
                 await ws.recv()
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
     run(scenario())
+
+
+def test_kill_closes_a_websocket_with_policy_violation_and_says_who(kvod):
+    """`kill` (issue 42): a WebSocket client is listed by `clients` as `websocket` and, killed, gets the `closed`
+    error's reason in a close frame with code 1008; its observation ends as on any disconnect."""
+    async def scenario():
+        async with connect(kvod.ws_url) as ws:
+            hello = await call(ws, {"op": "hello", "id": 1})
+            await call(ws, {"op": "create", "id": 2, "object": "k", "values": {"v": 1}})
+            await call(ws, {"op": "observe", "id": 3, "object": "k", "keyPath": "v"})
+            clients = kvod.tcp_call({"op": "clients"})["clients"]
+            mine = [c for c in clients if c["connection"] == hello["connection"]]
+            assert len(mine) == 1 and mine[0]["kind"] == "websocket" and mine[0]["observations"] == 1
+            killed = kvod.tcp_call({"op": "kill", "connection": hello["connection"]})
+            assert killed["ok"] is True and killed["own"] is False
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    await ws.recv()
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+            assert closed.value.rcvd.reason.startswith("closed by a server admin (kill from connection ")
+    run(scenario())
+    assert kvod.tcp_call({"op": "info", "object": "k"})["observers"] == []

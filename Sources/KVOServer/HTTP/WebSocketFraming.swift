@@ -94,7 +94,7 @@ final class WebSocketFraming: MessageFraming, WebSocketSessionOwner {
         case .clientClosed, .socketError, .webSocketFailed, .webSocketClosed: return nil
         case .serverStopping, .clusterStateReplaced, .storageRolledBack: code = 1001
         case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout,
-             .notLoggedInBeforeTimeout, .authenticationFailures, .userRemoved, .rejected, .outOfDescriptors:
+             .notLoggedInBeforeTimeout, .authenticationFailures, .userRemoved, .rejected, .outOfDescriptors, .killed:
             code = 1008
         default: code = 1011
         }

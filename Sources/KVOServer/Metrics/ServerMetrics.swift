@@ -85,6 +85,10 @@ final class ServerMetrics {
     private var lastIdleTime: UInt64 = 0
     /// How long requests took to answer, by operation (`RequestDurations`).
     private(set) var requestDurations = RequestDurations()
+    /// Requests that took the loop at least `--slow-request`, by operation, and loop iterations that worked that
+    /// long (`SlowLog`, which keeps the last of each).
+    private(set) var slowRequests = [UInt64](repeating: 0, count: MetricsOperation.allCases.count)
+    private(set) var loopStalls: UInt64 = 0
     /// The git commit of this build (`kvod_build_info{commit}`): `ServerConfiguration.buildCommit`.
     var buildCommit = "unknown"
     /// Reads the store's usage when scraped (set by the server, which sees the store; nil: no store files).
@@ -141,6 +145,16 @@ final class ServerMetrics {
         requestDurations.observe(operation, nanoseconds: nanoseconds)
     }
 
+    /// A request of `operation` took the loop at least `--slow-request`.
+    func slowRequest(_ operation: MetricsOperation) {
+        slowRequests[operation.rawValue] &+= 1
+    }
+
+    /// A loop iteration worked at least `--slow-request`.
+    func loopStalled() {
+        loopStalls &+= 1
+    }
+
     /// Requests answered with `operation` and `outcome` ("ok" or an error code); for tests and rendering.
     func requests(_ operation: MetricsOperation, outcome: String) -> UInt64 {
         guard let index = ServerMetrics.outcomeIndex(outcome) else { return 0 }
@@ -173,19 +187,20 @@ final class ServerMetrics {
         groupCommits.observe(nanoseconds: nanoseconds)
     }
 
-    /// The end of a loop iteration's work (the check phase, after the flush): counts the time since the
-    /// previous one, less what the loop spent blocked in poll meanwhile (`uv_metrics_idle_time`, which
-    /// needs `UV_METRICS_IDLE_TIME`, set by `EventLoop`).
-    func iterationEnded(loop: UnsafeMutablePointer<uv_loop_t>) {
-        let now = uv_hrtime()
-        let idle = uv_metrics_idle_time(loop)
-        if lastIterationEnd != 0 {
-            let elapsed = now &- lastIterationEnd
-            let waited = idle &- lastIdleTime
-            loopIterations.observe(nanoseconds: elapsed > waited ? elapsed - waited : 0)
+    /// The end of a loop iteration's work (the check phase, after the flush), at `now` with the loop idle for `idle`
+    /// in all (`ServerClock.nanoseconds`, `ServerClock.idleNanoseconds`): counts the time since the previous one, less
+    /// what the loop spent blocked in poll meanwhile, and returns it (nil for the first iteration).
+    func iterationEnded(now: UInt64, idle: UInt64) -> UInt64? {
+        defer {
+            lastIterationEnd = now
+            lastIdleTime = idle
         }
-        lastIterationEnd = now
-        lastIdleTime = idle
+        guard lastIterationEnd != 0 else { return nil }
+        let elapsed = now &- lastIterationEnd
+        let waited = idle &- lastIdleTime
+        let worked = elapsed > waited ? elapsed - waited : 0
+        loopIterations.observe(nanoseconds: worked)
+        return worked
     }
 
     /// What the server reads when scraped (gauges: current values, not counts).
@@ -287,6 +302,14 @@ final class ServerMetrics {
         out.family("kvod_loop_iteration_seconds", type: .histogram,
                    help: "Time the event loop worked per iteration (not counting the wait for I/O).")
         out.histogram("kvod_loop_iteration_seconds", loopIterations)
+        out.family("kvod_slow_requests_total", type: .counter,
+                   help: "Requests whose handling took the loop at least --slow-request, by operation (the last are listed by the slow operation); series appear once counted.")
+        for operation in MetricsOperation.allCases where slowRequests[operation.rawValue] > 0 {
+            out.sample("kvod_slow_requests_total", labels: [("op", operation.name)], slowRequests[operation.rawValue])
+        }
+        out.family("kvod_loop_stalls_total", type: .counter,
+                   help: "Event loop iterations that worked at least --slow-request (the last are listed by the slow operation).")
+        out.sample("kvod_loop_stalls_total", loopStalls)
         requestDurations.render(into: &out)
         storageUsage()?.render(into: &out)
         if let cluster = gauges.cluster {

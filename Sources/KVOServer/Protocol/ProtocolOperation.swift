@@ -21,6 +21,7 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case digest, access, metrics
     case session, onDisconnect, cancelOnDisconnect, endSession
     case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
+    case slow, clients, kill
 
     /// This operation's row of the table.
     @inline(__always)
@@ -103,6 +104,9 @@ package enum OperationRoute: Sendable {
     /// The server's sessions (`Server+Presence`): node-local state; the actions a session runs when it ends
     /// are ordinary writes, sent through the same door as a client's.
     case presence
+    /// The server's own state, which the engine does not hold (`Server.answerServerState`): its connections
+    /// (`clients`, `kill`) and its slow-request log (`slow`). Node-local, never replicated.
+    case serverState
 }
 
 /// Everything the server needs to know about one operation: one row of `OperationTable`.
@@ -397,6 +401,24 @@ enum OperationTable {
                 name: "endSession", effect: .storesSession, requirement: .nothing,
                 metrics: .endSession, route: .presence, decode: { _ throws(KVOError) in .endSession },
                 example: #"{"op":"endSession"}"#)
+        case .slow:
+            // Node-local: each node keeps its own log; `reset` empties it after the reply.
+            return OperationDeclaration(
+                name: "slow", effect: .reads, requirement: .serverAdmin, fields: [.optional(.reset, .boolean)],
+                metrics: .slow, route: .serverState,
+                decode: { reader throws(KVOError) in .slow(reset: try reader.optionalBool("reset") ?? false) },
+                example: #"{"op":"slow"}"#)
+        case .clients:
+            return OperationDeclaration(
+                name: "clients", effect: .reads, requirement: .serverAdmin,
+                metrics: .clients, route: .serverState, decode: { _ throws(KVOError) in .clients },
+                example: #"{"op":"clients"}"#)
+        case .kill:
+            // Closes a connection of this node (its observations and session as on any disconnect): nothing replicated.
+            return OperationDeclaration(
+                name: "kill", effect: .connection, requirement: .serverAdmin, fields: [.required(.connection, .integer)],
+                metrics: .kill, route: .serverState, decode: RequestDecoder.kill,
+                example: #"{"op":"kill","connection":7}"#)
         case .userAdd:
             return administration("userAdd", fields: [.required(.user, .string), .required(.password, .string), .optional(.rules, .array), .optional(.hashCost, .string)], .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
         case .userRemove:
@@ -471,6 +493,9 @@ extension Request {
         case .onDisconnect: .onDisconnect
         case .cancelOnDisconnect: .cancelOnDisconnect
         case .endSession: .endSession
+        case .slow: .slow
+        case .clients: .clients
+        case .kill: .kill
         case let .admin(request):
             switch request {
             case .userAdd: .userAdd

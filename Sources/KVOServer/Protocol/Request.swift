@@ -69,6 +69,12 @@ package enum Request: Equatable, Sendable {
     case cancelOnDisconnect(action: UInt64?)
     /// `endSession`: the session's actions run now and it ends.
     case endSession
+    /// `slow`: the slow-request log (`SlowLog`), emptied after the reply when `reset`.
+    case slow(reset: Bool)
+    /// `clients`: the server's connections.
+    case clients
+    /// `kill`: closes the connection whose id is `connection`.
+    case kill(connection: UInt64)
 }
 
 extension Request {

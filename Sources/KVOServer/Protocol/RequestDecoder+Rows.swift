@@ -255,6 +255,22 @@ extension RequestDecoder {
         return .bind(spec, now: try reader.optionalBool("now") ?? false)
     }
 
+    /// `kill`'s `connection`: a connection id (1 or more; ids are never reused while the server runs).
+    static func kill(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let value = reader.fields["connection"] else { throw KVOError(.badRequest, "missing 'connection'") }
+        guard case let .int(connection) = value, connection > 0 else {
+            let shown = switch value {
+            case let .int(number): "\(number)"
+            case let .double(number): "\(number)"
+            case .null: "null"
+            case .array, .object: "an \(value.typeName)"
+            default: "a \(value.typeName)"
+            }
+            throw KVOError(.badRequest, "'connection' must be a connection id (a positive integer), not \(shown)")
+        }
+        return .kill(connection: UInt64(connection))
+    }
+
     static func unbind(_ reader: FieldReader) throws(KVOError) -> Request {
         guard let value = reader.fields["binding"] else { throw KVOError(.badRequest, "missing 'binding'") }
         guard case let .int(binding) = value, binding > 0 else {

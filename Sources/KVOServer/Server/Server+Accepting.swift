@@ -46,6 +46,7 @@ extension Server {
             maximumPendingReplies: configuration.maximumPendingRequests,
             transform: transform, framing: framing)
         slots[Int(slot)] = Unmanaged.passUnretained(connection)
+        connection.openedAt = clock.wallMilliseconds
         openConnections += 1
         metrics.connectionOpened(connection.metricsTransport)
         guard acceptStatus == 0 else {

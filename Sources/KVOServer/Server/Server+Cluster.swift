@@ -115,6 +115,7 @@ extension Server {
             switch message {
             case let .entry(sequence, data, generation):
                 applyClusterEntry(cluster, sequence: sequence, data: data, generation: generation)
+                slowLog.activity.clusterEntries += 1
                 releaseRevisionWaits()
             case let .consumerChanged(generation, sequence):
                 guard generation == cluster.subscriptionGeneration, cluster.health == .applying else { continue }

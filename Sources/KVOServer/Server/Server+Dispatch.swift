@@ -13,14 +13,22 @@ extension Server {
     /// `startedAt`: when the line was first received, for a request held and handled later (`ExpiryHolds`).
     func handleLine(_ line: UnsafeBufferPointer<UInt8>, from connection: Connection, startedAt: UInt64? = nil) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
-        // The request's clock (`kvod_request_duration_seconds`): read here and when its reply is queued.
+        // The request's clock (`ServerClock.nanoseconds`): read here and when its reply is queued (`requestAnswered`),
+        // for `kvod_request_duration_seconds` and the slow-request log (`SlowLog`), which share both reads. A line held
+        // and handled later is timed from its arrival for the metric, and from here for the log (the loop's time).
         let outer = requestStarted
-        requestStarted = startedAt ?? uv_hrtime()
-        defer { requestStarted = outer }
+        let begun = clock.nanoseconds
+        requestStarted = startedAt ?? begun
+        slowLog.answeredAt = 0
+        defer {
+            requestStarted = outer
+            if slowLog.answerWasSlow(begun: begun) { recordSlowRequest(line, from: connection, begun: begun) }
+        }
         connection.hasSentRequest = true
         // The request's time (`Server+Expiry`): the loop's, read once per iteration (`ServerClock`); an object past
         // its deadline is expired before the request can read it (or, behind a backlog, the request waits for it).
         let now = clock.wallMilliseconds
+        connection.lastRequestAt = now
         if handler.engine.expiryCheckAt <= now, !expireDueObjectsBeforeReads() {
             holdForExpiryBacklog(line, from: connection, started: requestStarted)
             return
@@ -69,6 +77,9 @@ extension Server {
             return
         case .presence:
             presence(request, id: decoded.id, connection: connection)
+            return
+        case .serverState:
+            answerServerState(request, id: decoded.id, connection: connection)
             return
         }
         // An ephemeral create needs the connection's session (docs/protocol.md, "Presence"), which it joins once
@@ -165,10 +176,15 @@ extension Server {
     }
 
     /// Counts a request of `operation` answered now in `kvod_request_duration_seconds`, its handling having
-    /// begun at `started` (`uv_hrtime`; 0: unknown, not counted).
+    /// begun at `started` (`ServerClock.nanoseconds`; 0: unknown, not counted), and notes the answer's time and the
+    /// request for the slow-request log and the loop iteration's activity (`SlowLog`).
     @inline(__always)
     func requestAnswered(_ operation: MetricsOperation, startedAt started: UInt64) {
-        if started != 0 { metrics.requestAnswered(operation, nanoseconds: uv_hrtime() &- started) }
+        guard started != 0 else { return }
+        let now = clock.nanoseconds
+        metrics.requestAnswered(operation, nanoseconds: now &- started)
+        slowLog.answeredAt = now
+        slowLog.activity.requests &+= 1
     }
 
     /// Runs `body` as the continuation of a request whose handling began at `started` (a password check

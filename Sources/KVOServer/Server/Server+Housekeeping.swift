@@ -14,6 +14,7 @@ extension Server {
     /// returns memory to the system once the buffers have drained after a burst.
     func housekeep() {
         let now = clock.milliseconds
+        slowLog.activity.housekeeping = true
         clock.refreshWallClockOffset()
         expireDueObjects()
         endDueSessions()

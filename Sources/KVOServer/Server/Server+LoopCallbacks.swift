@@ -15,7 +15,7 @@ extension Server {
         server.continueExpiryBacklog()
         server.replayHeldInput()
         server.flushConnections()
-        server.metrics.iterationEnded(loop: server.loop.raw)
+        server.iterationEnded()
     }
 
     /// A held group commit is due (`holdsGroupCommit`) and no input woke the loop first: commit and flush now.

@@ -43,6 +43,8 @@ extension Server {
         configuration.loginTimeout = fresh.loginTimeout
         configuration.maximumObservationsPerConnection = fresh.maximumObservationsPerConnection
         handler.engine.maximumObservationsPerConnection = fresh.maximumObservationsPerConnection
+        configuration.slowRequestMilliseconds = fresh.slowRequestMilliseconds
+        slowLog.thresholdNanoseconds = fresh.slowRequestNanoseconds
         // `--max-disk`: raising it (or 0) takes writes again at the next storage check, within a second.
         if configuration.storage != nil {
             configuration.storage?.maximumDiskBytes = fresh.storage?.maximumDiskBytes ?? 0

@@ -35,7 +35,10 @@ extension Server {
                 let started = uv_hrtime()
                 try store.commit(batch)
                 if let sequence = batch.streamSequence { cluster?.committedSequence = sequence }
-                metrics.groupCommitted(nanoseconds: uv_hrtime() &- started)
+                let took = uv_hrtime() &- started
+                metrics.groupCommitted(nanoseconds: took)
+                slowLog.activity.commits += 1
+                slowLog.activity.commitNanoseconds &+= took
                 if let notice = store.afterCommit(on: loop.raw) { logger.log(level: notice.level, "\(notice.message)") }
                 checkDiskLimit()
                 return

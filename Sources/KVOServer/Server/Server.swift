@@ -86,9 +86,9 @@ public final class Server {
     /// Scratch space reused by every request (no allocation per request once warm).
     var notifications: [ChangeNotification] = []
     var replyBuffer: [UInt8] = []
-    /// `uv_hrtime()` when the loop began handling the request being handled (`handleLine`), for
-    /// `kvod_request_duration_seconds`; 0 outside any. Real time, not `clock`: the metric measures the real loop
-    /// (docs/design.md, "The clock"). A request answered later (a password check, a cluster
+    /// `clock.nanoseconds` when the loop began handling the request being handled (`handleLine`), for
+    /// `kvod_request_duration_seconds`; 0 outside any. On the system clock that is `uv_hrtime`: the metric measures
+    /// the real loop (docs/design.md, "The clock"). A request answered later (a password check, a cluster
     /// write, an `atLeastRev` wait) keeps its own start and sets this again around its answer. Loop thread.
     var requestStarted: UInt64 = 0
 
@@ -127,6 +127,8 @@ public final class Server {
     var rateLimitedLog = RateLimitedLog()
     /// Gives memory back to the system after a burst (`HeapTrimmer`).
     var heapTrimmer = HeapTrimmer()
+    /// The requests and loop iterations that took at least `--slow-request` (`SlowLog`, `Server+SlowLog`).
+    var slowLog: SlowLog
     /// Cluster mode's own state and threads (`ClusterNode`, `Server+Cluster`); nil on a single node, and then no
     /// cluster code runs on any request path.
     let clusterNode: ClusterNode?
@@ -156,6 +158,7 @@ public final class Server {
     /// binds the listener, so the port is known before `run()`.
     public init(configuration: ServerConfiguration) throws(ServerStartError) {
         self.configuration = configuration
+        slowLog = SlowLog(thresholdNanoseconds: configuration.slowRequestNanoseconds)
         if let problem = configuration.sizeLimits.problem(outputBufferBytes: configuration.maximumOutputBufferBytes) {
             throw .configuration(problem)
         }

@@ -39,6 +39,13 @@ public struct ServerConfiguration: Sendable {
     /// Most replies one connection may have queued and not yet written to its socket; with that many,
     /// the server stops reading the connection until they drain (back-pressure, never a close).
     public var maximumPendingRequests = ServerConfiguration.defaultMaximumPendingRequests
+    /// Milliseconds of the loop's time (fractions allowed) from which a request's handling, or a loop iteration's
+    /// work, is kept in the slow-request log (`--slow-request`, `SlowLog`); 0 keeps every request.
+    public var slowRequestMilliseconds: Double = ServerConfiguration.defaultSlowRequestMilliseconds
+    /// The default of `slowRequestMilliseconds` (Redis's `slowlog-log-slower-than` is 10 ms too).
+    public static let defaultSlowRequestMilliseconds: Double = 10
+    /// `slowRequestMilliseconds` in nanoseconds (at most about 31 years, so that a sum with a time cannot overflow).
+    var slowRequestNanoseconds: UInt64 { UInt64(min(max(slowRequestMilliseconds, 0), 1e12) * 1e6) }
     /// The default of `maximumPendingRequests`.
     public static let defaultMaximumPendingRequests = 4096
     /// Largest value of one write and largest object, as compact JSON (`too_large` beyond). The object

@@ -15,9 +15,12 @@ import Glibc
 /// protocol: the system clock's read on the request path (`wallMilliseconds`, once per write) inlines to a load of
 /// the loop's `time` field, as `uv_now` was, with no existential call.
 ///
-/// What stays on real time (`uv_hrtime`, `CLOCK_MONOTONIC`) reads it on purpose: request and group-commit durations
-/// and loop iterations (metrics of the real loop), waits on other threads (the NATS bridge's append deadlines, the
-/// stop's wait for threads, a blocking checkpoint's retries on SQLite) and password hashing.
+/// Request durations and loop iterations (their metrics, the slow-request log and the loop's stalls: `SlowLog`) read
+/// `nanoseconds` and `idleNanoseconds`, which on the system clock are the real loop's (`uv_hrtime`, libuv's idle
+/// time), so that a test can make a request or an iteration take time (`advancePerRead`). What stays on real time
+/// (`uv_hrtime`, `CLOCK_MONOTONIC`) reads it on purpose: the group commit's duration, waits on other threads (the
+/// NATS bridge's append deadlines, the stop's wait for threads, a blocking checkpoint's retries on SQLite) and
+/// password hashing.
 ///
 /// Owned by the server that was given it, one at a time; read and turned on its loop thread only (the `Sendable`
 /// conformance lets a configuration carry it to the thread that makes the server).
@@ -26,6 +29,15 @@ public final class ServerClock: @unchecked Sendable {
     let isManual: Bool
     /// A manual clock's monotonic time, in nanoseconds since it was made (starts at 1 s, so that no deadline is 0).
     private(set) var manualNanoseconds: UInt64 = 1_000_000_000
+    /// A manual clock's time spent waiting: everything it was turned by `advance(nanoseconds:)` (the loop, on a
+    /// manual clock, waits only while a test turns it), for `idleNanoseconds`.
+    private var manualIdleNanoseconds: UInt64 = 0
+    /// A manual clock only: how far each read of `nanoseconds` turns it, so that a test can make the loop's work take
+    /// time without sleeping (a request's handling reads it when it begins and when it is answered, the end of a loop
+    /// iteration once: `SlowLog`). 0, the default: reading never moves it. Loop thread.
+    var advancePerRead: UInt64 = 0 {
+        willSet { precondition(isManual || newValue == 0, "only a manual clock moves by itself") }
+    }
     /// A manual clock's wall-clock time when its monotonic time was 0 (ms since 1970).
     private let manualWallOrigin: Int64
     /// The system clock's loop, set by the server that owns it once its loop exists (`attach(to:)`).
@@ -62,9 +74,23 @@ public final class ServerClock: @unchecked Sendable {
         return loop.unsafelyUnwrapped.pointee.time
     }
 
-    /// Monotonic nanoseconds, read now (`uv_hrtime`) or the manual time: the group commit's cadence and the
-    /// checkpoint pause, which need finer than the loop's milliseconds.
-    var nanoseconds: UInt64 { isManual ? manualNanoseconds : uv_hrtime() }
+    /// Monotonic nanoseconds, read now (`uv_hrtime`) or the manual time (turned by `advancePerRead` first): request
+    /// durations, loop iterations, the group commit's cadence and the checkpoint pause, which need finer than the
+    /// loop's milliseconds.
+    @inline(__always)
+    var nanoseconds: UInt64 {
+        guard isManual else { return uv_hrtime() }
+        manualNanoseconds &+= advancePerRead
+        return manualNanoseconds
+    }
+
+    /// Nanoseconds the loop has spent waiting for I/O since it started (`uv_metrics_idle_time`, which needs
+    /// `UV_METRICS_IDLE_TIME`, set by `EventLoop`), or everything a manual clock was turned by `advance`: a loop
+    /// iteration's work is the time since the last one ended less this (`ServerMetrics.iterationEnded`).
+    var idleNanoseconds: UInt64 {
+        guard isManual else { return loop.map { uv_metrics_idle_time($0) } ?? 0 }
+        return manualIdleNanoseconds
+    }
 
     /// The wall clock (ms since 1970) as the loop sees it: `milliseconds` plus the offset taken at the last
     /// housekeeping tick. Writes are applied at this time, and ttl deadlines are on it.
@@ -86,5 +112,6 @@ public final class ServerClock: @unchecked Sendable {
     func advance(nanoseconds: UInt64) {
         precondition(isManual, "only a manual clock is turned")
         manualNanoseconds &+= nanoseconds
+        manualIdleNanoseconds &+= nanoseconds
     }
 }

@@ -58,6 +58,8 @@ enum CloseReason: CustomStringConvertible {
     /// connection; a client reconnects (writes are refused while the store cannot take them) and observes
     /// again, resuming with `sinceRev`.
     case storageRolledBack
+    /// A server admin closed it (`kill`) from connection `by`, logged in as `user` (nil: open mode).
+    case killed(by: ConnectionID, user: String?)
 
     var description: String {
         switch self {
@@ -92,6 +94,8 @@ enum CloseReason: CustomStringConvertible {
         case .webSocketFailed: return "WebSocket framing failed"
         case .clusterStateReplaced: return "this cluster node replaced its state with a snapshot of the cluster's: reconnect and observe again"
         case .storageRolledBack: return "a commit failed and the server rolled back to the last one: reconnect and observe again"
+        case let .killed(connection, user):
+            return "closed by a server admin (kill from connection \(connection)\(user.map { ", user '\($0)'" } ?? ""))"
         }
     }
 

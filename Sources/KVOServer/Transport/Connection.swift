@@ -45,6 +45,10 @@ final class Connection {
     /// Set by the server at the first complete request (connections without one are closed after
     /// `--first-request-timeout`).
     @exclusivity(unchecked) var hasSentRequest = false
+    /// When the server admitted it and when it last began handling a request of it (ms since 1970, the server's
+    /// wall clock, `ServerClock.wallMilliseconds`; 0: none yet), for `clients`' age and idle time. Set by the server.
+    var openedAt: Int64 = 0
+    @exclusivity(unchecked) var lastRequestAt: Int64 = 0
     /// The event encoding observations made from now on get (`hello`'s `events`; full until then).
     /// Set by the server. Loop thread only.
     var eventEncoding: EventEncoding = .full

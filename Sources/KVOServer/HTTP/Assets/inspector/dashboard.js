@@ -13,6 +13,9 @@ const TILES = [
   { id: "events", title: "events/s", read: (now, before, dt) => rate(now, before, dt, "kvod_events_sent_total"), show: perSecond },
   { id: "loop", title: "loop iteration", read: (now, before) => meanDuration(now, before, "kvod_loop_iteration_seconds"), show: duration },
   { id: "commit", title: "group commit", read: (now, before) => meanDuration(now, before, "kvod_group_commit_seconds"), show: duration },
+  // Since the start; `kvoclient slow` (the `slow` operation) lists the last of each.
+  { id: "slow", title: "slow requests", read: (now) => now.sum("kvod_slow_requests_total") ?? 0, show: String },
+  { id: "stalls", title: "loop stalls", read: (now) => now.sum("kvod_loop_stalls_total") ?? 0, show: String },
   { id: "memory", title: "memory (RSS)", read: (now) => now.sum("process_resident_memory_bytes"), show: bytes },
   { id: "stored", title: "stored", read: (now) => now.sum("kvod_stored_bytes"), show: bytes },
   { id: "objects", title: "objects", read: (now) => now.sum("kvod_objects"), show: String },
