@@ -44,7 +44,7 @@ struct ConnectionOptions: ParsableArguments {
     nonisolated(unsafe) private static var credentials: KVOClient.Credentials?
 
     /// The operations that change nothing: a lost connection during one of them says so (`KVODError.connectionLost`).
-    private static let readOperations: Set<String> = ["get", "info", "list", "classes", "bindings", "ping", "userList"]
+    private static let readOperations: Set<String> = ["get", "info", "list", "classes", "bindings", "ping", "userList", "status", "config", "digest", "metrics"]
 
     /// The TLS options from the flags; nil without --tls.
     var tlsOptions: TLSClientOptions? {
