@@ -1,5 +1,5 @@
 /// Typed results for the administrative operations: bindings, class definitions and users (docs/protocol.md,
-/// "Bindings", "Classes", "Managing users online"). `bindings()`, `classes()` and `userAdministration(_:_:)`
+/// "Bindings", "Classes", "Managing users online") and the server's own (`status`, `config`, `digest`, `metrics`). `bindings()`, `classes()` and `userAdministration(_:_:)`
 /// stay for the raw JSON. Any thread.
 extension KVOClient {
     /// One rule of a user: the objects whose ids match `objects` (a glob: `*` stands for any run of characters)
@@ -98,6 +98,29 @@ extension KVOClient {
     /// `defineClass`).
     public func classDefinitions<Definition: Decodable>(as type: Definition.Type) async throws -> [Definition] {
         try ValueCoding.decode([Definition].self, from: .array(try await classes()))
+    }
+
+    /// The server at a glance (server admins; docs/protocol.md, `status`): version, uptime, revision, objects,
+    /// connections, storage, history, cluster, alarms, as the reply's fields.
+    public func serverStatus() async throws -> [String: JSONValue] {
+        try await request("status").objectValue ?? [:]
+    }
+
+    /// Every setting in force and where it came from (server admins; docs/protocol.md, `config`): one object per
+    /// setting (`name`, `value`, `source`, `origin`, `afterRestart`).
+    public func serverSettings() async throws -> [JSONValue] {
+        try await request("config")["settings"]?.arrayValue ?? []
+    }
+
+    /// A digest of the stored state, to compare cluster nodes (server admins; docs/protocol.md, `digest`): the
+    /// reply's fields (`digest`, `rev`, `objects`, and in a cluster the node's place in the stream).
+    public func stateDigest() async throws -> [String: JSONValue] {
+        try await request("digest").objectValue ?? [:]
+    }
+
+    /// What `GET /metrics` serves, the Prometheus text (server admins; docs/protocol.md, `metrics`).
+    public func metricsText() async throws -> String {
+        try await request("metrics")["text"]?.stringValue ?? ""
     }
 
     /// Every user, sorted by name (administrators only).

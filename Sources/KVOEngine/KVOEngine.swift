@@ -133,6 +133,9 @@ public final class KVOEngine {
     /// Changes kept in history for `sinceRev` (at most `--history`), and their bytes (`--history-bytes`).
     public var historyCount: Int { history.count }
     public var historyBytes: Int { history.bytes }
+    /// The revision of the oldest change kept in history (nil when it keeps none): `observe` with a `sinceRev`
+    /// from one before it on resumes from history.
+    public var oldestHistoryRevision: UInt64? { history.oldestRevision }
     /// Number of live observations (subscriptions).
     public var observationCount: Int { registry.count }
 

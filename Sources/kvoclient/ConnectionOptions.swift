@@ -45,7 +45,7 @@ struct ConnectionOptions: ParsableArguments {
 
     /// The operations that change nothing: a lost connection during one of them says so (`KVODError.connectionLost`).
     private static let readOperations: Set<String> = ["get", "info", "list", "classes", "bindings", "ping", "userList",
-                                                       "slow", "clients"]
+                                                       "slow", "clients", "status", "config", "digest", "metrics"]
 
     /// The TLS options from the flags; nil without --tls.
     var tlsOptions: TLSClientOptions? {

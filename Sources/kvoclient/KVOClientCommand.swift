@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVOBuildCommit
 import KVOClient
 import KVOVersion
 
@@ -22,7 +23,7 @@ struct KVOClientCommand: AsyncParsableCommand {
             Exit codes: 0 success, 1 the server answered with an error, 2 usage error, \
             3 connection problem.
             """,
-        version: KVODVersion.version,
+        version: KVOClientCommand.version,
         subcommands: [
             CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self, IncrementCommand.self,
             InsertCommand.self, RemoveCommand.self, ReplaceCommand.self, BatchCommand.self, TouchCommand.self, PresenceCommand.self,
@@ -34,9 +35,18 @@ struct KVOClientCommand: AsyncParsableCommand {
             UnbindCommand.self,
             BindingsCommand.self,
             UserCommand.self,
+            StatusCommand.self,
+            ConfigCommand.self,
+            DigestCommand.self,
+            MetricsCommand.self,
             SlowCommand.self, ClientsCommand.self, KillCommand.self,
         ]
     )
+
+    /// `kvoclient --version`: the release and, when the build knows it, the commit (`0.1.0 (abc1234)`), as kvod's.
+    static var version: String {
+        KVODBuildCommit.hash == KVODBuildCommit.unknown ? KVODVersion.version : "\(KVODVersion.version) (\(KVODBuildCommit.short))"
+    }
 
     @OptionGroup var connection: ConnectionOptions
 

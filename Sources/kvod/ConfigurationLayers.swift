@@ -137,19 +137,27 @@ struct ConfigurationLayers {
         return setting.values.map { "--\(option.name)=\($0)" }
     }
 
-    /// The options the command line gives, by name, and its `--config` value. Reads the words as
-    /// ArgumentParser will: an option's value is the next word unless written `--name=value`; `--` ends options.
+    /// The options the command line gives, by name, and its `--config` value.
     private static func optionsGiven(in commandLine: [String], catalog: OptionCatalog) -> (names: Set<String>, configPath: String?) {
-        var names = Set<String>()
-        var configPath: String?
+        let values = commandLineValues(in: commandLine, catalog: catalog)
+        return (Set(values.keys), values["config"]?.last)
+    }
+
+    /// The values the command line gives, by option name (a flag's `true`, or `false` for its inversion; a repeated
+    /// option's values in order). Reads the words as ArgumentParser will: an option's value is the next word
+    /// unless written `--name=value`; `--` ends options.
+    static func commandLineValues(in commandLine: [String], catalog: OptionCatalog) -> [String: [String]] {
+        var values: [String: [String]] = [:]
         var index = 0
         while index < commandLine.count {
             let word = commandLine[index]
             index += 1
             if word == "--" { break }
             guard word.hasPrefix("-"), let option = catalog.option(spelled: word) else { continue }
-            names.insert(option.name)
-            guard option.takesValue else { continue }
+            guard option.takesValue else {
+                values[option.name] = [option.inversion.map { word == $0 ? "false" : "true" } ?? "true"]
+                continue
+            }
             var value: String?
             if let equals = word.firstIndex(of: "=") {
                 value = String(word[word.index(after: equals)...])
@@ -157,9 +165,10 @@ struct ConfigurationLayers {
                 value = commandLine[index]
                 index += 1
             }
-            if option.name == "config" { configPath = value }
+            guard let value else { values[option.name] = values[option.name] ?? []; continue }
+            values[option.name] = option.isRepeating ? (values[option.name] ?? []) + [value] : [value]
         }
-        return (names, configPath)
+        return values
     }
 }
 

@@ -29,12 +29,18 @@ final class ConfigurationReloader: @unchecked Sendable {
     private let commandLine: [String]
     /// The settings from the file and the environment in force: as at start-up, with the live ones reloaded since.
     private var running: [String: ConfigurationLayers.Setting]
+    /// Every setting in force with its source, for the `config` operation: as at start-up, then as each reload left it.
+    private(set) var inForce: RunningSettings
+    /// The ports the listeners bound, by option (`port`, `tls-port`, `http-port`), set once the server listens: what a
+    /// warning about a port that cannot change names (with `--port 0`, the port picked, not 0).
+    var boundPorts: [String: Int] = [:]
     private let level: LogLevelSetting
     private let logger: Logger
 
     init(commandLine: [String], layers: ConfigurationLayers, level: LogLevelSetting, logger: Logger) {
         self.commandLine = commandLine
         running = Dictionary(layers.settings.map { ($0.name, $0) }) { first, _ in first }
+        inForce = RunningSettings(commandLine: commandLine, layers: layers)
         self.level = level
         self.logger = logger
     }
@@ -49,21 +55,35 @@ final class ConfigurationReloader: @unchecked Sendable {
             throw .refused(message: message, sources: layers.sources(mentionedIn: message))
         }
         let fresh = Dictionary(layers.settings.map { ($0.name, $0) }) { first, _ in first }
+        var settings = inForce
         for option in OptionCatalog.kvod.options {
             let before = running[option.name], after = fresh[option.name]
+            let isLive = ConfigurationReloader.liveSettings.contains(option.name)
+            if !isLive { settings.pending(option.name, after, differs: before?.values != after?.values) }
             guard before?.values != after?.values else { continue }
-            if ConfigurationReloader.liveSettings.contains(option.name) {
+            if isLive {
                 logger.notice("config reload: \(option.name) \(ConfigurationReloader.shown(before)) -> \(ConfigurationReloader.shown(after))")
                 running[option.name] = after
+                settings.reloaded(option.name, to: after)
             } else {
                 logger.warning("""
-                    config reload: \(option.name) cannot change while kvod runs: keeping \(ConfigurationReloader.shown(before)) \
+                    config reload: \(option.name) cannot change while kvod runs: keeping \(keptValue(option.name, before)) \
                     until a restart (\(after.map { "\($0.source) has \(ConfigurationReloader.shown($0))" } ?? "now unset"))
                     """)
             }
         }
         if let logLevel = Logger.Level(rawValue: command.logLevel) { level.level = logLevel }
-        return command.serverConfiguration(logger: logger)
+        inForce = settings
+        var configuration = command.serverConfiguration(logger: logger)
+        configuration.settingsInForce = settings.settings
+        return configuration
+    }
+
+    /// What a setting that cannot change keeps, for the warning: a listener's port as bound (`--port 0` picked one),
+    /// anything else as given.
+    private func keptValue(_ name: String, _ setting: ConfigurationLayers.Setting?) -> String {
+        guard let port = boundPorts[name] else { return ConfigurationReloader.shown(setting) }
+        return "the port it bound, \(port)"
     }
 
     private static func shown(_ setting: ConfigurationLayers.Setting?) -> String {

@@ -31,16 +31,25 @@ struct KVOD: ParsableCommand {
 
     @Option(parsing: .unconditional, help: """
         Port to listen on for plaintext (0 picks a free port; the bound address is printed on stdout), or 'off' for \
-        none (then --tls-port is the only listener).
+        none (then --tls-port is the only listener). \(KVOD.defaultNote(KVOD.defaultPort))
         """, transform: KVOD.listeningPortOrOff)
-    var port = 7420
+    var port = KVOD.defaultPort
 
     /// `--port off`.
     static let portOff = -1
 
+    /// The defaults of the options read with a `transform` (ArgumentParser shows none for those: their help states
+    /// it with `defaultNote`, which `OptionCatalog.statedDefault` reads back for the `config` operation).
+    static let defaultPort = 7420, defaultMaxLine = 1 << 20, defaultMaxOutputBuffer = 32 << 20, defaultMaxTotalOutput = 1 << 30
+    static let defaultMaxTotalInput = 256 << 20, defaultMaxConnections = 10_000
+    static let defaultFirstRequestTimeout: Double = 30, defaultLoginTimeout: Double = 60
+
+    /// `(default: VALUE)`, as ArgumentParser writes it in `--help`.
+    static func defaultNote(_ value: some CustomStringConvertible) -> String { "(default: \(value))" }
+
     @Option(parsing: .unconditional, help: """
         Port to listen on for TLS, on --host beside the plaintext --port (0 picks a free port; printed on stdout). \
-        Needs --tls-cert and --tls-key.
+        Needs --tls-cert and --tls-key. Off when not given.
         """, transform: NumberArgument.listeningPort)
     var tlsPort: Int?
 
@@ -65,7 +74,7 @@ struct KVOD: ParsableCommand {
         """)
     var tlsClientAuth = "none"
 
-    @Option(parsing: .unconditional, help: "Seconds a TLS client may take to finish its handshake before it is closed (0: no limit).",
+    @Option(parsing: .unconditional, help: "Seconds a TLS client may take to finish its handshake before it is closed (0: no limit). \(KVOD.defaultNote(TLSConfiguration.defaultHandshakeTimeout))",
             transform: NumberArgument.seconds)
     var tlsHandshakeTimeout: Double = TLSConfiguration.defaultHandshakeTimeout
 
@@ -150,35 +159,35 @@ struct KVOD: ParsableCommand {
         """)
     var checkConfig = false
 
-    @Option(parsing: .unconditional, help: "Longest request line in bytes; longer lines are answered too_large.",
+    @Option(parsing: .unconditional, help: "Longest request line in bytes; longer lines are answered too_large. \(KVOD.defaultNote(KVOD.defaultMaxLine))",
             transform: NumberArgument.positive)
-    var maxLine = 1 << 20
+    var maxLine = KVOD.defaultMaxLine
 
-    @Option(parsing: .unconditional, help: "Most bytes queued for one connection before it is closed as too slow.",
+    @Option(parsing: .unconditional, help: "Most bytes queued for one connection before it is closed as too slow. \(KVOD.defaultNote(KVOD.defaultMaxOutputBuffer))",
             transform: NumberArgument.positive)
-    var maxOutputBuffer = 32 << 20
+    var maxOutputBuffer = KVOD.defaultMaxOutputBuffer
 
     @Option(parsing: .unconditional, help: """
         Most bytes queued for output on all connections together; past it the connections with the most \
-        queued (the slowest consumers) are closed first until the rest fit.
+        queued (the slowest consumers) are closed first until the rest fit. \(KVOD.defaultNote(KVOD.defaultMaxTotalOutput))
         """, transform: NumberArgument.positive)
-    var maxTotalOutput = 1 << 30
+    var maxTotalOutput = KVOD.defaultMaxTotalOutput
 
     @Option(parsing: .unconditional, help: """
         Most bytes held for unfinished request lines on all connections together; past it the connection \
-        holding the largest is closed.
+        holding the largest is closed. \(KVOD.defaultNote(KVOD.defaultMaxTotalInput))
         """, transform: NumberArgument.positive)
-    var maxTotalInput = 256 << 20
+    var maxTotalInput = KVOD.defaultMaxTotalInput
 
     @Option(parsing: .unconditional,
-            help: "Seconds a new connection may take to send its first complete request before it is closed (0: no limit).",
+            help: "Seconds a new connection may take to send its first complete request before it is closed (0: no limit). \(KVOD.defaultNote(KVOD.defaultFirstRequestTimeout))",
             transform: NumberArgument.seconds)
-    var firstRequestTimeout: Double = 30
+    var firstRequestTimeout = KVOD.defaultFirstRequestTimeout
 
     @Option(parsing: .unconditional,
-            help: "With users defined: seconds a new connection may take to log in before it is closed (0: no limit).",
+            help: "With users defined: seconds a new connection may take to log in before it is closed (0: no limit). \(KVOD.defaultNote(KVOD.defaultLoginTimeout))",
             transform: NumberArgument.seconds)
-    var loginTimeout: Double = 60
+    var loginTimeout = KVOD.defaultLoginTimeout
 
     @Option(parsing: .unconditional, help: """
         Milliseconds of the event loop's time (fractions allowed) from which a request's handling, or a loop \
@@ -203,22 +212,24 @@ struct KVOD: ParsableCommand {
     @Option(parsing: .unconditional, help: """
         Most bytes everything stored may add up to (each object's id and compact JSON, class and binding \
         definitions); past it, writes that would grow the store are answered quota_exceeded, while reads, \
-        observations, deletes and writes that do not grow it keep working (0: no limit).
+        observations, deletes and writes that do not grow it keep working (0: no limit). \(KVOD.defaultNote(0))
         """, transform: NumberArgument.nonNegative)
     var maxMemory = 0
 
-    @Option(parsing: .unconditional, help: "Most simultaneous client connections.", transform: NumberArgument.positive)
-    var maxConnections = 10_000
+    @Option(parsing: .unconditional, help: "Most simultaneous client connections. \(KVOD.defaultNote(KVOD.defaultMaxConnections))",
+            transform: NumberArgument.positive)
+    var maxConnections = KVOD.defaultMaxConnections
 
     @Option(parsing: .unconditional, help: """
-        Most observations one connection may hold; observe past it is answered too_many_observations.
+        Most observations one connection may hold; observe past it is answered too_many_observations. \
+        \(KVOD.defaultNote(KVOEngine.defaultMaximumObservationsPerConnection))
         """, transform: NumberArgument.positive)
     var maxObservationsPerConnection = KVOEngine.defaultMaximumObservationsPerConnection
 
     @Option(parsing: .unconditional, help: """
         Most replies one connection may have waiting to be written to its socket (a client pipelining \
         requests without reading the replies); with that many, kvod stops reading the connection until \
-        they drain: back-pressure, never a close.
+        they drain: back-pressure, never a close. \(KVOD.defaultNote(ServerConfiguration.defaultMaximumPendingRequests))
         """, transform: NumberArgument.positive)
     var maxPendingRequests = ServerConfiguration.defaultMaximumPendingRequests
 
@@ -259,22 +270,22 @@ struct KVOD: ParsableCommand {
         """)
     var sync = "normal"
 
-    @Option(parsing: .unconditional, help: "Revisions of history kept for resuming observations (observe with sinceRev).",
+    @Option(parsing: .unconditional, help: "Revisions of history kept for resuming observations (observe with sinceRev). \(KVOD.defaultNote(KVOEngine.defaultHistoryLimit))",
             transform: NumberArgument.nonNegative)
     var history = KVOEngine.defaultHistoryLimit
 
-    @Option(parsing: .unconditional, help: "Most bytes of history kept.", transform: NumberArgument.nonNegative)
+    @Option(parsing: .unconditional, help: "Most bytes of history kept. \(KVOD.defaultNote(KVOEngine.defaultHistoryByteLimit))", transform: NumberArgument.nonNegative)
     var historyBytes = KVOEngine.defaultHistoryByteLimit
 
     @Option(parsing: .unconditional, help: """
         Hard bound on the SQLite WAL in bytes (at least 65536). Checkpoints run off the event loop from 1/16 of \
-        it; past it one runs on the event loop, blocking, until the WAL is empty.
+        it; past it one runs on the event loop, blocking, until the WAL is empty. \(KVOD.defaultNote(SQLiteStore.defaultWALLimitBytes))
         """, transform: NumberArgument.positive)
     var walLimit = SQLiteStore.defaultWALLimitBytes
 
     @Option(parsing: .unconditional, help: """
         Most bytes the database and its WAL may take on disk (--data); past it writes are refused (storage_full) \
-        while reads and observations go on, until the files are below it again (0: no limit).
+        while reads and observations go on, until the files are below it again (0: no limit). \(KVOD.defaultNote(0))
         """, transform: NumberArgument.nonNegative)
     var maxDisk = 0
 
@@ -364,55 +375,32 @@ struct KVOD: ParsableCommand {
         }
         // The config file and KVOD_… variables, as arguments before the command line's (ConfigurationLayers).
         let commandLine = Array(CommandLine.arguments.dropFirst())
+        let environment = ConfigurationReloader.processEnvironment()
+        // Under --log-format json (wherever it is set), the errors below are JSON lines too (`ErrorLine`).
+        var json = ErrorLine.logsJSON(commandLine, environment: environment)
         let layers: ConfigurationLayers
         do {
-            layers = try ConfigurationLayers(commandLine: commandLine, environment: ConfigurationReloader.processEnvironment())
+            layers = try ConfigurationLayers(commandLine: commandLine, environment: environment)
         } catch {
-            exitReporting(configurationError: error)
+            exitReporting(configurationError: error, json: json)
         }
+        json = ErrorLine.logsJSON(layers.arguments, environment: [:])
         do {
             var command = try parseAsRoot(layers.arguments)
             guard let kvod = command as? KVOD else { return try command.run() }
             if kvod.checkConfig {
                 // An unknown KVOD_… variable, only a warning at start-up, fails the check.
-                if let problem = layers.environmentCheck.problems.first { exitReporting(problem: problem) }
+                if let problem = layers.environmentCheck.problems.first { exitReporting(problem: problem, json: json) }
                 return print(layers.report, terminator: "")
             }
             try kvod.run(commandLine: commandLine, layers: layers)
         } catch {
             let sources = layers.sources(mentionedIn: message(for: error))
             if !sources.isEmpty, exitCode(for: error) != .success {
-                exitReporting(configurationError: .refused(message: message(for: error), sources: sources))
+                exitReporting(configurationError: .refused(message: message(for: error), sources: sources), json: json)
             }
-            exitReporting(error, of: KVOD.self, program: "kvod")
+            exitReporting(error, of: KVOD.self, program: "kvod", json: json)
         }
-    }
-
-    /// Exits for a setting of the config file or the environment that cannot be used: one `kvod: error:` line
-    /// naming where it came from, exit 64.
-    private static func exitReporting(configurationError error: ConfigurationError) -> Never {
-        exitReporting(problem: "\(error)")
-    }
-
-    /// Exits with one `kvod: error: <problem>` line, exit 64 (a configuration that cannot be used).
-    private static func exitReporting(problem: String) -> Never {
-        let line = Array("kvod: error: \(problem)\n".utf8)
-        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-        exitProcess(ConfigurationError.exitCode)
-    }
-
-    /// Exits for `error` as `command` (kvod or `kvod user`) parsed or ran: help and `--version` (exit 0) and a
-    /// bare exit status (no message) as ArgumentParser does them; every other error as one
-    /// `<program>: error: <message>` (ArgumentParser's `Error: ` prefix replaced), usage errors followed by the
-    /// usage and exit 2, failures exit 1.
-    private static func exitReporting(_ error: any Error, of command: any ParsableCommand.Type, program: String) -> Never {
-        let code = command.exitCode(for: error)
-        let message = command.fullMessage(for: error)
-        guard code != .success, !message.isEmpty else { command.exit(withError: error) }
-        let text = message.hasPrefix("Error: ") ? String(message.dropFirst("Error: ".count)) : message
-        let line = Array("\(program): error: \(text)\n".utf8)
-        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-        exitProcess(code == .validationFailure ? usageExitCode : code.rawValue)
     }
 
     func run() throws {
@@ -434,11 +422,14 @@ struct KVOD: ParsableCommand {
         }
         checkDescriptorLimit(logger)
         var settings = serverConfiguration(logger: logger)
+        var reloader: ConfigurationReloader?
         if let layers {
-            let reloader = ConfigurationReloader(commandLine: commandLine, layers: layers, level: level, logger: logger)
-            settings.reload = { try reloader.reload() }
+            let made = ConfigurationReloader(commandLine: commandLine, layers: layers, level: level, logger: logger)
+            settings.reload = { try made.reload() }
+            settings.settingsInForce = made.inForce.settings
+            reloader = made
         }
-        try serve(settings)
+        try serve(settings, reloader: reloader)
     }
 
     /// The server's settings from the flags.
@@ -489,7 +480,7 @@ struct KVOD: ParsableCommand {
     }
 
     /// Starts the server, prints where it listens and serves until it stops.
-    private func serve(_ settings: ServerConfiguration) throws {
+    private func serve(_ settings: ServerConfiguration, reloader: ConfigurationReloader?) throws {
         let server: Server
         do {
             server = try Server(configuration: settings)
@@ -503,13 +494,14 @@ struct KVOD: ParsableCommand {
         if let httpAddress = server.httpAddress { print("kvod listening for HTTP on \(httpAddress)") }
         if let unixAddress = server.unixAddress { print("kvod listening on \(unixAddress)") }
         fflush(nil)  // all output streams: stdout may be a pipe
+        reloader?.boundPorts = ["port": server.port, "tls-port": server.tlsPort, "http-port": server.httpPort].filter { $0.value != 0 }
         let report = server.run()
         if !report.loopClosedCleanly {
             throw ExitCode(70)  // EX_SOFTWARE: a handle leaked
         }
     }
 
-    private static func exitProcess(_ code: Int32) -> Never {
+    static func exitProcess(_ code: Int32) -> Never {
         #if canImport(Glibc)
         Glibc.exit(code)
         #else

@@ -17,6 +17,9 @@ struct OptionCatalog: Sendable {
         let isRepeating: Bool
         /// A flag's negative spelling, for `false` (`--no-thing`); nil when it has none.
         let inversion: String?
+        /// Its default as `--help` shows it (`false` for a flag); nil when it has none (an option that is off, or
+        /// whose default depends on other settings, as its help says).
+        let defaultValue: String?
 
         /// The environment variable that sets it: `KVOD_` and the name in upper snake case.
         var environmentName: String { "KVOD_" + String(name.uppercased().map { $0 == "-" ? "_" : $0 }) }
@@ -48,8 +51,11 @@ struct OptionCatalog: Sendable {
                 return (entry["kind"]?.stringValue == "short" ? "-" : "--") + text
             }
             let inversion = names.first { $0 == "--no-" + name }
+            let defaultValue = kind == "flag" ? "false"
+                : fields["defaultValue"]?.stringValue ?? OptionCatalog.statedDefault(in: fields["abstract"]?.stringValue ?? "")
             options.append(Option(name: name, spellings: names.filter { $0 != inversion }, takesValue: kind == "option",
-                                  isRepeating: fields["isRepeating"]?.boolValue ?? false, inversion: inversion))
+                                  isRepeating: fields["isRepeating"]?.boolValue ?? false, inversion: inversion,
+                                  defaultValue: defaultValue))
         }
         self.options = options
         byName = Dictionary(options.enumerated().map { ($1.name, $0) }) { first, _ in first }
@@ -58,6 +64,17 @@ struct OptionCatalog: Sendable {
             for spelling in option.spellings + [option.inversion].compactMap({ $0 }) { bySpelling[spelling] = index }
         }
         self.bySpelling = bySpelling
+    }
+
+    /// The default an option's help states as `(default: VALUE)` (`KVOD.defaultNote`), one word: ArgumentParser shows
+    /// no default for an option read with a `transform`, so kvod's help says it, and this reads it back. Nil when
+    /// the help states none, or states it in words.
+    static func statedDefault(in help: String) -> String? {
+        guard let start = help.ranges(of: "(default: ").last else { return nil }
+        let rest = help[start.upperBound...]
+        guard let end = rest.firstIndex(of: ")") else { return nil }
+        let value = rest[..<end]
+        return value.isEmpty || value.contains(" ") ? nil : String(value)
     }
 
     subscript(name: String) -> Option? { byName[name].map { options[$0] } }

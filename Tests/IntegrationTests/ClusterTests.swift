@@ -57,6 +57,14 @@ struct ClusterTests {
         let digests = try cluster.waitForConvergence()
         #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
         #expect(digests.allSatisfy { $0["rev"]?.intValue == revisions.last }, "\(digests)")
+        // `status` (issue 42): each node's place in the stream, as its digest says, and no alarm.
+        for (index, node) in cluster.nodes.enumerated() {
+            let status = try node.connect().call("status")
+            let place = try #require(status["cluster"]?.objectValue, "\(status)")
+            #expect(place["node"] == .string("n\(index + 1)") && place["state"] == "applying", "\(place)")
+            #expect(place["applied"] == digests[index]["applied"] && place["stream"]?.stringValue?.isEmpty == false, "\(place)")
+            #expect(status["rev"]?.intValue == revisions.last && status["alarms"] == [], "\(status)")
+        }
     }
 
     @Test("interleaved writes on three nodes: same events everywhere, refusals alike, equal digests")

@@ -162,10 +162,20 @@ struct StorageFullTests {
         let metrics = Self.httpBody(server, "/metrics")
         #expect(metrics.contains("kvod_storage_state 1"), "\(metrics)")
         #expect(metrics.contains("kvod_storage_max_disk_bytes 400000"), "\(metrics)")
+        // `status` (issue 42) names the alarm and the store's state.
+        let status = try writer.call("status")
+        #expect(status["storage"]?["state"] == "full" && status["storage"]?["maxDiskBytes"] == 400000, "\(status)")
+        let alarms = try #require(status["alarms"]?.arrayValue, "\(status)")
+        #expect(alarms.count == 1 && alarms.first?["alarm"] == "storage_full", "\(alarms)")
+        #expect(alarms.first?["reason"]?.stringValue?.hasPrefix("storage full: ") == true, "\(alarms)")
 
         try "max-disk = 0\n".write(toFile: config, atomically: true, encoding: .utf8)
         server.send(signal: SIGHUP)
         #expect(try Self.waitUntilWritable(writer, object: "later"), "\(server.log)")
+        let cleared = try writer.call("status")
+        #expect(cleared["alarms"] == [] && cleared["storage"]?["state"] == "writable", "\(cleared)")
+        let maxDisk = try #require(try writer.call("config")["settings"]?.arrayValue?.first { $0["name"] == "max-disk" })
+        #expect(maxDisk == ["name": "max-disk", "value": "0", "source": "reload", "origin": .string("\(config) line 1")], "\(maxDisk)")
         server = try server.restart()
         let again = try server.connect()
         for id in acknowledged + ["later"] {

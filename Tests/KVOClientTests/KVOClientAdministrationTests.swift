@@ -78,4 +78,19 @@ import Testing
         #expect(try await admin.removeUser("feed") == 1)
         #expect(try await admin.users().map(\.name) == ["root"])
     }
+
+    @Test("serverStatus, serverSettings, stateDigest and metricsText answer what status, config, digest and metrics say (issue 42)")
+    func serverState() async throws {
+        let server = try KVODProcess(["--max-connections", "77"])
+        let kvod = try await server.client()
+        try await kvod.create("a", values: ["x": 1] as JSONValue)
+        let status = try await kvod.serverStatus()
+        #expect(status["rev"] == 1 && status["objects"] == 1 && status["connections"]?["total"] == 1, "\(status)")
+        let settings = try await kvod.serverSettings()
+        let limit = settings.first { $0["name"] == "max-connections" }
+        #expect(limit?["value"] == "77" && limit?["source"] == "flag", "\(settings)")
+        let digest = try await kvod.stateDigest()
+        #expect(digest["digest"]?.stringValue?.count == 64 && digest["rev"] == 1, "\(digest)")
+        #expect(try await kvod.metricsText().contains("kvod_build_info{"))
+    }
 }

@@ -46,4 +46,14 @@ enum ClusterHealth: Equatable {
         case let .behind(reason): "behind the stream: \(reason)"
         }
     }
+
+    /// `status`'s name for it: applying, halted, diverged, behind.
+    var stateName: String {
+        switch self {
+        case .applying: "applying"
+        case .halted: "halted"
+        case .diverged: "diverged"
+        case .behind: "behind"
+        }
+    }
 }

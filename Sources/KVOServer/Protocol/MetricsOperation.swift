@@ -6,7 +6,7 @@ import KVOModel
 /// missing or unknown `op`, a mistyped field). A small closed set, so the series stay few.
 enum MetricsOperation: Int, CaseIterable {
     case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, batch, touch, expire, observe, unobserve, list, info, ping
-    case defineClass, classes, bind, unbind, bindings, digest, access, metrics
+    case defineClass, classes, bind, unbind, bindings, digest, access, metrics, status, config
     case session, onDisconnect, cancelOnDisconnect, endSession
     case slow, clients, kill
     case invalid
@@ -48,6 +48,8 @@ enum MetricsOperation: Int, CaseIterable {
         case .digest: "digest"
         case .metrics: "metrics"
         case .access: "access"
+        case .status: "status"
+        case .config: "config"
         case .session: "session"
         case .onDisconnect: "onDisconnect"
         case .cancelOnDisconnect: "cancelOnDisconnect"

@@ -18,7 +18,7 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case list, info, observe, unobserve
     case defineClass, classes
     case bind, combineLatest, unbind, bindings
-    case digest, access, metrics
+    case digest, access, metrics, status, config
     case session, onDisconnect, cancelOnDisconnect, endSession
     case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
     case slow, clients, kill
@@ -375,6 +375,16 @@ enum OperationTable {
                 name: "metrics", effect: .reads, requirement: .serverAdmin,
                 metrics: .metrics, route: .engine, decode: { _ throws(KVOError) in .metrics },
                 example: #"{"op":"metrics"}"#)
+        case .status:
+            return OperationDeclaration(
+                name: "status", effect: .reads, requirement: .serverAdmin,
+                metrics: .status, route: .engine, decode: { _ throws(KVOError) in .status },
+                example: #"{"op":"status"}"#)
+        case .config:
+            return OperationDeclaration(
+                name: "config", effect: .reads, requirement: .serverAdmin,
+                metrics: .config, route: .engine, decode: { _ throws(KVOError) in .configuration },
+                example: #"{"op":"config"}"#)
         case .session:
             // Sessions are node-local, so not replicated: the writes they run when they end are (as writes).
             return OperationDeclaration(
@@ -486,6 +496,8 @@ extension Request {
         case .digest: .digest
         case .access: .access
         case .metrics: .metrics
+        case .status: .status
+        case .configuration: .config
         case .touch: .touch
         case .expire: .expire
         case let .modified(_, request): request.operation

@@ -46,6 +46,10 @@ package enum Request: Equatable, Sendable {
     case access(objects: [String])
     /// `metrics`: what `GET /metrics` serves (the Prometheus text), over the protocol, for a server admin.
     case metrics
+    /// `status`: the server at a glance (`ServerStatusReport`), for a server admin.
+    case status
+    /// `config`: every setting in force and where it came from (`SettingInForce`), for a server admin.
+    case configuration
     /// `batch`: writes of objects applied all or nothing with one revision (`KVOEngine+Batch`). Each part
     /// was decoded as a request line of its own (so it carries its conditions), is a row with
     /// `batchable`, and there is at least one and at most `KVOEngine.maximumBatchParts`.

@@ -4,7 +4,7 @@ import KVOModel
 
 // The handlers of the rows about the server and the connection rather than one object (`OperationRoute.engine`,
 // named in `RequestHandler.handler(of:)`): hello, ping, defineClass, classes, bind and combineLatest, unbind,
-// bindings, digest, metrics and access. Loop thread only.
+// bindings, digest, metrics, status, config and access. Loop thread only.
 
 extension RequestHandler {
     static func hello(_ handler: RequestHandler, _ request: Request, _ call: Call,
@@ -94,6 +94,20 @@ extension RequestHandler {
                         _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         guard case .metrics = request else { misrouted(request, #function) }
         return reply([("text", .string(String(decoding: handler.metricsText?() ?? [], as: UTF8.self)))])
+    }
+
+    /// The server at a glance (`Server.statusReport()`).
+    static func status(_ handler: RequestHandler, _ request: Request, _ call: Call,
+                       _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
+        guard case .status = request else { misrouted(request, #function) }
+        return reply(handler.statusReport?() ?? [])
+    }
+
+    /// Every setting in force and where it came from (`Server.configurationReport()`).
+    static func config(_ handler: RequestHandler, _ request: Request, _ call: Call,
+                       _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
+        guard case .configuration = request else { misrouted(request, #function) }
+        return reply(handler.configurationReport?() ?? [("settings", .array([]))])
     }
 
     /// Only the caller's own rules, applied: what it would learn by trying, without trying.

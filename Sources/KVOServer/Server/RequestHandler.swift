@@ -49,6 +49,11 @@ final class RequestHandler {
     var clusterStatus: (() -> ClusterStatus)?
     /// What `GET /metrics` serves now (set by the server), for the `metrics` operation.
     var metricsText: (() -> [UInt8])?
+    /// The server at a glance, for `status`: assembled by the server (`Server.statusReport()`), the one place
+    /// every part adds its fields.
+    var statusReport: (() -> [(String, JSONValue)])?
+    /// Every setting in force with where it came from, for `config` (`Server.configurationReport()`).
+    var configurationReport: (() -> [(String, JSONValue)])?
     /// The server's users, for `digest` (replicated state in a cluster). Set by the server before it serves.
     var users: UserDirectory?
 
@@ -118,6 +123,8 @@ final class RequestHandler {
         case .digest: digest
         case .access: access
         case .metrics: metrics
+        case .status: status
+        case .config: config
         case .auth, .session, .onDisconnect, .cancelOnDisconnect, .endSession, .userAdd, .userRemove, .userList,
              .userPasswd, .userGrant, .userRevoke, .tokenCreate, .tokenRevoke, .slow, .clients, .kill:
             answeredByTheServer

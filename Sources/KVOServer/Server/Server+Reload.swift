@@ -34,6 +34,7 @@ extension Server {
     ///
     /// Keep in step with `ConfigurationReloader.liveSettings` in the daemon (the flags said to apply live).
     func applyLiveSettings(from fresh: ServerConfiguration) {
+        configuration.settingsInForce = fresh.settingsInForce
         configuration.maximumConnections = fresh.maximumConnections
         configuration.maximumTotalOutputBytes = fresh.maximumTotalOutputBytes
         configuration.maximumTotalInputBytes = fresh.maximumTotalInputBytes

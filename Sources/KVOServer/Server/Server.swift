@@ -29,6 +29,8 @@ public final class Server {
     let loop: EventLoop
     /// Every time-based behaviour's clock (`ServerClock`): `configuration.clock`, or the system clock on `loop`.
     let clock: ServerClock
+    /// When the server was made, on `clock` (monotonic and wall milliseconds): `status`'s uptime.
+    let startedAt: (milliseconds: UInt64, wallMilliseconds: Int64)
     /// The engine and the requests' handling (`RequestHandler`).
     let handler: RequestHandler
     /// Counters and histograms for `GET /metrics` (`ServerMetrics`; loop thread only).
@@ -145,6 +147,8 @@ public final class Server {
     public var tlsPort: Int { (listener(.tls) as? TCPListener)?.port ?? 0 }
     /// The TLS listener's address; nil without one.
     public var tlsAddress: String? { listener(.tls)?.addressDescription }
+    /// The port the HTTP listener bound; 0 without one.
+    public var httpPort: Int { (listener(.http) as? TCPListener)?.port ?? 0 }
     /// The HTTP listener's address; nil without one.
     public var httpAddress: String? { listener(.http)?.addressDescription }
     /// The Unix socket listener's address ("unix:PATH"); nil without one.
@@ -186,6 +190,7 @@ public final class Server {
         }
         clock = configuration.clock ?? .system()
         if !clock.isManual { clock.attach(to: loop.raw) }
+        startedAt = (clock.milliseconds, clock.wallMilliseconds)
         (store as? SQLiteStore)?.clock = clock
         clusterNode = configuration.cluster.map {
             ClusterNode($0, appliedSequence: appliedSequence, integrity: startup.streamIntegrity)
@@ -229,6 +234,8 @@ public final class Server {
             return self.policy(ofUser: user)
         }
         handler.metricsText = { [unowned self] in self.renderMetrics() }
+        handler.statusReport = { [unowned self] in self.statusReport() }
+        handler.configurationReport = { [unowned self] in self.configurationReport() }
         if configuration.handlesSignals { installSignalHandlers() }
     }
 

@@ -82,6 +82,9 @@ public struct ServerConfiguration: Sendable {
     /// from it only what can change while it runs (`Server.applyLiveSettings(from:)`). Called on the loop
     /// thread. nil: SIGHUP reloads only the TLS files and the users file.
     public var reload: (@Sendable () throws -> ServerConfiguration)? = nil
+    /// Every setting of the daemon's in force and where it came from, for the `config` operation (`SettingInForce`):
+    /// set by the daemon at start-up, and in the configuration a reload returns. Empty without the daemon.
+    public var settingsInForce: [SettingInForce] = []
     public var logger = Logger(label: "kvod")
     /// The git commit this build is from, for `kvod_build_info{commit}` and the first "listening" log line: the
     /// daemon passes `KVODBuildCommit.hash` (generated at build time); "unknown" when not told.

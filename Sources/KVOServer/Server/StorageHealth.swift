@@ -55,4 +55,14 @@ enum StorageHealth: Equatable {
             return KVOError(.storageUnavailable, "the server's database is gone (\(why)): writes are refused until it is restarted with its data; reads and observations keep working")
         }
     }
+
+    /// `status`'s name for it: writable, full, failing, lost.
+    var stateName: String {
+        switch self {
+        case .writable: "writable"
+        case .full: "full"
+        case .failing: "failing"
+        case .lost: "lost"
+        }
+    }
 }
