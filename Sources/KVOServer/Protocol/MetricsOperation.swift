@@ -8,6 +8,7 @@ enum MetricsOperation: Int, CaseIterable {
     case hello, auth, admin, create, delete, get, set, increment, insert, remove, replace, batch, touch, expire, observe, unobserve, list, info, ping
     case defineClass, classes, bind, unbind, bindings, digest, access, metrics
     case session, onDisconnect, cancelOnDisconnect, endSession
+    case backup, compact
     case invalid
 
     /// The operation of a decoded request: its row's label (`OperationDeclaration.metrics`). Borrowed: an
@@ -51,6 +52,8 @@ enum MetricsOperation: Int, CaseIterable {
         case .onDisconnect: "onDisconnect"
         case .cancelOnDisconnect: "cancelOnDisconnect"
         case .endSession: "endSession"
+        case .backup: "backup"
+        case .compact: "compact"
         case .invalid: "invalid"
         }
     }

@@ -69,6 +69,10 @@ package enum Request: Equatable, Sendable {
     case cancelOnDisconnect(action: UInt64?)
     /// `endSession`: the session's actions run now and it ends.
     case endSession
+    /// `backup`: a consistent copy of the database made (`offset` nil), or its next chunk from `offset` (`Server+Backup`).
+    case backup(offset: Int64?)
+    /// `compact`: the database's free pages given back to the file system (`Server+Compaction`).
+    case compact
 }
 
 extension Request {

@@ -119,7 +119,7 @@ final class RequestHandler {
         case .access: access
         case .metrics: metrics
         case .auth, .session, .onDisconnect, .cancelOnDisconnect, .endSession, .userAdd, .userRemove, .userList,
-             .userPasswd, .userGrant, .userRevoke, .tokenCreate, .tokenRevoke:
+             .userPasswd, .userGrant, .userRevoke, .tokenCreate, .tokenRevoke, .backup, .compact:
             answeredByTheServer
         }
     }
