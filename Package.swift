@@ -164,6 +164,7 @@ let package = Package(
         .executableTarget(
             name: "kvoclient",
             dependencies: [
+                "COpenSSL",
                 "KVOClient",
                 "KVOCommandLine",
                 "KVOJSON",

@@ -34,6 +34,7 @@ struct KVOClientCommand: AsyncParsableCommand {
             UnbindCommand.self,
             BindingsCommand.self,
             UserCommand.self,
+            BackupCommand.self, CompactCommand.self,
         ]
     )
 
