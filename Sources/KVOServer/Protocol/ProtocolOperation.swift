@@ -19,9 +19,9 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case defineClass, classes
     case bind, combineLatest, unbind, bindings
     case digest, access, metrics
+    case backup, compact
     case session, onDisconnect, cancelOnDisconnect, endSession
     case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
-    case backup, compact
 
     /// This operation's row of the table.
     @inline(__always)

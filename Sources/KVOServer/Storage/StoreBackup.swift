@@ -87,29 +87,29 @@ package enum StoreBackup {
     /// `integrity_check`, a kvod schema no newer than this kvod's), and what it holds. Changes nothing in the file.
     package static func verify(_ path: String) throws(BackupError) -> Summary {
         var info = stat()
-        guard stat(path, &info) == 0 else { throw .notABackup(path, String(cString: strerror(errno))) }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw .notABackup(path, "not a regular file") }
-        guard info.st_size > 0 else { throw .notABackup(path, "the file is empty") }
+        guard stat(path, &info) == 0 else { throw .notVerified(path, String(cString: strerror(errno))) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw .notVerified(path, "not a regular file") }
+        guard info.st_size > 0 else { throw .notVerified(path, "the file is empty") }
         // Every SQLite database begins with these 16 bytes: anything else is not one (and is not opened).
         let header = Array("SQLite format 3\0".utf8)
         var first = [UInt8](repeating: 0, count: header.count)
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw .notABackup(path, String(cString: strerror(errno))) }
+        guard descriptor >= 0 else { throw .notVerified(path, String(cString: strerror(errno))) }
         let got = first.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
         close(descriptor)
-        guard got == header.count, first == header else { throw .notABackup(path, "not an SQLite database") }
+        guard got == header.count, first == header else { throw .notVerified(path, "not an SQLite database") }
         let summary: Summary
         do throws(BackupError) {
             summary = try check(path)
         } catch {
             switch error {
-            case let .damagedCopy(_, verdict): throw .notABackup(path, "integrity check: \(verdict)")
-            case let .storage(storageError): throw .notABackup(path, storageError.description)
+            case let .damagedCopy(_, verdict): throw .notVerified(path, "integrity check: \(verdict)")
+            case let .storage(storageError): throw .notVerified(path, storageError.description)
             default: throw error
             }
         }
         guard summary.schemaVersion <= SQLiteStore.schemaVersion else {
-            throw .notABackup(path, "schema \(summary.schemaVersion) is newer than this kvod's \(SQLiteStore.schemaVersion)")
+            throw .notVerified(path, "schema \(summary.schemaVersion) is newer than this kvod's \(SQLiteStore.schemaVersion)")
         }
         return summary
     }
