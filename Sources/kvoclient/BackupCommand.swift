@@ -35,7 +35,11 @@ struct BackupCommand: AsyncParsableCommand {
         let partial = file + ".partial"
         var output = try BackupFile(creating: partial)
         do {
-            let reply = try await connection.withClient(timeout: nil) { client in
+            // No heartbeat and no request timeout: the server reads nothing more from the connection while it makes
+            // the copy, which may take minutes for a large database.
+            let client = try await connection.connect(heartbeat: 0, requestTimeout: nil)
+            defer { client.close() }
+            let reply = try await { () async throws -> ([String: JSONValue], String) in
                 let started = try await ConnectionOptions.call(on: client, "backup")
                 guard case let .int(size)? = started["bytes"], size > 0 else { throw CLIError.unexpectedReply("\(JSONValue.object(started))") }
                 var offset: Int64 = 0
@@ -56,7 +60,7 @@ struct BackupCommand: AsyncParsableCommand {
                     }
                     guard offset < size else { throw CLIError.unexpectedReply("the server sent more than the \(size) bytes it announced") }
                 }
-            }
+            }()
             try output.syncAndClose()
             guard link(partial, file) == 0 else {
                 let reason = errno == EEXIST ? "it exists now" : String(cString: strerror(errno))
