@@ -165,6 +165,7 @@ let package = Package(
             name: "kvoclient",
             dependencies: [
                 "KVOBuildCommit",
+                "COpenSSL",
                 "KVOClient",
                 "KVOCommandLine",
                 "KVOJSON",

@@ -7,6 +7,8 @@ enum CLIError: Error, CustomStringConvertible {
     case connectionLost(String)
     /// A reply lacked a field the protocol promises.
     case unexpectedReply(String)
+    /// `backup`: the file cannot be written or named (it exists, a directory is missing or not writable).
+    case backupFile(String)
 
     var description: String {
         switch self {
@@ -17,9 +19,14 @@ enum CLIError: Error, CustomStringConvertible {
             return reason
         case let .unexpectedReply(reply):
             return "unexpected reply from the server: \(reply)"
+        case let .backupFile(reason):
+            return reason
         }
     }
 
-    /// All are connection-level problems.
-    var exitCode: Int32 { 3 }
+    /// Connection-level problems, except a backup file that cannot be written (a usage error: name another).
+    var exitCode: Int32 {
+        if case .backupFile = self { return 2 }
+        return 3
+    }
 }

@@ -40,6 +40,7 @@ struct KVOClientCommand: AsyncParsableCommand {
             DigestCommand.self,
             MetricsCommand.self,
             SlowCommand.self, ClientsCommand.self, KillCommand.self,
+            BackupCommand.self, CompactCommand.self,
         ]
     )
 

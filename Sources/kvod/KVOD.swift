@@ -17,7 +17,8 @@ struct KVOD: ParsableCommand {
         abstract: "A networked Key-Value Observing server: observe key paths on server-side objects over TCP.",
         discussion: """
             Users: `kvod user add|remove|list|passwd|grant|revoke …` (see `kvod user --help`). \
-            Backups: `kvod backup --data DIR FILE` (while kvod runs) and `kvod restore --data DIR FILE` (kvod stopped).
+            Backups: `kvod backup --data DIR FILE` (while kvod runs), `kvod verify FILE` and `kvod restore --data DIR FILE` \
+            (kvod stopped).
             """,
         version: KVOD.version)
 
@@ -361,10 +362,14 @@ struct KVOD: ParsableCommand {
                 exitReporting(error, of: UserCommand.self, program: "kvod user")
             }
         }
-        if CommandLine.arguments.count > 1, ["backup", "restore"].contains(CommandLine.arguments[1]) {
-            // `kvod backup …` and `kvod restore …`: errors as for `kvod user`.
+        if CommandLine.arguments.count > 1, ["backup", "restore", "verify"].contains(CommandLine.arguments[1]) {
+            // `kvod backup …`, `kvod restore …` and `kvod verify …`: errors as for `kvod user`.
             let name = CommandLine.arguments[1]
-            let type: any ParsableCommand.Type = name == "backup" ? BackupCommand.self : RestoreCommand.self
+            let type: any ParsableCommand.Type = switch name {
+            case "backup": BackupCommand.self
+            case "restore": RestoreCommand.self
+            default: VerifyCommand.self
+            }
             do {
                 var command = try type.parseAsRoot(Array(CommandLine.arguments.dropFirst(2)))
                 try command.run()

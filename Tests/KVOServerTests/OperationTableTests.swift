@@ -231,7 +231,7 @@ import Testing
             let label = operation.declaration.metrics
             switch operation.declaration.route {
             case .administration: #expect(label == .admin)
-            case .authentication, .engine, .presence, .serverState:
+            case .authentication, .engine, .presence, .serverState, .storage:
                 // combineLatest is counted with bind, every other engine operation under its own name.
                 #expect(label.name == (operation == .combineLatest ? "bind" : operation.name), "\(operation.name)")
             }

@@ -41,7 +41,7 @@ import Testing
             var members: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
             for (key, value) in error.details { members[key] = value }
             return .object(members)
-        case .engine, .presence, .serverState:
+        case .engine, .presence, .serverState, .storage:
             return try call(server, line)["error"]
         }
     }

@@ -178,6 +178,8 @@ final class ServerMetrics {
     private(set) var clusterRebootstraps: UInt64 = 0
     /// The store's health, failures and `--max-disk` count (`Server+StorageHealth`).
     var storage = StorageMetrics()
+    /// Backups over the network and space given back (`MaintenanceMetrics`).
+    var maintenance = MaintenanceMetrics()
 
     func clusterDuplicateSkipped() { clusterDuplicatesSkipped += 1 }
     func clusterIntegrityFailed() { clusterIntegrityFailures += 1 }
@@ -334,6 +336,7 @@ final class ServerMetrics {
             out.sample("kvod_cluster_checkpoint_disagreements_total", cluster.checkpointDisagreements)
         }
         storage.render(into: &out, maximumDiskBytes: gauges.maximumDiskBytes)
+        maintenance.render(into: &out)
         out.family("kvod_build_info", type: .gauge, help: "Always 1; the labels are this kvod's version and the git commit it was built from (unknown without one).")
         out.sample("kvod_build_info", labels: [("version", KVODVersion.version), ("commit", buildCommit)], 1 as Int)
         renderProcess(into: &out)

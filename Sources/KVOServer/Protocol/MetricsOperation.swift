@@ -9,6 +9,7 @@ enum MetricsOperation: Int, CaseIterable {
     case defineClass, classes, bind, unbind, bindings, digest, access, metrics, status, config
     case session, onDisconnect, cancelOnDisconnect, endSession
     case slow, clients, kill
+    case backup, compact
     case invalid
 
     /// The operation of a decoded request: its row's label (`OperationDeclaration.metrics`). Borrowed: an
@@ -57,6 +58,8 @@ enum MetricsOperation: Int, CaseIterable {
         case .slow: "slow"
         case .clients: "clients"
         case .kill: "kill"
+        case .backup: "backup"
+        case .compact: "compact"
         case .invalid: "invalid"
         }
     }

@@ -19,6 +19,7 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case defineClass, classes
     case bind, combineLatest, unbind, bindings
     case digest, access, metrics, status, config
+    case backup, compact
     case session, onDisconnect, cancelOnDisconnect, endSession
     case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
     case slow, clients, kill
@@ -107,6 +108,9 @@ package enum OperationRoute: Sendable {
     /// The server's own state, which the engine does not hold (`Server.answerServerState`): its connections
     /// (`clients`, `kill`) and its slow-request log (`slow`). Node-local, never replicated.
     case serverState
+    /// The server's store (`Server+Backup`, `Server+Compaction`): this node's database file, copied or compacted off
+    /// the request path, answered when done.
+    case storage
 }
 
 /// Everything the server needs to know about one operation: one row of `OperationTable`.
@@ -124,6 +128,10 @@ package struct OperationDeclaration: Sendable {
     package let modifiers: WriteModifierKinds
     /// Whether a `batch` may hold it: the writes of one object, applied all or nothing with the batch's other parts.
     package let batchable: Bool
+    /// Whether it only ever removes what is stored (a delete, an array element, a binding, a user, a session's
+    /// actions): taken while the store is past `--max-disk`, which refuses the writes that could add to it
+    /// (`StorageStatus.admitsFreeingWrites`).
+    package let freesSpace: Bool
     /// Every field it accepts (docs/protocol.md, "Operations"): `op` and `id`, the row's own, then the fields of its
     /// `modifiers` and `atLeastRev` where the flags above accept them. Any other member is `bad_request` naming it
     /// (`RequestDecoder.refusal`).
@@ -145,7 +153,7 @@ package struct OperationDeclaration: Sendable {
     /// operations need a login and take no `atLeastRev`, so those two say so only when they differ.
     init(name: String, effect: OperationEffect, requirement: OperationRequirement, beforeLogin: Bool = false,
          acceptsAtLeastRev: Bool = false, modifiers: WriteModifierKinds = [], batchable: Bool = false,
-         fields: [FieldDeclaration] = [], metrics: MetricsOperation, route: OperationRoute,
+         freesSpace: Bool = false, fields: [FieldDeclaration] = [], metrics: MetricsOperation, route: OperationRoute,
          decode: @escaping @Sendable (FieldReader) throws(KVOError) -> Request, example: String) {
         self.name = name
         self.effect = effect
@@ -154,6 +162,7 @@ package struct OperationDeclaration: Sendable {
         self.acceptsAtLeastRev = acceptsAtLeastRev
         self.modifiers = modifiers
         self.batchable = batchable
+        self.freesSpace = freesSpace
         var all: [FieldDeclaration] = [.required(.op, .string), .optional(.id, .scalar)] + fields + modifiers.fields
         if acceptsAtLeastRev { all.append(.optional(.atLeastRev, .integer)) }
         self.fields = all
@@ -228,7 +237,7 @@ enum OperationTable {
                 example: #"{"op":"create","object":"o2","values":{"n":1}}"#)
         case .delete:
             return OperationDeclaration(
-                name: "delete", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
+                name: "delete", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true, freesSpace: true,
                 fields: [.required(.object, .objectID)],
                 metrics: .delete, route: .engine, decode: { reader throws(KVOError) in .delete(object: try reader.objectID()) },
                 example: #"{"op":"delete","object":"o"}"#)
@@ -261,7 +270,7 @@ enum OperationTable {
                 example: #"{"op":"insert","object":"o","keyPath":"list","index":0,"value":"x"}"#)
         case .remove:
             return OperationDeclaration(
-                name: "remove", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true,
+                name: "remove", effect: .writes, requirement: .writeObjects, modifiers: .conditions, batchable: true, freesSpace: true,
                 fields: [.required(.object, .objectID), .required(.keyPath, .keyPath), .optional(.index, .integer), .optional(.indexes, .array)],
                 metrics: .remove, route: .engine, decode: RequestDecoder.remove,
                 example: #"{"op":"remove","object":"o","keyPath":"list","index":0}"#)
@@ -335,7 +344,7 @@ enum OperationTable {
                 example: #"{"op":"combineLatest","sources":[{"object":"o","keyPath":"n"},{"object":"o","keyPath":"m"}],"to":{"object":"o","keyPath":"sum"},"reduce":"$0 + $1"}"#)
         case .unbind:
             return OperationDeclaration(
-                name: "unbind", effect: .writes, requirement: .adminOnBindingTargets,
+                name: "unbind", effect: .writes, requirement: .adminOnBindingTargets, freesSpace: true,
                 fields: [.required(.binding, .integer)],
                 metrics: .unbind, route: .engine, decode: RequestDecoder.unbind,
                 example: #"{"op":"unbind","binding":1}"#)
@@ -366,7 +375,7 @@ enum OperationTable {
             // Sent by the server itself when an object's time to live ends (`Server+Expiry`), as a write any
             // node may submit: only a server admin may send it, and it deletes only what is due.
             return OperationDeclaration(
-                name: "expire", effect: .writes, requirement: .serverAdmin,
+                name: "expire", effect: .writes, requirement: .serverAdmin, freesSpace: true,
                 fields: [.required(.object, .objectID), .required(.changedRev, .integer)],
                 metrics: .expire, route: .engine, decode: RequestDecoder.expire,
                 example: #"{"op":"expire","object":"o","changedRev":1}"#)
@@ -401,7 +410,7 @@ enum OperationTable {
                 example: #"{"op":"onDisconnect","request":{"op":"set","object":"o","keyPath":"n","value":0}}"#)
         case .cancelOnDisconnect:
             return OperationDeclaration(
-                name: "cancelOnDisconnect", effect: .storesSession, requirement: .nothing,
+                name: "cancelOnDisconnect", effect: .storesSession, requirement: .nothing, freesSpace: true,
                 fields: [.optional(.action, .integer)],
                 metrics: .cancelOnDisconnect, route: .presence,
                 decode: { reader throws(KVOError) in .cancelOnDisconnect(action: try reader.optionalRevision("action")) },
@@ -429,10 +438,24 @@ enum OperationTable {
                 name: "kill", effect: .connection, requirement: .serverAdmin, fields: [.required(.connection, .integer)],
                 metrics: .kill, route: .serverState, decode: RequestDecoder.kill,
                 example: #"{"op":"kill","connection":7}"#)
+        case .backup:
+            // Node-local, never replicated, not a write: taken while the store refuses writes (a full disk is when
+            // a backup is wanted). One at a time (`BackupTransfers`); docs/protocol.md, "Backups over the network".
+            return OperationDeclaration(
+                name: "backup", effect: .reads, requirement: .serverAdmin,
+                fields: [.optional(.offset, .integer)],
+                metrics: .backup, route: .storage, decode: RequestDecoder.backup,
+                example: #"{"op":"backup"}"#)
+        case .compact:
+            // Node-local and not a change of state (the same rows, in fewer pages): taken at `--max-disk`, where it is needed.
+            return OperationDeclaration(
+                name: "compact", effect: .reads, requirement: .serverAdmin,
+                metrics: .compact, route: .storage, decode: { _ throws(KVOError) in .compact },
+                example: #"{"op":"compact"}"#)
         case .userAdd:
             return administration("userAdd", fields: [.required(.user, .string), .required(.password, .string), .optional(.rules, .array), .optional(.hashCost, .string)], .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
         case .userRemove:
-            return administration("userRemove", fields: [.required(.user, .string)], .writes, example: #"{"op":"userRemove","user":"bob"}"#)
+            return administration("userRemove", fields: [.required(.user, .string)], .writes, freesSpace: true, example: #"{"op":"userRemove","user":"bob"}"#)
         case .userList:
             return administration("userList", fields: [], .reads, example: #"{"op":"userList"}"#)
         case .userPasswd:
@@ -444,16 +467,16 @@ enum OperationTable {
         case .tokenCreate:
             return administration("tokenCreate", fields: [.required(.user, .string)], .writes, example: #"{"op":"tokenCreate","user":"bob"}"#)
         case .tokenRevoke:
-            return administration("tokenRevoke", fields: [.required(.user, .string), .required(.token, .string)], .writes, example: #"{"op":"tokenRevoke","user":"bob","token":"t1"}"#)
+            return administration("tokenRevoke", fields: [.required(.user, .string), .required(.token, .string)], .writes, freesSpace: true, example: #"{"op":"tokenRevoke","user":"bob","token":"t1"}"#)
         }
     }
 
     /// A user administration row: server admins only, answered by `Server.administer`, counted as `admin`.
     /// Its changes are replicated as user changes (`UserChange`), not as request lines.
     private static func administration(_ name: String, fields: [FieldDeclaration], _ effect: OperationEffect,
-                                       example: String) -> OperationDeclaration {
+                                       freesSpace: Bool = false, example: String) -> OperationDeclaration {
         OperationDeclaration(
-            name: name, effect: effect, requirement: .serverAdmin, fields: fields,
+            name: name, effect: effect, requirement: .serverAdmin, freesSpace: freesSpace, fields: fields,
             metrics: .admin, route: .administration,
             decode: { reader throws(KVOError) in .admin(try AdminRequest.decode(op: name) { reader.fields[$0] }) },
             example: example)
@@ -508,6 +531,8 @@ extension Request {
         case .slow: .slow
         case .clients: .clients
         case .kill: .kill
+        case .backup: .backup
+        case .compact: .compact
         case let .admin(request):
             switch request {
             case .userAdd: .userAdd

@@ -79,6 +79,10 @@ package enum Request: Equatable, Sendable {
     case clients
     /// `kill`: closes the connection whose id is `connection`.
     case kill(connection: UInt64)
+    /// `backup`: a consistent copy of the database made (`offset` nil), or its next chunk from `offset` (`Server+Backup`).
+    case backup(offset: Int64?)
+    /// `compact`: the database's free pages given back to the file system (`Server+Compaction`).
+    case compact
 }
 
 extension Request {

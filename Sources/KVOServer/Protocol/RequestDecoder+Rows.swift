@@ -245,6 +245,15 @@ extension RequestDecoder {
         return .unobserve(subscription: subscription)
     }
 
+    /// `backup`: no `offset` starts one; `offset` (a non-negative integer) asks for the chunk there.
+    static func backup(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let value = reader.fields["offset"] else { return .backup(offset: nil) }
+        guard case let .int(offset) = value, offset >= 0 else {
+            throw KVOError(.badRequest, "'offset' must be a non-negative integer (the byte the next chunk begins at)")
+        }
+        return .backup(offset: offset)
+    }
+
     static func defineClass(_ reader: FieldReader) throws(KVOError) -> Request {
         guard let definition = reader.fields["class"] else { throw KVOError(.badRequest, "missing 'class'") }
         return .defineClass(definition: definition)

@@ -11,7 +11,7 @@ package enum RequestField: Int, CaseIterable, Sendable {
     case `class`, client, now, binding, from, to, limit, after, user, password, token, rules, hashCost
     case atLeastRev, by, ifExists, ifAbsent, ifEquals, ifRev, ops, objects, `where`, ttl, changedRev
     case ephemeral, resume, grace, request, action, events, sources, filter, convert, reduce
-    case reset, connection
+    case reset, connection, offset
 
     /// The wire names, in `rawValue` order.
     package static let names: [String] = allCases.map { "\($0)" }

@@ -126,7 +126,7 @@ final class RequestHandler {
         case .status: status
         case .config: config
         case .auth, .session, .onDisconnect, .cancelOnDisconnect, .endSession, .userAdd, .userRemove, .userList,
-             .userPasswd, .userGrant, .userRevoke, .tokenCreate, .tokenRevoke, .slow, .clients, .kill:
+             .userPasswd, .userGrant, .userRevoke, .tokenCreate, .tokenRevoke, .slow, .clients, .kill, .backup, .compact:
             answeredByTheServer
         }
     }

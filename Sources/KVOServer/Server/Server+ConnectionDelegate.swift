@@ -70,6 +70,7 @@ extension Server: ConnectionDelegate {
         }
         let removed = handler.engine.disconnect(connection.id)
         detachSession(of: connection.id)
+        connectionLeftBackup(connection.id)
         if connection.pausedReasons.contains(.verification) { passwordChecks.cancelWaiting(of: connection.id) }
         let metadata: Logger.Metadata = [
             "connection": "\(connection.id)", "peer": "\(connection.peer)", "subscriptions": "\(removed)",

@@ -59,8 +59,9 @@ extension Server {
             return
         }
         // The one door for the store's health: while it cannot take writes (`StorageHealth`), every row
-        // that changes what is stored is refused here, whatever its route; reads and observations go on.
-        if declaration.isStored, let refusal = storage.refusal {
+        // that changes what is stored is refused here, whatever its route; reads and observations go on. Past
+        // `--max-disk` only, the rows that only remove what is stored are taken (they are how room is made).
+        if declaration.isStored, let refusal = storage.refusal, !(declaration.freesSpace && storage.admitsFreeingWrites) {
             send(.failure(refusal), id: decoded.id, to: connection, counting: declaration.metrics)
             return
         }
@@ -80,6 +81,8 @@ extension Server {
             return
         case .serverState:
             answerServerState(request, id: decoded.id, connection: connection)
+        case .storage:
+            maintainStorage(request, id: decoded.id, connection: connection)
             return
         }
         // An ephemeral create needs the connection's session (docs/protocol.md, "Presence"), which it joins once

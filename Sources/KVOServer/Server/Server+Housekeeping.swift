@@ -18,7 +18,10 @@ extension Server {
         clock.refreshWallClockOffset()
         expireDueObjects()
         endDueSessions()
-        if storage.checkIsDue(now: now) { checkStorage() }
+        let secondTick = storage.checkIsDue(now: now)
+        if secondTick { checkStorage() }
+        reclaimSpaceOnTick(secondTick: secondTick)
+        endIdleBackup(now: now)
         if let cluster {
             expireClusterWrites(cluster, now: now)
             expireRevisionWaits(cluster, now: now)

@@ -84,14 +84,16 @@ extension Server {
     }
 
     /// Moves to `health` (from `.writable`, or from one refusal to a graver one) and says so once.
-    func enterStorageHealth(_ health: StorageHealth, level: Logger.Level, detail: String? = nil) {
-        let (moved, wasWritable) = storage.move(to: health)
+    func enterStorageHealth(_ health: StorageHealth, level: Logger.Level, detail: String? = nil, overDiskLimit: Bool = false) {
+        let (moved, wasWritable) = storage.move(to: health, overDiskLimit: overDiskLimit)
         guard moved else { return }
         metrics.storage.health = health.gaugeValue
         guard let reason = health.reason else { return }
         let then = detail.map { "; \($0)" } ?? ""
         let recovery: String
         switch health {
+        case .full where overDiskLimit:
+            recovery = "delete objects (deletes are still taken) and compact (kvoclient compact), or raise --max-disk; writes resume by themselves"
         case .full: recovery = "free space on the data directory's file system (or raise --max-disk); writes resume by themselves"
         case .failing: recovery = "writes resume by themselves once a probe write succeeds"
         // True after issue 42: the stop sets this kvod's log aside, and no start applies a log to another file.
@@ -162,9 +164,11 @@ extension Server {
         guard let limit = configuration.storage?.maximumDiskBytes, limit > 0 else { return }
         let used = store.bytesOnDisk()
         metrics.storage.bytesOnDisk = used
-        if used >= limit {
+        // Already refusing for the limit: the writes that free space, taken meanwhile, say nothing more.
+        if used >= limit, !storage.isOverDiskLimit {
             if case .full = storage.health {} else { metrics.storage.failed(.full) }
-            enterStorageHealth(.full("the database and its WAL take \(used) bytes, --max-disk is \(limit)"), level: .error)
+            enterStorageHealth(.full("the database and its WAL take \(used) bytes, --max-disk is \(limit)"), level: .error,
+                               overDiskLimit: storage.health == .writable)
         }
     }
 
@@ -199,7 +203,16 @@ extension Server {
             break
         }
         if limit > 0, metrics.storage.bytesOnDisk >= limit {
-            enterStorageHealth(.full("the database and its WAL take \(metrics.storage.bytesOnDisk) bytes, --max-disk is \(limit)"), level: .error)
+            guard !storage.isOverDiskLimit else { return }
+            // Only the limit refuses once the file system has room (a probe is stored): deletes are then taken.
+            do throws(StorageError) {
+                try store.probeWritable()
+            } catch {
+                refuseWrites(after: store.assess(error), persisting: "the probe write", counts: false)
+                return
+            }
+            enterStorageHealth(.full("the database and its WAL take \(metrics.storage.bytesOnDisk) bytes, --max-disk is \(limit)"),
+                               level: .error, overDiskLimit: true)
             return
         }
         do throws(StorageError) {

@@ -131,6 +131,10 @@ public final class Server {
     var heapTrimmer = HeapTrimmer()
     /// The requests and loop iterations that took at least `--slow-request` (`SlowLog`, `Server+SlowLog`).
     var slowLog: SlowLog
+    /// The backup being taken over the network (`BackupTransfers`, `Server+Backup`).
+    var backups = BackupTransfers()
+    /// The compaction in progress and the automatic vacuum (`SpaceReclaimer`, `Server+Compaction`).
+    var reclaimer = SpaceReclaimer()
     /// Cluster mode's own state and threads (`ClusterNode`, `Server+Cluster`); nil on a single node, and then no
     /// cluster code runs on any request path.
     let clusterNode: ClusterNode?
@@ -179,6 +183,8 @@ public final class Server {
                                    sizeBytes: $0.sizeBytes)
             }
         }
+        // A copy a stop (or a crash) left mid-transfer: never a backup, and nobody will read it.
+        if let files = store.backupFiles { unlink(files.partial) }
         usersFileLock = startup.usersFileLock
         users = startup.users
         self.handler = RequestHandler(engine: engine)

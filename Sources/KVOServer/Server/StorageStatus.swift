@@ -14,6 +14,9 @@ struct StorageStatus {
     private(set) var health = StorageHealth.writable
     /// The error a write gets while the store does not take writes (`health.refusal`); nil while writable.
     private(set) var refusal: KVOError?
+    /// Whether the store is `.full` only because its files passed `--max-disk` (the file system has room): then the
+    /// writes that only remove what is stored are taken (`admitsFreeingWrites`), so that room can be made.
+    private(set) var isOverDiskLimit = false
     /// When the housekeeping tick last asked the store (`Server.checkStorage`), in milliseconds.
     private var lastCheck: UInt64 = 0
 
@@ -23,20 +26,30 @@ struct StorageStatus {
 
     /// Moves to `health` (from `.writable`, or from one refusal to another) unless the health is `health` already
     /// or `.lost` (only a restart ends it). Returns whether it moved, and whether the store was writable before.
-    mutating func move(to health: StorageHealth) -> (moved: Bool, wasWritable: Bool) {
-        guard health != self.health else { return (false, false) }
+    /// `overDiskLimit`: `health` is `.full` because the files passed `--max-disk`, not because the file system is full.
+    mutating func move(to health: StorageHealth, overDiskLimit: Bool = false) -> (moved: Bool, wasWritable: Bool) {
         if case .lost = self.health { return (false, false) }
+        guard health != self.health else {
+            isOverDiskLimit = overDiskLimit
+            return (false, false)
+        }
         let wasWritable = self.health == .writable
         self.health = health
         refusal = health.refusal
+        isOverDiskLimit = overDiskLimit
         return (true, wasWritable)
     }
+
+    /// Whether a write of a row that only removes what is stored (`OperationDeclaration.freesSpace`) is taken although
+    /// writes are refused: past `--max-disk` only (a file system without room could not store even those).
+    var admitsFreeingWrites: Bool { isOverDiskLimit }
 
     /// Writes are taken again. Returns why they were not (`StorageHealth.reason`).
     mutating func becomeWritable() -> String {
         let was = health.reason ?? ""
         health = .writable
         refusal = nil
+        isOverDiskLimit = false
         return was
     }
 

@@ -19,6 +19,8 @@ package enum BackupError: Error, CustomStringConvertible {
     case notABackup(String, String)
     /// `kvod restore`: the file given is the data directory's database itself.
     case ownDatabase(String)
+    /// `kvod verify`: the file is not a whole kvod backup this kvod can restore (why).
+    case notVerified(String, String)
 
     package var description: String {
         switch self {
@@ -38,6 +40,8 @@ package enum BackupError: Error, CustomStringConvertible {
             return "'\(path)' holds a database: pass --replace to set it aside (renamed, never deleted) and restore over it"
         case let .notABackup(path, reason):
             return "'\(path)' is not a whole kvod database (\(reason)): nothing was restored"
+        case let .notVerified(path, reason):
+            return "'\(path)' is not a whole kvod database (\(reason))"
         case let .ownDatabase(path):
             return "'\(path)' is the data directory's own database, not a backup: nothing was restored"
         }

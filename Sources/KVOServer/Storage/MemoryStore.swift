@@ -63,5 +63,13 @@ final class MemoryStore: Store {
 
     func usage() -> StorageUsage? { nil }
 
+    var backupFiles: (database: String, partial: String)? { nil }
+
+    func pages() -> StorePages? { nil }
+
+    func reclaimSpace(pages: Int) throws(StorageError) -> StorePages { throw .closed }
+
+    func shrinkLog() -> Bool { false }
+
     func close() { isClosed = true }
 }

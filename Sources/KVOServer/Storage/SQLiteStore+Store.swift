@@ -26,6 +26,19 @@ extension SQLiteStore: Store {
 
     var logMetadata: Logger.Metadata { ["database": "\(databasePath)", "sync": "\(sync.rawValue)"] }
 
+    /// The partial copy is `<data>/kvod.network-backup.partial`: one at a time (`BackupTransfers`), removed when its
+    /// transfer ends, and at start-up when a stop left it (`Server.startOwnHandles`).
+    var backupFiles: (database: String, partial: String)? {
+        (databasePath, directory + "/" + SQLiteStore.networkBackupFileName)
+    }
+
+    /// The partial copy of the server's `backup` operation, in the data directory.
+    static let networkBackupFileName = "kvod.network-backup.partial"
+
+    func pages() -> StorePages? {
+        try? pageCounts()
+    }
+
     /// Opens the second connection that background checkpoints use (`WALCheckpointJob`), so that
     /// `afterCommit(on:)` queues them. The server's store only (`ServerConfiguration.openStore()`); without
     /// it (`kvod user`, kvod-bench, tests) only the blocking fallback inside `commit` bounds the WAL.

@@ -310,8 +310,11 @@ package final class SQLiteStore {
             throw SQLiteStore.describingOpenFailure(error, databasePath: databasePath)
         }
         do {
+            // Before `configure`: switching to WAL writes the header, after which the mode takes a VACUUM.
+            try SQLiteStore.prepareIncrementalVacuum(database)
             try configure(database)
             try createSchema(database)
+            if let note = switchToIncrementalVacuum(database) { openingNotes.append(note) }
             statements = try Statements(database)
             self.database = database
             try loadLedger()

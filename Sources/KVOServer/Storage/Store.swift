@@ -85,6 +85,22 @@ protocol Store: AnyObject {
     /// `/metrics` is scraped; nil for a store without files (`MemoryStore`).
     func usage() -> StorageUsage?
 
+    /// The database file a backup copies and the temporary file the server's `backup` writes its copy to (in the data
+    /// directory, removed when the transfer ends); nil for a store without files (`MemoryStore`): nothing to back up.
+    var backupFiles: (database: String, partial: String)? { get }
+
+    /// The database's pages (`StorePages`: free ones, and whether they can be given back); nil for a store without
+    /// files, or when they cannot be read.
+    func pages() -> StorePages?
+
+    /// One bounded step of giving free pages back (`SQLiteStore+Vacuum`): at most `pages` of them. Between loop
+    /// turns, never inside a commit.
+    func reclaimSpace(pages: Int) throws(StorageError) -> StorePages
+
+    /// After reclaiming: the write-ahead log copied into the database and truncated, so that the file shrinks now.
+    /// Whether it was.
+    func shrinkLog() -> Bool
+
     /// Ends the store's background work and releases what it holds (files, locks). Idempotent; later
     /// calls of the rest throw `.closed` (or return nothing).
     func close()

@@ -66,6 +66,54 @@ package enum StoreBackup {
         }
     }
 
+    /// The server's `backup` operation (`BackupTransfers`): the same copy as `copy(dataDirectory:to:)` of the database
+    /// at `source` into `partial` (replaced if an earlier run left it; created 0600), checked the same way, not synced
+    /// (it is streamed to the client and removed). On failure `partial` is removed. Blocking: the loop's thread pool.
+    static func copyChecked(_ source: String, into partial: String) throws(BackupError) -> Summary {
+        unlink(partial)
+        let descriptor = open(partial, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, StoreFileModes.fileMode)
+        guard descriptor >= 0 else { throw .cannotWrite(partial, String(cString: strerror(errno))) }
+        close(descriptor)
+        do throws(BackupError) {
+            try copyDatabase(source, into: partial)
+            return try check(partial)
+        } catch {
+            unlink(partial)
+            throw error
+        }
+    }
+
+    /// `kvod verify FILE`: whether `path` is a whole kvod backup this kvod can restore (a regular file, SQLite's
+    /// `integrity_check`, a kvod schema no newer than this kvod's), and what it holds. Changes nothing in the file.
+    package static func verify(_ path: String) throws(BackupError) -> Summary {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw .notVerified(path, String(cString: strerror(errno))) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw .notVerified(path, "not a regular file") }
+        guard info.st_size > 0 else { throw .notVerified(path, "the file is empty") }
+        // Every SQLite database begins with these 16 bytes: anything else is not one (and is not opened).
+        let header = Array("SQLite format 3\0".utf8)
+        var first = [UInt8](repeating: 0, count: header.count)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw .notVerified(path, String(cString: strerror(errno))) }
+        let got = first.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        guard got == header.count, first == header else { throw .notVerified(path, "not an SQLite database") }
+        let summary: Summary
+        do throws(BackupError) {
+            summary = try check(path)
+        } catch {
+            switch error {
+            case let .damagedCopy(_, verdict): throw .notVerified(path, "integrity check: \(verdict)")
+            case let .storage(storageError): throw .notVerified(path, storageError.description)
+            default: throw error
+            }
+        }
+        guard summary.schemaVersion <= SQLiteStore.schemaVersion else {
+            throw .notVerified(path, "schema \(summary.schemaVersion) is newer than this kvod's \(SQLiteStore.schemaVersion)")
+        }
+        return summary
+    }
+
     /// `VACUUM INTO`: the whole database, as one read transaction sees it, into the empty file `partial`.
     private static func copyDatabase(_ source: String, into partial: String) throws(BackupError) {
         do throws(StorageError) {

@@ -33,4 +33,8 @@ struct ReadPause: OptionSet, Sendable {
     /// until the next steps have expired them all (`ExpiryHolds`), so that it reads none of them and the loop never
     /// stalls for the whole backlog.
     static let expiry = ReadPause(rawValue: 1 << 4)
+
+    /// The connection's `backup` copy or `compact` runs (`Server+Backup`, `Server+Compaction`): its later requests
+    /// wait, to be answered in order after that request's reply.
+    static let maintenance = ReadPause(rawValue: 1 << 5)
 }

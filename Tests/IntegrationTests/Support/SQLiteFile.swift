@@ -11,10 +11,12 @@ enum SQLiteFile {
         let description: String
     }
 
-    /// Runs `sql` (one or more statements) on the database at `path`.
-    static func execute(_ sql: String, at path: String) throws {
+    /// Runs `sql` (one or more statements) on the database at `path` (created when `creating`: a database that is
+    /// not kvod's).
+    static func execute(_ sql: String, at path: String, creating: Bool = false) throws {
         var handle: OpaquePointer?
-        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let handle else {
+        let flags = SQLITE_OPEN_READWRITE | (creating ? SQLITE_OPEN_CREATE : 0)
+        guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK, let handle else {
             sqlite3_close(handle)
             throw Failure(description: "cannot open \(path)")
         }
