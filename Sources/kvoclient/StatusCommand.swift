@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import KVOJSON
 
 /// `kvoclient status`: the server at a glance (the `status` operation, server admins), one fact a line, or the
@@ -45,6 +46,13 @@ struct StatusCommand: AsyncParsableCommand {
         let oldest = history["oldestRev"]?.intValue.map(String.init) ?? "none"
         lines.append(("history", "revisions \(oldest)..\(number(history["newestRev"])) (\(number(history["changes"])) changes, "
                       + "\(Quantity.bytes(history["bytes"]?.intValue)))"))
+        if let backup = reply["lastBackup"]?.objectValue {
+            let finished = backup["finished"]?.intValue.map { Date(timeIntervalSince1970: Double($0) / 1000).ISO8601Format() } ?? "?"
+            lines.append(("last backup", "\(finished) at revision \(number(backup["rev"])) (\(number(backup["objects"])) objects, "
+                          + "\(Quantity.bytes(backup["bytes"]?.intValue)))"))
+        } else {
+            lines.append(("last backup", "none since the start"))
+        }
         lines.append(("cluster", cluster(reply["cluster"])))
         let alarms = reply["alarms"]?.arrayValue ?? []
         if alarms.isEmpty { lines.append(("alarms", "none")) }

@@ -60,6 +60,7 @@ struct NetworkBackupTests {
         }
         try admin.call("delete", ["object": "o7"])
         let digest = try admin.call("digest")
+        #expect(try admin.call("status")["lastBackup"] == .null, "no backup yet")
         let file = scratch.appending("net.kvod")
         let result = try KVOClientProcess.run(server, ["--user", "alice", "backup", file], timeout: 60, environment: ["KVOD_PASSWORD": "root"])
         #expect(result.status == 0, "\(result.stderr)")
@@ -84,6 +85,10 @@ struct NetworkBackupTests {
         #expect(metrics.contains("kvod_backups_total{result=\"completed\"} 1"), "\(metrics)")
         #expect(metrics.contains("kvod_backup_last_revision 301"), "\(metrics)")
         #expect(metrics.contains("kvod_backup_last_timestamp_seconds "), "\(metrics)")
+        // And in status (null before it, above).
+        let lastBackup = try admin.call("status")["lastBackup"]
+        #expect(lastBackup?["rev"]?.intValue == 301 && lastBackup?["objects"]?.intValue == 299, "\(String(describing: lastBackup))")
+        #expect(lastBackup?["bytes"]?.intValue == Int64(info.st_size), "\(String(describing: lastBackup))")
 
         // Restored, each holds what the server held.
         for (name, backup) in [("from-network", file), ("from-local", local)] {

@@ -81,6 +81,7 @@ extension Server {
             return
         case .serverState:
             answerServerState(request, id: decoded.id, connection: connection)
+            return
         case .storage:
             maintainStorage(request, id: decoded.id, connection: connection)
             return

@@ -27,6 +27,7 @@ extension Server {
             ("sessions", .object(["total": .int(Int64(sessions.count)), "detached": .int(Int64(sessions.detachedCount))])),
             ("storage", storageSection()),
             ("history", historySection(engine)),
+            ("lastBackup", lastBackupSection()),
             ("cluster", clusterSection()),
             ("alarms", .array(alarms())),
         ]
@@ -77,6 +78,19 @@ extension Server {
             "newestRev": .int(Int64(engine.revision)),
             "changes": .int(Int64(engine.historyCount)),
             "bytes": .int(Int64(engine.historyBytes)),
+        ])
+    }
+
+    /// The last backup this server streamed whole over the network (`backup`, `Server+Backup`): when (the
+    /// server's clock, milliseconds since the epoch), at which revision, how many objects and bytes; null when none
+    /// was taken since the start. A local `kvod backup` reads the files without the server and is not in it.
+    private func lastBackupSection() -> JSONValue {
+        guard let last = lastBackup else { return .null }
+        return .object([
+            "finished": .int(Int64(clamping: last.finishedAtMilliseconds)),
+            "rev": .int(Int64(clamping: last.revision)),
+            "objects": .int(Int64(last.objects)),
+            "bytes": .int(Int64(last.bytes)),
         ])
     }
 
