@@ -69,25 +69,26 @@ step_started=$SECONDS
 
 cluster_suite='IntegrationTests\.ClusterTests'
 # Runs "$@" with its output prefixed by [NAME] and its time logged; returns its status.
-# SHARD_COPY=FILE: a copy of the output goes there too.
 shard() {
     local name=$1 started=$SECONDS status=0
     shift
     kvod_log "[$name] $*"
-    "$@" 2>&1 | tee "${SHARD_COPY:-/dev/null}" | sed -u "s/^/[$name] /" || status=$?  # pipefail: the command's status
+    "$@" 2>&1 | sed -u "s/^/[$name] /" || status=$?  # pipefail: the command's status
     kvod_log "[$name] $([ "$status" -eq 0 ] && echo passed || echo "FAILED ($status)") in $((SECONDS - started)) s"
     return "$status"
 }
 # The build is done: the test processes need not take SwiftPM's lock on .build, which would serialise them. But two
 # `swift test` starting at the same instant both open the build database, and one can fail ("unable to attach DB:
-# database is locked", seen once in CI on a loaded machine): the second starts once the first runs its tests.
-cluster_started=$(mktemp "${TMPDIR:-/tmp}/kvod-cluster-shard.XXXXXX")
-SHARD_COPY=$cluster_started shard cluster swift test --skip-build --ignore-lock --filter "$cluster_suite" &
+# database is locked", seen once in CI on a loaded machine): the second starts once the first has started the test
+# program (it is done with the database then). Its process is looked for, not its output, which a pipe buffers: a
+# wait for the line "Test run started" held the second back for about 100 s of the cluster's tests.
+test_program="$debug_products/kvodPackageTests.xctest"
+shard cluster swift test --skip-build --ignore-lock --filter "$cluster_suite" &
 cluster=$!
 shard web scripts/test-web.sh &
 web=$!
-deadline=$((SECONDS + 300))
-until grep -q "Test run started" "$cluster_started" || ! kill -0 "$cluster" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; do
+deadline=$((SECONDS + 120))
+until pgrep -f "^$test_program" >/dev/null || ! kill -0 "$cluster" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; do
     sleep 0.2
 done
 tests_status=0
@@ -101,5 +102,4 @@ failed=()
 [ "$tests_status" -eq 0 ] || failed+=(tests)
 [ "$cluster_status" -eq 0 ] || failed+=(cluster)
 [ "$web_status" -eq 0 ] || failed+=(web)
-rm -f "$cluster_started"
 [ "${#failed[@]}" -eq 0 ] || kvod_fail "failed: ${failed[*]} (their lines are prefixed with the name)"

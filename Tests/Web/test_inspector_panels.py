@@ -121,6 +121,26 @@ def test_the_dashboard_draws_the_servers_figures_from_metrics_live(kvod, browser
     assert not browser.find_element(By.ID, "tiles").is_displayed()
 
 
+def test_the_dashboard_lists_the_newest_slow_requests_and_loop_stalls_without_values(kvod_factory, browser):
+    # --slow-request 0: every request and every loop iteration that worked is "slow", so the list fills at once.
+    kvod = kvod_factory("--slow-request", "0")
+    kvoclient(kvod, "create", "vault", '{"pin": "1234"}')
+    open_inspector(browser, kvod)
+    rows = lambda: [row.text for row in browser.find_elements(By.CSS_SELECTOR, "#slow-table tbody tr")]
+    # The page's own reads (metrics, slow, every 2 s) are listed too: the set is made once the list shows them.
+    # (The message of a wait is made when it starts: it shows the rows before the wait.)
+    wait(browser, lambda: any(" metrics " in row for row in rows()), 6, f"the page's reads are not listed: {rows()}")
+    assert kvod.tcp_call({"op": "set", "object": "vault", "keyPath": "pin", "value": "secret-4321"})["ok"] is True
+    wait(browser, lambda: any("set vault pin" in row for row in rows()), 6,
+         f"no slow set listed: {rows()}; {browser.find_element(By.ID, 'dashboard-note').text}; {browser.find_element(By.ID, 'slow-note').text}")
+    assert browser.find_elements(By.CSS_SELECTOR, '#slow-table tbody tr[data-kind="stall"]'), f"no stall listed: {rows()}"
+    assert len(rows()) <= 15, "the ten newest requests, then the five newest stalls"
+    assert not any("secret-4321" in row or "1234" in row for row in rows()), rows()
+    assert "over 0 ms" in browser.find_element(By.ID, "slow-note").text
+    browser.find_element(By.ID, "toggle-dashboard").click()
+    assert not browser.find_element(By.ID, "slow-view").is_displayed()
+
+
 def test_a_server_admin_sees_the_users_and_the_nodes_state(kvod_factory, tmp_path, browser):
     kvod = kvod_with_users(kvod_factory, tmp_path, {"root": "*=read,write,admin", "ann": "ann-*=read,write"})
     log_in(browser, kvod, "root")
@@ -171,4 +191,5 @@ def test_a_user_who_is_not_a_server_admin_is_told_the_figures_are_for_admins(kvo
     log_in(browser, kvod, "ann")
     wait(browser, lambda: browser.find_element(By.ID, "dashboard-note").text
          == "the server's figures are for server admins (admin on *)", 5, browser.find_element(By.ID, "dashboard-note").text)
-    assert [tile.text for tile in browser.find_elements(By.CSS_SELECTOR, "#tiles .tile-value")] == ["–"] * 10
+    assert [tile.text for tile in browser.find_elements(By.CSS_SELECTOR, "#tiles .tile-value")] == ["–"] * 12
+    assert not browser.find_element(By.ID, "slow-view").is_displayed(), "the slow log is for server admins too"

@@ -35,15 +35,10 @@ package enum StoreBackup {
             throw .noDatabase(directory: dataDirectory)
         }
         guard access(destination, F_OK) != 0 else { throw .destinationExists(destination) }
+        // A partial copy left by an interrupted backup of our own is replaced: its name says it is never a backup.
         let partial = destination + ".partial"
-        // Left by an interrupted backup of our own: its name says it is a partial copy, never a backup.
-        unlink(partial)
-        let descriptor = open(partial, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, StoreFileModes.fileMode)
-        guard descriptor >= 0 else { throw .cannotWrite(partial, String(cString: strerror(errno))) }
-        close(descriptor)
+        let summary = try copyChecked(source, into: partial)
         do throws(BackupError) {
-            try copyDatabase(source, into: partial)
-            let summary = try check(partial)
             try syncFile(partial)
             // A hard link, not a rename: it fails if the destination appeared meanwhile, where a rename would
             // replace it. A file system without hard links (vfat) gets the rename, after one more look.

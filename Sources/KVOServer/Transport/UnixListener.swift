@@ -23,20 +23,7 @@ final class UnixListener: Listener {
     private var isClosed = false
     /// The socket file this listener created at `path` (device and inode), which `close()` removes if it is
     /// still there; nil before the bind, after the close, or when it could not be read back.
-    private var boundFile: BoundFile?
-
-    /// A file's identity: its device and inode.
-    struct BoundFile: Equatable {
-        let device: UInt64
-        let inode: UInt64
-
-        /// The socket at `path` now, or nil when there is none (or no socket).
-        static func socket(at path: String) -> BoundFile? {
-            var status = stat()
-            guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
-            return BoundFile(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
-        }
-    }
+    private var boundFile: FileIdentity?
 
     /// Binds `path` with `mode` (0o600: owner only) and listens.
     init(loop: EventLoop, path: String, mode: mode_t, backlog: Int32 = 511,
@@ -69,7 +56,7 @@ final class UnixListener: Listener {
                 Glibc.close(descriptor)
                 throw error
             }
-            boundFile = BoundFile.socket(at: path)
+            boundFile = FileIdentity(socketAt: path)
             var status = uv_pipe_open(handle, descriptor)
             guard status == 0 else {
                 Glibc.close(descriptor)
@@ -103,7 +90,7 @@ final class UnixListener: Listener {
         guard !isClosed else { return }
         isClosed = true
         if let boundFile {
-            if BoundFile.socket(at: path) == boundFile { unlink(path) }
+            if FileIdentity(socketAt: path) == boundFile { unlink(path) }
             self.boundFile = nil
         }
         closeHandle(handle)

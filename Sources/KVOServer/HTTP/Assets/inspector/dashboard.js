@@ -61,7 +61,7 @@ function bytes(count) {
   return `${value < 10 && unit > 0 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
 }
 
-const dashboard = { previous: null, series: new Map(), timer: null, hidden: false };
+const dashboard = { previous: null, series: new Map(), timer: null, hidden: false, forbidden: false };
 
 export function startDashboard() {
   const tiles = TILES.map((tile) => {
@@ -103,6 +103,8 @@ async function readMetrics() {
   } catch (error) {
     if (error.code === "forbidden") {
       $("dashboard-note").textContent = "the server's figures are for server admins (admin on *)";
+      dashboard.forbidden = true;
+      $("slow-view").hidden = true;
       clearTimeout(dashboard.timer);
       return;
     }
@@ -126,6 +128,59 @@ async function readMetrics() {
     drawLine(element.querySelector("polyline"), series);
   }
   dashboard.previous = sample;
+  await readSlowLog();
+}
+
+const SLOW_REQUESTS_SHOWN = 10;  // dashboard: the newest slow requests listed
+const STALLS_SHOWN = 5;          // dashboard: then the newest loop stalls
+
+/** Lists the newest entries of the `slow` operation's two logs (newest first in each): SLOW_REQUESTS_SHOWN requests,
+ * then STALLS_SHOWN loop stalls (apart: at a low --slow-request the housekeeping tick's stalls, ten a second, would
+ * push every request out). What `kvoclient slow` prints, never a value. */
+async function readSlowLog() {
+  let reply;
+  try {
+    reply = await state.client.request("slow");
+  } catch (error) {
+    $("slow-note").textContent = `unavailable: ${describe(error)}`;
+    return;
+  }
+  $("slow-note").textContent = `over ${(reply.thresholdMicros / 1000).toFixed(reply.thresholdMicros % 1000 === 0 ? 0 : 3)} ms (--slow-request)`;
+  const entries = [
+    ...reply.requests.slice(0, SLOW_REQUESTS_SHOWN)
+      .map((entry) => ({ ...entry, what: [entry.op, entry.object, entry.keyPath].filter((part) => part !== undefined).join(" ") })),
+    ...reply.stalls.slice(0, STALLS_SHOWN).map((entry) => ({ ...entry, what: stallText(entry), connection: null, user: null })),
+  ];
+  const rows = entries.map((entry) => {
+    const row = document.createElement("tr");
+    row.dataset.kind = entry.op === undefined ? "stall" : "request";
+    const cells = [new Date(entry.at).toISOString().slice(11, 23), (entry.micros / 1000).toFixed(3), entry.what,
+      entry.connection === null ? "–" : String(entry.connection), entry.user ?? "–"];
+    for (const text of cells) {
+      const cell = document.createElement("td");
+      cell.textContent = text;
+      row.append(cell);
+    }
+    return row;
+  });
+  if (rows.length === 0) {
+    const row = document.createElement("tr");
+    const cell = document.createElement("td");
+    cell.colSpan = 5;
+    cell.textContent = "none since the start (or the last reset)";
+    row.append(cell);
+    rows.push(row);
+  }
+  $("slow-table").querySelector("tbody").replaceChildren(...rows);
+}
+
+/** A loop stall's line: what ran in it. */
+function stallText(stall) {
+  const parts = [`loop stall: ${stall.requests} requests, ${stall.events} events`];
+  if (stall.commits > 0) parts.push(`${stall.commits} commits (${(stall.commitMicros / 1000).toFixed(3)} ms)`);
+  if (stall.housekeeping) parts.push("housekeeping");
+  if (stall.clusterEntries > 0) parts.push(`${stall.clusterEntries} cluster entries`);
+  return parts.join(", ");
 }
 
 /** The series as a line scaled to the chart's height, newest at the right. */
@@ -140,6 +195,7 @@ function drawLine(line, series) {
 $("toggle-dashboard").addEventListener("click", () => {
   dashboard.hidden = !dashboard.hidden;
   $("tiles").hidden = dashboard.hidden;
+  $("slow-view").hidden = dashboard.hidden || dashboard.forbidden;
   $("toggle-dashboard").textContent = dashboard.hidden ? "Show" : "Hide";
   $("toggle-dashboard").setAttribute("aria-expanded", String(!dashboard.hidden));
   if (!dashboard.hidden) readMetrics();

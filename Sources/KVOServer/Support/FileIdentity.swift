@@ -5,7 +5,8 @@ import Darwin
 #endif
 
 /// Which file a path names: its device and inode (`stat`). Two identities differ when the file was
-/// deleted and another created in its place, or the directory holding it was replaced. A value; any thread.
+/// deleted and another created in its place, or the directory holding it was replaced. Used by the store (its
+/// database's files, `DataDirectoryMarker`) and the Unix listener (its socket). A value; any thread.
 struct FileIdentity: Equatable {
     let device: UInt64
     let inode: UInt64
@@ -19,6 +20,15 @@ struct FileIdentity: Equatable {
     init?(path: String) {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    /// The identity of the Unix socket at `path` now (the path itself, not followed: `lstat`); nil when there is
+    /// none or the file is not a socket. `UnixListener` removes its path on close only while it is its own socket.
+    init?(socketAt path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK else { return nil }
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
     }
