@@ -1,6 +1,6 @@
 // The inspector's dashboard: tiles of the server's figures, read from the `metrics` operation every few seconds.
 
-import { $, describe, noteRevision, state } from "./page.js";
+import { $, describe, emptyRow, noteRevision, state } from "./page.js";
 
 const METRICS_INTERVAL = 2000;  // dashboard: /metrics read this often
 const METRICS_KEPT = 60;        // dashboard: samples drawn per tile (two minutes)
@@ -163,14 +163,7 @@ async function readSlowLog() {
     }
     return row;
   });
-  if (rows.length === 0) {
-    const row = document.createElement("tr");
-    const cell = document.createElement("td");
-    cell.colSpan = 5;
-    cell.textContent = "none since the start (or the last reset)";
-    row.append(cell);
-    rows.push(row);
-  }
+  if (rows.length === 0) rows.push(emptyRow(5, "none since the start (or the last reset)"));
   $("slow-table").querySelector("tbody").replaceChildren(...rows);
 }
 

@@ -1,7 +1,7 @@
 // The inspector's definitions panel: classes and bindings, and for a server admin the users, this node and the
 // other cluster nodes; also whether the New object form is offered.
 
-import { $, describe, emptyItem, rights, state } from "./page.js";
+import { $, describe, emptyItem, emptyRow, rights, state } from "./page.js";
 
 /** The New object form only for a user who may write some object; the users and the node's state only for a
  * server admin. */
@@ -63,14 +63,7 @@ function renderPeers(peers) {
     if (peer.agrees === false) row.lastChild.classList.add("differs");
     return row;
   });
-  if (rows.length === 0) {
-    const row = document.createElement("tr");
-    const cell = document.createElement("td");
-    cell.colSpan = 5;
-    cell.textContent = "no checkpoint heard from another node yet";
-    row.append(cell);
-    rows.push(row);
-  }
+  if (rows.length === 0) rows.push(emptyRow(5, "no checkpoint heard from another node yet"));
   $("peers").tBodies[0].replaceChildren(...rows);
 }
 

@@ -59,6 +59,16 @@ export function emptyItem(text) {
   return item;
 }
 
+/** A table row of one cell spanning `columns`, saying `text`: what a table shows when it has no rows. */
+export function emptyRow(columns, text) {
+  const row = document.createElement("tr");
+  const cell = document.createElement("td");
+  cell.colSpan = columns;
+  cell.textContent = text;
+  row.append(cell);
+  return row;
+}
+
 /** An error as people read it: the code, the message, and the details kvod gave (property, rule, limit…). */
 export function describe(error) {
   if (!(error instanceof KVODError)) return String(error?.message ?? error);
