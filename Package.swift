@@ -32,14 +32,11 @@ let package = Package(
     ],
     // Exact versions, so that every build (the Docker image's included) resolves the same code without a
     // Package.resolved in the repository (it stays out: a local package mirror has commit ids of its
-    // own). swift-argument-parser and swift-log have no dependencies of their own; swift-async-algorithms
-// brings swift-collections (resolved to the version it allows). To update, change the version here.
+    // own). swift-argument-parser and swift-log have no dependencies of their own. To update, change the version
+    // here. (examples/combine, which uses swift-async-algorithms, is a package of its own: see its Package.swift.)
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
-        // Only for examples/combine (combineLatest, merge, debounce over KVOClient observations); the
-        // KVOClient library does not depend on it.
-        .package(url: "https://github.com/apple/swift-async-algorithms", exact: "1.1.4"),
     ],
     targets: [
         // libuv from the system (Debian: libuv1-dev). Module map and shim header only.
@@ -180,11 +177,6 @@ let package = Package(
         // Top-level code breaking out of observation loops (withObservation, cancel(), a plain loop), run by
         // KVOClientScopedObservationTests against a real kvod.
         .executableTarget(name: "kvod-observe-break", dependencies: ["KVOClient"], path: "examples/observe-break"),
-        .executableTarget(
-            name: "kvod-combine",
-            dependencies: ["KVOClient", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")],
-            path: "examples/combine"
-        ),
         // Test targets follow the module targets (docs/design.md, "CI"): each tests one side and depends on that side
         // only, so that a change to the client library rebuilds and reruns the client's tests and the integration
         // tests, never the server's, and a change to the server's modules never rebuilds the client's.
@@ -209,11 +201,10 @@ let package = Package(
 )
 
 // The ThreadSanitizer build (`KVOD_TEST_SCOPE=tsan`) also leaves out the integration tests and the programs its
-// tests never start: kvoclient, the benchmark and two examples (with examples/combine, swift-async-algorithms and
-// swift-collections are not built: they stay declared, so that Package.resolved is the same for every build). kvod
-// and examples/observe-break stay (the client's tests run them).
+// tests never start: kvoclient, the benchmark and examples/mirror. kvod and examples/observe-break stay (the
+// client's tests run them).
 if tsanScope {
-    let unused: Set<String> = ["IntegrationTests", "kvoclient", "kvod-bench", "kvod-mirror", "kvod-combine"]
+    let unused: Set<String> = ["IntegrationTests", "kvoclient", "kvod-bench", "kvod-mirror"]
     package.targets.removeAll { unused.contains($0.name) }
     package.products.removeAll { unused.contains($0.name) }
 }

@@ -7,7 +7,7 @@
 // It creates its own objects (thermostat, kitchen, hall) on a running kvod, writes to them, and prints
 // what each composition yields. Objects of those names are replaced.
 //
-//     swift run kvod-combine [--host 127.0.0.1] [--port 7420]
+//     cd examples/combine && swift run kvod-combine [--host 127.0.0.1] [--port 7420]
 import AsyncAlgorithms
 import KVOClient
 
