@@ -37,11 +37,11 @@ struct AdminOperationsOverTCPTests {
         let admin = try login(server, "alice", "root")
         let added = try admin.call("userAdd", ["user": "bob", "password": "bobs", "hashCost": "minimal",
                                                "rules": [["objects": "sensor-*", "allow": ["read"]]]], timeout: 30)
-        #expect(added["user"] == "bob")
-        #expect(errorCode(try admin.request("userAdd", ["user": "bob", "password": "x", "hashCost": "minimal"], timeout: 30)) == "exists")
-        #expect(errorCode(try admin.request("userAdd", ["user": "bad name", "password": "x"])) == "bad_request")
-        #expect(errorCode(try admin.request("userGrant", ["user": "nobody", "rules": [["objects": "*", "allow": ["read"]]]])) == "not_found")
-        #expect(errorCode(try admin.request("userGrant", ["user": "bob", "rules": [["objects": "*", "allow": ["fly"]]]])) == "bad_request")
+        expectEqual(added["user"], "bob")
+        expectEqual(errorCode(try admin.request("userAdd", ["user": "bob", "password": "x", "hashCost": "minimal"], timeout: 30)), "exists")
+        expectEqual(errorCode(try admin.request("userAdd", ["user": "bad name", "password": "x"])), "bad_request")
+        expectEqual(errorCode(try admin.request("userGrant", ["user": "nobody", "rules": [["objects": "*", "allow": ["read"]]]])), "not_found")
+        expectEqual(errorCode(try admin.request("userGrant", ["user": "bob", "rules": [["objects": "*", "allow": ["fly"]]]])), "bad_request")
         let list = try admin.call("userList")
         #expect(list["users"] == [["name": "alice", "rules": [["objects": "*", "allow": ["read", "write", "admin"]]], "tokens": []],
                                   ["name": "bob", "rules": [["objects": "sensor-*", "allow": ["read"]]], "tokens": []]])
@@ -51,11 +51,11 @@ struct AdminOperationsOverTCPTests {
         for (op, params) in [("userList", [:]), ("userAdd", ["user": "eve", "password": "x"]), ("userRemove", ["user": "alice"]),
                              ("userGrant", ["user": "bob", "rules": [["objects": "*", "allow": ["admin"]]]]),
                              ("tokenCreate", ["user": "alice"])] as [(String, [String: JSONValue])] {
-            #expect(errorCode(try bob.request(op, params)) == "forbidden", "\(op)")
+            expectEqual(errorCode(try bob.request(op, params)), "forbidden", "\(op)")
         }
-        #expect(errorCode(try server.connect().request("userList")) == "unauthenticated")
+        expectEqual(errorCode(try server.connect().request("userList")), "unauthenticated")
         // Refused changes changed nothing.
-        #expect(try admin.call("userList")["users"]?.arrayValue?.count == 2)
+        expectEqual(try admin.call("userList")["users"]?.arrayValue?.count, 2)
 
         let restarted = try server.restart()
         _ = try login(restarted, "bob", "bobs")
@@ -71,16 +71,16 @@ struct AdminOperationsOverTCPTests {
         let second = try login(server, "alice", "root")
         try first.call("userAdd", ["user": "carol", "password": "c", "hashCost": "minimal"], timeout: 30)
         let granted = try first.call("userGrant", ["user": "alice", "rules": [["objects": "extra-*", "allow": ["read"]]]])
-        #expect(granted["updatedConnections"] == 2)
+        expectEqual(granted["updatedConnections"], 2)
         let revoked = try second.call("userRevoke", ["user": "alice", "rules": [["objects": "*", "allow": ["admin"]]]])
-        #expect(revoked["rules"] == [["objects": "*", "allow": ["read", "write"]], ["objects": "extra-*", "allow": ["read"]]])
-        #expect(revoked["updatedConnections"] == 2)
-        #expect(errorCode(try first.request("userList")) == "forbidden")
-        #expect(errorCode(try second.request("userGrant", ["user": "alice", "rules": [["objects": "*", "allow": ["admin"]]]])) == "forbidden")
+        expectEqual(revoked["rules"], [["objects": "*", "allow": ["read", "write"]], ["objects": "extra-*", "allow": ["read"]]])
+        expectEqual(revoked["updatedConnections"], 2)
+        expectEqual(errorCode(try first.request("userList")), "forbidden")
+        expectEqual(errorCode(try second.request("userGrant", ["user": "alice", "rules": [["objects": "*", "allow": ["admin"]]]])), "forbidden")
         // Persisted in the store: after a restart alice is still no admin, carol still there.
         let restarted = try server.restart()
         let again = try login(restarted, "alice", "root")
-        #expect(errorCode(try again.request("userList")) == "forbidden")
+        expectEqual(errorCode(try again.request("userList")), "forbidden")
         _ = try login(restarted, "carol", "c")
     }
 
@@ -94,14 +94,14 @@ struct AdminOperationsOverTCPTests {
         try admin.call("userPasswd", ["user": "bob", "password": "new", "hashCost": "minimal"], timeout: 30)
         try bob.call("ping")
         try bob.call("list")
-        #expect(errorCode(try server.connect().request("auth", ["user": "bob", "password": "old"], timeout: 30)) == "unauthenticated")
+        expectEqual(errorCode(try server.connect().request("auth", ["user": "bob", "password": "old"], timeout: 30)), "unauthenticated")
         let bobAgain = try login(server, "bob", "new")
         let removed = try admin.call("userRemove", ["user": "bob"])
-        #expect(removed["closedConnections"] == 2)
+        expectEqual(removed["closedConnections"], 2)
         #expect(throws: KVOClientError.self) { _ = try bob.readLine(timeout: 5) }
         #expect(throws: KVOClientError.self) { _ = try bobAgain.readLine(timeout: 5) }
-        #expect(errorCode(try server.connect().request("auth", ["user": "bob", "password": "new"], timeout: 30)) == "unauthenticated")
-        #expect(errorCode(try admin.request("userRemove", ["user": "bob"])) == "not_found")
+        expectEqual(errorCode(try server.connect().request("auth", ["user": "bob", "password": "new"], timeout: 30)), "unauthenticated")
+        expectEqual(errorCode(try admin.request("userRemove", ["user": "bob"])), "not_found")
         try admin.call("ping")
     }
 
@@ -116,17 +116,17 @@ struct AdminOperationsOverTCPTests {
             return try KVOClientProcess.run(server, ["--user", "alice"] + arguments, environment: environment)
         }
         var result = try run(["user", "add", "dave", "sensor-*=read", "--hash-cost", "minimal"], newPassword: "d1")
-        #expect(result.lines == ["added user 'dave'"], "\(result.stderr)")
+        expectEqual(result.lines, ["added user 'dave'"], "\(result.stderr)")
         result = try run(["user", "add", "erin", "--hash-cost", "minimal"])
         #expect(result.status == 2 && result.stderr.contains("KVOD_NEW_PASSWORD"), "\(result.stderr)")
         result = try run(["user", "grant", "dave", "sensor-*=write", "log=read"])
-        #expect(result.lines == ["dave sensor-*=read,write log=read"], "\(result.stderr)")
+        expectEqual(result.lines, ["dave sensor-*=read,write log=read"], "\(result.stderr)")
         result = try run(["user", "revoke", "dave", "log=read"])
-        #expect(result.lines == ["dave sensor-*=read,write"], "\(result.stderr)")
+        expectEqual(result.lines, ["dave sensor-*=read,write"], "\(result.stderr)")
         result = try run(["user", "list"])
-        #expect(result.lines == ["alice *=read,write,admin", "dave sensor-*=read,write"], "\(result.stderr)")
+        expectEqual(result.lines, ["alice *=read,write,admin", "dave sensor-*=read,write"], "\(result.stderr)")
         result = try run(["user", "passwd", "dave", "--hash-cost", "minimal"], newPassword: "d2")
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         _ = try login(server, "dave", "d2")
         result = try run(["user", "token", "add", "dave"])
         let token = try #require(result.lines.first)
@@ -134,10 +134,10 @@ struct AdminOperationsOverTCPTests {
         let listed = try KVOClientProcess.run(server, ["--token", "user", "list"], environment: ["KVOD_TOKEN": token])
         #expect(listed.status == 1 && listed.stderr.contains("forbidden"), "dave is no admin: \(listed.stderr)")
         result = try run(["user", "token", "revoke", "dave", String(token.dropFirst(5).prefix(12))])
-        #expect(result.status == 0, "\(result.stderr)")
-        #expect(errorCode(try server.connect().request("auth", ["token": .string(token)])) == "unauthenticated")
+        expectEqual(result.status, 0, "\(result.stderr)")
+        expectEqual(errorCode(try server.connect().request("auth", ["token": .string(token)])), "unauthenticated")
         result = try run(["user", "remove", "dave"])
-        #expect(result.lines == ["removed user 'dave' (0 connections closed)"], "\(result.stderr)")
+        expectEqual(result.lines, ["removed user 'dave' (0 connections closed)"], "\(result.stderr)")
         result = try KVOClientProcess.run(server, ["--user", "dave", "list"], environment: ["KVOD_PASSWORD": "d2"])
         #expect(result.status == 1 && result.stderr.contains("unauthenticated"), "\(result.stderr)")
     }
@@ -155,11 +155,11 @@ struct AdminOperationsOverTCPTests {
         // The anonymous observer hears a final forbidden event, and both must now log in.
         let ended = try #require(try watcher.nextEvent())
         #expect(ended["sub"] == sub && ended["reason"] == "forbidden", "\(ended)")
-        #expect(errorCode(try watcher.request("get", ["object": "o"])) == "unauthenticated")
-        #expect(errorCode(try setup.request("set", ["object": "o", "keyPath": "n", "value": 2])) == "unauthenticated")
-        #expect(errorCode(try server.connect().request("get", ["object": "o"])) == "unauthenticated")
+        expectEqual(errorCode(try watcher.request("get", ["object": "o"])), "unauthenticated")
+        expectEqual(errorCode(try setup.request("set", ["object": "o", "keyPath": "n", "value": 2])), "unauthenticated")
+        expectEqual(errorCode(try server.connect().request("get", ["object": "o"])), "unauthenticated")
         _ = try login(server, "root", "pw")
-        #expect(try login(server, "root", "pw").call("get", ["object": "o", "keyPath": "n"])["value"] == 1)
+        expectEqual(try login(server, "root", "pw").call("get", ["object": "o", "keyPath": "n"])["value"], 1)
         #expect(server.waitForLog("authentication required from now on"), "\(server.log)")
     }
 }

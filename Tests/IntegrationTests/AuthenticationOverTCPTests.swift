@@ -39,20 +39,20 @@ struct AuthenticationOverTCPTests {
     func gatingAndSuccess() throws {
         let (server, _) = try serverWithAlice()
         let client = try server.connect()
-        #expect(try client.call("hello")["server"] == "kvod")
+        expectEqual(try client.call("hello")["server"], "kvod")
         try client.call("ping")
         for (op, params) in Self.gatedRequests {
             let reply = try client.request(op, params)
-            #expect(errorCode(reply) == "unauthenticated", "\(op): \(reply)")
+            expectEqual(errorCode(reply), "unauthenticated", "\(op): \(reply)")
         }
-        #expect(errorCode(try client.request("auth", ["user": "alice", "password": "wrong"])) == "unauthenticated")
-        #expect(errorCode(try client.request("list")) == "unauthenticated")
+        expectEqual(errorCode(try client.request("auth", ["user": "alice", "password": "wrong"])), "unauthenticated")
+        expectEqual(errorCode(try client.request("list")), "unauthenticated")
         let reply = try client.call("auth", ["user": "alice", "password": "correct horse"])
-        #expect(reply["user"] == "alice")
-        #expect(try client.call("create", ["object": "o"])["rev"] == 1)
-        #expect(try client.call("list")["objects"] == ["o"])
+        expectEqual(reply["user"], "alice")
+        expectEqual(try client.call("create", ["object": "o"])["rev"], 1)
+        expectEqual(try client.call("list")["objects"], ["o"])
         // Nothing was created or changed by the refused requests before.
-        #expect(try client.call("get", ["object": "o"])["value"] == [:])
+        expectEqual(try client.call("get", ["object": "o"])["value"], [:])
     }
 
     @Test("a wrong password and an unknown user get the same reply")
@@ -67,9 +67,9 @@ struct AuthenticationOverTCPTests {
         #expect(JSONValue.object(wrongPassword)["error"]?["attemptsLeft"] == 4 && JSONValue.object(unknownUser)["error"]?["attemptsLeft"] == 3)
         wrongPassword["error"] = JSONValue.object((wrongPassword["error"]?.objectValue ?? [:]).filter { $0.key != "attemptsLeft" })
         unknownUser["error"] = JSONValue.object((unknownUser["error"]?.objectValue ?? [:]).filter { $0.key != "attemptsLeft" })
-        #expect(wrongPassword == unknownUser)
-        #expect(JSONValue.object(wrongPassword)["error"]?["code"] == "unauthenticated")
-        #expect(errorCode(try client.request("auth", ["token": "kvod-nothing"])) == "unauthenticated")
+        expectEqual(wrongPassword, unknownUser)
+        expectEqual(JSONValue.object(wrongPassword)["error"]?["code"], "unauthenticated")
+        expectEqual(errorCode(try client.request("auth", ["token": "kvod-nothing"])), "unauthenticated")
     }
 
     @Test("five failed logins close the connection, logged with the peer address; others are unaffected")
@@ -106,21 +106,21 @@ struct AuthenticationOverTCPTests {
         try client.send(raw: Array((lines.joined(separator: "\n") + "\n").utf8))
         var replies: [JSONValue] = []
         for _ in 1...5 { replies.append(try client.readMessage()) }
-        #expect(replies.map { $0["id"] } == [1, 2, 3, 4, 5])
-        #expect(errorCode(replies[0]) == "unauthenticated")
-        #expect(errorCode(replies[1]) == "unauthenticated")
-        #expect(replies[2]["user"] == "alice")
-        #expect(replies[3]["ok"] == true)
-        #expect(replies[4]["value"] == [:])
-        #expect(try client.call("list")["objects"] == ["late"])
+        expectEqual(replies.map { $0["id"] }, [1, 2, 3, 4, 5])
+        expectEqual(errorCode(replies[0]), "unauthenticated")
+        expectEqual(errorCode(replies[1]), "unauthenticated")
+        expectEqual(replies[2]["user"], "alice")
+        expectEqual(replies[3]["ok"], true)
+        expectEqual(replies[4]["value"], [:])
+        expectEqual(try client.call("list")["objects"], ["late"])
     }
 
     @Test("no users on loopback: open mode, as before")
     func openModeUnchanged() throws {
         let server = try KVODProcess()
         let client = try server.connect()
-        #expect(try client.call("create", ["object": "o"])["rev"] == 1)
-        #expect(try client.call("list")["objects"] == ["o"])
+        expectEqual(try client.call("create", ["object": "o"])["rev"], 1)
+        expectEqual(try client.call("list")["objects"], ["o"])
         #expect(!server.log.contains("authentication required"))
     }
 
@@ -128,10 +128,10 @@ struct AuthenticationOverTCPTests {
     func protectedMode() throws {
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(["--host", "0.0.0.0"]) }
         if case let .exitedEarly(status, log)? = error {
-            #expect(status == 1)
+            expectEqual(status, 1)
             #expect(log.contains("refusing to serve 0.0.0.0:"), "\(log)")
             #expect(log.contains("--insecure-open"), "\(log)")
-            #expect(log.split(separator: "\n").count == 1, "\(log)")
+            expectEqual(log.split(separator: "\n").count, 1, "\(log)")
         } else {
             Issue.record("unexpected \(String(describing: error))")
         }
@@ -139,7 +139,7 @@ struct AuthenticationOverTCPTests {
         try open.connect().call("create", ["object": "o"])
         let (protected, _) = try serverWithAlice(["--host", "0.0.0.0"])
         let client = try protected.connect()
-        #expect(errorCode(try client.request("list")) == "unauthenticated")
+        expectEqual(errorCode(try client.request("list")), "unauthenticated")
         try client.call("auth", ["user": "alice", "password": "correct horse"])
         try client.call("list")
     }
@@ -161,7 +161,7 @@ struct AuthenticationOverTCPTests {
         }
         #expect(closed, "the idle, never logged-in connection is still open")
         #expect(server.waitForLog("not logged in within 1.0 s"), "\(server.log)")
-        #expect(try member.call("ping")["ok"] == true)
+        expectEqual(try member.call("ping")["ok"], true)
     }
 
     @Test("hostile auth requests: malformed ones are bad_request without costing a check, a huge user name is one short log line")
@@ -179,14 +179,14 @@ struct AuthenticationOverTCPTests {
         ]
         // More malformed requests than the failure limit: none is a failed login, the connection stays.
         for params in malformed + malformed {
-            #expect(errorCode(try client.request("auth", params)) == "bad_request", "\(params)")
+            expectEqual(errorCode(try client.request("auth", params)), "bad_request", "\(params)")
         }
         // A megabyte-sized user name is an ordinary failure, logged with the name cut short.
         let huge = String(repeating: "u", count: 500_000)
-        #expect(errorCode(try client.request("auth", ["user": .string(huge), "password": "x"], timeout: 30)) == "unauthenticated")
+        expectEqual(errorCode(try client.request("auth", ["user": .string(huge), "password": "x"], timeout: 30)), "unauthenticated")
         #expect(server.waitForLog("authentication failed for user"), "\(server.log)")
         #expect(server.log.utf8.count < 100_000, "the log repeats the client's user name")
-        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 30)["user"] == "alice")
+        expectEqual(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 30)["user"], "alice")
     }
 
     @Test("before auth, malformed requests other than hello, auth and ping get unauthenticated, not their shape errors")
@@ -210,15 +210,15 @@ struct AuthenticationOverTCPTests {
         for (line, id) in lines {
             try client.send(raw: Array((line + "\n").utf8))
             let reply = try client.readMessage(timeout: 10)
-            #expect(errorCode(reply) == "unauthenticated", "\(line): \(reply)")
-            #expect(reply["error"]?["message"]?.stringValue?.hasPrefix("authenticate first") == true, "\(line): \(reply)")
-            #expect(reply["id"] == id, "\(line): \(reply)")
+            expectEqual(errorCode(reply), "unauthenticated", "\(line): \(reply)")
+            expectEqual(reply["error"]?["message"]?.stringValue?.hasPrefix("authenticate first"), true, "\(line): \(reply)")
+            expectEqual(reply["id"], id, "\(line): \(reply)")
         }
         // hello, auth and ping are still looked at, shape errors included.
-        #expect(errorCode(try client.request("hello", ["events": "bogus"])) == "bad_request")
-        #expect(errorCode(try client.request("auth", ["user": "alice"])) == "bad_request")
+        expectEqual(errorCode(try client.request("hello", ["events": "bogus"])), "bad_request")
+        expectEqual(errorCode(try client.request("auth", ["user": "alice"])), "bad_request")
         // None of these was a failed login: the connection is open and logs in.
-        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"])["user"] == "alice")
+        expectEqual(try client.call("auth", ["user": "alice", "password": "correct horse"])["user"], "alice")
         // Logged in, shape errors are told.
         try client.send(raw: Array((#"{"op":"set","object":"pub-1","keyPath":"a","id":9}"# + "\n").utf8))
         let reply = try client.readMessage(timeout: 10)
@@ -237,7 +237,7 @@ struct AuthenticationOverTCPTests {
             let started = monotonicSeconds()
             let reply = try client.request("auth", ["user": .string(user), "password": "wrong"], timeout: 30)
             let elapsed = monotonicSeconds() - started
-            #expect(errorCode(reply) == "unauthenticated")
+            expectEqual(errorCode(reply), "unauthenticated")
             return elapsed
         }
         var known: [Double] = [], unknown: [Double] = []

@@ -62,34 +62,34 @@ struct BackupRestoreTests {
         try #require(waitFor { writes.value >= afterBackup + 50 }, "the writer stopped at \(writes.value) sets")
         stop.value = true
         try #require(waitFor { writer.isFinished })
-        #expect(backup.status == 0, "\(backup.stderr)")
+        expectEqual(backup.status, 0, "\(backup.stderr)")
         #expect(backup.stdout.hasPrefix("wrote \(backupFile): revision "), "\(backup.stdout)")
         let revision = try #require(revisionNumber(in: backup.stdout))
         #expect(revision > 200 && revision <= afterBackup + 2, "backup at \(revision), \(afterBackup) sets when it ended")
-        #expect(mode(backupFile) == 0o600)
+        expectEqual(mode(backupFile), 0o600)
         #expect(!FileManager.default.fileExists(atPath: backupFile + ".partial"))
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
 
         let restoredData = scratch.appending("restored")
         let restore = try kvod(["restore", "--data", restoredData, backupFile])
-        #expect(restore.status == 0, "\(restore.stderr)")
+        expectEqual(restore.status, 0, "\(restore.stderr)")
         #expect(restore.stdout.hasPrefix("restored \(backupFile) into \(restoredData): revision \(revision), 1 object, "
                 + "\(revision) history rows, schema "), "\(restore.stdout)")
         let restored = try KVODProcess(dataDirectory: restoredData)
         let reader = try restored.connect()
         let value = try reader.call("get", ["object": "counter"])
-        #expect(value["value"]?["n"]?.intValue == Int64(revision - 1), "\(value)")
-        #expect(value["value"]?["label"] == ["text": "ü", "tags": ["a", "b"]])
+        expectEqual(value["value"]?["n"]?.intValue, Int64(revision - 1), "\(value)")
+        expectEqual(value["value"]?["label"], ["text": "ü", "tags": ["a", "b"]])
         // History came along: a resume from five revisions back replays them.
         let sub = try reader.call("observe", ["object": "counter", "keyPath": "n", "sinceRev": .int(Int64(revision - 5))])["sub"]
         var replayed: [JSONValue] = []
         while replayed.count < 5, let event = try reader.nextEvent(timeout: 5) {
             if event["sub"] == sub { replayed.append(event) }
         }
-        #expect(replayed.map { $0["change"]?["new"]?.intValue } == (revision - 5..<revision).map { Int64($0) })
+        expectEqual(replayed.map { $0["change"]?["new"]?.intValue }, (revision - 5..<revision).map { Int64($0) })
         #expect(try reader.call("set", ["object": "counter", "keyPath": "n", "value": 0])["rev"]?.intValue == Int64(revision + 1),
                 "revisions continue after the backup's")
-        #expect(restored.stop() == 0)
+        expectEqual(restored.stop(), 0)
     }
 
     @Test("refusals: an existing file, no database, a running kvod, a database in the way, damaged or foreign files")
@@ -99,7 +99,7 @@ struct BackupRestoreTests {
         let server = try KVODProcess(dataDirectory: data)
         try server.connect().call("create", ["object": "o", "values": ["v": 1]])
         let backupFile = scratch.appending("b.sqlite3")
-        #expect(try kvod(["backup", "--data", data, backupFile]).status == 0)
+        expectEqual(try kvod(["backup", "--data", data, backupFile]).status, 0)
 
         // Never over an existing file.
         let again = try kvod(["backup", "--data", data, backupFile])
@@ -109,19 +109,19 @@ struct BackupRestoreTests {
         #expect(empty.status == 1 && empty.stderr.contains("holds no kvod database"), "\(empty.stderr)")
         #expect(!FileManager.default.fileExists(atPath: scratch.appending("c.sqlite3")))
         // A usage error: no --data.
-        #expect(try kvod(["backup", scratch.appending("d.sqlite3")]).status == 2)
+        expectEqual(try kvod(["backup", scratch.appending("d.sqlite3")]).status, 2)
         // Not while kvod runs.
         let database = data + "/kvod.sqlite3"
         let running = try kvod(["restore", "--data", data, "--replace", backupFile])
         #expect(running.status == 1 && running.stderr.contains("in use by a running kvod"), "\(running.stderr)")
         try server.connect().call("set", ["object": "o", "keyPath": "v", "value": 2])
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         let before = bytes(database)
 
         // A database in the way: refused without --replace.
         let inTheWay = try kvod(["restore", "--data", data, backupFile])
         #expect(inTheWay.status == 1 && inTheWay.stderr.contains("pass --replace"), "\(inTheWay.stderr)")
-        #expect(bytes(database) == before)
+        expectEqual(bytes(database), before)
         // Damaged backups and foreign files change nothing.
         let damaged = scratch.appending("damaged.sqlite3")
         var cut = try #require(bytes(backupFile))
@@ -137,18 +137,18 @@ struct BackupRestoreTests {
         sqlite.waitUntilExit()
         let own = try kvod(["restore", "--data", data, "--replace", database])
         #expect(own.status == 1 && own.stderr.contains("the data directory's own database"), "\(own.stderr)")
-        #expect(bytes(database) == before)
+        expectEqual(bytes(database), before)
         for file in [damaged, garbage, foreign, scratch.appending("missing.sqlite3")] {
             let refused = try kvod(["restore", "--data", data, "--replace", file])
             #expect(refused.status == 1 && refused.stderr.contains("is not a whole kvod database"), "\(file): \(refused.stderr)")
-            #expect(bytes(database) == before, "\(file)")
+            expectEqual(bytes(database), before, "\(file)")
         }
         #expect(FileManager.default.fileExists(atPath: foreign), "the foreign file was made")
         #expect(try FileManager.default.contentsOfDirectory(atPath: data).allSatisfy { !$0.contains("replaced") }, "nothing set aside")
 
         // With --replace: the current database is set aside whole and still opens; the backup's state is back.
         let replaced = try kvod(["restore", "--data", data, "--replace", backupFile])
-        #expect(replaced.status == 0, "\(replaced.stderr)")
+        expectEqual(replaced.status, 0, "\(replaced.stderr)")
         let aside = try #require(replaced.stdout.split(separator: "\n").first.map(String.init)).replacingOccurrences(of: "set aside ", with: "")
         #expect(aside.hasPrefix(database + ".replaced-") && bytes(aside) == before, "\(replaced.stdout)")
         // Twice more at once (the same second, or the next): each set-aside database keeps a name of its own, and
@@ -160,12 +160,12 @@ struct BackupRestoreTests {
         let asides: [String] = [second, third].compactMap { run in
             run.stdout.split(separator: "\n").first.map { String($0).replacingOccurrences(of: "set aside ", with: "") }
         }
-        #expect(Set(asides + [aside]).count == 3, "three set-aside names: \(asides) \(aside)")
-        #expect(bytes(aside) == before, "the first set-aside database is untouched")
+        expectEqual(Set(asides + [aside]).count, 3, "three set-aside names: \(asides) \(aside)")
+        expectEqual(bytes(aside), before, "the first set-aside database is untouched")
         for other in asides { #expect(bytes(other) == restored, "\(other)") }
         let restarted = try KVODProcess(dataDirectory: data)
-        #expect(try restarted.connect().call("get", ["object": "o"])["value"] == ["v": 1])
-        #expect(restarted.stop() == 0)
+        expectEqual(try restarted.connect().call("get", ["object": "o"])["value"], ["v": 1])
+        expectEqual(restarted.stop(), 0)
     }
 
     @Test("a lost database: kvod refuses to start; restore sets the leftover log aside and kvod starts on the backup")
@@ -175,20 +175,20 @@ struct BackupRestoreTests {
         let server = try KVODProcess(dataDirectory: data)
         try server.connect().call("create", ["object": "o", "values": ["v": 1]])
         let backupFile = scratch.appending("b.sqlite3")
-        #expect(try kvod(["backup", "--data", data, backupFile]).status == 0)
+        expectEqual(try kvod(["backup", "--data", data, backupFile]).status, 0)
         try server.connect().call("set", ["object": "o", "keyPath": "v", "value": 2])
         // SIGKILL keeps the -wal; then the database is lost.
         server.stop(signal: SIGKILL)
         let database = data + "/kvod.sqlite3"
-        #expect(unlink(database) == 0)
+        expectEqual(unlink(database), 0)
         #expect(throws: KVODProcessError.self) { try KVODProcess(dataDirectory: data) }
         let hadWAL = FileManager.default.fileExists(atPath: database + "-wal")
         let restore = try kvod(["restore", "--data", data, backupFile])
-        #expect(restore.status == 0, "\(restore.stderr)")
-        #expect(restore.stdout.contains("set aside \(database).replaced-") == hadWAL, "\(restore.stdout)")
+        expectEqual(restore.status, 0, "\(restore.stderr)")
+        expectEqual(restore.stdout.contains("set aside \(database).replaced-"), hadWAL, "\(restore.stdout)")
         let restarted = try KVODProcess(dataDirectory: data)
-        #expect(try restarted.connect().call("get", ["object": "o"])["value"] == ["v": 1], "the backup's state, not the lost log's")
-        #expect(restarted.stop() == 0)
+        expectEqual(try restarted.connect().call("get", ["object": "o"])["value"], ["v": 1], "the backup's state, not the lost log's")
+        expectEqual(restarted.stop(), 0)
     }
 }
 

@@ -31,13 +31,13 @@ import Testing
             Self.part("insert", ["object": "a", "keyPath": "log", "value": "sent 30"]),
             Self.part("set", ["object": "a", "keyPath": "balance", "value": 65, "ifEquals": ["keyPath": "balance", "value": 70]]),
         ]])
-        #expect(reply["rev"] == 2, "\(reply)")
-        #expect(reply["results"] == [[:], [:], ["value": 35], [:], [:]], "\(reply)")
+        expectEqual(reply["rev"], 2, "\(reply)")
+        expectEqual(reply["results"], [[:], [:], ["value": 35], [:], [:]], "\(reply)")
         let a = try client.call("get", ["object": "a"])
         #expect(a["value"] == ["balance": 65, "log": ["sent 30"]] && a["changedRev"] == 2 && a["rev"] == 2, "\(a)")
-        #expect(try client.call("get", ["object": "b"])["changedRev"] == 2)
+        expectEqual(try client.call("get", ["object": "b"])["changedRev"], 2)
         // The next write is the next revision.
-        #expect(try client.call("set", ["object": "b", "keyPath": "balance", "value": 0])["rev"] == 3)
+        expectEqual(try client.call("set", ["object": "b", "keyPath": "balance", "value": 0])["rev"], 3)
     }
 
     @Test("a refused part refuses the batch: its index and error in the reply, nothing stored, no revision, no event")
@@ -63,14 +63,14 @@ import Testing
         for (ops, part, expected) in cases {
             let reply = try client.request("batch", ["ops": ops])
             #expect(code(reply) == expected && reply["error"]?["part"] == .int(Int64(part)), "\(reply)")
-            #expect(reply["error"]?["message"]?.stringValue?.hasPrefix("part \(part) (") == true, "\(reply)")
+            expectEqual(reply["error"]?["message"]?.stringValue?.hasPrefix("part \(part) ("), true, "\(reply)")
         }
         // The conflict keeps its details beside the part's index.
         let conflict = try client.request("batch", ["ops": [
             Self.part("set", ["object": "a", "keyPath": "n", "value": 9, "ifEquals": ["keyPath": "n", "value": 2]])]])
         #expect(conflict["error"]?["value"] == 1 && conflict["error"]?["condition"] == "ifEquals", "\(conflict)")
-        #expect(try client.call("digest")["digest"] == digest, "nothing of a refused batch stays")
-        #expect(try client.call("get", ["object": "a"])["rev"] == 1)
+        expectEqual(try client.call("digest")["digest"], digest, "nothing of a refused batch stays")
+        expectEqual(try client.call("get", ["object": "a"])["rev"], 1)
         try expectNoEvents(observer, "a refused batch notifies nobody")
     }
 
@@ -132,12 +132,12 @@ import Testing
                 balances[sub] = events[index]["change"]?["new"]?.intValue
                 index += 1
             }
-            #expect(subs == [subA, subB], "revision \(rev)")
-            #expect(balances[subA]! + balances[subB]! == 1000, "revision \(rev)")
+            expectEqual(subs, [subA, subB], "revision \(rev)")
+            expectEqual(balances[subA]! + balances[subB]!, 1000, "revision \(rev)")
             revisions.append(rev)
         }
-        #expect(revisions.count == applied)
-        #expect(revisions == revisions.sorted())
+        expectEqual(revisions.count, applied)
+        expectEqual(revisions, revisions.sorted())
     }
 
     @Test("sinceRev replays a batch as one revision, before and after a restart")
@@ -166,11 +166,11 @@ import Testing
             return lines
         }
         let live = try replay(try server.connect())
-        #expect(live == ["2 0->1", "3 1->2", "4 2->3"], "\(live)")
+        expectEqual(live, ["2 0->1", "3 1->2", "4 2->3"], "\(live)")
         let restarted = try server.restart(after: SIGKILL)
-        #expect(try replay(try restarted.connect()) == live, "the same after a restart (batches survive a SIGKILL)")
+        expectEqual(try replay(try restarted.connect()), live, "the same after a restart (batches survive a SIGKILL)")
         let again = try restarted.connect()
-        #expect(try again.call("get", ["object": "a"])["value"] == ["n": 3, "list": [0, 1, 2, 3]])
+        expectEqual(try again.call("get", ["object": "a"])["value"], ["n": 3, "list": [0, 1, 2, 3]])
     }
 
     @Test("every part is checked against the writer's rights: one forbidden part refuses the batch")
@@ -190,8 +190,8 @@ import Testing
             Self.part("set", ["object": "shared", "keyPath": "n", "value": 2]),
         ]])
         #expect(code(reply) == "forbidden" && reply["error"]?["part"] == 1, "\(reply)")
-        #expect(code(try ann.request("get", ["object": "ann-1"])) == "not_found", "the first part was undone")
-        #expect(try ann.call("batch", ["ops": [Self.part("create", ["object": "ann-2"])]])["rev"] == 2)
+        expectEqual(code(try ann.request("get", ["object": "ann-1"])), "not_found", "the first part was undone")
+        expectEqual(try ann.call("batch", ["ops": [Self.part("create", ["object": "ann-2"])]])["rev"], 2)
     }
 
     @Test("hostile batches are refused with a clear error and the connection keeps serving")
@@ -203,8 +203,8 @@ import Testing
         let refused = try client.request("batch", ["ops": tooMany])
         #expect(code(refused) == "too_large" && refused["error"]?["limit"] == 1000, "\(refused)")
         let atLimit = JSONValue.array((0..<1_000).map { _ in Self.part("increment", ["object": "a", "keyPath": "n"]) })
-        #expect(try client.call("batch", ["ops": atLimit])["rev"] == 2, "1,000 parts are one revision")
-        #expect(try client.call("get", ["object": "a", "keyPath": "n"])["value"] == 1001)
+        expectEqual(try client.call("batch", ["ops": atLimit])["rev"], 2, "1,000 parts are one revision")
+        expectEqual(try client.call("get", ["object": "a", "keyPath": "n"])["value"], 1001)
         let malformed: [(JSONValue?, String)] = [
             (nil, "missing 'ops'"),
             ([], "at least one"),
@@ -227,7 +227,7 @@ import Testing
         let big = JSONValue.string(String(repeating: "z", count: 900_000))
         #expect(try client.call("batch", ["ops": [Self.part("set", ["object": "a", "keyPath": "big", "value": big]),
                                                   Self.part("delete", ["object": "a"])]])["rev"] == 3)
-        #expect(code(try client.request("get", ["object": "a"])) == "not_found")
-        #expect(try client.call("ping")["ok"] == true)
+        expectEqual(code(try client.request("get", ["object": "a"])), "not_found")
+        expectEqual(try client.call("ping")["ok"], true)
     }
 }

@@ -45,29 +45,29 @@ import Testing
         let sub = try #require(try observer.call("observe", ["object": "b", "keyPath": "y", "options": ["new", "old"]])["sub"])
 
         let reply = try bind(client, "a:x", "b:y", ["filter": "$value > 0", "convert": "$value * 2", "now": true])
-        #expect(reply == ["id": reply["id"]!, "ok": true, "binding": 1, "rev": 3], "now writes b.y at rev 3")
-        #expect(try client.call("get", ["object": "b", "keyPath": "y"])["value"] == 6)
+        expectEqual(reply, ["id": reply["id"]!, "ok": true, "binding": 1, "rev": 3], "now writes b.y at rev 3")
+        expectEqual(try client.call("get", ["object": "b", "keyPath": "y"])["value"], 6)
         var event = try #require(try observer.nextEvent(timeout: 5))
         #expect(event == ["event": "change", "sub": sub, "object": "b", "keyPath": "y", "reason": "valueChanged", "rev": 3,
                           "change": ["kind": 1, "old": 0, "new": 6]])
 
-        #expect(try client.call("set", ["object": "a", "keyPath": "x", "value": 5])["rev"] == 4)
+        expectEqual(try client.call("set", ["object": "a", "keyPath": "x", "value": 5])["rev"], 4)
         try expectGet(client, ["object": "b", "keyPath": "y"], value: 10, rev: 5)
         event = try #require(try observer.nextEvent(timeout: 5))
         #expect(event["rev"] == 5 && event["change"] == ["kind": 1, "old": 6, "new": 10])
 
         // The filter stops -1: nothing written, only a's revision.
-        #expect(try client.call("set", ["object": "a", "keyPath": "x", "value": -1])["rev"] == 6)
+        expectEqual(try client.call("set", ["object": "a", "keyPath": "x", "value": -1])["rev"], 6)
         try expectGet(client, ["object": "b", "keyPath": "y"], value: 10, rev: 6)
         try expectNoEvents(observer)
         // `$0` is `$value`.
         let second = try bind(client, "a:x", "b:z", ["convert": "str($0) + '!'", "now": true])
         #expect(second["binding"] == 2 && second["rev"] == 7)
-        #expect(try client.call("get", ["object": "b", "keyPath": "z"])["value"] == "-1!")
+        expectEqual(try client.call("get", ["object": "b", "keyPath": "z"])["value"], "-1!")
         // Without now, nothing is written until the source changes.
         let third = try bind(client, "a:x", "b:w")
         #expect(third["binding"] == 3 && third["rev"] == 7)
-        #expect(try client.call("get", ["object": "b", "keyPath": "w"])["value"] == .null)
+        expectEqual(try client.call("get", ["object": "b", "keyPath": "w"])["value"], .null)
     }
 
     @Test("a value equal to the target's is not written: no revision, no event")
@@ -79,12 +79,12 @@ import Testing
         try client.call("create", ["object": "b", "values": ["big": true]])
         try observer.call("observe", ["object": "b", "keyPath": "big", "options": ["new"]])
         let reply = try bind(client, "a:x", "b:big", ["convert": "$value > 5", "now": true])
-        #expect(reply["rev"] == 2, "now with an equal value writes nothing")
-        #expect(try client.call("set", ["object": "a", "keyPath": "x", "value": 8])["rev"] == 3)
-        #expect(try currentRevision(client, object: "b") == 3)
+        expectEqual(reply["rev"], 2, "now with an equal value writes nothing")
+        expectEqual(try client.call("set", ["object": "a", "keyPath": "x", "value": 8])["rev"], 3)
+        expectEqual(try currentRevision(client, object: "b"), 3)
         try expectNoEvents(observer)
-        #expect(try client.call("set", ["object": "a", "keyPath": "x", "value": 1])["rev"] == 4)
-        #expect(try currentRevision(client, object: "b") == 5)
+        expectEqual(try client.call("set", ["object": "a", "keyPath": "x", "value": 1])["rev"], 4)
+        expectEqual(try currentRevision(client, object: "b"), 5)
         let event = try #require(try observer.nextEvent(timeout: 5))
         #expect(event["rev"] == 5 && event["change"] == ["kind": 1, "new": false])
     }
@@ -101,11 +101,11 @@ import Testing
             "sources": sources, "to": Self.endpoint("c", "sum"), "reduce": "$0 + $1",
             "filter": "$0 != null && $1 != null", "now": true,
         ])
-        #expect(reply == ["id": reply["id"]!, "ok": true, "binding": 1, "rev": 3], "b.y is null: filtered")
-        #expect(try client.call("get", ["object": "c", "keyPath": "sum"])["value"] == 0)
-        #expect(try client.call("set", ["object": "b", "keyPath": "y", "value": 40])["rev"] == 4)
+        expectEqual(reply, ["id": reply["id"]!, "ok": true, "binding": 1, "rev": 3], "b.y is null: filtered")
+        expectEqual(try client.call("get", ["object": "c", "keyPath": "sum"])["value"], 0)
+        expectEqual(try client.call("set", ["object": "b", "keyPath": "y", "value": 40])["rev"], 4)
         try expectGet(client, ["object": "c", "keyPath": "sum"], value: 41, rev: 5)
-        #expect(try client.call("set", ["object": "a", "keyPath": "x", "value": 2])["rev"] == 6)
+        expectEqual(try client.call("set", ["object": "a", "keyPath": "x", "value": 2])["rev"], 6)
         try expectGet(client, ["object": "c", "keyPath": "sum"], value: 42, rev: 7)
         // Three sources, with a string reduction.
         let three = try client.request("combineLatest", [
@@ -113,9 +113,9 @@ import Testing
             "to": Self.endpoint("c", "text"), "reduce": "$0 + '/' + $1 + '/' + $2", "now": true,
         ])
         #expect(three["binding"] == 2 && three["rev"] == 8)
-        #expect(try client.call("get", ["object": "c", "keyPath": "text"])["value"] == "2/40/42")
+        expectEqual(try client.call("get", ["object": "c", "keyPath": "text"])["value"], "2/40/42")
         // One write to a.x: sum then text follow, each with its own revision.
-        #expect(try client.call("set", ["object": "a", "keyPath": "x", "value": 10])["rev"] == 9)
+        expectEqual(try client.call("set", ["object": "a", "keyPath": "x", "value": 10])["rev"], 9)
         try expectGet(client, ["object": "c"], value: ["sum": 50, "text": "10/40/50"], rev: 11)
     }
 
@@ -127,8 +127,8 @@ import Testing
         try client.call("create", ["object": "a", "values": ["x": 0]])
         try client.call("create", ["object": "b", "values": ["y": 0]])
         try client.call("create", ["object": "c", "values": ["z": 0]])
-        #expect(try bind(client, "a:x", "b:y", ["convert": "$value + 1"])["binding"] == 1)
-        #expect(try bind(client, "b:y", "c:z", ["convert": "$value * 10"])["binding"] == 2)
+        expectEqual(try bind(client, "a:x", "b:y", ["convert": "$value + 1"])["binding"], 1)
+        expectEqual(try bind(client, "b:y", "c:z", ["convert": "$value * 10"])["binding"], 2)
         for connection in [client, other] {
             for (object, keyPath) in [("c", "z"), ("b", "y"), ("a", "x")] {
                 try connection.call("observe", ["object": .string(object), "keyPath": .string(keyPath), "options": ["new"]])
@@ -137,17 +137,17 @@ import Testing
         let reply = try client.request("set", ["object": "a", "keyPath": "x", "value": 4])
         // Every event reached the writer before its reply: queued by `request` while it waited.
         let queued = client.pendingEvents
-        #expect(reply["rev"] == 4, "the reply carries the write's own revision: \(reply)")
+        expectEqual(reply["rev"], 4, "the reply carries the write's own revision: \(reply)")
         let expected: [(String, String, JSONValue, JSONValue)] = [("a", "x", 4, 4), ("b", "y", 5, 5), ("c", "z", 50, 6)]
-        #expect(queued.count == 3, "\(queued)")
+        expectEqual(queued.count, 3, "\(queued)")
         for (event, (object, keyPath, value, rev)) in zip(queued, expected) {
             #expect(event["object"] == .string(object) && event["keyPath"] == .string(keyPath), "\(event)")
             #expect(event["change"] == ["kind": 1, "new": value] && event["rev"] == rev, "\(event)")
         }
         let seen = try drainEvents(other)
-        #expect(seen.map { $0["keyPath"] } == ["x", "y", "z"])
-        #expect(seen.map { $0["rev"] } == [4, 5, 6])
-        #expect(try currentRevision(client, object: "a") == 6)
+        expectEqual(seen.map { $0["keyPath"] }, ["x", "y", "z"])
+        expectEqual(seen.map { $0["rev"] }, [4, 5, 6])
+        expectEqual(try currentRevision(client, object: "a"), 6)
     }
 
     @Test("a binding that could trigger itself is a cycle and nothing is created", arguments: [
@@ -173,7 +173,7 @@ import Testing
         var ids: [JSONValue] = []
         for (from, to) in setup {
             let reply = try bind(client, from, to)
-            #expect(reply["ok"] == true, "\(from) -> \(to): \(reply)")
+            expectEqual(reply["ok"], true, "\(from) -> \(to): \(reply)")
             ids.append(reply["binding"] ?? .null)
         }
         let rev = try currentRevision(client, object: "a")
@@ -193,11 +193,11 @@ import Testing
         }
         expectError(refused, code: "cycle", shape)
         let listed = try client.call("bindings")["bindings"]?.arrayValue ?? []
-        #expect(listed.map { $0["binding"] ?? .null } == ids, "\(shape): only the setup bindings exist")
-        #expect(try currentRevision(client, object: "a") == rev, "\(shape): nothing written")
+        expectEqual(listed.map { $0["binding"] ?? .null }, ids, "\(shape): only the setup bindings exist")
+        expectEqual(try currentRevision(client, object: "a"), rev, "\(shape): nothing written")
         // A binding made afterwards works and is not cyclic.
         let fine = try bind(client, "a:y", "d:y")
-        #expect(fine["ok"] == true, "\(fine)")
+        expectEqual(fine["ok"], true, "\(fine)")
     }
 
     @Test("bind and combineLatest refuse missing objects, operator and read-only targets and bad expressions")
@@ -226,12 +226,12 @@ import Testing
             "sources": [], "to": Self.endpoint("a", "y"), "reduce": "$0",
         ]), code: "bad_request")
         expectError(try client.request("unbind", ["binding": "one"]), code: "bad_request")
-        #expect(try client.call("bindings")["bindings"] == [])
+        expectEqual(try client.call("bindings")["bindings"], [])
         // A computed property is a fine source.
         let reply = try bind(client, "c:double", "a:y", ["now": true])
-        #expect(reply["binding"] == 1, "\(reply)")
+        expectEqual(reply["binding"], 1, "\(reply)")
         try client.call("set", ["object": "c", "keyPath": "x", "value": 21])
-        #expect(try client.call("get", ["object": "a", "keyPath": "y"])["value"] == 42)
+        expectEqual(try client.call("get", ["object": "a", "keyPath": "y"])["value"], 42)
     }
 
     @Test("unbind removes once (true, then false) and the source no longer drives the target")
@@ -242,15 +242,15 @@ import Testing
         try client.call("create", ["object": "b", "values": ["y": 0]])
         let id = try #require(try bind(client, "a:x", "b:y")["binding"])
         try client.call("set", ["object": "a", "keyPath": "x", "value": 2])
-        #expect(try client.call("get", ["object": "b", "keyPath": "y"])["value"] == 2)
-        #expect(try client.call("unbind", ["binding": id])["removed"] == true)
-        #expect(try client.call("unbind", ["binding": id])["removed"] == false)
-        #expect(try client.call("unbind", ["binding": 999])["removed"] == false)
+        expectEqual(try client.call("get", ["object": "b", "keyPath": "y"])["value"], 2)
+        expectEqual(try client.call("unbind", ["binding": id])["removed"], true)
+        expectEqual(try client.call("unbind", ["binding": id])["removed"], false)
+        expectEqual(try client.call("unbind", ["binding": 999])["removed"], false)
         try client.call("set", ["object": "a", "keyPath": "x", "value": 3])
-        #expect(try client.call("get", ["object": "b", "keyPath": "y"])["value"] == 2)
-        #expect(try client.call("bindings")["bindings"] == [])
+        expectEqual(try client.call("get", ["object": "b", "keyPath": "y"])["value"], 2)
+        expectEqual(try client.call("bindings")["bindings"], [])
         // Ids are not reused.
-        #expect(try bind(client, "a:x", "b:y")["binding"] == .int((id.intValue ?? 0) + 1))
+        expectEqual(try bind(client, "a:x", "b:y")["binding"], .int((id.intValue ?? 0) + 1))
     }
 
     @Test("deleting a source or the target removes the binding and tells its creator only", arguments: ["source", "target"])
@@ -276,11 +276,11 @@ import Testing
         try expectNoEvents(other, "the deleting connection is not the creator")
         try expectNoEvents(bystander)
         let listed = try creator.call("bindings")["bindings"]?.arrayValue ?? []
-        #expect(listed.map { $0["binding"] } == [survivor])
+        expectEqual(listed.map { $0["binding"] }, [survivor])
         // Re-creating the object does not bring the binding back.
         try other.call("create", ["object": .string(object), "values": ["x": 5, "y": 0]])
         try other.call("set", ["object": "a", "keyPath": "x", "value": 6])
-        #expect(try other.call("get", ["object": "b", "keyPath": "y"])["value"] == 0)
+        expectEqual(try other.call("get", ["object": "b", "keyPath": "y"])["value"], 0)
     }
 
     @Test("the creator deleting its own source gets the removal event before the delete's reply")
@@ -309,10 +309,10 @@ import Testing
         let rev = try #require(try writer.call("set", ["object": "a", "keyPath": "x", "value": 50])["rev"])
         let event = try #require(try creator.nextEvent(timeout: 5))
         #expect(event["event"] == "binding" && event["binding"] == id && event["reason"] == "refused" && event["rev"] == rev, "\(event)")
-        #expect(event["error"]?["code"] == "invalid_value", "\(event)")
+        expectEqual(event["error"]?["code"], "invalid_value", "\(event)")
         #expect(event["error"]?["property"] == "qty" && event["error"]?["rule"] == "max", "\(event)")
-        #expect(event["error"]?["message"]?.stringValue?.isEmpty == false)
-        #expect(event.objectValue?.keys.sorted() == ["binding", "error", "event", "reason", "rev"])
+        expectEqual(event["error"]?["message"]?.stringValue?.isEmpty, false)
+        expectEqual(event.objectValue?.keys.sorted(), ["binding", "error", "event", "reason", "rev"])
         try expectGet(writer, ["object": "i1", "keyPath": "qty"], value: 1, rev: rev)
         try expectNoEvents(writer)
         try expectNoEvents(observer)
@@ -341,10 +341,10 @@ import Testing
         #expect(broken["binding"] == 2 && broken["rev"] == 2, "\(broken)")
         let events = try drainEvents(client)
         #expect(events.count == 1 && events.first?["binding"] == 2 && events.first?["reason"] == "refused", "\(events)")
-        #expect(events.first?["error"]?["code"] == "not_found", "\(events)")
+        expectEqual(events.first?["error"]?["code"], "not_found", "\(events)")
         // Within range, the first binding writes.
         try client.call("set", ["object": "a", "keyPath": "x", "value": 9])
-        #expect(try client.call("get", ["object": "i", "keyPath": "qty"])["value"] == 9)
+        expectEqual(try client.call("get", ["object": "i", "keyPath": "qty"])["value"], 9)
     }
 
     @Test("a binding outlives its creator's connection: it still applies and is still removed with its source")
@@ -357,10 +357,10 @@ import Testing
         let id = try #require(try bind(creator, "s:v", "t:v")["binding"])
         creator.close()
         try other.call("set", ["object": "s", "keyPath": "v", "value": 7])
-        #expect(try other.call("get", ["object": "t", "keyPath": "v"])["value"] == 7)
+        expectEqual(try other.call("get", ["object": "t", "keyPath": "v"])["value"], 7)
         try other.call("delete", ["object": "s"])
         try expectNoEvents(other)
-        #expect(try other.call("bindings")["bindings"] == [])
+        expectEqual(try other.call("bindings")["bindings"], [])
         #expect(server.waitForLog("binding \(id) removed: sourceDeleted (s)"), "\(server.log)")
     }
 

@@ -67,14 +67,14 @@ struct BruteForceOverTCPTests {
             let started = monotonicSeconds()
             let client = try KVOConnection(host: "127.0.0.1", port: port)
             let reply = try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 30)
-            #expect(reply["user"] == "alice")
+            expectEqual(reply["user"], "alice")
             try client.call("create", ["object": .string("login-\(logins)")])
             slowest = max(slowest, monotonicSeconds() - started)
             logins += 1
         }
         #expect(results.errors.isEmpty, "\(results.errors.prefix(3))")
-        #expect(results.refused == attempts)
-        #expect(results.connectionsNotClosed == 0)
+        expectEqual(results.refused, attempts)
+        expectEqual(results.connectionsNotClosed, 0)
         #expect(logins >= 1)
         // Generous: a login waits at most for the checks already running (minimal cost: milliseconds).
         #expect(slowest < 5, "slowest correct login \(slowest) s during \(attempts) wrong passwords")
@@ -93,7 +93,7 @@ struct BruteForceOverTCPTests {
         let guessers = try guesses(16, at: server)
         // They all arrive before the correct login does: a ping on a later connection is answered once kvod has
         // read them (it accepts connections in order and reads them on one loop).
-        #expect(try KVOConnection(host: "127.0.0.1", port: server.port).call("ping")["ok"] == true)
+        expectEqual(try KVOConnection(host: "127.0.0.1", port: server.port).call("ping")["ok"], true)
         // Each guess's answer is timestamped by a thread blocked on it, so that how late this thread reads
         // them (a loaded machine can hold it back for longer than a check takes) does not count.
         let arrivals = GuessArrivals()
@@ -107,10 +107,10 @@ struct BruteForceOverTCPTests {
             }
         }
         let client = try KVOConnection(host: "127.0.0.1", port: server.port)
-        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"] == "alice")
+        expectEqual(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"], "alice")
         let loginAnswered = monotonicSeconds()
         readers.wait()
-        #expect(arrivals.codes == Array(repeating: "unauthenticated", count: 16), "\(arrivals.codes)")
+        expectEqual(arrivals.codes, Array(repeating: "unauthenticated", count: 16), "\(arrivals.codes)")
         // How many guesses were checked before the correct login: those already running when it arrived
         // (2), give or take one that started meanwhile; first come, first served would be all that waited.
         // (Those turned away unchecked are answered at once, before it: they cost no check.)
@@ -135,14 +135,14 @@ extension BruteForceOverTCPTests {
             for (index, guesser) in guessers.enumerated() where !answered.contains(index) {
                 guard let reply = try? guesser.readMessage(timeout: 0.001) else { continue }
                 answered.insert(index)
-                #expect(errorCode(reply) == "unauthenticated")
+                expectEqual(errorCode(reply), "unauthenticated")
                 if reply["error"]?["message"]?.stringValue?.contains("too many logins are waiting") == true { turnedAway += 1 }
             }
         }
         #expect(turnedAway >= 30, "\(turnedAway) of 300 turned away with 256 waiting at most")
         // A login from another address goes ahead of the waiting guesses (one of them is turned away for it).
         let client = try KVOConnection(host: "127.0.0.1", port: server.port)
-        #expect(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"] == "alice")
+        expectEqual(try client.call("auth", ["user": "alice", "password": "correct horse"], timeout: 60)["user"], "alice")
         // Closing the guessers drops their waiting checks; the server keeps serving.
         for guesser in guessers { guesser.close() }
         try client.call("create", ["object": "after"])
@@ -216,7 +216,7 @@ extension BruteForceOverTCPTests {
         try #require(added.status == 0, "\(added.stderr)")
         let server = try KVODProcess(["--users", usersFile])
         let first = try KVOConnection(host: "127.0.0.1", port: server.port, sourceAddress: "127.0.0.2")
-        #expect(errorCode(try first.request("auth", ["user": "alice", "password": "nope"], timeout: 30)) == "unauthenticated")
+        expectEqual(errorCode(try first.request("auth", ["user": "alice", "password": "nope"], timeout: 30)), "unauthenticated")
         return (server, scratch)
     }
 

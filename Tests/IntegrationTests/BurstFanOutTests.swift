@@ -42,7 +42,7 @@ import Testing
                 if !inOrder { break }
                 lastRev = rev
             }
-            #expect(try subscriber.call("ping")["ok"] == true)
+            expectEqual(try subscriber.call("ping")["ok"], true)
             #expect(subscriber.pendingEvents.isEmpty, "no duplicate arrived after the last event")
         }
     }

@@ -44,7 +44,7 @@ struct CLIArgumentTests {
             expectUsageError(try KVOClientProcess.run(arguments), message)
         }
         // Nothing reached the server.
-        #expect(try server.connect().call("get", ["object": "t"])["value"] == ["a": [1, 2, 3]])
+        expectEqual(try server.connect().call("get", ["object": "t"])["value"], ["a": [1, 2, 3]])
         // The accepted forms still work.
         expectSuccess(try KVOClientProcess.run(server, ["remove", "t", "a", "0"]), lines: ["rev 2"])
         expectSuccess(try KVOClientProcess.run(server, ["unbind", "7"]), lines: ["not bound"])
@@ -63,9 +63,9 @@ struct CLIArgumentTests {
         expectUsageError(try KVOClientProcess.run(server, ["set", "t", "m", "--"]), "Missing expected argument '<value>'")
         expectUsageError(try KVOClientProcess.run(server, ["insert", "t", "m", "--"]), "Missing expected argument '<value>'")
         expectUsageError(try KVOClientProcess.run(server, ["replace", "t", "m", "--"]), "expected pairs of an index and a value")
-        #expect(try server.connect().call("get", ["object": "t"])["value"] == [:])
+        expectEqual(try server.connect().call("get", ["object": "t"])["value"], [:])
         expectSuccess(try KVOClientProcess.run(server, ["set", "t", "m", "--", "--"]), lines: ["rev 2"])
-        #expect(try server.connect().call("get", ["object": "t", "keyPath": "m"])["value"] == "--")
+        expectEqual(try server.connect().call("get", ["object": "t", "keyPath": "m"])["value"], "--")
     }
 
     @Test("kvod's numeric flags, --host and --unix say what is wrong, exit 2", arguments: [
@@ -88,7 +88,7 @@ struct CLIArgumentTests {
     func kvodFlags(arguments: [String], message: String) throws {
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(arguments) }
         guard case let .exitedEarly(status, log) = error else { return }
-        #expect(status == 2, "\(log)")
+        expectEqual(status, 2, "\(log)")
         #expect(log.hasPrefix("kvod: error: "), "\(log)")
         #expect(log.contains(message), "\(log)")
     }
@@ -114,19 +114,19 @@ struct CLIValueArgumentTests {
         ]
         for (arguments, message) in cases {
             let result = try KVOClientProcess.run(server, arguments)
-            #expect(result.status == 2, "\(arguments): \(result.stderr)")
-            #expect(result.errorLines.first?.contains("kvoclient: error: " + message) == true, "\(arguments): \(result.stderr)")
+            expectEqual(result.status, 2, "\(arguments): \(result.stderr)")
+            expectEqual(result.errorLines.first?.contains("kvoclient: error: " + message), true, "\(arguments): \(result.stderr)")
         }
-        #expect(try server.connect().call("get", ["object": "t"])["value"] == ["list": [0]])
-        #expect(try server.connect().call("list")["objects"] == ["t"])
+        expectEqual(try server.connect().call("get", ["object": "t"])["value"], ["list": [0]])
+        expectEqual(try server.connect().call("list")["objects"], ["t"])
         // Text that does not look like JSON is still a string, and valid JSON is JSON.
         expectSuccess(try KVOClientProcess.run(server, ["set", "t", "d", "2026-11-21"]), lines: ["rev 2"])
         expectSuccess(try KVOClientProcess.run(server, ["set", "t", "z", "01"]), lines: ["rev 3"])
         expectSuccess(try KVOClientProcess.run(server, ["set", "t", "n", "1e300"]), lines: ["rev 4"])
         let value = try server.connect().call("get", ["object": "t"])["value"]
-        #expect(value?["d"] == "2026-11-21")
-        #expect(value?["z"] == "01")
-        #expect(value?["n"] == .double(1e300))
+        expectEqual(value?["d"], "2026-11-21")
+        expectEqual(value?["z"], "01")
+        expectEqual(value?["n"], .double(1e300))
     }
 
     @Test("an argument that is not valid UTF-8 is a usage error naming it, not U+FFFD")
@@ -148,10 +148,10 @@ struct CLIValueArgumentTests {
             try shell.run()
             let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             shell.waitUntilExit()
-            #expect(shell.terminationStatus == 2, "\(stderr)")
+            expectEqual(shell.terminationStatus, 2, "\(stderr)")
             #expect(stderr.hasPrefix("kvoclient: error: argument \(position) is not valid UTF-8: '\(shown)'"), "\(stderr)")
         }
-        #expect(try server.connect().call("get", ["object": "t"])["value"] == [:])
-        #expect(try server.connect().call("list")["objects"] == ["t"])
+        expectEqual(try server.connect().call("get", ["object": "t"])["value"], [:])
+        expectEqual(try server.connect().call("list")["objects"], ["t"])
     }
 }

@@ -21,19 +21,19 @@ struct CLIAuthenticationTests {
         let (server, _) = try serverWithAlice()
         let alice = ["KVOD_PASSWORD": "correct horse"]
         var result = try KVOClientProcess.run(server, ["--user", "alice", "create", "o", #"{"n":1}"#], environment: alice)
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         result = try KVOClientProcess.run(server, ["get", "o", "n", "--user", "alice"], environment: alice)
-        #expect(result.lines == ["1"], "\(result.stderr)")
+        expectEqual(result.lines, ["1"], "\(result.stderr)")
         result = try KVOClientProcess.run(server, ["--user", "alice", "list"], environment: alice)
-        #expect(result.lines == ["o"], "\(result.stderr)")
+        expectEqual(result.lines, ["o"], "\(result.stderr)")
         let subscriber = try KVOClientProcess.start(server, ["--user", "alice", "subscribe", "o", "n", "--count", "1"], environment: alice)
         let watcher = try server.connect()
         try watcher.call("auth", ["user": "alice", "password": "correct horse"])
         _ = try waitForObservers(watcher, object: "o", count: 1)
         result = try KVOClientProcess.run(server, ["--user", "alice", "set", "o", "n", "2"], environment: alice)
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         let subscription = subscriber.finish()
-        #expect(subscription.status == 0, "\(subscription.stderr)")
+        expectEqual(subscription.status, 0, "\(subscription.stderr)")
         #expect(subscription.stdout.contains("2"), "\(subscription.stdout)")
     }
 
@@ -41,10 +41,10 @@ struct CLIAuthenticationTests {
     func refused() throws {
         let (server, _) = try serverWithAlice()
         var result = try KVOClientProcess.run(server, ["list"])
-        #expect(result.status == 1)
+        expectEqual(result.status, 1)
         #expect(result.stderr.contains("unauthenticated"), "\(result.stderr)")
         result = try KVOClientProcess.run(server, ["--user", "alice", "list"], environment: ["KVOD_PASSWORD": "wrong"])
-        #expect(result.status == 1)
+        expectEqual(result.status, 1)
         #expect(result.stderr.contains("unauthenticated: wrong user name or password"), "\(result.stderr)")
     }
 
@@ -52,10 +52,10 @@ struct CLIAuthenticationTests {
     func noPassword() throws {
         let (server, _) = try serverWithAlice()
         let result = try KVOClientProcess.run(server, ["--user", "alice", "list"])
-        #expect(result.status == 2)
+        expectEqual(result.status, 2)
         #expect(result.stderr.contains("KVOD_PASSWORD"), "\(result.stderr)")
         let token = try KVOClientProcess.run(server, ["--token", "list"])
-        #expect(token.status == 2)
+        expectEqual(token.status, 2)
         #expect(token.stderr.contains("KVOD_TOKEN"), "\(token.stderr)")
     }
 }

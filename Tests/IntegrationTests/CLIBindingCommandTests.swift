@@ -24,16 +24,16 @@ struct CLIBindingUsageErrorTests {
     ])
     func badEndpoints(arguments: [String], message: String) throws {
         let result = try KVOClientProcess.run(Self.unusedPort + arguments)
-        #expect(result.status == 2)
+        expectEqual(result.status, 2)
         #expect(result.stdout.isEmpty)
-        #expect(result.errorLines.first == "kvoclient: error: " + message, "\(result.stderr)")
+        expectEqual(result.errorLines.first, "kvoclient: error: " + message, "\(result.stderr)")
     }
 
     @Test("the object and key path split at the first ':', so only a bad TARGET is reported")
     func endpointsSplitAtTheFirstColon() throws {
         // "a:b:c" is object "a", key path "b:c" (accepted); "c" is not an endpoint.
         let result = try KVOClientProcess.run(Self.unusedPort + ["bind", "a:b:c", "c"])
-        #expect(result.status == 2)
+        expectEqual(result.status, 2)
         #expect(result.errorLines.first?.hasPrefix("kvoclient: error: The value 'c' is invalid for '<target>'") == true,
                 "\(result.stderr)")
     }
@@ -45,9 +45,9 @@ struct CLIBindingUsageErrorTests {
     ])
     func combineRequirements(arguments: [String], message: String) throws {
         let result = try KVOClientProcess.run(Self.unusedPort + arguments)
-        #expect(result.status == 2)
+        expectEqual(result.status, 2)
         #expect(result.stdout.isEmpty)
-        #expect(result.errorLines.first == "kvoclient: error: " + message, "\(result.stderr)")
+        expectEqual(result.errorLines.first, "kvoclient: error: " + message, "\(result.stderr)")
     }
 
     @Test("define-class refuses a file that is not a JSON object, before connecting", arguments: [
@@ -61,10 +61,10 @@ struct CLIBindingUsageErrorTests {
         let path = directory.appending("class.json")
         try Data(contents.utf8).write(to: URL(fileURLWithPath: path))
         let result = try KVOClientProcess.run(Self.unusedPort + ["define-class", path])
-        #expect(result.status == 2)
+        expectEqual(result.status, 2)
         #expect(result.stdout.isEmpty)
         // One line, no usage text: the arguments were fine, the file is not.
-        #expect(result.errorLines.count == 1, "\(result.stderr)")
+        expectEqual(result.errorLines.count, 1, "\(result.stderr)")
         #expect(result.errorLines.first?.hasPrefix("kvoclient: error: the class definition in '\(path)' \(problem)") == true,
                 "\(result.stderr)")
     }
@@ -74,12 +74,12 @@ struct CLIBindingUsageErrorTests {
         let directory = try TemporaryDirectory("cli-class")
         let missing = directory.appending("missing.json")
         let result = try KVOClientProcess.run(Self.unusedPort + ["define-class", missing])
-        #expect(result.status == 2)
+        expectEqual(result.status, 2)
         #expect(result.stdout.isEmpty)
-        #expect(result.errorLines == ["kvoclient: error: cannot read the class definition file '\(missing)': No such file or directory"])
+        expectEqual(result.errorLines, ["kvoclient: error: cannot read the class definition file '\(missing)': No such file or directory"])
         // The test runs kvoclient with /dev/null as standard input.
         let stdin = try KVOClientProcess.run(Self.unusedPort + ["define-class", "-"])
-        #expect(stdin.status == 2)
+        expectEqual(stdin.status, 2)
         #expect(stdin.errorLines.first?.hasPrefix("kvoclient: error: the class definition in standard input is not valid JSON") == true,
                 "\(stdin.stderr)")
     }
@@ -87,8 +87,8 @@ struct CLIBindingUsageErrorTests {
     @Test("unbind needs a numeric id")
     func unbindNeedsANumber() throws {
         let result = try KVOClientProcess.run(Self.unusedPort + ["unbind", "seven"])
-        #expect(result.status == 2)
-        #expect(result.errorLines.first == "kvoclient: error: binding id 'seven' must be a whole number, 0 or more", "\(result.stderr)")
+        expectEqual(result.status, 2)
+        expectEqual(result.errorLines.first, "kvoclient: error: binding id 'seven' must be a whole number, 0 or more", "\(result.stderr)")
     }
 }
 
@@ -107,28 +107,28 @@ struct CLIBindingCommandTests {
         expectSuccess(try KVOClientProcess.run(server, ["define-class", path]), lines: ["defined LabColor"])
 
         let listed = try KVOClientProcess.run(server, ["classes"])
-        #expect(listed.status == 0, "\(listed.stderr)")
-        #expect(listed.lines.count == 1)
+        expectEqual(listed.status, 0, "\(listed.stderr)")
+        expectEqual(listed.lines.count, 1)
         let definition = try JSONParser.parse(listed.lines.first ?? "")
-        #expect(definition["name"] == "LabColor")
-        #expect(definition["properties"]?["L"]?["max"] == 100)
+        expectEqual(definition["name"], "LabColor")
+        expectEqual(definition["properties"]?["L"]?["max"], 100)
         // One line of compact JSON with sorted keys: the writer's own encoding of it.
-        #expect(listed.lines.first == JSONWriter.string(definition))
+        expectEqual(listed.lines.first, JSONWriter.string(definition))
 
         let whole = try KVOClientProcess.run(server, ["classes", "--json"])
-        #expect(whole.status == 0, "\(whole.stderr)")
-        #expect(whole.lines.count == 1)
+        expectEqual(whole.status, 0, "\(whole.stderr)")
+        expectEqual(whole.lines.count, 1)
         let reply = try JSONParser.parse(whole.lines.first ?? "")
-        #expect(reply["ok"] == true)
-        #expect(reply["classes"] == [definition])
+        expectEqual(reply["ok"], true)
+        expectEqual(reply["classes"], [definition])
 
         expectSuccess(try KVOClientProcess.run(server, ["create", "lab", #"{"L":50}"#, "--class", "LabColor"]), lines: ["rev 1"])
         let refused = try KVOClientProcess.run(server, ["create", "hot", #"{"L":120}"#, "--class", "LabColor"])
-        #expect(refused.status == 1)
+        expectEqual(refused.status, 1)
         #expect(refused.stdout.isEmpty)
-        #expect(refused.errorLines.count == 1, "\(refused.stderr)")
-        #expect(refused.errorLines.first?.hasPrefix("kvoclient: error: invalid_value: ") == true, "\(refused.stderr)")
-        #expect(refused.errorLines.first?.hasSuffix(" (property 'L', rule 'max')") == true, "\(refused.stderr)")
+        expectEqual(refused.errorLines.count, 1, "\(refused.stderr)")
+        expectEqual(refused.errorLines.first?.hasPrefix("kvoclient: error: invalid_value: "), true, "\(refused.stderr)")
+        expectEqual(refused.errorLines.first?.hasSuffix(" (property 'L', rule 'max')"), true, "\(refused.stderr)")
         expectSuccess(try KVOClientProcess.run(server, ["list"]), lines: ["lab"])
     }
 
@@ -141,28 +141,28 @@ struct CLIBindingCommandTests {
             "bind", "a:x", "b:y", "--filter", "$value > 0", "--convert", "$value * 2", "--now",
         ]), lines: ["binding 1"])
         expectSuccess(try KVOClientProcess.run(server, ["get", "b", "y"]), lines: ["6"])
-        #expect(try KVOClientProcess.run(server, ["set", "a", "x", "5"]).status == 0)
+        expectEqual(try KVOClientProcess.run(server, ["set", "a", "x", "5"]).status, 0)
         expectSuccess(try KVOClientProcess.run(server, ["get", "b", "y"]), lines: ["10"])
         // The filter keeps a non-positive value from being written.
-        #expect(try KVOClientProcess.run(server, ["set", "a", "x", "-1"]).status == 0)
+        expectEqual(try KVOClientProcess.run(server, ["set", "a", "x", "-1"]).status, 0)
         expectSuccess(try KVOClientProcess.run(server, ["get", "b", "y"]), lines: ["10"])
 
         expectSuccess(try KVOClientProcess.run(server, ["bindings"]),
                       lines: ["1  a:x -> b:y  filter $value > 0  convert $value * 2"])
         let json = try KVOClientProcess.run(server, ["bindings", "--json"])
-        #expect(json.status == 0, "\(json.stderr)")
-        #expect(json.lines.count == 1)
+        expectEqual(json.status, 0, "\(json.stderr)")
+        expectEqual(json.lines.count, 1)
         let binding = try JSONParser.parse(json.lines.first ?? "")
-        #expect(binding["binding"] == 1)
-        #expect(binding["kind"] == "bind")
-        #expect(binding["from"] == ["object": "a", "keyPath": "x"])
-        #expect(binding["to"] == ["object": "b", "keyPath": "y"])
-        #expect(json.lines.first == JSONWriter.string(binding))
+        expectEqual(binding["binding"], 1)
+        expectEqual(binding["kind"], "bind")
+        expectEqual(binding["from"], ["object": "a", "keyPath": "x"])
+        expectEqual(binding["to"], ["object": "b", "keyPath": "y"])
+        expectEqual(json.lines.first, JSONWriter.string(binding))
 
         expectSuccess(try KVOClientProcess.run(server, ["unbind", "1"]), lines: ["removed"])
         expectSuccess(try KVOClientProcess.run(server, ["unbind", "1"]), lines: ["not bound"])
         expectSuccess(try KVOClientProcess.run(server, ["bindings"]), lines: [])
-        #expect(try KVOClientProcess.run(server, ["set", "a", "x", "7"]).status == 0)
+        expectEqual(try KVOClientProcess.run(server, ["set", "a", "x", "7"]).status, 0)
         expectSuccess(try KVOClientProcess.run(server, ["get", "b", "y"]), lines: ["10"])
     }
 
@@ -177,7 +177,7 @@ struct CLIBindingCommandTests {
             "combine", "--source", "a:x", "--source", "b:y", "--to", "c:z", "--reduce", "$0 + $1", "--now",
         ]), lines: ["binding 2"])
         expectSuccess(try KVOClientProcess.run(server, ["get", "c", "z"]), lines: ["3"])
-        #expect(try KVOClientProcess.run(server, ["set", "b", "y", "40"]).status == 0)
+        expectEqual(try KVOClientProcess.run(server, ["set", "b", "y", "40"]).status, 0)
         expectSuccess(try KVOClientProcess.run(server, ["get", "c", "z"]), lines: ["41"])
         expectSuccess(try KVOClientProcess.run(server, ["bindings"]), lines: [
             "1  a:x -> c:copy",

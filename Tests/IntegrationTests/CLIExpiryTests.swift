@@ -26,7 +26,7 @@ struct CLIExpiryTests {
         let set = try KVOClientProcess.run(server, ["set", "sess:probe", "n", "1", "--ttl", "0"])
         #expect(set.status == 0 && set.stdout == "rev 3\n", "\(set)")
         let result = ids.finish()
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         #expect(result.stdout.split(separator: "\n") == ["sess:1  created  rev=2", "sess:1  sourceDeleted  expired  rev=4"],
                 "\(result.stdout)")
         for bad in [["create", "x", "--ttl", "-1"], ["create", "x", "--ttl", "soon"], ["touch", "missing"]] {
@@ -45,7 +45,7 @@ struct CLIExpiryTests {
         let root = ["KVOD_PASSWORD": "root pw"], drop = ["KVOD_PASSWORD": "drop pw"]
         for (object, ttl) in [("box-timed", ["--ttl", "60"]), ("box-plain", [])] {
             let created = try KVOClientProcess.run(server, ["--user", "root", "create", object, "{}"] + ttl, environment: root)
-            #expect(created.status == 0, "\(created)")
+            expectEqual(created.status, 0, "\(created)")
         }
         // Both objects answer alike: what she cannot read includes whether either has a ttl.
         for object in ["box-timed", "box-plain"] {

@@ -35,16 +35,16 @@ struct CLIOutputEscapingTests {
             try client.call("create", ["object": .string(id), "values": ["k\nx": "v\u{9B}\u{202E}\u{1B}", "n": 1]])
         }
         let list = try KVOClientProcess.run(server, ["list"])
-        #expect(list.status == 0)
+        expectEqual(list.status, 0)
         #expect(!hasRawControl(list.stdout), "\(list.stdout.debugDescription)")
-        #expect(list.lines == Self.hostileIDs.sorted().map { PrintableText.escaped($0, limit: .max) })
-        #expect(list.lines.count == Self.hostileIDs.count, "one line per id")
+        expectEqual(list.lines, Self.hostileIDs.sorted().map { PrintableText.escaped($0, limit: .max) })
+        expectEqual(list.lines.count, Self.hostileIDs.count, "one line per id")
 
         let get = try KVOClientProcess.run(server, ["get", "c1\u{9B}x"])
-        #expect(get.status == 0)
+        expectEqual(get.status, 0)
         #expect(!hasRawControl(get.stdout), "\(get.stdout.debugDescription)")
-        #expect(get.lines.count == 1)
-        #expect(try JSONParser.parse(get.lines[0]) == ["k\nx": "v\u{9B}\u{202E}\u{1B}", "n": 1])
+        expectEqual(get.lines.count, 1)
+        expectEqual(try JSONParser.parse(get.lines[0]), ["k\nx": "v\u{9B}\u{202E}\u{1B}", "n": 1])
     }
 
     @Test("subscribe: the event line escapes the object and key path; --json stays valid JSON; errors are one escaped line")
@@ -58,28 +58,28 @@ struct CLIOutputEscapingTests {
 
         // info, while the two observe: the key path escaped.
         let info = try KVOClientProcess.run(server, ["info", "evil\nroot"])
-        #expect(info.status == 0)
+        expectEqual(info.status, 0)
         #expect(!hasRawControl(info.stdout), "\(info.stdout.debugDescription)")
-        #expect(info.lines.count == 2)
+        expectEqual(info.lines.count, 2)
         #expect(info.lines.allSatisfy { $0.contains(#"keyPath=k\u{1B}"#) }, "\(info.lines)")
 
         try client.call("set", ["object": "evil\nroot", "keyPath": "k\u{1B}", "value": "\u{07}\u{9B}"])
         let humanResult = human.finish(timeout: 10)
-        #expect(humanResult.status == 0)
+        expectEqual(humanResult.status, 0)
         #expect(!hasRawControl(humanResult.stdout), "\(humanResult.stdout.debugDescription)")
-        #expect(humanResult.lines == [#"evil\nroot.k\u{1B}  valueChanged  rev=2  new="\u0007\u009b""#])
+        expectEqual(humanResult.lines, [#"evil\nroot.k\u{1B}  valueChanged  rev=2  new="\u0007\u009b""#])
         let jsonResult = json.finish(timeout: 10)
-        #expect(jsonResult.status == 0)
+        expectEqual(jsonResult.status, 0)
         #expect(!hasRawControl(jsonResult.stdout), "\(jsonResult.stdout.debugDescription)")
-        #expect(jsonResult.lines.count == 1)
+        expectEqual(jsonResult.lines.count, 1)
         let event = try JSONParser.parse(jsonResult.lines.first ?? "")
-        #expect(event["object"] == "evil\nroot")
-        #expect(event["change"]?["new"] == "\u{07}\u{9B}")
+        expectEqual(event["object"], "evil\nroot")
+        expectEqual(event["change"]?["new"], "\u{07}\u{9B}")
 
         // An error that quotes the id: one line, escaped.
         let missing = try KVOClientProcess.run(server, ["get", "gone\n\u{1B}[2J"])
-        #expect(missing.status == 1)
-        #expect(missing.errorLines == [#"kvoclient: error: not_found: object 'gone\n\u{1B}[2J' does not exist"#])
+        expectEqual(missing.status, 1)
+        expectEqual(missing.errorLines, [#"kvoclient: error: not_found: object 'gone\n\u{1B}[2J' does not exist"#])
     }
 
     @Test("bindings print escaped endpoints and expressions")
@@ -90,10 +90,10 @@ struct CLIOutputEscapingTests {
         try client.call("create", ["object": "c", "values": ["y": 0]])
         try client.call("bind", ["from": ["object": "a\nb", "keyPath": "x"], "to": ["object": "c", "keyPath": "y"]])
         let bindings = try KVOClientProcess.run(server, ["bindings"])
-        #expect(bindings.status == 0, "\(bindings.stderr)")
+        expectEqual(bindings.status, 0, "\(bindings.stderr)")
         #expect(!hasRawControl(bindings.stdout), "\(bindings.stdout.debugDescription)")
-        #expect(bindings.lines == [#"1  a\nb:x -> c:y"#])
+        expectEqual(bindings.lines, [#"1  a\nb:x -> c:y"#])
         let json = try KVOClientProcess.run(server, ["bindings", "--json"])
-        #expect(try JSONParser.parse(json.lines.first ?? "")["from"]?["object"] == "a\nb")
+        expectEqual(try JSONParser.parse(json.lines.first ?? "")["from"]?["object"], "a\nb")
     }
 }

@@ -24,12 +24,12 @@ struct CLIPatternSubscribeTests {
         try writer.call("set", ["object": "user:1", "keyPath": "address.city", "value": "Paris"])
         try writer.call("delete", ["object": "user:1"])
         let idLines = ids.finish()
-        #expect(idLines.status == 0, "\(idLines.stderr)")
+        expectEqual(idLines.status, 0, "\(idLines.stderr)")
         #expect(idLines.stdout.split(separator: "\n") == [
             #"user:*  initial  rev=1  new=["user:1"]"#, "user:2  created  rev=3", "user:1  sourceDeleted  rev=5",
         ])
         let cityLines = cities.finish()
-        #expect(cityLines.status == 0, "\(cityLines.stderr)")
+        expectEqual(cityLines.status, 0, "\(cityLines.stderr)")
         #expect(cityLines.stdout.split(separator: "\n") == [
             #"user:1.address.city  initial  rev=1  new="London""#,
             #"user:2.address.city  created  rev=3  old=null  new="Oslo""#,
@@ -37,11 +37,11 @@ struct CLIPatternSubscribeTests {
             #"user:1.address.city  sourceDeleted  rev=5  old="Paris"  new=null"#,
         ])
         let jsonLines = json.finish()
-        #expect(jsonLines.status == 0, "\(jsonLines.stderr)")
+        expectEqual(jsonLines.status, 0, "\(jsonLines.stderr)")
         let event = try JSONParser.parse(Array(jsonLines.stdout.utf8.prefix { $0 != 0x0A }))
-        #expect(event["object"] == "user:2")
-        #expect(event["reason"] == "created")
-        #expect(event["keyPath"] == nil)
+        expectEqual(event["object"], "user:2")
+        expectEqual(event["reason"], "created")
+        expectEqual(event["keyPath"], nil)
     }
 
     @Test func malformedPatternIsRefused() throws {
@@ -67,12 +67,12 @@ struct CLIPatternSubscribeTests {
         try writer.call("create", ["object": "order:2", "values": ["status": "open", "total": 120]])
         try writer.call("set", ["object": "order:1", "keyPath": "status", "value": "closed"])
         let idLines = ids.finish()
-        #expect(idLines.status == 0, "\(idLines.stderr)")
+        expectEqual(idLines.status, 0, "\(idLines.stderr)")
         #expect(idLines.stdout.split(separator: "\n") == [
             #"order:*  initial  rev=1  new=["order:1"]"#, "order:2  entered  rev=2", "order:1  left  rev=3",
         ])
         let totalLines = totals.finish()
-        #expect(totalLines.status == 0, "\(totalLines.stderr)")
+        expectEqual(totalLines.status, 0, "\(totalLines.stderr)")
         #expect(totalLines.stdout.split(separator: "\n") == [
             "order:2.total  entered  rev=2  old=null  new=120", "order:1.total  left  rev=3  old=150  new=null",
         ])

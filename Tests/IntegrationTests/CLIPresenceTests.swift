@@ -16,17 +16,17 @@ struct CLIPresenceTests {
         try client.call("create", ["object": "host", "values": ["online": false]])
         let mark = try KVOClientProcess.start(server, ["presence", "host", "online", "true", "--offline", "false", "--grace", "60"])
         let ephemeral = try KVOClientProcess.start(server, ["presence", "cursor", "at", #"{"x":1}"#, "--ephemeral"])
-        #expect(mark.nextLine(timeout: 15)?.hasSuffix("grace 60.0 s") == true)
-        #expect(ephemeral.nextLine(timeout: 15)?.hasSuffix("grace 10.0 s") == true, "the server's default grace")
-        #expect(try client.call("get", ["object": "host", "keyPath": "online"])["value"] == true)
-        #expect(try client.call("get", ["object": "cursor"])["value"] == ["at": ["x": 1]])
+        expectEqual(mark.nextLine(timeout: 15)?.hasSuffix("grace 60.0 s"), true)
+        expectEqual(ephemeral.nextLine(timeout: 15)?.hasSuffix("grace 10.0 s"), true, "the server's default grace")
+        expectEqual(try client.call("get", ["object": "host", "keyPath": "online"])["value"], true)
+        expectEqual(try client.call("get", ["object": "cursor"])["value"], ["at": ["x": 1]])
         // Ctrl-C ends the session at once: no waiting for the 60 s grace.
         mark.send(signal: SIGINT)
         ephemeral.send(signal: SIGTERM)
-        #expect(mark.finish(timeout: 15).status == 0)
-        #expect(ephemeral.finish(timeout: 15).status == 0)
-        #expect(try client.call("get", ["object": "host", "keyPath": "online"])["value"] == false)
-        #expect(try client.request("get", ["object": "cursor"])["error"]?["code"] == "not_found")
+        expectEqual(mark.finish(timeout: 15).status, 0)
+        expectEqual(ephemeral.finish(timeout: 15).status, 0)
+        expectEqual(try client.call("get", ["object": "host", "keyPath": "online"])["value"], false)
+        expectEqual(try client.request("get", ["object": "cursor"])["error"]?["code"], "not_found")
     }
 
     @Test func usageErrorsAndRefusalsSendNothing() throws {
@@ -43,7 +43,7 @@ struct CLIPresenceTests {
             let refused = try KVOClientProcess.run(server, bad)
             #expect(refused.status != 0 && refused.stdout.isEmpty, "\(bad): \(refused)")
         }
-        #expect(try client.call("get", ["object": "host"])["value"] == [:], "nothing was set")
-        #expect(try client.call("metrics")["text"]?.stringValue?.contains(#"kvod_sessions{state="attached"} 0"#) == true)
+        expectEqual(try client.call("get", ["object": "host"])["value"], [:], "nothing was set")
+        expectEqual(try client.call("metrics")["text"]?.stringValue?.contains(#"kvod_sessions{state="attached"} 0"#), true)
     }
 }

@@ -19,7 +19,7 @@ struct CLIServerStateTests {
             #expect(result.status == 0 && result.stdout == "rev \(index + 1)\n", "\(result.stderr)")
         }
         let human = try KVOClientProcess.run(server, ["status"])
-        #expect(human.status == 0, "\(human.stderr)")
+        expectEqual(human.status, 0, "\(human.stderr)")
         let lines = human.stdout.split(separator: "\n").map(String.init)
         #expect(lines.contains("revision     3"), "\(human.stdout)")
         #expect(lines.contains("objects      1"), "\(human.stdout)")
@@ -32,22 +32,22 @@ struct CLIServerStateTests {
 
         let json = try KVOClientProcess.run(server, ["status", "--json"])
         let reply = try JSONParser.parse(json.stdout.trimmingCharacters(in: .newlines))
-        #expect(json.stdout.split(separator: "\n").count == 1)
+        expectEqual(json.stdout.split(separator: "\n").count, 1)
         #expect(reply["ok"] == true && reply["rev"] == 3 && reply["objects"] == 1 && reply["id"] == nil, "\(json.stdout)")
 
         let digest = try KVOClientProcess.run(server, ["digest"])
         let words = digest.stdout.split(separator: " ")
         #expect(words.count == 5 && words[0].count == 64 && digest.stdout.hasSuffix(" rev 3 objects 1\n"), "\(digest.stdout)")
         let digestJSON = try JSONParser.parse(try KVOClientProcess.run(server, ["digest", "--json"]).stdout.trimmingCharacters(in: .newlines))
-        #expect(digestJSON["digest"]?.stringValue == String(words[0]))
+        expectEqual(digestJSON["digest"]?.stringValue, String(words[0]))
 
         let metrics = try KVOClientProcess.run(server, ["metrics", "kvod_requests_total"])
-        #expect(metrics.status == 0)
+        expectEqual(metrics.status, 0)
         let metricLines = metrics.stdout.split(separator: "\n")
         #expect(!metricLines.isEmpty && metricLines.allSatisfy { $0.contains("kvod_requests_total") }, "\(metrics.stdout)")
         #expect(metricLines.contains { $0.hasPrefix(#"kvod_requests_total{op="set",outcome="ok"} 2"#) }, "\(metrics.stdout)")
         #expect(try KVOClientProcess.run(server, ["metrics"]).stdout.contains("kvod_build_info{"))
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
     }
 
     @Test("kvoclient config lists each setting with its source; a non-admin gets forbidden (exit 1) from every one of these")
@@ -61,14 +61,14 @@ struct CLIServerStateTests {
         let server = try KVODProcess(["--users", usersFile, "--config", file], environment: ["KVOD_HISTORY": "1000"])
         let alice = ["KVOD_PASSWORD": "root"]
         let config = try KVOClientProcess.run(server, ["--user", "alice", "config"], environment: alice)
-        #expect(config.status == 0, "\(config.stderr)")
+        expectEqual(config.status, 0, "\(config.stderr)")
         let lines = config.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ") }
         #expect(lines.contains("max-connections 500 (file: \(file) line 1)"), "\(config.stdout)")
         #expect(lines.contains("history 1000 (environment: KVOD_HISTORY)"), "\(config.stdout)")
         #expect(lines.contains("users \(usersFile) (flag)"), "\(config.stdout)")
         #expect(lines.contains("max-line 1048576 (default)"), "\(config.stdout)")
         let json = try KVOClientProcess.run(server, ["--user", "alice", "config", "--json"], environment: alice)
-        #expect(try JSONParser.parse(json.stdout.trimmingCharacters(in: .newlines))["settings"]?.arrayValue?.count == lines.count)
+        expectEqual(try JSONParser.parse(json.stdout.trimmingCharacters(in: .newlines))["settings"]?.arrayValue?.count, lines.count)
         // The users file's hashes are never shown (only its path).
         #expect(!config.stdout.contains("argon2") && !json.stdout.contains("argon2"))
 
@@ -77,7 +77,7 @@ struct CLIServerStateTests {
             #expect(refused.status == 1 && refused.stdout.isEmpty, "\(command): \(refused.stdout)\(refused.stderr)")
             #expect(refused.stderr.hasPrefix("kvoclient: error: forbidden: "), "\(command): \(refused.stderr)")
         }
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
     }
 
     @Test("under --log-format json a usage or configuration error is one JSON line (exit 2 and 64); text otherwise as before")
@@ -95,13 +95,13 @@ struct CLIServerStateTests {
         ]
         for (arguments, environment, status, message) in cases {
             let result = try ConfigurationFileTests.runKVOD(arguments, environment: environment)
-            #expect(result.status == status, "\(arguments): \(result.stderr)")
+            expectEqual(result.status, status, "\(arguments): \(result.stderr)")
             let lines = result.stderr.split(separator: "\n")
-            #expect(lines.count == 1, "\(arguments): one line, not \(result.stderr)")
+            expectEqual(lines.count, 1, "\(arguments): one line, not \(result.stderr)")
             let record = try #require(try? JSONParser.parse(String(lines.first ?? "")), "\(arguments): \(result.stderr)")
             #expect(record["level"] == "error" && record["label"] == "kvod" && record["exitCode"] == .string("\(status)"), "\(record)")
-            #expect(record["message"]?.stringValue?.contains(message) == true, "\(record)")
-            #expect(record["timestamp"]?.stringValue?.hasSuffix("Z") == true)
+            expectEqual(record["message"]?.stringValue?.contains(message), true, "\(record)")
+            expectEqual(record["timestamp"]?.stringValue?.hasSuffix("Z"), true)
             if status == 2 { #expect(record["usage"]?.stringValue?.contains("kvod") == true, "\(record)") }
         }
         // Without JSON, the same mistake is still the `kvod: error:` text line and the usage.
@@ -112,7 +112,7 @@ struct CLIServerStateTests {
     @Test("every numeric flag of kvod's shows its default in --help (or says it is off when not given)")
     func helpShowsDefaults() throws {
         let help = try CLIVersionAndHelpTests.runKVOD(["--help"])
-        #expect(help.status == 0)
+        expectEqual(help.status, 0)
         let numeric = ["port", "tls-port", "tls-handshake-timeout", "http-port", "max-line", "max-output-buffer", "max-total-output",
                        "max-total-input", "first-request-timeout", "login-timeout", "max-value-bytes", "max-object-bytes", "max-memory",
                        "max-connections", "max-observations-per-connection", "max-pending-requests", "history", "history-bytes",
@@ -134,7 +134,7 @@ struct CLIServerStateTests {
             let entry = try #require(entries[name], "--\(name) in \(help.stdout)")
             #expect(entry.contains("(default: ") || entry.contains("Off when not given"), "--\(name): \(entry)")
         }
-        #expect(entries["max-line"]?.hasSuffix("(default: 1048576)") == true, "\(entries["max-line"] ?? "")")
-        #expect(entries["port"]?.hasSuffix("(default: 7420)") == true, "\(entries["port"] ?? "")")
+        expectEqual(entries["max-line"]?.hasSuffix("(default: 1048576)"), true, "\(entries["max-line"] ?? "")")
+        expectEqual(entries["port"]?.hasSuffix("(default: 7420)"), true, "\(entries["port"] ?? "")")
     }
 }

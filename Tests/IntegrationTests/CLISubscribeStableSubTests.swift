@@ -18,7 +18,7 @@ struct CLISubscribeStableSubTests {
         try writer.call("create", ["object": "doc", "values": ["items": [], "date": "2026-11-20"]])
         let subscriber = try KVOClientProcess.start(server, ["subscribe", "doc", "items", "date", "--json", "--count", "4"])
         let observers = try waitForObservers(writer, object: "doc", count: 2)
-        #expect(observers.count == 2)
+        expectEqual(observers.count, 2)
         try writer.call("insert", ["object": "doc", "keyPath": "items", "values": ["milk"]])
         try writer.call("set", ["object": "doc", "keyPath": "date", "value": "2026-11-21"])
         var events: [JSONValue] = []
@@ -32,13 +32,13 @@ struct CLISubscribeStableSubTests {
         subscriber.send(signal: SIGCONT)
         _ = try waitForObservers(other, object: "doc", count: 3)
         let serverSubs = (try other.call("info", ["object": "doc"])["observers"]?.arrayValue ?? []).filter { $0["sub"] != otherSub }
-        #expect(serverSubs.count == 2)
+        expectEqual(serverSubs.count, 2)
         try other.call("set", ["object": "doc", "keyPath": "date", "value": "2026-11-22"])
         try other.call("insert", ["object": "doc", "keyPath": "items", "values": ["eggs"]])
         for _ in 0..<2 { if let line = subscriber.nextLine() { events.append(try JSONParser.parse(line)) } }
         let result = subscriber.finish()
-        #expect(result.status == 0, "\(result.stderr)")
-        #expect(events.count == 4)
+        expectEqual(result.status, 0, "\(result.stderr)")
+        expectEqual(events.count, 4)
         // The new server gave the subscriber's key paths numbers other than the first ones …
         let firstSubs = Dictionary(events.prefix(2).map { ($0["keyPath"]?.stringValue ?? "?", $0["sub"]) }, uniquingKeysWith: { a, _ in a })
         let renumbered = serverSubs.filter { $0["sub"] != firstSubs[$0["keyPath"]?.stringValue ?? "?"] ?? nil }
@@ -48,6 +48,6 @@ struct CLISubscribeStableSubTests {
             let keyPath = event["keyPath"]?.stringValue ?? "?"
             #expect(event["sub"] == firstSubs[keyPath] ?? nil, "\(event)")
         }
-        #expect(Set(events.map { $0["keyPath"]?.stringValue ?? "?" }) == ["items", "date"])
+        expectEqual(Set(events.map { $0["keyPath"]?.stringValue ?? "?" }), ["items", "date"])
     }
 }

@@ -63,10 +63,10 @@ struct CLITests {
         ]
         for (argument, stored) in cases {
             let result = try KVOClientProcess.run(server, ["set", "v", "k", argument])
-            #expect(result.status == 0, "set \(argument): \(result.stderr)")
+            expectEqual(result.status, 0, "set \(argument): \(result.stderr)")
             let reply = try connection.call("get", ["object": "v", "keyPath": "k"])
-            #expect(reply["value"] == stored, "argument \(argument)")
-            #expect(reply["value"]?.typeName == stored.typeName, "argument \(argument)")
+            expectEqual(reply["value"], stored, "argument \(argument)")
+            expectEqual(reply["value"]?.typeName, stored.typeName, "argument \(argument)")
             let printed = try KVOClientProcess.run(server, ["get", "v", "k"])
             expectSuccess(printed, lines: [stored.description])
         }
@@ -78,9 +78,9 @@ struct CLITests {
         let connection = try server.connect()
         try connection.call("create", ["object": "v"])
         expectSuccess(try KVOClientProcess.run(server, ["set", "v", "k", "--", "-3"]), lines: ["rev 2"])
-        #expect(try connection.call("get", ["object": "v", "keyPath": "k"])["value"] == -3)
+        expectEqual(try connection.call("get", ["object": "v", "keyPath": "k"])["value"], -3)
         expectSuccess(try KVOClientProcess.run(server, ["set", "v", "k", "--", "--port"]), lines: ["rev 3"])
-        #expect(try connection.call("get", ["object": "v", "keyPath": "k"])["value"] == "--port")
+        expectEqual(try connection.call("get", ["object": "v", "keyPath": "k"])["value"], "--port")
     }
 
     @Test("increment prints the new value then rev N; a negative step works; a non-number step is a usage error; a string value is type_mismatch")
@@ -91,7 +91,7 @@ struct CLITests {
         expectSuccess(try KVOClientProcess.run(server, ["increment", "stats", "visits", "-51"]), lines: ["-10", "rev 3"])
         expectSuccess(try KVOClientProcess.run(server, ["increment", "stats", "ratio", "0.25"]), lines: ["0.25", "rev 4"])
         let usage = try KVOClientProcess.run(server, ["increment", "stats", "visits", "two"])
-        #expect(usage.status == 2, "\(usage.stderr)")
+        expectEqual(usage.status, 2, "\(usage.stderr)")
         #expect(usage.stdout.isEmpty)
         let refused = try KVOClientProcess.run(server, ["increment", "stats", "name"])
         #expect(refused.status != 0)
@@ -104,8 +104,8 @@ struct CLITests {
         let server = try KVODProcess()
         for values in ["[1]", "42", "not json"] {
             let result = try KVOClientProcess.run(server, ["create", "x", values])
-            #expect(result.status == 2, "values \(values)")
-            #expect(result.errorLines.first?.hasPrefix("kvoclient: error: values must be a JSON object") == true, "\(result.stderr)")
+            expectEqual(result.status, 2, "values \(values)")
+            expectEqual(result.errorLines.first?.hasPrefix("kvoclient: error: values must be a JSON object"), true, "\(result.stderr)")
             #expect(result.stdout.isEmpty)
         }
         let list = try KVOClientProcess.run(server, ["list"])
@@ -142,26 +142,26 @@ struct CLITests {
         ])
         try waitForObservers(writer, object: "todo", count: 1)
         expectSuccess(try KVOClientProcess.run(server, ["insert", "todo", "items", "milk", "eggs"]), lines: ["rev 2"])
-        #expect(subscriber.nextLine() == #"todo.items  valueChanged  rev=2  kind=insertion  indexes=[1,2]  new=["milk","eggs"]"#)
+        expectEqual(subscriber.nextLine(), #"todo.items  valueChanged  rev=2  kind=insertion  indexes=[1,2]  new=["milk","eggs"]"#)
         expectSuccess(try KVOClientProcess.run(server, ["insert", "todo", "items", "--index", "0", "--", "-1"]), lines: ["rev 3"])
-        #expect(subscriber.nextLine() == #"todo.items  valueChanged  rev=3  kind=insertion  indexes=[0]  new=[-1]"#)
+        expectEqual(subscriber.nextLine(), #"todo.items  valueChanged  rev=3  kind=insertion  indexes=[0]  new=[-1]"#)
         expectSuccess(try KVOClientProcess.run(server, ["remove", "todo", "items", "0", "2"]), lines: ["rev 4"])
-        #expect(subscriber.nextLine() == #"todo.items  valueChanged  rev=4  kind=removal  indexes=[0,2]  old=[-1,"milk"]"#)
+        expectEqual(subscriber.nextLine(), #"todo.items  valueChanged  rev=4  kind=removal  indexes=[0,2]  old=[-1,"milk"]"#)
         expectSuccess(
             try KVOClientProcess.run(server, ["replace", "todo", "items", "1", #"{"name":"eggs","n":12}"#]), lines: ["rev 5"])
-        #expect(subscriber.nextLine() == #"todo.items  valueChanged  rev=5  kind=replacement  indexes=[1]  old=["eggs"]  new=[{"n":12,"name":"eggs"}]"#)
+        expectEqual(subscriber.nextLine(), #"todo.items  valueChanged  rev=5  kind=replacement  indexes=[1]  old=["eggs"]  new=[{"n":12,"name":"eggs"}]"#)
         let result = subscriber.finish()
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.stderr.isEmpty)
 
         expectSuccess(try KVOClientProcess.run(server, ["insert", "todo", "items", "x", "y", "--indexes", "0,3"]), lines: ["rev 6"])
         expectSuccess(try KVOClientProcess.run(server, ["replace", "todo", "items", "0", "X", "3", "-2.5"]), lines: ["rev 7"])
         let items = try writer.call("get", ["object": "todo", "keyPath": "items"])["value"]
-        #expect(items == ["X", "bread", ["name": "eggs", "n": 12], -2.5])
+        expectEqual(items, ["X", "bread", ["name": "eggs", "n": 12], -2.5])
 
         let outOfRange = try KVOClientProcess.run(server, ["remove", "todo", "items", "9"])
-        #expect(outOfRange.status == 1)
-        #expect(outOfRange.errorLines.count == 1)
+        expectEqual(outOfRange.status, 1)
+        expectEqual(outOfRange.errorLines.count, 1)
         #expect(outOfRange.stderr.hasPrefix("kvoclient: error: out_of_range: "), "\(outOfRange.stderr)")
     }
 
@@ -174,12 +174,12 @@ struct CLITests {
         let subscriber = try KVOClientProcess.start(server, [
             "subscribe", "person", "address.city", "--options", "initial,old,new", "--count", "3",
         ])
-        #expect(subscriber.nextLine() == #"person.address.city  initial  rev=3  new="Oslo""#)
+        expectEqual(subscriber.nextLine(), #"person.address.city  initial  rev=3  new="Oslo""#)
         expectSuccess(try KVOClientProcess.run(server, ["set", "person", "address", #"{"$ref":"bergen"}"#]), lines: ["rev 4"])
-        #expect(subscriber.nextLine() == #"person.address.city  pathChanged  rev=4  old="Oslo"  new="Bergen""#)
+        expectEqual(subscriber.nextLine(), #"person.address.city  pathChanged  rev=4  old="Oslo"  new="Bergen""#)
         expectSuccess(try KVOClientProcess.run(server, ["set", "person", "address.city", "Trondheim"]), lines: ["rev 5"])
-        #expect(subscriber.nextLine() == #"person.address.city  valueChanged  rev=5  old="Bergen"  new="Trondheim""#)
-        #expect(subscriber.finish().status == 0)
+        expectEqual(subscriber.nextLine(), #"person.address.city  valueChanged  rev=5  old="Bergen"  new="Trondheim""#)
+        expectEqual(subscriber.finish().status, 0)
         expectSuccess(try KVOClientProcess.run(server, ["get", "bergen", "city"]), lines: [#""Trondheim""#])
     }
 
@@ -201,10 +201,10 @@ struct CLITests {
         let server = try KVODProcess()
         try server.connect().call("create", ["object": "person", "values": ["name": "Ada"]])
         let result = try KVOClientProcess.run(server, arguments)
-        #expect(result.status == 1)
+        expectEqual(result.status, 1)
         #expect(result.exitedNormally)
         #expect(result.stdout.isEmpty)
-        #expect(result.errorLines.count == 1, "\(result.stderr)")
+        expectEqual(result.errorLines.count, 1, "\(result.stderr)")
         #expect(result.stderr.hasPrefix("kvoclient: error: \(code): "), "\(result.stderr)")
     }
 
@@ -226,7 +226,7 @@ struct CLITests {
         #expect(gone.status == 1 && gone.stderr.contains("conflict") && gone.stderr.contains("(the object does not exist)"), "\(gone.stderr)")
         // Usage errors, before connecting.
         for arguments in [["create", "x", "--if-equals", "1"], ["delete", "x", "--if-exists", "--if-absent"]] {
-            #expect(try KVOClientProcess.run(server, arguments).status == 2, "\(arguments)")
+            expectEqual(try KVOClientProcess.run(server, arguments).status, 2, "\(arguments)")
         }
     }
 
@@ -265,9 +265,9 @@ struct CLITests {
         server.stop(signal: SIGKILL)
         for command in [["ping"], ["get", "x"], ["subscribe", "x", "y"]] {
             let result = try KVOClientProcess.run(["--port", String(port)] + command)
-            #expect(result.status == 3)
+            expectEqual(result.status, 3)
             #expect(result.stdout.isEmpty)
-            #expect(result.stderr == "kvoclient: error: cannot connect to 127.0.0.1:\(port): Connection refused\n")
+            expectEqual(result.stderr, "kvoclient: error: cannot connect to 127.0.0.1:\(port): Connection refused\n")
         }
     }
 
@@ -290,7 +290,7 @@ struct CLITests {
     ])
     func usageErrorsExitTwo(arguments: [String]) throws {
         let result = try KVOClientProcess.run(arguments)
-        #expect(result.status == 2)
+        expectEqual(result.status, 2)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.hasPrefix("kvoclient: error: "), "\(result.stderr)")
     }
@@ -305,15 +305,15 @@ struct CLITests {
         let subscriber = try KVOClientProcess.start(server, [
             "subscribe", "clock", "date", "--options", "initial,new,old", "--count", "3",
         ])
-        #expect(subscriber.nextLine() == #"clock.date  initial  rev=1  new="2026-11-20""#)
+        expectEqual(subscriber.nextLine(), #"clock.date  initial  rev=1  new="2026-11-20""#)
         expectSuccess(try KVOClientProcess.run(server, ["set", "clock", "date", "2026-11-21"]), lines: ["rev 2"])
-        #expect(subscriber.nextLine() == #"clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21""#)
+        expectEqual(subscriber.nextLine(), #"clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21""#)
         // Setting the same value advances rev but notifies nobody.
         expectSuccess(try KVOClientProcess.run(server, ["set", "clock", "date", #""2026-11-21""#]), lines: ["rev 3"])
         try writer.call("set", ["object": "clock", "keyPath": "date", "value": ["day": 22]])
-        #expect(subscriber.nextLine() == #"clock.date  valueChanged  rev=4  old="2026-11-21"  new={"day":22}"#)
+        expectEqual(subscriber.nextLine(), #"clock.date  valueChanged  rev=4  old="2026-11-21"  new={"day":22}"#)
         let result = subscriber.finish()
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.exitedNormally)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.isEmpty)
@@ -329,10 +329,10 @@ struct CLITests {
         ])
         try waitForObservers(writer, object: "clock", count: 1)
         try writer.call("set", ["object": "clock", "keyPath": "date", "value": "2026-11-21"])
-        #expect(subscriber.nextLine() == #"clock.date  valueChanged  prior  rev=2  old="2026-11-20""#)
-        #expect(subscriber.nextLine() == #"clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21""#)
+        expectEqual(subscriber.nextLine(), #"clock.date  valueChanged  prior  rev=2  old="2026-11-20""#)
+        expectEqual(subscriber.nextLine(), #"clock.date  valueChanged  rev=2  old="2026-11-20"  new="2026-11-21""#)
         let result = subscriber.finish()
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.stderr.isEmpty)
     }
 
@@ -343,10 +343,10 @@ struct CLITests {
         try writer.call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
         let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--count", "1"])
         let observers = try waitForObservers(writer, object: "clock", count: 1)
-        #expect(observers.first?["options"] == ["new"])
+        expectEqual(observers.first?["options"], ["new"])
         try writer.call("set", ["object": "clock", "keyPath": "date", "value": "2026-11-21"])
-        #expect(subscriber.nextLine() == #"clock.date  valueChanged  rev=2  new="2026-11-21""#)
-        #expect(subscriber.finish().status == 0)
+        expectEqual(subscriber.nextLine(), #"clock.date  valueChanged  rev=2  new="2026-11-21""#)
+        expectEqual(subscriber.finish().status, 0)
     }
 
     @Test("subscribe --json prints each event as one JSON line")
@@ -372,7 +372,7 @@ struct CLITests {
             "change": ["kind": 1, "new": "2026-11-21"],
         ])
         let result = subscriber.finish()
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.stdout.isEmpty)
     }
 
@@ -386,9 +386,9 @@ struct CLITests {
         ])
         try waitForObservers(writer, object: "person", count: 2)
         try writer.call("set", ["object": "person", "keyPath": "name", "value": "Bea"])
-        #expect(subscriber.nextLine() == #"person.name  valueChanged  rev=2  old="Ada"  new="Bea""#)
+        expectEqual(subscriber.nextLine(), #"person.name  valueChanged  rev=2  old="Ada"  new="Bea""#)
         try writer.call("set", ["object": "person", "keyPath": "address", "value": ["city": "Paris"]])
-        #expect(subscriber.nextLine() == #"person.address.city  valueChanged  rev=3  old="London"  new="Paris""#)
+        expectEqual(subscriber.nextLine(), #"person.address.city  valueChanged  rev=3  old="London"  new="Paris""#)
         try writer.call("delete", ["object": "person"])
         let finalLines: Set<String?> = [subscriber.nextLine(), subscriber.nextLine()]
         #expect(finalLines == [
@@ -396,7 +396,7 @@ struct CLITests {
             #"person.address.city  sourceDeleted  rev=4  old="Paris"  new=null"#,
         ])
         let result = subscriber.finish()
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.exitedNormally)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.isEmpty)
@@ -409,11 +409,11 @@ struct CLITests {
         let subscriber = try KVOClientProcess.start(server, [
             "subscribe", "clock", "date", "--options", "initial", "--no-reconnect",
         ])
-        #expect(subscriber.nextLine() == "clock.date  initial  rev=1")
+        expectEqual(subscriber.nextLine(), "clock.date  initial  rev=1")
         server.stop()
         let result = subscriber.finish()
-        #expect(result.status == 3)
-        #expect(result.stderr == "kvoclient: error: the server at 127.0.0.1:\(server.port) closed the connection (1 subscription still active)\n")
+        expectEqual(result.status, 3)
+        expectEqual(result.stderr, "kvoclient: error: the server at 127.0.0.1:\(server.port) closed the connection (1 subscription still active)\n")
     }
 
     @Test("subscribe says on stderr that it lost the connection, keeps trying, and Ctrl-C then exits 0")
@@ -421,7 +421,7 @@ struct CLITests {
         let server = try KVODProcess()
         try server.connect().call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
         let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--options", "initial"])
-        #expect(subscriber.nextLine() == "clock.date  initial  rev=1")
+        expectEqual(subscriber.nextLine(), "clock.date  initial  rev=1")
         server.stop()
         #expect(subscriber.nextErrorLine()
             == "kvoclient: lost the connection to 127.0.0.1:\(server.port) (the server closed the connection); reconnecting")
@@ -430,7 +430,7 @@ struct CLITests {
         subscriber.send(signal: SIGINT)
         let result = subscriber.finish(timeout: 5)
         #expect(result.exitedNormally)
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.isEmpty)
     }
@@ -440,11 +440,11 @@ struct CLITests {
         let server = try KVODProcess()
         try server.connect().call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
         let subscriber = try KVOClientProcess.start(server, ["subscribe", "clock", "date", "--options", "initial"])
-        #expect(subscriber.nextLine() == "clock.date  initial  rev=1")
+        expectEqual(subscriber.nextLine(), "clock.date  initial  rev=1")
         // An --in-memory kvod restarts empty: the object and its history are gone.
         let empty = try server.restart(after: SIGTERM)
         let result = subscriber.finish()
-        #expect(result.status == 1)
+        expectEqual(result.status, 1)
         #expect(result.stdout.isEmpty)
         #expect(result.errorLines == [
             "kvoclient: lost the connection to 127.0.0.1:\(empty.port) (the server closed the connection); reconnecting",
@@ -460,11 +460,11 @@ struct CLITests {
         let subscriber = try KVOClientProcess.start(server, [
             "subscribe", "clock", "date", "--options", "initial,new",
         ])
-        #expect(subscriber.nextLine() == #"clock.date  initial  rev=1  new="2026-11-20""#)
+        expectEqual(subscriber.nextLine(), #"clock.date  initial  rev=1  new="2026-11-20""#)
         subscriber.send(signal: SIGINT)
         let result = subscriber.finish(timeout: 5)
         #expect(result.exitedNormally)
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.isEmpty)
         try waitForObservers(watcher, object: "clock", count: 0)
@@ -477,12 +477,12 @@ struct CLITests {
         try writer.call("create", ["object": "clock", "values": ["date": "2026-11-20"]])
         let subscriber = try KVOClientProcess.start(
             server, ["subscribe", "clock", "date", "--options", "initial,new"], ignoringSIGPIPE: true)
-        #expect(subscriber.nextLine() == #"clock.date  initial  rev=1  new="2026-11-20""#)
+        expectEqual(subscriber.nextLine(), #"clock.date  initial  rev=1  new="2026-11-20""#)
         subscriber.closeStdout()
         try writer.call("set", ["object": "clock", "keyPath": "date", "value": "2026-11-21"])
         let result = subscriber.finish(timeout: 5)
         #expect(!result.exitedNormally)
-        #expect(result.status == SIGPIPE, "stderr: \(result.stderr)")
+        expectEqual(result.status, SIGPIPE, "stderr: \(result.stderr)")
         try waitForObservers(writer, object: "clock", count: 0)
     }
 }

@@ -37,13 +37,13 @@ struct CLIVersionAndHelpTests {
         let version = try #require(hello["version"]?.stringValue)
         #expect(!version.isEmpty)
         let kvod = try Self.runKVOD(["--version"])
-        #expect(kvod.status == 0, "\(kvod.stderr)")
+        expectEqual(kvod.status, 0, "\(kvod.stderr)")
         let client = try Self.runKVOClient(["--version"])
-        #expect(client.status == 0, "\(client.stderr)")
+        expectEqual(client.status, 0, "\(client.stderr)")
         // kvod's first "listening" log line says which kvod it is (version and commit); a refusal at start-up
         // stays one line.
         let listening = server.log.split(separator: "\n").first { $0.contains("] listening") }
-        #expect(listening?.contains("version=\(version)") == true, "\(server.log)")
+        expectEqual(listening?.contains("version=\(version)"), true, "\(server.log)")
         // The commit: 40 hex digits from a git checkout, "unknown" from a build without .git. kvod --version
         // says `0.1.0 (abc1234)`, or only the version when the commit is unknown.
         let field = listening?.split(separator: " ").first { $0.hasPrefix("commit=") }
@@ -51,10 +51,10 @@ struct CLIVersionAndHelpTests {
         let isHex = commit.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
         #expect(commit == "unknown" || (commit.utf8.count == 40 && isHex), "\(commit)")
         let expected = commit == "unknown" ? version : "\(version) (\(commit.prefix(7)))"
-        #expect(kvod.stdout == expected + "\n", "\(kvod.stdout)")
+        expectEqual(kvod.stdout, expected + "\n", "\(kvod.stdout)")
         // kvoclient says the same (issue 42): the commit it was built from, which is kvod's in one build.
-        #expect(client.stdout == expected + "\n", "\(client.stdout)")
-        #expect(listening?.contains("pid=\(server.process.processIdentifier)") == true, "\(server.log)")
+        expectEqual(client.stdout, expected + "\n", "\(client.stdout)")
+        expectEqual(listening?.contains("pid=\(server.process.processIdentifier)"), true, "\(server.log)")
     }
 
     /// Runs of two or more spaces inside the sentences of a help screen: each option's or subcommand's help
@@ -102,7 +102,7 @@ struct CLIVersionAndHelpTests {
             """
         let stray = Self.strayRuns(in: help)
         #expect(stray.count == 1 && stray.first?.contains("must         authenticate") == true, "\(stray)")
-        #expect(Self.strayRuns(in: "OVERVIEW: Two  spaces.").count == 1)
+        expectEqual(Self.strayRuns(in: "OVERVIEW: Two  spaces.").count, 1)
     }
 
     /// kvoclient's subcommands, from its help's SUBCOMMANDS section (and `user`'s own).
@@ -142,7 +142,7 @@ struct CLIVersionAndHelpTests {
         }
         #expect(screens.count > 20)
         for (command, result) in screens {
-            #expect(result.status == 0, "\(command): \(result.stderr)")
+            expectEqual(result.status, 0, "\(command): \(result.stderr)")
             #expect(result.stdout.contains("USAGE:"), "\(command): \(result.stdout)")
             let stray = Self.strayRuns(in: result.stdout)
             #expect(stray.isEmpty, "\(command) has runs of spaces inside a sentence:\n\(stray.joined(separator: "\n"))")
@@ -163,13 +163,13 @@ struct CLIVersionAndHelpTests {
         ]
         for (arguments, status) in failures {
             let result = try KVODUserTool.run(arguments, password: "pw")
-            #expect(result.status == status, "\(arguments): \(result.stderr)")
+            expectEqual(result.status, status, "\(arguments): \(result.stderr)")
             #expect(result.stderr.hasPrefix("kvod user: error: "), "\(arguments): \(result.stderr)")
             #expect(!result.stderr.contains("Error: "), "\(arguments): \(result.stderr)")
         }
         // kvod's own usage errors keep their style.
         let kvod = try Self.runKVOD(["--bogus"])
-        #expect(kvod.status == 2)
+        expectEqual(kvod.status, 2)
         #expect(kvod.stderr.hasPrefix("kvod: error: "), "\(kvod.stderr)")
     }
 }

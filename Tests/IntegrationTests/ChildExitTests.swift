@@ -33,15 +33,15 @@ struct ChildExitTests {
         let sleeper = try spawn("sleep 30")
         #expect(ChildExit.status(of: sleeper) == nil && ChildExit.state(of: sleeper) == .running)
         kill(sleeper, SIGKILL)
-        #expect(statusWhenExited(sleeper) == SIGKILL)
-        #expect(ChildExit.status(of: sleeper) == SIGKILL, "a second look finds it: it was not reaped")
+        expectEqual(statusWhenExited(sleeper), SIGKILL)
+        expectEqual(ChildExit.status(of: sleeper), SIGKILL, "a second look finds it: it was not reaped")
         var status: Int32 = 0
         #expect(waitpid(sleeper, &status, 0) == sleeper && status & 0x7f == SIGKILL)
-        #expect(ChildExit.state(of: sleeper) == .reaped, "reaped: not this process's child any more, so it has exited")
+        expectEqual(ChildExit.state(of: sleeper), .reaped, "reaped: not this process's child any more, so it has exited")
 
         let exiting = try spawn("exit 3")
-        #expect(statusWhenExited(exiting) == 3)
-        #expect(ChildExit.status(of: exiting) == 3)
+        expectEqual(statusWhenExited(exiting), 3)
+        expectEqual(ChildExit.status(of: exiting), 3)
         #expect(waitpid(exiting, &status, 0) == exiting && (status >> 8) & 0xff == 3)
     }
 
@@ -54,11 +54,11 @@ struct ChildExitTests {
         process.standardInput = input
         try process.run()
         #expect(!ChildExit.hasExited(process))
-        #expect(ChildExit.terminationStatus(of: process) == nil)
+        expectEqual(ChildExit.terminationStatus(of: process), nil)
         try input.fileHandleForWriting.close()
         let deadline = Date().addingTimeInterval(30)
         while !ChildExit.hasExited(process), Date() < deadline { usleep(5_000) }
-        #expect(ChildExit.terminationStatus(of: process) == 4)
+        expectEqual(ChildExit.terminationStatus(of: process), 4)
         process.waitUntilExit()
         #expect(ChildExit.hasExited(process) && ChildExit.terminationStatus(of: process) == 4)
     }

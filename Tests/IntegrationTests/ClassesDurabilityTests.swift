@@ -38,24 +38,24 @@ import Testing
             "sources": [Self.endpoint("p1", "age"), Self.endpoint("card", "title")], "to": Self.endpoint("card", "line"),
             "reduce": "$1 + ' (' + $0 + ')'", "filter": "$0 != null",
         ])
-        #expect(second["binding"] == 2)
+        expectEqual(second["binding"], 2)
         // Binding 3 is made and removed: its id must not come back.
         let third = try client.call("bind", ["from": Self.endpoint("p1", "age"), "to": Self.endpoint("card", "age")])
-        #expect(third["binding"] == 3)
-        #expect(try client.call("unbind", ["binding": 3])["removed"] == true)
+        expectEqual(third["binding"], 3)
+        expectEqual(try client.call("unbind", ["binding": 3])["removed"], true)
         let classesBefore = try client.call("classes")["classes"]
         let bindingsBefore = try client.call("bindings")["bindings"]
         let objectBefore = try client.call("get", ["object": "p1"])
-        #expect(bindingsBefore?.arrayValue?.count == 2)
+        expectEqual(bindingsBefore?.arrayValue?.count, 2)
 
         let restarted = try server.restart(after: signal)
         let again = try restarted.connect()
-        #expect(try again.call("classes")["classes"] == classesBefore)
-        #expect(try again.call("bindings")["bindings"] == bindingsBefore)
+        expectEqual(try again.call("classes")["classes"], classesBefore)
+        expectEqual(try again.call("bindings")["bindings"], bindingsBefore)
         let objectAfter = try again.call("get", ["object": "p1"])
         #expect(objectAfter["value"] == objectBefore["value"] && objectAfter["rev"] == objectBefore["rev"])
-        #expect(try again.call("get", ["object": "p1", "keyPath": "fullName"])["value"] == "Ada Doe")
-        #expect(try again.call("get", ["object": "card", "keyPath": "title"])["value"] == "ADA DOE")
+        expectEqual(try again.call("get", ["object": "p1", "keyPath": "fullName"])["value"], "Ada Doe")
+        expectEqual(try again.call("get", ["object": "card", "keyPath": "title"])["value"], "ADA DOE")
 
         // Validation.
         let refused = try again.request("set", ["object": "p1", "keyPath": "age", "value": 200])
@@ -70,15 +70,15 @@ import Testing
         let event = try #require(try observer.nextEvent(timeout: 5))
         #expect(event == ["event": "change", "sub": sub, "object": "p1", "keyPath": "fullName", "reason": "valueChanged",
                           "rev": .int(rev), "change": ["kind": 1, "old": "Ada Doe", "new": "Ada King"]])
-        #expect(try again.call("get", ["object": "card"])["value"] == ["title": "ADA KING", "line": "ADA KING (36)"])
-        #expect(try again.call("get", ["object": "card"])["rev"] == .int(rev + 2))
+        expectEqual(try again.call("get", ["object": "card"])["value"], ["title": "ADA KING", "line": "ADA KING (36)"])
+        expectEqual(try again.call("get", ["object": "card"])["rev"], .int(rev + 2))
         // A new binding gets a new id (4: 3 was used before the restart).
         let fourth = try again.call("bind", ["from": Self.endpoint("p1", "age"), "to": Self.endpoint("card", "age"), "now": true])
-        #expect(fourth["binding"] == 4)
-        #expect(try again.call("get", ["object": "card", "keyPath": "age"])["value"] == 36)
+        expectEqual(fourth["binding"], 4)
+        expectEqual(try again.call("get", ["object": "card", "keyPath": "age"])["value"], 36)
         // Restored bindings still clean up when their source is deleted.
         try again.call("delete", ["object": "p1"])
-        #expect(try again.call("bindings")["bindings"]?.arrayValue?.map { $0["binding"] } == [])
+        expectEqual(try again.call("bindings")["bindings"]?.arrayValue?.map { $0["binding"] }, [])
     }
 
     @Test("an acknowledged defineClass, bind and unbind, with no object write after them, survive SIGKILL")
@@ -92,20 +92,20 @@ import Testing
         try client.call("bind", ["from": Self.endpoint("a", "x"), "to": Self.endpoint("b", "y")])
         var restarted = try server.restart(after: SIGKILL)
         var again = try restarted.connect()
-        #expect(try again.call("bindings")["bindings"]?.arrayValue?.map { $0["binding"] } == [1, 2])
+        expectEqual(try again.call("bindings")["bindings"]?.arrayValue?.map { $0["binding"] }, [1, 2])
 
         // defineClass and unbind, each the last thing before the kill.
         try again.call("defineClass", ["class": json(Self.person)])
         restarted = try restarted.restart(after: SIGKILL)
         again = try restarted.connect()
-        #expect(try again.call("classes")["classes"]?.arrayValue?.map { $0["name"] } == ["Person"])
-        #expect(try again.call("unbind", ["binding": 2])["removed"] == true)
+        expectEqual(try again.call("classes")["classes"]?.arrayValue?.map { $0["name"] }, ["Person"])
+        expectEqual(try again.call("unbind", ["binding": 2])["removed"], true)
         restarted = try restarted.restart(after: SIGKILL)
         again = try restarted.connect()
-        #expect(try again.call("bindings")["bindings"]?.arrayValue?.map { $0["binding"] } == [1])
-        #expect(try again.call("bind", ["from": Self.endpoint("a", "x"), "to": Self.endpoint("b", "z")])["binding"] == 3)
+        expectEqual(try again.call("bindings")["bindings"]?.arrayValue?.map { $0["binding"] }, [1])
+        expectEqual(try again.call("bind", ["from": Self.endpoint("a", "x"), "to": Self.endpoint("b", "z")])["binding"], 3)
         try again.call("set", ["object": "a", "keyPath": "x", "value": 9])
-        #expect(try again.call("get", ["object": "b"])["value"] == ["y": 1, "old": 9, "z": 9])
+        expectEqual(try again.call("get", ["object": "b"])["value"], ["y": 1, "old": 9, "z": 9])
     }
 
     @Test("an observer resuming with sinceRev gets the binding writes it missed, each at its own revision")
@@ -123,8 +123,8 @@ import Testing
         let observer = try restarted.connect()
         try observer.call("observe", ["object": "b", "keyPath": "y", "options": ["old", "new"], "sinceRev": .int(since)])
         let events = try drainEvents(observer)
-        #expect(events.map { $0["change"] ?? .null } == [["kind": 1, "old": 0, "new": 20], ["kind": 1, "old": 20, "new": 30]])
-        #expect(events.map { $0["rev"] ?? .null } == [.int(since + 2), .int(since + 4)])
+        expectEqual(events.map { $0["change"] ?? .null }, [["kind": 1, "old": 0, "new": 20], ["kind": 1, "old": 20, "new": 30]])
+        expectEqual(events.map { $0["rev"] ?? .null }, [.int(since + 2), .int(since + 4)])
     }
 
     @Test("an observer of a computed property resuming with sinceRev gets the computed changes it missed")
@@ -142,11 +142,11 @@ import Testing
         let resumed = try server.connect()
         try resumed.call("observe", ["object": "p1", "keyPath": "fullName", "options": ["old", "new"], "sinceRev": .int(since)])
         let events = try drainEvents(resumed)
-        #expect(events.map { $0["reason"] ?? .null } == ["valueChanged", "valueChanged"], "\(events)")
+        expectEqual(events.map { $0["reason"] ?? .null }, ["valueChanged", "valueChanged"], "\(events)")
         #expect(events.map { $0["change"] ?? .null } == [
             ["kind": 1, "old": "Ada Lovelace", "new": "Augusta Lovelace"],
             ["kind": 1, "old": "Augusta Lovelace", "new": "Augusta King"],
         ], "\(events)")
-        #expect(events.map { $0["rev"] ?? .null } == [.int(since + 1), .int(since + 3)])
+        expectEqual(events.map { $0["rev"] ?? .null }, [.int(since + 1), .int(since + 3)])
     }
 }

@@ -38,8 +38,8 @@ import Testing
             server = try KVODProcess()
             client = try server.connect()
             observer = try server.connect()
-            #expect(try client.call("defineClass", ["class": json(ClassesOverTCPTests.person)])["name"] == "Person")
-            #expect(try client.call("defineClass", ["class": json(ClassesOverTCPTests.item)])["name"] == "Item")
+            expectEqual(try client.call("defineClass", ["class": json(ClassesOverTCPTests.person)])["name"], "Person")
+            expectEqual(try client.call("defineClass", ["class": json(ClassesOverTCPTests.item)])["name"], "Item")
             try client.call("create", ["object": "p1", "class": "Person", "values": ["name": "Ada"]])
             try client.call("create", ["object": "plain", "values": ["name": "Bob"]])
             try client.call("create", ["object": "i1", "class": "Item", "values": [
@@ -58,19 +58,19 @@ import Testing
         let client = try server.connect()
         try client.call("create", ["object": "x"])
         let reply = try client.request("defineClass", ["class": json(Self.person)])
-        #expect(reply == ["id": reply["id"]!, "ok": true, "name": "Person"])
-        #expect(try client.call("defineClass", ["class": json(Self.item)])["name"] == "Item")
-        #expect(try currentRevision(client, object: "x") == 1, "defineClass does not advance rev")
+        expectEqual(reply, ["id": reply["id"]!, "ok": true, "name": "Person"])
+        expectEqual(try client.call("defineClass", ["class": json(Self.item)])["name"], "Item")
+        expectEqual(try currentRevision(client, object: "x"), 1, "defineClass does not advance rev")
         expectError(try client.request("defineClass", ["class": json(Self.person)]), code: "exists")
 
         let classes = try #require(try client.call("classes")["classes"]?.arrayValue)
-        #expect(classes.map { $0["name"] } == ["Item", "Person"])
-        #expect(classes[1]["properties"]?["name"] == ["type": "string", "required": true])
+        expectEqual(classes.map { $0["name"] }, ["Item", "Person"])
+        expectEqual(classes[1]["properties"]?["name"], ["type": "string", "required": true])
         let item = try json(Self.item)
-        #expect(classes[0]["properties"]?["qty"] == item["properties"]?["qty"])
-        #expect(classes[0]["properties"]?["tags"] == item["properties"]?["tags"])
-        #expect(classes[0]["properties"]?["owner"] == item["properties"]?["owner"])
-        #expect(classes[0]["properties"]?["name"] == item["properties"]?["name"])
+        expectEqual(classes[0]["properties"]?["qty"], item["properties"]?["qty"])
+        expectEqual(classes[0]["properties"]?["tags"], item["properties"]?["tags"])
+        expectEqual(classes[0]["properties"]?["owner"], item["properties"]?["owner"])
+        expectEqual(classes[0]["properties"]?["name"], item["properties"]?["name"])
         // Unknown types, min above max and a default breaking the rules are refused; nothing is added.
         expectError(try client.request("defineClass", ["class": json(
             #"{"name":"Bad","properties":{"o":{"type":"date"}}}"#)]), code: "bad_request")
@@ -78,7 +78,7 @@ import Testing
             #"{"name":"Bad","properties":{"n":{"type":"number","min":5,"max":1}}}"#)]), code: "bad_request")
         expectError(try client.request("defineClass", ["class": json(
             #"{"name":"Bad","properties":{"n":{"type":"number","max":1,"default":2}}}"#)]), code: "bad_request")
-        #expect(try client.call("classes")["classes"]?.arrayValue?.count == 2)
+        expectEqual(try client.call("classes")["classes"]?.arrayValue?.count, 2)
     }
 
     @Test("create with a class fills defaults and stores $class; unknown class and $class in values are refused")
@@ -89,18 +89,18 @@ import Testing
         #expect(try client.call("get", ["object": "i2"])["value"] == [
             "$class": "Item", "name": "xy", "qty": 1, "size": "M", "active": true, "tags": ["a"],
         ])
-        #expect(try client.call("get", ["object": "i2", "keyPath": "$class"])["value"] == "Item")
+        expectEqual(try client.call("get", ["object": "i2", "keyPath": "$class"])["value"], "Item")
         #expect(try client.call("get", ["object": "i1"])["value"] == [
             "$class": "Item", "name": "abc", "qty": 3, "price": 2.5, "size": "M", "active": true,
             "tags": ["x", "y"], "owner": ["$ref": "p1"],
         ])
         // Given values win over defaults.
         try client.call("create", ["object": "i3", "class": "Item", "values": ["name": "zz", "qty": 0, "tags": ["q"]]])
-        #expect(try client.call("get", ["object": "i3", "keyPath": "qty"])["value"] == 0)
-        #expect(try client.call("get", ["object": "i3", "keyPath": "tags"])["value"] == ["q"])
+        expectEqual(try client.call("get", ["object": "i3", "keyPath": "qty"])["value"], 0)
+        expectEqual(try client.call("get", ["object": "i3", "keyPath": "tags"])["value"], ["q"])
 
         let before = try currentRevision(client, object: "i2")
-        #expect(before == .int((rev?.intValue ?? 0) + 1))
+        expectEqual(before, .int((rev?.intValue ?? 0) + 1))
         expectError(try client.request("create", ["object": "n1", "class": "Nope", "values": ["name": "ab"]]), code: "not_found")
         expectError(try client.request("create", ["object": "n2", "class": "Item", "values": ["name": "ab", "$class": "Item"]]),
                     code: "bad_request")
@@ -113,8 +113,8 @@ import Testing
                     code: "invalid_value", property: "qty", rule: "max")
         expectError(try client.request("create", ["object": "n7", "class": "Item", "values": ["name": "ab", "owner": ["$ref": "plain"]]]),
                     code: "invalid_value", property: "owner", rule: "class")
-        #expect(try client.call("list")["objects"] == ["i1", "i2", "i3", "order", "p1", "plain"])
-        #expect(try currentRevision(client, object: "i2") == before)
+        expectEqual(try client.call("list")["objects"], ["i1", "i2", "i3", "order", "p1", "plain"])
+        expectEqual(try currentRevision(client, object: "i2"), before)
         try expectNoEvents(fixture.observer)
     }
 
@@ -171,8 +171,8 @@ import Testing
             if request["object"] == nil { request["object"] = "i1" }
             expectError(try client.request(op, request), code: "invalid_value", property: property, rule: rule, "\(op) \(params)")
             let after = try client.call("get", ["object": "i1"])
-            #expect(after["value"] == stored, "\(op) \(params) changed i1")
-            #expect(after["rev"] == before["rev"], "\(op) \(params) advanced rev")
+            expectEqual(after["value"], stored, "\(op) \(params) changed i1")
+            expectEqual(after["rev"], before["rev"], "\(op) \(params) advanced rev")
         }
         try expectNoEvents(fixture.observer)
     }
@@ -186,8 +186,8 @@ import Testing
                     code: "read_only", property: "$class")
         expectError(try client.request("set", ["object": "order", "keyPath": "item.$class", "value": "Person"]),
                     code: "read_only", property: "$class")
-        #expect(try client.call("get", ["object": "i1", "keyPath": "$class"])["value"] == "Item")
-        #expect(try currentRevision(client, object: "i1") == rev)
+        expectEqual(try client.call("get", ["object": "i1", "keyPath": "$class"])["value"], "Item")
+        expectEqual(try currentRevision(client, object: "i1"), rev)
         try expectNoEvents(fixture.observer)
         try client.call("set", ["object": "plain", "keyPath": "anything", "value": ["$ref": "nowhere"]])
     }
@@ -224,31 +224,31 @@ import Testing
             var request = params
             if request["object"] == nil { request["object"] = "i1" }
             let reply = try client.request(op, request)
-            #expect(reply["ok"] == true, "\(op) \(params): \(reply)")
+            expectEqual(reply["ok"], true, "\(op) \(params): \(reply)")
             rev += 1
-            #expect(reply["rev"] == .int(rev), "\(op) \(params)")
-            #expect(try client.call("get", ["object": "i1", "keyPath": .string(property)])["value"] == expected, "\(op) \(params)")
+            expectEqual(reply["rev"], .int(rev), "\(op) \(params)")
+            expectEqual(try client.call("get", ["object": "i1", "keyPath": .string(property)])["value"], expected, "\(op) \(params)")
         }
         let events = try drainEvents(fixture.observer)
         // Every accepted write that changed a value was observed: 21 writes, each changing its property.
-        #expect(events.count == accepted.count, "\(events.map(\.description))")
+        expectEqual(events.count, accepted.count, "\(events.map(\.description))")
         #expect(events.allSatisfy { $0["object"] == "i1" })
-        #expect(events.map { $0["keyPath"]?.stringValue ?? "" } == accepted.map { $0.2 })
+        expectEqual(events.map { $0["keyPath"]?.stringValue ?? "" }, accepted.map { $0.2 })
     }
 
     @Test("a reference checks its target's class at the time of the write; a ref to an object of a class is followed")
     func referenceToClass() throws {
         let fixture = try Fixture()
         let client = fixture.client
-        #expect(try client.call("get", ["object": "i1", "keyPath": "owner.name"])["value"] == "Ada")
+        expectEqual(try client.call("get", ["object": "i1", "keyPath": "owner.name"])["value"], "Ada")
         try client.call("create", ["object": "p2", "class": "Person", "values": ["name": "Eve"]])
         try client.call("set", ["object": "i1", "keyPath": "owner", "value": ["$ref": "p2"]])
-        #expect(try client.call("get", ["object": "i1", "keyPath": "owner.name"])["value"] == "Eve")
+        expectEqual(try client.call("get", ["object": "i1", "keyPath": "owner.name"])["value"], "Eve")
         // Writing through the reference is validated by Person's rules.
         expectError(try client.request("set", ["object": "i1", "keyPath": "owner.name", "value": 1]),
                     code: "invalid_value", property: "name", rule: "type")
         expectError(try client.request("set", ["object": "i1", "keyPath": "owner.age", "value": 1]),
                     code: "invalid_value", property: "age", rule: "undefined")
-        #expect(try client.call("get", ["object": "p2"])["value"] == ["$class": "Person", "name": "Eve"])
+        expectEqual(try client.call("get", ["object": "p2"])["value"], ["$class": "Person", "name": "Eve"])
     }
 }

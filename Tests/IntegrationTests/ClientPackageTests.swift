@@ -98,7 +98,7 @@ import Testing
                                atomically: true, encoding: .utf8)
 
         let build = try await Self.run("swift", ["build", "--disable-automatic-resolution", "-v"], in: directory)
-        #expect(build.status == 0, "swift build failed:\n\(build.output.suffix(4_000))")
+        expectEqual(build.status, 0, "swift build failed:\n\(build.output.suffix(4_000))")
         guard build.status == 0 else { return }
 
         // Nothing fetched: no package dependency to resolve, so no checkouts and no pins.
@@ -118,7 +118,7 @@ import Testing
         let server = try KVODProcess()
         let program = directory.appendingPathComponent(".build/debug/forecast").path
         let result = try await Self.run(program, [String(server.port)], in: directory)
-        #expect(result.status == 0, "forecast failed:\n\(result.output)")
+        expectEqual(result.status, 0, "forecast failed:\n\(result.output)")
         #expect(result.output.contains("city Paris"), "\(result.output)")
 
         // Item 6: the object and the key path, both strings, cannot be swapped unnoticed. The old unlabelled

@@ -181,6 +181,6 @@ extension ClusterTests {
             \(rows.joined(separator: "\n"))
             """)
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
     }
 }

@@ -72,14 +72,14 @@ struct ClusterBindingsTests {
 
         let bind = try creator.call("bind", ["from": Self.endpoint("src", "x.a"), "to": Self.endpoint("dst", "y"),
                                              "convert": "$value * 10", "now": true])
-        #expect(bind["binding"] == 1, "\(bind)")
+        expectEqual(bind["binding"], 1, "\(bind)")
         let whole = try creator.call("bind", ["from": Self.endpoint("src", "x"), "to": Self.endpoint("dst", "whole")])
-        #expect(whole["binding"] == 2, "\(whole)")
+        expectEqual(whole["binding"], 2, "\(whole)")
         let combined = try creator.call("combineLatest", [
             "sources": [Self.endpoint("src", "n"), Self.endpoint("dst", "y")], "to": Self.endpoint("c", "sum"),
             "reduce": "$0 + $1", "now": true,
         ])
-        #expect(combined["binding"] == 3, "\(combined)")
+        expectEqual(combined["binding"], 3, "\(combined)")
         // One write on n2 fires bindings 1 and 2, and binding 1's write fires 3: three writes of their own.
         let writerB = try cluster.nodes[1].connect()
         let sourceRev = try #require(try writerB.call("set", ["object": "src", "keyPath": "x", "value": ["a": 5]])["rev"]?.intValue)
@@ -89,30 +89,30 @@ struct ClusterBindingsTests {
 
         // now: dst.y 10, c.sum 11; the write to src.x: dst.y 50, dst.whole {a:5}, c.sum 51; src.n: c.sum 52.
         let seen = try observers.map { try changes($0, count: 6) }
-        #expect(seen[0].count == 6, "\(seen[0])")
-        #expect(seen[1] == seen[0], "n2's observer saw other binding writes: \(seen[1]) vs \(seen[0])")
-        #expect(seen[2] == seen[0], "n3's observer saw other binding writes: \(seen[2]) vs \(seen[0])")
+        expectEqual(seen[0].count, 6, "\(seen[0])")
+        expectEqual(seen[1], seen[0], "n2's observer saw other binding writes: \(seen[1]) vs \(seen[0])")
+        expectEqual(seen[2], seen[0], "n3's observer saw other binding writes: \(seen[2]) vs \(seen[0])")
         #expect(seen[0].dropFirst(2).first?.contains("\"rev\":\(sourceRev + 1)") == true,
                 "binding 1 writes right after the source write, in its request: \(seen[0])")
-        #expect(try values(cluster, "dst", "y") == [50, 50, 50])
-        #expect(try values(cluster, "dst", "whole") == [["a": 5], ["a": 5], ["a": 5]])
-        #expect(try values(cluster, "c", "sum") == [52, 52, 52])
+        expectEqual(try values(cluster, "dst", "y"), [50, 50, 50])
+        expectEqual(try values(cluster, "dst", "whole"), [["a": 5], ["a": 5], ["a": 5]])
+        expectEqual(try values(cluster, "c", "sum"), [52, 52, 52])
         var lists = try listings(cluster)
-        #expect(lists[0].arrayValue?.compactMap { $0["binding"]?.intValue } == [1, 2, 3], "\(lists[0])")
+        expectEqual(lists[0].arrayValue?.compactMap { $0["binding"]?.intValue }, [1, 2, 3], "\(lists[0])")
         #expect(lists[1] == lists[0] && lists[2] == lists[0], "\(lists)")
 
         // unbind on n3 stops combineLatest on every node.
-        #expect(try writerC.call("unbind", ["binding": 3])["removed"] == true)
+        expectEqual(try writerC.call("unbind", ["binding": 3])["removed"], true)
         try writerB.call("set", ["object": "src", "keyPath": "n", "value": 3])
-        #expect(try values(cluster, "c", "sum") == [52, 52, 52], "combineLatest still ran after unbind")
+        expectEqual(try values(cluster, "c", "sum"), [52, 52, 52], "combineLatest still ran after unbind")
         lists = try listings(cluster)
-        #expect(lists[0].arrayValue?.compactMap { $0["binding"]?.intValue } == [1, 2], "\(lists[0])")
+        expectEqual(lists[0].arrayValue?.compactMap { $0["binding"]?.intValue }, [1, 2], "\(lists[0])")
         #expect(lists[1] == lists[0] && lists[2] == lists[0], "\(lists)")
 
         // n3 killed and restarted: the bindings it restores from its store are the others', and run alike.
         try cluster.restart(2, after: SIGKILL)
         try writerB.call("set", ["object": "src", "keyPath": "x", "value": ["a": 7]])
-        #expect(try values(cluster, "dst", "y") == [70, 70, 70])
+        expectEqual(try values(cluster, "dst", "y"), [70, 70, 70])
         lists = try listings(cluster)
         #expect(lists[1] == lists[0] && lists[2] == lists[0], "\(lists)")
 
@@ -122,18 +122,18 @@ struct ClusterBindingsTests {
         while notices.count < 2, let event = try creator.nextEvent(timeout: 10) {
             if event["event"] == "binding" { notices.append(event) }
         }
-        #expect(notices.map { $0["binding"] } == [1, 2], "\(notices)")
+        expectEqual(notices.map { $0["binding"] }, [1, 2], "\(notices)")
         #expect(notices.allSatisfy { $0["reason"] == "removed" && $0["cause"] == "sourceDeleted" && $0["object"] == "src" },
                 "\(notices)")
         lists = try listings(cluster)
-        #expect(lists == [[], [], []], "\(lists)")
+        expectEqual(lists, [[], [], []], "\(lists)")
         // The other nodes log it (nobody there created the binding).
         #expect(cluster.nodes[1].waitForLog("binding 1 removed: sourceDeleted"), "\(cluster.nodes[1].log.suffix(2000))")
         // A new binding continues the ids on every node.
         try creator.call("create", ["object": "src", "values": ["x": ["a": 1], "n": 1]])
-        #expect(try creator.call("bind", ["from": Self.endpoint("src", "n"), "to": Self.endpoint("c", "sum")])["binding"] == 4)
+        expectEqual(try creator.call("bind", ["from": Self.endpoint("src", "n"), "to": Self.endpoint("c", "sum")])["binding"], 4)
         let digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
-        #expect(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count, 1, "\(digests)")
     }
 }

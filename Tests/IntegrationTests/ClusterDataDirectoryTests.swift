@@ -18,7 +18,7 @@ struct ClusterDataDirectoryTests {
     private func refusal(_ arguments: [String], data: String) -> String? {
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(arguments, dataDirectory: data) }
         guard case let .exitedEarly(status, log) = error else { return nil }
-        #expect(status == 1, "\(log)")
+        expectEqual(status, 1, "\(log)")
         return log
     }
 
@@ -28,22 +28,22 @@ struct ClusterDataDirectoryTests {
         let single = scratch.appending("single")
         let server = try KVODProcess(dataDirectory: single)
         try server.connect().call("create", ["object": "o"])
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         let log = refusal(clusterFlags(stream: "s1"), data: single)
-        #expect(log?.contains("holds data written outside cluster mode (revision 1)") == true, "\(log ?? "")")
+        expectEqual(log?.contains("holds data written outside cluster mode (revision 1)"), true, "\(log ?? "")")
         // Still a good single-node directory: nothing was written to it.
         let again = try KVODProcess(dataDirectory: single)
-        #expect(try again.connect().call("list")["objects"] == ["o"])
-        #expect(again.stop() == 0)
+        expectEqual(try again.connect().call("list")["objects"], ["o"])
+        expectEqual(again.stop(), 0)
 
         // An empty directory becomes stream s1's when a node of s1 starts on it.
         let node = scratch.appending("node")
         let member = try KVODProcess(clusterFlags(stream: "s1"), dataDirectory: node)
         _ = member.stop(signal: SIGKILL)  // the mark is written when the node starts, before any NATS call
         let alone = refusal([], data: node)
-        #expect(alone?.contains("the data directory belongs to cluster stream 's1': start it with --cluster") == true, "\(alone ?? "")")
+        expectEqual(alone?.contains("the data directory belongs to cluster stream 's1': start it with --cluster"), true, "\(alone ?? "")")
         let other = refusal(clusterFlags(stream: "s2"), data: node)
-        #expect(other?.contains("belongs to cluster stream 's1', not 's2'") == true, "\(other ?? "")")
+        expectEqual(other?.contains("belongs to cluster stream 's1', not 's2'"), true, "\(other ?? "")")
         // Its own stream is accepted again.
         let back = try KVODProcess(clusterFlags(stream: "s1"), dataDirectory: node)
         _ = back.stop(signal: SIGKILL)

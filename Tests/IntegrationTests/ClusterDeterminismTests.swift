@@ -57,7 +57,7 @@ extension ClusterTests {
         let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch", "cycle",
                                           "conflict"]
         #expect(Set(counted.keys).isSubset(of: expectedCodes), "unexpected replies: \(counted)")
-        #expect(counted.values.reduce(0, +) == count)
+        expectEqual(counted.values.reduce(0, +), count)
         #expect((counted["ok"] ?? 0) > count / 3, "\(counted)")
         #expect((counted["invalid_value"] ?? 0) > 0 && (counted["read_only"] ?? 0) > 0, "the class refused nothing: \(counted)")
         #expect((counted["conflict"] ?? 0) > 0, "no condition failed: \(counted)")
@@ -73,8 +73,8 @@ extension ClusterTests {
             }
         }
         var digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
-        #expect(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count, 1, "\(digests)")
 
         // Two fresh processes, one with a store and one in memory, replay the whole log from the stream
         // (no snapshot: fewer entries than --cluster-snapshot-every) and reach the same state.
@@ -90,7 +90,7 @@ extension ClusterTests {
                 digest = .object(try client.call("digest"))
                 usleep(50_000)
             }
-            #expect(digest["bootstrapSnapshot"] == nil, "\(name) replays the log: \(digest)")
+            expectEqual(digest["bootstrapSnapshot"], nil, "\(name) replays the log: \(digest)")
             #expect(digest["digest"] == target["digest"] && digest["rev"] == target["rev"], "\(name): \(digest) against \(target)")
             digests.append(digest)
         }

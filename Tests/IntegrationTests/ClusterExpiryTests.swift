@@ -39,18 +39,18 @@ extension ClusterTests {
                 break
             }
         }
-        #expect(endings.count == 2, "\(endings)")
+        expectEqual(endings.count, 2, "\(endings)")
         #expect(endings.allSatisfy { $0["object"] == "sess:1" && $0["cause"] == "expired" }, "\(endings)")
-        #expect(Set(endings.map { $0["rev"]?.intValue ?? -1 }).count == 1, "the same revision everywhere: \(endings)")
+        expectEqual(Set(endings.map { $0["rev"]?.intValue ?? -1 }).count, 1, "the same revision everywhere: \(endings)")
         let took = Date().timeIntervalSince(created)
         #expect(took < 10, "expired after \(took) s")
         // No second expiry: the later `expire`s (n1's, if it got into the stream, and the slower node's) were refused.
         for observer in observers { #expect(try observer.nextEvent(timeout: 1.5) == nil) }
         try cluster.restart(0, after: SIGKILL)
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         for index in 0..<3 {
-            #expect(try cluster.connect(index).call("list")["objects"] == ["ready", "sess:kept"], "n\(index + 1)")
+            expectEqual(try cluster.connect(index).call("list")["objects"], ["ready", "sess:kept"], "n\(index + 1)")
             let kept = try cluster.connect(index).call("touch", ["object": "sess:kept"])
             #expect(kept["expiresAt"]?.intValue != nil, "n\(index + 1): \(kept)")
         }

@@ -39,22 +39,22 @@ extension ClusterTests {
             revisions.append(rev)
         }
         print("stream leader nats-\(leader + 1) killed before write 101 of \(total): longest write \(String(format: "%.3f", longest)) s (write \(longestAt)); new leader \(cluster.streamLeader().map { "nats-\($0 + 1)" } ?? "unknown")")
-        #expect(revisions.count == total)
+        expectEqual(revisions.count, total)
         // One revision per write, in order: none applied twice (it would take a revision of its own).
-        #expect(revisions == Array(revisions[0]..<(revisions[0] + Int64(revisions.count))), "revisions skip or repeat")
+        expectEqual(revisions, Array(revisions[0]..<(revisions[0] + Int64(revisions.count))), "revisions skip or repeat")
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         #expect(digests.allSatisfy { $0["rev"]?.intValue == revisions.last }, "\(digests)")
         for node in cluster.nodes {
             let log = try node.connect().call("get", ["object": "w", "keyPath": "log"])["value"]
-            #expect(log == .array((1...total).map { .int(Int64($0)) }), "port \(node.port): a write is missing or twice")
+            expectEqual(log, .array((1...total).map { .int(Int64($0)) }), "port \(node.port): a write is missing or twice")
         }
         // n3's observer heard every count once, in order.
         var counts: [Int64] = []
         while counts.count < total, let event = try observer.nextEvent(timeout: 20) {
             if let count = event["change"]?["new"]?.intValue { counts.append(count) }
         }
-        #expect(counts == Array(1...Int64(total)), "n3's observer: \(counts.count) events")
+        expectEqual(counts, Array(1...Int64(total)), "n3's observer: \(counts.count) events")
     }
 
     @Test("a NATS server that comes up late: writes fail unavailable, the log says why, then writes go through everywhere")
@@ -62,16 +62,16 @@ extension ClusterTests {
         let cluster = try LocalCluster(label: "late", kvodArguments: ["--cluster-write-timeout", "2"], heldBackNATS: 2)
         let client = try cluster.nodes[0].connect()
         let reply = try client.request("create", ["object": "early"], timeout: 20)
-        #expect(reply["error"]?["code"] == "unavailable", "\(reply)")
+        expectEqual(reply["error"]?["code"], "unavailable", "\(reply)")
         // Two of three servers cannot place an R3 stream; the node says so in words an operator can act on
         // (nats-server 2.9: no suitable peers on create; 2.10 and later: JetStream not available on lookup).
         #expect(cluster.nodes[0].waitForLog("the stream needs 3 NATS servers with JetStream in the cluster", timeout: 20),
                 "\(cluster.nodes[0].log.suffix(2000))")
-        #expect(try client.call("list")["objects"] == [], "a refused write left state behind")
+        expectEqual(try client.call("list")["objects"], [], "a refused write left state behind")
         try cluster.restartNATS(2)
         try cluster.waitUntilReady(creating: "late")
         for node in cluster.nodes {
-            #expect(try node.connect().call("list")["objects"] == ["late"])
+            expectEqual(try node.connect().call("list")["objects"], ["late"])
         }
     }
 
@@ -102,7 +102,7 @@ extension ClusterTests {
             let reply = try writer.request("set", ["object": "s", "keyPath": "n", "value": .int(Int64(value))], timeout: 50)
             let took = Date().timeIntervalSince(started)
             if took > longest { (longest, longestAt) = (took, value) }
-            #expect(reply["ok"] == true, "write \(value): \(reply)")
+            expectEqual(reply["ok"], true, "write \(value): \(reply)")
             if value == 90 {
                 // Past 3 s frozen (the writes between took at least that long, or wait the rest).
                 usleep(3_000_000)
@@ -113,10 +113,10 @@ extension ClusterTests {
         print("kvod n3 and nats-\(natsIndex + 1) frozen for writes 31-90 (3 s or more): longest write \(String(format: "%.3f", longest)) s (write \(longestAt))")
         let expected = try FaultTestSupport.changes(reference, count: total)
         let seen = try FaultTestSupport.changes(frozen, count: total, timeout: 30)
-        #expect(seen == expected, "the frozen node's observer missed or repeated a change (\(seen.count) of \(expected.count))")
+        expectEqual(seen, expected, "the frozen node's observer missed or repeated a change (\(seen.count) of \(expected.count))")
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
-        #expect(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count, 1, "\(digests)")
     }
 }
 

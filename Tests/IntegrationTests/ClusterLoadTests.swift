@@ -60,7 +60,7 @@ extension ClusterTests {
         #expect(load.problems.isEmpty, "\(load.problems)")
         #expect(load.reconnections.count >= 2, "n3's writers did not move: \(load.reconnections)")
         let acks = load.acknowledged
-        #expect(Set(acks.map(\.rev)).count == acks.count, "two acknowledged writes share a revision")
+        expectEqual(Set(acks.map(\.rev)).count, acks.count, "two acknowledged writes share a revision")
         let lastAck = acks.map(\.rev).max() ?? base
 
         // No acknowledged write lost on the surviving nodes.
@@ -71,7 +71,7 @@ extension ClusterTests {
         // The killed node restarts, catches up and matches.
         try cluster.restart(2, after: SIGKILL)
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         let final = try ClusterLoadSupport.log("w", on: cluster.nodes[2], atLeast: lastAck)
         ClusterLoadSupport.expectLogHolds(final, load, on: "n3 restarted")
 
@@ -79,8 +79,8 @@ extension ClusterTests {
         // resumed ones are exactly those, none missed or repeated.
         let all = try reference.changeEvents(final.count, keeping: ["rev", "change"])
         let after = try resumed.changeEvents(final.count - before.count, keeping: ["rev", "change"])
-        #expect(all.count == final.count)
-        #expect(before + after == all, "the observer resumed on n1 missed or repeated a change (\(before.count) + \(after.count) of \(all.count))")
+        expectEqual(all.count, final.count)
+        expectEqual(before + after, all, "the observer resumed on n1 missed or repeated a change (\(before.count) + \(after.count) of \(all.count))")
     }
 
     @Test("SIGKILL of the stream leader's NATS server under writes from six clients: a pause, nothing lost or applied twice")
@@ -109,15 +109,15 @@ extension ClusterTests {
         #expect(load.problems.isEmpty, "\(load.problems)")
         #expect(load.errors.isEmpty, "writes failed: \(load.errors.prefix(5))")
         let acks = load.acknowledged
-        #expect(acks.count == load.sentValues.count)
+        expectEqual(acks.count, load.sentValues.count)
         // One revision per write, each once: a write applied twice would take a revision of its own.
         let revisions = acks.map(\.rev).sorted()
-        #expect(revisions == Array((base + 1)...(base + Int64(load.sentValues.count))), "revisions skip or repeat")
+        expectEqual(revisions, Array((base + 1)...(base + Int64(load.sentValues.count))), "revisions skip or repeat")
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         for (index, node) in cluster.nodes.enumerated() {
             let log = try ClusterLoadSupport.log("w", on: node, atLeast: revisions.last ?? base)
-            #expect(log.count == load.sentValues.count, "n\(index + 1): \(log.count) values")
+            expectEqual(log.count, load.sentValues.count, "n\(index + 1): \(log.count) values")
             ClusterLoadSupport.expectLogHolds(log, load, on: "n\(index + 1)")
         }
         // Every observer heard every count once, in order.
@@ -126,7 +126,7 @@ extension ClusterTests {
             while counts.count < acks.count, let event = try observer.nextEvent(timeout: 20) {
                 if let count = event["change"]?["new"]?.intValue { counts.append(count) }
             }
-            #expect(counts == Array(1...Int64(acks.count)), "n\(index + 1)'s observer: \(counts.count) events")
+            expectEqual(counts, Array(1...Int64(acks.count)), "n\(index + 1)'s observer: \(counts.count) events")
         }
     }
 }
@@ -145,7 +145,7 @@ private enum ClusterLoadSupport {
     /// sent, each client's values in the order it wrote them.
     static func expectLogHolds(_ log: [String], _ load: ClusterWriteLoad, on what: String) {
         let present = Set(log)
-        #expect(present.count == log.count, "\(what): \(log.count - present.count) values appear twice")
+        expectEqual(present.count, log.count, "\(what): \(log.count - present.count) values appear twice")
         let missing = load.acknowledged.map(\.value).filter { !present.contains($0) }
         #expect(missing.isEmpty, "\(what): acknowledged writes lost: \(missing.prefix(10))")
         let strangers = present.subtracting(load.sentValues)
@@ -153,7 +153,7 @@ private enum ClusterLoadSupport {
         for client in load.clients.indices {
             let prefix = "c\(client)-"
             let numbers = log.filter { $0.hasPrefix(prefix) }.compactMap { Int($0.dropFirst(prefix.count)) }
-            #expect(numbers == numbers.sorted(), "\(what): client \(client)'s writes were applied out of order")
+            expectEqual(numbers, numbers.sorted(), "\(what): client \(client)'s writes were applied out of order")
         }
     }
 }

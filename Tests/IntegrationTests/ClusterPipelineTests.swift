@@ -38,15 +38,15 @@ extension ClusterTests {
         for _ in 0..<(60 + 2 + 20) { replies.append(try client.readMessage(timeout: 20)) }
 
         let expectedIDs: [Int64] = Array(1...62) + (0..<20).map { 200 + Int64($0) }
-        #expect(replies.map { $0["id"]?.intValue ?? -1 } == expectedIDs, "replies out of request order")
+        expectEqual(replies.map { $0["id"]?.intValue ?? -1 }, expectedIDs, "replies out of request order")
         let setRevisions = replies.prefix(60).compactMap { $0["rev"]?.intValue }
         #expect(setRevisions.count == 60 && setRevisions == Array(setRevisions[0]..<(setRevisions[0] + 60)),
                 "the pipelined sets' revisions are not consecutive: \(setRevisions)")
-        #expect(replies[60]["value"] == 60, "the get pipelined after the sets did not see the last: \(replies[60])")
+        expectEqual(replies[60]["value"], 60, "the get pipelined after the sets did not see the last: \(replies[60])")
         #expect(replies[61]["error"]?["code"] != nil, "\(replies[61])")
         for pair in 0..<10 {
             let get = replies[62 + 2 * pair + 1]
-            #expect(get["value"] == .int(Int64(100 + pair)), "get \(get["id"] ?? .null) saw \(get["value"] ?? .null)")
+            expectEqual(get["value"], .int(Int64(100 + pair)), "get \(get["id"] ?? .null) saw \(get["value"] ?? .null)")
         }
         // The 60 sets went to the stream together: a few entries, not one each (the 10 set/get pairs take
         // one entry each, since every get waits for the set before it).
@@ -55,7 +55,7 @@ extension ClusterTests {
         print("70 pipelined sets (60 in a row, then 10 each followed by a get) took \(entries) stream entries")
         #expect(entries <= 10 + 10, "the pipelined sets went one stream entry each (\(entries) entries)")
         let digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
     }
 
     @Test("admin operations pipelined between writes are answered in their place, and a get after a change waits for it")
@@ -78,7 +78,7 @@ extension ClusterTests {
         }
         try client.send(raw: lines)
         let replies = try (0..<6).map { _ in try client.readMessage(timeout: 20) }
-        #expect(replies.map { $0["id"]?.intValue ?? -1 } == [1, 2, 3, 4, 5, 6], "replies out of request order: \(replies)")
+        expectEqual(replies.map { $0["id"]?.intValue ?? -1 }, [1, 2, 3, 4, 5, 6], "replies out of request order: \(replies)")
         #expect(replies.allSatisfy { $0["ok"] == true }, "\(replies)")
         #expect(replies[2]["value"] == 1 && replies[5]["value"] == 2, "\(replies)")
     }

@@ -47,21 +47,21 @@ extension ClusterTests {
             }
         }
         for events in heard {
-            #expect(events.count == 2, "\(events)")
+            expectEqual(events.count, 2, "\(events)")
             #expect(events.first?["object"] == "alice" && events.first?["change"]?["new"] == false, "\(events)")
             #expect(events.last?["object"] == "alice.cursor" && events.last?["reason"] == "sourceDeleted", "\(events)")
         }
-        #expect(heard[0].map { $0["rev"] } == heard[1].map { $0["rev"] }, "the same revisions on n2 and n3: \(heard)")
+        expectEqual(heard[0].map { $0["rev"] }, heard[1].map { $0["rev"] }, "the same revisions on n2 and n3: \(heard)")
         try cluster.restart(0, after: SIGKILL)
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         for index in 0..<3 {
             let node = try cluster.connect(index)
-            #expect(try node.call("get", ["object": "alice", "keyPath": "online"])["value"] == false, "n\(index + 1)")
-            #expect(try node.request("get", ["object": "alice.cursor"])["error"]?["code"] == "not_found", "n\(index + 1)")
+            expectEqual(try node.call("get", ["object": "alice", "keyPath": "online"])["value"], false, "n\(index + 1)")
+            expectEqual(try node.request("get", ["object": "alice.cursor"])["error"]?["code"], "not_found", "n\(index + 1)")
         }
         // The restarted node ran nothing again (its session was stored as ended with the actions' submission).
-        #expect(try observers[0].nextEvent(timeout: 2) == nil)
+        expectEqual(try observers[0].nextEvent(timeout: 2), nil)
         // An ephemeral create still in the stream when its session ends (another connection takes the session
         // over and ends it at once, while the create travels): the object does not outlive the session on any node.
         for round in 0..<5 {
@@ -86,6 +86,6 @@ extension ClusterTests {
         } while Date() < settled
         #expect(left.isEmpty, "ephemeral objects that outlived their session: \(left)")
         let after = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(after.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(after)")
+        expectEqual(Set(after.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(after)")
     }
 }

@@ -112,7 +112,7 @@ extension ClusterTests {
         #expect(observersCaughtUp, "an observer did not hear every list element within 30 s")
         #expect(allRecovered, "a node took no write within \(Int(recoveryLimit)) s of the faults' end: \(recovery)")
         let anomalies = report.anomalies.count
-        #expect(anomalies == 0, "seed \(seed): \(report.summary(examples: 8))")
+        expectEqual(anomalies, 0, "seed \(seed): \(report.summary(examples: 8))")
     }
 }
 

@@ -18,14 +18,14 @@ struct ClusterShutdownTests {
         let node = try KVODProcess(["--cluster", "nats://127.0.0.1:\(closed)", "--cluster-stream", "s", "--node", "n1"],
                                    dataDirectory: scratch.appending("node"))
         // Reads are served meanwhile: the loop thread is not blocked by the bridge.
-        #expect(try node.connect().call("list")["objects"] == [])
+        expectEqual(try node.connect().call("list")["objects"], [])
         usleep(UInt32(seconds * 1_000_000))
         let started = Date()
         let status = node.stop(signal: SIGTERM, timeout: 10)
         let took = Date().timeIntervalSince(started)
         print("cluster node without NATS: SIGTERM after \(seconds) s, exited in \(String(format: "%.3f", took)) s, status \(status)")
         // A liveness bound with more than 2x margin over the 1-2 s aimed at (stop() answers -1 after a SIGKILL).
-        #expect(status == 0, "exit status \(status): \(node.log.suffix(2000))")
+        expectEqual(status, 0, "exit status \(status): \(node.log.suffix(2000))")
         #expect(took < 5, "took \(took) s to stop")
     }
 }
@@ -63,7 +63,7 @@ extension ClusterTests {
         let acknowledged = load.acknowledged
         let abandoned = node.log.contains("not waited for") ? " (a NATS thread not waited for)" : ""
         print("cluster node cut off by a partition: SIGTERM \(seconds) s after it, \(acknowledged.count) writes acknowledged, exited in \(String(format: "%.3f", took)) s\(abandoned), status \(status)")
-        #expect(status == 0, "exit status \(status): \(node.log.suffix(2000))")
+        expectEqual(status, 0, "exit status \(status): \(node.log.suffix(2000))")
         // Under a second, with slack for this shared 2-core machine (stop() answers -1 after a SIGKILL at 10 s).
         #expect(took < 1.5, "took \(took) s to stop: \(node.log.suffix(2000))")
 
@@ -72,7 +72,7 @@ extension ClusterTests {
         let reply = try restarted.connect().call("get", ["object": "w", "keyPath": "log"])
         let values = (reply["value"]?.arrayValue ?? []).compactMap(\.stringValue)
         let present = Set(values)
-        #expect(present.count == values.count, "\(values.count - present.count) values appear twice")
+        expectEqual(present.count, values.count, "\(values.count - present.count) values appear twice")
         let missing = acknowledged.map(\.value).filter { !present.contains($0) }
         #expect(missing.isEmpty, "acknowledged writes lost: \(missing.prefix(10))")
         // Healed, it catches up with the others.
@@ -87,6 +87,6 @@ extension ClusterTests {
             reference = try cluster.waitForConvergence()[0]
             digest = try JSONValue.object(restarted.connect().call("digest"))
         }
-        #expect(digest["digest"] == reference["digest"], "n4 \(digest) against n1 \(reference)\n\(restarted.log.suffix(2000))")
+        expectEqual(digest["digest"], reference["digest"], "n4 \(digest) against n1 \(reference)\n\(restarted.log.suffix(2000))")
     }
 }

@@ -99,9 +99,9 @@ extension ClusterTests {
         }
         let seen = try observers.map { try $0.changeEvents(5, keeping: ["rev", "change"]) }
         #expect(seen[0].count == 5 && seen[1] == seen[0], "\(seen)")
-        #expect(revisions.count == 5)
+        expectEqual(revisions.count, 5)
         let second = try n4.connect().call("bind", ["from": ["object": "doc", "keyPath": "n"], "to": ["object": "mirror", "keyPath": "copy"]])
-        #expect(second["binding"]?.intValue == (binding["binding"]?.intValue).map { $0 + 1 })
+        expectEqual(second["binding"]?.intValue, (binding["binding"]?.intValue).map { $0 + 1 })
 
         // An --in-memory node bootstraps the same way (its engine made from the snapshot, no store).
         let n5 = try KVODProcess(["--cluster", cluster.natsURLs, "--cluster-stream", cluster.stream, "--node", "n5"] + Self.snapshotFlags)
@@ -109,8 +109,8 @@ extension ClusterTests {
         #expect(inMemory["bootstrapSnapshot"]?.intValue ?? 0 >= first - 1, "n5 did not install a snapshot: \(inMemory)")
 
         let digests = try cluster.waitForConvergence() + [JSONValue.object(try n4.connect().call("digest")), inMemory]
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
-        #expect(Set(digests.map { $0["applied"]?.intValue ?? -1 }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["applied"]?.intValue ?? -1 }).count, 1, "\(digests)")
         n4.stop(signal: SIGKILL)
         n5.stop(signal: SIGKILL)
     }
@@ -150,7 +150,7 @@ extension ClusterTests {
         print("snapshot determinism: stream from \(first), n4 from the snapshot of \(snapshot) (rev \(joined["rev"] ?? .null)); replies \(outcomes.sorted { $0.key < $1.key })")
         let expectedCodes: Set<String> = ["ok", "exists", "not_found", "invalid_value", "read_only", "out_of_range", "type_mismatch", "cycle", "conflict"]
         #expect(Set(outcomes.keys).isSubset(of: expectedCodes), "unexpected replies: \(outcomes)")
-        #expect(outcomes.values.reduce(0, +) == log.operations.count)
+        expectEqual(outcomes.values.reduce(0, +), log.operations.count)
 
         // The sentinel: once an observer has its event, it has every earlier revision's.
         try setup.call("set", ["object": "end", "keyPath": "done", "value": true])
@@ -163,8 +163,8 @@ extension ClusterTests {
             }
         }
         let digests = try cluster.waitForConvergence() + [try waitForCatchUp(n4, with: cluster)]
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
-        #expect(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count, 1, "\(digests)")
         n4.stop(signal: SIGKILL)
     }
 

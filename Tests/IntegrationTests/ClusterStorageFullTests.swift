@@ -26,8 +26,8 @@ extension ClusterTests {
         #expect(cluster.nodes[2].waitForLog("storage full", timeout: 10), "\(cluster.diagnostics())")
         let full = try cluster.connect(2)
         let refused = try full.request("create", ["object": "on-n3"])
-        #expect(refused["error"]?["code"] == "storage_full", "\(refused)")
-        #expect(try full.request("get", ["object": "c0", "keyPath": "pad"])["value"] == StorageFullTests.padding)
+        expectEqual(refused["error"]?["code"], "storage_full", "\(refused)")
+        expectEqual(try full.request("get", ["object": "c0", "keyPath": "pad"])["value"], StorageFullTests.padding)
         // The others go on.
         for index in created..<(created + 20) {
             try writer.call("create", ["object": .string("c\(index)"), "values": ["n": .int(Int64(index))]])
@@ -39,7 +39,7 @@ extension ClusterTests {
         try disk.resize(bytes: 32 << 20)
         #expect(cluster.nodes[2].waitForLog("storage writable again", timeout: 10), "\(cluster.diagnostics())")
         let digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { "\($0["digest"] ?? .null)" }).count == 1, "\(digests)")
-        #expect(try cluster.connect(2).call("get", ["object": .string(last), "keyPath": "n"])["value"] == .int(Int64(created + 19)))
+        expectEqual(Set(digests.map { "\($0["digest"] ?? .null)" }).count, 1, "\(digests)")
+        expectEqual(try cluster.connect(2).call("get", ["object": .string(last), "keyPath": "n"])["value"], .int(Int64(created + 19)))
     }
 }

@@ -22,7 +22,7 @@ extension ClusterTests {
         let streams = (json["account_details"]?.arrayValue ?? []).flatMap { $0["stream_detail"]?.arrayValue ?? [] }
         let config = try #require(streams.first { $0["name"]?.stringValue == cluster.stream }?["config"], "\(detail.prefix(2000))")
         #expect(config["storage"] == "file" && config["num_replicas"] == 3, "\(config)")
-        #expect(config["duplicate_window"] == 120_000_000_000, "\(config)")
+        expectEqual(config["duplicate_window"], 120_000_000_000, "\(config)")
         #expect(config["subjects"] == [.string("kvod.\(cluster.stream).log")] && config["max_age"] == 0 && config["max_msgs"] == -1, "\(config)")
         for (index, node) in cluster.nodes.enumerated() {
             #expect(!node.log.contains("cluster: stream '"), "n\(index + 1) found a problem: \(node.log.suffix(2000))")
@@ -34,7 +34,7 @@ extension ClusterTests {
             _ = try KVODProcess(["--cluster", cluster.natsURLs] + flags, dataDirectory: cluster.directory.appending("kvod-4"))
         }
         if case let .exitedEarly(status, log)? = refused {
-            #expect(status == 1, "\(log)")
+            expectEqual(status, 1, "\(log)")
             #expect(log.contains("cluster: stream '\(cluster.stream)' has a duplicate window of 2m, shorter than the 130s kvod needs"), "\(log)")
             #expect(log.contains("could lose or repeat acknowledged writes (the problem logged above)"), "\(log)")
         }
@@ -49,7 +49,7 @@ extension ClusterTests {
         #expect(late.waitForLog("has a duplicate window of 2m, shorter than the 130s kvod needs", timeout: 30), "\(late.log.suffix(2000))")
         #expect(late.waitForLog("cluster: the stream: its settings could lose or repeat acknowledged writes", timeout: 10),
                 "\(late.log.suffix(2000))")
-        #expect(try late.connect().call("digest")["applied"] == 0)
+        expectEqual(try late.connect().call("digest")["applied"], 0)
         #expect(!late.log.contains("subscribed to stream"), "\(late.log.suffix(2000))")
     }
 }

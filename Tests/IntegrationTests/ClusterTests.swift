@@ -47,15 +47,15 @@ struct ClusterTests {
             let reply = try writer.call("set", ["object": "doc", "keyPath": "n", "value": .int(Int64(value))])
             revisions.append(try #require(reply["rev"]?.intValue))
         }
-        #expect(revisions == Array(revisions[0]...(revisions[0] + 19)), "revisions advance by one per write: \(revisions)")
+        expectEqual(revisions, Array(revisions[0]...(revisions[0] + 19)), "revisions advance by one per write: \(revisions)")
         let seen = try observers.map { try changes($0, count: 20) }
-        #expect(seen[0].count == 20)
-        #expect(seen[1] == seen[0])
-        #expect(seen[2] == seen[0])
-        #expect(seen[0].first?.contains("\"rev\":\(revisions[0])") == true, "\(seen[0].first ?? "none")")
+        expectEqual(seen[0].count, 20)
+        expectEqual(seen[1], seen[0])
+        expectEqual(seen[2], seen[0])
+        expectEqual(seen[0].first?.contains("\"rev\":\(revisions[0])"), true, "\(seen[0].first ?? "none")")
         // The replies' revisions are the observers'.
         let digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         #expect(digests.allSatisfy { $0["rev"]?.intValue == revisions.last }, "\(digests)")
         // `status` (issue 42): each node's place in the stream, as its digest says, and no alarm.
         for (index, node) in cluster.nodes.enumerated() {
@@ -110,12 +110,12 @@ struct ClusterTests {
         // 75 sets of n, 75 inserts, 75 gauge sets of which 4 refused (levels 101...104).
         let expected = 3 * rounds + 3 * rounds + (3 * rounds - 4)
         let seen = try observers.map { try changes($0, count: expected) }
-        #expect(seen[0].count == expected)
-        #expect(seen[1] == seen[0], "n2's observer saw another sequence")
-        #expect(seen[2] == seen[0], "n3's observer saw another sequence")
+        expectEqual(seen[0].count, expected)
+        expectEqual(seen[1], seen[0], "n2's observer saw another sequence")
+        expectEqual(seen[2], seen[0], "n3's observer saw another sequence")
         let digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
-        #expect(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["rev"]?.intValue ?? -1 }).count, 1, "\(digests)")
     }
 
     @Test("a node killed with SIGKILL under writes restarts, catches up and matches")
@@ -133,10 +133,10 @@ struct ClusterTests {
         }
         try cluster.restart(2, after: SIGKILL)
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         let restored = try cluster.nodes[2].connect().call("get", ["object": "log"])
         for (value, _) in acknowledged {
-            #expect(restored["value"]?["v\(value)"]?.intValue == value, "v\(value) missing on the restarted node")
+            expectEqual(restored["value"]?["v\(value)"]?.intValue, value, "v\(value) missing on the restarted node")
         }
         // The log is collected from stderr asynchronously: wait for the line.
         #expect(cluster.nodes[2].waitForLog("subscribed to stream"), "\(cluster.nodes[2].log)")
@@ -171,7 +171,7 @@ struct ClusterTests {
         for value in 26...30 { try writer.call("set", ["object": "feed", "keyPath": "n", "value": .int(Int64(value))]) }
         let after = try changes(resumed, count: 20)
         let all = try changes(reference, count: 30)
-        #expect(before + after == all, "the resumed client's changes differ from the reference observer's")
+        expectEqual(before + after, all, "the resumed client's changes differ from the reference observer's")
     }
 
     @Test("atLeastRev: a read or observe on a node behind waits for the revision, in request order, or times out")
@@ -210,12 +210,12 @@ struct ClusterTests {
         // read the requests above (it accepts connections in order, on one loop) and applied every write so far,
         // and a ping after that answer comes after any reply they got. They must have got none.
         let barrier = try cluster.nodes[2].connect()
-        #expect(try barrier.call("get", ["object": "doc", "keyPath": "n", "atLeastRev": .int(lastRev)], timeout: 20)["value"] == 10)
+        expectEqual(try barrier.call("get", ["object": "doc", "keyPath": "n", "atLeastRev": .int(lastRev)], timeout: 20)["value"], 10)
         try barrier.call("ping")
         #expect(throws: KVOClientError.self, "a reply came before the revision was written") { try reader.readMessage(timeout: 0.05) }
         #expect(throws: KVOClientError.self, "an observe reply came before the revision was written") { try resumed.readMessage(timeout: 0.05) }
         let rev11 = try writer.call("set", ["object": "doc", "keyPath": "n", "value": 11])["rev"]?.intValue
-        #expect(rev11 == lastRev + 1)
+        expectEqual(rev11, lastRev + 1)
         let first = try reader.readMessage(timeout: 20)
         let second = try reader.readMessage(timeout: 20)
         #expect(first["id"] == 1 && first["value"] == 11, "the held get saw an older value: \(first)")
@@ -229,17 +229,17 @@ struct ClusterTests {
         while resumedEvents.count < 7, let event = try resumed.nextEvent(timeout: 20) { resumedEvents.append(event) }
         #expect(!resumedEvents.contains { $0["reason"] == "resync" }, "\(resumedEvents)")
         let after = resumedEvents.map { JSONValue.object(["rev": $0["rev"] ?? .null, "change": $0["change"] ?? .null]).description }
-        #expect(before + after == (try changes(reference, count: 12)), "the observer resumed on n3 missed or repeated a change")
+        expectEqual(before + after, (try changes(reference, count: 12)), "the observer resumed on n3 missed or repeated a change")
 
         // list and info take it too; a revision nobody writes is answered unavailable after the deadline,
         // and the connection serves its next request.
         let other = try cluster.nodes[1].connect()
         #expect(try other.call("list", ["atLeastRev": .int(lastRev)])["objects"] != nil)
-        #expect(try other.call("info", ["object": "doc", "atLeastRev": .int(lastRev)])["ok"] == true)
+        expectEqual(try other.call("info", ["object": "doc", "atLeastRev": .int(lastRev)])["ok"], true)
         let started = Date()
         let late = try other.request("get", ["object": "doc", "atLeastRev": .int(lastRev + 1000)], timeout: 20)
         let waited = Date().timeIntervalSince(started)
-        #expect(late["error"]?["code"] == "unavailable", "\(late)")
+        expectEqual(late["error"]?["code"], "unavailable", "\(late)")
         #expect(waited >= 1.5 && waited < 6, "answered after \(waited) s")
         #expect(try other.call("get", ["object": "doc", "keyPath": "n"])["value"] != nil)
     }
@@ -255,7 +255,7 @@ struct ClusterTests {
         let started = Date()
         let reply = try client.request("set", ["object": "q", "keyPath": "n", "value": 1], timeout: 20)
         let waited = Date().timeIntervalSince(started)
-        #expect(reply["error"]?["code"] == "unavailable", "\(reply)")
+        expectEqual(reply["error"]?["code"], "unavailable", "\(reply)")
         #expect(waited >= 1.5 && waited < 6, "answered after \(waited) s")
         // Reads are local and keep working; the connection serves its next request.
         #expect(try client.call("get", ["object": "q", "keyPath": "n"])["value"] != nil)
@@ -268,11 +268,11 @@ struct ClusterTests {
         while Date() < deadline {
             let retry = try client.request("set", ["object": "q", "keyPath": "n", "value": 2], timeout: 20)
             if retry["ok"] == true { resumed = true; break }
-            #expect(retry["error"]?["code"] == "unavailable", "\(retry)")
+            expectEqual(retry["error"]?["code"], "unavailable", "\(retry)")
         }
         #expect(resumed, "writes did not resume once NATS was back")
         let digests = try cluster.waitForConvergence(timeout: 30)
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
     }
 }
 

@@ -43,7 +43,7 @@ struct ClusterUserManagementTests {
         // userAdd on n1; alice logs in on n3 with the rules given, not more.
         let added = try admins[0].call("userAdd", ["user": "alice", "password": "alice-pw", "hashCost": "minimal",
                                                    "rules": [["objects": "doc-*", "allow": ["read"]]]], timeout: 30)
-        #expect(added["user"] == "alice")
+        expectEqual(added["user"], "alice")
         var alice: KVOConnection?
         try eventually("alice never logged in on n3") {
             let connection = try cluster.nodes[2].connect()
@@ -52,10 +52,10 @@ struct ClusterUserManagementTests {
             return alice != nil
         }
         let aliceOnN3 = try #require(alice)
-        #expect(try aliceOnN3.call("get", ["object": "doc-1", "keyPath": "title"])["value"] == "a")
-        #expect(errorCode(try aliceOnN3.request("set", ["object": "doc-1", "keyPath": "title", "value": "b"])) == "forbidden")
+        expectEqual(try aliceOnN3.call("get", ["object": "doc-1", "keyPath": "title"])["value"], "a")
+        expectEqual(errorCode(try aliceOnN3.request("set", ["object": "doc-1", "keyPath": "title", "value": "b"])), "forbidden")
         // Not an admin: refused, on every node alike.
-        #expect(errorCode(try aliceOnN3.request("userAdd", ["user": "mallory", "password": "x", "hashCost": "minimal"])) == "forbidden")
+        expectEqual(errorCode(try aliceOnN3.request("userAdd", ["user": "mallory", "password": "x", "hashCost": "minimal"])), "forbidden")
 
         // userGrant on n2 changes alice's open connection on n3.
         try admins[1].call("userGrant", ["user": "alice", "rules": [["objects": "doc-*", "allow": ["write"]]]])
@@ -66,7 +66,7 @@ struct ClusterUserManagementTests {
         // tokenCreate on n3: the token (made there, only its hash in the stream) works on n1.
         let made = try admins[2].call("tokenCreate", ["user": "alice"])
         let token = try #require(made["token"]?.stringValue)
-        #expect(made["tokenID"]?.stringValue.map { token.contains($0) } == true)
+        expectEqual(made["tokenID"]?.stringValue.map { token.contains($0) }, true)
         try eventually("alice's token made on n3 never worked on n1") {
             try cluster.nodes[0].connect().request("auth", ["token": .string(token)])["ok"] == true
         }
@@ -79,7 +79,7 @@ struct ClusterUserManagementTests {
         }
         let replies: [JSONValue?] = try racers.map { try $0.readMessage(timeout: 30) }
         let outcomes = replies.map { $0?["ok"] == true ? "ok" : ($0.flatMap(errorCode) ?? "no reply") }.sorted()
-        #expect(outcomes == ["exists", "ok"], "\(replies)")
+        expectEqual(outcomes, ["exists", "ok"], "\(replies)")
         // Whichever won, its password is bob's on every node.
         let winner = replies[0]?["ok"] == true ? 0 : 1
         try cluster.waitForConvergence()
@@ -92,20 +92,20 @@ struct ClusterUserManagementTests {
         }
         try cluster.waitForConvergence()
         for index in 0..<3 {
-            #expect(errorCode(try cluster.nodes[index].connect().request("auth", ["token": .string(token)])) == "unauthenticated")
+            expectEqual(errorCode(try cluster.nodes[index].connect().request("auth", ["token": .string(token)])), "unauthenticated")
         }
 
         // Same users everywhere (the digest covers them), also after a SIGKILL and restart of n2, which
         // stored its users in the transaction of the stream sequence it applied.
         var digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue }).count, 1, "\(digests)")
         try cluster.restart(1, after: SIGKILL)
         try admins[0].call("userPasswd", ["user": "bob", "password": "bob-new", "hashCost": "minimal"], timeout: 30)
         digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue }).count, 1, "\(digests)")
         for index in 0..<3 { _ = try login(cluster, index, "bob", "bob-new") }
         let listed = try cluster.connect(1).call("userList")["users"]
-        #expect(listed?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["bob", "root"])
+        expectEqual(listed?.arrayValue?.compactMap { $0["name"]?.stringValue }, ["bob", "root"])
 
         // A new node on an empty data directory (no users of its own) installs a snapshot, which carries
         // the users: it is not in open mode, bob logs in with his latest password, its digest is the others'.
@@ -115,7 +115,7 @@ struct ClusterUserManagementTests {
                                   "--cluster-snapshot-every", "4"], dataDirectory: cluster.directory.appending("kvod-4"))
         defer { n4.stop(signal: SIGKILL) }
         let target = try cluster.waitForConvergence()[0]
-        #expect(errorCode(try n4.connect().request("digest")) == "unauthenticated", "n4 must not be in open mode: \(n4.log)")
+        expectEqual(errorCode(try n4.connect().request("digest")), "unauthenticated", "n4 must not be in open mode: \(n4.log)")
         let rootOnN4 = try n4.connect()
         try rootOnN4.call("auth", ["user": .string(Self.root.user), "password": .string(Self.root.password)], timeout: 30)
         var joined: JSONValue = .null
@@ -124,7 +124,7 @@ struct ClusterUserManagementTests {
             return joined["applied"] == target["applied"]
         }
         #expect(joined["bootstrapSnapshot"] != nil, "\(joined)")
-        #expect(joined["digest"] == target["digest"], "\(joined) against \(target)")
+        expectEqual(joined["digest"], target["digest"], "\(joined) against \(target)")
         _ = try n4.connect().call("auth", ["user": "bob", "password": "bob-new"], timeout: 30)
     }
 }

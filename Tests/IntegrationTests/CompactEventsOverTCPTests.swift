@@ -28,7 +28,7 @@ import Testing
         let client = LineClient(try server.connect())
         if let events {
             let hello = try client.call("hello", ["events": .string(events)])
-            #expect(hello["events"] == .string(events))
+            expectEqual(hello["events"], .string(events))
         }
         try client.call("auth", ["user": .string(user), "password": .string(Self.password)])
         return client
@@ -160,7 +160,7 @@ import Testing
 
         let fullEvents = try full.takeEvents()
         let compactEvents = try compact.takeEvents()
-        #expect(fullEvents.count == compactEvents.count)
+        expectEqual(fullEvents.count, compactEvents.count)
         var reasons = Set<String>()
         var kinds = Set<Int64>()
         var priors = 0
@@ -172,7 +172,7 @@ import Testing
             let compactSub = try #require(compactEvent["s"]?.intValue)
             let pattern = patternSubs.contains(compactSub)
             let compactText = String(decoding: compactLine, as: UTF8.self)
-            #expect(twinOf[compactSub] == fullSub, "\(compactText) pairs with \(String(decoding: fullLine, as: UTF8.self))")
+            expectEqual(twinOf[compactSub], fullSub, "\(compactText) pairs with \(String(decoding: fullLine, as: UTF8.self))")
             #expect((pattern || fullEvent["object"] == watched[fullSub]?.0) && fullEvent["keyPath"] == watched[fullSub]?.1)
             #expect(compactText == expectedCompactLine(of: fullEvent, sub: compactSub, pattern: pattern),
                     "\(compactText) for \(String(decoding: fullLine, as: UTF8.self))")
@@ -181,19 +181,19 @@ import Testing
             // an ordinary observation's event; a pattern event's `,"t":` adds 5).
             let overhead = fixedOverhead(of: compactLine, full: fullEvent, compactSub: compactSub, pattern: pattern)
             let eventShape = shape(of: fullEvent, pattern: pattern)
-            #expect(Self.documentedOverhead[eventShape] == overhead, "\(eventShape): \(overhead) bytes, \(compactText)")
+            expectEqual(Self.documentedOverhead[eventShape], overhead, "\(eventShape): \(overhead) bytes, \(compactText)")
             #expect(overhead <= (pattern ? 35 : 30), "\(eventShape): \(compactText)")
             shapes.insert(eventShape)
             reasons.insert(fullEvent["reason"]?.stringValue ?? "?")
             kinds.insert(fullEvent["change"]?["kind"]?.intValue ?? 0)
             if fullEvent["change"]?["notificationIsPrior"] == true { priors += 1 }
         }
-        #expect(reasons == ["initial", "valueChanged", "pathChanged", "sourceDeleted", "forbidden", "resync", "created"])
+        expectEqual(reasons, ["initial", "valueChanged", "pathChanged", "sourceDeleted", "forbidden", "resync", "created"])
         for prior in ["valueChanged 1 prior o", "valueChanged 2 prior", "valueChanged 3 prior o", "valueChanged 4 prior o",
                       "pathChanged 1 prior o", "sourceDeleted 1 prior o"] {
             #expect(shapes.contains(prior), "a \(prior) event")
         }
-        #expect(kinds == [1, 2, 3, 4])
+        expectEqual(kinds, [1, 2, 3, 4])
         #expect(priors >= 4, "prior notifications for kinds 1 to 4")
     }
 
@@ -203,16 +203,16 @@ import Testing
         let writer = LineClient(try server.connect())
         try writer.call("create", ["object": "p", "values": ["v": 0]])
         let observer = LineClient(try server.connect())
-        #expect(try observer.call("hello", ["events": "compact"])["events"] == "compact")
+        expectEqual(try observer.call("hello", ["events": "compact"])["events"], "compact")
         let sub = try #require(try observer.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
         let subOld = try #require(try observer.call("observe", ["object": "p", "keyPath": "v", "options": ["new", "old"]])["sub"]?.intValue)
         let value = #"{"a":1,"b":"two","c":[3]}"#
         let rev = try #require(try writer.roundTrip(raw: #"{"op":"set","id":"w","object":"p","keyPath":"v","value":\#(value)}"#,
                                                     id: "w")["rev"]?.intValue)
         let lines = try observer.takeEvents().map { String(decoding: $0, as: UTF8.self) }
-        #expect(lines == [#"{"s":\#(sub),"r":\#(rev),"n":\#(value)}"#, #"{"s":\#(subOld),"r":\#(rev),"n":\#(value),"o":0}"#])
+        expectEqual(lines, [#"{"s":\#(sub),"r":\#(rev),"n":\#(value)}"#, #"{"s":\#(subOld),"r":\#(rev),"n":\#(value),"o":0}"#])
         let overhead = lines[0].utf8.count + 1 - value.utf8.count   // + 1: the newline
-        #expect(overhead == 17 + String(sub).count + String(rev).count)
+        expectEqual(overhead, 17 + String(sub).count + String(rev).count)
         #expect(overhead <= 40)
     }
 
@@ -232,8 +232,8 @@ import Testing
                 #expect((reply["error"]?["message"]?.stringValue?.utf8.count ?? 0) <= 2_048)
             }
             // Unchanged: hello without events (or with null) reports the encoding in force and keeps it.
-            #expect(try client.call("hello")["events"] == .string(start))
-            #expect(try client.call("hello", ["events": .null])["events"] == .string(start))
+            expectEqual(try client.call("hello")["events"], .string(start))
+            expectEqual(try client.call("hello", ["events": .null])["events"], .string(start))
             let sub = try #require(try client.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
             let value: JSONValue = .string("set while \(start)")
             try writer.call("set", ["object": "p", "keyPath": "v", "value": value])
@@ -244,7 +244,7 @@ import Testing
                 #expect(event["sub"] == .int(sub) && event["change"]?["new"] == value)
             }
         }
-        #expect(try writer.call("ping")["ok"] == true)
+        expectEqual(try writer.call("ping")["ok"], true)
     }
 
     @Test("a later hello changes the encoding of later observations only; earlier ones keep theirs")
@@ -253,11 +253,11 @@ import Testing
         let writer = LineClient(try server.connect())
         try writer.call("create", ["object": "p", "values": ["v": 0]])
         let client = LineClient(try server.connect())
-        #expect(try client.call("hello")["events"] == "full")
+        expectEqual(try client.call("hello")["events"], "full")
         let first = try #require(try client.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
-        #expect(try client.call("hello", ["events": "compact"])["events"] == "compact")
+        expectEqual(try client.call("hello", ["events": "compact"])["events"], "compact")
         let second = try #require(try client.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
-        #expect(try client.call("hello", ["events": "full"])["events"] == "full")
+        expectEqual(try client.call("hello", ["events": "full"])["events"], "full")
         let third = try #require(try client.call("observe", ["object": "p", "keyPath": "v"])["sub"]?.intValue)
         let rev = try #require(try writer.call("set", ["object": "p", "keyPath": "v", "value": 1])["rev"]?.intValue)
         let lines = try client.takeEvents().map { String(decoding: $0, as: UTF8.self) }
@@ -293,7 +293,7 @@ import Testing
             case (false, true): expected = #"{"event":"change","sub":\#(sub),"object":"p","keyPath":"v","reason":"valueChanged","rev":\#(rev),"change":{"kind":1,"new":"b","old":"a"}}"#
             case (false, false): expected = #"{"event":"change","sub":\#(sub),"object":"p","keyPath":"v","reason":"valueChanged","rev":\#(rev),"change":{"kind":1,"new":"b"}}"#
             }
-            #expect(lines == [expected])
+            expectEqual(lines, [expected])
         }
     }
 }

@@ -47,17 +47,17 @@ struct CompactionTests {
         let writer = try server.connect()
         let (acknowledged, refusal) = try StorageFullTests.createUntilRefused(writer, prefix: "q")
         let refused = try #require(refusal, "--max-disk 3000000 never reached")
-        #expect(errorCode(refused) == "storage_full", "\(refused)")
+        expectEqual(errorCode(refused), "storage_full", "\(refused)")
         let atLimit = fileSize(database) + fileSize(database + "-wal")
         #expect(atLimit >= 2_000_000, "\(atLimit)")
         // Still refused: writes that could add. Taken: deletes (and the rest of the rows that only remove).
-        #expect(errorCode(try writer.request("set", ["object": .string(acknowledged[0]), "keyPath": "n", "value": 1])) == "storage_full")
-        #expect(errorCode(try writer.request("create", ["object": "new"])) == "storage_full")
+        expectEqual(errorCode(try writer.request("set", ["object": .string(acknowledged[0]), "keyPath": "n", "value": 1])), "storage_full")
+        expectEqual(errorCode(try writer.request("create", ["object": "new"])), "storage_full")
         for id in acknowledged { try writer.call("delete", ["object": .string(id)]) }
-        #expect(errorCode(try writer.request("get", ["object": .string(acknowledged[0])])) == "not_found")
+        expectEqual(errorCode(try writer.request("get", ["object": .string(acknowledged[0])])), "not_found")
 
         let compact = try KVOClientProcess.run(server, ["compact"], timeout: 60)
-        #expect(compact.status == 0, "\(compact.stderr)")
+        expectEqual(compact.status, 0, "\(compact.stderr)")
         let line = compact.stdout
         #expect(line.hasPrefix("compacted: ") && line.contains(" free pages given back; on disk "), "\(line)")
         let after = fileSize(database) + max(0, fileSize(database + "-wal"))
@@ -70,9 +70,9 @@ struct CompactionTests {
             last = try writer.request("create", ["object": "after"])
             return last["ok"] == true
         }, "\(last) \(line) \(server.log)")
-        #expect(try metric(server, "kvod_compactions_total") == 1)
+        expectEqual(try metric(server, "kvod_compactions_total"), 1)
         #expect(try metric(server, "kvod_storage_pages_reclaimed_total") > 50, "\(line)")
-        #expect(try metric(server, "kvod_storage_state") == 0)
+        expectEqual(try metric(server, "kvod_storage_state"), 0)
     }
 
     @Test("the automatic incremental vacuum gives freed pages back without a compact")
@@ -100,7 +100,7 @@ struct CompactionTests {
             return now >= 2500 && steady >= 100
         }, "\(reclaimed) pages: \(server.log)")
         // The file is cut short at the checkpoints (at the latest when kvod stops).
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         #expect(fileSize(database) * 4 < full, "\(full) bytes full, \(fileSize(database)) after deleting everything")
     }
 
@@ -114,7 +114,7 @@ struct CompactionTests {
         let padding = JSONValue.string(String(repeating: "b", count: 8000))
         for index in 0..<300 { try writer.call("create", ["object": .string("o\(index)"), "values": ["pad": padding]]) }
         for index in 0..<300 where index % 3 != 0 { try writer.call("delete", ["object": .string("o\(index)")]) }
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         // As an older kvod left it: no auto-vacuum, free pages in the file.
         try SQLiteFile.execute("PRAGMA auto_vacuum = NONE; VACUUM;", at: database)
         try SQLiteFile.execute("DELETE FROM objects WHERE id IN ('o0', 'o3'); DELETE FROM redo WHERE object IN ('o0', 'o3');", at: database)
@@ -122,11 +122,11 @@ struct CompactionTests {
         defer { server.stop() }
         #expect(try eventually(10) { server.log.contains("was made by an older kvod without incremental vacuum: switched once") }, "\(server.log)")
         let reader = try server.connect()
-        #expect(try reader.call("get", ["object": "o6", "keyPath": "pad"])["value"] == padding)
-        #expect(errorCode(try reader.request("get", ["object": "o0"])) == "not_found")
+        expectEqual(try reader.call("get", ["object": "o6", "keyPath": "pad"])["value"], padding)
+        expectEqual(errorCode(try reader.request("get", ["object": "o0"])), "not_found")
         let compact = try reader.call("compact", timeout: 60)
-        #expect(compact["freePages"] == 0, "\(compact)")
-        #expect(compact["logTruncated"] == true, "\(compact)")
+        expectEqual(compact["freePages"], 0, "\(compact)")
+        expectEqual(compact["logTruncated"], true, "\(compact)")
         // A second start says nothing more.
         server = try server.restart()
         #expect(!server.log.contains("older kvod"), "\(server.log)")

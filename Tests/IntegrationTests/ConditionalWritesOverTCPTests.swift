@@ -23,18 +23,18 @@ import Testing
 
         let applied = try client.call("set", ["object": "acct", "keyPath": "balance", "value": 90,
                                               "ifEquals": ["keyPath": "balance", "value": 100.0]])
-        #expect(applied["rev"] == 2, "3 == 3.0: numbers compare by value")
+        expectEqual(applied["rev"], 2, "3 == 3.0: numbers compare by value")
         let event = try #require(try observer.nextEvent())
-        #expect(event["change"]?["new"] == 90)
+        expectEqual(event["change"]?["new"], 90)
 
         let refused = try client.request("set", ["object": "acct", "keyPath": "balance", "value": 80,
                                                  "ifEquals": ["keyPath": "balance", "value": 100]])
-        #expect(code(refused) == "conflict", "\(refused)")
-        #expect(refused["error"]?["condition"] == "ifEquals")
-        #expect(refused["error"]?["value"] == 90, "the current value, for the retry")
-        #expect(refused["error"]?["rev"] == 2, "the current revision")
-        #expect(try client.call("get", ["object": "acct", "keyPath": "balance"])["value"] == 90)
-        #expect(try client.call("get", ["object": "acct"])["rev"] == 2, "no revision for a refused write")
+        expectEqual(code(refused), "conflict", "\(refused)")
+        expectEqual(refused["error"]?["condition"], "ifEquals")
+        expectEqual(refused["error"]?["value"], 90, "the current value, for the retry")
+        expectEqual(refused["error"]?["rev"], 2, "the current revision")
+        expectEqual(try client.call("get", ["object": "acct", "keyPath": "balance"])["value"], 90)
+        expectEqual(try client.call("get", ["object": "acct"])["rev"], 2, "no revision for a refused write")
         try expectNoEvents(observer, "a refused conditional write notifies nobody")
 
         // Another key path than the one written, through nesting; a missing key reads as null.
@@ -63,14 +63,14 @@ import Testing
     func existenceConditions() throws {
         let server = try KVODProcess()
         let client = try server.connect()
-        #expect(try client.call("create", ["object": "lock", "values": ["holder": "a"], "ifAbsent": true])["rev"] == 1)
+        expectEqual(try client.call("create", ["object": "lock", "values": ["holder": "a"], "ifAbsent": true])["rev"], 1)
         let second = try client.request("delete", ["object": "lock", "ifAbsent": true])
         #expect(code(second) == "conflict" && second["error"]?["condition"] == "ifAbsent"
                 && second["error"]?["exists"] == true, "\(second)")
-        #expect(try client.call("delete", ["object": "lock", "ifExists": true])["rev"] == 2)
+        expectEqual(try client.call("delete", ["object": "lock", "ifExists": true])["rev"], 2)
         let gone = try client.request("create", ["object": "lock", "ifExists": true])
         #expect(code(gone) == "conflict" && gone["error"]?["exists"] == false, "\(gone)")
-        #expect(code(try client.request("get", ["object": "lock"])) == "not_found", "the refused create made nothing")
+        expectEqual(code(try client.request("get", ["object": "lock"])), "not_found", "the refused create made nothing")
         // Both conditions together: the write applies only if both hold.
         try client.call("create", ["object": "doc", "values": ["v": 1]])
         #expect(code(try client.request("set", ["object": "doc", "keyPath": "v", "value": 2, "ifExists": true,
@@ -87,22 +87,22 @@ import Testing
         try client.call("create", ["object": "b", "values": ["n": 1]])
         let read = try client.call("get", ["object": "a"])
         #expect(read["changedRev"] == 1 && read["rev"] == 2, "\(read)")
-        #expect(try client.call("get", ["object": "b", "keyPath": "n"])["changedRev"] == 2)
+        expectEqual(try client.call("get", ["object": "b", "keyPath": "n"])["changedRev"], 2)
         // Writes to other objects do not move a's changedRev: a write guarded by the global rev read still applies.
         try client.call("set", ["object": "b", "keyPath": "n", "value": 2])
-        #expect(try client.call("set", ["object": "a", "keyPath": "n", "value": 2, "ifRev": 2])["rev"] == 4)
-        #expect(try client.call("get", ["object": "a"])["changedRev"] == 4)
+        expectEqual(try client.call("set", ["object": "a", "keyPath": "n", "value": 2, "ifRev": 2])["rev"], 4)
+        expectEqual(try client.call("get", ["object": "a"])["changedRev"], 4)
         let stale = try client.request("set", ["object": "a", "keyPath": "n", "value": 3, "ifRev": 2])
         #expect(code(stale) == "conflict" && stale["error"]?["condition"] == "ifRev" && stale["error"]?["changedRev"] == 4
                 && stale["error"]?["rev"] == 4, "\(stale)")
-        #expect(try client.call("get", ["object": "a", "keyPath": "n"])["value"] == 2)
+        expectEqual(try client.call("get", ["object": "a", "keyPath": "n"])["value"], 2)
         // Every kind of write moves it: an array operation, an increment, a set held as text.
         try client.call("set", ["object": "a", "keyPath": "list", "value": [1]])
         try client.call("insert", ["object": "a", "keyPath": "list", "value": 2])
-        #expect(try client.call("get", ["object": "a"])["changedRev"] == 6)
+        expectEqual(try client.call("get", ["object": "a"])["changedRev"], 6)
         try client.call("increment", ["object": "a", "keyPath": "n"])
-        #expect(try client.call("get", ["object": "a"])["changedRev"] == 7)
-        #expect(try client.call("delete", ["object": "a", "ifRev": 7])["rev"] == 8)
+        expectEqual(try client.call("get", ["object": "a"])["changedRev"], 7)
+        expectEqual(try client.call("delete", ["object": "a", "ifRev": 7])["rev"], 8)
         let gone = try client.request("set", ["object": "a", "keyPath": "n", "value": 1, "ifRev": 100])
         #expect(code(gone) == "conflict" && gone["error"]?["exists"] == false, "\(gone)")
     }
@@ -118,13 +118,13 @@ import Testing
         try client.call("set", ["object": "other", "keyPath": "n", "value": ["big": .string(String(repeating: "y", count: 200))]])
         try client.call("create", ["object": "untouched"])
         let before = try ["small", "other", "untouched"].map { try client.call("get", ["object": .string($0)])["changedRev"] }
-        #expect(before == [5, 6, 7], "\(before)")
+        expectEqual(before, [5, 6, 7], "\(before)")
         let restarted = try server.restart(after: SIGTERM)
         let again = try restarted.connect()
         let after = try ["small", "other", "untouched"].map { try again.call("get", ["object": .string($0)])["changedRev"] }
-        #expect(after == before)
-        #expect(try again.request("set", ["object": "small", "keyPath": "n", "value": 0, "ifRev": 4])["error"]?["code"] == "conflict")
-        #expect(try again.call("set", ["object": "small", "keyPath": "n", "value": 0, "ifRev": 5])["rev"] == 8)
+        expectEqual(after, before)
+        expectEqual(try again.request("set", ["object": "small", "keyPath": "n", "value": 0, "ifRev": 4])["error"]?["code"], "conflict")
+        expectEqual(try again.call("set", ["object": "small", "keyPath": "n", "value": 0, "ifRev": 5])["rev"], 8)
     }
 
     @Test("malformed, misplaced or unsupported conditions are bad_request, never ignored, and change nothing")
@@ -151,10 +151,10 @@ import Testing
             var fields = params
             let op = fields.removeValue(forKey: "op")!.stringValue!
             let reply = try client.request(op, fields)
-            #expect(code(reply) == "bad_request", "\(params): \(reply)")
+            expectEqual(code(reply), "bad_request", "\(params): \(reply)")
         }
-        #expect(try client.call("get", ["object": "doc"])["rev"] == 1, "nothing was written")
-        #expect(try client.call("get", ["object": "doc", "keyPath": "v"])["value"] == 1)
+        expectEqual(try client.call("get", ["object": "doc"])["rev"], 1, "nothing was written")
+        expectEqual(try client.call("get", ["object": "doc", "keyPath": "v"])["value"], 1)
     }
 
     @Test("hostile conditions: a value nested too deep is bad_request; a huge expected value or a huge current value never makes a huge reply")
@@ -169,7 +169,7 @@ import Testing
         try client.send(["op": "set", "id": 2, "object": "doc", "keyPath": "small", "value": 2,
                          "ifEquals": ["keyPath": "small", "value": deep]])
         let tooDeep = try client.readMessage()
-        #expect(tooDeep["error"]?["code"] == "bad_request", "\(tooDeep["error"] ?? .null)")
+        expectEqual(tooDeep["error"]?["code"], "bad_request", "\(tooDeep["error"] ?? .null)")
         // A 400 KB expected value: compared, refused, and the reply carries the small current value only.
         let huge = JSONValue.string(String(repeating: "h", count: 400_000))
         let mismatch = try client.request("set", ["object": "doc", "keyPath": "small", "value": 2,
@@ -185,13 +185,13 @@ import Testing
             references.append(["$ref": .string("part-\(part)")])
         }
         try client.call("set", ["object": "doc", "keyPath": "parts", "value": .array(references)])
-        #expect(try client.request("get", ["object": "doc", "keyPath": "parts.@unionOfObjects.v"])["error"]?["code"] == "too_large")
+        expectEqual(try client.request("get", ["object": "doc", "keyPath": "parts.@unionOfObjects.v"])["error"]?["code"], "too_large")
         let bigConflict = try client.request("set", ["object": "doc", "keyPath": "small", "value": 3,
                                                      "ifEquals": ["keyPath": "parts.@unionOfObjects.v", "value": "y"]])
         #expect(code(bigConflict) == "conflict" && bigConflict["error"]?["value"] == nil
                 && bigConflict["error"]?["valueTooLarge"] == true, "\(bigConflict["error"]?["message"] ?? .null)")
-        #expect(try client.call("ping")["ok"] == true)
-        #expect(try client.call("get", ["object": "doc", "keyPath": "small"])["value"] == 1, "nothing was written")
+        expectEqual(try client.call("ping")["ok"], true)
+        expectEqual(try client.call("get", ["object": "doc", "keyPath": "small"])["value"], 1, "nothing was written")
     }
 
     @Test("conditions read with the writer's rights: a writer without read gets forbidden, not what a conflict would tell")
@@ -217,6 +217,6 @@ import Testing
                         "\(condition.0) on \(object): \(reply)")
             }
         }
-        #expect(try root.call("get", ["object": "box-1", "keyPath": "note"])["value"] == "hi")
+        expectEqual(try root.call("get", ["object": "box-1", "keyPath": "note"])["value"], "hi")
     }
 }

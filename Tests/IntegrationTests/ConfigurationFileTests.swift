@@ -48,15 +48,15 @@ struct ConfigurationFileTests {
         let file = directory.appending("kvod.conf")
         try Self.write("# limits\nmax-connections = 1\n", to: file)
         let fromFile = try KVODProcess(["--config", file])
-        #expect(try Self.connectionLimit(of: fromFile) == 1, "\(fromFile.log)")
+        expectEqual(try Self.connectionLimit(of: fromFile), 1, "\(fromFile.log)")
         let fromEnvironment = try KVODProcess(["--config", file], environment: ["KVOD_MAX_CONNECTIONS": "2"])
-        #expect(try Self.connectionLimit(of: fromEnvironment) == 2, "\(fromEnvironment.log)")
+        expectEqual(try Self.connectionLimit(of: fromEnvironment), 2, "\(fromEnvironment.log)")
         let fromFlag = try KVODProcess(["--config", file, "--max-connections", "3"], environment: ["KVOD_MAX_CONNECTIONS": "2"])
-        #expect(try Self.connectionLimit(of: fromFlag) == 3, "\(fromFlag.log)")
+        expectEqual(try Self.connectionLimit(of: fromFlag), 3, "\(fromFlag.log)")
         // KVOD_CONFIG names the file too; a list from the environment replaces the file's.
         try Self.write("in-memory = true\nhttp-port = 0\nhttp-allowed-host = [\"a.example\", \"b.example\"]\n", to: file)
         let check = try Self.runKVOD(["--check-config"], environment: ["KVOD_CONFIG": file, "KVOD_HTTP_ALLOWED_HOST": "c.example,d.example"])
-        #expect(check.status == 0, "\(check.stderr)")
+        expectEqual(check.status, 0, "\(check.stderr)")
         #expect(check.stdout.contains("http-allowed-host = c.example, d.example  (environment variable KVOD_HTTP_ALLOWED_HOST)"), "\(check.stdout)")
         #expect(check.stdout.contains("in-memory = true  (\(file) line 1)"), "\(check.stdout)")
     }
@@ -110,18 +110,18 @@ struct ConfigurationFileTests {
         for (text, expected) in cases {
             try Self.write(text, to: file)
             let result = try Self.runKVOD(["--config", file])
-            #expect(result.status == 64, "\(text): \(result.stderr)")
+            expectEqual(result.status, 64, "\(text): \(result.stderr)")
             #expect(result.stderr.hasPrefix("kvod: error: ") && result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
             for part in expected { #expect(result.stderr.contains(part), "\(text): \(result.stderr)") }
         }
         let missing = try Self.runKVOD(["--config", directory.appending("absent.conf")])
-        #expect(missing.status == 64)
-        #expect(missing.stderr == "kvod: error: cannot read the config file '\(directory.appending("absent.conf"))': No such file or directory\n")
+        expectEqual(missing.status, 64)
+        expectEqual(missing.stderr, "kvod: error: cannot read the config file '\(directory.appending("absent.conf"))': No such file or directory\n")
         let badVariable = try Self.runKVOD(["--in-memory"], environment: ["KVOD_MAX_CONNECTIONS": "0"])
-        #expect(badVariable.status == 64)
+        expectEqual(badVariable.status, 64)
         #expect(badVariable.stderr.contains("(set in environment variable KVOD_MAX_CONNECTIONS)"), "\(badVariable.stderr)")
         // The command line's own mistakes keep their usage error (exit 2); --help is not blocked by a bad file.
-        #expect(try Self.runKVOD(["--config", file, "--help"]).status == 0)
+        expectEqual(try Self.runKVOD(["--config", file, "--help"]).status, 0)
     }
 
     @Test("SIGHUP applies a new connection limit and log level, warns about what needs a restart, and keeps all on a bad file")
@@ -130,7 +130,7 @@ struct ConfigurationFileTests {
         let file = directory.appending("kvod.conf")
         try Self.write("max-connections = 1\nlog-level = info\nhistory = 100\n", to: file)
         let server = try KVODProcess(["--config", file], logLevel: "")
-        #expect(try Self.connectionLimit(of: server) == 1)
+        expectEqual(try Self.connectionLimit(of: server), 1)
         #expect(!server.log.contains("connection opened"), "debug lines at info level")
 
         try Self.write("max-connections = 3\nlog-level = debug\nhistory = 200\n", to: file)
@@ -138,14 +138,14 @@ struct ConfigurationFileTests {
         #expect(server.waitForLog("config reload: max-connections 1 -> 3"), "\(server.log)")
         #expect(server.log.contains("config reload: log-level info -> debug"), "\(server.log)")
         #expect(server.log.contains("config reload: history cannot change while kvod runs: keeping 100 until a restart"), "\(server.log)")
-        #expect(try Self.connectionLimit(of: server) == 3, "\(server.log)")
+        expectEqual(try Self.connectionLimit(of: server), 3, "\(server.log)")
         #expect(server.waitForLog("connection opened"), "the new log level applies")
 
         try Self.write("max-connections = 1\nlog-level = info\nmax-conections = 2\n", to: file)
         server.send(signal: SIGHUP)
         #expect(server.waitForLog("configuration reload failed, keeping the running configuration: \(file) line 3: unknown setting"), "\(server.log)")
-        #expect(try Self.connectionLimit(of: server) == 3, "\(server.log)")
-        #expect(server.stop() == 0)
+        expectEqual(try Self.connectionLimit(of: server), 3, "\(server.log)")
+        expectEqual(server.stop(), 0)
     }
 
     @Test("--log-format json writes every record as one JSON object a line, client text escaped")
@@ -158,7 +158,7 @@ struct ConfigurationFileTests {
         try client.call("bind", ["from": ["object": .string(evil), "keyPath": "v"], "to": ["object": "target", "keyPath": "w"]])
         try client.call("delete", ["object": .string(evil)])
         #expect(server.waitForLog("removed: sourceDeleted"), "\(server.log)")
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         let lines = server.log.split(separator: "\n")
         #expect(lines.count >= 4, "\(server.log)")
         #expect(!server.log.utf8.contains(0x1B), "raw ESC in the log")
@@ -167,14 +167,14 @@ struct ConfigurationFileTests {
             let record = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
             let timestamp = try #require(record["timestamp"] as? String)
             #expect(timestamp.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression) != nil, "\(timestamp)")
-            #expect(record["label"] as? String == "kvod")
+            expectEqual(record["label"] as? String, "kvod")
             #expect(record["message"] is String)
             levels.insert(try #require(record["level"] as? String))
         }
         #expect(levels.isSuperset(of: ["info", "debug"]), "\(levels)")
         let listening = try #require(lines.lazy.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             .first { $0["message"] as? String == "listening" })
-        #expect(listening["address"] as? String == "127.0.0.1:\(server.port)", "metadata as fields: \(listening)")
+        expectEqual(listening["address"] as? String, "127.0.0.1:\(server.port)", "metadata as fields: \(listening)")
         let removed = try #require(lines.first { $0.contains("removed: sourceDeleted") })
         let message = try #require((try JSONSerialization.jsonObject(with: Data(removed.utf8)) as? [String: Any])?["message"] as? String)
         #expect(message.contains("evil") && !message.contains("\n"), "\(message)")

@@ -91,7 +91,7 @@ struct CorruptStoreTests {
         // A large object's small write is stored as a redo row.
         try client.call("create", ["object": "big", "values": ["pad": .string(String(repeating: "p", count: 4000)), "n": 0]])
         try client.call("set", ["object": "big", "keyPath": "n", "value": 1])
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         return (data, (data as NSString).appendingPathComponent("kvod.sqlite3"))
     }
 
@@ -106,7 +106,7 @@ struct CorruptStoreTests {
             server.stop()
             Issue.record("kvod started over a damaged store (\(damage.name)); objects: \(objects)")
         } catch let KVODProcessError.exitedEarly(status, log) {
-            #expect(status == 1, "exit status \(status): \(log)")
+            expectEqual(status, 1, "exit status \(status): \(log)")
             #expect(!log.contains("Fatal error"), "\(log)")
             #expect(log.contains("cannot start: storage:"), "\(log)")
             #expect(log.contains("'\(store.database)'"), "the refusal names the file: \(log)")
@@ -125,19 +125,19 @@ struct CorruptStoreTests {
                                at: store.database)
         let server = try KVODProcess(dataDirectory: store.data)
         let client = try server.connect()
-        #expect(try client.call("set", ["object": "b", "keyPath": "w", "value": 9])["rev"] == .int(maximum))
+        expectEqual(try client.call("set", ["object": "b", "keyPath": "w", "value": 9])["rev"], .int(maximum))
         expectError(try client.request("set", ["object": "b", "keyPath": "w", "value": 10]), code: "too_large")
         let binding = try client.call("bind", ["from": ["object": "c", "keyPath": "n"], "to": ["object": "b", "keyPath": "x"]])
-        #expect(binding["binding"] == .int(maximum))
+        expectEqual(binding["binding"], .int(maximum))
         expectError(try client.request("bind", ["from": ["object": "c", "keyPath": "n"], "to": ["object": "b", "keyPath": "y"]]),
                     code: "too_large")
         let listed = try client.call("bindings")["bindings"]?.arrayValue ?? []
         #expect(listed.contains { $0["binding"] == .int(maximum) }, "\(listed)")
         let restarted = try server.restart()
         let again = try restarted.connect()
-        #expect(try again.call("get", ["object": "b"])["rev"] == .int(maximum))
-        #expect(try again.call("get", ["object": "b", "keyPath": "w"])["value"] == 9)
-        #expect(try again.call("bindings")["bindings"]?.arrayValue == listed)
+        expectEqual(try again.call("get", ["object": "b"])["rev"], .int(maximum))
+        expectEqual(try again.call("get", ["object": "b", "keyPath": "w"])["value"], 9)
+        expectEqual(try again.call("bindings")["bindings"]?.arrayValue, listed)
     }
 
     @Test("only a brand-new file is initialised: a database file without tables starts empty")
@@ -147,6 +147,6 @@ struct CorruptStoreTests {
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         FileManager.default.createFile(atPath: (data as NSString).appendingPathComponent("kvod.sqlite3"), contents: Data())
         let server = try KVODProcess(dataDirectory: data)
-        #expect(try server.connect().call("list")["objects"] == [])
+        expectEqual(try server.connect().call("list")["objects"], [])
     }
 }

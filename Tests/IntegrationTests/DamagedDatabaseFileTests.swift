@@ -48,7 +48,7 @@ struct DamagedDatabaseFileTests {
             server.stop()
             Issue.record("kvod started over a damaged database file (\(damage.rawValue))")
         } catch let KVODProcessError.exitedEarly(status, log) {
-            #expect(status == 1, "exit status \(status): \(log)")
+            expectEqual(status, 1, "exit status \(status): \(log)")
             #expect(log.contains("cannot start: storage: cannot use the database '\(store.database)': \(damage.expected)"), "\(log)")
             #expect(!log.contains("Fatal error"), "\(log)")
         }

@@ -18,7 +18,7 @@ struct DatabaseRefusalTests {
         let data = scratch.appending("data")
         let server = try KVODProcess(dataDirectory: data)
         try server.connect().call("create", ["object": "kept"])
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         return (data, data + "/kvod.sqlite3")
     }
 
@@ -28,7 +28,7 @@ struct DatabaseRefusalTests {
             _ = try KVODProcess(storage: .directory(data), shellPrefix: shellPrefix)
         }
         guard case let .exitedEarly(status, log) = error else { return "" }
-        #expect(status == 1, "\(log)")
+        expectEqual(status, 1, "\(log)")
         #expect(!log.contains("Fatal error"), "\(log)")
         return log
     }
@@ -68,8 +68,8 @@ struct DatabaseRefusalTests {
         let scratch = try TemporaryDirectory("refusal-unreadable")
         let store = try Self.usedDirectory(scratch)
         // The directory is kvod's user's (nobody, 65534); the database stays root's, mode 0600.
-        #expect(chmod(scratch.path, 0o755) == 0)
-        #expect(chown(store.data, 65534, 65534) == 0)
+        expectEqual(chmod(scratch.path, 0o755), 0)
+        expectEqual(chown(store.data, 65534, 65534), 0)
         for name in ["kvod.sqlite3.lock", "kvod.id"] { #expect(chown(store.data + "/" + name, 65534, 65534) == 0) }
         let log = Self.refusal(data: store.data, shellPrefix: "exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups -- \"$0\" \"$@\"")
         #expect(log.contains("""
@@ -99,7 +99,7 @@ struct DatabaseRefusalTests {
         let first = try KVODProcess(dataDirectory: data)
         let log = Self.refusal(data: data)
         #expect(log.contains("cannot use the database '\(data)/kvod.sqlite3': it is in use by another process (is another kvod running with the same --data?)"), "\(log)")
-        #expect(first.stop() == 0)
+        expectEqual(first.stop(), 0)
     }
 
     @Test("kvod user words its refusals as kvod does: a newer schema, a damaged file")
@@ -108,11 +108,11 @@ struct DatabaseRefusalTests {
         let store = try Self.usedDirectory(scratch)
         try SQLiteFile.execute("UPDATE meta SET value = 99 WHERE key = 'schema_version'", at: store.database)
         let newer = try KVODUserTool.run(["list", "--data", store.data])
-        #expect(newer.status == 1)
+        expectEqual(newer.status, 1)
         #expect(newer.stderr.contains("kvod user: error: cannot use the database '\(store.database)': it has schema version 99, written by a newer kvod"), "\(newer.stderr)")
         try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: store.database))
         let damaged = try KVODUserTool.run(["list", "--data", store.data])
-        #expect(damaged.status == 1)
+        expectEqual(damaged.status, 1)
         #expect(damaged.stderr.contains("kvod user: error: cannot use the database '\(store.database)': it is not a SQLite database"), "\(damaged.stderr)")
     }
 }

@@ -33,7 +33,7 @@ struct DurabilityTests {
         let busy = acknowledged.wait(timeout: 60) { $0.allSatisfy { $0.value >= 25 } }
         #expect(busy, "writers did not get going: \(acknowledged.snapshot)")
         server.stop(signal: SIGKILL)
-        #expect(writers.wait(timeout: .now() + 20) == .success, "a writer did not notice that kvod died")
+        expectEqual(writers.wait(timeout: .now() + 20), .success, "a writer did not notice that kvod died")
         #expect(acknowledged.unexpectedErrors.isEmpty, "\(acknowledged.unexpectedErrors)")
 
         let restarted = try server.restart(after: SIGKILL)
@@ -51,7 +51,7 @@ struct DurabilityTests {
         #expect(current >= highestAcknowledged)
         #expect(current <= highestAcknowledged + Int64(writerCount), "rev \(current) after at most \(writerCount) unacknowledged sets")
         let next = try #require(try client.call("set", ["object": "counters", "keyPath": "after", "value": true])["rev"]?.intValue)
-        #expect(next == current + 1)
+        expectEqual(next, current + 1)
         #expect(next > highestAcknowledged)
     }
 
@@ -74,14 +74,14 @@ struct DurabilityTests {
         try client.call("set", ["object": "person", "keyPath": "age", "value": 37])
         try client.call("delete", ["object": "gone"])
         let before = try snapshot(client)
-        #expect(before.revision == 9)
+        expectEqual(before.revision, 9)
 
         let restarted = try server.restart(after: SIGTERM)
         let after = try snapshot(try restarted.connect())
-        #expect(after.objects == before.objects)
-        #expect(after.revision == before.revision)
+        expectEqual(after.objects, before.objects)
+        expectEqual(after.revision, before.revision)
         let next = try restarted.connect().call("set", ["object": "person", "keyPath": "age", "value": 38])
-        #expect(next["rev"] == .int(before.revision + 1))
+        expectEqual(next["rev"], .int(before.revision + 1))
     }
 
     @Test("kvod without --data keeps its data in ./kvod-data; --in-memory writes nothing")
@@ -90,17 +90,17 @@ struct DurabilityTests {
         let persistent = try KVODProcess(storage: .serverDefault, workingDirectory: directory.path)
         try persistent.connect().call("create", ["object": "kept", "values": ["v": 1]])
         let restarted = try persistent.restart(after: SIGTERM)
-        #expect(try restarted.connect().call("get", ["object": "kept", "keyPath": "v"])["value"] == 1)
+        expectEqual(try restarted.connect().call("get", ["object": "kept", "keyPath": "v"])["value"], 1)
         restarted.stop()
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["kvod-data"])
+        expectEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path), ["kvod-data"])
 
         let scratch = try TemporaryDirectory("in-memory")
         let volatile = try KVODProcess(storage: .inMemory, workingDirectory: scratch.path)
         try volatile.connect().call("create", ["object": "lost"])
         let empty = try volatile.restart(after: SIGTERM)
-        #expect(try empty.connect().call("list")["objects"] == [])
+        expectEqual(try empty.connect().call("list")["objects"], [])
         empty.stop()
-        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == [])
+        expectEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path), [])
     }
 
     @Test("a second kvod on the same data directory fails at startup; the first keeps serving")
@@ -112,7 +112,7 @@ struct DurabilityTests {
             _ = try KVODProcess(dataDirectory: directory.appending("data"))
         }
         if case let .exitedEarly(status, _) = error { #expect(status != 0) }
-        #expect(try first.connect().call("list")["objects"] == ["o"])
+        expectEqual(try first.connect().call("list")["objects"], ["o"])
     }
 
     // MARK: - Resume with sinceRev
@@ -153,18 +153,18 @@ struct DurabilityTests {
         let resumeOn = restart ? try server.restart(after: SIGTERM) : server
         let observer = try resumeOn.connect()
         let reply = try observer.observe(object: "b", keyPath: "name", options: ["old", "new"], sinceRev: 1)
-        #expect(reply.rev == 4)
+        expectEqual(reply.rev, 4)
         func event(_ reason: JSONValue, _ rev: JSONValue, old: JSONValue, new: JSONValue) -> JSONValue {
             ["event": "change", "sub": .int(reply.sub), "object": "b", "keyPath": "name", "reason": reason, "rev": rev,
              "change": ["kind": 1, "old": old, "new": new]]
         }
-        #expect(try observer.nextEvent() == event("valueChanged", 2, old: "B0", new: "B1"))
-        #expect(try observer.nextEvent() == event("sourceDeleted", 3, old: "B1", new: .null))
+        expectEqual(try observer.nextEvent(), event("valueChanged", 2, old: "B0", new: "B1"))
+        expectEqual(try observer.nextEvent(), event("sourceDeleted", 3, old: "B1", new: .null))
         // The observation has ended: a later write to the re-created object sends nothing to it.
         try resumeOn.connect().call("set", ["object": "b", "keyPath": "name", "value": "later"])
         try observer.call("ping")
         #expect(observer.pendingEvents.isEmpty, "\(observer.pendingEvents)")
-        #expect(try observer.call("info", ["object": "b"])["observers"] == [])
+        expectEqual(try observer.call("info", ["object": "b"])["observers"], [])
     }
 
     @Test("--history 10: an older sinceRev gets exactly one resync event with the current value, then live events")
@@ -180,7 +180,7 @@ struct DurabilityTests {
         // Too old: one resync (carrying `new` although only `old` was asked), then live events.
         let stale = try server.connect()
         let reply = try stale.observe(object: "doc", keyPath: "n", options: ["old"], sinceRev: 1)
-        #expect(reply.rev == current)
+        expectEqual(reply.rev, current)
         #expect(try stale.nextEvent() == [
             "event": "change", "sub": .int(reply.sub), "object": "doc", "keyPath": "n", "reason": "resync",
             "rev": .int(current), "change": ["kind": 1, "new": 50],
@@ -202,17 +202,17 @@ struct DurabilityTests {
         // Recent enough: the missed changes with their own revisions, no resync.
         let recent = try server.connect()
         let recentReply = try recent.observe(object: "doc", keyPath: "n", options: ["initial", "new", "old"], sinceRev: current - 4)
-        #expect(recentReply.rev == current + 1)
+        expectEqual(recentReply.rev, current + 1)
         for value in Int64(47)...51 {
             let event = try #require(try recent.nextEvent())
-            #expect(event["reason"] == "valueChanged")
-            #expect(event["rev"] == .int(value + 1))
-            #expect(event["change"] == ["kind": 1, "old": .int(value - 1), "new": .int(value)])
+            expectEqual(event["reason"], "valueChanged")
+            expectEqual(event["rev"], .int(value + 1))
+            expectEqual(event["change"], ["kind": 1, "old": .int(value - 1), "new": .int(value)])
         }
         try writer.call("set", ["object": "doc", "keyPath": "n", "value": 52])
         let live = try #require(try recent.nextEvent())
-        #expect(live["rev"] == .int(current + 2))
-        #expect(live["change"] == ["kind": 1, "old": 51, "new": 52])
+        expectEqual(live["rev"], .int(current + 2))
+        expectEqual(live["change"], ["kind": 1, "old": 51, "new": 52])
         #expect(try future.nextEvent() == [
             "event": "change", "sub": .int(futureReply.sub), "object": "doc", "keyPath": "n", "reason": "valueChanged",
             "rev": .int(current + 2), "change": ["kind": 1, "new": 52],
@@ -227,7 +227,7 @@ struct DurabilityTests {
         try writer.call("set", ["object": "doc", "keyPath": "n", "value": 1])
         let observer = try server.connect()
         let reply = try observer.observe(object: "doc", keyPath: "n", options: ["initial", "new"], sinceRev: 2)
-        #expect(reply.rev == 2)
+        expectEqual(reply.rev, 2)
         try writer.call("set", ["object": "doc", "keyPath": "n", "value": 2])
         #expect(try observer.nextEvent() == [
             "event": "change", "sub": .int(reply.sub), "object": "doc", "keyPath": "n", "reason": "valueChanged",
@@ -270,9 +270,9 @@ struct DurabilityTests {
             try restartedWriter.call("set", ["object": "doc", "keyPath": "n", "value": .int(Int64(value))])
         }
         while lines.count < 30, let line = subscriber.nextLine() { lines.append(line) }
-        #expect(lines == (1...30).map(expectedLine))
+        expectEqual(lines, (1...30).map(expectedLine))
         let result = subscriber.finish()
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.stdout.isEmpty)
         #expect(result.stderr.isEmpty)
     }
@@ -287,17 +287,17 @@ struct DurabilityTests {
         ])
         try waitForObservers(writer, object: "doc", count: 1)
         try writer.call("set", ["object": "doc", "keyPath": "n", "value": 1])
-        #expect(subscriber.nextLine() == "doc.n  valueChanged  rev=2  old=0  new=1")
+        expectEqual(subscriber.nextLine(), "doc.n  valueChanged  rev=2  old=0  new=1")
         // A stopped kvod keeps the TCP connection open but answers nothing: only the heartbeat can tell.
         server.send(signal: SIGSTOP)
         let lost = subscriber.nextErrorLine(timeout: 5)
         server.send(signal: SIGCONT)
-        #expect(lost == "kvoclient: lost the connection to 127.0.0.1:\(server.port) (timed out waiting for the server); reconnecting")
+        expectEqual(lost, "kvoclient: lost the connection to 127.0.0.1:\(server.port) (timed out waiting for the server); reconnecting")
         let reconnected = subscriber.nextErrorLine() ?? "(none)"
         #expect(reconnected.hasPrefix("kvoclient: reconnected to 127.0.0.1:\(server.port); resuming n after rev 2"), "\(reconnected)")
         try writer.call("set", ["object": "doc", "keyPath": "n", "value": 2])
-        #expect(subscriber.nextLine() == "doc.n  valueChanged  rev=3  old=1  new=2")
-        #expect(subscriber.finish().status == 0)
+        expectEqual(subscriber.nextLine(), "doc.n  valueChanged  rev=3  old=1  new=2")
+        expectEqual(subscriber.finish().status, 0)
     }
 
     @Test("kvoclient subscribe --options prior resumes prior notifications too, each once")
@@ -329,7 +329,7 @@ struct DurabilityTests {
             "doc.n  valueChanged  prior  rev=\(value + 1)  old=\(value - 1)",
             "doc.n  valueChanged  rev=\(value + 1)  old=\(value - 1)  new=\(value)",
         ] })
-        #expect(subscriber.finish().status == 0)
+        expectEqual(subscriber.finish().status, 0)
     }
 
     @Test("kvoclient subscribe prints a resync line when the restarted kvod's history does not reach back")
@@ -350,18 +350,18 @@ struct DurabilityTests {
         try waitForObservers(writer, object: "doc", count: 1)
         for value in 1...4 {
             try writer.call("set", ["object": "doc", "keyPath": "n", "value": .int(Int64(value))])
-            #expect(subscriber.nextLine() == "doc.n  valueChanged  rev=\(value + 1)  old=\(value - 1)  new=\(value)")
+            expectEqual(subscriber.nextLine(), "doc.n  valueChanged  rev=\(value + 1)  old=\(value - 1)  new=\(value)")
         }
         server.stop(signal: SIGKILL)
         #expect(subscriber.nextErrorLine()
             == "kvoclient: lost the connection to 127.0.0.1:\(server.port) (the server closed the connection); reconnecting")
         let replacement = try KVODProcess(dataDirectory: directory.appending("other"), port: server.port)
-        #expect(subscriber.nextLine() == "doc.n  resync  rev=3  new=102")
-        #expect(subscriber.nextErrorLine() == "kvoclient: reconnected to 127.0.0.1:\(server.port); resuming n after rev 5")
+        expectEqual(subscriber.nextLine(), "doc.n  resync  rev=3  new=102")
+        expectEqual(subscriber.nextErrorLine(), "kvoclient: reconnected to 127.0.0.1:\(server.port); resuming n after rev 5")
         try replacement.connect().call("set", ["object": "doc", "keyPath": "n", "value": 103])
-        #expect(subscriber.nextLine() == "doc.n  valueChanged  rev=4  old=102  new=103")
+        expectEqual(subscriber.nextLine(), "doc.n  valueChanged  rev=4  old=102  new=103")
         let result = subscriber.finish()
-        #expect(result.status == 0)
+        expectEqual(result.status, 0)
         #expect(result.stdout.isEmpty)
     }
 

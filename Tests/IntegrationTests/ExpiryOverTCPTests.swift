@@ -36,13 +36,13 @@ import Testing
         while heard.count < 2, let event = try nextChange(observer, timeout: 15) { heard.append(event) }
         let took = Date().timeIntervalSince(started)
         #expect(took >= 2.9 && took < 15, "expired after \(took) s")
-        #expect(heard.map { $0["sub"] } == [sub, ids])
+        expectEqual(heard.map { $0["sub"] }, [sub, ids])
         #expect(heard.allSatisfy { $0["reason"] == "sourceDeleted" && $0["cause"] == "expired" }, "\(heard)")
-        #expect(heard.first?["change"]?["old"] == "ada")
+        expectEqual(heard.first?["change"]?["old"], "ada")
         // The same ending, compact: `w` sourceDeleted, `x` expired.
         let lines = try compact.takeEvents().map { String(decoding: $0, as: UTF8.self) }
-        #expect(lines == [#"{"s":\#(compactSub),"r":2,"w":"s","x":1,"n":null}"#], "\(lines)")
-        #expect(try writer.request("get", ["object": "sess:1"])["error"]?["code"] == "not_found")
+        expectEqual(lines, [#"{"s":\#(compactSub),"r":2,"w":"s","x":1,"n":null}"#], "\(lines)")
+        expectEqual(try writer.request("get", ["object": "sess:1"])["error"]?["code"], "not_found")
     }
 
     @Test("hostile ttl values and a client's expire are refused, nothing changes, the connection serves on")
@@ -69,12 +69,12 @@ import Testing
         ]
         for (op, params, code) in cases {
             let reply = try client.request(op, params)
-            #expect(reply["error"]?["code"] == .string(code), "\(op) \(params): \(reply)")
+            expectEqual(reply["error"]?["code"], .string(code), "\(op) \(params): \(reply)")
         }
         _ = try client.call("ping")
-        #expect(try client.call("list")["objects"] == ["o"])
-        #expect(try client.call("get", ["object": "o"])["value"] == ["n": 0])
-        #expect(try client.call("touch", ["object": "o"])["expiresAt"] == .null, "no refused request gave it a ttl")
+        expectEqual(try client.call("list")["objects"], ["o"])
+        expectEqual(try client.call("get", ["object": "o"])["value"], ["n": 0])
+        expectEqual(try client.call("touch", ["object": "o"])["expiresAt"], .null, "no refused request gave it a ttl")
     }
 
     /// The real clock's wiring end to end: deadlines are on the wall clock and stored, so an object whose deadline
@@ -95,8 +95,8 @@ import Testing
         if untilDue > 0 { Thread.sleep(forTimeInterval: untilDue + 0.01) }
         let restarted = try server.restart(after: SIGKILL)
         let again = try restarted.connect()
-        #expect(try again.request("get", ["object": "soon"])["error"]?["code"] == "not_found", "expired before the first request")
-        #expect(try again.call("list")["objects"] == ["later"])
+        expectEqual(try again.request("get", ["object": "soon"])["error"]?["code"], "not_found", "expired before the first request")
+        expectEqual(try again.call("list")["objects"], ["later"])
         let after = try again.call("get", ["object": "later"])["expiresAt"]?.intValue
         #expect(before != nil && after == before, "the deadline survived: \(String(describing: before)) -> \(String(describing: after))")
     }
@@ -122,14 +122,14 @@ import Testing
             let ids = try observer.call("observe", ["pattern": "sess:*", "sinceRev": .int(since)])["sub"]
             var heard: [JSONValue] = []
             while heard.count < 3, let event = try nextChange(observer, timeout: 5) { heard.append(event) }
-            #expect(heard.map { $0["sub"] } == [sub, ids, ids], "\(heard)")
+            expectEqual(heard.map { $0["sub"] }, [sub, ids, ids], "\(heard)")
             return heard
         }
         func check(_ heard: [JSONValue], _ name: String) {
             #expect(heard.allSatisfy { $0["reason"] == "sourceDeleted" }, "\(name): \(heard)")
-            #expect(heard.map { $0["object"] } == ["sess:1", "sess:1", "sess:2"], "\(name): \(heard)")
-            #expect(heard.map { $0["cause"] } == ["expired", "expired", nil], "\(name): \(heard)")
-            #expect(heard.first?["change"]?["old"] == "ada", "\(name): \(heard)")
+            expectEqual(heard.map { $0["object"] }, ["sess:1", "sess:1", "sess:2"], "\(name): \(heard)")
+            expectEqual(heard.map { $0["cause"] }, ["expired", "expired", nil], "\(name): \(heard)")
+            expectEqual(heard.first?["change"]?["old"], "ada", "\(name): \(heard)")
         }
         check(try resumed(server), "running")
         let restarted = try server.restart()

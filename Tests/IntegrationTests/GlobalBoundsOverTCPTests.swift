@@ -58,13 +58,13 @@ import Testing
             try writer.call("set", ["object": "hot", "keyPath": "big", "value": .string("\(index)\(padding)")])
             try writer.call("set", ["object": "hot", "keyPath": "small", "value": .int(Int64(index))])
             let event = try #require(try healthy.nextEvent(timeout: 10), "event \(index)")
-            #expect(event["change"]?["new"] == .string("\(index)\(padding)"))
+            expectEqual(event["change"]?["new"], .string("\(index)\(padding)"))
         }
         #expect(server.waitForLog("total output buffer limit exceeded"), "\(server.log.suffix(2000))")
         // The heavy subscribers were closed (at least the largest), the light ones and the healthy one were not.
         let observers = try writer.call("info", ["object": "hot"])["observers"]?.arrayValue ?? []
         let keyPaths = observers.compactMap { $0["keyPath"]?.stringValue }
-        #expect(keyPaths.filter { $0 == "small" }.count == 3, "\(keyPaths)")
+        expectEqual(keyPaths.filter { $0 == "small" }.count, 3, "\(keyPaths)")
         #expect(keyPaths.filter { $0 == "big" }.count < 4, "\(keyPaths)")
         #expect(closedByServer(heavy[0]) || closedByServer(heavy[1]) || closedByServer(heavy[2]))
         for connection in light {
@@ -77,10 +77,10 @@ import Testing
                 last = event["change"]?["new"]
                 if last == -1 { break }
             }
-            #expect(last == -1)
+            expectEqual(last, -1)
         }
         try writer.call("set", ["object": "hot", "keyPath": "big", "value": "after"])
-        #expect(try healthy.nextEvent(timeout: 5)?["change"]?["new"] == "after")
+        expectEqual(try healthy.nextEvent(timeout: 5)?["change"]?["new"], "after")
     }
 
     @Test func theTotalInputCapClosesTheLargestUnfinishedLineAndOthersAreServed() throws {
@@ -104,11 +104,11 @@ import Testing
         for connection in flooders {
             try connection.send(raw: [0x0A])
             let reply = try connection.readMessage(timeout: 10)
-            #expect(reply["error"]?["code"] == "bad_request", "\(reply)")
+            expectEqual(reply["error"]?["code"], "bad_request", "\(reply)")
             try connection.call("ping")
         }
         try bystander.call("set", ["object": "calm", "keyPath": "v", "value": 1])
-        #expect(try bystander.call("get", ["object": "calm", "keyPath": "v"])["value"] == 1)
+        expectEqual(try bystander.call("get", ["object": "calm", "keyPath": "v"])["value"], 1)
     }
 
     @Test func memoryGoesBackAfterSlowSubscribersDisconnect() throws {
@@ -158,7 +158,7 @@ import Testing
         #expect(elapsed >= 0.5 && elapsed < 8, "closed after \(elapsed) s")
         #expect(server.waitForLog("no complete request within 1.0 s"), "\(server.log)")
         // The active connection stays: its deadline (it connected first) has passed too.
-        #expect(try active.call("ping")["ok"] == true)
+        expectEqual(try active.call("ping")["ok"], true)
     }
 
     /// Idle connections closed by the first-request timeout are logged at most once a second, the
@@ -189,6 +189,6 @@ import Testing
             (logged, counted) = tally()
         }
         #expect(logged >= 1 && logged <= 10, "\(logged) lines for 200 closings")
-        #expect(logged + counted == 200, "logged \(logged), counted \(counted)")
+        expectEqual(logged + counted, 200, "logged \(logged), counted \(counted)")
     }
 }

@@ -29,7 +29,7 @@ struct GroupCommitCadenceTests {
         let firstAnswered = Date().timeIntervalSince(first)
         #expect(firstAnswered < 1.0, "a write after a quiet spell waited \(firstAnswered) s")
         let firstEvent = try observer.readMessage()
-        #expect(firstEvent["change"]?["new"] == 1, "\(firstEvent)")
+        expectEqual(firstEvent["change"]?["new"], 1, "\(firstEvent)")
         // Pipelined behind nothing, but within the interval of the last commit: held until the interval has
         // passed since that commit started (which was after `first`), then committed by the timer (nothing
         // else arrives to wake the loop).
@@ -44,15 +44,15 @@ struct GroupCommitCadenceTests {
         #expect(third["ok"] == true && third["id"] == 3, "\(third)")
         let secondEvent = try observer.readMessage(timeout: 20)
         let delivered = Date().timeIntervalSince(first)
-        #expect(secondEvent["change"]?["new"] == 2, "\(secondEvent)")
+        expectEqual(secondEvent["change"]?["new"], 2, "\(secondEvent)")
         #expect(delivered >= interval - 0.05, "an event about a held write left \(delivered) s after the last commit's write")
         let lastRev = try #require(third["rev"]?.intValue)
-        #expect(lastRev == (firstReply["rev"]?.intValue ?? 0) + 2)
+        expectEqual(lastRev, (firstReply["rev"]?.intValue ?? 0) + 2)
 
         let restarted = try server.restart(after: SIGKILL)
         let stored = try restarted.connect().call("get", ["object": "doc"])
-        #expect(stored["value"]?["n"] == 3, "\(stored)")
-        #expect(stored["rev"]?.intValue == lastRev, "\(stored)")
+        expectEqual(stored["value"]?["n"], 3, "\(stored)")
+        expectEqual(stored["rev"]?.intValue, lastRev, "\(stored)")
     }
 
     @Test("a stream of writes is committed once per interval, not once per write; every acknowledged write survives SIGKILL")
@@ -80,8 +80,8 @@ struct GroupCommitCadenceTests {
 
         let restarted = try server.restart(after: SIGKILL)
         let stored = try restarted.connect().call("get", ["object": "stream"])
-        #expect(stored["value"]?["n"] == .int(Int64(writes)), "\(stored)")
-        #expect(stored["rev"]?.intValue == lastRev, "\(stored)")
+        expectEqual(stored["value"]?["n"], .int(Int64(writes)), "\(stored)")
+        expectEqual(stored["rev"]?.intValue, lastRev, "\(stored)")
     }
 
     @Test("a writer that waits for each reply is not held: holds pause once one catches no further write")
@@ -101,7 +101,7 @@ struct GroupCommitCadenceTests {
         #expect(elapsed < 3, "\(writes) sequential writes took \(elapsed) s with a 0.2 s interval")
         let restarted = try server.restart(after: SIGKILL)
         let stored = try restarted.connect().call("get", ["object": "doc"])
-        #expect(stored["value"]?["n"] == .int(Int64(writes)), "\(stored)")
+        expectEqual(stored["value"]?["n"], .int(Int64(writes)), "\(stored)")
     }
 
     /// `kvod_group_commit_seconds_count` from `/metrics`.

@@ -38,9 +38,9 @@ import Testing
 
     @Test("the formulas computed here match a few known CIE values (the test's own arithmetic is right)")
     func formulasAreRight() {
-        #expect(Self.color(l: 50, a: 0, b: 0) == "rgb(45, 47, 51)")
-        #expect(Self.color(l: 100, a: 0, b: 0) == "rgb(242, 255, 255)")
-        #expect(Self.color(l: 0, a: 0, b: 0) == "rgb(0, 0, 0)")
+        expectEqual(Self.color(l: 50, a: 0, b: 0), "rgb(45, 47, 51)")
+        expectEqual(Self.color(l: 100, a: 0, b: 0), "rgb(242, 255, 255)")
+        expectEqual(Self.color(l: 0, a: 0, b: 0), "rgb(0, 0, 0)")
         let white = Self.components(l: 100, a: 0, b: 0)
         #expect(abs(white.red - 95.047) < 1e-9 && abs(white.green - 100) < 1e-9 && abs(white.blue - 108.883) < 1e-9)
     }
@@ -85,7 +85,7 @@ import Testing
         let subscriber = try KVOClientProcess.start(server, [
             "subscribe", "c1", "color", "--options", "initial,old,new", "--count", String(expectedLines.count),
         ])
-        #expect(subscriber.nextLine() == expectedLines[0])
+        expectEqual(subscriber.nextLine(), expectedLines[0])
         try waitForObservers(watcher, object: "c1", count: 1)
         for ((component, value), expectedRev) in zip(steps, expectedRevs) {
             let argument = value == value.rounded() ? String(Int(value)) : String(value)
@@ -99,18 +99,18 @@ import Testing
         }
         // A value outside the class's range is refused and changes nothing.
         let refused = try KVOClientProcess.run(server, ["set", "c1", "lComponent", "120"])
-        #expect(refused.status == 1)
+        expectEqual(refused.status, 1)
         #expect(refused.errorLines.count == 1 && refused.errorLines.first?.hasPrefix("kvoclient: error: invalid_value: ") == true,
                 "\(refused.stderr)")
         expectSuccess(try KVOClientProcess.run(server, ["get", "c1", "lComponent"]), lines: [String(Int(l))])
         let readOnly = try KVOClientProcess.run(server, ["set", "c1", "color", "red"])
-        #expect(readOnly.status == 1)
-        #expect(readOnly.errorLines.first?.hasPrefix("kvoclient: error: read_only: ") == true, "\(readOnly.stderr)")
+        expectEqual(readOnly.status, 1)
+        expectEqual(readOnly.errorLines.first?.hasPrefix("kvoclient: error: read_only: "), true, "\(readOnly.stderr)")
 
         let result = subscriber.finish()
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         // finish() returns what nextLine did not read: the remaining lines, in order.
-        #expect(result.lines == Array(expectedLines.dropFirst()), "\(result.stdout)")
+        expectEqual(result.lines, Array(expectedLines.dropFirst()), "\(result.stdout)")
 
         // The components themselves, read over TCP, against the Swift formula.
         let client = try server.connect()

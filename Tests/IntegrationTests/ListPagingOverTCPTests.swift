@@ -93,7 +93,7 @@ import Testing
             }
             #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 < $1 }, "limit \(limit): not strictly increasing")
             let seenSet = Set(seen)
-            #expect(seenSet.count == seen.count, "limit \(limit): an id came back twice")
+            expectEqual(seenSet.count, seen.count, "limit \(limit): an id came back twice")
             #expect(lasting.filter { !seenSet.contains($0) }.isEmpty, "limit \(limit): a lasting id was skipped")
             #expect(seenSet.isSubset(of: everExisting), "limit \(limit): an id that never existed")
         }
@@ -102,9 +102,9 @@ import Testing
         let before = try client.call("list")["objects"]
         server = try server.restart()
         let after = try server.connect().call("list")["objects"]
-        #expect(after == before)
+        expectEqual(after, before)
         let expected = Set(lasting + volatile).sorted()
-        #expect(after == .array(expected.map(JSONValue.string)))
+        expectEqual(after, .array(expected.map(JSONValue.string)))
     }
 
     /// One page used to sort every id: 2,000 pipelined `list` requests with `limit` 1 at 50,000
@@ -120,7 +120,7 @@ import Testing
         }, batch: 500)
         let elapsed = Date().timeIntervalSince(started)
         #expect(elapsed < 20, "2,000 pages took \(elapsed) s")
-        #expect(pages[1]["objects"] == .array([.string(String(format: "object-%06d", 104_729 % 50_000 + 1))]))
-        #expect(pages.last?["more"] == true)
+        expectEqual(pages[1]["objects"], .array([.string(String(format: "object-%06d", 104_729 % 50_000 + 1))]))
+        expectEqual(pages.last?["more"], true)
     }
 }

@@ -49,7 +49,7 @@ import Testing
         for round in 0..<3 {
             try client.call("set", ["object": "source", "keyPath": "s", "value": .string(huge + "\(round)")])
             let event = try #require(try client.nextEvent(timeout: 5))
-            #expect(event["reason"] == "refused", "\(event)")
+            expectEqual(event["reason"], "refused", "\(event)")
             let message = try #require(event["error"]?["message"]?.stringValue)
             #expect(message.utf8.count <= KVOErrorLimits.maximumMessageLength + 32, "\(message.utf8.count) bytes")
         }
@@ -61,11 +61,11 @@ import Testing
         // An error reply quoting a long client string is cut short too, and the connection serves on.
         let name = String(repeating: "N", count: 300_000)
         let reply = try client.request("create", ["object": "x", "class": .string(name)])
-        #expect(reply["error"]?["code"] == "not_found", "\(reply["error"]?["code"] ?? .null)")
+        expectEqual(reply["error"]?["code"], "not_found", "\(reply["error"]?["code"] ?? .null)")
         let message = try #require(reply["error"]?["message"]?.stringValue)
         #expect(message.utf8.count <= KVOErrorLimits.maximumMessageLength + 32, "\(message.utf8.count) bytes")
         #expect(message.contains("300"), "states the length: \(message.suffix(40))")
-        #expect(try client.call("ping")["ok"] == true)
+        expectEqual(try client.call("ping")["ok"], true)
     }
 }
 

@@ -16,7 +16,7 @@ struct LostDatabaseTests {
         let data = scratch.appending("data")
         let server = try KVODProcess(dataDirectory: data)
         try server.connect().call("create", ["object": "kept", "values": ["v": 1]])
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         return (data, data + "/kvod.sqlite3")
     }
 
@@ -24,7 +24,7 @@ struct LostDatabaseTests {
     private static func refusal(_ arguments: [String] = [], data: String) -> String {
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(arguments, dataDirectory: data) }
         guard case let .exitedEarly(status, log) = error else { return "" }
-        #expect(status == 1, "\(log)")
+        expectEqual(status, 1, "\(log)")
         return log
     }
 
@@ -38,8 +38,8 @@ struct LostDatabaseTests {
         // A directory of a kvod older than the marker: marked at its next start, the data untouched.
         try FileManager.default.removeItem(atPath: store.data + "/kvod.id")
         let again = try KVODProcess(dataDirectory: store.data)
-        #expect(try again.connect().call("list")["objects"] == ["kept"])
-        #expect(again.stop() == 0)
+        expectEqual(try again.connect().call("list")["objects"], ["kept"])
+        expectEqual(again.stop(), 0)
         #expect(FileManager.default.fileExists(atPath: store.data + "/kvod.id"))
     }
 
@@ -58,16 +58,16 @@ struct LostDatabaseTests {
         #expect(!FileManager.default.fileExists(atPath: store.database), "the refusal created no database")
 
         let fresh = try KVODProcess(["--init"], dataDirectory: store.data)
-        #expect(try fresh.connect().call("list")["objects"] == [])
+        expectEqual(try fresh.connect().call("list")["objects"], [])
         #expect(fresh.waitForLog("--init: '\(store.database)' was missing in a data directory that held a database (kvod.id): starting with a new, empty database"), "\(fresh.log)")
         try fresh.connect().call("create", ["object": "new"])
-        #expect(fresh.stop() == 0)
+        expectEqual(fresh.stop(), 0)
         #expect(try String(contentsOfFile: store.data + "/kvod.id", encoding: .utf8) != firstID, "a new database, a new id")
         // From then on an ordinary directory: no --init needed, and --init changes nothing.
         for arguments in [[], ["--init"]] {
             let server = try KVODProcess(arguments, dataDirectory: store.data)
-            #expect(try server.connect().call("list")["objects"] == ["new"])
-            #expect(server.stop() == 0)
+            expectEqual(try server.connect().call("list")["objects"], ["new"])
+            expectEqual(server.stop(), 0)
             // The whole log (its last line read): no --init note.
             #expect(server.waitForLog("stopped; event loop closed cleanly"), "\(server.log)")
             #expect(!server.log.contains("--init:"), "\(server.log)")
@@ -99,10 +99,10 @@ struct LostDatabaseTests {
         let log = Self.refusal(data: store.data)
         #expect(log.contains("(kvod.id, kvod.sqlite3-wal, kvod.sqlite3-shm are there)"), "\(log)")
         let fresh = try KVODProcess(["--init"], dataDirectory: store.data)
-        #expect(try fresh.connect().call("list")["objects"] == [])
+        expectEqual(try fresh.connect().call("list")["objects"], [])
         #expect(fresh.waitForLog("--init: moved the lost database's write-ahead log '\(store.database)-wal' to '\(store.database)-wal.lost'"), "\(fresh.log)")
-        #expect(fresh.stop() == 0)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: store.database + "-wal.lost")) == Data(repeating: 7, count: 100))
+        expectEqual(fresh.stop(), 0)
+        expectEqual(try Data(contentsOf: URL(fileURLWithPath: store.database + "-wal.lost")), Data(repeating: 7, count: 100))
     }
 
     @Test("kvod user refuses a lost database as kvod does, and takes --init; --init is a usage error without a data directory")
@@ -111,19 +111,19 @@ struct LostDatabaseTests {
         let store = try Self.usedDirectory(scratch)
         try FileManager.default.removeItem(atPath: store.database)
         let refused = try KVODUserTool.run(["list", "--data", store.data])
-        #expect(refused.status == 1)
+        expectEqual(refused.status, 1)
         #expect(refused.stderr.contains("kvod user: error: cannot use the database '\(store.database)': it is missing, but this data directory held one"), "\(refused.stderr)")
         let initialised = try KVODUserTool.run(["list", "--data", store.data, "--init"])
-        #expect(initialised.status == 0, "\(initialised.stderr)")
+        expectEqual(initialised.status, 0, "\(initialised.stderr)")
         #expect(initialised.stderr.contains("warning: --init: '\(store.database)' was missing"), "\(initialised.stderr)")
         #expect(FileManager.default.fileExists(atPath: store.database))
 
         let withUsersFile = try KVODUserTool.run(["list", "--users", scratch.appending("users.json"), "--init"])
-        #expect(withUsersFile.status == 2)
+        expectEqual(withUsersFile.status, 2)
         #expect(withUsersFile.stderr.contains("--init goes with --data"), "\(withUsersFile.stderr)")
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(["--init"], storage: .inMemory) }
         if case let .exitedEarly(status, log) = error {
-            #expect(status == 2)
+            expectEqual(status, 2)
             #expect(log.contains("kvod: error: --init goes with a data directory, not --in-memory"), "\(log)")
         }
     }

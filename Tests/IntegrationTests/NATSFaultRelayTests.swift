@@ -42,7 +42,7 @@ extension ClusterTests {
             }
         }
         var digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         var applied = try #require(digests[0]["applied"]?.intValue)
         let passed = cluster.relays.map(\.stats)
         // n2 read every entry through a relay (not around it), and nothing was altered.
@@ -57,7 +57,7 @@ extension ClusterTests {
         #expect(waitUntil(timeout: 10) { [0, 2].allSatisfy { self.applied(cluster, $0) == applied + 1 } }, "\(cluster.diagnostics())")
         #expect(waitUntil(timeout: 10) { cluster.relays.map(\.stats.deliveries).reduce(0, +) > seen }, "\(cluster.relays.map(\.stats))")
         #expect(cluster.relays.map(\.stats.held).reduce(0, +) > 0, "\(cluster.relays.map(\.stats))")
-        #expect(self.applied(cluster, 1) == applied, "n2 applied a write while blackholed")
+        expectEqual(self.applied(cluster, 1), applied, "n2 applied a write while blackholed")
         for relay in cluster.relays { relay.blackhole(false) }
         digests = try cluster.waitForConvergence()
         applied = try #require(digests[0]["applied"]?.intValue)
@@ -68,7 +68,7 @@ extension ClusterTests {
         #expect(waitUntil(timeout: 10) { cluster.relays.map(\.stats.connections).reduce(0, +) > connections }, "\(cluster.diagnostics())")
         try clients[2].call("set", ["object": "w2", "keyPath": "n", "value": 60])
         digests = try cluster.waitForConvergence()
-        #expect(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(digests)")
+        expectEqual(Set(digests.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(digests)")
         applied = try #require(digests[0]["applied"]?.intValue)
         #expect(cluster.relays.allSatisfy { $0.injected == 0 && $0.stats.advertisingInfos == 0 }, "\(cluster.relays.map(\.stats))")
 
@@ -127,7 +127,7 @@ struct NATSFaultRelayFrameTests {
             parser.append(chunk)
             while let frame = try parser.next() { frames.append(frame) }
         }
-        #expect(parser.bufferedCount == 0)
+        expectEqual(parser.bufferedCount, 0)
         return frames
     }
 
@@ -135,21 +135,21 @@ struct NATSFaultRelayFrameTests {
     func framesSplitAtEveryByte() throws {
         let bytes = Array(NATSFaultRelayFrameTests.serverStream.map { $0.1 }.joined().utf8)
         let whole = try NATSFaultRelayFrameTests.parseAll([bytes[...]])
-        #expect(whole.map(\.kind) == NATSFaultRelayFrameTests.serverStream.map { $0.0 })
-        #expect(whole.map { String(decoding: $0.bytes, as: UTF8.self) } == NATSFaultRelayFrameTests.serverStream.map { $0.1 })
-        #expect(whole[5].payload == Array("ab\r\nMSG x 1 2\r\n".utf8))
-        #expect(whole[5].reply == "$JS.ACK.s.c1.1.5.5.1700000000000000000.0")
+        expectEqual(whole.map(\.kind), NATSFaultRelayFrameTests.serverStream.map { $0.0 })
+        expectEqual(whole.map { String(decoding: $0.bytes, as: UTF8.self) }, NATSFaultRelayFrameTests.serverStream.map { $0.1 })
+        expectEqual(whole[5].payload, Array("ab\r\nMSG x 1 2\r\n".utf8))
+        expectEqual(whole[5].reply, "$JS.ACK.s.c1.1.5.5.1700000000000000000.0")
         #expect(whole[6].payload.isEmpty && whole[6].reply == nil && whole[6].sid == "22")
         #expect(whole[7].subject == "_INBOX.b" && whole[7].sid == "7" && whole[7].payload == Array("hi".utf8))
         #expect(whole[8].headers == Array("NATS/1.0\r\nNats-Msg-Id: b1\r\n\r\n".utf8) && whole[8].payload == Array("abcde".utf8))
         #expect(whole[9].headers?.count == 75 && whole[9].payload.isEmpty && whole[9].reply == nil)
-        #expect(whole[10].reply == "$JS.FC.s.abc.1")
+        expectEqual(whole[10].reply, "$JS.FC.s.abc.1")
         for split in 0...bytes.count {
             let frames = try NATSFaultRelayFrameTests.parseAll([bytes[..<split], bytes[split...]])
-            #expect(frames == whole, "split at byte \(split)")
+            expectEqual(frames, whole, "split at byte \(split)")
         }
         let byteByByte = try NATSFaultRelayFrameTests.parseAll(bytes.indices.map { bytes[$0...$0] })
-        #expect(byteByByte == whole)
+        expectEqual(byteByByte, whole)
     }
 
     @Test("NATSFaultRelay's frame parser: a message line with wrong arguments or without CRLF after its payload throws")
@@ -161,7 +161,7 @@ struct NATSFaultRelayFrameTests {
         }
         var parser = NATSFrameParser()
         parser.append(Array("MSG foo 1 3\r\nabc\r".utf8))
-        #expect(try parser.next() == nil, "an incomplete message is not a frame yet")
+        expectEqual(try parser.next(), nil, "an incomplete message is not a frame yet")
     }
 
     /// The deliveries `faults` forwards for deliveries 1…`count` (consumer sequences 1…), re-parsed from
@@ -196,7 +196,7 @@ struct NATSFaultRelayFrameTests {
         faults.drop(2)
         var dropped = try NATSFaultRelayFrameTests.forward(4, through: &faults)
         #expect(dropped.map { $0.0 } == [1, 2, 3] && dropped.map { $0.1 } == [1, 2, 3] && dropped.map { $0.2 } == ["e1", "e3", "e4"])
-        #expect(faults.stats.dropped == 1)
+        expectEqual(faults.stats.dropped, 1)
 
         faults.clear()
         faults.duplicate(2)
@@ -208,7 +208,7 @@ struct NATSFaultRelayFrameTests {
         faults.substitute(3, with: Array("another entry, longer".utf8))
         let substituted = try NATSFaultRelayFrameTests.forward(4, through: &faults)
         #expect(substituted.map { $0.2 } == ["e1", "e2", "another entry, longer", "e4"] && substituted.map { $0.0 } == [1, 2, 3, 4])
-        #expect(faults.stats.substituted == 1)
+        expectEqual(faults.stats.substituted, 1)
     }
 
     @Test("NATSFaultRelay's faults: a heartbeat's last sequences follow the consumer's; the long reply form; other subjects untouched")
@@ -221,21 +221,21 @@ struct NATSFaultRelayFrameTests {
         let heartbeat = NATSFrame(subject: "_INBOX.x", sid: "9", reply: nil,
                                   headers: Array("NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\nNats-Last-Stream: 3\r\n\r\n".utf8), payload: [])
         let rewritten = faults.process(heartbeat, on: &connection)
-        #expect(rewritten.count == 1)
-        #expect(rewritten.first?.headers == Array("NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 2\r\nNats-Last-Stream: 12\r\n\r\n".utf8))
+        expectEqual(rewritten.count, 1)
+        expectEqual(rewritten.first?.headers, Array("NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 2\r\nNats-Last-Stream: 12\r\n\r\n".utf8))
         let reparsed = try NATSFaultRelayFrameTests.parseAll([(rewritten.first?.bytes ?? [])[...]])
-        #expect(reparsed == rewritten, "the rewritten heartbeat's byte counts match its bytes")
-        #expect(faults.stats.heartbeatsRewritten == 1)
+        expectEqual(reparsed, rewritten, "the rewritten heartbeat's byte counts match its bytes")
+        expectEqual(faults.stats.heartbeatsRewritten, 1)
         // Another subscription's heartbeat, and a message on another subject, go through as they were.
         let other = NATSFrame(subject: "_INBOX.y", sid: "4", reply: nil, headers: heartbeat.headers, payload: [])
-        #expect(faults.process(other, on: &connection) == [other])
+        expectEqual(faults.process(other, on: &connection), [other])
         let unrelated = NATSFrame(subject: "kvod.s.snap", sid: "9", reply: "$JS.ACK.s_SNAP.c2.1.3.3.1700000000000000000.0", headers: nil, payload: [1])
-        #expect(faults.process(unrelated, on: &connection) == [unrelated])
+        expectEqual(faults.process(unrelated, on: &connection), [unrelated])
 
         // The long form: $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>.<random>.
         let long = try #require(JetStreamAckReply("$JS.ACK._.HASH.s.c1.1.41.7.1700000000000000000.0.XyZ"))
         #expect(long.stream == "s" && long.consumer == "c1" && long.streamSequence == 41 && long.consumerSequence == 7)
-        #expect(long.reply(stream: 40, consumer: 8) == "$JS.ACK._.HASH.s.c1.1.40.8.1700000000000000000.0.XyZ")
+        expectEqual(long.reply(stream: 40, consumer: 8), "$JS.ACK._.HASH.s.c1.1.40.8.1700000000000000000.0.XyZ")
         #expect(JetStreamAckReply("$JS.ACK.s.c1.1.41.7.1700000000000000000") == nil, "8 tokens is no delivery's")
         #expect(JetStreamAckReply("$JS.FC.s.abc.1") == nil)
     }
@@ -298,7 +298,7 @@ struct NATSFaultRelaySocketTests {
 
         let fromClient = Array("CONNECT {\"verbose\":false}\r\nHPUB kvod.s.log 12 17\r\nNATS/1.0\r\n\r\nhello\r\nPING\r\n".utf8)
         try client.send(raw: fromClient)
-        #expect(NATSFaultRelaySocketTests.receive(upstream, count: fromClient.count) == fromClient)
+        expectEqual(NATSFaultRelaySocketTests.receive(upstream, count: fromClient.count), fromClient)
 
         relay?.renumber(after: 2, by: 5)
         let headers = Array("NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n".utf8)
@@ -308,11 +308,11 @@ struct NATSFaultRelaySocketTests {
         // In two pieces, cut inside the payload: the relay waits for the rest of the frame.
         // The INFO frame coming through shows the relay read the first piece before the second is sent.
         NATSFaultRelaySocketTests.send(upstream, stream[..<(stream.count - 4)])
-        #expect(try NATSFaultRelaySocketTests.line(client) == "INFO {\"headers\":true}")
+        expectEqual(try NATSFaultRelaySocketTests.line(client), "INFO {\"headers\":true}")
         NATSFaultRelaySocketTests.send(upstream, stream[(stream.count - 4)...])
-        #expect(try NATSFaultRelaySocketTests.line(client) == "HMSG kvod.s.log 1 $JS.ACK.s.c.1.8.3.1700000000000000000.0 \(headers.count) \(headers.count + 5)")
+        expectEqual(try NATSFaultRelaySocketTests.line(client), "HMSG kvod.s.log 1 $JS.ACK.s.c.1.8.3.1700000000000000000.0 \(headers.count) \(headers.count + 5)")
         for expected in ["NATS/1.0", "Nats-Msg-Id: a", "", "entry"] {
-            #expect(try NATSFaultRelaySocketTests.line(client) == expected)
+            expectEqual(try NATSFaultRelaySocketTests.line(client), expected)
         }
         #expect(relay?.stats.injected == 1 && relay?.stats.renumbered == 1)
 
@@ -321,19 +321,19 @@ struct NATSFaultRelaySocketTests {
         NATSFaultRelaySocketTests.send(upstream, Array("PING\r\n".utf8))
         let heldBy = Date().addingTimeInterval(5)
         while relay?.stats.held != 1, Date() < heldBy { usleep(10_000) }
-        #expect(relay?.stats.held == 1, "\(String(describing: relay?.stats))")
+        expectEqual(relay?.stats.held, 1, "\(String(describing: relay?.stats))")
         let held = #expect(throws: KVOClientError.self) { try NATSFaultRelaySocketTests.line(client, timeout: 0.05) }
-        #expect(held.map { if case .timedOut = $0 { true } else { false } } == true, "\(String(describing: held))")
+        expectEqual(held.map { if case .timedOut = $0 { true } else { false } }, true, "\(String(describing: held))")
         relay?.blackhole(false)
-        #expect(try NATSFaultRelaySocketTests.line(client) == "PING")
+        expectEqual(try NATSFaultRelaySocketTests.line(client), "PING")
         // The relay uncounts it just after sending it.
         let released = Date().addingTimeInterval(5)
         while relay?.stats.held != 0, Date() < released { usleep(10_000) }
-        #expect(relay?.stats.held == 0, "\(String(describing: relay?.stats))")
+        expectEqual(relay?.stats.held, 0, "\(String(describing: relay?.stats))")
 
         relay?.cut()
         let cut = #expect(throws: KVOClientError.self) { try NATSFaultRelaySocketTests.line(client) }
-        #expect(cut.map { if case .connectionClosed = $0 { true } else { false } } == true, "\(String(describing: cut))")
+        expectEqual(cut.map { if case .connectionClosed = $0 { true } else { false } }, true, "\(String(describing: cut))")
         #expect(NATSFaultRelaySocketTests.receive(upstream, count: 1).isEmpty, "the server's side is closed too")
 
         // Later connections are relayed; the relay going away closes them and its port.
@@ -345,10 +345,10 @@ struct NATSFaultRelaySocketTests {
         // after the upstream side was accepted here.
         let counted = Date().addingTimeInterval(5)
         while relay?.stats.connections != 2, Date() < counted { usleep(10_000) }
-        #expect(relay?.stats.connections == 2)
+        expectEqual(relay?.stats.connections, 2)
         relay = nil
         let stopped = #expect(throws: KVOClientError.self) { try NATSFaultRelaySocketTests.line(second) }
-        #expect(stopped.map { if case .connectionClosed = $0 { true } else { false } } == true, "\(String(describing: stopped))")
+        expectEqual(stopped.map { if case .connectionClosed = $0 { true } else { false } }, true, "\(String(describing: stopped))")
         let deadline = Date().addingTimeInterval(5)
         while (try? KVOConnection(port: relayPort)) != nil, Date() < deadline { usleep(20_000) }
         #expect((try? KVOConnection(port: relayPort)) == nil, "the relay's port still accepts")

@@ -60,10 +60,10 @@ struct NetworkBackupTests {
         }
         try admin.call("delete", ["object": "o7"])
         let digest = try admin.call("digest")
-        #expect(try admin.call("status")["lastBackup"] == .null, "no backup yet")
+        expectEqual(try admin.call("status")["lastBackup"], .null, "no backup yet")
         let file = scratch.appending("net.kvod")
         let result = try KVOClientProcess.run(server, ["--user", "alice", "backup", file], timeout: 60, environment: ["KVOD_PASSWORD": "root"])
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         #expect(result.stdout.hasPrefix("wrote \(file): revision 301, 299 objects, 301 history rows, schema "), "\(result.stdout)")
         #expect(result.stdout.contains(" sha256 "), "\(result.stdout)")
         var info = stat()
@@ -72,11 +72,11 @@ struct NetworkBackupTests {
         #expect(!FileManager.default.fileExists(atPath: data + "/" + partialName))
         let local = scratch.appending("local.kvod")
         let localResult = try kvod(["backup", "--data", data, local])
-        #expect(localResult.status == 0, "\(localResult.stderr)")
-        #expect(revisionNumber(in: localResult.stdout) == 301)
+        expectEqual(localResult.status, 0, "\(localResult.stderr)")
+        expectEqual(revisionNumber(in: localResult.stdout), 301)
 
         let verified = try kvod(["verify", file])
-        #expect(verified.status == 0, "\(verified.stderr)")
+        expectEqual(verified.status, 0, "\(verified.stderr)")
         #expect(verified.stdout == "\(file) is a whole kvod backup: revision 301, 299 objects, 301 history rows, schema 9, \(info.st_size) bytes\n",
                 "\(verified.stdout)")
 
@@ -88,19 +88,19 @@ struct NetworkBackupTests {
         // And in status (null before it, above).
         let lastBackup = try admin.call("status")["lastBackup"]
         #expect(lastBackup?["rev"]?.intValue == 301 && lastBackup?["objects"]?.intValue == 299, "\(String(describing: lastBackup))")
-        #expect(lastBackup?["bytes"]?.intValue == Int64(info.st_size), "\(String(describing: lastBackup))")
+        expectEqual(lastBackup?["bytes"]?.intValue, Int64(info.st_size), "\(String(describing: lastBackup))")
 
         // Restored, each holds what the server held.
         for (name, backup) in [("from-network", file), ("from-local", local)] {
             let restoredData = scratch.appending(name)
             let restore = try kvod(["restore", "--data", restoredData, backup])
-            #expect(restore.status == 0, "\(restore.stderr)")
+            expectEqual(restore.status, 0, "\(restore.stderr)")
             let restored = try KVODProcess(dataDirectory: restoredData)
             let again = try login(restored, "alice", "root")
             let restoredDigest = try again.call("digest")
-            #expect(restoredDigest["digest"] == digest["digest"], "\(name)")
-            #expect(restoredDigest["rev"] == 301, "\(name)")
-            #expect(restored.stop() == 0)
+            expectEqual(restoredDigest["digest"], digest["digest"], "\(name)")
+            expectEqual(restoredDigest["rev"], 301, "\(name)")
+            expectEqual(restored.stop(), 0)
         }
     }
 
@@ -113,22 +113,22 @@ struct NetworkBackupTests {
         let admin = try login(server, "alice", "root")
         try admin.call("create", ["object": "o", "values": ["n": 1]])
         let bob = try login(server, "bob", "bobs")
-        #expect(errorCode(try bob.request("backup")) == "forbidden")
-        #expect(errorCode(try bob.request("compact")) == "forbidden")
+        expectEqual(errorCode(try bob.request("backup")), "forbidden")
+        expectEqual(errorCode(try bob.request("compact")), "forbidden")
         let denied = try KVOClientProcess.run(server, ["--user", "bob", "backup", scratch.appending("b.kvod")], environment: ["KVOD_PASSWORD": "bobs"])
         #expect(denied.status == 1 && denied.stderr.contains("forbidden"), "\(denied.stderr)")
         #expect(!FileManager.default.fileExists(atPath: scratch.appending("b.kvod")))
         #expect(!FileManager.default.fileExists(atPath: scratch.appending("b.kvod.partial")))
 
         let misspelt = try admin.request("backup", ["ofset": 0])
-        #expect(errorCode(misspelt) == "bad_request")
-        #expect(misspelt["error"]?["message"]?.stringValue?.contains("did you mean 'offset'") == true, "\(misspelt)")
-        #expect(errorCode(try admin.request("backup", ["offset": "0"])) == "bad_request")
-        #expect(errorCode(try admin.request("backup", ["offset": -1])) == "bad_request")
-        #expect(errorCode(try admin.request("backup", ["offset": .null])) == "bad_request")
-        #expect(errorCode(try admin.request("compact", ["pages": 10])) == "bad_request")
+        expectEqual(errorCode(misspelt), "bad_request")
+        expectEqual(misspelt["error"]?["message"]?.stringValue?.contains("did you mean 'offset'"), true, "\(misspelt)")
+        expectEqual(errorCode(try admin.request("backup", ["offset": "0"])), "bad_request")
+        expectEqual(errorCode(try admin.request("backup", ["offset": -1])), "bad_request")
+        expectEqual(errorCode(try admin.request("backup", ["offset": .null])), "bad_request")
+        expectEqual(errorCode(try admin.request("compact", ["pages": 10])), "bad_request")
         // A chunk before any backup began.
-        #expect(errorCode(try admin.request("backup", ["offset": 0])) == "bad_request")
+        expectEqual(errorCode(try admin.request("backup", ["offset": 0])), "bad_request")
 
         // Two clients at once: the second is refused until the first ends.
         let started = try admin.call("backup", timeout: 60)
@@ -136,23 +136,23 @@ struct NetworkBackupTests {
         #expect(started["rev"] == 1 && started["objects"] == 1)
         let other = try login(server, "alice", "root")
         let second = try other.request("backup", timeout: 60)
-        #expect(errorCode(second) == "unavailable", "\(second)")
+        expectEqual(errorCode(second), "unavailable", "\(second)")
         // Out of order: refused, and the transfer goes on.
-        #expect(errorCode(try admin.request("backup", ["offset": 4096])) == "bad_request")
+        expectEqual(errorCode(try admin.request("backup", ["offset": 4096])), "bad_request")
         var offset: Int64 = 0
         var sha: JSONValue?
         while sha == nil {
             let chunk = try admin.call("backup", ["offset": .int(offset)])
-            #expect(chunk["offset"]?.intValue == offset)
+            expectEqual(chunk["offset"]?.intValue, offset)
             offset += try #require(chunk["bytes"]?.intValue)
             sha = chunk["sha256"]
         }
-        #expect(offset == size)
-        #expect(sha?.stringValue?.count == 64)
+        expectEqual(offset, size)
+        expectEqual(sha?.stringValue?.count, 64)
         #expect(!FileManager.default.fileExists(atPath: data + "/" + partialName))
         // Ended: the other client's turn; the connection still serves.
-        #expect(try other.call("backup", timeout: 60)["bytes"] == .int(size))
-        #expect(try admin.call("get", ["object": "o", "keyPath": "n"])["value"] == 1)
+        expectEqual(try other.call("backup", timeout: 60)["bytes"], .int(size))
+        expectEqual(try admin.call("get", ["object": "o", "keyPath": "n"])["value"], 1)
 
         // A file name the file system refuses, and an existing file: usage errors, nothing written.
         let longName = scratch.appending(String(repeating: "x", count: 5000))
@@ -161,13 +161,13 @@ struct NetworkBackupTests {
         FileManager.default.createFile(atPath: scratch.appending("exists.kvod"), contents: Data("keep".utf8))
         let exists = try KVOClientProcess.run(server, ["--user", "alice", "backup", scratch.appending("exists.kvod")], environment: ["KVOD_PASSWORD": "root"])
         #expect(exists.status == 2 && exists.stderr.contains("exists"), "\(exists.stderr)")
-        #expect(FileManager.default.contents(atPath: scratch.appending("exists.kvod")) == Data("keep".utf8))
+        expectEqual(FileManager.default.contents(atPath: scratch.appending("exists.kvod")), Data("keep".utf8))
 
         // A server without a database has nothing to back up or compact.
         let memory = try KVODProcess()
         defer { memory.stop() }
-        #expect(errorCode(try memory.connect().request("backup")) == "unsupported")
-        #expect(errorCode(try memory.connect().request("compact")) == "unsupported")
+        expectEqual(errorCode(try memory.connect().request("backup")), "unsupported")
+        expectEqual(errorCode(try memory.connect().request("compact")), "unsupported")
     }
 
     @Test("a client that goes away mid-backup leaves nothing behind on the server")
@@ -208,7 +208,7 @@ struct NetworkBackupTests {
         #expect(!FileManager.default.fileExists(atPath: file))
         // The server serves on, and the next backup is taken.
         let next = try KVOClientProcess.run(server, ["backup", scratch.appending("next.kvod")], timeout: 60)
-        #expect(next.status == 0, "\(next.stderr)")
+        expectEqual(next.status, 0, "\(next.stderr)")
         let metrics = try server.connect().call("metrics")["text"]?.stringValue ?? ""
         #expect(metrics.contains("kvod_backups_total{result=\"completed\"} 1"), "\(metrics)")
         #expect(metrics.contains("kvod_backups_total{result=\"failed\"} "), "\(metrics)")
@@ -223,9 +223,9 @@ struct NetworkBackupTests {
         let writer = try server.connect()
         let padding = JSONValue.string(String(repeating: "v", count: 2000))
         for index in 0..<200 { try writer.call("create", ["object": .string("o\(index)"), "values": ["pad": padding]]) }
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         let good = scratch.appending("good.kvod")
-        #expect(try kvod(["backup", "--data", data, good]).status == 0)
+        expectEqual(try kvod(["backup", "--data", data, good]).status, 0)
         let accepted = try kvod(["verify", good])
         #expect(accepted.status == 0 && accepted.stdout.contains("revision 200, 200 objects"), "\(accepted.stdout)\(accepted.stderr)")
         let bytes = try #require(FileManager.default.contents(atPath: good))
@@ -244,9 +244,9 @@ struct NetworkBackupTests {
             FileManager.default.createFile(atPath: path, contents: contents)
             let before = FileManager.default.contents(atPath: path)
             let refused = try kvod(["verify", path])
-            #expect(refused.status == 1, "\(name): \(refused.stdout)")
+            expectEqual(refused.status, 1, "\(name): \(refused.stdout)")
             #expect(refused.stderr.hasPrefix("kvod verify: error: '\(path)' is not a whole kvod database ("), "\(name): \(refused.stderr)")
-            #expect(FileManager.default.contents(atPath: path) == before, "\(name) was changed")
+            expectEqual(FileManager.default.contents(atPath: path), before, "\(name) was changed")
         }
         let foreign = scratch.appending("foreign.sqlite3")
         try SQLiteFile.execute("CREATE TABLE t(x); INSERT INTO t VALUES(1);", at: foreign, creating: true)
@@ -254,7 +254,7 @@ struct NetworkBackupTests {
         #expect(notKVOD.status == 1 && notKVOD.stderr.contains("meta"), "\(notKVOD.stderr)")
         let missing = try kvod(["verify", scratch.appending("missing")])
         #expect(missing.status == 1 && missing.stderr.contains("No such file"), "\(missing.stderr)")
-        #expect(try kvod(["verify"]).status == 2)
+        expectEqual(try kvod(["verify"]).status, 2)
     }
 }
 

@@ -72,12 +72,12 @@ import Testing
         let resumed = try events(client).filter { $0["sub"] == sub }
         #expect(resumed.map(summary) == ["valueChanged s-1 new=1 old=0", "sourceDeleted s-2 new=null old=0",
                                          "valueChanged s-1 new=2 old=1"])
-        #expect(resumed.map { $0["rev"] } == [3, 5, 6])
+        expectEqual(resumed.map { $0["rev"] }, [3, 5, 6])
         // History holds revisions 2...6 only: resuming from 0 resyncs with the ids there are now.
         let resync = try client.call("observe", ["pattern": "s-*", "sinceRev": 0])["sub"]
         let resyncEvents = try events(client).filter { $0["sub"] == resync }
-        #expect(resyncEvents.map(summary) == [#"resync - new=["s-1"]"#])
-        #expect(resyncEvents.first?["rev"] == 6)
+        expectEqual(resyncEvents.map(summary), [#"resync - new=["s-1"]"#])
+        expectEqual(resyncEvents.first?["rev"], 6)
     }
 
     @Test func unobserveAndDisconnectLeaveNothingBehind() throws {
@@ -91,16 +91,16 @@ import Testing
             let keyPath = "k" + String(index)
             try client.call("observe", ["pattern": "job-*", "keyPath": .string(keyPath)])
         }
-        #expect(try observerCount() == 51)
-        #expect(try admin.call("info", ["object": "job-1"])["observers"]?.arrayValue?.first?["pattern"] == "job-*")
-        #expect(try client.call("unobserve", ["sub": first])["removed"] == true)
-        #expect(try client.call("unobserve", ["sub": first])["removed"] == false)
-        #expect(try admin.call("unobserve", ["sub": first])["removed"] == false, "another connection's")
-        #expect(try observerCount() == 50)
+        expectEqual(try observerCount(), 51)
+        expectEqual(try admin.call("info", ["object": "job-1"])["observers"]?.arrayValue?.first?["pattern"], "job-*")
+        expectEqual(try client.call("unobserve", ["sub": first])["removed"], true)
+        expectEqual(try client.call("unobserve", ["sub": first])["removed"], false)
+        expectEqual(try admin.call("unobserve", ["sub": first])["removed"], false, "another connection's")
+        expectEqual(try observerCount(), 50)
         client.close()
         let deadline = monotonicSeconds() + 5
         while try observerCount() != 0, monotonicSeconds() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        #expect(try observerCount() == 0)
+        expectEqual(try observerCount(), 0)
         try admin.call("create", ["object": "job-2", "values": [:]])
     }
 
@@ -123,8 +123,8 @@ import Testing
         try root.call("set", ["object": "doc-public-1", "keyPath": "t", "value": "e"])
         try root.call("delete", ["object": "doc-secret-2"])
         let heard = try events(clerk)
-        #expect(heard.filter { $0["sub"] == ids }.map(summary) == [#"initial - new=["doc-public-1"]"#])
-        #expect(heard.filter { $0["sub"] == texts }.map(summary) == [#"valueChanged doc-public-1 new="e""#])
+        expectEqual(heard.filter { $0["sub"] == ids }.map(summary), [#"initial - new=["doc-public-1"]"#])
+        expectEqual(heard.filter { $0["sub"] == texts }.map(summary), [#"valueChanged doc-public-1 new="e""#])
     }
 
     @Test func malformedPatternsAreRefusedAndTheConnectionKeepsServing() throws {
@@ -141,11 +141,11 @@ import Testing
         for (params, message) in cases {
             let reply = try client.request("observe", params)
             expectError(reply, code: "bad_request", "\(params)")
-            #expect(reply["error"]?["message"]?.stringValue?.contains(message) == true, "\(reply)")
+            expectEqual(reply["error"]?["message"]?.stringValue?.contains(message), true, "\(reply)")
         }
         try client.call("create", ["object": "a1", "values": [:]])
         #expect(try client.call("observe", ["pattern": "a*", "options": ["initial"]])["sub"] != nil)
-        #expect(try client.nextEvent()?["change"]?["new"] == ["a1"])
+        expectEqual(try client.nextEvent()?["change"]?["new"], ["a1"])
     }
 
     @Test func tenThousandPatternsFromOneConnectionHitTheObservationLimit() throws {
@@ -163,10 +163,10 @@ import Testing
             let reply = try client.readMessage()
             if reply["ok"] == true { accepted += 1 } else if reply["error"]?["code"] == "too_many_observations" { refused += 1 }
         }
-        #expect(accepted == 1000)
-        #expect(refused == 9000)
+        expectEqual(accepted, 1000)
+        expectEqual(refused, 9000)
         try client.call("create", ["object": "p5:x", "values": [:]])
-        #expect(try client.nextEvent()?["object"] == "p5:x", "the connection keeps serving its patterns")
+        expectEqual(try client.nextEvent()?["object"], "p5:x", "the connection keeps serving its patterns")
     }
 
     @Test func aWriteThatManyPatternsMatchStaysWithinItsBudgets() throws {
@@ -199,7 +199,7 @@ import Testing
         for client in subscribers {
             var count = 0
             while count < 750, try client.nextEvent(timeout: 10) != nil { count += 1 }
-            #expect(count == 750, "250 value changes, 250 key path deletions, 250 id deletions")
+            expectEqual(count, 750, "250 value changes, 250 key path deletions, 250 id deletions")
         }
     }
 }

@@ -98,20 +98,20 @@ import Testing
         for (op, params, allowed) in decided where !allowed {
             let before = try store(root)
             let reply = try client.request(op, params)
-            #expect(errorCode(reply) == "forbidden", "\(user) \(op) \(params): \(reply)")
-            #expect(try store(root) == before, "\(user) \(op): nothing changed")
+            expectEqual(errorCode(reply), "forbidden", "\(user) \(op) \(params): \(reply)")
+            expectEqual(try store(root), before, "\(user) \(op): nothing changed")
             try expectNoEvents(observer, "\(user) \(op)")
         }
         for (op, params, allowed) in decided where allowed {
             let reply = try client.request(op, params)
             let expected: String? = params["object"] == "doc-9" ? "not_found" : nil
-            #expect(errorCode(reply) == expected, "\(user) \(op) \(params): \(reply)")
+            expectEqual(errorCode(reply), expected, "\(user) \(op) \(params): \(reply)")
         }
         // list shows only what the user may read.
         let listed = try client.call("list")["objects"]
         let readable = ["doc-1", "doc-2", "doc-3"].filter { allows("read", on: $0) }
         let existing = try root.call("list")["objects"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        #expect(listed == .array(readable.filter(existing.contains).map(JSONValue.string)))
+        expectEqual(listed, .array(readable.filter(existing.contains).map(JSONValue.string)))
     }
 
     @Test("access tells a user its own rights on the ids asked about and anywhere, and nothing else")
@@ -123,14 +123,14 @@ import Testing
                                             "anywhere": ["read", "write"],
                                             "rights": ["ann-1": ["read", "write"], "shared": ["read"], "secret": []]], "\(reply)")
         let root = try login(server, "root")
-        #expect(try root.call("access")["serverAdmin"] == true)
-        #expect(try root.call("access")["anywhere"] == ["read", "write", "admin"])
+        expectEqual(try root.call("access")["serverAdmin"], true)
+        expectEqual(try root.call("access")["anywhere"], ["read", "write", "admin"])
         // Before a login it is refused like everything else; malformed or too many ids are refused.
         let stranger = try server.connect()
-        #expect(errorCode(try stranger.request("access")) == "unauthenticated")
-        #expect(errorCode(try ann.request("access", ["objects": "ann-1"])) == "bad_request")
-        #expect(errorCode(try ann.request("access", ["objects": [""]])) == "bad_request")
-        #expect(errorCode(try ann.request("access", ["objects": .array((0...1000).map { .string("x\($0)") })])) == "too_large")
+        expectEqual(errorCode(try stranger.request("access")), "unauthenticated")
+        expectEqual(errorCode(try ann.request("access", ["objects": "ann-1"])), "bad_request")
+        expectEqual(errorCode(try ann.request("access", ["objects": [""]])), "bad_request")
+        expectEqual(errorCode(try ann.request("access", ["objects": .array((0...1000).map { .string("x\($0)") })])), "too_large")
     }
 
     @Test("through a reference: forbidden to read; re-pointed mid-observation: one final forbidden event, never the value")
@@ -144,9 +144,9 @@ import Testing
         let clerk = try login(server, "clerk")
 
         let direct = try clerk.request("observe", ["object": "order-2", "keyPath": "customer.name", "options": ["initial", "new"]])
-        #expect(errorCode(direct) == "forbidden")
-        #expect(errorCode(try clerk.request("get", ["object": "order-2", "keyPath": "customer.name"])) == "forbidden")
-        #expect(try clerk.call("get", ["object": "order-2", "keyPath": "customer"])["value"] == ["$ref": "secret-1"])
+        expectEqual(errorCode(direct), "forbidden")
+        expectEqual(errorCode(try clerk.request("get", ["object": "order-2", "keyPath": "customer.name"])), "forbidden")
+        expectEqual(try clerk.call("get", ["object": "order-2", "keyPath": "customer"])["value"], ["$ref": "secret-1"])
         try expectNoEvents(clerk, "no initial value")
 
         let sub = try #require(try clerk.call("observe", ["object": "order-1", "keyPath": "customer.name",
@@ -156,12 +156,12 @@ import Testing
         try root.call("set", ["object": "order-1", "keyPath": "customer", "value": ["$ref": "secret-1"]])
         let final = try #require(try clerk.nextEvent(timeout: 5))
         #expect(final["sub"] == sub && final["reason"] == "forbidden")
-        #expect(final["change"] == ["kind": 1, "old": .null, "new": .null])
+        expectEqual(final["change"], ["kind": 1, "old": .null, "new": .null])
         try root.call("set", ["object": "secret-1", "keyPath": "name", "value": "STILL SECRET"])
         try root.call("set", ["object": "order-1", "keyPath": "customer", "value": ["$ref": "cust-1"]])
         let rest = try drainEvents(clerk)
         #expect(rest.isEmpty, "the observation ended: \(rest)")
-        #expect(try clerk.call("unobserve", ["sub": sub])["removed"] == false)
+        expectEqual(try clerk.call("unobserve", ["sub": sub])["removed"], false)
     }
 
     @Test("a connection whose rights shrink (a second auth, as a user with fewer rules) loses the observations it may no longer read")
@@ -175,12 +175,12 @@ import Testing
         let through = try #require(try client.call("observe", ["object": "order-1", "keyPath": "customer.name",
                                                                "options": ["new", "old"]])["sub"])
         try client.call("observe", ["object": "order-1", "keyPath": "n", "options": ["new"]])
-        #expect(try client.call("get", ["object": "cust-1", "keyPath": "name"])["value"] == "Ada")
+        expectEqual(try client.call("get", ["object": "cust-1", "keyPath": "name"])["value"], "Ada")
 
         try client.call("auth", ["user": "bob", "password": .string(Self.password)])
         let ended = try #require(try client.nextEvent(timeout: 5))
         #expect(ended["sub"] == through && ended["reason"] == "forbidden")
-        #expect(ended["change"] == ["kind": 1, "old": .null, "new": .null])
+        expectEqual(ended["change"], ["kind": 1, "old": .null, "new": .null])
         #expect(errorCode(try client.request("get", ["object": "cust-1", "keyPath": "name"])) == "forbidden",
                 "the connection's cached answers were dropped")
         try root.call("set", ["object": "cust-1", "keyPath": "name", "value": "Eve"])
@@ -206,14 +206,14 @@ import Testing
 
         let reply = try root.call("userRevoke", ["user": "alice", "rules": [["objects": "cust-*", "allow": ["read"]],
                                                                              ["objects": "doc-*", "allow": ["write"]]]])
-        #expect(reply["updatedConnections"] == 1)
+        expectEqual(reply["updatedConnections"], 1)
         let events = try drainEvents(alice)
-        #expect(events.count == 2, "\(events)")
+        expectEqual(events.count, 2, "\(events)")
         #expect(events.contains { $0["event"] == "change" && $0["sub"] == through && $0["reason"] == "forbidden" && $0["change"]?["new"] == .null })
         #expect(events.contains { $0["event"] == "binding" && $0["binding"] == binding && $0["reason"] == "removed" && $0["cause"] == "forbidden" })
-        #expect(errorCode(try alice.request("get", ["object": "cust-1"])) == "forbidden")
+        expectEqual(errorCode(try alice.request("get", ["object": "cust-1"])), "forbidden")
         try root.call("set", ["object": "doc-1", "keyPath": "v", "value": 5])
-        #expect(try root.call("get", ["object": "doc-2", "keyPath": "v"])["value"] == 0, "the binding wrote nothing after the revoke")
+        expectEqual(try root.call("get", ["object": "doc-2", "keyPath": "v"])["value"], 0, "the binding wrote nothing after the revoke")
         try root.call("set", ["object": "cust-1", "keyPath": "name", "value": "Eve"])
         try root.call("set", ["object": "order-1", "keyPath": "n", "value": 2])
         let rest = try drainEvents(alice)
@@ -234,17 +234,17 @@ import Testing
         try root.call("create", ["object": "doc-2", "values": ["v": 0]])
         let maker = try login(server, "maker")
         try maker.call("bind", ["from": Self.endpoint("doc-1", "v"), "to": Self.endpoint("doc-2", "v"), "now": true])
-        #expect(try root.call("get", ["object": "doc-2", "keyPath": "v"])["value"] == 1)
-        #expect(try root.call("bindings")["bindings"]?.arrayValue?.first?["creator"] == "maker")
-        #expect(server.stop() == 0)
+        expectEqual(try root.call("get", ["object": "doc-2", "keyPath": "v"])["value"], 1)
+        expectEqual(try root.call("bindings")["bindings"]?.arrayValue?.first?["creator"], "maker")
+        expectEqual(server.stop(), 0)
 
         let revoke = try KVODUserTool.run(["revoke", "--data", data, "maker", "doc-*=write"])
         try #require(revoke.status == 0, "\(revoke.stderr)")
         server = try KVODProcess(storage: .directory(data))
         root = try login(server, "root")
         try root.call("set", ["object": "doc-1", "keyPath": "v", "value": 2])
-        #expect(try root.call("get", ["object": "doc-2", "keyPath": "v"])["value"] == 1, "never written without write (still the value of before the restart)")
-        #expect(try root.call("bindings")["bindings"] == [], "the binding stopped")
+        expectEqual(try root.call("get", ["object": "doc-2", "keyPath": "v"])["value"], 1, "never written without write (still the value of before the restart)")
+        expectEqual(try root.call("bindings")["bindings"], [], "the binding stopped")
         #expect(server.waitForLog("binding 1 removed: forbidden"))
     }
 
@@ -258,9 +258,9 @@ import Testing
         try root.call("create", ["object": "secret-1", "class": "Customer", "values": ["name": "TOP SECRET"]])
         try root.call("create", ["object": "order-1", "class": "Order", "values": ["customer": ["$ref": "secret-1"]]])
         let clerk = try login(server, "clerk")
-        #expect(errorCode(try clerk.request("get", ["object": "order-1", "keyPath": "customerName"])) == "forbidden")
-        #expect(errorCode(try clerk.request("observe", ["object": "order-1", "keyPath": "customerName", "options": ["initial"]])) == "forbidden")
-        #expect(errorCode(try clerk.request("defineClass", ["class": ["name": "Spy", "computed": ["x": "1"]]])) == "forbidden")
-        #expect(try root.call("get", ["object": "order-1", "keyPath": "customerName"])["value"] == "TOP SECRET")
+        expectEqual(errorCode(try clerk.request("get", ["object": "order-1", "keyPath": "customerName"])), "forbidden")
+        expectEqual(errorCode(try clerk.request("observe", ["object": "order-1", "keyPath": "customerName", "options": ["initial"]])), "forbidden")
+        expectEqual(errorCode(try clerk.request("defineClass", ["class": ["name": "Spy", "computed": ["x": "1"]]])), "forbidden")
+        expectEqual(try root.call("get", ["object": "order-1", "keyPath": "customerName"])["value"], "TOP SECRET")
     }
 }

@@ -38,9 +38,9 @@ import Testing
         let line = presence.nextLine(timeout: 15)
         #expect(line?.hasPrefix("session ") == true && line?.hasSuffix("grace 1.0 s") == true, "\(String(describing: line))")
         let marker = try KVOClientProcess.start(server, ["presence", "cursor", "x", "1", "--ephemeral", "--grace", "1"])
-        #expect(marker.nextLine(timeout: 15)?.hasPrefix("session ") == true)
-        #expect(try observer.call("get", ["object": "host", "keyPath": "online"])["value"] == true)
-        #expect(try observer.call("get", ["object": "cursor"])["value"] == ["x": 1])
+        expectEqual(marker.nextLine(timeout: 15)?.hasPrefix("session "), true)
+        expectEqual(try observer.call("get", ["object": "host", "keyPath": "online"])["value"], true)
+        expectEqual(try observer.call("get", ["object": "cursor"])["value"], ["x": 1])
         try observer.call("observe", ["object": "host", "keyPath": "online", "options": ["new"]])
         try observer.call("observe", ["pattern": "cursor"])
         let killed = Date()
@@ -57,7 +57,7 @@ import Testing
         let deleted = heard.filter { $0["object"] == "cursor" }
         #expect(offline.count == 1 && offline.first?["change"]?["new"] == false, "\(heard)")
         #expect(deleted.count == 1 && deleted.first?["reason"] == "sourceDeleted", "\(heard)")
-        #expect(try observer.request("get", ["object": "cursor"])["error"]?["code"] == "not_found")
+        expectEqual(try observer.request("get", ["object": "cursor"])["error"]?["code"], "not_found")
     }
 
     @Test("a session resumed within its grace runs nothing; a takeover moves it; ended, it cannot be resumed")
@@ -69,7 +69,7 @@ import Testing
         let begun = try first.call("session", ["grace": 2])
         let id = try #require(begun["session"]?.stringValue)
         #expect(begun["resumed"] == false && begun["grace"] == 2)
-        #expect(try first.call("onDisconnect", ["request": ["op": "increment", "object": "p", "keyPath": "n"]])["action"] == 1)
+        expectEqual(try first.call("onDisconnect", ["request": ["op": "increment", "object": "p", "keyPath": "n"]])["action"], 1)
         first.close()
         // Detached, its action's bytes counted (`/metrics`, here through the `metrics` operation).
         let observed = Date().addingTimeInterval(10)
@@ -87,16 +87,16 @@ import Testing
         // A third connection takes the session over while the second is still open; the second's close is then nothing.
         // (That the taken-over connection's close ends nothing, to the millisecond, is `ManualClockServerTests`'.)
         let third = try server.connect()
-        #expect(try third.call("session", ["resume": .string(id), "grace": 0.5])["grace"] == 0.5)
+        expectEqual(try third.call("session", ["resume": .string(id), "grace": 0.5])["grace"], 0.5)
         second.close()
         try observer.call("observe", ["object": "p", "keyPath": "n", "options": ["new"]])
         third.close()
         let ran = try firstChange(observer)
-        #expect(ran?["change"]?["new"] == 1, "\(String(describing: ran))")
+        expectEqual(ran?["change"]?["new"], 1, "\(String(describing: ran))")
         #expect(try changes(observer, within: 1.5).isEmpty, "once")
         // Ended: its actions ran, so it cannot be resumed.
         let late = try server.connect()
-        #expect(try late.request("session", ["resume": .string(id)])["error"]?["code"] == "not_found")
+        expectEqual(try late.request("session", ["resume": .string(id)])["error"]?["code"], "not_found")
     }
 
     @Test("endSession runs the actions and deletes the ephemeral objects at once; cancelOnDisconnect drops actions")
@@ -113,22 +113,22 @@ import Testing
             ["op": "set", "object": "p", "keyPath": "c", "value": 3, "ifEquals": ["keyPath": "c", "value": 0]],
         ]]])
         try client.call("onDisconnect", ["request": ["op": "set", "object": "p", "keyPath": "a", "value": 9]])
-        #expect(try client.call("cancelOnDisconnect", ["action": a ?? 0])["cancelled"] == 1)
-        #expect(try client.call("cancelOnDisconnect", ["action": a ?? 0])["cancelled"] == 0, "cancelled twice is nothing")
+        expectEqual(try client.call("cancelOnDisconnect", ["action": a ?? 0])["cancelled"], 1)
+        expectEqual(try client.call("cancelOnDisconnect", ["action": a ?? 0])["cancelled"], 0, "cancelled twice is nothing")
         try client.call("create", ["object": "e1", "values": [:], "ephemeral": true])
         try client.call("create", ["object": "e2", "values": [:], "ephemeral": true])
         // e2 is deleted and made again by another client: no longer the session's to delete.
         let other = try server.connect()
         try other.call("delete", ["object": "e2"])
         try other.call("create", ["object": "e2", "values": ["mine": true]])
-        #expect(try client.request("create", ["object": "e1", "values": [:], "ephemeral": true])["error"]?["code"] == "exists")
-        #expect(try client.call("endSession")["ran"] == 3, "2 actions and e1's deletion")
-        #expect(try client.call("get", ["object": "p"])["value"] == ["a": 9, "b": 2, "c": 3])
-        #expect(try client.call("list")["objects"] == ["e2", "p"])
-        #expect(try client.request("endSession")["error"]?["code"] == "bad_request")
-        #expect(try client.request("onDisconnect", ["request": ["op": "delete", "object": "p"]])["error"]?["code"] == "bad_request")
+        expectEqual(try client.request("create", ["object": "e1", "values": [:], "ephemeral": true])["error"]?["code"], "exists")
+        expectEqual(try client.call("endSession")["ran"], 3, "2 actions and e1's deletion")
+        expectEqual(try client.call("get", ["object": "p"])["value"], ["a": 9, "b": 2, "c": 3])
+        expectEqual(try client.call("list")["objects"], ["e2", "p"])
+        expectEqual(try client.request("endSession")["error"]?["code"], "bad_request")
+        expectEqual(try client.request("onDisconnect", ["request": ["op": "delete", "object": "p"]])["error"]?["code"], "bad_request")
         // A new session on the same connection.
-        #expect(try client.call("session")["grace"] == 10, "the default grace")
+        expectEqual(try client.call("session")["grace"], 10, "the default grace")
     }
 
     @Test("a restart runs the pending actions of the clients that did not come back, and not of one that resumed")
@@ -152,9 +152,9 @@ import Testing
         #expect(resumed["resumed"] == true && resumed["actions"] == 1, "\(resumed)")
         let deadline = Date().addingTimeInterval(15)
         while try again.call("get", ["object": "gone", "keyPath": "online"])["value"] != false, Date() < deadline { usleep(50_000) }
-        #expect(try again.call("get", ["object": "gone", "keyPath": "online"])["value"] == false, "ran after the restart")
-        #expect(try again.request("get", ["object": "gone.cursor"])["error"]?["code"] == "not_found")
-        #expect(try again.call("get", ["object": "back", "keyPath": "online"])["value"] == true, "resumed: nothing ran")
+        expectEqual(try again.call("get", ["object": "gone", "keyPath": "online"])["value"], false, "ran after the restart")
+        expectEqual(try again.request("get", ["object": "gone.cursor"])["error"]?["code"], "not_found")
+        expectEqual(try again.call("get", ["object": "back", "keyPath": "online"])["value"], true, "resumed: nothing ran")
         // Ended and stored as ended: a second restart runs nothing again.
         try again.call("set", ["object": "gone", "keyPath": "online", "value": "again"])
         again.close()
@@ -164,7 +164,7 @@ import Testing
         // ended one, whose actions could then not run; no need to wait out its 1 s grace.
         #expect(third.waitForLog("restored 1 session, each ending after its grace"), "\(third.log.suffix(2000))")
         #expect(!third.log.contains("restored 2 sessions"), "\(third.log.suffix(2000))")
-        #expect(try check.call("get", ["object": "gone", "keyPath": "online"])["value"] == "again")
+        expectEqual(try check.call("get", ["object": "gone", "keyPath": "online"])["value"], "again")
     }
 
     @Test("sessions that all end at once after a restart run every action, over several ticks (2,000 writes each)")
@@ -190,7 +190,7 @@ import Testing
         while try check.call("get", ["object": "counter", "keyPath": "n"])["value"] != .int(expected), Date() < deadline {
             usleep(100_000)
         }
-        #expect(try check.call("get", ["object": "counter", "keyPath": "n"])["value"] == .int(expected), "every action ran once")
+        expectEqual(try check.call("get", ["object": "counter", "keyPath": "n"])["value"], .int(expected), "every action ran once")
         let metrics = try check.call("metrics")["text"]?.stringValue ?? ""
         #expect(metrics.contains(#"kvod_sessions{state="detached"} 0"#) && metrics.contains("kvod_session_action_bytes 0"), "\(metrics)")
     }
@@ -214,15 +214,15 @@ import Testing
         try ann.call("onDisconnect", ["request": ["op": "set", "object": "ann.status", "keyPath": "online", "value": false]])
         let bob = try server.connect()
         try bob.call("auth", ["user": "bob", "password": "pw"])
-        #expect(try bob.request("session", ["resume": .string(id)])["error"]?["code"] == "not_found", "ann's session is not bob's")
+        expectEqual(try bob.request("session", ["resume": .string(id)])["error"]?["code"], "not_found", "ann's session is not bob's")
         // Ann loses write on `shared` before her session ends.
         try root.call("userRevoke", ["user": "ann", "rules": [["objects": "*", "allow": ["write"]]]])
         try root.call("userGrant", ["user": "ann", "rules": [["objects": "ann.*", "allow": ["write"]]]])
         ann.close()
         let deadline = Date().addingTimeInterval(15)
         while try root.call("get", ["object": "ann.status", "keyPath": "online"])["value"] != false, Date() < deadline { usleep(50_000) }
-        #expect(try root.call("get", ["object": "ann.status", "keyPath": "online"])["value"] == false)
-        #expect(try root.call("get", ["object": "shared", "keyPath": "n"])["value"] == 0, "refused: ann may no longer write it")
+        expectEqual(try root.call("get", ["object": "ann.status", "keyPath": "online"])["value"], false)
+        expectEqual(try root.call("get", ["object": "shared", "keyPath": "n"])["value"], 0, "refused: ann may no longer write it")
     }
 
     @Test("hostile presence requests are refused with clear errors, nothing changes, and the connection serves on")
@@ -245,10 +245,10 @@ import Testing
             ("batch", ["ops": [["op": "create", "object": "e", "ephemeral": true]]], "bad_request"),
         ]
         for (op, params, code) in beforeSession {
-            #expect(try client.request(op, params)["error"]?["code"] == .string(code), "\(op) \(params)")
+            expectEqual(try client.request(op, params)["error"]?["code"], .string(code), "\(op) \(params)")
         }
         try client.call("session", ["grace": 300])
-        #expect(try client.request("session")["error"]?["code"] == "bad_request", "one session per connection")
+        expectEqual(try client.request("session")["error"]?["code"], "bad_request", "one session per connection")
         let huge = String(repeating: "x", count: 20_000)
         let refusedActions: [(JSONValue, String)] = [
             ("set", "bad_request"),
@@ -266,10 +266,10 @@ import Testing
             (["op": "set", "object": "o", "keyPath": "n", "value": .string(huge)], "too_large"),
         ]
         for (request, code) in refusedActions {
-            #expect(try client.request("onDisconnect", ["request": request])["error"]?["code"] == .string(code), "\(request)")
+            expectEqual(try client.request("onDisconnect", ["request": request])["error"]?["code"], .string(code), "\(request)")
         }
-        #expect(try client.request("onDisconnect")["error"]?["code"] == "bad_request")
-        #expect(try client.request("cancelOnDisconnect", ["action": -1])["error"]?["code"] == "bad_request")
+        expectEqual(try client.request("onDisconnect")["error"]?["code"], "bad_request")
+        expectEqual(try client.request("cancelOnDisconnect", ["action": -1])["error"]?["code"], "bad_request")
         // The limit of 64 actions per session: the 65th is too_large, with the limit.
         for index in 1...64 {
             #expect(try client.call("onDisconnect", ["request": ["op": "increment", "object": "o", "keyPath": "n"]])["action"]
@@ -277,9 +277,9 @@ import Testing
         }
         let sixtyFifth = try client.request("onDisconnect", ["request": ["op": "increment", "object": "o", "keyPath": "n"]])
         #expect(sixtyFifth["error"]?["code"] == "too_large" && sixtyFifth["error"]?["limit"] == 64, "\(sixtyFifth)")
-        #expect(try client.call("get", ["object": "o"])["value"] == ["n": 0], "nothing ran or changed")
-        #expect(try client.call("endSession")["ran"] == 64)
-        #expect(try client.call("get", ["object": "o", "keyPath": "n"])["value"] == 64)
+        expectEqual(try client.call("get", ["object": "o"])["value"], ["n": 0], "nothing ran or changed")
+        expectEqual(try client.call("endSession")["ran"], 64)
+        expectEqual(try client.call("get", ["object": "o", "keyPath": "n"])["value"], 64)
         _ = try client.call("ping")
     }
 }

@@ -39,10 +39,10 @@ struct QuotasOverTCPTests {
         }
         let full = try #require(refusal)
         expectError(full, code: "quota_exceeded", "filling")
-        #expect(full["error"]?["limit"] == 4000, "\(full)")
+        expectEqual(full["error"]?["limit"], 4000, "\(full)")
         let used = try #require(full["error"]?["used"]?.intValue, "\(full)")
         #expect(used <= 4000 && used > 4000 - 120, "\(full)")
-        #expect(full["error"]?["message"]?.stringValue?.contains("--max-memory") == true, "\(full)")
+        expectEqual(full["error"]?["message"]?.stringValue?.contains("--max-memory"), true, "\(full)")
         #expect(stored > 20)
         // The last bytes: a write that reaches the limit exactly is accepted.
         try client.call("set", ["object": "o", "keyPath": "k0", "value": Self.text(100 + 4000 - Int(used))])
@@ -65,32 +65,32 @@ struct QuotasOverTCPTests {
         ] as [(String, [String: JSONValue])] {
             let reply = try client.request(op, params)
             expectError(reply, code: "quota_exceeded", "\(op) \(params)")
-            #expect(reply["error"]?["limit"] == 4000, "\(op): \(reply)")
-            #expect(reply["error"]?["used"] == 4000, "\(op): \(reply)")
+            expectEqual(reply["error"]?["limit"], 4000, "\(op): \(reply)")
+            expectEqual(reply["error"]?["used"], 4000, "\(op): \(reply)")
         }
-        #expect(try currentRevision(client, object: "o") == revision, "a refused write advanced the revision")
-        #expect(try client.call("get", ["object": "o"])["value"] == before)
-        #expect(try client.request("get", ["object": "p"])["error"]?["code"] == "not_found")
-        #expect(try client.call("classes")["classes"] == [])
+        expectEqual(try currentRevision(client, object: "o"), revision, "a refused write advanced the revision")
+        expectEqual(try client.call("get", ["object": "o"])["value"], before)
+        expectEqual(try client.request("get", ["object": "p"])["error"]?["code"], "not_found")
+        expectEqual(try client.call("classes")["classes"], [])
         try expectNoEvents(observer, "a refused write notified")
 
         // A binding's write that would grow the store is skipped and reported to its creator; the
         // write that triggered it (same size) is stored and acknowledged.
         try client.call("set", ["object": "s", "keyPath": "v", "value": 2])
         let bindingEvent = try #require(client.pendingEvents.first { $0["event"] == "binding" }, "\(client.pendingEvents)")
-        #expect(bindingEvent["reason"] == "refused", "\(bindingEvent)")
-        #expect(bindingEvent["error"]?["code"] == "quota_exceeded", "\(bindingEvent)")
-        #expect(try client.call("get", ["object": "o", "keyPath": "copy"])["value"] == .null)
-        #expect(try client.call("get", ["object": "s", "keyPath": "v"])["value"] == 2)
+        expectEqual(bindingEvent["reason"], "refused", "\(bindingEvent)")
+        expectEqual(bindingEvent["error"]?["code"], "quota_exceeded", "\(bindingEvent)")
+        expectEqual(try client.call("get", ["object": "o", "keyPath": "copy"])["value"], .null)
+        expectEqual(try client.call("get", ["object": "s", "keyPath": "v"])["value"], 2)
         try expectNoEvents(observer, "a refused binding write notified")
         _ = try drainEvents(client)
 
         // Reads, observations and writes that keep the size work while full.
-        #expect(try client.call("list")["objects"] == ["filler", "o", "r", "s"])
-        #expect(try client.call("info", ["object": "o"])["observers"]?.arrayValue?.count == 4)
+        expectEqual(try client.call("list")["objects"], ["filler", "o", "r", "s"])
+        expectEqual(try client.call("info", ["object": "o"])["observers"]?.arrayValue?.count, 4)
         let late = try client.call("observe", ["object": "o", "keyPath": "k1", "options": ["initial", "new"]])
         #expect(late["sub"] != nil)
-        #expect(try client.nextEvent()?["change"]?["new"] == Self.text(100))
+        expectEqual(try client.nextEvent()?["change"]?["new"], Self.text(100))
         let sameSize = Self.text(100 + 4000 - Int(used), "y")
         try client.call("set", ["object": "o", "keyPath": "k0", "value": sameSize])
         let events = try drainEvents(observer)
@@ -100,7 +100,7 @@ struct QuotasOverTCPTests {
         let acknowledged = try ["o", "r", "s", "filler"].map { try client.call("get", ["object": .string($0)])["value"] }
         let restarted = try server.restart()
         let again = try restarted.connect()
-        #expect(try ["o", "r", "s", "filler"].map { try again.call("get", ["object": .string($0)])["value"] } == acknowledged)
+        expectEqual(try ["o", "r", "s", "filler"].map { try again.call("get", ["object": .string($0)])["value"] }, acknowledged)
         expectError(try again.request("set", ["object": "o", "keyPath": "k0", "value": Self.text(200)]),
                     code: "quota_exceeded", "after the restart")
 
@@ -108,6 +108,6 @@ struct QuotasOverTCPTests {
         try again.call("delete", ["object": "filler"])
         try again.call("set", ["object": "o", "keyPath": "k0", "value": Self.text(200)])
         try again.call("create", ["object": "p", "values": ["v": Self.text(100)]])
-        #expect(try again.call("get", ["object": "p", "keyPath": "v"])["value"] == Self.text(100))
+        expectEqual(try again.call("get", ["object": "p", "keyPath": "v"])["value"], Self.text(100))
     }
 }

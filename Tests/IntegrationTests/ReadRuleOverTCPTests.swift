@@ -71,9 +71,9 @@ import Testing
         for event in events { #expect(!event.contains("SECRET"), "\(event)") }
         // What alice sees is what she would see of a missing object: into pub-2, out of it, and nothing else.
         let changes = events.filter { $0.contains("\"sub\":\(live)") && $0.contains("pathChanged") && !$0.contains("notificationIsPrior") }
-        #expect(changes.count == 2, "\(events)")
-        #expect(changes.first?.contains("\"new\":\"public-2\"") == true, "\(changes)")
-        #expect(changes.last?.contains("\"old\":\"public-2\"") == true, "\(changes)")
+        expectEqual(changes.count, 2, "\(events)")
+        expectEqual(changes.first?.contains("\"new\":\"public-2\""), true, "\(changes)")
+        expectEqual(changes.last?.contains("\"old\":\"public-2\""), true, "\(changes)")
         // Replayed, the same events and nothing more.
         let replayed = try alice.call("observe", ["pattern": "alice-ex*", "keyPath": "r.deep", "sinceRev": .int(start),
                                                   "options": ["new", "old", "prior"]])["sub"]!
@@ -122,10 +122,10 @@ import Testing
         let bob = try Self.login(server, "bob")
         for object in ["pub-ref", "pub-gone"] {
             let reply = try bob.request("get", ["object": .string(object), "keyPath": .string(keyPath)])
-            #expect(error(reply).code == "forbidden", "\(object) \(keyPath): \(reply)")
-            #expect(reply["error"]?["object"]?.stringValue == (object == "pub-ref" ? "secret-1" : "secret-9"))
+            expectEqual(error(reply).code, "forbidden", "\(object) \(keyPath): \(reply)")
+            expectEqual(reply["error"]?["object"]?.stringValue, (object == "pub-ref" ? "secret-1" : "secret-9"))
             let observe = try bob.request("observe", ["object": .string(object), "keyPath": .string(keyPath)])
-            #expect(error(observe).code == "forbidden", "\(object) \(keyPath): \(observe)")
+            expectEqual(error(observe).code, "forbidden", "\(object) \(keyPath): \(observe)")
         }
     }
 
@@ -140,7 +140,7 @@ import Testing
         let bob = try Self.login(server, "bob")
         for op in ["get", "observe"] {
             let reply = try bob.request(op, ["object": "pub-1", "keyPath": "r.next.name"])
-            #expect(reply["error"]?["object"]?.stringValue == "secret-b", "\(op): \(reply)")
+            expectEqual(reply["error"]?["object"]?.stringValue, "secret-b", "\(op): \(reply)")
             #expect(!reply.description.contains("secret-a"), "\(op): \(reply)")
         }
     }
@@ -164,7 +164,7 @@ import Testing
             let set = try alice.request("set", ["object": "alice-h", "keyPath": "r", "value": value])
             let insert = try alice.request("insert", ["object": "alice-h", "keyPath": "rs", "value": value])
             for (op, reply) in [("create", create), ("set", set), ("insert", insert)] {
-                #expect(error(reply).code == "invalid_value", "\(target): \(reply)")
+                expectEqual(error(reply).code, "invalid_value", "\(target): \(reply)")
                 messages[op, default: []].insert((error(reply).message ?? "").replacingOccurrences(of: target, with: "ID"))
             }
         }
@@ -188,8 +188,8 @@ import Testing
         try root.call("create", ["object": "secret-1"])
         let after = try bob.call("list", ["limit": 5])
         #expect(before["more"] == after["more"] && before["more"] == false, "\(before) \(after)")
-        #expect(try bob.call("list", ["limit": 1, "after": "pub-2"])["more"] == false)
-        #expect(try bob.call("list", ["limit": 2])["more"] == true)
+        expectEqual(try bob.call("list", ["limit": 1, "after": "pub-2"])["more"], false)
+        expectEqual(try bob.call("list", ["limit": 2])["more"], true)
     }
 
     @Test("issue 41: a writer who may not read gets one forbidden for what the object holds, and no deadline from touch")
@@ -207,17 +207,17 @@ import Testing
             ("replace", ["keyPath": "list.7", "index": 0, "value": 1]),
         ] as [(String, [String: JSONValue])] {
             let reply = try carol.request(op, params.merging(["object": "secret-1"]) { $1 })
-            #expect(reply["error"]?.description == refusal, "\(op) \(params): \(reply)")
+            expectEqual(reply["error"]?.description, refusal, "\(op) \(params): \(reply)")
         }
         // What she may know: her write was made (its revision), the object exists, `$class` is never writable.
         let written = try carol.call("set", ["object": "secret-1", "keyPath": "s", "value": "mine"])
         #expect(written["rev"] != nil)
-        #expect(try carol.request("set", ["object": "secret-9", "keyPath": "s.x", "value": 1])["error"]?["code"] == "not_found")
-        #expect(try carol.request("set", ["object": "secret-1", "keyPath": "$class", "value": "X"])["error"]?["code"] == "read_only")
+        expectEqual(try carol.request("set", ["object": "secret-9", "keyPath": "s.x", "value": 1])["error"]?["code"], "not_found")
+        expectEqual(try carol.request("set", ["object": "secret-1", "keyPath": "$class", "value": "X"])["error"]?["code"], "read_only")
         // `touch` moves the deadline but does not tell it (root, who may read, is told).
         let touched = try carol.call("touch", ["object": "secret-1"])
         #expect(touched["expiresAt"] == nil && touched["rev"] != nil, "\(touched)")
         #expect(try root.call("touch", ["object": "secret-1"])["expiresAt"]?.intValue != nil)
-        #expect(try root.call("get", ["object": "secret-1", "keyPath": "s"])["value"] == "mine")
+        expectEqual(try root.call("get", ["object": "secret-1", "keyPath": "s"])["value"], "mine")
     }
 }

@@ -67,7 +67,7 @@ struct ReplacedDatabaseTests {
         let atBackup = try countUp(client, from: 1, to: 20)
         let backup = scratch.appending("backup.sqlite3")
         let made = try kvod(["backup", "--data", data, backup])
-        #expect(made.status == 0, "\(made.stderr)")
+        expectEqual(made.status, 0, "\(made.stderr)")
         #expect(made.stdout.hasPrefix("wrote \(backup): revision \(atBackup), "), "\(made.stdout)")
         let last = try countUp(client, from: 21, to: 50)
         let database = data + "/kvod.sqlite3"
@@ -81,10 +81,10 @@ struct ReplacedDatabaseTests {
     private func startAndCheck(_ data: String, count: Int64, revision: Int64) throws -> String {
         let server = try KVODProcess(dataDirectory: data)
         let client = try server.connect()
-        #expect(try client.call("get", ["object": "counter", "keyPath": "n"])["value"]?.intValue == count)
+        expectEqual(try client.call("get", ["object": "counter", "keyPath": "n"])["value"]?.intValue, count)
         #expect(try client.call("set", ["object": "counter", "keyPath": "n", "value": 0])["rev"]?.intValue == revision + 1,
                 "revisions continue from \(revision)")
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         #expect(server.waitForLog("stopped; event loop closed cleanly"), "\(server.log)")
         return server.log
     }
@@ -100,15 +100,15 @@ struct ReplacedDatabaseTests {
         let scene = try makeScene(scratch)
         let wal = scene.database + "-wal"
         let walBytes = size(wal)
-        #expect(rename(scene.backup, scene.database) == 0)
+        expectEqual(rename(scene.backup, scene.database), 0)
         #expect(scene.server.waitForLog("the database file '\(scene.database)' was replaced by another file while kvod was running; refusing writes", timeout: 10),
                 "\(scene.server.log)")
         #expect(scene.server.log.contains("stop kvod (it then sets its write-ahead log aside, so that no start applies it to another file)"),
                 "the critical line's advice: \(scene.server.log)")
         let refused = try scene.server.connect().request("set", ["object": "counter", "keyPath": "n", "value": 99])
-        #expect(refused["error"]?["code"] == "storage_unavailable", "\(refused)")
+        expectEqual(refused["error"]?["code"], "storage_unavailable", "\(refused)")
 
-        #expect(scene.server.stop() == 0)
+        expectEqual(scene.server.stop(), 0)
         let log = scene.server.log
         #expect(log.contains("""
             the database file '\(scene.database)' was replaced by another file while kvod was running: moved this kvod's \
@@ -125,7 +125,7 @@ struct ReplacedDatabaseTests {
         let marker = try String(contentsOfFile: scene.data + "/kvod.id", encoding: .utf8)
         let current = try #require(identity(scene.database))
         #expect(marker.contains("database file: \(current)\nwrite-ahead log: none\n"), "\(marker)")
-        #expect(try names(in: scene.data, containing: ".lost") == ["kvod.sqlite3-wal.lost"])
+        expectEqual(try names(in: scene.data, containing: ".lost"), ["kvod.sqlite3-wal.lost"])
     }
 
     @Test("replaced by a backup, then SIGKILL: the start sets the old log aside (the marker names it) and serves the backup's state")
@@ -138,7 +138,7 @@ struct ReplacedDatabaseTests {
         let marker = try String(contentsOfFile: scene.data + "/kvod.id", encoding: .utf8)
         #expect(marker.contains("database file: \(oldDatabase)\nwrite-ahead log: \(oldLogFile)\n"),
                 "the marker names the files kvod has open: \(marker)")
-        #expect(rename(scene.backup, scene.database) == 0)
+        expectEqual(rename(scene.backup, scene.database), 0)
         scene.server.stop(signal: SIGKILL)
         let oldLog = try #require(FileManager.default.contents(atPath: wal))
         #expect(!oldLog.isEmpty)
@@ -152,12 +152,12 @@ struct ReplacedDatabaseTests {
             it to a database it was not written for
             """), "\(server.log)")
         #expect(server.waitForLog("removed '\(scene.database)-shm', the index of that write-ahead log"), "\(server.log)")
-        #expect(FileManager.default.contents(atPath: wal + ".lost") == oldLog, "the old log, kept as it was")
-        #expect(server.stop() == 0)
+        expectEqual(FileManager.default.contents(atPath: wal + ".lost"), oldLog, "the old log, kept as it was")
+        expectEqual(server.stop(), 0)
         // The backup's state and revision; a second start finds nothing to set aside.
         let again = try startAndCheck(scene.data, count: scene.backupCount, revision: scene.backupRevision)
         #expect(!setsAside(again), "\(again)")
-        #expect(try names(in: scene.data, containing: ".lost") == ["kvod.sqlite3-wal.lost"])
+        expectEqual(try names(in: scene.data, containing: ".lost"), ["kvod.sqlite3-wal.lost"])
     }
 
     @Test("a write-ahead log at the path that is not this kvod's (made after the replacement) is left alone at the stop")
@@ -165,15 +165,15 @@ struct ReplacedDatabaseTests {
         let scratch = try TemporaryDirectory("replaced-foreign")
         let scene = try makeScene(scratch)
         let wal = scene.database + "-wal"
-        #expect(rename(scene.backup, scene.database) == 0)
+        expectEqual(rename(scene.backup, scene.database), 0)
         // Another process's files at the paths (kvod still has its own open: their names are gone).
         let foreign = Data("another process's log".utf8)
         #expect(unlink(wal) == 0 && unlink(scene.database + "-shm") == 0)
         #expect(FileManager.default.createFile(atPath: wal, contents: foreign))
         #expect(scene.server.waitForLog("was replaced by another file while kvod was running", timeout: 10), "\(scene.server.log)")
-        #expect(scene.server.stop() == 0)
+        expectEqual(scene.server.stop(), 0)
         #expect(scene.server.log.contains("left '\(wal)' where it is: it is not the write-ahead log this kvod wrote"), "\(scene.server.log)")
-        #expect(FileManager.default.contents(atPath: wal) == foreign, "untouched")
+        expectEqual(FileManager.default.contents(atPath: wal), foreign, "untouched")
         #expect(try names(in: scene.data, containing: ".lost").isEmpty)
     }
 
@@ -183,7 +183,7 @@ struct ReplacedDatabaseTests {
         let scene = try makeScene(scratch)
         let database = scene.database
         // A clean stop and start.
-        #expect(scene.server.stop() == 0)
+        expectEqual(scene.server.stop(), 0)
         #expect(!setsAside(scene.server.log), "\(scene.server.log)")
         #expect(!FileManager.default.fileExists(atPath: database + "-wal"), "SQLite copied the log into the database")
         var log = try startAndCheck(scene.data, count: scene.lastCount, revision: scene.lastRevision)
@@ -216,7 +216,7 @@ struct ReplacedDatabaseTests {
             .filter { !$0.hasPrefix("database file:") && !$0.hasPrefix("write-ahead log:") }.joined(separator: "\n")
         try older.write(toFile: markerPath, atomically: true, encoding: .utf8)
         server = try KVODProcess(dataDirectory: scene.data)
-        #expect(try server.connect().call("get", ["object": "counter", "keyPath": "n"])["value"] == 40)
+        expectEqual(try server.connect().call("get", ["object": "counter", "keyPath": "n"])["value"], 40)
         let recorded = try String(contentsOfFile: markerPath, encoding: .utf8)
         let databaseFile = try #require(identity(database))
         #expect(recorded.contains("database file: \(databaseFile)\n"), "\(recorded)")
@@ -225,11 +225,11 @@ struct ReplacedDatabaseTests {
         // A backup restored over the database of a killed kvod: its log goes with the database restore sets
         // aside, the marker names the restored file, and kvod starts on it.
         let backup = scratch.appending("later-backup.sqlite3")
-        #expect(try kvod(["backup", "--data", scene.data, backup]).status == 0)
+        expectEqual(try kvod(["backup", "--data", scene.data, backup]).status, 0)
         try countUp(server.connect(), from: 41, to: 45)
         server.stop(signal: SIGKILL)
         let restore = try kvod(["restore", "--data", scene.data, "--replace", backup])
-        #expect(restore.status == 0, "\(restore.stderr)")
+        expectEqual(restore.status, 0, "\(restore.stderr)")
         let restoredMarker = try String(contentsOfFile: markerPath, encoding: .utf8)
         let restoredFile = try #require(identity(database))
         #expect(restoredMarker.contains("database file: \(restoredFile)\nwrite-ahead log: none\n"), "\(restoredMarker)")

@@ -21,14 +21,14 @@ struct RestoredHistoryOverTCPTests {
 
         let second = try first.restart(after: SIGTERM)
         let afterRestart = try replayedLines(second)
-        #expect(afterRestart == beforeRestart)
+        expectEqual(afterRestart, beforeRestart)
 
         // Writes on restored history: the history is now part packed, part recorded by this process.
         try writeSecondPart(second.connect())
         let mixed = try replayedLines(second)
         #expect(mixed.count > beforeRestart.count)
         let third = try second.restart(after: SIGTERM)
-        #expect(try replayedLines(third) == mixed)
+        expectEqual(try replayedLines(third), mixed)
         third.stop()
     }
 

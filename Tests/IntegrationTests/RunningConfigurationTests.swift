@@ -16,7 +16,7 @@ struct RunningConfigurationTests {
         let list = try #require(try server.connect().call("config")["settings"]?.arrayValue)
         var byName: [String: JSONValue] = [:]
         for setting in list { byName[setting["name"]?.stringValue ?? "?"] = setting }
-        #expect(byName.count == list.count, "each setting once")
+        expectEqual(byName.count, list.count, "each setting once")
         return byName
     }
 
@@ -42,17 +42,17 @@ struct RunningConfigurationTests {
         #expect(settings["max-connections"] == ["name": "max-connections", "value": "50", "source": "file",
                                                 "origin": .string("\(file) line 2")], "\(settings["max-connections"] ?? .null)")
         #expect(settings["history"]?["source"] == "file" && settings["history"]?["value"] == "100")
-        #expect(settings["http-allowed-host"]?["value"] == ["a.example", "b.example"], "a list: \(settings["http-allowed-host"] ?? .null)")
-        #expect(settings["max-line"] == ["name": "max-line", "value": "65536", "source": "environment", "origin": "KVOD_MAX_LINE"])
-        #expect(settings["max-pending-requests"] == ["name": "max-pending-requests", "value": "7", "source": "flag"])
+        expectEqual(settings["http-allowed-host"]?["value"], ["a.example", "b.example"], "a list: \(settings["http-allowed-host"] ?? .null)")
+        expectEqual(settings["max-line"], ["name": "max-line", "value": "65536", "source": "environment", "origin": "KVOD_MAX_LINE"])
+        expectEqual(settings["max-pending-requests"], ["name": "max-pending-requests", "value": "7", "source": "flag"])
         #expect(settings["port"]?["source"] == "flag" && settings["port"]?["value"] == "0")
         #expect(settings["config"]?["value"] == .string(file) && settings["config"]?["source"] == "flag")
         // Defaults: as --help states them, also for options ArgumentParser reads with a transform.
-        #expect(settings["login-timeout"] == ["name": "login-timeout", "value": "60.0", "source": "default"], "\(settings["login-timeout"] ?? .null)")
+        expectEqual(settings["login-timeout"], ["name": "login-timeout", "value": "60.0", "source": "default"], "\(settings["login-timeout"] ?? .null)")
         #expect(settings["max-output-buffer"]?["value"] == .string(String(32 << 20)) && settings["max-output-buffer"]?["source"] == "default")
         #expect(settings["sync"]?["value"] == "normal" && settings["insecure-open"]?["value"] == "false")
         #expect(settings["tls-port"]?["value"] == .null && settings["http-allowed-origin"]?["value"] == [])
-        #expect(settings["check-config"] == nil, "a command, not a setting")
+        expectEqual(settings["check-config"], nil, "a command, not a setting")
         // Every option of kvod's is there (the help dump's, less the built-in ones and check-config).
         let dump = try ConfigurationFileTests.runKVOD(["--experimental-dump-help"])
         let options = dump.stdout.components(separatedBy: "\"preferredName\"").count - 1
@@ -60,7 +60,7 @@ struct RunningConfigurationTests {
         // No environment variable that is not a setting, and nothing of the users' secrets, ever.
         let whole = try server.connect().call("config")
         #expect(!JSONValue.object(whole).description.contains("hunter2"))
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
     }
 
     @Test("after SIGHUP, a changed live setting says reload; one that needs a restart keeps its value and says what comes next")
@@ -69,7 +69,7 @@ struct RunningConfigurationTests {
         let file = directory.appending("kvod.conf")
         try ConfigurationFileTests.write("max-connections = 50\nhistory = 100\nlogin-timeout = 20\n", to: file)
         let server = try KVODProcess(["--config", file])
-        #expect(try settings(server)["max-connections"]?["source"] == "file")
+        expectEqual(try settings(server)["max-connections"]?["source"], "file")
 
         try ConfigurationFileTests.write("max-connections = 60\nhistory = 200\n", to: file)
         server.send(signal: SIGHUP)
@@ -82,7 +82,7 @@ struct RunningConfigurationTests {
                 "\(reloaded["login-timeout"] ?? .null)")
         #expect(reloaded["history"] == ["name": "history", "value": "100", "source": "file", "origin": .string("\(file) line 2"),
                                         "afterRestart": "200"], "\(reloaded["history"] ?? .null)")
-        #expect(reloaded["max-line"]?["source"] == "default", "untouched settings keep their source")
+        expectEqual(reloaded["max-line"]?["source"], "default", "untouched settings keep their source")
 
         // Back to the running value: nothing pending any more. A file that fails to load changes nothing.
         try ConfigurationFileTests.write("max-connections = 60\nhistory = 100\n", to: file)
@@ -92,9 +92,9 @@ struct RunningConfigurationTests {
         server.send(signal: SIGHUP)
         #expect(server.waitForLog("configuration reload failed"), "\(server.log)")
         let after = try settings(server)
-        #expect(after["history"]?["afterRestart"] == nil, "\(after["history"] ?? .null)")
+        expectEqual(after["history"]?["afterRestart"], nil, "\(after["history"] ?? .null)")
         #expect(after["max-connections"]?["value"] == "60" && after["max-connections"]?["source"] == "reload")
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
     }
 
     @Test("the SIGHUP warning about a listener's port names the port it bound, not the 0 it was given")
@@ -113,7 +113,7 @@ struct RunningConfigurationTests {
         #expect(server.waitForLog("config reload: http-port cannot change while kvod runs: keeping the port it bound, \(httpPort) until a restart"),
                 "\(server.log)")
         #expect(!server.log.contains("keeping 0"), "\(server.log)")
-        #expect(try settings(server)["http-port"]?["afterRestart"] == "1")
-        #expect(server.stop() == 0)
+        expectEqual(try settings(server)["http-port"]?["afterRestart"], "1")
+        expectEqual(server.stop(), 0)
     }
 }

@@ -18,35 +18,35 @@ import Testing
         let server = try KVODProcess()
         let client = try server.connect()
         let reply = try client.call("hello", ["client": "tests"])
-        #expect(reply["server"] == "kvod")
-        #expect(reply["protocol"] == 1)
-        #expect(reply["version"]?.stringValue?.isEmpty == false)
+        expectEqual(reply["server"], "kvod")
+        expectEqual(reply["protocol"], 1)
+        expectEqual(reply["version"]?.stringValue?.isEmpty, false)
         #expect(reply["connection"]?.intValue != nil)
     }
 
     @Test func createGetSetDeleteListAndErrors() throws {
         let server = try KVODProcess()
         let client = try server.connect()
-        #expect(try client.call("create", ["object": "person", "values": ["name": "Ada", "address": ["city": "London"]]])["rev"] == 1)
-        #expect(errorCode(try client.request("create", ["object": "person", "values": [:]])) == "exists")
-        #expect(try client.call("get", ["object": "person"])["value"] == ["name": "Ada", "address": ["city": "London"]])
-        #expect(try client.call("get", ["object": "person", "keyPath": "address.city"])["value"] == "London")
-        #expect(try client.call("get", ["object": "person", "keyPath": "nickname"])["value"] == .null)
-        #expect(try client.call("set", ["object": "person", "keyPath": "address.city", "value": "Paris"])["rev"] == 2)
-        #expect(try client.call("get", ["object": "person", "keyPath": "address.city"])["value"] == "Paris")
-        #expect(errorCode(try client.request("get", ["object": "person", "keyPath": "name.first"])) == "type_mismatch")
-        #expect(errorCode(try client.request("set", ["object": "person", "keyPath": "name.first", "value": 1])) == "type_mismatch")
-        #expect(errorCode(try client.request("set", ["object": "person", "keyPath": "job.title", "value": 1])) == "not_found")
-        #expect(errorCode(try client.request("get", ["object": "nobody"])) == "not_found")
-        #expect(errorCode(try client.request("set", ["object": "nobody", "keyPath": "a", "value": 1])) == "not_found")
-        #expect(errorCode(try client.request("observe", ["object": "nobody", "keyPath": "a"])) == "not_found")
-        #expect(errorCode(try client.request("info", ["object": "nobody"])) == "not_found")
-        #expect(errorCode(try client.request("delete", ["object": "nobody"])) == "not_found")
-        #expect(try client.call("create", ["object": "another"])["rev"] == 3, "values are optional; errors did not advance rev")
-        #expect(try client.call("list")["objects"] == ["another", "person"])
-        #expect(try client.call("delete", ["object": "person"])["rev"] == 4)
-        #expect(try client.call("list")["objects"] == ["another"])
-        #expect(try client.call("get", ["object": "another"])["value"] == [:])
+        expectEqual(try client.call("create", ["object": "person", "values": ["name": "Ada", "address": ["city": "London"]]])["rev"], 1)
+        expectEqual(errorCode(try client.request("create", ["object": "person", "values": [:]])), "exists")
+        expectEqual(try client.call("get", ["object": "person"])["value"], ["name": "Ada", "address": ["city": "London"]])
+        expectEqual(try client.call("get", ["object": "person", "keyPath": "address.city"])["value"], "London")
+        expectEqual(try client.call("get", ["object": "person", "keyPath": "nickname"])["value"], .null)
+        expectEqual(try client.call("set", ["object": "person", "keyPath": "address.city", "value": "Paris"])["rev"], 2)
+        expectEqual(try client.call("get", ["object": "person", "keyPath": "address.city"])["value"], "Paris")
+        expectEqual(errorCode(try client.request("get", ["object": "person", "keyPath": "name.first"])), "type_mismatch")
+        expectEqual(errorCode(try client.request("set", ["object": "person", "keyPath": "name.first", "value": 1])), "type_mismatch")
+        expectEqual(errorCode(try client.request("set", ["object": "person", "keyPath": "job.title", "value": 1])), "not_found")
+        expectEqual(errorCode(try client.request("get", ["object": "nobody"])), "not_found")
+        expectEqual(errorCode(try client.request("set", ["object": "nobody", "keyPath": "a", "value": 1])), "not_found")
+        expectEqual(errorCode(try client.request("observe", ["object": "nobody", "keyPath": "a"])), "not_found")
+        expectEqual(errorCode(try client.request("info", ["object": "nobody"])), "not_found")
+        expectEqual(errorCode(try client.request("delete", ["object": "nobody"])), "not_found")
+        expectEqual(try client.call("create", ["object": "another"])["rev"], 3, "values are optional; errors did not advance rev")
+        expectEqual(try client.call("list")["objects"], ["another", "person"])
+        expectEqual(try client.call("delete", ["object": "person"])["rev"], 4)
+        expectEqual(try client.call("list")["objects"], ["another"])
+        expectEqual(try client.call("get", ["object": "another"])["value"], [:])
         try client.call("ping")
     }
 
@@ -57,10 +57,10 @@ import Testing
         try client.call("create", ["object": "o", "values": ["v": 1]]); expected += 1
         for value: JSONValue in [1, 1, 2, 2, "x"] {
             expected += 1
-            #expect(try client.call("set", ["object": "o", "keyPath": "v", "value": value])["rev"] == .int(expected))
+            expectEqual(try client.call("set", ["object": "o", "keyPath": "v", "value": value])["rev"], .int(expected))
         }
         _ = try client.request("set", ["object": "o", "keyPath": "v.w", "value": 1])  // refused
-        #expect(try client.call("get", ["object": "o"])["rev"] == .int(expected))
+        expectEqual(try client.call("get", ["object": "o"])["rev"], .int(expected))
     }
 
     @Test func unknownOpAndIDEcho() throws {
@@ -68,18 +68,18 @@ import Testing
         let client = try server.connect()
         try client.send(raw: Array(#"{"op":"frobnicate","id":"abc"}"#.utf8) + [0x0A])
         let reply = try client.readMessage()
-        #expect(reply["id"] == "abc")
-        #expect(errorCode(reply) == "unknown_op")
+        expectEqual(reply["id"], "abc")
+        expectEqual(errorCode(reply), "unknown_op")
         for id: JSONValue in [7, 2.5, true, .null, "x y"] {
             try client.send(.object(["op": "ping", "id": id]))
             let echoed = try client.readMessage()
-            #expect(echoed["id"] == id)
-            #expect(echoed["ok"] == true)
+            expectEqual(echoed["id"], id)
+            expectEqual(echoed["ok"], true)
         }
         try client.send(.object(["op": "ping"]))
         let anonymous = try client.readMessage()
-        #expect(anonymous["ok"] == true)
-        #expect(anonymous["id"] == nil, "a request without id gets a reply without id")
+        expectEqual(anonymous["ok"], true)
+        expectEqual(anonymous["id"], nil, "a request without id gets a reply without id")
     }
 
     // MARK: - Observing
@@ -115,12 +115,12 @@ import Testing
 
             for expected in expectedEvents {
                 let event = try #require(try observer.nextEvent(timeout: 5), "options \(options): missing \(expected)")
-                #expect(event["event"] == "change")
-                #expect(event["sub"] == sub)
-                #expect(event["object"] == "clock")
-                #expect(event["keyPath"] == "date")
-                #expect(event["reason"] == .string(expected.reason), "options \(options)")
-                #expect(event["change"] == .object(expected.change), "options \(options)")
+                expectEqual(event["event"], "change")
+                expectEqual(event["sub"], sub)
+                expectEqual(event["object"], "clock")
+                expectEqual(event["keyPath"], "date")
+                expectEqual(event["reason"], .string(expected.reason), "options \(options)")
+                expectEqual(event["change"], .object(expected.change), "options \(options)")
                 if expected.reason != "initial" { #expect(event["rev"] == rev) }
             }
             try observer.call("ping")
@@ -135,7 +135,7 @@ import Testing
         try client.call("observe", ["object": "o", "keyPath": "v"])
         try client.call("set", ["object": "o", "keyPath": "v", "value": 2])
         let event = try #require(try client.nextEvent(timeout: 5))
-        #expect(event["change"] == ["kind": 1, "new": 2])
+        expectEqual(event["change"], ["kind": 1, "new": 2])
     }
 
     @Test func initialArrivesRightAfterTheObserveReply() throws {
@@ -149,10 +149,10 @@ import Testing
         let second = try client.readMessage()
         let third = try client.readMessage()
         #expect(first["id"] == 1 && first["ok"] == true)
-        #expect(second["reason"] == "initial")
-        #expect(second["change"] == ["kind": 1, "new": "now"])
-        #expect(second["rev"] == 1)
-        #expect(third["id"] == 2)
+        expectEqual(second["reason"], "initial")
+        expectEqual(second["change"], ["kind": 1, "new": "now"])
+        expectEqual(second["rev"], 1)
+        expectEqual(third["id"], 2)
     }
 
     @Test func eventsReachTheWritersOwnConnectionBeforeItsReply() throws {
@@ -164,20 +164,20 @@ import Testing
         let prior = try client.readMessage()
         let change = try client.readMessage()
         let reply = try client.readMessage()
-        #expect(prior["change"]?["notificationIsPrior"] == true)
-        #expect(change["change"] == ["kind": 1, "new": 1])
-        #expect(reply["id"] == "w")
-        #expect(reply["rev"] == change["rev"])
-        #expect(prior["rev"] == change["rev"])
+        expectEqual(prior["change"]?["notificationIsPrior"], true)
+        expectEqual(change["change"], ["kind": 1, "new": 1])
+        expectEqual(reply["id"], "w")
+        expectEqual(reply["rev"], change["rev"])
+        expectEqual(prior["rev"], change["rev"])
         // Same for delete: sourceDeleted precedes the delete's reply.
         try client.send(.object(["op": "delete", "id": "d", "object": "o"]))
         let priorDelete = try client.readMessage()
         let deleted = try client.readMessage()
         let deleteReply = try client.readMessage()
         #expect(priorDelete["reason"] == "sourceDeleted" && priorDelete["change"]?["notificationIsPrior"] == true)
-        #expect(deleted["reason"] == "sourceDeleted")
-        #expect(deleted["change"] == ["kind": 1, "new": .null])
-        #expect(deleteReply["id"] == "d")
+        expectEqual(deleted["reason"], "sourceDeleted")
+        expectEqual(deleted["change"], ["kind": 1, "new": .null])
+        expectEqual(deleteReply["id"], "d")
     }
 
     @Test func nestedKeyPathsNotifyAncestorsAndDescendantsButNotSiblings() throws {
@@ -191,15 +191,15 @@ import Testing
 
         try writer.call("set", ["object": "p", "keyPath": "a.b", "value": 2])
         var events = [try #require(try observer.nextEvent(timeout: 5)), try #require(try observer.nextEvent(timeout: 5))]
-        #expect(Set(events.compactMap { $0["sub"]?.intValue }) == Set([onA, onAB].compactMap(\.intValue)))
+        expectEqual(Set(events.compactMap { $0["sub"]?.intValue }), Set([onA, onAB].compactMap(\.intValue)))
         let aEvent = try #require(events.first { $0["sub"] == onA })
-        #expect(aEvent["change"] == ["kind": 1, "old": ["b": 1, "c": 1], "new": ["b": 2, "c": 1]])
+        expectEqual(aEvent["change"], ["kind": 1, "old": ["b": 1, "c": 1], "new": ["b": 2, "c": 1]])
 
         // Replace a: a.b differs (2 -> 3) and notifies; a.c is equal (1 == 1) and does not.
         try writer.call("set", ["object": "p", "keyPath": "a", "value": ["b": 3, "c": 1]])
         events = [try #require(try observer.nextEvent(timeout: 5)), try #require(try observer.nextEvent(timeout: 5))]
-        #expect(Set(events.compactMap { $0["sub"]?.intValue }) == Set([onA, onAB].compactMap(\.intValue)))
-        #expect(events.first { $0["sub"] == onAB }?["change"] == ["kind": 1, "old": 2, "new": 3])
+        expectEqual(Set(events.compactMap { $0["sub"]?.intValue }), Set([onA, onAB].compactMap(\.intValue)))
+        expectEqual(events.first { $0["sub"] == onAB }?["change"], ["kind": 1, "old": 2, "new": 3])
         try observer.call("ping")
         #expect(!observer.pendingEvents.contains { $0["sub"] == onAC })
         #expect(observer.pendingEvents.isEmpty)
@@ -216,9 +216,9 @@ import Testing
         try writer.call("set", ["object": "o", "keyPath": "v", "value": 2])
         let prior = try #require(try observer.nextEvent(timeout: 5))
         let change = try #require(try observer.nextEvent(timeout: 5))
-        #expect(prior["change"]?["notificationIsPrior"] == true)
-        #expect(change["change"] == ["kind": 1, "new": 2, "old": 1])
-        #expect(change["rev"] == 4, "the two no-op sets advanced rev without notifying")
+        expectEqual(prior["change"]?["notificationIsPrior"], true)
+        expectEqual(change["change"], ["kind": 1, "new": 2, "old": 1])
+        expectEqual(change["rev"], 4, "the two no-op sets advanced rev without notifying")
     }
 
     @Test func deleteSendsSourceDeletedAndEndsTheSubscription() throws {
@@ -229,15 +229,15 @@ import Testing
         let sub = try observer.call("observe", ["object": "o", "keyPath": "v", "options": ["new", "old"]])["sub"]!
         let rev = try writer.call("delete", ["object": "o"])["rev"]!
         let event = try #require(try observer.nextEvent(timeout: 5))
-        #expect(event["reason"] == "sourceDeleted")
-        #expect(event["rev"] == rev)
-        #expect(event["change"] == ["kind": 1, "new": .null, "old": "last"])
-        #expect(try observer.call("unobserve", ["sub": sub])["removed"] == false, "the sub no longer exists")
+        expectEqual(event["reason"], "sourceDeleted")
+        expectEqual(event["rev"], rev)
+        expectEqual(event["change"], ["kind": 1, "new": .null, "old": "last"])
+        expectEqual(try observer.call("unobserve", ["sub": sub])["removed"], false, "the sub no longer exists")
         // Re-creating the object does not revive the old observation.
         try writer.call("create", ["object": "o", "values": ["v": 1]])
         try writer.call("set", ["object": "o", "keyPath": "v", "value": 2])
-        #expect(try observer.nextEvent(timeout: 0.3) == nil)
-        #expect(try writer.call("info", ["object": "o"])["observers"] == [])
+        expectEqual(try observer.nextEvent(timeout: 0.3), nil)
+        expectEqual(try writer.call("info", ["object": "o"])["observers"], [])
     }
 
     @Test func unobserveTwiceAndAnotherConnectionsSub() throws {
@@ -246,13 +246,13 @@ import Testing
         let stranger = try server.connect()
         try owner.call("create", ["object": "o", "values": ["v": 1]])
         let sub = try owner.call("observe", ["object": "o", "keyPath": "v"])["sub"]!
-        #expect(try stranger.call("unobserve", ["sub": sub])["removed"] == false)
-        #expect(try stranger.call("unobserve", ["sub": 424242])["removed"] == false)
-        #expect(try owner.call("info", ["object": "o"])["observers"]?.arrayValue?.count == 1)
-        #expect(try owner.call("unobserve", ["sub": sub])["removed"] == true)
-        #expect(try owner.call("unobserve", ["sub": sub])["removed"] == false)
+        expectEqual(try stranger.call("unobserve", ["sub": sub])["removed"], false)
+        expectEqual(try stranger.call("unobserve", ["sub": 424242])["removed"], false)
+        expectEqual(try owner.call("info", ["object": "o"])["observers"]?.arrayValue?.count, 1)
+        expectEqual(try owner.call("unobserve", ["sub": sub])["removed"], true)
+        expectEqual(try owner.call("unobserve", ["sub": sub])["removed"], false)
         try stranger.call("set", ["object": "o", "keyPath": "v", "value": 2])
-        #expect(try owner.nextEvent(timeout: 0.3) == nil)
+        expectEqual(try owner.nextEvent(timeout: 0.3), nil)
     }
 
     @Test func infoShowsObserversAndDisconnectRemovesThemAtOnce() throws {
@@ -301,8 +301,8 @@ import Testing
         for (observer, sub) in zip(observers, subs) {
             for value in 1...10 {
                 let event = try #require(try observer.nextEvent(timeout: 5))
-                #expect(event["sub"] == .int(sub))
-                #expect(event["change"]?["new"] == .int(Int64(value)), "in order, once each")
+                expectEqual(event["sub"], .int(sub))
+                expectEqual(event["change"]?["new"], .int(Int64(value)), "in order, once each")
             }
         }
     }

@@ -66,28 +66,28 @@ import Testing
         for bad in badLines {
             try client.send(raw: bad.bytes + [0x0A])
             let reply = try client.readMessage()
-            #expect(reply["ok"] == false, "\(String(decoding: bad.bytes, as: UTF8.self))")
-            #expect(errorCode(reply) == bad.code, "\(String(decoding: bad.bytes, as: UTF8.self)) -> \(reply)")
-            #expect(reply["error"]?["message"]?.stringValue?.isEmpty == false)
+            expectEqual(reply["ok"], false, "\(String(decoding: bad.bytes, as: UTF8.self))")
+            expectEqual(errorCode(reply), bad.code, "\(String(decoding: bad.bytes, as: UTF8.self)) -> \(reply)")
+            expectEqual(reply["error"]?["message"]?.stringValue?.isEmpty, false)
         }
         // Nothing changed, nobody was notified, and the connection still serves.
-        #expect(try client.call("get", ["object": "o"])["value"] == ["v": 1])
-        #expect(try client.call("get", ["object": "o"])["rev"] == 1)
-        #expect(try client.call("list")["objects"] == ["o"])
+        expectEqual(try client.call("get", ["object": "o"])["value"], ["v": 1])
+        expectEqual(try client.call("get", ["object": "o"])["rev"], 1)
+        expectEqual(try client.call("list")["objects"], ["o"])
         try observer.call("ping")
         #expect(observer.pendingEvents.isEmpty)
         try client.call("set", ["object": "o", "keyPath": "v", "value": 2])
-        #expect(try observer.nextEvent(timeout: 5)?["change"]?["new"] == 2)
+        expectEqual(try observer.nextEvent(timeout: 5)?["change"]?["new"], 2)
     }
 
     @Test func emptyLinesAreIgnoredAndCRLFIsAccepted() throws {
         let server = try KVODProcess()
         let client = try server.connect()
         try client.send(raw: Array("\n\r\n   \n{\"op\":\"ping\",\"id\":1}\r\n\n{\"op\":\"ping\",\"id\":2}\n".utf8))
-        #expect(try client.readMessage()["id"] == 1)
-        #expect(try client.readMessage()["id"] == 2)
+        expectEqual(try client.readMessage()["id"], 1)
+        expectEqual(try client.readMessage()["id"], 2)
         try client.send(.object(["op": "ping", "id": 3]))
-        #expect(try client.readMessage()["id"] == 3, "no reply was produced for the empty lines")
+        expectEqual(try client.readMessage()["id"], 3, "no reply was produced for the empty lines")
     }
 
     @Test func aRequestSplitOverManyWritesAndManyRequestsInOneWrite() throws {
@@ -100,7 +100,7 @@ import Testing
         }
         let reply = try client.readMessage()
         #expect(reply["id"] == "split" && reply["ok"] == true)
-        #expect(try client.call("get", ["object": "s", "keyPath": "text"])["value"] == "héllo wörld")
+        expectEqual(try client.call("get", ["object": "s", "keyPath": "text"])["value"], "héllo wörld")
 
         var batch: [UInt8] = []
         for index in 0..<2000 {
@@ -110,10 +110,10 @@ import Testing
         try client.send(raw: batch)
         for index in 0..<2000 {
             let reply = try client.readMessage()
-            #expect(reply["id"] == .int(Int64(index)), "replies come in request order")
-            #expect(reply["ok"] == true)
+            expectEqual(reply["id"], .int(Int64(index)), "replies come in request order")
+            expectEqual(reply["ok"], true)
         }
-        #expect(try client.call("get", ["object": "s", "keyPath": "n"])["value"] == 1999)
+        expectEqual(try client.call("get", ["object": "s", "keyPath": "n"])["value"], 1999)
     }
 
     @Test func anOversizedLineIsRefusedWithoutKillingTheConnection() throws {
@@ -126,12 +126,12 @@ import Testing
             try client.send(raw: Array(huge[start..<min(start + 16_384, huge.count)]))
         }
         let reply = try client.readMessage()
-        #expect(errorCode(reply) == "too_large")
-        #expect(try client.call("get", ["object": "o", "keyPath": "v"])["value"] == 1)
+        expectEqual(errorCode(reply), "too_large")
+        expectEqual(try client.call("get", ["object": "o", "keyPath": "v"])["value"], 1)
         // A line just under the limit is fine.
         let fits = String(repeating: "y", count: 900)
-        #expect(try client.call("set", ["object": "o", "keyPath": "v", "value": .string(fits)])["ok"] == true)
-        #expect(try observer.nextEvent(timeout: 5)?["change"]?["new"] == .string(fits))
+        expectEqual(try client.call("set", ["object": "o", "keyPath": "v", "value": .string(fits)])["ok"], true)
+        expectEqual(try observer.nextEvent(timeout: 5)?["change"]?["new"], .string(fits))
         try observer.call("ping")
         #expect(observer.pendingEvents.isEmpty, "the refused set notified nobody")
     }
@@ -162,17 +162,17 @@ import Testing
                 // Meanwhile another client is served promptly.
                 let started = Date()
                 try bystander.call("set", ["object": "calm", "keyPath": "v", "value": .int(Int64(index))])
-                #expect(try bystander.nextEvent(timeout: 1)?["change"]?["new"] == .int(Int64(index)))
+                expectEqual(try bystander.nextEvent(timeout: 1)?["change"]?["new"], .int(Int64(index)))
                 #expect(Date().timeIntervalSince(started) < 1.0)
             }
         }
-        #expect(try writer.call("get", ["object": "hot", "keyPath": "v"])["value"] == .string("20000-\(padding)"))
-        #expect(try bystander.call("ping")["ok"] == true)
+        expectEqual(try writer.call("get", ["object": "hot", "keyPath": "v"])["value"], .string("20000-\(padding)"))
+        expectEqual(try bystander.call("ping")["ok"], true)
         // The sluggard's queue (about 5 MB) stayed under the default 32 MiB limit: it is still
         // connected and still gets everything, in order, once it reads.
         for index in 1...20_000 {
             let event = try #require(try sluggard.nextEvent(timeout: 10))
-            #expect(event["change"]?["new"] == .string("\(index)-\(padding)"))
+            expectEqual(event["change"]?["new"], .string("\(index)-\(padding)"))
             if event["change"]?["new"] != .string("\(index)-\(padding)") { break }
         }
     }
@@ -190,14 +190,14 @@ import Testing
         for index in 1...400 {
             try writer.call("set", ["object": "hot", "keyPath": "v", "value": .string("\(index)\(big)")])
             let event = try #require(try healthy.nextEvent(timeout: 5))
-            #expect(event["change"]?["new"] == .string("\(index)\(big)"))
+            expectEqual(event["change"]?["new"], .string("\(index)\(big)"))
         }
         #expect(server.waitForLog("output buffer limit exceeded"), "the reason is logged: \(server.log)")
         // Its subscription is gone (info from another connection), and reading finds the end.
         let observers = try writer.call("info", ["object": "hot"])["observers"]?.arrayValue ?? []
-        #expect(observers.count == 1)
+        expectEqual(observers.count, 1)
         #expect(readsUntilClosed(sluggard))
-        #expect(try healthy.call("ping")["ok"] == true)
+        expectEqual(try healthy.call("ping")["ok"], true)
     }
 
     @Test func connectionsOverTheLimitAreToldAndClosed() throws {
@@ -208,7 +208,7 @@ import Testing
         try second.call("ping")
         let third = try server.connect()
         let refusal = try third.readMessage()
-        #expect(errorCode(refusal) == "too_many_connections")
+        expectEqual(errorCode(refusal), "too_many_connections")
         #expect(throws: KVOClientError.connectionClosed) { _ = try third.readMessage(timeout: 5) }
         #expect(server.waitForLog("too_many_connections") || server.waitForLog("rejected"))
         // The two admitted connections are unaffected; once one leaves, a newcomer gets in.
@@ -234,7 +234,7 @@ import Testing
         try client.send(raw: Array(#"{"op":"set","object":"o","ke"#.utf8))
         _ = observer
         let status = server.stop(signal: signal)
-        #expect(status == 0, "kvod log:\n\(server.log)")
+        expectEqual(status, 0, "kvod log:\n\(server.log)")
         #expect(server.log.contains("event loop closed cleanly"), "uv_loop_close returned 0:\n\(server.log)")
         #expect(throws: KVOClientError.self) { _ = try client.readMessage(timeout: 5) }
     }

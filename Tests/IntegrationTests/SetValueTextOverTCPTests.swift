@@ -41,9 +41,9 @@ struct SetValueTextOverTCPTests {
                 for observed in keyPath == "v" ? ["v"] : ["a.b.c", "a"] {
                     let event = try observer.readLine()
                     let message = try JSONParser.parse(event)
-                    #expect(message["keyPath"] == .string(observed), "\(String(decoding: event, as: UTF8.self))")
+                    expectEqual(message["keyPath"], .string(observed), "\(String(decoding: event, as: UTF8.self))")
                     guard observed != "a" else {
-                        #expect(message["change"]?["new"]?["b"]?["c"] == (try JSONParser.parse(text)))
+                        expectEqual(message["change"]?["new"]?["b"]?["c"], (try JSONParser.parse(text)))
                         continue
                     }
                     let newText = Array(#""new":"#.utf8) + expected
@@ -54,7 +54,7 @@ struct SetValueTextOverTCPTests {
                             "\(text) at \(keyPath): the event must carry kvod's encoding \(String(decoding: expected, as: UTF8.self))")
                 }
                 let stored = try writer.call("get", ["object": "o", "keyPath": .string(keyPath)])
-                #expect(stored["value"] == (try JSONParser.parse(text)), "\(text)")
+                expectEqual(stored["value"], (try JSONParser.parse(text)), "\(text)")
             }
         }
         try observer.call("ping")

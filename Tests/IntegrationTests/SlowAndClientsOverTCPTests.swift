@@ -36,14 +36,14 @@ struct SlowAndClientsOverTCPTests {
         let bob = try login(server, "bob", "bobs")
         try bob.call("create", ["object": "vault", "values": ["pin": "4711-secret"]])
         try bob.call("set", ["object": "vault", "keyPath": "pin", "value": "0815-secret"])
-        #expect(errorCode(try bob.request("get", ["object": "vault", "keyPath": "nope.deeper"])) == nil)
+        expectEqual(errorCode(try bob.request("get", ["object": "vault", "keyPath": "nope.deeper"])), nil)
 
         let reply = try alice.call("slow")
-        #expect(reply["thresholdMicros"] == 0)
+        expectEqual(reply["thresholdMicros"], 0)
         let requests = try #require(reply["requests"]?.arrayValue)
         let bobs = requests.filter { $0["user"] == "bob" }
         // Newest first: the get, the set, the create. Not bob's auth: answered after its password check, off the loop.
-        #expect(bobs.map { $0["op"] } == ["get", "set", "create"], "\(bobs)")
+        expectEqual(bobs.map { $0["op"] }, ["get", "set", "create"], "\(bobs)")
         #expect(bobs[1]["object"] == "vault" && bobs[1]["keyPath"] == "pin" && bobs[2]["keyPath"] == nil)
         #expect(bobs.allSatisfy { $0["connection"] != nil && ($0["micros"]?.intValue ?? -1) >= 0 && ($0["at"]?.intValue ?? 0) > 0 })
         #expect(!JSONValue.object(reply).description.contains("secret"), "no value in the log: \(reply)")
@@ -52,7 +52,7 @@ struct SlowAndClientsOverTCPTests {
         // The CLI: one line per request, newest first; --reset prints and empties.
         let environment = ["KVOD_PASSWORD": "root"]
         let printed = try KVOClientProcess.run(server, ["--user", "alice", "slow"], environment: environment)
-        #expect(printed.status == 0, "\(printed.stderr)")
+        expectEqual(printed.status, 0, "\(printed.stderr)")
         let setLine = try #require(printed.lines.first { $0.contains("op=set") })
         #expect(setLine.hasPrefix("request  at=20") && setLine.contains("  object=vault  keyPath=pin  ") && setLine.hasSuffix("user=bob"),
                 "\(setLine)")
@@ -61,10 +61,10 @@ struct SlowAndClientsOverTCPTests {
         let json = try KVOClientProcess.run(server, ["--user", "alice", "slow", "--json", "--reset"], environment: environment)
         #expect(json.status == 0 && json.lines.count == 1, "\(json.stderr)")
         let parsed = try JSONParser.parse(json.lines[0])
-        #expect(parsed["requests"]?.arrayValue?.contains { $0["op"] == "set" && $0["user"] == "bob" } == true)
+        expectEqual(parsed["requests"]?.arrayValue?.contains { $0["op"] == "set" && $0["user"] == "bob" }, true)
         // After the reset only what came since: this request's own login and the requests after it.
         let after = try alice.call("slow")
-        #expect(after["requests"]?.arrayValue?.contains { $0["user"] == "bob" } == false, "\(after)")
+        expectEqual(after["requests"]?.arrayValue?.contains { $0["user"] == "bob" }, false, "\(after)")
 
         let metrics = try alice.call("metrics")["text"]?.stringValue ?? ""
         #expect(metrics.contains(#"kvod_slow_requests_total{op="set"} 1"#), "\(metrics.prefix(200))")
@@ -86,8 +86,8 @@ struct SlowAndClientsOverTCPTests {
         #expect(server.waitForLog("config reload: slow-request 60000 -> 0"), "\(server.log)")
         try client.call("get", ["object": "o"])
         let after = try client.call("slow")
-        #expect(after["thresholdMicros"] == 0)
-        #expect(after["requests"]?.arrayValue?.map { $0["op"] } == ["get"], "only what came after the reload: \(after)")
+        expectEqual(after["thresholdMicros"], 0)
+        expectEqual(after["requests"]?.arrayValue?.map { $0["op"] }, ["get"], "only what came after the reload: \(after)")
     }
 
     @Test("slow, clients and kill: server admins only, refused to others alike whatever they ask; strict fields; hostile ids")
@@ -100,13 +100,13 @@ struct SlowAndClientsOverTCPTests {
         for (op, params) in [("slow", [:]), ("slow", ["reset": true]), ("clients", [:]), ("kill", ["connection": .int(aliceID)]),
                              ("kill", ["connection": 999_999])] as [(String, [String: JSONValue])] {
             let refused = try bob.request(op, params)
-            #expect(errorCode(refused) == "forbidden", "\(op): \(refused)")
-            #expect(refused["error"]?["message"]?.stringValue?.hasPrefix("\(op) needs 'admin' on every object") == true, "\(refused)")
+            expectEqual(errorCode(refused), "forbidden", "\(op): \(refused)")
+            expectEqual(refused["error"]?["message"]?.stringValue?.hasPrefix("\(op) needs 'admin' on every object"), true, "\(refused)")
         }
-        #expect(errorCode(try server.connect().request("clients")) == "unauthenticated")
+        expectEqual(errorCode(try server.connect().request("clients")), "unauthenticated")
         // Bob is still connected and served after every refusal, and alice was not killed.
-        #expect(try bob.call("ping")["ok"] == true)
-        #expect(try alice.call("ping")["ok"] == true)
+        expectEqual(try bob.call("ping")["ok"], true)
+        expectEqual(try alice.call("ping")["ok"], true)
 
         for (params, problem) in [
             (["connection": -1], "'connection' must be a connection id (a positive integer), not -1"),
@@ -118,23 +118,23 @@ struct SlowAndClientsOverTCPTests {
             (["connection": 1, "force": true], "unknown field 'force'"),
         ] as [([String: JSONValue], String)] {
             let refused = try alice.request("kill", params)
-            #expect(errorCode(refused) == "bad_request", "\(params): \(refused)")
-            #expect(refused["error"]?["message"]?.stringValue?.hasPrefix(problem) == true, "\(params): \(refused)")
+            expectEqual(errorCode(refused), "bad_request", "\(params): \(refused)")
+            expectEqual(refused["error"]?["message"]?.stringValue?.hasPrefix(problem), true, "\(params): \(refused)")
         }
         for id in [Int64.max, 999_999, aliceID + 1_000] {
             let refused = try alice.request("kill", ["connection": .int(id)])
-            #expect(errorCode(refused) == "not_found", "\(id): \(refused)")
+            expectEqual(errorCode(refused), "not_found", "\(id): \(refused)")
         }
         // An integer past 64 bits is refused by the parser (no id: the line was not read).
         try alice.send(raw: Array(#"{"op":"kill","id":7,"connection":18446744073709551616}"#.utf8) + [0x0A])
-        #expect(errorCode(try alice.readMessage()) == "bad_request")
-        #expect(errorCode(try alice.request("clients", ["limit": 1])) == "bad_request")
-        #expect(errorCode(try alice.request("slow", ["reset": "yes"])) == "bad_request")
-        #expect(errorCode(try alice.request("slow", ["rest": true])) == "bad_request")
+        expectEqual(errorCode(try alice.readMessage()), "bad_request")
+        expectEqual(errorCode(try alice.request("clients", ["limit": 1])), "bad_request")
+        expectEqual(errorCode(try alice.request("slow", ["reset": "yes"])), "bad_request")
+        expectEqual(errorCode(try alice.request("slow", ["rest": true])), "bad_request")
         // After all that, everyone is still connected.
         let clients = try #require(try alice.call("clients")["clients"]?.arrayValue)
         #expect(clients.count == 2 && clients.allSatisfy { $0["kind"] == "tcp" }, "\(clients)")
-        #expect(try bob.call("ping")["ok"] == true)
+        expectEqual(try bob.call("ping")["ok"], true)
     }
 
     @Test("clients lists every connection; kill closes one as a disconnect does, tells it why, and can close the caller's own")
@@ -151,13 +151,13 @@ struct SlowAndClientsOverTCPTests {
         let stranger = try server.connect()
 
         let clients = try #require(try alice.call("clients")["clients"]?.arrayValue)
-        #expect(clients.count == 3)
+        expectEqual(clients.count, 3)
         let bobEntry = try #require(clients.first { $0["connection"] == .int(bobID) })
         #expect(bobEntry["user"] == "bob" && bobEntry["kind"] == "tcp" && bobEntry["observations"] == 1 && bobEntry["session"] == .string(session))
-        #expect(bobEntry["address"]?.stringValue?.hasPrefix("127.0.0.1:") == true)
+        expectEqual(bobEntry["address"]?.stringValue?.hasPrefix("127.0.0.1:"), true)
         #expect((bobEntry["age"]?.doubleValue ?? -1) >= 0 && (bobEntry["idle"]?.doubleValue ?? -1) >= 0 && bobEntry["outputBytes"] == 0)
         #expect(clients.contains { $0["user"] == .null && $0["observations"] == 0 && $0["session"] == .null }, "the stranger")
-        #expect(clients.filter { $0["own"] == true }.map { $0["user"] } == ["alice"])
+        expectEqual(clients.filter { $0["own"] == true }.map { $0["user"] }, ["alice"])
 
         // The CLI lists them too, its own connection marked.
         let environment = ["KVOD_PASSWORD": "root"]
@@ -165,7 +165,7 @@ struct SlowAndClientsOverTCPTests {
         #expect(listed.status == 0 && listed.lines.count == 4, "\(listed.stdout) \(listed.stderr)")
         #expect(listed.lines.contains { $0.hasPrefix("\(bobID)  kind=tcp  address=127.0.0.1:") && $0.contains("  user=bob  ")
                 && $0.contains("  observations=1  outputBytes=0  session=\(session)") }, "\(listed.lines)")
-        #expect(listed.lines.filter { $0.hasSuffix("(this one)") }.count == 1)
+        expectEqual(listed.lines.filter { $0.hasSuffix("(this one)") }.count, 1)
         // Ages in seconds with three decimals (the test's connections are seconds old at most, not thousands).
         let ages = listed.lines.compactMap { line in
             line.split(separator: " ").first { $0.hasPrefix("age=") }.flatMap { Double($0.dropFirst(4)) }
@@ -177,13 +177,13 @@ struct SlowAndClientsOverTCPTests {
         expectSuccess(killed, lines: ["killed \(bobID)"])
         let told = try bob.readMessage()
         #expect(told["id"] == nil && errorCode(told) == "closed", "\(told)")
-        #expect(told["error"]?["message"]?.stringValue?.hasPrefix("closed by a server admin (kill from connection ") == true, "\(told)")
+        expectEqual(told["error"]?["message"]?.stringValue?.hasPrefix("closed by a server admin (kill from connection "), true, "\(told)")
         #expect(throws: KVOClientError.self) { try bob.readMessage(timeout: 5) }
         #expect(server.waitForLog("connection closed by kill"))
         let deadline = monotonicSeconds() + 10
         while try alice.call("get", ["object": "room", "keyPath": "n"])["value"] != 0, monotonicSeconds() < deadline { usleep(20_000) }
-        #expect(try alice.call("get", ["object": "room", "keyPath": "n"])["value"] == 0, "the session's onDisconnect ran")
-        #expect(try alice.call("info", ["object": "room"])["observers"] == [], "bob's observation ended with his connection")
+        expectEqual(try alice.call("get", ["object": "room", "keyPath": "n"])["value"], 0, "the session's onDisconnect ran")
+        expectEqual(try alice.call("info", ["object": "room"])["observers"], [], "bob's observation ended with his connection")
 
         // An id that was just closed, again: not_found; the CLI exits 1 with the server's error.
         let again = try KVOClientProcess.run(server, ["--user", "alice", "kill", String(bobID)], environment: environment)
@@ -195,8 +195,8 @@ struct SlowAndClientsOverTCPTests {
         let aliceID = try #require(try alice.call("hello")["connection"]?.intValue)
         let own = try alice.call("kill", ["connection": .int(aliceID)])
         #expect(own["connection"] == .int(aliceID) && own["own"] == true)
-        #expect(errorCode(try alice.readMessage()) == "closed")
+        expectEqual(errorCode(try alice.readMessage()), "closed")
         #expect(throws: KVOClientError.self) { try alice.readMessage(timeout: 5) }
-        #expect(try stranger.request("ping")["ok"] == true, "the others keep being served")
+        expectEqual(try stranger.request("ping")["ok"], true, "the others keep being served")
     }
 }

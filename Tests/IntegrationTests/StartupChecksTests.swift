@@ -43,18 +43,18 @@ struct StartupChecksTests {
         let data = scratch.appending("data")
         let first = try KVODProcess(dataDirectory: data)
         try first.connect().call("create", ["object": "o"])
-        #expect(first.stop() == 0)
+        expectEqual(first.stop(), 0)
         let ran = try withImmutable(data) {
             let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(dataDirectory: data) }
             guard case let .exitedEarly(status, log) = error else { return }
-            #expect(status == 1)
+            expectEqual(status, 1)
             #expect(log.contains("cannot use data directory '\(data)': it is not writable"), "\(log)")
             #expect(!log.contains("SQLite error"), "\(log)")
         }
         if ran {
             // Writable again: the data is there.
             let again = try KVODProcess(dataDirectory: data)
-            #expect(try again.connect().call("list")["objects"] == ["o"])
+            expectEqual(try again.connect().call("list")["objects"], ["o"])
         }
     }
 
@@ -66,7 +66,7 @@ struct StartupChecksTests {
         try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: data + "/kvod.sqlite3"))
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(dataDirectory: data) }
         guard case let .exitedEarly(status, log) = error else { return }
-        #expect(status == 1)
+        expectEqual(status, 1)
         #expect(log.contains("cannot use the database '\(data)/kvod.sqlite3': it is not a SQLite database"), "\(log)")
     }
 
@@ -77,7 +77,7 @@ struct StartupChecksTests {
             _ = try KVODProcess(["--data", scratch.appending("data")], storage: .inMemory)
         }
         guard case let .exitedEarly(status, log) = error else { return }
-        #expect(status == 2)
+        expectEqual(status, 2)
         #expect(log.contains("kvod: error: --data '\(scratch.appending("data"))' and --in-memory cannot be used together"), "\(log)")
         #expect(!FileManager.default.fileExists(atPath: scratch.appending("data")))
     }
@@ -93,7 +93,7 @@ struct StartupChecksTests {
         for _ in 0..<60 {
             let client = try server.connect()
             if let reply = try? client.call("ping", timeout: 5) {
-                #expect(reply["ok"] == true)
+                expectEqual(reply["ok"], true)
                 admitted.append(client)
             } else {
                 refusals += 1
@@ -102,11 +102,11 @@ struct StartupChecksTests {
         // 64 descriptors, 32 kept for kvod itself: at most 32 connections fit.
         #expect(admitted.count <= 32)
         #expect(admitted.count >= 16)
-        #expect(refusals == 60 - admitted.count)
+        expectEqual(refusals, 60 - admitted.count)
         let refused = try server.connect()
         let refusal = try refused.readMessage(timeout: 5)
-        #expect(refusal["error"]?["code"] == "too_many_connections")
-        #expect(refusal["error"]?["message"]?.stringValue?.contains("out of file descriptors") == true, "\(refusal)")
+        expectEqual(refusal["error"]?["code"], "too_many_connections")
+        expectEqual(refusal["error"]?["message"]?.stringValue?.contains("out of file descriptors"), true, "\(refusal)")
         #expect(server.waitForLog("for want of file descriptors"), "\(server.log)")
         let seconds = Date().timeIntervalSince(started)
         let lines = server.log.split(separator: "\n").filter { $0.contains("for want of file descriptors") }
@@ -121,14 +121,14 @@ struct StartupChecksTests {
             if !newcomerAdmitted { refusals += 1; usleep(20_000) }
         }
         #expect(newcomerAdmitted)
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         // Every refusal is counted in some line: the first at once, the rest by the following lines
         // or, for the tail, at shutdown ("refused N more connections").
         let reported = server.log.split(separator: "\n").compactMap { line -> Int? in
             guard line.contains("for want of file descriptors"), let range = line.range(of: "refused ") else { return nil }
             return Int(line[range.upperBound...].prefix { $0.isNumber })
         }
-        #expect(reported.reduce(0, +) == refusals + 1, "\(refusals + 1) refused:\n\(server.log)")
+        expectEqual(reported.reduce(0, +), refusals + 1, "\(refusals + 1) refused:\n\(server.log)")
     }
 
     @Test("a soft open-file limit below what --max-connections needs is raised toward the hard limit, without a warning")
@@ -139,6 +139,6 @@ struct StartupChecksTests {
             .split(separator: "\n").first { $0.hasPrefix("Max open files") }
         #expect(server.waitForLog("raised the open-file limit (ulimit -n) from 64 to 532"), "\(server.log)\n\(limits ?? "")")
         #expect(!server.log.contains("fewer than --max-connections"), "\(server.log)")
-        #expect(limits?.split(separator: " ", omittingEmptySubsequences: true)[3] == "532")
+        expectEqual(limits?.split(separator: " ", omittingEmptySubsequences: true)[3], "532")
     }
 }

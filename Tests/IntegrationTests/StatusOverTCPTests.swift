@@ -33,24 +33,24 @@ struct StatusOverTCPTests {
         let status = try admin.call("status")
         let version = try #require(try admin.call("hello")["version"]?.stringValue)
 
-        #expect(status["version"]?.stringValue == version)
-        #expect(status["commit"]?.stringValue?.isEmpty == false)
-        #expect(status["rev"]?.intValue == revision, "\(status)")
-        #expect(status["objects"] == 2)
-        #expect(status["observations"] == 1)
-        #expect(status["connections"]?["total"] == 3, "writer, observer and the asking one: \(status)")
-        #expect(status["connections"]?["tcp"] == 3)
+        expectEqual(status["version"]?.stringValue, version)
+        expectEqual(status["commit"]?.stringValue?.isEmpty, false)
+        expectEqual(status["rev"]?.intValue, revision, "\(status)")
+        expectEqual(status["objects"], 2)
+        expectEqual(status["observations"], 1)
+        expectEqual(status["connections"]?["total"], 3, "writer, observer and the asking one: \(status)")
+        expectEqual(status["connections"]?["tcp"], 3)
         #expect(status["connections"]?["tls"] == 0 && status["connections"]?["unix"] == 0 && status["connections"]?["websocket"] == 0)
-        #expect(status["sessions"] == ["total": 0, "detached": 0])
+        expectEqual(status["sessions"], ["total": 0, "detached": 0])
         let storage = try #require(status["storage"]?.objectValue)
         #expect(storage["kind"] == "sqlite" && storage["state"] == "writable", "\(storage)")
         #expect((storage["databaseBytes"]?.intValue ?? 0) > 0, "\(storage)")
         #expect(storage["walBytes"]?.intValue != nil && (storage["fileSystemFreeBytes"]?.intValue ?? 0) > 0, "\(storage)")
         #expect(status["history"]?["oldestRev"] == 1 && status["history"]?["newestRev"]?.intValue == revision, "\(status)")
-        #expect(status["history"]?["changes"]?.intValue == revision)
-        #expect(status["cluster"] == .null)
-        #expect(status["alarms"] == [])
-        #expect(status["listeners"] == [["role": "port", "address": .string("127.0.0.1:\(server.port)")]])
+        expectEqual(status["history"]?["changes"]?.intValue, revision)
+        expectEqual(status["cluster"], .null)
+        expectEqual(status["alarms"], [])
+        expectEqual(status["listeners"], [["role": "port", "address": .string("127.0.0.1:\(server.port)")]])
         let uptime = try #require(status["uptimeSeconds"]?.doubleValue)
         #expect(uptime >= 0 && uptime < 600)
 
@@ -59,10 +59,10 @@ struct StatusOverTCPTests {
         writer.close()
         Thread.sleep(forTimeInterval: 1.2)
         let later = try admin.call("status")
-        #expect(later["connections"]?["total"] == 1, "\(later)")
-        #expect(later["observations"] == 0)
+        expectEqual(later["connections"]?["total"], 1, "\(later)")
+        expectEqual(later["observations"], 0)
         #expect((later["uptimeSeconds"]?.doubleValue ?? 0) >= uptime + 1, "\(later)")
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
     }
 
     @Test("status and config are for server admins: others get forbidden and nothing else; before login, unauthenticated")
@@ -77,18 +77,18 @@ struct StatusOverTCPTests {
         try bob.call("create", ["object": "secret-count", "values": ["n": 1]])
         for op in ["status", "config", "digest", "metrics"] {
             let refused = try bob.request(op)
-            #expect(errorCode(refused) == "forbidden", "\(op): \(refused)")
+            expectEqual(errorCode(refused), "forbidden", "\(op): \(refused)")
             // Nothing of the server's state in the refusal: only the error and the request's id.
-            #expect(Set(refused.objectValue?.keys.map { $0 } ?? []) == ["ok", "id", "error"], "\(op): \(refused)")
+            expectEqual(Set(refused.objectValue?.keys.map { $0 } ?? []), ["ok", "id", "error"], "\(op): \(refused)")
             #expect(!refused.description.contains("\"rev\"") && !refused.description.contains("settings"), "\(refused)")
-            #expect(errorCode(try server.connect().request(op)) == "unauthenticated", "\(op)")
+            expectEqual(errorCode(try server.connect().request(op)), "unauthenticated", "\(op)")
         }
         // The refused connection keeps serving.
-        #expect(try bob.call("get", ["object": "secret-count", "keyPath": "n"])["value"] == 1)
+        expectEqual(try bob.call("get", ["object": "secret-count", "keyPath": "n"])["value"], 1)
         let alice = try server.connect()
         try alice.call("auth", ["user": "alice", "password": "root"], timeout: 30)
-        #expect(try alice.call("status")["objects"] == 1)
-        #expect(server.stop() == 0)
+        expectEqual(try alice.call("status")["objects"], 1)
+        expectEqual(server.stop(), 0)
     }
 
     @Test("a status or config request with a field its row does not declare is bad_request naming it; nothing else is answered")
@@ -104,17 +104,17 @@ struct StatusOverTCPTests {
         ]
         for (op, params, field) in cases {
             let reply = try client.request(op, params)
-            #expect(errorCode(reply) == "bad_request", "\(op) \(params): \(reply)")
-            #expect(reply["error"]?["message"]?.stringValue?.contains(field) == true, "\(reply)")
+            expectEqual(errorCode(reply), "bad_request", "\(op) \(params): \(reply)")
+            expectEqual(reply["error"]?["message"]?.stringValue?.contains(field), true, "\(reply)")
             #expect(reply["rev"] == nil && reply["settings"] == nil)
         }
         // Mistyped ids and a line that is no JSON: the usual refusals, and the connection serves on.
         try client.send(raw: Array(#"{"op":"status","id":[1,2]}"#.utf8) + [0x0A])
-        #expect(errorCode(try client.readMessage()) == "bad_request")
+        expectEqual(errorCode(try client.readMessage()), "bad_request")
         try client.send(raw: Array(#"{"op":"config""#.utf8) + [0x0A])
-        #expect(errorCode(try client.readMessage()) == "bad_request")
-        #expect(try client.call("status")["objects"] == 0)
-        #expect(try client.call("config")["settings"]?.arrayValue?.isEmpty == false)
-        #expect(server.stop() == 0)
+        expectEqual(errorCode(try client.readMessage()), "bad_request")
+        expectEqual(try client.call("status")["objects"], 0)
+        expectEqual(try client.call("config")["settings"]?.arrayValue?.isEmpty, false)
+        expectEqual(server.stop(), 0)
     }
 }

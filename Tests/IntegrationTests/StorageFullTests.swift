@@ -56,17 +56,17 @@ struct StorageFullTests {
 
         let (acknowledged, refusal) = try Self.createUntilRefused(writer, prefix: "o")
         let refused = try #require(refusal, "2 MiB never filled")
-        #expect(refused["error"]?["code"] == "storage_full", "\(refused)")
+        expectEqual(refused["error"]?["code"], "storage_full", "\(refused)")
         #expect(acknowledged.count > 10, "only \(acknowledged.count) creates before the disk filled")
         #expect(server.waitForLog("storage full"), "\(server.log)")
         #expect(!server.log.contains("stopping"), "\(server.log)")
 
         // Every later write is refused, and no observer hears of it; reads and observers go on.
         let set = try writer.request("set", ["object": "watched", "keyPath": "n", "value": 1])
-        #expect(set["error"]?["code"] == "storage_full", "\(set)")
+        expectEqual(set["error"]?["code"], "storage_full", "\(set)")
         let get = try writer.call("get", ["object": "watched", "keyPath": "n"])
-        #expect(get["value"] == 0)
-        #expect(try writer.call("get", ["object": .string(acknowledged[0]), "keyPath": "pad"])["value"] == Self.padding)
+        expectEqual(get["value"], 0)
+        expectEqual(try writer.call("get", ["object": .string(acknowledged[0]), "keyPath": "pad"])["value"], Self.padding)
         try observer.call("ping")
         #expect(observer.pendingEvents.isEmpty, "an observer was told of a refused write: \(observer.pendingEvents)")
         #expect(Self.httpBody(server, "/readyz").contains("storage full"))
@@ -79,15 +79,15 @@ struct StorageFullTests {
         #expect(Self.httpBody(server, "/readyz").hasPrefix("ready"))
         try writer.call("set", ["object": "watched", "keyPath": "n", "value": 2])
         let event = try #require(try observer.nextEvent(timeout: 5))
-        #expect(event["change"]?["new"] == 2, "\(event)")
+        expectEqual(event["change"]?["new"], 2, "\(event)")
 
         // Nothing acknowledged was lost.
         server = try server.restart()
         let reader = try server.connect()
         for id in acknowledged + ["after"] {
-            #expect(try reader.request("get", ["object": .string(id)])["ok"] == true, "acknowledged '\(id)' is gone after a restart")
+            expectEqual(try reader.request("get", ["object": .string(id)])["ok"], true, "acknowledged '\(id)' is gone after a restart")
         }
-        #expect(try reader.call("get", ["object": "watched", "keyPath": "n"])["value"] == 2)
+        expectEqual(try reader.call("get", ["object": "watched", "keyPath": "n"])["value"], 2)
     }
 
     @Test("without a reserve, a commit that finds no room is rolled back: nothing unacknowledged is kept, nothing acknowledged is lost",
@@ -131,9 +131,9 @@ struct StorageFullTests {
         let reader = try server.connect()
         for id in sent {
             let found = try reader.request("get", ["object": .string(id)])["ok"] == true
-            #expect(found == acknowledged.contains(id), "'\(id)': \(found ? "kept" : "lost"), \(acknowledged.contains(id) ? "acknowledged" : "not acknowledged")")
+            expectEqual(found, acknowledged.contains(id), "'\(id)': \(found ? "kept" : "lost"), \(acknowledged.contains(id) ? "acknowledged" : "not acknowledged")")
         }
-        #expect(try reader.request("create", ["object": "more"])["error"]?["code"] == "storage_full")
+        expectEqual(try reader.request("create", ["object": "more"])["error"]?["code"], "storage_full")
         try disk.resize(bytes: 16 << 20)
         #expect(try Self.waitUntilWritable(reader, object: "more"), "\(server.log)")
 
@@ -141,7 +141,7 @@ struct StorageFullTests {
         let again = try server.connect()
         for id in sent {
             let found = try again.request("get", ["object": .string(id)])["ok"] == true
-            #expect(found == acknowledged.contains(id), "after a restart '\(id)': \(found ? "kept" : "lost")")
+            expectEqual(found, acknowledged.contains(id), "after a restart '\(id)': \(found ? "kept" : "lost")")
         }
     }
 
@@ -155,10 +155,10 @@ struct StorageFullTests {
         let writer = try server.connect()
         let (acknowledged, refusal) = try Self.createUntilRefused(writer, prefix: "q")
         let refused = try #require(refusal, "--max-disk 400000 never reached")
-        #expect(refused["error"]?["code"] == "storage_full", "\(refused)")
+        expectEqual(refused["error"]?["code"], "storage_full", "\(refused)")
         let message: String = refused["error"]?["message"]?.stringValue ?? ""
         #expect(message.contains("--max-disk"), "\(refused)")
-        #expect(try writer.call("get", ["object": .string(acknowledged.last!), "keyPath": "pad"])["value"] == Self.padding)
+        expectEqual(try writer.call("get", ["object": .string(acknowledged.last!), "keyPath": "pad"])["value"], Self.padding)
         let metrics = Self.httpBody(server, "/metrics")
         #expect(metrics.contains("kvod_storage_state 1"), "\(metrics)")
         #expect(metrics.contains("kvod_storage_max_disk_bytes 400000"), "\(metrics)")
@@ -167,7 +167,7 @@ struct StorageFullTests {
         #expect(status["storage"]?["state"] == "full" && status["storage"]?["maxDiskBytes"] == 400000, "\(status)")
         let alarms = try #require(status["alarms"]?.arrayValue, "\(status)")
         #expect(alarms.count == 1 && alarms.first?["alarm"] == "storage_full", "\(alarms)")
-        #expect(alarms.first?["reason"]?.stringValue?.hasPrefix("storage full: ") == true, "\(alarms)")
+        expectEqual(alarms.first?["reason"]?.stringValue?.hasPrefix("storage full: "), true, "\(alarms)")
 
         try "max-disk = 0\n".write(toFile: config, atomically: true, encoding: .utf8)
         server.send(signal: SIGHUP)
@@ -175,11 +175,11 @@ struct StorageFullTests {
         let cleared = try writer.call("status")
         #expect(cleared["alarms"] == [] && cleared["storage"]?["state"] == "writable", "\(cleared)")
         let maxDisk = try #require(try writer.call("config")["settings"]?.arrayValue?.first { $0["name"] == "max-disk" })
-        #expect(maxDisk == ["name": "max-disk", "value": "0", "source": "reload", "origin": .string("\(config) line 1")], "\(maxDisk)")
+        expectEqual(maxDisk, ["name": "max-disk", "value": "0", "source": "reload", "origin": .string("\(config) line 1")], "\(maxDisk)")
         server = try server.restart()
         let again = try server.connect()
         for id in acknowledged + ["later"] {
-            #expect(try again.request("get", ["object": .string(id)])["ok"] == true, "acknowledged '\(id)' is gone")
+            expectEqual(try again.request("get", ["object": .string(id)])["ok"], true, "acknowledged '\(id)' is gone")
         }
     }
 
@@ -215,13 +215,13 @@ struct StorageFullTests {
             }
         }
         let refused = try #require(refusal, "writes were never refused after the data directory was deleted")
-        #expect(refused["error"]?["code"] == "storage_unavailable", "\(refused)")
+        expectEqual(refused["error"]?["code"], "storage_unavailable", "\(refused)")
         // The commit that raced the deletion may have been stored in the deleted file; nothing after it.
         #expect(acknowledgedAfterDeletion <= 1, "\(acknowledgedAfterDeletion) writes acknowledged after the deletion")
         #expect(server.waitForLog("was deleted"), "\(server.log)")
         #expect(server.log.contains("critical"), "\(server.log)")
         let reader = try server.connect()
-        #expect(try reader.call("get", ["object": "d10", "keyPath": "n"])["value"] == 10)
+        expectEqual(try reader.call("get", ["object": "d10", "keyPath": "n"])["value"], 10)
         #expect(Self.httpBody(server, "/readyz").contains("storage lost"))
         #expect(Self.httpBody(server, "/metrics").contains("kvod_storage_state 3"))
     }

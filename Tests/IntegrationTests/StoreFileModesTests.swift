@@ -28,28 +28,28 @@ struct StoreFileModesTests {
         try client.call("create", ["object": "o", "values": ["v": 1]])
         let database = data + "/kvod.sqlite3"
         // While kvod runs the WAL and its index exist.
-        #expect(mode(data) == 0o700, "\(octal(mode(data)))")
+        expectEqual(mode(data), 0o700, "\(octal(mode(data)))")
         for path in [database, database + "-wal", database + "-shm", database + ".lock"] {
-            #expect(mode(path) == 0o600, "\(path): \(octal(mode(path)))")
+            expectEqual(mode(path), 0o600, "\(path): \(octal(mode(path)))")
         }
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         // Parents kvod created follow the umask as before.
-        #expect(mode(scratch.appending("new")) == 0o755)
+        expectEqual(mode(scratch.appending("new")), 0o755)
 
         // An existing store whose database others may read (an older kvod made it 0644): made 0600, said so.
-        #expect(chmod(database, 0o644) == 0)
+        expectEqual(chmod(database, 0o644), 0)
         let again = try KVODProcess(storage: .directory(data), shellPrefix: "umask 022")
         #expect(again.waitForLog("kvod.sqlite3' was mode 0644"), "\(again.log)")
-        #expect(mode(database) == 0o600, "\(octal(mode(database)))")
-        #expect(try again.connect().call("get", ["object": "o"])["value"] == ["v": 1])
-        #expect(again.stop() == 0)
+        expectEqual(mode(database), 0o600, "\(octal(mode(database)))")
+        expectEqual(try again.connect().call("get", ["object": "o"])["value"], ["v": 1])
+        expectEqual(again.stop(), 0)
 
         // `kvod user … --data` opens the store as kvod does, and says so too.
-        #expect(chmod(database, 0o640) == 0)
+        expectEqual(chmod(database, 0o640), 0)
         let listed = try KVODUserTool.run(["list", "--data", data])
-        #expect(listed.status == 0, "\(listed.stderr)")
+        expectEqual(listed.status, 0, "\(listed.stderr)")
         #expect(listed.stderr.contains("kvod.sqlite3' was mode 0640"), "\(listed.stderr)")
-        #expect(mode(database) == 0o600, "\(octal(mode(database)))")
+        expectEqual(mode(database), 0o600, "\(octal(mode(database)))")
     }
 
     @Test("the users file kvod writes online is 0600 under umask 022")
@@ -57,13 +57,13 @@ struct StoreFileModesTests {
         let scratch = try TemporaryDirectory("modes")
         let usersFile = scratch.appending("users.json")
         try KVODUserTool.addUser("alice", password: "pw", usersFile: usersFile)
-        #expect(chmod(usersFile, 0o644) == 0)
+        expectEqual(chmod(usersFile, 0o644), 0)
         let server = try KVODProcess(["--users", usersFile], shellPrefix: "umask 022")
         let admin = try server.connect()
         try admin.call("auth", ["user": "alice", "password": "pw"])
         try admin.call("userAdd", ["user": "bob", "password": "pw", "hashCost": "minimal"])
-        #expect(mode(usersFile) == 0o600, "\(octal(mode(usersFile)))")
-        #expect(mode(usersFile + ".lock") == 0o600, "\(octal(mode(usersFile + ".lock")))")
-        #expect(server.stop() == 0)
+        expectEqual(mode(usersFile), 0o600, "\(octal(mode(usersFile)))")
+        expectEqual(mode(usersFile + ".lock"), 0o600, "\(octal(mode(usersFile + ".lock")))")
+        expectEqual(server.stop(), 0)
     }
 }

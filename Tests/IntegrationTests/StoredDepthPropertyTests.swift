@@ -91,9 +91,9 @@ struct StoredDepthPropertyTests {
                 reply = try client.request("set", request)
             }
             let fits = levels + depth <= limit
-            #expect(reply["ok"] == .bool(fits), "step \(step) (\(route), \(levels) levels + \(depth)): \(reply)")
+            expectEqual(reply["ok"], .bool(fits), "step \(step) (\(route), \(levels) levels + \(depth)): \(reply)")
             guard reply["ok"] == true else {
-                #expect(reply["error"]?["code"] == "too_large", "step \(step): \(reply)")
+                expectEqual(reply["error"]?["code"], "too_large", "step \(step): \(reply)")
                 refused += 1
                 continue
             }
@@ -109,12 +109,12 @@ struct StoredDepthPropertyTests {
         }
         #expect(accepted > 20 && refused > 20, "accepted \(accepted), refused \(refused)")
         for (id, value) in model {
-            #expect(try client.call("get", ["object": .string(id)])["value"] == value, "\(id) before the restart")
+            expectEqual(try client.call("get", ["object": .string(id)])["value"], value, "\(id) before the restart")
         }
         let restarted = try server.restart()
         let reconnected = try restarted.connect()
         for (id, value) in model {
-            #expect(try reconnected.call("get", ["object": .string(id)])["value"] == value, "\(id) after the restart")
+            expectEqual(try reconnected.call("get", ["object": .string(id)])["value"], value, "\(id) after the restart")
             let cli = try KVOClientProcess.run(restarted, ["get", id])
             #expect(cli.status == 0 && (try? JSONParser.parse(Array(cli.stdout.utf8))) == value, "kvoclient get \(id)")
         }

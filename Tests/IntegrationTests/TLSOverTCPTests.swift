@@ -34,26 +34,26 @@ import Testing
         let secure = try server.connectTLS(certificates.clientOptions())
         let plain = try server.connect()
         try secure.call("create", ["object": "o", "values": ["v": 1]])
-        #expect(try plain.call("get", ["object": "o", "keyPath": "v"])["value"] == 1)
+        expectEqual(try plain.call("get", ["object": "o", "keyPath": "v"])["value"], 1)
         // An observation streams its events over TLS, in order.
         try secure.call("observe", ["object": "o", "keyPath": "v", "options": ["new"]])
         for value in 2...200 { try plain.call("set", ["object": "o", "keyPath": "v", "value": .int(Int64(value))]) }
         for value in 2...200 {
             let event = try #require(try secure.nextEvent(timeout: 10))
-            #expect(event["change"]?["new"] == .int(Int64(value)))
+            expectEqual(event["change"]?["new"], .int(Int64(value)))
         }
         // A large reply (several TLS records) arrives whole.
         let big = String(repeating: "x", count: 200_000)
         try plain.call("set", ["object": "o", "keyPath": "big", "value": .string(big)])
-        #expect(try secure.call("get", ["object": "o", "keyPath": "big"])["value"] == .string(big))
+        expectEqual(try secure.call("get", ["object": "o", "keyPath": "big"])["value"], .string(big))
     }
 
     @Test func aTLSOnlyServerListensOnTheTLSPortAlone() throws {
         let certificates = try TestCertificates()
         let server = try KVODProcess(["--port", "off"] + certificates.serverArguments())
-        #expect(server.port == server.tlsPort)
+        expectEqual(server.port, server.tlsPort)
         let secure = try server.connectTLS(certificates.clientOptions())
-        #expect(try secure.call("ping")["ok"] == true)
+        expectEqual(try secure.call("ping")["ok"], true)
         #expect(!server.log.contains("listening\n") || server.log.contains("listening for TLS"))
     }
 
@@ -68,7 +68,7 @@ import Testing
         #expect(reason.contains("certificate"), "\(reason)")
         // The server logs the refused handshake in one line and carries on.
         #expect(server.waitForLog("TLS handshake failed"), "\(server.log)")
-        #expect(try server.connectTLS(certificates.clientOptions()).call("ping")["ok"] == true)
+        expectEqual(try server.connectTLS(certificates.clientOptions()).call("ping")["ok"], true)
     }
 
     @Test func anExpiredServerCertificateIsRefusedByTheClient() throws {
@@ -87,7 +87,7 @@ import Testing
         let server = try KVODProcess(certificates.serverArguments(clientAuth: "require"), logLevel: "debug")
         // With a certificate from the CA: served, and the connection knows its CN.
         let alice = try server.connectTLS(certificates.clientOptions(client: "client"))
-        #expect(try alice.call("ping")["ok"] == true)
+        expectEqual(try alice.call("ping")["ok"], true)
         #expect(server.waitForLog("clientCN=alice"), "\(server.log)")
         // Without a certificate, or with one from another CA: refused (TLS 1.3 clients learn it at their
         // first read, after their side of the handshake completed).
@@ -97,14 +97,14 @@ import Testing
         }
         #expect(server.waitForLog("certificate"), "\(server.log)")
         #expect(!server.log.contains("clientCN=mallory"))
-        #expect(try alice.call("ping")["ok"] == true)
+        expectEqual(try alice.call("ping")["ok"], true)
     }
 
     @Test func optionalClientCertificatesLetClientsWithoutOneIn() throws {
         let certificates = try TestCertificates()
         let server = try KVODProcess(certificates.serverArguments(clientAuth: "optional"), logLevel: "debug")
-        #expect(try server.connectTLS(certificates.clientOptions()).call("ping")["ok"] == true)
-        #expect(try server.connectTLS(certificates.clientOptions(client: "client")).call("ping")["ok"] == true)
+        expectEqual(try server.connectTLS(certificates.clientOptions()).call("ping")["ok"], true)
+        expectEqual(try server.connectTLS(certificates.clientOptions(client: "client")).call("ping")["ok"], true)
         #expect(server.waitForLog("clientCN=alice"))
         #expect(failure { _ = try server.connectTLS(certificates.clientOptions(client: "mallory")).call("ping") } != nil)
     }
@@ -129,18 +129,18 @@ import Testing
         #expect(server.waitForLog("reloaded the TLS certificate and key"), "\(server.log)")
         // The open connection keeps working and keeps its observation; new ones get the new certificate.
         try server.connect().call("set", ["object": "o", "keyPath": "v", "value": 2])
-        #expect(try old.nextEvent(timeout: 10)?["change"]?["new"] == 2)
-        #expect(try old.call("ping")["ok"] == true)
+        expectEqual(try old.nextEvent(timeout: 10)?["change"]?["new"], 2)
+        expectEqual(try old.call("ping")["ok"], true)
         #expect(failure { _ = try server.connectTLS(certificates.clientOptions()).call("ping") } != nil)
-        #expect(try server.connectTLS(certificates.clientOptions(trusting: "other-ca")).call("ping")["ok"] == true)
+        expectEqual(try server.connectTLS(certificates.clientOptions(trusting: "other-ca")).call("ping")["ok"], true)
         // A failed reload (a key that does not match) keeps the current certificate and says so once.
         try FileManager.default.removeItem(atPath: live + ".key")
         try FileManager.default.copyItem(atPath: certificates.path("server.key"), toPath: live + ".key")
         server.send(signal: SIGHUP)
         #expect(server.waitForLog("TLS reload failed"), "\(server.log)")
-        #expect(server.log.components(separatedBy: "TLS reload failed").count == 2)
-        #expect(try server.connectTLS(certificates.clientOptions(trusting: "other-ca")).call("ping")["ok"] == true)
-        #expect(try old.call("ping")["ok"] == true)
+        expectEqual(server.log.components(separatedBy: "TLS reload failed").count, 2)
+        expectEqual(try server.connectTLS(certificates.clientOptions(trusting: "other-ca")).call("ping")["ok"], true)
+        expectEqual(try old.call("ping")["ok"], true)
     }
 
     // MARK: - Traps of TLS over an event loop
@@ -155,7 +155,7 @@ import Testing
         try first.call("ping")
         let second = try server.connectTLS(certificates.clientOptions())
         let refusal = try second.readMessage(timeout: 10)
-        #expect(errorCode(refusal) == "too_many_connections", "\(refusal)")
+        expectEqual(errorCode(refusal), "too_many_connections", "\(refusal)")
         #expect(throws: KVOClientError.connectionClosed) { _ = try second.readMessage(timeout: 10) }
         // A refused connection that never starts its handshake does not wait for it for ever: the handshake
         // timeout closes it too.
@@ -208,7 +208,7 @@ import Testing
         client.send("R")
         #expect(client.waitForOutput("<<< TLS 1.2, Alert [length 0002], warning no_renegotiation"), "\(client.text)")
         // (s_client then gives up on the connection; kvod logs its alert and carries on.)
-        #expect(try server.connectTLS(certificates.clientOptions()).call("ping")["ok"] == true)
+        expectEqual(try server.connectTLS(certificates.clientOptions()).call("ping")["ok"], true)
         // TLS 1.1 and older are not offered.
         let old = try OpenSSLClient(port: server.tlsPort, arguments: ["-tls1_1"])
         #expect(old.waitForExit())
@@ -270,11 +270,11 @@ import Testing
 
         // Each bad client got one line; the good one noticed nothing.
         for line in ["did not start with a TLS handshake", "TLS clients must use the TLS port", "TLS handshake not finished"] {
-            #expect(server.log.components(separatedBy: line).count == 2, "\(line): \(server.log)")
+            expectEqual(server.log.components(separatedBy: line).count, 2, "\(line): \(server.log)")
         }
         try writer.call("set", ["object": "o", "keyPath": "v", "value": 1])
-        #expect(try good.nextEvent(timeout: 10)?["change"]?["new"] == 1)
-        #expect(try good.call("ping")["ok"] == true)
+        expectEqual(try good.nextEvent(timeout: 10)?["change"]?["new"], 1)
+        expectEqual(try good.call("ping")["ok"], true)
     }
 
     @Test func aTLSAlertRecordIsNamedAsSuchNotAsAPlaintextClient() throws {
@@ -308,7 +308,7 @@ import Testing
                 "\(server.log)")
         // Others carry on.
         let good = try server.connectTLS(certificates.clientOptions())
-        #expect(try good.call("ping")["ok"] == true)
+        expectEqual(try good.call("ping")["ok"], true)
     }
 
     // MARK: - Slow consumers
@@ -326,12 +326,12 @@ import Testing
         for index in 1...400 {
             try writer.call("set", ["object": "hot", "keyPath": "v", "value": .string("\(index)\(big)")])
             let event = try #require(try healthy.nextEvent(timeout: 10))
-            #expect(event["change"]?["new"] == .string("\(index)\(big)"))
+            expectEqual(event["change"]?["new"], .string("\(index)\(big)"))
         }
         #expect(server.waitForLog("output buffer limit exceeded"), "the reason is logged: \(server.log)")
         let observers = try writer.call("info", ["object": "hot"])["observers"]?.arrayValue ?? []
-        #expect(observers.count == 1)
-        #expect(try healthy.call("ping")["ok"] == true)
+        expectEqual(observers.count, 1)
+        expectEqual(try healthy.call("ping")["ok"], true)
     }
 
     // MARK: - kvoclient
@@ -350,13 +350,13 @@ import Testing
         // Refusals: exit 3 with one line saying why.
         let wrongAuthority = try KVOClientProcess.run(["--port", String(server.tlsPort), "--tls", "--cacert",
                                                        certificates.path("other-ca.pem"), "ping"])
-        #expect(wrongAuthority.status == 3)
+        expectEqual(wrongAuthority.status, 3)
         #expect(wrongAuthority.stderr.contains("kvoclient: error: TLS: the server's certificate was not accepted"), "\(wrongAuthority.stderr)")
         let wrongName = try KVOClientProcess.run(tls + ["--server-name", "kvod.example", "ping"])
-        #expect(wrongName.status == 3)
+        expectEqual(wrongName.status, 3)
         #expect(wrongName.stderr.contains("certificate"), "\(wrongName.stderr)")
         let withoutTLS = try KVOClientProcess.run(["--port", String(server.port), "--cacert", certificates.path("ca.pem"), "ping"])
-        #expect(withoutTLS.status == 2)
+        expectEqual(withoutTLS.status, 2)
         #expect(withoutTLS.stderr.contains("need --tls"), "\(withoutTLS.stderr)")
     }
 
@@ -376,7 +376,7 @@ import Testing
                 _ = try KVODProcess(arguments)
                 Issue.record("kvod started with \(arguments)")
             } catch let KVODProcessError.exitedEarly(status, log) {
-                #expect(status == 2, "\(arguments)")
+                expectEqual(status, 2, "\(arguments)")
                 #expect(log.contains(message), "\(arguments): \(log)")
             }
         }
@@ -386,7 +386,7 @@ import Testing
                                  "--tls-key", certificates.path("client.key")])
             Issue.record("kvod started with a mismatched key")
         } catch let KVODProcessError.exitedEarly(status, log) {
-            #expect(status == 1)
+            expectEqual(status, 1)
             #expect(log.contains("cannot start: TLS: loading the private key") && log.contains("mismatch"), "\(log)")
         }
     }

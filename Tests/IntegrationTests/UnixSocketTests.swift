@@ -64,25 +64,25 @@ struct UnixSocketTests {
         let scratch = try TemporaryDirectory("unix")
         let path = scratch.appending("kvod.sock")
         let server = try KVODProcess(["--unix", path])
-        #expect(mode(of: path) == 0o600)
+        expectEqual(mode(of: path), 0o600)
         let client = try UnixLineClient(path: path)
         let hello = try client.call(#"{"op":"hello","id":1}"#)
-        #expect(hello["id"] == 1)
-        #expect(hello["server"] == "kvod")
-        #expect(try client.call(#"{"op":"create","id":2,"object":"o","values":{"v":1}}"#)["rev"] == 1)
+        expectEqual(hello["id"], 1)
+        expectEqual(hello["server"], "kvod")
+        expectEqual(try client.call(#"{"op":"create","id":2,"object":"o","values":{"v":1}}"#)["rev"], 1)
         // The TCP listener serves the same data.
-        #expect(try server.connect().call("get", ["object": "o", "keyPath": "v"])["value"] == 1)
-        #expect(try client.call(#"{"op":"get","id":3,"object":"nobody"}"#)["error"]?["code"] == "not_found")
+        expectEqual(try server.connect().call("get", ["object": "o", "keyPath": "v"])["value"], 1)
+        expectEqual(try client.call(#"{"op":"get","id":3,"object":"nobody"}"#)["error"]?["code"], "not_found")
 
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(["--unix", path]) }
         if case let .exitedEarly(status, log) = error {
-            #expect(status == 1)
+            expectEqual(status, 1)
             #expect(log.contains("another process is listening on '\(path)'"), "\(log)")
         }
         #expect(FileManager.default.fileExists(atPath: path), "the refused kvod left the live socket alone")
-        #expect(try client.call(#"{"op":"ping","id":4}"#)["ok"] == true)
+        expectEqual(try client.call(#"{"op":"ping","id":4}"#)["ok"], true)
 
-        #expect(server.stop() == 0)
+        expectEqual(server.stop(), 0)
         #expect(!FileManager.default.fileExists(atPath: path), "the socket file is removed on a clean stop")
     }
 
@@ -100,29 +100,29 @@ struct UnixSocketTests {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        #expect(bound == 0)
+        expectEqual(bound, 0)
         close(stale)
         #expect(FileManager.default.fileExists(atPath: path))
 
         let server = try KVODProcess(["--unix", path, "--unix-mode", "0660"])
-        #expect(mode(of: path) == 0o660)
-        #expect(try UnixLineClient(path: path).call(#"{"op":"ping","id":1}"#)["ok"] == true)
-        #expect(server.stop() == 0)
+        expectEqual(mode(of: path), 0o660)
+        expectEqual(try UnixLineClient(path: path).call(#"{"op":"ping","id":1}"#)["ok"], true)
+        expectEqual(server.stop(), 0)
         #expect(!FileManager.default.fileExists(atPath: path))
 
         let plainFile = scratch.appending("not-a-socket")
         try Data("keep me".utf8).write(to: URL(fileURLWithPath: plainFile))
         let error = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(["--unix", plainFile]) }
         if case let .exitedEarly(status, log) = error {
-            #expect(status == 1)
+            expectEqual(status, 1)
             #expect(log.contains("exists and is not a socket"), "\(log)")
         }
-        #expect(try String(contentsOfFile: plainFile, encoding: .utf8) == "keep me")
+        expectEqual(try String(contentsOfFile: plainFile, encoding: .utf8), "keep me")
         // A directory that does not exist: refused at start-up, naming the path.
         let nowhere = scratch.appending("missing/kvod.sock")
         let missing = #expect(throws: KVODProcessError.self) { _ = try KVODProcess(["--unix", nowhere]) }
         if case let .exitedEarly(status, log) = missing {
-            #expect(status == 1)
+            expectEqual(status, 1)
             #expect(log.contains("unix:\(nowhere)"), "\(log)")
             #expect(log.contains("the directory '\(scratch.appending("missing"))' does not exist"), "\(log)")
             #expect(!log.lowercased().contains("permission"), "a missing directory is not a permission problem: \(log)")
@@ -134,14 +134,14 @@ struct UnixSocketTests {
         let scratch = try TemporaryDirectory("unixtwo")
         let path = scratch.appending("kvod.sock")
         let first = try KVODProcess(["--unix", path])
-        #expect(unlink(path) == 0)
+        expectEqual(unlink(path), 0)
         let second = try KVODProcess(["--unix", path])
-        #expect(try UnixLineClient(path: path).call(#"{"op":"ping","id":1}"#)["ok"] == true)
+        expectEqual(try UnixLineClient(path: path).call(#"{"op":"ping","id":1}"#)["ok"], true)
 
-        #expect(first.stop() == 0)
+        expectEqual(first.stop(), 0)
         #expect(FileManager.default.fileExists(atPath: path), "the first kvod's stop left the second one's socket")
-        #expect(try UnixLineClient(path: path).call(#"{"op":"ping","id":2}"#)["ok"] == true)
-        #expect(second.stop() == 0)
+        expectEqual(try UnixLineClient(path: path).call(#"{"op":"ping","id":2}"#)["ok"], true)
+        expectEqual(second.stop(), 0)
         #expect(!FileManager.default.fileExists(atPath: path), "the second kvod removed its own socket")
     }
 
@@ -165,10 +165,10 @@ struct UnixSocketTests {
             if client == nil { usleep(25_000) }
         }
         let connected = try #require(client, "kvod did not listen on \(path)")
-        #expect(try connected.call(#"{"op":"ping","id":1}"#)["ok"] == true)
+        expectEqual(try connected.call(#"{"op":"ping","id":1}"#)["ok"], true)
         process.terminate()
         process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        expectEqual(process.terminationStatus, 0)
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 }

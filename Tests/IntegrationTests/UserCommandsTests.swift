@@ -18,49 +18,49 @@ struct UserCommandsTests {
         let scratch = try TemporaryDirectory("users")
         let data = scratch.appending("data")
         var result = try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "alice", "*=read,write,admin"], password: "first")
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         result = try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "bob", "sensor-*=read"], password: "bobs")
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         result = try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "bob"], password: "again")
-        #expect(result.status == 1)
+        expectEqual(result.status, 1)
         #expect(result.stderr.contains("user 'bob' exists already"), "\(result.stderr)")
 
         result = try KVODUserTool.run(["grant", "--data", data, "bob", "sensor-*=write", "order-1=read"])
-        #expect(result.lines == ["bob sensor-*=read,write order-1=read"], "\(result.stderr)")
+        expectEqual(result.lines, ["bob sensor-*=read,write order-1=read"], "\(result.stderr)")
         result = try KVODUserTool.run(["revoke", "--data", data, "bob", "sensor-*=read", "order-1=read"])
-        #expect(result.lines == ["bob sensor-*=write"], "\(result.stderr)")
+        expectEqual(result.lines, ["bob sensor-*=write"], "\(result.stderr)")
         result = try KVODUserTool.run(["grant", "--data", data, "bob", "no-equals-sign"])
         #expect(result.status != 0)
         #expect(result.stderr.contains("PATTERN=PERMISSIONS"), "\(result.stderr)")
 
         result = try KVODUserTool.run(["passwd", "--data", data, "--hash-cost", "minimal", "alice"], password: "second")
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         result = try KVODUserTool.run(["list", "--data", data])
-        #expect(result.lines == ["alice *=read,write,admin", "bob sensor-*=write"], "\(result.stderr)")
+        expectEqual(result.lines, ["alice *=read,write,admin", "bob sensor-*=write"], "\(result.stderr)")
         #expect(!result.stdout.contains("argon2"))
 
         // The stored users are what the server asks for.
         var server = try KVODProcess(dataDirectory: data)
         var client = try server.connect()
-        #expect(errorCode(try client.request("list")) == "unauthenticated")
-        #expect(errorCode(try client.request("auth", ["user": "alice", "password": "first"])) == "unauthenticated")
-        #expect(try client.call("auth", ["user": "alice", "password": "second"])["user"] == "alice")
+        expectEqual(errorCode(try client.request("list")), "unauthenticated")
+        expectEqual(errorCode(try client.request("auth", ["user": "alice", "password": "first"])), "unauthenticated")
+        expectEqual(try client.call("auth", ["user": "alice", "password": "second"])["user"], "alice")
         try client.call("create", ["object": "kept"])
-        #expect(try server.connect().call("auth", ["user": "bob", "password": "bobs"])["user"] == "bob")
-        #expect(server.stop() == 0)
+        expectEqual(try server.connect().call("auth", ["user": "bob", "password": "bobs"])["user"], "bob")
+        expectEqual(server.stop(), 0)
 
         result = try KVODUserTool.run(["remove", "--data", data, "bob"])
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         result = try KVODUserTool.run(["remove", "--data", data, "bob"])
-        #expect(result.status == 1)
+        expectEqual(result.status, 1)
         #expect(result.stderr.contains("no user 'bob'"), "\(result.stderr)")
-        #expect(try KVODUserTool.run(["list", "--data", data]).lines == ["alice *=read,write,admin"])
+        expectEqual(try KVODUserTool.run(["list", "--data", data]).lines, ["alice *=read,write,admin"])
 
         server = try KVODProcess(dataDirectory: data)
         client = try server.connect()
-        #expect(errorCode(try client.request("auth", ["user": "bob", "password": "bobs"])) == "unauthenticated")
+        expectEqual(errorCode(try client.request("auth", ["user": "bob", "password": "bobs"])), "unauthenticated")
         try client.call("auth", ["user": "alice", "password": "second"])
-        #expect(try client.call("list")["objects"] == ["kept"])
+        expectEqual(try client.call("list")["objects"], ["kept"])
     }
 
     @Test("usage errors exit 2 with one kvod user: error: line, as kvod's own")
@@ -68,7 +68,7 @@ struct UserCommandsTests {
         for arguments in [["bogus"], ["add"], ["grant", "--users", "/nonexistent/x.json", "bob", "no-equals"],
                           ["list", "--users", "a.json", "--data", "d"]] {
             let result = try KVODUserTool.run(arguments)
-            #expect(result.status == 2, "\(arguments): \(result.stderr)")
+            expectEqual(result.status, 2, "\(arguments): \(result.stderr)")
             #expect(result.stderr.hasPrefix("kvod user: error: "), "\(arguments): \(result.stderr)")
         }
     }
@@ -95,13 +95,13 @@ struct UserCommandsTests {
         for arguments in [["add", "--data", data, "--hash-cost", "minimal", "mallory", "*=admin"], ["remove", "--data", data, "alice"],
                           ["list", "--data", data]] {
             let result = try KVODUserTool.run(arguments, password: "x")
-            #expect(result.status == 1, "\(arguments)")
+            expectEqual(result.status, 1, "\(arguments)")
             #expect(result.stderr.contains("is in use by a running kvod: stop it first"), "\(result.stderr)")
         }
         let client = try server.connect()
         try client.call("auth", ["user": "alice", "password": "pw"])
-        #expect(server.stop() == 0)
-        #expect(try KVODUserTool.run(["list", "--data", data]).lines == ["alice *=read,write,admin"])
+        expectEqual(server.stop(), 0)
+        expectEqual(try KVODUserTool.run(["list", "--data", data]).lines, ["alice *=read,write,admin"])
     }
 
     @Test("with a kvod serving the same --users file, kvod user refuses to change it, and no user is lost")
@@ -114,22 +114,22 @@ struct UserCommandsTests {
         for arguments in [["add", "--users", usersFile, "--hash-cost", "minimal", "bob", "*=read"], ["remove", "--users", usersFile, "alice"],
                           ["passwd", "--users", usersFile, "--hash-cost", "minimal", "alice"], ["grant", "--users", usersFile, "alice", "x=read"]] {
             let result = try KVODUserTool.run(arguments, password: "x")
-            #expect(result.status == 1, "\(arguments): \(result.stdout) \(result.stderr)")
+            expectEqual(result.status, 1, "\(arguments): \(result.stdout) \(result.stderr)")
             #expect(result.stderr.contains("the users file '\(usersFile)' is in use by a running kvod: stop it first"), "\(result.stderr)")
         }
-        #expect(try String(contentsOfFile: usersFile, encoding: .utf8) == before, "the file is unchanged")
+        expectEqual(try String(contentsOfFile: usersFile, encoding: .utf8), before, "the file is unchanged")
         // Listing is harmless: it reads the file as it is.
-        #expect(try KVODUserTool.run(["list", "--users", usersFile]).lines == ["alice *=read,write,admin"])
+        expectEqual(try KVODUserTool.run(["list", "--users", usersFile]).lines, ["alice *=read,write,admin"])
         // An online change rewrites the file with the running kvod's users, as before.
         let admin = try server.connect()
         try admin.call("auth", ["user": "alice", "password": "pw"])
         try admin.call("userAdd", ["user": "carol", "password": "pw", "hashCost": "minimal"])
-        #expect(server.stop() == 0)
-        #expect(try KVODUserTool.run(["list", "--users", usersFile]).lines == ["alice *=read,write,admin", "carol"])
+        expectEqual(server.stop(), 0)
+        expectEqual(try KVODUserTool.run(["list", "--users", usersFile]).lines, ["alice *=read,write,admin", "carol"])
         // Stopped: the command works again.
         let added = try KVODUserTool.run(["add", "--users", usersFile, "--hash-cost", "minimal", "bob", "*=read"], password: "x")
-        #expect(added.status == 0, "\(added.stderr)")
-        #expect(try KVODUserTool.run(["list", "--users", usersFile]).lines == ["alice *=read,write,admin", "bob *=read", "carol"])
+        expectEqual(added.status, 0, "\(added.stderr)")
+        expectEqual(try KVODUserTool.run(["list", "--users", usersFile]).lines, ["alice *=read,write,admin", "bob *=read", "carol"])
     }
 
     @Test("a data directory written by the previous schema (3) keeps its data and gains users")
@@ -154,17 +154,17 @@ struct UserCommandsTests {
             """, at: database)
         // Opened by kvod as it was: still open mode, the object there.
         var server = try KVODProcess(dataDirectory: data)
-        #expect(try server.connect().call("get", ["object": "old"])["value"] == ["v": 1])
-        #expect(server.stop() == 0)
+        expectEqual(try server.connect().call("get", ["object": "old"])["value"], ["v": 1])
+        expectEqual(server.stop(), 0)
         // Migrated: users can be added, and are then required.
         try #require(try KVODUserTool.run(["add", "--data", data, "--hash-cost", "minimal", "alice", "*=read,write,admin"],
                                           password: "pw").status == 0)
         server = try KVODProcess(dataDirectory: data)
         let client = try server.connect()
-        #expect(errorCode(try client.request("get", ["object": "old"])) == "unauthenticated")
+        expectEqual(errorCode(try client.request("get", ["object": "old"])), "unauthenticated")
         try client.call("auth", ["user": "alice", "password": "pw"])
-        #expect(try client.call("get", ["object": "old"])["value"] == ["v": 1])
-        #expect(try client.call("set", ["object": "old", "keyPath": "v", "value": 2])["rev"] == 2)
+        expectEqual(try client.call("get", ["object": "old"])["value"], ["v": 1])
+        expectEqual(try client.call("set", ["object": "old", "keyPath": "v", "value": 2])["rev"], 2)
     }
 }
 
@@ -185,16 +185,16 @@ struct APITokenTests {
         let token = try #require(made.lines.first)
         #expect(token.hasPrefix("kvod_") && token.count == 5 + 12 + 1 + 64, "\(token)")
         let id = String(token.dropFirst(5).prefix(12))
-        #expect(try KVODUserTool.run(["token", "list", "--data", data, "feed"]).lines == [id])
+        expectEqual(try KVODUserTool.run(["token", "list", "--data", data, "feed"]).lines, [id])
         let second = try #require(try KVODUserTool.run(["token", "add", "--data", data, "feed"]).lines.first)
         #expect(second != token)
 
         var server = try KVODProcess(dataDirectory: data)
         // Only the hash is on disk: the secret part appears nowhere in the database.
         let database = try Data(contentsOf: URL(fileURLWithPath: data + "/kvod.sqlite3"))
-        #expect(database.range(of: Data(token.suffix(64).utf8)) == nil)
+        expectEqual(database.range(of: Data(token.suffix(64).utf8)), nil)
         var client = try server.connect()
-        #expect(try client.call("auth", ["token": .string(token)])["user"] == "feed")
+        expectEqual(try client.call("auth", ["token": .string(token)])["user"], "feed")
         try client.call("create", ["object": "sensor-1"])
         let wrong = try server.connect()
         var tampered = token
@@ -206,19 +206,19 @@ struct APITokenTests {
         var got = unknown.objectValue!
         expected["id"] = nil
         got["id"] = nil
-        #expect(got == expected)
-        #expect(errorCode(try wrong.request("auth", ["token": "kvod_nonsense"])) == "unauthenticated")
+        expectEqual(got, expected)
+        expectEqual(errorCode(try wrong.request("auth", ["token": "kvod_nonsense"])), "unauthenticated")
         // kvoclient --token reads KVOD_TOKEN.
         let listed = try KVOClientProcess.run(server, ["--token", "list"], environment: ["KVOD_TOKEN": token])
-        #expect(listed.lines == ["sensor-1"], "\(listed.stderr)")
-        #expect(server.stop() == 0)
+        expectEqual(listed.lines, ["sensor-1"], "\(listed.stderr)")
+        expectEqual(server.stop(), 0)
 
         let revoked = try KVODUserTool.run(["token", "revoke", "--data", data, "feed", id])
-        #expect(revoked.status == 0, "\(revoked.stderr)")
-        #expect(try KVODUserTool.run(["token", "list", "--data", data, "feed"]).lines == [String(second.dropFirst(5).prefix(12))])
+        expectEqual(revoked.status, 0, "\(revoked.stderr)")
+        expectEqual(try KVODUserTool.run(["token", "list", "--data", data, "feed"]).lines, [String(second.dropFirst(5).prefix(12))])
         server = try KVODProcess(dataDirectory: data)
         client = try server.connect()
-        #expect(errorCode(try client.request("auth", ["token": .string(token)])) == "unauthenticated")
-        #expect(try client.call("auth", ["token": .string(second)])["user"] == "feed")
+        expectEqual(errorCode(try client.request("auth", ["token": .string(token)])), "unauthenticated")
+        expectEqual(try client.call("auth", ["token": .string(second)])["user"], "feed")
     }
 }

@@ -59,8 +59,8 @@ import Testing
         let reader = try server.connect()
         for (object, value) in written.values {
             let reply = try reader.call("get", ["object": .string(object), "keyPath": "v"])
-            #expect(reply["value"] == value, "\(object)")
-            #expect(reply["rev"] == .int(written.rev))
+            expectEqual(reply["value"], value, "\(object)")
+            expectEqual(reply["rev"], .int(written.rev))
         }
     }
 

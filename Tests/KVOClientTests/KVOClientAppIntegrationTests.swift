@@ -28,7 +28,7 @@ final class KVOClientAppModel: @unchecked Sendable {
             model.city = change.new ?? ""
             break
         }
-        #expect(model.city == "Paris")
+        expectEqual(model.city, "Paris")
         #expect(seen.isSet)
         kvod.close()
     }
@@ -48,7 +48,7 @@ final class KVOClientAppModel: @unchecked Sendable {
             Issue.record("expected timedOut, got \(String(describing: error))")
             return
         }
-        #expect(operation == "set")
+        expectEqual(operation, "set")
         // requestTimeout is 2 s; before the fix it was still pending after 39 s. Room for a loaded machine under
         // TSan (11.9 s seen in CI with both cores busy).
         #expect(elapsed < 25, "took \(elapsed) s")
@@ -81,7 +81,7 @@ final class KVOClientAppModel: @unchecked Sendable {
         // runs tests in parallel: 1.8 s was seen there), not a speed goal.
         #expect(elapsed < 5, "took \(elapsed) s")
         // The client still works for other requests (none is left pending behind the cancelled one).
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(kvod.liveObservationCount, 0)
         kvod.close()
     }
 }

@@ -28,8 +28,8 @@ import Testing
             try batch.set(\Account.balance, of: "bob", to: 30)
             try batch.set("log", of: "alice", to: ["sent 30"], if: [.exists])
         }
-        #expect(result.rev == 3)
-        #expect(result.results == [["value": 70], [:], [:]])
+        expectEqual(result.rev, 3)
+        expectEqual(result.results, [["value": 70], [:], [:]])
         let events = try drainEvents(observer)
         #expect(events.map { $0["rev"] } == [3, 3] && events.map { $0["change"]?["new"] } == [70, 30], "\(events)")
         // The same as a list of operations.
@@ -54,7 +54,7 @@ import Testing
             return
         }
         #expect(code == .conflict && details.part == 1 && details.condition == "ifEquals" && details.value == "Ada")
-        #expect(try await kvod.get("acct", as: Account.self).value.balance == 100, "the first part was undone")
-        #expect(try await kvod.get("acct", as: Account.self).rev == 1)
+        expectEqual(try await kvod.get("acct", as: Account.self).value.balance, 100, "the first part was undone")
+        expectEqual(try await kvod.get("acct", as: Account.self).rev, 1)
     }
 }

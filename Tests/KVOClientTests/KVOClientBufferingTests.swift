@@ -54,19 +54,19 @@ import Testing
         #expect(try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self).buffering == .pausing(limit: 100_000),
                 "the default")
         let changes = try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
-        #expect(changes.buffering == .pausing(limit: 1_000))
+        expectEqual(changes.buffering, .pausing(limit: 1_000))
         let kilobyte = String(repeating: "x", count: 1_000)
         let residentBefore = Self.residentMegabytes()
         let revisions = try await write(writer, "doc", "v", count: 5_000) { "\($0) \(kilobyte)" }
-        #expect(revisions.count == 5_000)
+        expectEqual(revisions.count, 5_000)
         // The ping's reply follows every event kvod sent this connection before it.
         try await kvod.ping()
-        #expect(changes.bufferedChangeCount == 1_000)
+        expectEqual(changes.bufferedChangeCount, 1_000)
         // For the record (the test process also holds the writer and other tests): issue 29 saw 13.8 -> 40 MB.
         print("KVOClientBufferingTests: resident \(residentBefore) MB before the 5,000 writes, \(Self.residentMegabytes()) MB after, 1,000 changes buffered")
         // Paused: kvod no longer sends this observation anything.
         try await eventuallyObservers(probe, "doc", count: 0)
-        #expect(kvod.liveObservationCount == 1)
+        expectEqual(kvod.liveObservationCount, 1)
 
         var iterator = changes.makeAsyncIterator()
         var read: [Int64] = []
@@ -75,14 +75,14 @@ import Testing
             if change.gap != nil { Issue.record("unexpected gap \(String(describing: change.gap)) at \(change.rev)") }
             read.append(change.rev)
         }
-        #expect(read == Array(revisions[..<1_000]))
+        expectEqual(read, Array(revisions[..<1_000]))
         // 4,000 changes of 1 KB do not fit in this kvod's 2 MiB output buffer as one replay: the client observes
         // afresh and reports one resync with the current value.
         let resync = try await iterator.next()
-        #expect(resync?.reason == .resync)
-        #expect(resync?.gap == .resumed(afterRev: revisions[999]))
-        #expect(resync?.rev == revisions.last)
-        #expect(resync?.new == (try await kvod.get("v", of: "doc", as: String.self).value))
+        expectEqual(resync?.reason, .resync)
+        expectEqual(resync?.gap, .resumed(afterRev: revisions[999]))
+        expectEqual(resync?.rev, revisions.last)
+        expectEqual(resync?.new, (try await kvod.get("v", of: "doc", as: String.self).value))
         try await eventuallyObservers(probe, "doc", count: 1)
         // Live again.
         let rev = try await writer.set("v", of: "doc", to: "live")
@@ -90,7 +90,7 @@ import Testing
         #expect(live?.rev == rev && live?.new == "live" && live?.gap == nil)
         changes.cancel()
         try await eventuallyObservers(probe, "doc", count: 0)
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(kvod.liveObservationCount, 0)
     }
 
     @Test("pausing at 1,000: 5,000 unread small changes: read again, the paused observation replays from history, all 5,000 once and in order, each resume marked")
@@ -103,7 +103,7 @@ import Testing
         let changes = try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
         let revisions = try await write(writer, "doc", "v", count: 5_000) { String($0) }
         try await kvod.ping()
-        #expect(changes.bufferedChangeCount == 1_000)
+        expectEqual(changes.bufferedChangeCount, 1_000)
         try await eventuallyObservers(probe, "doc", count: 0)
 
         var iterator = changes.makeAsyncIterator()
@@ -119,22 +119,22 @@ import Testing
             if change.rev != expected || change.reason != .valueChanged { mismatches += 1 }
             if case let .resumed(afterRev)? = change.gap {
                 resumes.append(index)
-                #expect(afterRev == expected - 1)
+                expectEqual(afterRev, expected - 1)
             } else if change.gap != nil {
                 Issue.record("unexpected gap \(String(describing: change.gap)) at \(index)")
             }
             expected += 1
             largestBuffer = max(largestBuffer, changes.bufferedChangeCount)
         }
-        #expect(mismatches == 0)
-        #expect(expected == revisions.last! + 1)
+        expectEqual(mismatches, 0)
+        expectEqual(expected, revisions.last! + 1)
         // The first resume comes after the 1,000 buffered; later ones wherever the reader fell 1,000 behind.
-        #expect(resumes.first == 1_000)
+        expectEqual(resumes.first, 1_000)
         print("KVOClientBufferingTests: resumed at \(resumes) of 5,000 changes read")
         #expect(largestBuffer <= 1_000)
         changes.cancel()
         try await eventuallyObservers(probe, "doc", count: 0)
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(kvod.liveObservationCount, 0)
     }
 
     @Test("bufferingNewest(100) keeps the newest 100 of 5,000 unread changes, observing on, the first kept one counting the dropped")
@@ -146,20 +146,20 @@ import Testing
         let changes = try await kvod.subscribe("n", of: "o", as: String.self, buffering: .bufferingNewest(100))
         let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
         try await kvod.ping()
-        #expect(changes.bufferedChangeCount == 100)
+        expectEqual(changes.bufferedChangeCount, 100)
         try await eventuallyObservers(probe, "o", count: 1)
 
         var iterator = changes.makeAsyncIterator()
         let first = try await iterator.next()
-        #expect(first?.rev == revisions[4_900])
-        #expect(first?.gap == .dropped(count: 4_900))
+        expectEqual(first?.rev, revisions[4_900])
+        expectEqual(first?.gap, .dropped(count: 4_900))
         var rest: [Int64] = []
         for _ in 0..<99 {
             let change = try await iterator.next()
-            #expect(change?.gap == nil)
+            expectEqual(change?.gap, nil)
             rest.append(change?.rev ?? -1)
         }
-        #expect(rest == Array(revisions[4_901...]))
+        expectEqual(rest, Array(revisions[4_901...]))
         // A reader keeping up loses nothing.
         let rev = try await kvod.set("n", of: "o", to: "last")
         let last = try await iterator.next()
@@ -174,15 +174,15 @@ import Testing
         let changes = try await kvod.subscribe("n", of: "o", options: [.new, .old, .prior], as: String.self, buffering: .latestOnly)
         let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
         try await kvod.ping()
-        #expect(changes.bufferedChangeCount == 1)
+        expectEqual(changes.bufferedChangeCount, 1)
         let newest = try await kvod.get("n", of: "o", as: String.self).value
 
         var iterator = changes.makeAsyncIterator()
         let change = try await iterator.next()
-        #expect(change?.rev == revisions.last)
-        #expect(change?.new == newest)
-        #expect(change?.isPrior == false)
-        #expect(change?.gap == .dropped(count: 4_999))
+        expectEqual(change?.rev, revisions.last)
+        expectEqual(change?.new, newest)
+        expectEqual(change?.isPrior, false)
+        expectEqual(change?.gap, .dropped(count: 4_999))
     }
 
     @Test("endingWhenFull ends the observation after the limit with bufferFull, which says where to resume from")
@@ -194,7 +194,7 @@ import Testing
         let changes = try await kvod.subscribe("n", of: "o", as: String.self, buffering: .endingWhenFull(limit: 100))
         let revisions = try await write(kvod, "o", "n", count: 500) { String($0) }
         try await kvod.ping()
-        #expect(changes.bufferedChangeCount == 100)
+        expectEqual(changes.bufferedChangeCount, 100)
         try await eventuallyObservers(probe, "o", count: 0)
 
         var read: [Int64] = []
@@ -204,17 +204,17 @@ import Testing
         } catch let error as KVODError {
             failure = error
         }
-        #expect(read == Array(revisions[..<100]))
+        expectEqual(read, Array(revisions[..<100]))
         guard case let .bufferFull(limit, object, keyPath, resumeFrom)? = failure else {
             Issue.record("expected bufferFull, got \(String(describing: failure))")
             return
         }
         #expect(limit == 100 && object == "o" && keyPath == "n" && resumeFrom == revisions[99])
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(kvod.liveObservationCount, 0)
         // Resuming from there misses nothing.
         let resumed = try await kvod.subscribe("n", of: "o", as: String.self, sinceRev: resumeFrom)
         var next = resumed.makeAsyncIterator()
-        #expect(try await next.next()?.rev == revisions[100])
+        expectEqual(try await next.next()?.rev, revisions[100])
     }
 
     @Test("a pause longer than kvod's history resumes with one resync change carrying the current value, marked as resumed")
@@ -225,14 +225,14 @@ import Testing
         let changes = try await kvod.subscribe("n", of: "o", as: String.self, buffering: .pausing(limit: 10))
         let revisions = try await write(kvod, "o", "n", count: 500) { String($0) }
         try await kvod.ping()
-        #expect(changes.bufferedChangeCount == 10)
+        expectEqual(changes.bufferedChangeCount, 10)
 
         var iterator = changes.makeAsyncIterator()
         for index in 0..<10 { #expect(try await iterator.next()?.rev == revisions[index]) }
         let resync = try await iterator.next()
-        #expect(resync?.reason == .resync)
-        #expect(resync?.gap == .resumed(afterRev: revisions[9]))
-        #expect(resync?.new == (try await kvod.get("n", of: "o", as: String.self).value))
-        #expect(resync?.rev == revisions.last)
+        expectEqual(resync?.reason, .resync)
+        expectEqual(resync?.gap, .resumed(afterRev: revisions[9]))
+        expectEqual(resync?.new, (try await kvod.get("n", of: "o", as: String.self).value))
+        expectEqual(resync?.rev, revisions.last)
     }
 }

@@ -27,11 +27,11 @@ import Testing
         async let a: Void = Self.increments(first, rounds)
         async let b: Void = Self.increments(second, rounds)
         _ = try await (a, b)
-        #expect(try await first.get("balance", of: "acct", as: Int.self).value == 2 * rounds)
+        expectEqual(try await first.get("balance", of: "acct", as: Int.self).value, 2 * rounds)
         // Through a typed key path too.
         let (value, _) = try await second.update(\Account.balance, of: "acct") { ($0 ?? 0) - 5 }
-        #expect(value == 2 * rounds - 5)
-        #expect(try await first.get("balance", of: "acct", as: Int.self).value == 2 * rounds - 5)
+        expectEqual(value, 2 * rounds - 5)
+        expectEqual(try await first.get("balance", of: "acct", as: Int.self).value, 2 * rounds - 5)
     }
 
     /// `rounds` read-modify-writes adding 1, each through `update`.
@@ -46,10 +46,10 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         defer { kvod.close() }
-        #expect(try await kvod.create("acct", values: Account(balance: 100, owner: "Ada"), if: [.absent]) == 1)
+        expectEqual(try await kvod.create("acct", values: Account(balance: 100, owner: "Ada"), if: [.absent]), 1)
         let again = await kvodError { try await kvod.create("acct", if: [.absent]) }
-        #expect(again?.code == .conflict)
-        #expect(try await kvod.set("balance", of: "acct", to: 90, if: [.exists, .equals("balance", 100)]) == 2)
+        expectEqual(again?.code, .conflict)
+        expectEqual(try await kvod.set("balance", of: "acct", to: 90, if: [.exists, .equals("balance", 100)]), 2)
         let stale = await kvodError { try await kvod.set("balance", of: "acct", to: 80, if: [.equals("balance", 100)]) }
         guard case let .server(code, _, details)? = stale else {
             Issue.record("expected a server error, got \(String(describing: stale))")
@@ -59,7 +59,7 @@ import Testing
         #expect(try await kvod.get("balance", of: "acct", as: Int.self) == (90, 2))
         // ifRev: any revision read guards a whole-object write; a later change makes it a conflict.
         let (_, read) = try await kvod.get("acct", as: Account.self)
-        #expect(try await kvod.set("owner", of: "acct", to: "Bo", if: [.unchangedSince(read)]) == 3)
+        expectEqual(try await kvod.set("owner", of: "acct", to: "Bo", if: [.unchangedSince(read)]), 3)
         let late = await kvodError { try await kvod.set("owner", of: "acct", to: "Cy", if: [.unchangedSince(read)]) }
         guard case let .server(.conflict, _, lateDetails)? = late else {
             Issue.record("expected conflict, got \(String(describing: late))")
@@ -82,6 +82,6 @@ import Testing
         // The object deleted: not retried.
         try await kvod.delete("acct", if: [.exists])
         let gone = await kvodError { try await kvod.update("visits", of: "acct", as: Int.self) { ($0 ?? 0) + 1 } }
-        #expect(gone?.code == .notFound)
+        expectEqual(gone?.code, .notFound)
     }
 }

@@ -19,25 +19,25 @@ import Testing
         _ = try writer.call("set", ["object": "doc", "keyPath": "title", "value": "u"])
         let kvod = try await server.client()
         let observation = try await kvod.subscribe("items", of: "doc", options: [.new, .old, .prior])
-        #expect(observation.subscribedRevision == 2)
-        #expect(kvod.observe("items", of: "doc").subscribedRevision == nil)
+        expectEqual(observation.subscribedRevision, 2)
+        expectEqual(kvod.observe("items", of: "doc").subscribedRevision, nil)
         // A raw observer of the same key path sees the events as the server sends them.
         let raw = try server.connect()
         try raw.observe(object: "doc", keyPath: "items", options: ["new", "old", "prior"])
         let observers = try await eventuallyObservers(writer, "doc", count: 2)
-        #expect(observers == 2)
+        expectEqual(observers, 2)
         let subs = try writer.call("info", ["object": "doc"])["observers"]?.arrayValue?.compactMap { $0["sub"]?.intValue } ?? []
         _ = try writer.call("replace", ["object": "doc", "keyPath": "items", "indexes": [0], "values": ["b"]])
         var iterator = observation.makeAsyncIterator()
         for _ in 0..<2 {
             let change = try #require(try await iterator.next())
             let event = try #require(try raw.nextEvent())
-            #expect(change.rawChange == event["change"])
-            #expect(change.reason.wireName == event["reason"]?.stringValue)
-            #expect(change.sub.map { subs.contains($0) } == true)
+            expectEqual(change.rawChange, event["change"])
+            expectEqual(change.reason.wireName, event["reason"]?.stringValue)
+            expectEqual(change.sub.map { subs.contains($0) }, true)
             #expect(change.sub != event["sub"]?.intValue)
         }
-        #expect(ChangeReason.other("later").wireName == "later")
+        expectEqual(ChangeReason.other("later").wireName, "later")
         kvod.close()
     }
 
@@ -64,8 +64,8 @@ import Testing
         #expect(subs.count == 1 && !subs.contains(firstSub), "the scenario must renumber: \(subs)")
         _ = try other.call("set", ["object": "o", "keyPath": "n", "value": 2])
         let second = try #require(try await iterator.next())
-        #expect(second.new == 2)
-        #expect(second.sub == first.sub)
+        expectEqual(second.new, 2)
+        expectEqual(second.sub, first.sub)
         kvod.close()
     }
 
@@ -75,7 +75,7 @@ import Testing
         _ = try server.connect().call("create", ["object": "a", "values": ["n": 0]])
         let kvod = try await KVOClient.connect(to: server.clientConfiguration())
         let observation = try await kvod.subscribe("n", of: "a")
-        #expect(kvod.liveObservationCount == 1)
+        expectEqual(kvod.liveObservationCount, 1)
         let states = kvod.states
         // An --in-memory kvod restarts empty: the resubscription gets not_found.
         let restarted = try server.restart(after: SIGTERM)
@@ -85,10 +85,10 @@ import Testing
             if state == .connected && sawDisconnection { break }
         }
         try await kvod.ping()
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(kvod.liveObservationCount, 0)
         var iterator = observation.makeAsyncIterator()
         let error = await kvodError { _ = try await iterator.next() }
-        #expect(error?.code == .notFound)
+        expectEqual(error?.code, .notFound)
         _ = restarted
         kvod.close()
     }

@@ -27,12 +27,12 @@ import Testing
             if changes.count == 4 { break }
         }
         let revisions = try await writer.value
-        #expect(changes.first?.reason == .initial)
+        expectEqual(changes.first?.reason, .initial)
         #expect(changes.first?.new == "Monday" || changes.first?.new == "Tuesday")
         // The initial change carries the revision the observation began at; every later one a write's.
         let later = changes.dropFirst()
         #expect(later.allSatisfy { $0.reason == .valueChanged && $0.kind == .setting && $0.object == "clock" && $0.keyPath == "date" })
-        #expect(Array(later.map(\.rev)) == Array(revisions.suffix(later.count)))
+        expectEqual(Array(later.map(\.rev)), Array(revisions.suffix(later.count)))
         #expect(later.last?.new == "Thursday" && later.last?.old == "Wednesday")
     }
 
@@ -53,12 +53,12 @@ import Testing
             seen.append(change.rev)
             if seen.count == revisions.count { break }
         }
-        #expect(seen == revisions)
+        expectEqual(seen, revisions)
         // A write's events come before its reply: once `set` returned, its change is already delivered.
         let next = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
         let rev = try await kvod.set("n", of: "o", to: 1000)
         var iterator = next.makeAsyncIterator()
-        #expect(try await iterator.next()?.rev == rev)
+        expectEqual(try await iterator.next()?.rev, rev)
     }
 
     @Test("array changes carry kind, indexes and the elements; prior notifications come first")
@@ -88,13 +88,13 @@ import Testing
         try await kvod.delete("doomed")
         var reasons: [Change<Int>.Reason] = []
         for try await change in observation { reasons.append(change.reason) }
-        #expect(reasons == [.sourceDeleted])
+        expectEqual(reasons, [.sourceDeleted])
         let lazy = await kvodError {
             for try await _ in kvod.observe("v", of: "nowhere") {}
         }
-        #expect(lazy?.code == .notFound)
+        expectEqual(lazy?.code, .notFound)
         let eager = await kvodError { _ = try await kvod.subscribe("v", of: "nowhere") }
-        #expect(eager?.code == .notFound)
+        expectEqual(eager?.code, .notFound)
         try await kvod.ping()
     }
 
@@ -118,7 +118,7 @@ import Testing
         try await eventuallyObservers(probe, "o", count: 1)
         observing.cancel()
         observing.cancel()
-        #expect(try await observing.value == 0)
+        expectEqual(try await observing.value, 0)
         try await eventuallyObservers(probe, "o", count: 0)
 
         // a dropped iterator (after one change)
@@ -194,8 +194,8 @@ import Testing
         let good = try await typedIterator.next()
         #expect(good?.new == 5 && good?.decodingError == nil)
         var untypedIterator = untyped.makeAsyncIterator()
-        #expect(try await untypedIterator.next()?.new == "not a number")
-        #expect(try await untypedIterator.next()?.new == 5)
+        expectEqual(try await untypedIterator.next()?.new, "not a number")
+        expectEqual(try await untypedIterator.next()?.new, 5)
     }
 
     @Test("close ends observations with KVODError.closed and fails later requests")

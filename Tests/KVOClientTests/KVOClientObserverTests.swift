@@ -69,7 +69,7 @@ import Testing
         label = nil
         #expect(weakLabel == nil)
         try await eventuallyObservers(probe, "clock", count: 0)
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(kvod.liveObservationCount, 0)
     }
 
     @MainActor @Test("a token kept elsewhere ends its observation at the first change after the observer is gone, without calling the handler")
@@ -88,7 +88,7 @@ import Testing
         try await kvod.set("n", of: "o", to: 1)
         let deadline = Date().addingTimeInterval(10)
         while calls < 1, Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
-        #expect(counter?.count == 1)
+        expectEqual(counter?.count, 1)
 
         weak var weakCounter = counter
         counter = nil
@@ -97,7 +97,7 @@ import Testing
         try await eventuallyObservers(probe, "o", count: 0)
         try await token.finished()
         #expect(token.isCancelled)
-        #expect(calls == 1)
+        expectEqual(calls, 1)
     }
 
     @Test("an actor observer gets its changes isolated to it, in order, and ends its observation when freed")
@@ -112,7 +112,7 @@ import Testing
         for value in 1...20 { try await kvod.set("n", of: "o", to: value) }
         let deadline = Date().addingTimeInterval(10)
         while (await tally?.values.count ?? 0) < 20, Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
-        #expect(await tally?.values == Array(1...20))
+        expectEqual(await tally?.values, Array(1...20))
 
         weak var weakTally = tally
         tally = nil

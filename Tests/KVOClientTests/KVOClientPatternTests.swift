@@ -44,7 +44,7 @@ import Testing
             "sourceDeleted user:1 null", "valueChanged user:2 \"Bergen\"",
         ])
         #expect(changes.allSatisfy { $0.keyPath == "address.city" })
-        #expect(changes[2].old == "London")
+        expectEqual(changes[2].old, "London")
     }
 
     @Test func idSetWithInitialIds() async throws {
@@ -53,15 +53,15 @@ import Testing
         for id in ["job-b", "job-a", "other"] { try await kvod.create(id, values: [:] as JSONValue) }
         var iterator = kvod.observe(pattern: "job-*", options: [.initial]).makeAsyncIterator()
         let initial = try #require(try await iterator.next())
-        #expect(initial.reason == .initial)
-        #expect(initial.new == ["job-a", "job-b"])
+        expectEqual(initial.reason, .initial)
+        expectEqual(initial.new, ["job-a", "job-b"])
         try await kvod.delete("job-a")
         try await kvod.create("job-c", values: [:] as JSONValue)
         let deleted = try #require(try await iterator.next())
         let created = try #require(try await iterator.next())
-        #expect(seen(deleted).description == "sourceDeleted job-a -")
-        #expect(seen(created).description == "created job-c -")
-        #expect(kvod.liveObservationCount == 1, "a deletion does not end a pattern observation")
+        expectEqual(seen(deleted).description, "sourceDeleted job-a -")
+        expectEqual(seen(created).description, "created job-c -")
+        expectEqual(kvod.liveObservationCount, 1, "a deletion does not end a pattern observation")
     }
 
     @Test func resumesFromARevision() async throws {
@@ -77,14 +77,14 @@ import Testing
             changes.append(change)
             if changes.count == 2 { break }
         }
-        #expect(changes.map(seen).map(\.description) == ["created s-2 5", "valueChanged s-1 2"])
+        expectEqual(changes.map(seen).map(\.description), ["created s-2 5", "valueChanged s-1 2"])
     }
 
     @Test func malformedPatternIsThrownBySubscribe() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
         let error = await kvodError { _ = try await kvod.subscribe(pattern: "") }
-        #expect(error?.code == .badRequest, "\(String(describing: error))")
+        expectEqual(error?.code, .badRequest, "\(String(describing: error))")
         try await kvod.ping()
     }
 
@@ -107,15 +107,15 @@ import Testing
             changes.append("\(change.reason.wireName) \(change.object) \(change.old.map(String.init) ?? "-") \(change.new.map(String.init) ?? "-")")
             if changes.count == 4 { break }
         }
-        #expect(changes == ["initial order:1 - 150", "entered order:2 - 120", "left order:1 150 -", "left order:2 120 -"])
+        expectEqual(changes, ["initial order:1 - 150", "entered order:2 - 120", "left order:1 150 -", "left order:2 120 -"])
     }
 
     @Test func malformedFilterIsThrownBySubscribe() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
         let error = await kvodError { _ = try await kvod.subscribe(pattern: "x:*", where: "a ==") }
-        #expect(error?.code == .invalidExpression, "\(String(describing: error))")
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(error?.code, .invalidExpression, "\(String(describing: error))")
+        expectEqual(kvod.liveObservationCount, 0)
         try await kvod.ping()
     }
 }

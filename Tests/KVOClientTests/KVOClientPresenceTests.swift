@@ -27,8 +27,8 @@ import Testing
         let session = try await kvod.startSession(grace: .seconds(3))
         #expect(session.grace == .seconds(3) && session.id.count == 32)
         try await kvod.set("online", of: "users.ada", to: true)
-        #expect(try await kvod.onDisconnect(.set("online", of: "users.ada", to: false)) == 1)
-        #expect(try await kvod.onDisconnect(batch: [.increment("visits", of: "users.ada", by: 1)]) == 2)
+        expectEqual(try await kvod.onDisconnect(.set("online", of: "users.ada", to: false)), 1)
+        expectEqual(try await kvod.onDisconnect(batch: [.increment("visits", of: "users.ada", by: 1)]), 2)
         try await kvod.create("cursors.ada", values: ["x": 1], ephemeral: true)
         // Cut: the library reconnects and resumes the session before anything else; nothing runs.
         proxy.cut()
@@ -39,20 +39,20 @@ import Testing
             if !pinged { try await Task.sleep(nanoseconds: 50_000_000) }
         }
         #expect(pinged && proxy.connectionCount >= 2)
-        #expect(kvod.session == session)
+        expectEqual(kvod.session, session)
         // Resumed: the server holds the session attached (no grace running), so nothing can run; that a resumed
         // session runs nothing when its grace would have ended is `ManualClockServerTests`' (no waiting for it here).
         let metrics = try observer.call("metrics")["text"]?.stringValue ?? ""
         #expect(metrics.contains(#"kvod_sessions{state="attached"} 1"#) && metrics.contains(#"kvod_sessions{state="detached"} 0"#),
                 "\(metrics)")
-        #expect(try observer.call("get", ["object": "users.ada"])["value"] == ["online": true, "visits": 0])
+        expectEqual(try observer.call("get", ["object": "users.ada"])["value"], ["online": true, "visits": 0])
         // Gone for good: after the grace both actions and the ephemeral deletion run once.
         try observer.call("observe", ["object": "users.ada", "keyPath": "online", "options": ["new"]])
         kvod.close()
         let event = try observer.nextEvent(timeout: 15)
-        #expect(event?["change"]?["new"] == false, "\(String(describing: event))")
-        #expect(try observer.call("get", ["object": "users.ada"])["value"] == ["online": false, "visits": 1])
-        #expect(try observer.request("get", ["object": "cursors.ada"])["error"]?["code"] == "not_found")
+        expectEqual(event?["change"]?["new"], false, "\(String(describing: event))")
+        expectEqual(try observer.call("get", ["object": "users.ada"])["value"], ["online": false, "visits": 1])
+        expectEqual(try observer.request("get", ["object": "cursors.ada"])["error"]?["code"], "not_found")
     }
 
     @Test func aReconnectionThatFindsTheSessionEndedCallsOnSessionLost() async throws {
@@ -68,14 +68,14 @@ import Testing
         kvod.onSessionLost { sink.yield($0) }
         proxy.cut()
         var iterator = lost.makeAsyncIterator()
-        #expect(await iterator.next() == session)
-        #expect(kvod.session == nil)
-        #expect(try await kvod.get("n", of: "counter", as: Int.self).value == 1)
+        expectEqual(await iterator.next(), session)
+        expectEqual(kvod.session, nil)
+        expectEqual(try await kvod.get("n", of: "counter", as: Int.self).value, 1)
         do {
             try await kvod.onDisconnect(.increment("n", of: "counter"))
             Issue.record("no session: refused")
         } catch let KVODError.server(code, _, _) {
-            #expect(code == .badRequest)
+            expectEqual(code, .badRequest)
         }
         await #expect(throws: KVODError.self) { try await kvod.endSession() }
     }

@@ -34,7 +34,7 @@ import Testing
     @MainActor @Test("the keys a Codable type decodes are found by decoding it once; nested keys are not top-level keys")
     func keysOfACodableType() throws {
         let person = try RemoteObject<Person>.keys(of: Person.self)
-        #expect(person == ["name", "age", "nickname", "address"])
+        expectEqual(person, ["name", "age", "nickname", "address"])
         #expect(throws: KVODError.self) { try RemoteObject<[String: Int]>.keys(of: [String: Int].self) }
     }
 
@@ -47,11 +47,11 @@ import Testing
         let mirror = try RemoteObject(kvod, "ada", as: Person.self)
         try await mirror.subscribed()
         try await eventually("the initial value") { mirror.value != nil }
-        #expect(mirror.value == Person(name: "Ada", age: 36, nickname: nil, address: .init(city: "London")))
+        expectEqual(mirror.value, Person(name: "Ada", age: 36, nickname: nil, address: .init(city: "London")))
 
         let reply = try writer.call("set", ["object": "ada", "keyPath": "address.city", "value": "Paris"])
         try await eventually("the city") { mirror.value?.address.city == "Paris" }
-        #expect(mirror.rev == reply["rev"]?.intValue)
+        expectEqual(mirror.rev, reply["rev"]?.intValue)
         _ = try writer.call("set", ["object": "ada", "keyPath": "nickname", "value": "Countess"])
         try await eventually("the nickname") { mirror.value?.nickname == "Countess" }
         #expect(mirror.error == nil)
@@ -59,15 +59,15 @@ import Testing
         // A value that does not decode as Person: value nil, the error says why, and it recovers.
         _ = try writer.call("set", ["object": "ada", "keyPath": "age", "value": "old"])
         try await eventually("the decoding error") { mirror.error != nil }
-        #expect(mirror.value == nil)
+        expectEqual(mirror.value, nil)
         _ = try writer.call("set", ["object": "ada", "keyPath": "age", "value": 37])
         try await eventually("the age") { mirror.value?.age == 37 }
         #expect(mirror.error == nil)
 
         _ = try writer.call("delete", ["object": "ada"])
         try await eventually("the deletion") { mirror.isDeleted }
-        #expect(mirror.value == nil)
-        #expect(mirror.error?.code == .notFound)
+        expectEqual(mirror.value, nil)
+        expectEqual(mirror.error?.code, .notFound)
     }
 
     @MainActor @Test("withObservationTracking's onChange fires when another connection changes the object")
@@ -85,7 +85,7 @@ import Testing
         } onChange: {
             fired.set()
         }
-        #expect(seen == 36)
+        expectEqual(seen, 36)
         #expect(!fired.isSet)
         _ = try writer.call("set", ["object": "ada", "keyPath": "age", "value": 37])
         try await eventually("onChange") { fired.isSet }
@@ -99,8 +99,8 @@ import Testing
         let probe = try server.connectProbe()
         let missing = try RemoteObject(kvod, "nobody", as: Person.self)
         try await eventually("the refusal") { missing.error != nil }
-        #expect(missing.error?.code == .notFound)
-        #expect(missing.value == nil)
+        expectEqual(missing.error?.code, .notFound)
+        expectEqual(missing.value, nil)
 
         try await kvod.create("ada", values: Person(name: "Ada", age: 36, nickname: nil, address: .init(city: "London")))
         do {

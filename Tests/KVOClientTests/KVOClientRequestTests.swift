@@ -22,21 +22,21 @@ import Testing
         let hello = try await kvod.hello()
         #expect(hello.server == "kvod" && hello.protocolVersion == 1)
         try await kvod.ping()
-        #expect(try await kvod.create("ada", values: Person(name: "Ada", age: 36, tags: ["math"])) == 1)
+        expectEqual(try await kvod.create("ada", values: Person(name: "Ada", age: 36, tags: ["math"])), 1)
         #expect(try await kvod.get("ada", as: Person.self) == (Person(name: "Ada", age: 36, tags: ["math"]), 1))
-        #expect(try await kvod.set("age", of: "ada", to: 37) == 2)
-        #expect(try await kvod.get("age", of: "ada", as: Int.self).value == 37)
-        #expect(try await kvod.insert("tags", of: "ada", values: ["poetry", "engines"]) == 3)
-        #expect(try await kvod.remove("tags", of: "ada", indexes: [0]) == 4)
-        #expect(try await kvod.replace("tags", of: "ada", indexes: [1], with: ["looms"]) == 5)
-        #expect(try await kvod.insert("tags", of: "ada", values: ["first"], at: 0) == 6)
-        #expect(try await kvod.get("tags", of: "ada", as: [String].self).value == ["first", "poetry", "looms"])
-        #expect(try await kvod.get("name", of: "ada") == "Ada")
-        #expect(try await kvod.create("b") == 7)
-        #expect(try await kvod.list() == .init(objects: ["ada", "b"], more: false))
-        #expect(try await kvod.list(limit: 1) == .init(objects: ["ada"], more: true))
-        #expect(try await kvod.delete("b") == 8)
-        #expect(try await kvod.listAll(pageSize: 1) == ["ada"])
+        expectEqual(try await kvod.set("age", of: "ada", to: 37), 2)
+        expectEqual(try await kvod.get("age", of: "ada", as: Int.self).value, 37)
+        expectEqual(try await kvod.insert("tags", of: "ada", values: ["poetry", "engines"]), 3)
+        expectEqual(try await kvod.remove("tags", of: "ada", indexes: [0]), 4)
+        expectEqual(try await kvod.replace("tags", of: "ada", indexes: [1], with: ["looms"]), 5)
+        expectEqual(try await kvod.insert("tags", of: "ada", values: ["first"], at: 0), 6)
+        expectEqual(try await kvod.get("tags", of: "ada", as: [String].self).value, ["first", "poetry", "looms"])
+        expectEqual(try await kvod.get("name", of: "ada"), "Ada")
+        expectEqual(try await kvod.create("b"), 7)
+        expectEqual(try await kvod.list(), .init(objects: ["ada", "b"], more: false))
+        expectEqual(try await kvod.list(limit: 1), .init(objects: ["ada"], more: true))
+        expectEqual(try await kvod.delete("b"), 8)
+        expectEqual(try await kvod.listAll(pageSize: 1), ["ada"])
         kvod.close()
     }
 
@@ -64,11 +64,11 @@ import Testing
                           lines: [.init(sku: "a", quantity: 3, price: 2.5), .init(sku: "b", quantity: 255, price: 4)],
                           note: nil, tags: ["x"], extra: ["k": [1, "two", .null]], ratio: 0.5)
         try await kvod.create("order", values: order)
-        #expect(try await kvod.get("order", as: Order.self).value == order)
+        expectEqual(try await kvod.get("order", as: Order.self).value, order)
         // The JSON is what the types say: an integer stays exact, a whole double reads back as a number.
         let stored = try await kvod.get("order")
         #expect(stored["id"] == .int(9_007_199_254_740_993) && stored["status"] == "shipped" && stored["note"] == nil)
-        #expect(stored["lines"]?.arrayValue?.first?["quantity"] == 3)
+        expectEqual(stored["lines"]?.arrayValue?.first?["quantity"], 3)
         // A value that does not fit the type asked for is a coding error, not a crash.
         let wrong = await kvodError { _ = try await kvod.get("lines", of: "order", as: [UInt8].self) }
         guard case .coding? = wrong else {
@@ -87,15 +87,15 @@ import Testing
         let server = try KVODProcess()
         let kvod = try await server.client()
         let definition: JSONValue = ["name": "Tag", "properties": ["label": ["type": "string", "maxLength": 5]]]
-        #expect(try await kvod.defineClass(definition) == "Tag")
-        #expect(try await kvod.classes().count == 1)
+        expectEqual(try await kvod.defineClass(definition), "Tag")
+        expectEqual(try await kvod.classes().count, 1)
         try await kvod.create("a", values: ["x": 1] as JSONValue)
         try await kvod.create("b", values: JSONValue.object([:]))
         let binding = try await kvod.bind(from: .init("x", of: "a"), to: .init("y", of: "b"), convert: "$value * 2", now: true)
-        #expect(try await kvod.get("y", of: "b") == 2)
+        expectEqual(try await kvod.get("y", of: "b"), 2)
         let combined = try await kvod.combineLatest([.init("x", of: "a"), .init("y", of: "b")], to: .init("sum", of: "b"), reduce: "$0 + $1", now: true)
-        #expect(try await kvod.get("sum", of: "b") == 3)
-        #expect(try await kvod.bindings().count == 2)
+        expectEqual(try await kvod.get("sum", of: "b"), 3)
+        expectEqual(try await kvod.bindings().count, 2)
         #expect(try await kvod.unbind(binding.binding))
         #expect(try await kvod.unbind(combined.binding))
         #expect(try await !kvod.unbind(combined.binding))
@@ -118,14 +118,14 @@ import Testing
             for try await (task, rev) in group { revisions[task] = rev }
             return revisions
         }
-        #expect(Set(revisions.values) == Set(2...1001))
+        expectEqual(Set(revisions.values), Set(2...1001))
         // Each task's reply was its own: the value stored under its key was written at its revision.
         let stored = try await kvod.get("counter")
         for task in [0, 1, 499, 999] { #expect(stored["k\(task)"] == .int(Int64(task))) }
         // One connection for all of them.
         let probe = try server.connectProbe()
         let hello = try probe.call("hello")
-        #expect(hello["connection"]?.intValue == (try await kvod.hello()).connection + 1)
+        expectEqual(hello["connection"]?.intValue, (try await kvod.hello()).connection + 1)
     }
 
     @Test("server errors carry the protocol's code, message and details")
@@ -151,14 +151,14 @@ import Testing
         await _ = expectCode(.badRequest) { _ = try await kvod.request("set", ["object": "o"]) }
         await _ = expectCode(.unknownOp) { _ = try await kvod.request("frobnicate") }
         let tooLarge = await expectCode(.tooLarge) { try await kvod.set("n", of: "o", to: String(repeating: "x", count: 100)) }
-        #expect(tooLarge?.limit == 64)
+        expectEqual(tooLarge?.limit, 64)
         try await kvod.defineClass(["name": "Tag", "properties": ["label": ["type": "string", "maxLength": 3]],
                                     "computed": ["size": "label"]] as JSONValue)
         try await kvod.create("t", values: ["label": "abc"] as JSONValue, class: "Tag")
         let invalid = await expectCode(.invalidValue) { try await kvod.set("label", of: "t", to: "abcdef") }
         #expect(invalid?.property == "label" && invalid?.rule == "maxLength")
         let readOnly = await expectCode(.readOnly) { try await kvod.set("size", of: "t", to: "x") }
-        #expect(readOnly?.property == "size")
+        expectEqual(readOnly?.property, "size")
         let expression = await expectCode(.invalidExpression) {
             _ = try await kvod.bind(from: .init("n", of: "o"), to: .init("label", of: "t"), convert: "$value +")
         }
@@ -168,7 +168,7 @@ import Testing
         await _ = expectCode(.cycle) { _ = try await kvod.bind(from: .init("m", of: "p"), to: .init("n", of: "o")) }
         let first = try await kvod.subscribe("n", of: "o")
         let tooMany = await expectCode(.tooManyObservations) { _ = try await kvod.subscribe("list", of: "o") }
-        #expect(tooMany?.limit == 1)
+        expectEqual(tooMany?.limit, 1)
         _ = first
         let quota = await expectCode(.quotaExceeded) {
             for index in 0..<200 { try await kvod.create("filler-\(index)", values: ["v": .string(String(repeating: "q", count: 40))] as JSONValue) }
@@ -176,7 +176,7 @@ import Testing
         #expect(quota?.limit == 4000 && (quota?.used ?? 0) > 0)
         // The connection keeps serving after every refusal.
         try await kvod.ping()
-        #expect(KVODError.Code(wireName: "brand_new") == .other("brand_new"))
-        #expect(KVODError.Code.quotaExceeded.wireName == "quota_exceeded")
+        expectEqual(KVODError.Code(wireName: "brand_new"), .other("brand_new"))
+        expectEqual(KVODError.Code.quotaExceeded.wireName, "quota_exceeded")
     }
 }

@@ -57,7 +57,7 @@ import Testing
         #expect(proxy.connectionCount >= 2)
         // Writes through the reconnected client work, and its changes follow.
         let rev = try await kvod.set("n", of: "o", to: 31)
-        #expect(try await iterator.next()?.rev == rev)
+        expectEqual(try await iterator.next()?.rev, rev)
     }
 
     @Test("kvod SIGKILLed and restarted on the same port and data: every change exactly once, in order")
@@ -135,7 +135,7 @@ import Testing
         let change = try await iterator.next()
         #expect(change?.rev == rev && change?.new == 1)
         let seen = await states.value
-        #expect(seen.first == .connected)
+        expectEqual(seen.first, .connected)
         guard seen.count >= 4, case let .disconnected(reason) = seen[1] else {
             Issue.record("unexpected states \(seen)")
             return
@@ -207,7 +207,7 @@ import Testing
         }
         #expect(readOperation == "get" && !readWasWrite)
         // The client reconnected; the write was not retried behind the caller's back.
-        #expect(try await kvod.get("n", of: "o") == 0)
+        expectEqual(try await kvod.get("n", of: "o"), 0)
     }
 
     @Test("a request unanswered within requestTimeout fails with timedOut; the client keeps serving")
@@ -225,7 +225,7 @@ import Testing
             Issue.record("the request did not time out")
             return
         }
-        #expect(operation == "ping")
+        expectEqual(operation, "ping")
         proxy.cut()
         // A request made before the client noticed the cut fails with connectionLost (reads are not
         // retried either); once reconnected it is answered.
@@ -256,7 +256,7 @@ import Testing
         }
         var states: [ConnectionState] = []
         for await state in kvod.states { states.append(state) }
-        #expect(states == [.closed])
-        #expect(proxy.connectionCount == 1)
+        expectEqual(states, [.closed])
+        expectEqual(proxy.connectionCount, 1)
     }
 }

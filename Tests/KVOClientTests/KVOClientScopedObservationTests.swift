@@ -43,11 +43,11 @@ import Testing
         // Time: an unobserve would come from the child's own tasks, with nothing after it to wait for instead.
         try await Task.sleep(nanoseconds: 200_000_000)
         let plain = try probe.call("info", ["object": "clock"])["observers"]?.arrayValue ?? []
-        #expect(plain.count == 1)
+        expectEqual(plain.count, 1)
         child.sendLine()
 
         let result = child.finish()
-        #expect(result.status == 0, "\(result.stderr)")
+        expectEqual(result.status, 0, "\(result.stderr)")
         try await eventuallyObservers(probe, "clock", count: 0)
     }
 
@@ -72,11 +72,11 @@ import Testing
         #expect(changes.isCancelled)
         try await eventuallyObservers(probe, "o", count: 0)
         let seen = try await loop.value
-        #expect(seen.first == 0)
+        expectEqual(seen.first, 0)
         #expect(seen.count <= 2)
         // A new iteration of a cancelled sequence ends at once, without observing.
         var again = changes.makeAsyncIterator()
-        #expect(try await again.next() == nil)
+        expectEqual(try await again.next(), nil)
         try await kvod.ping()
         #expect(try probe.call("info", ["object": "o"])["observers"]?.arrayValue?.count ?? 0 == 0)
     }
@@ -91,7 +91,7 @@ import Testing
         try await eventuallyObservers(probe, "o", count: 1)
         changes.cancel()
         try await eventuallyObservers(probe, "o", count: 0)
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(kvod.liveObservationCount, 0)
     }
 
     @Test("withObservation unobserves when its closure returns or throws, and throws a refusal before the closure")
@@ -104,11 +104,11 @@ import Testing
 
         let first = try await kvod.withObservation("n", of: "o", options: [.initial, .new], as: Int.self) { changes in
             // Observing already: the server counts it before the first change is read.
-            #expect(try probe.call("info", ["object": "o"])["observers"]?.arrayValue?.count == 1)
+            expectEqual(try probe.call("info", ["object": "o"])["observers"]?.arrayValue?.count, 1)
             for try await change in changes { return change.new }
             return nil
         }
-        #expect(first == 0)
+        expectEqual(first, 0)
         try await eventuallyObservers(probe, "o", count: 0)
 
         await #expect(throws: Stop.self) {
@@ -124,8 +124,8 @@ import Testing
                 Issue.record("the closure ran for a refused observation")
             }
         }
-        #expect(refusal?.code == .notFound)
-        #expect(kvod.liveObservationCount == 0)
+        expectEqual(refusal?.code, .notFound)
+        expectEqual(kvod.liveObservationCount, 0)
     }
 
     @Test("an iteration keeps its client open after the last other reference to the client is dropped")
@@ -136,6 +136,6 @@ import Testing
         // Neither the client nor the sequence is kept: only the iterator.
         var iterator = try await server.client().subscribe("n", of: "o", as: Int.self).makeAsyncIterator()
         try await writer.set("n", of: "o", to: 1)
-        #expect(try await iterator.next()?.new == 1)
+        expectEqual(try await iterator.next()?.new, 1)
     }
 }

@@ -24,7 +24,7 @@ import Testing
             values.append(change.new)
             if values.count == 2 { break }
         }
-        #expect(values == [1, 2])
+        expectEqual(values, [1, 2])
         kvod.close()
 
         configuration.tls = certificates.clientOptions(trusting: "other-ca")
@@ -52,19 +52,19 @@ import Testing
 
         configuration.credentials = .token(token)
         let service = try await KVOClient.connect(to: configuration)
-        #expect(try await service.get("v", of: "pub-1") == 1)
+        expectEqual(try await service.get("v", of: "pub-1"), 1)
 
         configuration.credentials = .password(user: "alice", password: "wrong")
         let wrong = await kvodError { _ = try await KVOClient.connect(to: configuration) }
-        #expect(wrong?.code == .unauthenticated)
+        expectEqual(wrong?.code, .unauthenticated)
 
         configuration.credentials = nil
         let anonymous = try await KVOClient.connect(to: configuration)
-        #expect(await kvodError { _ = try await anonymous.get("pub-1") }?.code == .unauthenticated)
+        expectEqual(await kvodError { _ = try await anonymous.get("pub-1") }?.code, .unauthenticated)
 
         configuration.credentials = .password(user: "reader", password: "secret words")
         let reader = try await KVOClient.connect(to: configuration)
-        #expect(try await reader.get("v", of: "pub-1") == 1)
+        expectEqual(try await reader.get("v", of: "pub-1"), 1)
         let forbidden = await kvodError { try await reader.set("v", of: "pub-1", to: 2) }
         guard case let .server(code, _, details)? = forbidden else {
             Issue.record("expected forbidden, got \(String(describing: forbidden))")

@@ -21,8 +21,8 @@ import Testing
             changes.append(change)
             if changes.count == 4 { break }
         }
-        #expect(changes.map(\.new) == [1, 2, 3, 4])
-        #expect(changes.map(\.rev) == revisions)
+        expectEqual(changes.map(\.new), [1, 2, 3, 4])
+        expectEqual(changes.map(\.rev), revisions)
         #expect(changes.allSatisfy { $0.reason == .valueChanged })
     }
 }

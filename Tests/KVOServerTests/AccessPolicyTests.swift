@@ -30,7 +30,7 @@ struct AccessPolicyTests {
         ("*é*", "café", true), ("*é*", "cafe", false),
     ])
     func globs(pattern text: String, id: String, expected: Bool) throws {
-        #expect(try pattern(text).matches(id) == expected)
+        expectEqual(try pattern(text).matches(id), expected)
     }
 
     @Test("empty and overlong patterns are refused")
@@ -48,10 +48,10 @@ struct AccessPolicyTests {
             AccessRule(objects: try pattern("sensor-7"), allow: .write),
             AccessRule(objects: try pattern("*-draft"), allow: [.read, .write]),
         ])
-        #expect(policy.permissions(for: "sensor-7") == [.read, .write])
-        #expect(policy.permissions(for: "sensor-1") == .read)
-        #expect(policy.permissions(for: "sensor-draft") == [.read, .write])
-        #expect(policy.permissions(for: "order-1") == [])
+        expectEqual(policy.permissions(for: "sensor-7"), [.read, .write])
+        expectEqual(policy.permissions(for: "sensor-1"), .read)
+        expectEqual(policy.permissions(for: "sensor-draft"), [.read, .write])
+        expectEqual(policy.permissions(for: "order-1"), [])
         #expect(!policy.allows(.admin, on: "sensor-7"))
         #expect(!policy.isServerAdmin)
         #expect(!AccessPolicy(rules: []).allows(.read, on: "x"))
@@ -62,16 +62,16 @@ struct AccessPolicyTests {
         #expect(AccessPolicy(rules: [AccessRule(objects: try pattern("*"), allow: .admin)]).isServerAdmin)
         #expect(!AccessPolicy(rules: [AccessRule(objects: try pattern("a*"), allow: .admin)]).isServerAdmin)
         #expect(AccessPolicy.unrestricted.isServerAdmin)
-        #expect(AccessPolicy.unrestricted.permissions(for: "anything") == .all)
+        expectEqual(AccessPolicy.unrestricted.permissions(for: "anything"), .all)
     }
 
     @Test("rules parse from JSON and from PATTERN=PERMS, and say what is wrong")
     func ruleForms() throws {
         let rule = try AccessRule(argument: "sensor-*=read,write")
-        #expect(rule.objects.text == "sensor-*")
-        #expect(rule.allow == [.read, .write])
-        #expect(try AccessRule(json: rule.json) == rule)
-        #expect(try AccessRule(argument: "a=b=admin").objects.text == "a=b")
+        expectEqual(rule.objects.text, "sensor-*")
+        expectEqual(rule.allow, [.read, .write])
+        expectEqual(try AccessRule(json: rule.json), rule)
+        expectEqual(try AccessRule(argument: "a=b=admin").objects.text, "a=b")
         for bad in ["sensor-*", "=read", "x=", "x=read,own"] {
             #expect(throws: AccessRuleError.self) { try AccessRule(argument: bad) }
         }

@@ -28,7 +28,7 @@ import Testing
             seen[keyPath] = notifications.first?.new
         }
         let cachedCount = Self.watchedPaths.filter { $0.contains("@count") || $0.contains("@sum") || $0.contains("@avg") }.count
-        #expect(cachedCount == 5)
+        expectEqual(cachedCount, 5)
 
         func randomElement() -> JSONValue {
             switch Int.random(in: 0..<6, using: &random) {
@@ -81,7 +81,7 @@ import Testing
             }
             for keyPath in Self.watchedPaths {
                 let full = try engine.get("cart", keyPath: KeyPath(keyPath))
-                #expect(seen[keyPath] == full, "seed \(seed) step \(step): \(keyPath) notified \(seen[keyPath]!) but reads \(full)")
+                expectEqual(seen[keyPath], full, "seed \(seed) step \(step): \(keyPath) notified \(seen[keyPath]!) but reads \(full)")
             }
         }
         #expect(engine.incrementalAggregateUpdates > 100, "the incremental path was exercised")
@@ -128,20 +128,20 @@ import Testing
             }
             for notification in notifications where !notification.isPrior { seen[notification.keyPath] = notification.new }
             for keyPath in paths {
-                #expect(seen[keyPath] == (try engine.get("c", keyPath: KeyPath(keyPath))), "seed \(seed) step \(step): \(keyPath)")
+                expectEqual(seen[keyPath], (try engine.get("c", keyPath: KeyPath(keyPath))), "seed \(seed) step \(step): \(keyPath)")
             }
             // The exact sum, in 128 bits: an integer exactly when it fits. (An observer is not told when the
             // sum only turns from 2^63 as an integer into the equal double: numbers compare by value.)
             let exact = model.reduce(Int128(0)) { $0 + Int128($1) }
             let sum = try engine.get("c", keyPath: KeyPath("v.@sum"))
             if let fits = Int64(exactly: exact) {
-                #expect(sum == .int(fits), "seed \(seed) step \(step)")
+                expectEqual(sum, .int(fits), "seed \(seed) step \(step)")
                 if case .int = sum {} else { Issue.record("seed \(seed) step \(step): \(sum) is not an integer") }
             } else if case .double = sum {} else {
                 Issue.record("seed \(seed) step \(step): \(sum) for \(exact) is not a double")
             }
         }
-        #expect(try engine.get("c", keyPath: KeyPath("v")) == .array(model.map { .int($0) }))
+        expectEqual(try engine.get("c", keyPath: KeyPath("v")), .array(model.map { .int($0) }))
         #expect(engine.incrementalAggregateUpdates > 100, "the incremental path was exercised")
     }
 }

@@ -42,14 +42,14 @@ import Testing
             Self.naiveInsert(values, at: insertIndexes, into: &expected)
             var actual = original
             ArrayIndexEdits.insert(values, at: insertIndexes, into: &actual)
-            #expect(actual == expected, "insert \(insertIndexes) into \(length)")
+            expectEqual(actual, expected, "insert \(insertIndexes) into \(length)")
 
             let removeIndexes = Self.distinctIndexes(Int.random(in: 0...12, using: &random), below: length + 3, &random)
             expected = original
             Self.naiveRemove(at: removeIndexes, from: &expected)
             actual = original
             ArrayIndexEdits.remove(at: removeIndexes, from: &actual)
-            #expect(actual == expected, "remove \(removeIndexes) from \(length)")
+            expectEqual(actual, expected, "remove \(removeIndexes) from \(length)")
         }
     }
 
@@ -71,13 +71,13 @@ import Testing
                 var expected = original
                 let pairs = zip(indexes, values).sorted { $0.0 < $1.0 }
                 for (index, value) in pairs { expected.insert(value, at: index) }
-                #expect(array == expected)
+                expectEqual(array, expected)
                 #expect(change.indexes == pairs.map(\.0) && change.new == pairs.map(\.1))
                 ArrayChangeRecord(path: ["a"], kind: change.kind, indexes: change.indexes, old: change.old,
                                   new: change.new).apply(to: &array, forward: false)
-                #expect(array == original, "undo of the insertion")
+                expectEqual(array, original, "undo of the insertion")
             } catch {
-                #expect(array == original, "a refused insertion changes nothing")
+                expectEqual(array, original, "a refused insertion changes nothing")
                 let sorted = indexes.sorted()
                 #expect(sorted.enumerated().contains { $0.element > length + $0.offset })
             }
@@ -88,11 +88,11 @@ import Testing
             let change = try CollectionMutation.remove(indexes: removal).apply(to: &array)
             var expected = original
             for index in removal.sorted().reversed() { expected.remove(at: index) }
-            #expect(array == expected)
+            expectEqual(array, expected)
             #expect(change.indexes == removal.sorted() && change.old == removal.sorted().map { original[$0] })
             ArrayChangeRecord(path: ["a"], kind: change.kind, indexes: change.indexes, old: change.old,
                               new: change.new).apply(to: &array, forward: false)
-            #expect(array == original, "undo of the removal")
+            expectEqual(array, original, "undo of the removal")
         }
     }
 }

@@ -12,12 +12,12 @@ struct ByteScratchTests {
             ByteScratch.append(atMost: 21, to: &buffer) { $0.appendInteger(value) }
             var expected: [UInt8] = [0x78]
             JSONWriter.writeInteger(value, into: &expected)
-            #expect(buffer == expected, "\(value)")
+            expectEqual(buffer, expected, "\(value)")
         }
         for value: UInt64 in [0, 7, UInt64(Int64.max) + 1, UInt64.max] {
             var buffer: [UInt8] = []
             ByteScratch.append(atMost: 21, to: &buffer) { $0.appendInteger(value) }
-            #expect(String(decoding: buffer, as: UTF8.self) == String(value))
+            expectEqual(String(decoding: buffer, as: UTF8.self), String(value))
         }
     }
 
@@ -35,7 +35,7 @@ struct ByteScratchTests {
             ByteScratch.append(atMost: bound, to: &buffer) { $0.appendString(text) }
             var expected: [UInt8] = []
             JSONWriter.writeString(text, into: &expected)
-            #expect(buffer == expected, "\(text.debugDescription)")
+            expectEqual(buffer, expected, "\(text.debugDescription)")
             #expect(expected.count <= bound, "\(text.debugDescription)")
         }
     }
@@ -49,8 +49,8 @@ struct ByteScratchTests {
             line.append(UInt8(ascii: ","))
             line.appendRaw("\"b\":true")
             line.append("}")
-            #expect(line.count == 19)
+            expectEqual(line.count, 19)
         }
-        #expect(String(decoding: buffer, as: UTF8.self) == #"{"a":[1,2],"b":true}"#)
+        expectEqual(String(decoding: buffer, as: UTF8.self), #"{"a":[1,2],"b":true}"#)
     }
 }

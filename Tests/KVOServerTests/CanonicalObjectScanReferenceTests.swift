@@ -53,7 +53,7 @@ struct CanonicalObjectScanReferenceTests {
             for end in 0..<text.count {
                 let prefix = Array(text[..<end])
                 let (new, old) = Self.both(prefix)
-                #expect(new == old, "\(String(decoding: prefix, as: UTF8.self))")
+                expectEqual(new, old, "\(String(decoding: prefix, as: UTF8.self))")
             }
         }
     }
@@ -67,7 +67,7 @@ struct CanonicalObjectScanReferenceTests {
                     let text = "{\"a\":" + String(repeating: open, count: depth) + inner
                         + String(repeating: close, count: depth) + "}"
                     let (new, old) = Self.both(Array(text.utf8))
-                    #expect(new == old, "\(text)")
+                    expectEqual(new, old, "\(text)")
                 }
             }
         }

@@ -68,7 +68,7 @@ struct CanonicalObjectScanTests {
             guard CanonicalObjectScan.isCanonicalObject(text) else { continue }
             accepted += 1
             let parsed = try JSONParser.parse(text)
-            #expect(JSONWriter.bytes(parsed) == text, "\(String(decoding: text, as: UTF8.self))")
+            expectEqual(JSONWriter.bytes(parsed), text, "\(String(decoding: text, as: UTF8.self))")
         }
         #expect(accepted > 1_000, "most undamaged objects are canonical")
     }

@@ -38,11 +38,11 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
             let piece = pattern(length, seed: step * 31)
             buffer.append(piece, pool: pool)
             expected += piece
-            #expect(buffer.count == expected.count)
+            expectEqual(buffer.count, expected.count)
         }
-        #expect(writtenBytes(buffer) == expected)
-        #expect(buffer.chunkCount == (expected.count + 63) / 64, "appending never leaves a gap between pieces")
-        #expect(pool.chunksInUse == buffer.chunkCount)
+        expectEqual(writtenBytes(buffer), expected)
+        expectEqual(buffer.chunkCount, (expected.count + 63) / 64, "appending never leaves a gap between pieces")
+        expectEqual(pool.chunksInUse, buffer.chunkCount)
         buffer.release(returningTo: pool)
     }
 
@@ -61,8 +61,8 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
             headSpans.append((expected.count, eventHead(subscription).count))
             expected += eventHead(subscription) + tail
         }
-        #expect(buffer.count == expected.count)
-        #expect(writtenBytes(buffer) == expected)
+        expectEqual(buffer.count, expected.count)
+        expectEqual(writtenBytes(buffer), expected)
         // No chunk boundary falls inside a head (from its first byte to its last digit).
         let buffers = UnsafeMutablePointer<uv_buf_t>.allocate(capacity: buffer.chunkCount)
         defer { buffers.deallocate() }
@@ -85,30 +85,30 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
         var buffer = ChunkedOutputBuffer()
         var expected = pattern(1_000, seed: 1)
         buffer.append(expected, pool: pool)
-        #expect(pool.chunksInUse == 16)
+        expectEqual(pool.chunksInUse, 16)
         var random = SplitMix64(state: 11)
         while !expected.isEmpty {
             // Sometimes within a chunk, sometimes across several, sometimes exactly to a boundary.
             let written = min(expected.count, [1, 63, 64, 130, Int(random.next() % 200) + 1][Int(random.next() % 5)])
             buffer.consume(written, returningTo: pool)
             expected.removeFirst(written)
-            #expect(buffer.count == expected.count)
-            #expect(writtenBytes(buffer) == expected)
-            #expect(pool.chunksInUse == buffer.heldChunkCount, "a chunk written out goes back to the pool at once")
+            expectEqual(buffer.count, expected.count)
+            expectEqual(writtenBytes(buffer), expected)
+            expectEqual(pool.chunksInUse, buffer.heldChunkCount, "a chunk written out goes back to the pool at once")
             #expect(buffer.heldChunkCount - buffer.chunkCount <= 1, "but for the first one, which the buffer keeps")
             // New output after a partial write lands after what is still queued.
             if expected.count % 3 == 0 && !expected.isEmpty {
                 let more = pattern(40, seed: expected.count)
                 buffer.append(more, pool: pool)
                 expected += more
-                #expect(writtenBytes(buffer) == expected)
+                expectEqual(writtenBytes(buffer), expected)
             }
         }
         #expect(buffer.isEmpty)
-        #expect(buffer.chunkCount == 0, "an emptied buffer holds no output chunk")
-        #expect(pool.chunksInUse == 1, "it keeps its small first chunk for the next output")
+        expectEqual(buffer.chunkCount, 0, "an emptied buffer holds no output chunk")
+        expectEqual(pool.chunksInUse, 1, "it keeps its small first chunk for the next output")
         buffer.release(returningTo: pool)
-        #expect(pool.chunksInUse == 0, "release gives that one back too")
+        expectEqual(pool.chunksInUse, 0, "release gives that one back too")
     }
 
     @Test func gatherStopsAtItsCapacityWithTheFrontFirst() {
@@ -117,7 +117,7 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
         let bytes = pattern(300, seed: 9)
         buffer.append(bytes, pool: pool)
         buffer.consume(10, returningTo: pool)
-        #expect(writtenBytes(buffer, capacity: 2) == Array(bytes[10..<128]))
+        expectEqual(writtenBytes(buffer, capacity: 2), Array(bytes[10..<128]))
         buffer.release(returningTo: pool)
     }
 
@@ -127,19 +127,19 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
         var second = ChunkedOutputBuffer()
         first.append(pattern(64 * 5, seed: 2), pool: pool)
         second.append(pattern(10, seed: 3), pool: pool)
-        #expect(pool.chunksInUse == 6)
-        #expect(pool.freeChunkCount == 0)
+        expectEqual(pool.chunksInUse, 6)
+        expectEqual(pool.freeChunkCount, 0)
         first.removeAll(returningTo: pool)
-        #expect(first.count == 0)
-        #expect(pool.chunksInUse == 2, "second's chunk and first's kept first chunk")
-        #expect(pool.freeChunkCount == 3, "one of the four given back was freed, not kept")
+        expectEqual(first.count, 0)
+        expectEqual(pool.chunksInUse, 2, "second's chunk and first's kept first chunk")
+        expectEqual(pool.freeChunkCount, 3, "one of the four given back was freed, not kept")
         // Reused: growing again takes the kept chunk, then the free ones, before allocating.
         first.append(pattern(64 * 3, seed: 4), pool: pool)
-        #expect(pool.freeChunkCount == 1)
-        #expect(writtenBytes(first) == pattern(64 * 3, seed: 4))
+        expectEqual(pool.freeChunkCount, 1)
+        expectEqual(writtenBytes(first), pattern(64 * 3, seed: 4))
         first.release(returningTo: pool)
         second.release(returningTo: pool)
-        #expect(pool.chunksInUse == 0)
+        expectEqual(pool.chunksInUse, 0)
     }
 
     @Test func theCountIsWhatTheOutputLimitSees() {
@@ -148,18 +148,18 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
         let pool = OutputChunkPool(firstChunkSize: 64, chunkSize: 64, retainedChunkLimit: 100)
         var buffer = ChunkedOutputBuffer()
         buffer.appendEventHead(EventEncoder.headWords, headLength: EventEncoder.fullHeadLength, subscription: 42, pool: pool)
-        #expect(buffer.count == 26)
+        expectEqual(buffer.count, 26)
         buffer.appendEventHead(EventEncoder.headWords, headLength: EventEncoder.fullHeadLength, subscription: 42, pool: pool)
-        #expect(buffer.count == 52, "the second head starts a new chunk; the unused end of the first is not counted")
-        #expect(buffer.chunkCount == 2)
+        expectEqual(buffer.count, 52, "the second head starts a new chunk; the unused end of the first is not counted")
+        expectEqual(buffer.chunkCount, 2)
         buffer.consume(30, returningTo: pool)
-        #expect(buffer.count == 22)
-        #expect(writtenBytes(buffer) == Array(eventHead(42).suffix(22)))
+        expectEqual(buffer.count, 22)
+        expectEqual(writtenBytes(buffer), Array(eventHead(42).suffix(22)))
         buffer.consume(22, returningTo: pool)
-        #expect(buffer.count == 0)
-        #expect(pool.chunksInUse == 1, "the kept first chunk")
+        expectEqual(buffer.count, 0)
+        expectEqual(pool.chunksInUse, 1, "the kept first chunk")
         buffer.release(returningTo: pool)
-        #expect(pool.chunksInUse == 0)
+        expectEqual(pool.chunksInUse, 0)
     }
 
     @Test func theFirstChunkIsSmallAndTheRestFullSize() {
@@ -167,20 +167,20 @@ private func pattern(_ length: Int, seed: Int) -> [UInt8] {
         var buffer = ChunkedOutputBuffer()
         let bytes = pattern(64 + 256 + 10, seed: 6)
         buffer.append(bytes, pool: pool)
-        #expect(buffer.chunkCount == 3, "64 bytes in the first chunk, then 256, then 10")
+        expectEqual(buffer.chunkCount, 3, "64 bytes in the first chunk, then 256, then 10")
         let buffers = UnsafeMutablePointer<uv_buf_t>.allocate(capacity: 3)
         defer { buffers.deallocate() }
-        #expect(buffer.gather(into: buffers, capacity: 3) == 3)
-        #expect((0..<3).map { buffers[$0].len } == [64, 256, 10])
-        #expect(writtenBytes(buffer) == bytes)
+        expectEqual(buffer.gather(into: buffers, capacity: 3), 3)
+        expectEqual((0..<3).map { buffers[$0].len }, [64, 256, 10])
+        expectEqual(writtenBytes(buffer), bytes)
         // Each size goes back to its own free list and is taken again for the same use.
         buffer.removeAll(returningTo: pool)
-        #expect(pool.freeChunkCount == 2, "the full-size chunks go back; the small first one stays with the buffer")
+        expectEqual(pool.freeChunkCount, 2, "the full-size chunks go back; the small first one stays with the buffer")
         buffer.append(pattern(300, seed: 8), pool: pool)
-        #expect(pool.freeChunkCount == 1, "the kept small chunk and one full-size chunk were reused")
-        #expect(writtenBytes(buffer) == pattern(300, seed: 8))
+        expectEqual(pool.freeChunkCount, 1, "the kept small chunk and one full-size chunk were reused")
+        expectEqual(writtenBytes(buffer), pattern(300, seed: 8))
         buffer.release(returningTo: pool)
-        #expect(pool.chunksInUse == 0)
-        #expect(pool.freeChunkCount == 3)
+        expectEqual(pool.chunksInUse, 0)
+        expectEqual(pool.freeChunkCount, 3)
     }
 }

@@ -17,7 +17,7 @@ private func refusal(_ text: String) throws -> String? {
         _ = try ClassDefinition(json: json)
         return nil
     } catch {
-        #expect(error.code == .badRequest)
+        expectEqual(error.code, .badRequest)
         return error.message
     }
 }
@@ -56,37 +56,37 @@ private func withComputed(_ entry: String) -> String {
 
     @Test func theExampleDefinitionParsesWithEveryConstraint() throws {
         let definition = try define(Self.labColor)
-        #expect(definition.name == "LabColor")
-        #expect(definition.properties.keys.sorted() == ["L", "count", "meta", "mode", "name", "on", "owner", "tags"])
+        expectEqual(definition.name, "LabColor")
+        expectEqual(definition.properties.keys.sorted(), ["L", "count", "meta", "mode", "name", "on", "owner", "tags"])
         let l = try #require(definition.properties["L"])
         #expect(l.type == .number && l.required && l.defaultValue == 50)
         #expect(l.constraints.minimum == 0 && l.constraints.maximum == 100)
         let name = try #require(definition.properties["name"])
         #expect(!name.required && name.defaultValue == nil)
         #expect(name.constraints.minLength == 1 && name.constraints.maxLength == 40)
-        #expect(name.constraints.pattern?.source == "^[a-z ]+$")
-        #expect(definition.properties["mode"]?.constraints.allowedValues == ["lab", "lch"])
-        #expect(definition.properties["count"]?.type == .integer)
-        #expect(definition.properties["on"]?.defaultValue == false)
+        expectEqual(name.constraints.pattern?.source, "^[a-z ]+$")
+        expectEqual(definition.properties["mode"]?.constraints.allowedValues, ["lab", "lch"])
+        expectEqual(definition.properties["count"]?.type, .integer)
+        expectEqual(definition.properties["on"]?.defaultValue, false)
         let tags = try #require(definition.properties["tags"])
         #expect(tags.items?.type == .string && tags.items?.constraints.maxLength == 8)
-        #expect(definition.properties["meta"]?.type == .object)
-        #expect(definition.properties["owner"]?.constraints.referencedClass == "Person")
+        expectEqual(definition.properties["meta"]?.type, .object)
+        expectEqual(definition.properties["owner"]?.constraints.referencedClass, "Person")
         #expect(definition.computed["red"] == ComputedPropertySpec(name: "red", expression: "L * 2.55",
                                                                     dependsOn: [try KeyPath("L")]))
     }
 
     @Test func shorthandComputedIsAnExpressionWithoutDependencies() throws {
         let definition = try define(Self.labColor)
-        #expect(definition.computed["label"] == ComputedPropertySpec(name: "label", expression: "upper(name)", dependsOn: []))
-        #expect(definition.json["computed"]?["label"] == ["expression": "upper(name)", "dependsOn": []])
+        expectEqual(definition.computed["label"], ComputedPropertySpec(name: "label", expression: "upper(name)", dependsOn: []))
+        expectEqual(definition.json["computed"]?["label"], ["expression": "upper(name)", "dependsOn": []])
     }
 
     @Test func jsonRoundTripGivesAnEqualDefinition() throws {
         let definition = try define(Self.labColor)
         let again = try ClassDefinition(json: definition.json)
-        #expect(again == definition)
-        #expect(again.json == definition.json)
+        expectEqual(again, definition)
+        expectEqual(again.json, definition.json)
         // Anything lost on the way would make the two differ.
         #expect(try define(Self.labColor.replacingOccurrences(of: "\"max\": 100", with: "\"max\": 99")) != definition)
     }
@@ -110,7 +110,7 @@ private func withComputed(_ entry: String) -> String {
         for text in [#"{"name":"Empty"}"#, #"{"name":"Empty","properties":{},"computed":{}}"#] {
             let definition = try define(text)
             #expect(definition.properties.isEmpty && definition.computed.isEmpty)
-            #expect(try ClassDefinition(json: definition.json) == definition)
+            expectEqual(try ClassDefinition(json: definition.json), definition)
         }
     }
 
@@ -132,7 +132,7 @@ private func withComputed(_ entry: String) -> String {
             let c = (0..<computed).map { #""c\#($0)":"1""# }.joined(separator: ",")
             return #"{"name":"Big","properties":{\#(p)},"computed":{\#(c)}}"#
         }
-        #expect(try define(definition(properties: 200, computed: 56)).properties.count == 200)
+        expectEqual(try define(definition(properties: 200, computed: 56)).properties.count, 200)
         #expect(try refusal(definition(properties: 200, computed: 57))
             == "class 'Big': 257 properties and computed properties; at most 256")
         #expect(try refusal(definition(properties: 257, computed: 0)) != nil)
@@ -199,7 +199,7 @@ private func withComputed(_ entry: String) -> String {
          #"'default' breaks the property's rules: 'p' must be a reference {"$ref": "<id>"} (got a string)"#),
     ] as [(String, String)])
     func propertySpecErrorsNameClassPropertyAndProblem(spec: String, problem: String) throws {
-        #expect(try refusal(withProperty(spec)) == "class 'C': property 'p': \(problem)")
+        expectEqual(try refusal(withProperty(spec)), "class 'C': property 'p': \(problem)")
     }
 
     @Test func aPatternThatDoesNotCompileIsRefused() throws {
@@ -235,7 +235,7 @@ private func withComputed(_ entry: String) -> String {
          "class 'C': computed property 'x': the name is also a stored property"),
     ] as [(String, String)])
     func classLevelErrors(definition: String, message: String) throws {
-        #expect(try refusal(definition) == message)
+        expectEqual(try refusal(definition), message)
     }
 
     @Test(arguments: [
@@ -252,12 +252,12 @@ private func withComputed(_ entry: String) -> String {
         (#"{"expression":"p","dependsOn":[""]}"#, "'dependsOn': keyPath must not be empty"),
     ] as [(String, String)])
     func computedErrors(entry: String, problem: String) throws {
-        #expect(try refusal(withComputed(entry)) == "class 'C': computed property 'c': \(problem)")
+        expectEqual(try refusal(withComputed(entry)), "class 'C': computed property 'c': \(problem)")
     }
 
     @Test func dependsOnKeepsTheKeyPaths() throws {
         let definition = try define(withComputed(#"{"expression":"p","dependsOn":["p","owner.name","tags.@count"]}"#))
-        #expect(definition.computed["c"]?.dependsOn.map(\.string) == ["p", "owner.name", "tags.@count"])
-        #expect(definition.computed["c"]?.dependsOn.last?.collectionOperator == .count)
+        expectEqual(definition.computed["c"]?.dependsOn.map(\.string), ["p", "owner.name", "tags.@count"])
+        expectEqual(definition.computed["c"]?.dependsOn.last?.collectionOperator, .count)
     }
 }

@@ -56,18 +56,18 @@ import Testing
         #expect(reply["ok"] == true && reply["id"] == "k" && reply["connection"] == .int(id) && reply["own"] == false)
         let told = try victim.takeLines().map { try JSONParser.parse($0) }
         #expect(told.count == 1 && told[0]["id"] == nil && told[0]["error"]?["code"] == "closed", "\(told)")
-        #expect(told[0]["error"]?["message"]?.stringValue?.hasPrefix("closed by a server admin (kill from connection \(admin.connection.id))") == true)
+        expectEqual(told[0]["error"]?["message"]?.stringValue?.hasPrefix("closed by a server admin (kill from connection \(admin.connection.id))"), true)
         server.step()
         #expect(victim.serverClosed)
         #expect(server.engine.observationCount == 0 && server.connectionCount == 1)
-        #expect(server.sessions.detachedCount == 1, "the session waits its grace, as after any disconnect")
+        expectEqual(server.sessions.detachedCount, 1, "the session waits its grace, as after any disconnect")
         server.advanceTime(by: 4.999)
-        #expect(try admin.call(#"{"op":"get","object":"room","keyPath":"n"}"#)["value"] == 1)
+        expectEqual(try admin.call(#"{"op":"get","object":"room","keyPath":"n"}"#)["value"], 1)
         server.advanceTime(by: 0.001)
-        #expect(try admin.call(#"{"op":"get","object":"room","keyPath":"n"}"#)["value"] == 0, "the grace ended: onDisconnect ran")
+        expectEqual(try admin.call(#"{"op":"get","object":"room","keyPath":"n"}"#)["value"], 0, "the grace ended: onDisconnect ran")
         // The id is gone: not_found, and the admin's connection keeps serving.
-        #expect(try admin.call(#"{"op":"kill","connection":\#(id)}"#)["error"]?["code"] == "not_found")
-        #expect(try admin.call(#"{"op":"ping"}"#)["ok"] == true)
+        expectEqual(try admin.call(#"{"op":"kill","connection":\#(id)}"#)["error"]?["code"], "not_found")
+        expectEqual(try admin.call(#"{"op":"ping"}"#)["ok"], true)
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -79,12 +79,12 @@ import Testing
         let id = admin.connection.id.rawValue
         admin.send(line: #"{"op":"kill","id":1,"connection":\#(id)}"# + "\n" + #"{"op":"create","id":2,"object":"after"}"#)
         let lines = try admin.takeLines(atLeast: 2).map { try JSONParser.parse($0) }
-        #expect(lines.count == 2, "\(lines)")
+        expectEqual(lines.count, 2, "\(lines)")
         #expect(lines.first?["id"] == 1 && lines.first?["own"] == true && lines.first?["connection"] == .int(Int64(id)))
         #expect(lines.last?["id"] == nil && lines.last?["error"]?["code"] == "closed")
         server.step()
         #expect(admin.serverClosed && server.connectionCount == 0)
-        #expect(server.engine.objectCount == 0, "the line after the kill was not run")
+        expectEqual(server.engine.objectCount, 0, "the line after the kill was not run")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 }

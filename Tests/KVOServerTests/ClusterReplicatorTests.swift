@@ -22,7 +22,7 @@ struct ClusterReplicatorTests {
             .init(line: Array(#"{"op":"set","object":"o","keyPath":"k","value":"line\nbreak"}"#.utf8), user: nil),
             .init(line: Array(#"{"op":"create","object":"p"}"#.utf8), user: "ada"),
         ])
-        #expect(try ReplicationEntry.decode(entry.encoded()) == entry)
+        expectEqual(try ReplicationEntry.decode(entry.encoded()), entry)
         #expect(throws: ReplicationEntryError.self) { try ReplicationEntry.decode(Array("{}".utf8)) }
         #expect(throws: ReplicationEntryError.self) { try ReplicationEntry.decode(Array("nope".utf8)) }
     }
@@ -35,8 +35,8 @@ struct ClusterReplicatorTests {
         replicator.submit(line: Array("2".utf8), user: "u", writer: writer(2, deadline: 1000))
         let first = try #require(replicator.takeBatch(deadline: 99))
         let entry = try ReplicationEntry.decode(first.data)
-        #expect(entry.operations.map(\.line) == [Array("1".utf8), Array("2".utf8)])
-        #expect(entry.operations.map(\.user) == [nil, "u"])
+        expectEqual(entry.operations.map(\.line), [Array("1".utf8), Array("2".utf8)])
+        expectEqual(entry.operations.map(\.user), [nil, "u"])
         #expect(entry.batch == first.batch && first.batch.hasPrefix("a."))
         replicator.submit(line: Array("3".utf8), user: nil, writer: writer(3, deadline: 1000))
         #expect(replicator.takeBatch(deadline: 99) == nil, "a second batch while the first is in flight")
@@ -44,7 +44,7 @@ struct ClusterReplicatorTests {
         let second = try #require(replicator.takeBatch(deadline: 99))
         #expect(second.batch != first.batch)
         let writers = try #require(replicator.writers(ofApplied: first.batch))
-        #expect(writers.map { $0?.connection.rawValue } == [1, 2])
+        expectEqual(writers.map { $0?.connection.rawValue }, [1, 2])
         #expect(replicator.writers(ofApplied: first.batch) == nil, "answered once")
     }
 
@@ -57,15 +57,15 @@ struct ClusterReplicatorTests {
         replicator.submit(line: Array("later".utf8), user: nil, writer: writer(3, deadline: 500))
         #expect(replicator.expire(now: 99).isEmpty)
         let expired = replicator.expire(now: 100)
-        #expect(expired.map { $0.writer.connection.rawValue }.sorted() == [1, 2])
-        #expect(expired.first { $0.writer.connection.rawValue == 1 }?.definitive == false)
-        #expect(expired.first { $0.writer.connection.rawValue == 2 }?.definitive == true)
+        expectEqual(expired.map { $0.writer.connection.rawValue }.sorted(), [1, 2])
+        expectEqual(expired.first { $0.writer.connection.rawValue == 1 }?.definitive, false)
+        expectEqual(expired.first { $0.writer.connection.rawValue == 2 }?.definitive, true)
         // The sent batch applied later answers nobody; the dropped write is not in the next batch.
         #expect(try #require(replicator.writers(ofApplied: batch.batch)).allSatisfy { $0 == nil })
         replicator.appended(batch.batch)
         let next = try #require(replicator.takeBatch(deadline: 0))
-        #expect(try ReplicationEntry.decode(next.data).operations.map(\.line) == [Array("later".utf8)])
-        #expect(replicator.appendFailed(next.batch, attempted: false).map(\.definitive) == [true])
+        expectEqual(try ReplicationEntry.decode(next.data).operations.map(\.line), [Array("later".utf8)])
+        expectEqual(replicator.appendFailed(next.batch, attempted: false).map(\.definitive), [true])
     }
 
     @Test("pipelined writes expire in the order they were submitted: sent batches oldest first, then the queue")
@@ -82,8 +82,8 @@ struct ClusterReplicatorTests {
         replicator.submit(line: Array("q".utf8), user: nil, writer: writer(12, deadline: 100))
         order.append(12)
         let expired = replicator.expire(now: 100)
-        #expect(expired.map(\.writer.connection.rawValue) == order)
-        #expect(expired.map(\.definitive) == Array(repeating: false, count: 11) + [true])
+        expectEqual(expired.map(\.writer.connection.rawValue), order)
+        expectEqual(expired.map(\.definitive), Array(repeating: false, count: 11) + [true])
     }
 
     @Test("a batch carries at most maximumBatchBytes of lines (at least one); the rest go next, in order")
@@ -104,14 +104,14 @@ struct ClusterReplicatorTests {
             replicator.appended(job.batch)
             written += try #require(replicator.writers(ofApplied: job.batch)).compactMap { $0?.connection.rawValue }
         }
-        #expect(sizes.count == 3, "\(sizes)")
-        #expect(written == (0..<UInt64(total)).map { $0 })
+        expectEqual(sizes.count, 3, "\(sizes)")
+        expectEqual(written, (0..<UInt64(total)).map { $0 })
         // A line over the bound still goes, alone.
         replicator.submit(line: [UInt8](repeating: 0x62, count: ClusterReplicator.maximumBatchBytes + 1), user: nil,
                           writer: writer(1, deadline: 100))
         replicator.submit(line: Array("small".utf8), user: nil, writer: writer(2, deadline: 100))
         let big = try #require(replicator.takeBatch(deadline: 0))
-        #expect(try ReplicationEntry.decode(big.data).operations.count == 1)
+        expectEqual(try ReplicationEntry.decode(big.data).operations.count, 1)
     }
 
     @Test("the applied stream sequence is stored with the writes and read back")
@@ -119,7 +119,7 @@ struct ClusterReplicatorTests {
         let directory = TemporaryDirectory()
         do {
             let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
-            #expect(try store.readStreamSequence() == 0)
+            expectEqual(try store.readStreamSequence(), 0)
             var batch = CommitBatch(revision: 0, entries: [], objects: [:])
             batch.streamSequence = 42
             try store.commit(batch)
@@ -127,7 +127,7 @@ struct ClusterReplicatorTests {
         }
         let reopened = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
         defer { reopened.close() }
-        #expect(try reopened.readStreamSequence() == 42)
+        expectEqual(try reopened.readStreamSequence(), 42)
     }
 
     @Test("the digest changes with the state and not with the order writes built it in")
@@ -141,8 +141,8 @@ struct ClusterReplicatorTests {
         _ = try two.create("a", values: ["y": 2, "x": 1], access: access, notifications: &notifications)
         #expect(StateDigest.of(one) != StateDigest.of(two), "the revision differs")
         _ = try two.create("b", values: [:], access: access, notifications: &notifications)
-        #expect(StateDigest.of(one) == StateDigest.of(two))
-        #expect(StateDigest.of(one).count == 64)
+        expectEqual(StateDigest.of(one), StateDigest.of(two))
+        expectEqual(StateDigest.of(one).count, 64)
         _ = try two.set("b", keyPath: KeyPath("k"), value: .bool(true), access: access, notifications: &notifications)
         #expect(StateDigest.of(one) != StateDigest.of(two))
     }

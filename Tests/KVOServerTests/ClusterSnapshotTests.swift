@@ -40,15 +40,15 @@ struct ClusterSnapshotTests {
         let engine = try populatedEngine()
         let snapshot = ClusterSnapshot(engine: engine, users: users, sequence: 9)
         #expect(snapshot.objects.count == 3 && snapshot.classes.count == 1 && snapshot.bindings.count == 1)
-        #expect(snapshot.users?.map(\.name) == ["ada", "root"])
-        #expect(snapshot.lastBindingID == 2)
+        expectEqual(snapshot.users?.map(\.name), ["ada", "root"])
+        expectEqual(snapshot.lastBindingID, 2)
         let bytes = snapshot.encoded()
         let decoded = try ClusterSnapshot.decode(bytes)
-        #expect(decoded == snapshot)
-        #expect(ClusterSnapshot(engine: engine, users: users, sequence: 9).encoded() == bytes, "equal states encode to equal bytes")
+        expectEqual(decoded, snapshot)
+        expectEqual(ClusterSnapshot(engine: engine, users: users, sequence: 9).encoded(), bytes, "equal states encode to equal bytes")
         let restored = KVOEngine(restoring: decoded.persistedState)
         #expect(restored.restoreProblems.isEmpty)
-        #expect(StateDigest.of(restored, users: UserDirectory(decoded.users ?? [])) == StateDigest.of(engine, users: users))
+        expectEqual(StateDigest.of(restored, users: UserDirectory(decoded.users ?? [])), StateDigest.of(engine, users: users))
         // A version-3 snapshot without its users count, or with a user line that is not a stored user, is refused.
         var lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         lines[0] = Substring(lines[0].replacingOccurrences(of: ",\"users\":2", with: ""))
@@ -66,9 +66,9 @@ struct ClusterSnapshotTests {
         for (offset, chunk) in (chunks.reversed() + chunks.prefix(2)).enumerated() {
             assembler.add(chunk.encoded(), streamSequence: UInt64(offset + 1))
         }
-        #expect(assembler.newest() == snapshot)
+        expectEqual(assembler.newest(), snapshot)
         #expect(assembler.problems.isEmpty)
-        #expect(Set(chunks.map(\.messageID)).count == chunks.count)
+        expectEqual(Set(chunks.map(\.messageID)).count, chunks.count)
     }
 
     @Test("a missing chunk, a wrong hash or a foreign message is never installed; an older sound snapshot is")
@@ -83,7 +83,7 @@ struct ClusterSnapshotTests {
         // A missing chunk: the newer one is passed over.
         var missing = SnapshotAssembler()
         for chunk in olderChunks + newerChunks.dropLast() { missing.add(chunk.encoded(), streamSequence: 1) }
-        #expect(missing.newest() == older)
+        expectEqual(missing.newest(), older)
         #expect(missing.problems.contains { $0.contains("sequence 20") && $0.contains("missing") }, "\(missing.problems)")
 
         // A byte changed in one chunk: the hash does not match.
@@ -93,7 +93,7 @@ struct ClusterSnapshotTests {
         tampered[1].data = data[...]
         var corrupt = SnapshotAssembler()
         for chunk in tampered { corrupt.add(chunk.encoded(), streamSequence: 1) }
-        #expect(corrupt.newest() == nil)
+        expectEqual(corrupt.newest(), nil)
         #expect(throws: ClusterSnapshotError.self) { try corrupt.assemble(newerChunks[0].key) }
         #expect(corrupt.problems.contains { $0.contains("SHA-256") }, "\(corrupt.problems)")
 
@@ -108,8 +108,8 @@ struct ClusterSnapshotTests {
         var renamed = SnapshotChunk.split(older.encoded(), of: older)
         renamed[0].sha256 = String(repeating: "0", count: 64)
         foreign.add(renamed[0].encoded(), streamSequence: 4)
-        #expect(foreign.newest() == nil)
-        #expect(foreign.problems.count == 4, "\(foreign.problems)")
+        expectEqual(foreign.newest(), nil)
+        expectEqual(foreign.problems.count, 4, "\(foreign.problems)")
     }
 
     @Test("a body that is not a snapshot, or of an unknown engine version, does not decode")
@@ -132,17 +132,17 @@ struct ClusterSnapshotTests {
     @Test("start-up: replay, install or refuse")
     func bootstrapDecision() {
         typealias B = SnapshotBootstrap
-        #expect(B.decide(applied: 0, streamFirst: nil, snapshot: nil) == .replay, "no stream yet")
-        #expect(B.decide(applied: 0, streamFirst: 1, snapshot: nil) == .replay, "a whole stream, no snapshot")
-        #expect(B.decide(applied: 0, streamFirst: 1, snapshot: 50) == .install, "an empty node takes the snapshot")
-        #expect(B.decide(applied: 0, streamFirst: 41, snapshot: 60) == .install)
+        expectEqual(B.decide(applied: 0, streamFirst: nil, snapshot: nil), .replay, "no stream yet")
+        expectEqual(B.decide(applied: 0, streamFirst: 1, snapshot: nil), .replay, "a whole stream, no snapshot")
+        expectEqual(B.decide(applied: 0, streamFirst: 1, snapshot: 50), .install, "an empty node takes the snapshot")
+        expectEqual(B.decide(applied: 0, streamFirst: 41, snapshot: 60), .install)
         #expect(B.decide(applied: 0, streamFirst: 62, snapshot: 60) != .install, "the snapshot does not reach the stream")
         #expect(B.decide(applied: 0, streamFirst: 41, snapshot: nil) != .replay, "trimmed, no snapshot")
-        #expect(B.decide(applied: 30, streamFirst: 20, snapshot: 60) == .replay, "behind but not trimmed: replay, keep history")
-        #expect(B.decide(applied: 30, streamFirst: 41, snapshot: 60) == .install, "trimmed past the node")
+        expectEqual(B.decide(applied: 30, streamFirst: 20, snapshot: 60), .replay, "behind but not trimmed: replay, keep history")
+        expectEqual(B.decide(applied: 30, streamFirst: 41, snapshot: 60), .install, "trimmed past the node")
         #expect(B.decide(applied: 30, streamFirst: 41, snapshot: 30) != .install)
-        #expect(B.decide(applied: 60, streamFirst: 41, snapshot: 60) == .replay)
-        #expect(B.decide(applied: 60, streamFirst: 61, snapshot: 40) == .replay, "just at the stream's first entry")
+        expectEqual(B.decide(applied: 60, streamFirst: 41, snapshot: 60), .replay)
+        expectEqual(B.decide(applied: 60, streamFirst: 61, snapshot: 40), .replay, "just at the stream's first entry")
     }
 
     @Test("installing a snapshot replaces everything a store held, history included")
@@ -164,11 +164,11 @@ struct ClusterSnapshotTests {
         let reopened = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
         defer { reopened.close() }
         let state = try reopened.load()
-        #expect(try reopened.readStreamSequence() == 77)
+        expectEqual(try reopened.readStreamSequence(), 77)
         #expect(state.history.isEmpty)
-        #expect(state.objects == ObjectTable(packing: snapshot.objects))
-        #expect(state.classes == snapshot.classes)
-        #expect(state.bindings == snapshot.bindings)
+        expectEqual(state.objects, ObjectTable(packing: snapshot.objects))
+        expectEqual(state.classes, snapshot.classes)
+        expectEqual(state.bindings, snapshot.bindings)
         #expect(state.revision == snapshot.revision && state.lastBindingID == snapshot.lastBindingID)
     }
 }

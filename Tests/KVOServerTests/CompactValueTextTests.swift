@@ -40,8 +40,8 @@ struct CompactValueTextTests {
           ])
     func compactTextIsKept(_ text: String) throws {
         let kept = try #require(valueText(text), "\(text) should have been kept")
-        #expect(kept == Array(text.utf8))
-        #expect(kept == (try encoding(text)), "\(text): the kept text must be what JSONWriter writes")
+        expectEqual(kept, Array(text.utf8))
+        expectEqual(kept, (try encoding(text)), "\(text): the kept text must be what JSONWriter writes")
     }
 
     @Test("values JSONWriter would write otherwise are not kept",
@@ -56,13 +56,13 @@ struct CompactValueTextTests {
               #"{"a\u0062":1}"#,            // an escaped key
           ])
     func otherTextIsNotKept(_ text: String) {
-        #expect(valueText(text) == nil, "\(text) must be encoded, not kept")
+        expectEqual(valueText(text), nil, "\(text) must be encoded, not kept")
     }
 
     @Test("an integer past 64 bits is neither kept nor decoded: the request is refused (never rounded)")
     func integerPast64Bits() {
         let decoded = RequestDecoder.decode(Array(#"{"op":"set","object":"o","keyPath":"v","value":12345678901234567890}"#.utf8))
-        #expect(decoded.valueText == nil)
+        expectEqual(decoded.valueText, nil)
         guard case let .failure(error) = decoded.request else {
             Issue.record("accepted: \(decoded.request)")
             return
@@ -73,15 +73,15 @@ struct CompactValueTextTests {
     @Test("white space around the value or between the request's members does not matter")
     func surroundingWhiteSpace() {
         let decoded = RequestDecoder.decode(Array(#"{ "op" : "set", "object":"o","keyPath":"v", "value" :  {"a":[1,2]} , "id":3 }"#.utf8))
-        #expect(decoded.valueText == Array(#"{"a":[1,2]}"#.utf8))
+        expectEqual(decoded.valueText, Array(#"{"a":[1,2]}"#.utf8))
     }
 
     @Test("only a set keeps its value's text; the last of repeated value members counts")
     func onlySets() {
-        #expect(RequestDecoder.decode(Array(#"{"op":"insert","object":"o","keyPath":"v","index":0,"value":1}"#.utf8)).valueText == nil)
+        expectEqual(RequestDecoder.decode(Array(#"{"op":"insert","object":"o","keyPath":"v","index":0,"value":1}"#.utf8)).valueText, nil)
         let repeated = RequestDecoder.decode(Array(#"{"op":"set","object":"o","keyPath":"v","value":{"b":1},"value":[1]}"#.utf8))
-        #expect(repeated.valueText == Array("[1]".utf8))
-        #expect(repeated.request == .success(.set(object: "o", keyPath: try! KeyPath("v"), value: .decoded([1]))))
+        expectEqual(repeated.valueText, Array("[1]".utf8))
+        expectEqual(repeated.request, .success(.set(object: "o", keyPath: try! KeyPath("v"), value: .decoded([1]))))
     }
 
     @Test("a set's event carries the same bytes whether the value came compact or not")
@@ -101,13 +101,13 @@ struct CompactValueTextTests {
             notifications.removeAll()
             _ = try engine.set(object, keyPath: keyPath, value: value, encoded: decoded.valueText, notifications: &notifications)
             let notification = try #require(notifications.first)
-            #expect((index == 0) == (notification.encodedNew != nil), "\(text): only the compact text is kept")
+            expectEqual((index == 0), (notification.encodedNew != nil), "\(text): only the compact text is kept")
             var encoder = EventEncoder(notification)
             let line = encoder.line(subscription: 1, options: [.new])
             let event = try JSONParser.parse(line.dropLast().map { $0 })
-            #expect(event["change"]?["new"] == value)
+            expectEqual(event["change"]?["new"], value)
             let expectedTail = Array(#""new":"#.utf8) + JSONWriter.bytes(value) + Array("}}\n".utf8)
-            #expect(Array(line.suffix(expectedTail.count)) == expectedTail, "\(text): \(String(decoding: line, as: UTF8.self))")
+            expectEqual(Array(line.suffix(expectedTail.count)), expectedTail, "\(text): \(String(decoding: line, as: UTF8.self))")
         }
     }
 }

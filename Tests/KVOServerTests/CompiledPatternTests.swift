@@ -10,19 +10,19 @@ import Testing
 /// scratch).
 @Suite struct CompiledPatternTests {
     @Test func searchesAnywhereUnlessAnchored() throws {
-        #expect(try CompiledPattern("b+").matches("abc") == .matched)
-        #expect(try CompiledPattern("^b").matches("abc") == .notMatched)
-        #expect(try CompiledPattern("^[a-z ]+$").matches("ab c") == .matched)
-        #expect(try CompiledPattern("^[a-z ]+$").matches("ab1") == .notMatched)
-        #expect(try CompiledPattern("").matches("") == .matched)
-        #expect(try CompiledPattern("^$").matches("") == .matched)
+        expectEqual(try CompiledPattern("b+").matches("abc"), .matched)
+        expectEqual(try CompiledPattern("^b").matches("abc"), .notMatched)
+        expectEqual(try CompiledPattern("^[a-z ]+$").matches("ab c"), .matched)
+        expectEqual(try CompiledPattern("^[a-z ]+$").matches("ab1"), .notMatched)
+        expectEqual(try CompiledPattern("").matches(""), .matched)
+        expectEqual(try CompiledPattern("^$").matches(""), .matched)
         // UTF mode with Unicode properties: one code point per '.', Unicode digits and letters.
-        #expect(try CompiledPattern("^.$").matches("é") == .matched)
-        #expect(try CompiledPattern("^\\d+$").matches("١٢٣") == .matched)
-        #expect(try CompiledPattern("^\\w+$").matches("héllo") == .matched)
+        expectEqual(try CompiledPattern("^.$").matches("é"), .matched)
+        expectEqual(try CompiledPattern("^\\d+$").matches("١٢٣"), .matched)
+        expectEqual(try CompiledPattern("^\\w+$").matches("héllo"), .matched)
         // Lookbehind is PCRE2's; a NUL inside the string is just a character.
-        #expect(try CompiledPattern("(?<=a)b").matches("ab") == .matched)
-        #expect(try CompiledPattern("a\u{0}b").matches("xa\u{0}b") == .matched)
+        expectEqual(try CompiledPattern("(?<=a)b").matches("ab"), .matched)
+        expectEqual(try CompiledPattern("a\u{0}b").matches("xa\u{0}b"), .matched)
     }
 
     @Test func compileErrorsSayWhyAndWhere() {
@@ -37,36 +37,36 @@ import Testing
     }
 
     @Test func catastrophicPatternsStopAtTheWorkLimit() throws {
-        #expect(try CompiledPattern("^(a+)+$").matches(String(repeating: "a", count: 40) + "!") == .exceededWorkLimit)
-        #expect(try CompiledPattern("\\s+$").matches(String(repeating: " ", count: 16_384) + "x") == .exceededWorkLimit)
-        #expect(try CompiledPattern("(?:a|aa)+$").matches(String(repeating: "a", count: 2_000) + "!") == .exceededWorkLimit)
+        expectEqual(try CompiledPattern("^(a+)+$").matches(String(repeating: "a", count: 40) + "!"), .exceededWorkLimit)
+        expectEqual(try CompiledPattern("\\s+$").matches(String(repeating: " ", count: 16_384) + "x"), .exceededWorkLimit)
+        expectEqual(try CompiledPattern("(?:a|aa)+$").matches(String(repeating: "a", count: 2_000) + "!"), .exceededWorkLimit)
         // A pattern cannot raise the limit for itself.
         #expect(try CompiledPattern("(*LIMIT_MATCH=100000000)^(a+)+$").matches(String(repeating: "a", count: 40) + "!")
                 == .exceededWorkLimit)
         // The same patterns on strings they match, or short ones, answer as before.
-        #expect(try CompiledPattern("^(a+)+$").matches(String(repeating: "a", count: 40)) == .matched)
-        #expect(try CompiledPattern("^(a+)+$").matches("aaaa!") == .notMatched)
-        #expect(try CompiledPattern("\\s+$").matches(String(repeating: " ", count: 16_384)) == .matched)
+        expectEqual(try CompiledPattern("^(a+)+$").matches(String(repeating: "a", count: 40)), .matched)
+        expectEqual(try CompiledPattern("^(a+)+$").matches("aaaa!"), .notMatched)
+        expectEqual(try CompiledPattern("\\s+$").matches(String(repeating: " ", count: 16_384)), .matched)
     }
 
     /// Issue 11: the matches of one write share one budget, the k-th getting 1,000,000 / k steps; outside a
     /// write, and in the next write, a match gets the whole budget again.
     @Test func theMatchesOfOneWriteShareOneBudget() throws {
-        #expect(CompiledPattern.stepBudget(forMatch: 1) == 1_000_000)
-        #expect(CompiledPattern.stepBudget(forMatch: 4) == 250_000)
-        #expect(CompiledPattern.stepBudget(forMatch: 10_000_000) == 1)
+        expectEqual(CompiledPattern.stepBudget(forMatch: 1), 1_000_000)
+        expectEqual(CompiledPattern.stepBudget(forMatch: 4), 250_000)
+        expectEqual(CompiledPattern.stepBudget(forMatch: 10_000_000), 1)
         // About 300,000 steps, then a match through the second branch.
         let pattern = try CompiledPattern("^(?:(a+)+$|a)")
         let slow = String(repeating: "a", count: 18) + "!"
         let scratch = PatternMatchScratch.current
-        #expect((0..<8).map { _ in pattern.matches(slow) } == Array(repeating: .matched, count: 8), "outside a write")
+        expectEqual((0..<8).map { _ in pattern.matches(slow) }, Array(repeating: .matched, count: 8), "outside a write")
         scratch.beginWrite()
         let inWrite = (0..<8).map { _ in pattern.matches(slow) }
         scratch.endWrite()
-        #expect(inWrite.first == .matched, "\(inWrite)")
-        #expect(inWrite.last == .exceededWorkLimit, "\(inWrite)")
+        expectEqual(inWrite.first, .matched, "\(inWrite)")
+        expectEqual(inWrite.last, .exceededWorkLimit, "\(inWrite)")
         scratch.beginWrite()
-        #expect(pattern.matches(slow) == .matched, "a new write starts with the whole budget")
+        expectEqual(pattern.matches(slow), .matched, "a new write starts with the whole budget")
         scratch.endWrite()
     }
 
@@ -74,9 +74,9 @@ import Testing
     /// stops with the work limit.
     @Test func backtrackingMemoryIsBounded() throws {
         let pattern = try CompiledPattern("^(a|b)*$")
-        #expect(pattern.matches(String(repeating: "a", count: 1_000)) == .matched)
+        expectEqual(pattern.matches(String(repeating: "a", count: 1_000)), .matched)
         // Each repetition leaves a backtracking point: 120,000 of them pass the 100,000-level depth limit.
-        #expect(pattern.matches(String(repeating: "a", count: 120_000)) == .exceededWorkLimit)
+        expectEqual(pattern.matches(String(repeating: "a", count: 120_000)), .exceededWorkLimit)
     }
 
     /// An anchored pattern is tried at one start position, which gets the whole budget: a rule with a
@@ -86,12 +86,12 @@ import Testing
         let list = try CompiledPattern("^([a-z]+,)*[a-z]+$")
         for count in [10, 2_500, 25_000] {
             let value = Array(repeating: "abc", count: count).joined(separator: ",")
-            #expect(list.matches(value) == .matched, "\(count) items")
-            #expect(list.matches(value + ",") == .notMatched, "\(count) items and a comma")
+            expectEqual(list.matches(value), .matched, "\(count) items")
+            expectEqual(list.matches(value + ","), .notMatched, "\(count) items and a comma")
         }
         // Unanchored, the same rule shares the budget among the start positions (documented).
         let unanchored = try CompiledPattern("([a-z]+,)*[a-z]+;")
-        #expect(unanchored.matches(Array(repeating: "abc", count: 25_000).joined(separator: ",") + ",;") == .exceededWorkLimit)
+        expectEqual(unanchored.matches(Array(repeating: "abc", count: 25_000).joined(separator: ",") + ",;"), .exceededWorkLimit)
     }
 
     @Test func oneSharedPatternMatchesFromManyThreads() throws {

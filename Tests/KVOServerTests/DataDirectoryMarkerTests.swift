@@ -13,10 +13,10 @@ import Testing
 
     @Test func anOlderMarkerReadsWithoutFiles() {
         let older = DataDirectoryMarker.parse(DataDirectoryMarker.contents(id: "abc", created: "2026-11-27T17:50:00Z"))
-        #expect(older == DataDirectoryMarker.Contents(id: "abc", created: "2026-11-27T17:50:00Z", files: nil))
+        expectEqual(older, DataDirectoryMarker.Contents(id: "abc", created: "2026-11-27T17:50:00Z", files: nil))
         // A line that does not parse records nothing, rather than a wrong file.
         let garbled = DataDirectoryMarker.parse("kvod data directory\nid: x\ndatabase file: device 1 inode\nwrite-ahead log: none\n")
-        #expect(garbled.files == nil)
+        expectEqual(garbled.files, nil)
     }
 
     @Test func theFilesRoundTrip() {
@@ -24,7 +24,7 @@ import Testing
         for log in [nil, FileIdentity(device: 2049, inode: 131_091)] {
             let files = DataDirectoryMarker.Files(database: database, log: log)
             let text = DataDirectoryMarker.contents(id: "abc", created: "now", files: files)
-            #expect(DataDirectoryMarker.parse(text).files == files, "\(text)")
+            expectEqual(DataDirectoryMarker.parse(text).files, files, "\(text)")
         }
         #expect(DataDirectoryMarker.contents(id: "a", created: "b", files: DataDirectoryMarker.Files(database: database, log: nil))
             .contains("database file: device 2049 inode 131090\nwrite-ahead log: none\n"))
@@ -37,7 +37,7 @@ import Testing
         let first = try #require(DataDirectoryMarker.load(inDirectory: directory.path))
         let opened = try #require(FileIdentity(path: database))
         let log = try #require(FileIdentity(path: database + "-wal"))
-        #expect(first.files == DataDirectoryMarker.Files(database: opened, log: log))
+        expectEqual(first.files, DataDirectoryMarker.Files(database: opened, log: log))
         store.close()
         #expect(store.closingNotes.isEmpty)
         // A clean close removed the log, and the marker says so; the id stays.
@@ -53,7 +53,7 @@ import Testing
         let database = directory.path + "/kvod.sqlite3"
         let store = try open(directory)
         try open(other).close()
-        #expect(rename(other.path + "/kvod.sqlite3", database) == 0)
+        expectEqual(rename(other.path + "/kvod.sqlite3", database), 0)
         let problem = try #require(store.filesProblem())
         let log = try #require(FileManager.default.contents(atPath: database + "-wal"))
         store.close()
@@ -61,7 +61,7 @@ import Testing
             "\(problem): moved this kvod's write-ahead log '\(database)-wal' to '\(database)-wal.lost' rather than leave it where SQLite would apply it to the next database file at that path (it holds the last commits of the database it was written for)",
             "\(problem): removed this kvod's '\(database)-shm' (the index of its write-ahead log)",
         ])
-        #expect(FileManager.default.contents(atPath: database + "-wal.lost") == log)
+        expectEqual(FileManager.default.contents(atPath: database + "-wal.lost"), log)
         #expect(!FileManager.default.fileExists(atPath: database + "-wal"))
         #expect(!FileManager.default.fileExists(atPath: database + "-shm"))
         // A second time: the first set-aside log keeps its name.
@@ -69,10 +69,10 @@ import Testing
         #expect(again.openingNotes.isEmpty, "nothing written for another file is left: \(again.openingNotes)")
         let third = TemporaryDirectory()
         try open(third).close()
-        #expect(rename(third.path + "/kvod.sqlite3", database) == 0)
+        expectEqual(rename(third.path + "/kvod.sqlite3", database), 0)
         again.close()
-        #expect(again.closingNotes.first?.contains("to '\(database)-wal.lost-2'") == true, "\(again.closingNotes)")
-        #expect(FileManager.default.contents(atPath: database + "-wal.lost") == log)
+        expectEqual(again.closingNotes.first?.contains("to '\(database)-wal.lost-2'"), true, "\(again.closingNotes)")
+        expectEqual(FileManager.default.contents(atPath: database + "-wal.lost"), log)
     }
 
     @Test func aStartSetsAsideTheLogOfAnotherFile() throws {
@@ -90,12 +90,12 @@ import Testing
         // The database file replaced: the log is set aside.
         let other = TemporaryDirectory()
         try open(other).close()
-        #expect(rename(other.path + "/kvod.sqlite3", database) == 0)
+        expectEqual(rename(other.path + "/kvod.sqlite3", database), 0)
         let reopened = try open(directory)
-        #expect(reopened.openingNotes.count == 1, "\(reopened.openingNotes)")
+        expectEqual(reopened.openingNotes.count, 1, "\(reopened.openingNotes)")
         #expect(reopened.openingNotes.first?.hasSuffix("moved it to '\(database)-wal.lost' instead of applying it to a database it was not written for") == true,
                 "\(reopened.openingNotes)")
-        #expect(FileManager.default.contents(atPath: database + "-wal.lost") == log)
+        expectEqual(FileManager.default.contents(atPath: database + "-wal.lost"), log)
         reopened.close()
     }
 }

@@ -42,15 +42,15 @@ import Testing
             partEvents += try engine.set("b", "balance", 30)
         }
         #expect(partEvents.isEmpty, "a part notifies nobody")
-        #expect(midway == 70, "a later part reads what an earlier one wrote")
-        #expect(rev == before + 1)
-        #expect(engine.revision == rev)
+        expectEqual(midway, 70, "a later part reads what an earlier one wrote")
+        expectEqual(rev, before + 1)
+        expectEqual(engine.revision, rev)
         #expect(notifications.allSatisfy { $0.rev == rev })
         let bySub = Dictionary(grouping: notifications, by: { $0.recipients[0].subscription })
-        #expect(bySub[subA]?.map(\.new) == [70])
-        #expect(bySub[subB]?.map(\.new) == [30])
+        expectEqual(bySub[subA]?.map(\.new), [70])
+        expectEqual(bySub[subB]?.map(\.new), [30])
         #expect(bySub[subTotal] == nil, "the total never changed: no event, not two")
-        #expect(engine.history.entries(after: before, current: engine.revision)?.map(\.rev) == [rev, rev])
+        expectEqual(engine.history.entries(after: before, current: engine.revision)?.map(\.rev), [rev, rev])
     }
 
     @Test func aRefusedPartUndoesEveryPartBeforeIt() throws {
@@ -71,15 +71,15 @@ import Testing
                 try engine.set("missing", "n", 1)  // not_found: the batch fails here
             }
         }
-        #expect(StateDigest.of(engine) == digest)
-        #expect(engine.revision == revision)
-        #expect(engine.storedBytes == bytes)
-        #expect(engine.objectIDs() == ["a", "gone"])
-        #expect(engine.changedRevision(of: "a") == 1)
+        expectEqual(StateDigest.of(engine), digest)
+        expectEqual(engine.revision, revision)
+        expectEqual(engine.storedBytes, bytes)
+        expectEqual(engine.objectIDs(), ["a", "gone"])
+        expectEqual(engine.changedRevision(of: "a"), 1)
         // The store works on as before: the next write is the next revision, and its observer hears of it.
         let after = try engine.set("a", "n", 5)
-        #expect(after.map(\.old) == [1])
-        #expect(engine.revision == revision + 1)
+        expectEqual(after.map(\.old), [1])
+        expectEqual(engine.revision, revision + 1)
     }
 
     @Test func aLoneArrayChangeKeepsItsIndexesAndADeletionEndsObservations() throws {
@@ -93,13 +93,13 @@ import Testing
             try engine.delete("b")
         }
         let listEvents = notifications.filter { $0.recipients[0].subscription == list }
-        #expect(listEvents.map(\.kind) == [.insertion])
-        #expect(listEvents.first?.indexes == [2])
+        expectEqual(listEvents.map(\.kind), [.insertion])
+        expectEqual(listEvents.first?.indexes, [2])
         let ended = notifications.filter { $0.recipients[0].subscription == n }
-        #expect(ended.map(\.reason) == [.sourceDeleted, .sourceDeleted])
-        #expect(ended.map(\.isPrior) == [true, false])
+        expectEqual(ended.map(\.reason), [.sourceDeleted, .sourceDeleted])
+        expectEqual(ended.map(\.isPrior), [true, false])
         #expect(ended.allSatisfy { $0.rev == rev })
-        #expect(engine.observationCount == 1, "b's observation ended with b")
+        expectEqual(engine.observationCount, 1, "b's observation ended with b")
     }
 
     @Test func patternObservationsSeeEachObjectOnceFromBeforeToAfter() throws {
@@ -119,9 +119,9 @@ import Testing
             try engine.delete("o3")
         }
         let idEvents = notifications.filter { $0.recipients[0].subscription == ids }
-        #expect(idEvents.map { "\($0.reason) \($0.object)" } == ["created o2"], "o3 came and went inside the batch")
+        expectEqual(idEvents.map { "\($0.reason) \($0.object)" }, ["created o2"], "o3 came and went inside the batch")
         let valueEvents = notifications.filter { $0.recipients[0].subscription == values }
-        #expect(valueEvents.map { "\($0.object) \($0.old) \($0.new)" } == ["o1 1 3", "o2 null 9"])
+        expectEqual(valueEvents.map { "\($0.object) \($0.old) \($0.new)" }, ["o1 1 3", "o2 null 9"])
     }
 
     @Test func bindingsTheBatchTriggersRunAfterItWithTheirOwnRevision() throws {
@@ -135,9 +135,9 @@ import Testing
             try engine.set("a", "v", 6)
         }
         let events = notifications.filter { $0.recipients.first?.subscription == target }
-        #expect(events.map(\.new) == [6], "the binding saw the batch's result once")
-        #expect(events.map(\.rev) == [rev + 1])
-        #expect(engine.revision == rev + 1)
+        expectEqual(events.map(\.new), [6], "the binding saw the batch's result once")
+        expectEqual(events.map(\.rev), [rev + 1])
+        expectEqual(engine.revision, rev + 1)
     }
 
     /// Random batches over objects that refer to each other, with observers of plain, reference, array and
@@ -177,37 +177,37 @@ import Testing
             let revision = engine.revision
             let outcome = Result { try batch(engine) { engine in for part in parts { try part(engine) } } }
             guard case let .success((rev, notifications)) = outcome else {
-                #expect(StateDigest.of(engine) == digest, "a refused batch changes nothing")
-                #expect(engine.revision == revision)
+                expectEqual(StateDigest.of(engine), digest, "a refused batch changes nothing")
+                expectEqual(engine.revision, revision)
                 continue
             }
             // The reference: the same writes, one at a time (they all succeed there too).
             for part in parts { try part(reference) }
-            #expect(engine.objectIDs() == reference.objectIDs())
+            expectEqual(engine.objectIDs(), reference.objectIDs())
             for id in engine.objectIDs() { #expect(engine.objects[id] == reference.objects[id], "object \(id)") }
             #expect(notifications.allSatisfy { $0.rev == rev })
             for (sub, path) in watched {
                 let events = notifications.filter { $0.recipients.contains { $0.subscription == sub } && !$0.isPrior }
                 let old = readings[sub]!
                 if !engine.objects.contains(path.object) {
-                    #expect(events.map(\.reason) == [.sourceDeleted])
+                    expectEqual(events.map(\.reason), [.sourceDeleted])
                     watched[sub] = nil
                     continue
                 }
                 let new = engine.read(path.object, try! KeyPath(path.keyPath)).value
                 #expect(events.count <= 1, "\(path): one event per batch at most")
                 if let event = events.first {
-                    #expect(Self.applied(event, to: old) == new, "\(path) \(event.kind)")
+                    expectEqual(Self.applied(event, to: old), new, "\(path) \(event.kind)")
                 } else {
-                    #expect(old == new, "\(path): changed without an event")
+                    expectEqual(old, new, "\(path): changed without an event")
                 }
                 live[sub, default: []] += events.map(Self.summary)
             }
             let patternEvents = notifications.filter { $0.recipients.contains { $0.subscription == pattern } }
-            #expect(Set(patternEvents.map(\.object)).count == patternEvents.count, "one pattern event per object")
+            expectEqual(Set(patternEvents.map(\.object)).count, patternEvents.count, "one pattern event per object")
             for event in patternEvents {
-                #expect(event.old == (existed.contains(event.object) ? patternReadings[event.object]! : .null))
-                #expect(event.new == (engine.objects.contains(event.object) ? engine.read(event.object, try! KeyPath("n")).value : .null))
+                expectEqual(event.old, (existed.contains(event.object) ? patternReadings[event.object]! : .null))
+                expectEqual(event.new, (engine.objects.contains(event.object) ? engine.read(event.object, try! KeyPath("n")).value : .null))
             }
         }
         // History replays each batch as one step, exactly as it was delivered live.

@@ -20,17 +20,17 @@ import Testing
         engine.writeTime = 1_000_000
         try engine.create("s", ["n": 0])
         try engine.setTTL("s", milliseconds: 5_000)
-        #expect(engine.expiry(of: "s") == Expiry(ttl: 5_000, deadline: 1_005_000))
+        expectEqual(engine.expiry(of: "s"), Expiry(ttl: 5_000, deadline: 1_005_000))
         engine.writeTime = 1_002_000
         try engine.set("s", "n", 1)
-        #expect(engine.expiry(of: "s")?.deadline == 1_007_000, "a write refreshes")
+        expectEqual(engine.expiry(of: "s")?.deadline, 1_007_000, "a write refreshes")
         engine.writeTime = 1_003_000
         let rev = engine.revision
-        #expect(try engine.touch("s")?.deadline == 1_008_000)
-        #expect(engine.revision == rev, "touch writes no value and takes no revision")
+        expectEqual(try engine.touch("s")?.deadline, 1_008_000)
+        expectEqual(engine.revision, rev, "touch writes no value and takes no revision")
         try engine.setTTL("s", milliseconds: 0)
-        #expect(engine.expiry(of: "s") == nil, "ttl 0 removes it")
-        #expect(try engine.touch("s") == nil)
+        expectEqual(engine.expiry(of: "s"), nil, "ttl 0 removes it")
+        expectEqual(try engine.touch("s"), nil)
         #expect(throws: KVOError.self) { try engine.touch("missing") }
     }
 
@@ -46,13 +46,13 @@ import Testing
         try engine.set("s", "n", 1)  // deadline 11_500, changed after `created`
         engine.writeTime = 12_000
         let refused = #expect(throws: KVOError.self) { try expire(engine, "s", ifRev: created) }
-        #expect(refused?.code == .conflict)
-        #expect(engine.objectCount == 1)
+        expectEqual(refused?.code, .conflict)
+        expectEqual(engine.objectCount, 1)
         let observer = try engine.observe("s", "n")
         let events = try expire(engine, "s", ifRev: engine.changedRevision(of: "s")!)
         #expect(engine.objectCount == 0 && engine.expiry(of: "s") == nil)
         #expect(events.map(\.reason) == [.sourceDeleted] && events.allSatisfy(\.expired), "\(events)")
-        #expect(events.first?.recipients.first?.subscription == observer)
+        expectEqual(events.first?.recipients.first?.subscription, observer)
         #expect(throws: KVOError.self, "gone") { try expire(engine, "s", ifRev: 100) }
     }
 
@@ -83,26 +83,26 @@ import Testing
             try engine.create(id, [:])
             try engine.setTTL(id, milliseconds: ttl)
         }
-        #expect(engine.nextExpiryCheck == 100)
-        #expect(engine.expiryCheckAt == 100, "the server's one comparison before a request")
+        expectEqual(engine.nextExpiryCheck, 100)
+        expectEqual(engine.expiryCheckAt, 100, "the server's one comparison before a request")
         #expect(engine.dueExpiries(now: 99, retry: 1_000).isEmpty)
-        #expect(engine.dueExpiries(now: 250, retry: 1_000).map(\.object) == ["b", "c"])
+        expectEqual(engine.dueExpiries(now: 250, retry: 1_000).map(\.object), ["b", "c"])
         #expect(engine.dueExpiries(now: 250, retry: 1_000).isEmpty, "asked for once, then after the retry")
-        #expect(engine.nextExpiryCheck == 300)
-        #expect(engine.expiryCheckAt == 300, "b and c were handed out: their reminders are a second later")
+        expectEqual(engine.nextExpiryCheck, 300)
+        expectEqual(engine.expiryCheckAt, 300, "b and c were handed out: their reminders are a second later")
         // `c` refreshed meanwhile: its old reminder is stale.
         engine.writeTime = 260
         try engine.set("c", "v", 1)
-        #expect(engine.dueExpiries(now: 400, retry: 1_000).map(\.object) == ["a"], "c is due at 460 now")
+        expectEqual(engine.dueExpiries(now: 400, retry: 1_000).map(\.object), ["a"], "c is due at 460 now")
         // c once (its reminder from before the refresh is stale), b asked for again after the retry.
-        #expect(engine.dueExpiries(now: 1_250, retry: 1_000).map(\.object) == ["c", "b"])
+        expectEqual(engine.dueExpiries(now: 1_250, retry: 1_000).map(\.object), ["c", "b"])
         // At most `limit` at a time, earliest first; the rest at the next call.
         for index in 0..<5 {
             try engine.create("bulk\(index)", [:])
             try engine.setTTL("bulk\(index)", milliseconds: 1 + Int64(index))
         }
-        #expect(engine.dueExpiries(now: 1_300, retry: 1_000, limit: 2).map(\.object) == ["bulk0", "bulk1"])
-        #expect(engine.dueExpiries(now: 1_300, retry: 1_000, limit: 10).map(\.object) == ["bulk2", "bulk3", "bulk4"])
+        expectEqual(engine.dueExpiries(now: 1_300, retry: 1_000, limit: 2).map(\.object), ["bulk0", "bulk1"])
+        expectEqual(engine.dueExpiries(now: 1_300, retry: 1_000, limit: 10).map(\.object), ["bulk2", "bulk3", "bulk4"])
         // Thousands of refreshes leave no pile of stale reminders behind.
         for step in 0..<5_000 {
             engine.writeTime = 2_000 + Int64(step)
@@ -125,7 +125,7 @@ import Testing
         var expired = 0
         for _ in 0..<10 {
             let due = engine.dueExpiries(now: 10, retry: 1_000, limit: 100)
-            #expect(Set(due.map(\.object)).count == due.count, "an object handed out twice in one call")
+            expectEqual(Set(due.map(\.object)).count, due.count, "an object handed out twice in one call")
             for (object, changedRev) in due {
                 _ = try expire(engine, object, ifRev: changedRev)
                 expired += 1
@@ -137,13 +137,13 @@ import Testing
             try engine.create("p\(index)", [:])
             try engine.setTTL("p\(index)", milliseconds: 10)
         }
-        #expect(engine.dueExpiries(now: 20, retry: 1_000).count == 100)
+        expectEqual(engine.dueExpiries(now: 20, retry: 1_000).count, 100)
         for step in 0..<1_000 {  // refreshes of one object: stale reminders, and clean-ups
             engine.writeTime = 20 + Int64(step)
             try engine.setTTL("p0", milliseconds: 5_000)
         }
         #expect(engine.dueExpiries(now: 1_019, retry: 1_000).isEmpty, "none before its retry")
-        #expect(engine.dueExpiries(now: 1_020, retry: 1_000).count == 99, "p0's deadline moved")
+        expectEqual(engine.dueExpiries(now: 1_020, retry: 1_000).count, 99, "p0's deadline moved")
     }
 
     @Test func aBatchUndoesTheExpiriesItChanged() throws {
@@ -159,16 +159,16 @@ import Testing
         try engine.create("b", [:])
         try engine.setTTL("b", milliseconds: 10)
         engine.abortBatch()
-        #expect(engine.expiry(of: "a") == Expiry(ttl: 1_000, deadline: 1_000))
-        #expect(engine.expiry(of: "b") == nil)
+        expectEqual(engine.expiry(of: "a"), Expiry(ttl: 1_000, deadline: 1_000))
+        expectEqual(engine.expiry(of: "b"), nil)
         try engine.beginBatch()
         try engine.setTTL("a", milliseconds: 9_000)
         var notifications: [ChangeNotification] = []
         _ = engine.commitBatch(notifications: &notifications)
-        #expect(engine.expiry(of: "a") == Expiry(ttl: 9_000, deadline: 9_500))
+        expectEqual(engine.expiry(of: "a"), Expiry(ttl: 9_000, deadline: 9_500))
         // The store is told b has none (the aborted batch touched it): a row deleted that never was, harmless.
         let expected: [String: Expiry?] = ["a": Expiry(ttl: 9_000, deadline: 9_500), "b": nil]
-        #expect(engine.takeAcceptedChanges().expiries == expected)
+        expectEqual(engine.takeAcceptedChanges().expiries, expected)
     }
 
     @Test func theStoreLearnsEachChangeAndARestoredEngineHasThem() throws {
@@ -181,7 +181,7 @@ import Testing
         try engine.delete("gone")
         let changes = engine.takeAcceptedChanges()
         let expected: [String: Expiry?] = ["keep": Expiry(ttl: 50, deadline: 150), "gone": nil]
-        #expect(changes.expiries == expected)
+        expectEqual(changes.expiries, expected)
         #expect(!engine.hasUncommittedWrites)
         engine.writeTime = 120
         _ = try engine.touch("keep")
@@ -189,7 +189,7 @@ import Testing
         var state = PersistedState(objects: ["keep": [:], "other": [:]], revision: 9)
         state.expiries = ["keep": Expiry(ttl: 50, deadline: 170), "nobody": Expiry(ttl: 1, deadline: 1)]
         let restored = KVOEngine(restoring: state)
-        #expect(restored.expiryEntries == ["keep": Expiry(ttl: 50, deadline: 170)], "an expiry of no object is dropped")
-        #expect(restored.nextExpiryCheck == 170)
+        expectEqual(restored.expiryEntries, ["keep": Expiry(ttl: 50, deadline: 170)], "an expiry of no object is dropped")
+        expectEqual(restored.nextExpiryCheck, 170)
     }
 }

@@ -90,40 +90,40 @@ struct EventEncoderTests {
     @Test("the exact line for each reason, prior and new/old options", arguments: eventCases)
     func exactLine(row: EventCase) {
         var encoder = EventEncoder(row.notification)
-        #expect(text(encoder.line(subscription: 7, options: row.options)) == row.expected)
+        expectEqual(text(encoder.line(subscription: 7, options: row.options)), row.expected)
         // The initial and prior options say when to notify, not what the change dictionary holds.
         var other = EventEncoder(row.notification)
-        #expect(text(other.line(subscription: 7, options: row.options.union([.initial, .prior]))) == row.expected)
+        expectEqual(text(other.line(subscription: 7, options: row.options.union([.initial, .prior]))), row.expected)
     }
 
     @Test("the line parses as JSON with the documented fields", arguments: eventCases)
     func parsesAsDocumented(row: EventCase) throws {
         var encoder = EventEncoder(row.notification)
         let line = encoder.line(subscription: 7, options: row.options)
-        #expect(line.last == 0x0A)
-        #expect(line.filter { $0 == 0x0A }.count == 1)
+        expectEqual(line.last, 0x0A)
+        expectEqual(line.filter { $0 == 0x0A }.count, 1)
         let event = try JSONParser.parse(Array(line.dropLast()))
         guard case let .object(fields) = event, case let .object(change)? = fields["change"] else {
             Issue.record("not an event object: \(event)")
             return
         }
-        #expect(Set(fields.keys) == ["event", "sub", "object", "keyPath", "reason", "rev", "change"])
-        #expect(fields["event"] == "change")
-        #expect(fields["sub"].map { strictlyEqual($0, .int(7)) } == true)
-        #expect(fields["object"] == "person")
-        #expect(fields["keyPath"] == "address.city")
-        #expect(fields["reason"] == .string(row.reason.rawValue))
-        #expect(fields["rev"].map { strictlyEqual($0, .int(5)) } == true)
-        #expect(change["kind"].map { strictlyEqual($0, .int(1)) } == true)
+        expectEqual(Set(fields.keys), ["event", "sub", "object", "keyPath", "reason", "rev", "change"])
+        expectEqual(fields["event"], "change")
+        expectEqual(fields["sub"].map { strictlyEqual($0, .int(7)) }, true)
+        expectEqual(fields["object"], "person")
+        expectEqual(fields["keyPath"], "address.city")
+        expectEqual(fields["reason"], .string(row.reason.rawValue))
+        expectEqual(fields["rev"].map { strictlyEqual($0, .int(5)) }, true)
+        expectEqual(change["kind"].map { strictlyEqual($0, .int(1)) }, true)
 
         let wantsNew = row.options.contains(.new) && !row.isPrior
         let wantsOld = row.options.contains(.old) && row.reason != .initial
-        #expect(change.keys.contains("new") == wantsNew)
-        #expect(change.keys.contains("old") == wantsOld)
+        expectEqual(change.keys.contains("new"), wantsNew)
+        expectEqual(change.keys.contains("old"), wantsOld)
         if wantsNew { #expect(change["new"] == (row.reason == .sourceDeleted || row.reason == .forbidden ? .null : "Paris")) }
         if wantsOld { #expect(change["old"] == (row.reason == .forbidden ? .null : "London")) }
         if row.isPrior {
-            #expect(change["notificationIsPrior"] == .bool(true))
+            expectEqual(change["notificationIsPrior"], .bool(true))
         } else {
             #expect(!change.keys.contains("notificationIsPrior"))
         }
@@ -131,20 +131,20 @@ struct EventEncoderTests {
         if wantsNew { expectedKeys.insert("new") }
         if wantsOld { expectedKeys.insert("old") }
         if row.isPrior { expectedKeys.insert("notificationIsPrior") }
-        #expect(Set(change.keys) == expectedKeys)
+        expectEqual(Set(change.keys), expectedKeys)
     }
 
     @Test("the line is head + sub + tail, with the sub id spliced in", arguments: [0, 1, 7, 42, 1_000_000, Int64.max])
     func subSpliced(sub: Int64) throws {
         var encoder = EventEncoder(makeNotification(reason: .valueChanged))
         let line = encoder.line(subscription: sub, options: [.new])
-        #expect(Array(line.prefix(EventEncoder.head.count)) == EventEncoder.head)
-        #expect(text(EventEncoder.head) == #"{"event":"change","sub":"#)
+        expectEqual(Array(line.prefix(EventEncoder.head.count)), EventEncoder.head)
+        expectEqual(text(EventEncoder.head), #"{"event":"change","sub":"#)
         let tail = encoder.tail(for: [.new])
-        #expect(line == EventEncoder.head + Array(String(sub).utf8) + tail)
-        #expect(text(Array(line.suffix(tail.count))) == #","object":"person","keyPath":"address.city","reason":"valueChanged","rev":5,"change":{"kind":1,"new":"Paris"}}"# + "\n")
+        expectEqual(line, EventEncoder.head + Array(String(sub).utf8) + tail)
+        expectEqual(text(Array(line.suffix(tail.count))), #","object":"person","keyPath":"address.city","reason":"valueChanged","rev":5,"change":{"kind":1,"new":"Paris"}}"# + "\n")
         let parsed = try JSONParser.parse(Array(line.dropLast()))
-        #expect(parsed["sub"].map { strictlyEqual($0, .int(sub)) } == true)
+        expectEqual(parsed["sub"].map { strictlyEqual($0, .int(sub)) }, true)
     }
 
     @Test("recipients with the same options get the same tail bytes, shared")
@@ -152,17 +152,17 @@ struct EventEncoderTests {
         var encoder = EventEncoder(makeNotification(reason: .valueChanged))
         let first = encoder.line(subscription: 1, options: [.new, .old])
         let second = encoder.line(subscription: 22, options: [.new, .old])
-        #expect(first.dropFirst(EventEncoder.head.count + 1) == second.dropFirst(EventEncoder.head.count + 2))
+        expectEqual(first.dropFirst(EventEncoder.head.count + 1), second.dropFirst(EventEncoder.head.count + 2))
         #expect(text(first).hasPrefix(#"{"event":"change","sub":1,"object":"#))
         #expect(text(second).hasPrefix(#"{"event":"change","sub":22,"object":"#))
 
         let tailA = encoder.tail(for: [.new, .old])
         let tailB = encoder.tail(for: [.old, .new, .initial])
-        #expect(tailA == tailB)
+        expectEqual(tailA, tailB)
         // Built once: the second recipient's tail is the same storage, not a re-encoding.
         let storageA = tailA.withUnsafeBufferPointer { $0.baseAddress }
         let storageB = tailB.withUnsafeBufferPointer { $0.baseAddress }
-        #expect(storageA == storageB)
+        expectEqual(storageA, storageB)
         // A different variant is a different tail.
         #expect(encoder.tail(for: [.new]) != tailA)
         #expect(encoder.tail(for: [.old]) != encoder.tail(for: [.new]))
@@ -181,7 +181,7 @@ struct EventEncoderTests {
                 }
                 var shared = EventEncoder(note)
                 for index in [3, 1, 2, 0, 1, 3, 0, 2] {
-                    #expect(shared.tail(for: variants[index]) == reference[index], "\(reason) prior=\(isPrior) \(variants[index].names)")
+                    expectEqual(shared.tail(for: variants[index]), reference[index], "\(reason) prior=\(isPrior) \(variants[index].names)")
                 }
             }
         }
@@ -197,8 +197,8 @@ struct EventEncoderTests {
         let line = text(encoder.line(subscription: 9, options: [.new, .old]))
         #expect(line == #"{"event":"change","sub":9,"object":"we\"ird\\name\n","keyPath":"a.é","reason":"valueChanged","rev":123456789,"change":{"kind":1,"new":-3,"old":{"a":[2.5,null],"z":1}}}"# + "\n")
         let parsed = try JSONParser.parse(String(line.dropLast()))
-        #expect(parsed["object"] == "we\"ird\\name\n")
-        #expect(parsed["keyPath"] == "a.é")
+        expectEqual(parsed["object"], "we\"ird\\name\n")
+        expectEqual(parsed["keyPath"], "a.é")
     }
 
     @Test("initial events carry new, even when it is null, and never old")
@@ -272,7 +272,7 @@ struct EventEncoderChangeKindTests {
         #expect(line == #"{"event":"change","sub":4,"object":"cart","keyPath":"items","reason":"\#(row.reason.rawValue)","rev":12,"change":"#
             + row.change + "}\n")
         let event = try JSONParser.parse(String(line.dropLast()))
-        #expect(event["change"]?["kind"] == .int(Int64(row.kind.rawValue)))
+        expectEqual(event["change"]?["kind"], .int(Int64(row.kind.rawValue)))
     }
 }
 
@@ -305,10 +305,10 @@ struct CompactEventEncoderTests {
         for (notification, options, expected) in cases {
             var encoder = EventEncoder(notification)
             let compact = options.union(.compactEvents)
-            #expect(text(encoder.line(subscription: 7, options: compact)) == expected + "\n")
+            expectEqual(text(encoder.line(subscription: 7, options: compact)), expected + "\n")
             // Never longer than the full line, so EventSizeBound (the full encoding's) holds for both.
             #expect(encoder.line(subscription: 7, options: compact).count < encoder.line(subscription: 7, options: options).count)
-            #expect(encoder.variant(for: compact) == encoder.variant(for: options) | EventEncoder.compactVariantBit)
+            expectEqual(encoder.variant(for: compact), encoder.variant(for: options) | EventEncoder.compactVariantBit)
         }
     }
 }

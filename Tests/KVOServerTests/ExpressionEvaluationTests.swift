@@ -64,7 +64,7 @@ import Testing
         ("[x, name, [null]]", "[7,\"Ada\",[null]]"), ("items.@sum.price * 2", "11.0"), ("address.city + '!'", "\"Paris!\""),
     ] as [(String, String)])
     func operators(source: String, json: String) throws {
-        #expect(try Self.evaluate(source).description == json, "\(source)")
+        expectEqual(try Self.evaluate(source).description, json, "\(source)")
     }
 
     @Test(arguments: [
@@ -94,7 +94,7 @@ import Testing
         ("contains([1, null], null)", "true"), ("contains([1], 'a')", "false"), ("contains(null, 1)", "null"), ("contains('a', null)", "null"),
     ] as [(String, String)])
     func functions(source: String, json: String) throws {
-        #expect(try Self.evaluate(source).description == json, "\(source)")
+        expectEqual(try Self.evaluate(source).description, json, "\(source)")
     }
 
     @Test(arguments: [
@@ -135,7 +135,7 @@ import Testing
         ("x + $nope", 5, "unknown variable '$nope'"),
     ] as [(String, Int, String)])
     func runtimeErrorsPointAtTheirNode(source: String, column: Int, message: String) throws {
-        #expect(try Self.runtimeError(source) == .runtime(message, at: column), "\(source)")
+        expectEqual(try Self.runtimeError(source), .runtime(message, at: column), "\(source)")
     }
 
     @Test func truthiness() {
@@ -158,7 +158,7 @@ import Testing
             seen.append(path.string)
             return Self.context[path.string] ?? .null
         }
-        #expect(seen == lookups, "\(source)")
+        expectEqual(seen, lookups, "\(source)")
     }
 
     @Test func variablesAndTheirKeys() throws {
@@ -172,7 +172,7 @@ import Testing
             ("$value.n.deeper", .null), ("$value.items.name", .null), ("$value.missing + 1", .null),
         ]
         for (source, expected) in cases {
-            #expect(try Expression.parse(source).evaluate(variables: variables) { _ in .null } == expected, "\(source)")
+            expectEqual(try Expression.parse(source).evaluate(variables: variables) { _ in .null }, expected, "\(source)")
         }
         let unknown = try Expression.parse("$value + $missing")
         #expect(throws: ExpressionError.runtime("unknown variable '$missing'", at: 10)) {
@@ -184,9 +184,9 @@ import Testing
         let expression = try Expression.parse("price * qty > 100 ? 'bulk' : 'retail'")
         let small: [String: JSONValue] = ["price": 3, "qty": 4]
         let large: [String: JSONValue] = ["price": 30, "qty": 4.5]
-        #expect(try expression.evaluate { small[$0.string] ?? .null } == "retail")
-        #expect(try expression.evaluate { large[$0.string] ?? .null } == "bulk")
-        #expect(try expression.evaluate { _ in .null } == "retail")
+        expectEqual(try expression.evaluate { small[$0.string] ?? .null }, "retail")
+        expectEqual(try expression.evaluate { large[$0.string] ?? .null }, "bulk")
+        expectEqual(try expression.evaluate { _ in .null }, "retail")
     }
 
     /// objc.io's LabColor: red, green and blue computed from L, a and b (CIE L*a*b* → XYZ with the
@@ -216,7 +216,7 @@ import Testing
         let components: [String: JSONValue] = ["L": JSONValue.integral(l), "a": JSONValue.integral(a), "b": JSONValue.integral(b)]
         for (name, source) in sources {
             let expression = try Expression.parse(source)
-            #expect(expression.keyPaths.map(\.string) == ["L", "a", "b"])
+            expectEqual(expression.keyPaths.map(\.string), ["L", "a", "b"])
             let value = try expression.evaluate { components[$0.string] ?? .null }
             guard case let .double(computed) = value, let wanted = expected[name] else {
                 Issue.record("\(name) gave \(value)")

@@ -64,7 +64,7 @@ import Testing
                 }
                 values += 1
             } catch {
-                #expect(error.kind == .runtime, "\(text): \(error)")
+                expectEqual(error.kind, .runtime, "\(text): \(error)")
             }
         }
         #expect(values > 200, "most random expressions have a value")
@@ -101,10 +101,10 @@ import Testing
             do {
                 _ = try expression.evaluate(variables: variables) { _ in .array([1, .double(2.5), "x", .null]) }
             } catch {
-                #expect(error.kind == .runtime)
+                expectEqual(error.kind, .runtime)
             }
         } catch {
-            #expect(error.kind == .syntax)
+            expectEqual(error.kind, .syntax)
             #expect(error.column >= 1 && error.column <= text.count + 1, "\(text): \(error)")
         }
     }

@@ -70,7 +70,7 @@ import Testing
         ("  1\t+\n2  ", "(1 + 2)"),
     ])
     func precedenceAndAssociativity(source: String, grouped: String) throws {
-        #expect(Self.render(try Expression.parse(source).root) == grouped)
+        expectEqual(Self.render(try Expression.parse(source).root), grouped)
     }
 
     @Test func operatorsCarryTheirColumn() throws {
@@ -79,7 +79,7 @@ import Testing
             Issue.record("unexpected tree \(expression.root)")
             return
         }
-        #expect([addColumn, multiplyColumn, negateColumn] == [3, 8, 10])
+        expectEqual([addColumn, multiplyColumn, negateColumn], [3, 8, 10])
     }
 
     @Test func literalsBecomeTheirValues() throws {
@@ -95,24 +95,24 @@ import Testing
                 Issue.record("\(source) parsed as \(root)")
                 continue
             }
-            #expect(value.description == json, "\(source)")
+            expectEqual(value.description, json, "\(source)")
         }
     }
 
     @Test func keyPathsAreDeduplicatedInFirstAppearanceOrder() throws {
         let expression = try Expression.parse(
             "price * qty + items.@sum.price - price + $value.price + round(items.@count) + (qty ? address.city : items.0.name)")
-        #expect(expression.keyPaths.map(\.string) == ["price", "qty", "items.@sum.price", "items.@count", "address.city", "items.0.name"])
-        #expect(expression.keyPaths[2].collectionOperator == .sum)
-        #expect(expression.variables == ["value"])
+        expectEqual(expression.keyPaths.map(\.string), ["price", "qty", "items.@sum.price", "items.@count", "address.city", "items.0.name"])
+        expectEqual(expression.keyPaths[2].collectionOperator, .sum)
+        expectEqual(expression.variables, ["value"])
     }
 
     @Test func variablesAreNotKeyPathsAndKeywordsAreNeither() throws {
         let expression = try Expression.parse("$0 + $1 * $value.x.0 + $12 + $0 > 0 and true or not null")
         #expect(expression.keyPaths.isEmpty)
-        #expect(expression.variables == ["0", "1", "value", "12"])
+        expectEqual(expression.variables, ["0", "1", "value", "12"])
         let functionsOnly = try Expression.parse("round(len(upper(s)))")
-        #expect(functionsOnly.keyPaths.map(\.string) == ["s"])
+        expectEqual(functionsOnly.keyPaths.map(\.string), ["s"])
         #expect(functionsOnly.variables.isEmpty)
     }
 
@@ -120,9 +120,9 @@ import Testing
         let source = "round(a / 3, 2)"
         #expect(try Expression.parse(source) == Expression.parse(source))
         #expect(try Expression.parse(source) != Expression.parse("round(a / 3, 1)"))
-        #expect(try Expression.parse(source).description == source)
+        expectEqual(try Expression.parse(source).description, source)
         let error = ExpressionError.syntax("expected ')' after the arguments of 'round'", at: 7)
-        #expect(error.description == "at column 7: expected ')' after the arguments of 'round'")
+        expectEqual(error.description, "at column 7: expected ')' after the arguments of 'round'")
     }
 
     @Test(arguments: [
@@ -185,7 +185,7 @@ import Testing
     ] as [(String, Int, String)])
     func syntaxErrorsPointAtTheirColumn(source: String, column: Int, message: String) {
         let error = Self.parseError(source)
-        #expect(error == .syntax(message, at: column), "\(source)")
+        expectEqual(error, .syntax(message, at: column), "\(source)")
     }
 
     @Test func everyFunctionChecksItsArityAtItsName() throws {
@@ -197,7 +197,7 @@ import Testing
             for wrong in [function.arity.lowerBound - 1, min(function.arity.upperBound, 10) + 1] where !function.arity.contains(wrong) {
                 let error = Self.parseError(arguments(wrong))
                 #expect(error?.kind == .syntax && error?.column == 5, "\(name) with \(wrong) arguments")
-                #expect(error?.message.hasPrefix("'\(name)' takes ") == true, "\(error?.message ?? "no error")")
+                expectEqual(error?.message.hasPrefix("'\(name)' takes "), true, "\(error?.message ?? "no error")")
             }
         }
         #expect(Set(ExpressionFunction.allCases.map(\.rawValue)) == [
@@ -209,10 +209,10 @@ import Testing
     @Test func tenThousandNestedParenthesesAreASyntaxErrorNotACrash() {
         // 20,001 bytes: the length limit refuses it before the lexer even starts.
         let tooLong = String(repeating: "(", count: 10_000) + "1" + String(repeating: ")", count: 10_000)
-        #expect(Self.parseError(tooLong)?.kind == .syntax)
+        expectEqual(Self.parseError(tooLong)?.kind, .syntax)
         // 2,000 levels fit in 4096 bytes: the depth limit stops them at the 65th parenthesis.
         let deep = String(repeating: "(", count: 2_000) + "1" + String(repeating: ")", count: 2_000)
-        #expect(Self.parseError(deep) == .syntax("the expression nests deeper than 64 levels", at: 65))
+        expectEqual(Self.parseError(deep), .syntax("the expression nests deeper than 64 levels", at: 65))
     }
 
     @Test func theDepthLimitCountsEveryNestingConstruct() throws {
@@ -231,7 +231,7 @@ import Testing
             let mostLevels = (Expression.maximumSourceLength - inner.utf8.count) / (open.utf8.count + close.utf8.count)
             for levels in [limit + 1, mostLevels] {
                 let error = Self.parseError(nested(open, inner, close, levels: levels))
-                #expect(error == .syntax("the expression nests deeper than 64 levels", at: limit * width + offset), "\(open) \(levels)")
+                expectEqual(error, .syntax("the expression nests deeper than 64 levels", at: limit * width + offset), "\(open) \(levels)")
             }
         }
     }
@@ -241,18 +241,18 @@ import Testing
         // is the '+' before the 513th term, at column 3 + 4 * 511.
         let terms = { (count: Int) in Array(repeating: "1", count: count).joined(separator: " + ") }
         let longest = try Expression.parse(terms(512))
-        #expect(try longest.evaluate { _ in .null } == .int(512))
-        #expect(Self.parseError(terms(513)) == .syntax("the expression has more than 1024 parts", at: 2047))
+        expectEqual(try longest.evaluate { _ in .null }, .int(512))
+        expectEqual(Self.parseError(terms(513)), .syntax("the expression has more than 1024 parts", at: 2047))
         // An array literal of 1025 elements: the last element is the 1025th node.
         let elements = "[" + Array(repeating: "1", count: 1025).joined(separator: ",") + "]"
-        #expect(Self.parseError(elements) == .syntax("the expression has more than 1024 parts", at: 2 + 2 * 1024))
+        expectEqual(Self.parseError(elements), .syntax("the expression has more than 1024 parts", at: 2 + 2 * 1024))
     }
 
     @Test func theSourceLengthIsLimitedInBytes() throws {
         _ = try Expression.parse("1" + String(repeating: " ", count: 4095))
-        #expect(Self.parseError("1" + String(repeating: " ", count: 4096)) == .syntax("the expression is longer than 4096 bytes", at: 4097))
+        expectEqual(Self.parseError("1" + String(repeating: " ", count: 4096)), .syntax("the expression is longer than 4096 bytes", at: 4097))
         // Two bytes per 'é': the 2048th one (column 2049) holds the 4097th byte.
         _ = try Expression.parse("'" + String(repeating: "é", count: 2047) + "'")
-        #expect(Self.parseError("'" + String(repeating: "é", count: 2048) + "'")?.column == 2049)
+        expectEqual(Self.parseError("'" + String(repeating: "é", count: 2048) + "'")?.column, 2049)
     }
 }

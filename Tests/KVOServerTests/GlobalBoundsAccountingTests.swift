@@ -11,14 +11,14 @@ import Testing
         var buffer = ChunkedOutputBuffer()
         buffer.append(Array(repeating: 7, count: 1000), pool: pool)
         #expect(pool.bytesInUse == 64 + 4 * 256)  // 64 + 256 * 4 >= 1000
-        #expect(pool.peakBytesInUse == pool.bytesInUse)
+        expectEqual(pool.peakBytesInUse, pool.bytesInUse)
         buffer.consume(64 + 256, returningTo: pool)
         #expect(pool.bytesInUse == 64 + 3 * 256)  // the kept first chunk stays lent
         buffer.release(returningTo: pool)
-        #expect(pool.bytesInUse == 0)
-        #expect(pool.peakBytesInUse == 64 + 4 * 256)
+        expectEqual(pool.bytesInUse, 0)
+        expectEqual(pool.peakBytesInUse, 64 + 4 * 256)
         pool.resetPeak()
-        #expect(pool.peakBytesInUse == 0)
+        expectEqual(pool.peakBytesInUse, 0)
     }
 
     @Test func deadlinesComeDueInOrder() {
@@ -26,14 +26,14 @@ import Testing
         for index in 0..<3000 {
             deadlines.add(ConnectionID(UInt64(index + 1), slot: UInt32(index)), deadline: UInt64(index))
         }
-        #expect(deadlines.takeDue(now: 0).map(\.connection.rawValue) == [1])
+        expectEqual(deadlines.takeDue(now: 0).map(\.connection.rawValue), [1])
         let due = deadlines.takeDue(now: 2499)
         #expect(due.count == 2499 && due.first?.connection.rawValue == 2 && due.last?.connection.rawValue == 2500)
         #expect(!deadlines.isEmpty)
-        #expect(deadlines.takeDue(now: 10_000).count == 500)
+        expectEqual(deadlines.takeDue(now: 10_000).count, 500)
         #expect(deadlines.isEmpty)
         deadlines.add(ConnectionID(9999, slot: 0), deadline: 20_000)
         #expect(deadlines.takeDue(now: 19_999).isEmpty)
-        #expect(deadlines.takeDue(now: 20_000).count == 1)
+        expectEqual(deadlines.takeDue(now: 20_000).count, 1)
     }
 }

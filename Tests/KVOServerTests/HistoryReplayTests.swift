@@ -28,13 +28,13 @@ import Testing
         try engine.create("c", ["n": 0])
         for value in 1...5 { try engine.set("c", "n", .int(Int64(value))) }  // revs 2...6
         let (sub, replayed) = try resume(engine, "c", "n", since: 3)
-        #expect(replayed.map(\.rev) == [4, 5, 6])
-        #expect(replayed.map(\.old) == [2, 3, 4])
-        #expect(replayed.map(\.new) == [3, 4, 5])
+        expectEqual(replayed.map(\.rev), [4, 5, 6])
+        expectEqual(replayed.map(\.old), [2, 3, 4])
+        expectEqual(replayed.map(\.new), [3, 4, 5])
         #expect(replayed.allSatisfy { $0.reason == .valueChanged && $0.recipients.map(\.subscription) == [sub] })
         let live = try engine.set("c", "n", 6)
-        #expect(live.map(\.rev) == [7], "live delivery continues with no gap")
-        #expect(live.first?.recipients.map(\.subscription) == [sub])
+        expectEqual(live.map(\.rev), [7], "live delivery continues with no gap")
+        expectEqual(live.first?.recipients.map(\.subscription), [sub])
     }
 
     @Test func resumingAtTheCurrentRevisionReplaysNothing() throws {
@@ -95,7 +95,7 @@ import Testing
         }
         for keyPath in keyPaths {
             let (_, replayed) = try resume(engine, "p", keyPath, since: startRev, options)
-            #expect(replayed.map(summary) == seenLive[keyPath, default: []], "\(keyPath)")
+            expectEqual(replayed.map(summary), seenLive[keyPath, default: []], "\(keyPath)")
         }
         #expect(!seenLive["address.city", default: []].isEmpty)
         #expect(seenLive["items", default: []].contains { $0.contains("insertion") })
@@ -131,17 +131,17 @@ import Testing
             notifications.filter { $0.recipients.contains { $0.subscription == sub } }.map(summary)
         }
         #expect(seen(ordinary, in: live).count == 2 && seen(ordinary, in: live).allSatisfy { $0.hasSuffix(" expired") })
-        #expect(seen(idSet, in: live).map { $0.hasSuffix(" expired") } == [true, false])
-        #expect(seen(keyPathPattern, in: live).map { $0.hasSuffix(" expired") } == [true, true, false, false])
+        expectEqual(seen(idSet, in: live).map { $0.hasSuffix(" expired") }, [true, false])
+        expectEqual(seen(keyPathPattern, in: live).map { $0.hasSuffix(" expired") }, [true, true, false, false])
 
         let (_, replayed) = try resume(engine, "s:1", "user", since: start, options)
-        #expect(replayed.map(summary) == seen(ordinary, in: live))
+        expectEqual(replayed.map(summary), seen(ordinary, in: live))
         var patternReplay: [ChangeNotification] = []
         _ = try observe(nil, [.new], by: ConnectionID(2), sinceRev: start, &patternReplay)
-        #expect(patternReplay.map(summary) == seen(idSet, in: live))
+        expectEqual(patternReplay.map(summary), seen(idSet, in: live))
         patternReplay = []
         _ = try observe(try KeyPath("user"), options, by: ConnectionID(2), sinceRev: start, &patternReplay)
-        #expect(patternReplay.map(summary) == seen(keyPathPattern, in: live))
+        expectEqual(patternReplay.map(summary), seen(keyPathPattern, in: live))
 
         // Stored and loaded (packed): the same kinds come back.
         let directory = TemporaryDirectory()
@@ -149,8 +149,8 @@ import Testing
         try store.commit(engine.takeCommitBatch())
         let restored = try store.load().history
         store.close()
-        #expect(restored.filter(\.isDeletion).map(\.isExpiry) == [true, false])
-        #expect(restored.last(where: \.isExpiry)?.change == .expired(["user": "ada"]))
+        expectEqual(restored.filter(\.isDeletion).map(\.isExpiry), [true, false])
+        expectEqual(restored.last(where: \.isExpiry)?.change, .expired(["user": "ada"]))
     }
 
     @Test func replayEndsWithSourceDeletedWhenTheObjectWasDeleted() throws {
@@ -159,10 +159,10 @@ import Testing
         try engine.set("c", "n", 1)
         try engine.delete("c")
         let (sub, replayed) = try resume(engine, "c", "n", since: 1)
-        #expect(replayed.map(\.reason) == [.valueChanged, .sourceDeleted])
-        #expect(replayed.last?.old == 1)
-        #expect(engine.observationCount == 0, "the subscription ended with the replay")
-        #expect(engine.unobserve(sub, connection: ConnectionID(9)) == false)
+        expectEqual(replayed.map(\.reason), [.valueChanged, .sourceDeleted])
+        expectEqual(replayed.last?.old, 1)
+        expectEqual(engine.observationCount, 0, "the subscription ended with the replay")
+        expectEqual(engine.unobserve(sub, connection: ConnectionID(9)), false)
         #expect(performing: { _ = try resume(engine, "c", "n", since: engine.revision) },
                 throws: { ($0 as? KVOError)?.code == .notFound })
     }
@@ -171,15 +171,15 @@ import Testing
         let engine = KVOEngine(historyLimit: 3)
         try engine.create("c", ["n": 0])
         for value in 1...10 { try engine.set("c", "n", .int(Int64(value))) }  // rev 11
-        #expect(engine.history.count == 3)
+        expectEqual(engine.history.count, 3)
         // Revisions 9, 10 and 11 are kept: resuming from 8 works, from 7 does not.
-        #expect(try resume(engine, "c", "n", since: 8).1.map(\.rev) == [9, 10, 11])
+        expectEqual(try resume(engine, "c", "n", since: 8).1.map(\.rev), [9, 10, 11])
         let (sub, resync) = try resume(engine, "c", "n", since: 7, [.old])
-        #expect(resync.count == 1)
+        expectEqual(resync.count, 1)
         #expect(resync[0].reason == .resync && resync[0].rev == 11 && resync[0].new == 10)
-        #expect(try engine.set("c", "n", 11).first?.recipients.contains { $0.subscription == sub } == true)
+        expectEqual(try engine.set("c", "n", 11).first?.recipients.contains { $0.subscription == sub }, true)
         // A revision from the future (the data was wiped) also resyncs.
-        #expect(try resume(engine, "c", "n", since: 500).1.map(\.reason) == [.resync])
+        expectEqual(try resume(engine, "c", "n", since: 500).1.map(\.reason), [.resync])
     }
 
     @Test func aByteLimitAlsoBoundsHistory() throws {
@@ -198,7 +198,7 @@ import Testing
         let before = engine.history.bytes
         try engine.set("c", "text", ["k": [1, 22]])
         // 64 per entry + the object id + the key path ("text" and 3) + `"ab"` (4) + `{"k":[1,22]}` (12).
-        #expect(engine.history.bytes - before == 64 + 1 + 7 + 4 + 12)
+        expectEqual(engine.history.bytes - before, 64 + 1 + 7 + 4 + 12)
     }
 
     @Test func commitBatchesCarryEveryAcceptedWriteInOrder() throws {
@@ -209,11 +209,11 @@ import Testing
         _ = try? engine.set("a", "items.x", 1)  // refused: not recorded
         try engine.delete("b")
         let batch = engine.takeCommitBatch()
-        #expect(batch.revision == 4)
-        #expect(batch.entries.map(\.rev) == [1, 2, 3, 4])
-        #expect(batch.entries[2].change == .array(ArrayChangeRecord(path: ["items"], kind: .insertion, indexes: [0], old: [], new: [0])))
+        expectEqual(batch.revision, 4)
+        expectEqual(batch.entries.map(\.rev), [1, 2, 3, 4])
+        expectEqual(batch.entries[2].change, .array(ArrayChangeRecord(path: ["items"], kind: .insertion, indexes: [0], old: [], new: [0])))
         #expect(batch.entries[3].object == "b" && batch.entries[3].change == .deleted([:]))
-        #expect(batch.objects == ["a": .present(["items": [0, 1]]), "b": .deleted])
+        expectEqual(batch.objects, ["a": .present(["items": [0, 1]]), "b": .deleted])
         #expect(engine.takeCommitBatch().isEmpty)
         #expect(KVOEngine().takeCommitBatch().isEmpty, "in-memory engines collect nothing")
     }
@@ -227,13 +227,13 @@ import Testing
                 HistoryEntry(rev: 12, object: "c", change: .set(path: ["n"], old: 2, new: 3)),
             ])
         let engine = KVOEngine(restoring: state)
-        #expect(engine.revision == 12)
-        #expect(try engine.value("c", "n") == 3)
-        #expect(try resume(engine, "c", "n", since: 10).1.map(\.new) == [2, 3])
+        expectEqual(engine.revision, 12)
+        expectEqual(try engine.value("c", "n"), 3)
+        expectEqual(try resume(engine, "c", "n", since: 10).1.map(\.new), [2, 3])
         // History holds deltas, so a restored engine replays from its oldest entry on; before it, resync.
-        #expect(try resume(engine, "c", "n", since: 9).1.map(\.new) == [1, 2, 3])
-        #expect(try resume(engine, "c", "n", since: 8).1.map(\.reason) == [.resync])
-        #expect(try engine.set("c", "n", 4).isEmpty == false)
-        #expect(engine.revision == 13)
+        expectEqual(try resume(engine, "c", "n", since: 9).1.map(\.new), [1, 2, 3])
+        expectEqual(try resume(engine, "c", "n", since: 8).1.map(\.reason), [.resync])
+        expectEqual(try engine.set("c", "n", 4).isEmpty, false)
+        expectEqual(engine.revision, 13)
     }
 }

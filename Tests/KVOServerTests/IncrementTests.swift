@@ -48,10 +48,10 @@ import Testing
         let (engine, handler) = try engine()
         var notifications: [ChangeNotification] = []
         let reply = increment(handler, line, notifications: &notifications)
-        #expect(value(reply) == expected)
+        expectEqual(value(reply), expected)
         let keyPath = try RequestDecoder.decode(Array(line.utf8)).request.get()
         guard case let .increment(_, path, _) = keyPath else { Issue.record("not an increment"); return }
-        #expect(try engine.get("o", keyPath: path) == expected)
+        expectEqual(try engine.get("o", keyPath: path), expected)
     }
 
     @Test("refusals change nothing: not a number, past 64 bits, a bad step, no key path, a missing object",
@@ -73,8 +73,8 @@ import Testing
             Issue.record("\(line) was accepted")
             return
         }
-        #expect(error.code == code, "\(error)")
-        #expect(StateDigest.of(engine, users: nil) == before)
+        expectEqual(error.code, code, "\(error)")
+        expectEqual(StateDigest.of(engine, users: nil), before)
         #expect(notifications.isEmpty)
     }
 
@@ -89,8 +89,8 @@ import Testing
             Issue.record("accepted")
             return
         }
-        #expect(error.code == .outOfRange)
-        #expect(StateDigest.of(engine, users: nil) == before)
+        expectEqual(error.code, .outOfRange)
+        expectEqual(StateDigest.of(engine, users: nil), before)
     }
 
     @Test("observers get the change as a set's: kind 1 with old and new")
@@ -101,9 +101,9 @@ import Testing
                                      sinceRev: nil, notifications: &notifications)
         notifications.removeAll()
         _ = increment(handler, #"{"op":"increment","object":"o","keyPath":"i","by":2}"#, notifications: &notifications)
-        #expect(notifications.count == 1)
+        expectEqual(notifications.count, 1)
         let event = try #require(notifications.first)
-        #expect(event.recipients.map(\.subscription) == [sub])
+        expectEqual(event.recipients.map(\.subscription), [sub])
         var encoder = EventEncoder(event)
         let line = String(decoding: encoder.line(subscription: sub, options: [.new, .old]), as: UTF8.self)
         #expect(line.contains(#""kind":1"#) && line.contains(#""new":42"#) && line.contains(#""old":40"#), "\(line)")
@@ -125,9 +125,9 @@ import Testing
                 Issue.record("\(line) was accepted")
                 continue
             }
-            #expect(error.code == .invalidValue, "\(error)")
+            expectEqual(error.code, .invalidValue, "\(error)")
         }
-        #expect(value(increment(handler, #"{"op":"increment","object":"c","keyPath":"n"}"#, notifications: &notifications)) == .int(10))
+        expectEqual(value(increment(handler, #"{"op":"increment","object":"c","keyPath":"n"}"#, notifications: &notifications)), .int(10))
     }
 
     /// `set` of `$class` is `read_only`; so are `increment` (which read the class name, a string, and answered
@@ -155,11 +155,11 @@ import Testing
                 Issue.record("\(line) was accepted")
                 continue
             }
-            #expect(error.code == .readOnly, "\(line): \(error)")
-            #expect(error.details["property"] == "$class", "\(line)")
+            expectEqual(error.code, .readOnly, "\(line): \(error)")
+            expectEqual(error.details["property"], "$class", "\(line)")
             #expect(notifications.isEmpty)
         }
-        #expect(StateDigest.of(engine, users: nil) == before)
+        expectEqual(StateDigest.of(engine, users: nil), before)
     }
 
     @Test("it needs read and write: a reader or a writer alone is forbidden and nothing changes",
@@ -174,9 +174,9 @@ import Testing
             Issue.record("allowed with \(rule)")
             return
         }
-        #expect(error.code == .forbidden)
-        #expect(StateDigest.of(engine, users: nil) == before)
+        expectEqual(error.code, .forbidden)
+        expectEqual(StateDigest.of(engine, users: nil), before)
         let both = ConnectionAccess(Principal(user: "u", policy: AccessPolicy(rules: [try AccessRule(argument: "o=read,write")])))
-        #expect(value(increment(handler, #"{"op":"increment","object":"o","keyPath":"i"}"#, access: both, notifications: &notifications)) == .int(41))
+        expectEqual(value(increment(handler, #"{"op":"increment","object":"o","keyPath":"i"}"#, access: both, notifications: &notifications)), .int(41))
     }
 }

@@ -55,7 +55,7 @@ struct JSONParserTests {
         var expected: [String: JSONValue] = [:]
         for index in 0..<count { expected["k\(index)"] = .int(Int64(index)) }
         if count > 0 { expected["k0"] = "last" }
-        #expect(value == .object(expected))
+        expectEqual(value, .object(expected))
         // A syntax error after the members: reported, nothing else (what was collected is released).
         #expect(throws: JSONParseError.self) { try JSONParser.parse("{" + (members + ["x"]).joined(separator: ",") + "}") }
         #expect(throws: JSONParseError.self) { try JSONParser.parse("{" + (members + [#""nested":{"a":1,"b":"#]).joined(separator: ",")) }
@@ -64,7 +64,7 @@ struct JSONParserTests {
             + String(repeating: "}", count: 12)
         var inner = try JSONParser.parse(deep)
         for _ in 0..<12 { inner = try #require(inner["d"]) }
-        #expect(inner == .object(expected))
+        expectEqual(inner, .object(expected))
     }
 
     // MARK: - Value types
@@ -137,7 +137,7 @@ struct JSONParserTests {
             Issue.record("\(text) parsed as \(value), not an integer")
             return
         }
-        #expect(integer == expected)
+        expectEqual(integer, expected)
     }
 
     @Test("decimals and exponents are doubles, also past 64 bits", arguments: [
@@ -154,7 +154,7 @@ struct JSONParserTests {
             Issue.record("\(text) parsed as \(value), not a double")
             return
         }
-        #expect(number.bitPattern == expected.bitPattern, "\(text) -> \(number)")
+        expectEqual(number.bitPattern, expected.bitPattern, "\(text) -> \(number)")
     }
 
     /// Integers are exact or refused, never rounded (issue 41): 2^63 + 1 as a double would be 2^63; Python writes
@@ -170,13 +170,13 @@ struct JSONParserTests {
             Issue.record("\(text): \(String(describing: error))")
             return
         }
-        #expect(field == nil)
-        #expect(error?.offset == 0)
-        #expect(literal == (text.count > 64 ? String(text.prefix(64)) + "…" : text))
+        expectEqual(field, nil)
+        expectEqual(error?.offset, 0)
+        expectEqual(literal, (text.count > 64 ? String(text.prefix(64)) + "…" : text))
         #expect(String(describing: error!).contains("outside the 64-bit range"))
         // Inside arrays and objects alike, where it is: the offset of its first byte.
         let nested = refusal("[1,{\"a\":\(text)}]")
-        #expect(nested?.offset == 8)
+        expectEqual(nested?.offset, 8)
         if case .integerOutOfRange? = nested?.reason {} else { Issue.record("nested \(text): \(String(describing: nested))") }
     }
 
@@ -189,12 +189,12 @@ struct JSONParserTests {
             do throws(JSONParseError) { _ = try JSONParser.parseMembers(bytes, wideIntegers: .refused) } catch { errors[1] = error }
         }
         for error in errors {
-            #expect(error?.reason == .integerOutOfRange(literal: "9223372036854775808", field: "by"))
-            #expect(error?.offset == 50)
-            #expect(error.map(String.init(describing:))?.hasPrefix("'by': the integer 9223372036854775808 is outside") == true)
+            expectEqual(error?.reason, .integerOutOfRange(literal: "9223372036854775808", field: "by"))
+            expectEqual(error?.offset, 50)
+            expectEqual(error.map(String.init(describing:))?.hasPrefix("'by': the integer 9223372036854775808 is outside"), true)
         }
         // Int64's own bounds are integers.
-        #expect(try JSONParser.parse("[9223372036854775807,-9223372036854775808]") == [.int(.max), .int(.min)])
+        expectEqual(try JSONParser.parse("[9223372036854775807,-9223372036854775808]"), [.int(.max), .int(.min)])
     }
 
     /// The error `JSONParser` throws for `text` when it refuses wide integers (what kvod does for requests).
@@ -216,8 +216,8 @@ struct JSONParserTests {
                               ["reserved": .double(18_446_744_073_709_551_615.0), "n": .int(1)]))
         let line = Array(#"{"a":-9223372036854775809,"b":2}"#.utf8)
         let members = try line.withUnsafeBufferPointer { bytes throws(JSONParseError) in try JSONParser.scanMembers(bytes) }
-        #expect(members?.map(\.key) == ["a", "b"])
-        #expect(members?.first?.isCompact == false)
+        expectEqual(members?.map(\.key), ["a", "b"])
+        expectEqual(members?.first?.isCompact, false)
     }
 
     @Test("numbers too large for a double are rejected, never infinity", arguments: ["1e400", "-1e400", "1e999999"])
@@ -235,8 +235,8 @@ struct JSONParserTests {
 
     @Test("leading zero is reported where the second digit is")
     func leadingZeroOffset() {
-        #expect(parseError("01")?.offset == 1)
-        #expect(parseError("[-012]")?.offset == 3)
+        expectEqual(parseError("01")?.offset, 1)
+        expectEqual(parseError("[-012]")?.offset, 3)
     }
 
     @Test("numbers inside containers keep their kind")
@@ -300,8 +300,8 @@ struct JSONParserTests {
             let error = parseError(input)
             #expect(isSyntaxError(error), "\(input)")
         }
-        #expect(parseError(plain)?.offset == 2)
-        #expect(parseError(afterEscape)?.offset == 3)
+        expectEqual(parseError(plain)?.offset, 2)
+        expectEqual(parseError(afterEscape)?.offset, 3)
     }
 
     // MARK: - UTF-8
@@ -325,21 +325,21 @@ struct JSONParserTests {
     func invalidUTF8InStrings(sequence: [UInt8]) {
         let plain: [UInt8] = [0x22] + sequence + [0x22]
         let plainError = parseError(plain)
-        #expect(plainError?.reason == .invalidUTF8)
-        #expect(plainError?.offset == 1)
+        expectEqual(plainError?.reason, .invalidUTF8)
+        expectEqual(plainError?.offset, 1)
 
         let afterEscape: [UInt8] = bytes(#""\t"#) + sequence + [0x22]
         let escapeError = parseError(afterEscape)
-        #expect(escapeError?.reason == .invalidUTF8)
-        #expect(escapeError?.offset == 3)
+        expectEqual(escapeError?.reason, .invalidUTF8)
+        expectEqual(escapeError?.offset, 3)
 
         let asKey: [UInt8] = bytes(#"{"ab"#) + sequence + bytes(#"":1}"#)
-        #expect(parseError(asKey)?.reason == .invalidUTF8)
-        #expect(parseError(asKey)?.offset == 4)
+        expectEqual(parseError(asKey)?.reason, .invalidUTF8)
+        expectEqual(parseError(asKey)?.offset, 4)
 
         // At the very end of the input, with no closing quote.
         let unterminated: [UInt8] = [0x22] + sequence
-        #expect(parseError(unterminated)?.reason == .invalidUTF8)
+        expectEqual(parseError(unterminated)?.reason, .invalidUTF8)
     }
 
     @Test("invalid UTF-8 where a value is expected is .invalidUTF8", arguments: JSONParserTests.invalidSequences)
@@ -353,8 +353,8 @@ struct JSONParserTests {
         ]
         for (input, offset) in cases {
             let error = parseError(input)
-            #expect(error?.reason == .invalidUTF8, "\(input)")
-            #expect(error?.offset == offset, "\(input)")
+            expectEqual(error?.reason, .invalidUTF8, "\(input)")
+            expectEqual(error?.offset, offset, "\(input)")
         }
     }
 
@@ -369,7 +369,7 @@ struct JSONParserTests {
             bytes("{") + sequence + bytes("}"),
             bytes("[1") + sequence + bytes("]"),
         ] {
-            #expect(parseError(input)?.reason == .invalidUTF8, "\(input)")
+            expectEqual(parseError(input)?.reason, .invalidUTF8, "\(input)")
         }
     }
 
@@ -424,11 +424,11 @@ struct JSONParserTests {
 
     @Test("error offsets point at the offending byte")
     func errorOffsets() {
-        #expect(parseError("[1,]")?.offset == 3)
-        #expect(parseError("  x")?.offset == 2)
-        #expect(parseError(#"{"a":1}x"#)?.offset == 7)
-        #expect(parseError("{\"a\":1} \n x")?.offset == 10)
-        #expect(parseError("")?.offset == 0)
+        expectEqual(parseError("[1,]")?.offset, 3)
+        expectEqual(parseError("  x")?.offset, 2)
+        expectEqual(parseError(#"{"a":1}x"#)?.offset, 7)
+        expectEqual(parseError("{\"a\":1} \n x")?.offset, 10)
+        expectEqual(parseError("")?.offset, 0)
     }
 
     // MARK: - Depth
@@ -449,7 +449,7 @@ struct JSONParserTests {
     @Test("nesting exactly at maximumDepth is accepted")
     func depthAtLimit() throws {
         let arrays = try JSONParser.parse(Self.nestedArrays(JSONParser.maximumDepth))
-        #expect(Self.arrayDepth(arrays) == JSONParser.maximumDepth)
+        expectEqual(Self.arrayDepth(arrays), JSONParser.maximumDepth)
 
         var value = try JSONParser.parse(Self.nestedObjects(JSONParser.maximumDepth))
         var levels = 0
@@ -457,7 +457,7 @@ struct JSONParserTests {
             levels += 1
             value = inner
         }
-        #expect(levels == JSONParser.maximumDepth)
+        expectEqual(levels, JSONParser.maximumDepth)
         #expect(strictlyEqual(value, .int(1)))
 
         let mixed = String(repeating: #"[{"a":"#, count: JSONParser.maximumDepth / 2) + "null"
@@ -469,22 +469,22 @@ struct JSONParserTests {
     func depthOverLimit() {
         let depth = JSONParser.maximumDepth + 1
         let arrays = parseError(Self.nestedArrays(depth))
-        #expect(arrays?.reason == .tooDeep)
-        #expect(arrays?.offset == JSONParser.maximumDepth)
+        expectEqual(arrays?.reason, .tooDeep)
+        expectEqual(arrays?.offset, JSONParser.maximumDepth)
 
         let objects = parseError(Self.nestedObjects(depth))
-        #expect(objects?.reason == .tooDeep)
-        #expect(objects?.offset == JSONParser.maximumDepth * 5)
+        expectEqual(objects?.reason, .tooDeep)
+        expectEqual(objects?.offset, JSONParser.maximumDepth * 5)
 
         let mixed = String(repeating: #"[{"a":"#, count: depth / 2 + 1) + "null"
             + String(repeating: "}]", count: depth / 2 + 1)
-        #expect(parseError(mixed)?.reason == .tooDeep)
+        expectEqual(parseError(mixed)?.reason, .tooDeep)
     }
 
     @Test("absurdly deep or unterminated nesting fails cleanly")
     func veryDeep() {
-        #expect(parseError(String(repeating: "[", count: 200_000))?.reason == .tooDeep)
-        #expect(parseError(String(repeating: #"{"":"#, count: 100_000))?.reason == .tooDeep)
+        expectEqual(parseError(String(repeating: "[", count: 200_000))?.reason, .tooDeep)
+        expectEqual(parseError(String(repeating: #"{"":"#, count: 100_000))?.reason, .tooDeep)
         // Unterminated but within the limit: a syntax error, not tooDeep.
         #expect(isSyntaxError(parseError(String(repeating: "[", count: JSONParser.maximumDepth))))
     }
@@ -495,14 +495,14 @@ struct JSONParserTests {
         let sibling = Self.nestedArrays(JSONParser.maximumDepth - 1)
         let text = "[" + Array(repeating: sibling, count: 10).joined(separator: ",") + "]"
         let value = try JSONParser.parse(text)
-        #expect(Self.arrayDepth(value) == JSONParser.maximumDepth)
+        expectEqual(Self.arrayDepth(value), JSONParser.maximumDepth)
 
         let objects = "[" + Array(repeating: #"{"a":[{}]}"#, count: 1000).joined(separator: ",") + "]"
         guard case let .array(elements) = try JSONParser.parse(objects) else {
             Issue.record("not an array")
             return
         }
-        #expect(elements.count == 1000)
+        expectEqual(elements.count, 1000)
     }
 
     // MARK: - Entry points
@@ -528,8 +528,8 @@ struct JSONParserTests {
 
     @Test("error descriptions name the byte offset")
     func errorDescription() {
-        #expect(parseError("[1,]")?.description.hasSuffix("at byte 3") == true)
-        #expect(parseError([0xFF])?.description == "invalid UTF-8 at byte 0")
-        #expect(parseError(Self.nestedArrays(300))?.description.contains("\(JSONParser.maximumDepth)") == true)
+        expectEqual(parseError("[1,]")?.description.hasSuffix("at byte 3"), true)
+        expectEqual(parseError([0xFF])?.description, "invalid UTF-8 at byte 0")
+        expectEqual(parseError(Self.nestedArrays(300))?.description.contains("\(JSONParser.maximumDepth)"), true)
     }
 }

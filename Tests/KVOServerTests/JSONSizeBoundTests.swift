@@ -16,19 +16,19 @@ import Testing
             #expect(bound != nil && bound! >= written, "\(value): bound \(String(describing: bound)), written \(written)")
             // Exact but for doubles and control characters.
             if !"\(value)".contains(".") && !"\(value)".contains("\\u") && !"\(value)".contains("e") {
-                #expect(bound == written, "\(value)")
+                expectEqual(bound, written, "\(value)")
             }
         }
     }
 
     @Test func aValuePastTheLimitStopsEarly() {
         let big = JSONValue.string(String(repeating: "x", count: 1_000_000))
-        #expect(JSONSizeBound.of(big, limit: 1000) == nil)
-        #expect(JSONSizeBound.of(big, limit: 1_000_002) == 1_000_002)
+        expectEqual(JSONSizeBound.of(big, limit: 1000), nil)
+        expectEqual(JSONSizeBound.of(big, limit: 1_000_002), 1_000_002)
         let many = JSONValue.array(Array(repeating: "abc", count: 100_000))
-        #expect(JSONSizeBound.of(many, limit: 10_000) == nil)
-        #expect(JSONSizeBound.of(many, limit: 700_001) == JSONWriter.bytes(many).count)
-        #expect(JSONSizeBound.ofString("a\"b", limit: 5) == nil)
-        #expect(JSONSizeBound.ofString("a\"b", limit: 6) == 6)
+        expectEqual(JSONSizeBound.of(many, limit: 10_000), nil)
+        expectEqual(JSONSizeBound.of(many, limit: 700_001), JSONWriter.bytes(many).count)
+        expectEqual(JSONSizeBound.ofString("a\"b", limit: 5), nil)
+        expectEqual(JSONSizeBound.ofString("a\"b", limit: 6), 6)
     }
 }

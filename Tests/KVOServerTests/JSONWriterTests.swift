@@ -72,14 +72,14 @@ struct JSONWriterTests {
 
     @Test("scalars")
     func scalars() {
-        #expect(text(.null) == "null")
-        #expect(text(.bool(true)) == "true")
-        #expect(text(.bool(false)) == "false")
-        #expect(text(.int(3)) == "3")
-        #expect(text(.int(-42)) == "-42")
-        #expect(text(.string("hi")) == #""hi""#)
-        #expect(text(.double(0.5)) == "0.5")
-        #expect(text(.double(-2.25)) == "-2.25")
+        expectEqual(text(.null), "null")
+        expectEqual(text(.bool(true)), "true")
+        expectEqual(text(.bool(false)), "false")
+        expectEqual(text(.int(3)), "3")
+        expectEqual(text(.int(-42)), "-42")
+        expectEqual(text(.string("hi")), #""hi""#)
+        expectEqual(text(.double(0.5)), "0.5")
+        expectEqual(text(.double(-2.25)), "-2.25")
     }
 
     @Test("a double that is a whole number still reads back as a double, distinct from the integer")
@@ -93,18 +93,18 @@ struct JSONWriterTests {
 
     @Test("non-finite doubles (which JSON cannot express) are written as null")
     func nonFinite() {
-        #expect(text(.double(.nan)) == "null")
-        #expect(text(.double(.infinity)) == "null")
-        #expect(text(.double(-.infinity)) == "null")
-        #expect(text(.array([.double(.nan), .int(1)])) == "[null,1]")
+        expectEqual(text(.double(.nan)), "null")
+        expectEqual(text(.double(.infinity)), "null")
+        expectEqual(text(.double(-.infinity)), "null")
+        expectEqual(text(.array([.double(.nan), .int(1)])), "[null,1]")
     }
 
     @Test("containers are compact")
     func containers() {
-        #expect(text(.array([])) == "[]")
-        #expect(text(.object([:])) == "{}")
-        #expect(text(.array([.int(1), .array([.bool(true), .null]), .string("x"), .object([:])])) == #"[1,[true,null],"x",{}]"#)
-        #expect(text(.object(["a": .array([.int(1), .int(2)]), "b": .object(["c": .null])])) == #"{"a":[1,2],"b":{"c":null}}"#)
+        expectEqual(text(.array([])), "[]")
+        expectEqual(text(.object([:])), "{}")
+        expectEqual(text(.array([.int(1), .array([.bool(true), .null]), .string("x"), .object([:])])), #"[1,[true,null],"x",{}]"#)
+        expectEqual(text(.object(["a": .array([.int(1), .int(2)]), "b": .object(["c": .null])])), #"{"a":[1,2],"b":{"c":null}}"#)
     }
 
     // MARK: - Object keys
@@ -114,9 +114,9 @@ struct JSONWriterTests {
         let value: JSONValue = .object([
             "b": .int(1), "a": .int(2), "c": .object(["z": .int(1), "y": .int(2), "x": .array([.object(["n": .null, "m": .null])])]),
         ])
-        #expect(text(value) == #"{"a":2,"b":1,"c":{"x":[{"m":null,"n":null}],"y":2,"z":1}}"#)
+        expectEqual(text(value), #"{"a":2,"b":1,"c":{"x":[{"m":null,"n":null}],"y":2,"z":1}}"#)
         let tricky: JSONValue = .object(["b": .int(1), "a": .int(2), "B": .int(3), "_": .int(4), "aa": .int(5), "": .int(6)])
-        #expect(text(tricky) == #"{"":6,"B":3,"_":4,"a":2,"aa":5,"b":1}"#)
+        expectEqual(text(tricky), #"{"":6,"B":3,"_":4,"a":2,"aa":5,"b":1}"#)
     }
 
     @Test("equal objects built in different orders encode to the same bytes")
@@ -127,7 +127,7 @@ struct JSONWriterTests {
         var backward: [String: JSONValue] = [:]
         for (index, key) in keys.enumerated().reversed() { backward[key] = .int(Int64(index)) }
         backward.reserveCapacity(1000)  // a different capacity gives a different iteration order
-        #expect(JSONWriter.bytes(.object(forward)) == JSONWriter.bytes(.object(backward)))
+        expectEqual(JSONWriter.bytes(.object(forward)), JSONWriter.bytes(.object(backward)))
         let written = text(.object(forward))
         let sortedKeys = keys.sorted()
         #expect(written.hasPrefix(#"{"\#(sortedKeys[0])":"#))
@@ -136,7 +136,7 @@ struct JSONWriterTests {
 
     @Test("object keys are escaped like strings")
     func escapedKeys() {
-        #expect(text(.object(["a\"b": .int(1), "c\nd": .int(2)])) == #"{"a\"b":1,"c\nd":2}"#)
+        expectEqual(text(.object(["a\"b": .int(1), "c\nd": .int(2)])), #"{"a\"b":1,"c\nd":2}"#)
     }
 
     // MARK: - Strings
@@ -151,13 +151,13 @@ struct JSONWriterTests {
         ("/", #""/""#), ("\u{7F}", "\"\u{7F}\""), ("é€😀", "\"é€😀\""), ("\u{2028}", "\"\u{2028}\""),
     ])
     func escaping(input: String, expected: String) {
-        #expect(String(decoding: stringBytes(input), as: UTF8.self) == expected)
+        expectEqual(String(decoding: stringBytes(input), as: UTF8.self), expected)
     }
 
     @Test("non-ASCII text passes through as its UTF-8 bytes")
     func nonASCIIPassthrough() {
         let text = "Zürich 東京 😀 \u{10FFFF}"
-        #expect(stringBytes(text) == [0x22] + Array(text.utf8) + [0x22])
+        expectEqual(stringBytes(text), [0x22] + Array(text.utf8) + [0x22])
     }
 
     @Test("every control character is escaped and reads back")
@@ -174,38 +174,38 @@ struct JSONWriterTests {
         JSONWriter.writeString("x", into: &buffer)
         JSONWriter.write(.array([.int(1)]), into: &buffer)
         JSONWriter.append("!", to: &buffer)
-        #expect(String(decoding: buffer, as: UTF8.self) == #"prefix:"x"[1]!"#)
+        expectEqual(String(decoding: buffer, as: UTF8.self), #"prefix:"x"[1]!"#)
     }
 
     @Test("bytes, string and description agree")
     func entryPoints() {
         let value: JSONValue = .object(["k": .array([.string("é"), .double(1.5), .null])])
-        #expect(JSONWriter.string(value) == #"{"k":["é",1.5,null]}"#)
-        #expect(JSONWriter.bytes(value) == Array(JSONWriter.string(value).utf8))
-        #expect(value.description == JSONWriter.string(value))
+        expectEqual(JSONWriter.string(value), #"{"k":["é",1.5,null]}"#)
+        expectEqual(JSONWriter.bytes(value), Array(JSONWriter.string(value).utf8))
+        expectEqual(value.description, JSONWriter.string(value))
     }
 
     // MARK: - Integers
 
     @Test("writeInteger")
     func writeInteger() {
-        #expect(integerText(0) == "0")
-        #expect(integerText(Int64(0)) == "0")
-        #expect(integerText(UInt64(0)) == "0")
-        #expect(integerText(1) == "1")
-        #expect(integerText(-1) == "-1")
-        #expect(integerText(10) == "10")
-        #expect(integerText(-100) == "-100")
-        #expect(integerText(1_234_567_890) == "1234567890")
-        #expect(integerText(Int64.max) == "9223372036854775807")
-        #expect(integerText(Int64.min) == "-9223372036854775808")
-        #expect(integerText(UInt64.max) == "18446744073709551615")
-        #expect(integerText(Int8.min) == "-128")
-        #expect(integerText(Int8.max) == "127")
-        #expect(integerText(UInt8.max) == "255")
-        #expect(integerText(Int32.min) == "-2147483648")
-        #expect(text(.int(.min)) == "-9223372036854775808")
-        #expect(text(.int(.max)) == "9223372036854775807")
+        expectEqual(integerText(0), "0")
+        expectEqual(integerText(Int64(0)), "0")
+        expectEqual(integerText(UInt64(0)), "0")
+        expectEqual(integerText(1), "1")
+        expectEqual(integerText(-1), "-1")
+        expectEqual(integerText(10), "10")
+        expectEqual(integerText(-100), "-100")
+        expectEqual(integerText(1_234_567_890), "1234567890")
+        expectEqual(integerText(Int64.max), "9223372036854775807")
+        expectEqual(integerText(Int64.min), "-9223372036854775808")
+        expectEqual(integerText(UInt64.max), "18446744073709551615")
+        expectEqual(integerText(Int8.min), "-128")
+        expectEqual(integerText(Int8.max), "127")
+        expectEqual(integerText(UInt8.max), "255")
+        expectEqual(integerText(Int32.min), "-2147483648")
+        expectEqual(text(.int(.min)), "-9223372036854775808")
+        expectEqual(text(.int(.max)), "9223372036854775807")
     }
 
     @Test("writeInteger agrees with String(describing:) on many values")
@@ -213,7 +213,7 @@ struct JSONWriterTests {
         var rng = SplitMix64(state: 7)
         for _ in 0..<2000 {
             let value = Int64(bitPattern: rng.next()) >> Int64(rng.next() % 64)
-            #expect(integerText(value) == String(value))
+            expectEqual(integerText(value), String(value))
         }
         var powers: [Int64] = []
         var power: Int64 = 1
@@ -222,11 +222,11 @@ struct JSONWriterTests {
             power *= 10
         }
         for value in powers {
-            #expect(integerText(value) == String(value))
+            expectEqual(integerText(value), String(value))
         }
         var buffer: [UInt8] = Array("rev=".utf8)
         JSONWriter.writeInteger(42, into: &buffer)
-        #expect(buffer == Array("rev=42".utf8))
+        expectEqual(buffer, Array("rev=42".utf8))
     }
 
     // MARK: - Round trip
@@ -240,7 +240,7 @@ struct JSONWriterTests {
             #expect(!written.contains { $0 < 0x20 }, "raw control byte in \(written)")
             let parsed = try JSONParser.parse(written)
             #expect(strictlyEqual(parsed, value), "\(String(decoding: written, as: UTF8.self))")
-            #expect(JSONWriter.bytes(parsed) == written)
+            expectEqual(JSONWriter.bytes(parsed), written)
         }
     }
 
@@ -270,7 +270,7 @@ struct JSONWriterStringScanTests {
                 for (raw, escaped) in [("\"", #"\""#), ("\\", #"\\"#), ("\n", #"\n"#), ("\u{1F}", #"\u001f"#), ("\u{7F}", "\u{7F}"), ("😀", "😀")] {
                     let text = before + raw + after
                     let written = JSONWriter.string(.string(text))
-                    #expect(written == "\"" + before + escaped + after + "\"", "\(raw.unicodeScalars.first!.value) at \(position) of \(length)")
+                    expectEqual(written, "\"" + before + escaped + after + "\"", "\(raw.unicodeScalars.first!.value) at \(position) of \(length)")
                     #expect(strictlyEqual(try JSONParser.parse(written), .string(text)))
                 }
             }

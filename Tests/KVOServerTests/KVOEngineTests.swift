@@ -31,18 +31,18 @@ import Testing
     // MARK: - Objects and revisions
 
     @Test func createGetAndRevisions() throws {
-        #expect(engine.revision == 0)
-        #expect(try engine.create("p", values: ["name": "Ada"]) == 1)
-        #expect(try engine.get("p", keyPath: nil) == ["name": "Ada"])
-        #expect(try engine.get("p", keyPath: path("name")) == "Ada")
-        #expect(try engine.get("p", keyPath: path("missing")) == .null)
+        expectEqual(engine.revision, 0)
+        expectEqual(try engine.create("p", values: ["name": "Ada"]), 1)
+        expectEqual(try engine.get("p", keyPath: nil), ["name": "Ada"])
+        expectEqual(try engine.get("p", keyPath: path("name")), "Ada")
+        expectEqual(try engine.get("p", keyPath: path("missing")), .null)
         #expect(throws: KVOError(.exists, "object 'p' already exists")) { try engine.create("p", values: [:]) }
-        #expect(engine.revision == 1, "a refused create does not advance the revision")
+        expectEqual(engine.revision, 1, "a refused create does not advance the revision")
         try set("p", "name", "Ada")
-        #expect(engine.revision == 2, "a set that changes nothing still advances the revision")
+        expectEqual(engine.revision, 2, "a set that changes nothing still advances the revision")
         var notifications: [ChangeNotification] = []
-        #expect(try engine.delete("p", notifications: &notifications) == 3)
-        #expect(engine.objectCount == 0)
+        expectEqual(try engine.delete("p", notifications: &notifications), 3)
+        expectEqual(engine.objectCount, 0)
         #expect(throws: KVOError.self) { try engine.get("p", keyPath: nil) }
     }
 
@@ -57,17 +57,17 @@ import Testing
         ] as [() throws -> Void] {
             #expect(performing: attempt, throws: { ($0 as? KVOError)?.code == .notFound })
         }
-        #expect(engine.revision == 0)
-        #expect(engine.observationCount == 0)
+        expectEqual(engine.revision, 0)
+        expectEqual(engine.observationCount, 0)
     }
 
     @Test func nestedKeyPathsReadAndWrite() throws {
         _ = try engine.create("p", values: ["address": ["city": "London", "zip": "N1"], "age": 36, "gone": .null])
         try set("p", "address.city", "Paris")
-        #expect(try engine.get("p", keyPath: path("address")) == ["city": "Paris", "zip": "N1"])
+        expectEqual(try engine.get("p", keyPath: path("address")), ["city": "Paris", "zip": "N1"])
         // Reading through a missing key or null is null; through a scalar is type_mismatch.
-        #expect(try engine.get("p", keyPath: path("nope.deeper")) == .null)
-        #expect(try engine.get("p", keyPath: path("gone.deeper")) == .null)
+        expectEqual(try engine.get("p", keyPath: path("nope.deeper")), .null)
+        expectEqual(try engine.get("p", keyPath: path("gone.deeper")), .null)
         #expect(performing: { _ = try engine.get("p", keyPath: path("age.years")) },
                 throws: { ($0 as? KVOError)?.code == .typeMismatch })
         // Writing never creates intermediates.
@@ -77,11 +77,11 @@ import Testing
         #expect(performing: { try set("p", "gone.deeper", 1) }, throws: { ($0 as? KVOError)?.code == .notFound })
         #expect(performing: { try set("p", "age.years", 1) }, throws: { ($0 as? KVOError)?.code == .typeMismatch })
         #expect(performing: { try set("p", "address.city.x", 1) }, throws: { ($0 as? KVOError)?.code == .typeMismatch })
-        #expect(try engine.get("p", keyPath: nil) == before, "a failed set changes nothing")
-        #expect(engine.revision == revision, "a failed set does not advance the revision")
+        expectEqual(try engine.get("p", keyPath: nil), before, "a failed set changes nothing")
+        expectEqual(engine.revision, revision, "a failed set does not advance the revision")
         // A new leaf key in an existing object is fine.
         try set("p", "address.country", "FR")
-        #expect(try engine.get("p", keyPath: path("address.country")) == "FR")
+        expectEqual(try engine.get("p", keyPath: path("address.country")), "FR")
     }
 
     @Test func typeMismatchMessageNamesThePath() throws {
@@ -96,12 +96,12 @@ import Testing
     @Test func observeWithInitialReportsCurrentValueAtCurrentRevision() throws {
         _ = try engine.create("clock", values: ["date": "2026-11-20"])
         let (sub, notifications) = try observe("clock", "date", [.initial, .new, .old])
-        #expect(notifications.count == 1)
+        expectEqual(notifications.count, 1)
         let initial = try #require(notifications.first)
-        #expect(initial.reason == .initial)
-        #expect(initial.new == "2026-11-20")
-        #expect(initial.rev == 1)
-        #expect(initial.recipients.map(\.subscription) == [sub])
+        expectEqual(initial.reason, .initial)
+        expectEqual(initial.new, "2026-11-20")
+        expectEqual(initial.rev, 1)
+        expectEqual(initial.recipients.map(\.subscription), [sub])
         let (_, none) = try observe("clock", "date", [.new])
         #expect(none.isEmpty, "no initial event unless asked")
     }
@@ -109,12 +109,12 @@ import Testing
     @Test func observingAMissingKeyIsAllowedAndSeesItAppear() throws {
         _ = try engine.create("p", values: [:])
         let (sub, initial) = try observe("p", "nickname", [.new, .old, .initial])
-        #expect(initial.first?.new == .null)
+        expectEqual(initial.first?.new, .null)
         let notifications = try set("p", "nickname", "Bob")
-        #expect(notifications.count == 1)
-        #expect(notifications[0].old == .null)
-        #expect(notifications[0].new == "Bob")
-        #expect(notifications[0].recipients.map(\.subscription) == [sub])
+        expectEqual(notifications.count, 1)
+        expectEqual(notifications[0].old, .null)
+        expectEqual(notifications[0].new, "Bob")
+        expectEqual(notifications[0].recipients.map(\.subscription), [sub])
     }
 
     @Test func subscriptionIDsAreUnique() throws {
@@ -138,18 +138,18 @@ import Testing
 
         // a.b changes: a and a.b hear of it; a.c does not; a.b.d stays null (through a number).
         var notifications = try set("p", "a.b", 5)
-        #expect(Set(notifications.flatMap { $0.recipients.map(\.subscription) }) == [onA, onAB])
+        expectEqual(Set(notifications.flatMap { $0.recipients.map(\.subscription) }), [onA, onAB])
         let onANotification = try #require(notifications.first { $0.keyPath == "a" })
-        #expect(onANotification.old == ["b": 1, "c": 2])
-        #expect(onANotification.new == ["b": 5, "c": 2])
+        expectEqual(onANotification.old, ["b": 1, "c": 2])
+        expectEqual(onANotification.new, ["b": 5, "c": 2])
 
         // Replacing a: a.b hears (5 -> 7), a.c does not (2 == 2), a.b.d hears (null -> true).
         notifications = try set("p", "a", ["b": ["d": true], "c": 2])
-        #expect(Set(notifications.flatMap { $0.recipients.map(\.subscription) }) == [onA, onAB, onABD])
+        expectEqual(Set(notifications.flatMap { $0.recipients.map(\.subscription) }), [onA, onAB, onABD])
         #expect(!notifications.contains { $0.recipients.contains { $0.subscription == onAC } })
         let deep = try #require(notifications.first { $0.keyPath == "a.b.d" })
-        #expect(deep.old == .null)
-        #expect(deep.new == true)
+        expectEqual(deep.old, .null)
+        expectEqual(deep.new, true)
     }
 
     @Test func aSetThatChangesNothingNotifiesNobody() throws {
@@ -159,7 +159,7 @@ import Testing
         #expect(try set("p", "n", 1).isEmpty)
         #expect(try set("p", "n", 1.0).isEmpty, "1 and 1.0 are the same number")
         #expect(try set("p", "o", ["x": 1]).isEmpty, "an equal object is no change")
-        #expect(engine.revision == 4, "each set still advanced the revision")
+        expectEqual(engine.revision, 4, "each set still advanced the revision")
     }
 
     @Test func priorNotificationsComeFirstAndCarryOnlyOld() throws {
@@ -167,12 +167,12 @@ import Testing
         let (priorSub, _) = try observe("p", "a.b", [.new, .old, .prior])
         let (plainSub, _) = try observe("p", "a", [.new])
         let notifications = try set("p", "a.b", 2)
-        #expect(notifications.count == 3)
+        expectEqual(notifications.count, 3)
         #expect(notifications[0].isPrior)
-        #expect(notifications[0].old == 1)
-        #expect(notifications[0].recipients.map(\.subscription) == [priorSub], "only prior observers get priors")
+        expectEqual(notifications[0].old, 1)
+        expectEqual(notifications[0].recipients.map(\.subscription), [priorSub], "only prior observers get priors")
         #expect(notifications[1...].allSatisfy { !$0.isPrior })
-        #expect(Set(notifications[1...].flatMap { $0.recipients.map(\.subscription) }) == [priorSub, plainSub])
+        expectEqual(Set(notifications[1...].flatMap { $0.recipients.map(\.subscription) }), [priorSub, plainSub])
         #expect(notifications.allSatisfy { $0.rev == engine.revision })
     }
 
@@ -184,7 +184,7 @@ import Testing
         }
         let (sub, _) = try observe("target", "v")
         let notifications = try set("target", "v", 1)
-        #expect(notifications.flatMap(\.recipients).map(\.subscription) == [sub])
+        expectEqual(notifications.flatMap(\.recipients).map(\.subscription), [sub])
     }
 
     // MARK: - Ending observations
@@ -192,11 +192,11 @@ import Testing
     @Test func unobserveIsSafeTwiceAndOnlyForTheOwner() throws {
         _ = try engine.create("p", values: ["v": 0])
         let (sub, _) = try observe("p", "v", by: alice)
-        #expect(engine.unobserve(sub, connection: bob) == false, "another connection's sub is not removed")
-        #expect(engine.observationCount == 1)
-        #expect(engine.unobserve(sub, connection: alice) == true)
-        #expect(engine.unobserve(sub, connection: alice) == false)
-        #expect(engine.unobserve(987_654, connection: alice) == false)
+        expectEqual(engine.unobserve(sub, connection: bob), false, "another connection's sub is not removed")
+        expectEqual(engine.observationCount, 1)
+        expectEqual(engine.unobserve(sub, connection: alice), true)
+        expectEqual(engine.unobserve(sub, connection: alice), false)
+        expectEqual(engine.unobserve(987_654, connection: alice), false)
         #expect(try set("p", "v", 1).isEmpty)
         #expect(try engine.observers(of: "p").isEmpty)
     }
@@ -207,15 +207,15 @@ import Testing
         let (onA, _) = try observe("p", "a", [.new], by: bob)
         var notifications: [ChangeNotification] = []
         let rev = try engine.delete("p", notifications: &notifications)
-        #expect(notifications.count == 3)
+        expectEqual(notifications.count, 3)
         #expect(notifications[0].isPrior && notifications[0].reason == .sourceDeleted)
         let final = notifications[1...]
         #expect(final.allSatisfy { $0.reason == .sourceDeleted && $0.new == .null && $0.rev == rev && !$0.isPrior })
-        #expect(final.first { $0.keyPath == "a.b" }?.old == 1)
-        #expect(final.first { $0.keyPath == "a" }?.old == ["b": 1])
-        #expect(engine.observationCount == 0)
-        #expect(engine.unobserve(withOld, connection: alice) == false)
-        #expect(engine.unobserve(onA, connection: bob) == false)
+        expectEqual(final.first { $0.keyPath == "a.b" }?.old, 1)
+        expectEqual(final.first { $0.keyPath == "a" }?.old, ["b": 1])
+        expectEqual(engine.observationCount, 0)
+        expectEqual(engine.unobserve(withOld, connection: alice), false)
+        expectEqual(engine.unobserve(onA, connection: bob), false)
         // A new object of the same name starts with no observers.
         _ = try engine.create("p", values: ["a": ["b": 1]])
         #expect(try engine.observers(of: "p").isEmpty)
@@ -227,11 +227,11 @@ import Testing
         _ = try observe("p", "v", by: alice)
         _ = try observe("p", "v.w", by: alice)
         let (bobs, _) = try observe("p", "v", by: bob)
-        #expect(engine.disconnect(alice) == 2)
-        #expect(engine.disconnect(alice) == 0)
+        expectEqual(engine.disconnect(alice), 2)
+        expectEqual(engine.disconnect(alice), 0)
         let remaining = try engine.observers(of: "p")
-        #expect(remaining.map(\.subscription) == [bobs])
-        #expect(try set("p", "v", 1).flatMap(\.recipients).map(\.connection) == [bob])
+        expectEqual(remaining.map(\.subscription), [bobs])
+        expectEqual(try set("p", "v", 1).flatMap(\.recipients).map(\.connection), [bob])
     }
 
     @Test func infoListsObserversInSubscriptionOrder() throws {
@@ -243,11 +243,11 @@ import Testing
             ObserverInfo(subscription: first, keyPath: "z", options: [.new, .old], connection: bob),
             ObserverInfo(subscription: second, keyPath: "a.b", options: [.prior, .initial], connection: alice),
         ])
-        #expect(infos[1].options.names == ["initial", "prior"])
+        expectEqual(infos[1].options.names, ["initial", "prior"])
     }
 
     @Test func objectIDsAreSorted() throws {
         for id in ["b", "a", "c"] { _ = try engine.create(id, values: [:]) }
-        #expect(engine.objectIDs() == ["a", "b", "c"])
+        expectEqual(engine.objectIDs(), ["a", "b", "c"])
     }
 }

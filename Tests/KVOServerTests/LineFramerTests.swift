@@ -59,21 +59,21 @@ struct LineFramerTests {
     func manyLinesInOneChunk() {
         var framer = LineFramer(maximumLineLength: 100)
         let frames = framer.frames("one\ntwo\n{\"op\":\"ping\"}\nfour\n")
-        #expect(frames == [.text("one"), .text("two"), .text(#"{"op":"ping"}"#), .text("four")])
-        #expect(framer.bufferedCount == 0)
+        expectEqual(frames, [.text("one"), .text("two"), .text(#"{"op":"ping"}"#), .text("four")])
+        expectEqual(framer.bufferedCount, 0)
     }
 
     @Test("a chunk's unfinished last line waits for the rest")
     func partialTail() {
         var framer = LineFramer(maximumLineLength: 100)
-        #expect(framer.frames("one\ntw") == [.text("one")])
-        #expect(framer.bufferedCount == 2)
-        #expect(framer.frames("o\nthr") == [.text("two")])
-        #expect(framer.bufferedCount == 3)
-        #expect(framer.frames("ee") == [])
-        #expect(framer.bufferedCount == 5)
-        #expect(framer.frames("\n") == [.text("three")])
-        #expect(framer.bufferedCount == 0)
+        expectEqual(framer.frames("one\ntw"), [.text("one")])
+        expectEqual(framer.bufferedCount, 2)
+        expectEqual(framer.frames("o\nthr"), [.text("two")])
+        expectEqual(framer.bufferedCount, 3)
+        expectEqual(framer.frames("ee"), [])
+        expectEqual(framer.bufferedCount, 5)
+        expectEqual(framer.frames("\n"), [.text("three")])
+        expectEqual(framer.bufferedCount, 0)
     }
 
     @Test("a line split over many chunks, byte by byte")
@@ -82,59 +82,59 @@ struct LineFramerTests {
         for chunkSize in [1, 2, 3, 5, 7, 64] {
             var framer = LineFramer(maximumLineLength: 100)
             let frames = framer.frames(input, chunkSize: chunkSize)
-            #expect(frames == [.text("{\"op\":\"set\",\"value\":\"é😀\"}"), .text("second")], "chunk size \(chunkSize)")
-            #expect(framer.bufferedCount == 0)
+            expectEqual(frames, [.text("{\"op\":\"set\",\"value\":\"é😀\"}"), .text("second")], "chunk size \(chunkSize)")
+            expectEqual(framer.bufferedCount, 0)
         }
     }
 
     @Test("a carriage return before the newline is dropped; others are kept")
     func carriageReturns() {
         var framer = LineFramer(maximumLineLength: 100)
-        #expect(framer.frames("a\r\nb\n\r\n") == [.text("a"), .text("b"), .text("")])
-        #expect(framer.frames("x\ry\r\n") == [.text("x\ry")])
-        #expect(framer.frames("two\r\r\n") == [.text("two\r")])
-        #expect(framer.frames("\rlead\n") == [.text("\rlead")])
+        expectEqual(framer.frames("a\r\nb\n\r\n"), [.text("a"), .text("b"), .text("")])
+        expectEqual(framer.frames("x\ry\r\n"), [.text("x\ry")])
+        expectEqual(framer.frames("two\r\r\n"), [.text("two\r")])
+        expectEqual(framer.frames("\rlead\n"), [.text("\rlead")])
         // A \r that ends a chunk without a newline is held, not dropped.
-        #expect(framer.frames("tail\r") == [])
-        #expect(framer.frames("more\n") == [.text("tail\rmore")])
+        expectEqual(framer.frames("tail\r"), [])
+        expectEqual(framer.frames("more\n"), [.text("tail\rmore")])
     }
 
     @Test("\\r\\n split between chunks")
     func crlfSplit() {
         var framer = LineFramer(maximumLineLength: 100)
-        #expect(framer.frames("abc\r") == [])
-        #expect(framer.frames("\ndef\r") == [.text("abc")])
-        #expect(framer.frames("\n") == [.text("def")])
+        expectEqual(framer.frames("abc\r"), [])
+        expectEqual(framer.frames("\ndef\r"), [.text("abc")])
+        expectEqual(framer.frames("\n"), [.text("def")])
         let input = Array("first\r\nsecond\r\n\r\n".utf8)
         var byteByByte = LineFramer(maximumLineLength: 100)
-        #expect(byteByByte.frames(input, chunkSize: 1) == [.text("first"), .text("second"), .text("")])
+        expectEqual(byteByByte.frames(input, chunkSize: 1), [.text("first"), .text("second"), .text("")])
     }
 
     @Test("empty lines are delivered as empty lines")
     func emptyLines() {
         var framer = LineFramer(maximumLineLength: 10)
-        #expect(framer.frames("\n\n\r\nx\n\n") == [.text(""), .text(""), .text(""), .text("x"), .text("")])
-        #expect(framer.frames(Array("\n\n".utf8), chunkSize: 1) == [.text(""), .text("")])
+        expectEqual(framer.frames("\n\n\r\nx\n\n"), [.text(""), .text(""), .text(""), .text("x"), .text("")])
+        expectEqual(framer.frames(Array("\n\n".utf8), chunkSize: 1), [.text(""), .text("")])
     }
 
     @Test("an empty chunk does nothing")
     func emptyChunk() {
         var framer = LineFramer(maximumLineLength: 10)
-        #expect(framer.frames("ab") == [])
-        #expect(framer.frames([UInt8]()) == [])
+        expectEqual(framer.frames("ab"), [])
+        expectEqual(framer.frames([UInt8]()), [])
         let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
         var called = false
         framer.feed(empty) { _ in called = true; return true }
         #expect(!called)
-        #expect(framer.bufferedCount == 2)
-        #expect(framer.frames("c\n") == [.text("abc")])
+        expectEqual(framer.bufferedCount, 2)
+        expectEqual(framer.frames("c\n"), [.text("abc")])
     }
 
     @Test("a stop during a line reports how much of the chunk was consumed, so the rest can be fed later")
     func stopReportsConsumedBytes() {
         let chunk = Array("one\ntw".utf8)
         var framer = LineFramer(maximumLineLength: 100)
-        #expect(framer.frames(chunk) == [.text("one")])
+        expectEqual(framer.frames(chunk), [.text("one")])
         // "o\nthree\r\nfour\nfi": the first line completes "two", the stop comes after "three".
         let next = Array("o\nthree\r\nfour\nfi".utf8)
         var lines: [String] = []
@@ -145,17 +145,17 @@ struct LineFramerTests {
                 return lines.count < 2
             }
         }
-        #expect(lines == ["two", "three"])
-        #expect(consumed == "o\nthree\r\n".utf8.count)
-        #expect(framer.bufferedCount == 0)
+        expectEqual(lines, ["two", "three"])
+        expectEqual(consumed, "o\nthree\r\n".utf8.count)
+        expectEqual(framer.bufferedCount, 0)
         // Feeding the rest later gives the remaining lines, in order.
-        #expect(framer.frames(Array(next[consumed...])) == [.text("four")])
-        #expect(framer.frames("ve\n") == [.text("five")])
+        expectEqual(framer.frames(Array(next[consumed...])), [.text("four")])
+        expectEqual(framer.frames("ve\n"), [.text("five")])
         // A chunk consumed whole, and an oversized line's stop.
         var whole = LineFramer(maximumLineLength: 3)
-        #expect(Array("ab\ncd".utf8).withUnsafeBufferPointer { whole.feed($0) { _ in true } } == 5)
+        expectEqual(Array("ab\ncd".utf8).withUnsafeBufferPointer { whole.feed($0) { _ in true } }, 5)
         var oversized = LineFramer(maximumLineLength: 3)
-        #expect(Array("abcdef\nx\n".utf8).withUnsafeBufferPointer { oversized.feed($0) { _ in false } } == 7)
+        expectEqual(Array("abcdef\nx\n".utf8).withUnsafeBufferPointer { oversized.feed($0) { _ in false } }, 7)
     }
 
     // MARK: - The limit
@@ -167,8 +167,8 @@ struct LineFramerTests {
         let overLimit = String(repeating: "b", count: limit + 1)
         let input = Array("\(atLimit)\n\(overLimit)\nafter\n".utf8)
         var framer = LineFramer(maximumLineLength: limit)
-        #expect(framer.frames(input, chunkSize: chunkSize) == [.text(atLimit), .tooLarge, .text("after")])
-        #expect(framer.bufferedCount == 0)
+        expectEqual(framer.frames(input, chunkSize: chunkSize), [.text(atLimit), .tooLarge, .text("after")])
+        expectEqual(framer.bufferedCount, 0)
     }
 
     @Test("a line at the limit followed by \\r\\n, in one chunk, is accepted")
@@ -176,12 +176,12 @@ struct LineFramerTests {
         let limit = 8
         let atLimit = String(repeating: "a", count: limit)
         var framer = LineFramer(maximumLineLength: limit)
-        #expect(framer.frames("\(atLimit)\r\nx\n") == [.text(atLimit), .text("x")])
+        expectEqual(framer.frames("\(atLimit)\r\nx\n"), [.text(atLimit), .text("x")])
         // Held partly from an earlier chunk, with the \r\n arriving together.
-        #expect(framer.frames("aaaa") == [])
-        #expect(framer.frames("aaaa\r\ny\n") == [.text(atLimit), .text("y")])
+        expectEqual(framer.frames("aaaa"), [])
+        expectEqual(framer.frames("aaaa\r\ny\n"), [.text(atLimit), .text("y")])
         // One byte over the limit before the \r\n is still too large.
-        #expect(framer.frames("\(atLimit)a\r\nz\n") == [.tooLarge, .text("z")])
+        expectEqual(framer.frames("\(atLimit)a\r\nz\n"), [.tooLarge, .text("z")])
     }
 
     @Test(
@@ -193,27 +193,27 @@ struct LineFramerTests {
         let atLimit = String(repeating: "a", count: limit)
         var framer = LineFramer(maximumLineLength: limit)
         // Each of these chunk sizes puts a read boundary between the "\r" (byte 8) and the "\n" (byte 9).
-        #expect(framer.frames(Array("\(atLimit)\r\nx\n".utf8), chunkSize: chunkSize) == [.text(atLimit), .text("x")])
+        expectEqual(framer.frames(Array("\(atLimit)\r\nx\n".utf8), chunkSize: chunkSize), [.text(atLimit), .text("x")])
     }
 
     @Test("a line over the limit in one chunk is reported and the next line still delivered")
     func oversizedInOneChunk() {
         var framer = LineFramer(maximumLineLength: 4)
-        #expect(framer.frames("12345\nok\n123456789\n1234\n") == [.tooLarge, .text("ok"), .tooLarge, .text("1234")])
-        #expect(framer.bufferedCount == 0)
+        expectEqual(framer.frames("12345\nok\n123456789\n1234\n"), [.tooLarge, .text("ok"), .tooLarge, .text("1234")])
+        expectEqual(framer.bufferedCount, 0)
     }
 
     @Test("a buffered partial line that the next chunk pushes over the limit")
     func partialPushedOverLimit() {
         var framer = LineFramer(maximumLineLength: 6)
-        #expect(framer.frames("abcd") == [])
-        #expect(framer.frames("efg\nnext\n") == [.tooLarge, .text("next")])
-        #expect(framer.bufferedCount == 0)
+        expectEqual(framer.frames("abcd"), [])
+        expectEqual(framer.frames("efg\nnext\n"), [.tooLarge, .text("next")])
+        expectEqual(framer.bufferedCount, 0)
         // The same, but without the newline in the pushing chunk.
-        #expect(framer.frames("abcd") == [])
-        #expect(framer.frames("efg") == [.tooLarge])
-        #expect(framer.bufferedCount == 0)
-        #expect(framer.frames("hij\nnext\n") == [.text("next")])
+        expectEqual(framer.frames("abcd"), [])
+        expectEqual(framer.frames("efg"), [.tooLarge])
+        expectEqual(framer.bufferedCount, 0)
+        expectEqual(framer.frames("hij\nnext\n"), [.text("next")])
     }
 
     @Test("an oversized line over many chunks is reported once, its remainder discarded, the next line delivered",
@@ -235,29 +235,29 @@ struct LineFramerTests {
             // Never more buffered than the limit; nothing at all once the line is known to be too long.
             #expect(framer.bufferedCount <= limit)
             if sawTooLarge, end <= hugeLineEnd {
-                #expect(framer.bufferedCount == 0)
+                expectEqual(framer.bufferedCount, 0)
             }
             start = end
         }
-        #expect(frames == [.text("before"), .tooLarge, .text("after")])
-        #expect(framer.bufferedCount == 0)
+        expectEqual(frames, [.text("before"), .tooLarge, .text("after")])
+        expectEqual(framer.bufferedCount, 0)
     }
 
     @Test("tooLarge is reported as soon as the line passes the limit, before its newline arrives")
     func reportedEarly() {
         var framer = LineFramer(maximumLineLength: 10)
-        #expect(framer.frames(String(repeating: "y", count: 10)) == [])
-        #expect(framer.bufferedCount == 10)
-        #expect(framer.frames("y") == [.tooLarge])
-        #expect(framer.bufferedCount == 0)
+        expectEqual(framer.frames(String(repeating: "y", count: 10)), [])
+        expectEqual(framer.bufferedCount, 10)
+        expectEqual(framer.frames("y"), [.tooLarge])
+        expectEqual(framer.bufferedCount, 0)
         for _ in 0..<100 {
-            #expect(framer.frames(String(repeating: "z", count: 50)) == [])
-            #expect(framer.bufferedCount == 0)
+            expectEqual(framer.frames(String(repeating: "z", count: 50)), [])
+            expectEqual(framer.bufferedCount, 0)
         }
         // The discarded line's newline ends it; the line after it, even a partial one, is framed normally.
-        #expect(framer.frames("zzz\nnew") == [])
-        #expect(framer.bufferedCount == 3)
-        #expect(framer.frames("line\n") == [.text("newline")])
+        expectEqual(framer.frames("zzz\nnew"), [])
+        expectEqual(framer.bufferedCount, 3)
+        expectEqual(framer.frames("line\n"), [.text("newline")])
     }
 
     @Test("two oversized lines in a row are each reported once")
@@ -266,7 +266,7 @@ struct LineFramerTests {
         let input = Array("\(String(repeating: "a", count: 30))\n\(String(repeating: "b", count: 30))\nc\n".utf8)
         for chunkSize in [1, 4, 7, 100] {
             var framer = LineFramer(maximumLineLength: limit)
-            #expect(framer.frames(input, chunkSize: chunkSize) == [.tooLarge, .tooLarge, .text("c")], "chunk size \(chunkSize)")
+            expectEqual(framer.frames(input, chunkSize: chunkSize), [.tooLarge, .tooLarge, .text("c")], "chunk size \(chunkSize)")
         }
     }
 
@@ -275,40 +275,40 @@ struct LineFramerTests {
     @Test("the callback returning false stops the chunk; the rest of it is dropped")
     func earlyStop() {
         var framer = LineFramer(maximumLineLength: 100)
-        #expect(framer.frames("a\nb\nc\n", stopAfter: 1) == [.text("a")])
-        #expect(framer.frames("a\nb\nc\n", stopAfter: 2) == [.text("a"), .text("b")])
+        expectEqual(framer.frames("a\nb\nc\n", stopAfter: 1), [.text("a")])
+        expectEqual(framer.frames("a\nb\nc\n", stopAfter: 2), [.text("a"), .text("b")])
 
         var trailing = LineFramer(maximumLineLength: 100)
-        #expect(trailing.frames("a\nb\npartial", stopAfter: 1) == [.text("a")])
-        #expect(trailing.bufferedCount == 0)
+        expectEqual(trailing.frames("a\nb\npartial", stopAfter: 1), [.text("a")])
+        expectEqual(trailing.bufferedCount, 0)
         // Nothing of the dropped rest comes back.
-        #expect(trailing.frames("x\n") == [.text("x")])
+        expectEqual(trailing.frames("x\n"), [.text("x")])
     }
 
     @Test("early stop on a line gathered from a partial")
     func earlyStopAfterPartial() {
         var framer = LineFramer(maximumLineLength: 100)
-        #expect(framer.frames("hel") == [])
-        #expect(framer.frames("lo\nworld\n", stopAfter: 1) == [.text("hello")])
-        #expect(framer.bufferedCount == 0)
+        expectEqual(framer.frames("hel"), [])
+        expectEqual(framer.frames("lo\nworld\n", stopAfter: 1), [.text("hello")])
+        expectEqual(framer.bufferedCount, 0)
     }
 
     @Test("early stop on tooLarge")
     func earlyStopOnTooLarge() {
         var framer = LineFramer(maximumLineLength: 3)
-        #expect(framer.frames("toolong\nok\n", stopAfter: 1) == [.tooLarge])
+        expectEqual(framer.frames("toolong\nok\n", stopAfter: 1), [.tooLarge])
         var partial = LineFramer(maximumLineLength: 3)
-        #expect(partial.frames("ab") == [])
-        #expect(partial.frames("cdef\nok\n", stopAfter: 1) == [.tooLarge])
-        #expect(partial.bufferedCount == 0)
+        expectEqual(partial.frames("ab"), [])
+        expectEqual(partial.frames("cdef\nok\n", stopAfter: 1), [.tooLarge])
+        expectEqual(partial.bufferedCount, 0)
     }
 
     @Test("lines are handed out with their exact bytes, including non-UTF-8 ones")
     func rawBytes() {
         var framer = LineFramer(maximumLineLength: 10)
         let bytes: [UInt8] = [0xFF, 0x00, 0xC3, 0x0A, 0x80, 0x0D, 0x0A]
-        #expect(framer.frames(bytes) == [.line([0xFF, 0x00, 0xC3]), .line([0x80])])
-        #expect(framer.frames(bytes, chunkSize: 1) == [.line([0xFF, 0x00, 0xC3]), .line([0x80])])
+        expectEqual(framer.frames(bytes), [.line([0xFF, 0x00, 0xC3]), .line([0x80])])
+        expectEqual(framer.frames(bytes, chunkSize: 1), [.line([0xFF, 0x00, 0xC3]), .line([0x80])])
     }
 
     @Test("an early stop reports how much of the chunk it consumed, so the rest can be fed later")
@@ -316,14 +316,14 @@ struct LineFramerTests {
         var framer = LineFramer(maximumLineLength: 100)
         let chunk = Array("a\nbc\nrest-partial".utf8)
         let consumed = chunk.withUnsafeBufferPointer { framer.feed($0) { _ in false } }
-        #expect(consumed == 2)
+        expectEqual(consumed, 2)
         let all = chunk.withUnsafeBufferPointer { framer.feed($0) { _ in true } }
-        #expect(all == chunk.count)
+        expectEqual(all, chunk.count)
         // Gathered from a partial: consumed counts to the end of the line within this chunk.
         var split = LineFramer(maximumLineLength: 100)
-        #expect(split.frames("he") == [])
+        expectEqual(split.frames("he"), [])
         let second = Array("llo\nnext\n".utf8)
-        #expect(second.withUnsafeBufferPointer { split.feed($0) { _ in false } } == 4)
-        #expect(split.frames(Array(second[4...])) == [.text("next")])
+        expectEqual(second.withUnsafeBufferPointer { split.feed($0) { _ in false } }, 4)
+        expectEqual(split.frames(Array(second[4...])), [.text("next")])
     }
 }

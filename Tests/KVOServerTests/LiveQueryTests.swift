@@ -35,8 +35,8 @@ import Testing
         let (ids, initialIDs) = try observe(engine, "order:*", where: "status == 'open' && total > 100", [.initial])
         let (totals, initialTotals) = try observe(engine, "order:*", "total", where: "status == 'open' && total > 100",
                                                   [.initial, .new, .old])
-        #expect(initialIDs.map(\.new) == [["order:1"]])
-        #expect(lines(initialTotals, for: totals) == ["initial order:1 null 150"])
+        expectEqual(initialIDs.map(\.new), [["order:1"]])
+        expectEqual(lines(initialTotals, for: totals), ["initial order:1 null 150"])
         var heard = try engine.set("order:2", "total", 120)      // enters
         heard += try engine.set("order:1", "total", 160)         // changes inside
         heard += try engine.set("order:1", "note", "unrelated")  // nothing
@@ -66,7 +66,7 @@ import Testing
         try engine.set("task:1", "done", false)  // back: task:1 never left, and its value did not change
         var notifications: [ChangeNotification] = []
         let rev = engine.commitBatch(notifications: &notifications)
-        #expect(lines(notifications, for: sub) == ["entered task:2 null false"])
+        expectEqual(lines(notifications, for: sub), ["entered task:2 null false"])
         #expect(notifications.allSatisfy { $0.rev == rev })
     }
 
@@ -79,14 +79,14 @@ import Testing
                                                 access: reader)
         let (open, initialOpen) = try observe(engine, "doc:*", "title", where: "meta.level > 5", [.initial, .new])
         #expect(initialBlind.isEmpty, "the secret's level reads as null to the reader: doc:1 is not in its set")
-        #expect(lines(initialOpen, for: open) == ["initial doc:1 null \"a\""])
+        expectEqual(lines(initialOpen, for: open), ["initial doc:1 null \"a\""])
         let heard = try engine.set("doc:1", "title", "b")
         #expect(lines(heard, for: blind).isEmpty)
-        #expect(lines(heard, for: open) == ["valueChanged doc:1 \"a\" \"b\""])
+        expectEqual(lines(heard, for: open), ["valueChanged doc:1 \"a\" \"b\""])
         // An `equals` on a value the reader may not see never admits the object either.
         let (indexed, initialIndexed) = try observe(engine, "doc:*", where: "meta.kind == 'x'", [.initial], access: reader)
         let more = try engine.set("secret", "kind", "x") + engine.set("doc:1", "title", "c")
-        #expect(initialIndexed.map(\.new) == [[]])
+        expectEqual(initialIndexed.map(\.new), [[]])
         #expect(lines(more, for: indexed).isEmpty)
     }
 
@@ -100,17 +100,17 @@ import Testing
         let start = engine.liveQueryEvaluations
         var heard: [ChangeNotification] = []
         for value in 1...100 { heard += try engine.set("order:7", "total", .int(Int64(value))) }
-        #expect(engine.liveQueryEvaluations - start == 100 * 2, "one query, evaluated before and after each write")
+        expectEqual(engine.liveQueryEvaluations - start, 100 * 2, "one query, evaluated before and after each write")
         #expect(heard.isEmpty, "order:7 stayed in u7's set")
         let moved = engine.liveQueryEvaluations
         heard = try engine.set("order:7", "owner", "u9000")
-        #expect(engine.liveQueryEvaluations - moved == 3, "u7's before and after, u9000's after")
-        #expect(lines(heard, for: subs[7]) == ["left order:7 null null"])
-        #expect(lines(heard, for: subs[9000]) == ["entered order:7 null null"])
+        expectEqual(engine.liveQueryEvaluations - moved, 3, "u7's before and after, u9000's after")
+        expectEqual(lines(heard, for: subs[7]), ["left order:7 null null"])
+        expectEqual(lines(heard, for: subs[9000]), ["entered order:7 null null"])
         // A write at a key no filter reads evaluates nothing.
         let quiet = engine.liveQueryEvaluations
         try engine.set("order:7", "note", "x")
-        #expect(engine.liveQueryEvaluations == quiet)
+        expectEqual(engine.liveQueryEvaluations, quiet)
     }
 
     @Test func resumingReplaysTheSpanOrResyncsPastHistory() throws {
@@ -118,22 +118,22 @@ import Testing
         try engine.create("o:1", ["n": 1])
         try engine.create("o:2", ["n": 5])
         let (sub, events) = try observe(engine, "o:*", "n", where: "n > 2", sinceRev: 1)
-        #expect(lines(events, for: sub) == ["entered o:2 null 5"], "revision 2, replayed")
+        expectEqual(lines(events, for: sub), ["entered o:2 null 5"], "revision 2, replayed")
         try engine.set("o:1", "n", 3)
         try engine.set("o:2", "n", 0)
         try engine.set("o:1", "n", 4)
         let (resumed, replayed) = try observe(engine, "o:*", "n", where: "n > 2", sinceRev: 2)
-        #expect(lines(replayed, for: resumed) == ["entered o:1 null 3", "left o:2 5 null", "valueChanged o:1 3 4"])
+        expectEqual(lines(replayed, for: resumed), ["entered o:1 null 3", "left o:2 5 null", "valueChanged o:1 3 4"])
         let (late, resync) = try observe(engine, "o:*", "n", where: "n > 2", sinceRev: 0)
-        #expect(lines(resync, for: late) == ["resync o:1 null 4"], "history (4 revisions) no longer reaches back")
+        expectEqual(lines(resync, for: late), ["resync o:1 null 4"], "history (4 revisions) no longer reaches back")
         // A replay whose filter evaluations pass the step budget resyncs instead: one `observe` never holds
         // the loop for long, however far back it reaches and whatever its filter.
         engine.liveQueryReplayStepLimit = 10
         let (costly, fallback) = try observe(engine, "o:*", "n", where: "n > 2 && n * 3 - 1 > 2 * n - 9", sinceRev: 2)
-        #expect(lines(fallback, for: costly) == ["resync o:1 null 4"])
+        expectEqual(lines(fallback, for: costly), ["resync o:1 null 4"])
         engine.liveQueryReplayStepLimit = 1_000
         let (cheap, replay) = try observe(engine, "o:*", "n", where: "n > 2 && n * 3 - 1 > 2 * n - 9", sinceRev: 2)
-        #expect(lines(replay, for: cheap) == ["entered o:1 null 3", "left o:2 5 null", "valueChanged o:1 3 4"])
+        expectEqual(lines(replay, for: cheap), ["entered o:1 null 3", "left o:2 5 null", "valueChanged o:1 3 4"])
     }
 
     @Test func unobservingRemovesTheQueryFromItsBucket() throws {
@@ -143,11 +143,11 @@ import Testing
         let (other, _) = try observe(engine, "o:*", where: "owner == 'c'")
         #expect(engine.unobserve(sub, connection: me))
         #expect(try engine.set("o:1", "owner", "b").isEmpty)
-        #expect(lines(try engine.set("o:1", "owner", "c"), for: other) == ["entered o:1 null null"], "the other bucket stays")
+        expectEqual(lines(try engine.set("o:1", "owner", "c"), for: other), ["entered o:1 null null"], "the other bucket stays")
         #expect(engine.unobserve(other, connection: me))
         #expect(engine.registry.patterns.equalityKeyPaths.isEmpty)
         #expect(try engine.set("o:1", "owner", "b").isEmpty)
-        #expect(engine.patternObservationCount == 0)
+        expectEqual(engine.patternObservationCount, 0)
     }
 
     // MARK: - The reference
@@ -260,7 +260,7 @@ import Testing
                     default: break
                     }
                 }
-                #expect(lines(heard, for: sub).sorted() == expected.sorted(), "seed \(seed) step \(step) query \(q): \(parts)")
+                expectEqual(lines(heard, for: sub).sorted(), expected.sorted(), "seed \(seed) step \(step) query \(q): \(parts)")
             }
         }
         // Resumed from the start, each query replays exactly what it heard live (`PatternReplay`).
@@ -275,10 +275,10 @@ import Testing
             let (sub, initial) = try observe(engine, query.pattern, query.keyPath, where: query.filter, [.initial, .new])
             if query.keyPath == nil {
                 let members = ids.filter { reference(q, $0).member }.sorted()
-                #expect(initial.map(\.new) == [.array(members.map(JSONValue.string))], "query \(q)")
+                expectEqual(initial.map(\.new), [.array(members.map(JSONValue.string))], "query \(q)")
             } else {
                 let members = ids.filter { reference(q, $0).member }.sorted().map { "initial \($0) null \(reference(q, $0).value)" }
-                #expect(lines(initial, for: sub) == members, "query \(q)")
+                expectEqual(lines(initial, for: sub), members, "query \(q)")
             }
         }
     }

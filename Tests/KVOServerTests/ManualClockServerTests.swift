@@ -27,13 +27,13 @@ import Testing
         let ids = try observer.call(#"{"op":"observe","pattern":"sess:*"}"#)["sub"]
         server.advanceTime(by: 2.999)
         #expect(observer.takeOutput().isEmpty, "nothing before the deadline")
-        #expect(try writer.call(#"{"op":"get","object":"sess:1","keyPath":"user"}"#)["value"] == "ada")
+        expectEqual(try writer.call(#"{"op":"get","object":"sess:1","keyPath":"user"}"#)["value"], "ada")
         server.advanceTime(by: 0.001)
         let heard = try observer.takeLines(atLeast: 2).map { try JSONParser.parse($0) }
-        #expect(heard.map { $0["sub"] } == [sub, ids], "\(heard)")
+        expectEqual(heard.map { $0["sub"] }, [sub, ids], "\(heard)")
         #expect(heard.allSatisfy { $0["reason"] == "sourceDeleted" && $0["cause"] == "expired" }, "\(heard)")
-        #expect(heard.first?["change"]?["old"] == "ada")
-        #expect(try writer.call(#"{"op":"get","object":"sess:1"}"#)["error"]?["code"] == "not_found")
+        expectEqual(heard.first?["change"]?["old"], "ada")
+        expectEqual(try writer.call(#"{"op":"get","object":"sess:1"}"#)["error"]?["code"], "not_found")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -50,22 +50,22 @@ import Testing
             server.advanceTime(by: 0.2)
             try client.call(#"{"op":"set","object":"kept","keyPath":"n","value":\#(step)}"#)
             let touched = try client.call(#"{"op":"touch","object":"touched"}"#)
-            #expect(touched["expiresAt"] == .int(clock.wallMilliseconds + 1500), "the touch's time plus the ttl: \(touched)")
+            expectEqual(touched["expiresAt"], .int(clock.wallMilliseconds + 1500), "the touch's time plus the ttl: \(touched)")
         }
-        #expect(try objects(client) == ["forever", "kept", "touched"], "4 s of writes and touches every 0.2 s")
-        #expect(try client.call(#"{"op":"touch","object":"forever"}"#)["expiresAt"] == .null)
+        expectEqual(try objects(client), ["forever", "kept", "touched"], "4 s of writes and touches every 0.2 s")
+        expectEqual(try client.call(#"{"op":"touch","object":"forever"}"#)["expiresAt"], .null)
         server.advanceTime(by: 1.499)
-        #expect(try objects(client) == ["forever", "kept", "touched"])
+        expectEqual(try objects(client), ["forever", "kept", "touched"])
         server.advanceTime(by: 0.001)
-        #expect(try objects(client) == ["forever"], "left alone, kept and touched expire 1.5 s after their last write")
+        expectEqual(try objects(client), ["forever"], "left alone, kept and touched expire 1.5 s after their last write")
         // In a batch: the ttl goes with its part, all or nothing.
         let refused = try client.call(#"{"op":"batch","ops":[{"op":"create","object":"b1","values":{},"ttl":0.2},{"op":"create","object":"forever","values":{}}]}"#)
-        #expect(refused["error"]?["code"] == "exists")
+        expectEqual(refused["error"]?["code"], "exists")
         try client.call(#"{"op":"batch","ops":[{"op":"create","object":"b1","values":{},"ttl":0.2}]}"#)
         server.advanceTime(by: 0.199)
-        #expect(try objects(client) == ["b1", "forever"])
+        expectEqual(try objects(client), ["b1", "forever"])
         server.advanceTime(by: 0.001)
-        #expect(try objects(client) == ["forever"])
+        expectEqual(try objects(client), ["forever"])
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -82,11 +82,11 @@ import Testing
         try observer.call(#"{"op":"observe","pattern":"*"}"#)
         // The clock alone moves (no housekeeping tick, no loop iteration): the next request still finds them gone.
         clock.advance(nanoseconds: 1_000_000_000)
-        #expect(try client.call(#"{"op":"get","object":"a"}"#)["error"]?["code"] == "not_found")
-        #expect(try objects(client) == ["keep"])
+        expectEqual(try client.call(#"{"op":"get","object":"a"}"#)["error"]?["code"], "not_found")
+        expectEqual(try objects(client), ["keep"])
         // Every object due went before that first request: a create finds the id free.
-        #expect(try client.call(#"{"op":"create","object":"b","values":{"n":20}}"#)["ok"] == true)
-        #expect(try client.call(#"{"op":"get","object":"b","keyPath":"n"}"#)["value"] == 20)
+        expectEqual(try client.call(#"{"op":"create","object":"b","values":{"n":20}}"#)["ok"], true)
+        expectEqual(try client.call(#"{"op":"get","object":"b","keyPath":"n"}"#)["value"], 20)
         let heard = try observer.takeLines(atLeast: 4).map { try JSONParser.parse($0) }
         #expect(heard.filter { $0["cause"] == "expired" }.compactMap { $0["object"]?.stringValue }.sorted() == ["a", "b", "c"],
                 "\(heard)")
@@ -105,10 +105,10 @@ import Testing
         for chunk in stride(from: 0, to: total, by: 500) {
             let lines = (chunk..<min(chunk + 500, total)).map { #"{"op":"create","object":"o:\#($0)","values":{"i":\#($0)},"ttl":1}"# }
             client.send(Array(lines.joined(separator: "\n").utf8) + [0x0A])
-            #expect(client.takeLines(atLeast: lines.count).count == lines.count)
+            expectEqual(client.takeLines(atLeast: lines.count).count, lines.count)
         }
         try client.call(#"{"op":"create","object":"keep","values":{}}"#)
-        #expect(server.handler.engine.expiringObjectCount == total)
+        expectEqual(server.handler.engine.expiringObjectCount, total)
         // The clock alone moves past the deadline (no housekeeping tick).
         clock.advance(nanoseconds: 1_000_000_000)
         client.send(line: #"{"op":"get","object":"o:\#(total - 1)","id":1}"#)
@@ -118,19 +118,19 @@ import Testing
         server.step()
         #expect(server.handler.engine.expiringObjectCount == total - 3 * step,
                 "steps of \(step): \(server.handler.engine.expiringObjectCount) left")
-        #expect(server.heldInput.expiryHolds.count == 2, "both requests wait for the backlog")
+        expectEqual(server.heldInput.expiryHolds.count, 2, "both requests wait for the backlog")
         // The next iteration: one step in the check phase; they still wait.
         server.step()
-        #expect(server.handler.engine.expiringObjectCount == total - 4 * step)
-        #expect(server.heldInput.expiryHolds.count == 2)
+        expectEqual(server.handler.engine.expiringObjectCount, total - 4 * step)
+        expectEqual(server.heldInput.expiryHolds.count, 2)
         // The next iteration expires the rest, then answers both: the object is gone.
         let reply = try JSONParser.parse(try #require(client.takeLines().first))
         #expect(reply["id"] == 1 && reply["error"]?["code"] == "not_found", "\(reply)")
-        #expect(try JSONParser.parse(try #require(other.takeLines().first))["id"] == 2)
-        #expect(server.handler.engine.expiringObjectCount == 0)
-        #expect(try objects(client) == ["keep"])
+        expectEqual(try JSONParser.parse(try #require(other.takeLines().first))["id"], 2)
+        expectEqual(server.handler.engine.expiringObjectCount, 0)
+        expectEqual(try objects(client), ["keep"])
         // Reading resumed on both connections.
-        #expect(try other.call(#"{"op":"get","object":"keep"}"#)["ok"] == true)
+        expectEqual(try other.call(#"{"op":"get","object":"keep"}"#)["ok"], true)
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -152,15 +152,15 @@ import Testing
 
         // Two seconds later by the wall clock: `soon` is gone as the server starts, before any housekeeping tick.
         let second = try EmbeddedServer.make(clock: .manual(wallMilliseconds: start + 2000), storage: storage)
-        #expect(second.engine.objectCount == 1, "expired at start-up")
+        expectEqual(second.engine.objectCount, 1, "expired at start-up")
         let again = second.makeEmbeddedConnection()
-        #expect(try again.call(#"{"op":"get","object":"soon"}"#)["error"]?["code"] == "not_found")
-        #expect(try again.call(#"{"op":"get","object":"later"}"#)["expiresAt"] == later, "the other deadline kept")
+        expectEqual(try again.call(#"{"op":"get","object":"soon"}"#)["error"]?["code"], "not_found")
+        expectEqual(try again.call(#"{"op":"get","object":"later"}"#)["expiresAt"], later, "the other deadline kept")
         again.close()
         #expect(second.stopEmbedded().loopClosedCleanly)
         // And the expiry was stored: a third start finds nothing to expire.
         let third = try EmbeddedServer.make(clock: .manual(wallMilliseconds: start + 2000), storage: storage)
-        #expect(third.engine.objectCount == 1)
+        expectEqual(third.engine.objectCount, 1)
         #expect(third.stopEmbedded().loopClosedCleanly)
     }
 
@@ -178,11 +178,11 @@ import Testing
         server.step()
         server.advanceTime(by: 0.999)
         #expect(observer.takeOutput().isEmpty, "nothing before the grace")
-        #expect(try observer.call(#"{"op":"get","object":"cursor","keyPath":"x"}"#)["value"] == 1)
+        expectEqual(try observer.call(#"{"op":"get","object":"cursor","keyPath":"x"}"#)["value"], 1)
         server.advanceTime(by: 0.001)
         let heard = try observer.takeLines().map { try JSONParser.parse($0) }
-        #expect(heard.first?["change"]?["new"] == false, "\(heard)")
-        #expect(try observer.call(#"{"op":"get","object":"cursor"}"#)["error"]?["code"] == "not_found")
+        expectEqual(heard.first?["change"]?["new"], false, "\(heard)")
+        expectEqual(try observer.call(#"{"op":"get","object":"cursor"}"#)["error"]?["code"], "not_found")
         server.advanceTime(by: 60)
         #expect(observer.takeOutput().isEmpty, "once")
         #expect(server.stopEmbedded().loopClosedCleanly)
@@ -204,7 +204,7 @@ import Testing
         try database.exec(#"UPDATE sessions SET record = replace(record, '"op":"set"', '"op":"set","ttl":null,"ifRev":null')"#)
         let second = try EmbeddedServer.make(clock: .manual(), storage: storage)
         let observer = second.makeEmbeddedConnection()
-        #expect(try observer.call(#"{"op":"get","object":"host","keyPath":"online"}"#)["value"] == true)
+        expectEqual(try observer.call(#"{"op":"get","object":"host","keyPath":"online"}"#)["value"], true)
         second.advanceTime(by: 1)
         #expect(try observer.call(#"{"op":"get","object":"host","keyPath":"online"}"#)["value"] == false,
                 "the stored action ran when the restored session's grace ended")
@@ -226,17 +226,17 @@ import Testing
         let resumed = try second.call(#"{"op":"session","resume":"\#(id)"}"#)
         #expect(resumed["resumed"] == true && resumed["actions"] == 1, "\(resumed)")
         server.advanceTime(by: 60)
-        #expect(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 0, "resumed: nothing ran")
+        expectEqual(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"], 0, "resumed: nothing ran")
         second.close()
         server.step()
         server.advanceTime(by: 1.999)
-        #expect(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 0)
+        expectEqual(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"], 0)
         server.advanceTime(by: 0.001)
-        #expect(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 1, "ran at the end of the grace")
+        expectEqual(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"], 1, "ran at the end of the grace")
         server.advanceTime(by: 60)
-        #expect(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"] == 1, "once")
+        expectEqual(try observer.call(#"{"op":"get","object":"p","keyPath":"n"}"#)["value"], 1, "once")
         let late = server.makeEmbeddedConnection()
-        #expect(try late.call(#"{"op":"session","resume":"\#(id)"}"#)["error"]?["code"] == "not_found")
+        expectEqual(try late.call(#"{"op":"session","resume":"\#(id)"}"#)["error"]?["code"], "not_found")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -245,14 +245,14 @@ import Testing
         let server = try EmbeddedServer.make(clock: .manual()) { $0.firstRequestTimeout = 5 }
         let silent = server.makeEmbeddedConnection()
         let talker = server.makeEmbeddedConnection()
-        #expect(try talker.call(#"{"op":"ping"}"#)["ok"] == true)
+        expectEqual(try talker.call(#"{"op":"ping"}"#)["ok"], true)
         server.advanceTime(by: 4.999)
         #expect(!silent.serverClosed && server.connectionCount == 2)
         server.advanceTime(by: 0.001)
         server.step()
         #expect(silent.serverClosed, "closed at 5 s")
         #expect(!talker.serverClosed && server.connectionCount == 1)
-        #expect(try talker.call(#"{"op":"ping"}"#)["ok"] == true)
+        expectEqual(try talker.call(#"{"op":"ping"}"#)["ok"], true)
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -263,15 +263,15 @@ import Testing
         let server = try EmbeddedServer.make(clock: .manual(), usersFile: usersFile) { $0.loginTimeout = 10 }
         let idle = server.makeEmbeddedConnection()
         let member = server.makeEmbeddedConnection()
-        #expect(try idle.call(#"{"op":"ping"}"#)["ok"] == true, "a ping is not a login")
-        #expect(try member.call(#"{"op":"auth","user":"alice","password":"correct horse"}"#)["ok"] == true)
+        expectEqual(try idle.call(#"{"op":"ping"}"#)["ok"], true, "a ping is not a login")
+        expectEqual(try member.call(#"{"op":"auth","user":"alice","password":"correct horse"}"#)["ok"], true)
         server.advanceTime(by: 9.999)
         #expect(!idle.serverClosed)
         server.advanceTime(by: 0.001)
         server.step()
         #expect(idle.serverClosed, "closed at 10 s")
         #expect(!member.serverClosed)
-        #expect(try member.call(#"{"op":"list"}"#)["ok"] == true)
+        expectEqual(try member.call(#"{"op":"list"}"#)["ok"], true)
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -285,17 +285,17 @@ import Testing
         let server = try EmbeddedServer.make(clock: .manual(), usersFile: usersFile, logger: logger)
         let client = server.makeEmbeddedConnection()
         for _ in 0..<3 {
-            #expect(try client.call(#"{"op":"auth","user":"alice","password":"wrong"}"#)["error"]?["code"] == "unauthenticated")
+            expectEqual(try client.call(#"{"op":"auth","user":"alice","password":"wrong"}"#)["error"]?["code"], "unauthenticated")
         }
-        #expect(log.matching("authentication failed").count == 1, "\(log.messages)")
+        expectEqual(log.matching("authentication failed").count, 1, "\(log.messages)")
         server.advanceTime(by: 0.999)
         #expect(log.matching("more authentication failures").isEmpty, "\(log.messages)")
         server.advanceTime(by: 0.001)
         #expect(log.matching("more authentication failures") == ["2 more authentication failures within a second of the last one logged; not logged one by one"],
                 "\(log.messages)")
         // The window has passed: the next failure is logged at once.
-        #expect(try client.call(#"{"op":"auth","user":"alice","password":"wrong"}"#)["error"]?["code"] == "unauthenticated")
-        #expect(log.matching("authentication failed").count == 2, "\(log.messages)")
+        expectEqual(try client.call(#"{"op":"auth","user":"alice","password":"wrong"}"#)["error"]?["code"], "unauthenticated")
+        expectEqual(log.matching("authentication failed").count, 2, "\(log.messages)")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 

@@ -22,9 +22,9 @@ struct MetricsTests {
     func histogramBuckets() {
         var histogram = MetricsHistogram(boundsNanoseconds: [1_000, 10_000, 100_000])
         for nanoseconds: UInt64 in [500, 1_000, 1_001, 50_000, 5_000_000] { histogram.observe(nanoseconds: nanoseconds) }
-        #expect(histogram.count == 5)
-        #expect(histogram.sumNanoseconds == 5_052_501)
-        #expect(histogram.cumulativeCounts == [2, 3, 4, 5])
+        expectEqual(histogram.count, 5)
+        expectEqual(histogram.sumNanoseconds, 5_052_501)
+        expectEqual(histogram.cumulativeCounts, [2, 3, 4, 5])
         var exposition = PrometheusExposition()
         exposition.histogram("t_seconds", histogram)
         #expect(String(decoding: exposition.bytes, as: UTF8.self) == """
@@ -58,9 +58,9 @@ struct MetricsTests {
         metrics.countRequest(.set, error: nil)
         metrics.countRequest(.set, error: .notFound)
         metrics.countRequest(.invalid, error: .badRequest)
-        #expect(metrics.requests(.set, outcome: "ok") == 2)
-        #expect(metrics.requests(.set, outcome: "not_found") == 1)
-        #expect(metrics.requests(.get, outcome: "ok") == 0)
+        expectEqual(metrics.requests(.set, outcome: "ok"), 2)
+        expectEqual(metrics.requests(.set, outcome: "not_found"), 1)
+        expectEqual(metrics.requests(.get, outcome: "ok"), 0)
         let rendered = lines(text(metrics)).filter { $0.hasPrefix("kvod_requests_total{") }
         #expect(rendered.sorted() == [
             #"kvod_requests_total{op="invalid",outcome="bad_request"} 1"#,
@@ -76,8 +76,8 @@ struct MetricsTests {
         metrics.requestAnswered(.set, nanoseconds: 3_000)
         metrics.requestAnswered(.set, nanoseconds: 40_000)
         metrics.requestAnswered(.invalid, nanoseconds: 2_000_000_000)
-        #expect(metrics.requestDurations.histogram(.set).count == 2)
-        #expect(metrics.requestDurations.histogram(.get).count == 0)
+        expectEqual(metrics.requestDurations.histogram(.set).count, 2)
+        expectEqual(metrics.requestDurations.histogram(.get).count, 0)
         let rendered = lines(text(metrics)).filter { $0.hasPrefix("kvod_request_duration_seconds") }
         #expect(rendered.contains(#"kvod_request_duration_seconds_bucket{op="set",le="5e-06"} 1"#))
         #expect(rendered.contains(#"kvod_request_duration_seconds_bucket{op="set",le="5e-05"} 2"#))
@@ -88,7 +88,7 @@ struct MetricsTests {
         #expect(rendered.contains(#"kvod_request_duration_seconds_bucket{op="invalid",le="+Inf"} 1"#))
         #expect(!rendered.contains { $0.contains(#"op="get""#) })
         // Per operation: the bounds, +Inf, sum and count.
-        #expect(rendered.count == 2 * (RequestDurations.boundsNanoseconds.count + 3))
+        expectEqual(rendered.count, 2 * (RequestDurations.boundsNanoseconds.count + 3))
         let info = lines(text(metrics)).filter { $0.hasPrefix("kvod_build_info{") }
         #expect(info.count == 1 && info[0].hasSuffix(#"",commit="0123456789abcdef0123456789abcdef01234567"} 1"#), "\(info)")
     }

@@ -37,7 +37,7 @@ struct ObjectSizeTrackingTests {
                     text.insert(contentsOf: special, at: text.index(text.startIndex, offsetBy: offset))
                     var written: [UInt8] = []
                     JSONWriter.writeString(text, into: &written)
-                    #expect(JSONWriter.encodedLength(ofString: text) == written.count, "\(text.debugDescription)")
+                    expectEqual(JSONWriter.encodedLength(ofString: text), written.count, "\(text.debugDescription)")
                 }
             }
         }
@@ -48,9 +48,9 @@ struct ObjectSizeTrackingTests {
         var random = SplitMix64(state: seed)
         for _ in 0..<500 {
             let value = Self.randomValue(&random)
-            #expect(JSONWriter.encodedLength(of: value) == JSONWriter.bytes(value).count, "\(value)")
+            expectEqual(JSONWriter.encodedLength(of: value), JSONWriter.bytes(value).count, "\(value)")
         }
-        #expect(JSONWriter.encodedLength(of: .int(Int64.min)) == String(Int64.min).count)
+        expectEqual(JSONWriter.encodedLength(of: .int(Int64.min)), String(Int64.min).count)
     }
 
     @Test("the tracked size equals the re-encoded size after random writes", arguments: [UInt64(7), 8, 9])
@@ -82,7 +82,7 @@ struct ObjectSizeTrackingTests {
             default: break
             }
             let object = try engine.get("o", keyPath: nil)
-            #expect(engine.objects.size(of: "o") == JSONWriter.bytes(object).count, "step \(step)")
+            expectEqual(engine.objects.size(of: "o"), JSONWriter.bytes(object).count, "step \(step)")
         }
     }
 
@@ -95,8 +95,8 @@ struct ObjectSizeTrackingTests {
         let before = (try engine.get("o", keyPath: nil), engine.revision)
         func refused(_ what: String, _ write: () throws(KVOError) -> Void) {
             do { try write(); Issue.record("\(what) was accepted") } catch { #expect(error.code == .tooLarge, "\(what)") }
-            #expect((try? engine.get("o", keyPath: nil)) == before.0, "\(what) changed the object")
-            #expect(engine.revision == before.1, "\(what) moved the revision")
+            expectEqual((try? engine.get("o", keyPath: nil)), before.0, "\(what) changed the object")
+            expectEqual(engine.revision, before.1, "\(what) moved the revision")
         }
         refused("a value over the limit") { () throws(KVOError) in
             _ = try engine.set("o", keyPath: try KeyPath("v"), value: .string(String(repeating: "x", count: 19)), notifications: &notifications)
@@ -108,7 +108,7 @@ struct ObjectSizeTrackingTests {
         // 12 + "a":"<16 x>" (1 + 3 + 1 + 18) = 35; then "b" the same = 58; "c" would pass 60.
         _ = try engine.set("o", keyPath: try KeyPath("a"), value: .string(String(repeating: "x", count: 16)), notifications: &notifications)
         _ = try engine.set("o", keyPath: try KeyPath("b"), value: .string(String(repeating: "x", count: 16)), notifications: &notifications)
-        #expect(engine.objects.size(of: "o") == 58)
+        expectEqual(engine.objects.size(of: "o"), 58)
         let full = (try engine.get("o", keyPath: nil), engine.revision)
         do {
             _ = try engine.set("o", keyPath: try KeyPath("c"), value: 1, notifications: &notifications)
@@ -118,17 +118,17 @@ struct ObjectSizeTrackingTests {
             _ = try engine.mutateArray("o", keyPath: try KeyPath("list"), .insert(indexes: [0], values: [22]), notifications: &notifications)
             Issue.record("inserting past the object limit was accepted")
         } catch { #expect(error.code == .tooLarge) }
-        #expect(try engine.get("o", keyPath: nil) == full.0)
-        #expect(engine.revision == full.1)
-        #expect(engine.objects.size(of: "o") == 58)
+        expectEqual(try engine.get("o", keyPath: nil), full.0)
+        expectEqual(engine.revision, full.1)
+        expectEqual(engine.objects.size(of: "o"), 58)
         // Shrinking is always allowed; creating an object over the limit is not.
         _ = try engine.set("o", keyPath: try KeyPath("a"), value: 1, notifications: &notifications)
-        #expect(engine.objects.size(of: "o") == JSONWriter.bytes(try engine.get("o", keyPath: nil)).count)
+        expectEqual(engine.objects.size(of: "o"), JSONWriter.bytes(try engine.get("o", keyPath: nil)).count)
         do {
             _ = try engine.create("big", values: ["a": "0123456789", "b": "0123456789", "c": "0123456789", "d": "0123456789"],
                                   notifications: &notifications)
             Issue.record("an object over the limit was created")
         } catch { #expect(error.code == .tooLarge) }
-        #expect(engine.objectCount == 1)
+        expectEqual(engine.objectCount, 1)
     }
 }

@@ -36,9 +36,9 @@ import KVOJSON
         let rows = (0..<count).map { ("object-\($0)", Self.value($0)) }
         let (table, ids) = Self.fill(rows, expectedRows: count)
         let (expectedTable, expectedIDs) = Self.sequentialFill(rows)
-        #expect(table.count == count)
-        #expect(ids == expectedIDs)
-        #expect(table == expectedTable)
+        expectEqual(table.count, count)
+        expectEqual(ids, expectedIDs)
+        expectEqual(table, expectedTable)
         #expect(rows.allSatisfy { !table.isLive($0.0) })
     }
 
@@ -51,12 +51,12 @@ import KVOJSON
         }
         let (table, ids) = Self.fill(rows, expectedRows: 100)
         let (expectedTable, expectedIDs) = Self.sequentialFill(rows)
-        #expect(Set(ids).count == ids.count)
-        #expect(ids == expectedIDs)
-        #expect(table == expectedTable)
+        expectEqual(Set(ids).count, ids.count)
+        expectEqual(ids, expectedIDs)
+        expectEqual(table, expectedTable)
         let lastRound = Dictionary(rows.enumerated().map { ($0.element.0, $0.offset) }, uniquingKeysWith: max)
         for (id, round) in lastRound {
-            #expect(table[id]?["round"] == .int(Int64(round)))
+            expectEqual(table[id]?["round"], .int(Int64(round)))
         }
     }
 
@@ -66,7 +66,7 @@ import KVOJSON
             let filler = ObjectTableFiller(expectedRows: 1_000_000)
             for index in 0..<count { filler.add("object-\(index)", PackedObject.make(encoding: Self.value(index))) }
             let (table, _) = filler.finish()
-            #expect(table.count == count)
+            expectEqual(table.count, count)
         }
     }
 }

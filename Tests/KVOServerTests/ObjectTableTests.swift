@@ -45,51 +45,51 @@ struct ObjectTableTests {
     }
 
     @Test func aSlotIsOneWord() {
-        #expect(MemoryLayout<ObjectSlot>.size == 8)
+        expectEqual(MemoryLayout<ObjectSlot>.size, 8)
     }
 
     @Test func packedObjectsDecodeToIdenticalValues() {
         let table = ObjectTable(packing: Self.awkward)
-        #expect(table.count == Self.awkward.count)
+        expectEqual(table.count, Self.awkward.count)
         for (id, value) in Self.awkward {
             #expect(!table.isLive(id))
             #expect(table.contains(id))
             let decoded = table[id]!
             #expect(Self.identical(decoded, value), "\(id)")
-            #expect(table.size(of: id) == JSONWriter.bytes(value).count)
+            expectEqual(table.size(of: id), JSONWriter.bytes(value).count)
             var text: [UInt8] = []
             #expect(table.writeCompactJSON(of: id, into: &text))
-            #expect(text == JSONWriter.bytes(value))
+            expectEqual(text, JSONWriter.bytes(value))
         }
         #expect(table["missing"] == nil && !table.contains("missing") && table.size(of: "missing") == nil)
-        #expect(table.storedBytes == Self.awkward.reduce(0) { $0 + $1.key.utf8.count + JSONWriter.bytes($1.value).count })
+        expectEqual(table.storedBytes, Self.awkward.reduce(0) { $0 + $1.key.utf8.count + JSONWriter.bytes($1.value).count })
     }
 
     @Test func aWriteMakesAnObjectLiveAndKeepsItsSize() throws {
         var table = ObjectTable(packing: Self.awkward)
         let index = try #require(table.index(forKey: "numbers"))
         let old = table.modifyObject(at: index) { (value: inout JSONValue, sizeBefore: Int) -> (JSONValue?, growth: Int) in
-            #expect(sizeBefore == JSONWriter.bytes(Self.awkward["numbers"]!).count)
+            expectEqual(sizeBefore, JSONWriter.bytes(Self.awkward["numbers"]!).count)
             guard case var .object(members) = value else { return (nil, 0) }
             let old = members.updateValue(.double(-0.0), forKey: "int")
             value = .object(members)
             return (old, JSONWriter.encodedLength(of: .double(-0.0)) - JSONWriter.encodedLength(of: old!))
         }
-        #expect(old.map { Self.identical($0, 1) } == true)
+        expectEqual(old.map { Self.identical($0, 1) }, true)
         #expect(table.isLive("numbers") && table.liveCount == 1)
         var expected = Self.awkward["numbers"]!.objectValue!
         expected["int"] = .double(-0.0)
         #expect(Self.identical(table["numbers"]!, .object(expected)))
-        #expect(table.size(of: "numbers") == JSONWriter.bytes(.object(expected)).count)
+        expectEqual(table.size(of: "numbers"), JSONWriter.bytes(.object(expected)).count)
         var text: [UInt8] = []
         #expect(table.writeCompactJSON(of: "numbers", into: &text))
-        #expect(text == JSONWriter.bytes(.object(expected)))
+        expectEqual(text, JSONWriter.bytes(.object(expected)))
         // Packed again, it reads the same.
         table.maximumLiveObjects = 0
         table.packExcessLive()  // passes once (written), then packs
         #expect(!table.isLive("numbers") && table.liveCount == 0)
         #expect(Self.identical(table["numbers"]!, .object(expected)))
-        #expect(table.size(of: "numbers") == JSONWriter.bytes(.object(expected)).count)
+        expectEqual(table.size(of: "numbers"), JSONWriter.bytes(.object(expected)).count)
     }
 
     @Test func aFailedWriteLeavesTheValueAndSize() throws {
@@ -111,7 +111,7 @@ struct ObjectTableTests {
             table.insertLive("o\(number)", members: ["v": .int(Int64(number))], size: 7)
         }
         table.packExcessLive()
-        #expect(table.liveCount == 4)
+        expectEqual(table.liveCount, 4)
         // Keep writing "hot": it is passed over (written since the clock last saw it), others are packed.
         for round in 0..<200 {
             for id in ["hot", "o\(round % 20)"] {
@@ -128,14 +128,14 @@ struct ObjectTableTests {
         }
         for number in 0..<20 {
             let last = (0..<200).last { $0 % 20 == number }!
-            #expect(table["o\(number)"] == ["v": .int(Int64(last))])
+            expectEqual(table["o\(number)"], ["v": .int(Int64(last))])
         }
         // Deleting and creating again does not grow the clock without end.
         for round in 0..<10_000 {
             table.removeValue(forKey: "churn")
             table.insertLive("churn", members: ["v": .int(Int64(round))], size: 7)
         }
-        #expect(table["churn"] == ["v": 9_999])
+        expectEqual(table["churn"], ["v": 9_999])
         #expect(table.liveCount <= 5)
     }
 
@@ -143,7 +143,7 @@ struct ObjectTableTests {
     @Test func tablesCompareByValue() throws {
         var live = ObjectTable()
         for (id, value) in Self.awkward { live.insertLive(id, members: value.objectValue!, size: JSONWriter.bytes(value).count) }
-        #expect(live == ObjectTable(packing: Self.awkward))
+        expectEqual(live, ObjectTable(packing: Self.awkward))
         live.removeValue(forKey: "empty")
         live.insertLive("empty", members: ["x": 1], size: 7)
         #expect(live != ObjectTable(packing: Self.awkward))
@@ -157,9 +157,9 @@ struct ObjectTableTests {
         var table = ObjectTable(packing: Self.awkward)
         for id in Self.awkward.keys { table.setChangedRevision(id, written.changedRevision(of: id)!) }
         let restored = KVOEngine(restoring: PersistedState(objects: table, revision: written.revision))
-        #expect(StateDigest.of(restored) == StateDigest.of(written))
-        #expect(restored.storedBytes == written.storedBytes)
-        #expect(restored.objectIDs() == written.objectIDs())
+        expectEqual(StateDigest.of(restored), StateDigest.of(written))
+        expectEqual(restored.storedBytes, written.storedBytes)
+        expectEqual(restored.objectIDs(), written.objectIDs())
         for engine in [written, restored] {
             for id in Self.awkward.keys {
                 #expect(Self.identical(try engine.get(id, keyPath: nil), Self.awkward[id]!))
@@ -182,10 +182,10 @@ struct ObjectTableTests {
             #expect(notifications.contains { $0.keyPath == "double" && !$0.isPrior && Self.identical($0.old, .double(1.0)) })
             #expect(engine.objects.isLive("numbers"))
         }
-        #expect(outcomes[0] == outcomes[1])
-        #expect(StateDigest.of(restored) == StateDigest.of(written))
-        #expect(restored.storedBytes == written.storedBytes)
-        #expect(restored.objectIDs() == written.objectIDs())
+        expectEqual(outcomes[0], outcomes[1])
+        expectEqual(StateDigest.of(restored), StateDigest.of(written))
+        expectEqual(restored.storedBytes, written.storedBytes)
+        expectEqual(restored.objectIDs(), written.objectIDs())
     }
 
     /// Through the store: objects written by an engine, loaded packed, read back identically; a store
@@ -203,14 +203,14 @@ struct ObjectTableTests {
         let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
         defer { store.close() }
         let state = try store.load()
-        #expect(state.objects.liveCount == 0)
+        expectEqual(state.objects.liveCount, 0)
         for id in Self.awkward.keys {
             #expect(Self.identical(state.objects[id]!, try engine.get(id, keyPath: nil)), "\(id)")
         }
         let restored = KVOEngine(restoring: state)
-        #expect(StateDigest.of(restored) == StateDigest.of(engine))
-        #expect(restored.storedBytes == engine.storedBytes)
-        #expect(restored.objectIDs() == engine.objectIDs())
+        expectEqual(StateDigest.of(restored), StateDigest.of(engine))
+        expectEqual(restored.storedBytes, engine.storedBytes)
+        expectEqual(restored.objectIDs(), engine.objectIDs())
     }
 
     /// The store returns ids in byte order; where that is not Swift's `String` order (a decomposed accent
@@ -230,8 +230,8 @@ struct ObjectTableTests {
         let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 100, historyByteLimit: 1 << 20)
         defer { store.close() }
         let restored = KVOEngine(restoring: try store.load())
-        #expect(restored.objectIDs() == ids.sorted())
-        #expect(Array(restored.objectIDs(after: "é")) == ids.sorted().filter { $0 > "é" })
+        expectEqual(restored.objectIDs(), ids.sorted())
+        expectEqual(Array(restored.objectIDs(after: "é")), ids.sorted().filter { $0 > "é" })
         for id in ids { #expect(try restored.value(id, "v") == .string(id)) }
     }
 }

@@ -41,10 +41,10 @@ import Testing
             try anonymous.send(raw: line(operation))
             let reply = try anonymous.readMessage()
             if operation.declaration.beforeLogin {
-                #expect(reply["ok"] == .bool(true), "\(operation.name) before login: \(reply)")
+                expectEqual(reply["ok"], .bool(true), "\(operation.name) before login: \(reply)")
             } else {
-                #expect(reply["error"]?["code"] == .string("unauthenticated"), "\(operation.name) before login: \(reply)")
-                #expect(reply["error"]?["message"] == .string(RequestDecoder.loginRequired.message))
+                expectEqual(reply["error"]?["code"], .string("unauthenticated"), "\(operation.name) before login: \(reply)")
+                expectEqual(reply["error"]?["message"], .string(RequestDecoder.loginRequired.message))
             }
             // Refused before login, a line is not even decoded: it is counted as `invalid`, not as its operation.
             let label = operation.declaration.beforeLogin ? operation.declaration.metrics : .invalid
@@ -58,7 +58,7 @@ import Testing
         for operation in ProtocolOperation.allCases where operation.declaration.requirement == .serverAdmin {
             try writer.send(raw: line(operation))
             let reply = try writer.readMessage()
-            #expect(reply["error"]?["code"] == .string("forbidden"), "\(operation.name) as writer: \(reply)")
+            expectEqual(reply["error"]?["code"], .string("forbidden"), "\(operation.name) as writer: \(reply)")
             #expect(reply["error"]?["message"]?.stringValue?.hasPrefix("\(operation.name) needs 'admin' on every object") == true,
                     "\(reply)")
             expectedCounts[operation.declaration.metrics, default: 0] += 1
@@ -68,7 +68,7 @@ import Testing
         for (label, count) in expectedCounts {
             let counted = server.metrics.requests(label, outcome: "ok") + server.metrics.requests(label, outcome: "unauthenticated")
                 + server.metrics.requests(label, outcome: "forbidden") + server.metrics.requests(label, outcome: "bad_request")
-            #expect(counted == count, "\(label.name): counted \(counted), expected \(count)")
+            expectEqual(counted, count, "\(label.name): counted \(counted), expected \(count)")
         }
     }
 }

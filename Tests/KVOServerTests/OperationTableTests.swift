@@ -14,11 +14,11 @@ import Testing
     func names() {
         var seen = Set<String>()
         for operation in ProtocolOperation.allCases {
-            #expect(ProtocolOperation(named: operation.name) == operation)
+            expectEqual(ProtocolOperation(named: operation.name), operation)
             #expect(seen.insert(operation.name).inserted, "\(operation.name) appears twice")
         }
         for unknown in ["", "SET", "Set", "set ", "sets", "frobnicate", "incrementBy", "user", "hello\u{0}"] {
-            #expect(ProtocolOperation(named: unknown) == nil, "\(unknown)")
+            expectEqual(ProtocolOperation(named: unknown), nil, "\(unknown)")
         }
     }
 
@@ -39,7 +39,7 @@ import Testing
         if operation.declaration.beforeLogin {
             if case let .failure(error) = decoded.request { Issue.record("\(operation.name): \(error)") }
         } else {
-            #expect(decoded.request == Result<Request, KVOError>.failure(RequestDecoder.loginRequired))
+            expectEqual(decoded.request, Result<Request, KVOError>.failure(RequestDecoder.loginRequired))
         }
     }
 
@@ -50,7 +50,7 @@ import Testing
         line += #","atLeastRev":0}"#
         let decoded = RequestDecoder.decode(Array(line.utf8))
         if operation.declaration.acceptsAtLeastRev {
-            #expect(decoded.atLeastRev == 0)
+            expectEqual(decoded.atLeastRev, 0)
             if case let .failure(error) = decoded.request { Issue.record("\(operation.name): \(error)") }
         } else if case let .failure(error) = decoded.request {
             #expect(error.code == .badRequest && error.message.hasPrefix("'atLeastRev' goes with get, list, info and observe only"))
@@ -96,7 +96,7 @@ import Testing
                 Issue.record("\(operation.name) took a ttl")
                 return
             }
-            #expect(error.code == .badRequest, "\(error)")
+            expectEqual(error.code, .badRequest, "\(error)")
             return
         }
         #expect(declaration.isWrite && declaration.requirement == .writeObjects && declaration.route == .engine)
@@ -110,7 +110,7 @@ import Testing
         var notifications: [ChangeNotification] = []
         let outcome = handler.handle(try Self.request(line), from: ConnectionID(1), access: .open(), notifications: &notifications)
         if case let .failure(error) = outcome.reply { Issue.record("\(operation.name): \(error)") }
-        #expect(engine.expiry(of: object) == Expiry(ttl: 5_000, deadline: engine.writeTime + 5_000))
+        expectEqual(engine.expiry(of: object), Expiry(ttl: 5_000, deadline: engine.writeTime + 5_000))
     }
 
     @Test("on every conditional row, a condition that fails refuses the write with conflict and changes nothing; one that holds lets it apply",
@@ -201,9 +201,9 @@ import Testing
             Issue.record("\(operation.name) admitted a user without admin")
             return
         }
-        #expect(error.code == .forbidden)
+        expectEqual(error.code, .forbidden)
         #expect(error.message.hasPrefix("\(operation.name) needs 'admin' on every object"))
-        #expect(StateDigest.of(engine, users: nil) == before)
+        expectEqual(StateDigest.of(engine, users: nil), before)
         #expect(notifications.isEmpty)
         let admin = ConnectionAccess(Principal(user: "a", policy: AccessPolicy(rules: [try AccessRule(argument: "*=admin")])))
         let admitted = handler.handle(request, from: ConnectionID(3), access: admin, notifications: &notifications)
@@ -219,7 +219,7 @@ import Testing
             (.revoke(user: "u", rules: [rule]), .userRevoke), (.revokeToken(user: "u", tokenID: "t"), .tokenRevoke),
         ]
         for (change, operation) in changes {
-            #expect(change.operation == operation)
+            expectEqual(change.operation, operation)
             #expect(operation.declaration.route == .administration && operation.declaration.isWrite)
         }
         #expect(ProtocolOperation.userList.declaration.route == .administration && !ProtocolOperation.userList.declaration.isWrite)
@@ -233,7 +233,7 @@ import Testing
             case .administration: #expect(label == .admin)
             case .authentication, .engine, .presence, .serverState, .storage:
                 // combineLatest is counted with bind, every other engine operation under its own name.
-                #expect(label.name == (operation == .combineLatest ? "bind" : operation.name), "\(operation.name)")
+                expectEqual(label.name, (operation == .combineLatest ? "bind" : operation.name), "\(operation.name)")
             }
         }
     }

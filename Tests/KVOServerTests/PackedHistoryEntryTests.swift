@@ -18,10 +18,10 @@ import Testing
             let object = CanonicalObjectScanTests.randomObject(&random)
             let text = JSONWriter.bytes(object)
             let estimate = text.withUnsafeBufferPointer { JSONValue.estimatedSize(ofCanonicalObject: $0) }
-            #expect(estimate == object.estimatedSize, "\(JSONWriter.string(object))")
+            expectEqual(estimate, object.estimatedSize, "\(JSONWriter.string(object))")
         }
         let notProven = Array("{\"a\":1.5}".utf8)
-        #expect(notProven.withUnsafeBufferPointer { JSONValue.estimatedSize(ofCanonicalObject: $0) } == nil)
+        expectEqual(notProven.withUnsafeBufferPointer { JSONValue.estimatedSize(ofCanonicalObject: $0) }, nil)
     }
 
     /// Every kind of change, packed from its value and restored from a store, decodes to itself and keeps
@@ -46,26 +46,26 @@ import Testing
         for entry in entries {
             let packed = HistoryEntry(rev: entry.rev, object: entry.object, packing: entry.change)
             #expect(packed.isPacked && !entry.isPacked)
-            #expect(packed == entry)
-            #expect(packed.changeSize == entry.change.estimatedSize)
+            expectEqual(packed, entry)
+            expectEqual(packed.changeSize, entry.change.estimatedSize)
             #expect(packed.isCreation == entry.isCreation && packed.isDeletion == entry.isDeletion)
-            #expect(packed.isExpiry == entry.isExpiry)
+            expectEqual(packed.isExpiry, entry.isExpiry)
         }
-        #expect(entries.map(\.isCreation) == changes.map { if case .created = $0 { true } else { false } })
-        #expect(entries.map(\.isDeletion) == changes.map { $0.deletedValue != nil })
-        #expect(entries.map(\.isExpiry) == changes.map { if case .expired = $0 { true } else { false } })
+        expectEqual(entries.map(\.isCreation), changes.map { if case .created = $0 { true } else { false } })
+        expectEqual(entries.map(\.isDeletion), changes.map { $0.deletedValue != nil })
+        expectEqual(entries.map(\.isExpiry), changes.map { if case .expired = $0 { true } else { false } })
 
         let directory = TemporaryDirectory()
         let store = try open(directory)
         try store.commit(CommitBatch(revision: UInt64(entries.count), entries: entries, objects: ["o": .deleted]))
         let restored = try store.load().history
         store.close()
-        #expect(restored == entries)
+        expectEqual(restored, entries)
         #expect(restored.allSatisfy { $0.isPacked })
-        #expect(restored.map(\.changeSize) == entries.map { $0.change.estimatedSize })
-        #expect(restored.map(\.isCreation) == entries.map(\.isCreation))
-        #expect(restored.map(\.isDeletion) == entries.map(\.isDeletion))
-        #expect(restored.map(\.isExpiry) == entries.map(\.isExpiry))
+        expectEqual(restored.map(\.changeSize), entries.map { $0.change.estimatedSize })
+        expectEqual(restored.map(\.isCreation), entries.map(\.isCreation))
+        expectEqual(restored.map(\.isDeletion), entries.map(\.isDeletion))
+        expectEqual(restored.map(\.isExpiry), entries.map(\.isExpiry))
     }
 
     /// Rows the loader's scan does not prove canonical (white space, keys out of order, a double) are
@@ -78,11 +78,11 @@ import Testing
         let store = try open(directory)
         let history = try store.load().history
         store.close()
-        #expect(history.map(\.change) == [.created(["a": 2, "b": 1]), .created(["v": 1.5]), .deleted(["x": "é"])])
+        expectEqual(history.map(\.change), [.created(["a": 2, "b": 1]), .created(["v": 1.5]), .deleted(["x": "é"])])
         #expect(history.allSatisfy { $0.isPacked })
-        #expect(history.map(\.changeSize) == history.map { $0.change.estimatedSize })
-        #expect(history.map(\.isCreation) == [true, true, false])
-        #expect(history.map(\.isDeletion) == [false, false, true])
+        expectEqual(history.map(\.changeSize), history.map { $0.change.estimatedSize })
+        expectEqual(history.map(\.isCreation), [true, true, false])
+        expectEqual(history.map(\.isDeletion), [false, false, true])
     }
 
     /// A corrupt row is still refused at load, naming it, whichever way the loader reads it.
@@ -107,7 +107,7 @@ import Testing
                 Issue.record("expected a corrupt-row error for \(text), got \(String(describing: error))")
                 continue
             }
-            #expect(row == "history rev 2", "\(text)")
+            expectEqual(row, "history rev 2", "\(text)")
             #expect(message.hasPrefix(reason), "\(text): \(message)")
         }
     }
@@ -144,12 +144,12 @@ import Testing
             #expect(packed.history.allSatisfy { $0.isPacked } && !decoded.history.contains { $0.isPacked })
             let fromPacked = KVOEngine(restoring: packed, historyLimit: 1000, historyByteLimit: byteLimit)
             let fromDecoded = KVOEngine(restoring: decoded, historyLimit: 1000, historyByteLimit: byteLimit)
-            #expect(fromPacked.historyCount == fromDecoded.historyCount, "\(byteLimit)")
-            #expect(fromPacked.historyBytes == fromDecoded.historyBytes, "\(byteLimit)")
-            #expect(fromPacked.history.oldestRevision == fromDecoded.history.oldestRevision, "\(byteLimit)")
+            expectEqual(fromPacked.historyCount, fromDecoded.historyCount, "\(byteLimit)")
+            expectEqual(fromPacked.historyBytes, fromDecoded.historyBytes, "\(byteLimit)")
+            expectEqual(fromPacked.history.oldestRevision, fromDecoded.history.oldestRevision, "\(byteLimit)")
             #expect(byteLimit > 1 || fromPacked.historyCount == 1, "the newest entry is kept alone")
         }
-        #expect(restored.historyCount == engine.historyCount)
+        expectEqual(restored.historyCount, engine.historyCount)
 
         let keyPaths = ["n", "t", "address.city", "address", "items", "items.@sum.price", "items.price", "extra.nested"]
         for since in 0..<engine.revision {
@@ -159,7 +159,7 @@ import Testing
             }
             #expect(try replay(engine, "a2", "city", since: since) == replay(restored, "a2", "city", since: since))
             for keyPath in [nil, "city"] as [String?] {
-                #expect(replayPattern(engine, keyPath, since: since) == replayPattern(restored, keyPath, since: since))
+                expectEqual(replayPattern(engine, keyPath, since: since), replayPattern(restored, keyPath, since: since))
             }
         }
     }

@@ -114,10 +114,10 @@ struct PermissionMatrixTests {
         let before = harness.snapshot
         let outcome = harness.send(operation.line, as: client)
         if allowed {
-            #expect(outcome.error?.code == operation.allowedError, "\(outcome.error?.message ?? "")")
+            expectEqual(outcome.error?.code, operation.allowedError, "\(outcome.error?.message ?? "")")
         } else {
-            #expect(outcome.error?.code == .forbidden)
-            #expect(harness.snapshot == before, "a denial changes nothing")
+            expectEqual(outcome.error?.code, .forbidden)
+            expectEqual(harness.snapshot, before, "a denial changes nothing")
             #expect(outcome.notifications.isEmpty, "a denial tells no observer anything")
             #expect(harness.engine.takeBindingEvents().isEmpty)
         }
@@ -141,9 +141,9 @@ struct PermissionMatrixTests {
             pages += 1
             if outcome.field("more") != .bool(true) { break }
         } while after != nil && pages < 20
-        #expect(seen == ["doc-p1"] + (10..<20).map { "doc-p\($0)" })
+        expectEqual(seen, ["doc-p1"] + (10..<20).map { "doc-p\($0)" })
         let all = harness.send(#"{"op":"list"}"#, as: try harness.connect("n", []))
-        #expect(all.field("objects") == .array([]))
+        expectEqual(all.field("objects"), .array([]))
     }
 
     @Test("info shows other users' connection ids only to server admins")
@@ -156,7 +156,7 @@ struct PermissionMatrixTests {
         else { Issue.record("no observers"); return }
         #expect(seenByAlice.count == 3 && seenByAdmin.count == 3)
         let connectionsSeenByAlice = seenByAlice.compactMap { $0.objectValue?["connection"] }
-        #expect(connectionsSeenByAlice == [.int(Int64(alice.id.rawValue))], "only her own connection")
+        expectEqual(connectionsSeenByAlice, [.int(Int64(alice.id.rawValue))], "only her own connection")
         #expect(seenByAdmin.allSatisfy { $0.objectValue?["connection"] != nil })
     }
 
@@ -168,10 +168,10 @@ struct PermissionMatrixTests {
             guard case let .array(bindings)? = harness.send(#"{"op":"bindings"}"#, as: client).field("bindings") else { return -1 }
             return bindings.count
         }
-        #expect(listed(try harness.connect("d", ["doc-*=read,write,admin"])) == 1)
-        #expect(listed(try harness.connect("o", ["other-*=admin"])) == 1)
-        #expect(listed(try harness.connect("r", ["*=read,write"])) == 0)
-        #expect(listed(harness.admin) == 2)
+        expectEqual(listed(try harness.connect("d", ["doc-*=read,write,admin"])), 1)
+        expectEqual(listed(try harness.connect("o", ["other-*=admin"])), 1)
+        expectEqual(listed(try harness.connect("r", ["*=read,write"])), 0)
+        expectEqual(listed(harness.admin), 2)
     }
 
     @Test("open mode allows everything")
@@ -180,7 +180,7 @@ struct PermissionMatrixTests {
         let open = PermissionHarness.Client(id: ConnectionID(50), access: ConnectionAccess.open())
         for operation in matrixOperations {
             let fresh = try PermissionMatrixTests.harness()
-            #expect(fresh.send(operation.line, as: open).error?.code == operation.allowedError, "\(operation.name)")
+            expectEqual(fresh.send(operation.line, as: open).error?.code, operation.allowedError, "\(operation.name)")
         }
         _ = harness
     }

@@ -39,18 +39,18 @@ struct PermissionReferenceTests {
     func observeThroughAReferenceIntoAForbiddenObject() throws {
         let user = try harness.connect("u", ["order-*=read"])
         let before = harness.snapshot
-        #expect(harness.send(#"{"op":"get","object":"order-1","keyPath":"customer.name"}"#, as: user).error?.code == .forbidden)
+        expectEqual(harness.send(#"{"op":"get","object":"order-1","keyPath":"customer.name"}"#, as: user).error?.code, .forbidden)
         let observe = harness.send(#"{"op":"observe","object":"order-1","keyPath":"customer.name","options":["initial","new"]}"#, as: user)
-        #expect(observe.error?.code == .forbidden)
+        expectEqual(observe.error?.code, .forbidden)
         #expect(observe.notifications.isEmpty, "no initial value")
-        #expect(harness.snapshot == before, "nothing subscribed")
+        expectEqual(harness.snapshot, before, "nothing subscribed")
         // The reference itself is in order-1, which the user may read.
-        #expect(harness.send(#"{"op":"get","object":"order-1","keyPath":"customer"}"#, as: user).error == nil)
+        expectEqual(harness.send(#"{"op":"get","object":"order-1","keyPath":"customer"}"#, as: user).error, nil)
 
         let allowed = try harness.connect("v", ["order-*=read", "cust-*=read"])
         let outcome = harness.send(#"{"op":"observe","object":"order-1","keyPath":"customer.name","options":["initial","new"]}"#, as: allowed)
-        #expect(outcome.error == nil)
-        #expect(outcome.notifications.first?.new == "Ada")
+        expectEqual(outcome.error, nil)
+        expectEqual(outcome.notifications.first?.new, "Ada")
     }
 
     @Test("re-pointing a reference mid-observation into a forbidden object ends the observation without the value")
@@ -63,10 +63,10 @@ struct PermissionReferenceTests {
         let set = try harness.setUp(#"{"op":"set","object":"order-1","keyPath":"customer","value":{"$ref":"secret-1"}}"#)
 
         let toUser = set.notifications.filter { $0.recipients.contains { $0.connection == user.id } }
-        #expect(toUser.count == 1, "one final event, no prior")
-        #expect(toUser.first?.reason == .forbidden)
+        expectEqual(toUser.count, 1, "one final event, no prior")
+        expectEqual(toUser.first?.reason, .forbidden)
         #expect(toUser.first?.old == .null && toUser.first?.new == .null)
-        #expect(.int(toUser.first?.recipients.first?.subscription ?? 0) == sub)
+        expectEqual(.int(toUser.first?.recipients.first?.subscription ?? 0), sub)
         #expect(!leaks("TOP SECRET", in: set.notifications, to: user))
         let toAdmin = set.notifications.filter { $0.recipients.contains { $0.connection == harness.admin.id } }
         #expect(toAdmin.map(\.reason) == [.pathChanged] && toAdmin.first?.new == "TOP SECRET")
@@ -85,17 +85,17 @@ struct PermissionReferenceTests {
         try #require(harness.send(#"{"op":"observe","object":"order-1","keyPath":"customer.name"}"#, as: user).error == nil)
         try #require(harness.send(#"{"op":"observe","object":"order-1","keyPath":"n"}"#, as: user).error == nil)
         let ended = try harness.changeRules(of: user, to: ["order-*=read"])
-        #expect(ended.map(\.reason) == [.forbidden], "only the path through cust-1 ends")
+        expectEqual(ended.map(\.reason), [.forbidden], "only the path through cust-1 ends")
         #expect(ended.first?.keyPath == "customer.name" && ended.first?.new == .null)
         let write = try harness.setUp(#"{"op":"set","object":"cust-1","keyPath":"name","value":"Eve"}"#)
         #expect(!write.notifications.contains { $0.recipients.contains { $0.connection == user.id } })
         let stillLive = try harness.setUp(#"{"op":"set","object":"order-1","keyPath":"n","value":2}"#)
         #expect(stillLive.notifications.contains { $0.recipients.contains { $0.connection == user.id } })
         // Rights are cached per connection: the cache was emptied by the change.
-        #expect(harness.send(#"{"op":"get","object":"cust-1"}"#, as: user).error?.code == .forbidden)
+        expectEqual(harness.send(#"{"op":"get","object":"cust-1"}"#, as: user).error?.code, .forbidden)
         let all = try harness.changeRules(of: user, to: [])
-        #expect(all.map(\.keyPath) == ["n"])
-        #expect(harness.engine.observationCount == 0)
+        expectEqual(all.map(\.keyPath), ["n"])
+        expectEqual(harness.engine.observationCount, 0)
     }
 
     @Test("collection operators over references need read on every element they reach")
@@ -104,12 +104,12 @@ struct PermissionReferenceTests {
         try harness.setUp(#"{"op":"create","object":"secret-2","values":{"price":1000}}"#)
         try harness.setUp(#"{"op":"create","object":"cart-1","values":{"items":[{"$ref":"item-1"}]}}"#)
         let user = try harness.connect("u", ["cart-*=read", "item-*=read"])
-        #expect(harness.send(#"{"op":"get","object":"cart-1","keyPath":"items.@sum.price"}"#, as: user).field("value") == 3)
+        expectEqual(harness.send(#"{"op":"get","object":"cart-1","keyPath":"items.@sum.price"}"#, as: user).field("value"), 3)
         try #require(harness.send(#"{"op":"observe","object":"cart-1","keyPath":"items.@sum.price","options":["new"]}"#, as: user).error == nil)
         let insert = try harness.setUp(#"{"op":"insert","object":"cart-1","keyPath":"items","value":{"$ref":"secret-2"}}"#)
         let toUser = insert.notifications.filter { $0.recipients.contains { $0.connection == user.id } }
-        #expect(toUser.map(\.reason) == [.forbidden], "the sum would include an unreadable element")
-        #expect(harness.send(#"{"op":"get","object":"cart-1","keyPath":"items.@sum.price"}"#, as: user).error?.code == .forbidden)
+        expectEqual(toUser.map(\.reason), [.forbidden], "the sum would include an unreadable element")
+        expectEqual(harness.send(#"{"op":"get","object":"cart-1","keyPath":"items.@sum.price"}"#, as: user).error?.code, .forbidden)
         #expect(harness.send(#"{"op":"get","object":"cart-1","keyPath":"items.@count"}"#, as: user).field("value") == 2,
                 "@count reaches no element")
     }
@@ -118,19 +118,19 @@ struct PermissionReferenceTests {
     func writesThroughReferences() throws {
         let ownerOnly = try harness.connect("a", ["order-*=read,write"])
         let before = harness.snapshot
-        #expect(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"X"}"#, as: ownerOnly).error?.code == .forbidden)
-        #expect(harness.snapshot == before)
+        expectEqual(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"X"}"#, as: ownerOnly).error?.code, .forbidden)
+        expectEqual(harness.snapshot, before)
         let writer = try harness.connect("b", ["order-*=read", "cust-*=write"])
-        #expect(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"X"}"#, as: writer).error == nil)
-        #expect(harness.engine.objects["cust-1"]?.objectValue?["name"] == "X")
+        expectEqual(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"X"}"#, as: writer).error, nil)
+        expectEqual(harness.engine.objects["cust-1"]?.objectValue?["name"], "X")
         let blind = try harness.connect("c", ["order-*=write", "cust-*=write"])
         #expect(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"Y"}"#, as: blind).error?.code == .forbidden,
                 "following order-1's reference reads it")
         // A reference to a missing object: forbidden unless the user has some right on that id.
         try harness.setUp(#"{"op":"set","object":"order-1","keyPath":"customer","value":{"$ref":"gone-1"}}"#)
-        #expect(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"Z"}"#, as: writer).error?.code == .forbidden)
+        expectEqual(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"Z"}"#, as: writer).error?.code, .forbidden)
         let gone = try harness.connect("d", ["order-*=read", "gone-*=write"])
-        #expect(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"Z"}"#, as: gone).error?.code == .notFound)
+        expectEqual(harness.send(#"{"op":"set","object":"order-1","keyPath":"customer.name","value":"Z"}"#, as: gone).error?.code, .notFound)
     }
 
     @Test("a computed property that reads another object is readable only with read on that object")
@@ -141,7 +141,7 @@ struct PermissionReferenceTests {
         try harness.setUp(#"{"op":"create","object":"secret-c","class":"Customer","values":{"name":"TOP SECRET"}}"#)
         try harness.setUp(#"{"op":"create","object":"order-2","class":"Order","values":{"customer":{"$ref":"secret-c"}}}"#)
         let user = try harness.connect("u", ["order-*=read"])
-        #expect(harness.send(#"{"op":"get","object":"order-2","keyPath":"customerName"}"#, as: user).error?.code == .forbidden)
+        expectEqual(harness.send(#"{"op":"get","object":"order-2","keyPath":"customerName"}"#, as: user).error?.code, .forbidden)
         let observe = harness.send(#"{"op":"observe","object":"order-2","keyPath":"customerName","options":["initial","new"]}"#, as: user)
         #expect(observe.error?.code == .forbidden && observe.notifications.isEmpty)
         // Pointed at a readable customer, it reads; re-pointed at the secret, the observation ends.
@@ -150,10 +150,10 @@ struct PermissionReferenceTests {
         let live = harness.send(#"{"op":"observe","object":"order-2","keyPath":"customerName","options":["initial","new"]}"#, as: reader)
         #expect(live.error == nil && live.notifications.first?.new == "Ada")
         let repoint = try harness.setUp(#"{"op":"set","object":"order-2","keyPath":"customer","value":{"$ref":"secret-c"}}"#)
-        #expect(repoint.notifications.filter { $0.recipients.contains { $0.connection == reader.id } }.map(\.reason) == [.forbidden])
+        expectEqual(repoint.notifications.filter { $0.recipients.contains { $0.connection == reader.id } }.map(\.reason), [.forbidden])
         #expect(!leaks("TOP SECRET", in: repoint.notifications, to: reader))
         // The admin, who may read everything, reads the value.
-        #expect(harness.send(#"{"op":"get","object":"order-2","keyPath":"customerName"}"#).field("value") == "TOP SECRET")
+        expectEqual(harness.send(#"{"op":"get","object":"order-2","keyPath":"customerName"}"#).field("value"), "TOP SECRET")
     }
 
     @Test("a binding whose creator loses write stops and tells its creator")
@@ -162,21 +162,21 @@ struct PermissionReferenceTests {
         try harness.setUp(#"{"op":"create","object":"doc-2","values":{"v":0}}"#)
         let creator = try harness.connect("c", ["doc-*=read,write,admin"])
         let bind = harness.send(#"{"op":"bind","from":{"object":"doc-1","keyPath":"v"},"to":{"object":"doc-2","keyPath":"v"},"now":true}"#, as: creator)
-        #expect(bind.error == nil)
-        #expect(harness.engine.objects["doc-2"]?.objectValue?["v"] == 1)
+        expectEqual(bind.error, nil)
+        expectEqual(harness.engine.objects["doc-2"]?.objectValue?["v"], 1)
         try harness.setUp(#"{"op":"set","object":"doc-1","keyPath":"v","value":2}"#)
-        #expect(harness.engine.objects["doc-2"]?.objectValue?["v"] == 2)
+        expectEqual(harness.engine.objects["doc-2"]?.objectValue?["v"], 2)
 
         // The creator's rules change (no connection of theirs involved): checked at the next application.
         harness.policies["c"] = AccessPolicy(rules: [try AccessRule(argument: "doc-1=read"), try AccessRule(argument: "doc-2=read,admin")])
         let revision = harness.engine.revision
         try harness.setUp(#"{"op":"set","object":"doc-1","keyPath":"v","value":3}"#)
-        #expect(harness.engine.objects["doc-2"]?.objectValue?["v"] == 2, "never written without the creator's write")
-        #expect(harness.engine.revision == revision + 1)
+        expectEqual(harness.engine.objects["doc-2"]?.objectValue?["v"], 2, "never written without the creator's write")
+        expectEqual(harness.engine.revision, revision + 1)
         let events = harness.engine.takeBindingEvents()
-        #expect(events.count == 1)
-        #expect(events.first?.creator == creator.id)
-        #expect(events.first?.reason == .removed(cause: "forbidden", object: "doc-2"))
+        expectEqual(events.count, 1)
+        expectEqual(events.first?.creator, creator.id)
+        expectEqual(events.first?.reason, .removed(cause: "forbidden", object: "doc-2"))
         #expect(harness.engine.bindingListings().isEmpty, "the binding stopped")
     }
 
@@ -185,11 +185,11 @@ struct PermissionReferenceTests {
         try harness.setUp(#"{"op":"create","object":"doc-1","values":{"v":1}}"#)
         try harness.setUp(#"{"op":"create","object":"doc-2","values":{"v":0}}"#)
         let creator = try harness.connect("c", ["doc-*=read,write,admin"])
-        #expect(harness.send(#"{"op":"bind","from":{"object":"doc-1","keyPath":"v"},"to":{"object":"doc-2","keyPath":"v"}}"#, as: creator).error == nil)
+        expectEqual(harness.send(#"{"op":"bind","from":{"object":"doc-1","keyPath":"v"},"to":{"object":"doc-2","keyPath":"v"}}"#, as: creator).error, nil)
         let batch = harness.engine.takeCommitBatch()
-        #expect(batch.bindings.values.first??.objectValue?["creator"] == "c", "the creator's user name is stored with the binding")
+        expectEqual(batch.bindings.values.first??.objectValue?["creator"], "c", "the creator's user name is stored with the binding")
         _ = try harness.changeRules(of: creator, to: ["doc-2=read,write,admin"])
-        #expect(harness.engine.takeBindingEvents().map(\.reason) == [.removed(cause: "forbidden", object: "doc-1")])
+        expectEqual(harness.engine.takeBindingEvents().map(\.reason), [.removed(cause: "forbidden", object: "doc-1")])
         #expect(harness.engine.bindingListings().isEmpty)
     }
 
@@ -198,9 +198,9 @@ struct PermissionReferenceTests {
         try harness.setUp(#"{"op":"create","object":"doc-1","values":{"ref":{"$ref":"secret-1"},"out":{"$ref":"secret-1"}}}"#)
         let creator = try harness.connect("c", ["doc-*=read,write,admin"])
         let before = harness.snapshot
-        #expect(harness.send(#"{"op":"bind","from":{"object":"doc-1","keyPath":"ref.name"},"to":{"object":"doc-1","keyPath":"x"}}"#, as: creator).error?.code == .forbidden)
-        #expect(harness.send(#"{"op":"bind","from":{"object":"doc-1","keyPath":"x"},"to":{"object":"doc-1","keyPath":"out.name"}}"#, as: creator).error?.code == .forbidden)
-        #expect(harness.snapshot == before)
+        expectEqual(harness.send(#"{"op":"bind","from":{"object":"doc-1","keyPath":"ref.name"},"to":{"object":"doc-1","keyPath":"x"}}"#, as: creator).error?.code, .forbidden)
+        expectEqual(harness.send(#"{"op":"bind","from":{"object":"doc-1","keyPath":"x"},"to":{"object":"doc-1","keyPath":"out.name"}}"#, as: creator).error?.code, .forbidden)
+        expectEqual(harness.snapshot, before)
     }
 
     @Test("resuming never replays values read through an object the user may not read")
@@ -210,9 +210,9 @@ struct PermissionReferenceTests {
         try harness.setUp(#"{"op":"set","object":"order-1","keyPath":"customer","value":{"$ref":"secret-1"}}"#)
         try harness.setUp(#"{"op":"set","object":"order-1","keyPath":"customer","value":{"$ref":"cust-1"}}"#)
         let resume = harness.send(#"{"op":"observe","object":"order-1","keyPath":"customer.name","options":["new","old"],"sinceRev":\#(start)}"#, as: user)
-        #expect(resume.error == nil)
-        #expect(resume.notifications.map(\.reason) == [.resync])
-        #expect(resume.notifications.first?.new == "Ada")
+        expectEqual(resume.error, nil)
+        expectEqual(resume.notifications.map(\.reason), [.resync])
+        expectEqual(resume.notifications.first?.new, "Ada")
         #expect(!leaks("TOP SECRET", in: resume.notifications, to: user))
     }
 }

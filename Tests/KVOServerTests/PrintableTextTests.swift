@@ -15,16 +15,16 @@ import KVOJSON
         ("é€😀", "é€😀"),
     ])
     func escapesControlCharacters(input: String, expected: String) {
-        #expect(PrintableText.escaped(input) == expected)
-        #expect(PrintableText.isPlain(input) == (input == expected))
+        expectEqual(PrintableText.escaped(input), expected)
+        expectEqual(PrintableText.isPlain(input), (input == expected))
     }
 
     @Test func cutsLongTextAndStatesItsLength() {
         let long = String(repeating: "a", count: 1_048_576)
         let shown = PrintableText.escaped(long, limit: 10)
-        #expect(shown == "aaaaaaaaaa…(1048576 bytes)")
-        #expect(PrintableText.escaped("exactly10!", limit: 10) == "exactly10!")
-        #expect(PrintableText.escaped(String(repeating: "\n", count: 3), limit: 2) == "\\n\\n…(3 bytes)")
+        expectEqual(shown, "aaaaaaaaaa…(1048576 bytes)")
+        expectEqual(PrintableText.escaped("exactly10!", limit: 10), "exactly10!")
+        expectEqual(PrintableText.escaped(String(repeating: "\n", count: 3), limit: 2), "\\n\\n…(3 bytes)")
     }
 
     @Test func escapedTextHasNoControlCharacters() {

@@ -78,9 +78,9 @@ struct RedoLogStoreTests {
                 store = try open(directory)
                 let state = try store.load()
                 for id in ids {
-                    #expect(state.objects[id] == (try? engine.get(id, keyPath: nil)), "step \(step): \(id)")
+                    expectEqual(state.objects[id], (try? engine.get(id, keyPath: nil)), "step \(step): \(id)")
                 }
-                #expect(state.revision == engine.revision)
+                expectEqual(state.revision, engine.revision)
             }
         }
         store.close()
@@ -101,13 +101,13 @@ struct RedoLogStoreTests {
             _ = try engine.set("o", keyPath: KeyPath("n"), value: .int(Int64(n)), notifications: &notifications)
             try store.commit(engine.takeCommitBatch())
         }
-        #expect(try count(store, "SELECT count(*) FROM redo WHERE object = 'o'") == 100)
+        expectEqual(try count(store, "SELECT count(*) FROM redo WHERE object = 'o'"), 100)
         // The snapshot is still the first one: n = 0.
-        #expect(try store.queryText("SELECT instr(value, '\"n\":0') > 0 FROM objects WHERE id = 'o'") == "1")
+        expectEqual(try store.queryText("SELECT instr(value, '\"n\":0') > 0 FROM objects WHERE id = 'o'"), "1")
         #expect(try count(store, "SELECT sum(length(change)) FROM redo") < 200_000)
         store.close()
         let reopened = try open(directory)
-        #expect(try reopened.load().objects["o"]?["n"] == 100)
+        expectEqual(try reopened.load().objects["o"]?["n"], 100)
         reopened.close()
     }
 
@@ -127,22 +127,22 @@ struct RedoLogStoreTests {
             """)
         database.close()
         let store = try open(directory)
-        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "\(SQLiteStore.schemaVersion)")
+        expectEqual(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'"), "\(SQLiteStore.schemaVersion)")
         let state = try store.load()
-        #expect(state.objects["a"]?["v"] == 1)
-        #expect(state.objects["b"] == ["w": 2])
-        #expect(state.revision == 7)
+        expectEqual(state.objects["a"]?["v"], 1)
+        expectEqual(state.objects["b"], ["w": 2])
+        expectEqual(state.revision, 7)
         let engine = KVOEngine(restoring: state)
         var notifications: [ChangeNotification] = []
         _ = try engine.set("a", keyPath: KeyPath("v"), value: 2, notifications: &notifications)
         try store.commit(engine.takeCommitBatch())
-        #expect(try count(store, "SELECT count(*) FROM redo WHERE object = 'a'") == 1)
+        expectEqual(try count(store, "SELECT count(*) FROM redo WHERE object = 'a'"), 1)
         store.close()
         let reopened = try open(directory)
         let reloaded = try reopened.load()
-        #expect(reloaded.objects["a"] == (try engine.get("a", keyPath: nil)))
-        #expect(reloaded.objects["b"] == ["w": 2])
-        #expect(reloaded.revision == 8)
+        expectEqual(reloaded.objects["a"], (try engine.get("a", keyPath: nil)))
+        expectEqual(reloaded.objects["b"], ["w": 2])
+        expectEqual(reloaded.revision, 8)
         reopened.close()
     }
 
@@ -169,7 +169,7 @@ struct RedoLogStoreTests {
             database.close()
             store = try open(copy)
             let error = #expect(throws: StorageError.self) { _ = try store.load() }
-            #expect(error?.description.contains("redo") == true, "\(sql): \(String(describing: error))")
+            expectEqual(error?.description.contains("redo"), true, "\(sql): \(String(describing: error))")
             if expected != "past" { #expect(error?.description.contains(expected) == true, "\(sql): \(String(describing: error))") }
             store.close()
         }

@@ -19,7 +19,7 @@ private func failure(id: JSONValue?, _ code: KVOError.Code, _ message: String) -
 /// The reply line without its newline, parsed.
 private func parsed(_ line: String) throws -> JSONValue {
     #expect(line.hasSuffix("\n"))
-    #expect(line.utf8.filter { $0 == 0x0A }.count == 1, "a reply is exactly one line")
+    expectEqual(line.utf8.filter { $0 == 0x0A }.count, 1, "a reply is exactly one line")
     return try JSONParser.parse(String(line.dropLast()))
 }
 
@@ -29,7 +29,7 @@ struct ReplyEncoderTests {
 
     @Test("success without id or fields")
     func bareSuccess() {
-        #expect(success(id: nil) == #"{"ok":true}"# + "\n")
+        expectEqual(success(id: nil), #"{"ok":true}"# + "\n")
     }
 
     @Test("success with an id of each scalar kind", arguments: [
@@ -41,8 +41,8 @@ struct ReplyEncoderTests {
     ] as [(JSONValue, String)])
     func successWithID(id: JSONValue, expected: String) throws {
         let line = success(id: id)
-        #expect(line == expected + "\n")
-        #expect(try parsed(line)["id"].map { strictlyEqual($0, id) } == true)
+        expectEqual(line, expected + "\n")
+        expectEqual(try parsed(line)["id"].map { strictlyEqual($0, id) }, true)
     }
 
     @Test("a write's reply (one integer rev) has the same bytes with any id, and a non-integer rev is general")
@@ -50,13 +50,13 @@ struct ReplyEncoderTests {
         #expect(success(id: nil, [("rev", .int(9_007_199_254_740_993))])
             == #"{"ok":true,"rev":9007199254740993}"# + "\n")
         #expect(success(id: .string("a\"b"), [("rev", .int(0))]) == #"{"id":"a\"b","ok":true,"rev":0}"# + "\n")
-        #expect(success(id: .int(4), [("rev", .string("x"))]) == #"{"id":4,"ok":true,"rev":"x"}"# + "\n")
-        #expect(success(id: .int(5), [("rew", .int(1))]) == #"{"id":5,"ok":true,"rew":1}"# + "\n")
+        expectEqual(success(id: .int(4), [("rev", .string("x"))]), #"{"id":4,"ok":true,"rev":"x"}"# + "\n")
+        expectEqual(success(id: .int(5), [("rew", .int(1))]), #"{"id":5,"ok":true,"rew":1}"# + "\n")
     }
 
     @Test("success fields follow id and ok, in the order given")
     func successFields() throws {
-        #expect(success(id: .int(2), [("rev", .int(1))]) == #"{"id":2,"ok":true,"rev":1}"# + "\n")
+        expectEqual(success(id: .int(2), [("rev", .int(1))]), #"{"id":2,"ok":true,"rev":1}"# + "\n")
         #expect(success(id: .int(3), [("rev", .int(1)), ("value", .string("London"))])
             == #"{"id":3,"ok":true,"rev":1,"value":"London"}"# + "\n")
         // Not sorted: the caller's order is kept.
@@ -65,7 +65,7 @@ struct ReplyEncoderTests {
         let hello = success(id: .int(1), [
             ("connection", .int(1)), ("protocol", .int(1)), ("server", .string("kvod")), ("version", .string("0.1.0")),
         ])
-        #expect(hello == #"{"id":1,"ok":true,"connection":1,"protocol":1,"server":"kvod","version":"0.1.0"}"# + "\n")
+        expectEqual(hello, #"{"id":1,"ok":true,"connection":1,"protocol":1,"server":"kvod","version":"0.1.0"}"# + "\n")
     }
 
     @Test("field values are full JSON (nested, escaped, sorted object keys)")
@@ -75,15 +75,15 @@ struct ReplyEncoderTests {
         let line = success(id: .string("r1"), [("value", value), ("objects", .array([.string("a"), .string("b")]))])
         #expect(line == #"{"id":"r1","ok":true,"value":{"address":{"city":"Zürich"},"name":"Ada \"the\" first","tags":[1,2.5,null]},"objects":["a","b"]}"# + "\n")
         let reply = try parsed(line)
-        #expect(reply["value"].map { strictlyEqual($0, value) } == true)
-        #expect(reply["ok"] == .bool(true))
+        expectEqual(reply["value"].map { strictlyEqual($0, value) }, true)
+        expectEqual(reply["ok"], .bool(true))
     }
 
     @Test("field names are escaped")
     func escapedFieldNames() throws {
         let line = success(id: nil, [("we\"ird\n", .int(1))])
-        #expect(line == #"{"ok":true,"we\"ird\n":1}"# + "\n")
-        #expect(try parsed(line)["we\"ird\n"] == .int(1))
+        expectEqual(line, #"{"ok":true,"we\"ird\n":1}"# + "\n")
+        expectEqual(try parsed(line)["we\"ird\n"], .int(1))
     }
 
     // MARK: - Failure
@@ -107,26 +107,26 @@ struct ReplyEncoderTests {
     ] as [(KVOError.Code, String)])
     func codes(code: KVOError.Code, wire: String) throws {
         let line = failure(id: .int(1), code, "m")
-        #expect(line == #"{"id":1,"ok":false,"error":{"code":"\#(wire)","message":"m"}}"# + "\n")
+        expectEqual(line, #"{"id":1,"ok":false,"error":{"code":"\#(wire)","message":"m"}}"# + "\n")
         let reply = try parsed(line)
-        #expect(reply["error"]?["code"] == .string(wire))
+        expectEqual(reply["error"]?["code"], .string(wire))
     }
 
     @Test("messages are escaped: quotes, backslashes, newlines, control characters, non-ASCII kept")
     func messageEscaping() throws {
         let message = "invalid JSON: unexpected character '\"' at byte 3\\ then\nnewline\r\t\u{1}\u{0} and é😀"
         let line = failure(id: .int(5), .badRequest, message)
-        #expect(line == #"{"id":5,"ok":false,"error":{"code":"bad_request","message":"invalid JSON: unexpected character '\"' at byte 3\\ then\nnewline\r\t\u0001\u0000 and é😀"}}"# + "\n")
+        expectEqual(line, #"{"id":5,"ok":false,"error":{"code":"bad_request","message":"invalid JSON: unexpected character '\"' at byte 3\\ then\nnewline\r\t\u0001\u0000 and é😀"}}"# + "\n")
         let reply = try parsed(line)
-        #expect(reply["ok"] == .bool(false))
-        #expect(reply["id"].map { strictlyEqual($0, .int(5)) } == true)
-        #expect(reply["error"]?["message"] == .string(message))
-        #expect(reply["error"]?["code"] == "bad_request")
+        expectEqual(reply["ok"], .bool(false))
+        expectEqual(reply["id"].map { strictlyEqual($0, .int(5)) }, true)
+        expectEqual(reply["error"]?["message"], .string(message))
+        expectEqual(reply["error"]?["code"], "bad_request")
         guard case let .object(error)? = reply["error"] else {
             Issue.record("no error object")
             return
         }
-        #expect(Set(error.keys) == ["code", "message"])
+        expectEqual(Set(error.keys), ["code", "message"])
     }
 
     // MARK: - Buffers

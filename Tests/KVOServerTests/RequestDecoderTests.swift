@@ -43,19 +43,19 @@ struct RequestDecoderTests {
 
     @Test("hello")
     func hello() {
-        #expect(request(#"{"op":"hello"}"#) == .hello(client: nil))
-        #expect(request(#"{"op":"hello","client":"docs"}"#) == .hello(client: "docs"))
-        #expect(failure(#"{"op":"hello","client":null}"#)?.code == .badRequest, "null is no way to leave a field out")
-        #expect(request(#"{"op":"hello","client":""}"#) == .hello(client: ""))
+        expectEqual(request(#"{"op":"hello"}"#), .hello(client: nil))
+        expectEqual(request(#"{"op":"hello","client":"docs"}"#), .hello(client: "docs"))
+        expectEqual(failure(#"{"op":"hello","client":null}"#)?.code, .badRequest, "null is no way to leave a field out")
+        expectEqual(request(#"{"op":"hello","client":""}"#), .hello(client: ""))
     }
 
     @Test("hello with events: full or compact; anything else is bad_request")
     func helloEvents() {
-        #expect(request(#"{"op":"hello","events":"compact"}"#) == .hello(client: nil, events: .compact))
-        #expect(request(#"{"op":"hello","client":"c","events":"full"}"#) == .hello(client: "c", events: .full))
-        #expect(request(#"{"op":"hello","events":null}"#) == .hello(client: nil, events: nil))
+        expectEqual(request(#"{"op":"hello","events":"compact"}"#), .hello(client: nil, events: .compact))
+        expectEqual(request(#"{"op":"hello","client":"c","events":"full"}"#), .hello(client: "c", events: .full))
+        expectEqual(request(#"{"op":"hello","events":null}"#), .hello(client: nil, events: nil))
         for hostile in [#""Compact""#, #""""#, #""compact ""#, "1", "true", #"["compact"]"#, #"{"compact":1}"#] {
-            #expect(failure(#"{"op":"hello","events":"# + hostile + "}")?.code == .badRequest, "\(hostile)")
+            expectEqual(failure(#"{"op":"hello","events":"# + hostile + "}")?.code, .badRequest, "\(hostile)")
         }
         let long = String(repeating: "x", count: 100_000)
         let message = failure(#"{"op":"hello","events":""# + long + #""}"#)?.message ?? ""
@@ -64,9 +64,9 @@ struct RequestDecoderTests {
 
     @Test("create")
     func create() {
-        #expect(request(#"{"op":"create","object":"person"}"#) == .create(object: "person", values: [:]))
-        #expect(failure(#"{"op":"create","object":"person","values":null}"#)?.code == .badRequest)
-        #expect(request(#"{"op":"create","object":"p","values":{}}"#) == .create(object: "p", values: [:]))
+        expectEqual(request(#"{"op":"create","object":"person"}"#), .create(object: "person", values: [:]))
+        expectEqual(failure(#"{"op":"create","object":"person","values":null}"#)?.code, .badRequest)
+        expectEqual(request(#"{"op":"create","object":"p","values":{}}"#), .create(object: "p", values: [:]))
         let expected: [String: JSONValue] = ["name": .string("Ada"), "address": .object(["city": .string("London")]), "n": .int(1)]
         #expect(request(#"{"op":"create","object":"person","values":{"name":"Ada","address":{"city":"London"},"n":1}}"#)
             == .create(object: "person", values: expected))
@@ -74,19 +74,19 @@ struct RequestDecoderTests {
 
     @Test("delete")
     func delete() {
-        #expect(request(#"{"op":"delete","object":"person"}"#) == .delete(object: "person"))
+        expectEqual(request(#"{"op":"delete","object":"person"}"#), .delete(object: "person"))
     }
 
     @Test("get")
     func get() {
-        #expect(request(#"{"op":"get","object":"person"}"#) == .get(object: "person", keyPath: nil))
+        expectEqual(request(#"{"op":"get","object":"person"}"#), .get(object: "person", keyPath: nil))
         #expect(failure(#"{"op":"get","object":"person","keyPath":null}"#)?.message
             == "'keyPath' must be a key path, not null (leave the field out instead)")
         let decoded = request(#"{"op":"get","object":"person","keyPath":"address.city"}"#)
-        #expect(decoded == .get(object: "person", keyPath: keyPath("address.city")))
+        expectEqual(decoded, .get(object: "person", keyPath: keyPath("address.city")))
         if case let .get(_, path?) = decoded {
-            #expect(path.components == ["address", "city"])
-            #expect(path.string == "address.city")
+            expectEqual(path.components, ["address", "city"])
+            expectEqual(path.string, "address.city")
         } else {
             Issue.record("no key path in \(String(describing: decoded))")
         }
@@ -99,10 +99,10 @@ struct RequestDecoderTests {
             let line = Array(#"{"op":"ping","id":\#(text)}"#.utf8)
             let decoded = RequestDecoder.decode(line)
             guard let parsed = try? JSONParser.parse(Array(text.utf8), wideIntegers: .refused) else {
-                #expect(decoded.id == nil, "\(text)")
+                expectEqual(decoded.id, nil, "\(text)")
                 continue
             }
-            #expect(decoded.id.map { strictlyEqual($0, parsed) } == true, "\(text): \(String(describing: decoded.id))")
+            expectEqual(decoded.id.map { strictlyEqual($0, parsed) }, true, "\(text): \(String(describing: decoded.id))")
         }
     }
 
@@ -111,10 +111,10 @@ struct RequestDecoderTests {
         for operation in ProtocolOperation.allCases {
             let name = Array(operation.declaration.name.utf8)
             #expect(name.withUnsafeBufferPointer { ProtocolOperation(nameText: $0) } == operation, "\(operation.declaration.name)")
-            #expect(ProtocolOperation(named: operation.declaration.name) == operation)
+            expectEqual(ProtocolOperation(named: operation.declaration.name), operation)
         }
         for unknown in ["", "s", "sett", "se", "SET", "unobservex", "observe\u{0}", "defineClas"] {
-            #expect(Array(unknown.utf8).withUnsafeBufferPointer { ProtocolOperation(nameText: $0) } == nil, "\(unknown)")
+            expectEqual(Array(unknown.utf8).withUnsafeBufferPointer { ProtocolOperation(nameText: $0) }, nil, "\(unknown)")
         }
     }
 
@@ -152,47 +152,47 @@ struct RequestDecoderTests {
         #expect(request(#"{"op":"observe","object":"p","keyPath":"n","sinceRev":0}"#)
             == .observe(object: "p", keyPath: keyPath("n"), options: [.new], sinceRev: 0))
         for bad in [#""7""#, "-1", "1.5", "[1]"] {
-            #expect(failure(#"{"op":"observe","object":"p","keyPath":"n","sinceRev":\#(bad)}"#)?.code == .badRequest, "sinceRev \(bad)")
+            expectEqual(failure(#"{"op":"observe","object":"p","keyPath":"n","sinceRev":\#(bad)}"#)?.code, .badRequest, "sinceRev \(bad)")
         }
     }
 
     @Test("unobserve")
     func unobserve() {
-        #expect(request(#"{"op":"unobserve","sub":7}"#) == .unobserve(subscription: 7))
-        #expect(request(#"{"op":"unobserve","sub":0}"#) == .unobserve(subscription: 0))
-        #expect(request(#"{"op":"unobserve","sub":9223372036854775807}"#) == .unobserve(subscription: .max))
+        expectEqual(request(#"{"op":"unobserve","sub":7}"#), .unobserve(subscription: 7))
+        expectEqual(request(#"{"op":"unobserve","sub":0}"#), .unobserve(subscription: 0))
+        expectEqual(request(#"{"op":"unobserve","sub":9223372036854775807}"#), .unobserve(subscription: .max))
     }
 
     @Test("list, info, ping")
     func listInfoPing() {
-        #expect(request(#"{"op":"list"}"#) == .list(limit: nil, after: nil))
-        #expect(request(#"{"op":"list","limit":10,"after":"m"}"#) == .list(limit: 10, after: "m"))
-        #expect(failure(#"{"op":"list","limit":0}"#)?.code == .badRequest)
-        #expect(failure(#"{"op":"list","limit":"5"}"#)?.code == .badRequest)
-        #expect(failure(#"{"op":"list","after":5}"#)?.code == .badRequest)
-        #expect(request(#"{"op":"info","object":"person"}"#) == .info(object: "person"))
-        #expect(request(#"{"op":"ping"}"#) == .ping)
+        expectEqual(request(#"{"op":"list"}"#), .list(limit: nil, after: nil))
+        expectEqual(request(#"{"op":"list","limit":10,"after":"m"}"#), .list(limit: 10, after: "m"))
+        expectEqual(failure(#"{"op":"list","limit":0}"#)?.code, .badRequest)
+        expectEqual(failure(#"{"op":"list","limit":"5"}"#)?.code, .badRequest)
+        expectEqual(failure(#"{"op":"list","after":5}"#)?.code, .badRequest)
+        expectEqual(request(#"{"op":"info","object":"person"}"#), .info(object: "person"))
+        expectEqual(request(#"{"op":"ping"}"#), .ping)
     }
 
     @Test("unknown fields are refused, naming the first, with a suggestion when one is close")
     func unknownFieldsRefused() {
-        #expect(failure(#"{"op":"ping","extra":[1,{"x":null}],"object":5}"#)?.message == "unknown field 'extra': ping takes op, id")
-        #expect(failure(#"{"op":"list","keyPath":".."}"#)?.message == "unknown field 'keyPath': list takes op, id, limit, after, atLeastRev")
-        #expect(failure(#"{"op":"delete","object":"o","values":"nope","keyPath":""}"#)?.message.hasPrefix("unknown field 'values'") == true)
-        #expect(failure(#"{"future":true,"op":"get","object":"o"}"#)?.message.hasPrefix("unknown field 'future'") == true)
-        #expect(failure(#"{"op":"get","objct":"o"}"#)?.message == "unknown field 'objct' (did you mean 'object'?)")
-        #expect(failure(#"{"op":"get","object":"o","KEYPATH":"n"}"#)?.message == "unknown field 'KEYPATH' (did you mean 'keyPath'?)")
+        expectEqual(failure(#"{"op":"ping","extra":[1,{"x":null}],"object":5}"#)?.message, "unknown field 'extra': ping takes op, id")
+        expectEqual(failure(#"{"op":"list","keyPath":".."}"#)?.message, "unknown field 'keyPath': list takes op, id, limit, after, atLeastRev")
+        expectEqual(failure(#"{"op":"delete","object":"o","values":"nope","keyPath":""}"#)?.message.hasPrefix("unknown field 'values'"), true)
+        expectEqual(failure(#"{"future":true,"op":"get","object":"o"}"#)?.message.hasPrefix("unknown field 'future'"), true)
+        expectEqual(failure(#"{"op":"get","objct":"o"}"#)?.message, "unknown field 'objct' (did you mean 'object'?)")
+        expectEqual(failure(#"{"op":"get","object":"o","KEYPATH":"n"}"#)?.message, "unknown field 'KEYPATH' (did you mean 'keyPath'?)")
         // A long name, an escaped one, one of more than eight bytes: the same rule.
-        #expect(failure(#"{"op":"get","object":"o","changedRev":1}"#)?.message.hasPrefix("unknown field 'changedRev'") == true)
-        #expect(request(#"{"op":"expire","object":"o","changedRev":1}"#) == .expire(object: "o", changedRev: 1))
+        expectEqual(failure(#"{"op":"get","object":"o","changedRev":1}"#)?.message.hasPrefix("unknown field 'changedRev'"), true)
+        expectEqual(request(#"{"op":"expire","object":"o","changedRev":1}"#), .expire(object: "o", changedRev: 1))
         let long = String(repeating: "z", count: 10_000)
         #expect((failure(#"{"op":"ping",""# + long + #"":1}"#)?.message.utf8.count ?? .max) < 300)
     }
 
     @Test("surrounding white space and escaped field values")
     func whitespaceAndEscapes() {
-        #expect(request(" { \"op\" : \"delete\" , \"object\" : \"a\\\"b\" } ") == .delete(object: "a\"b"))
-        #expect(request(#"{"op":"\u0070ing"}"#) == .ping)
+        expectEqual(request(" { \"op\" : \"delete\" , \"object\" : \"a\\\"b\" } "), .delete(object: "a\"b"))
+        expectEqual(request(#"{"op":"\u0070ing"}"#), .ping)
         #expect(request(#"{"op":"get","object":"caf\u00e9","keyPath":"x.\u00e9"}"#)
             == .get(object: "café", keyPath: keyPath("x.é")))
     }
@@ -206,27 +206,27 @@ struct RequestDecoderTests {
     ] as [(String, JSONValue)])
     func idEcho(idText: String, expected: JSONValue) {
         let success = decode(#"{"op":"ping","id":\#(idText)}"#)
-        #expect(success.id.map { strictlyEqual($0, expected) } == true, "\(String(describing: success.id))")
-        #expect(failure(success) == nil)
+        expectEqual(success.id.map { strictlyEqual($0, expected) }, true, "\(String(describing: success.id))")
+        expectEqual(failure(success), nil)
 
         let unknown = decode(#"{"id":\#(idText),"op":"frobnicate"}"#)
-        #expect(unknown.id.map { strictlyEqual($0, expected) } == true)
-        #expect(failure(unknown)?.code == .unknownOp)
+        expectEqual(unknown.id.map { strictlyEqual($0, expected) }, true)
+        expectEqual(failure(unknown)?.code, .unknownOp)
 
         let bad = decode(#"{"id":\#(idText),"op":"get"}"#)
-        #expect(bad.id.map { strictlyEqual($0, expected) } == true)
-        #expect(failure(bad)?.code == .badRequest)
+        expectEqual(bad.id.map { strictlyEqual($0, expected) }, true)
+        expectEqual(failure(bad)?.code, .badRequest)
 
         let missingOp = decode(#"{"id":\#(idText)}"#)
-        #expect(missingOp.id.map { strictlyEqual($0, expected) } == true)
-        #expect(failure(missingOp)?.code == .badRequest)
+        expectEqual(missingOp.id.map { strictlyEqual($0, expected) }, true)
+        expectEqual(failure(missingOp)?.code, .badRequest)
     }
 
     @Test("without id, no id; a null id is an id")
     func absentID() {
         let decoded = decode(#"{"op":"ping"}"#)
         #expect(hasNoID(decoded))
-        #expect(failure(decoded) == nil)
+        expectEqual(failure(decoded), nil)
         #expect(!hasNoID(decode(#"{"op":"ping","id":null}"#)))
     }
 
@@ -237,7 +237,7 @@ struct RequestDecoderTests {
     func nonScalarID(line: String) {
         let decoded = decode(line)
         #expect(hasNoID(decoded))
-        #expect(failure(decoded)?.code == .badRequest)
+        expectEqual(failure(decoded)?.code, .badRequest)
     }
 
     // MARK: - Lines that are not request objects
@@ -249,7 +249,7 @@ struct RequestDecoderTests {
     func notARequestObject(line: String) {
         let decoded = decode(line)
         #expect(hasNoID(decoded))
-        #expect(failure(decoded)?.code == .badRequest, "\(line)")
+        expectEqual(failure(decoded)?.code, .badRequest, "\(line)")
     }
 
     @Test("invalid UTF-8 is bad_request with no id and says so")
@@ -257,10 +257,10 @@ struct RequestDecoderTests {
         let line = Array(#"{"op":"get","id":1,"object":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8)
         let decoded = RequestDecoder.decode(line)
         #expect(hasNoID(decoded))
-        #expect(failure(decoded)?.code == .badRequest)
-        #expect(failure(decoded)?.message.hasPrefix("invalid UTF-8") == true)
+        expectEqual(failure(decoded)?.code, .badRequest)
+        expectEqual(failure(decoded)?.message.hasPrefix("invalid UTF-8"), true)
         // A JSON error reads differently.
-        #expect(failure("{")?.message.hasPrefix("invalid JSON") == true)
+        expectEqual(failure("{")?.message.hasPrefix("invalid JSON"), true)
     }
 
     @Test("the buffer entry point decodes exactly the bytes it is given")
@@ -269,8 +269,8 @@ struct RequestDecoderTests {
         let decoded = bytes.withUnsafeBufferPointer { buffer in
             RequestDecoder.decode(UnsafeBufferPointer(rebasing: buffer[0..<20]))
         }
-        #expect(failure(decoded) == nil)
-        #expect(decoded.id == .int(3))
+        expectEqual(failure(decoded), nil)
+        expectEqual(decoded.id, .int(3))
         if case let .success(request) = decoded.request { #expect(request == .ping) }
     }
 
@@ -281,7 +281,7 @@ struct RequestDecoderTests {
         #"{"Op":"ping"}"#,
     ])
     func opNotAString(line: String) {
-        #expect(failure(line)?.code == .badRequest, "\(line)")
+        expectEqual(failure(line)?.code, .badRequest, "\(line)")
     }
 
     @Test("an unknown op is unknown_op, naming it", arguments: ["frobnicate", "PING", "Ping", "", " ping", "ping ", "get.set", "observe\u{0}"])
@@ -290,9 +290,9 @@ struct RequestDecoderTests {
         JSONWriter.write(.object(["op": .string(op), "id": .int(6)]), into: &line)
         let decoded = RequestDecoder.decode(line)
         let error = failure(decoded)
-        #expect(error?.code == .unknownOp)
-        #expect(error?.message == "unknown op '\(op)'")
-        #expect(decoded.id == .int(6))
+        expectEqual(error?.code, .unknownOp)
+        expectEqual(error?.message, "unknown op '\(op)'")
+        expectEqual(decoded.id, .int(6))
     }
 
     // MARK: - Missing and mistyped fields, op by op
@@ -329,19 +329,19 @@ struct RequestDecoderTests {
     ])
     func badFields(line: String) {
         let decoded = decode(line)
-        #expect(failure(decoded)?.code == .badRequest, "\(line)")
+        expectEqual(failure(decoded)?.code, .badRequest, "\(line)")
     }
 
     @Test("error messages name the field")
     func messagesNameTheField() {
-        #expect(failure(#"{"op":"delete"}"#)?.message == "missing 'object'")
-        #expect(failure(#"{"op":"delete","object":5}"#)?.message == "'object' must be a string, not number")
-        #expect(failure(#"{"op":"set","object":"o","keyPath":"k"}"#)?.message == "missing 'value'")
-        #expect(failure(#"{"op":"unobserve"}"#)?.message == "missing 'sub'")
-        #expect(failure(#"{"op":"unobserve","sub":"1"}"#)?.message.contains("'sub'") == true)
-        #expect(failure(#"{"op":"create","object":"o","values":[]}"#)?.message.contains("'values'") == true)
-        #expect(failure(#"{"op":"hello","client":1}"#)?.message.contains("'client'") == true)
-        #expect(failure(#"{"id":1}"#)?.message == "missing 'op'")
+        expectEqual(failure(#"{"op":"delete"}"#)?.message, "missing 'object'")
+        expectEqual(failure(#"{"op":"delete","object":5}"#)?.message, "'object' must be a string, not number")
+        expectEqual(failure(#"{"op":"set","object":"o","keyPath":"k"}"#)?.message, "missing 'value'")
+        expectEqual(failure(#"{"op":"unobserve"}"#)?.message, "missing 'sub'")
+        expectEqual(failure(#"{"op":"unobserve","sub":"1"}"#)?.message.contains("'sub'"), true)
+        expectEqual(failure(#"{"op":"create","object":"o","values":[]}"#)?.message.contains("'values'"), true)
+        expectEqual(failure(#"{"op":"hello","client":1}"#)?.message.contains("'client'"), true)
+        expectEqual(failure(#"{"id":1}"#)?.message, "missing 'op'")
     }
 
     // MARK: - Options
@@ -353,16 +353,16 @@ struct RequestDecoderTests {
             else { return nil }
             return options
         }
-        #expect(decodeOptions("") == [.new])
-        #expect(decodeOptions("") == .default)
-        #expect(failure(#"{"op":"observe","object":"o","keyPath":"k","options":null}"#)?.code == .badRequest, "null is no way to leave a field out")
-        #expect(decodeOptions(#","options":[]"#) == [])
-        #expect(decodeOptions(#","options":["new"]"#) == [.new])
-        #expect(decodeOptions(#","options":["old"]"#) == [.old])
-        #expect(decodeOptions(#","options":["initial"]"#) == [.initial])
-        #expect(decodeOptions(#","options":["prior"]"#) == [.prior])
-        #expect(decodeOptions(#","options":["prior","initial","old","new"]"#) == [.new, .old, .initial, .prior])
-        #expect(decodeOptions(#","options":["old","old"]"#) == [.old])
+        expectEqual(decodeOptions(""), [.new])
+        expectEqual(decodeOptions(""), .default)
+        expectEqual(failure(#"{"op":"observe","object":"o","keyPath":"k","options":null}"#)?.code, .badRequest, "null is no way to leave a field out")
+        expectEqual(decodeOptions(#","options":[]"#), [])
+        expectEqual(decodeOptions(#","options":["new"]"#), [.new])
+        expectEqual(decodeOptions(#","options":["old"]"#), [.old])
+        expectEqual(decodeOptions(#","options":["initial"]"#), [.initial])
+        expectEqual(decodeOptions(#","options":["prior"]"#), [.prior])
+        expectEqual(decodeOptions(#","options":["prior","initial","old","new"]"#), [.new, .old, .initial, .prior])
+        expectEqual(decodeOptions(#","options":["old","old"]"#), [.old])
     }
 
     @Test("options: unknown names, non-strings or not an array are bad_request", arguments: [
@@ -372,13 +372,13 @@ struct RequestDecoderTests {
     ])
     func badOptions(json: String) {
         let error = failure(#"{"op":"observe","object":"o","keyPath":"k","options":\#(json)}"#)
-        #expect(error?.code == .badRequest, "\(json)")
+        expectEqual(error?.code, .badRequest, "\(json)")
     }
 
     @Test("an unknown option's message names it")
     func unknownOptionMessage() {
         let error = failure(#"{"op":"observe","object":"o","keyPath":"k","options":["new","sideways"]}"#)
-        #expect(error?.message.contains("'sideways'") == true)
+        expectEqual(error?.message.contains("'sideways'"), true)
     }
 
     // MARK: - Key paths
@@ -399,7 +399,7 @@ struct RequestDecoderTests {
             #"{"op":"set","object":"o","keyPath":\#(pathJSON),"value":1}"#,
             #"{"op":"observe","object":"o","keyPath":\#(pathJSON)}"#,
         ] {
-            #expect(failure(line)?.code == .badRequest, "\(line.prefix(80))")
+            expectEqual(failure(line)?.code, .badRequest, "\(line.prefix(80))")
         }
         #expect(throws: KVOError.self) { try KeyPath(path) }
     }
@@ -407,28 +407,28 @@ struct RequestDecoderTests {
     @Test("key paths at the limits are accepted")
     func keyPathLimits() throws {
         let longest = String(repeating: "a", count: KeyPath.maximumLength)
-        #expect(request(#"{"op":"get","object":"o","keyPath":"\#(longest)"}"#) == .get(object: "o", keyPath: keyPath(longest)))
+        expectEqual(request(#"{"op":"get","object":"o","keyPath":"\#(longest)"}"#), .get(object: "o", keyPath: keyPath(longest)))
         let longestMultibyte = String(repeating: "é", count: KeyPath.maximumLength / 2)
-        #expect(try KeyPath(longestMultibyte).string == longestMultibyte)
+        expectEqual(try KeyPath(longestMultibyte).string, longestMultibyte)
 
         let deepest = Array(repeating: "k", count: KeyPath.maximumDepth).joined(separator: ".")
         let decoded = request(#"{"op":"observe","object":"o","keyPath":"\#(deepest)"}"#)
         if case let .observe(_, path, _, _)? = decoded {
-            #expect(path.components.count == KeyPath.maximumDepth)
+            expectEqual(path.components.count, KeyPath.maximumDepth)
         } else {
             Issue.record("not an observe: \(String(describing: decoded))")
         }
-        #expect(try KeyPath("a").components == ["a"])
-        #expect(try KeyPath("a.b.c").components == ["a", "b", "c"])
-        #expect(try KeyPath(" . ").components == [" ", " "])
-        #expect(try KeyPath("a-b.c_d.é.😀").components == ["a-b", "c_d", "é", "😀"])
+        expectEqual(try KeyPath("a").components, ["a"])
+        expectEqual(try KeyPath("a.b.c").components, ["a", "b", "c"])
+        expectEqual(try KeyPath(" . ").components, [" ", " "])
+        expectEqual(try KeyPath("a-b.c_d.é.😀").components, ["a-b", "c_d", "é", "😀"])
     }
 
     @Test("limits are what the protocol documents")
     func documentedLimits() {
-        #expect(KeyPath.maximumLength == 1024)
-        #expect(KeyPath.maximumDepth == 64)
-        #expect(RequestDecoder.maximumObjectIDLength == 1024)
+        expectEqual(KeyPath.maximumLength, 1024)
+        expectEqual(KeyPath.maximumDepth, 64)
+        expectEqual(RequestDecoder.maximumObjectIDLength, 1024)
     }
 
     // MARK: - Object ids
@@ -440,7 +440,7 @@ struct RequestDecoderTests {
         for op in ["create", "delete", "get", "info"] {
             var line: [UInt8] = []
             JSONWriter.write(.object(["op": .string(op), "object": .string(object)]), into: &line)
-            #expect(failure(RequestDecoder.decode(line))?.code == .badRequest, "\(op)")
+            expectEqual(failure(RequestDecoder.decode(line))?.code, .badRequest, "\(op)")
         }
         let extras: [[String: JSONValue]] = [["keyPath": "k", "value": 1], ["keyPath": "k"]]
         for extra in extras {
@@ -450,7 +450,7 @@ struct RequestDecoderTests {
                 fields["object"] = .string(object)
                 var line: [UInt8] = []
                 JSONWriter.write(.object(fields), into: &line)
-                #expect(failure(RequestDecoder.decode(line))?.code == .badRequest, "\(op)")
+                expectEqual(failure(RequestDecoder.decode(line))?.code, .badRequest, "\(op)")
             }
         }
     }
@@ -463,7 +463,7 @@ struct RequestDecoderTests {
         JSONWriter.write(.object(["op": "delete", "object": .string(object)]), into: &line)
         let decoded = RequestDecoder.decode(line)
         if case let .success(request) = decoded.request {
-            #expect(request == .delete(object: object))
+            expectEqual(request, .delete(object: object))
         } else {
             Issue.record("rejected: \(String(describing: failure(decoded)))")
         }
@@ -471,18 +471,18 @@ struct RequestDecoderTests {
 
     @Test("object ids may contain dots, spaces and escapes")
     func unusualObjectIDs() {
-        #expect(request(#"{"op":"delete","object":"a.b c\n\u0000"}"#) == .delete(object: "a.b c\n\u{0}"))
-        #expect(request(#"{"op":"delete","object":" "}"#) == .delete(object: " "))
+        expectEqual(request(#"{"op":"delete","object":"a.b c\n\u0000"}"#), .delete(object: "a.b c\n\u{0}"))
+        expectEqual(request(#"{"op":"delete","object":" "}"#), .delete(object: " "))
     }
 
     @Test("classes: defineClass, classes, create with a class")
     func classRequests() {
-        #expect(request(#"{"op":"defineClass","class":{"name":"C"}}"#) == .defineClass(definition: ["name": "C"]))
-        #expect(request(#"{"op":"classes"}"#) == .classes)
+        expectEqual(request(#"{"op":"defineClass","class":{"name":"C"}}"#), .defineClass(definition: ["name": "C"]))
+        expectEqual(request(#"{"op":"classes"}"#), .classes)
         #expect(request(#"{"op":"create","object":"c","class":"C","values":{"a":1}}"#)
             == .create(object: "c", values: ["a": 1], className: "C"))
-        #expect(failure(#"{"op":"defineClass"}"#)?.message == "missing 'class'")
-        #expect(failure(#"{"op":"create","object":"c","class":3}"#)?.code == .badRequest)
+        expectEqual(failure(#"{"op":"defineClass"}"#)?.message, "missing 'class'")
+        expectEqual(failure(#"{"op":"create","object":"c","class":3}"#)?.code, .badRequest)
     }
 
     @Test("bindings: bind, combineLatest, unbind, bindings")
@@ -495,8 +495,8 @@ struct RequestDecoderTests {
             == .bind(BindingSpec(kind: .bind, sources: [a], target: b, filter: "$value > 1", transform: "$value * 2"), now: true))
         #expect(request(#"{"op":"combineLatest","sources":[{"object":"a","keyPath":"x"},{"object":"b","keyPath":"y.z"}],"to":{"object":"a","keyPath":"x"},"reduce":"$0 + $1"}"#)
             == .bind(BindingSpec(kind: .combineLatest, sources: [a, b], target: a, filter: nil, transform: "$0 + $1"), now: false))
-        #expect(request(#"{"op":"unbind","binding":3}"#) == .unbind(binding: 3))
-        #expect(request(#"{"op":"bindings"}"#) == .bindings)
+        expectEqual(request(#"{"op":"unbind","binding":3}"#), .unbind(binding: 3))
+        expectEqual(request(#"{"op":"bindings"}"#), .bindings)
         for (line, message) in [
             (#"{"op":"bind","to":{"object":"b","keyPath":"y"}}"#, "missing 'from'"),
             (#"{"op":"bind","from":{"object":"a","keyPath":"x"}}"#, "missing 'to'"),
@@ -509,8 +509,8 @@ struct RequestDecoderTests {
             (#"{"op":"unbind","binding":0}"#, "'binding' must be a positive integer"),
             (#"{"op":"unbind"}"#, "missing 'binding'"),
         ] {
-            #expect(failure(line)?.message == message, "\(line)")
+            expectEqual(failure(line)?.message, message, "\(line)")
         }
-        #expect(failure(#"{"op":"bind","from":{"object":"a","keyPath":"x.."},"to":{"object":"b","keyPath":"y"}}"#)?.code == .badRequest)
+        expectEqual(failure(#"{"op":"bind","from":{"object":"a","keyPath":"x.."},"to":{"object":"b","keyPath":"y"}}"#)?.code, .badRequest)
     }
 }

@@ -44,7 +44,7 @@ extension SQLiteStoreTests {
             Issue.record("expected a corrupt-row error, got \(String(describing: error))")
             return
         }
-        #expect(row == "object 'bad'")
+        expectEqual(row, "object 'bad'")
         #expect(reason.hasPrefix("invalid JSON"))
     }
 
@@ -71,7 +71,7 @@ extension SQLiteStoreTests {
         try tamper(directory, "UPDATE history SET change = 'nope' WHERE rev = 2")
         let again = try open(directory)
         let error = #expect(throws: StorageError.self) { _ = try again.load() }
-        #expect(error?.description.contains("history rev 2") == true)
+        expectEqual(error?.description.contains("history rev 2"), true)
     }
 
     @Test func aRevisionStoredAsTextIsCorrupt() throws {
@@ -89,10 +89,10 @@ extension SQLiteStoreTests {
         let newer = SQLiteStore.schemaVersion + 1
         try tamper(directory, "UPDATE meta SET value = \(newer) WHERE key = 'schema_version'")
         let error = #expect(throws: StorageError.self) { _ = try open(directory) }
-        #expect(error == .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: newer, supported: SQLiteStore.schemaVersion))
+        expectEqual(error, .unsupportedSchema(path: directory.appending("kvod.sqlite3"), found: newer, supported: SQLiteStore.schemaVersion))
         // Refusing did not rewrite the version or anything else.
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "\(newer)")
-        #expect(try peek(directory, "SELECT value FROM objects WHERE id = 'a'") == #"{"v":1}"#)
+        expectEqual(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'"), "\(newer)")
+        expectEqual(try peek(directory, "SELECT value FROM objects WHERE id = 'a'"), #"{"v":1}"#)
     }
 
     @Test func aCorruptClassRowNamesTheClass() throws {
@@ -107,7 +107,7 @@ extension SQLiteStoreTests {
             Issue.record("expected a corrupt-row error, got \(String(describing: error))")
             return
         }
-        #expect(row == "class 'LabColor'")
+        expectEqual(row, "class 'LabColor'")
         #expect(reason.hasPrefix("invalid JSON"))
     }
 
@@ -125,7 +125,7 @@ extension SQLiteStoreTests {
         try tamper(directory, "UPDATE bindings SET definition = 'nope' WHERE id = 7")
         let again = try open(directory)
         let error = #expect(throws: StorageError.self) { _ = try again.load() }
-        #expect(error?.description.contains("binding 7") == true)
+        expectEqual(error?.description.contains("binding 7"), true)
     }
 
     @Test func aLastBindingIDStoredAsTextIsCorrupt() throws {
@@ -153,8 +153,8 @@ extension SQLiteStoreTests {
             change.writeJSON(into: &fast)
             var canonical: [UInt8] = []
             JSONWriter.write(change.json, into: &canonical)
-            #expect(fast == canonical, "\(String(decoding: canonical, as: UTF8.self))")
-            #expect(try RecordedChange(json: JSONParser.parse(fast)) == change)
+            expectEqual(fast, canonical, "\(String(decoding: canonical, as: UTF8.self))")
+            expectEqual(try RecordedChange(json: JSONParser.parse(fast)), change)
         }
     }
 }

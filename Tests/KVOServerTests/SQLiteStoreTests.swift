@@ -32,9 +32,9 @@ import Testing
         let store = try open(directory)
         let state = try store.load()
         #expect(state.objects.isEmpty)
-        #expect(state.revision == 0)
+        expectEqual(state.revision, 0)
         #expect(state.history.isEmpty)
-        #expect(store.databasePath == directory.path + "/kvod.sqlite3")
+        expectEqual(store.databasePath, directory.path + "/kvod.sqlite3")
     }
 
     @Test func objectsRoundTripExactly() throws {
@@ -56,11 +56,11 @@ import Testing
         }
         try store.commit(F.batch(entries))
         let state = try reload(directory, closing: store)
-        #expect(state.objects == ObjectTable(packing: objects))
-        #expect(state.revision == rev)
+        expectEqual(state.objects, ObjectTable(packing: objects))
+        expectEqual(state.revision, rev)
         // Numbers keep their kind: integers stay integers, doubles stay doubles.
-        #expect(JSONWriter.string(state.objects["numbers"]!) == JSONWriter.string(objects["numbers"]!))
-        #expect(state.objects["big"]?["text"]?.stringValue?.utf8.count == 1 << 20)
+        expectEqual(JSONWriter.string(state.objects["numbers"]!), JSONWriter.string(objects["numbers"]!))
+        expectEqual(state.objects["big"]?["text"]?.stringValue?.utf8.count, 1 << 20)
     }
 
     @Test func aNilValueDeletesTheObject() throws {
@@ -71,8 +71,8 @@ import Testing
         // Deleting an object that was never stored is not an error.
         try store.commit(F.batch([F.entry(4, "never", nil)]))
         let state = try reload(directory, closing: store)
-        #expect(state.objects == ["b": ["v": 2]])
-        #expect(state.revision == 4)
+        expectEqual(state.objects, ["b": ["v": 2]])
+        expectEqual(state.revision, 4)
     }
 
     @Test func theLastEntryOfEachObjectInABatchWins() throws {
@@ -92,12 +92,12 @@ import Testing
         ]))
         // Each object is written once: "kept" and "reborn" upserted, "gone" deleted ("transient" was
         // never stored, so deleting it changes no row); then 8 history rows and the revision.
-        #expect(Int(try store.queryText("SELECT total_changes()"))! - changesBefore == 3 + 8 + 1)
+        expectEqual(Int(try store.queryText("SELECT total_changes()"))! - changesBefore, 3 + 8 + 1)
         let state = try reload(directory, closing: store)
-        #expect(state.objects == ["kept": ["v": 2], "reborn": ["v": 3]])
-        #expect(state.revision == 10)
+        expectEqual(state.objects, ["kept": ["v": 2], "reborn": ["v": 3]])
+        expectEqual(state.revision, 10)
         // Every entry is still in history, in order.
-        #expect(state.history.map(\.rev) == Array(1...10))
+        expectEqual(state.history.map(\.rev), Array(1...10))
     }
 
     @Test func theRevisionSurvivesReopeningAndAnEmptyBatchCanMoveIt() throws {
@@ -107,10 +107,10 @@ import Testing
             try store.commit(F.batch([F.entry(41, "a", ["v": 1])]))
             store.close()
         }
-        #expect(try reload(directory).revision == 41)
+        expectEqual(try reload(directory).revision, 41)
         let store = try open(directory)
         try store.commit(CommitBatch(revision: 42, entries: [], objects: [:]))
-        #expect(try reload(directory, closing: store).revision == 42)
+        expectEqual(try reload(directory, closing: store).revision, 42)
     }
 
     @Test func anEmptyBatchAtTheStoredRevisionWritesNothing() throws {
@@ -120,10 +120,10 @@ import Testing
         // total_changes(): rows this connection has inserted, updated or deleted so far.
         let changes = try store.queryText("SELECT total_changes()")
         try store.commit(CommitBatch(revision: 1, entries: [], objects: [:]))
-        #expect(try store.queryText("SELECT total_changes()") == changes)
+        expectEqual(try store.queryText("SELECT total_changes()"), changes)
         try store.commit(CommitBatch(revision: 2, entries: [], objects: [:]))
-        #expect(try store.queryText("SELECT total_changes()") == String(Int(changes)! + 1))
-        #expect(try store.load().revision == 2)
+        expectEqual(try store.queryText("SELECT total_changes()"), String(Int(changes)! + 1))
+        expectEqual(try store.load().revision, 2)
     }
 
     // MARK: - History
@@ -144,9 +144,9 @@ import Testing
         try store.commit(F.batch(Array(entries[0..<2])))
         try store.commit(F.batch(Array(entries[2...])))
         let state = try reload(directory, closing: store)
-        #expect(state.history == entries.map(\.entry))
-        #expect(state.history[4].change == .deleted(.object([:])), "a delete comes back as a deletion")
-        #expect(state.history[1].change == .array(insertion))
+        expectEqual(state.history, entries.map(\.entry))
+        expectEqual(state.history[4].change, .deleted(.object([:])), "a delete comes back as a deletion")
+        expectEqual(state.history[1].change, .array(insertion))
     }
 
     @Test func everyKindOfRecordedChangeRoundTrips() throws {
@@ -165,14 +165,14 @@ import Testing
         let store = try open(directory)
         try store.commit(CommitBatch(revision: UInt64(entries.count), entries: entries, objects: ["o": .deleted]))
         let state = try reload(directory, closing: store)
-        #expect(state.history == entries)
+        expectEqual(state.history, entries)
         #expect(state.objects.isEmpty)
         guard case let .set(_, absent, _) = state.history[1].change, case let .set(_, null, _) = state.history[2].change else {
             Issue.record("expected two sets, got \(state.history[1].change) and \(state.history[2].change)")
             return
         }
-        #expect(absent == .none)
-        #expect(null == .some(.null))
+        expectEqual(absent, .none)
+        expectEqual(null, .some(.null))
     }
 
     @Test func historyIsTrimmedToTheNewestRowsByCount() throws {
@@ -185,16 +185,16 @@ import Testing
                 return F.entry(rev, "o\(rev % 3)", ["v": .int(Int64(rev))])
             }
             try store.commit(F.batch(entries))
-            #expect(store.historyRowCount == min(Int(rev), 5))
+            expectEqual(store.historyRowCount, min(Int(rev), 5))
         }
-        #expect(try store.load().history.map(\.rev) == [8, 9, 10, 11, 12])
+        expectEqual(try store.load().history.map(\.rev), [8, 9, 10, 11, 12])
         store.close()
         // A smaller limit at the next start trims at once.
         let smaller = try open(directory, historyLimit: 2)
-        #expect(try smaller.load().history.map(\.rev) == [11, 12])
-        #expect(smaller.historyRowCount == 2)
+        expectEqual(try smaller.load().history.map(\.rev), [11, 12])
+        expectEqual(smaller.historyRowCount, 2)
         // Objects are never trimmed.
-        #expect(try smaller.load().objects.count == 3)
+        expectEqual(try smaller.load().objects.count, 3)
     }
 
     @Test func historyIsTrimmedByBytes() throws {
@@ -205,30 +205,30 @@ import Testing
         // Room for three rows and a half: three are kept.
         let store = try open(directory, historyLimit: 1000, historyByteLimit: rowBytes * 7 / 2)
         try store.commit(F.batch(Array(entries[0..<4])))
-        #expect(store.historyRowCount == 3)
+        expectEqual(store.historyRowCount, 3)
         for entry in entries[4...] { try store.commit(F.batch([entry])) }
-        #expect(store.historyByteTotal == 3 * rowBytes)
+        expectEqual(store.historyByteTotal, 3 * rowBytes)
         let state = try store.load()
-        #expect(state.history.map(\.rev) == [8, 9, 10])
+        expectEqual(state.history.map(\.rev), [8, 9, 10])
         store.close()
         // The running total is rebuilt from disk on open.
         let reopened = try open(directory, historyLimit: 1000, historyByteLimit: rowBytes * 7 / 2)
-        #expect(reopened.historyByteTotal == 3 * rowBytes)
+        expectEqual(reopened.historyByteTotal, 3 * rowBytes)
     }
 
     @Test func aRowLargerThanTheByteCapIsKeptAlone() throws {
         let directory = TemporaryDirectory()
         let store = try open(directory, historyLimit: 1000, historyByteLimit: 50)
         try store.commit(F.batch([F.entry(1, "a", ["v": 1]), F.entry(2, "a", ["v": 2])]))
-        #expect(store.historyRowCount == 2)
+        expectEqual(store.historyRowCount, 2)
         let large = F.entry(3, "a", ["text": .string(String(repeating: "y", count: 200))])
         try store.commit(F.batch([large]))
-        #expect(try store.load().history == [large.entry])
+        expectEqual(try store.load().history, [large.entry])
         // A change record counts too.
         let change = ArrayChangeRecord(path: ["l"], kind: .insertion, indexes: [0], old: [], new: ["z"])
         let withChange = F.entry(4, "a", ["l": ["z"]], change: change)
         try store.commit(F.batch([withChange]))
-        #expect(store.historyByteTotal == F.rowBytes(withChange))
+        expectEqual(store.historyByteTotal, F.rowBytes(withChange))
         #expect(F.rowBytes(withChange) > JSONWriter.bytes(withChange.value!).count)
     }
 
@@ -238,8 +238,8 @@ import Testing
         try store.commit(F.batch([F.entry(1, "a", ["v": 1]), F.entry(2, "b", ["v": 2])]))
         let state = try store.load()
         #expect(state.history.isEmpty)
-        #expect(state.objects.count == 2)
-        #expect(state.revision == 2)
+        expectEqual(state.objects.count, 2)
+        expectEqual(state.revision, 2)
     }
 
     @Test func trimmingManyRowsKeepsTheRunningTotalRight() throws {
@@ -255,11 +255,11 @@ import Testing
             try store.commit(F.batch(entries))
         }
         let state = try store.load()
-        #expect(state.history.map(\.rev) == Array(9991...10000))
-        #expect(store.historyByteTotal == state.history.reduce(0) { $0 + F.rowBytes($1) })
+        expectEqual(state.history.map(\.rev), Array(9991...10000))
+        expectEqual(store.historyByteTotal, state.history.reduce(0) { $0 + F.rowBytes($1) })
         store.close()
         let reopened = try open(directory, historyLimit: 10)
-        #expect(reopened.historyByteTotal == state.history.reduce(0) { $0 + F.rowBytes($1) })
+        expectEqual(reopened.historyByteTotal, state.history.reduce(0) { $0 + F.rowBytes($1) })
     }
 
     // MARK: - Atomicity
@@ -273,17 +273,17 @@ import Testing
         #expect(throws: StorageError.self) {
             try store.commit(F.batch([F.entry(3, "a", ["v": 99]), F.entry(4, "c", ["v": 1]), F.entry(2, "d", ["v": 1])]))
         }
-        #expect(store.historyRowCount == 2)
-        #expect(store.historyByteTotal == bytes)
+        expectEqual(store.historyRowCount, 2)
+        expectEqual(store.historyByteTotal, bytes)
         let state = try store.load()
-        #expect(state.objects == ["a": ["v": 1], "b": ["v": 1]])
-        #expect(state.revision == 2)
+        expectEqual(state.objects, ["a": ["v": 1], "b": ["v": 1]])
+        expectEqual(state.revision, 2)
         // The next batch commits normally and trims with the right counts.
         try store.commit(F.batch([F.entry(3, "a", ["v": 3]), F.entry(4, "c", ["v": 4])]))
         let after = try reload(directory, closing: store)
-        #expect(after.objects == ["a": ["v": 3], "b": ["v": 1], "c": ["v": 4]])
-        #expect(after.history.map(\.rev) == [2, 3, 4])
-        #expect(after.revision == 4)
+        expectEqual(after.objects, ["a": ["v": 3], "b": ["v": 1], "c": ["v": 4]])
+        expectEqual(after.history.map(\.rev), [2, 3, 4])
+        expectEqual(after.revision, 4)
     }
 
     // MARK: - Classes and bindings
@@ -314,13 +314,13 @@ import Testing
         let relaxed: JSONValue = ["name": "LabColor", "properties": ["l": ["type": "number"]]]
         try store.commit(CommitBatch(revision: 1, entries: [], objects: [:], classes: ["LabColor": relaxed]))
         let state = try reload(directory, closing: store)
-        #expect(state.classes == ["LabColor": relaxed, "Empty ключ": ["name": "Empty ключ", "properties": [:]]])
-        #expect(state.bindings == [7: Self.bindAtoB, 8: Self.combineToC])
-        #expect(state.lastBindingID == 8)
-        #expect(state.objects == ["a": ["x": 1]])
-        #expect(state.revision == 1)
+        expectEqual(state.classes, ["LabColor": relaxed, "Empty ключ": ["name": "Empty ключ", "properties": [:]]])
+        expectEqual(state.bindings, [7: Self.bindAtoB, 8: Self.combineToC])
+        expectEqual(state.lastBindingID, 8)
+        expectEqual(state.objects, ["a": ["x": 1]])
+        expectEqual(state.revision, 1)
         // Stored as compact JSON text, like objects.
-        #expect(try peek(directory, "SELECT definition FROM bindings WHERE id = 8") == JSONWriter.string(Self.combineToC))
+        expectEqual(try peek(directory, "SELECT definition FROM bindings WHERE id = 8"), JSONWriter.string(Self.combineToC))
     }
 
     @Test func aRemovedBindingDeletesItsRow() throws {
@@ -337,10 +337,10 @@ import Testing
         removal.bindings[99] = .some(.none)
         #expect(!removal.isEmpty)
         try store.commit(removal)
-        #expect(try store.queryText("SELECT group_concat(id) FROM bindings") == "2")
+        expectEqual(try store.queryText("SELECT group_concat(id) FROM bindings"), "2")
         let state = try reload(directory, closing: store)
-        #expect(state.bindings == [2: Self.combineToC])
-        #expect(state.lastBindingID == 2)
+        expectEqual(state.bindings, [2: Self.combineToC])
+        expectEqual(state.lastBindingID, 2)
     }
 
     @Test func theLastBindingIDSurvivesAndNeverGoesDown() throws {
@@ -351,23 +351,23 @@ import Testing
             try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], bindings: [5: .none], lastBindingID: 5))
             store.close()
         }
-        #expect(try reload(directory).lastBindingID == 5)
+        expectEqual(try reload(directory).lastBindingID, 5)
         let store = try open(directory)
         // A lower counter (a batch that handed out no id says 0) leaves the stored one alone.
         try store.commit(CommitBatch(revision: 1, entries: [F.entry(1, "a", ["v": 1]).entry], objects: [:], lastBindingID: 3))
-        #expect(try store.load().lastBindingID == 5)
+        expectEqual(try store.load().lastBindingID, 5)
         // A counter alone, with nothing else in the batch, is still written.
         let changes = Int(try store.queryText("SELECT total_changes()"))!
         try store.commit(CommitBatch(revision: 1, entries: [], objects: [:], lastBindingID: 6))
-        #expect(Int(try store.queryText("SELECT total_changes()"))! == changes + 1)
-        #expect(try reload(directory, closing: store).lastBindingID == 6)
+        expectEqual(Int(try store.queryText("SELECT total_changes()"))!, changes + 1)
+        expectEqual(try reload(directory, closing: store).lastBindingID, 6)
     }
 
     @Test func theLastBindingIDIsNeverBelowALiveBinding() throws {
         let directory = TemporaryDirectory()
         let store = try open(directory)
         try store.commit(CommitBatch(revision: 0, entries: [], objects: [:], bindings: [9: Self.bindAtoB], lastBindingID: 4))
-        #expect(try reload(directory, closing: store).lastBindingID == 9)
+        expectEqual(try reload(directory, closing: store).lastBindingID, 9)
     }
 
     @Test func aBatchWithOnlyAClassIsWrittenWithoutMovingTheRevision() throws {
@@ -379,12 +379,12 @@ import Testing
         let changes = Int(try store.queryText("SELECT total_changes()"))!
         try store.commit(batch)
         // One row: the class. Neither the revision nor history is rewritten.
-        #expect(Int(try store.queryText("SELECT total_changes()"))! == changes + 1)
+        expectEqual(Int(try store.queryText("SELECT total_changes()"))!, changes + 1)
         let state = try reload(directory, closing: store)
-        #expect(state.classes == ["LabColor": Self.labColor])
-        #expect(state.revision == 2)
-        #expect(state.history.map(\.rev) == [1, 2])
-        #expect(state.objects == ["a": ["v": 1], "b": ["v": 2]])
+        expectEqual(state.classes, ["LabColor": Self.labColor])
+        expectEqual(state.revision, 2)
+        expectEqual(state.history.map(\.rev), [1, 2])
+        expectEqual(state.objects, ["a": ["v": 1], "b": ["v": 2]])
     }
 
     @Test func aFailingBatchStoresNoClassBindingOrObject() throws {
@@ -402,14 +402,14 @@ import Testing
         failing.lastBindingID = 2
         #expect(throws: StorageError.self) { try store.commit(failing) }
         let state = try store.load()
-        #expect(state.objects == ["a": ["v": 1], "b": ["v": 1]])
+        expectEqual(state.objects, ["a": ["v": 1], "b": ["v": 1]])
         #expect(state.classes.isEmpty)
-        #expect(state.bindings == [1: Self.bindAtoB])
-        #expect(state.lastBindingID == 1)
-        #expect(state.revision == 2)
+        expectEqual(state.bindings, [1: Self.bindAtoB])
+        expectEqual(state.lastBindingID, 1)
+        expectEqual(state.revision, 2)
         // The counter was not raised in memory either: the same counter commits later.
         try store.commit(CommitBatch(revision: 2, entries: [], objects: [:], lastBindingID: 2))
-        #expect(try reload(directory, closing: store).lastBindingID == 2)
+        expectEqual(try reload(directory, closing: store).lastBindingID, 2)
     }
 
     @Test func aVersionOneDatabaseIsMigratedInPlace() throws {
@@ -429,15 +429,15 @@ import Testing
                 (2, 'a', '\(JSONWriter.string(set.change.json))', 9);
             """)
         let store = try open(directory)
-        #expect(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'") == "\(SQLiteStore.schemaVersion)")
+        expectEqual(try store.queryText("SELECT value FROM meta WHERE key = 'schema_version'"), "\(SQLiteStore.schemaVersion)")
         let migrated = try store.load()
-        #expect(migrated.objects == ["a": ["v": 2]])
-        #expect(migrated.objects.changedRevision(of: "a") == 0, "an older row's last change is unknown")
-        #expect(migrated.revision == 2)
-        #expect(migrated.history == [created.entry, set])
+        expectEqual(migrated.objects, ["a": ["v": 2]])
+        expectEqual(migrated.objects.changedRevision(of: "a"), 0, "an older row's last change is unknown")
+        expectEqual(migrated.revision, 2)
+        expectEqual(migrated.history, [created.entry, set])
         #expect(migrated.classes.isEmpty)
         #expect(migrated.bindings.isEmpty)
-        #expect(migrated.lastBindingID == 0)
+        expectEqual(migrated.lastBindingID, 0)
         var batch = CommitBatch(revision: 3, entries: [HistoryEntry(rev: 3, object: "a", change: .set(path: ["v"], old: 2, new: 3))],
                                 objects: ["a": .present(["v": 3])])
         batch.classes = ["LabColor": Self.labColor]
@@ -445,14 +445,14 @@ import Testing
         batch.lastBindingID = 1
         try store.commit(batch)
         let state = try reload(directory, closing: store)
-        #expect(state.objects == ["a": ["v": 3]])
-        #expect(state.objects.changedRevision(of: "a") == 3, "written again: known")
-        #expect(state.history.map(\.rev) == [1, 2, 3])
-        #expect(try peek(directory, "SELECT group_concat(seq) FROM history") == "1,2,3", "old rows keep their revision as key")
-        #expect(state.classes == ["LabColor": Self.labColor])
-        #expect(state.bindings == [1: Self.bindAtoB])
-        #expect(state.lastBindingID == 1)
-        #expect(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'") == "\(SQLiteStore.schemaVersion)")
+        expectEqual(state.objects, ["a": ["v": 3]])
+        expectEqual(state.objects.changedRevision(of: "a"), 3, "written again: known")
+        expectEqual(state.history.map(\.rev), [1, 2, 3])
+        expectEqual(try peek(directory, "SELECT group_concat(seq) FROM history"), "1,2,3", "old rows keep their revision as key")
+        expectEqual(state.classes, ["LabColor": Self.labColor])
+        expectEqual(state.bindings, [1: Self.bindAtoB])
+        expectEqual(state.lastBindingID, 1)
+        expectEqual(try peek(directory, "SELECT value FROM meta WHERE key = 'schema_version'"), "\(SQLiteStore.schemaVersion)")
     }
 
     // MARK: - Locking, closing, reopening
@@ -462,13 +462,13 @@ import Testing
         let first = try open(directory)
         try first.commit(F.batch([F.entry(1, "a", ["v": 1])]))
         let error = #expect(throws: StorageError.self) { _ = try open(directory) }
-        #expect(error == .locked(path: directory.path + "/kvod.sqlite3"))
-        #expect(error?.description.contains("another kvod") == true)
+        expectEqual(error, .locked(path: directory.path + "/kvod.sqlite3"))
+        expectEqual(error?.description.contains("another kvod"), true)
         // The refused attempt did not disturb the first store.
         try first.commit(F.batch([F.entry(2, "a", ["v": 2])]))
         first.close()
         let second = try open(directory)
-        #expect(try second.load().objects == ["a": ["v": 2]])
+        expectEqual(try second.load().objects, ["a": ["v": 2]])
     }
 
     @Test func theLockIsTakenAtOpenEvenBeforeTheFirstCommit() throws {
@@ -508,8 +508,8 @@ import Testing
             try store.commit(F.batch([F.entry(1, "a", ["v": 1])]))
         }
         let state = try reload(directory)
-        #expect(state.objects == ["a": ["v": 1]])
-        #expect(state.revision == 1)
+        expectEqual(state.objects, ["a": ["v": 1]])
+        expectEqual(state.revision, 1)
     }
 
     @Test(arguments: [SyncMode.normal, .full, .off])
@@ -527,9 +527,9 @@ import Testing
             try FileManager.default.copyItem(atPath: directory.appending(name), toPath: copy.appending(name))
         }
         let state = try reload(copy)
-        #expect(state.revision == 20)
-        #expect(state.objects == ["o0": ["v": 20], "o1": ["v": 17], "o2": ["v": 18], "o3": ["v": 19]])
-        #expect(state.history.count == 20)
+        expectEqual(state.revision, 20)
+        expectEqual(state.objects, ["o0": ["v": 20], "o1": ["v": 17], "o2": ["v": 18], "o3": ["v": 19]])
+        expectEqual(state.history.count, 20)
         store.close()
     }
 
@@ -550,23 +550,23 @@ import Testing
     func eachSyncModeSetsSynchronous(sync: SyncMode, expected: String) throws {
         let directory = TemporaryDirectory()
         let store = try open(directory, sync: sync)
-        #expect(try store.pragma("synchronous") == expected)
-        #expect(try store.pragma("journal_mode") == "wal")
+        expectEqual(try store.pragma("synchronous"), expected)
+        expectEqual(try store.pragma("journal_mode"), "wal")
         #expect(try store.pragma("locking_mode") == "normal")  // the directory lock is StoreLock
     }
 
     @Test func theSyncModesParseFromTheirFlagNames() {
-        #expect(SyncMode(rawValue: "full") == .full)
-        #expect(SyncMode(rawValue: "normal") == .normal)
-        #expect(SyncMode(rawValue: "off") == .off)
-        #expect(SyncMode(rawValue: "FULL") == nil)
+        expectEqual(SyncMode(rawValue: "full"), .full)
+        expectEqual(SyncMode(rawValue: "normal"), .normal)
+        expectEqual(SyncMode(rawValue: "off"), .off)
+        expectEqual(SyncMode(rawValue: "FULL"), nil)
     }
 
     @Test func missingDirectoriesAreCreated() throws {
         let directory = TemporaryDirectory()
         let nested = directory.appending("a/b/c/")
         let store = try SQLiteStore(directory: nested, sync: .normal, historyLimit: 10, historyByteLimit: 1000)
-        #expect(store.databasePath == nested + "kvod.sqlite3")
+        expectEqual(store.databasePath, nested + "kvod.sqlite3")
         try store.commit(F.batch([F.entry(1, "a", ["v": 1])]))
         store.close()
         var isDirectory: ObjCBool = false
@@ -586,7 +586,7 @@ import Testing
             Issue.record("expected a directory error, got \(String(describing: error))")
             return
         }
-        #expect(path == directory.appending("file/sub"))
+        expectEqual(path, directory.appending("file/sub"))
         #expect(reason.contains("not a directory"))
     }
 }

@@ -20,7 +20,7 @@ import Testing
         } catch {
             #expect(error.code == .tooLarge && error.details["limit"] == .int(Int64(SessionLimits.maximumSessionsPerUser)))
         }
-        #expect(table.count == SessionLimits.maximumSessionsPerUser)
+        expectEqual(table.count, SessionLimits.maximumSessionsPerUser)
         // Another user is not held back by mallory's sessions; an ended session gives mallory room again.
         _ = try table.begin(user: "ann", grace: 0, connection: connection(10_000))
         let first = try #require(table.sessionID(of: connection(1)))
@@ -38,11 +38,11 @@ import Testing
             _ = try table.addAction(line, connection: owner, user: nil)
             Issue.record("past the limit of actions")
         } catch {
-            #expect(error.code == .tooLarge)
+            expectEqual(error.code, .tooLarge)
         }
-        #expect(table.totalActionBytes == SessionLimits.maximumActionsPerSession * line.count)
-        #expect(try table.cancelActions(nil, connection: owner, user: nil) == SessionLimits.maximumActionsPerSession)
-        #expect(table.totalActionBytes == 0)
+        expectEqual(table.totalActionBytes, SessionLimits.maximumActionsPerSession * line.count)
+        expectEqual(try table.cancelActions(nil, connection: owner, user: nil), SessionLimits.maximumActionsPerSession)
+        expectEqual(table.totalActionBytes, 0)
         for index in 0..<SessionLimits.maximumEphemeralObjectsPerSession {
             _ = try table.admitEphemeral(from: owner, user: nil)
             let added = table.addEphemeral("e\(index)", to: session.id)
@@ -52,12 +52,12 @@ import Testing
             _ = try table.admitEphemeral(from: owner, user: nil)
             Issue.record("past the limit of ephemeral objects")
         } catch {
-            #expect(error.code == .tooLarge)
+            expectEqual(error.code, .tooLarge)
         }
         let again = table.addEphemeral("e0", to: session.id)
         #expect(!again, "an object belongs to one session once")
         table.objectRemoved("e0")
-        #expect(try table.admitEphemeral(from: owner, user: nil) == session.id, "a deleted ephemeral object frees its place")
+        expectEqual(try table.admitEphemeral(from: owner, user: nil), session.id, "a deleted ephemeral object frees its place")
     }
 
     @Test func oneUserCannotFillTheServersRoomForActions() throws {
@@ -81,12 +81,12 @@ import Testing
             }
         }
         #expect(added == perUser && refusal?.details["limit"] == .int(Int64(SessionLimits.maximumActionBytesPerUser)))
-        #expect(table.totalActionBytes == perUser * line.count)
+        expectEqual(table.totalActionBytes, perUser * line.count)
         // Another user still has room; ending mallory's sessions gives the bytes back.
         _ = try table.begin(user: "ann", grace: 0, connection: connection(100_000))
         _ = try table.addAction(line, connection: connection(100_000), user: "ann")
         for session in 1...number { if let id = table.sessionID(of: connection(session)) { _ = table.end(id) } }
-        #expect(table.totalActionBytes == line.count)
+        expectEqual(table.totalActionBytes, line.count)
         _ = try table.begin(user: "mallory", grace: 0, connection: connection(number + 1))
         _ = try table.addAction(line, connection: connection(number + 1), user: "mallory")
     }
@@ -102,7 +102,7 @@ import Testing
             _ = try table.resume(session.id, user: "bob", connection: connection(2), grace: nil)
             Issue.record("another user resumed it")
         } catch {
-            #expect(error.code == .notFound)
+            expectEqual(error.code, .notFound)
         }
         let (resumed, takenFrom) = try table.resume(session.id, user: "ann", connection: connection(2), grace: nil)
         #expect(resumed.deadline == nil && takenFrom == nil && !table.hasDetached)
@@ -114,12 +114,12 @@ import Testing
         let ending = table.end(session.id)
         let ended = try #require(ending)
         #expect(ended.id == session.id && table.isEmpty && table.uncommitted == [session.id])
-        #expect(table.sessionID(of: connection(3)) == nil)
+        expectEqual(table.sessionID(of: connection(3)), nil)
         do {
             _ = try table.resume(session.id, user: "ann", connection: connection(4), grace: nil)
             Issue.record("an ended session was resumed")
         } catch {
-            #expect(error.code == .notFound)
+            expectEqual(error.code, .notFound)
         }
     }
 
@@ -136,13 +136,13 @@ import Testing
         let back = try #require(PresenceSession(id: session.id, record: record))
         #expect(back.actions == stored.actions && back.ephemeralObjects == ["cursor"] && back.nextActionID == 3)
         #expect(back.user == "ann" && back.grace == 2500 && back.connection == nil)
-        #expect(PresenceSession(id: "not-an-id", record: record) == nil)
-        #expect(PresenceSession(id: session.id, record: ["grace": -1, "next": 1, "actions": [], "ephemeral": []]) == nil)
+        expectEqual(PresenceSession(id: "not-an-id", record: record), nil)
+        expectEqual(PresenceSession(id: session.id, record: ["grace": -1, "next": 1, "actions": [], "ephemeral": []]), nil)
         // Read back after a restart: detached, ending after its grace.
         var restarted = SessionTable(recordsChanges: true)
         restarted.restore([back], now: 10_000)
         #expect(restarted.due(now: 12_499).isEmpty && restarted.due(now: 12_500) == [session.id])
-        #expect(Array(restarted.ephemeralObjectIDs) == ["cursor"])
+        expectEqual(Array(restarted.ephemeralObjectIDs), ["cursor"])
     }
 
     @Test func anInMemoryServerCollectsNoChanges() throws {

@@ -41,15 +41,15 @@ import Testing
                 let id = pool[Int(random.next() % UInt64(pool.count))]
                 let insert = Double(random.next() % 1000) / 1000 < phase || naive.isEmpty && phase > 0
                 if insert {
-                    #expect(index.insert(id) == naive.insert(id).inserted)
+                    expectEqual(index.insert(id), naive.insert(id).inserted)
                 } else {
-                    #expect(index.remove(id) == (naive.remove(id) != nil))
+                    expectEqual(index.remove(id), (naive.remove(id) != nil))
                 }
-                #expect(index.count == naive.count)
-                #expect(index.contains(id) == naive.contains(id))
+                expectEqual(index.count, naive.count)
+                expectEqual(index.contains(id), naive.contains(id))
             }
             let sorted = naive.sorted()
-            #expect(index.all == sorted, "phase \(phase)")
+            expectEqual(index.all, sorted, "phase \(phase)")
             let sizes = index.chunkSizes
             #expect(sizes.allSatisfy { $0 > 0 && $0 <= SortedObjectIDs.chunkCapacity })
             if sizes.count > 1 { #expect(sizes.allSatisfy { $0 >= SortedObjectIDs.chunkMinimum }, "\(sizes)") }
@@ -60,9 +60,9 @@ import Testing
                 var page: [String] = []
                 while page.count < limit, let id = cursor.next() { page.append(id) }
                 let expected = Self.naivePage(sorted, after: after, limit: limit)
-                #expect(page == expected, "after \(String(describing: after)) limit \(limit)")
+                expectEqual(page, expected, "after \(String(describing: after)) limit \(limit)")
                 let remaining = sorted.count - (after.map { after in sorted.firstIndex { $0 > after } ?? sorted.count } ?? 0)
-                #expect(cursor.hasNext == (remaining > limit))
+                expectEqual(cursor.hasNext, (remaining > limit))
             }
         }
     }
@@ -71,14 +71,14 @@ import Testing
         var random = SplitMix64(state: 9)
         let ids = Set((0..<5000).map { _ in String(random.next() % 1_000_000) })
         let index = SortedObjectIDs(ids)
-        #expect(index.count == ids.count)
-        #expect(index.all == ids.sorted())
+        expectEqual(index.count, ids.count)
+        expectEqual(index.all, ids.sorted())
         #expect(index.chunkSizes.allSatisfy { $0 >= SortedObjectIDs.chunkMinimum && $0 <= SortedObjectIDs.chunkCapacity })
-        #expect(Array(index.ids(after: index.all[4000]).prefix(3)) == Array(ids.sorted()[4001..<4004]))
-        #expect(SortedObjectIDs([]).ids(after: "x").hasNext == false)
+        expectEqual(Array(index.ids(after: index.all[4000]).prefix(3)), Array(ids.sorted()[4001..<4004]))
+        expectEqual(SortedObjectIDs([]).ids(after: "x").hasNext, false)
         for size in [0, 1, 383, 384, 385, 769, 1153] {
             let built = SortedObjectIDs((0..<size).map { "id\($0)" })
-            #expect(built.all == (0..<size).map { "id\($0)" }.sorted())
+            expectEqual(built.all, (0..<size).map { "id\($0)" }.sorted())
             #expect(built.chunkSizes.allSatisfy { $0 <= SortedObjectIDs.chunkCapacity })
             if built.chunkSizes.count > 1 {
                 #expect(built.chunkSizes.allSatisfy { $0 >= SortedObjectIDs.chunkMinimum }, "\(size): \(built.chunkSizes)")
@@ -93,17 +93,17 @@ import Testing
         for size in [511, 512, 513, 1024, 1537, 5000] {
             var index = SortedObjectIDs((0..<size).map { String(format: "id%06d", $0 * 2) })
             var expected = Set((0..<size).map { String(format: "id%06d", $0 * 2) })
-            #expect(index.chunkSizes.count == (size + SortedObjectIDs.chunkCapacity - 1) / SortedObjectIDs.chunkCapacity)
+            expectEqual(index.chunkSizes.count, (size + SortedObjectIDs.chunkCapacity - 1) / SortedObjectIDs.chunkCapacity)
             #expect(index.chunkSizes.max()! - index.chunkSizes.min()! <= 1, "\(size): nearly equal sizes")
             for _ in 0..<2_000 {
                 let id = String(format: "id%06d", Int(random.next() % UInt64(size * 2 + 10)))
                 if random.next() % 3 == 0 {
-                    #expect(index.remove(id) == (expected.remove(id) != nil))
+                    expectEqual(index.remove(id), (expected.remove(id) != nil))
                 } else {
-                    #expect(index.insert(id) == expected.insert(id).inserted)
+                    expectEqual(index.insert(id), expected.insert(id).inserted)
                 }
             }
-            #expect(index.all == expected.sorted())
+            expectEqual(index.all, expected.sorted())
             #expect(index.chunkSizes.allSatisfy { $0 <= SortedObjectIDs.chunkCapacity })
             if index.chunkSizes.count > 1 { #expect(index.chunkSizes.allSatisfy { $0 >= SortedObjectIDs.chunkMinimum }) }
         }
@@ -129,12 +129,12 @@ import Testing
             }
             notifications.removeAll()
         }
-        #expect(engine.objectIDs() == engine.objects.keys.sorted())
-        #expect(Array(engine.objectIDs(after: nil)) == engine.objects.keys.sorted())
+        expectEqual(engine.objectIDs(), engine.objects.keys.sorted())
+        expectEqual(Array(engine.objectIDs(after: nil)), engine.objects.keys.sorted())
         let restored = KVOEngine(restoring: PersistedState(objects: engine.objects, revision: engine.revision))
-        #expect(restored.objectIDs() == engine.objects.keys.sorted())
+        expectEqual(restored.objectIDs(), engine.objects.keys.sorted())
         _ = try restored.create("new", values: [:], notifications: &notifications)
         _ = try restored.delete(restored.objectIDs()[0], notifications: &notifications)
-        #expect(restored.objectIDs() == restored.objects.keys.sorted())
+        expectEqual(restored.objectIDs(), restored.objects.keys.sorted())
     }
 }

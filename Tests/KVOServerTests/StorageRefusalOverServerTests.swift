@@ -35,7 +35,7 @@ import Testing
             while reply["event"] != nil { reply = try client.readMessage() }
             if operation.declaration.isStored, !operation.declaration.freesSpace {
                 writeRows += 1
-                #expect(reply["error"]?["code"] == "storage_full", "\(operation.name) with the store full: \(reply)")
+                expectEqual(reply["error"]?["code"], "storage_full", "\(operation.name) with the store full: \(reply)")
             } else if operation.declaration.isStored {
                 freeingRows += 1
                 #expect(reply["error"]?["code"] != "storage_full", "\(operation.name) only removes: \(reply)")
@@ -44,10 +44,10 @@ import Testing
             }
         }
         #expect(writeRows >= 10, "only \(writeRows) write rows walked")
-        #expect(freeingRows == 7, "\(freeingRows) rows that only remove")
+        expectEqual(freeingRows, 7, "\(freeingRows) rows that only remove")
         let server = try #require(running.stop(), "the server did not stop").server
         // Read after the loop thread is done with it: nothing was written, nothing was stored.
-        #expect(server.engine.revision == 0, "a refused write moved the revision")
-        #expect(server.engine.objectCount == 0)
+        expectEqual(server.engine.revision, 0, "a refused write moved the revision")
+        expectEqual(server.engine.objectCount, 0)
     }
 }

@@ -23,18 +23,18 @@ struct StorageUsageTests {
         let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 1000, historyByteLimit: 1 << 30)
         defer { store.close() }
         let first = try #require(store.usage())
-        #expect(first.databaseBytes == size(store.databasePath))
+        expectEqual(first.databaseBytes, size(store.databasePath))
         #expect((first.databaseBytes ?? 0) > 0)
-        #expect(first.walBytes == (size(store.databasePath + "-wal") ?? 0))
+        expectEqual(first.walBytes, (size(store.databasePath + "-wal") ?? 0))
         let free = try #require(first.freeBytes)
         let total = try #require(first.sizeBytes)
         #expect(free > 0 && free <= total)
         let value = JSONValue.object(["text": .string(String(repeating: "x", count: 2000))])
         try store.commit(F.batch((1...50).map { F.entry(UInt64($0), "o\($0)", value) }))
         let second = try #require(store.usage())
-        #expect(second.walBytes == size(store.databasePath + "-wal"))
+        expectEqual(second.walBytes, size(store.databasePath + "-wal"))
         #expect((second.databaseBytes ?? 0) + (second.walBytes ?? 0) >= (first.databaseBytes ?? 0) + (first.walBytes ?? 0) + 50 * 2000)
-        #expect(second.sizeBytes == total)
+        expectEqual(second.sizeBytes, total)
     }
 
     @Test("figures that cannot be read are left out: the directory removed under the store")
@@ -43,11 +43,11 @@ struct StorageUsageTests {
         let store = try SQLiteStore(directory: directory.path, sync: .normal, historyLimit: 1000, historyByteLimit: 1 << 30)
         store.close()
         try FileManager.default.removeItem(atPath: directory.path)
-        #expect(store.usage() == StorageUsage(databaseBytes: nil, walBytes: nil, freeBytes: nil, sizeBytes: nil))
+        expectEqual(store.usage(), StorageUsage(databaseBytes: nil, walBytes: nil, freeBytes: nil, sizeBytes: nil))
     }
 
     @Test("the in-memory store has no files: no usage")
     func memory() {
-        #expect(MemoryStore().usage() == nil)
+        expectEqual(MemoryStore().usage(), nil)
     }
 }

@@ -36,7 +36,7 @@ struct StoredBytesQuotaTests {
         let engine = KVOEngine()
         var notifications: [ChangeNotification] = []
         _ = try engine.defineClass(try JSONParser.parse(Array(#"{"name":"P","properties":{"n":{"type":"integer"}}}"#.utf8)))
-        #expect(engine.storedBytes == (try Self.recount(engine)))
+        expectEqual(engine.storedBytes, (try Self.recount(engine)))
         var bindings: [UInt64] = []
         for step in 0..<300 {
             let id = ["a", "bb", "ccé"].randomElement(using: &random)!
@@ -71,7 +71,7 @@ struct StoredBytesQuotaTests {
             default:
                 break
             }
-            #expect(engine.storedBytes == (try Self.recount(engine)), "step \(step)")
+            expectEqual(engine.storedBytes, (try Self.recount(engine)), "step \(step)")
         }
     }
 
@@ -89,7 +89,7 @@ struct StoredBytesQuotaTests {
         engine.sizeLimits.maximumStoredBytes = engine.storedBytes + 5
         // Fill the last 5 bytes exactly: `v` grows from 10 to 15 characters.
         _ = try engine.set("o", keyPath: try KeyPath("v"), value: Self.text(15), notifications: &notifications)
-        #expect(engine.storedBytes == engine.sizeLimits.maximumStoredBytes)
+        expectEqual(engine.storedBytes, engine.sizeLimits.maximumStoredBytes)
         let full = try Self.recount(engine)
         let revision = engine.revision
         let objects = try Self.snapshot(engine)
@@ -100,14 +100,14 @@ struct StoredBytesQuotaTests {
                 try write()
                 Issue.record("\(what) was accepted")
             } catch {
-                #expect(error.code == .quotaExceeded, "\(what): \(error)")
-                #expect(error.details["limit"] == .int(Int64(engine.sizeLimits.maximumStoredBytes)), "\(what)")
-                #expect(error.details["used"] == .int(Int64(full)), "\(what)")
+                expectEqual(error.code, .quotaExceeded, "\(what): \(error)")
+                expectEqual(error.details["limit"], .int(Int64(engine.sizeLimits.maximumStoredBytes)), "\(what)")
+                expectEqual(error.details["used"], .int(Int64(full)), "\(what)")
             }
-            #expect(engine.revision == revision, "\(what) moved the revision")
-            #expect(engine.storedBytes == full, "\(what)")
+            expectEqual(engine.revision, revision, "\(what) moved the revision")
+            expectEqual(engine.storedBytes, full, "\(what)")
             #expect(notifications.isEmpty, "\(what) notified")
-            #expect((try? Self.snapshot(engine)) == objects, "\(what) changed the store")
+            expectEqual((try? Self.snapshot(engine)), objects, "\(what) changed the store")
         }
         let key = try KeyPath("v")
         refused("create") { () throws(KVOError) in _ = try engine.create("p", values: [:], notifications: &notifications) }
@@ -136,10 +136,10 @@ struct StoredBytesQuotaTests {
         _ = engine.takeBindingEvents()
         // A binding's write that would grow the store is skipped and reported; the source write stays.
         _ = try engine.set("s", keyPath: try KeyPath("v"), value: 2, notifications: &notifications)
-        #expect(try engine.get("s", keyPath: try KeyPath("v")) == 2)
-        #expect(try engine.get("o", keyPath: try KeyPath("copy")) == .null)
+        expectEqual(try engine.get("s", keyPath: try KeyPath("v")), 2)
+        expectEqual(try engine.get("o", keyPath: try KeyPath("copy")), .null)
         let events = engine.takeBindingEvents()
-        #expect(events.count == 1)
+        expectEqual(events.count, 1)
         if case let .refused(error)? = events.first?.reason { #expect(error.code == .quotaExceeded) } else {
             Issue.record("no refusal reported: \(events)")
         }
@@ -148,7 +148,7 @@ struct StoredBytesQuotaTests {
         _ = try engine.mutateArray("o", keyPath: try KeyPath("list"), .remove(indexes: [0]), notifications: &notifications)
         _ = try engine.delete("r", notifications: &notifications)
         _ = try engine.set("o", keyPath: try KeyPath("n"), value: 1, notifications: &notifications)
-        #expect(engine.storedBytes == (try Self.recount(engine)))
+        expectEqual(engine.storedBytes, (try Self.recount(engine)))
         #expect(engine.storedBytes <= engine.sizeLimits.maximumStoredBytes)
     }
 }

@@ -27,11 +27,11 @@ struct StoredDepthTests {
 
     @Test("nestingDepth counts levels as the parser does and stops past the limit")
     func nestingDepthCounts() throws {
-        #expect(JSONValue.int(1).nestingDepth(upTo: 5) == 0)
-        #expect(JSONValue.object([:]).nestingDepth(upTo: 5) == 1)
-        #expect(try JSONParser.parse(Array(#"{"a":[[1]],"b":{}}"#.utf8)).nestingDepth(upTo: 5) == 3)
-        #expect(Self.nestedArrays(200).nestingDepth(upTo: 10) == 11)
-        #expect(Self.nestedArrays(10).nestingDepth(upTo: 10) == 10)
+        expectEqual(JSONValue.int(1).nestingDepth(upTo: 5), 0)
+        expectEqual(JSONValue.object([:]).nestingDepth(upTo: 5), 1)
+        expectEqual(try JSONParser.parse(Array(#"{"a":[[1]],"b":{}}"#.utf8)).nestingDepth(upTo: 5), 3)
+        expectEqual(Self.nestedArrays(200).nestingDepth(upTo: 10), 11)
+        expectEqual(Self.nestedArrays(10).nestingDepth(upTo: 10), 10)
     }
 
     @Test("replies, events and history rows around an object at the limit stay within the envelope allowance")
@@ -39,7 +39,7 @@ struct StoredDepthTests {
         let limit = StoredDepth.maximum
         let allowed = limit + StoredDepth.envelopeAllowance
         let object = JSONValue.object(["v": Self.nestedArrays(limit - 1)])
-        #expect(object.nestingDepth(upTo: limit) == limit)
+        expectEqual(object.nestingDepth(upTo: limit), limit)
 
         var reply: [UInt8] = []
         ReplyEncoder.success(id: 1, fields: [("rev", 1), ("value", object)], into: &reply)
@@ -82,7 +82,7 @@ struct StoredDepthTests {
                 try write()
                 Issue.record("\(what) was accepted")
             } catch {
-                #expect(error.code == .tooLarge, "\(what): \(error)")
+                expectEqual(error.code, .tooLarge, "\(what): \(error)")
             }
         }
         expectRefused("create") { () throws(KVOError) in
@@ -111,9 +111,9 @@ struct StoredDepthTests {
         }
         #expect(notifications.isEmpty)
         #expect(engine.takeCommitBatch().isEmpty)
-        #expect(engine.revision == before.0)
-        #expect(try engine.get("d", keyPath: nil) == before.1)
-        #expect(try engine.get("t", keyPath: nil) == before.2)
+        expectEqual(engine.revision, before.0)
+        expectEqual(try engine.get("d", keyPath: nil), before.1)
+        expectEqual(try engine.get("t", keyPath: nil), before.2)
 
         // One level less is accepted on each path.
         _ = try engine.create("new", values: ["v": Self.nestedArrays(limit - 1)], notifications: &notifications)
@@ -134,10 +134,10 @@ struct StoredDepthTests {
         _ = try engine.defineClass(json: #"{"name": "W", "properties": {"deep": {"type": "array"}}, "computed": {"wrapped": "[[deep]]", "once": "[deep]"}}"#)
         _ = try engine.create("w", values: ["deep": Self.nestedArrays(limit - 2)], className: "W", notifications: &notifications)
         // deep is 126 levels: once is 127 (fits), wrapped 128 (fits).
-        #expect(try engine.get("w", keyPath: KeyPath("wrapped")) == .array([.array([Self.nestedArrays(limit - 2)])]))
+        expectEqual(try engine.get("w", keyPath: KeyPath("wrapped")), .array([.array([Self.nestedArrays(limit - 2)])]))
         _ = try engine.set("w", keyPath: KeyPath("deep"), value: Self.nestedArrays(limit - 1), notifications: &notifications)
         // deep is 127 levels: once is 128 (fits), wrapped would be 129: null.
-        #expect(try engine.get("w", keyPath: KeyPath("once")) == .array([Self.nestedArrays(limit - 1)]))
-        #expect(try engine.get("w", keyPath: KeyPath("wrapped")) == .null)
+        expectEqual(try engine.get("w", keyPath: KeyPath("once")), .array([Self.nestedArrays(limit - 1)]))
+        expectEqual(try engine.get("w", keyPath: KeyPath("wrapped")), .null)
     }
 }

@@ -32,10 +32,10 @@ struct StreamIntegrityTests {
         var checkpoint = entry("check.a.16", nil)
         checkpoint.operations = []
         checkpoint.checkpoint = .init(sequence: 16, hash: String(repeating: "ab", count: 32))
-        #expect(try ReplicationEntry.decode(checkpoint.encoded()) == checkpoint)
+        expectEqual(try ReplicationEntry.decode(checkpoint.encoded()), checkpoint)
         let batch = entry("a.k3j.7", 7)
-        #expect(try ReplicationEntry.decode(batch.encoded()) == batch)
-        #expect(batch.publisher == "a.k3j")
+        expectEqual(try ReplicationEntry.decode(batch.encoded()), batch)
+        expectEqual(batch.publisher, "a.k3j")
         #expect(throws: ReplicationEntryError.self) { try ReplicationEntry.decode(Array(#"{"v":3,"node":"a","batch":"a.x.1","ops":[],"pseq":0}"#.utf8)) }
         #expect(throws: ReplicationEntryError.self) { try ReplicationEntry.decode(Array(#"{"v":3,"node":"a","batch":"a.x.1","ops":[],"check":{"seq":4}}"#.utf8)) }
     }
@@ -45,8 +45,8 @@ struct StreamIntegrityTests {
         let integrity = StreamIntegrity()
         let verdicts = feed(integrity, [entry("a.x.1", 1), entry("b.y.1", 1), entry("a.x.2", 2), entry("a.x.1", 1),
                                         entry("b.y.2", 2), entry("a.x.2", 2), entry("legacy.z.9", nil)])
-        #expect(verdicts == [.apply, .apply, .apply, .duplicate(firstAt: 3), .apply, .duplicate(firstAt: 3), .apply])
-        #expect(integrity.duplicatesSkipped == 2)
+        expectEqual(verdicts, [.apply, .apply, .apply, .duplicate(firstAt: 3), .apply, .duplicate(firstAt: 3), .apply])
+        expectEqual(integrity.duplicatesSkipped, 2)
         guard case .gap = integrity.admit(entry("a.x.4", 4), at: 8) else {
             Issue.record("number 4 after 2 is not a gap")
             return
@@ -55,11 +55,11 @@ struct StreamIntegrityTests {
             Issue.record("an unknown publisher's number 2 is not a gap while the publishers are complete")
             return
         }
-        #expect(integrity.admit(entry("c.w.1", 1), at: 8) == .apply)
+        expectEqual(integrity.admit(entry("c.w.1", 1), at: 8), .apply)
         // A node that started from an older store does not know every publisher: it takes what comes.
         let unknowing = StreamIntegrity(.unknown(applied: 50))
-        #expect(unknowing.admit(entry("c.w.2", 2), at: 51) == .apply)
-        #expect(unknowing.uncheckedBatches == 1)
+        expectEqual(unknowing.admit(entry("c.w.2", 2), at: 51), .apply)
+        expectEqual(unknowing.uncheckedBatches, 1)
         #expect(!unknowing.state.knowsChain)
     }
 
@@ -73,15 +73,15 @@ struct StreamIntegrityTests {
         var other = b
         other.batch = "b.y2.1"
         _ = feed(renamed, [a, other])
-        #expect(first.chainHex == second.chainHex)
+        expectEqual(first.chainHex, second.chainHex)
         #expect(first.chainHex != reordered.chainHex)
         #expect(first.chainHex != renamed.chainHex)
         #expect(first.chainHex != StreamIntegrity.hex([UInt8](repeating: 0, count: 32)))
         // Duplicates and checkpoints are passed, not chained.
         let withDuplicate = StreamIntegrity()
         _ = feed(withDuplicate, [a, a, b])
-        #expect(withDuplicate.chainHex == first.chainHex)
-        #expect(withDuplicate.state.lastBatch == "b.y.1")
+        expectEqual(withDuplicate.chainHex, first.chainHex)
+        expectEqual(withDuplicate.state.lastBatch, "b.y.1")
     }
 
     @Test("checkpoints: a node is the minority only when more claims differ from its hash than agree")
@@ -90,44 +90,44 @@ struct StreamIntegrityTests {
         _ = feed(integrity, [entry("a.x.1", 1)])
         let own = integrity.chainHex
         let other = String(repeating: "0f", count: 32)
-        #expect(integrity.recordCheckpoint(at: 16, node: "n1") == nil)
-        #expect(integrity.claim(.init(sequence: 16, hash: other), from: "n2", node: "n1") == nil, "one against one: no majority")
-        #expect(integrity.claim(.init(sequence: 16, hash: own), from: "n1", node: "n1") == nil, "its own claim is not counted twice")
+        expectEqual(integrity.recordCheckpoint(at: 16, node: "n1"), nil)
+        expectEqual(integrity.claim(.init(sequence: 16, hash: other), from: "n2", node: "n1"), nil, "one against one: no majority")
+        expectEqual(integrity.claim(.init(sequence: 16, hash: own), from: "n1", node: "n1"), nil, "its own claim is not counted twice")
         let minority = integrity.claim(.init(sequence: 16, hash: other), from: "n3", node: "n1")
-        #expect(minority?.contains("n2, n3") == true, "\(minority ?? "nil")")
-        #expect(integrity.majorityHash(at: 16) == other)
-        #expect(integrity.checkpointDisagreements == 2)
+        expectEqual(minority?.contains("n2, n3"), true, "\(minority ?? "nil")")
+        expectEqual(integrity.majorityHash(at: 16), other)
+        expectEqual(integrity.checkpointDisagreements, 2)
         // Claims heard before the node reaches the sequence are judged when it does.
         let late = StreamIntegrity()
         _ = feed(late, [entry("a.x.1", 1)])
-        #expect(late.claim(.init(sequence: 32, hash: other), from: "n2", node: "n1") == nil)
-        #expect(late.claim(.init(sequence: 32, hash: other), from: "n3", node: "n1") == nil)
+        expectEqual(late.claim(.init(sequence: 32, hash: other), from: "n2", node: "n1"), nil)
+        expectEqual(late.claim(.init(sequence: 32, hash: other), from: "n3", node: "n1"), nil)
         #expect(late.recordCheckpoint(at: 32, node: "n1") != nil)
         // Claims from ever more names are bounded: past 64 claimants a checkpoint hears no new one.
         let flooded = StreamIntegrity()
         _ = feed(flooded, [entry("a.x.1", 1)])
-        #expect(flooded.recordCheckpoint(at: 16, node: "n1") == nil)
+        expectEqual(flooded.recordCheckpoint(at: 16, node: "n1"), nil)
         for index in 0..<1000 { _ = flooded.claim(.init(sequence: 16, hash: other), from: "forged\(index)", node: "n1") }
-        #expect(flooded.checkpointDisagreements == UInt64(StreamIntegrity.maximumClaimants))
+        expectEqual(flooded.checkpointDisagreements, UInt64(StreamIntegrity.maximumClaimants))
         // --cluster-checkpoint-every below 16 is refused (a checkpoint round must not fill the interval).
         #expect(ClusterConfiguration(servers: ["nats://127.0.0.1:4222"], node: "a", checkpointEvery: 15).problem != nil)
-        #expect(ClusterConfiguration(servers: ["nats://127.0.0.1:4222"], node: "a", checkpointEvery: 16).problem == nil)
+        expectEqual(ClusterConfiguration(servers: ["nats://127.0.0.1:4222"], node: "a", checkpointEvery: 16).problem, nil)
         // Agreement is counted.
         let agreeing = StreamIntegrity()
         _ = feed(agreeing, [entry("a.x.1", 1)])
-        #expect(agreeing.recordCheckpoint(at: 16, node: "n1") == nil)
-        #expect(agreeing.claim(.init(sequence: 16, hash: own), from: "n2", node: "n1") == nil)
-        #expect(agreeing.checkpointsAgreed == 1)
+        expectEqual(agreeing.recordCheckpoint(at: 16, node: "n1"), nil)
+        expectEqual(agreeing.claim(.init(sequence: 16, hash: own), from: "n2", node: "n1"), nil)
+        expectEqual(agreeing.checkpointsAgreed, 1)
     }
 
     @Test("its own batch: the acknowledged and delivered sequences must be equal, whichever comes first")
     func ownBatches() {
         let integrity = StreamIntegrity()
-        #expect(integrity.acknowledged("a.x.1", at: 5) == nil)
-        #expect(integrity.deliveredOwnBatch("a.x.1", at: 5) == nil)
-        #expect(integrity.deliveredOwnBatch("a.x.2", at: 7) == nil)
-        #expect(integrity.acknowledged("a.x.2", at: 6)?.contains("acknowledged by JetStream at stream sequence 6 but delivered to it at 7") == true)
-        #expect(integrity.acknowledged("a.x.3", at: 9) == nil)
+        expectEqual(integrity.acknowledged("a.x.1", at: 5), nil)
+        expectEqual(integrity.deliveredOwnBatch("a.x.1", at: 5), nil)
+        expectEqual(integrity.deliveredOwnBatch("a.x.2", at: 7), nil)
+        expectEqual(integrity.acknowledged("a.x.2", at: 6)?.contains("acknowledged by JetStream at stream sequence 6 but delivered to it at 7"), true)
+        expectEqual(integrity.acknowledged("a.x.3", at: 9), nil)
         #expect(integrity.deliveredOwnBatch("a.x.3", at: 8) != nil)
     }
 
@@ -135,12 +135,12 @@ struct StreamIntegrityTests {
     func stateRoundTrips() throws {
         let integrity = StreamIntegrity()
         _ = feed(integrity, [entry("a.x.1", 1), entry("b.y.1", 1), entry("a.x.2", 2)])
-        #expect(StreamIntegrity.decodeState(integrity.encodedState) == integrity.state)
-        #expect(StreamIntegrity.decodeState(StreamIntegrity(.unknown(applied: 3)).encodedState) == .unknown(applied: 3))
-        #expect(StreamIntegrity.decodeState(Array(#"{"last":"a","chain":"zz","publishers":{},"complete":true}"#.utf8)) == nil)
+        expectEqual(StreamIntegrity.decodeState(integrity.encodedState), integrity.state)
+        expectEqual(StreamIntegrity.decodeState(StreamIntegrity(.unknown(applied: 3)).encodedState), .unknown(applied: 3))
+        expectEqual(StreamIntegrity.decodeState(Array(#"{"last":"a","chain":"zz","publishers":{},"complete":true}"#.utf8)), nil)
         let snapshot = ClusterSnapshot(sequence: 3, revision: 2, lastBindingID: 0, objects: [:], classes: [:], bindings: [:],
                                        users: [], integrity: integrity.state)
-        #expect(try ClusterSnapshot.decode(snapshot.encoded()).integrity == integrity.state)
+        expectEqual(try ClusterSnapshot.decode(snapshot.encoded()).integrity, integrity.state)
     }
 
     @Test("a replicator numbers its batches 1, 2, 3… and reuses the number of a batch that was never sent")
@@ -158,11 +158,11 @@ struct StreamIntegrityTests {
         let second = try submitAndTake()
         _ = replicator.appendFailed(second.batch, attempted: false)
         let third = try submitAndTake()
-        #expect([first.publisherSequence, second.publisherSequence, third.publisherSequence] == [1, 2, 2])
-        #expect(third.batch == second.batch, "a batch never sent leaves no trace in the stream: its id is free")
+        expectEqual([first.publisherSequence, second.publisherSequence, third.publisherSequence], [1, 2, 2])
+        expectEqual(third.batch, second.batch, "a batch never sent leaves no trace in the stream: its id is free")
         _ = replicator.appendFailed(third.batch, attempted: true)
         let fourth = try submitAndTake()
-        #expect(fourth.publisherSequence == 3)
-        #expect(first.publisher == fourth.publisher)
+        expectEqual(fourth.publisherSequence, 3)
+        expectEqual(first.publisher, fourth.publisher)
     }
 }

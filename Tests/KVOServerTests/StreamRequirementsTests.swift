@@ -33,11 +33,11 @@ struct StreamRequirementsTests {
     func createdStreamFits() throws {
         #expect(try problems([:]).isEmpty)
         let requirements = StreamRequirements(configuration)
-        #expect(requirements.minimumDuplicateWindow == 35_000_000_000)
-        #expect(requirements.duplicateWindow == 120_000_000_000)
+        expectEqual(requirements.minimumDuplicateWindow, 35_000_000_000)
+        expectEqual(requirements.duplicateWindow, 120_000_000_000)
         var slow = configuration
         slow.writeTimeout = 100
-        #expect(StreamRequirements(slow).duplicateWindow == 130_000_000_000)
+        expectEqual(StreamRequirements(slow).duplicateWindow, 130_000_000_000)
         // More replicas than kvod would make, and a window of exactly the minimum, are fine.
         #expect(try problems(["num_replicas": 5, "duplicate_window": 35_000_000_000]).isEmpty)
     }
@@ -62,13 +62,13 @@ struct StreamRequirementsTests {
         ]
         for (changes, words) in cases {
             let found = try problems(changes)
-            #expect(found.count == 1, "\(changes): \(found)")
-            #expect(found.first?.refuses == true, "\(changes): \(found)")
-            #expect(found.first?.text.hasPrefix("stream 'kv' \(words)") == true, "\(changes): \(found.first?.text ?? "none")")
+            expectEqual(found.count, 1, "\(changes): \(found)")
+            expectEqual(found.first?.refuses, true, "\(changes): \(found)")
+            expectEqual(found.first?.text.hasPrefix("stream 'kv' \(words)"), true, "\(changes): \(found.first?.text ?? "none")")
         }
         // Each problem its own line, the refusals first.
         let several = try problems(["storage": "memory", "deny_purge": true, "max_age": 60_000_000_000])
-        #expect(several.map(\.refuses) == [true, true, false], "\(several)")
+        expectEqual(several.map(\.refuses), [true, true, false], "\(several)")
         // A longer write timeout needs a longer window than JetStream's default.
         #expect(try problems([:], writeTimeout: 100).map(\.text)
             == ["stream 'kv' has a duplicate window of 2m, shorter than the 130s kvod needs (--cluster-write-timeout 100s plus 30s): a retried append could be stored twice and a write applied twice (nats stream edit kv --dupe-window 130s, or a lower --cluster-write-timeout)"])
@@ -87,9 +87,9 @@ struct StreamRequirementsTests {
         ]
         for (changes, words) in cases {
             let found = try problems(changes)
-            #expect(found.count == 1, "\(changes): \(found)")
-            #expect(found.first?.refuses == false, "\(changes): \(found)")
-            #expect(found.first?.text.hasPrefix("stream 'kv' \(words)") == true, "\(changes): \(found.first?.text ?? "none")")
+            expectEqual(found.count, 1, "\(changes): \(found)")
+            expectEqual(found.first?.refuses, false, "\(changes): \(found)")
+            expectEqual(found.first?.text.hasPrefix("stream 'kv' \(words)"), true, "\(changes): \(found.first?.text ?? "none")")
         }
     }
 
@@ -101,12 +101,12 @@ struct StreamRequirementsTests {
         let bad = try created(["storage": "memory", "deny_purge": true])
         for _ in 0..<3 {
             let refusal = requirements.check(bad, reported: &reported) { text, _ in lines.append(text) }
-            #expect(refusal?.contains("the problem logged above") == true, "\(refusal ?? "nil")")
+            expectEqual(refusal?.contains("the problem logged above"), true, "\(refusal ?? "nil")")
         }
         #expect(lines.count == 2 && lines.allSatisfy { $0.hasPrefix("cluster: stream 'kv' ") }, "\(lines)")
         // Corrected: nothing refuses, nothing more is logged.
-        #expect(requirements.check(try created([:]), reported: &reported) { text, _ in lines.append(text) } == nil)
-        #expect(lines.count == 2)
+        expectEqual(requirements.check(try created([:]), reported: &reported) { text, _ in lines.append(text) }, nil)
+        expectEqual(lines.count, 2)
     }
 
     @Test("subject filters: * is one token, a final > one or more")

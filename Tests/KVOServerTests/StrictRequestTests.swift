@@ -84,13 +84,13 @@ import Testing
     func everyRowRefusesUnknownFields() throws {
         let server = try makeServer()
         defer { _ = server.stopEmbedded() }
-        #expect(try call(server, #"{"op":"create","object":"o","values":{"n":1,"list":[1,2]}}"#)["ok"] == true)
+        expectEqual(try call(server, #"{"op":"create","object":"o","values":{"n":1,"list":[1,2]}}"#)["ok"], true)
         // User management last: an accepted `userAdd` probe adds the first user and ends open mode, after which the
         // rows walked would be refused before login.
         let administration = ProtocolOperation.allCases.filter { $0.declaration.route == .administration }
         for operation in ProtocolOperation.allCases.filter({ $0.declaration.route != .administration }) + administration {
             let declaration = operation.declaration
-            #expect(Set(declaration.fields.map(\.field)).count == declaration.fields.count, "\(operation.name) declares a field twice")
+            expectEqual(Set(declaration.fields.map(\.field)).count, declaration.fields.count, "\(operation.name) declares a field twice")
             // Accepted: no declared field is ever an unknown one.
             for declared in declaration.fields where declared.field != .op {
                 let reply = try call(server, try line(operation, setting: declared.field.name, to: sample(declared.type)))
@@ -103,20 +103,20 @@ import Testing
                 let name = declared.field.name
                 let wrongName = misspelling(of: name)
                 let misspelt = try error(server, operation, try line(operation, setting: wrongName, to: sample(declared.type)))
-                #expect(misspelt?["code"] == "bad_request", "\(operation.name) with '\(wrongName)': \(String(describing: misspelt))")
+                expectEqual(misspelt?["code"], "bad_request", "\(operation.name) with '\(wrongName)': \(String(describing: misspelt))")
                 #expect(misspelt?["message"]?.stringValue?.hasPrefix("unknown field '\(wrongName)' (did you mean '\(name)'?)") == true,
                         "\(operation.name) with '\(wrongName)': \(String(describing: misspelt))")
-                #expect(misspelt?["field"] == .string(wrongName))
+                expectEqual(misspelt?["field"], .string(wrongName))
                 if let mismatch = declared.type.mismatch {
                     let refused = try error(server, operation, try line(operation, setting: name, to: mismatch))
-                    #expect(refused?["code"] == "bad_request", "\(operation.name) with \(name): \(mismatch): \(String(describing: refused))")
+                    expectEqual(refused?["code"], "bad_request", "\(operation.name) with \(name): \(mismatch): \(String(describing: refused))")
                 }
                 if !declared.acceptsNull {
                     let refused = try error(server, operation, try line(operation, setting: name, to: "null"))
-                    #expect(refused?["code"] == "bad_request", "\(operation.name) with \(name): null: \(String(describing: refused))")
+                    expectEqual(refused?["code"], "bad_request", "\(operation.name) with \(name): null: \(String(describing: refused))")
                 }
             }
-            #expect(try digest(server) == before, "\(operation.name): a refused request changed the state")
+            expectEqual(try digest(server), before, "\(operation.name): a refused request changed the state")
         }
     }
 
@@ -124,36 +124,36 @@ import Testing
     func theIssuesCases() throws {
         let server = try makeServer()
         defer { _ = server.stopEmbedded() }
-        #expect(try call(server, #"{"op":"create","object":"o","values":{"n":1}}"#)["ok"] == true)
+        expectEqual(try call(server, #"{"op":"create","object":"o","values":{"n":1}}"#)["ok"], true)
         let before = try digest(server)
         let misspelt = try call(server, #"{"op":"set","id":1,"object":"o","keyPath":"n","value":2,"ifequals":{"keyPath":"n","value":99}}"#)
-        #expect(misspelt["id"] == 1)
-        #expect(misspelt["error"]?["code"] == "bad_request")
-        #expect(misspelt["error"]?["message"] == "unknown field 'ifequals' (did you mean 'ifEquals'?)")
+        expectEqual(misspelt["id"], 1)
+        expectEqual(misspelt["error"]?["code"], "bad_request")
+        expectEqual(misspelt["error"]?["message"], "unknown field 'ifequals' (did you mean 'ifEquals'?)")
         let amount = try call(server, #"{"op":"increment","object":"o","keyPath":"n","amount":10}"#)
         #expect(amount["error"]?["message"]?.stringValue?.hasPrefix("unknown field 'amount': increment takes op, id, object, keyPath, by, ifExists") == true,
                 "\(amount)")
         let option = try call(server, #"{"op":"observe","object":"o","keyPath":"n","option":["initial"]}"#)
-        #expect(option["error"]?["message"] == "unknown field 'option' (did you mean 'options'?)")
+        expectEqual(option["error"]?["message"], "unknown field 'option' (did you mean 'options'?)")
         let whereNull = try call(server, #"{"op":"observe","pattern":"o*","where":null}"#)
-        #expect(whereNull["error"]?["code"] == "bad_request")
-        #expect(whereNull["error"]?["message"] == "'where' must be an expression, not null (leave the field out instead)")
+        expectEqual(whereNull["error"]?["code"], "bad_request")
+        expectEqual(whereNull["error"]?["message"], "'where' must be an expression, not null (leave the field out instead)")
         let optionsText = try call(server, #"{"op":"observe","object":"o","keyPath":"n","options":"new"}"#)
-        #expect(optionsText["error"]?["code"] == "bad_request")
+        expectEqual(optionsText["error"]?["code"], "bad_request")
         // An escaped name is the same name: accepted as the field it spells.
-        #expect(try call(server, #"{"op":"get","\u006fbject":"o","keyPath":"n"}"#)["value"] == 1)
+        expectEqual(try call(server, #"{"op":"get","\u006fbject":"o","keyPath":"n"}"#)["value"], 1)
         // A field of another row keeps its message naming the rows that take it.
         let ttl = try call(server, #"{"op":"increment","object":"o","keyPath":"n","ttl":5}"#)
-        #expect(ttl["error"]?["message"] == "'ttl' goes with create and set only")
+        expectEqual(ttl["error"]?["message"], "'ttl' goes with create and set only")
         // An extra member inside a condition's object, and in a binding's endpoint.
         let inside = try call(server, #"{"op":"set","object":"o","keyPath":"n","value":2,"ifEquals":{"keyPath":"n","value":1,"vaule":1}}"#)
-        #expect(inside["error"]?["message"] == "unknown field 'vaule' in 'ifEquals' (did you mean 'value'?)")
+        expectEqual(inside["error"]?["message"], "unknown field 'vaule' in 'ifEquals' (did you mean 'value'?)")
         let endpoint = try call(server, #"{"op":"bind","from":{"object":"o","keyPath":"n","keypath":"m"},"to":{"object":"o","keyPath":"m"}}"#)
-        #expect(endpoint["error"]?["message"] == "unknown field 'keypath' in 'from' (did you mean 'keyPath'?)")
-        #expect(try digest(server) == before)
+        expectEqual(endpoint["error"]?["message"], "unknown field 'keypath' in 'from' (did you mean 'keyPath'?)")
+        expectEqual(try digest(server), before)
         // `hello`'s `events: null` is "absent" (documented): the encoding stays as it is.
-        #expect(try call(server, #"{"op":"hello","events":null}"#)["events"] == "full")
-        #expect(try call(server, #"{"op":"set","object":"o","keyPath":"n","value":null}"#)["ok"] == true, "null is a value")
+        expectEqual(try call(server, #"{"op":"hello","events":null}"#)["events"], "full")
+        expectEqual(try call(server, #"{"op":"set","object":"o","keyPath":"n","value":null}"#)["ok"], true, "null is a value")
     }
 
     @Test("hello announces the features the table declares")
@@ -162,16 +162,16 @@ import Testing
         defer { _ = server.stopEmbedded() }
         let hello = try call(server, #"{"op":"hello"}"#)
         let features = hello["features"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        #expect(features == ["atLeastRev", "compactEvents", "conditions", "ephemeral", "liveQueries", "sessions", "sinceRev", "ttl"])
+        expectEqual(features, ["atLeastRev", "compactEvents", "conditions", "ephemeral", "liveQueries", "sessions", "sinceRev", "ttl"])
         #expect(ProtocolFeature.allCases.allSatisfy { $0.isDeclared })
     }
 
     @Test("NameSuggestion: another case first, then a small edit distance, nothing when far")
     func suggestions() {
-        #expect(NameSuggestion.closest(to: "ifequals", among: ["ifExists", "ifEquals"]) == "ifEquals")
-        #expect(NameSuggestion.closest(to: "objet", among: ["object", "objects"]) == "object")
-        #expect(NameSuggestion.closest(to: "amount", among: ["object", "keyPath", "by"]) == nil)
-        #expect(NameSuggestion.closest(to: "tp", among: ["to", "op"]) == "to")
-        #expect(NameSuggestion.closest(to: "KVOD_MAX_CONECTIONS", among: ["KVOD_MAX_CONNECTIONS", "KVOD_MAX_LINE"]) == "KVOD_MAX_CONNECTIONS")
+        expectEqual(NameSuggestion.closest(to: "ifequals", among: ["ifExists", "ifEquals"]), "ifEquals")
+        expectEqual(NameSuggestion.closest(to: "objet", among: ["object", "objects"]), "object")
+        expectEqual(NameSuggestion.closest(to: "amount", among: ["object", "keyPath", "by"]), nil)
+        expectEqual(NameSuggestion.closest(to: "tp", among: ["to", "op"]), "to")
+        expectEqual(NameSuggestion.closest(to: "KVOD_MAX_CONECTIONS", among: ["KVOD_MAX_CONNECTIONS", "KVOD_MAX_LINE"]), "KVOD_MAX_CONNECTIONS")
     }
 }

@@ -114,8 +114,8 @@ import Testing
             var actual: [ChangeNotification] = []
             let expectedRev = try reference.set("o0", keyPath: KeyPath("v"), value: value, notifications: &expected)
             let actualRev = try subject.set("o0", keyPath: KeyPath("v"), text: Self.canonicalText(of: value)!, notifications: &actual)
-            #expect(actualRev == expectedRev)
-            #expect(Self.describe(actual) == Self.describe(expected), "\(JSONWriter.string(value))")
+            expectEqual(actualRev, expectedRev)
+            expectEqual(Self.describe(actual), Self.describe(expected), "\(JSONWriter.string(value))")
         }
         for step in 0..<400 {
             let object = "o\(random.next() % 3)"
@@ -160,9 +160,9 @@ import Testing
             let actual = run(subject, text: true)
             if choice >= 7, Self.canonicalText(of: value) != nil { textSets += 1 }
             events += expected.events.count
-            #expect(actual == expected, "seed \(seed) step \(step): \(choice) \(object) \(path) \(JSONWriter.string(value))")
+            expectEqual(actual, expected, "seed \(seed) step \(step): \(choice) \(object) \(path) \(JSONWriter.string(value))")
             if step % 25 == 24 || actual != expected {
-                #expect(Self.state(of: subject) == Self.state(of: reference), "seed \(seed) step \(step)")
+                expectEqual(Self.state(of: subject), Self.state(of: reference), "seed \(seed) step \(step)")
             }
             if actual != expected { return }
         }

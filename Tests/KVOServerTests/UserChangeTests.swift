@@ -26,7 +26,7 @@ struct UserChangeTests {
         let entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: "a", batch: "a.x.1", operations:
             changes.map { .init(line: [], user: "root", userChange: $0) }
             + [.init(line: Array(#"{"op":"create","object":"p"}"#.utf8), user: "root")])
-        #expect(try ReplicationEntry.decode(entry.encoded()) == entry)
+        expectEqual(try ReplicationEntry.decode(entry.encoded()), entry)
     }
 
     @Test("applies like the admin operations; a change that does not apply changes nothing")
@@ -34,15 +34,15 @@ struct UserChangeTests {
         let directory = UserDirectory()
         try UserChange.add(user: "ada", passwordHash: hash, rules: rules).apply(to: directory)
         #expect(throws: UserDirectoryError.self) { try UserChange.add(user: "ada", passwordHash: hash, rules: []).apply(to: directory) }
-        #expect(directory.user(named: "ada")?.rules == rules)
+        expectEqual(directory.user(named: "ada")?.rules, rules)
         let made = APIToken.generate()
         try UserChange.addToken(user: "ada", token: made.token).apply(to: directory)
-        #expect(directory.user(presentingToken: made.text)?.name == "ada")
+        expectEqual(directory.user(presentingToken: made.text)?.name, "ada")
         // The same token id again (a replayed or forged entry) is refused, not added twice.
         #expect(throws: UserDirectoryError.self) { try UserChange.addToken(user: "ada", token: made.token).apply(to: directory) }
-        #expect(directory.user(named: "ada")?.tokens.count == 1)
+        expectEqual(directory.user(named: "ada")?.tokens.count, 1)
         try UserChange.revokeToken(user: "ada", tokenID: made.token.id).apply(to: directory)
-        #expect(directory.user(presentingToken: made.text) == nil)
+        expectEqual(directory.user(presentingToken: made.text), nil)
         try UserChange.remove(user: "ada").apply(to: directory)
         #expect(throws: UserDirectoryError.self) { try UserChange.remove(user: "ada").apply(to: directory) }
         #expect(directory.isEmpty)

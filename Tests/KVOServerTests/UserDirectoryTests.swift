@@ -25,7 +25,7 @@ struct UserDirectoryTests {
 
     @Test("user names: letters, digits and . _ - @, at most 64 bytes")
     func names() {
-        #expect(UserRecord.problem(withName: "alice.b-c_d@example") == nil)
+        expectEqual(UserRecord.problem(withName: "alice.b-c_d@example"), nil)
         #expect(UserRecord.problem(withName: "") != nil)
         #expect(UserRecord.problem(withName: "has space") != nil)
         #expect(UserRecord.problem(withName: "new\nline") != nil)
@@ -37,9 +37,9 @@ struct UserDirectoryTests {
         let users = UserDirectory()
         try users.add(UserRecord(name: "bob", passwordHash: "$argon2id$x", rules: try rules("sensor-*=read")))
         try users.grant(try rules("sensor-*=write", "order-1=read"), to: "bob")
-        #expect(users.user(named: "bob")?.rules == (try rules("sensor-*=read,write", "order-1=read")))
+        expectEqual(users.user(named: "bob")?.rules, (try rules("sensor-*=read,write", "order-1=read")))
         try users.revoke(try rules("sensor-*=read", "order-1=read", "other=admin"), from: "bob")
-        #expect(users.user(named: "bob")?.rules == (try rules("sensor-*=write")))
+        expectEqual(users.user(named: "bob")?.rules, (try rules("sensor-*=write")))
         #expect(throws: UserDirectoryError.self) { try users.grant([], to: "nobody") }
         #expect(throws: UserDirectoryError.self) { try users.add(UserRecord(name: "bob", passwordHash: "$argon2id$y")) }
     }
@@ -51,10 +51,10 @@ struct UserDirectoryTests {
         try users.add(UserRecord(name: "zed", passwordHash: hash, rules: try rules("*=read,write,admin")))
         try users.add(UserRecord(name: "amy", passwordHash: hash))
         let text = users.fileText
-        #expect(text.split(separator: "\n").count == 4, "one user per line: \(text)")
+        expectEqual(text.split(separator: "\n").count, 4, "one user per line: \(text)")
         let again = try UserDirectory(fileText: Array(text.utf8))
-        #expect(again.users == users.users)
-        #expect(again.users.map(\.name) == ["amy", "zed"])
+        expectEqual(again.users, users.users)
+        expectEqual(again.users.map(\.name), ["amy", "zed"])
         for bad in [#"[]"#, #"{"users":[{"name":"a"}]}"#, #"{"users":[{"name":"a b","passwordHash":"$argon2id$x"}]}"#,
                     #"{"users":[{"name":"a","passwordHash":"$argon2id$x","rules":[{"objects":"*","allow":["fly"]}]}]}"#,
                     #"{"users":[{"name":"a","passwordHash":"$argon2id$x"},{"name":"a","passwordHash":"$argon2id$x"}]}"#] {
@@ -69,57 +69,57 @@ struct UserDirectoryTests {
         let first = try users.createToken(for: "svc")
         let second = try users.createToken(for: "svc")
         #expect(first.text != second.text && first.id != second.id)
-        #expect(users.user(presentingToken: first.text)?.name == "svc")
-        #expect(users.user(presentingToken: first.text.uppercased()) == nil)
-        #expect(users.user(presentingToken: String(first.text.dropLast()) + "x") == nil)
-        #expect(users.user(presentingToken: "") == nil)
+        expectEqual(users.user(presentingToken: first.text)?.name, "svc")
+        expectEqual(users.user(presentingToken: first.text.uppercased()), nil)
+        expectEqual(users.user(presentingToken: String(first.text.dropLast()) + "x"), nil)
+        expectEqual(users.user(presentingToken: ""), nil)
         #expect(!users.fileText.contains(String(first.text.suffix(64))), "only the hash is stored")
         let reread = try UserDirectory(fileText: Array(users.fileText.utf8))
-        #expect(reread.user(presentingToken: second.text)?.name == "svc")
+        expectEqual(reread.user(presentingToken: second.text)?.name, "svc")
         try users.revokeToken(first.id, of: "svc")
-        #expect(users.user(presentingToken: first.text) == nil)
-        #expect(users.user(presentingToken: second.text)?.name == "svc")
+        expectEqual(users.user(presentingToken: first.text), nil)
+        expectEqual(users.user(presentingToken: second.text)?.name, "svc")
         try users.remove("svc")
-        #expect(users.user(presentingToken: second.text) == nil)
+        expectEqual(users.user(presentingToken: second.text), nil)
     }
 
     @Test("peer failure scores grow with failures and halve with time")
     func peerFailureScores() {
         var scores = PeerFailureScores(halfLife: 1000, maximumPeers: 4)
-        #expect(scores.score(of: "10.0.0.1", now: 0) == 0)
+        expectEqual(scores.score(of: "10.0.0.1", now: 0), 0)
         for _ in 1...4 { scores.recordFailure(of: "10.0.0.1", now: 0) }
-        #expect(scores.score(of: "10.0.0.1", now: 0) == 4)
-        #expect(scores.score(of: "10.0.0.1", now: 1000) == 2)
-        #expect(scores.score(of: "10.0.0.2", now: 1000) == 0)
+        expectEqual(scores.score(of: "10.0.0.1", now: 0), 4)
+        expectEqual(scores.score(of: "10.0.0.1", now: 1000), 2)
+        expectEqual(scores.score(of: "10.0.0.2", now: 1000), 0)
         // Past the limit, faded peers are forgotten first.
         for peer in ["a", "b", "c"] { scores.recordFailure(of: peer, now: 0) }
         scores.recordFailure(of: "d", now: 100_000)
-        #expect(scores.score(of: "d", now: 100_000) == 1)
-        #expect(scores.score(of: "a", now: 100_000) == 0)
+        expectEqual(scores.score(of: "d", now: 100_000), 1)
+        expectEqual(scores.score(of: "a", now: 100_000), 0)
     }
 
     @Test("an unknown name is checked against a dummy hash of the cost most users have")
     func unknownUserHashFollowsTheCommonCost() throws {
         let users = UserDirectory()
         // No users: the interactive cost's parameters.
-        #expect(PasswordHasher.parameters(of: users.unknownUserHash) == PasswordHasher.parameters(of: try PasswordHasher.hash("x", cost: .interactive)))
+        expectEqual(PasswordHasher.parameters(of: users.unknownUserHash), PasswordHasher.parameters(of: try PasswordHasher.hash("x", cost: .interactive)))
         let minimal = try PasswordHasher.hash("pw", cost: .minimal)
         try users.add(UserRecord(name: "a", passwordHash: minimal))
         try users.add(UserRecord(name: "b", passwordHash: try PasswordHasher.hash("pw", cost: .minimal)))
         try users.add(UserRecord(name: "c", passwordHash: try PasswordHasher.hash("pw", cost: .interactive)))
         let dummy = users.unknownUserHash
-        #expect(PasswordHasher.parameters(of: dummy) == PasswordHasher.parameters(of: minimal))
+        expectEqual(PasswordHasher.parameters(of: dummy), PasswordHasher.parameters(of: minimal))
         #expect(PasswordHasher.isWellFormedHash(dummy))
         #expect(PasswordHasher.isReadable(dummy, withCostOf: .minimal))
         #expect(!PasswordHasher.isReadable(dummy, withCostOf: .interactive))
-        #expect(users.unknownUserHash == dummy, "made once until a change")
+        expectEqual(users.unknownUserHash, dummy, "made once until a change")
         // libsodium reads it (a wrong password, not a malformed hash) and nothing matches it.
         #expect(!PasswordHasher.verify("pw", against: dummy))
         #expect(!PasswordHasher.verify("", against: dummy))
         // A change may change the most common cost: a tie goes to the costlier.
         try users.remove("b")
-        #expect(PasswordHasher.parameters(of: users.unknownUserHash) == PasswordHasher.parameters(of: users.user(named: "c")!.passwordHash))
-        #expect(PasswordHasher.parameters(of: "$argon2id$v=19$m=8,t=1$salt$hash") == nil)
-        #expect(PasswordHasher.parameters(of: "$argon2i$v=19$m=8,t=1,p=1$salt$hash") == nil)
+        expectEqual(PasswordHasher.parameters(of: users.unknownUserHash), PasswordHasher.parameters(of: users.user(named: "c")!.passwordHash))
+        expectEqual(PasswordHasher.parameters(of: "$argon2id$v=19$m=8,t=1$salt$hash"), nil)
+        expectEqual(PasswordHasher.parameters(of: "$argon2i$v=19$m=8,t=1,p=1$salt$hash"), nil)
     }
 }

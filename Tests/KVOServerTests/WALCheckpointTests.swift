@@ -37,9 +37,9 @@ import Testing
     @Test func commitsNeverCheckpointUntilTheLimitThenTheCommitPastItEmptiesTheWALAndNothingIsLost() throws {
         let directory = TemporaryDirectory()
         let store = try open(directory)
-        #expect(store.checkpointNeed == .none)
+        expectEqual(store.checkpointNeed, .none)
         var rev = try commit(store, from: 1) { $0.checkpointNeed != .none }
-        #expect(store.checkpointNeed == .background)
+        expectEqual(store.checkpointNeed, .background)
         #expect(store.walBytes >= Self.limit / 16)
         // No automatic checkpoint: the WAL only grows, commit after commit, until one takes it past the limit.
         var largest = 0
@@ -54,14 +54,14 @@ import Testing
         let fallback = try #require(store.blockingCheckpoint)
         #expect(fallback.walBytes > Self.limit && fallback.emptied)
         #expect(store.walBytes == 0 && walFileBytes(store) == 0)
-        #expect(store.checkpointNeed == .none)
+        expectEqual(store.checkpointNeed, .none)
         // The next commit runs none.
         try store.commit(F.batch([F.entry(rev, "object-0", ["n": .int(Int64(rev))])]))
         #expect(store.blockingCheckpoint == nil)
         let state = try reopen(directory, closing: store)
-        #expect(state.revision == rev)
-        #expect(state.objects["object-0"] == ["n": .int(Int64(rev))])
-        #expect(state.objects.count == Set((1...rev).map { $0 % 50 }).count)
+        expectEqual(state.revision, rev)
+        expectEqual(state.objects["object-0"], ["n": .int(Int64(rev))])
+        expectEqual(state.objects.count, Set((1...rev).map { $0 % 50 }).count)
     }
 
     @Test func aBackgroundCheckpointOnTheThreadPoolCopiesTheWALWhileTheStoreStaysOpen() throws {
@@ -70,7 +70,7 @@ import Testing
         let rev = try commit(store, from: 1) { $0.checkpointNeed == .background }
         let job = try store.makeCheckpointJob()
         var loop = uv_loop_t()
-        #expect(uv_loop_init(&loop) == 0)
+        expectEqual(uv_loop_init(&loop), 0)
         var finishedOnLoop = false
         job.start(on: &loop) { _ in finishedOnLoop = true }
         #expect(job.isRunning)
@@ -81,10 +81,10 @@ import Testing
                 "\(job.lastResult)")
         // Everything was copied: the next commit starts the WAL again from its beginning.
         try store.commit(F.batch([F.entry(rev, "after", ["n": 1])]))
-        #expect(store.checkpointNeed == .none)
+        expectEqual(store.checkpointNeed, .none)
         #expect(store.walBytes < Self.limit / 16)
         job.close()
-        #expect(uv_loop_close(&loop) == 0)
+        expectEqual(uv_loop_close(&loop), 0)
         let state = try reopen(directory, closing: store)
         #expect(state.revision == rev && state.objects["after"] == ["n": 1])
     }
@@ -99,33 +99,33 @@ import Testing
         store.clock = .manual()
         try store.startBackgroundCheckpoints(delayMilliseconds: 0)
         var loop = uv_loop_t()
-        #expect(uv_loop_init(&loop) == 0)
+        expectEqual(uv_loop_init(&loop), 0)
         var rev = try commit(store, from: 1) { $0.checkpointNeed == .background }
-        #expect(store.afterCommit(on: &loop) == nil)
-        #expect(uv_run(&loop, UV_RUN_DEFAULT) == 0)
+        expectEqual(store.afterCommit(on: &loop), nil)
+        expectEqual(uv_run(&loop, UV_RUN_DEFAULT), 0)
         let job = try #require(store.backgroundCheckpoint)
         #expect(job.completed == 1 && job.lastCheckpointSucceeded)
         try store.commit(F.batch([F.entry(rev, "after", ["n": 1])]))
         rev += 1
-        #expect(store.checkpointNeed == .none, "the checkpoint copied the whole WAL: it starts again")
+        expectEqual(store.checkpointNeed, .none, "the checkpoint copied the whole WAL: it starts again")
         // No more background checkpoints (afterCommit not called): the WAL runs into its limit, twice.
         rev = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
         let notice = try #require(store.afterCommit(on: &loop))
-        #expect(notice.level == .warning)
+        expectEqual(notice.level, .warning)
         #expect(notice.message.contains("the WAL passed --wal-limit") && notice.message.contains(": a blocking checkpoint on the event loop"),
                 "\(notice.message)")
         rev = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
-        #expect(store.afterCommit(on: &loop) == nil, "within the same second: counted, not reported")
+        expectEqual(store.afterCommit(on: &loop), nil, "within the same second: counted, not reported")
         store.clock.advance(nanoseconds: 999_000_000)
         rev = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
-        #expect(store.afterCommit(on: &loop) == nil, "999 ms after the report: still counted")
+        expectEqual(store.afterCommit(on: &loop), nil, "999 ms after the report: still counted")
         store.clock.advance(nanoseconds: 1_000_000)
         _ = try commit(store, from: rev) { $0.blockingCheckpoint != nil }
         let next = try #require(store.afterCommit(on: &loop))
         #expect(next.message.contains(": 3 blocking checkpoints on the event loop"), "\(next.message)")
-        #expect(uv_run(&loop, UV_RUN_DEFAULT) == 0)
+        expectEqual(uv_run(&loop, UV_RUN_DEFAULT), 0)
         store.close()
-        #expect(uv_loop_close(&loop) == 0)
+        expectEqual(uv_loop_close(&loop), 0)
     }
 
     /// Holds the WAL's checkpoint lock as a checkpoint on another connection does while it copies and
@@ -156,7 +156,7 @@ import Testing
         #expect(store.checkpointBlocking(), "waited for the checkpoint lock instead of failing at once")
         #expect(store.walBytes == 0 && walFileBytes(store) == 0)
         let state = try reopen(directory, closing: store)
-        #expect(state.revision == rev - 1)
+        expectEqual(state.revision, rev - 1)
     }
 
     @Test func theBlockingCheckpointGivesUpWhenTheCheckpointLockStaysTakenAndTheNextOneEmptiesTheWAL() throws {
@@ -167,7 +167,7 @@ import Testing
         store.blockingCheckpointWaitMilliseconds = 50
         let lock = try holdCheckpointLock(store)
         #expect(!store.checkpointBlocking())
-        #expect(store.walBytes == frames)
+        expectEqual(store.walBytes, frames)
         close(lock)
         #expect(store.checkpointBlocking())
         #expect(store.walBytes == 0 && walFileBytes(store) == 0)
@@ -198,7 +198,7 @@ import Testing
         #expect(store.blockingCheckpoint?.emptied == false && store.blockingCheckpointHeldByReaders)
         #expect(Date().timeIntervalSince(paused) < 30)
         var loop = uv_loop_t()
-        #expect(uv_loop_init(&loop) == 0)
+        expectEqual(uv_loop_init(&loop), 0)
         let notice = try #require(store.afterCommit(on: &loop))
         #expect(notice.level == .warning && notice.message.contains("while another process reads the database"), "\(notice.message)")
         read.finalize()
@@ -206,12 +206,12 @@ import Testing
         reader.close()
         store.clock.advance(nanoseconds: SQLiteStore.blockingCheckpointReaderBackoffNanoseconds)
         try store.commit(F.batch([F.entry(rev, "after", ["n": 1])]))
-        #expect(store.blockingCheckpoint?.emptied == true, "the reader gone, the next try empties the WAL")
-        #expect(store.walBytes == 0)
-        #expect(uv_run(&loop, UV_RUN_DEFAULT) == 0)
-        #expect(uv_loop_close(&loop) == 0)
+        expectEqual(store.blockingCheckpoint?.emptied, true, "the reader gone, the next try empties the WAL")
+        expectEqual(store.walBytes, 0)
+        expectEqual(uv_run(&loop, UV_RUN_DEFAULT), 0)
+        expectEqual(uv_loop_close(&loop), 0)
         let state = try reopen(directory, closing: store)
-        #expect(state.revision == rev)
+        expectEqual(state.revision, rev)
     }
 
     private func reopen(_ directory: TemporaryDirectory, closing store: SQLiteStore) throws -> PersistedState {

@@ -21,9 +21,9 @@ struct WebAssetsTests {
             for name in asset.fileNames {
                 files += try Data(contentsOf: Self.assetsFolder.appendingPathComponent(name))
             }
-            #expect(asset.body == files, "\(asset.fileNames) differs from its embedded copy")
+            expectEqual(asset.body, files, "\(asset.fileNames) differs from its embedded copy")
             // A module made of parts joins them in their names' order, so that `cat` of its folder is what is served.
-            #expect(asset.fileNames == asset.fileNames.sorted(), "\(asset.path)'s parts are not in their names' order")
+            expectEqual(asset.fileNames, asset.fileNames.sorted(), "\(asset.path)'s parts are not in their names' order")
         }
     }
 
@@ -34,17 +34,17 @@ struct WebAssetsTests {
             var isDirectory: ObjCBool = false
             return FileManager.default.fileExists(atPath: folder + "/" + path, isDirectory: &isDirectory) && !isDirectory.boolValue
         }
-        #expect(Set(WebAssets.all.flatMap(\.fileNames)).sorted() == files.sorted())
-        #expect(WebAsset.named("/")?.fileNames == ["index.html"])
+        expectEqual(Set(WebAssets.all.flatMap(\.fileNames)).sorted(), files.sorted())
+        expectEqual(WebAsset.named("/")?.fileNames, ["index.html"])
         // The icon the page names, and the path browsers ask for unasked: one file at both.
-        #expect(WebAsset.named("/favicon.svg")?.contentType == "image/svg+xml")
-        #expect(WebAsset.named("/favicon.ico")?.fileNames == ["favicon.svg"])
+        expectEqual(WebAsset.named("/favicon.svg")?.contentType, "image/svg+xml")
+        expectEqual(WebAsset.named("/favicon.ico")?.fileNames, ["favicon.svg"])
         // The client is one module, whatever it is made of; the inspector's modules each at their own path.
-        #expect(WebAsset.named("/kvod.js")?.contentType == "text/javascript; charset=utf-8")
-        #expect(WebAsset.named("/kvod.js")?.fileNames.allSatisfy { $0.hasPrefix("kvod/") } == true)
+        expectEqual(WebAsset.named("/kvod.js")?.contentType, "text/javascript; charset=utf-8")
+        expectEqual(WebAsset.named("/kvod.js")?.fileNames.allSatisfy { $0.hasPrefix("kvod/") }, true)
         for asset in WebAssets.all where asset.fileNames.contains(where: { $0.hasPrefix("inspector/") }) {
             #expect(asset.fileNames.count == 1 && asset.path == "/" + asset.fileNames[0])
-            #expect(asset.contentType == "text/javascript; charset=utf-8")
+            expectEqual(asset.contentType, "text/javascript; charset=utf-8")
         }
         #expect(WebAsset.named("/nope.js") == nil)
         #expect(WebAsset.named("/kvod/client.js") == nil)

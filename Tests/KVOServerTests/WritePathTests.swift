@@ -44,12 +44,12 @@ import Testing
             #"{"op":"set","object":"o","keyPath":"n","value":3,"ifEquals":{"keyPath":"n","value":1},"ttl":2}"#,
         ], along: path, from: client)
         let object = try client.call(#"{"op":"get","object":"o"}"#)
-        #expect(object["value"] == ["n": 3], "\(path): \(object)")
-        #expect(object["expiresAt"] == .int(clock.wallMilliseconds + 2_000), "\(path): the applied write's ttl, not the refused one's: \(object)")
+        expectEqual(object["value"], ["n": 3], "\(path): \(object)")
+        expectEqual(object["expiresAt"], .int(clock.wallMilliseconds + 2_000), "\(path): the applied write's ttl, not the refused one's: \(object)")
         server.advanceTime(by: 1.999)
-        #expect(try client.call(#"{"op":"get","object":"o","keyPath":"n"}"#)["value"] == 3)
+        expectEqual(try client.call(#"{"op":"get","object":"o","keyPath":"n"}"#)["value"], 3)
         server.advanceTime(by: 0.001)
-        #expect(try client.call(#"{"op":"get","object":"o"}"#)["error"]?["code"] == "not_found", "\(path): expired at its deadline")
+        expectEqual(try client.call(#"{"op":"get","object":"o"}"#)["error"]?["code"], "not_found", "\(path): expired at its deadline")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
@@ -64,14 +64,14 @@ import Testing
         let create = #"{"op":"create","object":"cursor","values":{"x":1},"ephemeral":true,"ttl":60,"ifAbsent":true}"#
         #expect(try owner.call(create)["rev"] != nil)
         let refused = try other.call(create)
-        #expect(refused["error"]?["code"] == "conflict", "\(refused)")
-        #expect(try owner.call(#"{"op":"get","object":"cursor"}"#)["expiresAt"] == .int(clock.wallMilliseconds + 60_000))
+        expectEqual(refused["error"]?["code"], "conflict", "\(refused)")
+        expectEqual(try owner.call(#"{"op":"get","object":"cursor"}"#)["expiresAt"], .int(clock.wallMilliseconds + 60_000))
         // The other session ends: the object is not its own, and stays.
         try other.call(#"{"op":"endSession"}"#)
-        #expect(try owner.call(#"{"op":"get","object":"cursor","keyPath":"x"}"#)["value"] == 1)
+        expectEqual(try owner.call(#"{"op":"get","object":"cursor","keyPath":"x"}"#)["value"], 1)
         // Its creator's session ends: the server deletes it, through the same door.
         try owner.call(#"{"op":"endSession"}"#)
-        #expect(try owner.call(#"{"op":"get","object":"cursor"}"#)["error"]?["code"] == "not_found")
+        expectEqual(try owner.call(#"{"op":"get","object":"cursor"}"#)["error"]?["code"], "not_found")
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 }

@@ -129,7 +129,7 @@ final class ResumeScenario {
     private func apply(_ op: String, _ params: [String: JSONValue]) throws {
         let subjectRev = try subjectWriter.call(op, params)["rev"]?.intValue
         let referenceRev = try referenceWriter.call(op, params)["rev"]?.intValue
-        #expect(subjectRev == referenceRev, "\(op) \(params): subject rev \(subjectRev ?? -1), reference \(referenceRev ?? -1)")
+        expectEqual(subjectRev, referenceRev, "\(op) \(params): subject rev \(subjectRev ?? -1), reference \(referenceRev ?? -1)")
         revision = try #require(referenceRev)
     }
 
