@@ -18,6 +18,10 @@ final class BatchWrite {
     let revision: UInt64
     /// `KVOEngine.storedBytes` before the first part.
     let storedBytesBefore: Int
+    /// How many watched removals (`KVOEngine.removedWatchedObjects`) were noted before the first part: an
+    /// abort forgets those its parts noted (the objects are put back), a commit keeps them (an ephemeral
+    /// object the batch deleted and created again is a new object, no longer its session's).
+    let removedWatchedBefore: Int
     /// Each touched object's slot before the batch (nil: absent), and the order objects were first touched.
     private(set) var savedSlots: [String: ObjectSlot?] = [:]
     private(set) var touchOrder: [String] = []
@@ -35,9 +39,10 @@ final class BatchWrite {
     /// Each object's expiry before the batch first changed it (nil: none), for the undo.
     private(set) var savedExpiries: [String: Expiry?] = [:]
 
-    init(revision: UInt64, storedBytes: Int) {
+    init(revision: UInt64, storedBytes: Int, removedWatched: Int) {
         self.revision = revision
         storedBytesBefore = storedBytes
+        removedWatchedBefore = removedWatched
     }
 
     /// Whether `object` was written by an earlier part.

@@ -21,7 +21,7 @@ extension KVOEngine {
     public func beginBatch() throws(KVOError) {
         precondition(batch == nil, "a batch is being applied already")
         try checkRevisionRoom()
-        batch = BatchWrite(revision: revision + 1, storedBytes: storedBytes)
+        batch = BatchWrite(revision: revision + 1, storedBytes: storedBytes, removedWatched: removedWatchedObjects.count)
     }
 
     /// Undoes every part applied since `beginBatch()`: each touched object is put back as it was (or removed
@@ -33,6 +33,10 @@ extension KVOEngine {
             restore(object, slot: batch.savedSlots[object]!)
         }
         restoreExpiries(batch.savedExpiries)
+        // The watched objects its parts removed are back: their removals did not happen.
+        if removedWatchedObjects.count > batch.removedWatchedBefore {
+            removedWatchedObjects.removeSubrange(batch.removedWatchedBefore...)
+        }
         storedBytes = batch.storedBytesBefore
         measuredChangeSize = nil
         computedMemo.invalidate()

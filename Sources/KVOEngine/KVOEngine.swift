@@ -57,9 +57,10 @@ public final class KVOEngine {
     /// "Presence"), set by the server. Removing one (a delete, an expiry, a batch's part, a replicated write)
     /// appends it to `removedWatchedObjects`. Empty in most servers: a delete then pays one `isEmpty`.
     public var removalWatch = Set<String>()
-    /// Watched objects removed since the server last took them (`takeRemovedWatchedObjects()`). A batch
-    /// that fails after removing one puts the object back but leaves it here: the taker checks `exists`.
-    public private(set) var removedWatchedObjects: [String] = []
+    /// Watched objects removed since the server last took them (`takeRemovedWatchedObjects()`), each a
+    /// removal that happened: a batch that fails after removing one puts the object back and drops it from
+    /// here (`abortBatch`); one that deletes and creates it again keeps it (the new object is another).
+    public internal(set) var removedWatchedObjects: [String] = []
     /// Objects whose expiry changed since the last `takeAcceptedChanges()` (only when `recordsCommitBatches`).
     var uncommittedExpiries: Set<String> = []
     /// Bindings (`bind`, `combineLatest`) and their pending work.

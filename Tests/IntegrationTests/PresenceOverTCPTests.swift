@@ -131,6 +131,58 @@ import Testing
         expectEqual(try client.call("session")["grace"], 10, "the default grace")
     }
 
+    @Test("a batch that deletes and creates an ephemeral object again ends the session's hold (owner or not); a failed one does not")
+    func aBatchRecreatingAnEphemeralObjectEndsTheHold() throws {
+        let server = try KVODProcess()
+        let owner = try server.connect()
+        let other = try server.connect()
+        let id = try #require(try owner.call("session", ["grace": 60])["session"]?.stringValue)
+        for name in ["byOther", "byOwner", "failed"] {
+            try owner.call("create", ["object": .string(name), "values": ["v": 1], "ephemeral": true])
+        }
+        // Another client's batch, then the owner's own: each deletes the object and creates it again.
+        for (client, name) in [(other, "byOther"), (owner, "byOwner")] {
+            try client.call("batch", ["ops": [["op": "delete", "object": .string(name)],
+                                              ["op": "create", "object": .string(name), "values": ["v": 2]]]])
+        }
+        // A batch that fails after its delete puts the object back, still the session's.
+        let failed = try other.request("batch", ["ops": [["op": "delete", "object": "failed"],
+                                                        ["op": "set", "object": "nowhere", "keyPath": "v", "value": 1]]])
+        #expect(failed["error"]?["code"] == "not_found", "\(failed)")
+        // Taken over by a third connection, the session tells what it holds; ended, it deletes that only.
+        let taker = try server.connect()
+        #expect(try taker.call("session", ["resume": .string(id)])["ephemeral"] == 1, "'failed' only")
+        #expect(try taker.call("endSession")["ran"] == 1, "one deletion: 'failed'")
+        #expect(try owner.call("list")["objects"] == ["byOther", "byOwner"])
+        #expect(try owner.call("get", ["object": "byOther"])["value"] == ["v": 2])
+        #expect(try owner.call("get", ["object": "byOwner"])["value"] == ["v": 2])
+    }
+
+    @Test("an ephemeral object goes with its session even when its user has lost write on it since")
+    func anEphemeralObjectOutlivesNoRevocation() throws {
+        let scratch = try TemporaryDirectory("presence-ephemeral-rights")
+        let usersFile = scratch.appending("users.json")
+        try KVODUserTool.addUser("root", password: "root-pw", rules: ["*=read,write,admin"], usersFile: usersFile)
+        try KVODUserTool.addUser("ann", password: "pw", rules: ["*=read,write"], usersFile: usersFile)
+        let server = try KVODProcess(["--users", usersFile])
+        let root = try server.connect()
+        try root.call("auth", ["user": "root", "password": "root-pw"])
+        let ann = try server.connect()
+        try ann.call("auth", ["user": "ann", "password": "pw"])
+        try ann.call("session", ["grace": 0.2])
+        try ann.call("onDisconnect", ["request": ["op": "set", "object": "status", "keyPath": "online", "value": false]])
+        try ann.call("create", ["object": "cursors.ann", "values": ["x": 1], "ephemeral": true])
+        try root.call("create", ["object": "status", "values": ["online": true]])
+        try root.call("observe", ["pattern": "cursors.*"])
+        // Ann loses write everywhere: her action is refused when it runs; her ephemeral object still goes.
+        try root.call("userRevoke", ["user": "ann", "rules": [["objects": "*", "allow": ["write"]]]])
+        ann.close()
+        let deleted = try firstChange(root)
+        #expect(deleted?["object"] == "cursors.ann" && deleted?["reason"] == "sourceDeleted", "\(String(describing: deleted))")
+        #expect(try root.request("get", ["object": "cursors.ann"])["error"]?["code"] == "not_found")
+        #expect(try root.call("get", ["object": "status", "keyPath": "online"])["value"] == true, "the action was refused")
+    }
+
     @Test("a restart runs the pending actions of the clients that did not come back, and not of one that resumed")
     func aRestartRunsWhatWasPending() throws {
         let directory = try TemporaryDirectory("presence-restart")

@@ -68,6 +68,41 @@ struct ClusterReplicatorTests {
         expectEqual(replicator.appendFailed(next.batch, attempted: false).map(\.definitive), [true])
     }
 
+    @Test("retained writes (an ended session's) outlive every deadline, go back to the queue when never sent, and stall is seen")
+    func retainedWrites() throws {
+        let replicator = ClusterReplicator(configuration: configuration, appliedSequence: 0)
+        func retained(_ object: String? = nil) -> ClusterReplicator.Writer {
+            ClusterReplicator.Writer(connection: ConnectionID(0), requestID: nil, operation: .set, deadline: .max,
+                                     retained: true, releasesEphemeral: object)
+        }
+        replicator.submit(line: Array("client".utf8), user: nil, writer: writer(1, deadline: 100))
+        let first = try #require(replicator.takeBatch(deadline: 7, now: 1_000))
+        #expect(first.deadline == 7, "a batch of client writes only keeps its deadline")
+        #expect(!replicator.appendsStalled(now: 1_999))
+        #expect(replicator.appendsStalled(now: 2_000), "in flight for a second")
+        // Appends stall: an action and an ephemeral deletion queue behind the batch, with a client write between.
+        replicator.submit(line: Array("action".utf8), user: "u", writer: retained())
+        replicator.submit(line: Array("late client".utf8), user: nil, writer: writer(2, deadline: 200))
+        replicator.submit(line: Array("delete".utf8), user: "$kvod", writer: retained("cursor"))
+        let expired = replicator.expire(now: 60_000)
+        #expect(expired.map { $0.writer.connection.rawValue }.sorted() == [1, 2], "only the client writes: \(expired)")
+        #expect(replicator.retainedWriteCount == 2)
+        replicator.appended(first.batch)
+        #expect(!replicator.appendsStalled(now: 60_000))
+        let second = try #require(replicator.takeBatch(deadline: 7, now: 60_000))
+        #expect(second.deadline == .max, "a batch with a retained write is sent whenever the bridge gets to it")
+        #expect(try ReplicationEntry.decode(second.data).operations.map(\.line) == [Array("action".utf8), Array("delete".utf8)])
+        // Never sent after all (the bridge stopped first): the retained writes go back to the queue, in order.
+        #expect(replicator.appendFailed(second.batch, attempted: false).isEmpty, "nobody to answer")
+        replicator.submit(line: Array("next".utf8), user: nil, writer: writer(3, deadline: 90_000))
+        let third = try #require(replicator.takeBatch(deadline: 7, now: 60_001))
+        let lines = try ReplicationEntry.decode(third.data).operations.map { String(decoding: $0.line, as: UTF8.self) }
+        #expect(lines == ["action", "delete", "next"])
+        let writers = try #require(replicator.writers(ofApplied: third.batch))
+        #expect(writers.map { $0?.releasesEphemeral } == [nil, "cursor", nil])
+        #expect(replicator.retainedWriteCount == 0)
+    }
+
     @Test("pipelined writes expire in the order they were submitted: sent batches oldest first, then the queue")
     func expiryKeepsSubmissionOrder() throws {
         let replicator = ClusterReplicator(configuration: configuration, appliedSequence: 0)

@@ -143,6 +143,41 @@ struct StreamIntegrityTests {
         expectEqual(try ClusterSnapshot.decode(snapshot.encoded()).integrity, integrity.state)
     }
 
+    @Test("apply times never go back in stream order: a late entry stamped earlier is applied at the time before it")
+    func applyTimeIsNonDecreasing() throws {
+        let integrity = StreamIntegrity()
+        func apply(_ batch: String, _ counter: UInt64, stamped: Int64?, at sequence: UInt64, clock: Int64 = 5) -> Int64 {
+            var stamped_ = entry(batch, counter)
+            stamped_.time = stamped
+            let time = integrity.applyTime(of: stamped_, fallback: clock)
+            #expect(integrity.admit(stamped_, at: sequence) == .apply)
+            integrity.applied(stamped_, data: stamped_.encoded(), at: sequence, time: stamped == nil ? nil : time)
+            return time
+        }
+        #expect(apply("a.x.1", 1, stamped: 1_000, at: 1) == 1_000)
+        #expect(apply("b.y.1", 1, stamped: 2_000, at: 2) == 2_000, "a later stamp is taken as it is")
+        // Stamped at 1,500 on a node cut from NATS, appended after b's 2,000: applied at 2,000.
+        #expect(apply("a.x.2", 2, stamped: 1_500, at: 3) == 2_000)
+        #expect(integrity.state.applyTime == 2_000)
+        // An older kvod's entry has no stamp: this node's clock, which no later entry inherits.
+        #expect(apply("c.z.1", 1, stamped: nil, at: 4, clock: 9_999) == 9_999)
+        #expect(integrity.state.applyTime == 2_000, "a node's own clock never becomes the stream's time")
+        #expect(apply("b.y.2", 2, stamped: 2_100, at: 5) == 2_100)
+        // Stored and carried by snapshots, so a restarted node or one that installed a snapshot computes the same.
+        let restored = try #require(StreamIntegrity.decodeState(integrity.encodedState))
+        #expect(restored.applyTime == 2_100 && restored == integrity.state)
+        let snapshot = ClusterSnapshot(sequence: 5, revision: 5, lastBindingID: 0, objects: [:], classes: [:], bindings: [:],
+                                       users: [], integrity: integrity.state)
+        #expect(try ClusterSnapshot.decode(snapshot.encoded()).integrity?.applyTime == 2_100)
+        var late = entry("a.x.3", 3)
+        late.time = 1_600
+        #expect(StreamIntegrity(restored).applyTime(of: late, fallback: 0) == 2_100)
+        // A state of an older kvod has none: the entry's stamp then.
+        let old = try #require(StreamIntegrity.decodeState(Array(#"{"last":"a","chain":"","publishers":{},"complete":false}"#.utf8)))
+        #expect(StreamIntegrity(old).applyTime(of: late, fallback: 0) == 1_600)
+        #expect(StreamIntegrity.decodeState(Array(#"{"last":"a","chain":"","publishers":{},"complete":false,"time":"x"}"#.utf8)) == nil)
+    }
+
     @Test("a replicator numbers its batches 1, 2, 3… and reuses the number of a batch that was never sent")
     func publisherSequenceHasNoGap() throws {
         let configuration = ClusterConfiguration(servers: ["nats://127.0.0.1:4222"], stream: "s", node: "a")

@@ -142,6 +142,8 @@ final class TCPProxy: @unchecked Sendable {
             entries[0].revents = 0
             entries[1].revents = 0
             if poll(&entries, 2, 100) < 0 { break }
+            // Partitioned during the poll: what arrived stays unread (forwarding it would leak past the cut).
+            if isPartitioned { continue }
             for (from, to) in [(0, 1), (1, 0)] where entries[from].revents != 0 {
                 let count = recv(entries[from].fd, &buffer, buffer.count, 0)
                 if count <= 0 { break loop }

@@ -11,6 +11,9 @@ import KVOModel
 /// make the next batch larger; at most `maximumBatchBytes` of request lines, the rest waiting for the
 /// next), and the writer is answered when the stream delivers that batch back
 /// and the server has applied it (`writers(ofApplied:)`), or `unavailable` at its deadline (`expire`).
+/// A retained write (`Writer.retained`: an ended session's, which nobody would retry) has no deadline: it
+/// stays queued however long appends stall, its batch is sent whenever the bridge gets to it, and a batch of
+/// it that was never sent gives its retained writes back to the queue (`appendFailed`).
 /// Bookkeeping only: the server applies, replies and resumes connections. Loop thread only.
 final class ClusterReplicator {
     /// A client waiting for its write: where the reply goes.
@@ -27,6 +30,12 @@ final class ClusterReplicator {
         /// An ephemeral create's session (docs/protocol.md, "Presence"): the object joins it when this node
         /// applies the create.
         var ephemeralSession: String? = nil
+        /// A write that must reach the stream (an ended session's action or ephemeral deletion): never
+        /// dropped at its deadline, and given back to the queue when its batch could not be sent.
+        var retained = false
+        /// An ended session's deletion of this ephemeral object (`Server.releaseEphemeral`): its outcome here
+        /// decides whether it is submitted again.
+        var releasesEphemeral: String? = nil
     }
 
     /// A writer answered `unavailable` by `expire` or a failed append.
@@ -80,9 +89,13 @@ final class ClusterReplicator {
     /// Batches handed to the bridge and not yet applied here, oldest first (so `expire` answers one
     /// connection's pipelined writes in request order): their writers by operation index (nil once
     /// answered `unavailable`). Seldom more than two or three.
-    private var awaiting: [(batch: String, writers: [Writer?])] = []
-    /// The batch the bridge is appending, if any.
+    private var awaiting: [(batch: String, writers: [Writer?], retained: [(ReplicationEntry.Operation, Writer)])] = []
+    /// The batch the bridge is appending, if any, and when (`uv_now` ms) it was handed to the bridge.
     private(set) var batchInFlight: String?
+    private var batchTakenAt: UInt64 = 0
+    /// How long (ms) a batch may be in flight before the node takes appends as stalled (`appendsStalled`):
+    /// an append takes milliseconds; a second is a cut from NATS, an election or a stream without quorum.
+    static let stallMilliseconds: UInt64 = 1_000
     private var batchCounter: UInt64 = 0
     /// Makes batch ids unique across restarts of this node (JetStream de-duplicates by id).
     private let incarnation: String
@@ -117,9 +130,9 @@ final class ClusterReplicator {
     }
 
     /// The next batch to append, unless one is in flight or nothing is queued. `deadline` in `uv_hrtime`
-    /// nanoseconds.
+    /// nanoseconds (none for a batch with a retained write). `now`: `uv_now` ms, for `appendsStalled`.
     /// `time`: the wall-clock time (ms) every node applies the batch's writes at (`ReplicationEntry.time`).
-    func takeBatch(deadline: UInt64, time: Int64? = nil) -> PublishJob? {
+    func takeBatch(deadline: UInt64, time: Int64? = nil, now: UInt64 = 0) -> PublishJob? {
         guard batchInFlight == nil, !queued.isEmpty else { return nil }
         batchCounter += 1
         let batch = "\(configuration.node).\(incarnation).\(batchCounter)"
@@ -132,7 +145,9 @@ final class ClusterReplicator {
         var entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: configuration.node, batch: batch,
                                      operations: Array(queued[..<count]), publisherSequence: batchCounter)
         entry.time = time
-        awaiting.append((batch, queuedWriters[..<count].map { $0 }))
+        var retained: [(ReplicationEntry.Operation, Writer)] = []
+        for index in 0..<count where queuedWriters[index].retained { retained.append((queued[index], queuedWriters[index])) }
+        awaiting.append((batch, queuedWriters[..<count].map { $0 }, retained))
         if count == queued.count {
             queued.removeAll(keepingCapacity: true)
             queuedWriters.removeAll(keepingCapacity: true)
@@ -141,7 +156,19 @@ final class ClusterReplicator {
             queuedWriters.removeFirst(count)
         }
         batchInFlight = batch
-        return PublishJob(batch: batch, data: entry.encoded(), deadline: deadline)
+        batchTakenAt = now
+        return PublishJob(batch: batch, data: entry.encoded(), deadline: retained.isEmpty ? deadline : .max)
+    }
+
+    /// Whether the bridge has been appending the same batch for `stallMilliseconds` or more at `now`: the
+    /// stream is not taking this node's appends (sessions do not end meanwhile: `Server.endDueSessions`).
+    func appendsStalled(now: UInt64) -> Bool {
+        batchInFlight != nil && now &- batchTakenAt >= ClusterReplicator.stallMilliseconds
+    }
+
+    /// Retained writes queued or in batches not yet applied here.
+    var retainedWriteCount: Int {
+        queuedWriters.count { $0.retained } + awaiting.reduce(0) { $0 + $1.retained.count }
     }
 
     /// The bridge appended `batch`: the next one may go.
@@ -151,14 +178,23 @@ final class ClusterReplicator {
 
     /// The bridge gave up on `batch`: its writers still waiting, to be answered `unavailable`. A batch
     /// never sent (`attempted` false: the bridge sends a batch once sent until it is acknowledged) gives its
-    /// publisher sequence to the next one, so the publisher's batches in the stream have no gap.
+    /// publisher sequence to the next one, so the publisher's batches in the stream have no gap, and its
+    /// retained writes back to the front of the queue, in their order.
     func appendFailed(_ batch: String, attempted: Bool) -> [Expired] {
         if batchInFlight == batch {
             batchInFlight = nil
             if !attempted { batchCounter -= 1 }
         }
-        guard let writers = removeAwaiting(batch) else { return [] }
-        return writers.compactMap { $0.map { Expired(writer: $0, definitive: !attempted) } }
+        guard let index = awaiting.firstIndex(where: { $0.batch == batch }) else { return [] }
+        let (_, writers, retained) = awaiting.remove(at: index)
+        if !attempted, !retained.isEmpty {
+            queued.insert(contentsOf: retained.map(\.0), at: 0)
+            queuedWriters.insert(contentsOf: retained.map(\.1), at: 0)
+        }
+        return writers.compactMap { writer in
+            guard let writer, !writer.retained else { return nil }
+            return Expired(writer: writer, definitive: !attempted)
+        }
     }
 
     /// A checkpoint of this node's running hash after `sequence`, to append (message id `check.<node>.<sequence>`).
@@ -175,8 +211,8 @@ final class ClusterReplicator {
     /// may still be applied, by the other nodes and by this one after it installed a snapshot).
     func abandonAwaiting() -> [Expired] {
         var expired: [Expired] = []
-        for (_, writers) in awaiting {
-            for case let writer? in writers { expired.append(Expired(writer: writer, definitive: false)) }
+        for (_, writers, _) in awaiting {
+            for case let writer? in writers where !writer.retained { expired.append(Expired(writer: writer, definitive: false)) }
         }
         awaiting.removeAll()
         return expired
@@ -200,22 +236,24 @@ final class ClusterReplicator {
 
     /// Writers past their deadline at `now` (`uv_now` ms), no longer waited for, in the order they were
     /// submitted (the batches sent, oldest first, then the queue). Queued writes among them are dropped
-    /// (never sent: definitive); those of a batch already sent stay in the batch.
+    /// (never sent: definitive); those of a batch already sent stay in the batch. Retained writes are neither
+    /// dropped nor answered: they wait for the stream however long it takes.
     func expire(now: UInt64) -> [Expired] {
         var expired: [Expired] = []
         for position in awaiting.indices {
             for index in awaiting[position].writers.indices {
-                if let writer = awaiting[position].writers[index], writer.deadline <= now {
+                if let writer = awaiting[position].writers[index], !writer.retained, writer.deadline <= now {
                     expired.append(Expired(writer: writer, definitive: false))
                     awaiting[position].writers[index] = nil
                 }
             }
         }
-        if let first = queuedWriters.first, first.deadline <= now {
+        // Client writes' deadlines grow in queue order: the first one not retained is the oldest.
+        if let first = queuedWriters.first(where: { !$0.retained }), first.deadline <= now {
             var keptOperations: [ReplicationEntry.Operation] = []
             var keptWriters: [Writer] = []
             for (operation, writer) in zip(queued, queuedWriters) {
-                if writer.deadline <= now {
+                if writer.deadline <= now, !writer.retained {
                     expired.append(Expired(writer: writer, definitive: true))
                 } else {
                     keptOperations.append(operation)

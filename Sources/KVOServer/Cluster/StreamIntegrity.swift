@@ -50,6 +50,9 @@ package final class StreamIntegrity {
         /// forgotten to stay under `maximumPublishers`): a first batch of an unknown publisher with a
         /// sequence above 1 is then taken as it is.
         var publishersComplete = true
+        /// The wall-clock time (ms) the last applied entry's writes were applied at (`applyTime(of:fallback:)`);
+        /// 0 before any (or from an older kvod's store or snapshot, which kept none).
+        var applyTime: Int64 = 0
 
         /// What a node knows when its store or snapshot holds no state (one of an older kvod) at `applied`:
         /// nothing, unless it has applied nothing yet.
@@ -120,7 +123,18 @@ package final class StreamIntegrity {
     }
 
     /// `entry`, delivered at `sequence` as `data`, was applied: it joins the chain and its publisher's mark.
-    package func applied(_ entry: ReplicationEntry, data: [UInt8], at sequence: UInt64) {
+    /// The time every node applies `entry`'s writes at: its publisher's stamp (`fallback`, this node's clock,
+    /// for an entry of a kvod before expiry), but never before the previous entry's (docs/design.md,
+    /// "Determinism"). A write stamped on a node cut from NATS and appended late, after writes stamped later on
+    /// other nodes, is applied at their time: a `touch` never moves a deadline before one a write earlier in the
+    /// stream promised. Every node computes it alike, from the stream and this state.
+    package func applyTime(of entry: ReplicationEntry, fallback: Int64) -> Int64 {
+        max(entry.time ?? fallback, state.applyTime)
+    }
+
+    /// `entry` was applied at stream sequence `sequence`, its writes at `time` (`applyTime(of:fallback:)`).
+    package func applied(_ entry: ReplicationEntry, data: [UInt8], at sequence: UInt64, time: Int64? = nil) {
+        if let time, time > state.applyTime { state.applyTime = time }
         if let counter = entry.publisherSequence, let publisher = entry.publisher.map(String.init) {
             state.publishers[publisher] = PublisherMark(counter: counter, sequence: sequence)
             if state.publishers.count > StreamIntegrity.maximumPublishers { forgetOldestPublisher() }
@@ -278,8 +292,10 @@ package final class StreamIntegrity {
         for (name, mark) in state.publishers {
             publishers[name] = .array([.int(Int64(bitPattern: mark.counter)), .int(Int64(bitPattern: mark.sequence))])
         }
-        return .object(["last": .string(state.lastBatch), "chain": .string(hex(state.chain)),
-                        "publishers": .object(publishers), "complete": .bool(state.publishersComplete)])
+        var members: [String: JSONValue] = ["last": .string(state.lastBatch), "chain": .string(hex(state.chain)),
+                                            "publishers": .object(publishers), "complete": .bool(state.publishersComplete)]
+        if state.applyTime != 0 { members["time"] = .int(state.applyTime) }
+        return .object(members)
     }
 
     /// The state from `json`; nil when it is not one.
@@ -294,7 +310,12 @@ package final class StreamIntegrity {
             else { return nil }
             publishers[name] = PublisherMark(counter: UInt64(bitPattern: counter), sequence: UInt64(bitPattern: sequence))
         }
-        return State(lastBatch: last, chain: chain, publishers: publishers, publishersComplete: complete)
+        var applyTime: Int64 = 0
+        if let stated = json["time"] {
+            guard case let .int(milliseconds) = stated else { return nil }
+            applyTime = milliseconds
+        }
+        return State(lastBatch: last, chain: chain, publishers: publishers, publishersComplete: complete, applyTime: applyTime)
     }
 
     /// The state as stored (compact JSON bytes).

@@ -13,6 +13,9 @@ struct SessionTable {
     private var byConnection: [ConnectionID: String] = [:]
     /// The session each ephemeral object belongs to.
     private var ephemeralOwners: [String: String] = [:]
+    /// Ephemeral objects of ended sessions whose deletion is on its way through the stream (cluster mode:
+    /// `Server.releaseEphemeral`): still watched, so that a deletion by anyone meanwhile ends the release.
+    private(set) var releasing = Set<String>()
     private var sessionsByUser: [String: Int] = [:]
     /// The bytes of each user's actions.
     private var actionBytesByUser: [String: Int] = [:]
@@ -34,8 +37,19 @@ struct SessionTable {
 
     var count: Int { sessions.count }
     var isEmpty: Bool { sessions.isEmpty }
-    /// Whether any ephemeral object exists (the engine watches their removal while one does).
-    var ephemeralObjectIDs: Dictionary<String, String>.Keys { ephemeralOwners.keys }
+    /// The objects whose removal the engine must report: the sessions' ephemeral objects and those being released.
+    var watchedObjectIDs: [String] { Array(ephemeralOwners.keys) + Array(releasing) }
+
+    /// An ended session's ephemeral `object` is being deleted through the stream.
+    mutating func release(_ object: String) {
+        releasing.insert(object)
+    }
+
+    /// The release of `object` is over (deleted, or found gone); returns whether it was being released.
+    @discardableResult
+    mutating func released(_ object: String) -> Bool {
+        releasing.remove(object) != nil
+    }
 
     /// The id of the session `connection` is attached to.
     func sessionID(of connection: ConnectionID) -> String? {
@@ -155,6 +169,7 @@ struct SessionTable {
 
     /// `object` was deleted (by anyone, by any path): it is no longer any session's to delete.
     mutating func objectRemoved(_ object: String) {
+        if !releasing.isEmpty { releasing.remove(object) }
         guard let id = ephemeralOwners.removeValue(forKey: object), var session = sessions[id] else { return }
         session.ephemeralObjects.removeAll { $0 == object }
         sessions[id] = session

@@ -103,7 +103,9 @@ extension Server {
     /// real clock while it appends; the writes' own deadlines, on `clock`, are the loop's (`expireClusterWrites`).
     func publishClusterBatch(_ cluster: ClusterReplicator) {
         let deadline = uv_hrtime() &+ UInt64(cluster.configuration.writeTimeout * 1e9)
-        if let job = cluster.takeBatch(deadline: deadline, time: clock.wallMilliseconds) { clusterNode?.bridge.enqueue(job) }
+        if let job = cluster.takeBatch(deadline: deadline, time: clock.wallMilliseconds, now: clock.milliseconds) {
+            clusterNode?.bridge.enqueue(job)
+        }
     }
 
     /// The bridge posted: apply stream entries in order, note appended batches, answer writes whose batch
@@ -232,9 +234,9 @@ extension Server {
             return
         }
         let writers = entry.node == cluster.configuration.node ? cluster.writers(ofApplied: entry.batch) : nil
-        // Every node applies the entry's writes at the time its publisher stamped (an older kvod's entry has
-        // none: its writes set no ttl, and this node's clock is as good as any).
-        let time = entry.time ?? clock.wallMilliseconds
+        // Every node applies the entry's writes at the time its publisher stamped, or the previous entry's when
+        // that is later (an older kvod's entry has none: its writes set no ttl, and this node's clock is as good as any).
+        let time = cluster.integrity.applyTime(of: entry, fallback: clock.wallMilliseconds)
         var released: [Connection] = []
         for (index, operation) in entry.operations.enumerated() {
             let writer = writers.flatMap { index < $0.count ? $0[index] : nil }
@@ -257,7 +259,8 @@ extension Server {
                 // This node's ephemeral create joins its session now, before any later entry can delete it.
                 reply = applyWrite(request, from: writer?.connection ?? Server.clusterConnection,
                                    access: clusterAccess(forUser: operation.user), budget: budget, time: time,
-                                   ephemeralSession: writer?.ephemeralSession, user: operation.user)
+                                   ephemeralSession: writer?.ephemeralSession)
+                if let object = writer?.releasesEphemeral { ephemeralReleaseApplied(object, reply) }
             case .success:
                 reply = .failure(KVOError(.badRequest, "not a write"))
             case let .failure(error):
@@ -266,7 +269,7 @@ extension Server {
             guard let writer else { continue }
             if let connection = answerClusterWrite(writer, reply) { released.append(connection) }
         }
-        cluster.integrity.applied(entry, data: data, at: sequence)
+        cluster.integrity.applied(entry, data: data, at: sequence, time: entry.time == nil ? nil : time)
         cluster.halts = nil
         cluster.appliedSequence = sequence
         afterEntry(cluster, sequence)

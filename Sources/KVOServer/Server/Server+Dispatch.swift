@@ -107,10 +107,8 @@ extension Server {
             // The write's time (`Server+Expiry`): the request's, above; no clock is read here.
             let budget = ReplyBudget(outputLimit: configuration.maximumOutputBufferBytes, queued: connection.outputBytes,
                                      id: decoded.id)
-            // The writer's user only goes with an ephemeral create (a plain write does not read it).
             let reply = applyWrite(request, from: connection.id, access: connection.access, budget: budget, time: now,
-                                   ephemeralSession: ephemeralSession,
-                                   user: ephemeralSession == nil ? nil : connection.principal?.user)
+                                   ephemeralSession: ephemeralSession)
             send(reply, id: decoded.id, to: connection, counting: declaration.metrics)
             return
         }

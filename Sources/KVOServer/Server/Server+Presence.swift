@@ -66,6 +66,9 @@ extension Server {
             guard let id = sessions.sessionID(of: connection.id) else { throw KVOError(.badRequest, "this connection has no session") }
             // Its writes could not reach the stream now: the session stays, to be ended again (or when the client goes).
             if let refusal = cluster?.refusal { throw KVOError(.unavailable, refusal) }
+            if let cluster, cluster.appendsStalled(now: clock.milliseconds) {
+                throw KVOError(.unavailable, "the cluster's stream has taken none of this node's writes for \(ClusterReplicator.stallMilliseconds / 1000) s or more (NATS unreachable, an election, or no quorum); the session stays: end it again later, or use another node")
+            }
             guard let session = sessions.end(id) else { throw KVOError(.badRequest, "this connection has no session") }
             let ran = runEndingActions(of: session)
             return ReplyFields([("ran", .int(Int64(ran)))])
@@ -87,21 +90,22 @@ extension Server {
 
     /// An ephemeral create succeeded: `object` belongs to session `id` from now on, and the engine reports its
     /// removal. In cluster mode the session may have ended while the create went through the stream: the object
-    /// is then deleted as its session's would have been (a delete submitted as `user`, the creator).
-    func registerEphemeral(_ object: String, session id: String, user: String? = nil) {
+    /// is then deleted as its session's would have been (a delete submitted as the server, as a session's are).
+    func registerEphemeral(_ object: String, session id: String) {
         if sessions.addEphemeral(object, to: id) {
             handler.engine.removalWatch.insert(object)
             return
         }
         guard cluster != nil, sessions.session(id) == nil else { return }
-        serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])), as: user)
+        serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])), as: Server.serverUser)
     }
 
-    /// After the engine handled requests: the ephemeral objects removed meanwhile leave their sessions (an
-    /// object put back by a failed batch stays).
+    /// After the engine handled requests: the ephemeral objects removed meanwhile leave their sessions, also
+    /// when the same request created them again (a batch's delete and create: the new object is nobody's). A
+    /// failed batch's removals are not reported (`KVOEngine.abortBatch` forgets them).
     func noteRemovedEphemeralObjects() {
         let engine = handler.engine
-        for object in engine.takeRemovedWatchedObjects() where engine.changedRevision(of: object) == nil {
+        for object in engine.takeRemovedWatchedObjects() {
             sessions.objectRemoved(object)
             engine.removalWatch.remove(object)
         }
@@ -113,10 +117,10 @@ extension Server {
         sessions.detach(connection, now: clock.milliseconds)
     }
 
-    /// Housekeeping: ends the detached sessions whose grace is over (not while writes are refused: they end
-    /// once writes are taken again).
+    /// Housekeeping: ends the detached sessions whose grace is over (not while writes are refused, nor while the
+    /// stream takes none of this node's appends: they end once writes are taken again).
     func endDueSessions() {
-        guard sessions.hasDetached, takesServerWrites else { return }
+        guard sessions.hasDetached, takesServerWrites, cluster?.appendsStalled(now: clock.milliseconds) != true else { return }
         let due = sessions.due(now: clock.milliseconds)
         guard !due.isEmpty else { return }
         defer { flushConnections() }
@@ -133,26 +137,56 @@ extension Server {
     /// Most writes that ending sessions run per housekeeping tick (a session's are never split): 20,000 a second.
     static let maximumSessionWritesPerTick = 2_000
 
-    /// Runs an ended session's actions, then deletes its ephemeral objects (`serverWrite`, as the registrant);
-    /// returns how many writes ran (or were submitted). A refusal is logged, not retried.
+    /// Runs an ended session's actions (`serverWrite`, as the registrant, with its rights then), then deletes its
+    /// ephemeral objects (as the server: their lifetime was declared when they were created, by a user who could
+    /// create them then); returns how many writes ran (or were submitted). A refusal is logged, not retried. In
+    /// cluster mode the writes are retained (`ClusterReplicator.Writer.retained`): however long the stream takes
+    /// no appends, they wait for it and are appended once, never dropped while this node lives.
     @discardableResult
     func runEndingActions(of session: PresenceSession) -> Int {
-        var lines = session.actions.map(\.line)
-        for object in session.ephemeralObjects {
-            lines.append(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])))
-            handler.engine.removalWatch.remove(object)
-        }
         let user = session.user
-        for (index, line) in lines.enumerated() {
-            // Applied now on a single node (the reply tells); submitted to the stream in cluster mode.
-            guard case let .failure(error)? = serverWrite(line, as: user) else { continue }
-            let what = index < session.actions.count ? "onDisconnect action \(session.actions[index].id)" : "ephemeral object deletion"
-            // A deletion of an ephemeral object already gone is not news.
-            let level: Logger.Level = error.code == .notFound && index >= session.actions.count ? .debug : .notice
-            logger.log(level: level, "session ended: \(what) refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))",
-                       metadata: ["session": "\(session.id.prefix(8))", "user": "\(user ?? "-")"])
+        for action in session.actions {
+            guard case let .failure(error)? = serverWrite(action.line, as: user, retained: true) else { continue }
+            logger.notice("session ended: onDisconnect action \(action.id) refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))",
+                          metadata: ["session": "\(session.id.prefix(8))", "user": "\(user ?? "-")"])
         }
-        return lines.count
+        for object in session.ephemeralObjects { releaseEphemeral(object) }
+        return session.actions.count + session.ephemeralObjects.count
+    }
+
+    /// Deletes an ended session's ephemeral `object`, as the server. A single node deletes it now. A cluster node
+    /// submits `{"op":"delete","object":…,"ifRev":R}` with R its revision now, at which the object is still the
+    /// session's, and keeps watching it (`SessionTable.releasing`): every node deletes it only if nobody changed it
+    /// after R, so an object deleted and created again meanwhile (by anyone: then no longer the session's) is
+    /// never deleted; when only a write changed it (still the session's here when the delete was refused at
+    /// its stream position), the deletion is submitted again with the revision then (`ephemeralReleaseApplied`).
+    func releaseEphemeral(_ object: String) {
+        guard cluster != nil else {
+            handler.engine.removalWatch.remove(object)
+            if case let .failure(error)? = serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])),
+                                                       as: Server.serverUser), error.code != .notFound {
+                logger.notice("session ended: ephemeral object deletion refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))")
+            }
+            return
+        }
+        sessions.release(object)
+        let line = JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object),
+                                             "ifRev": .int(Int64(bitPattern: handler.engine.revision))]))
+        serverWrite(line, as: Server.serverUser, retained: true, releasesEphemeral: object)
+    }
+
+    /// Cluster mode: this node applied its release of `object` with `reply`. Refused `conflict` while the object
+    /// is still being released (written meanwhile, not deleted): submitted again; anything else ends the release.
+    func ephemeralReleaseApplied(_ object: String, _ reply: Result<ReplyFields, KVOError>) {
+        guard sessions.releasing.contains(object) else { return }
+        if case let .failure(error) = reply, error.code == .conflict, handler.engine.changedRevision(of: object) != nil {
+            let line = JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object),
+                                                 "ifRev": .int(Int64(bitPattern: handler.engine.revision))]))
+            serverWrite(line, as: Server.serverUser, retained: true, releasesEphemeral: object)
+            return
+        }
+        sessions.released(object)
+        handler.engine.removalWatch.remove(object)
     }
 
     /// The sessions read back from the store at start-up (or after a roll-back): detached, each ending after
@@ -185,7 +219,7 @@ extension Server {
     func watchEphemeralObjects() {
         let engine = handler.engine
         engine.removalWatch.removeAll()
-        for object in Array(sessions.ephemeralObjectIDs) {
+        for object in sessions.watchedObjectIDs {
             if engine.changedRevision(of: object) == nil {
                 sessions.objectRemoved(object)
             } else {

@@ -15,19 +15,19 @@ extension Server {
     ///
     /// Sets the engine's write time to `time` (the request's, or the replicated entry's: every node applies a
     /// write at its publisher's time), carries out `request` as `connection` with the rights of `access`, bounds a
-    /// reply that could be large by `budget`, ties an ephemeral object it created to `ephemeralSession` (with
-    /// `user`, the writer, for the deletion when that session is already gone), and delivers the events. Returns
+    /// reply that could be large by `budget`, ties an ephemeral object it created to `ephemeralSession`, and
+    /// delivers the events. Returns
     /// the reply; the caller answers (or not) and counts it.
     func applyWrite(_ request: Request, from connection: ConnectionID, access: ConnectionAccess,
-                    budget: ReplyBudget = .unlimited, time: Int64, ephemeralSession: String? = nil,
-                    user: String? = nil) -> Result<ReplyFields, KVOError> {
+                    budget: ReplyBudget = .unlimited, time: Int64,
+                    ephemeralSession: String? = nil) -> Result<ReplyFields, KVOError> {
         handler.engine.writeTime = time
         notifications.removeAll(keepingCapacity: true)
         let outcome = handler.handle(request, from: connection, access: access, budget: budget,
                                      notifications: &notifications)
         if let ephemeralSession, case .success = outcome.reply, request.isEphemeralWrite,
            let object = request.writtenObject {
-            registerEphemeral(object, session: ephemeralSession, user: user)
+            registerEphemeral(object, session: ephemeralSession)
         }
         deliverNotifications()
         deliverBindingEvents()
@@ -43,17 +43,21 @@ extension Server {
     /// are now (`clusterAccess(forUser:)`), and returns its reply. A cluster node submits it to the stream like a
     /// client's write, with a writer of no connection: nobody is answered, every node applies it at the same
     /// position with the user's rights there, and it leaves the queue at the write deadline like any write, so an
-    /// unreachable stream piles nothing up; it returns nil. Counted in `kvod_requests_total` under its operation
+    /// unreachable stream piles nothing up; it returns nil. A `retained` write (an ended session's) is the exception:
+    /// it has no deadline and waits for the stream however long (`ClusterReplicator.Writer.retained`), with
+    /// `releasesEphemeral`, the ephemeral object it deletes. Counted in `kvod_requests_total` under its operation
     /// either way (in cluster mode when applied).
     @discardableResult
-    func serverWrite(_ line: [UInt8], as user: String?) -> Result<ReplyFields, KVOError>? {
+    func serverWrite(_ line: [UInt8], as user: String?, retained: Bool = false,
+                     releasesEphemeral: String? = nil) -> Result<ReplyFields, KVOError>? {
         let decoded = RequestDecoder.decode(line).request
         if let cluster {
             let operation = (try? decoded.get()).map { MetricsOperation($0) } ?? .invalid
-            let deadline = clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
+            let deadline = retained ? UInt64.max : clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
             cluster.submit(line: line, user: user,
                            writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
-                                                            operation: operation, deadline: deadline, started: 0))
+                                                            operation: operation, deadline: deadline, started: 0,
+                                                            retained: retained, releasesEphemeral: releasesEphemeral))
             return nil
         }
         let request: Request
