@@ -91,9 +91,6 @@ extension ClusterTests {
         } while Date() < settled
         #expect(left.isEmpty, "ephemeral objects that outlived their session: \(left)")
         let after = try cluster.waitForConvergence(timeout: 30)
-<<<<<<< HEAD
-        expectEqual(Set(after.map { $0["digest"]?.stringValue ?? "" }).count, 1, "\(after)")
-=======
         #expect(Set(after.map { $0["digest"]?.stringValue ?? "" }).count == 1, "\(after)")
         try sessionsThroughACut(cluster)
     }
@@ -166,6 +163,5 @@ extension ClusterTests {
             if event["event"] == "change" { events.append(event) }
         }
         return events
->>>>>>> cluster-sessions
     }
 }
