@@ -10,6 +10,9 @@ struct TokenBucket {
     private var tokens: UInt64
     private var lastRefill: UInt64?
 
+    /// A connection's `signal`s (docs/protocol.md, "Signals"): 100 at once, then 100 a second.
+    static let signals = TokenBucket(capacity: 100, perSecond: 100)
+
     init(capacity: UInt64, perSecond: UInt64) {
         self.capacity = capacity
         self.perSecond = max(perSecond, 1)

@@ -65,10 +65,7 @@ final class Connection {
     /// Failed `auth` requests on this connection (closed at the server's limit).
     var authenticationFailures = 0
     /// The `signal`s this connection may send now (docs/protocol.md, "Signals"; `Server+Signals`).
-    var signalTokens = TokenBucket(capacity: Connection.signalBurst, perSecond: Connection.signalsPerSecond)
-    /// Signals a connection may send at once, and a second after that.
-    static let signalBurst: UInt64 = 100
-    static let signalsPerSecond: UInt64 = 100
+    var signalTokens = TokenBucket.signals
 
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.
