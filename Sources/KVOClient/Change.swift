@@ -123,6 +123,10 @@ public enum ChangeReason: Sendable, Hashable {
     case entered
     /// An object left a live query's set: the filter no longer holds on it, or it was deleted.
     case left
+    /// A `signal` sent to the observed object (`KVOClient.signal`): `rawNew` is the sender's payload (`new` is it
+    /// decoded as `Value`, when it decodes), `object` the object it was sent to, `keyPath` empty and `rev` the
+    /// server's revision then. Nothing changed: a signal is no value of the key path.
+    case signal
     /// A reason this client does not know, as sent.
     case other(String)
 
@@ -137,6 +141,7 @@ public enum ChangeReason: Sendable, Hashable {
         case "created": self = .created
         case "entered": self = .entered
         case "left": self = .left
+        case "signal": self = .signal
         default: self = .other(wireName)
         }
     }
@@ -155,6 +160,7 @@ public enum ChangeReason: Sendable, Hashable {
         case "c": self = .created
         case "e": self = .entered
         case "l": self = .left
+        case "g": self = .signal
         default: self.init(wireName: code)
         }
     }
@@ -171,6 +177,7 @@ public enum ChangeReason: Sendable, Hashable {
         case .created: "created"
         case .entered: "entered"
         case .left: "left"
+        case .signal: "signal"
         case let .other(name): name
         }
     }

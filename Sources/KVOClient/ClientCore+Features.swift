@@ -12,6 +12,7 @@ extension ClientCore {
     ]
     static let featureOfOperation: [String: String] = [
         "session": "sessions", "onDisconnect": "sessions", "cancelOnDisconnect": "sessions", "endSession": "sessions",
+        "signal": "signals",
     ]
 
     /// Records what a `hello` reply announced (the handshake's; nothing announced from an older server).

@@ -55,6 +55,14 @@ extension KVOClient {
         return (reply["expiresAt"]?.intValue, reply["rev"]?.intValue ?? 0)
     }
 
+    /// Sends `payload` to the observers of `object` (docs/protocol.md, "Signals"): each gets a change of reason
+    /// `.signal` whose `rawNew` is the payload. Nothing is stored and no revision is taken. Needs `write` on the object;
+    /// `not_found` when it does not exist, `too_large` past 64 KiB of payload, `rate_limited` past the connection's
+    /// rate (100 at once, then 100 a second).
+    public func signal(_ object: String, _ payload: some Encodable & Sendable) async throws {
+        _ = try await request("signal", ["object": .string(object), "value": try ValueCoding.encode(payload)])
+    }
+
     /// Deletes `object`; returns the new revision. `not_found` if missing.
     @discardableResult
     public func delete(_ object: String, if conditions: [WriteCondition] = []) async throws -> Int64 {

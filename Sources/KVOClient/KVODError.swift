@@ -77,6 +77,8 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
         case conflict
         /// `closed`: a server admin closed this connection (`kill`); sent once, without an id, before the close.
         case closed
+        /// `rate_limited`: more `signal`s than the connection's rate (`Details.limit`; `retryAfter` in milliseconds).
+        case rateLimited
         /// A code this client does not know, as sent.
         case other(String)
 
@@ -88,7 +90,7 @@ public enum KVODError: Error, Sendable, CustomStringConvertible {
             "unauthenticated": .unauthenticated, "forbidden": .forbidden,
             "invalid_expression": .invalidExpression, "quota_exceeded": .quotaExceeded,
             "storage_full": .storageFull, "storage_unavailable": .storageUnavailable, "conflict": .conflict,
-            "closed": .closed,
+            "closed": .closed, "rate_limited": .rateLimited,
         ]
 
         /// The code named `name` on the wire (`not_found` is `.notFound`).

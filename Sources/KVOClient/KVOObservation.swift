@@ -197,7 +197,7 @@ public struct KVOObservation<Value: Decodable & Sendable>: AsyncSequence, Sendab
             let new = decode(event.new)
             return Change(reason: event.reason, kind: ChangeKind(rawValue: event.kind) ?? .setting, old: old, new: new,
                           indexes: event.indexes, isPrior: event.isPrior, rev: event.rev, object: event.object ?? core.object,
-                          keyPath: core.keyPath, rawOld: event.old, rawNew: event.new, decodingError: decodingError,
+                          keyPath: event.reason == .signal ? "" : core.keyPath, rawOld: event.old, rawNew: event.new, decodingError: decodingError,
                           sub: sub, rawChange: event.change, gap: event.gap, cause: event.cause)
         }
     }

@@ -285,7 +285,8 @@ final class ObservationCore: Sendable {
                     event.reason = .resync
                     state.resyncing = false
                 }
-                if event.reason != .initial && event.reason != .resync {
+                // A signal carries the revision current when it was sent, not a change's: never a duplicate.
+                if event.reason != .initial && event.reason != .resync && event.reason != .signal {
                     if let last = state.lastRev, event.rev <= last { continue }
                     if event.isPrior && state.lastPriorRev == event.rev { continue }
                 }
@@ -307,7 +308,9 @@ final class ObservationCore: Sendable {
                         break
                     }
                 }
-                if event.reason == .initial || event.reason == .resync {
+                if event.reason == .signal {
+                    // Resuming is about changes: a signal moves nothing.
+                } else if event.reason == .initial || event.reason == .resync {
                     state.lastRev = event.rev
                     state.lastPriorRev = nil
                 } else if event.isPrior {
@@ -381,7 +384,8 @@ extension ObservationCore.State {
         let key = event.object ?? observed
         var replaced: ChangeGap?
         buffer.removeAll { buffered in
-            guard (buffered.object ?? observed) == key else { return false }
+            // Signals replace signals and changes changes: a signal is no value, and a change is no signal.
+            guard (buffered.object ?? observed) == key, (buffered.reason == .signal) == (event.reason == .signal) else { return false }
             // A prior notification replaced is not a change the reader missed; its own gap still counts.
             let own = ChangeGap.dropped(count: buffered.isPrior ? 0 : 1)
             replaced = own.merged(with: buffered.gap).merged(with: replaced)

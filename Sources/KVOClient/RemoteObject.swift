@@ -115,7 +115,8 @@ public final class RemoteObject<Value: Decodable & Sendable>: Observable {
 
     /// Records one key's change and decodes the object again once every key is known.
     private func apply(_ change: Change<JSONValue>, to key: String) {
-        guard !isDeleted else { return }
+        // A signal is no value of the object's keys.
+        guard !isDeleted, change.reason != .signal else { return }
         rev = max(rev, change.rev)
         switch change.reason {
         case .sourceDeleted:

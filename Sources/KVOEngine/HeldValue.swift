@@ -38,6 +38,14 @@ package enum HeldValue: Sendable, Equatable {
         left.hasSameValue(as: right)
     }
 
+    /// The value as canonical text: the text it is held as, or the decoded value encoded (`JSONWriter`).
+    package var canonicalText: CanonicalText {
+        switch self {
+        case let .decoded(value): return CanonicalText(trusting: JSONWriter.bytes(value))
+        case let .text(text): return text
+        }
+    }
+
     /// Bytes of the value as compact JSON.
     package var encodedLength: Int {
         switch self {

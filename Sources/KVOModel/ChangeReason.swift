@@ -25,9 +25,13 @@ public enum ChangeReason: String, Sendable {
     /// An object left a live query's set: its filter no longer holds on it, or it was deleted. Live
     /// queries only.
     case left
+    /// A `signal` sent to the observed object (docs/protocol.md, "Signals"): the event carries the sender's
+    /// payload as `new` and changes nothing; no key path, no `old`.
+    case signal
 
     /// The reason's code in the compact encoding (docs/protocol.md, "Compact events"): its name's first
-    /// letter, distinct for every reason. `valueChanged` (`v`) is the default and never sent.
+    /// letter, distinct for every reason (`signal`'s is `g`, since `s` is `sourceDeleted`'s). `valueChanged` (`v`)
+    /// is the default and never sent.
     public var compactCode: Character {
         switch self {
         case .initial: "i"
@@ -39,6 +43,7 @@ public enum ChangeReason: String, Sendable {
         case .created: "c"
         case .entered: "e"
         case .left: "l"
+        case .signal: "g"
         }
     }
 }

@@ -43,6 +43,9 @@ public struct KVOError: Error, Equatable, Sendable {
         case conflict = "conflict"
         /// Sent once, without `id`, to a connection a server admin closes (`kill`), just before the server closes it.
         case closed = "closed"
+        /// A connection sent more `signal`s than its rate allows (docs/protocol.md, "Signals"): this one was not
+        /// sent. `details` have `limit` (signals a second) and `retryAfter` (milliseconds until one may go).
+        case rateLimited = "rate_limited"
     }
 
     public let code: Code

@@ -26,7 +26,7 @@ struct KVOClientCommand: AsyncParsableCommand {
         version: KVOClientCommand.version,
         subcommands: [
             CreateCommand.self, DeleteCommand.self, GetCommand.self, SetCommand.self, IncrementCommand.self,
-            InsertCommand.self, RemoveCommand.self, ReplaceCommand.self, BatchCommand.self, TouchCommand.self, PresenceCommand.self,
+            InsertCommand.self, RemoveCommand.self, ReplaceCommand.self, BatchCommand.self, TouchCommand.self, PresenceCommand.self, SignalCommand.self,
             SubscribeCommand.self, ListCommand.self, InfoCommand.self, PingCommand.self,
             DefineClassCommand.self,
             ClassesCommand.self,

@@ -79,4 +79,48 @@ import Testing
         }
         await #expect(throws: KVODError.self) { try await kvod.endSession() }
     }
+
+    /// Issue 43, "sessions that follow a phone": a client back after its grace hears at once (on the reconnection,
+    /// before anything queued) that its session ended, and the README's recipe registers it again: a new session,
+    /// its ephemeral presence object made again, and its cursor signals heard by the room's observers.
+    @Test func aClientBackAfterItsGraceRegistersAgainAtOnce() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        let kvod = try await client(of: server, through: proxy, reconnectingAfter: 0.6)
+        defer { kvod.close() }
+        let room = try server.connect()
+        try room.call("observe", ["pattern": "online.*"])
+        @Sendable func present() async throws {
+            try await kvod.startSession(grace: .zero)
+            try await kvod.create("online.ada", values: ["name": "Ada"], ephemeral: true)
+        }
+        try await present()
+        let first = try #require(kvod.session)
+        let (registered, sink) = AsyncStream<KVOSession>.makeStream()
+        kvod.onSessionLost { _ in
+            Task {
+                try await present()
+                if let session = kvod.session { sink.yield(session) }
+            }
+        }
+        #expect(try room.nextEvent(timeout: 10)?["reason"] == "created")
+        let cut = Date()
+        proxy.cut()
+        // Gone (grace 0): kvod deletes the presence object at once, long before the client is back.
+        let gone = try room.nextEvent(timeout: 10)
+        #expect(gone?["object"] == "online.ada" && gone?["reason"] == "sourceDeleted", "\(String(describing: gone))")
+        var iterator = registered.makeAsyncIterator()
+        let second = await iterator.next()
+        // Told on the reconnection itself (0.6 s after the cut, then one round trip), not at a later request.
+        let took = Date().timeIntervalSince(cut)
+        #expect(took >= 0.6 && took < 3, "\(took) s")
+        #expect(second != nil && second != first)
+        let back = try room.nextEvent(timeout: 10)
+        #expect(back?["object"] == "online.ada" && back?["reason"] == "created", "\(String(describing: back))")
+        // Its cursor, as a signal on its own presence object.
+        try await kvod.signal("online.ada", ["x": 120, "y": 48])
+        let cursor = try room.nextEvent(timeout: 10)
+        #expect(cursor?["reason"] == "signal" && cursor?["object"] == "online.ada" && cursor?["change"]?["new"] == ["x": 120, "y": 48],
+                "\(String(describing: cursor))")
+    }
 }

@@ -30,7 +30,7 @@ struct EventCase: Sendable, CustomTestStringConvertible {
     var notification: ChangeNotification {
         switch reason {
         case .initial: makeNotification(reason: reason, isPrior: isPrior, old: "ignored")
-        case .valueChanged, .pathChanged, .resync: makeNotification(reason: reason, isPrior: isPrior)
+        case .valueChanged, .pathChanged, .resync, .signal: makeNotification(reason: reason, isPrior: isPrior)
         case .sourceDeleted: makeNotification(reason: reason, isPrior: isPrior, new: .null)
         case .forbidden: makeNotification(reason: reason, isPrior: isPrior, old: .null, new: .null)
         case .created, .entered: makeNotification(reason: reason, isPrior: isPrior, old: .null)

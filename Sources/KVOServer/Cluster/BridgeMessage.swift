@@ -18,6 +18,8 @@ enum BridgeMessage: Sendable {
     /// A batch could not be appended before its deadline and was never sent (`attempted` is false then:
     /// a batch once sent is sent again until it is acknowledged, so that a publisher's batches have no gap).
     case publishFailed(batch: String, reason: String, attempted: Bool)
+    /// Another node's signal, as its `SignalRelay` published it (`{"node":N,"object":O,"value":V}`).
+    case signal([UInt8])
     /// Something to log (connections lost and regained, the stream created).
     case log(String, isError: Bool)
 }

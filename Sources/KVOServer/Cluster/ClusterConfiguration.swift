@@ -51,6 +51,9 @@ public struct ClusterConfiguration: Sendable {
     /// The subject the stream captures and the nodes publish on.
     public var subject: String { "kvod.\(stream).log" }
 
+    /// The NATS core subject of signals between the nodes (`SignalRelay`): not captured by any stream.
+    public var signalSubject: String { "kvod.\(stream).signal" }
+
     /// The stream holding the snapshots' chunks (`<stream>_SNAP`), and its one subject.
     public var snapshotStream: String { "\(stream)_SNAP" }
     public var snapshotSubject: String { "kvod.\(stream).snap" }

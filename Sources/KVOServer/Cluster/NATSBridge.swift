@@ -27,6 +27,8 @@ import KVOModel
 final class NATSBridge: @unchecked Sendable {
     private let configuration: ClusterConfiguration
     private let inbox: BridgeInbox
+    /// Signals between the nodes share the connection (NATS core, not the stream): handed over once connected.
+    private let signals: SignalRelay?
     /// The first stream sequence to deliver (the last applied, checked by the loop; 1 when none was).
     private let startSequence: UInt64
     private let lock = ConditionLock()
@@ -56,9 +58,10 @@ final class NATSBridge: @unchecked Sendable {
         case fetchSnapshot
     }
 
-    init(configuration: ClusterConfiguration, inbox: BridgeInbox, startSequence: UInt64) {
+    init(configuration: ClusterConfiguration, inbox: BridgeInbox, startSequence: UInt64, signals: SignalRelay? = nil) {
         self.configuration = configuration
         self.inbox = inbox
+        self.signals = signals
         self.startSequence = max(startSequence, 1)
     }
 
@@ -213,6 +216,7 @@ final class NATSBridge: @unchecked Sendable {
             return false
         }
         self.jetStream = jetStream
+        signals?.attach(connection)
         return true
     }
 
@@ -381,6 +385,7 @@ final class NATSBridge: @unchecked Sendable {
         if let jetStream { jsCtx_Destroy(jetStream) }
         jetStream = nil
         if let connection {
+            signals?.detach()
             lock.withLock { connectionToClose = nil }
             natsConnection_Close(connection)
             natsConnection_Destroy(connection)

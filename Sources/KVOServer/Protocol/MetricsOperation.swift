@@ -10,6 +10,7 @@ enum MetricsOperation: Int, CaseIterable {
     case session, onDisconnect, cancelOnDisconnect, endSession
     case slow, clients, kill
     case backup, compact
+    case signal
     case invalid
 
     /// The operation of a decoded request: its row's label (`OperationDeclaration.metrics`). Borrowed: an
@@ -60,6 +61,7 @@ enum MetricsOperation: Int, CaseIterable {
         case .kill: "kill"
         case .backup: "backup"
         case .compact: "compact"
+        case .signal: "signal"
         case .invalid: "invalid"
         }
     }

@@ -18,6 +18,8 @@ package enum ProtocolFeature: String, CaseIterable, Sendable {
     case liveQueries
     /// `session`, `onDisconnect`, `cancelOnDisconnect` and `endSession` (docs/protocol.md, "Presence").
     case sessions
+    /// `signal` (docs/protocol.md, "Signals").
+    case signals
     /// `observe` with `sinceRev` (docs/protocol.md, "Resuming").
     case sinceRev
     /// `ttl` on `create` and `set`, and `touch` (docs/protocol.md, "Expiry").
@@ -32,6 +34,7 @@ package enum ProtocolFeature: String, CaseIterable, Sendable {
         case .ephemeral: (.create, .ephemeral)
         case .liveQueries: (.observe, .where)
         case .sessions: (.onDisconnect, .request)
+        case .signals: (.signal, .value)
         case .sinceRev: (.observe, .sinceRev)
         case .ttl: (.set, .ttl)
         }

@@ -23,6 +23,7 @@ package enum ProtocolOperation: Int, CaseIterable, Sendable {
     case session, onDisconnect, cancelOnDisconnect, endSession
     case userAdd, userRemove, userList, userPasswd, userGrant, userRevoke, tokenCreate, tokenRevoke
     case slow, clients, kill
+    case signal
 
     /// This operation's row of the table.
     @inline(__always)
@@ -71,6 +72,10 @@ package enum OperationEffect: Sendable {
     /// writes a session runs when it ends are, as writes), but stored with the group commit, so refused like a
     /// write while the store cannot take writes.
     case storesSession
+    /// Changes nothing: hands a transient payload to the observers of an object (`signal`): this node's at once,
+    /// in cluster mode the other nodes' through a NATS core subject, never the stream. Not stored, so taken while
+    /// the store refuses writes; not replicated, so taken while the stream is unavailable.
+    case signals
 }
 
 /// What a caller must be allowed for an operation (docs/protocol.md, "Permissions").
@@ -452,6 +457,14 @@ enum OperationTable {
                 name: "compact", effect: .reads, requirement: .serverAdmin,
                 metrics: .compact, route: .storage, decode: { _ throws(KVOError) in .compact },
                 example: #"{"op":"compact"}"#)
+        case .signal:
+            // No revision, history or store (docs/protocol.md, "Signals"): `write` on the object, checked by the
+            // engine as every write's; rate and size bounded per connection (`Server+Signals`).
+            return OperationDeclaration(
+                name: "signal", effect: .signals, requirement: .writeObjects,
+                fields: [.required(.object, .objectID), .required(.value, .any)],
+                metrics: .signal, route: .engine, decode: RequestDecoder.signal,
+                example: #"{"op":"signal","object":"o","value":{"x":1,"y":2}}"#)
         case .userAdd:
             return administration("userAdd", fields: [.required(.user, .string), .required(.password, .string), .optional(.rules, .array), .optional(.hashCost, .string)], .writes, example: #"{"op":"userAdd","user":"bob","password":"pw","rules":[{"objects":"bob.*","allow":["read","write"]}]}"#)
         case .userRemove:
@@ -533,6 +546,7 @@ extension Request {
         case .kill: .kill
         case .backup: .backup
         case .compact: .compact
+        case .signal: .signal
         case let .admin(request):
             switch request {
             case .userAdd: .userAdd

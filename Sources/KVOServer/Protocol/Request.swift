@@ -83,6 +83,8 @@ package enum Request: Equatable, Sendable {
     case backup(offset: Int64?)
     /// `compact`: the database's free pages given back to the file system (`Server+Compaction`).
     case compact
+    /// `signal`: `payload` (its compact JSON) goes to the observers of `object`, stored nowhere.
+    case signal(object: String, payload: HeldValue)
 }
 
 extension Request {

@@ -40,6 +40,12 @@ extension RequestDecoder {
         return .set(object: try reader.objectID(), keyPath: try reader.keyPath(), value: value)
     }
 
+    /// `signal`: the payload (`value`), held as the line's text when it was written in canonical form (as `set`'s).
+    static func signal(_ reader: FieldReader) throws(KVOError) -> Request {
+        guard let value = reader.fields.heldValue(of: "value") else { throw KVOError(.badRequest, "missing 'value'") }
+        return .signal(object: try reader.objectID(), payload: value)
+    }
+
     /// `by`: an integer or a finite number, 1 when absent.
     static func increment(_ reader: FieldReader) throws(KVOError) -> Request {
         let by: JSONValue

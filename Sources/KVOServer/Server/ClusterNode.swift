@@ -22,6 +22,8 @@ final class ClusterNode {
     /// (`Server.drainClusterInbox`).
     let inbox: BridgeInbox
     let asyncHandle: UnsafeMutablePointer<uv_async_t>
+    /// Signals to and from the other nodes over NATS core (its own thread; the bridge's connection).
+    let signals: SignalRelay
     /// With `--cluster-snapshot-every` above 0: publishes this node's snapshots (its own thread).
     let snapshotPublisher: SnapshotPublisher?
     /// Reads and observes waiting for their `atLeastRev`.
@@ -34,13 +36,15 @@ final class ClusterNode {
         asyncHandle = allocateHandle(uv_async_t.self, kind: UV_ASYNC)
         inbox = BridgeInbox(asyncHandle)
         // One entry early: the loop checks that the stream still holds, at the applied sequence, the batch it applied there.
-        bridge = NATSBridge(configuration: configuration, inbox: inbox, startSequence: appliedSequence)
+        signals = SignalRelay(configuration: configuration, inbox: inbox)
+        bridge = NATSBridge(configuration: configuration, inbox: inbox, startSequence: appliedSequence, signals: signals)
         snapshotPublisher = configuration.snapshotEvery > 0 ? SnapshotPublisher(configuration: configuration, inbox: inbox) : nil
     }
 
     /// Starts the bridge's and the publisher's threads (`Server.run`).
     func start() {
         bridge.start()
+        signals.start()
         snapshotPublisher?.start()
     }
 
@@ -51,6 +55,7 @@ final class ClusterNode {
         inbox.invalidate()
         let deadline = WorkerThread.now() &+ ClusterNode.stopWait
         let bridgeStopped = bridge.stop(until: deadline)
+        _ = signals.stop(until: deadline)
         let publisherStopped = snapshotPublisher?.stop(until: deadline) ?? true
         if !bridgeStopped || !publisherStopped {
             let which = [bridgeStopped ? nil : "bridge", publisherStopped ? nil : "snapshot publisher"].compactMap { $0 }

@@ -81,6 +81,15 @@ extension RequestHandler {
         return reply([("expiresAt", expiry.map { .int($0.deadline) } ?? .null), ("rev", revision(engine.revision))])
     }
 
+    /// `signal`: the payload to the object's observers (`KVOEngine.signal`, which checks `write` as every write does);
+    /// the reply carries nothing (not how many heard it: a writer who may not read the object learns nothing of it).
+    static func signal(_ handler: RequestHandler, _ request: Request, _ call: Call,
+                       _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
+        guard case let .signal(object, payload) = request else { misrouted(request, #function) }
+        try handler.engine.signal(object, payload: payload.canonicalText, access: call.access, notifications: &notifications)
+        return reply([])
+    }
+
     static func expire(_ handler: RequestHandler, _ request: Request, _ call: Call,
                        _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         guard case let .expire(object, changedRev) = request else { misrouted(request, #function) }

@@ -125,6 +125,7 @@ final class RequestHandler {
         case .metrics: metrics
         case .status: status
         case .config: config
+        case .signal: signal
         case .auth, .session, .onDisconnect, .cancelOnDisconnect, .endSession, .userAdd, .userRemove, .userList,
              .userPasswd, .userGrant, .userRevoke, .tokenCreate, .tokenRevoke, .slow, .clients, .kill, .backup, .compact:
             answeredByTheServer

@@ -136,6 +136,8 @@ extension Server {
                 answerUnavailable(cluster.appendFailed(batch, attempted: attempted))
             case let .snapshotFetched(snapshot, problem):
                 snapshotFetched(cluster, snapshot, problem: problem)
+            case let .signal(data):
+                receiveClusterSignal(data)
             case let .log(text, isError):
                 if isError { logger.warning("\(text)") } else { logger.info("\(text)") }
             }

@@ -112,6 +112,10 @@ extension Server {
             send(reply, id: decoded.id, to: connection, counting: declaration.metrics)
             return
         }
+        if declaration.effect == .signals {
+            sendSignal(request, id: decoded.id, connection: connection)
+            return
+        }
         if let atLeastRev = decoded.atLeastRev, atLeastRev > handler.engine.revision {
             holdForRevision(atLeastRev, request, decoded: decoded, connection: connection)
             return

@@ -64,6 +64,8 @@ final class Connection {
     let access = ConnectionAccess(ConnectionAccess.nobody)
     /// Failed `auth` requests on this connection (closed at the server's limit).
     var authenticationFailures = 0
+    /// The `signal`s this connection may send now (docs/protocol.md, "Signals"; `Server+Signals`).
+    var signalTokens = TokenBucket.signals
 
     // The hot per-event state is exempt from dynamic exclusivity checks: it is only ever touched
     // from the loop thread, by one call at a time.

@@ -541,7 +541,7 @@ test("presence: endSession runs the actions at once; cancelOnDisconnect drops on
 test("strict requests over WebSocket: an unknown field is refused naming it; the client sends no unannounced field", async () => {
   const kvod = await connect(WS, { heartbeat: 0 });
   try {
-    assert.deepEqual(kvod.features, ["atLeastRev", "compactEvents", "conditions", "ephemeral", "liveQueries", "sessions", "sinceRev", "ttl"]);
+    assert.deepEqual(kvod.features, ["atLeastRev", "compactEvents", "conditions", "ephemeral", "liveQueries", "sessions", "signals", "sinceRev", "ttl"]);
     const id = objectId("strict");
     await kvod.create(id, { n: 1 });
     await assert.rejects(kvod.request("set", { object: id, keyPath: "n", value: 2, ifequals: { keyPath: "n", value: 99 } }),
@@ -557,5 +557,35 @@ test("strict requests over WebSocket: an unknown field is refused naming it; the
     assert.equal(await kvod.get(id, "n"), 5);
   } finally {
     kvod.close();
+  }
+});
+
+test("signal: observers hear the payload as a change of reason signal (full and compact), with no revision; refusals reject", async () => {
+  const sender = await connect(WS, { heartbeat: 0 });
+  const listener = await connect(WS, { heartbeat: 0 });
+  try {
+    const id = objectId("room");
+    const { rev } = await sender.create(id, { topic: "kvo" });
+    const ofKey = listener.observe(id, "topic", { options: ["new", "old"] });
+    const ofPattern = listener.observe({ pattern: `${id}*` });
+    await ofKey.ready;
+    await ofPattern.ready;
+    await sender.signal(id, { x: 3, y: [4] });
+    await sender.set(id, "topic", "swift");
+    const [signal, change] = await take(ofKey[Symbol.asyncIterator](), 2);
+    assert.deepEqual({ reason: signal.reason, new: signal.new, old: signal.old, keyPath: signal.keyPath, object: signal.object, rev: signal.rev },
+                     { reason: "signal", new: { x: 3, y: [4] }, old: undefined, keyPath: null, object: id, rev });
+    assert.equal(change.reason, "valueChanged");
+    assert.equal(change.rev, rev + 1, "the signal took no revision");
+    const [heard] = await take(ofPattern[Symbol.asyncIterator](), 1);
+    assert.equal(heard.reason, "signal");
+    assert.equal(heard.object, id);
+    assert.deepEqual(decodeChange({ s: 3, r: 9, t: id, w: "g", n: 1 }, { object: null, keyPath: "k", pattern: null }),
+                     { sub: 3, rev: 9, object: id, keyPath: null, reason: "signal", kind: 1, isPrior: false, new: 1 });
+    await assert.rejects(sender.signal(objectId("missing"), 1), (error) => error instanceof KVODError && error.code === "not_found");
+    await assert.rejects(sender.signal(id, "x".repeat(70000)), (error) => error.code === "too_large" && error.details.limit === 65536);
+  } finally {
+    sender.close();
+    listener.close();
   }
 });

@@ -105,7 +105,8 @@ function observeKey(id, key) {
         showDeleted(id, change.cause);
         return;
       }
-      if (change.isPrior) continue;
+      // A signal is no value of the key (docs/protocol.md "Signals"): the events panel shows it.
+      if (change.isPrior || change.reason === "signal") continue;
       const before = state.value[key];
       const after = applyChange(before, change);
       const changed = new Set();

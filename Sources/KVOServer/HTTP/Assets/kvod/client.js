@@ -143,6 +143,13 @@ export class KVODClient {
     this.session = null;
     return reply.ran;
   }
+  /**
+   * Sends `value` to the observers of `object` (docs/protocol.md "Signals"): each gets a change of reason `signal`
+   * whose `new` is the value; nothing is stored and no revision is taken. Needs `write` on the object; rejects with
+   * `not_found` when it does not exist, `too_large` past 64 KiB, `rate_limited` past 100 at once then 100 a second
+   * (`details.retryAfter`: milliseconds).
+   */
+  async signal(object, value) { await this.request("signal", { object, value }); }
   /** Starts `object`'s time to live again from now; resolves with `{ expiresAt, rev }` (`expiresAt`: ms since 1970, null without a ttl). */
   touch(object) { return this.request("touch", { object }); }
   /** The value at `keyPath` (the whole object without one). */
@@ -295,7 +302,8 @@ export class KVODClient {
    */
   _unannounced(op, params) {
     const announced = this.features ?? [];
-    const byOp = { session: "sessions", onDisconnect: "sessions", cancelOnDisconnect: "sessions", endSession: "sessions" };
+    const byOp = { session: "sessions", onDisconnect: "sessions", cancelOnDisconnect: "sessions", endSession: "sessions",
+                   signal: "signals" };
     if (byOp[op] !== undefined && !announced.includes(byOp[op])) return byOp[op];
     for (const [key, value] of Object.entries(params ?? {})) {
       if (value === undefined) continue;

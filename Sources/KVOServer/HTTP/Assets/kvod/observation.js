@@ -3,7 +3,8 @@
 /**
  * One observation: an async iterable of changes, also delivered to a callback when made with `subscribe`.
  * A change is `{reason, kind, new?, old?, indexes?, isPrior, rev, object, keyPath, sub}` (`new`/`old`
- * present exactly when the server sent them). The iteration ends after a `sourceDeleted` or `forbidden`
+ * present exactly when the server sent them). A signal sent to the observed object (`client.signal`) comes as a
+ * change of reason `signal`: `new` is its payload, `keyPath` null; it is no value of the key path. The iteration ends after a `sourceDeleted` or `forbidden`
  * change (kvod ended the subscription) or `unsubscribe()`. `rev` is the revision it has seen up to, which
  * is where it resumes after a reconnection.
  */
@@ -94,7 +95,8 @@ export class Observation {
   _deliver(message) {
     const change = decodeChange(message, this);
     // A prior notification's change is not delivered yet: resuming from its rev would skip the change itself.
-    if (!change.isPrior && change.rev > this.rev) this.rev = change.rev;
+    // A signal changes nothing: where to resume stays where the changes left it.
+    if (!change.isPrior && change.reason !== "signal" && change.rev > this.rev) this.rev = change.rev;
     this._push(change);
     if (change.isPrior) return;
     if (change.reason === "sourceDeleted" && this.pattern === null) this._finish(null);

@@ -35,6 +35,7 @@ const COMPACT_REASON_DEFAULT = "valueChanged";
 /** Compact events' reason codes (`w`, and a prior notification's `p`): docs/protocol.md "Compact events". */
 const COMPACT_REASONS = {
   i: "initial", v: "valueChanged", p: "pathChanged", s: "sourceDeleted", f: "forbidden", r: "resync", c: "created", e: "entered", l: "left",
+  g: "signal",
 };
 
 /** One change event, full or compact encoding, as the same plain object. */
@@ -56,7 +57,8 @@ export function decodeChange(message, observation) {
   const code = typeof message.p === "string" ? message.p : message.w;
   const kind = [2, 3, 4].find((k) => Array.isArray(message[k])) ?? 1;
   const decoded = {
-    sub: message.s, rev: message.r, object: message.t ?? observation.object, keyPath: observation.keyPath,
+    sub: message.s, rev: message.r, object: message.t ?? observation.object,
+    keyPath: message.w === "g" ? null : observation.keyPath,   // a signal is sent to an object, not a key path
     reason: code === undefined ? COMPACT_REASON_DEFAULT : COMPACT_REASONS[code] ?? code, kind,
     isPrior: "p" in message,
   };
