@@ -111,9 +111,11 @@ import Testing
         #expect(gone?["object"] == "online.ada" && gone?["reason"] == "sourceDeleted", "\(String(describing: gone))")
         var iterator = registered.makeAsyncIterator()
         let second = await iterator.next()
-        // Told on the reconnection itself (0.6 s after the cut, then one round trip), not at a later request.
+        // Told on the reconnection itself, not at a later request: the test sends nothing between the cut and the
+        // notice, so only the reconnection (0.6 s after the cut at the earliest) can have told it. No upper bound in
+        // seconds: on a loaded machine a reconnection can take longer, and that is not what is tested.
         let took = Date().timeIntervalSince(cut)
-        #expect(took >= 0.6 && took < 3, "\(took) s")
+        #expect(took >= 0.6, "\(took) s")
         #expect(second != nil && second != first)
         let back = try room.nextEvent(timeout: 10)
         #expect(back?["object"] == "online.ada" && back?["reason"] == "created", "\(String(describing: back))")
