@@ -6,9 +6,9 @@
 /// whole timeout, it is closed (`CloseReason.idleTimeout`), which ends its observations and starts its presence
 /// session's grace as any disconnect. The walk over the connections (`Server.sweepIdleConnections`) runs from the
 /// housekeeping tick only when the earliest connection can be due (`nextWalk`, a lower bound since reads only move
-/// deadlines later), and at most once a second (`minimumWalkInterval`): O(connections) per walk, nothing per request.
-/// So a heartbeat leaves between half the timeout and a second after it, and a silent connection is closed between
-/// the timeout and a second after it. A tick that comes more than a second after the one before walks nothing: after
+/// deadlines later), and at most once a second (`minimumWalkInterval`; four times per timeout below 4 s): O(connections)
+/// per walk, nothing per request. So a heartbeat leaves between half the timeout and a second after it, and a silent
+/// connection is closed between the timeout and a second after it (a quarter of the timeout, when less). A tick that comes more than a second after the one before walks nothing: after
 /// the loop stood still, clients are not blamed for bytes the server has not read yet.
 ///
 /// Owned by `Server` (a value stored in it); loop thread only.
@@ -23,8 +23,9 @@ struct IdleSweep {
         case close
     }
 
-    /// Most walks over the connections per second of the clock.
-    static let minimumWalkInterval: UInt64 = 1000
+    /// Least time between two walks over the connections: a second, or a quarter of the timeout when that is less
+    /// (so that a walk falls between half the timeout and the timeout, and the heartbeat goes out before the close).
+    var minimumWalkInterval: UInt64 { max(1, min(1000, timeout / 4)) }
 
     /// The timeout in milliseconds (0: off: nothing is heartbeated or closed).
     private(set) var timeout: UInt64
@@ -81,7 +82,7 @@ struct IdleSweep {
 
     /// A walk at `now` found that no connection needs anything before `earliest`.
     mutating func walked(now: UInt64, earliest: UInt64) {
-        nextWalk = max(earliest, now &+ IdleSweep.minimumWalkInterval)
+        nextWalk = max(earliest, now &+ minimumWalkInterval)
     }
 
     /// What a connection that last sent bytes at `lastReceived` and was last heartbeated at `heartbeatSent` (0:
