@@ -14,9 +14,13 @@ extension KVOClient {
         public var clientName: String
         /// Reconnection after a lost connection; `nil` turns it off (then the client closes instead).
         public var reconnection: ReconnectionPolicy?
-        /// After this many seconds without a byte from the server the client sends `ping`.
+        /// After this many seconds without a byte from the server the client sends `ping` (well inside kvod's
+        /// `--idle-timeout`, 60 s by default, which closes a connection that sends nothing). The client also answers
+        /// kvod's heartbeat (`{"event":"heartbeat"}`) with a `ping`, so `.infinity` (off) still keeps a quiet
+        /// connection open.
         public var heartbeatInterval: Double
-        /// A `ping` unanswered for this many seconds means the connection is lost (half-open).
+        /// A `ping` after which nothing at all arrives for this many seconds means the connection is lost
+        /// (half-open): the client reconnects and resumes (its session, its observations).
         public var heartbeatTimeout: Double
         /// A request unanswered for this many seconds fails with `KVODError.timedOut`; nil: no limit.
         public var requestTimeout: Double?

@@ -23,6 +23,9 @@ final class IOLoop: @unchecked Sendable {
     private var partialLine: [UInt8] = []
     private var lastReceived = 0.0
     private var pingSentAt: Double?
+    /// The server sent `{"event":"heartbeat"}` (its connection to us was quiet for half its `--idle-timeout`):
+    /// answered with a heartbeat `ping` once the read is dispatched, unless one is out already.
+    private var heartbeatAsked = false
     private var lastExpiry = 0.0
     /// Events parsed since the last reply, per observation, delivered together.
     private var batchObservation: ObservationCore?
@@ -215,6 +218,13 @@ final class IOLoop: @unchecked Sendable {
             pingSentAt = nil
             core.beginDispatch()
             let loss = consume(chunk, count: count)
+            if heartbeatAsked, loss == nil {
+                // Any line keeps the connection (docs/protocol.md, "Idle connections and heartbeats"): a ping,
+                // whose answer also tells that the server is there.
+                pingSentAt = lastReceived
+                core.enqueue("ping", [:], isWrite: false, purpose: .heartbeat)
+            }
+            heartbeatAsked = false
             core.endDispatch()
             if let loss { return loss }
         }
@@ -325,6 +335,7 @@ final class IOLoop: @unchecked Sendable {
             return nil
         }
         if let event {
+            if event == "heartbeat" { heartbeatAsked = true }
             guard event == "change", let sub, let observation = routes[sub] else { return nil }
             let indexes = change?["indexes"]?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
             let changeEvent = ChangeEvent(

@@ -167,6 +167,12 @@ public final class KVOConnection {
         try send(raw: bytes)
     }
 
+    /// Whether reading the server's heartbeat (`{"event":"heartbeat"}`, sent to a connection quiet for half of kvod's
+    /// `--idle-timeout`) answers it with an empty line, which kvod ignores but counts as a sign of life; true unless a
+    /// test plays a client that does not answer.
+    public var answersHeartbeats = true
+    static let heartbeatLine = Array(#"{"event":"heartbeat"}"#.utf8)
+
     /// Reads the next line (without its newline). `timeout` in seconds; nil waits forever.
     public func readLine(timeout: Double? = 10) throws(KVOClientError) -> [UInt8] {
         let deadline = timeout.map { monotonicSeconds() + $0 }
@@ -180,6 +186,8 @@ public final class KVOConnection {
                 }
                 inboxScanned = inboxStart
                 if line.last == 0x0D { line.removeLast() }
+                // Any bytes answer the server's heartbeat; an empty line gets no reply, so no reader sees the answer.
+                if answersHeartbeats, line == KVOConnection.heartbeatLine { try? send(raw: [0x0A]) }
                 return line
             }
             inboxScanned = inbox.count
@@ -273,7 +281,7 @@ public final class KVOConnection {
         while true {
             let incoming = try readMessage(timeout: timeout)
             if incoming["event"] != nil {
-                queuedEvents.append(incoming)
+                if !KVOConnection.isHeartbeat(incoming) { queuedEvents.append(incoming) }
                 continue
             }
             if incoming["id"] == .int(id) { return incoming }
@@ -299,7 +307,7 @@ public final class KVOConnection {
     }
 
     /// The next change event: a queued one, or the next to arrive within `timeout` seconds
-    /// (nil waits forever). Returns nil on timeout. Replies read meanwhile are dropped.
+    /// (nil waits forever). Returns nil on timeout. Replies and heartbeats read meanwhile are dropped.
     public func nextEvent(timeout: Double? = 10) throws(KVOClientError) -> JSONValue? {
         if !queuedEvents.isEmpty { return queuedEvents.removeFirst() }
         let deadline = timeout.map { monotonicSeconds() + $0 }
@@ -311,9 +319,13 @@ public final class KVOConnection {
             } catch .timedOut {
                 return nil
             }
-            if message["event"] != nil { return message }
+            if message["event"] != nil, !KVOConnection.isHeartbeat(message) { return message }
         }
     }
+
+    /// Whether `message` is the server's heartbeat to a quiet connection (`{"event":"heartbeat"}`, docs/protocol.md
+    /// "Idle connections and heartbeats"): `request` and `nextEvent` skip it (`readMessage` returns it).
+    public static func isHeartbeat(_ message: JSONValue) -> Bool { message["event"] == "heartbeat" }
 
     /// Events received and not yet taken with `nextEvent`.
     public var pendingEvents: [JSONValue] { queuedEvents }

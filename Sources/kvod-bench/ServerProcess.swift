@@ -147,7 +147,9 @@ final class ServerProcess {
 
     private static func startKVOD(_ storage: KVODStorage, executable: String, wrapper: [String],
                                   maxConnections: Int?) -> ServerProcess {
-        var arguments = [executable, "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"]
+        // No idle timeout: a benchmark's subscribers only read, and their raw parsers expect no heartbeat lines (a
+        // read still stamps its connection, so the request path measured is kvod's as deployed).
+        var arguments = [executable, "--host", "127.0.0.1", "--port", "0", "--log-level", "warning", "--idle-timeout", "0"]
         var dataDirectory: String?
         switch storage {
         case .inMemory:

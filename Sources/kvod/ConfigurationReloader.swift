@@ -21,7 +21,7 @@ final class ConfigurationReloader: @unchecked Sendable {
     /// The settings a reload applies while kvod runs; keep in step with `Server.applyLiveSettings(from:)`.
     static let liveSettings: Set<String> = [
         "log-level", "max-connections", "max-total-output", "max-total-input", "max-line", "max-pending-requests",
-        "first-request-timeout", "login-timeout", "max-observations-per-connection",
+        "first-request-timeout", "login-timeout", "idle-timeout", "max-observations-per-connection",
         "tls-cert", "tls-key", "tls-ca", "tls-client-auth", "tls-handshake-timeout", "max-disk",
         "slow-request",
     ]

@@ -32,6 +32,9 @@ extension KVOD {
         guard firstRequestTimeout >= 0, firstRequestTimeout.isFinite, firstRequestTimeout <= 1e9 else {
             throw ValidationError("--first-request-timeout must be 0 or more seconds")
         }
+        guard idleTimeout >= 0, idleTimeout.isFinite, idleTimeout <= 1e9 else {
+            throw ValidationError("--idle-timeout must be 0 or more seconds")
+        }
         guard loginTimeout >= 0, loginTimeout.isFinite, loginTimeout <= 1e9 else {
             throw ValidationError("--login-timeout must be 0 or more seconds")
         }

@@ -185,6 +185,13 @@ struct KVOD: ParsableCommand {
             transform: NumberArgument.seconds)
     var firstRequestTimeout = KVOD.defaultFirstRequestTimeout
 
+    @Option(parsing: .unconditional, help: """
+        Seconds a connection may send nothing at all (no request, no answer to a heartbeat, no WebSocket pong) \
+        before it is closed; quiet for half of it, it gets a heartbeat ({"event":"heartbeat"}, a WebSocket ping). \
+        TCP keepalive and TCP_USER_TIMEOUT follow it (0: no limit; TCP's checks then take 120 s). \(KVOD.defaultNote(ServerConfiguration.defaultIdleTimeout))
+        """, transform: NumberArgument.seconds)
+    var idleTimeout = ServerConfiguration.defaultIdleTimeout
+
     @Option(parsing: .unconditional,
             help: "With users defined: seconds a new connection may take to log in before it is closed (0: no limit). \(KVOD.defaultNote(KVOD.defaultLoginTimeout))",
             transform: NumberArgument.seconds)
@@ -459,6 +466,7 @@ struct KVOD: ParsableCommand {
         settings.maximumTotalInputBytes = maxTotalInput
         settings.firstRequestTimeout = firstRequestTimeout
         settings.loginTimeout = loginTimeout
+        settings.idleTimeout = idleTimeout
         settings.slowRequestMilliseconds = slowRequest
         settings.sizeLimits = sizeLimits
         settings.handlesSignals = true

@@ -114,7 +114,7 @@ struct CLIServerStateTests {
         let help = try CLIVersionAndHelpTests.runKVOD(["--help"])
         expectEqual(help.status, 0)
         let numeric = ["port", "tls-port", "tls-handshake-timeout", "http-port", "max-line", "max-output-buffer", "max-total-output",
-                       "max-total-input", "first-request-timeout", "login-timeout", "max-value-bytes", "max-object-bytes", "max-memory",
+                       "max-total-input", "first-request-timeout", "idle-timeout", "login-timeout", "max-value-bytes", "max-object-bytes", "max-memory",
                        "max-connections", "max-observations-per-connection", "max-pending-requests", "history", "history-bytes",
                        "wal-limit", "max-disk", "disk-reserve", "cluster-write-timeout", "cluster-snapshot-every", "cluster-checkpoint-every"]
         // Each option's entry: its line and the indented lines after it (a long label puts the help on the next line).

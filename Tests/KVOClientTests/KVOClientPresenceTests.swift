@@ -55,6 +55,34 @@ import Testing
         expectEqual(try observer.request("get", ["object": "cursors.ada"])["error"]?["code"], "not_found")
     }
 
+    @Test func aSilentServerIsNoticedAndTheSessionResumedOnANewConnection() async throws {
+        let server = try KVODProcess()
+        let proxy = try TCPProxy(targetPort: server.port)
+        var configuration = server.clientConfiguration()
+        configuration.port = proxy.port
+        configuration.heartbeatInterval = 0.3
+        configuration.heartbeatTimeout = 0.3
+        configuration.reconnection = KVOClient.ReconnectionPolicy(initialDelay: 0.05, maximumDelay: 0.2, jitter: 0)
+        let kvod = try await KVOClient.connect(to: configuration)
+        defer { kvod.close() }
+        let observer = try server.connect()
+        try observer.call("create", ["object": "users.ada", "values": ["online": true]])
+        let session = try await kvod.startSession(grace: .seconds(30))
+        try await kvod.onDisconnect(.set("online", of: "users.ada", to: false))
+        // The proxy drops everything and closes nothing: only the client's heartbeat can tell.
+        proxy.blackhole()
+        var pinged = false
+        for _ in 0..<200 where !pinged {
+            if proxy.connectionCount >= 2 { pinged = (try? await kvod.ping()) != nil }
+            if !pinged { try await Task.sleep(nanoseconds: 50_000_000) }
+        }
+        #expect(pinged, "reconnected on its own")
+        #expect(kvod.session == session, "and resumed its session")
+        let metrics = try observer.call("metrics")["text"]?.stringValue ?? ""
+        #expect(metrics.contains(#"kvod_sessions{state="attached"} 1"#), "\(metrics)")
+        #expect(try observer.call("get", ["object": "users.ada", "keyPath": "online"])["value"] == true, "nothing ran")
+    }
+
     @Test func aReconnectionThatFindsTheSessionEndedCallsOnSessionLost() async throws {
         let server = try KVODProcess()
         let proxy = try TCPProxy(targetPort: server.port)

@@ -144,6 +144,31 @@ import Testing
         #expect(seen[2] == .reconnecting(attempt: 1) && seen.last == .connected)
     }
 
+    @Test("with its own heartbeat off, the client answers kvod's heartbeats and keeps its connection past --idle-timeout")
+    func answersTheServersHeartbeats() async throws {
+        let server = try KVODProcess(["--idle-timeout", "1"])
+        let proxy = try TCPProxy(targetPort: server.port)
+        var configuration = server.clientConfiguration()
+        configuration.port = proxy.port
+        configuration.heartbeatInterval = .infinity
+        configuration.heartbeatTimeout = .infinity
+        let kvod = try await KVOClient.connect(to: configuration)
+        defer { kvod.close() }
+        let lost = Task {
+            for await state in kvod.states {
+                if case .disconnected = state { return true }
+            }
+            return false
+        }
+        // Four idle timeouts of quiet on the client's side: only its answers to kvod's heartbeats keep the connection.
+        try await Task.sleep(nanoseconds: 4_000_000_000)
+        try await kvod.ping()
+        #expect(proxy.connectionCount == 1, "never reconnected")
+        lost.cancel()
+        let metrics = try server.connect().call("metrics")["text"]?.stringValue ?? ""
+        #expect(metrics.contains("kvod_idle_closed_total 0\n") && !metrics.contains("kvod_heartbeats_sent_total 0\n"), "\(metrics)")
+    }
+
     @Test("the heartbeat notices a stopped kvod (SIGSTOP); the client comes back after SIGCONT")
     func heartbeatNoticesAStoppedServer() async throws {
         let server = try KVODProcess()

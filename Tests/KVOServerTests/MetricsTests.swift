@@ -126,6 +126,18 @@ struct MetricsTests {
         }
     }
 
+    @Test("heartbeats sent, and connections closed for sending nothing within the idle timeout (by their close reason)")
+    func idleTimeoutCounters() {
+        let metrics = ServerMetrics()
+        metrics.connectionOpened(.tcp)
+        metrics.connectionOpened(.webSocket)
+        metrics.heartbeatsSent &+= 3
+        metrics.connectionClosed(.tcp, reason: .idleTimeout(seconds: 60))
+        metrics.connectionClosed(.webSocket, reason: .clientClosed)
+        let rendered = Set(lines(text(metrics)))
+        #expect(rendered.contains("kvod_heartbeats_sent_total 3") && rendered.contains("kvod_idle_closed_total 1"), "\(rendered)")
+    }
+
     @Test("every line is a comment or a well-formed sample, and every family is declared once before its samples")
     func wellFormed() {
         let metrics = ServerMetrics()

@@ -52,6 +52,7 @@ final class HTTPFraming: MessageFraming {
 
     func willClose(after reason: CloseReason) -> CloseReason? { nil }
     func lastBytes(closing reason: CloseReason) -> [UInt8]? { nil }
+    var heartbeat: [UInt8]? { nil }
 }
 
 extension Connection {

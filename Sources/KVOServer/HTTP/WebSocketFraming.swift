@@ -94,13 +94,17 @@ final class WebSocketFraming: MessageFraming, WebSocketSessionOwner {
         case .clientClosed, .socketError, .webSocketFailed, .webSocketClosed: return nil
         case .serverStopping, .clusterStateReplaced, .storageRolledBack: code = 1001
         case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout,
-             .notLoggedInBeforeTimeout, .authenticationFailures, .userRemoved, .rejected, .outOfDescriptors, .killed:
+             .idleTimeout, .notLoggedInBeforeTimeout, .authenticationFailures, .userRemoved, .rejected, .outOfDescriptors, .killed:
             code = 1008
         default: code = 1011
         }
         outputEnded = true
         return [0x88, 2, UInt8(code >> 8), UInt8(code & 0xFF)]
     }
+
+    /// A ping frame with no payload (FIN, opcode 9; a server's frames are not masked): the client's pong, like
+    /// any bytes it sends, counts as a sign of life (docs/protocol.md, "Idle connections and heartbeats").
+    var heartbeat: [UInt8]? { outputEnded ? nil : [0x89, 0x00] }
 
     // MARK: - WebSocketSessionOwner
 

@@ -71,6 +71,9 @@ final class ServerMetrics {
     private(set) var tlsHandshakeFailures = [UInt64](repeating: 0, count: HandshakeFailure.allCases.count)
     private(set) var connectionsOpen = [Int](repeating: 0, count: ConnectionKind.allCases.count)
     private(set) var slowConsumerDisconnects = [UInt64](repeating: 0, count: SlowConsumerLimit.allCases.count)
+    /// Heartbeats sent to quiet connections, and connections closed for sending nothing within `--idle-timeout`.
+    var heartbeatsSent: UInt64 = 0
+    private(set) var idleClosed: UInt64 = 0
     /// Requests answered, by operation and outcome: index `operation * outcomeCount + outcome`, where
     /// outcome 0 is success and `1 + i` is `KVOError.Code.allCases[i]`.
     private var requestCounts = [UInt64](repeating: 0, count: MetricsOperation.allCases.count * ServerMetrics.outcomeCount)
@@ -121,6 +124,7 @@ final class ServerMetrics {
         case .outOfDescriptors: connectionRefused(.fileDescriptors)
         case .tlsHandshakeFailed: tlsHandshakeFailures[HandshakeFailure.error.rawValue] &+= 1
         case .tlsHandshakeTimeout: tlsHandshakeFailures[HandshakeFailure.timeout.rawValue] &+= 1
+        case .idleTimeout: idleClosed &+= 1
         default: break
         }
     }
@@ -263,6 +267,12 @@ final class ServerMetrics {
             out.sample("kvod_slow_consumer_disconnects_total", labels: [("limit", limit.label)],
                        slowConsumerDisconnects[limit.rawValue])
         }
+        out.family("kvod_heartbeats_sent_total", type: .counter,
+                   help: "Heartbeats sent to connections quiet for half of --idle-timeout (an event on JSON lines, a ping frame on WebSocket).")
+        out.sample("kvod_heartbeats_sent_total", heartbeatsSent)
+        out.family("kvod_idle_closed_total", type: .counter,
+                   help: "Connections closed for sending nothing, not even an answer to a heartbeat, within --idle-timeout.")
+        out.sample("kvod_idle_closed_total", idleClosed)
         out.family("kvod_requests_total", type: .counter,
                    help: "Requests answered, by operation and outcome (ok or the error code); series appear once counted.")
         for operation in MetricsOperation.allCases {

@@ -61,6 +61,10 @@ extension Server {
             connection.close(reason: .socketError("read start: \(uvErrorDescription(startStatus))"))
             return connection
         }
+        // Quiet from now (`Server+Liveness`); TCP's own checks follow the same timeout.
+        connection.lastReceivedAt = clock.milliseconds
+        idleSweep.connectionOpened(now: connection.lastReceivedAt)
+        if case .tcp = kind { idleSweep.keepalive.apply(to: UnsafeMutableRawPointer(socket).assumingMemoryBound(to: uv_tcp_t.self)) }
         // Before the refusals below: a refused TLS connection's reply waits for its handshake, which must
         // not wait for ever.
         if connection.isAwaitingTLSHandshake, let seconds = configuration.tls?.handshakeTimeout, seconds > 0 {

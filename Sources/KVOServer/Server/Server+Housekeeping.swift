@@ -7,7 +7,8 @@ import KVOEngine
 import KVOModel
 #endif
 
-/// The housekeeping tick: deadlines (first request, login, TLS handshake), suppressed-log summaries, giving memory back.
+/// The housekeeping tick: deadlines (first request, login, TLS handshake), the idle sweep, suppressed-log summaries,
+/// giving memory back.
 /// Loop thread only, like the rest of `Server`.
 extension Server {
     /// The housekeeping tick: closes connections that sent no request before their deadline, and
@@ -28,6 +29,7 @@ extension Server {
             retryIntegrityRepair(cluster, now: now)
         }
         closeConnectionsPastDeadlines(now: now)
+        sweepIdleConnections(now: now)
         rateLimitedLog.reportHeldBack(at: now, logger: logger)
         if heapTrimmer.trimAfterBurst(pool: loop.outputChunks, bufferedInputBytes: loop.bufferedInputBytes, now: now) {
             logger.debug("returned free memory to the system after a burst")

@@ -29,7 +29,7 @@ extension Server {
     /// Takes from `fresh` the settings that can change while the server runs; the rest of `fresh` is ignored.
     /// Connections opened from now on get the new per-connection limits (line length, pending replies, first
     /// request and login timeouts, TLS handshake timeout); open ones keep theirs. The connection limit, the
-    /// global output and input bounds and the observations per connection apply at once, to new work: nothing
+    /// global output and input bounds, the idle timeout and the observations per connection apply at once: nothing
     /// already open or queued is closed for a lowered limit until it next passes the check.
     ///
     /// Keep in step with `ConfigurationReloader.liveSettings` in the daemon (the flags said to apply live).
@@ -42,6 +42,10 @@ extension Server {
         configuration.maximumPendingRequests = fresh.maximumPendingRequests
         configuration.firstRequestTimeout = fresh.firstRequestTimeout
         configuration.loginTimeout = fresh.loginTimeout
+        if fresh.idleTimeout != configuration.idleTimeout {
+            configuration.idleTimeout = fresh.idleTimeout
+            idleSweep.change(to: fresh.idleTimeout, now: clock.milliseconds)
+        }
         configuration.maximumObservationsPerConnection = fresh.maximumObservationsPerConnection
         handler.engine.maximumObservationsPerConnection = fresh.maximumObservationsPerConnection
         configuration.slowRequestMilliseconds = fresh.slowRequestMilliseconds

@@ -115,6 +115,8 @@ public final class Server {
     var storage: StorageStatus
     /// When the next group commit may start (`GroupCommitCadence`, `Server+GroupCommit`).
     var groupCommit: GroupCommitCadence
+    /// When quiet connections get a heartbeat and silent ones are closed (`IdleSweep`, `Server+Liveness`).
+    var idleSweep: IdleSweep
     /// Input that waits for the next check phase: resumed connections' held lines, requests behind the expiry
     /// backlog (`HeldInput`, `Server+Expiry`).
     var heldInput: HeldInput
@@ -189,12 +191,13 @@ public final class Server {
         users = startup.users
         self.handler = RequestHandler(engine: engine)
         handler.users = users
+        let clock = configuration.clock ?? .system()
         do throws(TransportError) {
-            self.loop = try EventLoop()
+            self.loop = try EventLoop(clock: clock)
         } catch {
             throw .transport(error)
         }
-        clock = configuration.clock ?? .system()
+        self.clock = clock
         if !clock.isManual { clock.attach(to: loop.raw) }
         startedAt = (clock.milliseconds, clock.wallMilliseconds)
         (store as? SQLiteStore)?.clock = clock
@@ -210,6 +213,7 @@ public final class Server {
         }
         checkHandle = allocateHandle(uv_check_t.self, kind: UV_CHECK)
         heldInput = HeldInput()
+        idleSweep = IdleSweep(seconds: configuration.idleTimeout)
         housekeepingHandle = allocateHandle(uv_timer_t.self, kind: UV_TIMER)
         groupCommit = GroupCommitCadence(intervalNanoseconds: storage.keepsWrites && configuration.cluster == nil
             ? UInt64(max(0, configuration.storage?.groupCommitIntervalMicroseconds ?? 0)) * 1000 : 0)

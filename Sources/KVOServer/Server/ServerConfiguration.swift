@@ -29,6 +29,12 @@ public struct ServerConfiguration: Sendable {
     /// Seconds a new connection may take to send its first complete request before it is closed;
     /// 0 waits for ever.
     public var firstRequestTimeout: Double = 30
+    /// Seconds a connection may send nothing at all (no request, no answer to a heartbeat, no WebSocket pong, not
+    /// a byte) before it is closed; quiet for half of it, it gets a heartbeat (`IdleSweep`). 0: never (`--idle-timeout`).
+    public var idleTimeout: Double = ServerConfiguration.defaultIdleTimeout
+    /// The default of `idleTimeout`: a minute, well above the clients' pings (every 10 s from KVOClient, 15 s from
+    /// kvod.js and `kvoclient subscribe`).
+    public static let defaultIdleTimeout: Double = 60
     /// With users defined: seconds a new connection may take to log in (`auth`, or a client certificate)
     /// before it is closed; 0 waits for ever (`--login-timeout`).
     public var loginTimeout: Double = 60

@@ -17,6 +17,9 @@ enum CloseReason: CustomStringConvertible {
     case totalInputLimitExceeded(buffered: Int, total: Int, limit: Int)
     /// No complete request within `--first-request-timeout` of connecting.
     case noRequestBeforeTimeout(seconds: Double)
+    /// Nothing at all received (no request, no heartbeat's answer, no WebSocket pong, not a byte) within
+    /// `--idle-timeout`: the peer is gone, or its network is (`Server+Liveness`).
+    case idleTimeout(seconds: Double)
     /// Over `--max-connections`; told so, then closed.
     case rejected(String)
     /// The server is stopping.
@@ -75,6 +78,8 @@ enum CloseReason: CustomStringConvertible {
                 + "\(limit)): this one held the largest, \(buffered) bytes"
         case let .noRequestBeforeTimeout(seconds):
             return "no complete request within \(seconds) s of connecting"
+        case let .idleTimeout(seconds):
+            return "nothing received for \(seconds) s, not even an answer to a heartbeat (--idle-timeout): the peer or its network is gone"
         case let .rejected(text): return "rejected: \(text)"
         case .serverStopping: return "server stopping"
         case .outOfDescriptors: return "rejected: out of file descriptors"
@@ -100,7 +105,7 @@ enum CloseReason: CustomStringConvertible {
     }
 
     /// Number of distinct `rateLimitSlot`s.
-    static let rateLimitSlots = 13
+    static let rateLimitSlots = 14
 
     /// For closings logged at the default level, which a client can cause many times over (one per
     /// connection it opens): the slot of their `RateLimitedCount` in the server; nil for the others.
@@ -119,6 +124,7 @@ enum CloseReason: CustomStringConvertible {
         case .notLoggedInBeforeTimeout: return 10
         case .httpRefused: return 11
         case let .webSocketClosed(code) where code != 1000 && code != 1001 && code != 1005: return 12
+        case .idleTimeout: return 13
         default: return nil
         }
     }
@@ -138,6 +144,7 @@ enum CloseReason: CustomStringConvertible {
         case 9: return "failed authentication attempts"
         case 10: return "not logged in within the login timeout"
         case 11: return "HTTP requests refused"
+        case 13: return "nothing received within the idle timeout"
         default: return "WebSocket connections closed for a protocol error"
         }
     }
@@ -145,7 +152,7 @@ enum CloseReason: CustomStringConvertible {
     /// Closings an operator should see at the default log level.
     var isNoteworthy: Bool {
         switch self {
-        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .rejected,
+        case .outputLimitExceeded, .totalOutputLimitExceeded, .totalInputLimitExceeded, .noRequestBeforeTimeout, .idleTimeout, .rejected,
              .tlsHandshakeFailed, .tlsHandshakeTimeout, .tlsOnPlainPort, .tlsError,
              .authenticationFailures, .notLoggedInBeforeTimeout, .httpRefused:
             return true

@@ -14,6 +14,8 @@ extension Connection {
                                as: Connection.self)
         if count > 0 {
             let loop = EventLoop.owner(of: stream!.pointee.loop)
+            // Any bytes count as a sign of life, a partial line too (`Server+Liveness`): one store per read.
+            connection.lastReceivedAt = loop.clock.milliseconds
             let bytes = UnsafeBufferPointer(
                 start: UnsafeRawPointer(loop.readBuffer).assumingMemoryBound(to: UInt8.self), count: count)
             connection.received(bytes)

@@ -49,6 +49,10 @@ final class Connection {
     /// wall clock, `ServerClock.wallMilliseconds`; 0: none yet), for `clients`' age and idle time. Set by the server.
     var openedAt: Int64 = 0
     @exclusivity(unchecked) var lastRequestAt: Int64 = 0
+    /// When bytes last arrived from the peer, and when the server last sent it a heartbeat (`ServerClock.milliseconds`:
+    /// each read stores the loop's cached time; the idle sweep reads them, `Server+Liveness`). Loop thread only.
+    @exclusivity(unchecked) var lastReceivedAt: UInt64 = 0
+    var heartbeatSentAt: UInt64 = 0
     /// The event encoding observations made from now on get (`hello`'s `events`; full until then).
     /// Set by the server. Loop thread only.
     var eventEncoding: EventEncoding = .full

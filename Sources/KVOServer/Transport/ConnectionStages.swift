@@ -99,4 +99,8 @@ protocol MessageFraming: AnyObject {
     /// The connection is closing for `reason`, its queued output dropped: bytes to offer the socket once
     /// (a WebSocket close frame), or nil.
     func lastBytes(closing reason: CloseReason) -> [UInt8]?
+    /// The server's heartbeat to a quiet connection (`Connection.sendHeartbeat()`), queued as it is: a WebSocket
+    /// ping frame; nil when the framing has none (HTTP, whose keep-alive has `--first-request-timeout`) or its
+    /// output has ended.
+    var heartbeat: [UInt8]? { get }
 }

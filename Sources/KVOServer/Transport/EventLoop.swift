@@ -5,8 +5,8 @@ import KVOEngine
 import KVOModel
 #endif
 
-/// Owns one `uv_loop_t`, the read buffer every connection on it shares and the pool their output
-/// chunks come from.
+/// Owns one `uv_loop_t`, the read buffer every connection on it shares, the pool their output
+/// chunks come from, and the clock their reads are stamped with.
 ///
 /// Reads are handled synchronously inside the read callback, so one buffer per loop is enough and
 /// no read allocates. `loop->data` points (unretained) at this object. Create, run and close on
@@ -34,10 +34,14 @@ final class EventLoop {
     /// Bytes every connection on this loop holds for unfinished request lines (`LineFramer` buffers),
     /// counted by each connection when a read changes its buffer; held to `--max-total-input`.
     @exclusivity(unchecked) var bufferedInputBytes = 0
+    /// The server's clock (`ServerClock`): each read stamps its connection's `lastReceivedAt` with its
+    /// `milliseconds` (on the system clock a load of libuv's cached loop time, no system call).
+    let clock: ServerClock
     private var isClosed = false
     private var loopThread: pthread_t?
 
-    init() throws(TransportError) {
+    init(clock: ServerClock) throws(TransportError) {
+        self.clock = clock
         raw = .allocate(capacity: 1)
         readBuffer = .allocate(capacity: EventLoop.readBufferSize)
         let status = uv_loop_init(raw)

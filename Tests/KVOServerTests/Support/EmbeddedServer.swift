@@ -15,6 +15,8 @@ enum EmbeddedServer {
         configuration.isEmbedded = true
         configuration.listensForPlaintext = false
         configuration.firstRequestTimeout = 0
+        // Tests that turn the clock by minutes with quiet connections: the idle timeout is `IdleTimeoutTests`' (they set it).
+        configuration.idleTimeout = 0
         configuration.clock = clock
         configuration.storage = storage
         configuration.usersFile = usersFile

@@ -22,8 +22,8 @@ const DEFAULT_OPTIONS = {
   reconnect: true,           // reconnect and resume after a dropped connection
   minimumDelay: 250,         // backoff bounds, milliseconds
   maximumDelay: 10_000,
-  heartbeat: 15_000,         // a ping every so many milliseconds; 0 turns it off
-  heartbeatTimeout: 10_000,  // no answer to a ping within this: the connection is taken as dead
+  heartbeat: 15_000,         // a ping every so many milliseconds (well within kvod's --idle-timeout, 60 s); 0 turns it off
+  heartbeatTimeout: 10_000,  // nothing from the server within this of a ping: the connection is taken as dead
   client: "kvod.js",
 };
 
@@ -440,6 +440,11 @@ export class KVODClient {
   }
 
   _receive(data) {
+    // Any message shows that the server is there: a ping waiting for its answer no longer means a dead connection.
+    if (this._timers.heartbeatDeadline) {
+      clearTimeout(this._timers.heartbeatDeadline);
+      this._timers.heartbeatDeadline = null;
+    }
     let message;
     try { message = JSON.parse(data); } catch { return; }
     if (message === null || typeof message !== "object") return;
