@@ -183,7 +183,7 @@ let package = Package(
         // KVOServerTests: the server's modules in-process (engine, codec, operations table, stores, servers driven
         // over EmbeddedConnection or loopback sockets); nothing of the client side.
         .testTarget(name: "KVOServerTests", dependencies: ["KVOServer", "KVOEngine", "KVOModel", "KVOJSON"],
-                    sources: tsanScope ? ["ObjectTableFillerTests.swift", "Support/SplitMix64.swift"] : nil),
+                    sources: tsanScope ? ["ObjectTableFillerTests.swift", "Support/SplitMix64.swift", "Support/ExpectEqual.swift"] : nil),
         // KVOClientTests: the Swift client library against the real kvod (started as a process); nothing of the
         // server's modules.
         .testTarget(name: "KVOClientTests", dependencies: ["KVOClient", "KVOJSON", "KVOWireProbe", "KVOTestSupport"]),
