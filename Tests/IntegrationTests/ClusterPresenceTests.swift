@@ -136,7 +136,7 @@ extension ClusterTests {
         while heard.count < 2, Date() < deadline, let event = try observer.nextEvent(timeout: 20) {
             if event["event"] == "change", event["object"] == "cut.status" || event["object"] == "cut.cursor" { heard.append(event) }
         }
-        heard += try changes(observer, within: 1.5)
+        heard += try observer.changeEvents(within: 1.5)
         #expect(heard.count == 2, "\(heard)")
         #expect(heard.contains { $0["object"] == "cut.status" && $0["change"]?["new"] == false }, "\(heard)")
         #expect(heard.contains { $0["object"] == "cut.cursor" && $0["reason"] == "sourceDeleted" }, "\(heard)")
@@ -153,15 +153,5 @@ extension ClusterTests {
             let expiresAt = try node.call("get", ["object": "cut.lease"])["expiresAt"]?.intValue ?? 0
             #expect(expiresAt >= promised, "n\(index + 1): the lease ends at \(expiresAt), before the \(promised) n1's touch promised")
         }
-    }
-
-    /// The change events on `connection` within `timeout` seconds.
-    private func changes(_ connection: KVOConnection, within timeout: Double) throws -> [JSONValue] {
-        let deadline = Date().addingTimeInterval(timeout)
-        var events: [JSONValue] = []
-        while Date() < deadline, let event = try connection.nextEvent(timeout: max(0.05, deadline.timeIntervalSinceNow)) {
-            if event["event"] == "change" { events.append(event) }
-        }
-        return events
     }
 }

@@ -10,15 +10,6 @@ import Testing
 /// `endSession`, a kvod restart the client did not come back from), ephemeral objects, the registrant's rights
 /// at the moment an action runs, and hostile requests refused with nothing changed.
 @Suite struct PresenceOverTCPTests {
-    /// The change events that arrive on `connection` within `timeout` seconds (all of them: the caller counts).
-    private func changes(_ connection: KVOConnection, within timeout: Double) throws -> [JSONValue] {
-        let deadline = Date().addingTimeInterval(timeout)
-        var events: [JSONValue] = []
-        while Date() < deadline, let event = try connection.nextEvent(timeout: max(0.05, deadline.timeIntervalSinceNow)) {
-            if event["event"] == "change" { events.append(event) }
-        }
-        return events
-    }
 
     /// Waits up to `timeout` for the first change event on `connection`.
     private func firstChange(_ connection: KVOConnection, timeout: Double = 15) throws -> JSONValue? {
@@ -46,13 +37,13 @@ import Testing
         let killed = Date()
         presence.send(signal: SIGKILL)
         marker.send(signal: SIGKILL)
-        var heard = try changes(observer, within: 0.8)
+        var heard = try observer.changeEvents(within: 0.8)
         #expect(heard.isEmpty, "nothing before the grace: \(heard)")
         while heard.count < 2, let event = try firstChange(observer) { heard.append(event) }
         let took = Date().timeIntervalSince(killed)
         #expect(took >= 0.9, "the actions waited for the grace: \(took) s")
         // A further 2.5 s: nothing runs twice.
-        heard += try changes(observer, within: 2.5)
+        heard += try observer.changeEvents(within: 2.5)
         let offline = heard.filter { $0["object"] == "host" }
         let deleted = heard.filter { $0["object"] == "cursor" }
         #expect(offline.count == 1 && offline.first?["change"]?["new"] == false, "\(heard)")
@@ -93,7 +84,7 @@ import Testing
         third.close()
         let ran = try firstChange(observer)
         expectEqual(ran?["change"]?["new"], 1, "\(String(describing: ran))")
-        #expect(try changes(observer, within: 1.5).isEmpty, "once")
+        #expect(try observer.changeEvents(within: 1.5).isEmpty, "once")
         // Ended: its actions ran, so it cannot be resumed.
         let late = try server.connect()
         expectEqual(try late.request("session", ["resume": .string(id)])["error"]?["code"], "not_found")
