@@ -173,8 +173,11 @@ import Testing
     func heartbeatNoticesAStoppedServer() async throws {
         let server = try KVODProcess()
         var configuration = server.clientConfiguration()
-        configuration.heartbeatInterval = 0.3
-        configuration.heartbeatTimeout = 0.3
+        // One second without an answer: noticed within about 1.5 s. A shorter timeout (0.3 s was used) kept
+        // timing out under the ThreadSanitizer run, where kvod and this client share two cores with 80 other
+        // tests: each reconnection dropped before its resumed observation caught up, for a whole minute.
+        configuration.heartbeatInterval = 0.5
+        configuration.heartbeatTimeout = 1
         let kvod = try await KVOClient.connect(to: configuration)
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         let observation = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
@@ -185,11 +188,18 @@ import Testing
             }
             return false
         }
+        // Every state the client went through, for the failure message (the CI's ThreadSanitizer run once
+        // waited a minute here for the change; this says whether the client was reconnecting meanwhile).
+        let history = StateHistory()
+        let recorder = Task {
+            for await state in kvod.states { await history.append("\(state)") }
+        }
+        defer { recorder.cancel() }
         server.send(signal: SIGSTOP)
         let noticed = await states.value
         server.send(signal: SIGCONT)
         #expect(noticed)
-        // A 0.3 s heartbeat can time out again on a loaded machine while kvod catches up; a user retries a write
+        // A 1 s heartbeat can still time out again on a loaded machine while kvod catches up; a user retries a write
         // the client reports as lost, and so does this test (a few times, then it fails).
         var rev: Int64?
         for _ in 1...5 where rev == nil {
@@ -197,10 +207,13 @@ import Testing
         }
         let written = try #require(rev)
         var delivered = false
+        var seen: [Int64] = []
         while let change = try await iterator.next() {
+            seen.append(change.rev)
             if change.rev >= written { delivered = change.rev == written && change.new == 2; break }
         }
-        #expect(delivered)
+        let statesSeen = await history.entries
+        #expect(delivered, "written at \(written); changes seen: \(seen); states: \(statesSeen)")
     }
 
     @Test("requests in flight when the connection drops fail with connectionLost, saying whether they were writes")
@@ -284,4 +297,10 @@ import Testing
         expectEqual(states, [.closed])
         expectEqual(proxy.connectionCount, 1)
     }
+}
+
+/// The connection states a test saw, in order (appended from the task reading `KVOClient.states`).
+private actor StateHistory {
+    private(set) var entries: [String] = []
+    func append(_ entry: String) { entries.append(entry) }
 }
