@@ -43,6 +43,6 @@ def test_javascript_client_in_node(kvod):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     passed = re.search(r"ℹ pass (\d+)", output)
-    assert passed and int(passed.group(1)) >= 9, output[-3000:]
+    assert passed and int(passed.group(1)) >= 24, output[-3000:]
     assert re.search(r"ℹ fail 0", output), output[-3000:]
     kvod.assert_serving()

@@ -387,20 +387,29 @@ for (const events of ["compact", "full"]) {
   });
 }
 
-/** A TCP proxy in front of kvod's HTTP port whose connections the test can cut. */
+/**
+ * A TCP proxy in front of kvod's HTTP port whose connections the test can cut (closed at once: the client sees the
+ * end) or blackhole (kept open, every byte from then on dropped both ways: a network gone without a FIN or RST).
+ */
 async function startProxy() {
   const sockets = new Set();
+  const blackholed = new Set();
   const server = net.createServer((client) => {
     const upstream = net.connect(HTTP_PORT, "127.0.0.1");
     sockets.add(client); sockets.add(upstream);
-    client.pipe(upstream); upstream.pipe(client);
-    const end = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
+    const relay = (from, to) => from.on("data", (bytes) => { if (!blackholed.has(from)) to.write(bytes); });
+    relay(client, upstream); relay(upstream, client);
+    const end = () => {
+      client.destroy(); upstream.destroy();
+      for (const socket of [client, upstream]) { sockets.delete(socket); blackholed.delete(socket); }
+    };
     client.on("error", end); upstream.on("error", end); client.on("close", end); upstream.on("close", end);
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     url: `ws://127.0.0.1:${server.address().port}/ws`,
     cut() { for (const socket of sockets) socket.destroy(); sockets.clear(); },
+    blackhole() { for (const socket of sockets) blackholed.add(socket); },
     close() { this.cut(); server.close(); },
     get connections() { return sockets.size / 2; },
   };
@@ -451,6 +460,44 @@ test("after a dropped connection the client reconnects and resumes with sinceRev
     await eventually(() => kvod.state === "reconnecting");
     const queued = kvod.get(id, "n");
     assert.equal(await queued, 7);
+  } finally {
+    kvod.close();
+    writer.close();
+    proxy.close();
+  }
+});
+
+test("the heartbeat notices a server gone silent (no FIN, no RST), reconnects and resumes; a busy connection is not taken for dead", async () => {
+  const proxy = await startProxy();
+  const writer = await connect(WS, { heartbeat: 0 });
+  const kvod = await connect(proxy.url, { heartbeat: 200, heartbeatTimeout: 400, minimumDelay: 50, maximumDelay: 200 });
+  const states = [];
+  kvod.on("state", (state) => states.push(state));
+  try {
+    const id = objectId("silent");
+    await writer.create(id, { n: 0 });
+    const observation = kvod.observe(id, "n", { options: ["new"] });
+    await observation.ready;
+    const iterator = observation[Symbol.asyncIterator]();
+    // A second of pings answered: the connection stays.
+    await wait(1000);
+    assert.deepEqual(states, []);
+    // The network goes silent: nothing is closed, nothing arrives. The unanswered ping ends the connection within
+    // heartbeat + heartbeatTimeout; the client reconnects (new connections pass) and resumes from its last revision.
+    const cutAt = Date.now();
+    proxy.blackhole();
+    await writer.set(id, "n", 1);
+    await eventually(() => states.includes("reconnecting"), 3000);
+    const noticedAfter = Date.now() - cutAt;
+    assert.ok(noticedAfter <= 1500, `noticed after ${noticedAfter} ms`);
+    await eventually(() => kvod.state === "open");
+    await writer.set(id, "n", 2);
+    assert.deepEqual((await take(iterator, 2)).map((change) => change.new), [1, 2]);
+    // A stream of changes keeps a connection alive even while a ping's answer queues behind them.
+    const reconnections = states.filter((state) => state === "reconnecting").length;
+    for (let n = 3; n <= 40; n++) await writer.set(id, "n", n);
+    assert.deepEqual((await take(iterator, 38)).map((change) => change.new).at(-1), 40);
+    assert.equal(states.filter((state) => state === "reconnecting").length, reconnections);
   } finally {
     kvod.close();
     writer.close();
