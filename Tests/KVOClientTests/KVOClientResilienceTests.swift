@@ -179,6 +179,7 @@ import Testing
         configuration.heartbeatInterval = 0.5
         configuration.heartbeatTimeout = 1
         let kvod = try await KVOClient.connect(to: configuration)
+        defer { kvod.close() }
         try await kvod.create("o", values: ["n": 0] as JSONValue)
         let observation = try await kvod.subscribe("n", of: "o", options: [.new], as: Int.self)
         var iterator = observation.makeAsyncIterator()

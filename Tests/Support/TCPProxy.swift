@@ -6,8 +6,48 @@ import Foundation
 /// forwarded normally; `bytesFromServer` counts what kvod sent, `blackholedFromClients` keeps what clients sent into a blackhole. `partition()` stops all forwarding, on the
 /// current connections and on new ones, without reading or dropping anything (a network partition: bytes
 /// wait in the sockets' buffers), until `heal()`. One thread accepts; one thread per connection pair forwards. Stopped on deinit.
-final class TCPProxy: @unchecked Sendable {
-    // @unchecked: `pairs` and `partitioned` are only touched under `lock`; the descriptors are immutable.
+final class TCPProxy: Sendable {
+    /// The proxy's port on 127.0.0.1.
+    let port: Int
+    private let relay: TCPRelay
+
+    init(targetPort: Int) throws {
+        relay = try TCPRelay(targetPort: targetPort)
+        port = relay.port
+        relay.start()
+    }
+
+    /// Stops the proxy: its connections are closed and its threads end.
+    deinit { relay.stop() }
+
+    /// Closes every current connection (both sides).
+    func cut() { relay.cut() }
+
+    /// Stops forwarding on every current connection, keeping them open.
+    func blackhole() { relay.blackhole() }
+
+    /// Stops forwarding in both directions on every connection, present and future, leaving what was sent
+    /// unread in the sockets (connections still open: a peer notices only by its own timeouts).
+    func partition() { relay.partition() }
+
+    /// Ends `partition()`: forwarding resumes where it stopped, on the connections both peers kept.
+    func heal() { relay.heal() }
+
+    /// The number of connections accepted so far.
+    var connectionCount: Int { relay.connectionCount }
+
+    /// The bytes forwarded from kvod to clients so far.
+    var bytesFromServer: Int { relay.bytesFromServer }
+
+    /// What clients sent on blackholed connections (read and not forwarded), as text: a test waits for its
+    /// requests to be there instead of for a while.
+    var blackholedFromClients: String { relay.blackholedFromClients }
+}
+
+/// What `TCPProxy` runs: the listener, the pairs and the threads, which hold this and not the proxy, so that the
+/// proxy's deinit runs when its test lets go of it and stops them (`stop`).
+private final class TCPRelay: @unchecked Sendable {
+    // @unchecked: `pairs`, `partitioned` and `stopped` are only touched under `lock`; the descriptors are immutable.
     let port: Int
     private let targetPort: Int
     private let listener: Int32
@@ -22,17 +62,24 @@ final class TCPProxy: @unchecked Sendable {
     init(targetPort: Int) throws {
         self.targetPort = targetPort
         (listener, port) = try LoopbackListener.open(backlog: 64)
+    }
+
+    /// Starts the accepting thread (which holds the relay until `stop`).
+    func start() {
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
-    deinit {
-        cut()
+    /// Closes every connection and the listener: the accepting thread and every forwarding thread end.
+    func stop() {
         lock.lock()
         stopped = true
+        partitioned = false
         lock.unlock()
+        cut()
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
+
+    deinit { close(listener) }
 
     /// Closes every current connection (both sides).
     func cut() {
@@ -66,6 +113,12 @@ final class TCPProxy: @unchecked Sendable {
         lock.unlock()
     }
 
+    private var isStopped: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopped
+    }
+
     private var isPartitioned: Bool {
         lock.lock()
         defer { lock.unlock() }
@@ -94,7 +147,7 @@ final class TCPProxy: @unchecked Sendable {
         return String(decoding: droppedFromClients, as: UTF8.self)
     }
 
-    private func isBlackholed(_ client: Int32) -> Bool {
+    fileprivate func isBlackholed(_ client: Int32) -> Bool {
         lock.lock()
         defer { lock.unlock() }
         return pairs.first { $0.client == client }?.blackholed ?? false
@@ -134,7 +187,7 @@ final class TCPProxy: @unchecked Sendable {
     private func forward(client: Int32, server: Int32) {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var entries = [pollfd(fd: client, events: Int16(POLLIN), revents: 0), pollfd(fd: server, events: Int16(POLLIN), revents: 0)]
-        loop: while true {
+        loop: while !isStopped {
             if isPartitioned {
                 usleep(20_000)
                 continue
