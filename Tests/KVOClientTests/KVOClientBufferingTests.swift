@@ -41,10 +41,10 @@ import Testing
         return pages * Int(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
     }
 
-    /// kvod's output buffer is 2 MiB here (32 MiB by default), so that 4,000 unread changes of 1 KB make a replay
-    /// too large for it: the same proof as 20,000 against the default, at a quarter of the writes (this suite also
-    /// runs under ThreadSanitizer, where those writes were most of CI's TSan stage).
-    @Test("pausing at 1,000: 5,000 unread 1 KB changes leave 1,000 buffered and the server observation paused; read again, it resumes with sinceRev and, the replay being too large for kvod, one resync marked as resumed")
+    /// kvod's output buffer is 2 MiB here (32 MiB by default), so that 800 unread changes of 3 KB make a replay too
+    /// large for it: the same proof as 20,000 of 1 KB against the default, at a twentieth of the writes (this suite also
+    /// runs under ThreadSanitizer, where those writes were most of CI's TSan stage; 5,000 of 1 KB before).
+    @Test("pausing at 200: 1,000 unread 3 KB changes leave 200 buffered and the server observation paused; read again, it resumes with sinceRev and, the replay being too large for kvod, one resync marked as resumed")
     func defaultPausesAndResyncs() async throws {
         let server = try KVODProcess(["--max-output-buffer", "2097152"])
         let kvod = try await server.client()
@@ -53,34 +53,34 @@ import Testing
         try await kvod.create("doc", values: ["v": ""] as JSONValue)
         #expect(try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self).buffering == .pausing(limit: 100_000),
                 "the default")
-        let changes = try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
-        expectEqual(changes.buffering, .pausing(limit: 1_000))
-        let kilobyte = String(repeating: "x", count: 1_000)
+        let changes = try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self, buffering: .pausing(limit: 200))
+        expectEqual(changes.buffering, .pausing(limit: 200))
+        let threeKilobytes = String(repeating: "x", count: 3_000)
         let residentBefore = Self.residentMegabytes()
-        let revisions = try await write(writer, "doc", "v", count: 5_000) { "\($0) \(kilobyte)" }
-        expectEqual(revisions.count, 5_000)
+        let revisions = try await write(writer, "doc", "v", count: 1_000) { "\($0) \(threeKilobytes)" }
+        expectEqual(revisions.count, 1_000)
         // The ping's reply follows every event kvod sent this connection before it.
         try await kvod.ping()
-        expectEqual(changes.bufferedChangeCount, 1_000)
+        expectEqual(changes.bufferedChangeCount, 200)
         // For the record (the test process also holds the writer and other tests): issue 29 saw 13.8 -> 40 MB.
-        print("KVOClientBufferingTests: resident \(residentBefore) MB before the 5,000 writes, \(Self.residentMegabytes()) MB after, 1,000 changes buffered")
+        print("KVOClientBufferingTests: resident \(residentBefore) MB before the 1,000 writes, \(Self.residentMegabytes()) MB after, 200 changes buffered")
         // Paused: kvod no longer sends this observation anything.
         try await eventuallyObservers(probe, "doc", count: 0)
         expectEqual(kvod.liveObservationCount, 1)
 
         var iterator = changes.makeAsyncIterator()
         var read: [Int64] = []
-        for _ in 0..<1_000 {
+        for _ in 0..<200 {
             guard let change = try await iterator.next() else { break }
             if change.gap != nil { Issue.record("unexpected gap \(String(describing: change.gap)) at \(change.rev)") }
             read.append(change.rev)
         }
-        expectEqual(read, Array(revisions[..<1_000]))
-        // 4,000 changes of 1 KB do not fit in this kvod's 2 MiB output buffer as one replay: the client observes
+        expectEqual(read, Array(revisions[..<200]))
+        // 800 changes of 3 KB do not fit in this kvod's 2 MiB output buffer as one replay: the client observes
         // afresh and reports one resync with the current value.
         let resync = try await iterator.next()
         expectEqual(resync?.reason, .resync)
-        expectEqual(resync?.gap, .resumed(afterRev: revisions[999]))
+        expectEqual(resync?.gap, .resumed(afterRev: revisions[199]))
         expectEqual(resync?.rev, revisions.last)
         expectEqual(resync?.new, (try await kvod.get("v", of: "doc", as: String.self).value))
         try await eventuallyObservers(probe, "doc", count: 1)
@@ -93,17 +93,17 @@ import Testing
         expectEqual(kvod.liveObservationCount, 0)
     }
 
-    @Test("pausing at 1,000: 5,000 unread small changes: read again, the paused observation replays from history, all 5,000 once and in order, each resume marked")
+    @Test("pausing at 200: 1,000 unread small changes: read again, the paused observation replays from history, all 1,000 once and in order, each resume marked")
     func defaultPausesAndReplays() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
         let writer = try await server.client()
         let probe = try server.connectProbe()
         try await kvod.create("doc", values: ["v": ""] as JSONValue)
-        let changes = try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self, buffering: .pausing(limit: 1_000))
-        let revisions = try await write(writer, "doc", "v", count: 5_000) { String($0) }
+        let changes = try await kvod.subscribe("v", of: "doc", options: [.new], as: String.self, buffering: .pausing(limit: 200))
+        let revisions = try await write(writer, "doc", "v", count: 1_000) { String($0) }
         try await kvod.ping()
-        expectEqual(changes.bufferedChangeCount, 1_000)
+        expectEqual(changes.bufferedChangeCount, 200)
         try await eventuallyObservers(probe, "doc", count: 0)
 
         var iterator = changes.makeAsyncIterator()
@@ -111,7 +111,7 @@ import Testing
         var mismatches = 0
         var resumes: [Int] = []
         var largestBuffer = 0
-        for index in 0..<5_000 {
+        for index in 0..<1_000 {
             guard let change = try await iterator.next() else {
                 Issue.record("the observation ended after \(index) changes")
                 break
@@ -128,38 +128,38 @@ import Testing
         }
         expectEqual(mismatches, 0)
         expectEqual(expected, revisions.last! + 1)
-        // The first resume comes after the 1,000 buffered; later ones wherever the reader fell 1,000 behind.
-        expectEqual(resumes.first, 1_000)
-        print("KVOClientBufferingTests: resumed at \(resumes) of 5,000 changes read")
-        #expect(largestBuffer <= 1_000)
+        // The first resume comes after the 200 buffered; later ones wherever the reader fell 200 behind.
+        expectEqual(resumes.first, 200)
+        print("KVOClientBufferingTests: resumed at \(resumes) of 1,000 changes read")
+        #expect(largestBuffer <= 200)
         changes.cancel()
         try await eventuallyObservers(probe, "doc", count: 0)
         expectEqual(kvod.liveObservationCount, 0)
     }
 
-    @Test("bufferingNewest(100) keeps the newest 100 of 5,000 unread changes, observing on, the first kept one counting the dropped")
+    @Test("bufferingNewest(100) keeps the newest 100 of 1,000 unread changes, observing on, the first kept one counting the dropped")
     func bufferingNewest() async throws {
         let server = try KVODProcess()
         let kvod = try await server.client()
         let probe = try server.connectProbe()
         try await kvod.create("o", values: ["n": ""] as JSONValue)
         let changes = try await kvod.subscribe("n", of: "o", as: String.self, buffering: .bufferingNewest(100))
-        let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
+        let revisions = try await write(kvod, "o", "n", count: 1_000) { String($0) }
         try await kvod.ping()
         expectEqual(changes.bufferedChangeCount, 100)
         try await eventuallyObservers(probe, "o", count: 1)
 
         var iterator = changes.makeAsyncIterator()
         let first = try await iterator.next()
-        expectEqual(first?.rev, revisions[4_900])
-        expectEqual(first?.gap, .dropped(count: 4_900))
+        expectEqual(first?.rev, revisions[900])
+        expectEqual(first?.gap, .dropped(count: 900))
         var rest: [Int64] = []
         for _ in 0..<99 {
             let change = try await iterator.next()
             expectEqual(change?.gap, nil)
             rest.append(change?.rev ?? -1)
         }
-        expectEqual(rest, Array(revisions[4_901...]))
+        expectEqual(rest, Array(revisions[901...]))
         // A reader keeping up loses nothing.
         let rev = try await kvod.set("n", of: "o", to: "last")
         let last = try await iterator.next()
@@ -172,7 +172,7 @@ import Testing
         let kvod = try await server.client()
         try await kvod.create("o", values: ["n": ""] as JSONValue)
         let changes = try await kvod.subscribe("n", of: "o", options: [.new, .old, .prior], as: String.self, buffering: .latestOnly)
-        let revisions = try await write(kvod, "o", "n", count: 5_000) { String($0) }
+        let revisions = try await write(kvod, "o", "n", count: 1_000) { String($0) }
         try await kvod.ping()
         expectEqual(changes.bufferedChangeCount, 1)
         let newest = try await kvod.get("n", of: "o", as: String.self).value
@@ -182,7 +182,7 @@ import Testing
         expectEqual(change?.rev, revisions.last)
         expectEqual(change?.new, newest)
         expectEqual(change?.isPrior, false)
-        expectEqual(change?.gap, .dropped(count: 4_999))
+        expectEqual(change?.gap, .dropped(count: 999))
     }
 
     @Test("endingWhenFull ends the observation after the limit with bufferFull, which says where to resume from")
