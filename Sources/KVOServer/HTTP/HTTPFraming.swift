@@ -8,6 +8,11 @@ import KVOModel
 /// Owned by one connection; loop thread only.
 final class HTTPFraming: MessageFraming {
     private let parser: HTTPRequestParser
+    /// The HTTP API requests (`/v1/…`) whose replies are awaited, oldest first: each reply queued becomes the
+    /// response of the first (`HTTPAPIExchange`); replies come in request order.
+    private var exchanges: [HTTPAPIExchange] = []
+    /// The connection this framing belongs to, for closing after a response without keep-alive.
+    private weak var connection: Connection?
 
     init(limits: HTTPRequestParser.Limits) {
         parser = HTTPRequestParser(limits: limits)
@@ -24,7 +29,14 @@ final class HTTPFraming: MessageFraming {
             case .needMore:
                 return bytes.count
             case let .failed(status, reason):
-                connection.delegate.connection(connection, didRefuseHTTPRequest: status, reason: reason)
+                if parser.refusedAPIRequest {
+                    // The HTTP API answers with problem details, as its other refusals (`HTTPAPIProblem`).
+                    let code = status == .contentTooLarge || status == .uriTooLong || status == .headersTooLarge ? "too_large" : "bad_request"
+                    connection.sendHTTPResponse(HTTPAPIProblem(status: status, code: code, detail: reason).response(keepAlive: false),
+                                                keepAlive: false, reason: .httpRefused(status: status.rawValue, reason: reason))
+                } else {
+                    connection.delegate.connection(connection, didRefuseHTTPRequest: status, reason: reason)
+                }
                 return bytes.count
             case let .request(head, consumed):
                 offset += consumed
@@ -37,9 +49,22 @@ final class HTTPFraming: MessageFraming {
         return offset
     }
 
-    // Nothing but HTTP responses goes to an HTTP connection; were a message queued, it would go as it is.
+    /// The next reply queued answers `exchange` (an HTTP API request translated into a line, about to be handled).
+    func expectReply(_ exchange: HTTPAPIExchange, on connection: Connection) {
+        exchanges.append(exchange)
+        self.connection = connection
+    }
+
+    // A reply to an HTTP API request becomes its response; nothing else but HTTP responses goes to an HTTP
+    // connection (were a message queued without an exchange waiting, it would go as it is).
     func enqueueMessage(_ bytes: UnsafeRawBufferPointer, into output: inout ChunkedOutputBuffer, pool: OutputChunkPool) -> Bool {
-        output.append(bytes, pool: pool)
+        guard !exchanges.isEmpty else {
+            output.append(bytes, pool: pool)
+            return true
+        }
+        let exchange = exchanges.removeFirst()
+        exchange.response(to: bytes).withUnsafeBytes { output.append($0, pool: pool) }
+        if !exchange.keepAlive, let connection, connection.closeAfterFlush == nil { connection.closeAfterFlush = .httpResponseComplete }
         return true
     }
 

@@ -19,11 +19,15 @@ struct HTTPRequestHead {
     /// The headers kvod acts on, by lower-case name (`HTTPRequestHead.keptHeaders`); a repeated header's
     /// values joined with ", " as RFC 9110 allows for list-valued fields.
     var headers: [String: String] = [:]
+    /// The request's body: only the HTTP API's requests (`/v1/…`) may have one, of at most
+    /// `HTTPRequestParser.Limits.bodyBytes`; empty otherwise.
+    var body: [UInt8] = []
 
     /// The header names kept. `authorization` may hold an API token (`/metrics`): never log these values.
     static let keptHeaders: Set<String> = [
         "host", "origin", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
         "sec-websocket-protocol", "accept-encoding", "authorization",
+        "accept", "content-type", "if-match", "if-none-match", "last-event-id",
     ]
 
     /// Whether `header`'s comma-separated list contains `token` (case-insensitive), e.g.

@@ -4,7 +4,9 @@ import KVOModel
 
 /// Splits the bytes of one HTTP connection into requests with http-parser (Debian's libhttp-parser-dev),
 /// enforcing the listener's limits, which http-parser itself does not have (its only one is a compile-time
-/// 80 KiB header cap): target length, header bytes and header count, and no request bodies.
+/// 80 KiB header cap): target length, header bytes and header count, and no request bodies except the HTTP API's
+/// (a target under `/v1/`, with a `Content-Length` of at most `Limits.bodyBytes`, which the listener sets to
+/// `--max-line`: what a JSON-lines request may carry).
 ///
 /// Owned by one `Connection`; loop thread only. The C parser and its callbacks reach this object through
 /// `parser.data` (unretained: the parser lives and dies with it).
@@ -17,7 +19,12 @@ final class HTTPRequestParser {
         var headerBytes = 8192
         /// Most header lines.
         var headerCount = 64
+        /// Longest body of an HTTP API request (`/v1/…`); other requests take none.
+        var bodyBytes = 1 << 20
     }
+
+    /// The path prefix of the HTTP API, whose requests may have a body.
+    static let apiPrefix: [UInt8] = Array("/v1/".utf8)
 
     /// The result of feeding bytes.
     enum Outcome {
@@ -40,6 +47,7 @@ final class HTTPRequestParser {
     private var headerBytes = 0
     private var headerCount = 0
     private var headers: [String: String] = [:]
+    private var body: [UInt8] = []
     private var completed: HTTPRequestHead?
     private var refusal: (HTTPStatus, String)?
 
@@ -56,7 +64,7 @@ final class HTTPRequestParser {
 
     /// Bytes held for the request being parsed (its target and the header being read), for the loop's
     /// input accounting.
-    var bufferedCount: Int { target.count + headerName.count + headerValue.count }
+    var bufferedCount: Int { target.count + headerName.count + headerValue.count + body.count }
 
     /// Parses `bytes` up to the end of the first complete request head in them.
     func feed(_ bytes: UnsafeBufferPointer<UInt8>) -> Outcome {
@@ -131,9 +139,25 @@ final class HTTPRequestParser {
         if isReadingValue || !headerName.isEmpty { keepHeader() }
         isReadingValue = false
         let flags = UInt32(parser.pointee.flags)
-        let hasBody = flags & F_CHUNKED.rawValue != 0
-            || (flags & F_CONTENTLENGTH.rawValue != 0 && parser.pointee.content_length > 0)
-        if hasBody { return refuse(.contentTooLarge, "kvod's HTTP requests take no body") }
+        let isChunked = flags & F_CHUNKED.rawValue != 0
+        let length = flags & F_CONTENTLENGTH.rawValue != 0 ? parser.pointee.content_length : 0
+        guard isChunked || length > 0 else { return 0 }
+        guard target.starts(with: HTTPRequestParser.apiPrefix) else {
+            return refuse(.contentTooLarge, "kvod's HTTP requests take no body")
+        }
+        if isChunked { return refuse(.lengthRequired, "an HTTP API request's body needs a Content-Length (no chunked encoding)") }
+        guard length <= UInt64(limits.bodyBytes) else {
+            return refuse(.contentTooLarge, "request body longer than \(limits.bodyBytes) bytes (--max-line)")
+        }
+        body.reserveCapacity(Int(length))
+        return 0
+    }
+
+    private func appendBody(_ bytes: UnsafeBufferPointer<UInt8>) -> Int32 {
+        guard body.count + bytes.count <= limits.bodyBytes else {
+            return refuse(.contentTooLarge, "request body longer than \(limits.bodyBytes) bytes (--max-line)")
+        }
+        body.append(contentsOf: bytes)
         return 0
     }
 
@@ -146,9 +170,11 @@ final class HTTPRequestParser {
         let method = String(cString: http_method_str(http_method(rawValue: UInt32(parser.pointee.method))))
         completed = HTTPRequestHead(
             method: method, path: path, query: query, minorVersion: Int(parser.pointee.http_minor),
-            keepAlive: http_should_keep_alive(parser) != 0, isUpgrade: parser.pointee.upgrade != 0, headers: headers)
+            keepAlive: http_should_keep_alive(parser) != 0, isUpgrade: parser.pointee.upgrade != 0, headers: headers,
+            body: body)
         target.removeAll(keepingCapacity: true)
         headers = [:]
+        body = []
         headerBytes = 0
         headerCount = 0
         http_parser_pause(parser, 1)
@@ -157,9 +183,15 @@ final class HTTPRequestParser {
 
     /// Records why the request is refused and stops the parser (a callback's non-zero result).
     private func refuse(_ status: HTTPStatus, _ reason: String) -> Int32 {
-        if refusal == nil { refusal = (status, reason) }
+        if refusal == nil {
+            refusal = (status, reason)
+            refusedAPIRequest = target.starts(with: HTTPRequestParser.apiPrefix)
+        }
         return 1
     }
+
+    /// Whether the request refused (`Outcome.failed`) was an HTTP API request (`/v1/…`), answered with problem details.
+    private(set) var refusedAPIRequest = false
 
     // MARK: - Callbacks (no captures: the parser reaches this object through `data`)
 
@@ -177,6 +209,7 @@ final class HTTPRequestParser {
         settings.on_header_field = { parser, at, length in owner(parser).appendHeaderName(buffer(at, length)) }
         settings.on_header_value = { parser, at, length in owner(parser).appendHeaderValue(buffer(at, length)) }
         settings.on_headers_complete = { parser in owner(parser).headersComplete() }
+        settings.on_body = { parser, at, length in owner(parser).appendBody(buffer(at, length)) }
         settings.on_message_complete = { parser in owner(parser).messageComplete() }
         return settings
     }()

@@ -16,6 +16,13 @@ enum HTTPResponse {
         return Array(text.utf8) + body
     }
 
+    /// `response` without its body, for a HEAD request (its `Content-Length` still says how long the body is).
+    static func headOnly(_ response: [UInt8]) -> [UInt8] {
+        let end: [UInt8] = [0x0D, 0x0A, 0x0D, 0x0A]
+        guard let range = response.firstRange(of: end) else { return response }
+        return Array(response[..<range.upperBound])
+    }
+
     /// A plain-text answer (an error's reason, "ok").
     static func text(_ status: HTTPStatus, _ message: String, keepAlive: Bool,
                      extraHeaders: [(String, String)] = []) -> [UInt8] {

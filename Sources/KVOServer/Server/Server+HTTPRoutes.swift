@@ -35,6 +35,10 @@ extension Server {
             upgrade(connection, request, host: host, hostCheck: hostCheck)
             return
         }
+        if request.path.hasPrefix("/v1/") {
+            serveAPIRequest(request, on: connection, host: host, hostCheck: hostCheck)
+            return
+        }
         guard request.method == "GET" else {
             answer(connection, HTTPResponse.text(.methodNotAllowed, "only GET is served here", keepAlive: keepAlive,
                                                  extraHeaders: [("Allow", "GET")]), keepAlive: keepAlive)

@@ -53,7 +53,7 @@ extension Server {
         }
         let framing: MessageFraming? = switch stack.framing {
         case .lines: nil
-        case .http: HTTPFraming(limits: HTTPRequestParser.Limits())
+        case .http: HTTPFraming(limits: HTTPRequestParser.Limits(bodyBytes: configuration.maximumLineLength))
         }
         return (transform, framing)
     }
