@@ -112,7 +112,7 @@ class Client(Operations):
         #: The user logged in as (None in open mode).
         self.user: Optional[str] = None
         self.session: Optional[Session] = None
-        #: How many times the client reconnected.
+        #: How many times the client reconnected (counted once logged in again, before observations resume).
         self.reconnections = 0
         self._conn: Optional[_Connection] = None
         self._next_id = 1
@@ -219,6 +219,8 @@ class Client(Operations):
                 lost, self.session = self.session, None
                 if self.on_session_lost is not None:
                     self.on_session_lost(lost)
+        if self.state == "reconnecting":
+            self.reconnections += 1  # counted before the replayed changes arrive
         # Observations resume before requests made meanwhile are sent, so their replayed changes come first.
         await asyncio.gather(*(observation._resume() for observation in list(self._observations)))
 
@@ -332,7 +334,6 @@ class Client(Operations):
                 return
             except (OSError, asyncio.TimeoutError, KvodError):
                 continue
-            self.reconnections += 1
             return
 
     async def _heartbeat_loop(self, conn: _Connection) -> None:
