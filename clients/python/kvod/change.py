@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 # Compact events' reason codes (`w`, and a prior notification's `p`).
 COMPACT_REASONS = {
@@ -43,6 +43,7 @@ def decode_change(message: Mapping[str, Any], object: Optional[str], key_path: O
                   id_set: bool) -> Change:
     """The change `message` (a full or compact event) carries, for an observation of `object` (None for a
     pattern) and `key_path`; `id_set` for a pattern observation without a key path."""
+    fields: Dict[str, Any]
     if message.get("event") == "change":
         change = message.get("change") or {}
         reason = str(message.get("reason"))
