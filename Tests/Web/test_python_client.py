@@ -219,3 +219,34 @@ def test_auth_with_password_and_token_and_tls(kvod_factory, tmp_path):
 def kvod_connect(server, **options):
     options.setdefault("max_delay", 0.5)
     return kvod.connect("127.0.0.1", server.port, **options)
+
+
+def test_since_rev_replays_and_resync_past_history(server):
+    async def scenario():
+        async with kvod_connect(server) as c:
+            await c.create("x", {"n": 0})
+            for n in (1, 2, 3):
+                await c.set("n", n, of="x")
+            replayed = c.observe("n", of="x", options=("new",), since_rev=2)
+            beyond = c.observe("n", of="x", options=("new",), since_rev=1000)  # as after a wiped data directory
+            assert [(x.reason, x.new, x.rev) for x in await changes(replayed, 2)] == [
+                ("valueChanged", 2, 3), ("valueChanged", 3, 4)]
+            assert [(x.reason, x.new, x.rev) for x in await changes(beyond, 1)] == [("resync", 3, 4)]
+            await c.set("n", 4, of="x")
+            assert [(x.new, x.rev) for x in await changes(replayed, 1)] == [(4, 5)]
+            assert [(x.new, x.rev) for x in await changes(beyond, 1)] == [(4, 5)]
+    run(scenario())
+
+
+def test_large_values_span_many_reads(server):
+    """Values of 800 KB (many 64 KiB reads each) come back whole, to a read and to an observer."""
+    async def scenario():
+        async with kvod_connect(server) as c:
+            chunk = "é" * 400_000
+            await c.create("big", {"k0": chunk})
+            observation = c.observe("k1", of="big", options=("new",))
+            await observation.ready()
+            await c.set("k1", chunk + "!", of="big")
+            assert await c.get(of="big") == {"k0": chunk, "k1": chunk + "!"}
+            assert (await next_change(observation)).new == chunk + "!"
+    run(scenario())

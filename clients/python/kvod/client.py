@@ -129,7 +129,7 @@ class Client(Operations):
             await self._connect_once()
         except BaseException as error:
             self._close_now(None)
-            if isinstance(error, OSError):
+            if isinstance(error, (OSError, asyncio.TimeoutError)):
                 raise ConnectionLostError("connection_lost", f"cannot connect to {self.host}:{self.port}: {error}")
             raise
         return self
@@ -226,7 +226,8 @@ class Client(Operations):
 
     async def _read_loop(self, conn: _Connection) -> None:
         loop = asyncio.get_running_loop()
-        buffer = b""
+        partial: List[bytes] = []  # the unfinished line's chunks (joined once, when its newline comes)
+        partial_size = 0
         error: KvodError = ConnectionLostError("connection_lost", "the server closed the connection")
         try:
             while True:
@@ -234,12 +235,18 @@ class Client(Operations):
                 if not chunk:
                     break
                 conn.last_received = loop.time()  # any bytes show that the server is there
-                buffer += chunk
-                lines = buffer.split(b"\n")
-                buffer = lines.pop()
-                if len(buffer) > _MAX_LINE:
-                    error = ProtocolError("protocol", f"a line longer than {_MAX_LINE} bytes")
-                    break
+                if b"\n" not in chunk:
+                    partial.append(chunk)
+                    partial_size += len(chunk)
+                    if partial_size > _MAX_LINE:
+                        error = ProtocolError("protocol", f"a line longer than {_MAX_LINE} bytes")
+                        break
+                    continue
+                lines = chunk.split(b"\n")
+                if partial:
+                    lines[0] = b"".join(partial) + lines[0]
+                last = lines.pop()
+                partial, partial_size = ([last], len(last)) if last else ([], 0)
                 for line in lines:
                     if conn.dropped:
                         return

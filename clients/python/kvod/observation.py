@@ -52,6 +52,7 @@ class Observation:
         self._ready: "asyncio.Future[Observation]" = asyncio.get_running_loop().create_future()
         self._ready.add_done_callback(lambda future: future.exception() if not future.cancelled() else None)
         self._task: Optional["asyncio.Task[None]"] = None
+        self._attached = False
 
     # ---- The consumer's side ------------------------------------------------------------------------------
 
@@ -135,8 +136,8 @@ class Observation:
 
     async def _resume(self) -> None:
         """After a reconnection (called by the client during its handshake): observe again where it stopped."""
-        if self.ended or self.rev is None:
-            return
+        if self.ended or not self._attached:
+            return  # an observe never answered is asked again by _first_observe
         try:
             await self._client.request_now("observe", self._params(self._resume_point()), on_reply=self._attach)
         except ConnectionLostError:
@@ -149,6 +150,7 @@ class Observation:
         if self.ended:
             return
         self.sub = int(reply["sub"])
+        self._attached = True
         if self.rev is None:
             self.rev = int(reply["rev"])
             self._rev_complete = True
@@ -166,8 +168,8 @@ class Observation:
             return
         if change.reason in ("initial", "resync"):
             # The state as it is now (kvod sends it once, never replayed): where the replay of changes starts.
-            if self.rev is None or change.rev >= self.rev:
-                self.rev, self._rev_complete, self._seen = change.rev, True, set()
+            # Also when its revision is below the one asked for (a data directory wiped: kvod starts again at 0).
+            self.rev, self._rev_complete, self._seen = change.rev, True, set()
             self._push(change)
             return
         key: _EventKey = (change.object, change.reason, change.is_prior, change.kind)
