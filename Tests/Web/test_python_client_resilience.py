@@ -160,7 +160,7 @@ def test_heartbeat_notices_a_silent_server_and_resumes(kvod_factory):
         proxy = await Proxy(server.port).start()
         try:
             async with kvod.connect("127.0.0.1", server.port) as writer, \
-                    kvod.connect("127.0.0.1", proxy.port, heartbeat=0.5, heartbeat_timeout=0.5, min_delay=0.05,
+                    kvod.connect("127.0.0.1", proxy.port, heartbeat=0.5, heartbeat_timeout=1.0, min_delay=0.05,
                                  max_delay=0.2) as watcher:
                 await writer.create("clock", {"date": "mon"})
                 observation = watcher.observe("date", of="clock", options=("new",))
@@ -187,9 +187,9 @@ def test_heartbeat_notices_a_silent_server_and_resumes(kvod_factory):
 
 
 def test_kvods_heartbeat_is_answered_so_a_listening_client_is_not_closed(kvod_factory):
-    """kvod (--idle-timeout 1) sends a heartbeat to a connection quiet for 0.5 s and closes it after 1 s of
+    """kvod (--idle-timeout 2) sends a heartbeat to a connection quiet for 1 s and closes it after 2 s of
     silence; the client, with its own pings off, answers each heartbeat, so it stays connected."""
-    server = kvod_factory("--idle-timeout", "1")
+    server = kvod_factory("--idle-timeout", "2")
 
     async def scenario():
         async with kvod.connect("127.0.0.1", server.port, heartbeat=0) as watcher, \
@@ -197,7 +197,7 @@ def test_kvods_heartbeat_is_answered_so_a_listening_client_is_not_closed(kvod_fa
             await writer.create("clock", {"date": "mon"})
             observation = watcher.observe("date", of="clock", options=("new",))
             await observation.ready()
-            await asyncio.sleep(2.5)
+            await asyncio.sleep(4.5)
             assert watcher.reconnections == 0 and watcher.state == "open"
             await writer.set("date", "tue", of="clock")
             assert (await next_change(observation)).new == "tue"
