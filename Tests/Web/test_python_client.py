@@ -250,3 +250,28 @@ def test_large_values_span_many_reads(server):
             assert await c.get(of="big") == {"k0": chunk, "k1": chunk + "!"}
             assert (await next_change(observation)).new == chunk + "!"
     run(scenario())
+
+
+def test_signals_ttl_and_unannounced_features(server):
+    async def scenario():
+        async with kvod_connect(server) as c:
+            await c.create("room", {"topic": "kvo"}, ttl=60)
+            read = await c.read(of="room")
+            assert read.expires_at is not None and await c.touch("room") >= read.expires_at
+            topic = c.observe("topic", of="room", options=("new",))
+            await topic.ready()
+            await c.signal("room", {"user": "ada", "x": 1})
+            signal = await next_change(topic)
+            assert (signal.reason, signal.new, signal.key_path, signal.rev) == ("signal", {"user": "ada", "x": 1},
+                                                                               None, read.rev)
+            await c.set("topic", "python", of="room")
+            assert (await next_change(topic)).new == "python"
+            with pytest.raises(kvod.NotFoundError):
+                await c.signal("nowhere", 1)
+            # A field the server did not announce is not sent (as if kvod were older than `conditions`).
+            c.features.remove("conditions")
+            with pytest.raises(kvod.NotAnnouncedError) as refused:
+                await c.batch([kvod.ops.set("topic", "x", of="room", ifRev=1)])
+            assert refused.value.details == {"feature": "conditions"}
+            assert await c.get("topic", of="room") == "python"
+    run(scenario())
