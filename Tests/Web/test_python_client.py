@@ -275,3 +275,25 @@ def test_signals_ttl_and_unannounced_features(server):
             assert refused.value.details == {"feature": "conditions"}
             assert await c.get("topic", of="room") == "python"
     run(scenario())
+
+
+def test_update_loses_no_concurrent_update(server):
+    """Two clients add to one number through update() 40 times each, at once: every addition counts."""
+    async def scenario():
+        async with kvod_connect(server) as a, kvod_connect(server) as b:
+            await a.create("tally", {"n": 0})
+            calls = []
+
+            def add_one(value):
+                calls.append(value)
+                return (value or 0) + 1
+
+            async def adder(client):
+                for _ in range(40):
+                    await client.update("n", add_one, of="tally")
+            await asyncio.gather(adder(a), adder(b))
+            assert await a.get("n", of="tally") == 80
+            assert len(calls) > 80  # the two collided at least once: the conflict's value was used
+            value, rev = await a.update("missing", lambda value: [value], of="tally")
+            assert value == [None] and await a.get("missing", of="tally") == [None]
+    run(scenario())

@@ -7,9 +7,12 @@ them: `ifRev`, `ifAbsent`, `ifExists`, `ifEquals=(keyPath, value)`; one that doe
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+import asyncio
+import random
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import ops
+from .errors import ConflictError
 from .observation import Observation
 
 if TYPE_CHECKING:
@@ -94,6 +97,31 @@ class Operations:
         """Sets the value at `key_path` of object `of`; returns the revision."""
         return await self._write(ops.set(key_path, value, of=of, ttl=ttl, ifRev=ifRev, ifAbsent=ifAbsent,
                                          ifExists=ifExists, ifEquals=ifEquals))
+
+    async def update(self, key_path: str, transform: Callable[[Any], Any], *, of: str,
+                     max_attempts: int = 100) -> Tuple[Any, int]:
+        """Read-modify-write without losing a concurrent writer's update (as KVOClient's and kvod.js's `update`):
+        reads the value at `key_path` (None for a missing key), sets `transform(value)` with `ifEquals` on what
+        was read, and on `conflict` calls `transform` again with the value the conflict reports (after the
+        third, with a short random pause and a new read, so that writers in step fall out of step), at most
+        `max_attempts` times. Returns `(value, rev)`. `transform` may run more than once; raising from it
+        writes nothing."""
+        current = await self.get(key_path, of=of)
+        attempt = 1
+        while True:
+            value = transform(current)
+            try:
+                return value, await self.set(key_path, value, of=of, ifEquals=(key_path, current))
+            except ConflictError as error:
+                if attempt >= max_attempts or error.details.get("exists") is False or "value" not in error.details:
+                    raise
+                reported = error.details["value"]
+            attempt += 1
+            if attempt <= 4:
+                current = reported
+            else:
+                await asyncio.sleep(random.random() * 0.002)
+                current = await self.get(key_path, of=of)
 
     async def increment(self, key_path: str, *, of: str, by: Union[int, float] = 1, ifRev: Optional[int] = None,
                         ifAbsent: bool = False, ifExists: bool = False,
