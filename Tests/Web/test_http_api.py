@@ -159,6 +159,12 @@ def test_bearer_tokens_and_the_read_check(kvod_factory, tmp_path):
     status, _, problem = call(kvod, "PUT", "/v1/objects/inbox/note", "x", {**writer, "If-Match": '"1"'})
     assert status == 403 and problem["permission"] == "read", problem
     assert "s3" not in json.dumps(problem) and '"hi"' not in json.dumps(problem)
+    # Streams pass the same door: no token is 401, a user without read is 403, a reader streams.
+    assert EventStream(kvod, "/v1/objects/inbox/note").status == 401
+    assert EventStream(kvod, "/v1/objects/inbox/note", writer).status == 403
+    reading = EventStream(kvod, "/v1/objects/inbox/note?options=initial,new", root)
+    assert reading.status == 200 and reading.next_blocks(1)[0][0]["change"]["new"] == "hi"
+    reading.close()
     # Each request says who it is from: a keep-alive connection's earlier token does not carry over.
     with socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) as sock:
         sock.sendall((f"GET /v1/objects/inbox/note HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {tokens['root']}\r\n\r\n"
@@ -172,3 +178,139 @@ def test_a_page_of_another_origin_cannot_write_to_a_loopback_kvod(kvod):
     assert status == 403 and problem["code"] == "forbidden"
     assert call(kvod, "GET", "/v1/objects/csrf")[0] == 404
     assert call(kvod, "POST", "/v1/objects/csrf", {}, {"Origin": f"http://127.0.0.1:{kvod.http_port}"})[0] == 201
+
+
+# MARK: - Server-Sent Events
+
+class EventStream:
+    """A raw SSE stream over a socket: the response head, then events parsed as an EventSource parses them."""
+
+    def __init__(self, kvod, path, headers=None):
+        self.sock = socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10)
+        lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{kvod.http_port}", "Accept: text/event-stream"]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            assert chunk, f"closed before the head: {self.buffer!r}"
+            self.buffer += chunk
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        self.status = int(head.split(b" ")[1])
+        self.head = head.decode("latin-1")
+        self.comments = []
+
+    def next_blocks(self, count, timeout=10):
+        """The next `count` dispatched events as (data as JSON, id or None)."""
+        self.sock.settimeout(timeout)
+        events = []
+        while len(events) < count:
+            while b"\n\n" not in self.buffer:
+                chunk = self.sock.recv(65536)
+                assert chunk, f"stream closed after {events}"
+                self.buffer += chunk
+            block, _, self.buffer = self.buffer.partition(b"\n\n")
+            data, event_id = None, None
+            for line in block.decode().split("\n"):
+                if line.startswith(":"):
+                    self.comments.append(line)
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+                elif line.startswith("id: "):
+                    event_id = int(line[4:])
+            if data is not None:
+                events.append((data, event_id))
+        return events
+
+    def close(self):
+        self.sock.close()
+
+
+def test_an_event_stream_sends_changes_as_sse_with_the_revision_as_id(kvod):
+    call(kvod, "POST", "/v1/objects/clock", {"date": "2026-11-30"})
+    stream = EventStream(kvod, "/v1/objects/clock/date?options=initial,new,old")
+    assert stream.status == 200 and "Content-Type: text/event-stream" in stream.head
+    [(initial, first_id)] = stream.next_blocks(1)
+    assert (initial["reason"], initial["change"]["new"], first_id) == ("initial", "2026-11-30", 1)
+    call(kvod, "PUT", "/v1/objects/clock/date", "2026-12-01")
+    [(change, change_id)] = stream.next_blocks(1)
+    assert (change["change"]["old"], change["change"]["new"], change["rev"], change_id) == ("2026-11-30", "2026-12-01", 2, 2)
+    # The event is the TCP event, in full form.
+    assert change["event"] == "change" and change["keyPath"] == "date" and change["object"] == "clock"
+    stream.close()
+    kvod.assert_serving()
+
+
+def test_several_events_of_one_revision_carry_its_id_on_the_last_only_and_resume_is_exactly_once(kvod):
+    stream = EventStream(kvod, "/v1/observe?pattern=room%3A*")
+    status, _, body = call(kvod, "POST", "/v1/batch", {"ops": [{"op": "create", "object": "room:1"}, {"op": "create", "object": "room:2"}]})
+    revision = body["rev"]
+    events = stream.next_blocks(2)
+    assert [(event["object"], event_id) for event, event_id in events] == [("room:1", None), ("room:2", revision)]
+    stream.close()
+    # Away: two more revisions; back with Last-Event-ID, each arrives once, in order, nothing before.
+    call(kvod, "POST", "/v1/objects/room%3A3", {})
+    call(kvod, "DELETE", "/v1/objects/room%3A1")
+    back = EventStream(kvod, "/v1/observe?pattern=room%3A*", {"Last-Event-ID": str(revision)})
+    events = back.next_blocks(2)
+    assert [(event["reason"], event["object"], event_id) for event, event_id in events] == [
+        ("created", "room:3", revision + 1), ("sourceDeleted", "room:1", revision + 2)]
+    back.close()
+    # A resume from before what history holds is a resync, as on TCP (here history holds it all: same answer).
+    again = EventStream(kvod, f"/v1/observe?pattern=room%3A*&sinceRev={revision}")
+    assert len(again.next_blocks(2)) == 2
+    again.close()
+
+
+def test_a_quiet_stream_gets_keepalive_comments_and_is_not_closed_for_silence(kvod_factory):
+    kvod = kvod_factory("--idle-timeout", "2")
+    call(kvod, "POST", "/v1/objects/o", {"n": 0})
+    stream = EventStream(kvod, "/v1/objects/o/n")
+    import time
+    time.sleep(3.5)  # past the idle timeout, real time: the server's sweep runs on the loop's clock
+    call(kvod, "PUT", "/v1/objects/o/n", 1)
+    [(change, _)] = stream.next_blocks(1)
+    assert change["change"]["new"] == 1
+    assert ": keepalive" in stream.comments, stream.comments
+    stream.close()
+
+
+def test_stream_refusals_and_hostile_streams(kvod_factory):
+    kvod = kvod_factory("--max-output-buffer", "262144")
+    call(kvod, "POST", "/v1/objects/o", {"n": 0})
+    for path, headers, expected in [
+        ("/v1/objects/missing/n", {}, 404),
+        ("/v1/objects/o", {}, 400),  # no key path
+        ("/v1/objects/o/n?options=new,bogus", {}, 400),
+        ("/v1/objects/o/n?sinceRev=1", {"Last-Event-ID": "1"}, 400),
+        ("/v1/objects/o/n", {"Last-Event-ID": "x"}, 400),
+        ("/v1/observe", {}, 400),
+        ("/v1/observe?pattern=o&where=(((", {}, 400),
+    ]:
+        stream = EventStream(kvod, path, headers)
+        assert stream.status == expected, (path, headers, stream.status, stream.buffer)
+        stream.close()
+    # Many streams at once, and one that never reads while the object changes: it is cut at the output limit
+    # (a slow consumer, as on TCP), the others and the server go on.
+    streams = [EventStream(kvod, "/v1/objects/o/n") for _ in range(20)]
+    slow = EventStream(kvod, "/v1/objects/o/n")
+    big = "x" * 32_000
+    for n in range(200):  # 6.4 MB for each stream: more than the socket buffers and the 256 KiB output limit hold
+        call(kvod, "PUT", "/v1/objects/o/n", f"{n} {big}")
+        if n % 20 == 19:
+            for stream in streams:
+                stream.next_blocks(20)
+    for stream in streams:
+        stream.close()
+    slow.sock.settimeout(10)
+    received = b""
+    while True:
+        try:
+            chunk = slow.sock.recv(1 << 20)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    assert received.count(b"event: change") < 200, "the slow stream was cut, not given everything"
+    kvod.assert_serving()

@@ -10,6 +10,9 @@ struct HTTPAPIExchange {
         case read(headOnly: Bool)
         /// A write: `{"rev": R}` (and `value` for an increment, `results` for a batch); 201 for a create.
         case write(created: Bool)
+        /// `observe`: a Server-Sent Events stream (`200`, `text/event-stream`, until the connection closes), its
+        /// events queued by `HTTPFraming` after this response.
+        case stream
     }
 
     var shape: Shape
@@ -17,11 +20,28 @@ struct HTTPAPIExchange {
     /// Whether the request had If-Match or If-None-Match: a refused condition is then 412.
     var conditional: Bool
 
-    /// The HTTP response for `reply` (one JSON-lines reply, newline included); without its body for HEAD.
-    func response(to reply: UnsafeRawBufferPointer) -> [UInt8] {
+    /// The HTTP response for `reply` (one JSON-lines reply, newline included); without its body for HEAD. `startsStream`:
+    /// the response begins an event stream (an `observe` that succeeded).
+    func response(to reply: UnsafeRawBufferPointer) -> (response: [UInt8], startsStream: Bool) {
+        if case .stream = shape, let head = streamHead(for: reply) { return (head, true) }
         let response = fullResponse(to: reply)
-        if case .read(headOnly: true) = shape { return HTTPResponse.headOnly(response) }
-        return response
+        if case .read(headOnly: true) = shape { return (HTTPResponse.headOnly(response), false) }
+        return (response, false)
+    }
+
+    /// The head of an event stream when `reply` is a success (then the stream's first line, a comment, names the
+    /// subscription and the revision it starts at); nil for a refusal, answered as any error.
+    private func streamHead(for reply: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard case let .object(fields)? = try? JSONParser.parse(UnsafeBufferPointer(start: reply.baseAddress?.assumingMemoryBound(to: UInt8.self), count: reply.count)),
+              fields["ok"] == .bool(true) else { return nil }
+        var text = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
+        text += "X-Content-Type-Options: nosniff\r\nX-Accel-Buffering: no\r\nConnection: close\r\n"
+        if let rev = fields["rev"]?.intValue { text += "Kvod-Rev: \(rev)\r\n" }
+        text += "\r\n: observing"
+        if let sub = fields["sub"]?.intValue { text += " sub \(sub)" }
+        if let rev = fields["rev"]?.intValue { text += " at rev \(rev)" }
+        text += "\n\n"
+        return Array(text.utf8)
     }
 
     private func fullResponse(to reply: UnsafeRawBufferPointer) -> [UInt8] {
@@ -50,6 +70,9 @@ struct HTTPAPIExchange {
             var body = JSONWriter.bytes(fields["value"] ?? .null)
             body.append(0x0A)
             return HTTPResponse.make(.ok, contentType: "application/json", body: body, keepAlive: keepAlive, extraHeaders: headers)
+        case .stream:
+            // Never here for a success (`streamHead`).
+            return HTTPResponse.make(.ok, contentType: "application/json", body: Array("{}\n".utf8), keepAlive: keepAlive, extraHeaders: headers)
         case let .write(created):
             var result = fields
             result["ok"] = nil

@@ -45,6 +45,17 @@ enum HTTPAPIRoute {
             return Translation(line: line,
                                exchange: HTTPAPIExchange(shape: .write(created: false), keepAlive: request.keepAlive, conditional: conditional))
         }
+        if request.path == "/v1/observe" {
+            guard request.method == "GET" else { throw .methodNotAllowed(request.method, allowed: "GET") }
+            try query.requireOnly(["pattern", "keyPath", "where", "options", "sinceRev"])
+            guard let pattern = query.value("pattern") else { throw .badRequest("GET /v1/observe needs ?pattern=", field: "pattern") }
+            var fields: [(key: String, value: [UInt8])] = [("pattern", encoded(.string(pattern)))]
+            if let keyPath = query.value("keyPath") { fields.append(("keyPath", encoded(.string(keyPath)))) }
+            if let filter = query.value("where") { fields.append(("where", encoded(.string(filter)))) }
+            fields += try streamFields(request, query)
+            return Translation(line: line(op: "observe", fields: fields),
+                               exchange: HTTPAPIExchange(shape: .stream, keepAlive: false, conditional: false))
+        }
         guard request.path.hasPrefix(objectsPrefix) else { throw .notFound(request.path) }
         let rest = request.path.dropFirst(objectsPrefix.count)
         var objectSegment = rest
@@ -67,6 +78,15 @@ enum HTTPAPIRoute {
         let conditions = try HTTPAPIRoute.conditions(request)
         func exchange(_ shape: HTTPAPIExchange.Shape) -> HTTPAPIExchange {
             HTTPAPIExchange(shape: shape, keepAlive: request.keepAlive, conditional: conditional)
+        }
+        if request.method == "GET", wantsEventStream(request) {
+            guard conditions.isEmpty else { throw .badRequest("If-Match and If-None-Match are for writes") }
+            guard keyPath != nil else {
+                throw .badRequest("observing needs a key path: GET /v1/objects/{id}/{keyPath} with Accept: text/event-stream")
+            }
+            try query.requireOnly(["options", "sinceRev"])
+            fields += try streamFields(request, query)
+            return Translation(line: line(op: "observe", fields: fields), exchange: exchange(.stream))
         }
         switch (request.method, keyPath != nil) {
         case ("GET", _), ("HEAD", _):
@@ -109,6 +129,29 @@ enum HTTPAPIRoute {
         default:
             throw .methodNotAllowed(request.method, allowed: keyPath == nil ? "GET, HEAD, POST, DELETE" : "GET, HEAD, PUT, POST (:increment)")
         }
+    }
+
+    /// Whether the request asks for Server-Sent Events (`Accept: text/event-stream`).
+    static func wantsEventStream(_ request: HTTPRequestHead) -> Bool {
+        request.headers["accept"]?.lowercased().contains("text/event-stream") ?? false
+    }
+
+    /// An observation's `options` (`?options=initial,new,old`) and `sinceRev` (`?sinceRev=R`, or the `Last-Event-ID`
+    /// an EventSource sends when it reconnects; not both).
+    private static func streamFields(_ request: HTTPRequestHead, _ query: HTTPQuery) throws(HTTPAPIProblem) -> [(key: String, value: [UInt8])] {
+        var fields: [(key: String, value: [UInt8])] = []
+        if let options = query.value("options") {
+            let names = options.split(separator: ",", omittingEmptySubsequences: false).map { JSONValue.string(String($0)) }
+            fields.append(("options", encoded(.array(names))))
+        }
+        var sinceRev = try query.integer("sinceRev")
+        if let lastEventID = request.headers["last-event-id"].map({ Substring($0).trimmingSpaces }) {
+            guard sinceRev == nil else { throw .badRequest("Last-Event-ID and ?sinceRev= both say where to resume: send one", field: "sinceRev") }
+            guard let rev = Int64(lastEventID), rev >= 0 else { throw .badRequest("Last-Event-ID is a revision (a non-negative integer)") }
+            sinceRev = rev
+        }
+        if let sinceRev { fields.append(("sinceRev", encoded(.int(sinceRev)))) }
+        return fields
     }
 
     /// `If-Match: "R"` is `ifRev: R` (a strong entity tag, as `ETag` gives it; `*` is `ifExists`), `If-None-Match: *`

@@ -13,6 +13,14 @@ final class HTTPFraming: MessageFraming {
     private var exchanges: [HTTPAPIExchange] = []
     /// The connection this framing belongs to, for closing after a response without keep-alive.
     private weak var connection: Connection?
+    /// Whether the connection carries an event stream (Server-Sent Events, after an observing request's response):
+    /// events go out as SSE events, anything more the client sends is dropped.
+    private(set) var isStreaming = false
+    /// The revision of the last SSE event queued, whose block is not ended yet: the next event ends it without an
+    /// `id` when it has the same revision, with `id: <rev>` otherwise, and so does the flush (`willFlush`). So `id`
+    /// marks the last event of each revision only, and a client resuming from it (`Last-Event-ID`) misses nothing
+    /// of a revision whose events it got only part of.
+    private var openBlockRevision: Int64?
 
     init(limits: HTTPRequestParser.Limits) {
         parser = HTTPRequestParser(limits: limits)
@@ -23,6 +31,8 @@ final class HTTPFraming: MessageFraming {
     var hasHeldInput: Bool { false }
 
     func feed(_ bytes: UnsafeBufferPointer<UInt8>, on connection: Connection) -> Int {
+        // An event stream's client has nothing more to say; what it sends anyway (it counted as a sign of life) is dropped.
+        if isStreaming { return bytes.count }
         var offset = 0
         while offset < bytes.count, connection.framing === self, connection.acceptsInput {
             switch parser.feed(UnsafeBufferPointer(rebasing: bytes[offset...])) {
@@ -63,13 +73,79 @@ final class HTTPFraming: MessageFraming {
             return true
         }
         let exchange = exchanges.removeFirst()
-        exchange.response(to: bytes).withUnsafeBytes { output.append($0, pool: pool) }
-        if !exchange.keepAlive, let connection, connection.closeAfterFlush == nil { connection.closeAfterFlush = .httpResponseComplete }
+        let (response, startsStream) = exchange.response(to: bytes)
+        response.withUnsafeBytes { output.append($0, pool: pool) }
+        if startsStream {
+            isStreaming = true
+            exchanges.removeAll()
+        } else if !exchange.keepAlive, let connection, connection.closeAfterFlush == nil {
+            connection.closeAfterFlush = .httpResponseComplete
+        }
         return true
+    }
+
+    /// An event stream's event: `event: change`, `data:` the event as on TCP (full form), and the block ended
+    /// (with `id` when the revision changes: `openBlockRevision`).
+    private func enqueueStreamEvent(head: (UInt64, UInt64, UInt64), headLength: Int, subscription: SubscriptionID,
+                                    tail: UnsafeRawBufferPointer, into output: inout ChunkedOutputBuffer, pool: OutputChunkPool) {
+        let revision = HTTPFraming.revision(inEventTail: tail)
+        if let open = openBlockRevision { endBlock(revision: open == revision ? nil : open, into: &output, pool: pool) }
+        HTTPFraming.eventPrefix.withUnsafeBytes { output.append($0, pool: pool) }
+        output.appendEventHead(head, headLength: headLength, subscription: subscription, pool: pool)
+        // The tail ends with the newline that also ends the data line.
+        output.append(tail, pool: pool)
+        openBlockRevision = revision ?? -1
+    }
+
+    private func endBlock(revision: Int64?, into output: inout ChunkedOutputBuffer, pool: OutputChunkPool) {
+        var bytes: [UInt8] = []
+        if let revision, revision >= 0 {
+            bytes += Array("id: ".utf8)
+            bytes += Array(String(revision).utf8)
+            bytes.append(0x0A)
+        }
+        bytes.append(0x0A)
+        bytes.withUnsafeBytes { output.append($0, pool: pool) }
+        openBlockRevision = nil
+    }
+
+    func willFlush(into output: inout ChunkedOutputBuffer, pool: OutputChunkPool) {
+        if let open = openBlockRevision { endBlock(revision: open, into: &output, pool: pool) }
+    }
+
+    var isOneWay: Bool { isStreaming }
+
+    private static let eventPrefix: [UInt8] = Array("event: change\ndata: ".utf8)
+
+    /// The event's `rev` (the first `"rev":` member in its tail: the event's own, written before `change`, whose
+    /// values may hold other `rev` keys; no string can hold the bytes, its quotes being escaped).
+    static func revision(inEventTail tail: UnsafeRawBufferPointer) -> Int64? {
+        let key: [UInt8] = Array(#","rev":"#.utf8)
+        guard tail.count > key.count else { return nil }
+        var index = 0
+        while index + key.count < tail.count {
+            if tail[index] == key[0], (0..<key.count).allSatisfy({ tail[index + $0] == key[$0] }) {
+                var value: Int64 = 0
+                var position = index + key.count
+                var digits = 0
+                while position < tail.count, tail[position] >= 0x30, tail[position] <= 0x39, digits < 18 {
+                    value = value * 10 + Int64(tail[position] - 0x30)
+                    position += 1
+                    digits += 1
+                }
+                return digits > 0 ? value : nil
+            }
+            index += 1
+        }
+        return nil
     }
 
     func enqueueEvent(head: (UInt64, UInt64, UInt64), headLength: Int, subscription: SubscriptionID,
                       tail: UnsafeRawBufferPointer, into output: inout ChunkedOutputBuffer, pool: OutputChunkPool) -> Bool {
+        if isStreaming {
+            enqueueStreamEvent(head: head, headLength: headLength, subscription: subscription, tail: tail, into: &output, pool: pool)
+            return true
+        }
         output.appendEventHead(head, headLength: headLength, subscription: subscription, pool: pool)
         output.append(tail, pool: pool)
         return true
@@ -77,7 +153,11 @@ final class HTTPFraming: MessageFraming {
 
     func willClose(after reason: CloseReason) -> CloseReason? { nil }
     func lastBytes(closing reason: CloseReason) -> [UInt8]? { nil }
-    var heartbeat: [UInt8]? { nil }
+    /// An event stream's heartbeat is a comment line (`: keepalive`, one newline: it may fall inside an open event
+    /// block, where a comment is ignored); plain HTTP has none (its keep-alive has `--first-request-timeout`).
+    var heartbeat: [UInt8]? { isStreaming ? HTTPFraming.keepaliveComment : nil }
+
+    private static let keepaliveComment: [UInt8] = Array(": keepalive\n".utf8)
 }
 
 extension Connection {

@@ -106,6 +106,9 @@ final class WebSocketFraming: MessageFraming, WebSocketSessionOwner {
     /// any bytes it sends, counts as a sign of life (docs/protocol.md, "Idle connections and heartbeats").
     var heartbeat: [UInt8]? { outputEnded ? nil : [0x89, 0x00] }
 
+    var isOneWay: Bool { false }
+    func willFlush(into output: inout ChunkedOutputBuffer, pool: OutputChunkPool) {}
+
     // MARK: - WebSocketSessionOwner
 
     func webSocketSessionDidReceive(_ message: UnsafeBufferPointer<UInt8>) -> Bool {

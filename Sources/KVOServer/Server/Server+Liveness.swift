@@ -17,6 +17,10 @@ extension Server {
             case let .heartbeat(closeAt):
                 if connection.sendHeartbeat() { metrics.heartbeatsSent &+= 1 }
                 connection.heartbeatSentAt = now
+                // An event stream's client sends nothing by design: its heartbeat counts as heard, so it gets one
+                // every half idle timeout and is never closed for silence; TCP_USER_TIMEOUT (= the idle timeout)
+                // resets it when that heartbeat stays unacknowledged.
+                if connection.framing?.isOneWay == true { connection.lastReceivedAt = now }
                 earliest = min(earliest, closeAt)
             case .close:
                 connection.close(reason: .idleTimeout(seconds: idleSweep.seconds))

@@ -338,6 +338,7 @@ final class Connection {
     func flush() {
         isScheduledForFlush = false
         guard !isClosing, !writeInFlight else { return }
+        framing?.willFlush(into: &pending, pool: chunkPool)
         let failure: Int32?
         if let transform {
             // Queued output is transformed here, once per flush. What the transform cannot take yet (a

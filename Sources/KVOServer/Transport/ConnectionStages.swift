@@ -103,4 +103,11 @@ protocol MessageFraming: AnyObject {
     /// ping frame; nil when the framing has none (HTTP, whose keep-alive has `--first-request-timeout`) or its
     /// output has ended.
     var heartbeat: [UInt8]? { get }
+    /// Whether the peer is not expected to send anything (an HTTP API event stream: Server-Sent Events): the idle
+    /// sweep heartbeats it and never closes it for its silence (a vanished peer is found by TCP_USER_TIMEOUT on the
+    /// unacknowledged heartbeat).
+    var isOneWay: Bool { get }
+    /// Output is about to be written (`Connection.flush`): a last chance to queue what ends the iteration's output
+    /// (an event stream's last `id:`).
+    func willFlush(into output: inout ChunkedOutputBuffer, pool: OutputChunkPool)
 }
