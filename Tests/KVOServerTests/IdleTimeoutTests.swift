@@ -152,6 +152,39 @@ import Testing
         #expect(server.stopEmbedded().loopClosedCleanly)
     }
 
+    @Test("an HTTP API event stream (SSE) gets a keepalive comment every half timeout and is never closed for its silence; its events end with their revision's id")
+    func eventStreamIsOneWay() throws {
+        let server = try EmbeddedServer.make(clock: .manual()) {
+            $0.idleTimeout = 4
+            $0.http = HTTPConfiguration(port: 0)
+        }
+        let writer = server.makeEmbeddedConnection()
+        try writer.call(#"{"op":"create","object":"o","values":{"n":0}}"#)
+        let stream = server.makeEmbeddedConnection(stack: .http(tls: false))
+        stream.send(Array("GET /v1/objects/o/n HTTP/1.1\r\nHost: 127.0.0.1:\(server.httpPort)\r\nAccept: text/event-stream\r\n\r\n".utf8))
+        let head = String(decoding: stream.takeOutput(), as: UTF8.self)
+        #expect(head.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n") && head.hasSuffix(": observing sub 1 at rev 1\n\n"), "\(head)")
+        // 20 s of silence from the stream's client, five idle timeouts: a comment at each 2 s, no close.
+        var keepalives: [Double] = []
+        var elapsed = 0.0
+        while elapsed < 20 {
+            server.advanceTime(by: 0.25)
+            elapsed += 0.25
+            let output = String(decoding: stream.takeOutput(), as: UTF8.self)
+            if !output.isEmpty {
+                expectEqual(output, ": keepalive\n")
+                keepalives.append(elapsed)
+            }
+        }
+        #expect(!stream.serverClosed)
+        #expect(keepalives.count >= 7 && zip(keepalives, keepalives.dropFirst()).allSatisfy { $1 - $0 >= 2 && $1 - $0 <= 3 }, "\(keepalives)")
+        #expect(writer.serverClosed, "an ordinary connection as silent is closed")
+        try server.makeEmbeddedConnection().call(#"{"op":"set","object":"o","keyPath":"n","value":1}"#)
+        let event = String(decoding: stream.takeOutput(), as: UTF8.self)
+        expectEqual(event, "event: change\ndata: {\"event\":\"change\",\"sub\":1,\"object\":\"o\",\"keyPath\":\"n\",\"reason\":\"valueChanged\",\"rev\":2,\"change\":{\"kind\":1,\"new\":1}}\nid: 2\n\n")
+        #expect(server.stopEmbedded().loopClosedCleanly)
+    }
+
     @Test("0 turns the idle timeout off; a reload turns it on for every open connection at once, counted from the reload")
     func offAndReloaded() throws {
         let server = try EmbeddedServer.make(clock: .manual()) { $0.idleTimeout = 0 }

@@ -262,19 +262,6 @@ def test_several_events_of_one_revision_carry_its_id_on_the_last_only_and_resume
     again.close()
 
 
-def test_a_quiet_stream_gets_keepalive_comments_and_is_not_closed_for_silence(kvod_factory):
-    kvod = kvod_factory("--idle-timeout", "2")
-    call(kvod, "POST", "/v1/objects/o", {"n": 0})
-    stream = EventStream(kvod, "/v1/objects/o/n")
-    import time
-    time.sleep(3.5)  # past the idle timeout, real time: the server's sweep runs on the loop's clock
-    call(kvod, "PUT", "/v1/objects/o/n", 1)
-    [(change, _)] = stream.next_blocks(1)
-    assert change["change"]["new"] == 1
-    assert ": keepalive" in stream.comments, stream.comments
-    stream.close()
-
-
 def test_stream_refusals_and_hostile_streams(kvod_factory):
     kvod = kvod_factory("--max-output-buffer", "262144")
     call(kvod, "POST", "/v1/objects/o", {"n": 0})
