@@ -301,3 +301,47 @@ def test_stream_refusals_and_hostile_streams(kvod_factory):
         received += chunk
     assert received.count(b"event: change") < 200, "the slow stream was cut, not given everything"
     kvod.assert_serving()
+
+
+def test_stream_tickets_stand_for_a_token_once(kvod_factory, tmp_path):
+    users = tmp_path / "users.json"
+    subprocess.run([KVOD_BIN, "user", "add", "--users", str(users), "ann", "*=read,write", "--hash-cost", "minimal"],
+                   check=True, capture_output=True, env={"KVOD_PASSWORD": "correct horse battery"})
+    output = subprocess.run([KVOD_BIN, "user", "token", "add", "--users", str(users), "ann"], check=True, capture_output=True, text=True).stdout
+    token = re.search(r"kvod_[0-9a-f]{12}_[0-9a-f]{64}", output).group(0)
+    kvod = kvod_factory("--users", str(users))
+    bearer = {"Authorization": f"Bearer {token}"}
+    call(kvod, "POST", "/v1/objects/o", {"n": 1}, bearer)
+    assert call(kvod, "POST", "/v1/tickets")[0] == 401
+    status, _, body = call(kvod, "POST", "/v1/tickets", headers=bearer)
+    assert status == 201 and body["expiresIn"] == 30 and body["ticket"].startswith("kvodt_"), body
+    ticket = body["ticket"]
+    stream = EventStream(kvod, f"/v1/objects/o/n?options=initial,new&ticket={ticket}")
+    assert stream.status == 200 and stream.next_blocks(1)[0][0]["change"]["new"] == 1
+    stream.close()
+    # Used up; an unknown one, a ticket on a non-stream route, a ticket beside a token: refused.
+    assert EventStream(kvod, f"/v1/objects/o/n?ticket={ticket}").status == 401
+    assert EventStream(kvod, "/v1/objects/o/n?ticket=kvodt_00").status == 401
+    assert call(kvod, "GET", f"/v1/objects/o?ticket={ticket}", headers=bearer)[0] == 400
+    second = call(kvod, "POST", "/v1/tickets", headers=bearer)[2]["ticket"]
+    assert EventStream(kvod, f"/v1/objects/o/n?ticket={second}", bearer).status == 400
+    # Bounded per user: 100 outstanding, then 429 until some are used or expire.
+    statuses = [call(kvod, "POST", "/v1/tickets", headers=bearer)[0] for _ in range(100)]
+    assert statuses.count(201) == 99 and statuses[-1] == 429, statuses  # the second ticket is still outstanding
+    kvod.assert_serving()
+
+
+def test_cors_for_an_allowed_origin_and_its_preflight(kvod_factory):
+    kvod = kvod_factory("--http-allowed-origin", "https://app.example")
+    origin = {"Origin": "https://app.example"}
+    status, headers, _ = call(kvod, "OPTIONS", "/v1/objects/o/n", headers={**origin, "Access-Control-Request-Method": "PUT"})
+    assert status == 204 and headers["access-control-allow-origin"] == "https://app.example"
+    assert "PUT" in headers["access-control-allow-methods"] and "If-Match" in headers["access-control-allow-headers"]
+    status, headers, _ = call(kvod, "POST", "/v1/objects/o", {"n": 1}, origin)
+    assert status == 201 and headers["access-control-allow-origin"] == "https://app.example" and "ETag" in headers["access-control-expose-headers"]
+    status, headers, _ = call(kvod, "GET", "/v1/objects/missing", headers=origin)
+    assert status == 404 and headers["access-control-allow-origin"] == "https://app.example"
+    # Another origin: refused, no CORS headers; no Origin (a program): none needed.
+    status, headers, _ = call(kvod, "OPTIONS", "/v1/objects/o/n", headers={"Origin": "https://other.example"})
+    assert status == 403 and "access-control-allow-origin" not in headers
+    assert "access-control-allow-origin" not in call(kvod, "GET", "/v1/objects/o")[1]

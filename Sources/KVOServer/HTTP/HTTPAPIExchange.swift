@@ -19,6 +19,8 @@ struct HTTPAPIExchange {
     var keepAlive: Bool
     /// Whether the request had If-Match or If-None-Match: a refused condition is then 412.
     var conditional: Bool
+    /// Headers every response to this request carries (CORS for an allowed cross-origin page: `Server+HTTPAPI`).
+    var extraHeaders: [(String, String)] = []
 
     /// The HTTP response for `reply` (one JSON-lines reply, newline included); without its body for HEAD. `startsStream`:
     /// the response begins an event stream (an `observe` that succeeded).
@@ -36,6 +38,7 @@ struct HTTPAPIExchange {
               fields["ok"] == .bool(true) else { return nil }
         var text = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
         text += "X-Content-Type-Options: nosniff\r\nX-Accel-Buffering: no\r\nConnection: close\r\n"
+        for (name, value) in extraHeaders { text += "\(name): \(value)\r\n" }
         if let rev = fields["rev"]?.intValue { text += "Kvod-Rev: \(rev)\r\n" }
         text += "\r\n: observing"
         if let sub = fields["sub"]?.intValue { text += " sub \(sub)" }
@@ -59,9 +62,11 @@ struct HTTPAPIExchange {
             guard case let .object(error)? = fields["error"] else {
                 return HTTPAPIProblem(status: .badRequest, code: "bad_request", detail: "refused").response(keepAlive: keepAlive)
             }
-            return HTTPAPIProblem(error: error, conditional: conditional).response(keepAlive: keepAlive)
+            var problem = HTTPAPIProblem(error: error, conditional: conditional)
+            problem.headers += extraHeaders
+            return problem.response(keepAlive: keepAlive)
         }
-        var headers: [(String, String)] = []
+        var headers = extraHeaders
         if let rev = fields["rev"]?.intValue { headers.append(("Kvod-Rev", String(rev))) }
         switch shape {
         case .read:

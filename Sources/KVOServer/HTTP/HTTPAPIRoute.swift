@@ -11,6 +11,8 @@ enum HTTPAPIRoute {
     struct Translation {
         var line: [UInt8]
         var exchange: HTTPAPIExchange
+        /// A stream's `?ticket=` (`StreamTickets`): who the request is from, in place of `Authorization`.
+        var ticket: String?
     }
 
     static let objectsPrefix = "/v1/objects/"
@@ -47,14 +49,14 @@ enum HTTPAPIRoute {
         }
         if request.path == "/v1/observe" {
             guard request.method == "GET" else { throw .methodNotAllowed(request.method, allowed: "GET") }
-            try query.requireOnly(["pattern", "keyPath", "where", "options", "sinceRev"])
+            try query.requireOnly(["pattern", "keyPath", "where", "options", "sinceRev", "ticket"])
             guard let pattern = query.value("pattern") else { throw .badRequest("GET /v1/observe needs ?pattern=", field: "pattern") }
             var fields: [(key: String, value: [UInt8])] = [("pattern", encoded(.string(pattern)))]
             if let keyPath = query.value("keyPath") { fields.append(("keyPath", encoded(.string(keyPath)))) }
             if let filter = query.value("where") { fields.append(("where", encoded(.string(filter)))) }
             fields += try streamFields(request, query)
             return Translation(line: line(op: "observe", fields: fields),
-                               exchange: HTTPAPIExchange(shape: .stream, keepAlive: false, conditional: false))
+                               exchange: HTTPAPIExchange(shape: .stream, keepAlive: false, conditional: false), ticket: query.value("ticket"))
         }
         guard request.path.hasPrefix(objectsPrefix) else { throw .notFound(request.path) }
         let rest = request.path.dropFirst(objectsPrefix.count)
@@ -84,9 +86,9 @@ enum HTTPAPIRoute {
             guard keyPath != nil else {
                 throw .badRequest("observing needs a key path: GET /v1/objects/{id}/{keyPath} with Accept: text/event-stream")
             }
-            try query.requireOnly(["options", "sinceRev"])
+            try query.requireOnly(["options", "sinceRev", "ticket"])
             fields += try streamFields(request, query)
-            return Translation(line: line(op: "observe", fields: fields), exchange: exchange(.stream))
+            return Translation(line: line(op: "observe", fields: fields), exchange: exchange(.stream), ticket: query.value("ticket"))
         }
         switch (request.method, keyPath != nil) {
         case ("GET", _), ("HEAD", _):

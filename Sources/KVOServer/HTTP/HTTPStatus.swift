@@ -5,6 +5,7 @@ import KVOModel
 enum HTTPStatus: Int {
     case ok = 200
     case created = 201
+    case noContent = 204
     case switchingProtocols = 101
     case badRequest = 400
     case unauthorized = 401
@@ -29,6 +30,7 @@ enum HTTPStatus: Int {
         switch self {
         case .ok: "OK"
         case .created: "Created"
+        case .noContent: "No Content"
         case .switchingProtocols: "Switching Protocols"
         case .badRequest: "Bad Request"
         case .unauthorized: "Unauthorized"

@@ -122,6 +122,8 @@ public final class Server {
     var heldInput: HeldInput
     /// What new connections must have done by when: first request, login, TLS handshake (`ConnectionDeadlines`).
     var deadlines = ConnectionDeadlines()
+    /// The HTTP API's outstanding stream tickets (`StreamTickets`, `Server+HTTPAPI`).
+    var streamTickets = StreamTickets()
     /// The sessions of this server's connections (`SessionTable`, `Server+Presence`): node-local, stored with the
     /// group commit.
     var sessions = SessionTable(recordsChanges: false)
