@@ -29,6 +29,8 @@ let table: [(path: String, files: [String], contentType: String)] = [
     // an error in their console on every page load).
     ("/favicon.svg", ["favicon.svg"], "image/svg+xml"),
     ("/favicon.ico", ["favicon.svg"], "image/svg+xml"),
+    // The HTTP API's OpenAPI 3.1 document (served by the API's route, `Server+HTTPAPI`).
+    ("/v1/openapi.json", ["openapi.json"], "application/json"),
 ]
 let delimiter = "####"
 

@@ -12,7 +12,7 @@ struct WebAssetsPlugin: BuildToolPlugin {
         "index.html", "inspector.css", "favicon.svg",
         "inspector.js", "inspector/dashboard.js", "inspector/definitions.js", "inspector/events.js",
         "inspector/object-list.js", "inspector/object.js", "inspector/page.js", "inspector/tree.js",
-        "kvod/client.js", "kvod/observation.js", "kvod/protocol.js",
+        "kvod/client.js", "kvod/observation.js", "kvod/protocol.js", "openapi.json",
     ]
 
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {

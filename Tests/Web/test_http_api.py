@@ -345,3 +345,27 @@ def test_cors_for_an_allowed_origin_and_its_preflight(kvod_factory):
     status, headers, _ = call(kvod, "OPTIONS", "/v1/objects/o/n", headers={"Origin": "https://other.example"})
     assert status == 403 and "access-control-allow-origin" not in headers
     assert "access-control-allow-origin" not in call(kvod, "GET", "/v1/objects/o")[1]
+
+
+def test_the_openapi_document_is_valid_and_matches_the_routes(kvod):
+    """GET /v1/openapi.json is a valid OpenAPI 3.1 document, and on each documented path the server answers exactly
+    the documented methods (any other is 405), so no route is undocumented and no documented route is missing."""
+    from openapi_spec_validator import validate
+    status, headers, document = call(kvod, "GET", "/v1/openapi.json")
+    assert status == 200 and headers["content-type"] == "application/json"
+    validate(document)
+    methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+    bodies = {"POST": b"{}", "PUT": b"1"}
+    for template, operations in document["paths"].items():
+        documented = {method.upper() for method in operations if method.upper() in methods}
+        for method in methods:
+            call(kvod, "PUT", "/v1/objects/o/n", 1) if call(kvod, "GET", "/v1/objects/o")[0] == 200 else call(kvod, "POST", "/v1/objects/o", {"n": 1})
+            path = template.replace("{id}", "o").replace("{keyPath}", "n:increment" if method == "POST" else "n")
+            if template == "/v1/observe":
+                path += "?pattern=o"
+            status, _, body = call(kvod, method, path, raw_body=bodies.get(method, b""),
+                                   headers={"Accept": "text/event-stream"} if template == "/v1/observe" and method == "GET" else None) \
+                if not (template == "/v1/observe" and method == "GET") else (EventStream(kvod, path).status, None, None)
+            served = status not in (404, 405) or (status == 404 and body is not None and "no HTTP API route" not in body.get("detail", ""))
+            assert served == (method in documented), (method, path, status, body)
+    assert call(kvod, "GET", "/v1/undocumented")[0] == 404

@@ -51,6 +51,15 @@ extension Server {
         } else {
             connection.principal = nil
         }
+        if request.path == "/v1/openapi.json", let document = WebAsset.named(request.path) {
+            guard request.method == "GET" || request.method == "HEAD" else {
+                refuse(.methodNotAllowed(request.method, allowed: "GET, HEAD"))
+                return
+            }
+            let response = HTTPResponse.make(.ok, contentType: document.contentType, body: document.body, keepAlive: keepAlive, extraHeaders: cors)
+            answer(connection, request.method == "HEAD" ? HTTPResponse.headOnly(response) : response, keepAlive: keepAlive)
+            return
+        }
         if request.path == "/v1/tickets" {
             issueStreamTicket(request, on: connection, cors: cors)
             return
