@@ -117,11 +117,21 @@ final class ClusterReplicator {
     /// however many writes connections pipeline.
     static let maximumBatchBytes = 128 << 10
 
-    /// Queues a write accepted from a client (its line as received).
-    func submit(line: [UInt8], user: String?, writer: Writer) {
-        queued.append(ReplicationEntry.Operation(line: line, user: user))
+    /// Queues a write accepted from a client (its line as received), or a presence operation with its
+    /// `presence` context (`Server+ReplicatedPresence`).
+    func submit(line: [UInt8], user: String?, presence: JSONValue? = nil, writer: Writer) {
+        var operation = ReplicationEntry.Operation(line: line, user: user)
+        operation.presence = presence
+        queued.append(operation)
         queuedWriters.append(writer)
     }
+
+    /// This node incarnation's name in the stream (`ReplicationEntry.publisher` of its batches): what holds
+    /// its clients' presence sessions.
+    var publisher: String { "\(configuration.node).\(incarnation)" }
+
+    /// `uv_now` ms when this node last handed a batch to the bridge (0: never).
+    var lastBatchTakenAt: UInt64 { batchTakenAt }
 
     /// Queues a change to the users accepted from an admin (`user`).
     func submit(userChange: UserChange, user: String?, writer: Writer) {

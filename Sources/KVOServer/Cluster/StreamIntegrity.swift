@@ -26,6 +26,9 @@ package final class StreamIntegrity {
     package struct PublisherMark: Equatable, Sendable {
         var counter: UInt64
         var sequence: UInt64
+        /// The stream apply time (ms) of that batch (0: unknown, from an older kvod): how recently the
+        /// publisher was heard, which holds its presence sessions (docs/design.md, "Presence").
+        var time: Int64 = 0
     }
 
     /// What to do with the entry at the next stream sequence.
@@ -132,11 +135,16 @@ package final class StreamIntegrity {
         max(entry.time ?? fallback, state.applyTime)
     }
 
+    /// The stream apply time (ms) of `publisher`'s last applied batch; nil when unknown (never heard, or forgotten).
+    func lastHeard(_ publisher: String) -> Int64? {
+        state.publishers[publisher]?.time
+    }
+
     /// `entry` was applied at stream sequence `sequence`, its writes at `time` (`applyTime(of:fallback:)`).
     package func applied(_ entry: ReplicationEntry, data: [UInt8], at sequence: UInt64, time: Int64? = nil) {
         if let time, time > state.applyTime { state.applyTime = time }
         if let counter = entry.publisherSequence, let publisher = entry.publisher.map(String.init) {
-            state.publishers[publisher] = PublisherMark(counter: counter, sequence: sequence)
+            state.publishers[publisher] = PublisherMark(counter: counter, sequence: sequence, time: time ?? state.applyTime)
             if state.publishers.count > StreamIntegrity.maximumPublishers { forgetOldestPublisher() }
         }
         if state.knowsChain { state.chain = StreamIntegrity.chained(state.chain, batch: entry.batch, data: data) }
@@ -284,13 +292,16 @@ package final class StreamIntegrity {
 
     // MARK: - Encoding
 
-    /// The state as one JSON object: `{"last":"…","chain":"…","publishers":{"n1.x":[counter,sequence],…},"complete":true}`.
+    /// The state as one JSON object: `{"last":"…","chain":"…","publishers":{"n1.x":[counter,sequence,time],…},"complete":true}`
+    /// (`time` absent when unknown).
     var json: JSONValue { StreamIntegrity.json(state) }
 
     static func json(_ state: State) -> JSONValue {
         var publishers: [String: JSONValue] = [:]
         for (name, mark) in state.publishers {
-            publishers[name] = .array([.int(Int64(bitPattern: mark.counter)), .int(Int64(bitPattern: mark.sequence))])
+            var members: [JSONValue] = [.int(Int64(bitPattern: mark.counter)), .int(Int64(bitPattern: mark.sequence))]
+            if mark.time != 0 { members.append(.int(mark.time)) }
+            publishers[name] = .array(members)
         }
         var members: [String: JSONValue] = ["last": .string(state.lastBatch), "chain": .string(hex(state.chain)),
                                             "publishers": .object(publishers), "complete": .bool(state.publishersComplete)]
@@ -306,9 +317,15 @@ package final class StreamIntegrity {
         else { return nil }
         var publishers: [String: PublisherMark] = [:]
         for (name, value) in publisherMembers {
-            guard case let .array(pair) = value, pair.count == 2, case let .int(counter) = pair[0], case let .int(sequence) = pair[1]
+            guard case let .array(pair) = value, pair.count == 2 || pair.count == 3, case let .int(counter) = pair[0],
+                  case let .int(sequence) = pair[1]
             else { return nil }
-            publishers[name] = PublisherMark(counter: UInt64(bitPattern: counter), sequence: UInt64(bitPattern: sequence))
+            var time: Int64 = 0
+            if pair.count == 3 {
+                guard case let .int(stated) = pair[2] else { return nil }
+                time = stated
+            }
+            publishers[name] = PublisherMark(counter: UInt64(bitPattern: counter), sequence: UInt64(bitPattern: sequence), time: time)
         }
         var applyTime: Int64 = 0
         if let stated = json["time"] {

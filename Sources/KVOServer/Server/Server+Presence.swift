@@ -114,6 +114,10 @@ extension Server {
     /// `connection` closed: its session, if it has one, ends after its grace unless resumed.
     func detachSession(of connection: ConnectionID) {
         guard !sessions.isEmpty else { return }
+        if let cluster {
+            detachReplicatedSession(of: connection, cluster: cluster)
+            return
+        }
         sessions.detach(connection, now: clock.milliseconds)
     }
 
@@ -212,6 +216,14 @@ extension Server {
         if !stored.isEmpty {
             logger.info("restored \(stored.count) session\(stored.count == 1 ? "" : "s"), each ending after its grace unless its client resumes it")
         }
+    }
+
+    /// Cluster mode: stored sessions that an installed snapshot's replaced (`ids`) leave the store at the next group
+    /// commit (those the snapshot has are written again).
+    func replacedSessions(_ ids: [String]) {
+        guard sessions.recordsChanges else { return }
+        for id in ids { sessions.uncommitted.insert(id) }
+        for id in sessions.sessions.keys { sessions.uncommitted.insert(id) }
     }
 
     /// Tells the engine (a new one: start-up, a snapshot installed, a roll-back) which objects are ephemeral,

@@ -142,6 +142,11 @@ extension Server {
         }
         let closed = closeClientConnections(reason: .clusterStateReplaced)
         handler.engine = engine
+        // The replicated sessions are the snapshot's (every connection of this node was closed: none is held here).
+        let replaced = Array(sessions.sessions.keys)
+        sessions = SessionTable(recordsChanges: storage.keepsWrites)
+        sessions.restore(snapshot.presenceSessions, now: clock.milliseconds)
+        replacedSessions(replaced)
         watchEphemeralObjects()
         if let replicated = snapshot.users {
             users.replaceAll(with: replicated)

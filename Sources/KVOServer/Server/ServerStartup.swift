@@ -25,8 +25,11 @@ struct ServerStartup {
     let bootstrapSnapshot: UInt64?
     /// Cluster mode: what the node knew of the stream at `appliedSequence` (`StreamIntegrity`).
     let streamIntegrity: StreamIntegrity.State
-    /// The sessions the last run left (`Server+Presence`), to be ended after their grace unless resumed.
+    /// The sessions the last run left (`Server+Presence`), to be ended after their grace unless resumed; in cluster
+    /// mode the replicated table at `appliedSequence` (an installed snapshot's).
     let sessions: [PresenceSession]
+    /// Stored sessions a snapshot installed at start-up replaced: their rows go at the first group commit.
+    let replacedSessionIDs: [String]
 
     /// What the store held, after the cluster's checks and a snapshot's install.
     private struct Restored {
@@ -35,6 +38,7 @@ struct ServerStartup {
         var appliedSequence: UInt64 = 0
         var streamIntegrity = StreamIntegrity.State()
         var sessions: [PresenceSession] = []
+        var replacedSessionIDs: [String] = []
         var bootstrapSnapshot: UInt64?
         /// The users of the installed snapshot (nil: none installed, or a snapshot older than replicated users).
         var snapshotUsers: [UserRecord]?
@@ -98,6 +102,7 @@ struct ServerStartup {
         self.bootstrapSnapshot = restored.bootstrapSnapshot
         self.streamIntegrity = restored.streamIntegrity
         self.sessions = restored.sessions
+        self.replacedSessionIDs = restored.replacedSessionIDs
     }
 
     /// Every start-up refusal of a data directory names the file: a damaged row (`.corrupt`, which names the
@@ -137,6 +142,8 @@ struct ServerStartup {
             restored.snapshotUsers = snapshot.users
             restored.appliedSequence = snapshot.sequence
             restored.bootstrapSnapshot = snapshot.sequence
+            restored.replacedSessionIDs = stored.sessions.map(\.id)
+            restored.sessions = snapshot.presenceSessions
         case let .refuse(reason):
             restored.directoryProblem = reason
         }
