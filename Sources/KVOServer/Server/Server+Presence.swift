@@ -14,9 +14,10 @@ import Logging
 ///
 /// *Ending.* Each action is a request line run through the same door as a client's write, with its
 /// registrant's rights as they are then (`clusterAccess(forUser:)`), in registration order, then each
-/// ephemeral object still the session's is deleted. A single node applies them at once; a cluster node
-/// submits them to the stream (the node that held the session decides; every node applies them at the same
-/// stream position). A session's record leaves the store with the group commit of its actions' writes.
+/// ephemeral object still the session's is deleted. A single node applies them at once. In cluster mode the
+/// table is replicated state and all of this is decided at stream positions (`Server+ReplicatedPresence`); the
+/// cluster branches below (`releaseEphemeral`'s, `ephemeralReleaseApplied`) are no longer reached. A session's
+/// record leaves the store with the group commit of its actions' writes.
 ///
 /// *Ephemeral objects.* A `create` with `ephemeral: true` joins the creator's session once it succeeds (in
 /// cluster mode when this node applies it); the engine reports every removal of such an object by any path

@@ -171,7 +171,8 @@ extension Server {
 
     /// Ends session `id` inside the entry being applied, on every node alike: its actions run in order as its
     /// user's writes (with the user's rights at this position) at `time`, then the ephemeral objects still its
-    /// are deleted as the server (their lifetime was declared when they were made). Returns the actions run.
+    /// are deleted as the server (their lifetime was declared when they were made). Returns how many writes ran
+    /// (`endSession`'s `ran`: the actions, then one deletion per ephemeral object).
     @discardableResult
     func endReplicatedSession(_ id: String, time: Int64) -> Int {
         guard let session = sessions.session(id) else { return 0 }
@@ -186,7 +187,7 @@ extension Server {
                              as: Server.serverUser, time: time, what: "ephemeral object deletion", session: id)
             handler.engine.removalWatch.remove(object)
         }
-        return session.actions.count
+        return session.actions.count + ended.ephemeralObjects.count
     }
 
     /// Applies the server's write `line` as `user` at `time`, inside the entry being applied; counted, a refusal logged.

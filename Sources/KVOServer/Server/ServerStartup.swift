@@ -136,13 +136,16 @@ struct ServerStartup {
         case let .install(snapshot):
             let integrity = snapshot.integrity ?? .unknown(applied: snapshot.sequence)
             try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence,
-                                 streamIntegrity: StreamIntegrity(integrity).encodedState, users: snapshot.users)
+                                 streamIntegrity: StreamIntegrity(integrity).encodedState, users: snapshot.users,
+                                 sessions: snapshot.version >= 5 ? snapshot.sessions : nil)
             restored.streamIntegrity = integrity
             restored.state = snapshot.persistedState
             restored.snapshotUsers = snapshot.users
             restored.appliedSequence = snapshot.sequence
             restored.bootstrapSnapshot = snapshot.sequence
-            restored.replacedSessionIDs = stored.sessions.map(\.id)
+            // The replicated sessions are the snapshot's (stored in the same transaction); an older snapshot has none
+            // (its stream made none) and the stored ones are left to be rewritten at the first group commit.
+            if snapshot.version < 5 { restored.replacedSessionIDs = stored.sessions.map(\.id) }
             restored.sessions = snapshot.presenceSessions
         case let .refuse(reason):
             restored.directoryProblem = reason
