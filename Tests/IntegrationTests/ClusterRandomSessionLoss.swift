@@ -38,7 +38,9 @@ extension ClusterTests {
             let marker = "s\(index)"
             try connection.call("onDisconnect", ["request": ["op": "insert", "object": "presence.log", "keyPath": "items",
                                                             "value": .string(marker)]], timeout: 30)
-            let fate: Fate = node == victim ? (random.below(2) == 0 ? .orphaned : .resumed) : (random.below(2) == 0 ? .closed : .kept)
+            // Each node's first client has the first fate, its second the other, its third either (seeded).
+            let pick = index < 3 ? 0 : index < 6 ? 1 : random.below(2)
+            let fate: Fate = node == victim ? (pick == 0 ? .orphaned : .resumed) : (pick == 0 ? .closed : .kept)
             held.append(Held(marker: marker, node: node, id: id, fate: fate, connection: connection))
         }
         cluster.nodes[victim].send(signal: SIGKILL)

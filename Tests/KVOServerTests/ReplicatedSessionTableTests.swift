@@ -6,7 +6,7 @@ import KVOJSON
 
 /// The replicated session table of cluster mode (docs/design.md, "Presence", *Sessions as replicated state*),
 /// without NATS: attachments and their epochs, deadlines from apply times only, records and snapshots that
-/// carry the replicated fields, and publishers' apply times stored with the stream's integrity state.
+/// carry the replicated fields, and the stream's active time (publishers' marks) stored with its integrity state.
 @Suite("replicated sessions")
 struct ReplicatedSessionTableTests {
     private let id = "0123456789abcdef0123456789abcdef"
@@ -72,8 +72,34 @@ struct ReplicatedSessionTableTests {
                                      publisherSequence: 1)
         entry.time = 1_000
         integrity.applied(entry, data: [], at: 1, time: 1_000)
-        expectEqual(integrity.lastHeard("n1.x"), 1_000)
+        entry.batch = "n1.x.2"
+        entry.publisherSequence = 2
+        integrity.applied(entry, data: [], at: 2, time: 1_400)
+        expectEqual(integrity.lastHeard("n1.x"), 400, "the stream's active time after it")
         let state = try #require(StreamIntegrity.decodeState(integrity.encodedState))
-        expectEqual(StreamIntegrity(state).lastHeard("n1.x"), 1_000)
+        expectEqual(StreamIntegrity(state).lastHeard("n1.x"), 400)
+    }
+}
+
+extension ReplicatedSessionTableTests {
+    @Test("the stream's active time counts a gap between entries 2 s at most: an outage ends nobody's session")
+    func activeTimeCapsGaps() throws {
+        let integrity = StreamIntegrity()
+        func apply(_ counter: UInt64, at time: Int64) {
+            var entry = ReplicationEntry(version: KVOEngine.replicationVersion, node: "n1", batch: "n1.x.\(counter)",
+                                         operations: [], publisherSequence: counter)
+            entry.time = time
+            integrity.applied(entry, data: [], at: counter, time: time)
+        }
+        apply(1, at: 10_000)
+        apply(2, at: 10_700)
+        expectEqual(integrity.state.activeTime, 700)
+        // 60 s without an entry (no quorum): 2 s of active time.
+        apply(3, at: 70_700)
+        expectEqual(integrity.state.activeTime, 2_700)
+        expectEqual(integrity.lastHeard("n1.x"), 2_700)
+        expectEqual(integrity.activeTime(at: 70_900), 2_900)
+        expectEqual(integrity.activeTime(at: 99_000), 4_700)
+        expectEqual(StreamIntegrity.decodeState(integrity.encodedState)?.activeTime, 2_700)
     }
 }

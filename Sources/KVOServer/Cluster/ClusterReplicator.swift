@@ -27,15 +27,9 @@ final class ClusterReplicator {
         var tokenText: String? = nil
         /// `uv_hrtime()` when the loop began handling the request (`kvod_request_duration_seconds`); 0: unknown.
         var started: UInt64 = 0
-        /// An ephemeral create's session (docs/protocol.md, "Presence"): the object joins it when this node
-        /// applies the create.
-        var ephemeralSession: String? = nil
         /// A write that must reach the stream (an ended session's action or ephemeral deletion): never
         /// dropped at its deadline, and given back to the queue when its batch could not be sent.
         var retained = false
-        /// An ended session's deletion of this ephemeral object (`Server.releaseEphemeral`): its outcome here
-        /// decides whether it is submitted again.
-        var releasesEphemeral: String? = nil
     }
 
     /// A writer answered `unavailable` by `expire` or a failed append.

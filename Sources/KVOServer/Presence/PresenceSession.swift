@@ -33,12 +33,13 @@ struct PresenceSession: Equatable {
     var deadline: UInt64?
     /// Cluster mode (replicated, stored, in snapshots; docs/design.md, "Presence"): the node incarnation
     /// (publisher, `node.incarnation`) holding it, nil once detached; the stream sequence of its last `session`
-    /// or resume (its attachment's epoch); the stream apply time (ms) of its detach. Unused on a single node.
+    /// or resume (its attachment's epoch); the stream's active time (ms, `StreamIntegrity.activeTime`) at its
+    /// detach. Unused on a single node.
     var holder: String?
     var epoch: UInt64 = 0
     var detachedAt: Int64?
 
-    /// Cluster mode: the stream apply time (ms) from which it may be ended, given its holder's last apply time
+    /// Cluster mode: the stream's active time (ms) from which it may be ended, given its holder's last batch's
     /// (`StreamIntegrity.PublisherMark.time`): a held session once its holder has appended nothing for
     /// `window` ms, plus its grace; a detached one its grace after its detach.
     func replicatedDeadline(holderTime: Int64?, window: Int64) -> Int64 {

@@ -13,9 +13,6 @@ struct SessionTable {
     private var byConnection: [ConnectionID: String] = [:]
     /// The session each ephemeral object belongs to.
     private var ephemeralOwners: [String: String] = [:]
-    /// Ephemeral objects of ended sessions whose deletion is on its way through the stream (cluster mode:
-    /// `Server.releaseEphemeral`): still watched, so that a deletion by anyone meanwhile ends the release.
-    private(set) var releasing = Set<String>()
     private var sessionsByUser: [String: Int] = [:]
     /// The bytes of each user's actions.
     private var actionBytesByUser: [String: Int] = [:]
@@ -37,19 +34,8 @@ struct SessionTable {
 
     var count: Int { sessions.count }
     var isEmpty: Bool { sessions.isEmpty }
-    /// The objects whose removal the engine must report: the sessions' ephemeral objects and those being released.
-    var watchedObjectIDs: [String] { Array(ephemeralOwners.keys) + Array(releasing) }
-
-    /// An ended session's ephemeral `object` is being deleted through the stream.
-    mutating func release(_ object: String) {
-        releasing.insert(object)
-    }
-
-    /// The release of `object` is over (deleted, or found gone); returns whether it was being released.
-    @discardableResult
-    mutating func released(_ object: String) -> Bool {
-        releasing.remove(object) != nil
-    }
+    /// The objects whose removal the engine must report: the sessions' ephemeral objects.
+    var watchedObjectIDs: [String] { Array(ephemeralOwners.keys) }
 
     /// The id of the session `connection` is attached to.
     func sessionID(of connection: ConnectionID) -> String? {
@@ -182,7 +168,6 @@ struct SessionTable {
 
     /// `object` was deleted (by anyone, by any path): it is no longer any session's to delete.
     mutating func objectRemoved(_ object: String) {
-        if !releasing.isEmpty { releasing.remove(object) }
         guard let id = ephemeralOwners.removeValue(forKey: object), var session = sessions[id] else { return }
         session.ephemeralObjects.removeAll { $0 == object }
         sessions[id] = session
@@ -265,7 +250,7 @@ struct SessionTable {
         return (session, previous)
     }
 
-    /// Session `id`'s attachment `epoch` ended at stream apply time `time` (its connection closed): it is
+    /// Session `id`'s attachment `epoch` ended at the stream's active time `time` (its connection closed): it is
     /// detached, ending `grace` after `time`. Nothing when a later attachment took it over.
     mutating func detachReplicated(_ id: String, epoch: UInt64, at time: Int64) {
         guard var session = sessions[id], session.epoch == epoch, session.holder != nil else { return }
@@ -302,8 +287,8 @@ struct SessionTable {
         sessions.values.contains { $0.holder == holder }
     }
 
-    /// The sessions whose replicated deadline is at or before `now` (wall-clock ms): `holderTime` gives a
-    /// holder's last stream apply time.
+    /// The sessions whose replicated deadline is at or before `now` (the stream's active time): `holderTime`
+    /// gives a holder's last batch's.
     func dueReplicated(now: Int64, window: Int64, holderTime: (String) -> Int64?) -> [PresenceSession] {
         sessions.values.filter { session in
             session.replicatedDeadline(holderTime: session.holder.flatMap(holderTime), window: window) <= now

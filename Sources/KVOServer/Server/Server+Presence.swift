@@ -15,9 +15,8 @@ import Logging
 /// *Ending.* Each action is a request line run through the same door as a client's write, with its
 /// registrant's rights as they are then (`clusterAccess(forUser:)`), in registration order, then each
 /// ephemeral object still the session's is deleted. A single node applies them at once. In cluster mode the
-/// table is replicated state and all of this is decided at stream positions (`Server+ReplicatedPresence`); the
-/// cluster branches below (`releaseEphemeral`'s, `ephemeralReleaseApplied`) are no longer reached. A session's
-/// record leaves the store with the group commit of its actions' writes.
+/// table is replicated state and all of this is decided at stream positions (`Server+ReplicatedPresence`). A
+/// session's record leaves the store with the group commit of its actions' writes.
 ///
 /// *Ephemeral objects.* A `create` with `ephemeral: true` joins the creator's session once it succeeds (in
 /// cluster mode when this node applies it); the engine reports every removal of such an object by any path
@@ -89,16 +88,10 @@ extension Server {
         try sessions.admitEphemeral(from: connection.id, user: connection.principal?.user)
     }
 
-    /// An ephemeral create succeeded: `object` belongs to session `id` from now on, and the engine reports its
-    /// removal. In cluster mode the session may have ended while the create went through the stream: the object
-    /// is then deleted as its session's would have been (a delete submitted as the server, as a session's are).
+    /// An ephemeral create succeeded (single node; a cluster's: `registerReplicatedEphemeral`): `object` belongs to
+    /// session `id` from now on, and the engine reports its removal.
     func registerEphemeral(_ object: String, session id: String) {
-        if sessions.addEphemeral(object, to: id) {
-            handler.engine.removalWatch.insert(object)
-            return
-        }
-        guard cluster != nil, sessions.session(id) == nil else { return }
-        serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])), as: Server.serverUser)
+        if sessions.addEphemeral(object, to: id) { handler.engine.removalWatch.insert(object) }
     }
 
     /// After the engine handled requests: the ephemeral objects removed meanwhile leave their sessions, also
@@ -159,39 +152,14 @@ extension Server {
         return session.actions.count + session.ephemeralObjects.count
     }
 
-    /// Deletes an ended session's ephemeral `object`, as the server. A single node deletes it now. A cluster node
-    /// submits `{"op":"delete","object":…,"ifRev":R}` with R its revision now, at which the object is still the
-    /// session's, and keeps watching it (`SessionTable.releasing`): every node deletes it only if nobody changed it
-    /// after R, so an object deleted and created again meanwhile (by anyone: then no longer the session's) is
-    /// never deleted; when only a write changed it (still the session's here when the delete was refused at
-    /// its stream position), the deletion is submitted again with the revision then (`ephemeralReleaseApplied`).
+    /// Deletes an ended session's ephemeral `object`, as the server (single node; a cluster deletes it inside the
+    /// entry that ends the session: `endReplicatedSession`).
     func releaseEphemeral(_ object: String) {
-        guard cluster != nil else {
-            handler.engine.removalWatch.remove(object)
-            if case let .failure(error)? = serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])),
-                                                       as: Server.serverUser), error.code != .notFound {
-                logger.notice("session ended: ephemeral object deletion refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))")
-            }
-            return
-        }
-        sessions.release(object)
-        let line = JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object),
-                                             "ifRev": .int(Int64(bitPattern: handler.engine.revision))]))
-        serverWrite(line, as: Server.serverUser, retained: true, releasesEphemeral: object)
-    }
-
-    /// Cluster mode: this node applied its release of `object` with `reply`. Refused `conflict` while the object
-    /// is still being released (written meanwhile, not deleted): submitted again; anything else ends the release.
-    func ephemeralReleaseApplied(_ object: String, _ reply: Result<ReplyFields, KVOError>) {
-        guard sessions.releasing.contains(object) else { return }
-        if case let .failure(error) = reply, error.code == .conflict, handler.engine.changedRevision(of: object) != nil {
-            let line = JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object),
-                                                 "ifRev": .int(Int64(bitPattern: handler.engine.revision))]))
-            serverWrite(line, as: Server.serverUser, retained: true, releasesEphemeral: object)
-            return
-        }
-        sessions.released(object)
         handler.engine.removalWatch.remove(object)
+        if case let .failure(error)? = serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])),
+                                                   as: Server.serverUser), error.code != .notFound {
+            logger.notice("session ended: ephemeral object deletion refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))")
+        }
     }
 
     /// The sessions read back from the store at start-up (or after a roll-back): detached, each ending after

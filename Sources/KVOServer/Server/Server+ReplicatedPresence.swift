@@ -15,10 +15,11 @@ import Logging
 ///   `end` (a node whose clock passed the session's deadline) and `alive` (a node holding sessions that appended
 ///   nothing for a second).
 ///
-/// *Whose clock.* A session's deadline is computed from stream apply times only (`StreamIntegrity.applyTime`):
-/// held, its holder's last batch's apply time (`StreamIntegrity.lastHeard`) plus `livenessWindow` plus its grace;
-/// detached, its detach's apply time plus its grace. An `end` entry ends the session only if, at its position, its
-/// apply time is past that deadline and the attachment it names is still the last (as `expire` checks
+/// *Whose clock.* A session's deadline is computed from the stream's apply times only (`StreamIntegrity.applyTime`),
+/// in its *active time* (`StreamIntegrity.activeTime`: a gap between two entries counts 2 s at most, so an outage of
+/// the whole stream ends nobody's session): held, the active time of its holder's last batch
+/// (`StreamIntegrity.lastHeard`) plus `livenessWindow` plus its grace; detached, the active time of its detach plus
+/// its grace. An `end` entry ends the session only if, at its position, the active time is past that deadline and the attachment it names is still the last (as `expire` checks
 /// `changedRev`); its actions and ephemeral deletions then run inside that entry on every node, exactly once
 /// whichever node wrote it and whichever node dies. A node holding a client's session appends at least once a
 /// second, so no node can end it.
@@ -27,7 +28,7 @@ import Logging
 extension Server {
     /// How long (ms of stream apply time) a holder may append nothing before its sessions count as detached.
     static let presenceLivenessWindow: Int64 = 5_000
-    /// How often (ms) a node holding sessions appends when it appends nothing else (`alive`).
+    /// How often (ms) a node appends when it appends nothing else while there are sessions (`alive`).
     static let presenceAliveEvery: UInt64 = 1_000
     /// How often (ms) the housekeeping tick looks at the replicated sessions.
     static let presenceTickEvery: UInt64 = 200
@@ -91,16 +92,16 @@ extension Server {
         let epoch = UInt64(bitPattern: context["epoch"]?.intValue ?? 0)
         switch context["k"]?.stringValue {
         case "alive"?:
-            // The publisher's mark (its last apply time) is what holds its sessions: `StreamIntegrity.applied`.
+            // The publisher's mark (the active time of its last batch) holds its sessions: `StreamIntegrity.applied`.
             return nil
         case "detach"?:
-            sessions.detachReplicated(id, epoch: epoch, at: time)
+            sessions.detachReplicated(id, epoch: epoch, at: cluster.integrity.activeTime(at: time))
             return nil
         case "end"?:
             guard let session = sessions.session(id), session.epoch == epoch else { return nil }
             let deadline = session.replicatedDeadline(holderTime: session.holder.flatMap { cluster.integrity.lastHeard($0) },
                                                       window: Server.presenceLivenessWindow)
-            guard time >= deadline else { return nil }
+            guard cluster.integrity.activeTime(at: time) >= deadline else { return nil }
             endReplicatedSession(id, time: time)
             return nil
         case nil:
@@ -234,30 +235,35 @@ extension Server {
     }
 
     /// Housekeeping, cluster mode: appends the detach of each session held here by no connection, `alive` while
-    /// this node holds sessions and appended nothing for `presenceAliveEvery`, and the `end` of each session whose
-    /// deadline this node's clock has passed. Not while the stream takes no appends (nothing would get through).
+    /// there are sessions and this node appended nothing for `presenceAliveEvery`, and the `end` of each session
+    /// whose deadline the stream's active time at this node's clock has passed. Not while the stream takes no appends (nothing would get through).
     func replicatedPresenceTick(_ cluster: ClusterReplicator) {
         guard let clusterNode, !sessions.isEmpty else { return }
         let now = clock.milliseconds
         guard now &- clusterNode.presenceTickAt >= Server.presenceTickEvery, takesServerWrites,
               !cluster.appendsStalled(now: now) else { return }
         clusterNode.presenceTickAt = now
+        // A detach waits for the write deadline before it is sent again; an `end` refused at its position (sent a
+        // little early) is sent again a second later.
         let retry = UInt64(cluster.configuration.writeTimeout * 1000) + 1_000
-        clusterNode.presencePending = clusterNode.presencePending.filter { now &- $0.value < retry }
+        clusterNode.presencePending = clusterNode.presencePending.filter {
+            now &- $0.value < ($0.key.hasPrefix("e.") ? Server.presenceAliveEvery : retry)
+        }
         let me = cluster.publisher
-        var holds = false
         for session in sessions.unheld(by: me) {
-            holds = true
             let key = "d.\(session.id).\(session.epoch)"
             guard clusterNode.presencePending[key] == nil else { continue }
             clusterNode.presencePending[key] = now
             submitPresenceEntry(cluster, ["k": .string("detach"), "id": .string(session.id),
                                           "epoch": .int(Int64(bitPattern: session.epoch))])
         }
-        if holds || sessions.holdsAny(me), now &- cluster.lastBatchTakenAt >= Server.presenceAliveEvery {
+        // Every node, while there are sessions: holders so that nobody ends theirs, all so that the stream's
+        // active time goes on while it takes entries (`StreamIntegrity.activeTime`).
+        if now &- cluster.lastBatchTakenAt >= Server.presenceAliveEvery {
             submitPresenceEntry(cluster, ["k": .string("alive")])
         }
-        let due = sessions.dueReplicated(now: clock.wallMilliseconds, window: Server.presenceLivenessWindow) {
+        let due = sessions.dueReplicated(now: cluster.integrity.activeTime(at: clock.wallMilliseconds),
+                                         window: Server.presenceLivenessWindow) {
             cluster.integrity.lastHeard($0)
         }
         for session in due where session.holder != me {
