@@ -179,11 +179,26 @@ extension Server {
         if rewritten > 0 {
             logger.notice("\(rewritten) stored onDisconnect action\(rewritten == 1 ? "" : "s") from an older kvod read with their null members as absent, as they were accepted")
         }
+        // A cluster node upgraded from a kvod before replicated sessions (engine version 5) may have stored sessions
+        // of its own (no epoch): they are no other node's, so they end now as they would have then, their writes
+        // submitted to the stream as the server's (`runEndingActions`), and leave the store.
+        var ownBefore: [PresenceSession] = []
+        if cluster != nil {
+            ownBefore = stored.filter { $0.epoch == 0 }
+            stored.removeAll { $0.epoch == 0 }
+        }
         sessions = SessionTable(recordsChanges: storage.keepsWrites)
-        sessions.restore(stored, now: clock.milliseconds)
+        sessions.restore(stored + ownBefore, now: clock.milliseconds)
         watchEphemeralObjects()
         if !stored.isEmpty {
             logger.info("restored \(stored.count) session\(stored.count == 1 ? "" : "s"), each ending after its grace unless its client resumes it")
+        }
+        for session in ownBefore {
+            guard let ended = sessions.end(session.id) else { continue }
+            runEndingActions(of: ended)
+        }
+        if !ownBefore.isEmpty {
+            logger.notice("\(ownBefore.count) session\(ownBefore.count == 1 ? "" : "s") stored by a kvod before replicated sessions ended at start-up; their actions go to the stream")
         }
     }
 
