@@ -29,7 +29,7 @@ ALLOWED = {
     "HTTP": {"Transport", "Protocol", "Security", "Support"},
     "Metrics": {"Transport", "HTTP", "Protocol", "Support"},
     "Storage": {"Presence", "Security", "Support"},
-    "Cluster": {"Storage", "Protocol", "Security", "Support"},
+    "Cluster": {"Storage", "Protocol", "Presence", "Security", "Support"},
     "Server": {"Cluster", "Storage", "Metrics", "Transport", "HTTP", "Protocol", "Presence", "Security", "Support"},
 }
 # Folders that count as one node when the allowed graph is checked for cycles.

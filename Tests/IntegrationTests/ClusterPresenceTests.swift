@@ -5,10 +5,9 @@ import Testing
 
 @testable import KVOTestSupport
 
-/// Presence in a cluster (docs/protocol.md, "Presence"; docs/design.md, "Presence"): a session lives on the
-/// node its client reached; when it ends, that node submits its actions to the stream, and every node applies
-/// them at the same stream position. The node that decided is killed right after: the writes are in the stream
-/// already, every observer hears each once at the same revision, and the digests agree, the killed node's too
+/// Presence in a cluster (docs/protocol.md, "Presence"; docs/design.md, "Presence"): sessions are replicated
+/// state; when one ends, its actions run inside the `end` entry, at the same stream position on every node. The
+/// node its client was on is killed right after: the writes are in the stream already, every observer hears each once at the same revision, and the digests agree, the killed node's too
 /// after its restart (which does not run them again). Then, on the same cluster, n3 is cut from NATS
 /// (`partitionFromNATS`) while a session ends there: its writes wait past the write deadline and run once after the
 /// heal, `endSession` is `unavailable` while appends stall, and a `touch` stamped on n3 before a later, acknowledged

@@ -72,8 +72,8 @@ struct ClusterReplicatorTests {
     func retainedWrites() throws {
         let replicator = ClusterReplicator(configuration: configuration, appliedSequence: 0)
         func retained(_ object: String? = nil) -> ClusterReplicator.Writer {
-            ClusterReplicator.Writer(connection: ConnectionID(0), requestID: nil, operation: .set, deadline: .max,
-                                     retained: true, releasesEphemeral: object)
+            ClusterReplicator.Writer(connection: ConnectionID(0), requestID: object.map { .string($0) }, operation: .set,
+                                     deadline: .max, retained: true)
         }
         replicator.submit(line: Array("client".utf8), user: nil, writer: writer(1, deadline: 100))
         let first = try #require(replicator.takeBatch(deadline: 7, now: 1_000))
@@ -99,7 +99,7 @@ struct ClusterReplicatorTests {
         let lines = try ReplicationEntry.decode(third.data).operations.map { String(decoding: $0.line, as: UTF8.self) }
         #expect(lines == ["action", "delete", "next"])
         let writers = try #require(replicator.writers(ofApplied: third.batch))
-        #expect(writers.map { $0?.releasesEphemeral } == [nil, "cursor", nil])
+        #expect(writers.map { $0?.requestID } == [nil, "cursor", 3])
         #expect(replicator.retainedWriteCount == 0)
     }
 

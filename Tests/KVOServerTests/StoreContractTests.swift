@@ -117,7 +117,8 @@ import Testing
         let source = KVOEngine()
         _ = try source.create("new", ["n": 1])
         let snapshot = ClusterSnapshot(engine: source, users: UserDirectory([Self.users[1]]), sequence: 77)
-        try subject.store.replaceAll(with: snapshot.persistedState, streamSequence: 77, streamIntegrity: nil, users: snapshot.users)
+        try subject.store.replaceAll(with: snapshot.persistedState, streamSequence: 77, streamIntegrity: nil, users: snapshot.users,
+                                         sessions: nil)
         let restored = try subject.reopen()
         guard subject.store.keepsWrites else { return expectEmpty(restored) }
         expectEqual(restored.state.objects, ObjectTable(packing: ["new": ["n": 1]]))
@@ -147,7 +148,7 @@ import Testing
         #expect(throws: StorageError.closed) { try subject.store.writeUsers(upserting: Self.users, deleting: []) }
         #expect(throws: StorageError.closed) { try subject.store.recordClusterStream("orders") }
         #expect(throws: StorageError.closed) {
-            try subject.store.replaceAll(with: PersistedState(), streamSequence: 1, streamIntegrity: nil, users: nil)
+            try subject.store.replaceAll(with: PersistedState(), streamSequence: 1, streamIntegrity: nil, users: nil, sessions: nil)
         }
     }
 }

@@ -27,15 +27,9 @@ final class ClusterReplicator {
         var tokenText: String? = nil
         /// `uv_hrtime()` when the loop began handling the request (`kvod_request_duration_seconds`); 0: unknown.
         var started: UInt64 = 0
-        /// An ephemeral create's session (docs/protocol.md, "Presence"): the object joins it when this node
-        /// applies the create.
-        var ephemeralSession: String? = nil
         /// A write that must reach the stream (an ended session's action or ephemeral deletion): never
         /// dropped at its deadline, and given back to the queue when its batch could not be sent.
         var retained = false
-        /// An ended session's deletion of this ephemeral object (`Server.releaseEphemeral`): its outcome here
-        /// decides whether it is submitted again.
-        var releasesEphemeral: String? = nil
     }
 
     /// A writer answered `unavailable` by `expire` or a failed append.
@@ -117,11 +111,21 @@ final class ClusterReplicator {
     /// however many writes connections pipeline.
     static let maximumBatchBytes = 128 << 10
 
-    /// Queues a write accepted from a client (its line as received).
-    func submit(line: [UInt8], user: String?, writer: Writer) {
-        queued.append(ReplicationEntry.Operation(line: line, user: user))
+    /// Queues a write accepted from a client (its line as received), or a presence operation with its
+    /// `presence` context (`Server+ReplicatedPresence`).
+    func submit(line: [UInt8], user: String?, presence: JSONValue? = nil, writer: Writer) {
+        var operation = ReplicationEntry.Operation(line: line, user: user)
+        operation.presence = presence
+        queued.append(operation)
         queuedWriters.append(writer)
     }
+
+    /// This node incarnation's name in the stream (`ReplicationEntry.publisher` of its batches): what holds
+    /// its clients' presence sessions.
+    var publisher: String { "\(configuration.node).\(incarnation)" }
+
+    /// `uv_now` ms when this node last handed a batch to the bridge (0: never).
+    var lastBatchTakenAt: UInt64 { batchTakenAt }
 
     /// Queues a change to the users accepted from an admin (`user`).
     func submit(userChange: UserChange, user: String?, writer: Writer) {

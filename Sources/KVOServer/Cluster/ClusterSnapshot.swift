@@ -18,6 +18,8 @@ import KVOJSON
 ///     ["u","name",{…}]        one per user (its stored form: hash, rules, tokens), by name
 ///     ["x","id",[ttl,deadline]] one per object with a time to live (ms), by id; the header's `expiries`
 ///                             counts them (absent: none, as in snapshots of kvod before expiry)
+///     ["s","id",{…}]          one per presence session (`PresenceSession.record`, replicated since engine
+///                             version 5), by id; the header's `sessions` counts them (absent: none)
 ///
 /// The header's `integrity` is what the node knew of the stream at S (`StreamIntegrity.State`: the id of the
 /// entry at S, the running hash, the publishers' last batches), the same on every node that applied the same
@@ -49,6 +51,8 @@ struct ClusterSnapshot: Sendable, Equatable {
     var integrity: StreamIntegrity.State?
     /// The objects' times to live (`KVOEngine+Expiry`), by object.
     var expiries: [String: Expiry] = [:]
+    /// The replicated presence sessions' records (`PresenceSession.record`), by id.
+    var sessions: [String: JSONValue] = [:]
 
     init(version: Int64 = KVOEngine.replicationVersion, sequence: UInt64, revision: UInt64, lastBindingID: UInt64,
          objects: [String: JSONValue], classes: [String: JSONValue], bindings: [UInt64: JSONValue],
@@ -66,7 +70,8 @@ struct ClusterSnapshot: Sendable, Equatable {
 
     /// The engine's state as it is now, after applying stream entry `sequence`. Loop thread: O(objects)
     /// dictionary inserts of copy-on-write values; the encoding (the costly part) can then run elsewhere.
-    init(engine: KVOEngine, users: UserDirectory, sequence: UInt64, integrity: StreamIntegrity.State? = nil) {
+    init(engine: KVOEngine, users: UserDirectory, sequence: UInt64, integrity: StreamIntegrity.State? = nil,
+         sessions: [String: JSONValue] = [:]) {
         var objects: [String: JSONValue] = [:]
         objects.reserveCapacity(engine.objectCount)
         var changed: [String: UInt64] = [:]
@@ -79,6 +84,7 @@ struct ClusterSnapshot: Sendable, Equatable {
                   users: users.users, integrity: integrity)
         changedRevisions = changed
         expiries = engine.expiryEntries
+        self.sessions = sessions
     }
 
     /// The state as `KVOEngine(restoring:)` and `SQLiteStore.replaceAll` take it (no history).
@@ -91,6 +97,11 @@ struct ClusterSnapshot: Sendable, Equatable {
         return state
     }
 
+    /// The sessions as values (records that are not one were refused by `decode`).
+    var presenceSessions: [PresenceSession] {
+        sessions.keys.sorted().compactMap { PresenceSession(id: $0, record: sessions[$0]!) }
+    }
+
     func encoded() -> [UInt8] {
         var bytes: [UInt8] = []
         let header = JSONValue.object([
@@ -101,6 +112,7 @@ struct ClusterSnapshot: Sendable, Equatable {
             "bindings": .int(Int64(bindings.count)),
         ].merging(users.map { ["users": .int(Int64($0.count))] } ?? [:]) { $1 }
          .merging(expiries.isEmpty ? [:] : ["expiries": .int(Int64(expiries.count))]) { $1 }
+         .merging(sessions.isEmpty ? [:] : ["sessions": .int(Int64(sessions.count))]) { $1 }
          .merging(integrity.map { ["integrity": StreamIntegrity.json($0)] } ?? [:]) { $1 })
         JSONWriter.write(header, into: &bytes)
         bytes.append(0x0A)
@@ -125,6 +137,10 @@ struct ClusterSnapshot: Sendable, Equatable {
         for id in expiries.keys.sorted() {
             let expiry = expiries[id]!
             JSONWriter.write(.array([.string("x"), .string(id), .array([.int(expiry.ttl), .int(expiry.deadline)])]), into: &bytes)
+            bytes.append(0x0A)
+        }
+        for id in sessions.keys.sorted() {
+            JSONWriter.write(.array([.string("s"), .string(id), sessions[id]!]), into: &bytes)
             bytes.append(0x0A)
         }
         return bytes
@@ -160,7 +176,13 @@ struct ClusterSnapshot: Sendable, Equatable {
         case let .int(count)? where count >= 0: expiryCount = count
         default: throw .malformed("the header's 'expiries' is not a count")
         }
-        let records = objectCount + classCount + bindingCount + (userCount ?? 0) + expiryCount
+        var sessionCount: Int64 = 0
+        switch header["sessions"] {
+        case nil: break
+        case let .int(count)? where count >= 0: sessionCount = count
+        default: throw .malformed("the header's 'sessions' is not a count")
+        }
+        let records = objectCount + classCount + bindingCount + (userCount ?? 0) + expiryCount + sessionCount
         guard records == Int64(lines.count - 1) else {
             throw .malformed("the header counts \(records) records, the snapshot holds \(lines.count - 1)")
         }
@@ -207,13 +229,17 @@ struct ClusterSnapshot: Sendable, Equatable {
                       snapshot.expiries.updateValue(Expiry(ttl: ttl, deadline: deadline), forKey: id) == nil else {
                     throw .malformed("line \(number): the expiry of '\(id)' is repeated, invalid or of no object")
                 }
+            case let ("s", .string(id), record):
+                guard PresenceSession(id: id, record: record) != nil, snapshot.sessions.updateValue(record, forKey: id) == nil else {
+                    throw .malformed("line \(number): session '\(PrintableText.escaped(id, limit: 64))' is repeated or not a session's record")
+                }
             default:
                 throw .malformed("line \(number) is not an object, class, binding or user record")
             }
         }
         guard snapshot.objects.count == Int(objectCount), snapshot.classes.count == Int(classCount),
               snapshot.bindings.count == Int(bindingCount), (snapshot.users?.count ?? 0) == Int(userCount ?? 0),
-              snapshot.expiries.count == Int(expiryCount)
+              snapshot.expiries.count == Int(expiryCount), snapshot.sessions.count == Int(sessionCount)
         else { throw .malformed("the records do not match the header's counts") }
         return snapshot
     }

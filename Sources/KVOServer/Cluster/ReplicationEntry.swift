@@ -24,6 +24,10 @@ package struct ReplicationEntry: Sendable, Equatable {
         /// The writer's user name; nil in open mode.
         package var user: String?
         var userChange: UserChange? = nil
+        /// Cluster presence (engine version 5; docs/design.md, "Presence"): what applying the operation needs
+        /// besides its line. A client's presence request or ephemeral create: `{"id":session,"epoch":e}`; the
+        /// server's own: `{"k":"detach"|"end","id":…,"epoch":e}` or `{"k":"alive"}`, with an empty line.
+        var presence: JSONValue? = nil
 
         package init(line: [UInt8], user: String?) {
             self.line = line
@@ -86,6 +90,7 @@ package struct ReplicationEntry: Sendable, Equatable {
                 members["line"] = .string(String(decoding: operation.line, as: UTF8.self))
             }
             if let user = operation.user { members["user"] = .string(user) }
+            if let presence = operation.presence { members["presence"] = presence }
             return .object(members)
         }
         var members: [String: JSONValue] = [
@@ -155,7 +160,12 @@ package struct ReplicationEntry: Sendable, Equatable {
                 continue
             }
             guard case let .string(line)? = op["line"] else { throw .malformed("an operation without 'line'") }
-            operations.append(Operation(line: Array(line.utf8), user: user))
+            var operation = Operation(line: Array(line.utf8), user: user)
+            if let presence = op["presence"] {
+                guard case .object = presence else { throw .malformed("an operation's 'presence' is not an object") }
+                operation.presence = presence
+            }
+            operations.append(operation)
         }
         var entry = ReplicationEntry(version: version, node: node, batch: batch, operations: operations,
                                      publisherSequence: publisherSequence, checkpoint: checkpoint)
@@ -187,7 +197,9 @@ extension KVOEngine {
     /// in its digest and refused user management in cluster mode, stops at such an entry.
     /// 4: expiry (`ttl` on writes, `touch`, `expire`; each entry carries the publishing node's write `time`,
     /// which deadlines are computed from). A node of version 3 stops at such an entry.
-    package static let replicationVersion: Int64 = 4
+    /// 5: presence sessions are replicated state (operations with `presence`: sessions, their actions, attachments,
+    /// detaches and ends, decided at stream positions). A node of version 4 stops at such an entry.
+    package static let replicationVersion: Int64 = 5
 
     /// The oldest version this engine still applies as it was computed: version 1 entries hold no binding
     /// requests (version 1 refused them before they reached the stream), and versions 1 and 2 hold no

@@ -6,11 +6,11 @@ import KVOJSON
 /// the revision, every object (sorted by id, as compact JSON with sorted keys, and the revision of its last
 /// change), every class
 /// definition (sorted by name), every binding (by id, with the last binding id given) and every user
-/// (sorted by name, with hash, rules and tokens). Two nodes that applied the same stream have the same digest; the
+/// (sorted by name, with hash, rules and tokens), and in a cluster every presence session. Two nodes that applied the same stream have the same digest; the
 /// tests compare nodes with it (the `digest` operation). Loop thread (it reads the engine).
 enum StateDigest {
     /// The digest as 64 lowercase hex digits. O(everything stored): an admin and test tool, not a hot path.
-    static func of(_ engine: KVOEngine, users: UserDirectory? = nil) -> String {
+    static func of(_ engine: KVOEngine, users: UserDirectory? = nil, sessions: [JSONValue] = []) -> String {
         guard let context = EVP_MD_CTX_new() else { return "" }
         defer { EVP_MD_CTX_free(context) }
         EVP_DigestInit_ex(context, EVP_sha256(), nil)
@@ -50,6 +50,8 @@ enum StateDigest {
         for id in expiries.keys.sorted() {
             feedLine("expiry", .array([.string(id), .int(expiries[id]!.ttl), .int(expiries[id]!.deadline)]))
         }
+        // Presence sessions are replicated state in a cluster (`[id, record]`, by id): holders, attachments, actions.
+        for session in sessions { feedLine("session", session) }
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context, &digest, &length)

@@ -26,6 +26,9 @@ package final class StreamIntegrity {
     package struct PublisherMark: Equatable, Sendable {
         var counter: UInt64
         var sequence: UInt64
+        /// The stream's active time (`State.activeTime`) after that batch (0: unknown, from an older kvod): how
+        /// recently the publisher was heard, which holds its presence sessions (docs/design.md, "Presence").
+        var time: Int64 = 0
     }
 
     /// What to do with the entry at the next stream sequence.
@@ -53,6 +56,10 @@ package final class StreamIntegrity {
         /// The wall-clock time (ms) the last applied entry's writes were applied at (`applyTime(of:fallback:)`);
         /// 0 before any (or from an older kvod's store or snapshot, which kept none).
         var applyTime: Int64 = 0
+        /// The stream's *active time* (ms): apply time that passed while the stream took entries, each gap
+        /// between two entries counted at most `activeGapLimit` (a stream that took nothing, an outage of NATS
+        /// or a lost quorum, counts as that much): presence deadlines are in it (docs/design.md, "Presence").
+        var activeTime: Int64 = 0
 
         /// What a node knows when its store or snapshot holds no state (one of an older kvod) at `applied`:
         /// nothing, unless it has applied nothing yet.
@@ -132,11 +139,29 @@ package final class StreamIntegrity {
         max(entry.time ?? fallback, state.applyTime)
     }
 
+    /// The stream's active time after `publisher`'s last applied batch; nil when unknown (never heard, or forgotten).
+    func lastHeard(_ publisher: String) -> Int64? {
+        state.publishers[publisher]?.time
+    }
+
+    /// Most of one gap between two entries' apply times that counts as active time: every node appends at
+    /// least once a second while there are presence sessions, so a longer gap is a stream that took nothing.
+    static let activeGapLimit: Int64 = 2_000
+
+    /// The stream's active time an entry applied at `time` (or a node's clock at `time`) brings it to.
+    func activeTime(at time: Int64) -> Int64 {
+        guard state.applyTime != 0 else { return state.activeTime }
+        return state.activeTime &+ min(max(time &- state.applyTime, 0), StreamIntegrity.activeGapLimit)
+    }
+
     /// `entry` was applied at stream sequence `sequence`, its writes at `time` (`applyTime(of:fallback:)`).
     package func applied(_ entry: ReplicationEntry, data: [UInt8], at sequence: UInt64, time: Int64? = nil) {
-        if let time, time > state.applyTime { state.applyTime = time }
+        if let time {
+            state.activeTime = activeTime(at: time)
+            if time > state.applyTime { state.applyTime = time }
+        }
         if let counter = entry.publisherSequence, let publisher = entry.publisher.map(String.init) {
-            state.publishers[publisher] = PublisherMark(counter: counter, sequence: sequence)
+            state.publishers[publisher] = PublisherMark(counter: counter, sequence: sequence, time: state.activeTime)
             if state.publishers.count > StreamIntegrity.maximumPublishers { forgetOldestPublisher() }
         }
         if state.knowsChain { state.chain = StreamIntegrity.chained(state.chain, batch: entry.batch, data: data) }
@@ -284,17 +309,21 @@ package final class StreamIntegrity {
 
     // MARK: - Encoding
 
-    /// The state as one JSON object: `{"last":"…","chain":"…","publishers":{"n1.x":[counter,sequence],…},"complete":true}`.
+    /// The state as one JSON object: `{"last":"…","chain":"…","publishers":{"n1.x":[counter,sequence,time],…},"complete":true}`
+    /// (`time` absent when unknown).
     var json: JSONValue { StreamIntegrity.json(state) }
 
     static func json(_ state: State) -> JSONValue {
         var publishers: [String: JSONValue] = [:]
         for (name, mark) in state.publishers {
-            publishers[name] = .array([.int(Int64(bitPattern: mark.counter)), .int(Int64(bitPattern: mark.sequence))])
+            var members: [JSONValue] = [.int(Int64(bitPattern: mark.counter)), .int(Int64(bitPattern: mark.sequence))]
+            if mark.time != 0 { members.append(.int(mark.time)) }
+            publishers[name] = .array(members)
         }
         var members: [String: JSONValue] = ["last": .string(state.lastBatch), "chain": .string(hex(state.chain)),
                                             "publishers": .object(publishers), "complete": .bool(state.publishersComplete)]
         if state.applyTime != 0 { members["time"] = .int(state.applyTime) }
+        if state.activeTime != 0 { members["active"] = .int(state.activeTime) }
         return .object(members)
     }
 
@@ -306,16 +335,28 @@ package final class StreamIntegrity {
         else { return nil }
         var publishers: [String: PublisherMark] = [:]
         for (name, value) in publisherMembers {
-            guard case let .array(pair) = value, pair.count == 2, case let .int(counter) = pair[0], case let .int(sequence) = pair[1]
+            guard case let .array(pair) = value, pair.count == 2 || pair.count == 3, case let .int(counter) = pair[0],
+                  case let .int(sequence) = pair[1]
             else { return nil }
-            publishers[name] = PublisherMark(counter: UInt64(bitPattern: counter), sequence: UInt64(bitPattern: sequence))
+            var time: Int64 = 0
+            if pair.count == 3 {
+                guard case let .int(stated) = pair[2] else { return nil }
+                time = stated
+            }
+            publishers[name] = PublisherMark(counter: UInt64(bitPattern: counter), sequence: UInt64(bitPattern: sequence), time: time)
         }
         var applyTime: Int64 = 0
         if let stated = json["time"] {
             guard case let .int(milliseconds) = stated else { return nil }
             applyTime = milliseconds
         }
-        return State(lastBatch: last, chain: chain, publishers: publishers, publishersComplete: complete, applyTime: applyTime)
+        var activeTime: Int64 = 0
+        if let stated = json["active"] {
+            guard case let .int(milliseconds) = stated else { return nil }
+            activeTime = milliseconds
+        }
+        return State(lastBatch: last, chain: chain, publishers: publishers, publishersComplete: complete, applyTime: applyTime,
+                     activeTime: activeTime)
     }
 
     /// The state as stored (compact JSON bytes).

@@ -31,6 +31,21 @@ struct PresenceSession: Equatable {
     var connection: ConnectionID?
     /// `uv_now` milliseconds at which a detached session ends. Not stored.
     var deadline: UInt64?
+    /// Cluster mode (replicated, stored, in snapshots; docs/design.md, "Presence"): the node incarnation
+    /// (publisher, `node.incarnation`) holding it, nil once detached; the stream sequence of its last `session`
+    /// or resume (its attachment's epoch); the stream's active time (ms, `StreamIntegrity.activeTime`) at its
+    /// detach. Unused on a single node.
+    var holder: String?
+    var epoch: UInt64 = 0
+    var detachedAt: Int64?
+
+    /// Cluster mode: the stream's active time (ms) from which it may be ended, given its holder's last batch's
+    /// (`StreamIntegrity.PublisherMark.time`): a held session once its holder has appended nothing for
+    /// `window` ms, plus its grace; a detached one its grace after its detach.
+    func replicatedDeadline(holderTime: Int64?, window: Int64) -> Int64 {
+        if holder != nil { return (holderTime ?? 0) &+ window &+ grace }
+        return (detachedAt ?? 0) &+ grace
+    }
 
     /// The bytes its actions' requests take.
     var actionBytes: Int { actions.reduce(0) { $0 + $1.line.count } }
@@ -65,6 +80,11 @@ struct PresenceSession: Equatable {
             "ephemeral": .array(ephemeralObjects.map { .string($0) }),
         ]
         if let user { members["user"] = .string(user) }
+        if epoch > 0 {
+            members["epoch"] = .int(Int64(bitPattern: epoch))
+            if let holder { members["holder"] = .string(holder) }
+            if let detachedAt { members["detached"] = .int(detachedAt) }
+        }
         return .object(members)
     }
 
@@ -91,6 +111,19 @@ struct PresenceSession: Equatable {
         for object in ephemeral {
             guard case let .string(name) = object else { return nil }
             ephemeralObjects.append(name)
+        }
+        switch (members["epoch"], members["holder"], members["detached"]) {
+        case (nil, nil, nil):
+            break
+        case let (.int(epoch)?, holder, detached) where epoch > 0:
+            self.epoch = UInt64(epoch)
+            switch (holder, detached) {
+            case let (.string(name)?, nil): self.holder = name
+            case let (nil, .int(time)?): detachedAt = time
+            default: return nil
+            }
+        default:
+            return nil
         }
     }
 

@@ -5,17 +5,14 @@ import KVOModel
 /// object; with the limits (`SessionLimits`) checked as each thing is added and the ids whose stored
 /// record changed since the last group commit (`uncommitted`).
 ///
-/// Sessions are node-local: in cluster mode each node holds the sessions of its own connections, and the
-/// writes a session runs when it ends go through the stream like a client's. Owned by the `Server`; loop
-/// thread only. Errors are `KVOError`, as replies carry them.
+/// On a single node the table is the server's own. In cluster mode it is replicated state: changed only by
+/// applying stream entries (`…Replicated`), equal on every node but for which of this node's connections holds
+/// a session (`bind`, `unbind`). Owned by the `Server`; loop thread only. Errors are `KVOError`, as replies carry them.
 struct SessionTable {
     private(set) var sessions: [String: PresenceSession] = [:]
     private var byConnection: [ConnectionID: String] = [:]
     /// The session each ephemeral object belongs to.
     private var ephemeralOwners: [String: String] = [:]
-    /// Ephemeral objects of ended sessions whose deletion is on its way through the stream (cluster mode:
-    /// `Server.releaseEphemeral`): still watched, so that a deletion by anyone meanwhile ends the release.
-    private(set) var releasing = Set<String>()
     private var sessionsByUser: [String: Int] = [:]
     /// The bytes of each user's actions.
     private var actionBytesByUser: [String: Int] = [:]
@@ -37,19 +34,8 @@ struct SessionTable {
 
     var count: Int { sessions.count }
     var isEmpty: Bool { sessions.isEmpty }
-    /// The objects whose removal the engine must report: the sessions' ephemeral objects and those being released.
-    var watchedObjectIDs: [String] { Array(ephemeralOwners.keys) + Array(releasing) }
-
-    /// An ended session's ephemeral `object` is being deleted through the stream.
-    mutating func release(_ object: String) {
-        releasing.insert(object)
-    }
-
-    /// The release of `object` is over (deleted, or found gone); returns whether it was being released.
-    @discardableResult
-    mutating func released(_ object: String) -> Bool {
-        releasing.remove(object) != nil
-    }
+    /// The objects whose removal the engine must report: the sessions' ephemeral objects.
+    var watchedObjectIDs: [String] { Array(ephemeralOwners.keys) }
 
     /// The id of the session `connection` is attached to.
     func sessionID(of connection: ConnectionID) -> String? {
@@ -65,6 +51,18 @@ struct SessionTable {
         if let current = byConnection[connection] {
             throw KVOError(.badRequest, "this connection already has session \(current): end it ('endSession') or open another connection")
         }
+        try checkRoom(for: user)
+        var id = PresenceSession.newID()
+        while sessions[id] != nil { id = PresenceSession.newID() }
+        let session = PresenceSession(id: id, user: user, grace: grace, connection: connection)
+        insert(session)
+        byConnection[connection] = id
+        changed(id)
+        return session
+    }
+
+    /// Refuses another session for `user` past the limits.
+    private func checkRoom(for user: String?) throws(KVOError) {
         guard sessions.count < SessionLimits.maximumSessions else {
             throw KVOError(.tooLarge, "this server holds \(SessionLimits.maximumSessions) sessions, its most",
                            details: ["limit": .int(Int64(SessionLimits.maximumSessions))])
@@ -73,13 +71,6 @@ struct SessionTable {
             throw KVOError(.tooLarge, "user '\(user)' holds \(SessionLimits.maximumSessionsPerUser) sessions, the most one user may",
                            details: ["limit": .int(Int64(SessionLimits.maximumSessionsPerUser))])
         }
-        var id = PresenceSession.newID()
-        while sessions[id] != nil { id = PresenceSession.newID() }
-        let session = PresenceSession(id: id, user: user, grace: grace, connection: connection)
-        insert(session)
-        byConnection[connection] = id
-        changed(id)
-        return session
     }
 
     /// Attaches session `id` to `connection` (which has no other). A session of another user, or none, is
@@ -107,7 +98,11 @@ struct SessionTable {
 
     /// Adds an `onDisconnect` action to the session of `connection` (acting for `user`); returns its number.
     mutating func addAction(_ line: [UInt8], connection: ConnectionID, user: String?) throws(KVOError) -> UInt64 {
-        let id = try attachedSession(of: connection, user: user)
+        try addAction(line, toSession: try attachedSession(of: connection, user: user))
+    }
+
+    /// Adds an `onDisconnect` action to session `id` (which exists); returns its number.
+    mutating func addAction(_ line: [UInt8], toSession id: String) throws(KVOError) -> UInt64 {
         var session = sessions[id]!
         guard session.actions.count < SessionLimits.maximumActionsPerSession else {
             throw KVOError(.tooLarge, "a session holds at most \(SessionLimits.maximumActionsPerSession) onDisconnect actions",
@@ -132,7 +127,11 @@ struct SessionTable {
 
     /// Drops action `number` (nil: all) of the session of `connection`; returns how many went.
     mutating func cancelActions(_ number: UInt64?, connection: ConnectionID, user: String?) throws(KVOError) -> Int {
-        let id = try attachedSession(of: connection, user: user)
+        cancelActions(number, ofSession: try attachedSession(of: connection, user: user))
+    }
+
+    /// Drops action `number` (nil: all) of session `id` (which exists); returns how many went.
+    mutating func cancelActions(_ number: UInt64?, ofSession id: String) -> Int {
         var session = sessions[id]!
         let before = session.actions.count
         let bytesBefore = session.actionBytes
@@ -169,7 +168,6 @@ struct SessionTable {
 
     /// `object` was deleted (by anyone, by any path): it is no longer any session's to delete.
     mutating func objectRemoved(_ object: String) {
-        if !releasing.isEmpty { releasing.remove(object) }
         guard let id = ephemeralOwners.removeValue(forKey: object), var session = sessions[id] else { return }
         session.ephemeralObjects.removeAll { $0 == object }
         sessions[id] = session
@@ -212,6 +210,89 @@ struct SessionTable {
         countActionBytes(-session.actionBytes, of: session.user)
         changed(id)
         return session
+    }
+
+    // MARK: - Cluster mode: the replicated table (docs/design.md, "Presence")
+    //
+    // Every node applies the same stream entries to these in the same order, so the sessions (all but
+    // `connection` and `deadline`, which say which of this node's connections holds one) are equal on every
+    // node. Only `bind`, `unbind` and `end`'s unbinding touch this node's connections.
+
+    /// A session begun at stream position `epoch`, held by node incarnation `holder`.
+    mutating func beginReplicated(_ id: String, user: String?, grace: Int64, holder: String,
+                                  epoch: UInt64) throws(KVOError) -> PresenceSession {
+        guard sessions[id] == nil else { throw KVOError(.conflict, "session id \(id) is taken: begin again") }
+        try checkRoom(for: user)
+        var session = PresenceSession(id: id, user: user, grace: grace, connection: nil)
+        session.holder = holder
+        session.epoch = epoch
+        insert(session)
+        changed(id)
+        return session
+    }
+
+    /// Session `id` resumed at stream position `epoch` through node incarnation `holder`: a new attachment
+    /// (whatever connection of this node held it lets go: returned). Another user's, or none, is `not_found`.
+    mutating func attachReplicated(_ id: String, user: String?, grace: Int64?, holder: String,
+                                   epoch: UInt64) throws(KVOError) -> (session: PresenceSession, takenFrom: ConnectionID?) {
+        guard var session = sessions[id], session.user == user else {
+            throw KVOError(.notFound, "no session '\(id)' (it ended and its actions ran, or it never was)")
+        }
+        let previous = session.connection
+        if let previous, byConnection[previous] == id { byConnection[previous] = nil }
+        session.connection = nil
+        session.holder = holder
+        session.epoch = epoch
+        session.detachedAt = nil
+        if let grace { session.grace = grace }
+        sessions[id] = session
+        changed(id)
+        return (session, previous)
+    }
+
+    /// Session `id`'s attachment `epoch` ended at the stream's active time `time` (its connection closed): it is
+    /// detached, ending `grace` after `time`. Nothing when a later attachment took it over.
+    mutating func detachReplicated(_ id: String, epoch: UInt64, at time: Int64) {
+        guard var session = sessions[id], session.epoch == epoch, session.holder != nil else { return }
+        session.holder = nil
+        session.detachedAt = time
+        sessions[id] = session
+        changed(id)
+    }
+
+    /// This node's `connection` holds session `id` (its `session` entry was applied here).
+    mutating func bind(_ id: String, to connection: ConnectionID) {
+        guard var session = sessions[id], byConnection[connection] == nil else { return }
+        session.connection = connection
+        sessions[id] = session
+        byConnection[connection] = id
+    }
+
+    /// This node's `connection` closed or let go: the session it held, if any, is no longer held here.
+    mutating func unbind(_ connection: ConnectionID) -> PresenceSession? {
+        guard let id = byConnection.removeValue(forKey: connection), var session = sessions[id] else { return nil }
+        session.connection = nil
+        sessions[id] = session
+        return session
+    }
+
+    /// Sessions held by `holder` (this node's incarnation) that none of its connections holds: their
+    /// detach is to be appended.
+    func unheld(by holder: String) -> [PresenceSession] {
+        sessions.values.filter { $0.holder == holder && $0.connection == nil }
+    }
+
+    /// Whether any session is held by `holder`.
+    func holdsAny(_ holder: String) -> Bool {
+        sessions.values.contains { $0.holder == holder }
+    }
+
+    /// The sessions whose replicated deadline is at or before `now` (the stream's active time): `holderTime`
+    /// gives a holder's last batch's.
+    func dueReplicated(now: Int64, window: Int64, holderTime: (String) -> Int64?) -> [PresenceSession] {
+        sessions.values.filter { session in
+            session.replicatedDeadline(holderTime: session.holder.flatMap(holderTime), window: window) <= now
+        }.sorted { $0.id < $1.id }
     }
 
     /// Sessions read back from the store at start-up: every one detached, ending at `now` plus its grace.

@@ -30,6 +30,11 @@ final class ClusterNode {
     var revisionWaits = RevisionWaits()
     /// Each connection's writes in flight and the request held behind them.
     var pipelinedWrites = PipelinedWrites()
+    /// `uv_now` ms of the last look at the replicated sessions (`Server.replicatedPresenceTick`).
+    var presenceTickAt: UInt64 = 0
+    /// The server's own presence operations submitted and not yet given up on (`d.<id>.<epoch>` for a detach,
+    /// `e.<id>.<epoch>` for an end), with when (`uv_now` ms): not submitted again meanwhile.
+    var presencePending: [String: UInt64] = [:]
 
     init(_ configuration: ClusterConfiguration, appliedSequence: UInt64, integrity: StreamIntegrity.State) {
         replicator = ClusterReplicator(configuration: configuration, appliedSequence: appliedSequence, integrity: integrity)

@@ -69,7 +69,7 @@ extension RequestHandler {
                        _ notifications: inout [ChangeNotification]) throws(KVOError) -> Outcome {
         guard case .digest = request else { misrouted(request, #function) }
         let engine = handler.engine
-        var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine, users: handler.users)))]
+        var fields: [(String, JSONValue)] = [("digest", .string(StateDigest.of(engine, users: handler.users, sessions: handler.replicatedSessions?() ?? [])))]
         if let status = handler.clusterStatus?() {
             fields.insert(("applied", .int(Int64(status.applied))), at: 0)
             if let snapshot = status.snapshot { fields.insert(("bootstrapSnapshot", .int(Int64(snapshot))), at: 1) }

@@ -47,6 +47,8 @@ final class RequestHandler {
     var engine: KVOEngine
     /// In cluster mode: this node's place in the cluster (`ClusterStatus`), for `digest`'s reply.
     var clusterStatus: (() -> ClusterStatus)?
+    /// Cluster mode: the replicated presence sessions as `[id, record]`, by id (`digest` covers them).
+    var replicatedSessions: (() -> [JSONValue])?
     /// What `GET /metrics` serves now (set by the server), for the `metrics` operation.
     var metricsText: (() -> [UInt8])?
     /// The server at a glance, for `status`: assembled by the server (`Server.statusReport()`), the one place

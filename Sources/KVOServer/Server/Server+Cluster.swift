@@ -52,17 +52,16 @@ extension Server {
     /// `unbind` go the same way: every node creates the binding with the same id, and its `binding`
     /// events reach the creator's connection on this node only (`applyClusterEntry`). Loop thread.
     func submitToCluster(_ cluster: ClusterReplicator, _ request: Request, line: UnsafeBufferPointer<UInt8>,
-                                 id: JSONValue?, connection: Connection, ephemeralSession: String? = nil) {
+                                 id: JSONValue?, connection: Connection, presence: JSONValue? = nil) {
         let operation = MetricsOperation(request)
         if let refusal = cluster.refusal {
             send(.failure(KVOError(.unavailable, refusal)), id: id, to: connection, counting: operation)
             return
         }
         let deadline = clock.milliseconds &+ UInt64(cluster.configuration.writeTimeout * 1000)
-        cluster.submit(line: Array(line), user: connection.principal?.user,
+        cluster.submit(line: Array(line), user: connection.principal?.user, presence: presence,
                        writer: ClusterReplicator.Writer(connection: connection.id, requestID: id, operation: operation,
-                                                        deadline: deadline, started: requestStarted,
-                                                        ephemeralSession: ephemeralSession))
+                                                        deadline: deadline, started: requestStarted))
         if let clusterNode, clusterNode.pipelinedWrites.submitted(connection.id) >= configuration.maximumPendingRequests {
             connection.pauseReading(.replication)
         }
@@ -249,7 +248,17 @@ extension Server {
                 continue
             }
             let reply: Result<ReplyFields, KVOError>
-            switch RequestDecoder.decode(operation.line).request {
+            // A presence operation (`Server+ReplicatedPresence`); an ephemeral create's context names its session.
+            let decoded = RequestDecoder.decode(operation.line).request
+            if let context = operation.presence, context["k"] != nil || Server.isPresenceRequest(decoded) {
+                let presenceReply = applyPresence(operation, context: context, decoded: decoded,
+                                                  publisher: entry.publisher.map(String.init) ?? entry.node,
+                                                  sequence: sequence, time: time, cluster: cluster, writer: writer)
+                guard let writer, let presenceReply else { continue }
+                if let connection = answerClusterWrite(writer, presenceReply) { released.append(connection) }
+                continue
+            }
+            switch decoded {
             case let .success(request) where request.isWrite:
                 // The writer's connection bounds what its reply may carry (a conflict's current value).
                 let budget = writer.flatMap { writer in
@@ -260,9 +269,12 @@ extension Server {
                 } ?? .unlimited
                 // This node's ephemeral create joins its session now, before any later entry can delete it.
                 reply = applyWrite(request, from: writer?.connection ?? Server.clusterConnection,
-                                   access: clusterAccess(forUser: operation.user), budget: budget, time: time,
-                                   ephemeralSession: writer?.ephemeralSession)
-                if let object = writer?.releasesEphemeral { ephemeralReleaseApplied(object, reply) }
+                                   access: clusterAccess(forUser: operation.user), budget: budget, time: time)
+                // An ephemeral create joins its session on every node now, before any later entry can delete it.
+                if let session = operation.presence?["id"]?.stringValue, case .success = reply, request.isEphemeralWrite,
+                   let object = request.writtenObject {
+                    registerReplicatedEphemeral(object, session: session, time: time)
+                }
             case .success:
                 reply = .failure(KVOError(.badRequest, "not a write"))
             case let .failure(error):
@@ -294,7 +306,8 @@ extension Server {
         if let snapshotPublisher = clusterNode?.snapshotPublisher, configuration.snapshotEvery > 0,
            sequence % configuration.snapshotEvery == 0 {
             snapshotPublisher.enqueue(ClusterSnapshot(engine: handler.engine, users: users, sequence: sequence,
-                                                      integrity: cluster.integrity.state))
+                                                      integrity: cluster.integrity.state,
+                                                      sessions: sessions.sessions.mapValues(\.record)))
         }
     }
 

@@ -77,6 +77,11 @@ extension Server {
             administer(adminRequest, id: decoded.id, connection: connection)
             return
         case .presence:
+            // Cluster mode: sessions are replicated state, changed at stream positions (`Server+ReplicatedPresence`).
+            if let cluster {
+                submitPresence(cluster, request, line: line, id: decoded.id, connection: connection)
+                return
+            }
             presence(request, id: decoded.id, connection: connection)
             return
         case .serverState:
@@ -99,8 +104,9 @@ extension Server {
         }
         if declaration.isWrite {
             if let cluster {
+                // An ephemeral create names the attachment it was made under: every node adds the object to that session.
                 submitToCluster(cluster, request, line: line, id: decoded.id, connection: connection,
-                                ephemeralSession: ephemeralSession)
+                                presence: ephemeralSession.flatMap { sessions.session($0) }.map(Server.attachment))
                 return
             }
             groupCommit.noteWriter(connection.id)
@@ -130,7 +136,8 @@ extension Server {
     static func joinsPipeline(_ decoded: RequestDecoder.Decoded, _ connection: Connection) -> Bool {
         guard connection.principal != nil, case let .success(request) = decoded.request else { return false }
         let declaration = request.operation.declaration
-        return declaration.route == .engine && declaration.isWrite
+        // An ephemeral create needs the session a `session` still in flight may bring: it waits for it.
+        return declaration.route == .engine && declaration.isWrite && !request.isEphemeralWrite
     }
 
     /// Carries out a request that is not a write (writes pass `applyWrite`), replies and delivers its events;

@@ -18,7 +18,7 @@ extension Server {
         slowLog.activity.housekeeping = true
         clock.refreshWallClockOffset()
         expireDueObjects()
-        endDueSessions()
+        if let cluster { replicatedPresenceTick(cluster) } else { endDueSessions() }
         let secondTick = storage.checkIsDue(now: now)
         if secondTick { checkStorage() }
         reclaimSpaceOnTick(secondTick: secondTick)

@@ -14,9 +14,9 @@ import Logging
 ///
 /// *Ending.* Each action is a request line run through the same door as a client's write, with its
 /// registrant's rights as they are then (`clusterAccess(forUser:)`), in registration order, then each
-/// ephemeral object still the session's is deleted. A single node applies them at once; a cluster node
-/// submits them to the stream (the node that held the session decides; every node applies them at the same
-/// stream position). A session's record leaves the store with the group commit of its actions' writes.
+/// ephemeral object still the session's is deleted. A single node applies them at once. In cluster mode the
+/// table is replicated state and all of this is decided at stream positions (`Server+ReplicatedPresence`). A
+/// session's record leaves the store with the group commit of its actions' writes.
 ///
 /// *Ephemeral objects.* A `create` with `ephemeral: true` joins the creator's session once it succeeds (in
 /// cluster mode when this node applies it); the engine reports every removal of such an object by any path
@@ -88,16 +88,10 @@ extension Server {
         try sessions.admitEphemeral(from: connection.id, user: connection.principal?.user)
     }
 
-    /// An ephemeral create succeeded: `object` belongs to session `id` from now on, and the engine reports its
-    /// removal. In cluster mode the session may have ended while the create went through the stream: the object
-    /// is then deleted as its session's would have been (a delete submitted as the server, as a session's are).
+    /// An ephemeral create succeeded (single node; a cluster's: `registerReplicatedEphemeral`): `object` belongs to
+    /// session `id` from now on, and the engine reports its removal.
     func registerEphemeral(_ object: String, session id: String) {
-        if sessions.addEphemeral(object, to: id) {
-            handler.engine.removalWatch.insert(object)
-            return
-        }
-        guard cluster != nil, sessions.session(id) == nil else { return }
-        serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])), as: Server.serverUser)
+        if sessions.addEphemeral(object, to: id) { handler.engine.removalWatch.insert(object) }
     }
 
     /// After the engine handled requests: the ephemeral objects removed meanwhile leave their sessions, also
@@ -114,6 +108,10 @@ extension Server {
     /// `connection` closed: its session, if it has one, ends after its grace unless resumed.
     func detachSession(of connection: ConnectionID) {
         guard !sessions.isEmpty else { return }
+        if let cluster {
+            detachReplicatedSession(of: connection, cluster: cluster)
+            return
+        }
         sessions.detach(connection, now: clock.milliseconds)
     }
 
@@ -154,39 +152,14 @@ extension Server {
         return session.actions.count + session.ephemeralObjects.count
     }
 
-    /// Deletes an ended session's ephemeral `object`, as the server. A single node deletes it now. A cluster node
-    /// submits `{"op":"delete","object":…,"ifRev":R}` with R its revision now, at which the object is still the
-    /// session's, and keeps watching it (`SessionTable.releasing`): every node deletes it only if nobody changed it
-    /// after R, so an object deleted and created again meanwhile (by anyone: then no longer the session's) is
-    /// never deleted; when only a write changed it (still the session's here when the delete was refused at
-    /// its stream position), the deletion is submitted again with the revision then (`ephemeralReleaseApplied`).
+    /// Deletes an ended session's ephemeral `object`, as the server (single node; a cluster deletes it inside the
+    /// entry that ends the session: `endReplicatedSession`).
     func releaseEphemeral(_ object: String) {
-        guard cluster != nil else {
-            handler.engine.removalWatch.remove(object)
-            if case let .failure(error)? = serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])),
-                                                       as: Server.serverUser), error.code != .notFound {
-                logger.notice("session ended: ephemeral object deletion refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))")
-            }
-            return
-        }
-        sessions.release(object)
-        let line = JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object),
-                                             "ifRev": .int(Int64(bitPattern: handler.engine.revision))]))
-        serverWrite(line, as: Server.serverUser, retained: true, releasesEphemeral: object)
-    }
-
-    /// Cluster mode: this node applied its release of `object` with `reply`. Refused `conflict` while the object
-    /// is still being released (written meanwhile, not deleted): submitted again; anything else ends the release.
-    func ephemeralReleaseApplied(_ object: String, _ reply: Result<ReplyFields, KVOError>) {
-        guard sessions.releasing.contains(object) else { return }
-        if case let .failure(error) = reply, error.code == .conflict, handler.engine.changedRevision(of: object) != nil {
-            let line = JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object),
-                                                 "ifRev": .int(Int64(bitPattern: handler.engine.revision))]))
-            serverWrite(line, as: Server.serverUser, retained: true, releasesEphemeral: object)
-            return
-        }
-        sessions.released(object)
         handler.engine.removalWatch.remove(object)
+        if case let .failure(error)? = serverWrite(JSONWriter.bytes(.object(["op": .string("delete"), "object": .string(object)])),
+                                                   as: Server.serverUser), error.code != .notFound {
+            logger.notice("session ended: ephemeral object deletion refused: \(error.code.rawValue): \(PrintableText.escaped(error.message, limit: 300))")
+        }
     }
 
     /// The sessions read back from the store at start-up (or after a roll-back): detached, each ending after
@@ -206,12 +179,35 @@ extension Server {
         if rewritten > 0 {
             logger.notice("\(rewritten) stored onDisconnect action\(rewritten == 1 ? "" : "s") from an older kvod read with their null members as absent, as they were accepted")
         }
+        // A cluster node upgraded from a kvod before replicated sessions (engine version 5) may have stored sessions
+        // of its own (no epoch): they are no other node's, so they end now as they would have then, their writes
+        // submitted to the stream as the server's (`runEndingActions`), and leave the store.
+        var ownBefore: [PresenceSession] = []
+        if cluster != nil {
+            ownBefore = stored.filter { $0.epoch == 0 }
+            stored.removeAll { $0.epoch == 0 }
+        }
         sessions = SessionTable(recordsChanges: storage.keepsWrites)
-        sessions.restore(stored, now: clock.milliseconds)
+        sessions.restore(stored + ownBefore, now: clock.milliseconds)
         watchEphemeralObjects()
         if !stored.isEmpty {
             logger.info("restored \(stored.count) session\(stored.count == 1 ? "" : "s"), each ending after its grace unless its client resumes it")
         }
+        for session in ownBefore {
+            guard let ended = sessions.end(session.id) else { continue }
+            runEndingActions(of: ended)
+        }
+        if !ownBefore.isEmpty {
+            logger.notice("\(ownBefore.count) session\(ownBefore.count == 1 ? "" : "s") stored by a kvod before replicated sessions ended at start-up; their actions go to the stream")
+        }
+    }
+
+    /// Cluster mode: stored sessions that an installed snapshot's replaced (`ids`) leave the store at the next group
+    /// commit (those the snapshot has are written again).
+    func replacedSessions(_ ids: [String]) {
+        guard sessions.recordsChanges else { return }
+        for id in ids { sessions.uncommitted.insert(id) }
+        for id in sessions.sessions.keys { sessions.uncommitted.insert(id) }
     }
 
     /// Tells the engine (a new one: start-up, a snapshot installed, a roll-back) which objects are ephemeral,

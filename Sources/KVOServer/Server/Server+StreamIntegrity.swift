@@ -135,13 +135,17 @@ extension Server {
         let integrity = snapshot.integrity ?? .unknown(applied: snapshot.sequence)
         do throws(StorageError) {
             try store.replaceAll(with: state, streamSequence: snapshot.sequence,
-                                 streamIntegrity: StreamIntegrity(integrity).encodedState, users: snapshot.users)
+                                 streamIntegrity: StreamIntegrity(integrity).encodedState, users: snapshot.users,
+                                 sessions: snapshot.sessions)
         } catch {
             logger.critical("cluster: cannot store the snapshot of sequence \(snapshot.sequence): \(PrintableText.escaped("\(error)", limit: 1000)); stopping")
             exit(74)  // EX_IOERR
         }
         let closed = closeClientConnections(reason: .clusterStateReplaced)
         handler.engine = engine
+        // The replicated sessions are the snapshot's (every connection of this node was closed: none is held here).
+        sessions = SessionTable(recordsChanges: storage.keepsWrites)
+        sessions.restore(snapshot.presenceSessions, now: clock.milliseconds)
         watchEphemeralObjects()
         if let replicated = snapshot.users {
             users.replaceAll(with: replicated)

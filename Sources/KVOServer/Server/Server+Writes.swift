@@ -45,11 +45,11 @@ extension Server {
     /// position with the user's rights there, and it leaves the queue at the write deadline like any write, so an
     /// unreachable stream piles nothing up; it returns nil. A `retained` write (an ended session's) is the exception:
     /// it has no deadline and waits for the stream however long (`ClusterReplicator.Writer.retained`), with
-    /// `releasesEphemeral`, the ephemeral object it deletes. Counted in `kvod_requests_total` under its operation
+    /// Counted in `kvod_requests_total` under its operation
     /// either way (in cluster mode when applied).
     @discardableResult
     func serverWrite(_ line: [UInt8], as user: String?, retained: Bool = false,
-                     releasesEphemeral: String? = nil) -> Result<ReplyFields, KVOError>? {
+                     ) -> Result<ReplyFields, KVOError>? {
         let decoded = RequestDecoder.decode(line).request
         if let cluster {
             let operation = (try? decoded.get()).map { MetricsOperation($0) } ?? .invalid
@@ -57,7 +57,7 @@ extension Server {
             cluster.submit(line: line, user: user,
                            writer: ClusterReplicator.Writer(connection: Server.clusterConnection, requestID: nil,
                                                             operation: operation, deadline: deadline, started: 0,
-                                                            retained: retained, releasesEphemeral: releasesEphemeral))
+                                                            retained: retained))
             return nil
         }
         let request: Request

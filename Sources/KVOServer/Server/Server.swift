@@ -228,6 +228,11 @@ public final class Server {
         }
         startOwnHandles()
         restoreSessions(startup.sessions)
+        replacedSessions(startup.replacedSessionIDs)
+        if cluster != nil {
+            // Sessions are replicated state in a cluster: `digest` covers them.
+            handler.replicatedSessions = { [unowned self] in self.replicatedSessionRecords }
+        }
         checkStorageAtStart()
         // An object whose ttl ended while kvod was stopped is gone (and committed) before anything can read it. A
         // cluster node first applies the stream from where it stopped; its requests' check does the rest.

@@ -25,8 +25,11 @@ struct ServerStartup {
     let bootstrapSnapshot: UInt64?
     /// Cluster mode: what the node knew of the stream at `appliedSequence` (`StreamIntegrity`).
     let streamIntegrity: StreamIntegrity.State
-    /// The sessions the last run left (`Server+Presence`), to be ended after their grace unless resumed.
+    /// The sessions the last run left (`Server+Presence`), to be ended after their grace unless resumed; in cluster
+    /// mode the replicated table at `appliedSequence` (an installed snapshot's).
     let sessions: [PresenceSession]
+    /// Stored sessions a snapshot installed at start-up replaced: their rows go at the first group commit.
+    let replacedSessionIDs: [String]
 
     /// What the store held, after the cluster's checks and a snapshot's install.
     private struct Restored {
@@ -35,6 +38,7 @@ struct ServerStartup {
         var appliedSequence: UInt64 = 0
         var streamIntegrity = StreamIntegrity.State()
         var sessions: [PresenceSession] = []
+        var replacedSessionIDs: [String] = []
         var bootstrapSnapshot: UInt64?
         /// The users of the installed snapshot (nil: none installed, or a snapshot older than replicated users).
         var snapshotUsers: [UserRecord]?
@@ -98,6 +102,7 @@ struct ServerStartup {
         self.bootstrapSnapshot = restored.bootstrapSnapshot
         self.streamIntegrity = restored.streamIntegrity
         self.sessions = restored.sessions
+        self.replacedSessionIDs = restored.replacedSessionIDs
     }
 
     /// Every start-up refusal of a data directory names the file: a damaged row (`.corrupt`, which names the
@@ -131,12 +136,17 @@ struct ServerStartup {
         case let .install(snapshot):
             let integrity = snapshot.integrity ?? .unknown(applied: snapshot.sequence)
             try store.replaceAll(with: snapshot.persistedState, streamSequence: snapshot.sequence,
-                                 streamIntegrity: StreamIntegrity(integrity).encodedState, users: snapshot.users)
+                                 streamIntegrity: StreamIntegrity(integrity).encodedState, users: snapshot.users,
+                                 sessions: snapshot.version >= 5 ? snapshot.sessions : nil)
             restored.streamIntegrity = integrity
             restored.state = snapshot.persistedState
             restored.snapshotUsers = snapshot.users
             restored.appliedSequence = snapshot.sequence
             restored.bootstrapSnapshot = snapshot.sequence
+            // The replicated sessions are the snapshot's (stored in the same transaction); an older snapshot has none
+            // (its stream made none) and the stored ones are left to be rewritten at the first group commit.
+            if snapshot.version < 5 { restored.replacedSessionIDs = stored.sessions.map(\.id) }
+            restored.sessions = snapshot.presenceSessions
         case let .refuse(reason):
             restored.directoryProblem = reason
         }

@@ -1,6 +1,7 @@
 import CLibUV
 import Logging
 import KVOEngine
+import KVOJSON
 import KVOModel
 
 /// `--in-memory`: the store that keeps nothing. The server's state lives in the engine only and is gone
@@ -39,7 +40,7 @@ final class MemoryStore: Store {
     }
 
     func replaceAll(with state: PersistedState, streamSequence: UInt64, streamIntegrity: [UInt8]?,
-                    users: [UserRecord]?) throws(StorageError) {
+                    users: [UserRecord]?, sessions: [String: JSONValue]?) throws(StorageError) {
         guard !isClosed else { throw .closed }
     }
 

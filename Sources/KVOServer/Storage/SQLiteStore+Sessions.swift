@@ -2,8 +2,8 @@ import KVOJSON
 import KVOModel
 
 /// The sessions table (schema 8): each session's record (`PresenceSession.record`) by id, written with the
-/// group commit (`CommitBatch.sessions`) and read back once at start-up. Node-local: a cluster snapshot's
-/// `replaceAll` leaves it as it is. Loop thread, like the rest of the store.
+/// group commit (`CommitBatch.sessions`) and read back once at start-up. In cluster mode it holds the replicated
+/// table, and `replaceAll` replaces it by an installed snapshot's. Loop thread, like the rest of the store.
 extension SQLiteStore {
     /// Every stored session, detached. A row that is not a session's record is `.corrupt`, naming it.
     func loadSessions() throws(StorageError) -> [PresenceSession] {

@@ -447,10 +447,10 @@ extension SQLiteStore {
     /// Cluster mode: replaces everything stored (objects, redo rows, history, classes, bindings, the
     /// counters) by `state`, and records `streamSequence` as applied, in one transaction: a node installing
     /// a snapshot (`SnapshotBootstrap`). History is emptied (the snapshot carries none). `users`, when
-    /// given (a snapshot of engine version 3 or later), replace the stored users. On error nothing
-    /// changes.
+    /// given (a snapshot of engine version 3 or later), replace the stored users, and `sessions`, when given
+    /// (version 5 or later), the stored sessions. On error nothing changes.
     package func replaceAll(with state: PersistedState, streamSequence: UInt64, streamIntegrity: [UInt8]? = nil,
-                            users: [UserRecord]? = nil) throws(StorageError) {
+                            users: [UserRecord]? = nil, sessions: [String: JSONValue]? = nil) throws(StorageError) {
         guard let database, let statements else { throw .closed }
         var logs: [String: ObjectLog] = [:]
         do {
@@ -487,6 +487,15 @@ extension SQLiteStore {
             if let users {
                 try database.exec("DELETE FROM users")
                 try writeUserRows(upserting: users, deleting: [])
+            }
+            // A snapshot of engine version 5 or later: the replicated presence sessions, with the sequence.
+            if let sessions {
+                try database.exec("DELETE FROM sessions")
+                for id in sessions.keys.sorted() {
+                    try statements.upsertSession.bind(1, text: id)
+                    try statements.upsertSession.bind(2, text: JSONWriter.bytes(sessions[id]!))
+                    try statements.upsertSession.run()
+                }
             }
             try statements.commit.run()
         } catch {

@@ -1,6 +1,7 @@
 import CLibUV
 import Logging
 import KVOEngine
+import KVOJSON
 import KVOModel
 
 /// Where the server's state lives between runs: the seam between the server and a storage engine, as
@@ -46,11 +47,12 @@ protocol Store: AnyObject {
     /// Single mode: stores `upserting` (by name) and deletes `deleting`, at once, outside any group commit.
     func writeUsers(upserting: [UserRecord], deleting: [String]) throws(StorageError)
 
-    /// Cluster mode, a node installing a snapshot: replaces everything stored (but the node's own sessions) by `state` and records
+    /// Cluster mode, a node installing a snapshot: replaces everything stored by `state` (and `sessions`, the replicated presence
+    /// sessions' records by id, when given) and records
     /// `streamSequence` as applied (and `users`, when given, as the users), at once or not at all.
     /// `streamIntegrity`: what the node knows of the stream at that sequence (`StreamIntegrity`'s state, encoded).
     func replaceAll(with state: PersistedState, streamSequence: UInt64, streamIntegrity: [UInt8]?,
-                    users: [UserRecord]?) throws(StorageError)
+                    users: [UserRecord]?, sessions: [String: JSONValue]?) throws(StorageError)
 
     /// What a failed `commit` or `writeUsers` left (`StorageFailure`).
     func assess(_ error: StorageError) -> StorageFailure
