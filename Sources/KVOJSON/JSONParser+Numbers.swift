@@ -50,14 +50,24 @@ extension JSONParser {
     /// The double nearest to the number `text` (at `start`); one too large for a double is refused.
     private mutating func nearestDouble(_ text: UnsafeBufferPointer<UInt8>, at start: Int) throws(JSONParseError) -> JSONValue {
         compact = false  // written as `Double.description`, which need not be these bytes
-        // Decimals and exponents: strtod on a NUL-terminated copy (numbers are short).
-        var copy = Array(text)
-        copy.append(0)
-        let value = copy.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { strtod($0, nil) }
+        guard let value = JSONParser.doubleValue(text), value.isFinite else {
+            throw JSONParseError(reason: .syntax("number out of range"), offset: start)
         }
-        guard value.isFinite else { throw JSONParseError(reason: .syntax("number out of range"), offset: start) }
         return .double(value)
+    }
+
+    /// strtod of the number `text` (a JSON number's bytes), on a NUL-terminated copy on the stack when short; nil
+    /// when strtod does not read all of it.
+    static func doubleValue(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: text.count + 1) { copy -> Double? in
+            guard let source = text.baseAddress, let base = copy.baseAddress else { return nil }
+            UnsafeMutableRawPointer(base).copyMemory(from: source, byteCount: text.count)
+            base[text.count] = 0
+            var end: UnsafeMutablePointer<CChar>? = nil
+            let value = strtod(base, &end)
+            guard end == base + text.count else { return nil }
+            return value
+        }
     }
 
     func isDigit(_ byte: UInt8) -> Bool {

@@ -50,7 +50,7 @@ enum CallgrindBenchmark {
                                                  storage: storage, valgrind: valgrind, executables: executables, keepAs: keepAs)
                 let perSet = Double(measured - base) / Double(sets)
                 let label = storage == .inMemory ? "" : " (\(storage.label))"
-                print("callgrind \(pad(shape.description, 19)) S=\(subscribers) B=\(bytes): \(grouped(perSet)) instructions per set "
+                print("callgrind \(pad(shape.description, 21)) S=\(subscribers) B=\(bytes): \(grouped(perSet)) instructions per set "
                       + "(\(measured) − \(base) over \(sets) sets)\(label)")
                 perSetByStorage.append(perSet)
                 cells.append("\(grouped(perSet)) | \(measured) | \(base)")
