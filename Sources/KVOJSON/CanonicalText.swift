@@ -82,11 +82,19 @@ package struct CanonicalText: Sendable {
     }
 
     /// Whether the run of number characters (digits, `-`, `+`, `.`, `e`, `E`) that reaches `position` (or ends
-    /// just before it) has a digit followed by `.`, `e` or `E`: part of a non-integral number, or of a string
-    /// that looks like one (then decoding decides).
+    /// just before it) may be a non-integral number: it starts where a number can (the text's start, or after
+    /// `:`, `,` or `[`; a number's run always reaches back there, while a run inside a string such as hex digits
+    /// starts after a letter or a quote) and has a digit followed by `.`, `e` or `E`. A string's bytes after a
+    /// comma may look like one too: then decoding decides.
     private static func mayBeNonIntegral(_ text: UnsafeBufferPointer<UInt8>, at position: Int) -> Bool {
         var start = position
         while start > 0, JSONCanonicalizer.isNumberByte(text[start - 1]) { start -= 1 }
+        if start > 0 {
+            switch text[start - 1] {
+            case UInt8(ascii: ":"), UInt8(ascii: ","), UInt8(ascii: "["): break
+            default: return false
+            }
+        }
         var end = position
         while end < text.count, JSONCanonicalizer.isNumberByte(text[end]) { end += 1 }
         var index = start
@@ -119,16 +127,20 @@ package struct CanonicalText: Sendable {
                 escaped = false
                 continue
             }
+            if inString {
+                // (A `where` after `case A, B` would guard only B: inside a string no bracket counts.)
+                if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
             switch byte {
-            case UInt8(ascii: "\\") where inString: escaped = true
-            case UInt8(ascii: "\""): inString.toggle()
-            case UInt8(ascii: "["), UInt8(ascii: "{") where !inString:
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
                 depth += 1
                 if depth > deepest {
                     deepest = depth
                     if deepest > limit { return limit + 1 }
                 }
-            case UInt8(ascii: "]"), UInt8(ascii: "}") where !inString: depth -= 1
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
             default: break
             }
         }

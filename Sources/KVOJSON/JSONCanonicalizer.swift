@@ -58,7 +58,8 @@ public struct JSONCanonicalizer {
         let memberSlots = 2 * (text.count / 4 + 2)
         // Strings and integers never grow; a non-integral number can (`1e3` is `1000.0`): the first room fits
         // all but number-heavy values, the second any value (a number of n >= 3 bytes writes at most 24, < 5n + 8).
-        for room in [text.count + 64, 5 * text.count + 64] {
+        var room = text.count + 64
+        while true {
             let result: Result<[UInt8], Stop> = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: room) { output in
                 withUnsafeTemporaryAllocation(of: Int.self, capacity: memberSlots) { members in
                     var writer = JSONCanonicalizer(input: text, output: output, members: members)
@@ -74,11 +75,10 @@ public struct JSONCanonicalizer {
             }
             switch result {
             case let .success(bytes): return bytes
-            case .failure(.outOfRoom): continue
-            case .failure(.giveUp): return nil
+            case .failure(.outOfRoom) where room < 5 * text.count + 64: room = 5 * text.count + 64
+            case .failure: return nil
             }
         }
-        return nil
     }
 
     // MARK: - Output
@@ -171,6 +171,7 @@ public struct JSONCanonicalizer {
         let base = memberCount
         var sorted = true
         var plainKeys = true
+        var previousPrefix: UInt64 = 0
         while true {
             skipWhitespace()
             guard index < inputCount, input[index] == UInt8(ascii: "\""), memberCount < memberCapacity else { throw Stop.giveUp }
@@ -182,7 +183,18 @@ public struct JSONCanonicalizer {
             members[2 * memberCount] = memberStart
             members[2 * memberCount + 1] = count
             memberCount += 1
-            if sorted, memberCount - base > 1, !precedes(memberCount - 2, memberCount - 1, plain: plainKeys) { sorted = false }
+            if sorted {
+                // Plain keys compare by their first eight bytes, and in full only when those are equal.
+                let prefix = keyPrefix(memberCount - 1)
+                if memberCount - base > 1 {
+                    if !plainKeys || prefix == previousPrefix {
+                        if compareKeys(memberCount - 2, memberCount - 1, plain: plainKeys) >= 0 { sorted = false }
+                    } else if prefix < previousPrefix {
+                        sorted = false
+                    }
+                }
+                previousPrefix = prefix
+            }
             skipWhitespace()
             guard index < inputCount, input[index] == UInt8(ascii: ":") else { throw Stop.giveUp }
             index += 1
@@ -208,17 +220,42 @@ public struct JSONCanonicalizer {
         return UnsafeBufferPointer(start: output + start, count: members[2 * slot + 1] - 1 - start)
     }
 
-    /// Whether the key at `left` sorts before the one at `right` as `String <` orders them (as `JSONWriter` sorts):
-    /// byte by byte when every key so far is plain ASCII, else as strings.
-    private func precedes(_ left: Int, _ right: Int, plain: Bool) -> Bool {
+    /// The order of the keys at stack slots `left` and `right` (negative, zero, positive) as `String <` orders them:
+    /// byte by byte when `plain` (plain ASCII keys: their first eight bytes big-endian first, which decides most
+    /// pairs), else as strings.
+    private func compareKeys(_ left: Int, _ right: Int, plain: Bool) -> Int {
         let leftKey = keyBytes(left)
         let rightKey = keyBytes(right)
         if plain {
+            let leftPrefix = JSONCanonicalizer.prefix(leftKey)
+            let rightPrefix = JSONCanonicalizer.prefix(rightKey)
+            if leftPrefix != rightPrefix { return leftPrefix < rightPrefix ? -1 : 1 }
             let common = Swift.min(leftKey.count, rightKey.count)
-            let order = common == 0 ? 0 : memcmp(leftKey.baseAddress!, rightKey.baseAddress!, common)
-            return order < 0 || (order == 0 && leftKey.count < rightKey.count)
+            if common > 8 {
+                let order = memcmp(leftKey.baseAddress! + 8, rightKey.baseAddress! + 8, common - 8)
+                if order != 0 { return Int(order) }
+            }
+            return leftKey.count - rightKey.count
         }
-        return String(decoding: leftKey, as: UTF8.self) < String(decoding: rightKey, as: UTF8.self)
+        let leftString = String(decoding: leftKey, as: UTF8.self)
+        let rightString = String(decoding: rightKey, as: UTF8.self)
+        return leftString < rightString ? -1 : (leftString == rightString ? 0 : 1)
+    }
+
+    /// A key's first eight bytes as a big-endian number (zeros after a shorter key: a key holds no zero byte, which
+    /// canonical form escapes), so that comparing two prefixes compares the keys' first eight bytes.
+    @inline(__always)
+    private static func prefix(_ key: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        if key.count >= 8 { return UInt64(bigEndian: UnsafeRawPointer(key.baseAddress!).loadUnaligned(as: UInt64.self)) }
+        var value: UInt64 = 0
+        for offset in 0..<key.count { value |= UInt64(key[offset]) << UInt64(56 - 8 * offset) }
+        return value
+    }
+
+    /// The prefix (`prefix(_:)`) of the key at stack slot `slot`.
+    @inline(__always)
+    private func keyPrefix(_ slot: Int) -> UInt64 {
+        JSONCanonicalizer.prefix(keyBytes(slot))
     }
 
     /// Rewrites the members of the object written from `objectStart` (its `{`, then the members on the stack
@@ -227,15 +264,23 @@ public struct JSONCanonicalizer {
         let memberTotal = memberCount - base
         let segmentStart = objectStart + 1
         let segmentLength = count - segmentStart
+        let writer = self
         let written: Int? = withUnsafeTemporaryAllocation(of: Int.self, capacity: memberTotal) { order in
-            for offset in 0..<memberTotal { order[offset] = base + offset }
-            // Ascending keys; equal keys in input order (the slot breaks the tie), so the last of them is kept.
-            let writer = self
-            let before = { (left: Int, right: Int) -> Bool in
-                if writer.precedes(left, right, plain: plain) { return true }
-                return left < right && !writer.precedes(right, left, plain: plain)
+          withUnsafeTemporaryAllocation(of: UInt64.self, capacity: memberTotal) { prefixes in
+            // Each key's first eight bytes once (prefixes[slot - base]), so that most comparisons are one of numbers.
+            for offset in 0..<memberTotal {
+                order[offset] = base + offset
+                prefixes[offset] = plain ? writer.keyPrefix(base + offset) : 0
             }
-            if memberTotal <= 12 {
+            // Ascending keys; equal keys in input order (the slot breaks the tie), so the last of them is kept.
+            let before = { (left: Int, right: Int) -> Bool in
+                let leftPrefix = prefixes[left - base]
+                let rightPrefix = prefixes[right - base]
+                if leftPrefix != rightPrefix { return leftPrefix < rightPrefix }
+                let order = writer.compareKeys(left, right, plain: plain)
+                return order < 0 || (order == 0 && left < right)
+            }
+            if memberTotal <= 16 {
                 for position in 1..<memberTotal {
                     let slot = order[position]
                     var hole = position
@@ -253,7 +298,8 @@ public struct JSONCanonicalizer {
                 var length = 0
                 for position in 0..<memberTotal {
                     let slot = order[position]
-                    if position + 1 < memberTotal, !writer.precedes(slot, order[position + 1], plain: plain) {
+                    if position + 1 < memberTotal, prefixes[slot - base] == prefixes[order[position + 1] - base],
+                       writer.compareKeys(slot, order[position + 1], plain: plain) == 0 {
                         // The same key again: only plain ASCII keys are the same bytes (else Swift keeps the
                         // first one's spelling with the last one's value: the tree decides).
                         guard plain else { return nil }
@@ -271,6 +317,7 @@ public struct JSONCanonicalizer {
                 writer.output.advanced(by: segmentStart).update(from: copy.baseAddress!, count: length)
                 return length
             }
+          }
         }
         guard let written else { throw Stop.giveUp }
         count = segmentStart + written
@@ -284,49 +331,50 @@ public struct JSONCanonicalizer {
         var escaped = false
         var nonASCII = false
         while true {
-            // Eight bytes with no quote, backslash or control character are copied at once.
-            if index + 8 <= inputCount {
+            // The run up to the next quote, backslash or control character is copied at once; eight bytes with
+            // none of them are passed over at a time.
+            let runStart = index
+            while index + 8 <= inputCount {
                 let word = ByteScan.word(at: input + index)
-                if !ByteScan.needsEscaping(word) {
-                    try ensureRoom(8)
-                    UnsafeMutableRawPointer(output + count).storeBytes(of: word, as: UInt64.self)
-                    if ByteScan.hasNonASCII(word) { nonASCII = true }
-                    count += 8
-                    index += 8
-                    continue
-                }
+                if ByteScan.needsEscaping(word) { break }
+                if ByteScan.hasNonASCII(word) { nonASCII = true }
+                index += 8
+            }
+            while index < inputCount {
+                let byte = input[index]
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                if byte >= 0x80 { nonASCII = true }
+                index += 1
+            }
+            let runLength = index - runStart
+            if runLength > 0 {
+                try ensureRoom(runLength)
+                (output + count).update(from: input + runStart, count: runLength)
+                count += runLength
             }
             guard index < inputCount else { throw Stop.giveUp }
             let byte = input[index]
-            switch byte {
-            case UInt8(ascii: "\""):
-                index += 1
+            index += 1
+            if byte == UInt8(ascii: "\"") {
                 try put(byte)
                 return (escaped, nonASCII)
-            case UInt8(ascii: "\\"):
-                index += 1
-                guard index < inputCount else { throw Stop.giveUp }
-                let escape = input[index]
-                index += 1
-                let scalar: UInt32
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalar = UInt32(escape)
-                case UInt8(ascii: "b"): scalar = 0x08
-                case UInt8(ascii: "f"): scalar = 0x0C
-                case UInt8(ascii: "n"): scalar = 0x0A
-                case UInt8(ascii: "r"): scalar = 0x0D
-                case UInt8(ascii: "t"): scalar = 0x09
-                case UInt8(ascii: "u"): scalar = try unicodeEscape()
-                default: throw Stop.giveUp
-                }
-                if try writeCharacter(scalar) { escaped = true }
-                if scalar >= 0x80 { nonASCII = true }
-            default:
-                guard byte >= 0x20 else { throw Stop.giveUp }
-                if byte >= 0x80 { nonASCII = true }
-                index += 1
-                try put(byte)
             }
+            guard byte == UInt8(ascii: "\\"), index < inputCount else { throw Stop.giveUp }  // a raw control character
+            let escape = input[index]
+            index += 1
+            let scalar: UInt32
+            switch escape {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalar = UInt32(escape)
+            case UInt8(ascii: "b"): scalar = 0x08
+            case UInt8(ascii: "f"): scalar = 0x0C
+            case UInt8(ascii: "n"): scalar = 0x0A
+            case UInt8(ascii: "r"): scalar = 0x0D
+            case UInt8(ascii: "t"): scalar = 0x09
+            case UInt8(ascii: "u"): scalar = try unicodeEscape()
+            default: throw Stop.giveUp
+            }
+            if try writeCharacter(scalar) { escaped = true }
+            if scalar >= 0x80 { nonASCII = true }
         }
     }
 
@@ -428,6 +476,11 @@ public struct JSONCanonicalizer {
             try copyInput(length)
             return
         }
+        if JSONCanonicalizer.isShortestDecimal(UnsafeBufferPointer(start: input + start, count: length)) {
+            index = start
+            try copyInput(length)
+            return
+        }
         guard let value = JSONParser.doubleValue(UnsafeBufferPointer(start: input + start, count: length)),
               value.isFinite else { throw Stop.giveUp }
         let text = value.description
@@ -436,6 +489,34 @@ public struct JSONCanonicalizer {
             output[count] = byte
             count += 1
         }
+    }
+
+    /// Whether the number `text` is already what `Double.description` writes for its value, so that it can be
+    /// copied without strtod and formatting (prices, coordinates, ratios: `2.5`, `0.25`, `51.5074`, `100.0`):
+    /// `-?I.F` without an exponent, `I` without a leading zero and at most 15 digits, `F` without a trailing zero
+    /// (or `F` is `0`), a value of at least 0.1 in magnitude (`I` is not `0`, or `F` starts with a non-zero digit,
+    /// or `F` is `0`), and at most 15 significant digits. Such a decimal is the only one of at most 15 digits that
+    /// reads as its double (doubles hold 15 decimal digits exactly), so it is the shortest, and below 10^15 and
+    /// from 0.1 up `description` writes it in this notation.
+    static func isShortestDecimal(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        var position = text.first == UInt8(ascii: "-") ? 1 : 0
+        let integerStart = position
+        while position < text.count, text[position] >= UInt8(ascii: "0"), text[position] <= UInt8(ascii: "9") { position += 1 }
+        let integerDigits = position - integerStart
+        guard integerDigits >= 1, integerDigits <= 15, position < text.count, text[position] == UInt8(ascii: ".") else { return false }
+        let integerIsZero = text[integerStart] == UInt8(ascii: "0")
+        if integerIsZero && integerDigits > 1 { return false }
+        position += 1
+        let fractionStart = position
+        while position < text.count, text[position] >= UInt8(ascii: "0"), text[position] <= UInt8(ascii: "9") { position += 1 }
+        let fractionDigits = position - fractionStart
+        guard position == text.count, fractionDigits >= 1 else { return false }
+        if fractionDigits == 1 && text[fractionStart] == UInt8(ascii: "0") { return true }  // X.0
+        guard text[text.count - 1] != UInt8(ascii: "0") else { return false }
+        if integerIsZero {
+            return text[fractionStart] != UInt8(ascii: "0") && fractionDigits <= 15
+        }
+        return integerDigits + fractionDigits <= 15
     }
 
     @inline(__always)

@@ -34,6 +34,11 @@ struct CanonicalizedValueTests {
         ("1e-7", "1e-07"), ("1e22", "1e+22"), ("0.1", "0.1"), ("-1.5e300", "-1.5e+300"), ("5e-324", "5e-324"),
         ("1.7976931348623157e308", "1.7976931348623157e+308"), ("9223372036854775807", "9223372036854775807"),
         ("-9223372036854775808", "-9223372036854775808"), ("[1.0,1,-0,0.0]", "[1.0,1,0,0.0]"),
+        // Decimals copied as they are (already Double.description) and their neighbours that are not.
+        ("0.1", "0.1"), ("0.25", "0.25"), ("51.5074", "51.5074"), ("-3.75", "-3.75"), ("100.0", "100.0"),
+        ("123456789012.345", "123456789012.345"), ("999999999999999.0", "999999999999999.0"), ("0.999999999999999", "0.999999999999999"),
+        ("0.05", "0.05"), ("0.0001", "0.0001"), ("0.00001", "1e-05"), ("0.1000", "0.1"), ("1234567890123456.5", "1234567890123456.5"),
+        ("0.1234567890123456", "0.1234567890123456"), ("9007199254740993.0", "9007199254740992.0"), ("1e16", "1e+16"),
         // Escapes: decoded, and written again only where JSON needs them (as JSONWriter does).
         (#""\u00e9""#, #""é""#), (#""\/""#, #""/""#), (#""\ud83d\ude00""#, "\"😀\""), (#""\u001F\u0000""#, #""\u001f\u0000""#),
         (#""\u0022\u005c""#, #""\"\\""#), (#""a\tb\n\r\b\f""#, #""a\tb\n\r\b\f""#), (#""caf\u00e9 \/ xxxxxxxxxxxxxxxx""#, #""café / xxxxxxxxxxxxxxxx""#),
@@ -158,6 +163,10 @@ struct CanonicalizedValueTests {
         expectEqual(try verdict(#"{"a":"é1","b":2}"#, #"{"a":"é2","b":2}"#), false)  // non-ASCII elsewhere
         expectEqual(try verdict(#"{"h":"00ab","p":2.5}"#, #"{"h":"00ac","p":2.5}"#), false)  // a float elsewhere
         expectEqual(try verdict("[123,4]", "[124,4]"), false)
+        // Digits and `e` inside a string (hex) are no number: only a run where a number can start counts.
+        expectEqual(try verdict(#"{"h":"00001e3a1e5","v":1}"#, #"{"h":"00001e3b1e5","v":1}"#), false)
+        expectEqual(try verdict(#""0001e4""#, #""0001e5""#), false)
+        expectEqual(try verdict("[1,2.5]", "[1,2.6]"), nil)
         expectEqual(try verdict("1", "1.0"), nil)
         expectEqual(try verdict("0", "-0.0"), nil)
         expectEqual(try verdict("\"é\"", "\"e\u{301}\""), nil)
