@@ -283,8 +283,12 @@ public struct JSONCanonicalizer {
             if memberTotal <= 16 {
                 for position in 1..<memberTotal {
                     let slot = order[position]
+                    let slotPrefix = prefixes[slot - base]
                     var hole = position
-                    while hole > 0, before(slot, order[hole - 1]) {
+                    while hole > 0 {
+                        let previousPrefix = prefixes[order[hole - 1] - base]
+                        // The prefixes decide unless they are equal (then the whole keys, then the slots).
+                        if previousPrefix < slotPrefix || (previousPrefix == slotPrefix && !before(slot, order[hole - 1])) { break }
                         order[hole] = order[hole - 1]
                         hole -= 1
                     }
@@ -347,11 +351,18 @@ public struct JSONCanonicalizer {
                 index += 1
             }
             let runLength = index - runStart
-            if runLength > 0 {
-                try ensureRoom(runLength)
+            try ensureRoom(runLength)
+            if runLength <= 16 {
+                // A short run (most keys) byte by byte: cheaper than calling memcpy.
+                var offset = 0
+                while offset < runLength {
+                    output[count + offset] = input[runStart + offset]
+                    offset += 1
+                }
+            } else {
                 (output + count).update(from: input + runStart, count: runLength)
-                count += runLength
             }
+            count += runLength
             guard index < inputCount else { throw Stop.giveUp }
             let byte = input[index]
             index += 1
