@@ -266,62 +266,62 @@ public struct JSONCanonicalizer {
         let segmentLength = count - segmentStart
         let writer = self
         let written: Int? = withUnsafeTemporaryAllocation(of: Int.self, capacity: memberTotal) { order in
-          withUnsafeTemporaryAllocation(of: UInt64.self, capacity: memberTotal) { prefixes in
-            // Each key's first eight bytes once (prefixes[slot - base]), so that most comparisons are one of numbers.
-            for offset in 0..<memberTotal {
-                order[offset] = base + offset
-                prefixes[offset] = plain ? writer.keyPrefix(base + offset) : 0
-            }
-            // Ascending keys; equal keys in input order (the slot breaks the tie), so the last of them is kept.
-            let before = { (left: Int, right: Int) -> Bool in
-                let leftPrefix = prefixes[left - base]
-                let rightPrefix = prefixes[right - base]
-                if leftPrefix != rightPrefix { return leftPrefix < rightPrefix }
-                let order = writer.compareKeys(left, right, plain: plain)
-                return order < 0 || (order == 0 && left < right)
-            }
-            if memberTotal <= 16 {
-                for position in 1..<memberTotal {
-                    let slot = order[position]
-                    let slotPrefix = prefixes[slot - base]
-                    var hole = position
-                    while hole > 0 {
-                        let previousPrefix = prefixes[order[hole - 1] - base]
-                        // The prefixes decide unless they are equal (then the whole keys, then the slots).
-                        if previousPrefix < slotPrefix || (previousPrefix == slotPrefix && !before(slot, order[hole - 1])) { break }
-                        order[hole] = order[hole - 1]
-                        hole -= 1
-                    }
-                    order[hole] = slot
+            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: memberTotal) { prefixes in
+                // Each key's first eight bytes once (prefixes[slot - base]), so that most comparisons are one of numbers.
+                for offset in 0..<memberTotal {
+                    order[offset] = base + offset
+                    prefixes[offset] = plain ? writer.keyPrefix(base + offset) : 0
                 }
-            } else {
-                var sortable = order
-                sortable.sort(by: before)
-            }
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: segmentLength) { copy in
-                var length = 0
-                for position in 0..<memberTotal {
-                    let slot = order[position]
-                    if position + 1 < memberTotal, prefixes[slot - base] == prefixes[order[position + 1] - base],
-                       writer.compareKeys(slot, order[position + 1], plain: plain) == 0 {
-                        // The same key again: only plain ASCII keys are the same bytes (else Swift keeps the
-                        // first one's spelling with the last one's value: the tree decides).
-                        guard plain else { return nil }
-                        continue
-                    }
-                    let start = writer.members[2 * slot]
-                    let end = slot + 1 < writer.memberCount ? writer.members[2 * (slot + 1)] - 1 : writer.count
-                    if length > 0 {
-                        copy[length] = UInt8(ascii: ",")
-                        length += 1
-                    }
-                    (copy.baseAddress! + length).update(from: writer.output + start, count: end - start)
-                    length += end - start
+                // Ascending keys; equal keys in input order (the slot breaks the tie), so the last of them is kept.
+                let before = { (left: Int, right: Int) -> Bool in
+                    let leftPrefix = prefixes[left - base]
+                    let rightPrefix = prefixes[right - base]
+                    if leftPrefix != rightPrefix { return leftPrefix < rightPrefix }
+                    let order = writer.compareKeys(left, right, plain: plain)
+                    return order < 0 || (order == 0 && left < right)
                 }
-                writer.output.advanced(by: segmentStart).update(from: copy.baseAddress!, count: length)
-                return length
+                if memberTotal <= 16 {
+                    for position in 1..<memberTotal {
+                        let slot = order[position]
+                        let slotPrefix = prefixes[slot - base]
+                        var hole = position
+                        while hole > 0 {
+                            let previousPrefix = prefixes[order[hole - 1] - base]
+                            // The prefixes decide unless they are equal (then the whole keys, then the slots).
+                            if previousPrefix < slotPrefix || (previousPrefix == slotPrefix && !before(slot, order[hole - 1])) { break }
+                            order[hole] = order[hole - 1]
+                            hole -= 1
+                        }
+                        order[hole] = slot
+                    }
+                } else {
+                    var sortable = order
+                    sortable.sort(by: before)
+                }
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: segmentLength) { copy in
+                    var length = 0
+                    for position in 0..<memberTotal {
+                        let slot = order[position]
+                        if position + 1 < memberTotal, prefixes[slot - base] == prefixes[order[position + 1] - base],
+                           writer.compareKeys(slot, order[position + 1], plain: plain) == 0 {
+                            // The same key again: only plain ASCII keys are the same bytes (else Swift keeps the
+                            // first one's spelling with the last one's value: the tree decides).
+                            guard plain else { return nil }
+                            continue
+                        }
+                        let start = writer.members[2 * slot]
+                        let end = slot + 1 < writer.memberCount ? writer.members[2 * (slot + 1)] - 1 : writer.count
+                        if length > 0 {
+                            copy[length] = UInt8(ascii: ",")
+                            length += 1
+                        }
+                        (copy.baseAddress! + length).update(from: writer.output + start, count: end - start)
+                        length += end - start
+                    }
+                    writer.output.advanced(by: segmentStart).update(from: copy.baseAddress!, count: length)
+                    return length
+                }
             }
-          }
         }
         guard let written else { throw Stop.giveUp }
         count = segmentStart + written
