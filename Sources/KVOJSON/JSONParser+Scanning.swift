@@ -109,7 +109,7 @@ extension JSONParser {
         case UInt8(ascii: "t"): try expectLiteral("true")
         case UInt8(ascii: "f"): try expectLiteral("false")
         case UInt8(ascii: "n"): try expectLiteral("null")
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try parseNumber()  // a number allocates nothing
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): _ = try parseNumber(needsValue: false)  // allocates nothing
         case 0x80...0xFF:
             if validUTF8SequenceLength(at: index) == nil { throw error(.invalidUTF8) }
             throw error(.syntax("unexpected character"))

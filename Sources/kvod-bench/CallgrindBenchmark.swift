@@ -9,6 +9,8 @@ import Glibc
 ///                          [--subscribers 1] [--shape-bytes 64] [--sets 20480] [--warmup 2048]
 ///                          [--valgrind valgrind] [--kvod PATH] [--keep DIRECTORY] [--users-globs N]
 ///
+/// (By default every shape of `SetShape.named`, issue 44's client forms among them, each beside its canonical twin.)
+///
 /// For each shape it runs kvod `--in-memory` under callgrind twice: both runs set up the subscribers
 /// and pipeline `--warmup` sets (512 awaiting a reply), the second then `--sets` more; instructions per
 /// set = (second run's total − first run's) / `--sets`, so start-up, set-up and shutdown cancel out.
@@ -50,7 +52,7 @@ enum CallgrindBenchmark {
                                                  storage: storage, valgrind: valgrind, executables: executables, keepAs: keepAs)
                 let perSet = Double(measured - base) / Double(sets)
                 let label = storage == .inMemory ? "" : " (\(storage.label))"
-                print("callgrind \(pad(shape.description, 19)) S=\(subscribers) B=\(bytes): \(grouped(perSet)) instructions per set "
+                print("callgrind \(pad(shape.description, 21)) S=\(subscribers) B=\(bytes): \(grouped(perSet)) instructions per set "
                       + "(\(measured) − \(base) over \(sets) sets)\(label)")
                 perSetByStorage.append(perSet)
                 cells.append("\(grouped(perSet)) | \(measured) | \(base)")

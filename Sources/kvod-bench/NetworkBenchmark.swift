@@ -313,7 +313,9 @@ enum NetworkBenchmark {
                                      [--spread-subscribers 10] [--durable-subscribers 10] [--quick]
                kvod-bench selftest   [--server both] [--events full,compact]
                kvod-bench permissions [--subscribers 1] [--bytes 64] [--globs 100]
-        shapes: string, string-id, object3-id, object10-id, object3-id-nested, string-id-nested
+        shapes: string, string-id, object3-id, object10-id, object3-id-nested, string-id-nested; as clients write
+                them (issue 44): object3-unsorted-id, object10-unsorted-id, object3-float-id, object3-utf8-id,
+                object3-escaped-id, object3-client-id
         every command: [--seconds 5] [--runs 1] [--window 1024] [--lag 4096] [--markdown FILE]
                        [--kvod PATH] [--redis PATH] [--perf-command PATH]
         (docs/performance.md; scripts/bench.sh builds everything and runs `all`)

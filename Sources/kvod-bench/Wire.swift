@@ -17,16 +17,27 @@ import KVOServer
 ///
 /// An object value of M members is the JSON text `{"h":"<the 32 hex digits>","m1":{"n":"x…"},"m2":2,…}`
 /// (members `m2` … `m(M-1)` hold their digit; the filler sits in the nested `n`): kvod stores it as an
-/// object and writes it back byte for byte (sorted members, no spaces), Redis publishes the same text.
+/// object and writes it back byte for byte (sorted members, no spaces), Redis publishes the same text. A
+/// value in a client's form (`SetShape.ObjectForm`, issue 44) is that text with the members in reverse order,
+/// `"m2":2.5` and/or `n` starting `caf\u00e9 \/ `; `length` is then its canonical text's, which events carry,
+/// and `sentLength` the request's.
 struct Payload {
     static let headerLength = 32
     /// The bytes of an object value besides the filler and the `mK` members: `{"h":"` + 32 + `","m1":{"n":"`
     /// + `"}` + `}`.
     static let objectOverhead = 6 + 32 + 13 + 2 + 1
+    /// The value's bytes (in canonical form: what events carry).
     let length: Int
+    /// The bytes the request (or the Redis publish) carries: `length`, or more when the client's form escapes.
+    let sentLength: Int
     let shape: SetShape.Value
-    /// Where the 32 hex digits start in the value's bytes.
+    /// Where the 32 hex digits start in the value's canonical bytes.
     let headerOffset: Int
+
+    /// The canonical bytes an object form adds besides the filler (`"m2":2.5` and the `n` prefix).
+    static func formOverhead(_ form: SetShape.ObjectForm) -> Int {
+        (form.hasFloat ? 2 : 0) + (form.prefix?.canonical.utf8CodeUnitCount ?? 0)
+    }
 
     init(length: Int, shape: SetShape.Value = .string) {
         self.shape = shape
@@ -34,16 +45,19 @@ struct Payload {
         case .string:
             precondition(length >= Payload.headerLength, "payloads are at least \(Payload.headerLength) bytes")
             headerOffset = 0
-        case .object(let members):
+            sentLength = length
+        case let .object(members, form):
             precondition((3...10).contains(members), "object values have 3 to 10 members")
-            precondition(length >= Payload.objectOverhead + 7 * (members - 2),
-                         "a \(members)-member object value is at least \(Payload.objectOverhead + 7 * (members - 2)) bytes")
+            let minimum = Payload.objectOverhead + 7 * (members - 2) + Payload.formOverhead(form)
+            precondition(length >= minimum, "a \(members)-member object value is at least \(minimum) bytes")
             headerOffset = 6
+            let prefix = form.prefix
+            sentLength = length + (prefix.map { $0.sent.utf8CodeUnitCount - $0.canonical.utf8CodeUnitCount } ?? 0)
         }
         self.length = length
     }
 
-    /// The bytes kvod's request and event carry for the value: the payload, quoted when it is a string.
+    /// The bytes kvod's event carries for the value: the payload, quoted when it is a string.
     var kvodValueLength: Int {
         if case .string = shape { return length + 2 }
         return length
@@ -51,37 +65,62 @@ struct Payload {
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// Writes the payload for (`sequence`, `timestamp`) at `destination` (`length` bytes).
+    /// Writes the payload for (`sequence`, `timestamp`) at `destination` (`sentLength` bytes), in the shape's form.
     func write(to destination: UnsafeMutablePointer<UInt8>, sequence: UInt64, timestamp: UInt64) {
         switch shape {
         case .string:
             writeHeader(to: destination, sequence: sequence, timestamp: timestamp)
             memset(destination + Payload.headerLength, Int32(UInt8(ascii: "x")), length - Payload.headerLength)
-        case .object(let members):
+        case let .object(members, form):
             var index = 0
             func put(_ text: StaticString) {
                 (destination + index).update(from: text.utf8Start, count: text.utf8CodeUnitCount)
                 index += text.utf8CodeUnitCount
             }
-            put(#"{"h":""#)
-            writeHeader(to: destination + index, sequence: sequence, timestamp: timestamp)
-            index += Payload.headerLength
-            put(#"","m1":{"n":""#)
-            let filler = length - Payload.objectOverhead - 7 * (members - 2)
-            memset(destination + index, Int32(UInt8(ascii: "x")), filler)
-            index += filler
-            put(#""}"#)
-            for member in 2..<members {
+            func putHeaderMember() {
+                put(#""h":""#)
+                writeHeader(to: destination + index, sequence: sequence, timestamp: timestamp)
+                index += Payload.headerLength
+                put(#"""#)
+            }
+            func putNestedMember() {
+                put(#""m1":{"n":""#)
+                if let prefix = form.prefix { put(prefix.sent) }
+                let filler = length - Payload.objectOverhead - 7 * (members - 2) - Payload.formOverhead(form)
+                memset(destination + index, Int32(UInt8(ascii: "x")), filler)
+                index += filler
+                put(#""}"#)
+            }
+            func putDigitMember(_ member: Int) {
                 let digit = UInt8(ascii: "0") + UInt8(member)
-                put(#","m"#)
+                put(#""m"#)
                 destination[index] = digit
                 index += 1
                 put(#"":"#)
                 destination[index] = digit
                 index += 1
+                if member == 2 && form.hasFloat { put(".5") }
+            }
+            put("{")
+            if form.isUnsorted {
+                for member in stride(from: members - 1, through: 2, by: -1) {
+                    putDigitMember(member)
+                    put(",")
+                }
+                putNestedMember()
+                put(",")
+                putHeaderMember()
+            } else {
+                putHeaderMember()
+                put(",")
+                putNestedMember()
+                for member in 2..<members {
+                    put(",")
+                    putDigitMember(member)
+                }
             }
             put("}")
-            precondition(index == length)
+            precondition(index == sentLength)
         }
     }
 
@@ -203,18 +242,18 @@ enum Wire {
                 output.append(Wire.setMiddle)
             }
             if case .string = payload.shape { output.append(UInt8(ascii: "\"")) }
-            payload.write(to: output.reserve(payload.length), sequence: sequence, timestamp: timestamp)
-            output.commit(payload.length)
+            payload.write(to: output.reserve(payload.sentLength), sequence: sequence, timestamp: timestamp)
+            output.commit(payload.sentLength)
             if case .string = payload.shape { output.append(UInt8(ascii: "\"")) }
             output.append(Wire.setSuffix)
         case .redis:
             output.append(Wire.publishHeader)
             appendBulk(keyPath.map { Wire.channel(object: object, keyPath: $0) } ?? object, to: output)
             output.append(UInt8(ascii: "$"))
-            output.appendDecimal(payload.length)
+            output.appendDecimal(payload.sentLength)
             output.append(Wire.crlf)
-            payload.write(to: output.reserve(payload.length), sequence: sequence, timestamp: timestamp)
-            output.commit(payload.length)
+            payload.write(to: output.reserve(payload.sentLength), sequence: sequence, timestamp: timestamp)
+            output.commit(payload.sentLength)
             output.append(Wire.crlf)
         }
     }

@@ -25,8 +25,8 @@ package enum RequestDecoder {
         /// before it answers (read-your-writes across cluster nodes; docs/protocol.md, "Cluster"); nil when absent.
         package var atLeastRev: UInt64? = nil
 
-        /// A `set`'s value exactly as `JSONWriter` encodes it, when the request carried it in that form
-        /// (`HeldValue.text`); nil otherwise.
+        /// A `set`'s value exactly as `JSONWriter` encodes it (`HeldValue.text`): the request's bytes when it carried
+        /// it in that form, else `JSONCanonicalizer`'s; nil in the rare cases the canonicalizer leaves to the tree.
         package var valueText: [UInt8]? {
             guard case let .success(.set(_, _, value)) = request else { return nil }
             return value.text?.bytes
@@ -34,8 +34,8 @@ package enum RequestDecoder {
     }
 
     /// Decodes a line (without its newline). The line is checked whole (`JSONParser.scanMembers`, as strict
-    /// as parsing it), but only the fields the operation reads are decoded, and a `set`'s value sent in
-    /// canonical form not at all (issue 28).
+    /// as parsing it), but only the fields the operation reads are decoded, and a `set`'s value not at all: it is
+    /// kept as canonical text, copied (issue 28) or canonicalized (issue 44).
     package static func decode(_ line: UnsafeBufferPointer<UInt8>) -> Decoded {
         let members: [JSONParser.MemberText]?
         do {

@@ -3,7 +3,7 @@ import KVOJSON
 
 /// A request's members as `JSONParser.scanMembers` found them in its line: checked, not yet decoded. A
 /// member's value is decoded when an operation's decoder reads it, so that a request pays only for the
-/// fields it uses and a `set`'s canonical value stays text (`heldValue(of:)`).
+/// fields it uses and a `set`'s value stays (or becomes) canonical text (`heldValue(of:)`).
 ///
 /// Looked up by a linear scan: a request has a handful of members, so this beats hashing. When a name
 /// repeats, the last one counts (as it would in a dictionary built in order). Holds the line's bytes
@@ -43,13 +43,16 @@ struct RequestFields {
         return line[members[position].range.lowerBound] == UInt8(ascii: "n")
     }
 
-    /// The member called `name` as a `set` carries it: its canonical text when the request wrote it so,
-    /// else decoded.
+    /// The member called `name` as a `set` carries it: its canonical text, copied when the request wrote it so,
+    /// else written from the request's text by `JSONCanonicalizer` (keys in any order, escapes, non-integral
+    /// numbers: issue 44); decoded only in the rare cases the canonicalizer leaves to the tree.
     func heldValue(of name: String) -> HeldValue? {
         guard let position = position(of: name) else { return nil }
         let member = members[position]
-        guard member.isCompact else { return .decoded(value(at: position)) }
-        return .text(CanonicalText(trusting: Array(UnsafeBufferPointer(rebasing: line[member.range]))))
+        let text = UnsafeBufferPointer(rebasing: line[member.range])
+        if member.isCompact { return .text(CanonicalText(trusting: Array(text))) }
+        if let canonical = JSONCanonicalizer.canonicalText(of: text) { return .text(CanonicalText(trusting: canonical)) }
+        return .decoded(value(at: position))
     }
 
     /// The member called `name` when it is a string written without escapes, read straight from the line
