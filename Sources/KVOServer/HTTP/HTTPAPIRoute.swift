@@ -161,7 +161,7 @@ enum HTTPAPIRoute {
     /// write through.
     static func conditions(_ request: HTTPRequestHead) throws(HTTPAPIProblem) -> [(key: String, value: [UInt8])] {
         var conditions: [(key: String, value: [UInt8])] = []
-        if let match = request.headers["if-match"].map { Substring($0).trimmingSpaces } {
+        if let match = request.headers["if-match"].map({ Substring($0).trimmingSpaces }) {
             if match == "*" {
                 conditions.append(("ifExists", encoded(true)))
             } else if match.count >= 3, match.first == "\"", match.last == "\"", let rev = Int64(match.dropFirst().dropLast()), rev >= 0 {
@@ -170,7 +170,7 @@ enum HTTPAPIRoute {
                 throw .badRequest("If-Match takes one strong entity tag as ETag gives it (\"<changedRev>\") or *")
             }
         }
-        if let noneMatch = request.headers["if-none-match"].map { Substring($0).trimmingSpaces } {
+        if let noneMatch = request.headers["if-none-match"].map({ Substring($0).trimmingSpaces }) {
             guard noneMatch == "*" else { throw .badRequest("If-None-Match takes * (the object does not exist) on a write") }
             conditions.append(("ifAbsent", encoded(true)))
         }
