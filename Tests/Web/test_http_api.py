@@ -171,6 +171,13 @@ def test_bearer_tokens_and_the_read_check(kvod_factory, tmp_path):
                       "GET /v1/objects/inbox/note HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").encode())
         statuses = [int(match) for match in re.findall(rb"HTTP/1\.1 (\d{3})", read_until_closed(sock))]
     assert statuses == [200, 401]
+    # Nor into a WebSocket: a connection that carried API requests is not upgraded (it would act for their token).
+    with socket.create_connection(("127.0.0.1", kvod.http_port), timeout=10) as sock:
+        sock.sendall((f"GET /v1/objects/inbox/note HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {tokens['root']}\r\n\r\n"
+                      "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        statuses = [int(match) for match in re.findall(rb"HTTP/1\.1 (\d{3})", read_until_closed(sock))]
+    assert statuses == [200, 400]
 
 
 def test_a_page_of_another_origin_cannot_write_to_a_loopback_kvod(kvod):

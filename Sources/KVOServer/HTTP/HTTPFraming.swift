@@ -59,6 +59,10 @@ final class HTTPFraming: MessageFraming {
         return offset
     }
 
+    /// Whether this connection has carried an HTTP API request: each of those set the connection's principal from its
+    /// own token, so such a connection is not upgraded to WebSocket (which would inherit the last one).
+    var hasServedAPIRequests = false
+
     /// The next reply queued answers `exchange` (an HTTP API request translated into a line, about to be handled).
     func expectReply(_ exchange: HTTPAPIExchange, on connection: Connection) {
         exchanges.append(exchange)

@@ -9,6 +9,7 @@ import KVOModel
 extension Server {
     func serveAPIRequest(_ request: HTTPRequestHead, on connection: Connection, host: HTTPAuthority?, hostCheck: HTTPHostCheck) {
         guard let framing = connection.framing as? HTTPFraming else { return }
+        framing.hasServedAPIRequests = true
         let keepAlive = request.keepAlive
         // A browser page of another origin may send a "simple" cross-origin POST (no preflight) to a loopback kvod in
         // open mode: its Origin must be this listener's own or allowed, as for /ws. Clients that are not browsers

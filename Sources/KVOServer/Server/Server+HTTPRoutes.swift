@@ -32,6 +32,13 @@ extension Server {
         }
         let keepAlive = request.keepAlive
         if request.path == "/ws" {
+            // A connection that carried HTTP API requests acts for their tokens' users: a WebSocket must start afresh
+            // (and `auth`), so it needs a connection of its own (browsers open one for each WebSocket anyway).
+            if let framing = connection.framing as? HTTPFraming, framing.hasServedAPIRequests {
+                self.connection(connection, didRefuseHTTPRequest: .badRequest,
+                                reason: "a connection that carried HTTP API requests is not upgraded to WebSocket: open a new one")
+                return
+            }
             upgrade(connection, request, host: host, hostCheck: hostCheck)
             return
         }
