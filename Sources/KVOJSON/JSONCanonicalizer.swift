@@ -451,14 +451,7 @@ public struct JSONCanonicalizer {
         guard index + 4 <= inputCount else { throw Stop.giveUp }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let byte = input[index]
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: throw Stop.giveUp
-            }
+            guard let digit = JSONParser.hexDigitValue(input[index]) else { throw Stop.giveUp }
             value = value << 4 | digit
             index += 1
         }

@@ -84,18 +84,23 @@ extension JSONParser {
         throw error(.syntax("unterminated string"))
     }
 
+    /// The value of one hex digit of a `\\u` escape (either case); nil for any other byte. Shared with
+    /// `JSONCanonicalizer`.
+    @inline(__always)
+    static func hexDigitValue(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+
     mutating func parseHex4() throws(JSONParseError) -> UInt32 {
         guard index + 4 <= bytes.count else { throw error(.syntax("truncated \\u escape")) }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let byte = bytes[index]
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: throw error(.syntax("invalid \\u escape"))
-            }
+            guard let digit = JSONParser.hexDigitValue(bytes[index]) else { throw error(.syntax("invalid \\u escape")) }
             value = value << 4 | digit
             index += 1
         }

@@ -218,7 +218,7 @@ enum HTTPAPIRoute {
         while index < utf8.count {
             let byte = utf8[index]
             if byte == UInt8(ascii: "%") {
-                guard index + 2 < utf8.count, let high = hexValue(utf8[index + 1]), let low = hexValue(utf8[index + 2]) else {
+                guard index + 2 < utf8.count, let high = HexText.digitValue(utf8[index + 1]), let low = HexText.digitValue(utf8[index + 2]) else {
                     throw .badRequest("malformed percent-encoding in the \(what)")
                 }
                 bytes.append(high << 4 | low)
@@ -230,14 +230,5 @@ enum HTTPAPIRoute {
         }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .badRequest("the \(what) is not UTF-8 once percent-decoded") }
         return text
-    }
-
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
